@@ -1,0 +1,40 @@
+"""perfmodel: the KV-cache handoff delay of disaggregated LLM serving, for millions of cases at once.
+
+Heavy modules (numba kernels, matplotlib) load on first use, so ``import perfmodel``
+and the ``perfmodel`` command start quickly.
+
+>>> import perfmodel
+>>> perfmodel.handoff_delay_ms(32_768, 50.0, 327_680)  # Llama-3.1-70B prompt over 400G IB
+array([214.7483648])
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._codes import TransferMode, WorkerType
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first access, PEP 562)
+_LAZY = {
+    "handoff_delay_ms": "handoff",
+    "destination_missing_tokens": "handoff",
+    "InputError": "handoff",
+}
+
+__all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,102 @@
+"""A slow, obviously correct, plain-Python statement of SEMANTICS.md, one row at a time.
+
+Independent of perfmodel's code: no numpy, no numba. Used by the tests (and by
+bench/run.py as the plain-Python baseline).
+"""
+
+from __future__ import annotations
+
+import math
+
+WORKER_CODES = {"aggregated": 0, "prefill": 1, "decode": 2}
+MODE_CODES = {"full_prompt": 0, "destination_missing": 1}
+
+
+class InvalidRow(Exception):
+    """A row that breaks rule 6 (negative counts, unknown codes...)."""
+
+    def __init__(self, argument: str) -> None:
+        super().__init__(argument)
+        self.argument = argument
+
+
+def _number(value) -> float:
+    """None (missing) as NaN; anything else must be a real number."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(value)
+    return float(value)
+
+
+def _code(value, names: dict[str, int]) -> int | None:
+    if isinstance(value, str):
+        return names.get(value.lower())
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and not math.isnan(value) and value == int(value) and int(value) in names.values():
+        return int(value)
+    return None
+
+
+def _is_count(x: float) -> bool:
+    """A whole number >= 0, or NaN (missing)."""
+    return math.isnan(x) or (x >= 0 and not math.isinf(x) and x == math.floor(x))
+
+
+def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
+                 state_bytes, latency_ms, fallback_ms) -> list[str]:
+    """The arguments of one row that break rule 6, in signature order."""
+    t, b, p = _number(tokens), _number(bandwidth), _number(bytes_per_token)
+    d, s, lat = _number(missing_tokens), _number(state_bytes), _number(latency_ms)
+    f = _number(fallback_ms)
+    checks = [
+        ("num_input_tokens", _is_count(t)),
+        ("kv_transfer_bandwidth", math.isnan(b) or b >= 0),
+        ("kv_bytes_per_token", math.isnan(p) or 0 <= p < math.inf),
+        ("worker_type", _code(worker, WORKER_CODES) is not None),
+        ("completed", isinstance(completed, bool) or completed in (0, 1)),
+        ("mode", _code(mode, MODE_CODES) is not None),
+        ("destination_missing_tokens", _is_count(d)),
+        ("state_bytes", math.isnan(s) or 0 <= s < math.inf),
+        ("latency_ms", 0 <= lat < math.inf),
+        ("fallback_delay_ms", math.isnan(f) or 0 <= f < math.inf),
+    ]
+    return [argument for argument, ok in checks if not ok]
+
+
+def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=True, mode=0,
+                      missing_tokens=None, state_bytes=0, latency_ms=0.0, fallback_ms=None):
+    """The handoff delay of one row in ms, or None where no delay applies.
+
+    Raises InvalidRow for invalid input.
+    """
+    problems = row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
+                            state_bytes, latency_ms, fallback_ms)
+    if problems:
+        raise InvalidRow(problems[0])
+    # 1. only a completed prefill hands off
+    if _code(worker, WORKER_CODES) != 1 or not completed:
+        return None
+    # 2./3. charged tokens; a missing count gives a missing result
+    full = _code(mode, MODE_CODES) == 0
+    charged = _number(tokens) if full else _number(missing_tokens)
+    if math.isnan(_number(tokens)) or math.isnan(charged):
+        return None
+    # 4. unknown bytes or bandwidth, or bandwidth disabled: the fallback, if any
+    bw, per_token, state = _number(bandwidth), _number(bytes_per_token), _number(state_bytes)
+    if math.isnan(bw) or bw == 0 or math.isnan(per_token) or math.isnan(state):
+        return None if fallback_ms is None or math.isnan(_number(fallback_ms)) else float(fallback_ms)
+    # 5. bytes over line rate, upstream's operation order
+    nbytes = float(charged) * float(per_token) + float(state)
+    delay = nbytes / (bw * 1e9) * 1000.0
+    if nbytes > 0:
+        delay += float(latency_ms)
+    return delay
+
+
+def destination_missing_tokens_row(num_input_tokens: int, cached_tokens: int, block_size: int) -> int:
+    """Fresh blocks the destination allocates, times the block size."""
+    blocks = math.ceil(num_input_tokens / block_size) if num_input_tokens else 0
+    cached_blocks = min(cached_tokens // block_size, blocks)
+    return (blocks - cached_blocks) * block_size

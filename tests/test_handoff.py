@@ -1,0 +1,340 @@
+"""The numpy-level API and its kernels against the plain-Python reference of SEMANTICS.md."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import perfmodel
+from perfmodel import TransferMode, WorkerType, handoff_delay_ms
+from perfmodel.handoff import InputError, _coerce
+
+from .reference import destination_missing_tokens_row, handoff_delay_row, row_problems, InvalidRow
+
+ARGUMENTS = [
+    "num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
+    "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms",
+]
+NAN, INF = math.nan, math.inf
+
+
+# --- upstream's golden cases, exactly ----------------------------------------------------
+
+def test_golden_prefill_completed():
+    assert handoff_delay_ms(128, 1.0, 1_000_000, WorkerType.PREFILL, True)[0] == 128.0
+
+
+@pytest.mark.parametrize("worker, completed", [(WorkerType.PREFILL, False), (WorkerType.DECODE, True),
+                                               (WorkerType.AGGREGATED, True)])
+def test_golden_no_handoff(worker, completed):
+    assert np.isnan(handoff_delay_ms(128, 1.0, 1_000_000, worker, completed)[0])
+
+
+def test_golden_destination_missing():
+    kw = dict(destination_missing_tokens=20)
+    assert handoff_delay_ms(100, 1.0, 1000, mode=TransferMode.DESTINATION_MISSING, **kw)[0] == pytest.approx(0.02, rel=1e-15)
+    assert handoff_delay_ms(100, 1.0, 1000, mode=TransferMode.FULL_PROMPT, **kw)[0] == pytest.approx(0.1, rel=1e-15)
+
+
+def test_upstream_operation_order_bit_for_bit():
+    tokens = np.array([1, 7, 4097, 131_072, 2**40])
+    bw = np.array([0.3, 1.7, 46.5, 900.0, 3.3])
+    per_token = np.array([1, 327_680, 70_272, 1_000_003, 13])
+    expected = [float(t) * float(p) / (b * 1e9) * 1000.0 for t, p, b in zip(tokens, per_token, bw)]
+    assert handoff_delay_ms(tokens, bw, per_token).tolist() == expected
+
+
+# --- special values ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("bw", [NAN, 0.0])
+def test_unknown_or_disabled_bandwidth_gives_nan_or_fallback(bw):
+    assert np.isnan(handoff_delay_ms(128, bw, 1000)[0])
+    assert handoff_delay_ms(128, bw, 1000, fallback_delay_ms=0.0)[0] == 0.0
+    assert handoff_delay_ms(128, bw, 1000, fallback_delay_ms=2.5, latency_ms=1.0)[0] == 2.5
+
+
+def test_unknown_bytes_per_token_uses_fallback_but_missing_tokens_do_not():
+    assert handoff_delay_ms(128, 10.0, NAN, fallback_delay_ms=3.0)[0] == 3.0
+    assert np.isnan(handoff_delay_ms(NAN, 10.0, 1000, fallback_delay_ms=3.0)[0])
+
+
+def test_infinite_bandwidth_is_free_but_pays_latency():
+    assert handoff_delay_ms(128, INF, 1000)[0] == 0.0
+    assert handoff_delay_ms(128, INF, 1000, latency_ms=0.5)[0] == 0.5
+
+
+def test_latency_only_for_transfers_that_move_bytes():
+    out = handoff_delay_ms([0, 100], 1.0, 1000, latency_ms=1.5)
+    assert out.tolist() == [0.0, 100 * 1000 / 1e9 * 1000 + 1.5]
+
+
+def test_state_bytes_are_added_per_transfer():
+    assert handoff_delay_ms(0, 1.0, 1000, state_bytes=1e6)[0] == pytest.approx(1.0)
+    assert handoff_delay_ms(10, 2.0, 1000, state_bytes=1e6)[0] == (10 * 1000.0 + 1e6) / 2e9 * 1000
+
+
+def test_full_destination_hit_is_zero():
+    out = handoff_delay_ms(100, 1.0, 1000, mode="destination_missing", destination_missing_tokens=0)
+    assert out[0] == 0.0
+
+
+def test_missing_destination_count_in_its_mode_only():
+    out = handoff_delay_ms(100, 1.0, 1000, mode=["full_prompt", "destination_missing"],
+                           destination_missing_tokens=NAN)
+    assert out[0] == 0.1 and np.isnan(out[1])
+
+
+# --- the reference, on hostile random inputs ----------------------------------------------
+
+COUNT = st.one_of(st.integers(0, 2**40), st.integers(-3, 3), st.sampled_from([NAN, INF, -INF, 0.5, 1e18, -0.0, 7.0]))
+REAL = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1.0, 50.0, 900.0, -1.0]))
+VALUES = {
+    "num_input_tokens": COUNT,
+    "kv_transfer_bandwidth": REAL,
+    "kv_bytes_per_token": st.one_of(st.integers(-2, 2_000_000), REAL),
+    "worker_type": st.sampled_from([0, 1, 2, -1, 3, "prefill", "decode", "aggregated", "Prefill", "bogus",
+                                    WorkerType.PREFILL]),
+    "completed": st.sampled_from([True, False, 1, 0, 2]),
+    "mode": st.sampled_from([0, 1, "full_prompt", "destination_missing", 2, TransferMode.DESTINATION_MISSING]),
+    "destination_missing_tokens": COUNT,
+    "state_bytes": st.one_of(st.just(0), REAL),
+    "latency_ms": st.one_of(st.just(0.0), REAL),
+    "fallback_delay_ms": st.one_of(st.just(None), REAL),
+}
+
+
+# Which arguments are arrays (the rest scalars). Each layout is a compiled specialization
+# (~0.5 s each), so the random cases draw from a representative fixed set of layouts
+# rather than from all 1024; the values inside them are unrestricted.
+LAYOUTS = [
+    set(ARGUMENTS),
+    set(),
+    {"num_input_tokens"},
+    {"num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed"},
+    {"num_input_tokens", "mode", "destination_missing_tokens"},
+    {"kv_transfer_bandwidth", "state_bytes", "latency_ms", "fallback_delay_ms"},
+]
+
+
+@st.composite
+def cases(draw):
+    """Ten arguments, each a scalar or a list of the case's length."""
+    arrays = draw(st.sampled_from(LAYOUTS))
+    n = draw(st.integers(1, 12)) if arrays else 1
+    columns = {}
+    for name, values in VALUES.items():
+        columns[name] = draw(st.lists(values, min_size=n, max_size=n)) if name in arrays else draw(values)
+    return n, columns
+
+
+def _row(columns, i):
+    return [columns[a][i] if isinstance(columns[a], list) else columns[a] for a in ARGUMENTS]
+
+
+def _call(columns, **kw):
+    c = dict(columns)
+    return handoff_delay_ms(c.pop("num_input_tokens"), c.pop("kv_transfer_bandwidth"), c.pop("kv_bytes_per_token"),
+                            c.pop("worker_type"), c.pop("completed"), **c, **kw)
+
+
+@given(case=cases())
+def test_kernel_equals_reference(case):
+    n, columns = case
+    out = _call(columns, errors="coerce", parallel=False)
+    assert out.shape == (n,) and out.dtype == np.float64
+    for i in range(n):
+        row = _row(columns, i)
+        try:
+            expected = handoff_delay_row(*row)
+        except InvalidRow:
+            expected = None
+        if expected is None:
+            assert np.isnan(out[i]), (i, row, out[i])
+        else:
+            assert out[i] == expected or math.isclose(out[i], expected, rel_tol=1e-12), (i, row, out[i], expected)
+
+
+@given(case=cases())
+def test_raise_names_first_invalid_argument_row_and_count(case):
+    n, columns = case
+    problems = [row_problems(*_row(columns, i)) for i in range(n)]
+    invalid = [a for a in ARGUMENTS if any(a in p for p in problems)]
+    if not invalid:
+        _call(columns)  # no error
+        return
+    with pytest.raises(InputError) as info:
+        _call(columns)
+    error = info.value
+    assert error.argument == invalid[0]
+    rows = [i for i, p in enumerate(problems) if invalid[0] in p]
+    assert error.n_invalid == len(rows) and error.row == rows[0]
+    assert invalid[0] in str(error) and f"{len(rows)} invalid row" in str(error)
+
+
+# --- inputs: broadcasting, dtypes, pandas, read-only, no copies ----------------------------
+
+def test_scalars_broadcast_and_result_is_1d():
+    assert handoff_delay_ms(128, 1.0, 1e6).shape == (1,)
+    out = handoff_delay_ms([1, 2, 3], 1.0, 1e9)
+    assert out.tolist() == [1000.0, 2000.0, 3000.0]
+
+
+def test_empty_input():
+    out = handoff_delay_ms(np.array([], dtype=np.int64), 1.0, 1000)
+    assert out.shape == (0,) and out.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint16", "uint64", "float64", "float32", "int8"])
+def test_numeric_dtypes_give_the_same_result(dtype):
+    tokens = np.array([0, 1, 100, 127], dtype=dtype)
+    expected = handoff_delay_ms(tokens.astype(np.float64), 2.0, 100)
+    np.testing.assert_array_equal(handoff_delay_ms(tokens, 2.0, np.array([100] * 4, dtype=dtype)), expected)
+
+
+def test_supported_dtypes_are_never_copied():
+    tokens = np.arange(10, dtype=np.int64)
+    for name, value in [("num_input_tokens", tokens), ("kv_transfer_bandwidth", np.ones(10)),
+                        ("worker_type", np.ones(10, np.int8)), ("completed", np.ones(10, bool)),
+                        ("num_input_tokens", pd.Series(tokens))]:
+        assert np.shares_memory(_coerce(name, value).value, np.asarray(value)), name
+
+
+def test_read_only_inputs_and_inputs_untouched():
+    tokens = np.arange(1000, dtype=np.int64)
+    bw = np.full(1000, 10.0)
+    tokens.flags.writeable = False
+    before = bw.copy()
+    out = handoff_delay_ms(tokens, bw, 100)
+    np.testing.assert_array_equal(out, tokens * 100.0 / 10e9 * 1000)
+    np.testing.assert_array_equal(bw, before)
+    assert bw.flags.writeable
+
+
+def test_pandas_nullable_and_arrow_inputs():
+    tokens = pd.Series([100, None, 300], dtype="Int64")
+    bw = pd.Series([1.0, 2.0, None], dtype="Float64")
+    worker = pd.Series(["prefill", "prefill", "decode"], dtype="category")
+    out = handoff_delay_ms(tokens, bw, 1000, worker)
+    assert out[0] == 0.1 and np.isnan(out[1]) and np.isnan(out[2])
+    arrow = pd.Series([100, 200], dtype="int64[pyarrow]")
+    np.testing.assert_array_equal(handoff_delay_ms(arrow, 1.0, 1000), [0.1, 0.2])
+    flags = pd.Series([True, None], dtype="boolean")
+    out = handoff_delay_ms(100, 1.0, 1000, completed=flags, errors="coerce")
+    assert out[0] == 0.1 and np.isnan(out[1])
+
+
+def test_names_enums_and_codes_are_equivalent():
+    a = handoff_delay_ms([10, 10, 10], 1.0, 1000, ["aggregated", "prefill", "decode"])
+    b = handoff_delay_ms([10, 10, 10], 1.0, 1000, np.array([0, 1, 2], dtype=np.int8))
+    c = handoff_delay_ms([10, 10, 10], 1.0, 1000, [WorkerType.AGGREGATED, WorkerType.PREFILL, WorkerType.DECODE])
+    d = handoff_delay_ms([10, 10, 10], 1.0, 1000, pd.Categorical(["aggregated", "PREFILL", "decode"]))
+    for other in (b, c, d):
+        np.testing.assert_array_equal(a, other)
+
+
+def test_out_is_filled_and_returned():
+    out = np.full(3, -1.0)
+    result = handoff_delay_ms([1, 2, 3], 1.0, 1e9, out=out)
+    assert result is out and out.tolist() == [1000.0, 2000.0, 3000.0]
+
+
+@pytest.mark.parametrize("n", [10, 300_000])
+def test_serial_and_parallel_kernels_agree(n):
+    rng = np.random.default_rng(n)
+    tokens = rng.integers(0, 100_000, n)
+    bw = rng.choice([0.0, np.nan, np.inf, 25.0, 900.0], n)
+    worker = rng.integers(0, 3, n).astype(np.int8)
+    serial = handoff_delay_ms(tokens, bw, 70_000, worker, fallback_delay_ms=1.0, parallel=False)
+    parallel = handoff_delay_ms(tokens, bw, 70_000, worker, fallback_delay_ms=1.0, parallel=True, num_threads=2)
+    np.testing.assert_array_equal(serial, parallel)
+
+
+def test_parallel_and_serial_count_invalid_rows_alike():
+    tokens = np.array([1, -1, 2, -3] * 100_000)
+    for parallel in (False, True):
+        with pytest.raises(InputError) as info:
+            handoff_delay_ms(tokens, 1.0, 1000, parallel=parallel)
+        assert info.value.n_invalid == 200_000 and info.value.row == 1
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argument, kwargs, value, problem", [
+    ("num_input_tokens", dict(num_input_tokens=[5, -2]), -2, "negative"),
+    ("num_input_tokens", dict(num_input_tokens=[5, 2.5]), 2.5, "not a whole number"),
+    ("num_input_tokens", dict(num_input_tokens=[5, "many"]), "many", "not a number"),
+    ("num_input_tokens", dict(num_input_tokens=[5, INF]), INF, "infinite"),
+    ("kv_transfer_bandwidth", dict(kv_transfer_bandwidth=[1.0, -INF]), -INF, "negative"),
+    ("kv_bytes_per_token", dict(kv_bytes_per_token=[1, INF]), INF, "infinite"),
+    ("worker_type", dict(worker_type=["prefill", "prefil"]), "prefil", "not a valid worker type"),
+    ("worker_type", dict(worker_type=[1, 7]), 7, "not a valid worker type"),
+    ("completed", dict(completed=[1, 2]), 2, "not a valid completed"),
+    ("mode", dict(mode=["full_prompt", "partial"]), "partial", "not a valid mode"),
+    ("destination_missing_tokens", dict(destination_missing_tokens=[1, -1]), -1, "negative"),
+    ("state_bytes", dict(state_bytes=[0, -5]), -5, "negative"),
+    ("latency_ms", dict(latency_ms=[0.0, NAN]), NAN, "missing"),
+    ("fallback_delay_ms", dict(fallback_delay_ms=[0.0, -1.0]), -1.0, "negative"),
+])
+def test_error_messages_name_argument_row_value_and_fix(argument, kwargs, value, problem):
+    args = dict(num_input_tokens=[5, 6], kv_transfer_bandwidth=1.0, kv_bytes_per_token=10)
+    args.update(kwargs)
+    with pytest.raises(ValueError) as info:
+        handoff_delay_ms(**args)
+    message = str(info.value)
+    assert message.startswith(f"{argument}: 1 invalid row; first at row 1: ")
+    assert repr(value) in message and problem in message and "errors='coerce'" in message
+    assert np.isnan(handoff_delay_ms(**args, errors="coerce")[1])
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda: handoff_delay_ms([1, 2], [1.0, 2.0, 3.0], 10), "different lengths"),
+    (lambda: handoff_delay_ms(np.ones((2, 2)), 1.0, 10), "shape (2, 2)"),
+    (lambda: handoff_delay_ms(pd.DataFrame({"a": [1]}), 1.0, 10), "DataFrame"),
+    (lambda: handoff_delay_ms([True, False], 1.0, 10), "booleans"),
+    (lambda: handoff_delay_ms(1, 1.0, 10, errors="ignore"), "errors"),
+    (lambda: handoff_delay_ms(1, 1.0, 10, mode="destination_missing"), "destination_missing_tokens: is required"),
+    (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(3)), "length 2"),
+    (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(2, np.float32)), "float64"),
+])
+def test_structural_errors_raise_even_when_coercing(call, fragment):
+    with pytest.raises(ValueError, match="Fix:") as info:
+        call()
+    assert fragment in str(info.value)
+
+
+def test_out_may_not_overlap_inputs():
+    bw = np.ones(4)
+    with pytest.raises(ValueError, match="shares memory"):
+        handoff_delay_ms(1, bw, 10, out=bw)
+
+
+def test_validation_covers_rows_without_handoff():
+    with pytest.raises(ValueError, match="kv_transfer_bandwidth"):
+        handoff_delay_ms(100, [-1.0], 10, worker_type="decode")
+
+
+# --- destination_missing_tokens --------------------------------------------------------------
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(1, 4096)), min_size=1, max_size=20))
+def test_destination_missing_tokens_matches_reference(rows):
+    tokens, cached, block = map(np.array, zip(*rows))
+    out = perfmodel.destination_missing_tokens(tokens, cached, block)
+    assert out.dtype == np.int64
+    assert out.tolist() == [destination_missing_tokens_row(*r) for r in rows]
+
+
+def test_destination_missing_tokens_examples():
+    # a partial last block counts whole; cached counts whole blocks only; never below 0
+    assert perfmodel.destination_missing_tokens(100, [0, 63, 64, 1000], 64).tolist() == [128, 128, 64, 0]
+
+
+@pytest.mark.parametrize("args, fragment", [((10, -1, 64), "cached_tokens"), ((10, 0, 0), "block_size"),
+                                            ((NAN, 0, 64), "missing"), (([1, 2], [1, 2, 3], 4), "broadcast")])
+def test_destination_missing_tokens_errors(args, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        perfmodel.destination_missing_tokens(*args)
