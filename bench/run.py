@@ -1,0 +1,207 @@
+"""perfmodel's benchmark suite: every headline figure as a ratio measured side by side.
+
+    python bench/run.py            # full run (a few minutes on 2 cores)
+    python bench/run.py --quick    # smaller sizes, fewer repeats (under a minute)
+
+Method: each side is warmed up, then the sides of a ratio run interleaved (alternating
+order) and the median of the repeats is taken, so machine noise hits both alike.
+Absolute times vary between machines; the ratios are what the targets constrain.
+Timings never decide a test: CI runs ``--quick`` only to keep this script working.
+Results: a table on the terminal and JSON (default ``bench/results/latest.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import numba  # noqa: E402
+import pandas as pd  # noqa: E402
+
+import perfmodel  # noqa: E402
+from baselines import floor_parallel, floor_serial, handoff_numpy  # noqa: E402
+from tests.reference import handoff_delay_row  # noqa: E402
+
+
+@dataclass
+class Row:
+    measure: str
+    value: float
+    unit: str
+    ratio: float | None = None
+    target: str = ""
+    met: bool | None = None
+
+
+def interleaved(sides: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median seconds of each side, run alternately after one warm-up call each."""
+    for fn in sides.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else reversed(names):
+            start = time.perf_counter()
+            sides[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def natural_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """The natural dtypes: int64 tokens and bytes, float64 bandwidth, int8 workers, bool completion."""
+    rng = np.random.default_rng(seed)
+    return (
+        rng.integers(0, 131_072, n),
+        rng.choice([25.0, 50.0, 64.0, 450.0, 900.0], n),
+        rng.choice([131_072, 327_680, 70_272], n).astype(np.int64),
+        rng.integers(0, 3, n).astype(np.int8),
+        rng.random(n) < 0.95,
+    )
+
+
+def at_most(ratio: float, target: float) -> tuple[str, bool]:
+    return f"<= {target:g}", ratio <= target
+
+
+def at_least(ratio: float, target: float) -> tuple[str, bool]:
+    return f">= {target:g}", ratio >= target
+
+
+# --- (a)-(c): the kernel --------------------------------------------------------------------
+
+def bench_kernel(quick: bool) -> list[Row]:
+    rows = []
+    sizes = [1_000_000, 4_000_000] if quick else [1_000_000, 4_000_000, 10_000_000]
+    for n in sizes:
+        inputs = natural_inputs(n)
+        out = np.empty(n)
+        t = interleaved({
+            "floor serial": lambda: floor_serial(*inputs, out),
+            "floor parallel": lambda: floor_parallel(*inputs, out),
+            "kernel serial": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=False),
+            "kernel parallel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=True),
+            "kernel auto": lambda: perfmodel.handoff_delay_ms(*inputs, out=out),
+            "kernel auto, new output": lambda: perfmodel.handoff_delay_ms(*inputs),
+        }, repeats=7 if quick else 21)
+        floor = min(t["floor serial"], t["floor parallel"])
+        label = f"{n / 1e6:g}M rows"
+        for side in ("kernel serial", "kernel parallel", "kernel auto"):
+            ratio = t[side] / floor
+            target, met = at_most(ratio, 1.1) if side == "kernel auto" else ("", None)
+            rows.append(Row(f"{side} / memory floor, {label}", t[side] * 1e3, "ms", ratio, target, met))
+        rows.append(Row(f"kernel auto with a new output / memory floor, {label}",
+                        t["kernel auto, new output"] * 1e3, "ms", t["kernel auto, new output"] / floor))
+        rows.append(Row(f"memory floor (best of serial, parallel), {label}", floor * 1e3, "ms"))
+        if n == 4_000_000:
+            numpy_t = interleaved({
+                "numpy": lambda: handoff_numpy(*inputs, out),
+                "kernel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out),
+            }, repeats=5 if quick else 11)
+            ratio = numpy_t["numpy"] / numpy_t["kernel"]
+            rows.append(Row(f"speed-up over plain numpy, {label}", numpy_t["numpy"] * 1e3, "ms (numpy)", ratio,
+                            *at_least(ratio, 10)))
+            rows.append(bench_python_reference(inputs, numpy_t["kernel"], quick))
+    return rows
+
+
+def bench_python_reference(inputs, kernel_seconds: float, quick: bool) -> Row:
+    """The plain-Python reference on a subsample, extrapolated to the full size."""
+    n = len(inputs[0])
+    sample = 20_000 if quick else 100_000
+    columns = [a[:sample].tolist() for a in inputs]
+    start = time.perf_counter()
+    for tokens, bw, per_token, worker, completed in zip(*columns):
+        handoff_delay_row(tokens, bw, per_token, worker, completed)
+    python_seconds = (time.perf_counter() - start) * n / sample
+    ratio = python_seconds / kernel_seconds
+    return Row(f"speed-up over the plain-Python reference, {n / 1e6:g}M rows (extrapolated from {sample:,})",
+               python_seconds * 1e3, "ms (python)", ratio, *at_least(ratio, 300))
+
+
+def bench_compile(quick: bool) -> list[Row]:
+    """First call in a fresh process with an empty cache, then with the cache filled."""
+    code = ("import time, numpy as np; t = time.perf_counter(); import perfmodel; "
+            "perfmodel.handoff_delay_ms(np.arange(10), 1.0, 10); print(time.perf_counter() - t)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        cold, warm = (float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                           text=True, check=True).stdout) for _ in range(2))
+    return [Row("import + first call, empty numba cache (compiles)", cold * 1e3, "ms"),
+            Row("import + first call, numba cache filled", warm * 1e3, "ms")]
+
+
+SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
+    "kernel": bench_kernel,
+    "compile": bench_compile,
+}
+
+
+def environment() -> dict:
+    perfmodel.handoff_delay_ms(np.arange(10), 1.0, 10, parallel=True)
+    return {
+        "python": platform.python_version(),
+        "numba": numba.__version__,
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "perfmodel": perfmodel.__version__,
+        "threading_layer": numba.threading_layer(),
+        "numba_threads": numba.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+
+
+def format_table(rows: list[Row]) -> str:
+    lines = [f"{'measure':<78} {'value':>10} {'unit':<11} {'ratio':>8} {'target':>8}  met"]
+    for r in rows:
+        ratio = "" if r.ratio is None else f"{r.ratio:.3g}"
+        met = "" if r.met is None else ("yes" if r.met else "NO")
+        lines.append(f"{r.measure:<78} {r.value:>10.4g} {r.unit:<11} {ratio:>8} {r.target:>8}  {met}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (< 60 s)")
+    parser.add_argument("--only", nargs="+", choices=list(SECTIONS), help="run only these sections")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.json",
+                        help="where to write the JSON results (default: %(default)s)")
+    args = parser.parse_args(argv)
+    env = environment()
+    print("  ".join(f"{k}={v}" for k, v in env.items()))
+    rows: list[Row] = []
+    started = time.perf_counter()
+    for name, section in SECTIONS.items():
+        if args.only and name not in args.only:
+            continue
+        section_rows = section(args.quick)
+        print(format_table(section_rows), flush=True)
+        rows += section_rows
+    elapsed = time.perf_counter() - started
+    print(f"\n{len(rows)} measures in {elapsed:.0f} s; "
+          f"targets met: {sum(r.met is True for r in rows)}/{sum(r.met is not None for r in rows)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"environment": env, "quick": args.quick, "seconds": elapsed,
+                               "rows": [asdict(r) for r in rows]}, indent=1))
+    tmp.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
