@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import _accessor  # noqa: F401  (registers df.perfmodel)
 from ._codes import TransferMode, WorkerType
 
 __version__ = "0.1.0"
@@ -22,6 +23,14 @@ _LAZY = {
     "handoff_delay_ms": "handoff",
     "destination_missing_tokens": "handoff",
     "InputError": "handoff",
+    "handoff_delays": "frame",
+    "MODELS": "models",
+    "kv_bytes_per_token": "models",
+    "model_config": "models",
+    "LINKS": "links",
+    "Link": "links",
+    "fit_link": "links",
+    "get_link": "links",
 }
 
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numba
 import numpy as np
@@ -211,32 +211,40 @@ def _to_numeric(name: str, data: Any) -> np.ndarray:
     return parsed
 
 
-def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:
-    """Labels, enum members or integer codes as int8 codes (bool kept for flags).
+def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, missing: Any) -> np.ndarray:
+    """Map each distinct label of ``data`` once (hash-based), then spread the results to every row.
 
-    Each distinct label or category is looked up once; anything that is not a valid
-    code becomes ``_UNPARSEABLE``.
+    Works on numpy arrays and pandas objects (Categorical codes are reused as they are);
+    missing labels (None, NaN, NA) map to ``missing``.
     """
     if isinstance(data.dtype, pd.CategoricalDtype):
         categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
-        lookup = _to_codes(np.asarray(categorical.categories, dtype=object), names, limit, accept_bool)
-        lookup = np.append(lookup.astype(np.int8), np.int8(_UNPARSEABLE))  # code -1 (NaN) -> last
-        return lookup[categorical.codes]
-    if not isinstance(data, np.ndarray):
+        codes, uniques = np.asarray(categorical.codes), categorical.categories
+    else:
+        codes, uniques = pd.factorize(data, use_na_sentinel=True)
+    lookup = np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype)
+    return lookup[codes]  # code -1 (missing) takes the last entry
+
+
+def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:
+    """Labels, enum members or integer codes as int8 codes (bool kept for flags).
+
+    Anything that is not a valid code becomes ``_UNPARSEABLE``.
+    """
+    dtype = data.dtype
+    if not isinstance(data, np.ndarray) and dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
         data = _pandas_to_numpy(data)
-    kind = data.dtype.kind
-    if kind == "b":
+        dtype = data.dtype
+    if dtype.kind == "b" and isinstance(dtype, np.dtype):
         return data if accept_bool else np.full(len(data), _UNPARSEABLE, dtype=np.int8)
-    if data.dtype == np.int8:
+    if dtype == np.int8:
         return data
-    if kind in "iuf":
+    if dtype.kind in "iuf" and isinstance(dtype, np.dtype):
         valid = (data >= 0) & (data <= limit)
-        if kind == "f":
+        if dtype.kind == "f":
             valid &= data == np.floor(data)
         return np.where(valid, data, _UNPARSEABLE).astype(np.int8)
-    codes, uniques = pd.factorize(data, use_na_sentinel=True)
-    lookup = [_code_of(label, names, limit, accept_bool) for label in uniques]
-    return np.array(lookup + [_UNPARSEABLE], dtype=np.int8)[codes]
+    return map_distinct(data, lambda label: _code_of(label, names, limit, accept_bool), np.int8, _UNPARSEABLE)
 
 
 def _code_of(label: Any, names: dict[str, int], limit: int, accept_bool: bool) -> int:
@@ -289,7 +297,8 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
         n_invalid = int(np.count_nonzero(invalid))
         if n_invalid:
             position = int(np.argmax(invalid))
-            original = arg.original[0 if not arg.is_array else position]
+            at = position if arg.is_array else 0
+            original = arg.original.iloc[at] if hasattr(arg.original, "iloc") else arg.original[at]
             return InputError(
                 arg.name, _why(arg.name, original), _RULES[arg.name].rule,
                 n_invalid=n_invalid, row=position, value=_plain(original), position=position,

@@ -1,0 +1,152 @@
+"""pandas facade: DataFrame columns in, an index-aligned ``handoff_delay_ms`` Series out.
+
+No arithmetic here: each argument is looked up (a column, or a value), names are
+resolved (models, links), and the numpy-level :func:`perfmodel.handoff_delay_ms` does
+the one kernel pass. Errors from that layer are re-reported with the column name and
+the row *label*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _resolve
+from ._codes import TransferMode, WorkerType
+from .handoff import Errors, InputError, handoff_delay_ms
+
+__all__ = ["RESULT_NAME", "handoff_delays"]
+
+#: Name of the result Series and of the column the accessor adds.
+RESULT_NAME = "handoff_delay_ms"
+
+# Arguments whose default column may be absent, and the value used then (upstream's defaults).
+_FALLBACKS: dict[str, Any] = {
+    "worker_type": WorkerType.PREFILL,
+    "completed": True,
+    "mode": TransferMode.FULL_PROMPT,
+    "destination_missing_tokens": None,
+}
+_LABELS = {"worker_type": WorkerType, "mode": TransferMode}
+
+
+def _lookup(df: pd.DataFrame, argument: str, spec: Any, default: Any) -> tuple[Any, Hashable | None]:
+    """The value of one argument, and the column it came from (None for a value)."""
+    if isinstance(spec, Hashable) and not isinstance(spec, (bool, int, float)) and spec in df.columns:
+        return df[spec], spec
+    if not isinstance(spec, str):
+        return spec, None
+    if spec == default and argument in _FALLBACKS:
+        return _FALLBACKS[argument], None
+    if argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}:
+        return spec, None  # a label such as worker_type="decode"
+    if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
+        return spec, None  # a model or link name, resolved (or rejected) below
+    raise InputError(
+        argument, f"no column {spec!r}; the frame has {list(df.columns)}",
+        f"pass {argument}=<one of those columns> or a value",
+    )
+
+
+def handoff_delays(
+    df: pd.DataFrame,
+    *,
+    num_input_tokens: Any = "num_input_tokens",
+    kv_transfer_bandwidth: Any = "kv_transfer_bandwidth",
+    kv_bytes_per_token: Any = "kv_bytes_per_token",
+    worker_type: Any = "worker_type",
+    completed: Any = "completed",
+    mode: Any = "mode",
+    destination_missing_tokens: Any = "destination_missing_tokens",
+    state_bytes: Any = 0,
+    latency_ms: Any = 0.0,
+    fallback_delay_ms: Any = None,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+    errors: Errors = "raise",
+) -> pd.Series:
+    """KV-cache handoff delay (ms) of every row of ``df``, as a nullable ``Float64`` Series.
+
+    Each keyword is a column name of ``df`` or a value (scalar or array) applied to the
+    rows. The defaults are upstream's parameter names; ``worker_type``, ``completed``,
+    ``mode`` and ``destination_missing_tokens`` fall back to prefill / True /
+    full_prompt / none when their default columns are absent. Semantics and units are
+    those of :func:`perfmodel.handoff_delay_ms`.
+
+    ``kv_bytes_per_token`` may also be a model preset name or config (or a column of
+    model names), resolved with ``kv_cache_dtype`` and ``tp`` (see
+    :func:`perfmodel.kv_bytes_per_token`); ``kv_transfer_bandwidth`` may be a link name
+    or :class:`perfmodel.Link` (or a column of them), whose latency is then added.
+
+    Returns
+    -------
+    pandas.Series
+        Named ``handoff_delay_ms``, with ``df``'s index, dtype ``Float64``; ``<NA>``
+        where no handoff applies or its cost is unknown.
+
+    Raises
+    ------
+    ValueError
+        Naming the column, the number of invalid rows, the first one's row label and
+        value, and the fix (``errors="coerce"`` turns invalid rows into ``<NA>``).
+
+    Examples
+    --------
+    >>> import pandas as pd, perfmodel
+    >>> df = pd.DataFrame({"num_input_tokens": [4096, 32768, 1000],
+    ...                    "worker_type": ["prefill", "prefill", "decode"]},
+    ...                   index=["a", "b", "c"])
+    >>> perfmodel.handoff_delays(df, kv_transfer_bandwidth="ib-ndr", kv_bytes_per_token="llama-3.1-70b")
+    a     26.843546
+    b    214.748365
+    c          <NA>
+    Name: handoff_delay_ms, dtype: Float64
+    """
+    specs = {
+        "num_input_tokens": num_input_tokens,
+        "kv_transfer_bandwidth": kv_transfer_bandwidth,
+        "kv_bytes_per_token": kv_bytes_per_token,
+        "worker_type": worker_type,
+        "completed": completed,
+        "mode": mode,
+        "destination_missing_tokens": destination_missing_tokens,
+        "state_bytes": state_bytes,
+        "latency_ms": latency_ms,
+        "fallback_delay_ms": fallback_delay_ms,
+    }
+    defaults = {"mode": "mode", "destination_missing_tokens": "destination_missing_tokens",
+                "worker_type": "worker_type", "completed": "completed"}
+    values: dict[str, Any] = {}
+    columns: dict[str, Hashable] = {}
+    for argument, spec in specs.items():
+        values[argument], column = _lookup(df, argument, spec, defaults.get(argument))
+        if column is not None:
+            columns[argument] = column
+    resolvers = {
+        "kv_bytes_per_token": lambda v: _resolve.bytes_per_token(v, kv_cache_dtype=kv_cache_dtype, tp=tp),
+        "kv_transfer_bandwidth": _resolve.bandwidth_and_latency,
+    }
+    resolved = {}
+    for argument, resolve in resolvers.items():
+        try:
+            resolved[argument] = resolve(values[argument])
+        except ValueError as error:
+            if argument in columns:
+                raise ValueError(f"column {columns[argument]!r} ({argument}): {error}") from None
+            raise
+    values["kv_bytes_per_token"] = resolved["kv_bytes_per_token"]
+    values["kv_transfer_bandwidth"], link_latency = resolved["kv_transfer_bandwidth"]
+    values["latency_ms"] = _resolve.add_latency(values["latency_ms"], link_latency)
+    if not columns and len(df) != 1:  # every argument is a value: one row each
+        values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
+    try:
+        delays = handoff_delay_ms(**values, errors=errors)
+    except InputError as error:
+        if error.argument in columns and error.position is not None:
+            raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})",
+                                  df.index[error.position]) from None
+        raise
+    return pd.Series(pd.arrays.FloatingArray(delays, np.isnan(delays)), index=df.index, name=RESULT_NAME, copy=False)

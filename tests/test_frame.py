@@ -1,0 +1,195 @@
+"""The pandas facade and the df.perfmodel accessor, against the numpy-level function."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import pandas as hpd
+
+import perfmodel
+from perfmodel import LINKS, Link, handoff_delay_ms, handoff_delays
+
+
+def _frame(n=6, index=None):
+    return pd.DataFrame({
+        "num_input_tokens": np.arange(n) * 1000,
+        "kv_transfer_bandwidth": np.linspace(10, 60, n),
+        "kv_bytes_per_token": np.full(n, 131_072),
+        "worker_type": ["prefill", "decode", "prefill", "aggregated", "prefill", "prefill"][:n],
+        "completed": [True, True, False, True, True, True][:n],
+    }, index=index)
+
+
+def _expected(df: pd.DataFrame, **kw) -> np.ndarray:
+    return handoff_delay_ms(df["num_input_tokens"].to_numpy("float64", na_value=np.nan),
+                            df["kv_transfer_bandwidth"].to_numpy("float64", na_value=np.nan),
+                            df["kv_bytes_per_token"].to_numpy("float64", na_value=np.nan),
+                            df["worker_type"].astype(object).to_numpy(),
+                            df["completed"].to_numpy(), **kw)
+
+
+def _assert_matches(result: pd.Series, expected: np.ndarray, df: pd.DataFrame):
+    assert result.name == "handoff_delay_ms" and result.dtype == "Float64"
+    assert result.index.equals(df.index)
+    np.testing.assert_array_equal(result.to_numpy("float64", na_value=np.nan), expected)
+
+
+def test_result_is_named_nullable_and_aligned():
+    df = _frame()
+    result = handoff_delays(df)
+    _assert_matches(result, _expected(df), df)
+    assert result.isna().tolist() == [False, True, True, True, False, False]
+
+
+@pytest.mark.parametrize("tokens", ["int64", "Int64", "float64", "Float64", "int32", "int64[pyarrow]",
+                                    "double[pyarrow]", "uint32"])
+@pytest.mark.parametrize("worker", ["object", "category", "str", "string[pyarrow]", "codes-int8", "codes-Int64"])
+def test_every_dtype_combination_equals_numpy_level(tokens, worker):
+    df = _frame()
+    codes = df["worker_type"].map({"aggregated": 0, "prefill": 1, "decode": 2})
+    df["num_input_tokens"] = df["num_input_tokens"].astype(tokens)
+    df["worker_type"] = {"codes-int8": codes.astype("int8"), "codes-Int64": codes.astype("Int64")}.get(
+        worker, df["worker_type"].astype(worker) if not worker.startswith("codes") else None)
+    _assert_matches(handoff_delays(df), _expected(_frame()), df)
+
+
+def test_nullable_na_gives_na():
+    df = _frame()
+    df["num_input_tokens"] = pd.array([1000, None, 3000, 4000, 5000, None], dtype="Int64")
+    df["kv_transfer_bandwidth"] = pd.array([10, 20, 30, 40, None, 60], dtype="Float64")
+    result = handoff_delays(df)
+    assert result.isna().tolist() == [False, True, True, True, True, True]
+
+
+@pytest.mark.parametrize("index", [
+    pd.Index(["a", "b", "c", "d", "e", "f"]),
+    pd.Index([3, 3, 1, 1, 0, 0]),  # non-unique
+    pd.MultiIndex.from_product([["x", "y"], [1, 2, 3]], names=["host", "req"]),
+    pd.date_range("2026-01-01", periods=6, freq="s"),
+])
+def test_index_is_preserved(index):
+    df = _frame(index=index)
+    _assert_matches(handoff_delays(df), _expected(df), df)
+
+
+def test_empty_frame():
+    df = _frame().iloc[:0]
+    result = handoff_delays(df)
+    assert len(result) == 0 and result.dtype == "Float64"
+
+
+def test_defaults_when_optional_columns_are_absent():
+    df = pd.DataFrame({"num_input_tokens": [128], "kv_transfer_bandwidth": [1.0], "kv_bytes_per_token": [1e6]})
+    assert handoff_delays(df).tolist() == [128.0]
+
+
+def test_column_names_and_values_mix():
+    df = pd.DataFrame({"prompt": [100, 200], "gbps": [1.0, 2.0]})
+    result = handoff_delays(df, num_input_tokens="prompt", kv_transfer_bandwidth="gbps",
+                            kv_bytes_per_token=1000, worker_type="prefill", latency_ms=np.array([0.0, 1.0]))
+    assert result.tolist() == [0.1, 0.1 + 1.0]
+
+
+def test_all_values_broadcast_to_the_frame():
+    df = pd.DataFrame(index=range(3))
+    result = handoff_delays(df, num_input_tokens=128, kv_transfer_bandwidth=1.0, kv_bytes_per_token=1e6)
+    assert result.tolist() == [128.0] * 3
+
+
+def test_model_and_link_names():
+    df = pd.DataFrame({"num_input_tokens": [32_768, 4096]})
+    result = handoff_delays(df, kv_transfer_bandwidth="ib-ndr", kv_bytes_per_token="llama-3.1-70b")
+    np.testing.assert_allclose(result.to_numpy(float), np.array([32_768, 4096]) * 327_680 / 50e9 * 1e3)
+    fp8_tp8 = handoff_delays(df, kv_transfer_bandwidth="8x ib-ndr", kv_bytes_per_token="llama-3.1-70b",
+                             kv_cache_dtype="fp8", tp=8)
+    np.testing.assert_allclose(fp8_tp8.to_numpy(float), np.array([32_768, 4096]) * (327_680 / 16) / 400e9 * 1e3)
+
+
+def test_columns_of_model_and_link_names_and_link_latency():
+    df = pd.DataFrame({"num_input_tokens": [1000, 1000, 1000],
+                       "model": pd.Categorical(["llama-3.1-8b", "deepseek-v3", "llama-3.1-8b"]),
+                       "link": ["nvlink4", "ib-ndr", "slow"]})
+    slow = Link("slow", 1.0, latency_ms=2.0)
+    df["link"] = [LINKS["nvlink4"], LINKS["ib-ndr"], slow]
+    result = handoff_delays(df, kv_bytes_per_token="model", kv_transfer_bandwidth="link")
+    expected = [1000 * 131_072 / 450e9 * 1e3, 1000 * 70_272 / 50e9 * 1e3, 1000 * 131_072 / 1e9 * 1e3 + 2.0]
+    np.testing.assert_allclose(result.to_numpy(float), expected, rtol=1e-15)
+
+
+def test_accessor_and_pipe():
+    df = _frame()
+    kw = dict(fallback_delay_ms=0.0)
+    np.testing.assert_array_equal(df.perfmodel.handoff_delay(**kw), handoff_delays(df, **kw))
+    chained = (df.pipe(lambda d: d[d["completed"]])
+                 .perfmodel.assign_handoff_delay(**kw)
+                 .groupby("worker_type")["handoff_delay_ms"].sum())
+    assert chained["prefill"] == pytest.approx(handoff_delays(df[df["completed"]]).sum())
+    assert "handoff_delay_ms" not in df.columns  # the input frame is untouched
+
+
+def test_errors_name_column_and_row_label():
+    df = _frame(index=pd.Index(list("abcdef"), name="request"))
+    df.loc["d", "num_input_tokens"] = -7
+    with pytest.raises(ValueError) as info:
+        handoff_delays(df)
+    message = str(info.value)
+    assert message.startswith("column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at row 'd': -7")
+    assert "errors='coerce'" in message
+    coerced = handoff_delays(df, errors="coerce")
+    assert pd.isna(coerced["d"]) and coerced["a"] == 0.0
+
+
+def test_unknown_worker_label_lists_valid_labels():
+    df = _frame(index=pd.RangeIndex(10, 16))
+    df["worker_type"] = df["worker_type"].replace("decode", "decoder").astype("category")
+    with pytest.raises(ValueError, match=r"column 'worker_type' \(worker_type\): 1 invalid row; first at row 11: "
+                                         r"'decoder' \(not a valid worker type; valid: 'aggregated', 'prefill', 'decode'\)"):
+        handoff_delays(df)
+
+
+def test_missing_required_column_lists_columns():
+    df = pd.DataFrame({"tokens": [1], "bw": [1.0]})
+    with pytest.raises(ValueError, match=r"no column 'num_input_tokens'; the frame has \['tokens', 'bw'\]"):
+        handoff_delays(df, kv_transfer_bandwidth="bw", kv_bytes_per_token=1)
+
+
+def test_unknown_model_name_in_a_column_is_named():
+    df = pd.DataFrame({"num_input_tokens": [1], "model": ["llama-9"]})
+    with pytest.raises(ValueError, match="column 'model' \\(kv_bytes_per_token\\): model 'llama-9'"):
+        handoff_delays(df, kv_transfer_bandwidth=1.0, kv_bytes_per_token="model")
+
+
+def test_inputs_are_not_modified():
+    df = _frame()
+    before = df.copy(deep=True)
+    handoff_delays(df)
+    pd.testing.assert_frame_equal(df, before)
+
+
+@given(hpd.data_frames([
+    hpd.column("num_input_tokens", elements=st.one_of(st.none(), st.integers(0, 10**7)), dtype=object),
+    hpd.column("kv_transfer_bandwidth", elements=st.one_of(st.none(), st.floats(0, 1e4), st.just(np.inf)),
+               dtype=object),
+    hpd.column("kv_bytes_per_token", elements=st.integers(0, 10**6), dtype="int64"),
+    hpd.column("worker_type", elements=st.sampled_from(["prefill", "decode", "aggregated", None]), dtype=object),
+    hpd.column("completed", elements=st.booleans(), dtype=bool),
+], index=hpd.indexes(elements=st.integers(-5, 5), max_size=12)))
+def test_hypothesis_frames_with_na(df):
+    df["num_input_tokens"] = df["num_input_tokens"].astype("Int64")
+    df["kv_transfer_bandwidth"] = df["kv_transfer_bandwidth"].astype("Float64")
+    df["worker_type"] = df["worker_type"].astype("category")
+    result = handoff_delays(df, errors="coerce")
+    worker = df["worker_type"].astype(object).where(df["worker_type"].notna(), "missing").to_numpy()
+    expected = handoff_delay_ms(df["num_input_tokens"].to_numpy("float64", na_value=np.nan),
+                                df["kv_transfer_bandwidth"].to_numpy("float64", na_value=np.nan),
+                                df["kv_bytes_per_token"].to_numpy(), worker, df["completed"].to_numpy(),
+                                errors="coerce")
+    _assert_matches(result, expected, df)
+    assert result.isna().sum() >= (df["worker_type"] != "prefill").sum()
+
+
+def test_top_level_exports():
+    assert perfmodel.handoff_delays is handoff_delays
