@@ -145,8 +145,29 @@ def bench_compile(quick: bool) -> list[Row]:
             Row("import + first call, numba cache filled", warm * 1e3, "ms")]
 
 
+def bench_facade(quick: bool) -> list[Row]:
+    """(d) the pandas facade against the numpy-level call on the same data, 1M rows."""
+    n = 1_000_000
+    tokens, bw, per_token, worker, completed = natural_inputs(n, seed=1)
+    df = pd.DataFrame({"num_input_tokens": tokens, "kv_transfer_bandwidth": bw, "kv_bytes_per_token": per_token,
+                       "worker_type": worker, "completed": completed})
+    categorical = df.assign(worker_type=pd.Categorical.from_codes(worker, ["aggregated", "prefill", "decode"]))
+    t = interleaved({
+        "numpy": lambda: perfmodel.handoff_delay_ms(tokens, bw, per_token, worker, completed),
+        "facade": lambda: perfmodel.handoff_delays(df),
+        "facade, categorical worker types": lambda: perfmodel.handoff_delays(categorical),
+    }, repeats=9 if quick else 31)
+    rows = [Row("numpy-level call, 1M rows", t["numpy"] * 1e3, "ms")]
+    for side in ("facade", "facade, categorical worker types"):
+        ratio = t[side] / t["numpy"]
+        target, met = at_most(ratio, 1.5) if side == "facade" else ("", None)
+        rows.append(Row(f"pandas {side} / numpy-level call, 1M rows", t[side] * 1e3, "ms", ratio, target, met))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "kernel": bench_kernel,
+    "facade": bench_facade,
     "compile": bench_compile,
 }
 

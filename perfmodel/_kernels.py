@@ -38,6 +38,23 @@ def _at_numba(values, i):
     return lambda values, i: values
 
 
+def _put(target, i, value):
+    """``target[i] = value``, or nothing when ``target`` is None (an optional output)."""
+    if target is not None:
+        target[i] = value
+
+
+@overload(_put, inline="always")
+def _put_numba(target, i, value):
+    if isinstance(target, (types.NoneType, types.Omitted)):
+        return lambda target, i, value: None
+
+    def store(target, i, value):
+        target[i] = value
+
+    return store
+
+
 @jit(inline="always")
 def _handoff_row(
     tokens, bandwidth_gb_s, bytes_per_token, worker, completed,
@@ -82,9 +99,10 @@ def _handoff_row(
 @jit
 def handoff_serial(
     tokens, bandwidth_gb_s, bytes_per_token, worker, completed,
-    mode, missing_tokens, state_bytes, latency_ms, fallback_ms, out,
+    mode, missing_tokens, state_bytes, latency_ms, fallback_ms, out, missing_out=None,
 ):
-    """Fill ``out`` with handoff delays in ms; return the number of invalid rows."""
+    """Fill ``out`` with handoff delays in ms (and ``missing_out``, if given, with
+    ``isnan(out)`` in the same pass); return the number of invalid rows."""
     n_invalid = 0
     for i in range(out.shape[0]):
         value, invalid = _handoff_row(
@@ -92,6 +110,7 @@ def handoff_serial(
             mode, missing_tokens, state_bytes, latency_ms, fallback_ms, i,
         )
         out[i] = value
+        _put(missing_out, i, value != value)
         n_invalid += invalid
     return n_invalid
 
@@ -99,7 +118,7 @@ def handoff_serial(
 @jit(parallel=True)
 def handoff_parallel(
     tokens, bandwidth_gb_s, bytes_per_token, worker, completed,
-    mode, missing_tokens, state_bytes, latency_ms, fallback_ms, out,
+    mode, missing_tokens, state_bytes, latency_ms, fallback_ms, out, missing_out=None,
 ):
     """:func:`handoff_serial` over ``numba.prange`` (for large arrays)."""
     n_invalid = 0
@@ -109,5 +128,6 @@ def handoff_parallel(
             mode, missing_tokens, state_bytes, latency_ms, fallback_ms, i,
         )
         out[i] = value
+        _put(missing_out, i, value != value)
         n_invalid += invalid
     return n_invalid

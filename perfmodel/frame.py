@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import _resolve
 from ._codes import TransferMode, WorkerType
-from .handoff import Errors, InputError, handoff_delay_ms
+from .handoff import Errors, InputError, _handoff
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -143,10 +143,10 @@ def handoff_delays(
     if not columns and len(df) != 1:  # every argument is a value: one row each
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        delays = handoff_delay_ms(**values, errors=errors)
+        delays, missing = _handoff(values, errors=errors, with_missing=True)
     except InputError as error:
         if error.argument in columns and error.position is not None:
             raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})",
                                   df.index[error.position]) from None
         raise
-    return pd.Series(pd.arrays.FloatingArray(delays, np.isnan(delays)), index=df.index, name=RESULT_NAME, copy=False)
+    return pd.Series(pd.arrays.FloatingArray(delays, missing), index=df.index, name=RESULT_NAME, copy=False)

@@ -223,6 +223,9 @@ def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, mi
     else:
         codes, uniques = pd.factorize(data, use_na_sentinel=True)
     lookup = np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype)
+    if (lookup.dtype == codes.dtype and lookup[-1] == -1
+            and np.array_equal(lookup[:-1], np.arange(len(uniques)))):
+        return codes  # categories already in code order: the codes are the answer, no copy
     return lookup[codes]  # code -1 (missing) takes the last entry
 
 
@@ -347,7 +350,8 @@ def _check_out(out: Any, n: int, args: list[_Arg]) -> np.ndarray:
 _parallel_lock = threading.Lock()
 
 
-def _run_kernel(values: list[Any], out: np.ndarray, parallel: bool | None, num_threads: int | None) -> int:
+def _run_kernel(values: list[Any], out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
+                num_threads: int | None) -> int:
     """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time.
 
     numba's default ``workqueue`` threading layer is not safe when several Python
@@ -363,12 +367,12 @@ def _run_kernel(values: list[Any], out: np.ndarray, parallel: bool | None, num_t
             if num_threads is not None:
                 numba.set_num_threads(num_threads)
             try:
-                return int(_kernels.handoff_parallel(*values, out))
+                return int(_kernels.handoff_parallel(*values, out, missing_out))
             finally:
                 numba.set_num_threads(previous)
         finally:
             _parallel_lock.release()
-    return int(_kernels.handoff_serial(*values, out))
+    return int(_kernels.handoff_serial(*values, out, missing_out))
 
 
 def handoff_delay_ms(
@@ -451,8 +455,6 @@ def handoff_delay_ms(
     ...                            destination_missing_tokens=20)
     array([0.02])
     """
-    if errors not in ("raise", "coerce"):
-        raise InputError("errors", f"must be 'raise' or 'coerce', got {errors!r}", "pass errors='raise' or 'coerce'")
     inputs = {
         "num_input_tokens": num_input_tokens,
         "kv_transfer_bandwidth": kv_transfer_bandwidth,
@@ -460,24 +462,44 @@ def handoff_delay_ms(
         "worker_type": worker_type,
         "completed": completed,
         "mode": mode,
-        "destination_missing_tokens": np.nan if destination_missing_tokens is None else destination_missing_tokens,
+        "destination_missing_tokens": destination_missing_tokens,
         "state_bytes": state_bytes,
         "latency_ms": latency_ms,
-        "fallback_delay_ms": np.nan if fallback_delay_ms is None else fallback_delay_ms,
+        "fallback_delay_ms": fallback_delay_ms,
     }
-    args = [_coerce(name, value) for name, value in inputs.items()]
+    return _handoff(inputs, errors=errors, out=out, parallel=parallel, num_threads=num_threads)[0]
+
+
+def _handoff(
+    inputs: dict[str, Any],
+    *,
+    errors: Errors = "raise",
+    out: NDArray[np.float64] | None = None,
+    parallel: bool | None = None,
+    num_threads: int | None = None,
+    with_missing: bool = False,
+) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
+    """:func:`handoff_delay_ms` of ``inputs`` (its ten inputs by name), and optionally
+    the result's NaN mask, written by the kernel in the same pass."""
+    if errors not in ("raise", "coerce"):
+        raise InputError("errors", f"must be 'raise' or 'coerce', got {errors!r}", "pass errors='raise' or 'coerce'")
+    missing_tokens_given = inputs["destination_missing_tokens"] is not None
+    defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan}
+    values = {name: defaults[name] if inputs[name] is None and name in defaults else inputs[name] for name in _RULES}
+    args = [_coerce(name, value) for name, value in values.items()]  # in the kernel's argument order
     n = _common_length(args)
-    mode_arg = args[5]
-    if destination_missing_tokens is None and np.any(np.asarray(mode_arg.value) == TransferMode.DESTINATION_MISSING):
+    mode = args[list(_RULES).index("mode")].value
+    if not missing_tokens_given and np.any(np.asarray(mode) == TransferMode.DESTINATION_MISSING):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
             "pass destination_missing_tokens (see perfmodel.destination_missing_tokens) or use mode='full_prompt'",
         )
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, args)
-    n_invalid = _run_kernel([a.value for a in args], out, parallel, num_threads)
+    missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    n_invalid = _run_kernel([a.value for a in args], out, missing, parallel, num_threads)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
-    return out
+    return out, missing
 
 
 def destination_missing_tokens(
