@@ -24,6 +24,9 @@ _LAZY = {
     "destination_missing_tokens": "handoff",
     "InputError": "handoff",
     "handoff_delays": "frame",
+    "sweep": "sweeps",
+    "required_bandwidth": "sweeps",
+    "max_tokens_within": "sweeps",
     "MODELS": "models",
     "kv_bytes_per_token": "models",
     "model_config": "models",
@@ -36,7 +39,12 @@ _LAZY = {
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
+_SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "dask"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:  # perfmodel.plotting etc. without an explicit import
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")

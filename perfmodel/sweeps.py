@@ -1,0 +1,273 @@
+"""What-if grids: every combination of the axes, one kernel pass, a tidy DataFrame; inverse questions.
+
+The grid is built by numpy (each axis column materialized once, straight into the
+result), the names on it (models, links) are resolved once per distinct value, and
+:func:`perfmodel.handoff_delay_ms` fills the delay column in chunks (with a progress bar
+on a terminal when the sweep takes more than a second).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from tqdm.auto import tqdm
+
+from . import _resolve
+from ._codes import TransferMode
+from .handoff import destination_missing_tokens, handoff_delay_ms
+from .links import Link, get_link
+
+__all__ = ["AXES", "max_tokens_within", "required_bandwidth", "sweep"]
+
+#: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
+AXES = (
+    "model", "kv_cache_dtype", "tp", "kv_bytes_per_token",
+    "link", "kv_transfer_bandwidth", "latency_ms",
+    "mode", "cache_hit_ratio", "block_size", "state_bytes",
+    "num_input_tokens",
+)
+_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode"}
+_CHUNK_ROWS = 1 << 20
+
+
+def _axis_values(name: str, value: Any) -> list[Any] | np.ndarray:
+    if isinstance(value, (str, bytes, Link, dict)) or np.ndim(value) == 0:
+        value = [value]
+    values = list(value) if name in _LABEL_AXES else np.asarray(value)
+    if len(values) == 0:
+        raise ValueError(f"sweep: axis {name} is empty. Fix: give it at least one value")
+    return values
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, Link):
+        return value.name
+    if isinstance(value, TransferMode):
+        return value.name.lower()
+    if isinstance(value, dict):
+        return str(value.get("_name_or_path") or value.get("model_type") or "config")
+    return str(value)
+
+
+def _mode(value: Any) -> TransferMode:
+    try:
+        return TransferMode[value.strip().upper()] if isinstance(value, str) else TransferMode(value)
+    except (KeyError, ValueError):
+        raise ValueError(f"sweep: unknown mode {value!r}. Fix: use 'full_prompt' or 'destination_missing'") from None
+
+
+def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
+    """Handoff delay over every combination of the given axes (their Cartesian product).
+
+    Each keyword is an axis, a scalar or a list of values:
+
+    - ``num_input_tokens`` (required): prompt lengths in tokens.
+    - bytes per token: ``kv_bytes_per_token`` (bytes), or ``model`` (preset names or
+      configs) with optional ``kv_cache_dtype`` and ``tp`` axes.
+    - bandwidth: ``kv_transfer_bandwidth`` (decimal GB/s), or ``link`` (preset names
+      such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added).
+    - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer).
+    - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
+      fraction of the prompt already cached at the destination; with it, ``mode``
+      defaults to destination_missing) and ``block_size`` (tokens per KV block, default
+      64): destination_missing rows are charged block-rounded, as
+      :func:`perfmodel.destination_missing_tokens` computes.
+
+    Rows come in a stable order: axes in the order of :data:`AXES`, the last one varying
+    fastest (like nested loops with ``num_input_tokens`` innermost).
+
+    Parameters
+    ----------
+    progress
+        Show a progress bar: None (default) shows one on a terminal when the sweep
+        takes more than a second.
+    **axes
+        The axes, as above.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One column per given axis (names and labels as categoricals), then
+        ``kv_bytes_per_token``, ``kv_transfer_bandwidth`` (effective GB/s) and
+        ``handoff_delay_ms``.
+
+    Examples
+    --------
+    >>> from perfmodel import sweep
+    >>> df = sweep(link=["nvlink4", "ib-ndr"], model="llama-3.1-70b", num_input_tokens=[1024, 32768])
+    >>> df[["link", "num_input_tokens", "handoff_delay_ms"]]
+         link  num_input_tokens  handoff_delay_ms
+    0 nvlink4              1024          0.745654
+    1 nvlink4             32768         23.860929
+    2  ib-ndr              1024          6.710886
+    3  ib-ndr             32768        214.748365
+    """
+    unknown = set(axes) - set(AXES)
+    if unknown:
+        raise ValueError(f"sweep: unknown axis {sorted(unknown)}. Fix: use axes from {', '.join(AXES)}")
+    for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link")):
+        if one in axes and other in axes:
+            raise ValueError(f"sweep: give either {one} or {other}, not both")
+    if "num_input_tokens" not in axes:
+        raise ValueError("sweep: num_input_tokens is required. Fix: e.g. num_input_tokens=[1024, 8192, 32768]")
+    if "kv_bytes_per_token" not in axes and "model" not in axes:
+        raise ValueError("sweep: give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
+    if "kv_transfer_bandwidth" not in axes and "link" not in axes:
+        raise ValueError("sweep: give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
+    for needs_model in ("kv_cache_dtype", "tp"):
+        if needs_model in axes and "model" not in axes:
+            raise ValueError(f"sweep: {needs_model} applies to model presets/configs; give a model axis too")
+    if "cache_hit_ratio" in axes and "mode" not in axes:
+        axes["mode"] = "destination_missing"
+
+    given = [name for name in AXES if name in axes]
+    values = {name: _axis_values(name, axes[name]) for name in given}
+    shape = tuple(len(values[name]) for name in given)
+    n = math.prod(shape)
+
+    def spread(table: ArrayLike, names: Sequence[str]) -> np.ndarray:
+        """A quantity tabulated over some axes (``names``, in :data:`AXES` order), over the whole grid."""
+        table = np.asarray(table)
+        sizes = [shape[k] if m in names else 1 for k, m in enumerate(given)]
+        return np.broadcast_to(table.reshape(sizes), shape).reshape(-1)
+
+    def tabulate(names: Sequence[str], fn: Any, dtype: Any) -> np.ndarray:
+        """``fn`` once per combination of a few small axes, spread over the grid."""
+        present = [m for m in names if m in given]
+        table = np.empty([len(values[m]) for m in present], dtype=dtype)
+        for index in np.ndindex(*table.shape):
+            table[index] = fn(**{m: values[m][i] for m, i in zip(present, index)})
+        return spread(table, present)
+
+    result: dict[str, Any] = {}
+    for name in given:
+        if name in _LABEL_AXES:
+            labels = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"sweep: axis {name} has repeated values {labels}. Fix: give each value once")
+            codes = spread(np.arange(len(labels), dtype=np.int32), [name])
+            result[name] = pd.Categorical.from_codes(codes, categories=labels)
+        else:
+            result[name] = spread(values[name], [name])
+
+    if "model" in given:
+        per_token = tabulate(["model", "kv_cache_dtype", "tp"],
+                             lambda model, kv_cache_dtype=None, tp=1: _resolve.bytes_per_token(
+                                 model, kv_cache_dtype=kv_cache_dtype, tp=int(tp)), np.int64)
+    else:
+        per_token = result["kv_bytes_per_token"]
+    latency = result.get("latency_ms", 0.0)
+    if "link" in given:
+        links = [get_link(v) for v in values["link"]]
+        bandwidth = spread([link.effective_bandwidth_gb_s for link in links], ["link"])
+        latency = _resolve.add_latency(latency, spread([link.latency_ms for link in links], ["link"]))
+    else:
+        bandwidth = result["kv_transfer_bandwidth"]
+
+    mode: Any = TransferMode.FULL_PROMPT
+    missing_tokens = None
+    if "mode" in given:
+        mode = spread(np.array([_mode(m) for m in values["mode"]], dtype=np.int8), ["mode"])
+        ratios = np.asarray(values.get("cache_hit_ratio", [0.0]), dtype=np.float64)
+        if not np.all((ratios >= 0) & (ratios <= 1)):
+            raise ValueError(f"sweep: cache_hit_ratio must be within [0, 1], got {ratios.tolist()}")
+        cached = np.floor(np.multiply(result.get("cache_hit_ratio", 0.0), result["num_input_tokens"]))
+        missing_tokens = destination_missing_tokens(result["num_input_tokens"], cached.astype(np.int64),
+                                                    result.get("block_size", 64))
+
+    delay = np.empty(n)
+    kernel_inputs = dict(num_input_tokens=result["num_input_tokens"], kv_transfer_bandwidth=bandwidth,
+                         kv_bytes_per_token=per_token, mode=mode, destination_missing_tokens=missing_tokens,
+                         state_bytes=result.get("state_bytes", 0.0), latency_ms=latency)
+    with tqdm(total=n, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
+              disable=(None if progress is None else not progress)) as bar:
+        for start in range(0, n, _CHUNK_ROWS):
+            part = slice(start, min(n, start + _CHUNK_ROWS))
+            chunk = {k: v[part] if isinstance(v, np.ndarray) and v.shape == (n,) else v
+                     for k, v in kernel_inputs.items()}
+            handoff_delay_ms(**chunk, out=delay[part])
+            bar.update(part.stop - part.start)
+    result["kv_bytes_per_token"] = per_token
+    result["kv_transfer_bandwidth"] = bandwidth
+    result["handoff_delay_ms"] = delay
+    return pd.DataFrame(result, copy=False)
+
+
+def required_bandwidth(
+    num_input_tokens: ArrayLike, kv_bytes_per_token: Any, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
+) -> NDArray[np.float64]:
+    """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
+
+    The inverse of the delay model: ``bytes / ((budget_ms - latency_ms) / 1000) / 1e9``.
+    Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name
+    or config. 0 bytes need 0 GB/s; a budget at or below the latency cannot be met by any
+    bandwidth (``inf``).
+
+    Examples
+    --------
+    >>> from perfmodel import required_bandwidth
+    >>> required_bandwidth(32_768, "llama-3.1-70b", [50.0, 100.0])
+    array([214.74836, 107.37418])
+    """
+    nbytes = _nbytes(num_input_tokens, kv_bytes_per_token)
+    budget, latency = np.broadcast_arrays(*(_non_negative(v, k) for k, v in
+                                            (("budget_ms", budget_ms), ("latency_ms", latency_ms))))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        needed = nbytes / ((budget - latency) / 1000.0) / 1e9
+    needed = np.where(budget - latency > 0, needed, np.inf)
+    return np.where(nbytes == 0, 0.0, needed).astype(np.float64)
+
+
+def max_tokens_within(
+    budget_ms: ArrayLike, kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, latency_ms: ArrayLike = 0.0,
+) -> NDArray[np.float64]:
+    """The longest prompt (tokens) whose full-prompt handoff fits in ``budget_ms``.
+
+    Whole numbers as float64 (``inf`` where a token costs 0 bytes or the bandwidth is
+    infinite). Checked against the forward model, so
+    ``handoff_delay_ms(max_tokens_within(b, ...), ...) <= b`` holds exactly.
+    ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency
+    is added), ``kv_bytes_per_token`` a model name or config. Inputs broadcast.
+
+    Examples
+    --------
+    >>> from perfmodel import max_tokens_within
+    >>> max_tokens_within([10.0, 50.0], "ib-ndr", "llama-3.1-70b")
+    array([1525., 7629.])
+    """
+    bandwidth, link_latency = _resolve.bandwidth_and_latency(kv_transfer_bandwidth)
+    latency = _resolve.add_latency(_non_negative(latency_ms, "latency_ms"), link_latency)
+    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token), "kv_bytes_per_token")
+    budget = _non_negative(budget_ms, "budget_ms")
+    bandwidth = _non_negative(bandwidth, "kv_transfer_bandwidth")
+    budget, bandwidth, per_token, latency = np.broadcast_arrays(budget, bandwidth, per_token, latency)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tokens = np.floor((budget - latency) / 1000.0 * (bandwidth * 1e9) / per_token)
+    tokens = np.where(budget - latency >= 0, tokens, 0.0)
+    tokens = np.where((per_token == 0) | (bandwidth == np.inf), np.inf, tokens)
+    finite = np.isfinite(tokens) & (tokens > 0)
+    if finite.any():  # floating-point rounding: step back where the forward model exceeds the budget
+        delay = handoff_delay_ms(tokens[finite], bandwidth[finite], per_token[finite], latency_ms=latency[finite])
+        tokens[finite] -= delay > budget[finite]
+    return tokens.reshape(-1) if tokens.ndim == 0 else tokens
+
+
+def _nbytes(num_input_tokens: ArrayLike, kv_bytes_per_token: Any) -> np.ndarray:
+    tokens = _non_negative(num_input_tokens, "num_input_tokens")
+    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token), "kv_bytes_per_token")
+    return tokens * per_token
+
+
+def _non_negative(value: ArrayLike, name: str) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    bad = ~(array >= 0)
+    if bad.any():
+        first = array.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+        raise ValueError(f"{name}: {int(bad.sum())} values are negative or missing, first {first!r}. "
+                         f"Fix: pass numbers >= 0")
+    return array
