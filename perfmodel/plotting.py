@@ -42,9 +42,17 @@ def _si(value: float, _pos: Any = None) -> str:
     return f"{value:g}"
 
 
+def _tokens(value: float, _pos: Any = None) -> str:
+    """Token-count tick labels in binary units, as prompt lengths are quoted: 512, 1k, 32k, 1M."""
+    for scale, suffix in ((2**20, "M"), (2**10, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:g}"
+
+
 def _tokens_axis(axis: Any) -> None:
     axis.set_major_locator(LogLocator(base=2, numticks=12))
-    axis.set_major_formatter(FuncFormatter(_si))
+    axis.set_major_formatter(FuncFormatter(_tokens))
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -172,18 +180,19 @@ def heatmap(
     xs, ys, z = grid.columns.to_numpy(float), grid.index.to_numpy(float), grid.to_numpy(float)
     positive = z[np.isfinite(z) & (z > 0)]
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
-    mesh = ax.pcolormesh(xs, ys, z, norm=norm, shading="nearest", cmap="viridis")
-    ax.figure.colorbar(mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
-    levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
-    if levels:
-        contours = ax.contour(xs, ys, z, levels=levels, colors="white", linewidths=1.2, linestyles=_STYLES[:len(levels)])
-        ax.clabel(contours, fmt=lambda v: f"{v:g} ms", fontsize="small")
-    for axis_name, column in (("x", x), ("y", y)):
+    for axis_name, column in (("x", x), ("y", y)):  # scales first: clabel places labels in display space
         values = xs if axis_name == "x" else ys
         if values.min() > 0 and values.max() / values.min() > 20:
             getattr(ax, f"set_{axis_name}scale")("log", base=2 if column == "num_input_tokens" else 10)
         if column == "num_input_tokens":
             _tokens_axis(getattr(ax, f"{axis_name}axis"))
+    mesh = ax.pcolormesh(xs, ys, z, norm=norm, shading="nearest", cmap="viridis")
+    ax.figure.colorbar(mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
+    levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
+    if levels:
+        contours = ax.contour(xs, ys, z, levels=levels, colors="white", linewidths=1.2,
+                              linestyles=_STYLES[:len(levels)])
+        ax.clabel(contours, fmt=lambda v: f"{v:g} ms", fontsize="small")
     ax.set_xlabel(_AXIS_LABELS.get(x, x))
     ax.set_ylabel(_AXIS_LABELS.get(y, y))
     return ax
@@ -354,7 +363,8 @@ def compare(
     last = merged.iloc[-1]
     if last["handoff_delay_ms_1"] > 0:
         ratio = last["handoff_delay_ms_0"] / last["handoff_delay_ms_1"]
-        ax.annotate(f"{ratio:.3g}x at {_si(last[x])}", (last[x], last["handoff_delay_ms_1"]),
+        where = _tokens(last[x]) if x == "num_input_tokens" else _si(last[x])
+        ax.annotate(f"{ratio:.3g}x at {where}", (last[x], last["handoff_delay_ms_1"]),
                     textcoords="offset points", xytext=(-6, 8), ha="right", fontsize="small")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

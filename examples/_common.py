@@ -1,0 +1,19 @@
+"""Shared by the example scripts: where to write, and the Agg backend."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+
+def output_dir(description: str) -> Path:
+    """Parse ``--out DIR`` (default: ./perfmodel-examples) and create the folder."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+    out = parser.parse_args().out
+    out.mkdir(parents=True, exist_ok=True)
+    return out

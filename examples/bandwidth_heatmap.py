@@ -1,0 +1,25 @@
+"""Where a handoff fits in a budget: delay over bandwidth x prompt length, with 10/50/100 ms contours.
+
+    python examples/bandwidth_heatmap.py --out results
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import output_dir
+
+import perfmodel
+import perfmodel.plotting as pp
+
+out = output_dir(__doc__.splitlines()[0])
+model = "llama-3.1-70b"
+df = perfmodel.sweep(model=model, kv_transfer_bandwidth=np.geomspace(5, 1000, 60),
+                     num_input_tokens=np.unique(np.geomspace(128, 131072, 60).astype(int)))
+fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
+pp.heatmap(df, budgets_ms=(10, 50, 100), ax=ax)
+for name in ("ib-ndr", "nvlink4", "pcie5"):
+    ax.axhline(perfmodel.LINKS[name].bandwidth_gb_s, color="white", linewidth=0.6, linestyle=":")
+    ax.annotate(name, (130, perfmodel.LINKS[name].bandwidth_gb_s), color="white", fontsize="small", va="bottom")
+ax.set_title(f"{model}: handoff delay (ms)")
+fig.savefig(out / "bandwidth_heatmap.png", dpi=130)
+needed = perfmodel.required_bandwidth([8192, 32768, 131072], model, 50.0)
+print("GB/s needed for a 50 ms handoff at 8k / 32k / 128k tokens:", np.round(needed, 1))

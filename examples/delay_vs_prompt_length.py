@@ -1,0 +1,27 @@
+"""Handoff delay against prompt length: NVLink, InfiniBand, PCIe and Ethernet, two models.
+
+    python examples/delay_vs_prompt_length.py --out results
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import output_dir
+
+import perfmodel
+import perfmodel.plotting as pp
+
+out = output_dir(__doc__.splitlines()[0])
+links = ["nvlink4", "ib-ndr", "pcie5", "eth-100g"]
+models = ["llama-3.1-70b", "deepseek-v3"]
+df = perfmodel.sweep(model=models, link=links, num_input_tokens=2 ** np.arange(7, 18))
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True, layout="constrained")
+for ax, model in zip(axes, models):
+    pp.delay_vs_tokens(df[df["model"] == model], hue="link", budgets_ms=[50], ax=ax)
+    ax.set_title(f"{model} ({perfmodel.kv_bytes_per_token(model):,} B/token, bf16)")
+fig.suptitle("KV-cache handoff delay: bytes / line rate")
+fig.savefig(out / "delay_vs_prompt_length.png", dpi=130)
+at_32k = df[df["num_input_tokens"] == 32768].pivot_table(index="link", columns="model", values="handoff_delay_ms",
+                                                          observed=True)
+print("handoff delay at 32k tokens (ms):")
+print(at_32k.round(2).to_string())

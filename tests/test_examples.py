@@ -1,0 +1,25 @@
+"""Every example runs and writes its PNG (a smoke test, as CI runs them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted(p for p in (Path(__file__).resolve().parents[1] / "examples").glob("*.py") if not p.name.startswith("_"))
+
+
+def test_there_are_at_least_four_examples():
+    assert len(EXAMPLES) >= 4
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
+def test_example_runs_and_writes_a_png(script, tmp_path):
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    pngs = list(tmp_path.glob("*.png"))
+    assert pngs and all(p.stat().st_size > 10_000 for p in pngs)
+    assert done.stdout.strip()  # each prints the numbers behind its figure

@@ -1,0 +1,106 @@
+"""Every plot helper on the Agg backend: the Axes it was given, the expected lines and labels."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import perfmodel  # noqa: E402
+import perfmodel.plotting as pp  # noqa: E402
+
+
+@pytest.fixture
+def ax():
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+TOKENS = [1024, 4096, 32768]
+
+
+def test_delay_vs_tokens(ax):
+    df = perfmodel.sweep(link=["nvlink4", "ib-ndr", "eth-100g"], model="llama-3.1-70b", num_input_tokens=TOKENS)
+    assert pp.delay_vs_tokens(df, hue="link", budgets_ms=[50], ax=ax) is ax
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in lines] == ["nvlink4", "ib-ndr", "eth-100g"]
+    np.testing.assert_array_equal(lines[1].get_ydata(), df[df["link"] == "ib-ndr"]["handoff_delay_ms"])
+    assert len({line.get_linestyle() for line in lines}) == 3  # tell apart without colour
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "prompt length (tokens)" and ax.get_ylabel() == "handoff delay (ms)"
+    ax.figure.canvas.draw()
+    assert "32k" in [t.get_text() for t in ax.get_xticklabels()]
+
+
+def test_delay_vs_tokens_bandwidth_hue_and_ambiguity(ax):
+    df = perfmodel.sweep(model=["qwen3-8b", "qwen3-32b"], kv_transfer_bandwidth=[50.0, 450.0], num_input_tokens=TOKENS)
+    with pytest.raises(ValueError, match=r"the columns \['model'\] vary"):
+        pp.delay_vs_tokens(df, hue="kv_transfer_bandwidth", ax=ax)
+    pp.delay_vs_tokens(df[df["model"] == "qwen3-8b"], hue="kv_transfer_bandwidth", ax=ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["50 GB/s", "450 GB/s"]
+
+
+def test_heatmap(ax):
+    df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(5, 900, 12),
+                         num_input_tokens=2 ** np.arange(7, 18))
+    assert pp.heatmap(df, budgets_ms=(10, 50, 100), ax=ax) is ax
+    assert len(ax.collections) >= 2  # the mesh and the contours
+    assert sorted(float(t.get_text().split()[0]) for t in ax.texts) == [10, 50, 100]
+    assert ax.get_ylabel() == "bandwidth (GB/s)" and ax.get_yscale() == "log"
+
+
+def test_required_bandwidth(ax):
+    assert pp.required_bandwidth(TOKENS, "llama-3.1-70b", budgets_ms=[10, 50], links=["ib-ndr", "nvlink4"], ax=ax) is ax
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[:2] == ["10 ms budget", "50 ms budget"]
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), perfmodel.required_bandwidth(TOKENS, "llama-3.1-70b", 50))
+    assert {t.get_text() for t in ax.texts} == {"ib-ndr", "nvlink4"}
+
+
+def test_delay_cdf_marks_percentiles(ax):
+    delays = pd.Series(np.r_[np.arange(1, 101, dtype=float), [np.nan]], name="replay")
+    assert pp.delay_cdf(delays, ax=ax) is ax
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == ["p50 50.5 ms", "p90 90.1 ms", "p99 99 ms"]
+    step = ax.get_lines()[0]
+    assert step.get_ydata()[-1] == 1.0 and len(step.get_xdata()) == 100  # NaN left out
+
+
+def test_compare_sweeps_and_distributions(ax):
+    ib = perfmodel.sweep(link="ib-ndr", model="llama-3.1-70b", num_input_tokens=TOKENS)
+    nv = perfmodel.sweep(link="nvlink4", model="llama-3.1-70b", num_input_tokens=TOKENS)
+    assert pp.compare(ib, nv, labels=("IB", "NVLink"), ax=ax) is ax
+    assert [line.get_label() for line in ax.get_lines()] == ["IB", "NVLink"]
+    assert any("9x at 32k" in t.get_text() for t in ax.texts)
+    fig, ax2 = plt.subplots()
+    pp.compare(np.arange(1, 10.0), np.arange(1, 5.0), ax=ax2)
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["before", "after"]
+    plt.close(fig)
+
+
+def test_link_timeline(ax):
+    replay = pd.DataFrame({"start_ms": [0.0, 1000.0, 5000.0], "end_ms": [2000.0, 3000.0, 6000.0]})
+    assert pp.link_timeline(replay, ax=ax) is ax
+    busy = ax.get_lines()[0].get_ydata()
+    assert max(busy) == 2 and busy[-1] == 0
+
+
+def test_default_axes_is_current_axes(ax):
+    df = perfmodel.sweep(link="ib-ndr", model="llama-3.1-70b", num_input_tokens=TOKENS)
+    plt.sca(ax)
+    assert pp.delay_vs_tokens(df) is ax
+
+
+def test_plotting_is_not_imported_by_the_package():
+    import subprocess
+    import sys
+
+    code = "import sys, perfmodel; perfmodel.sweep(link='ib-ndr', kv_bytes_per_token=1, num_input_tokens=1); " \
+           "print('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -1,0 +1,127 @@
+"""Sweeps against the core function, and the inverse questions against the forward model."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import perfmodel
+from perfmodel import sweep
+from perfmodel import destination_missing_tokens, handoff_delay_ms, kv_bytes_per_token, max_tokens_within
+from perfmodel import required_bandwidth
+from perfmodel.sweeps import AXES
+
+
+def test_rows_order_and_values_match_the_core():
+    models, links, tokens = ["llama-3.1-8b", "deepseek-v3"], ["nvlink4", "ib-ndr", "2x pcie5"], [1, 1000, 131072]
+    df = sweep(num_input_tokens=tokens, link=links, model=models)  # keyword order does not matter
+    assert list(df.columns) == ["model", "link", "num_input_tokens", "kv_bytes_per_token", "kv_transfer_bandwidth",
+                                "handoff_delay_ms"]
+    expected = list(itertools.product(models, links, tokens))  # AXES order, last fastest
+    assert list(zip(df["model"], df["link"], df["num_input_tokens"])) == expected
+    for row in df.itertuples():
+        link = perfmodel.get_link(row.link)
+        core = handoff_delay_ms(row.num_input_tokens, link.bandwidth_gb_s, kv_bytes_per_token(row.model))[0]
+        assert row.handoff_delay_ms == core
+
+
+def test_row_count_is_the_product():
+    df = sweep(kv_bytes_per_token=[1, 2], kv_transfer_bandwidth=[1.0, 2.0, 3.0], latency_ms=[0, 1],
+               num_input_tokens=np.arange(5))
+    assert len(df) == 2 * 3 * 2 * 5
+
+
+def test_kv_cache_dtype_and_tp_axes():
+    df = sweep(model="llama-3.1-70b", kv_cache_dtype=["bf16", "fp8"], tp=[1, 8], kv_transfer_bandwidth=50.0,
+               num_input_tokens=1000)
+    assert df["kv_bytes_per_token"].tolist() == [327_680, 40_960, 163_840, 20_480]
+
+
+def test_cache_hit_ratio_is_block_rounded_like_the_helper():
+    ratios, tokens = [0.0, 0.3, 1.0], [100, 1000]
+    df = sweep(kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, cache_hit_ratio=ratios, block_size=64,
+               num_input_tokens=tokens)
+    assert (df["mode"] == "destination_missing").all()
+    for row in df.itertuples():
+        charged = destination_missing_tokens(row.num_input_tokens, int(np.floor(row.cache_hit_ratio *
+                                                                                row.num_input_tokens)), 64)[0]
+        assert row.handoff_delay_ms == handoff_delay_ms(charged, 1.0, 1000)[0]
+
+
+def test_link_latency_is_added():
+    slow = perfmodel.Link("slow", 10.0, latency_ms=1.5)
+    df = sweep(link=[slow], kv_bytes_per_token=1000, latency_ms=[0.0, 1.0], num_input_tokens=[0, 1000])
+    assert df["handoff_delay_ms"].tolist() == [0.0, 0.1 + 1.5, 0.0, 0.1 + 2.5]
+
+
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=5, unique=True),
+       st.lists(st.floats(0.01, 1e4), min_size=1, max_size=4, unique=True),
+       st.lists(st.integers(0, 10**6), min_size=1, max_size=3, unique=True))
+def test_random_grids_equal_the_core(tokens, bandwidths, per_token):
+    df = sweep(kv_bytes_per_token=per_token, kv_transfer_bandwidth=bandwidths, num_input_tokens=tokens)
+    grid = np.array(list(itertools.product(per_token, bandwidths, tokens)), dtype=object)
+    expected = handoff_delay_ms(grid[:, 2].astype(np.int64), grid[:, 1].astype(float), grid[:, 0].astype(np.int64))
+    np.testing.assert_array_equal(df["handoff_delay_ms"].to_numpy(), expected)
+
+
+def test_large_sweep_is_chunked_and_exact():
+    df = sweep(kv_bytes_per_token=[70_272, 327_680], kv_transfer_bandwidth=np.linspace(1, 900, 50),
+               num_input_tokens=np.arange(0, 25_000), progress=False)
+    assert len(df) == 2_500_000
+    sample = df.sample(200, random_state=0)
+    np.testing.assert_array_equal(sample["handoff_delay_ms"].to_numpy(), handoff_delay_ms(
+        sample["num_input_tokens"], sample["kv_transfer_bandwidth"], sample["kv_bytes_per_token"]))
+
+
+@pytest.mark.parametrize("axes, fragment", [
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0), "num_input_tokens is required"),
+    (dict(num_input_tokens=1, kv_transfer_bandwidth=1.0), "kv_bytes_per_token (bytes) or model"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1), "kv_transfer_bandwidth (GB/s) or link"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, model="qwen3-8b", link="pcie4"), "not both"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", bandwith=2), "unknown axis ['bandwith']"),
+    (dict(num_input_tokens=[], kv_bytes_per_token=1, link="pcie4"), "is empty"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", cache_hit_ratio=1.5), "within [0, 1]"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", mode="partial"), "unknown mode"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie7"), "unknown link"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, link=["pcie4", "pcie4"]), "repeated values"),
+    (dict(num_input_tokens=[-1], kv_bytes_per_token=1, link="pcie4"), "negative"),
+])
+def test_sweep_errors(axes, fragment):
+    with pytest.raises(ValueError) as info:
+        sweep(**axes)
+    assert fragment in str(info.value)
+
+
+def test_axes_are_documented_in_order():
+    assert AXES[-1] == "num_input_tokens" and len(set(AXES)) == len(AXES)
+
+
+def test_required_bandwidth_inverts_the_model():
+    needed = required_bandwidth([1024, 32768], "llama-3.1-70b", 50.0, latency_ms=1.0)
+    delays = handoff_delay_ms([1024, 32768], needed, 327_680, latency_ms=1.0)
+    np.testing.assert_allclose(delays, 50.0, rtol=1e-12)
+    assert required_bandwidth(0, 1000, 10.0)[()] == 0.0
+    assert required_bandwidth(10, 1000, 1.0, latency_ms=1.0)[()] == np.inf
+
+
+@given(st.floats(0.01, 1e4), st.floats(0.1, 1e4), st.integers(1, 10**6), st.floats(0, 5))
+def test_max_tokens_within_is_the_largest_that_fits(budget, bandwidth, per_token, latency):
+    n = max_tokens_within(budget, bandwidth, per_token, latency_ms=latency)[0]
+    assert n >= 0 and n == int(n)
+    assert handoff_delay_ms(n, bandwidth, per_token, latency_ms=latency)[0] <= budget
+    if n < 10**15:
+        assert handoff_delay_ms(n + 1, bandwidth, per_token, latency_ms=latency)[0] > budget
+
+
+def test_max_tokens_within_special_cases():
+    assert max_tokens_within(1.0, 10.0, 0)[0] == np.inf
+    assert max_tokens_within(1.0, np.inf, 100)[0] == np.inf
+    assert max_tokens_within(1.0, 10.0, 1000, latency_ms=2.0)[0] == 0
+    assert max_tokens_within([10.0, 50.0], "ib-ndr", "llama-3.1-70b").tolist() == [1525, 7629]
+    with pytest.raises(ValueError, match="budget_ms"):
+        max_tokens_within(-1.0, 10.0, 10)
