@@ -298,10 +298,12 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
         with np.errstate(invalid="ignore"):
             invalid = np.broadcast_to(_INVALID[arg.name](np.asarray(arg.value)), (n,))
         n_invalid = int(np.count_nonzero(invalid))
+        if n_invalid and not arg.is_array:  # one value, applied to every row
+            value = _plain(arg.original[0])
+            return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", _RULES[arg.name].rule, value=value)
         if n_invalid:
             position = int(np.argmax(invalid))
-            at = position if arg.is_array else 0
-            original = arg.original.iloc[at] if hasattr(arg.original, "iloc") else arg.original[at]
+            original = arg.original.iloc[position] if hasattr(arg.original, "iloc") else arg.original[position]
             return InputError(
                 arg.name, _why(arg.name, original), _RULES[arg.name].rule,
                 n_invalid=n_invalid, row=position, value=_plain(original), position=position,

@@ -1,0 +1,445 @@
+"""The ``perfmodel`` command.
+
+    perfmodel sweep --out results          the main job: a what-if over models x links x prompt lengths
+    perfmodel delay requests.csv --out delays.parquet --model llama-3.1-70b --link ib-ndr
+    perfmodel trace trace.jsonl --model llama-3.1-70b --link ib-ndr --out replay
+    perfmodel models | perfmodel links     the presets
+
+Heavy modules (numba, matplotlib, pyarrow) are imported inside the commands, so
+``perfmodel --help`` answers at once. Bad input ends with one line on stderr and exit
+code 2 (``--debug`` shows the traceback); outputs are written to a temporary file beside
+the target and renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
+DEFAULT_TOKENS = "128:131072:x2"
+
+
+class UsageError(Exception):
+    """Bad input from the command line: reported in one line, exit code 2."""
+
+
+# --- parsing helpers ----------------------------------------------------------------------
+
+def _count(text: str) -> int:
+    """'32k' -> 32768 (tokens are counted in binary k), '1M' -> 1048576, '4096' -> 4096."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
+    if not match:
+        raise UsageError(f"{text!r} is not a token count (examples: 4096, 32k, 1M)")
+    value = float(match.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[match.group(2).lower()]
+    if value != int(value):
+        raise UsageError(f"{text!r} is not a whole number of tokens")
+    return int(value)
+
+
+def parse_tokens(spec: str) -> list[int]:
+    """Token counts from a list ('1k,8k,32k') or a range 'START:STOP[:STEP]' (STOP included).
+
+    STEP is a count ('1k') for an arithmetic range or 'xF' for a geometric one; the
+    default step is x2 (powers of two from START).
+
+    >>> parse_tokens("1k,8k,32k")
+    [1024, 8192, 32768]
+    >>> parse_tokens("128:1k")
+    [128, 256, 512, 1024]
+    >>> parse_tokens("1000:4000:1000")
+    [1000, 2000, 3000, 4000]
+    """
+    if ":" not in spec:
+        return sorted({_count(part) for part in spec.split(",") if part.strip()}) or _fail(f"empty token list {spec!r}")
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"token range {spec!r} is not START:STOP[:STEP]")
+    start, stop = _count(parts[0]), _count(parts[1])
+    step = parts[2].strip().lower() if len(parts) == 3 else "x2"
+    if stop < start:
+        raise UsageError(f"token range {spec!r} ends before it starts")
+    values = []
+    if step.startswith("x"):
+        try:
+            factor = float(step[1:])
+        except ValueError:
+            raise UsageError(f"token range step {step!r} is not xFACTOR (e.g. x2)") from None
+        if factor <= 1 or start == 0:
+            raise UsageError(f"geometric token range {spec!r} needs a factor > 1 and START > 0")
+        value = float(start)
+        while value <= stop * (1 + 1e-12):
+            values.append(int(round(value)))
+            value *= factor
+    else:
+        increment = _count(step)
+        if increment <= 0:
+            raise UsageError(f"token range step {step!r} must be > 0")
+        values = list(range(start, stop + 1, increment))
+    if len(values) > 1_000_000:
+        raise UsageError(f"token range {spec!r} has {len(values):,} values; use a coarser step")
+    return sorted(set(values))
+
+
+def _fail(message: str) -> Any:
+    raise UsageError(message)
+
+
+def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf")) -> list[float]:
+    values = []
+    for text in texts:
+        for part in str(text).split(","):
+            try:
+                value = float(part)
+            except ValueError:
+                raise UsageError(f"{name}: {part!r} is not a number") from None
+            if not low <= value <= high:
+                raise UsageError(f"{name}: {value:g} is outside [{low:g}, {high:g}]")
+            values.append(value)
+    return values
+
+
+def _columns(pairs: Sequence[str]) -> dict[str, str]:
+    mapping = {}
+    for pair in pairs:
+        name, sep, column = pair.partition("=")
+        if not sep or not name or not column:
+            raise UsageError(f"--column {pair!r} is not ARGUMENT=COLUMN (e.g. num_input_tokens=prompt_tokens)")
+        mapping[name.strip()] = column.strip()
+    return mapping
+
+
+# --- output files, written atomically ------------------------------------------------------
+
+@contextlib.contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """A temporary path beside ``target``, renamed onto it only if the block succeeds."""
+    from .io import _atomic
+
+    with _atomic(target) as tmp:
+        yield tmp
+
+
+def write_table(df: Any, path: Path, fmt: str | None = None) -> Path:
+    """Write a DataFrame as CSV, Parquet or JSON lines (format from the name), atomically."""
+    from .io import format_of
+
+    fmt = fmt or format_of(path)
+    with atomic_path(path) as tmp:
+        if fmt == "csv":
+            df.to_csv(tmp, index=False)
+        elif fmt == "parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_json(tmp, orient="records", lines=True)
+    return path
+
+
+# --- subcommands ---------------------------------------------------------------------------
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    import perfmodel
+    import perfmodel.plotting as pp
+
+    tokens = parse_tokens(args.tokens)
+    axes: dict[str, Any] = {"num_input_tokens": tokens}
+    if args.kv_bytes_per_token is not None:
+        axes["kv_bytes_per_token"] = args.kv_bytes_per_token
+    else:
+        axes["model"] = args.model or DEFAULT_MODELS
+        if args.kv_cache_dtype:
+            axes["kv_cache_dtype"] = args.kv_cache_dtype
+        if args.tp:
+            axes["tp"] = args.tp
+    if args.bandwidth:
+        axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth)
+    else:
+        axes["link"] = args.link or list(perfmodel.LINKS)
+    if args.mode:
+        axes["mode"] = args.mode
+    if args.cache_hit:
+        axes["cache_hit_ratio"] = _floats("--cache-hit", args.cache_hit, high=1.0)
+        axes["block_size"] = args.block_size
+    if args.latency_ms:
+        axes["latency_ms"] = _floats("--latency-ms", args.latency_ms)
+
+    df = perfmodel.sweep(**axes)
+    out: Path = args.out
+    table = write_table(df, out / f"sweep.{'parquet' if args.format == 'parquet' else 'csv'}", args.format)
+
+    hue = "link" if "link" in df else "kv_transfer_bandwidth"
+    panel = "model" if "model" in df else "kv_bytes_per_token"
+    panels = list(dict.fromkeys(df[panel]))
+    fixed = {c: df[c].iloc[0] for c in ("kv_cache_dtype", "tp", "mode", "cache_hit_ratio", "block_size", "latency_ms")
+             if c in df}
+    view = df.loc[np.logical_and.reduce([df[c] == v for c, v in fixed.items()])] if fixed else df
+    columns = min(len(panels), 2)
+    rows = -(-len(panels) // columns)
+    fig, axs = plt.subplots(rows, columns, figsize=(5.6 * columns, 4.0 * rows), squeeze=False, sharey=True,
+                            layout="constrained")
+    for ax, key in zip(axs.flat, panels):
+        pp.delay_vs_tokens(view[view[panel] == key], hue=hue, budgets_ms=[50], ax=ax)
+        ax.set_title(f"{key}" + (" B/token" if panel == "kv_bytes_per_token" else ""))
+    for ax in list(axs.flat)[len(panels):]:
+        ax.set_visible(False)
+    if fixed:
+        fig.suptitle(", ".join(f"{k}={v}" for k, v in fixed.items()), fontsize="small")
+    plots = [out / "delay_vs_tokens.png"]
+    _save(fig, plots[0])
+
+    first = panels[0]
+    grid_axes = {"num_input_tokens": tokens, "kv_transfer_bandwidth": np.geomspace(1, 1000, 61)}
+    grid_axes.update({"model": first} if panel == "model" else {"kv_bytes_per_token": first})
+    fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
+    if len(tokens) > 1:
+        pp.heatmap(perfmodel.sweep(**grid_axes), budgets_ms=(10, 50, 100), ax=ax)
+        ax.set_title(f"{first}: handoff delay over bandwidth and prompt length")
+        plots.append(out / "heatmap.png")
+        _save(fig, plots[-1])
+    plt.close("all")
+
+    print(_summary(view, hue, panel, tokens))
+    print(f"\nwrote {table} ({len(df):,} rows) and {', '.join(str(p) for p in plots)}")
+    return 0
+
+
+def _save(fig: Any, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=130, format="png")
+
+
+def _summary(df: Any, hue: str, panel: str, tokens: list[int]) -> str:
+    """Delay (ms) at a few prompt lengths, one row per model x link."""
+    wanted = [t for t in (1024, 8192, 32768, 131072) if t in tokens] or tokens[:: max(1, len(tokens) // 4)][:4]
+    part = df[df["num_input_tokens"].isin(wanted)]
+    table = part.pivot_table(index=[panel, hue], columns="num_input_tokens", values="handoff_delay_ms",
+                             observed=True, sort=False)
+    table.columns = [f"{t // 1024}k" if t % 1024 == 0 else str(t) for t in table.columns]
+    return "handoff delay (ms) at prompt length:\n" + table.to_string(float_format=lambda v: f"{v:,.3g}")
+
+
+def cmd_delay(args: argparse.Namespace) -> int:
+    from . import io
+
+    columns = _columns(args.column)
+    keywords: dict[str, Any] = {name: column for name, column in columns.items()}
+    if args.kv_bytes_per_token is not None:
+        keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
+    elif args.model:
+        keywords["kv_bytes_per_token"] = args.model
+    if args.bandwidth is not None:
+        keywords["kv_transfer_bandwidth"] = args.bandwidth
+    elif args.link:
+        keywords["kv_transfer_bandwidth"] = args.link
+    for name in ("mode", "latency_ms", "fallback_delay_ms", "kv_cache_dtype", "tp"):
+        value = getattr(args, name)
+        if value is not None:
+            keywords[name] = value
+    if args.scheduler or args.workers:
+        from . import dask as pm_dask
+
+        rows = pm_dask.delay_files(args.input, args.out, scheduler=args.scheduler, workers=args.workers,
+                                   errors=args.errors, **keywords)
+    else:
+        rows = io.delay_file(args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors,
+                             progress=None, **keywords)
+    print(f"wrote {args.out} ({rows:,} rows)", file=sys.stderr)
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .models import MODELS, kv_bytes_per_token, model_config
+
+    rows = []
+    for name in MODELS:
+        cfg = model_config(name)
+        mla = cfg.get("kv_lora_rank") is not None
+        rows.append({
+            "model": name,
+            "attention": "MLA" if mla else "GQA",
+            "layers": cfg["num_hidden_layers"],
+            "kv_heads": "-" if mla else cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+            "head_dim": f"{cfg['kv_lora_rank']}+{cfg['qk_rope_head_dim']}" if mla else
+                        cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]),
+            "bytes/token bf16": kv_bytes_per_token(name),
+            "fp8": kv_bytes_per_token(name, kv_cache_dtype="fp8"),
+            "fp8 tp8": kv_bytes_per_token(name, kv_cache_dtype="fp8", tp=8),
+        })
+    print(pd.DataFrame(rows).to_string(index=False))
+    return 0
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .links import LINKS
+
+    rows = [{"link": name, "GB/s per direction": link.bandwidth_gb_s, "Gb/s": link.bandwidth_gb_s * 8,
+             "latency_ms": link.latency_ms, "32k tokens of llama-3.1-70b (ms)": 32768 * 327_680 / link.bandwidth_gb_s / 1e6}
+            for name, link in LINKS.items()]
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    print("\nMultiples: '8x ib-ndr' is eight NICs (8 x 50 GB/s). Fit your own: perfmodel.fit_link(bytes, ms).")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import perfmodel.plotting as pp
+
+    from .trace import read_trace, replay_handoffs, summarize
+
+    trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise")
+    replay = replay_handoffs(
+        trace, model=args.model, kv_bytes_per_token=args.kv_bytes_per_token, link=args.link,
+        kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,
+        decode_workers=args.decode_workers, decode_cache_blocks=args.cache_blocks, routing=args.routing,
+        contention=args.contention, links=args.links, latency_ms=args.latency_ms or 0.0,
+    )
+    summary = summarize(replay)
+    out: Path = args.out
+    write_table(replay.reset_index(), out / f"replay.{args.format}")
+    with atomic_path(out / "summary.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=1))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    pp.delay_cdf({f"{args.contention} contention": replay}, ax=axes[0])
+    pp.link_timeline(replay, ax=axes[1])
+    _save(fig, out / "replay.png")
+    plt.close(fig)
+    width = max(map(len, summary))
+    for key, value in summary.items():
+        print(f"{key:<{width}}  {value:,.4g}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
+    print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
+    return 0
+
+
+# --- the parser ----------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perfmodel", description="KV-cache handoff delay of disaggregated LLM serving, for millions of cases.",
+        epilog="Run 'perfmodel sweep --out results' for the default what-if (models x links x 128 to 128k tokens).")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sweep = sub.add_parser("sweep", help="what-if grid: models/bytes x links/bandwidths x prompt lengths (the main job)",
+                           description="Sweep handoff delays over models x links x prompt lengths; write a table, "
+                                       "plots and a summary. With no options: popular models x every link preset "
+                                       "x 128 to 128k tokens.")
+    what = sweep.add_mutually_exclusive_group()
+    what.add_argument("--model", nargs="+", metavar="NAME", help=f"model presets (default: {' '.join(DEFAULT_MODELS)})")
+    what.add_argument("--kv-bytes-per-token", type=int, nargs="+", metavar="BYTES", help="bytes per token instead")
+    how = sweep.add_mutually_exclusive_group()
+    how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. nvlink4 '8x ib-ndr' (default: all)")
+    how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")
+    sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
+                       help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
+    sweep.add_argument("--mode", nargs="+", choices=["full_prompt", "destination_missing"])
+    sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
+    sweep.add_argument("--block-size", type=int, default=64, metavar="TOKENS", help="KV block size (default 64)")
+    sweep.add_argument("--kv-cache-dtype", nargs="+", metavar="DTYPE", help="e.g. bf16 fp8")
+    sweep.add_argument("--tp", type=int, nargs="+", metavar="N", help="tensor-parallel degrees")
+    sweep.add_argument("--latency-ms", nargs="+", metavar="MS", help="per-transfer setup latency")
+    sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
+                       help="output folder (default %(default)s)")
+    sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    sweep.set_defaults(run=cmd_sweep)
+
+    delay = sub.add_parser("delay", help="add handoff_delay_ms to a CSV / Parquet / JSON-lines file of requests",
+                           description="Read requests, add a handoff_delay_ms column, write OUTPUT (format from its "
+                                       "extension). Large files are processed in chunks.")
+    delay.add_argument("input", help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob)")
+    delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
+    per_token = delay.add_mutually_exclusive_group()
+    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
+    bw = delay.add_mutually_exclusive_group()
+    bw.add_argument("--bandwidth", type=float, metavar="GBPS")
+    bw.add_argument("--link", metavar="NAME")
+    delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
+                       help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
+    delay.add_argument("--mode", choices=["full_prompt", "destination_missing"])
+    delay.add_argument("--latency-ms", type=float, metavar="MS")
+    delay.add_argument("--fallback-delay-ms", type=float, metavar="MS")
+    delay.add_argument("--kv-cache-dtype", metavar="DTYPE")
+    delay.add_argument("--tp", type=int, metavar="N")
+    delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
+                       help="invalid rows: stop (default) or leave the delay empty")
+    delay.add_argument("--chunk-rows", type=int, default=1_000_000, metavar="N", help="rows per chunk (default 1M)")
+    delay.add_argument("--workers", type=int, metavar="N", help="run on a local Dask cluster of N worker processes")
+    delay.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask cluster")
+    delay.set_defaults(run=cmd_delay)
+
+    sub.add_parser("models", help="the model presets and their KV bytes per token").set_defaults(run=cmd_models)
+    sub.add_parser("links", help="the interconnect presets").set_defaults(run=cmd_links)
+
+    trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
+                           description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
+    trace.add_argument("trace", help="trace file (.jsonl Mooncake, .csv Azure or generic)")
+    tm = trace.add_mutually_exclusive_group(required=True)
+    tm.add_argument("--model", metavar="NAME")
+    tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    tl = trace.add_mutually_exclusive_group(required=True)
+    tl.add_argument("--link", metavar="NAME")
+    tl.add_argument("--bandwidth", type=float, metavar="GBPS")
+    trace.add_argument("--mode", choices=["full_prompt", "destination_missing"], default="full_prompt")
+    trace.add_argument("--block-size", type=int, default=512, metavar="TOKENS")
+    trace.add_argument("--decode-workers", type=int, default=1, metavar="N")
+    trace.add_argument("--cache-blocks", type=int, metavar="N", help="LRU capacity per decode worker (default unbounded)")
+    trace.add_argument("--routing", choices=["prefix", "round_robin"], default="prefix")
+    trace.add_argument("--contention", choices=["none", "fifo", "fair"], default="none")
+    trace.add_argument("--links", type=int, default=1, metavar="N")
+    trace.add_argument("--latency-ms", type=float, metavar="MS")
+    trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
+    trace.add_argument("--out", type=Path, required=True, metavar="DIR")
+    trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    trace.set_defaults(run=cmd_trace)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (UsageError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, KeyError) as error:
+        if args.debug:
+            raise
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if isinstance(error, (FileNotFoundError, IsADirectoryError, PermissionError)) and error.filename:
+            message = f"{error.filename}: {error.strerror or message}"
+        print(f"perfmodel {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("perfmodel: interrupted; no output was left half-written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The perfmodel command, run as users run it: in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfmodel.cli import UsageError, parse_tokens
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+@pytest.fixture
+def requests_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "requests.csv"
+    pd.DataFrame({"prompt_tokens": [1024, 32768, 4096], "worker_type": ["prefill", "decode", "prefill"]}).to_csv(
+        path, index=False)
+    return path
+
+
+def test_help_does_not_import_numba_or_matplotlib():
+    code = ("import sys, runpy; sys.argv = ['perfmodel', '--help']\n"
+            "try: runpy.run_module('perfmodel', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print(sorted(m for m in ('numba', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "usage: perfmodel" in done.stdout and done.stdout.strip().endswith("[]")
+
+
+def test_sweep_defaults(tmp_path):
+    done = run("sweep", "--out", str(tmp_path / "results"))
+    assert done.returncode == 0, done.stderr
+    df = pd.read_csv(tmp_path / "results" / "sweep.csv")
+    assert set(df["link"]) == {"nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "ib-xdr", "roce-400g", "eth-100g"}
+    assert df["num_input_tokens"].min() == 128 and df["num_input_tokens"].max() == 131072
+    assert (tmp_path / "results" / "delay_vs_tokens.png").stat().st_size > 10_000
+    assert (tmp_path / "results" / "heatmap.png").stat().st_size > 10_000
+    assert "handoff delay (ms) at prompt length" in done.stdout and "32k" in done.stdout
+
+
+def test_sweep_options_and_parquet(tmp_path):
+    done = run("sweep", "--model", "deepseek-v3", "--bandwidth", "50", "450", "--tokens", "1k,32k",
+               "--mode", "destination_missing", "--cache-hit", "0", "0.5", "--format", "parquet", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    df = pd.read_parquet(tmp_path / "sweep.parquet")
+    assert len(df) == 2 * 2 * 2 and set(df["cache_hit_ratio"]) == {0.0, 0.5}
+
+
+def test_delay_csv_to_parquet(tmp_path, requests_csv):
+    out = tmp_path / "delays.parquet"
+    done = run("delay", str(requests_csv), "--out", str(out), "--model", "llama-3.1-70b", "--link", "ib-ndr",
+               "--column", "num_input_tokens=prompt_tokens")
+    assert done.returncode == 0, done.stderr
+    df = pd.read_parquet(out)
+    assert df["handoff_delay_ms"].round(3).tolist()[::2] == [6.711, 26.844] and pd.isna(df["handoff_delay_ms"][1])
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_delay_in_chunks_matches_one_pass(tmp_path, requests_csv, suffix):
+    source = tmp_path / f"big.{suffix}"
+    big = pd.DataFrame({"num_input_tokens": range(0, 25_000)})
+    big.to_csv(source, index=False) if suffix == "csv" else big.to_json(source, orient="records", lines=True)
+    out = tmp_path / f"out.{suffix}"
+    done = run("delay", str(source), "--out", str(out), "--bandwidth", "10", "--kv-bytes-per-token", "1000",
+               "--chunk-rows", "4096")
+    assert done.returncode == 0, done.stderr
+    result = pd.read_csv(out) if suffix == "csv" else pd.read_json(out, lines=True)
+    assert len(result) == 25_000
+    pd.testing.assert_series_equal(result["handoff_delay_ms"], big["num_input_tokens"] * 1000 / 10e9 * 1e3,
+                                   check_names=False, check_dtype=False)
+
+
+def test_models_and_links():
+    models = run("models")
+    assert models.returncode == 0 and "qwen3-32b" in models.stdout and "262144" in models.stdout
+    links = run("links")
+    assert links.returncode == 0 and "ib-ndr" in links.stdout and "8x ib-ndr" in links.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["delay", "{dir}/missing.csv", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+     "missing.csv: no such file"),
+    (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1",
+      "--column", "num_input_tokens=tokens"], "no column 'tokens'; the frame has ['prompt_tokens', 'worker_type']"),
+    (["delay", "{bad}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+     "column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at row 2: 'ten' (not a number)"),
+    (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "-1", "--kv-bytes-per-token", "1",
+      "--column", "num_input_tokens=prompt_tokens"], "kv_transfer_bandwidth: -1.0 is negative"),
+    (["delay", "{csv}", "--out", "{dir}/o.csv", "--link", "ib-nrd", "--kv-bytes-per-token", "1",
+      "--column", "num_input_tokens=prompt_tokens"],
+     "unknown link 'ib-nrd'. Fix: did you mean ib-ndr"),
+    (["sweep", "--model", "lama-3.1-70b", "--out", "{dir}/s"], "did you mean llama-3.1-70b"),
+    (["sweep", "--tokens", "1k:zz", "--out", "{dir}/s"], "'zz' is not a token count"),
+    (["sweep", "--bandwidth", "fast", "--out", "{dir}/s"], "--bandwidth: 'fast' is not a number"),
+    (["delay", "{csv}", "--out", "{dir}/o.txt", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+     "cannot tell the format from '.txt'"),
+    (["delay", "{unreadable}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+     "not a readable Parquet file"),
+])
+def test_bad_input_one_line_exit_2_no_output(tmp_path, requests_csv, args, message):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("num_input_tokens\n10\nten\n")
+    unreadable = tmp_path / "broken.parquet"
+    unreadable.write_bytes(b"not parquet at all")
+    before = set(tmp_path.rglob("*"))
+    filled = [a.format(dir=tmp_path, csv=requests_csv, bad=bad, unreadable=unreadable) for a in args]
+    done = run(*filled)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert message in lines[0]
+    assert set(tmp_path.rglob("*")) == before  # nothing created, nothing half-written
+
+
+def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("num_input_tokens\n" + "10\n" * 5000 + "-1\n")
+    out = tmp_path / "o.csv"
+    out.write_text("precious\n")
+    done = run("delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1",
+               "--chunk-rows", "1000")
+    assert done.returncode == 2 and "first at row 5001: -1" in done.stderr
+    assert out.read_text() == "precious\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "o.csv"]
+
+
+def test_debug_shows_traceback(tmp_path):
+    done = run("--debug", "sweep", "--tokens", "x", "--out", str(tmp_path))
+    assert done.returncode != 0 and "Traceback" in done.stderr
+
+
+def test_argparse_errors_exit_2():
+    done = run("sweep", "--format", "xlsx")
+    assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+@pytest.mark.parametrize("spec, expected", [("1k,8k,32k", [1024, 8192, 32768]), ("128:1k", [128, 256, 512, 1024]),
+                                            ("1000:3000:1000", [1000, 2000, 3000]), ("1:100:x10", [1, 10, 100]),
+                                            ("1M", [1048576])])
+def test_parse_tokens(spec, expected):
+    assert parse_tokens(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "5:1", "1:10:x1", "0:10:x2", "1:2:3:4", "1.5"])
+def test_parse_tokens_rejects(spec):
+    with pytest.raises(UsageError):
+        parse_tokens(spec)
