@@ -56,6 +56,13 @@ def _put_numba(target, i, value):
 
 
 @jit(inline="always")
+def transfer_ms(nbytes, bandwidth_gb_s, latency_ms):
+    """Line-rate transfer time in ms, in upstream's operation order; latency only if bytes move."""
+    delay = nbytes / (bandwidth_gb_s * 1e9) * 1000.0
+    return delay + (latency_ms if nbytes > 0 else 0.0)
+
+
+@jit(inline="always")
 def _handoff_row(
     tokens, bandwidth_gb_s, bytes_per_token, worker, completed,
     mode, missing_tokens, state_bytes, latency_ms, fallback_ms, i,
@@ -88,8 +95,7 @@ def _handoff_row(
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000.
     nbytes = charged * p + s
-    delay = nbytes / (b * 1e9) * 1000.0
-    delay = delay + (lat if nbytes > 0 else 0.0)
+    delay = transfer_ms(nbytes, b, lat)
     unknown = (p != p) | (s != s) | (b != b) | (b == 0)
     value = fb if unknown else delay
     applies = (w == 1) & (c != 0) & (t == t) & (charged == charged) & (not invalid)

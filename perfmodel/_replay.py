@@ -1,0 +1,209 @@
+"""Numba kernel for trace replay: decode-side prefix caches, routing and link contention.
+
+One pass over the requests in ready order, with an event loop for what happens between
+two ready times (transfers finishing, their blocks entering caches, shared links
+progressing). No pandas, no validation: :mod:`perfmodel.trace` prepares the arrays.
+
+Caches: block hashes are remapped to dense ids ``0..U-1`` beforehand, so each decode
+worker's LRU is an intrusive doubly-linked list over arrays (O(1) per block, no hashing).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numba
+import numpy as np
+
+from ._kernels import jit, transfer_ms
+
+NONE, FIFO, FAIR = 0, 1, 2
+_NIL = -1
+
+
+@jit
+def _lru_touch(w, b, present, prev, nxt, head, tail, size, capacity):
+    """Make block ``b`` the most recent in worker ``w``'s cache (insert it if absent; evict the LRU)."""
+    if capacity < 0:  # unbounded: membership is all there is to keep
+        if not present[w, b]:
+            present[w, b] = True
+            size[w] += 1
+        return
+    if present[w, b]:
+        if head[w] == b:
+            return
+        p, q = prev[w, b], nxt[w, b]  # unlink
+        nxt[w, p] = q
+        if q != _NIL:
+            prev[w, q] = p
+        else:
+            tail[w] = p
+    else:
+        present[w, b] = True
+        size[w] += 1
+    prev[w, b] = _NIL  # link at the head
+    nxt[w, b] = head[w]
+    if head[w] != _NIL:
+        prev[w, head[w]] = b
+    head[w] = b
+    if tail[w] == _NIL:
+        tail[w] = b
+    if capacity >= 0 and size[w] > capacity:
+        victim = tail[w]
+        tail[w] = prev[w, victim]
+        if tail[w] != _NIL:
+            nxt[w, tail[w]] = _NIL
+        else:
+            head[w] = _NIL
+        present[w, victim] = False
+        size[w] -= 1
+
+
+@jit
+def _insert_blocks(r, w, blocks, offsets, present, prev, nxt, head, tail, size, capacity):
+    for k in range(offsets[r], offsets[r + 1]):
+        _lru_touch(w, blocks[k], present, prev, nxt, head, tail, size, capacity)
+
+
+@jit
+def _cached_prefix(r, w, blocks, offsets, present):
+    """Leading blocks of request ``r`` present in worker ``w``'s cache."""
+    count = 0
+    for k in range(offsets[r], offsets[r + 1]):
+        if not present[w, blocks[k]]:
+            break
+        count += 1
+    return count
+
+
+@jit
+def replay(
+    order, ready_ms, tokens, blocks, offsets, n_unique, hash_block_tokens,
+    block_size, destination_missing, workers, capacity, prefix_routing,
+    contention, n_links, bandwidth_gb_s, bytes_per_token, latency_ms,
+    out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
+):
+    """Replay requests in ``order`` (ready order, ties by trace order); fill the ``out_*`` arrays.
+
+    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
+    ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
+    """
+    n = order.shape[0]
+    present = np.zeros((workers, max(n_unique, 1)), dtype=np.bool_)
+    linked = capacity >= 0
+    prev = np.empty((workers if linked else 1, max(n_unique, 1) if linked else 1), dtype=np.int32)
+    nxt = np.empty_like(prev)
+    head = np.full(workers, _NIL, dtype=np.int32)
+    tail = np.full(workers, _NIL, dtype=np.int32)
+    size = np.zeros(workers, dtype=np.int64)
+    # pending cache insertions: (end time, processing sequence, request)
+    pending = [(np.inf, np.int64(0), np.int64(0))]
+    pending.pop()
+    link_free = np.zeros(n_links)  # fifo: when each link is next free
+    # fair sharing, per link: virtual time (bytes served to each active transfer), active count, and a heap
+    # of (virtual finish tag, sequence, request) for the active transfers
+    virtual = np.zeros(n_links)
+    active = np.zeros(n_links, dtype=np.int64)
+    last_update = np.zeros(n_links)
+    fair_heaps = [[(np.inf, np.int64(0), np.int64(0))] for _ in range(n_links)]
+    for heap in fair_heaps:
+        heap.pop()
+    data_start = np.empty(n)  # fair: when a transfer's bytes start flowing (after its setup latency)
+    waiting = 0  # fair: index in processing order of the next transfer whose data phase has not begun
+    rate = bandwidth_gb_s * 1e6  # bytes per ms
+    rr = 0
+
+    for i in range(n + 1):
+        now = ready_ms[order[i]] if i < n else np.inf
+        if contention == FAIR:
+            # advance every link's processor sharing to `now`: starts of data phases and completions in time order
+            while True:
+                next_time, next_link = np.inf, -1
+                for link in range(n_links):
+                    if active[link] > 0:
+                        tag = fair_heaps[link][0][0]
+                        t = last_update[link] + (tag - virtual[link]) * active[link] / rate
+                        if t < next_time:
+                            next_time, next_link = t, link
+                start_time = data_start[order[waiting]] if waiting < i else np.inf
+                if start_time <= next_time and start_time <= now and waiting < i:
+                    r = order[waiting]
+                    waiting += 1
+                    if out_bytes[r] <= 0:
+                        continue
+                    best = 0
+                    for link in range(1, n_links):
+                        if active[link] < active[best]:
+                            best = link
+                    if active[best] > 0:
+                        virtual[best] += (start_time - last_update[best]) * rate / active[best]
+                    last_update[best] = start_time
+                    active[best] += 1
+                    heapq.heappush(fair_heaps[best], (virtual[best] + out_bytes[r], np.int64(waiting - 1), r))
+                    out_link[r] = best
+                elif next_link >= 0 and next_time <= now:
+                    link = next_link
+                    tag, seq, r = heapq.heappop(fair_heaps[link])
+                    virtual[link] = tag
+                    last_update[link] = next_time
+                    active[link] -= 1
+                    out_end[r] = next_time
+                    out_queue[r] = max(next_time - ready_ms[r] - out_transfer[r], 0.0)
+                    heapq.heappush(pending, (next_time, seq, r))
+                else:
+                    break
+        # blocks of transfers finished by `now` enter their workers' caches, in finishing order
+        while len(pending) > 0 and pending[0][0] <= now:
+            _, _, r = heapq.heappop(pending)
+            _insert_blocks(r, out_worker[r], blocks, offsets, present, prev, nxt, head, tail, size, capacity)
+        if i == n:
+            break
+        r = order[i]
+        # route
+        if prefix_routing:
+            best, best_hit = -1, -1
+            for j in range(workers):
+                w = (rr + j) % workers
+                hit = _cached_prefix(r, w, blocks, offsets, present)
+                if hit > best_hit:
+                    best, best_hit = w, hit
+            w = best
+        else:
+            w = rr % workers
+        rr = (w + 1) % workers
+        out_worker[r] = w
+        # charge
+        n_tokens = tokens[r]
+        hit_tokens = _cached_prefix(r, w, blocks, offsets, present) * hash_block_tokens
+        n_blocks = (n_tokens + block_size - 1) // block_size
+        cached_blocks = min(hit_tokens // block_size, n_blocks)
+        out_cached[r] = cached_blocks * block_size
+        out_charged[r] = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
+        nbytes = np.float64(out_charged[r]) * bytes_per_token
+        out_bytes[r] = nbytes
+        alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms)
+        out_transfer[r] = alone
+        # schedule
+        if contention == FIFO and nbytes > 0:
+            link = 0
+            for k in range(1, n_links):
+                if link_free[k] < link_free[link]:
+                    link = k
+            start = max(now, link_free[link])
+            link_free[link] = start + alone
+            out_link[r] = link
+            out_start[r] = start
+            out_end[r] = start + alone
+            out_queue[r] = start - now
+            heapq.heappush(pending, (start + alone, np.int64(i), r))
+        elif contention == FAIR and nbytes > 0:
+            out_start[r] = now
+            data_start[r] = now + latency_ms  # setup first, then the bytes share the link
+            out_end[r] = np.nan  # set when its last byte arrives
+        else:
+            out_link[r] = -1
+            out_start[r] = now
+            out_end[r] = now + alone
+            out_queue[r] = 0.0
+            data_start[r] = now
+            heapq.heappush(pending, (now + alone, np.int64(i), r))

@@ -1,0 +1,508 @@
+"""Request traces: read them, make synthetic ones, and replay them through the handoff model.
+
+Canonical trace columns: ``arrival_ms`` (float, from the earliest request),
+``num_input_tokens``, ``num_output_tokens`` and, when the format has them, ``hash_ids``
+(one id per ``hash_block_tokens`` tokens of the prompt, equal ids = a shared prefix
+block), held as an Arrow ``list<int64>`` column: one flat int64 array with offsets,
+seen by users as lists.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import _resolve
+from .links import get_link
+
+__all__ = ["read_trace", "replay_handoffs", "summarize", "synthetic_trace"]
+
+MOONCAKE_BLOCK_TOKENS = 512
+_CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
+_HASH_TYPE = pa.list_(pa.int64())
+
+
+# --- reading -------------------------------------------------------------------------------
+
+def _detect(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "mooncake"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix == ".csv":
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            header = handle.readline()
+        return "azure" if {"TIMESTAMP", "ContextTokens"} <= {h.strip() for h in header.split(",")} else "csv"
+    raise ValueError(f"{path}: unknown trace format {suffix!r}. Fix: pass format='mooncake', 'azure', 'csv' or "
+                     "'parquet'")
+
+
+def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
+    """Parse JSON lines with pyarrow; find, name or skip malformed lines only if parsing fails."""
+    import pyarrow.json as pj
+
+    fields = {"timestamp": pa.float64(), "input_length": pa.int64(), "output_length": pa.int64(),
+              "hash_ids": _HASH_TYPE}
+    options = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
+    try:
+        table = pj.read_json(path, parse_options=options)
+        if table.num_rows and all(table.column(f).null_count == 0 for f in ("timestamp", "input_length")):
+            return table, 0
+    except pa.ArrowInvalid:
+        pass
+    # slow path, only for files with problems: check each line, then parse the good ones
+    good, skipped, first_bad = [], 0, None
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            problem = _line_problem(line)
+            if problem is None:
+                good.append(line if line.endswith(b"\n") else line + b"\n")
+            else:
+                skipped += 1
+                first_bad = first_bad or (number, problem)
+                if errors == "raise":
+                    break
+    if first_bad and errors == "raise":
+        number, problem = first_bad
+        raise ValueError(f"{path}, line {number}: {problem}. Fix: repair the line, or pass errors='skip' "
+                         "(--skip-bad-lines) to leave malformed lines out")
+    if not good:
+        raise ValueError(f"{path}: no valid trace line (each needs timestamp, input_length, output_length)")
+    return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), skipped
+
+
+def _line_problem(line: bytes) -> str | None:
+    try:
+        record = json.loads(line)
+    except ValueError as error:
+        return f"not valid JSON ({error.msg})"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for name in ("timestamp", "input_length", "output_length"):
+        value = record.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return f"{name} is missing or not a number ({value!r})"
+    for name in ("input_length", "output_length"):
+        if record[name] < 0 or record[name] != int(record[name]):
+            return f"{name} must be a whole number >= 0, got {record[name]!r}"
+    hashes = record.get("hash_ids", [])
+    if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
+        return "hash_ids must be a list of integers"
+    return None
+
+
+def read_trace(
+    path: str | os.PathLike,
+    format: Literal["mooncake", "azure", "csv", "parquet"] | None = None,
+    *,
+    columns: dict[str, str] | None = None,
+    errors: Literal["raise", "skip"] = "raise",
+    hash_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+) -> pd.DataFrame:
+    """Read a request trace into canonical columns.
+
+    Formats (detected from the extension and the CSV header when ``format`` is None):
+
+    - ``mooncake``: JSON lines with ``timestamp`` (ms), ``input_length``,
+      ``output_length`` and ``hash_ids`` (one id per 512-token block).
+    - ``azure``: the Azure LLM inference trace CSV (``TIMESTAMP`` datetime,
+      ``ContextTokens``, ``GeneratedTokens``).
+    - ``csv`` / ``parquet``: any table; ``columns`` maps canonical names to its columns,
+      e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
+      datetimes is converted to ms).
+
+    Parameters
+    ----------
+    path
+        The trace file.
+    format
+        One of the above; None detects it.
+    columns
+        Canonical name -> column, for generic tables.
+    errors
+        ``"raise"``: a malformed line is an error naming the file and line;
+        ``"skip"``: such lines are left out and counted in ``df.attrs["skipped_lines"]``.
+    hash_block_tokens
+        Prompt tokens per hash id (512 for Mooncake traces).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (and ``hash_ids``),
+        in trace order; ``attrs`` holds ``source``, ``format``, ``skipped_lines`` and
+        ``hash_block_tokens``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from perfmodel import read_trace
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "trace.jsonl"
+    >>> _ = path.write_text('{"timestamp": 5, "input_length": 700, "output_length": 3, "hash_ids": [1, 2]}\\n'
+    ...                     '{"timestamp": 9, "input_length": 600, "output_length": 4, "hash_ids": [1, 3]}\\n')
+    >>> read_trace(path)
+       arrival_ms  num_input_tokens  num_output_tokens hash_ids
+    0         0.0               700                  3   [1 2]
+    1         4.0               600                  4   [1 3]
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(2, "no such file", str(path))
+    if errors not in ("raise", "skip"):
+        raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
+    fmt = format or _detect(path)
+    skipped = 0
+    if fmt == "mooncake":
+        table, skipped = _mooncake_lines(path, errors)
+        hashes = table.column("hash_ids")
+        if hashes.null_count:
+            hashes = pa.chunked_array([pc_fill_empty(chunk) for chunk in hashes.chunks], type=_HASH_TYPE)
+        df = pd.DataFrame({
+            "arrival_ms": table.column("timestamp").to_numpy(),
+            "num_input_tokens": table.column("input_length").to_numpy(),
+            "num_output_tokens": table.column("output_length").to_numpy(),
+            "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
+        })
+    elif fmt == "azure":
+        raw = pd.read_csv(path, dtype={"ContextTokens": "Int64", "GeneratedTokens": "Int64"})
+        df = _canonical(raw, {"arrival_ms": "TIMESTAMP", "num_input_tokens": "ContextTokens",
+                              "num_output_tokens": "GeneratedTokens"}, path, errors)
+    elif fmt in ("csv", "parquet"):
+        raw = pd.read_parquet(path) if fmt == "parquet" else pd.read_csv(path)
+        df = _canonical(raw, {**{c: c for c in _CANONICAL if c in raw}, **(columns or {})}, path, errors)
+    else:
+        raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv' or 'parquet'")
+    df, bad_rows = _check_rows(df, path, errors)
+    skipped += bad_rows
+    df["arrival_ms"] = df["arrival_ms"] - (df["arrival_ms"].min() if len(df) else 0.0)
+    df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
+    return df
+
+
+def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
+    """Missing hash_ids (null lists) as empty lists."""
+    import pyarrow.compute as pc
+
+    return pc.if_else(pc.is_null(chunk), pa.scalar([], type=_HASH_TYPE), chunk)
+
+
+def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str) -> pd.DataFrame:
+    missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping or mapping[c] not in raw]
+    if missing:
+        raise ValueError(f"{path}: no column for {missing}; the file has {list(raw.columns)}. "
+                         "Fix: pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
+    arrival = raw[mapping["arrival_ms"]]
+    if not pd.api.types.is_numeric_dtype(arrival):
+        parsed = pd.to_datetime(arrival, errors="coerce", format="mixed")
+        arrival = (parsed - parsed.min()).dt.total_seconds() * 1000.0
+    out = pd.DataFrame({
+        "arrival_ms": pd.to_numeric(arrival, errors="coerce").astype("float64"),
+        "num_input_tokens": pd.to_numeric(raw[mapping["num_input_tokens"]], errors="coerce"),
+        "num_output_tokens": pd.to_numeric(raw[mapping["num_output_tokens"]], errors="coerce")
+        if "num_output_tokens" in mapping and mapping["num_output_tokens"] in raw else 0,
+    })
+    if "hash_ids" in mapping and mapping["hash_ids"] in raw:
+        out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(pa.array(raw[mapping["hash_ids"]], _HASH_TYPE)))
+    return out
+
+
+def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame, int]:
+    """Every row needs an arrival and a whole, non-negative token count (CSV rows are lines + 1)."""
+    tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
+    outputs = pd.to_numeric(df["num_output_tokens"]).to_numpy(dtype="float64", na_value=np.nan)
+    bad = (np.isnan(df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)) | ~(tokens >= 0)
+           | (tokens != np.floor(tokens)) | ~(outputs >= 0))
+    if bad.any():
+        if errors == "raise":
+            i = int(np.argmax(bad))
+            suffix = path.suffix.lower()
+            where = f"line {i + 2}" if suffix == ".csv" else f"line {i + 1}" if suffix in (".jsonl", ".json", ".ndjson") \
+                else f"row {i + 1}"
+            raise ValueError(f"{path}, {where}: {int(bad.sum())} malformed row(s) (missing time or invalid "
+                             f"token count), first: {df.iloc[i].to_dict()}. Fix: repair them, or pass errors='skip'")
+        df = df.loc[~bad].reset_index(drop=True)
+    return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
+                     num_output_tokens=pd.to_numeric(df["num_output_tokens"]).astype("int64")), int(bad.sum())
+
+
+# --- synthetic traces ----------------------------------------------------------------------
+
+def synthetic_trace(
+    n: int,
+    rate_per_s: float,
+    *,
+    seed: int = 0,
+    median_input_tokens: int = 2048,
+    input_sigma: float = 1.0,
+    max_input_tokens: int = 131_072,
+    median_output_tokens: int = 256,
+    mean_turns: float = 3.0,
+    apps: int = 8,
+    system_prompt_blocks: tuple[int, int] = (0, 8),
+    hash_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+) -> pd.DataFrame:
+    """A seeded synthetic trace: Poisson arrivals, log-normal prompts, multi-turn sessions sharing prefixes.
+
+    Each request belongs to a session (``n / mean_turns`` sessions, picked uniformly);
+    each session belongs to one of ``apps`` applications whose system prompt (a number of
+    whole blocks drawn from ``system_prompt_blocks``) every request of the app shares.
+    Turn k of a session re-sends the whole conversation so far plus new tokens
+    (log-normal, median ``median_input_tokens / mean_turns``), so its full blocks repeat
+    the previous turn's hash ids; a partly filled last block gets an id of its own.
+    Prompts are capped at ``max_input_tokens``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The canonical trace columns, ``hash_ids`` included.
+
+    Examples
+    --------
+    >>> from perfmodel import synthetic_trace
+    >>> trace = synthetic_trace(1000, rate_per_s=50, seed=1)
+    >>> len(trace), bool(trace["arrival_ms"].is_monotonic_increasing)
+    (1000, True)
+    """
+    if n < 0 or rate_per_s <= 0 or mean_turns < 1 or apps < 1:
+        raise ValueError("synthetic_trace: needs n >= 0, rate_per_s > 0, mean_turns >= 1 and apps >= 1")
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1000.0 / rate_per_s, n))
+    arrival -= arrival[0] if n else 0.0
+    sessions = max(1, int(round(n / mean_turns)))
+    session = rng.integers(0, sessions, n)
+    app_of_session = rng.integers(0, apps, sessions)
+    system_blocks = rng.integers(system_prompt_blocks[0], system_prompt_blocks[1] + 1, apps)
+    new_tokens = np.maximum(1, rng.lognormal(math.log(max(1.0, median_input_tokens / mean_turns)), input_sigma, n))
+    # conversation length so far: cumulative new tokens within each session, in arrival order
+    by_session = np.argsort(session, kind="stable")
+    cumulative = np.empty(n)
+    sorted_new = new_tokens[by_session]
+    totals = np.cumsum(sorted_new)
+    starts = np.r_[0, np.flatnonzero(np.diff(session[by_session])) + 1] if n else np.array([], dtype=np.int64)
+    group_start_total = np.repeat(totals[starts] - sorted_new[starts], np.diff(np.r_[starts, n]))
+    cumulative[by_session] = totals - group_start_total
+    app = app_of_session[session]
+    prefix_tokens = system_blocks[app] * hash_block_tokens
+    input_tokens = np.minimum(prefix_tokens + cumulative.astype(np.int64), max_input_tokens)
+    conversation = np.maximum(input_tokens - prefix_tokens, 0)
+    full_blocks = conversation // hash_block_tokens
+    partial = (conversation % hash_block_tokens) > 0
+    # ids: app prompts, then per-session conversation blocks, then one fresh id per partial block
+    app_base = np.r_[0, np.cumsum(system_blocks)[:-1]]
+    max_blocks = max_input_tokens // hash_block_tokens + 1
+    session_base = int(system_blocks.sum()) + np.arange(sessions, dtype=np.int64) * max_blocks
+    fresh_base = int(system_blocks.sum()) + sessions * max_blocks
+    counts = system_blocks[app] + full_blocks + partial
+    offsets = np.r_[0, np.cumsum(counts)].astype(np.int64)
+    position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
+    owner = np.repeat(np.arange(n), counts)
+    in_system = position < system_blocks[app][owner]
+    in_session = ~in_system & (position < (system_blocks[app] + full_blocks)[owner])
+    ids = np.where(in_system, app_base[app][owner] + position,
+                   np.where(in_session, session_base[session][owner] + position - system_blocks[app][owner],
+                            fresh_base + owner))
+    outputs = np.maximum(1, rng.lognormal(math.log(median_output_tokens), 1.0, n)).astype(np.int64)
+    hashes = pa.ListArray.from_arrays(pa.array(offsets, pa.int32() if offsets[-1] < 2**31 else pa.int64()),
+                                      pa.array(ids.astype(np.int64)))
+    df = pd.DataFrame({"arrival_ms": arrival, "num_input_tokens": input_tokens.astype(np.int64),
+                       "num_output_tokens": outputs,
+                       "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes.cast(_HASH_TYPE)))})
+    df.attrs.update(source="synthetic", format="synthetic", skipped_lines=0, hash_block_tokens=hash_block_tokens)
+    return df
+
+
+# --- replay --------------------------------------------------------------------------------
+
+def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    """Dense block ids (0..U-1), offsets, U: one vectorized pass over the hash_ids column."""
+    if "hash_ids" not in trace:
+        return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
+    column = trace["hash_ids"]
+    arrow = column.array._pa_array if isinstance(column.dtype, pd.ArrowDtype) else pa.chunked_array(
+        [pa.array(column.to_list(), _HASH_TYPE)])
+    lists = arrow.combine_chunks() if arrow.num_chunks != 1 else arrow.chunk(0)
+    if lists.null_count:
+        lists = pc_fill_empty(lists)
+    lists = lists.cast(pa.large_list(pa.int64()))
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    offsets = offsets - offsets[0]
+    uniques, dense = np.unique(values, return_inverse=True)
+    return dense.astype(np.int64), offsets, int(uniques.size)
+
+
+def replay_handoffs(
+    trace: pd.DataFrame,
+    *,
+    kv_bytes_per_token: Any = None,
+    model: Any = None,
+    kv_transfer_bandwidth: float | None = None,
+    link: Any = None,
+    mode: Literal["full_prompt", "destination_missing"] = "full_prompt",
+    block_size: int = 512,
+    decode_workers: int = 1,
+    decode_cache_blocks: int | None = None,
+    routing: Literal["prefix", "round_robin"] = "prefix",
+    contention: Literal["none", "fifo", "fair"] = "none",
+    links: int = 1,
+    latency_ms: float = 0.0,
+    ready_ms: Any = None,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+) -> pd.DataFrame:
+    """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
+
+    Deterministic: requests are handled in ready order (``ready_ms``, default their
+    arrival), ties in trace order.
+
+    - Each handoff goes to a decode worker: ``routing="prefix"`` picks the worker whose
+      cache holds the longest prefix of the request's ``hash_ids`` (ties: round robin),
+      ``"round_robin"`` takes them in turn.
+    - Each decode worker keeps an LRU cache of block hashes (``decode_cache_blocks``
+      blocks, unbounded when None). A request's blocks enter its worker's cache when its
+      transfer ends (so a block still in flight is not a hit).
+    - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
+      to ``block_size`` (SEMANTICS rule 2); ``"full_prompt"`` charges the whole prompt.
+      ``cached_tokens`` reports the worker's cached prefix in both modes.
+    - ``contention="none"``: every transfer runs at line rate from its ready time (as
+      upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
+      the first free one; ``"fair"``: after its setup latency, a transfer shares its link
+      (the one with the fewest active transfers) equally with the others on it (exact
+      processor-sharing event simulation).
+
+    Parameters
+    ----------
+    trace
+        From :func:`read_trace` or :func:`synthetic_trace` (``arrival_ms``,
+        ``num_input_tokens``, optional ``hash_ids``).
+    kv_bytes_per_token, model
+        Bytes per token, or a model preset name or config (with ``kv_cache_dtype``, ``tp``).
+    kv_transfer_bandwidth, link
+        Decimal GB/s, or a link name or :class:`perfmodel.Link` (its latency is added).
+    mode, block_size, decode_workers, decode_cache_blocks, routing, contention, links, latency_ms
+        As above; ``latency_ms`` is a per-transfer setup latency in ms.
+    ready_ms
+        When each prefill completes and its handoff may start: a column name or an
+        array in ms; default ``arrival_ms``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like the trace: ``decode_worker``, ``link`` (-1: none used),
+        ``cached_tokens``, ``charged_tokens``, ``transfer_bytes``, ``transfer_ms``
+        (alone on the link), ``queue_ms`` (waiting or slowed by sharing),
+        ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``.
+
+    Examples
+    --------
+    >>> from perfmodel import replay_handoffs, synthetic_trace
+    >>> trace = synthetic_trace(2000, rate_per_s=20, seed=0)
+    >>> replay = replay_handoffs(trace, model="llama-3.1-8b", link="ib-ndr", mode="destination_missing",
+    ...                          decode_workers=4, contention="fifo")
+    >>> bool((replay["handoff_delay_ms"] == replay["queue_ms"] + replay["transfer_ms"]).all())
+    True
+    """
+    from . import _replay
+
+    if (kv_bytes_per_token is None) == (model is None):
+        raise ValueError("replay_handoffs: give exactly one of kv_bytes_per_token (bytes) and model (a preset name)")
+    if (kv_transfer_bandwidth is None) == (link is None):
+        raise ValueError("replay_handoffs: give exactly one of kv_transfer_bandwidth (GB/s) and link (e.g. 'ib-ndr')")
+    choices = {"mode": (mode, ("full_prompt", "destination_missing")), "routing": (routing, ("prefix", "round_robin")),
+               "contention": (contention, ("none", "fifo", "fair"))}
+    for name, (value, valid) in choices.items():
+        if value not in valid:
+            raise ValueError(f"replay_handoffs: {name}={value!r} is not one of {valid}")
+    for name, value, low in (("block_size", block_size, 1), ("decode_workers", decode_workers, 1), ("links", links, 1),
+                             ("decode_cache_blocks", 0 if decode_cache_blocks is None else decode_cache_blocks, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"replay_handoffs: {name} must be a whole number >= {low}, got {value!r}")
+    per_token = float(_resolve.bytes_per_token(model if model is not None else kv_bytes_per_token,
+                                               kv_cache_dtype=kv_cache_dtype, tp=tp))
+    if link is not None:
+        resolved = get_link(link)
+        bandwidth, latency = resolved.effective_bandwidth_gb_s, float(latency_ms) + resolved.latency_ms
+    else:
+        bandwidth, latency = float(kv_transfer_bandwidth), float(latency_ms)
+    if not (bandwidth > 0 and per_token >= 0 and 0 <= latency < np.inf and per_token < np.inf):
+        raise ValueError(f"replay_handoffs: needs bandwidth > 0 GB/s, bytes per token >= 0 and latency >= 0; got "
+                         f"{bandwidth!r} GB/s, {per_token!r} B/token, {latency!r} ms")
+    for column in ("arrival_ms", "num_input_tokens"):
+        if column not in trace:
+            raise ValueError(f"replay_handoffs: the trace has no {column!r} column (it has {list(trace.columns)}). "
+                             "Fix: read it with perfmodel.read_trace")
+    ready = trace[ready_ms] if isinstance(ready_ms, str) else trace["arrival_ms"] if ready_ms is None else ready_ms
+    ready = np.ascontiguousarray(np.asarray(ready, dtype=np.float64))
+    tokens = np.ascontiguousarray(trace["num_input_tokens"].to_numpy(dtype=np.int64))
+    if ready.shape != tokens.shape or not np.isfinite(ready).all() or (tokens < 0).any():
+        raise ValueError("replay_handoffs: ready times must be finite, one per request, and token counts >= 0")
+    blocks, offsets, n_unique = _flat_hashes(trace)
+    n = len(trace)
+    order = np.argsort(ready, kind="stable").astype(np.int64)
+    out = {name: np.zeros(n, dtype=dtype) for name, dtype in (
+        ("decode_worker", np.int64), ("cached_tokens", np.int64), ("charged_tokens", np.int64),
+        ("transfer_bytes", np.float64), ("transfer_ms", np.float64), ("start_ms", np.float64),
+        ("end_ms", np.float64), ("link", np.int64), ("queue_ms", np.float64))}
+    _replay.replay(
+        order, ready, tokens, blocks, offsets, n_unique, int(trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS)),
+        int(block_size), mode == "destination_missing", int(decode_workers),
+        -1 if decode_cache_blocks is None else int(decode_cache_blocks), routing == "prefix",
+        {"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], int(links),
+        bandwidth, per_token, latency,
+        out["decode_worker"], out["cached_tokens"], out["charged_tokens"], out["transfer_bytes"], out["transfer_ms"],
+        out["start_ms"], out["end_ms"], out["link"], out["queue_ms"],
+    )
+    result = pd.DataFrame({
+        "decode_worker": out["decode_worker"], "link": out["link"], "cached_tokens": out["cached_tokens"],
+        "charged_tokens": out["charged_tokens"], "transfer_bytes": out["transfer_bytes"],
+        "transfer_ms": out["transfer_ms"], "queue_ms": out["queue_ms"],
+        "handoff_delay_ms": out["queue_ms"] + out["transfer_ms"], "start_ms": out["start_ms"], "end_ms": out["end_ms"],
+    }, index=trace.index)
+    result.attrs.update(contention=contention, links=int(links), mode=mode, bandwidth_gb_s=bandwidth,
+                        kv_bytes_per_token=per_token, latency_ms=latency, block_size=int(block_size))
+    return result
+
+
+def summarize(replay: pd.DataFrame) -> dict[str, float]:
+    """Headline figures of a replay: delay percentiles (ms), link utilisation, bytes moved and saved.
+
+    ``link_utilisation`` is the offered load: the transfers' time alone on a link,
+    summed, over the replayed span (first start to last end) times the number of links
+    (above 1 means the links cannot keep up). ``bytes_saved_by_prefix_reuse`` counts the
+    cached prefix blocks a destination_missing replay did not send (0 in full_prompt mode).
+
+    Examples
+    --------
+    >>> from perfmodel import replay_handoffs, summarize, synthetic_trace
+    >>> replay = replay_handoffs(synthetic_trace(500, 10), model="llama-3.1-8b", link="ib-ndr")
+    >>> sorted(summarize(replay))[:3]
+    ['bytes_moved', 'bytes_saved_by_prefix_reuse', 'handoffs']
+    """
+    delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
+    moving = replay[replay["transfer_bytes"] > 0]
+    span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
+    links = int(replay.attrs.get("links", 1))
+    load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    saved = (float(replay["cached_tokens"].sum()) * float(replay.attrs.get("kv_bytes_per_token", 0.0))
+             if replay.attrs.get("mode") == "destination_missing" else 0.0)
+    percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
+    return {
+        "handoffs": int(delay.size),
+        "p50_ms": float(percentiles[0]), "p90_ms": float(percentiles[1]), "p99_ms": float(percentiles[2]),
+        "mean_ms": float(delay.mean()) if delay.size else np.nan,
+        "max_ms": float(delay.max()) if delay.size else np.nan,
+        "mean_queue_ms": float(replay["queue_ms"].mean()) if delay.size else np.nan,
+        "link_utilisation": load,
+        "bytes_moved": float(replay["transfer_bytes"].sum()),
+        "bytes_saved_by_prefix_reuse": saved,
+    }

@@ -1,0 +1,116 @@
+"""A slow, plain-Python statement of trace replay (perfmodel.replay_handoffs' semantics).
+
+Independent of perfmodel: OrderedDict LRU caches, a list of pending cache insertions,
+and fair sharing simulated directly on each transfer's remaining bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+
+def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s, latency_ms=0.0,
+                     mode="full_prompt", block_size=512, hash_block_tokens=512, workers=1, capacity=None,
+                     routing="prefix", contention="none", links=1):
+    n = len(ready)
+    order = sorted(range(n), key=lambda r: (ready[r], r))
+    caches = [OrderedDict() for _ in range(workers)]
+    rate = bandwidth_gb_s * 1e6  # bytes per ms
+    out = [dict(decode_worker=0, link=-1, cached_tokens=0, charged_tokens=0, transfer_bytes=0.0, transfer_ms=0.0,
+                start_ms=0.0, end_ms=0.0) for _ in range(n)]
+    pending = []  # (end, seq, request): blocks enter the cache when the transfer ends
+    link_free = [0.0] * links
+    active = [[] for _ in range(links)]  # fair: [remaining bytes, seq, request] per link
+    waiting = []  # fair: (data start time, seq, request), in processing order
+    clock = [0.0]
+    rr = 0
+
+    def cached_prefix(r, w):
+        count = 0
+        for block in hash_ids[r]:
+            if block not in caches[w]:
+                break
+            count += 1
+        return count
+
+    def insert(r):
+        cache = caches[out[r]["decode_worker"]]
+        for block in hash_ids[r]:
+            if block in cache:
+                cache.move_to_end(block)
+            else:
+                cache[block] = True
+                if capacity is not None and len(cache) > capacity:
+                    cache.popitem(last=False)
+
+    def advance(now):
+        """Fair sharing up to `now`: data phases starting and transfers finishing, in time order."""
+        while True:
+            finish, finish_link = math.inf, -1
+            for k in range(links):
+                if active[k]:
+                    smallest = min(active[k], key=lambda a: (a[0], a[1]))
+                    t = clock[0] + smallest[0] * len(active[k]) / rate
+                    if t < finish:
+                        finish, finish_link = t, k
+            start = waiting[0][0] if waiting else math.inf
+            t = min(start, finish)
+            if t > now or t == math.inf:
+                return
+            for k in range(links):  # everyone progresses until t
+                for a in active[k]:
+                    a[0] -= (t - clock[0]) * rate / len(active[k])
+            clock[0] = t
+            if start <= finish:
+                _, seq, r = waiting.pop(0)
+                k = min(range(links), key=lambda j: (len(active[j]), j))
+                active[k].append([out[r]["transfer_bytes"], seq, r])
+                out[r]["link"] = k
+            else:
+                done = min(active[finish_link], key=lambda a: (a[0], a[1]))
+                active[finish_link].remove(done)
+                out[done[2]]["end_ms"] = t
+                pending.append((t, done[1], done[2]))
+
+    for seq, r in enumerate(order + [None]):
+        now = ready[r] if r is not None else math.inf
+        if contention == "fair":
+            advance(now)
+        for item in sorted(p for p in pending if p[0] <= now):
+            pending.remove(item)
+            insert(item[2])
+        if r is None:
+            break
+        if routing == "prefix":
+            candidates = [(rr + j) % workers for j in range(workers)]
+            w = max(candidates, key=lambda c: (cached_prefix(r, c), -candidates.index(c)))
+        else:
+            w = rr % workers
+        rr = (w + 1) % workers
+        out[r]["decode_worker"] = w
+        n_blocks = -(-tokens[r] // block_size)
+        cached_blocks = min(cached_prefix(r, w) * hash_block_tokens // block_size, n_blocks)
+        out[r]["cached_tokens"] = cached_blocks * block_size
+        charged = (n_blocks - cached_blocks) * block_size if mode == "destination_missing" else tokens[r]
+        out[r]["charged_tokens"] = charged
+        nbytes = float(charged) * bytes_per_token
+        out[r]["transfer_bytes"] = nbytes
+        alone = nbytes / (bandwidth_gb_s * 1e9) * 1000.0 + (latency_ms if nbytes > 0 else 0.0)
+        out[r]["transfer_ms"] = alone
+        out[r]["start_ms"] = now
+        if nbytes > 0 and contention == "fifo":
+            k = min(range(links), key=lambda j: (link_free[j], j))
+            start = max(now, link_free[k])
+            link_free[k] = start + alone
+            out[r].update(link=k, start_ms=start, end_ms=start + alone)
+            pending.append((start + alone, seq, r))
+        elif nbytes > 0 and contention == "fair":
+            waiting.append((now + latency_ms, seq, r))
+        else:
+            out[r]["end_ms"] = now + alone
+            pending.append((now + alone, seq, r))
+    for r in range(n):
+        out[r]["handoff_delay_ms"] = out[r]["end_ms"] - ready[r]
+        out[r]["queue_ms"] = max(out[r]["handoff_delay_ms"] - out[r]["transfer_ms"], 0.0)
+    return out

@@ -1,0 +1,273 @@
+"""Trace reading and replay: sample traces, invariants, hand-worked cases, and the plain-Python reference."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel import read_trace, replay_handoffs, summarize, synthetic_trace
+
+from .reference_replay import replay_reference
+
+BW = 2**20 / 1e6  # GB/s at which 1 KiB takes 1/1024 ms: exact binary fractions in tests
+
+
+def _trace(ready, tokens, hashes=None):
+    df = pd.DataFrame({"arrival_ms": np.asarray(ready, float), "num_input_tokens": np.asarray(tokens, np.int64),
+                       "num_output_tokens": 1})
+    if hashes is not None:
+        df["hash_ids"] = pd.Series(hashes, dtype=pd.ArrowDtype(__import__("pyarrow").list_(__import__("pyarrow").int64())))
+    df.attrs["hash_block_tokens"] = 512
+    return df
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def test_read_mooncake_sample(shared_data):
+    trace = read_trace(shared_data / "mooncake_synthetic_trace.jsonl")
+    assert len(trace) == 3993 and trace.attrs["format"] == "mooncake"
+    assert list(trace.columns) == ["arrival_ms", "num_input_tokens", "num_output_tokens", "hash_ids"]
+    assert trace["arrival_ms"].iloc[0] == 0 and trace["arrival_ms"].is_monotonic_increasing
+    assert trace["hash_ids"].iloc[0][:3] == [0, 1, 2] and trace["num_input_tokens"].iloc[0] == 40160
+    blocks = trace["hash_ids"].list.len().to_numpy()
+    np.testing.assert_array_equal(blocks, -(-trace["num_input_tokens"].to_numpy() // 512))
+
+
+def test_read_azure_sample(shared_data):
+    trace = read_trace(shared_data / "azure_llm_2023_code.csv")
+    assert len(trace) == 8819 and trace.attrs["format"] == "azure" and "hash_ids" not in trace
+    assert trace["num_input_tokens"].iloc[:3].tolist() == [4808, 3180, 110]
+    assert trace["arrival_ms"].iloc[1] == pytest.approx(52.0) and trace["arrival_ms"].min() == 0
+
+
+def test_malformed_line_is_named_or_skipped(tmp_path):
+    path = tmp_path / "t.jsonl"
+    good = {"timestamp": 1, "input_length": 10, "output_length": 2, "hash_ids": [1]}
+    lines = [json.dumps(good), "{not json", json.dumps({**good, "input_length": -4}), json.dumps(good)]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"t.jsonl, line 2: not valid JSON"):
+        read_trace(path)
+    trace = read_trace(path, errors="skip")
+    assert len(trace) == 2 and trace.attrs["skipped_lines"] == 2
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "input_length": -4}) + "\n")
+    with pytest.raises(ValueError, match=r"t.jsonl, line 2: 1 malformed row.*num_input_tokens.: -4"):
+        read_trace(path)
+
+
+def test_generic_csv_with_mapping_and_datetimes(tmp_path):
+    path = tmp_path / "requests.csv"
+    pd.DataFrame({"when": ["2026-01-01 00:00:01", "2026-01-01 00:00:00.5"], "prompt": [100, 200]}).to_csv(path, index=False)
+    trace = read_trace(path, columns={"arrival_ms": "when", "num_input_tokens": "prompt"})
+    assert trace["arrival_ms"].tolist() == [500.0, 0.0] and trace["num_input_tokens"].tolist() == [100, 200]
+    with pytest.raises(ValueError, match=r"no column for \['arrival_ms', 'num_input_tokens'\]; the file has \['when', 'prompt'\]"):
+        read_trace(path)
+
+
+def test_parquet_and_bad_rows(tmp_path):
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"arrival_ms": [0.0, 1.0, 2.0], "num_input_tokens": [1.0, -1.0, 3.0]}).to_parquet(path)
+    with pytest.raises(ValueError, match="t.parquet, row 2: 1 malformed row"):
+        read_trace(path)
+    assert read_trace(path, errors="skip")["num_input_tokens"].tolist() == [1, 3]
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_trace(tmp_path / "nope.jsonl")
+    (tmp_path / "t.txt").write_text("x")
+    with pytest.raises(ValueError, match="unknown trace format"):
+        read_trace(tmp_path / "t.txt")
+
+
+def test_synthetic_trace_is_seeded_and_shares_prefixes():
+    a, b = synthetic_trace(3000, 100, seed=3), synthetic_trace(3000, 100, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(synthetic_trace(3000, 100, seed=4))
+    gaps = np.diff(a["arrival_ms"])
+    assert gaps.min() >= 0 and 1000 / 100 * 0.9 < gaps.mean() < 1000 / 100 * 1.1  # Poisson at 100/s
+    blocks = a["hash_ids"].list.len().to_numpy()
+    np.testing.assert_array_equal(blocks, -(-a["num_input_tokens"].to_numpy() // 512))
+    flat = np.concatenate(a["hash_ids"].to_list())
+    assert len(np.unique(flat)) < 0.8 * len(flat)  # sessions and system prompts repeat blocks
+
+
+# --- replay: invariants ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sample():
+    return synthetic_trace(4000, rate_per_s=40, seed=11)
+
+
+@pytest.mark.parametrize("contention", ["none", "fifo", "fair"])
+@pytest.mark.parametrize("mode", ["full_prompt", "destination_missing"])
+def test_invariants(sample, contention, mode):
+    replay = replay_handoffs(sample, model="llama-3.1-8b", link="ib-ndr", mode=mode, decode_workers=3,
+                             decode_cache_blocks=2000, contention=contention, links=2, latency_ms=0.2)
+    assert replay.index.equals(sample.index)
+    assert (replay["queue_ms"] >= 0).all()
+    np.testing.assert_array_equal(replay["handoff_delay_ms"], replay["queue_ms"] + replay["transfer_ms"])
+    np.testing.assert_allclose(replay["end_ms"] - sample["arrival_ms"], replay["handoff_delay_ms"], atol=1e-6)
+    if contention == "none":
+        assert (replay["queue_ms"] == 0).all()
+    rounded_full = -(-sample["num_input_tokens"] // 512) * 512
+    assert (replay["charged_tokens"] <= rounded_full).all()
+    assert replay["decode_worker"].between(0, 2).all()
+
+
+def test_larger_cache_never_saves_less(sample):
+    saved = [summarize(replay_handoffs(sample, kv_bytes_per_token=1000, kv_transfer_bandwidth=50.0,
+                                       mode="destination_missing", decode_cache_blocks=capacity))
+             ["bytes_saved_by_prefix_reuse"] for capacity in (0, 10, 100, 1000, 10_000, None)]
+    assert saved[0] == 0 and all(a <= b for a, b in zip(saved, saved[1:])) and saved[-1] > 0
+
+
+def test_one_link_queues_at_least_as_much_as_two(sample):
+    kw = dict(model="llama-3.1-70b", link="ib-ndr", contention="fifo")
+    one, two = replay_handoffs(sample, links=1, **kw), replay_handoffs(sample, links=2, **kw)
+    assert (one["queue_ms"] >= two["queue_ms"] - 1e-9).all() and one["queue_ms"].sum() > two["queue_ms"].sum()
+    fair_one = replay_handoffs(sample, links=1, **{**kw, "contention": "fair"})
+    fair_two = replay_handoffs(sample, links=2, **{**kw, "contention": "fair"})
+    assert fair_one["queue_ms"].sum() >= fair_two["queue_ms"].sum()
+
+
+def test_deterministic(sample):
+    kw = dict(model="deepseek-v3", link="roce-400g", mode="destination_missing", decode_workers=4, contention="fair")
+    pd.testing.assert_frame_equal(replay_handoffs(sample, **kw), replay_handoffs(sample, **kw))
+
+
+def test_ready_ms_column(sample):
+    trace = sample.assign(prefill_done=sample["arrival_ms"] + 100.0)
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0, ready_ms="prefill_done")
+    np.testing.assert_allclose(replay["start_ms"], trace["prefill_done"])
+
+
+# --- hand-worked examples --------------------------------------------------------------------
+
+def test_fair_two_simultaneous_transfers_share_equally():
+    trace = _trace([0.0, 0.0], [10_000, 10_000])  # 10 ms each alone at 1 GB/s with 1000 B/token
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fair")
+    assert replay["end_ms"].tolist() == pytest.approx([20.0, 20.0])
+    assert replay["queue_ms"].tolist() == pytest.approx([10.0, 10.0])
+
+
+def test_fair_overlapping_transfers():
+    # A alone 10 ms from t=0; B alone 10 ms from t=5. A: 5 ms alone, then half rate for its last half -> 15.
+    # B: half rate from 5 to 15 (half done), then alone for the rest -> 20.
+    trace = _trace([0.0, 5.0], [10_000, 10_000])
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fair")
+    assert replay["end_ms"].tolist() == pytest.approx([15.0, 20.0])
+    fifo = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fifo")
+    assert fifo["end_ms"].tolist() == pytest.approx([10.0, 20.0]) and fifo["queue_ms"].tolist() == pytest.approx([0, 5])
+
+
+def test_fair_two_links_do_not_share():
+    trace = _trace([0.0, 0.0, 0.0], [10_000, 10_000, 10_000])
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fair", links=2)
+    assert replay["link"].tolist() == [0, 1, 0] and replay["end_ms"].tolist() == pytest.approx([20.0, 10.0, 20.0])
+
+
+def test_fair_latency_is_setup_before_sharing():
+    trace = _trace([0.0, 0.0], [10_000, 10_000])
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fair",
+                             latency_ms=1.0)
+    assert replay["end_ms"].tolist() == pytest.approx([21.0, 21.0]) and replay["transfer_ms"].tolist() == [11.0, 11.0]
+
+
+def test_prefix_cache_and_causality():
+    # Request 1 shares request 0's two blocks; it arrives after 0's transfer ended (hit) or during it (miss).
+    for gap, expected_cached in ((100.0, 1024), (0.5, 0)):
+        trace = _trace([0.0, gap], [1024, 1500], [[7, 8], [7, 8, 9]])
+        replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0,
+                                 mode="destination_missing", block_size=512)
+        assert replay["cached_tokens"].tolist() == [0, expected_cached]
+        assert replay["charged_tokens"].tolist() == [1024, 1536 - expected_cached]
+
+
+def test_prefix_routing_follows_the_cache_and_round_robin_breaks_ties():
+    trace = _trace([0, 10, 20, 30], [512] * 4, [[1], [2], [1], [3]])
+    replay = replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=2,
+                             mode="destination_missing")
+    assert replay["decode_worker"].tolist() == [0, 1, 0, 1]
+    assert replay["cached_tokens"].tolist() == [0, 0, 512, 0]
+
+
+def test_lru_evicts_least_recent():
+    trace = _trace([0, 10, 20, 30], [512] * 4, [[1], [2], [3], [1]])
+    cached = replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing",
+                             decode_cache_blocks=2)["cached_tokens"]
+    assert cached.tolist() == [0, 0, 0, 0]  # block 1 was evicted by 2 and 3
+    cached = replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing",
+                             decode_cache_blocks=3)["cached_tokens"]
+    assert cached.tolist() == [0, 0, 0, 512]
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(kv_bytes_per_token=1), "exactly one of kv_transfer_bandwidth"),
+    (dict(kv_transfer_bandwidth=1.0), "exactly one of kv_bytes_per_token"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention='shared'"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0), "bandwidth > 0"),
+    (dict(model="llama-9", link="ib-ndr"), "model 'llama-9'"),
+])
+def test_replay_errors(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment.replace("(", r"\(")):
+        replay_handoffs(_trace([0.0], [10]), **kwargs)
+
+
+# --- the reference ---------------------------------------------------------------------------
+
+@st.composite
+def small_traces(draw):
+    n = draw(st.integers(1, 10))
+    ready = [float(draw(st.integers(0, 40))) for _ in range(n)]
+    tokens = [draw(st.integers(0, 3000)) for _ in range(n)]
+    hashes = [[draw(st.integers(0, 5)) for _ in range(-(-t // 512))] for t in tokens]
+    return ready, tokens, hashes
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=small_traces(), workers=st.integers(1, 3), capacity=st.sampled_from([None, 0, 1, 2, 4]),
+       routing=st.sampled_from(["prefix", "round_robin"]), contention=st.sampled_from(["none", "fifo", "fair"]),
+       links=st.integers(1, 2), mode=st.sampled_from(["full_prompt", "destination_missing"]),
+       block_size=st.sampled_from([256, 512, 1000]), latency=st.sampled_from([0.0, 0.5]))
+def test_kernel_equals_reference(case, workers, capacity, routing, contention, links, mode, block_size, latency):
+    ready, tokens, hashes = case
+    kw = dict(mode=mode, block_size=block_size, routing=routing, contention=contention, links=links)
+    replay = replay_handoffs(_trace(ready, tokens, hashes), kv_bytes_per_token=1024, kv_transfer_bandwidth=BW,
+                             decode_workers=workers, decode_cache_blocks=capacity, latency_ms=latency, **kw)
+    expected = pd.DataFrame(replay_reference(ready, tokens, hashes, bytes_per_token=1024, bandwidth_gb_s=BW,
+                                             workers=workers, capacity=capacity, latency_ms=latency, **kw))
+    for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
+        assert replay[column].tolist() == expected[column].tolist(), column
+    for column in ("transfer_bytes", "transfer_ms", "start_ms", "end_ms", "queue_ms", "handoff_delay_ms"):
+        np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
+
+
+def test_summarize_and_cli(tmp_path, sample):
+    replay = replay_handoffs(sample, model="llama-3.1-8b", link="ib-ndr", mode="destination_missing",
+                             decode_workers=2, contention="fifo")
+    summary = summarize(replay)
+    assert summary["handoffs"] == len(sample) and summary["p50_ms"] <= summary["p90_ms"] <= summary["p99_ms"]
+    assert summary["bytes_saved_by_prefix_reuse"] == replay["cached_tokens"].sum() * 131_072
+    assert 0 < summary["link_utilisation"] < 1 and math.isclose(summary["max_ms"], replay["handoff_delay_ms"].max())
+    path = tmp_path / "trace.jsonl"
+    rows = sample.head(300).assign(hash_ids=lambda d: d["hash_ids"].map(list))
+    path.write_text("\n".join(json.dumps({"timestamp": r.arrival_ms, "input_length": int(r.num_input_tokens),
+                                          "output_length": int(r.num_output_tokens),
+                                          "hash_ids": [int(h) for h in r.hash_ids]}) for r in rows.itertuples()))
+    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--model", "llama-3.1-8b",
+                           "--link", "ib-ndr", "--mode", "destination_missing", "--decode-workers", "2",
+                           "--contention", "fair", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "p99_ms" in done.stdout
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["handoffs"] == 300
+    assert len(pd.read_csv(tmp_path / "out" / "replay.csv")) == 300
+    assert (tmp_path / "out" / "replay.png").stat().st_size > 10_000
