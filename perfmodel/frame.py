@@ -67,6 +67,7 @@ def handoff_delays(
     kv_cache_dtype: str | None = None,
     tp: int = 1,
     errors: Errors = "raise",
+    parallel: bool | None = None,
 ) -> pd.Series:
     """KV-cache handoff delay (ms) of every row of ``df``, as a nullable ``Float64`` Series.
 
@@ -80,6 +81,9 @@ def handoff_delays(
     model names), resolved with ``kv_cache_dtype`` and ``tp`` (see
     :func:`perfmodel.kv_bytes_per_token`); ``kv_transfer_bandwidth`` may be a link name
     or :class:`perfmodel.Link` (or a column of them), whose latency is then added.
+
+    ``parallel`` forces the serial (False) or parallel (True) kernel; the default picks
+    by size (the Dask layer runs the serial one inside its partitions).
 
     Returns
     -------
@@ -143,7 +147,7 @@ def handoff_delays(
     if not columns and len(df) != 1:  # every argument is a value: one row each
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        delays, missing = _handoff(values, errors=errors, with_missing=True)
+        delays, missing = _handoff(values, errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         if error.argument in columns and error.position is not None:
             raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})",

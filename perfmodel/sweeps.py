@@ -9,7 +9,7 @@ on a terminal when the sweep takes more than a second).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from ._codes import TransferMode
 from .handoff import destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
 
-__all__ = ["AXES", "max_tokens_within", "required_bandwidth", "sweep"]
+__all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
 AXES = (
@@ -107,95 +107,147 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     2  ib-ndr              1024          6.710886
     3  ib-ndr             32768        214.748365
     """
-    unknown = set(axes) - set(AXES)
-    if unknown:
-        raise ValueError(f"sweep: unknown axis {sorted(unknown)}. Fix: use axes from {', '.join(AXES)}")
-    for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link")):
-        if one in axes and other in axes:
-            raise ValueError(f"sweep: give either {one} or {other}, not both")
-    if "num_input_tokens" not in axes:
-        raise ValueError("sweep: num_input_tokens is required. Fix: e.g. num_input_tokens=[1024, 8192, 32768]")
-    if "kv_bytes_per_token" not in axes and "model" not in axes:
-        raise ValueError("sweep: give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
-    if "kv_transfer_bandwidth" not in axes and "link" not in axes:
-        raise ValueError("sweep: give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
-    for needs_model in ("kv_cache_dtype", "tp"):
-        if needs_model in axes and "model" not in axes:
-            raise ValueError(f"sweep: {needs_model} applies to model presets/configs; give a model axis too")
-    if "cache_hit_ratio" in axes and "mode" not in axes:
-        axes["mode"] = "destination_missing"
+    plan = SweepPlan.of(axes)
+    return plan.rows(0, plan.n, progress=progress)
 
-    given = [name for name in AXES if name in axes]
-    values = {name: _axis_values(name, axes[name]) for name in given}
-    shape = tuple(len(values[name]) for name in given)
-    n = math.prod(shape)
 
-    def spread(table: ArrayLike, names: Sequence[str]) -> np.ndarray:
-        """A quantity tabulated over some axes (``names``, in :data:`AXES` order), over the whole grid."""
-        table = np.asarray(table)
-        sizes = [shape[k] if m in names else 1 for k, m in enumerate(given)]
-        return np.broadcast_to(table.reshape(sizes), shape).reshape(-1)
+@dataclass(frozen=True)
+class SweepPlan:
+    """A validated sweep: its axes and small per-value tables; any range of its rows on demand.
 
-    def tabulate(names: Sequence[str], fn: Any, dtype: Any) -> np.ndarray:
-        """``fn`` once per combination of a few small axes, spread over the grid."""
-        present = [m for m in names if m in given]
-        table = np.empty([len(values[m]) for m in present], dtype=dtype)
-        for index in np.ndindex(*table.shape):
-            table[index] = fn(**{m: values[m][i] for m, i in zip(present, index)})
-        return spread(table, present)
+    Rows are numbered in the documented order; row ``i``'s position on each axis is a
+    digit of ``i`` in the mixed radix of the axis lengths. :func:`sweep` materializes
+    all rows, :func:`perfmodel.dask.sweep` one range per partition.
+    """
 
-    result: dict[str, Any] = {}
-    for name in given:
-        if name in _LABEL_AXES:
-            labels = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
-            if len(set(labels)) != len(labels):
-                raise ValueError(f"sweep: axis {name} has repeated values {labels}. Fix: give each value once")
-            codes = spread(np.arange(len(labels), dtype=np.int32), [name])
-            result[name] = pd.Categorical.from_codes(codes, categories=labels)
-        else:
-            result[name] = spread(values[name], [name])
+    axes: tuple[str, ...]
+    values: dict[str, Any]
+    shape: tuple[int, ...]
+    labels: dict[str, list[str]]
+    bytes_table: np.ndarray  # over the (model, kv_cache_dtype, tp) axes present, or empty
+    bytes_axes: tuple[str, ...]
+    link_bandwidth: np.ndarray
+    link_latency: np.ndarray
+    mode_codes: np.ndarray
 
-    if "model" in given:
-        per_token = tabulate(["model", "kv_cache_dtype", "tp"],
-                             lambda model, kv_cache_dtype=None, tp=1: _resolve.bytes_per_token(
-                                 model, kv_cache_dtype=kv_cache_dtype, tp=int(tp)), np.int64)
-    else:
-        per_token = result["kv_bytes_per_token"]
-    latency = result.get("latency_ms", 0.0)
-    if "link" in given:
-        links = [get_link(v) for v in values["link"]]
-        bandwidth = spread([link.effective_bandwidth_gb_s for link in links], ["link"])
-        latency = _resolve.add_latency(latency, spread([link.latency_ms for link in links], ["link"]))
-    else:
-        bandwidth = result["kv_transfer_bandwidth"]
+    @property
+    def n(self) -> int:
+        """Number of rows (the product of the axis lengths)."""
+        return math.prod(self.shape)
 
-    mode: Any = TransferMode.FULL_PROMPT
-    missing_tokens = None
-    if "mode" in given:
-        mode = spread(np.array([_mode(m) for m in values["mode"]], dtype=np.int8), ["mode"])
-        ratios = np.asarray(values.get("cache_hit_ratio", [0.0]), dtype=np.float64)
-        if not np.all((ratios >= 0) & (ratios <= 1)):
-            raise ValueError(f"sweep: cache_hit_ratio must be within [0, 1], got {ratios.tolist()}")
-        cached = np.floor(np.multiply(result.get("cache_hit_ratio", 0.0), result["num_input_tokens"]))
-        missing_tokens = destination_missing_tokens(result["num_input_tokens"], cached.astype(np.int64),
-                                                    result.get("block_size", 64))
+    @classmethod
+    def of(cls, axes: dict[str, Any]) -> SweepPlan:
+        """Validate the axes of :func:`sweep` and tabulate what depends on a few small axes."""
+        axes = dict(axes)
+        unknown = set(axes) - set(AXES)
+        if unknown:
+            raise ValueError(f"sweep: unknown axis {sorted(unknown)}. Fix: use axes from {', '.join(AXES)}")
+        for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link")):
+            if one in axes and other in axes:
+                raise ValueError(f"sweep: give either {one} or {other}, not both")
+        if "num_input_tokens" not in axes:
+            raise ValueError("sweep: num_input_tokens is required. Fix: e.g. num_input_tokens=[1024, 8192, 32768]")
+        if "kv_bytes_per_token" not in axes and "model" not in axes:
+            raise ValueError("sweep: give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
+        if "kv_transfer_bandwidth" not in axes and "link" not in axes:
+            raise ValueError("sweep: give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
+        for needs_model in ("kv_cache_dtype", "tp"):
+            if needs_model in axes and "model" not in axes:
+                raise ValueError(f"sweep: {needs_model} applies to model presets/configs; give a model axis too")
+        if "cache_hit_ratio" in axes and "mode" not in axes:
+            axes["mode"] = "destination_missing"
+        given = tuple(name for name in AXES if name in axes)
+        values = {name: _axis_values(name, axes[name]) for name in given}
+        labels = {}
+        for name in given:
+            if name in _LABEL_AXES:
+                labels[name] = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
+                if len(set(labels[name])) != len(labels[name]):
+                    raise ValueError(f"sweep: axis {name} has repeated values {labels[name]}. Fix: give each value once")
+        for name in ("num_input_tokens", "kv_bytes_per_token", "block_size"):
+            if name in values:
+                destination_missing_tokens(values[name], 0, 1) if name != "block_size" else \
+                    destination_missing_tokens(0, 0, values[name])  # whole numbers >= 0 (block sizes >= 1)
+        if "cache_hit_ratio" in values:
+            ratios = np.asarray(values["cache_hit_ratio"], dtype=np.float64)
+            if not np.all((ratios >= 0) & (ratios <= 1)):
+                raise ValueError(f"sweep: cache_hit_ratio must be within [0, 1], got {ratios.tolist()}")
+        bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp") if m in given)
+        bytes_table = np.empty(0, dtype=np.int64)
+        if "model" in given:
+            bytes_table = np.empty([len(values[m]) for m in bytes_axes], dtype=np.int64)
+            for index in np.ndindex(*bytes_table.shape):
+                chosen = {m: values[m][i] for m, i in zip(bytes_axes, index)}
+                bytes_table[index] = _resolve.bytes_per_token(
+                    chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"), tp=int(chosen.get("tp", 1)))
+        links = [get_link(v) for v in values.get("link", [])]
+        return cls(
+            axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
+            bytes_table=bytes_table, bytes_axes=bytes_axes,
+            link_bandwidth=np.array([link.effective_bandwidth_gb_s for link in links], dtype=np.float64),
+            link_latency=np.array([link.latency_ms for link in links], dtype=np.float64),
+            mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8),
+        )
 
-    delay = np.empty(n)
-    kernel_inputs = dict(num_input_tokens=result["num_input_tokens"], kv_transfer_bandwidth=bandwidth,
-                         kv_bytes_per_token=per_token, mode=mode, destination_missing_tokens=missing_tokens,
-                         state_bytes=result.get("state_bytes", 0.0), latency_ms=latency)
-    with tqdm(total=n, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
-              disable=(None if progress is None else not progress)) as bar:
-        for start in range(0, n, _CHUNK_ROWS):
-            part = slice(start, min(n, start + _CHUNK_ROWS))
-            chunk = {k: v[part] if isinstance(v, np.ndarray) and v.shape == (n,) else v
-                     for k, v in kernel_inputs.items()}
-            handoff_delay_ms(**chunk, out=delay[part])
-            bar.update(part.stop - part.start)
-    result["kv_bytes_per_token"] = per_token
-    result["kv_transfer_bandwidth"] = bandwidth
-    result["handoff_delay_ms"] = delay
-    return pd.DataFrame(result, copy=False)
+    def rows(self, start: int, stop: int, *, progress: bool | None = None) -> pd.DataFrame:
+        """Rows ``start`` to ``stop`` (exclusive) of the sweep, as :func:`sweep` returns them.
+
+        The result's columns are allocated once and filled a chunk of rows at a time, so
+        the temporaries stay a chunk long whatever the sweep's size.
+        """
+        n = stop - start
+        columns: dict[str, np.ndarray] = {}
+        for name in self.axes:
+            dtype = np.min_scalar_type(-len(self.labels[name])) if name in self.labels else \
+                np.asarray(self.values[name]).dtype
+            columns[name] = np.empty(n, dtype=dtype)
+        per_token = np.empty(n, dtype=np.int64) if "model" in self.axes else columns["kv_bytes_per_token"]
+        bandwidth = np.empty(n) if "link" in self.axes else columns["kv_transfer_bandwidth"]
+        delay = np.empty(n)
+        with tqdm(total=n, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
+                  disable=(None if progress is None else not progress)) as bar:
+            for first in range(0, n, _CHUNK_ROWS):
+                part = slice(first, min(n, first + _CHUNK_ROWS))
+                self._fill(np.arange(start + part.start, start + part.stop, dtype=np.int64), part,
+                           columns, per_token, bandwidth, delay)
+                bar.update(part.stop - part.start)
+        result: dict[str, Any] = {
+            name: pd.Categorical.from_codes(columns[name], categories=self.labels[name], validate=False)
+            if name in self.labels else columns[name] for name in self.axes}
+        result["kv_bytes_per_token"] = per_token
+        result["kv_transfer_bandwidth"] = bandwidth
+        result["handoff_delay_ms"] = delay
+        return pd.DataFrame(result, index=pd.RangeIndex(start, stop), copy=False)
+
+    def _fill(self, flat: np.ndarray, part: slice, columns: dict[str, np.ndarray], per_token: np.ndarray,
+              bandwidth: np.ndarray, delay: np.ndarray) -> None:
+        """Fill one chunk of rows (``flat`` are their numbers) into the preallocated columns."""
+        digits: dict[str, np.ndarray] = {}
+        inner = 1
+        for name, size in zip(reversed(self.axes), reversed(self.shape)):
+            digits[name] = (flat // inner) % size
+            inner *= size
+        for name in self.axes:
+            columns[name][part] = digits[name] if name in self.labels else np.asarray(self.values[name])[digits[name]]
+        if "model" in self.axes:
+            per_token[part] = self.bytes_table[tuple(digits[m] for m in self.bytes_axes)]
+        latency: Any = columns["latency_ms"][part] if "latency_ms" in self.axes else 0.0
+        if "link" in self.axes:
+            bandwidth[part] = self.link_bandwidth[digits["link"]]
+            latency = _resolve.add_latency(latency, self.link_latency[digits["link"]])
+        tokens = columns["num_input_tokens"][part]
+        mode: Any = TransferMode.FULL_PROMPT
+        missing_tokens = None
+        if "mode" in self.axes:
+            mode = self.mode_codes[digits["mode"]]
+            ratio = columns["cache_hit_ratio"][part] if "cache_hit_ratio" in self.axes else 0.0
+            cached = np.floor(np.multiply(ratio, tokens)).astype(np.int64)
+            block = columns["block_size"][part] if "block_size" in self.axes else 64
+            missing_tokens = destination_missing_tokens(tokens, cached, block)
+        handoff_delay_ms(tokens, bandwidth[part], per_token[part], mode=mode,
+                         destination_missing_tokens=missing_tokens,
+                         state_bytes=columns["state_bytes"][part] if "state_bytes" in self.axes else 0.0,
+                         latency_ms=latency, out=delay[part])
 
 
 def required_bandwidth(
