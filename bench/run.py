@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -75,11 +76,11 @@ def natural_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
 
 
 def at_most(ratio: float, target: float) -> tuple[str, bool]:
-    return f"<= {target:g}", ratio <= target
+    return f"<= {target:g}", bool(ratio <= target)
 
 
 def at_least(ratio: float, target: float) -> tuple[str, bool]:
-    return f">= {target:g}", ratio >= target
+    return f">= {target:g}", bool(ratio >= target)
 
 
 # --- (a)-(c): the kernel --------------------------------------------------------------------
@@ -165,9 +166,116 @@ def bench_facade(quick: bool) -> list[Row]:
     return rows
 
 
+def bench_sweep(quick: bool) -> list[Row]:
+    """(e) a 10M-cell sweep (2.5M with --quick): time, and peak traced memory against the result's size."""
+    tokens = np.arange(1, (312_501 if not quick else 78_126))
+    axes = dict(model=["llama-3.1-8b", "llama-3.1-70b"], link=list(perfmodel.LINKS), kv_cache_dtype=["bf16", "fp8"],
+                num_input_tokens=tokens)
+    perfmodel.sweep(**{**axes, "num_input_tokens": tokens[:10]})  # compile outside the measurement
+    tracemalloc.start()
+    start = time.perf_counter()
+    df = perfmodel.sweep(**axes, progress=False)
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    size = df.memory_usage(deep=True).sum()
+    ratio = peak / size
+    label = f"{len(df) / 1e6:g}M-cell sweep"
+    return [Row(f"{label}: time", seconds * 1e3, "ms"),
+            Row(f"{label}: peak memory / result size", peak / 1e6, "MB (peak)", ratio, *at_most(ratio, 1.5))]
+
+
+def _command_seconds(args: list[str], env: dict | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "perfmodel", *args], check=True, capture_output=True, env=env)
+    return time.perf_counter() - start
+
+
+def bench_cli(quick: bool) -> list[Row]:
+    """(f) cold start of `perfmodel --help`, and a `perfmodel sweep` with the numba cache filled."""
+    code = "import sys, runpy; sys.argv=['perfmodel','--help']\ntry: runpy.run_module('perfmodel', run_name='__main__')\n" \
+           "except SystemExit: pass\nprint(int('numba' in sys.modules or 'matplotlib' in sys.modules))"
+    heavy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()[-1]
+    helps = [_command_seconds(["--help"]) for _ in range(3 if quick else 7)]
+    with tempfile.TemporaryDirectory() as out:
+        _command_seconds(["sweep", "--out", out])  # fills the numba cache
+        sweeps = [_command_seconds(["sweep", "--out", out]) for _ in range(1 if quick else 3)]
+    help_ms = statistics.median(helps) * 1e3
+    return [Row("perfmodel --help (imports neither numba nor matplotlib: " + ("yes" if heavy == "0" else "NO") + ")",
+                help_ms, "ms", None, "< 1000", help_ms < 1000 and heavy == "0"),
+            Row("perfmodel sweep, defaults, numba cache filled", statistics.median(sweeps) * 1e3, "ms", None,
+                "< 5000", bool(statistics.median(sweeps) < 5))]
+
+
+def bench_trace(quick: bool) -> list[Row]:
+    """Trace replay: requests/s per mode and contention on a synthetic trace; ratio to the plain-Python replay."""
+    from tests.reference_replay import replay_reference
+
+    n = 200_000 if quick else 1_000_000
+    # a loaded but stable cluster: 100 requests/s of ~5k-token prompts (llama-3.1-8b) over 4 x 400G links,
+    # utilisation ~0.35 (summarize reports it)
+    trace = perfmodel.synthetic_trace(n, rate_per_s=100, seed=0)
+    rows = []
+    kw = dict(model="llama-3.1-8b", link="ib-ndr", decode_workers=4, decode_cache_blocks=50_000, links=4)
+    for mode in ("full_prompt", "destination_missing"):
+        for contention in ("none", "fifo", "fair"):
+            perfmodel.replay_handoffs(trace.head(100), mode=mode, contention=contention, **kw)  # compile
+            start = time.perf_counter()
+            replay = perfmodel.replay_handoffs(trace, mode=mode, contention=contention, **kw)
+            seconds = time.perf_counter() - start
+            load = perfmodel.summarize(replay)["link_utilisation"]
+            rows.append(Row(f"replay {n / 1e6:g}M requests, {mode}, {contention} (link load {load:.2f}): requests/s",
+                            n / seconds, "req/s"))
+    sample = trace.head(5000 if quick else 20_000)
+    ready = sample["arrival_ms"].tolist()
+    tokens = sample["num_input_tokens"].tolist()
+    hashes = sample["hash_ids"].tolist()
+    for contention in ("fifo", "fair"):
+        args = dict(mode="destination_missing", contention=contention, decode_workers=4, decode_cache_blocks=50_000,
+                    links=4)
+        t = interleaved({
+            "kernel": lambda: perfmodel.replay_handoffs(sample, kv_bytes_per_token=131_072, kv_transfer_bandwidth=50.0,
+                                                        **args),
+            "python": lambda: replay_reference(ready, tokens, hashes, bytes_per_token=131_072, bandwidth_gb_s=50.0,
+                                               workers=4, capacity=50_000, mode="destination_missing",
+                                               contention=contention, links=4),
+        }, repeats=1 if quick else 3)
+        ratio = t["python"] / t["kernel"]
+        rows.append(Row(f"replay speed-up over plain Python, {len(sample):,} requests, destination_missing, {contention}",
+                        t["python"] * 1e3, "ms (python)", ratio, *at_least(ratio, 100)))
+    return rows
+
+
+def bench_dask(quick: bool) -> list[Row]:
+    """Dask: throughput with 1 and 2 local worker processes against the in-process pandas facade."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    import perfmodel.dask as pmd
+
+    n, parts = (2_000_000, 8) if quick else (8_000_000, 16)
+    tokens, bw, per_token, worker, completed = natural_inputs(n, seed=3)
+    pdf = pd.DataFrame({"num_input_tokens": tokens, "kv_transfer_bandwidth": bw, "kv_bytes_per_token": per_token,
+                        "worker_type": worker, "completed": completed})
+    pandas_t = interleaved({"pandas": lambda: perfmodel.handoff_delays(pdf).sum()}, repeats=3 if quick else 5)["pandas"]
+    rows = [Row(f"pandas facade in process, {n / 1e6:g}M rows: rows/s", n / pandas_t, "rows/s")]
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=50) as cluster, Client(cluster) as client:
+            ddf = client.persist(dd.from_pandas(pdf, npartitions=parts, sort=False))
+            t = interleaved({"dask": lambda: pmd.handoff_delays(ddf).sum().compute()}, repeats=3 if quick else 5)["dask"]
+        rows.append(Row(f"dask, {workers} worker process(es), {n / 1e6:g}M rows: rows/s (ratio: vs pandas)",
+                        n / t, "rows/s", pandas_t / t))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "kernel": bench_kernel,
     "facade": bench_facade,
+    "sweep": bench_sweep,
+    "cli": bench_cli,
+    "trace": bench_trace,
+    "dask": bench_dask,
     "compile": bench_compile,
 }
 
@@ -219,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps({"environment": env, "quick": args.quick, "seconds": elapsed,
-                               "rows": [asdict(r) for r in rows]}, indent=1))
+                               "rows": [asdict(r) for r in rows]}, indent=1,
+                              default=lambda o: o.item() if hasattr(o, "item") else str(o)))
     tmp.replace(args.out)
     return 0
 

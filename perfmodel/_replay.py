@@ -10,8 +10,6 @@ worker's LRU is an intrusive doubly-linked list over arrays (O(1) per block, no 
 
 from __future__ import annotations
 
-import heapq
-
 import numba
 import numpy as np
 
@@ -21,7 +19,7 @@ NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
 
 
-@jit
+@jit(inline="always")
 def _lru_touch(w, b, present, prev, nxt, head, tail, size, capacity):
     """Make block ``b`` the most recent in worker ``w``'s cache (insert it if absent; evict the LRU)."""
     if capacity < 0:  # unbounded: membership is all there is to keep
@@ -59,13 +57,57 @@ def _lru_touch(w, b, present, prev, nxt, head, tail, size, capacity):
         size[w] -= 1
 
 
-@jit
+@jit(inline="always")
+def _heap_less(times, seqs, i, j):
+    return times[i] < times[j] or (times[i] == times[j] and seqs[i] < seqs[j])
+
+
+@jit(inline="always")
+def _heap_swap(times, seqs, items, i, j):
+    times[i], times[j] = times[j], times[i]
+    seqs[i], seqs[j] = seqs[j], seqs[i]
+    items[i], items[j] = items[j], items[i]
+
+
+@jit(inline="always")
+def heap_push(times, seqs, items, size, time, seq, item):
+    """Push (time, seq, item) onto the array heap of ``size`` entries ordered by (time, seq); return the new size."""
+    i = size
+    times[i], seqs[i], items[i] = time, seq, item
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _heap_less(times, seqs, i, parent):
+            break
+        _heap_swap(times, seqs, items, i, parent)
+        i = parent
+    return size + 1
+
+
+@jit(inline="always")
+def heap_pop(times, seqs, items, size):
+    """Remove the smallest entry (kept at index ``size - 1`` for the caller to read); return the new size."""
+    last = size - 1
+    _heap_swap(times, seqs, items, 0, last)
+    i = 0
+    while True:
+        left, smallest = 2 * i + 1, i
+        if left < last and _heap_less(times, seqs, left, smallest):
+            smallest = left
+        if left + 1 < last and _heap_less(times, seqs, left + 1, smallest):
+            smallest = left + 1
+        if smallest == i:
+            return last
+        _heap_swap(times, seqs, items, i, smallest)
+        i = smallest
+
+
+@jit(inline="always")
 def _insert_blocks(r, w, blocks, offsets, present, prev, nxt, head, tail, size, capacity):
     for k in range(offsets[r], offsets[r + 1]):
         _lru_touch(w, blocks[k], present, prev, nxt, head, tail, size, capacity)
 
 
-@jit
+@jit(inline="always")
 def _cached_prefix(r, w, blocks, offsets, present):
     """Leading blocks of request ``r`` present in worker ``w``'s cache."""
     count = 0
@@ -96,18 +138,20 @@ def replay(
     head = np.full(workers, _NIL, dtype=np.int32)
     tail = np.full(workers, _NIL, dtype=np.int32)
     size = np.zeros(workers, dtype=np.int64)
-    # pending cache insertions: (end time, processing sequence, request)
-    pending = [(np.inf, np.int64(0), np.int64(0))]
-    pending.pop()
+    # pending cache insertions, a heap ordered by (end time, processing sequence) holding requests
+    pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    pending = 0
     link_free = np.zeros(n_links)  # fifo: when each link is next free
     # fair sharing, per link: virtual time (bytes served to each active transfer), active count, and a heap
     # of (virtual finish tag, sequence, request) for the active transfers
     virtual = np.zeros(n_links)
     active = np.zeros(n_links, dtype=np.int64)
     last_update = np.zeros(n_links)
-    fair_heaps = [[(np.inf, np.int64(0), np.int64(0))] for _ in range(n_links)]
-    for heap in fair_heaps:
-        heap.pop()
+    # per link, a heap of its active transfers ordered by (virtual finish tag, sequence); grows when full
+    fair_cap = 64
+    fair_tag = np.empty((n_links, fair_cap))
+    fair_seq = np.empty((n_links, fair_cap), dtype=np.int64)
+    fair_item = np.empty((n_links, fair_cap), dtype=np.int64)
     data_start = np.empty(n)  # fair: when a transfer's bytes start flowing (after its setup latency)
     waiting = 0  # fair: index in processing order of the next transfer whose data phase has not begun
     rate = bandwidth_gb_s * 1e6  # bytes per ms
@@ -121,7 +165,7 @@ def replay(
                 next_time, next_link = np.inf, -1
                 for link in range(n_links):
                     if active[link] > 0:
-                        tag = fair_heaps[link][0][0]
+                        tag = fair_tag[link, 0]
                         t = last_update[link] + (tag - virtual[link]) * active[link] / rate
                         if t < next_time:
                             next_time, next_link = t, link
@@ -138,23 +182,33 @@ def replay(
                     if active[best] > 0:
                         virtual[best] += (start_time - last_update[best]) * rate / active[best]
                     last_update[best] = start_time
-                    active[best] += 1
-                    heapq.heappush(fair_heaps[best], (virtual[best] + out_bytes[r], np.int64(waiting - 1), r))
+                    if active[best] == fair_cap:  # grow every link's heap
+                        fair_cap *= 2
+                        grown_tag = np.empty((n_links, fair_cap))
+                        grown_seq = np.empty((n_links, fair_cap), dtype=np.int64)
+                        grown_item = np.empty((n_links, fair_cap), dtype=np.int64)
+                        grown_tag[:, :fair_cap // 2] = fair_tag
+                        grown_seq[:, :fair_cap // 2] = fair_seq
+                        grown_item[:, :fair_cap // 2] = fair_item
+                        fair_tag, fair_seq, fair_item = grown_tag, grown_seq, grown_item
+                    active[best] = heap_push(fair_tag[best], fair_seq[best], fair_item[best], active[best],
+                                             virtual[best] + out_bytes[r], waiting - 1, r)
                     out_link[r] = best
                 elif next_link >= 0 and next_time <= now:
                     link = next_link
-                    tag, seq, r = heapq.heappop(fair_heaps[link])
+                    active[link] = heap_pop(fair_tag[link], fair_seq[link], fair_item[link], active[link])
+                    tag, seq, r = fair_tag[link, active[link]], fair_seq[link, active[link]], fair_item[link, active[link]]
                     virtual[link] = tag
                     last_update[link] = next_time
-                    active[link] -= 1
                     out_end[r] = next_time
                     out_queue[r] = max(next_time - ready_ms[r] - out_transfer[r], 0.0)
-                    heapq.heappush(pending, (next_time, seq, r))
+                    pending = heap_push(pend_time, pend_seq, pend_item, pending, next_time, seq, r)
                 else:
                     break
         # blocks of transfers finished by `now` enter their workers' caches, in finishing order
-        while len(pending) > 0 and pending[0][0] <= now:
-            _, _, r = heapq.heappop(pending)
+        while pending > 0 and pend_time[0] <= now:
+            pending = heap_pop(pend_time, pend_seq, pend_item, pending)
+            r = pend_item[pending]
             _insert_blocks(r, out_worker[r], blocks, offsets, present, prev, nxt, head, tail, size, capacity)
         if i == n:
             break
@@ -195,7 +249,7 @@ def replay(
             out_start[r] = start
             out_end[r] = start + alone
             out_queue[r] = start - now
-            heapq.heappush(pending, (start + alone, np.int64(i), r))
+            pending = heap_push(pend_time, pend_seq, pend_item, pending, start + alone, i, r)
         elif contention == FAIR and nbytes > 0:
             out_start[r] = now
             data_start[r] = now + latency_ms  # setup first, then the bytes share the link
@@ -206,4 +260,4 @@ def replay(
             out_end[r] = now + alone
             out_queue[r] = 0.0
             data_start[r] = now
-            heapq.heappush(pending, (now + alone, np.int64(i), r))
+            pending = heap_push(pend_time, pend_seq, pend_item, pending, now + alone, i, r)

@@ -337,8 +337,8 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     offsets = lists.offsets.to_numpy().astype(np.int64)
     values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
     offsets = offsets - offsets[0]
-    uniques, dense = np.unique(values, return_inverse=True)
-    return dense.astype(np.int64), offsets, int(uniques.size)
+    dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
+    return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
 
 
 def replay_handoffs(
