@@ -264,7 +264,28 @@ def _code_of(label: Any, names: dict[str, int], limit: int, accept_bool: bool) -
     return _UNPARSEABLE
 
 
+def _scalar(name: str, value: Any) -> Any:
+    """A plain Python or numpy scalar as the kernel's scalar type, or None to take the general path."""
+    rule = _RULES[name]
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value) if rule.kind == "flag" else None
+    if isinstance(value, (int, np.integer)):
+        if rule.kind == "count":
+            return np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value)
+        if rule.kind == "real":
+            return np.float64(value)
+        return np.int8(value) if 0 <= value <= (2 if name == "worker_type" else 1) else np.int8(_UNPARSEABLE)
+    if isinstance(value, (float, np.floating)) and rule.kind in ("count", "real"):
+        return np.float64(value)
+    if isinstance(value, str) and rule.kind == "code":
+        return np.int8(_code_of(value, rule.names, 2 if name == "worker_type" else 1, False))
+    return None
+
+
 def _coerce(name: str, value: Any) -> _Arg:
+    scalar_value = _scalar(name, value)
+    if scalar_value is not None:  # the common case for most arguments: no array round trip
+        return _Arg(name, scalar_value, [value])
     rule = _RULES[name]
     data, scalar = _as_1d(name, value)
     if rule.kind == "count":
@@ -365,9 +386,10 @@ def _run_kernel(values: list[Any], out: np.ndarray, missing_out: np.ndarray | No
         parallel = n >= PARALLEL_MIN_ROWS and numba.config.NUMBA_NUM_THREADS > 1
     if parallel and _parallel_lock.acquire(blocking=False):
         try:
+            if num_threads is None:
+                return int(_kernels.handoff_parallel(*values, out, missing_out))
             previous = numba.get_num_threads()
-            if num_threads is not None:
-                numba.set_num_threads(num_threads)
+            numba.set_num_threads(num_threads)
             try:
                 return int(_kernels.handoff_parallel(*values, out, missing_out))
             finally:
