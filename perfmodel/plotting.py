@@ -56,6 +56,19 @@ def _tokens_axis(axis: Any) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def _log_log(ax: Axes, x: str, ylabel: str, *, legend_title: str | None = None, legend: bool = True) -> None:
+    """Log-log axes with token ticks on x (when x is prompt length), labels, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    if x == "num_input_tokens":
+        _tokens_axis(ax.xaxis)
+    ax.set_xlabel(_AXIS_LABELS.get(x, x))
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if legend:
+        ax.legend(title=legend_title, fontsize="small")
+
+
 def _ax(ax: Axes | None) -> Axes:
     return plt.gca() if ax is None else ax
 
@@ -128,15 +141,7 @@ def delay_vs_tokens(
         ax.axhline(budget, color="0.4", linewidth=0.8, linestyle=":")
         ax.annotate(f"{budget:g} ms", (1.0, budget), xycoords=("axes fraction", "data"), ha="right", va="bottom",
                     fontsize="small", color="0.3")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    if x == "num_input_tokens":
-        _tokens_axis(ax.xaxis)
-    ax.set_xlabel(_AXIS_LABELS.get(x, x))
-    ax.set_ylabel(_AXIS_LABELS["handoff_delay_ms"])
-    ax.grid(True, which="major", alpha=0.3)
-    if hue:
-        ax.legend(title=hue, fontsize="small")
+    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=bool(hue))
     return ax
 
 
@@ -246,13 +251,7 @@ def required_bandwidth(
         ax.axhline(link.effective_bandwidth_gb_s, color="0.5", linewidth=0.7, linestyle=":")
         ax.annotate(link.name, (0.01, link.effective_bandwidth_gb_s), xycoords=("axes fraction", "data"),
                     va="bottom", fontsize="x-small", color="0.3")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _tokens_axis(ax.xaxis)
-    ax.set_xlabel(_AXIS_LABELS["num_input_tokens"])
-    ax.set_ylabel("required bandwidth (GB/s)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    _log_log(ax, "num_input_tokens", "required bandwidth (GB/s)")
     return ax
 
 
@@ -366,14 +365,7 @@ def compare(
         where = _tokens(last[x]) if x == "num_input_tokens" else _si(last[x])
         ax.annotate(f"{ratio:.3g}x at {where}", (last[x], last["handoff_delay_ms_1"]),
                     textcoords="offset points", xytext=(-6, 8), ha="right", fontsize="small")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    if x == "num_input_tokens":
-        _tokens_axis(ax.xaxis)
-    ax.set_xlabel(_AXIS_LABELS.get(x, x))
-    ax.set_ylabel(_AXIS_LABELS["handoff_delay_ms"])
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"])
     return ax
 
 
