@@ -50,8 +50,28 @@ class Row:
     met: bool | None = None
 
 
-def interleaved(sides: dict[str, Callable[[], object]], repeats: int, warmups: int = 3) -> dict[str, float]:
-    """Median seconds of each side, run alternately after warm-up calls.
+class Timings:
+    """Seconds per round of each side; ``t[name]`` is the median, ``t.ratio(a, b)`` the median per-round ratio."""
+
+    def __init__(self, runs: dict[str, list[float]]) -> None:
+        self.runs = runs
+
+    def __getitem__(self, name: str) -> float:
+        return statistics.median(self.runs[name])
+
+    def best_of(self, *names: str) -> list[float]:
+        """Per round, the faster of several sides (e.g. the serial and parallel floors)."""
+        return [min(times) for times in zip(*(self.runs[n] for n in names))]
+
+    def ratio(self, a: str | list[float], b: str | list[float]) -> float:
+        """Median over rounds of a / b: both sides of each round ran back to back, so drift cancels."""
+        a_runs = self.runs[a] if isinstance(a, str) else a
+        b_runs = self.runs[b] if isinstance(b, str) else b
+        return statistics.median(x / y for x, y in zip(a_runs, b_runs))
+
+
+def interleaved(sides: dict[str, Callable[[], object]], repeats: int, warmups: int = 3) -> Timings:
+    """Time each side ``repeats`` times, alternately (order reversed every other round), after warm-ups.
 
     Several warm-ups: the first calls that allocate large outputs pay page faults until
     the allocator settles (glibc raises its mmap threshold after the first frees).
@@ -66,7 +86,7 @@ def interleaved(sides: dict[str, Callable[[], object]], repeats: int, warmups: i
             start = time.perf_counter()
             sides[name]()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return Timings(times)
 
 
 def natural_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -105,21 +125,21 @@ def bench_kernel(quick: bool) -> list[Row]:
             "kernel auto": lambda: perfmodel.handoff_delay_ms(*inputs, out=out),
             "kernel auto, new output": lambda: perfmodel.handoff_delay_ms(*inputs),
         }, repeats=7 if quick else 21)
-        floor = min(t["floor serial"], t["floor parallel"])
+        floor = t.best_of("floor serial", "floor parallel")
         label = f"{n / 1e6:g}M rows"
         for side in ("kernel serial", "kernel parallel", "kernel auto"):
-            ratio = t[side] / floor
+            ratio = t.ratio(side, floor)
             target, met = at_most(ratio, 1.1) if side == "kernel auto" else ("", None)
             rows.append(Row(f"{side} / memory floor, {label}", t[side] * 1e3, "ms", ratio, target, met))
         rows.append(Row(f"kernel auto with a new output / memory floor, {label}",
-                        t["kernel auto, new output"] * 1e3, "ms", t["kernel auto, new output"] / floor))
-        rows.append(Row(f"memory floor (best of serial, parallel), {label}", floor * 1e3, "ms"))
+                        t["kernel auto, new output"] * 1e3, "ms", t.ratio("kernel auto, new output", floor)))
+        rows.append(Row(f"memory floor (best of serial, parallel), {label}", statistics.median(floor) * 1e3, "ms"))
         if n == 4_000_000:
             numpy_t = interleaved({
                 "numpy": lambda: handoff_numpy(*inputs, out),
                 "kernel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out),
             }, repeats=5 if quick else 11)
-            ratio = numpy_t["numpy"] / numpy_t["kernel"]
+            ratio = numpy_t.ratio("numpy", "kernel")
             rows.append(Row(f"speed-up over plain numpy, {label}", numpy_t["numpy"] * 1e3, "ms (numpy)", ratio,
                             *at_least(ratio, 10)))
             rows.append(bench_python_reference(inputs, numpy_t["kernel"], quick))
@@ -166,7 +186,7 @@ def bench_facade(quick: bool) -> list[Row]:
     }, repeats=9 if quick else 31)
     rows = [Row("numpy-level call, 1M rows", t["numpy"] * 1e3, "ms")]
     for side in ("facade", "facade, categorical worker types"):
-        ratio = t[side] / t["numpy"]
+        ratio = t.ratio(side, "numpy")
         target, met = at_most(ratio, 1.5) if side == "facade" else ("", None)
         rows.append(Row(f"pandas {side} / numpy-level call, 1M rows", t[side] * 1e3, "ms", ratio, target, met))
     return rows
@@ -246,7 +266,7 @@ def bench_trace(quick: bool) -> list[Row]:
                                                workers=4, capacity=50_000, mode="destination_missing",
                                                contention=contention, links=4),
         }, repeats=1 if quick else 3)
-        ratio = t["python"] / t["kernel"]
+        ratio = t.ratio("python", "kernel")
         rows.append(Row(f"replay speed-up over plain Python, {len(sample):,} requests, destination_missing, {contention}",
                         t["python"] * 1e3, "ms (python)", ratio, *at_least(ratio, 100)))
     return rows
