@@ -197,6 +197,9 @@ def _to_numeric(name: str, data: Any) -> np.ndarray:
         return data
     if dtype.kind == "b":
         raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+    if dtype.kind in "mMc":  # would otherwise parse as nanoseconds or lose an imaginary part: never a silent number
+        raise InputError(name, f"got {dtype} values where plain numbers were expected",
+                         "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
     if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
         return data.astype(np.int64)
     if dtype.kind == "u":  # uint64 beyond int64's range stays exact enough as float64
@@ -567,10 +570,12 @@ def destination_missing_tokens(
         invalid = ~((numbers >= smallest) & (numbers < np.inf) & (numbers == np.floor(numbers)))
         if invalid.any():
             position = int(np.argmax(invalid))
+            value, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
+            problem = "missing" if number != number else f"below {smallest}" if 0 <= number < smallest \
+                else _why("num_input_tokens", value)
             raise InputError(
-                name, _why("num_input_tokens", data[position]) if numbers[position] == numbers[position]
-                else "missing", f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
-                n_invalid=int(invalid.sum()), row=position, value=_plain(np.asarray(data)[position]),
+                name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
+                n_invalid=int(invalid.sum()), row=position, value=value,
             )
         counts.append(numbers.astype(np.int64, copy=False))
     try:

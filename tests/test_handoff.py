@@ -299,6 +299,9 @@ def test_error_messages_name_argument_row_value_and_fix(argument, kwargs, value,
     (lambda: handoff_delay_ms(np.ones((2, 2)), 1.0, 10), "shape (2, 2)"),
     (lambda: handoff_delay_ms(pd.DataFrame({"a": [1]}), 1.0, 10), "DataFrame"),
     (lambda: handoff_delay_ms([True, False], 1.0, 10), "booleans"),
+    (lambda: handoff_delay_ms(pd.Series(pd.to_timedelta([1, 2], unit="s")), 1.0, 10), "got timedelta64"),
+    (lambda: handoff_delay_ms(1, 1.0, 10, latency_ms=np.array(["2026-01-01"], dtype="datetime64[D]")),
+     "datetime64[D] values"),
     (lambda: handoff_delay_ms(1, 1.0, 10, errors="ignore"), "errors"),
     (lambda: handoff_delay_ms(1, 1.0, 10, mode="destination_missing"), "destination_missing_tokens: is required"),
     (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(3)), "length 2"),
@@ -341,8 +344,14 @@ def test_destination_missing_tokens_examples():
     assert perfmodel.destination_missing_tokens(100, [0, 63, 64, 1000], 64).tolist() == [128, 128, 64, 0]
 
 
-@pytest.mark.parametrize("args, fragment", [((10, -1, 64), "cached_tokens"), ((10, 0, 0), "block_size"),
-                                            ((NAN, 0, 64), "missing"), (([1, 2], [1, 2, 3], 4), "broadcast")])
+@pytest.mark.parametrize("args, fragment", [
+    ((10, -1, 64), "cached_tokens: 1 invalid row; first at row 0: -1 (negative)"),
+    ((10, 0, 0), "block_size: 1 invalid row; first at row 0: 0 (below 1)"),
+    ((NAN, 0, 64), "(missing)"),
+    ((pd.Series([5, 2.5], index=[10, 11]), 0, 64), "first at row 1: 2.5 (not a whole number)"),
+    (([1, 2], [1, 2, 3], 4), "broadcast"),
+])
 def test_destination_missing_tokens_errors(args, fragment):
-    with pytest.raises(ValueError, match=fragment):
+    with pytest.raises(ValueError) as info:
         perfmodel.destination_missing_tokens(*args)
+    assert fragment in str(info.value)
