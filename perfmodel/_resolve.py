@@ -48,6 +48,9 @@ def bytes_per_token(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 
     if isinstance(value, (Mapping, str, os.PathLike)):
         return kv_bytes_per_token(value, kv_cache_dtype=kv_cache_dtype, tp=tp)
     if np.ndim(value) == 0 or not holds_labels(value):
+        if kv_cache_dtype is not None or tp != 1:
+            raise ValueError("kv_cache_dtype and tp apply to model names or configs, but kv_bytes_per_token is "
+                             "already a number of bytes. Fix: pass a model (e.g. 'llama-3.1-70b') or drop them")
         return value
     return map_distinct(_array(value), lambda m: kv_bytes_per_token(m, kv_cache_dtype=kv_cache_dtype, tp=tp),
                         np.float64, np.nan)

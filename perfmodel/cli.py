@@ -104,13 +104,24 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
     return values
 
 
+COLUMN_ARGUMENTS = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
+                    "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms")
+
+
 def _columns(pairs: Sequence[str]) -> dict[str, str]:
+    import difflib
+
     mapping = {}
     for pair in pairs:
-        name, sep, column = pair.partition("=")
+        name, sep, column = (part.strip() for part in pair.partition("="))
         if not sep or not name or not column:
             raise UsageError(f"--column {pair!r} is not ARGUMENT=COLUMN (e.g. num_input_tokens=prompt_tokens)")
-        mapping[name.strip()] = column.strip()
+        if name not in COLUMN_ARGUMENTS:
+            close = difflib.get_close_matches(name, COLUMN_ARGUMENTS, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"--column {pair!r}: {name!r} is not an argument; {hint}arguments: "
+                             f"{', '.join(COLUMN_ARGUMENTS)}")
+        mapping[name] = column
     return mapping
 
 

@@ -144,7 +144,7 @@ def handoff_delays(
     values["kv_bytes_per_token"] = resolved["kv_bytes_per_token"]
     values["kv_transfer_bandwidth"], link_latency = resolved["kv_transfer_bandwidth"]
     values["latency_ms"] = _resolve.add_latency(values["latency_ms"], link_latency)
-    if not columns and len(df) != 1:  # every argument is a value: one row each
+    if all(np.ndim(v) == 0 for v in values.values()):  # every argument is one value: every row gets it
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
         delays, missing = _handoff(values, errors=errors, with_missing=True, parallel=parallel)
@@ -153,4 +153,8 @@ def handoff_delays(
             raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})",
                                   df.index[error.position]) from None
         raise
+    if len(delays) != len(df):
+        arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]
+        raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {len(delays)} rows but the "
+                         f"frame has {len(df)}", "pass arrays as long as the frame, or column names")
     return pd.Series(pd.arrays.FloatingArray(delays, missing), index=df.index, name=RESULT_NAME, copy=False)

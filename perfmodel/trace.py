@@ -328,9 +328,11 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     if "hash_ids" not in trace:
         return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
     column = trace["hash_ids"]
-    arrow = column.array._pa_array if isinstance(column.dtype, pd.ArrowDtype) else pa.chunked_array(
-        [pa.array(column.to_list(), _HASH_TYPE)])
-    lists = arrow.combine_chunks() if arrow.num_chunks != 1 else arrow.chunk(0)
+    try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
+        lists = pa.array(column, type=_HASH_TYPE) if isinstance(column.dtype, pd.ArrowDtype) else \
+            pa.array(column.to_list(), type=_HASH_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
     if lists.null_count:
         lists = pc_fill_empty(lists)
     lists = lists.cast(pa.large_list(pa.int64()))

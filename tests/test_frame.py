@@ -162,6 +162,20 @@ def test_unknown_model_name_in_a_column_is_named():
         handoff_delays(df, kv_transfer_bandwidth=1.0, kv_bytes_per_token="model")
 
 
+def test_value_arrays_must_match_the_frame():
+    df = pd.DataFrame({"num_input_tokens": [1, 2, 3]})
+    with pytest.raises(ValueError, match="different lengths"):
+        handoff_delays(df, kv_transfer_bandwidth=[1.0, 2.0], kv_bytes_per_token=1)
+    with pytest.raises(ValueError, match=r"\(num_input_tokens, kv_transfer_bandwidth\) have 2 rows but the frame has 3"):
+        handoff_delays(df, num_input_tokens=[1, 2], kv_transfer_bandwidth=[1.0, 2.0], kv_bytes_per_token=1)
+
+
+def test_dtype_and_tp_need_a_model():
+    df = pd.DataFrame({"num_input_tokens": [1]})
+    with pytest.raises(ValueError, match="kv_cache_dtype and tp apply to model names"):
+        handoff_delays(df, kv_transfer_bandwidth=1.0, kv_bytes_per_token=1000, tp=8)
+
+
 def test_inputs_are_not_modified():
     df = _frame()
     before = df.copy(deep=True)
