@@ -10,7 +10,6 @@ worker's LRU is an intrusive doubly-linked list over arrays (O(1) per block, no 
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ._kernels import jit, transfer_ms

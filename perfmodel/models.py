@@ -13,11 +13,11 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 __all__ = ["MODELS", "ModelConfig", "kv_bytes_per_token", "model_config"]
 
-ModelConfig = Union[Mapping[str, Any], str, os.PathLike]
+ModelConfig = Mapping[str, Any] | str | os.PathLike
 
 
 def _gqa(layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int | None = None, **extra: Any) -> dict:
