@@ -1,7 +1,24 @@
 """Interconnects: the :class:`Link` (latency + bytes / bandwidth), presets, and fits to measurements.
 
 Bandwidths are decimal GB/s (1 GB = 1e9 bytes) per direction, per GPU or NIC: what
-one handoff from one prefill GPU can use.
+one handoff from one prefill GPU can use. The presets in :data:`LINKS` are nominal line
+rates (latency 0, efficiency 1, as upstream models them), from these sources:
+
+============  =========  ==================================================================
+preset        GB/s       source
+============  =========  ==================================================================
+nvlink4       450        NVIDIA H100 datasheet: NVLink 900 GB/s per GPU, both directions
+nvlink5       900        NVIDIA B200 / GB200 datasheet: NVLink 1.8 TB/s per GPU, both directions
+pcie4         32         PCI-SIG PCIe 4.0: 16 GT/s x 16 lanes, 128b/130b (31.5 GB/s, rounded)
+pcie5         64         PCI-SIG PCIe 5.0: 32 GT/s x 16 lanes, 128b/130b (63 GB/s, rounded)
+ib-ndr        50         NVIDIA ConnectX-7 / Quantum-2: InfiniBand NDR, 400 Gb/s per port
+ib-xdr        100        NVIDIA ConnectX-8 / Quantum-X800: InfiniBand XDR, 800 Gb/s per port
+roce-400g     50         IEEE 802.3bs 400 Gigabit Ethernet, RDMA over Converged Ethernet v2
+eth-100g      12.5       IEEE 802.3ba 100 Gigabit Ethernet
+============  =========  ==================================================================
+
+Real transfers reach less than line rate, the more so the smaller they are: measure yours
+and use :func:`fit_link`, or set ``efficiency`` and ``latency_ms``.
 """
 
 from __future__ import annotations
@@ -89,7 +106,7 @@ class Link:
         return dataclasses.replace(self, name=f"{count}x {self.name}", bandwidth_gb_s=self.bandwidth_gb_s * count)
 
 
-#: Interconnect presets at nominal line rate per direction, per GPU or NIC.
+#: Interconnect presets at nominal line rate per direction, per GPU or NIC (sources: module docstring).
 LINKS: dict[str, Link] = {
     # NVIDIA H100 (NVLink 4): 900 GB/s total bidirectional per GPU -> 450 GB/s each way.
     "nvlink4": Link("nvlink4", 450.0),
