@@ -134,6 +134,8 @@ def bench_kernel(quick: bool) -> list[Row]:
         rows.append(Row(f"kernel auto with a new output / memory floor, {label}",
                         t["kernel auto, new output"] * 1e3, "ms", t.ratio("kernel auto, new output", floor)))
         rows.append(Row(f"memory floor (best of serial, parallel), {label}", statistics.median(floor) * 1e3, "ms"))
+        if n == sizes[0]:
+            rows.append(bench_crossover(quick))
         if n == 4_000_000:
             numpy_t = interleaved({
                 "numpy": lambda: handoff_numpy(*inputs, out),
@@ -144,6 +146,21 @@ def bench_kernel(quick: bool) -> list[Row]:
                             *at_least(ratio, 10)))
             rows.append(bench_python_reference(inputs, numpy_t["kernel"], quick))
     return rows
+
+
+def bench_crossover(quick: bool) -> Row:
+    """The parallel kernel against the serial one at PARALLEL_MIN_ROWS, where dispatch switches to it."""
+    from perfmodel.handoff import PARALLEL_MIN_ROWS
+
+    inputs = natural_inputs(PARALLEL_MIN_ROWS, seed=5)
+    out = np.empty(PARALLEL_MIN_ROWS)
+    t = interleaved({
+        "serial": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=False),
+        "parallel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=True),
+    }, repeats=21 if quick else 61)
+    ratio = t.ratio("parallel", "serial")
+    return Row(f"parallel / serial kernel at the dispatch threshold ({PARALLEL_MIN_ROWS:,} rows)",
+               t["parallel"] * 1e6, "us", ratio, *at_most(ratio, 1.0))
 
 
 def bench_python_reference(inputs, kernel_seconds: float, quick: bool) -> Row:
