@@ -530,6 +530,24 @@ def _handoff(
     return out, missing
 
 
+def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.int64]:
+    """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
+    a whole number >= ``smallest`` (missing values included)."""
+    data, _ = _as_1d(name, value)
+    numbers = _to_numeric(name, data)
+    invalid = ~((numbers >= smallest) & (numbers < np.inf) & (numbers == np.floor(numbers)))
+    if invalid.any():
+        position = int(np.argmax(invalid))
+        original, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
+        problem = "missing" if number != number else f"below {smallest}" if 0 <= number < smallest \
+            else _why("num_input_tokens", original)
+        raise InputError(
+            name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
+            n_invalid=int(invalid.sum()), row=position, value=original,
+        )
+    return numbers.astype(np.int64, copy=False)
+
+
 def destination_missing_tokens(
     num_input_tokens: ArrayLike, cached_tokens: ArrayLike, block_size: int | ArrayLike
 ) -> NDArray[np.int64]:
@@ -560,25 +578,8 @@ def destination_missing_tokens(
     >>> perfmodel.destination_missing_tokens([100, 100, 128, 0], [0, 64, 128, 0], 64)
     array([128,  64,   0,   0])
     """
-    counts = []
-    for name, value, smallest in (
-        ("num_input_tokens", num_input_tokens, 0),
-        ("cached_tokens", cached_tokens, 0),
-        ("block_size", block_size, 1),
-    ):
-        data, _ = _as_1d(name, value)
-        numbers = _to_numeric(name, data)
-        invalid = ~((numbers >= smallest) & (numbers < np.inf) & (numbers == np.floor(numbers)))
-        if invalid.any():
-            position = int(np.argmax(invalid))
-            value, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
-            problem = "missing" if number != number else f"below {smallest}" if 0 <= number < smallest \
-                else _why("num_input_tokens", value)
-            raise InputError(
-                name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
-                n_invalid=int(invalid.sum()), row=position, value=value,
-            )
-        counts.append(numbers.astype(np.int64, copy=False))
+    counts = [whole_numbers(name, value, smallest) for name, value, smallest in (
+        ("num_input_tokens", num_input_tokens, 0), ("cached_tokens", cached_tokens, 0), ("block_size", block_size, 1))]
     try:
         tokens, cached, block = np.broadcast_arrays(*counts)
     except ValueError:

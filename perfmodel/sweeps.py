@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from . import _resolve
 from ._codes import TransferMode
-from .handoff import destination_missing_tokens, handoff_delay_ms
+from .handoff import destination_missing_tokens, handoff_delay_ms, whole_numbers
 from .links import Link, get_link
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
@@ -164,10 +164,9 @@ class SweepPlan:
                 labels[name] = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
                 if len(set(labels[name])) != len(labels[name]):
                     raise ValueError(f"sweep: axis {name} has repeated values {labels[name]}. Fix: give each value once")
-        for name in ("num_input_tokens", "kv_bytes_per_token", "block_size"):
+        for name, smallest in (("num_input_tokens", 0), ("block_size", 1)):  # fail before allocating the grid
             if name in values:
-                destination_missing_tokens(values[name], 0, 1) if name != "block_size" else \
-                    destination_missing_tokens(0, 0, values[name])  # whole numbers >= 0 (block sizes >= 1)
+                whole_numbers(name, values[name], smallest)
         if "cache_hit_ratio" in values:
             ratios = np.asarray(values["cache_hit_ratio"], dtype=np.float64)
             if not np.all((ratios >= 0) & (ratios <= 1)):

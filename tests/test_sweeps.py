@@ -29,6 +29,11 @@ def test_rows_order_and_values_match_the_core():
         assert row.handoff_delay_ms == core
 
 
+def test_fractional_bytes_per_token_are_allowed():
+    df = sweep(kv_bytes_per_token=[1000.5], kv_transfer_bandwidth=1.0, num_input_tokens=[2])
+    assert df["handoff_delay_ms"].tolist() == [2 * 1000.5 / 1e9 * 1000]
+
+
 def test_row_count_is_the_product():
     df = sweep(kv_bytes_per_token=[1, 2], kv_transfer_bandwidth=[1.0, 2.0, 3.0], latency_ms=[0, 1],
                num_input_tokens=np.arange(5))

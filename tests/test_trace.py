@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +25,7 @@ def _trace(ready, tokens, hashes=None):
     df = pd.DataFrame({"arrival_ms": np.asarray(ready, float), "num_input_tokens": np.asarray(tokens, np.int64),
                        "num_output_tokens": 1})
     if hashes is not None:
-        df["hash_ids"] = pd.Series(hashes, dtype=pd.ArrowDtype(__import__("pyarrow").list_(__import__("pyarrow").int64())))
+        df["hash_ids"] = pd.Series(hashes, dtype=pd.ArrowDtype(pa.list_(pa.int64())))
     df.attrs["hash_block_tokens"] = 512
     return df
 
