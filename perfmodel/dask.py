@@ -112,6 +112,13 @@ def delay_files(
     beside it, renamed into place when every partition succeeded. ``scheduler`` is the
     address of an existing cluster (``tcp://host:8786``); otherwise a local cluster of
     ``workers`` processes runs the job. Returns the number of rows written.
+
+    Examples
+    --------
+    >>> from perfmodel.dask import delay_files
+    >>> delay_files("logs/*.parquet", "delays/", workers=2, kv_bytes_per_token="llama-3.1-70b",
+    ...             kv_transfer_bandwidth="ib-ndr", num_input_tokens="prompt_tokens")  # doctest: +SKIP
+    12000000
     """
     target = Path(target)
     pattern = str(source)

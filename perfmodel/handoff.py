@@ -532,7 +532,12 @@ def _handoff(
 
 def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.int64]:
     """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
-    a whole number >= ``smallest`` (missing values included)."""
+    a whole number >= ``smallest`` (missing values included).
+
+    >>> from perfmodel.handoff import whole_numbers
+    >>> whole_numbers("block_size", [16, 64.0], smallest=1)
+    array([16, 64])
+    """
     data, _ = _as_1d(name, value)
     numbers = _to_numeric(name, data)
     invalid = ~((numbers >= smallest) & (numbers < np.inf) & (numbers == np.floor(numbers)))

@@ -118,6 +118,14 @@ class SweepPlan:
     Rows are numbered in the documented order; row ``i``'s position on each axis is a
     digit of ``i`` in the mixed radix of the axis lengths. :func:`sweep` materializes
     all rows, :func:`perfmodel.dask.sweep` one range per partition.
+
+    Examples
+    --------
+    >>> from perfmodel.sweeps import SweepPlan
+    >>> plan = SweepPlan.of({"link": ["nvlink4", "ib-ndr"], "kv_bytes_per_token": 1000,
+    ...                      "num_input_tokens": [1, 2, 3]})
+    >>> plan.n, plan.rows(2, 4)[["link", "num_input_tokens"]].to_dict("list")
+    (6, {'link': ['nvlink4', 'ib-ndr'], 'num_input_tokens': [3, 1]})
     """
 
     axes: tuple[str, ...]
