@@ -333,6 +333,8 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
             pa.array(column.to_list(), type=_HASH_TYPE)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
+    if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
+        lists = lists.combine_chunks()
     if lists.null_count:
         lists = pc_fill_empty(lists)
     lists = lists.cast(pa.large_list(pa.int64()))

@@ -49,6 +49,27 @@ def test_read_azure_sample(shared_data):
     assert trace["arrival_ms"].iloc[1] == pytest.approx(52.0) and trace["arrival_ms"].min() == 0
 
 
+@pytest.mark.parametrize("name, mode", [("mooncake_synthetic_trace.jsonl", "destination_missing"),
+                                        ("azure_llm_2023_code.csv", "full_prompt")])
+def test_replay_sample_traces(shared_data, name, mode):
+    trace = read_trace(shared_data / name)
+    replay = replay_handoffs(trace, model="llama-3.1-70b", link="ib-ndr", mode=mode, decode_workers=4,
+                             contention="fair", links=2)
+    assert len(replay) == len(trace) and replay["handoff_delay_ms"].notna().all()
+    summary = summarize(replay)
+    assert summary["p50_ms"] <= summary["p99_ms"] <= summary["max_ms"]
+    if mode == "destination_missing":  # Mooncake's shared prefixes are reused
+        assert summary["bytes_saved_by_prefix_reuse"] > 0
+
+
+def test_hash_ids_in_several_chunks():
+    one = synthetic_trace(300, 50, seed=1)
+    two = pd.concat([one.iloc[:100], one.iloc[100:]])  # an Arrow column of two chunks
+    assert pa.array(two["hash_ids"]).num_chunks == 2
+    kw = dict(kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0, mode="destination_missing", decode_workers=2)
+    pd.testing.assert_frame_equal(replay_handoffs(two, **kw), replay_handoffs(one, **kw))
+
+
 def test_malformed_line_is_named_or_skipped(tmp_path):
     path = tmp_path / "t.jsonl"
     good = {"timestamp": 1, "input_length": 10, "output_length": 2, "hash_ids": [1]}
