@@ -91,6 +91,19 @@ def test_link_timeline(ax):
     assert max(busy) == 2 and busy[-1] == 0
 
 
+def test_link_timeline_bins_are_exact_means(ax):
+    # one transfer in flight on [0, 4) s, two on [1, 2) s: bins of 1 s have means 1, 2, 1, 1
+    replay = pd.DataFrame({"start_ms": [0.0, 1000.0], "end_ms": [4000.0, 2000.0]})
+    pp.link_timeline(replay, bins=4, ax=ax)
+    stairs = [p for p in ax.patches if p.get_label().startswith("mean per")]
+    np.testing.assert_allclose(stairs[0].get_data().values, [1, 2, 1, 1])
+
+
+def test_delay_cdf_names_zero_delays(ax):
+    pp.delay_cdf(pd.Series([0.0, 0.0, 1.0, 2.0], name="replay"), ax=ax)
+    assert ax.get_legend().get_texts()[0].get_text() == "replay (50.0% at 0 ms)"
+
+
 def test_default_axes_is_current_axes(ax):
     df = perfmodel.sweep(link="ib-ndr", model="llama-3.1-70b", num_input_tokens=TOKENS)
     plt.sca(ax)
