@@ -19,40 +19,40 @@ _NIL = -1
 
 
 @jit(inline="always")
-def _lru_touch(w, b, present, prev, nxt, head, tail, size, capacity):
+def _lru_touch(w, b, present, links, head, tail, size, capacity):
     """Make block ``b`` the most recent in worker ``w``'s cache (insert it if absent; evict the LRU)."""
     if capacity < 0:  # unbounded: membership is all there is to keep
-        if not present[w, b]:
-            present[w, b] = True
+        if not present[b, w]:
+            present[b, w] = True
             size[w] += 1
         return
-    if present[w, b]:
+    if present[b, w]:
         if head[w] == b:
             return
-        p, q = prev[w, b], nxt[w, b]  # unlink
-        nxt[w, p] = q
+        p, q = links[b, w, 0], links[b, w, 1]  # unlink
+        links[p, w, 1] = q
         if q != _NIL:
-            prev[w, q] = p
+            links[q, w, 0] = p
         else:
             tail[w] = p
     else:
-        present[w, b] = True
+        present[b, w] = True
         size[w] += 1
-    prev[w, b] = _NIL  # link at the head
-    nxt[w, b] = head[w]
+    links[b, w, 0] = _NIL  # link at the head
+    links[b, w, 1] = head[w]
     if head[w] != _NIL:
-        prev[w, head[w]] = b
+        links[head[w], w, 0] = b
     head[w] = b
     if tail[w] == _NIL:
         tail[w] = b
     if capacity >= 0 and size[w] > capacity:
         victim = tail[w]
-        tail[w] = prev[w, victim]
+        tail[w] = links[victim, w, 0]
         if tail[w] != _NIL:
-            nxt[w, tail[w]] = _NIL
+            links[tail[w], w, 1] = _NIL
         else:
             head[w] = _NIL
-        present[w, victim] = False
+        present[victim, w] = False
         size[w] -= 1
 
 
@@ -101,9 +101,9 @@ def heap_pop(times, seqs, items, size):
 
 
 @jit(inline="always")
-def _insert_blocks(r, w, blocks, offsets, present, prev, nxt, head, tail, size, capacity):
+def _insert_blocks(r, w, blocks, offsets, present, links, head, tail, size, capacity):
     for k in range(offsets[r], offsets[r + 1]):
-        _lru_touch(w, blocks[k], present, prev, nxt, head, tail, size, capacity)
+        _lru_touch(w, blocks[k], present, links, head, tail, size, capacity)
 
 
 @jit(inline="always")
@@ -111,7 +111,7 @@ def _cached_prefix(r, w, blocks, offsets, present):
     """Leading blocks of request ``r`` present in worker ``w``'s cache."""
     count = 0
     for k in range(offsets[r], offsets[r + 1]):
-        if not present[w, blocks[k]]:
+        if not present[blocks[k], w]:
             break
         count += 1
     return count
@@ -130,10 +130,10 @@ def replay(
     ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
     """
     n = order.shape[0]
-    present = np.zeros((workers, max(n_unique, 1)), dtype=np.bool_)
+    # block-major: everything about one block (its flag and LRU links in every worker) shares a cache line
+    present = np.zeros((max(n_unique, 1), workers), dtype=np.bool_)
     linked = capacity >= 0
-    prev = np.empty((workers if linked else 1, max(n_unique, 1) if linked else 1), dtype=np.int32)
-    nxt = np.empty_like(prev)
+    links = np.empty((max(n_unique, 1) if linked else 1, workers, 2), dtype=np.int32)  # [block, worker, prev|next]
     head = np.full(workers, _NIL, dtype=np.int32)
     tail = np.full(workers, _NIL, dtype=np.int32)
     size = np.zeros(workers, dtype=np.int64)
@@ -208,7 +208,7 @@ def replay(
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
             r = pend_item[pending]
-            _insert_blocks(r, out_worker[r], blocks, offsets, present, prev, nxt, head, tail, size, capacity)
+            _insert_blocks(r, out_worker[r], blocks, offsets, present, links, head, tail, size, capacity)
         if i == n:
             break
         r = order[i]
