@@ -318,7 +318,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     from .trace import read_trace, replay_handoffs, summarize
 
-    trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reported below, in one line
+        trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise")
+    if trace.attrs.get("skipped_lines"):
+        print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
+              file=sys.stderr)
     replay = replay_handoffs(
         trace, model=args.model, kv_bytes_per_token=args.kv_bytes_per_token, link=args.link,
         kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,

@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -186,6 +187,8 @@ def read_trace(
     skipped += bad_rows
     df["arrival_ms"] = df["arrival_ms"] - (df["arrival_ms"].min() if len(df) else 0.0)
     df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
+    if skipped:
+        warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
     return df
 
 

@@ -77,8 +77,13 @@ def test_malformed_line_is_named_or_skipped(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"t.jsonl, line 2: not valid JSON"):
         read_trace(path)
-    trace = read_trace(path, errors="skip")
+    with pytest.warns(UserWarning, match=r"t.jsonl: skipped 2 malformed line\(s\) of 4"):
+        trace = read_trace(path, errors="skip")
     assert len(trace) == 2 and trace.attrs["skipped_lines"] == 2
+    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--kv-bytes-per-token", "10",
+                           "--bandwidth", "1", "--skip-bad-lines", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "skipped 2 malformed line(s)" in done.stderr
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "input_length": -4}) + "\n")
     with pytest.raises(ValueError, match=r"t.jsonl, line 2: 1 malformed row.*num_input_tokens.: -4"):
         read_trace(path)
@@ -98,7 +103,8 @@ def test_parquet_and_bad_rows(tmp_path):
     pd.DataFrame({"arrival_ms": [0.0, 1.0, 2.0], "num_input_tokens": [1.0, -1.0, 3.0]}).to_parquet(path)
     with pytest.raises(ValueError, match="t.parquet, row 2: 1 malformed row"):
         read_trace(path)
-    assert read_trace(path, errors="skip")["num_input_tokens"].tolist() == [1, 3]
+    with pytest.warns(UserWarning, match="skipped 1 malformed"):
+        assert read_trace(path, errors="skip")["num_input_tokens"].tolist() == [1, 3]
 
 
 def test_missing_file_and_unknown_format(tmp_path):
