@@ -141,12 +141,11 @@ def replay(
     pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     pending = 0
     link_free = np.zeros(n_links)  # fifo: when each link is next free
-    # fair sharing, per link: virtual time (bytes served to each active transfer), active count, and a heap
-    # of (virtual finish tag, sequence, request) for the active transfers
+    # fair sharing, per link: virtual time (bytes served to each active transfer), the active count, and a
+    # heap of the active transfers ordered by (virtual finish tag, sequence), grown when full
     virtual = np.zeros(n_links)
     active = np.zeros(n_links, dtype=np.int64)
     last_update = np.zeros(n_links)
-    # per link, a heap of its active transfers ordered by (virtual finish tag, sequence); grows when full
     fair_cap = 64
     fair_tag = np.empty((n_links, fair_cap))
     fair_seq = np.empty((n_links, fair_cap), dtype=np.int64)
@@ -214,20 +213,20 @@ def replay(
         r = order[i]
         # route
         if prefix_routing:
-            best, best_hit = -1, -1
+            w, hit_blocks = -1, -1
             for j in range(workers):
-                w = (rr + j) % workers
-                hit = _cached_prefix(r, w, blocks, offsets, present)
-                if hit > best_hit:
-                    best, best_hit = w, hit
-            w = best
+                candidate = (rr + j) % workers
+                hit = _cached_prefix(r, candidate, blocks, offsets, present)
+                if hit > hit_blocks:
+                    w, hit_blocks = candidate, hit
         else:
             w = rr % workers
+            hit_blocks = _cached_prefix(r, w, blocks, offsets, present)
         rr = (w + 1) % workers
         out_worker[r] = w
         # charge
         n_tokens = tokens[r]
-        hit_tokens = _cached_prefix(r, w, blocks, offsets, present) * hash_block_tokens
+        hit_tokens = hit_blocks * hash_block_tokens
         n_blocks = (n_tokens + block_size - 1) // block_size
         cached_blocks = min(hit_tokens // block_size, n_blocks)
         out_cached[r] = cached_blocks * block_size
