@@ -269,6 +269,16 @@ def cmd_delay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace_columns(pairs: Sequence[str]) -> dict[str, str]:
+    mapping = {}
+    for pair in pairs:
+        name, sep, column = (part.strip() for part in pair.partition("="))
+        if not sep or not name or not column:
+            raise UsageError(f"--column {pair!r} is not NAME=COLUMN (e.g. ready_ms=prefill_done_ms)")
+        mapping[name] = column
+    return mapping
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -322,7 +332,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below, in one line
-        trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise")
+        trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
+                           columns=_trace_columns(args.column) or None)
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
@@ -331,6 +342,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,
         decode_workers=args.decode_workers, decode_cache_blocks=args.cache_blocks, routing=args.routing,
         contention=args.contention, links=args.links, latency_ms=args.latency_ms or 0.0,
+        ready_ms="ready_ms" if "ready_ms" in trace else None,
     )
     summary = summarize(replay)
     out: Path = args.out
@@ -428,6 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--links", type=int, default=1, metavar="N")
     trace.add_argument("--latency-ms", type=float, metavar="MS")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
+    trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
+                       help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "
+                            "hash_ids and ready_ms (prefill completion, ms or datetime) are (repeatable)")
     trace.add_argument("--out", type=Path, required=True, metavar="DIR")
     trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
     trace.set_defaults(run=cmd_trace)

@@ -121,7 +121,8 @@ def read_trace(
       ``ContextTokens``, ``GeneratedTokens``).
     - ``csv`` / ``parquet``: any table; ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
-      datetimes is converted to ms).
+      datetimes is converted to ms). An optional ``ready_ms`` column (when each prefill
+      completed, on the same clock) is kept for :func:`replay_handoffs`.
 
     Parameters
     ----------
@@ -185,7 +186,10 @@ def read_trace(
         raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv' or 'parquet'")
     df, bad_rows = _check_rows(df, path, errors)
     skipped += bad_rows
-    df["arrival_ms"] = df["arrival_ms"] - (df["arrival_ms"].min() if len(df) else 0.0)
+    first = df["arrival_ms"].min() if len(df) else 0.0
+    df["arrival_ms"] = df["arrival_ms"] - first
+    if "ready_ms" in df:
+        df["ready_ms"] = df["ready_ms"] - first
     df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
     if skipped:
         warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
@@ -199,22 +203,37 @@ def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
     return pc.if_else(pc.is_null(chunk), pa.scalar([], type=_HASH_TYPE), chunk)
 
 
+def _times_ms(column: pd.Series, origin: Any = None) -> tuple[pd.Series, Any]:
+    """Times as float ms: numbers as they are; datetimes from ``origin`` (default: their earliest)."""
+    if pd.api.types.is_numeric_dtype(column):
+        return pd.to_numeric(column, errors="coerce").astype("float64"), None
+    parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+    origin = parsed.min() if origin is None else origin
+    return (parsed - origin).dt.total_seconds() * 1000.0, origin
+
+
 def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str) -> pd.DataFrame:
     missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping or mapping[c] not in raw]
     if missing:
         raise ValueError(f"{path}: no column for {missing}; the file has {list(raw.columns)}. "
                          "Fix: pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
-    arrival = raw[mapping["arrival_ms"]]
-    if not pd.api.types.is_numeric_dtype(arrival):
-        parsed = pd.to_datetime(arrival, errors="coerce", format="mixed")
-        arrival = (parsed - parsed.min()).dt.total_seconds() * 1000.0
+    unknown = [c for c in mapping if c not in (*_CANONICAL, "hash_ids", "ready_ms")]
+    if unknown:
+        raise ValueError(f"{path}: unknown trace column name(s) {unknown}. Fix: map only "
+                         f"{', '.join((*_CANONICAL, 'ready_ms', 'hash_ids'))}")
+    absent = [f"{k}={v!r}" for k, v in mapping.items() if v not in raw]
+    if absent:
+        raise ValueError(f"{path}: no column {', '.join(absent)}; the file has {list(raw.columns)}")
+    arrival, origin = _times_ms(raw[mapping["arrival_ms"]])
     out = pd.DataFrame({
-        "arrival_ms": pd.to_numeric(arrival, errors="coerce").astype("float64"),
+        "arrival_ms": arrival,
         "num_input_tokens": pd.to_numeric(raw[mapping["num_input_tokens"]], errors="coerce"),
         "num_output_tokens": pd.to_numeric(raw[mapping["num_output_tokens"]], errors="coerce")
-        if "num_output_tokens" in mapping and mapping["num_output_tokens"] in raw else 0,
+        if "num_output_tokens" in mapping else 0,
     })
-    if "hash_ids" in mapping and mapping["hash_ids"] in raw:
+    if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
+        out["ready_ms"], _ = _times_ms(raw[mapping["ready_ms"]], origin)
+    if "hash_ids" in mapping:
         out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(pa.array(raw[mapping["hash_ids"]], _HASH_TYPE)))
     return out
 
@@ -223,15 +242,17 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     """Every row needs an arrival and a whole, non-negative token count (CSV rows are lines + 1)."""
     tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
     outputs = pd.to_numeric(df["num_output_tokens"]).to_numpy(dtype="float64", na_value=np.nan)
-    bad = (np.isnan(df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)) | ~(tokens >= 0)
-           | (tokens != np.floor(tokens)) | ~(outputs >= 0))
+    arrival = df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)
+    bad = np.isnan(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0)
+    if "ready_ms" in df:  # a prefill completes after its request arrives
+        bad |= ~(df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan) >= arrival)
     if bad.any():
         if errors == "raise":
             i = int(np.argmax(bad))
             suffix = path.suffix.lower()
             where = f"line {i + 2}" if suffix == ".csv" else f"line {i + 1}" if suffix in (".jsonl", ".json", ".ndjson") \
                 else f"row {i + 1}"
-            raise ValueError(f"{path}, {where}: {int(bad.sum())} malformed row(s) (missing time or invalid "
+            raise ValueError(f"{path}, {where}: {int(bad.sum())} malformed row(s) (missing or impossible time, or invalid "
                              f"token count), first: {df.iloc[i].to_dict()}. Fix: repair them, or pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)
     return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),

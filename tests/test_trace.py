@@ -98,6 +98,27 @@ def test_generic_csv_with_mapping_and_datetimes(tmp_path):
         read_trace(path)
 
 
+def test_ready_times_from_a_generic_trace(tmp_path):
+    path = tmp_path / "requests.csv"
+    pd.DataFrame({"t": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"], "prompt": [10_000, 10_000],
+                  "done": ["2026-01-01 00:00:01.5", "2026-01-01 00:00:02.1"]}).to_csv(path, index=False)
+    mapping = {"arrival_ms": "t", "num_input_tokens": "prompt", "ready_ms": "done"}
+    trace = read_trace(path, columns=mapping)
+    assert trace["arrival_ms"].tolist() == [0.0, 1000.0] and trace["ready_ms"].tolist() == [500.0, 1100.0]
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, ready_ms="ready_ms")
+    assert replay["start_ms"].tolist() == [500.0, 1100.0] and replay["end_ms"].tolist() == [510.0, 1110.0]
+    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--kv-bytes-per-token", "1000",
+                           "--bandwidth", "1", *sum((["--column", f"{k}={v}"] for k, v in mapping.items()), []),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert pd.read_csv(tmp_path / "out" / "replay.csv")["start_ms"].tolist() == [500.0, 1100.0]
+    (tmp_path / "early.csv").write_text("t,prompt,done\n5,10,4\n")
+    with pytest.raises(ValueError, match="line 2: 1 malformed row"):
+        read_trace(tmp_path / "early.csv", columns=mapping)  # ready before arrival
+    with pytest.raises(ValueError, match="unknown trace column name"):
+        read_trace(path, columns={**mapping, "prefill": "done"})
+
+
 def test_parquet_and_bad_rows(tmp_path):
     path = tmp_path / "t.parquet"
     pd.DataFrame({"arrival_ms": [0.0, 1.0, 2.0], "num_input_tokens": [1.0, -1.0, 3.0]}).to_parquet(path)
