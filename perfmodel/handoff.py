@@ -125,12 +125,22 @@ class InputError(ValueError):
             f"{self.value!r} ({self.problem}). Fix: {self.fix}, or pass errors='coerce' to get NaN for those rows."
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable with all its fields (errors cross process boundaries, e.g. Dask workers)."""
+        fields = dict(n_invalid=self.n_invalid, row=self.row, value=self.value, argument=self.argument,
+                      position=self.position)
+        return _rebuild_input_error, (self.where, self.problem, self.fix, fields)
+
     def relocated(self, where: str, row: Any) -> InputError:
         """The same error, reported at another place (a column) and row (a label)."""
         return InputError(
             where, self.problem, self.fix, n_invalid=self.n_invalid, row=row, value=self.value,
             argument=self.argument, position=self.position,
         )
+
+
+def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, Any]) -> InputError:
+    return InputError(where, problem, fix, **fields)
 
 
 @dataclass

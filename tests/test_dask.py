@@ -105,8 +105,10 @@ def test_lost_worker_still_gives_the_complete_result(client, tmp_path):
 def test_errors_name_the_row_label(client):
     pdf = _requests(1000)
     pdf.loc["r777", "num_input_tokens"] = -3
-    with pytest.raises(ValueError, match=r"column 'num_input_tokens' \(num_input_tokens\): 1 invalid row; first at row 'r777'"):
+    with pytest.raises(perfmodel.InputError, match=r"column 'num_input_tokens' \(num_input_tokens\): 1 invalid row; "
+                                                  r"first at row 'r777'") as info:
         pmd.handoff_delays(dd.from_pandas(pdf, npartitions=3, sort=False), **KEYWORDS).compute()
+    assert info.value.row == "r777" and info.value.value == -3  # the whole error crossed the process boundary
 
 
 def test_sweep_partitions_equal_the_in_memory_sweep(tmp_path):

@@ -313,6 +313,16 @@ def test_structural_errors_raise_even_when_coercing(call, fragment):
     assert fragment in str(info.value)
 
 
+def test_input_error_survives_pickling():
+    import pickle
+
+    with pytest.raises(InputError) as info:
+        handoff_delay_ms([1, -2], 1.0, 1)
+    back = pickle.loads(pickle.dumps(info.value))
+    assert type(back) is InputError and str(back) == str(info.value)
+    assert (back.argument, back.n_invalid, back.row, back.value) == ("num_input_tokens", 1, 1, -2)
+
+
 def test_out_may_not_overlap_inputs():
     bw = np.ones(4)
     with pytest.raises(ValueError, match="shares memory"):
