@@ -152,15 +152,14 @@ def delay_file(
                                       disable=(None if progress is None else not progress)) as bar:
         writer = _Writer(tmp, out_format)
         try:
-            for chunk in chunks:
+            for chunk in chunks:  # a malformed line surfaces here, as a ValueError from the reader
                 chunk.index = pd.RangeIndex(rows + 1, rows + 1 + len(chunk))
-                try:
-                    result = chunk.assign(**{RESULT_NAME: handoff_delays(chunk, errors=errors, **keywords)})
-                except ValueError as error:
-                    raise ValueError(f"{source}: {error}") from None
+                result = chunk.assign(**{RESULT_NAME: handoff_delays(chunk, errors=errors, **keywords)})
                 writer.write(result)
                 rows += len(chunk)
                 bar.update(len(chunk))
+        except ValueError as error:
+            raise ValueError(f"{source}: {error}") from None
         finally:
             writer.close()
     return rows

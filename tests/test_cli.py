@@ -121,6 +121,14 @@ def test_bad_input_one_line_exit_2_no_output(tmp_path, requests_csv, args, messa
     assert set(tmp_path.rglob("*")) == before  # nothing created, nothing half-written
 
 
+def test_malformed_csv_line_is_named(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("num_input_tokens\n10\n20\n30,40\n")
+    done = run("delay", str(bad), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    assert done.returncode == 2 and "bad.csv: Error tokenizing data" in done.stderr and "line 4" in done.stderr
+    assert not (tmp_path / "o.csv").exists()
+
+
 def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("num_input_tokens\n" + "10\n" * 5000 + "-1\n")
