@@ -23,6 +23,7 @@ from typing import Any
 
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
 DEFAULT_TOKENS = "128:131072:x2"
+TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
 
 class UsageError(Exception):
@@ -108,19 +109,19 @@ COLUMN_ARGUMENTS = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_t
                     "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms")
 
 
-def _columns(pairs: Sequence[str]) -> dict[str, str]:
+def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
+    """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one."""
     import difflib
 
     mapping = {}
     for pair in pairs:
         name, sep, column = (part.strip() for part in pair.partition("="))
         if not sep or not name or not column:
-            raise UsageError(f"--column {pair!r} is not ARGUMENT=COLUMN (e.g. num_input_tokens=prompt_tokens)")
-        if name not in COLUMN_ARGUMENTS:
-            close = difflib.get_close_matches(name, COLUMN_ARGUMENTS, n=1)
+            raise UsageError(f"--column {pair!r} is not NAME=COLUMN (e.g. {allowed[0]}=my_column)")
+        if name not in allowed:
+            close = difflib.get_close_matches(name, allowed, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
-            raise UsageError(f"--column {pair!r}: {name!r} is not an argument; {hint}arguments: "
-                             f"{', '.join(COLUMN_ARGUMENTS)}")
+            raise UsageError(f"--column {pair!r}: {name!r} is not one of the names; {hint}names: {', '.join(allowed)}")
         mapping[name] = column
     return mapping
 
@@ -269,16 +270,6 @@ def cmd_delay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace_columns(pairs: Sequence[str]) -> dict[str, str]:
-    mapping = {}
-    for pair in pairs:
-        name, sep, column = (part.strip() for part in pair.partition("="))
-        if not sep or not name or not column:
-            raise UsageError(f"--column {pair!r} is not NAME=COLUMN (e.g. ready_ms=prefill_done_ms)")
-        mapping[name] = column
-    return mapping
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -333,7 +324,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below, in one line
         trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
-                           columns=_trace_columns(args.column) or None)
+                           columns=_columns(args.column, TRACE_COLUMNS) or None)
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)

@@ -99,6 +99,8 @@ def test_models_and_links():
     (["sweep", "--model", "lama-3.1-70b", "--out", "{dir}/s"], "did you mean llama-3.1-70b"),
     (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1",
       "--column", "num_input_token=prompt_tokens"], "did you mean num_input_tokens?"),
+    (["trace", "{csv}", "--out", "{dir}/t", "--bandwidth", "1", "--kv-bytes-per-token", "1",
+      "--column", "arrival=when"], "'arrival' is not one of the names; did you mean arrival_ms?"),
     (["sweep", "--tokens", "1k:zz", "--out", "{dir}/s"], "'zz' is not a token count"),
     (["sweep", "--bandwidth", "fast", "--out", "{dir}/s"], "--bandwidth: 'fast' is not a number"),
     (["delay", "{csv}", "--out", "{dir}/o.txt", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
