@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import _resolve
 from ._codes import TransferMode, WorkerType
-from .handoff import Errors, InputError, _handoff
+from .handoff import ARGUMENTS, Errors, InputError, _handoff
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -33,13 +33,13 @@ _FALLBACKS: dict[str, Any] = {
 _LABELS = {"worker_type": WorkerType, "mode": TransferMode}
 
 
-def _lookup(df: pd.DataFrame, argument: str, spec: Any, default: Any) -> tuple[Any, Hashable | None]:
+def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable | None]:
     """The value of one argument, and the column it came from (None for a value)."""
     if isinstance(spec, Hashable) and not isinstance(spec, (bool, int, float)) and spec in df.columns:
         return df[spec], spec
     if not isinstance(spec, str):
         return spec, None
-    if spec == default and argument in _FALLBACKS:
+    if spec == argument and argument in _FALLBACKS:  # the default column name, absent: upstream's default
         return _FALLBACKS[argument], None
     if argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}:
         return spec, None  # a label such as worker_type="decode"
@@ -109,24 +109,11 @@ def handoff_delays(
     c          <NA>
     Name: handoff_delay_ms, dtype: Float64
     """
-    specs = {
-        "num_input_tokens": num_input_tokens,
-        "kv_transfer_bandwidth": kv_transfer_bandwidth,
-        "kv_bytes_per_token": kv_bytes_per_token,
-        "worker_type": worker_type,
-        "completed": completed,
-        "mode": mode,
-        "destination_missing_tokens": destination_missing_tokens,
-        "state_bytes": state_bytes,
-        "latency_ms": latency_ms,
-        "fallback_delay_ms": fallback_delay_ms,
-    }
-    defaults = {"mode": "mode", "destination_missing_tokens": "destination_missing_tokens",
-                "worker_type": "worker_type", "completed": "completed"}
+    given = locals()
     values: dict[str, Any] = {}
     columns: dict[str, Hashable] = {}
-    for argument, spec in specs.items():
-        values[argument], column = _lookup(df, argument, spec, defaults.get(argument))
+    for argument in ARGUMENTS:
+        values[argument], column = _lookup(df, argument, given[argument])
         if column is not None:
             columns[argument] = column
     resolvers = {

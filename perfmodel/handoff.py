@@ -74,6 +74,9 @@ _RULES: dict[str, _Rule] = {
     "fallback_delay_ms": _Rule("real", "the fallback delay is a finite number of milliseconds >= 0, or None"),
 }
 
+#: The model's ten inputs, in the kernel's argument order (the pandas facade takes the same names).
+ARGUMENTS = tuple(_RULES)
+
 # The kernel's validity rules, restated in numpy for the diagnostic pass (error path only).
 _INF = np.inf
 _INVALID = {
@@ -493,18 +496,8 @@ def handoff_delay_ms(
     ...                            destination_missing_tokens=20)
     array([0.02])
     """
-    inputs = {
-        "num_input_tokens": num_input_tokens,
-        "kv_transfer_bandwidth": kv_transfer_bandwidth,
-        "kv_bytes_per_token": kv_bytes_per_token,
-        "worker_type": worker_type,
-        "completed": completed,
-        "mode": mode,
-        "destination_missing_tokens": destination_missing_tokens,
-        "state_bytes": state_bytes,
-        "latency_ms": latency_ms,
-        "fallback_delay_ms": fallback_delay_ms,
-    }
+    given = locals()
+    inputs = {name: given[name] for name in ARGUMENTS}
     return _handoff(inputs, errors=errors, out=out, parallel=parallel, num_threads=num_threads)[0]
 
 
