@@ -13,7 +13,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _accessor  # noqa: F401  (registers df.perfmodel)
+import os as _os
+import sys as _sys
+
+try:
+    from . import _accessor  # noqa: F401  (registers df.perfmodel; imports pandas, the slow part of start-up)
+except KeyboardInterrupt:
+    # Ctrl-C while the ``perfmodel`` command starts (console script, or ``python -m perfmodel`` being
+    # located): one line and the usual exit code, not a traceback from deep inside numpy's import.
+    if _os.path.basename(_sys.argv[0]) in ("perfmodel", "-m"):
+        print("perfmodel: interrupted during start-up; nothing was written", file=_sys.stderr)
+        raise SystemExit(130) from None
+    raise
 from ._codes import TransferMode, WorkerType
 
 __version__ = "0.1.0"

@@ -14,6 +14,10 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from . import _cache
+
+_cache.install()  # compiled kernels go to the user cache folder, never into the installed package
+
 # error_model="numpy": division by zero gives inf/nan instead of raising.
 # No fastmath at all: NaN is how "missing" flows here, and reassociation ("arcp",
 # "contract") would change the last bit against upstream's operation order. The kernel is

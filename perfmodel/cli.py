@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import os
 import re
+import signal
 import sys
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +75,9 @@ def parse_tokens(spec: str) -> list[int]:
             factor = float(step[1:])
         except ValueError:
             raise UsageError(f"token range step {step!r} is not xFACTOR (e.g. x2)") from None
-        if factor <= 1 or start == 0:
+        if not factor > 1 or start == 0:
             raise UsageError(f"geometric token range {spec!r} needs a factor > 1 and START > 0")
+        _check_range_size(spec, math.log(stop / start) / math.log(factor) + 1 if stop > start else 1)
         value = float(start)
         while value <= stop * (1 + 1e-12):
             values.append(int(round(value)))
@@ -81,10 +86,30 @@ def parse_tokens(spec: str) -> list[int]:
         increment = _count(step)
         if increment <= 0:
             raise UsageError(f"token range step {step!r} must be > 0")
+        _check_range_size(spec, (stop - start) // increment + 1)
         values = list(range(start, stop + 1, increment))
-    if len(values) > 1_000_000:
-        raise UsageError(f"token range {spec!r} has {len(values):,} values; use a coarser step")
     return sorted(set(values))
+
+
+#: The most prompt lengths one --tokens option may ask for (counted before anything is built).
+MAX_TOKEN_VALUES = 1_000_000
+
+
+def _check_range_size(spec: str, count: float) -> None:
+    if count > MAX_TOKEN_VALUES:
+        raise UsageError(f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "
+                         "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
 
 
 def _fail(message: str) -> Any:
@@ -126,43 +151,13 @@ def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) ->
     return mapping
 
 
-# --- output files, written atomically ------------------------------------------------------
-
-@contextlib.contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target``, renamed onto it only if the block succeeds."""
-    from .io import _atomic
-
-    with _atomic(target) as tmp:
-        yield tmp
-
-
-def write_table(df: Any, path: Path, fmt: str | None = None) -> Path:
-    """Write a DataFrame as CSV, Parquet or JSON lines (format from the name), atomically."""
-    from .io import format_of
-
-    fmt = fmt or format_of(path)
-    with atomic_path(path) as tmp:
-        if fmt == "csv":
-            df.to_csv(tmp, index=False)
-        elif fmt == "parquet":
-            df.to_parquet(tmp, index=False)
-        else:
-            df.to_json(tmp, orient="records", lines=True)
-    return path
-
-
 # --- subcommands ---------------------------------------------------------------------------
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     import perfmodel
-    import perfmodel.plotting as pp
 
     tokens = parse_tokens(args.tokens)
     axes: dict[str, Any] = {"num_input_tokens": tokens}
@@ -186,9 +181,29 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.latency_ms:
         axes["latency_ms"] = _floats("--latency-ms", args.latency_ms)
 
-    df = perfmodel.sweep(**axes)
+    from .io import output_folder
+
     out: Path = args.out
-    table = write_table(df, out / f"sweep.{'parquet' if args.format == 'parquet' else 'csv'}", args.format)
+    table_name = f"sweep.{args.format}"
+    names = [table_name, "delay_vs_tokens.png"] + (["heatmap.png"] if len(tokens) > 1 else [])
+    with output_folder(out, names=names) as stage:  # refuses a folder holding files of these names not ours
+        rows = _sweep_outputs(axes, tokens, stage, table_name)
+    print(f"\nwrote {out / table_name} ({rows:,} rows) and {', '.join(str(out / n) for n in names[1:])}")
+    return 0
+
+
+def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_name: str) -> int:
+    """Compute the sweep, write its table and figures into ``stage``, print the summary; return the rows."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    import perfmodel
+    import perfmodel.plotting as pp
+
+    from .io import write_table
+
+    df = perfmodel.sweep(**axes)
+    write_table(df, stage / table_name)
 
     hue = "link" if "link" in df else "kv_transfer_bandwidth"
     panel = "model" if "model" in df else "kv_bytes_per_token"
@@ -207,8 +222,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         ax.set_visible(False)
     if fixed:
         fig.suptitle(", ".join(f"{k}={v}" for k, v in fixed.items()), fontsize="small")
-    plots = [out / "delay_vs_tokens.png"]
-    _save(fig, plots[0])
+    _save(fig, stage / "delay_vs_tokens.png")
 
     first = panels[0]
     grid_axes = {"num_input_tokens": tokens, "kv_transfer_bandwidth": np.geomspace(1, 1000, 61)}
@@ -217,18 +231,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if len(tokens) > 1:
         pp.heatmap(perfmodel.sweep(**grid_axes), budgets_ms=(10, 50, 100), ax=ax)
         ax.set_title(f"{first}: handoff delay over bandwidth and prompt length")
-        plots.append(out / "heatmap.png")
-        _save(fig, plots[-1])
+        _save(fig, stage / "heatmap.png")
     plt.close("all")
-
     print(_summary(view, hue, panel, tokens))
-    print(f"\nwrote {table} ({len(df):,} rows) and {', '.join(str(p) for p in plots)}")
-    return 0
+    return len(df)
 
 
 def _save(fig: Any, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=130, format="png")
+    fig.savefig(path, dpi=130, format="png")
 
 
 def _summary(df: Any, hue: str, panel: str, tokens: list[int]) -> str:
@@ -262,7 +272,8 @@ def cmd_delay(args: argparse.Namespace) -> int:
         from . import dask as pm_dask
 
         rows = pm_dask.delay_files(args.input, args.out, scheduler=args.scheduler, workers=args.workers,
-                                   errors=args.errors, **keywords)
+                                   errors=args.errors, chunk_rows=args.chunk_rows,
+                                   connect_timeout_s=args.connect_timeout, **keywords)
     else:
         rows = io.delay_file(args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors,
                              progress=None, **keywords)
@@ -317,7 +328,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     import perfmodel.plotting as pp
 
+    from .io import check_not_overlapping, output_folder, write_table
     from .trace import read_trace, replay_handoffs, summarize
+
+    check_not_overlapping(args.out, [args.trace])  # before the (long) replay
 
     import warnings
 
@@ -337,14 +351,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     )
     summary = summarize(replay)
     out: Path = args.out
-    write_table(replay.reset_index(), out / f"replay.{args.format}")
-    with atomic_path(out / "summary.json") as tmp:
-        tmp.write_text(json.dumps(summary, indent=1))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    pp.delay_cdf({f"{args.contention} contention": replay}, ax=axes[0])
-    pp.link_timeline(replay, ax=axes[1])
-    _save(fig, out / "replay.png")
-    plt.close(fig)
+    names = [f"replay.{args.format}", "summary.json", "replay.png"]
+    with output_folder(out, names=names, inputs=[args.trace]) as stage:
+        write_table(replay.reset_index(), stage / names[0])
+        (stage / "summary.json").write_text(json.dumps(summary, indent=1))
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+        pp.delay_cdf({f"{args.contention} contention": replay}, ax=axes[0])
+        pp.link_timeline(replay, ax=axes[1])
+        _save(fig, stage / "replay.png")
+        plt.close(fig)
     width = max(map(len, summary))
     for key, value in summary.items():
         print(f"{key:<{width}}  {value:,.4g}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
@@ -376,9 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
     sweep.add_argument("--mode", nargs="+", choices=["full_prompt", "destination_missing"])
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    sweep.add_argument("--block-size", type=int, default=64, metavar="TOKENS", help="KV block size (default 64)")
+    sweep.add_argument("--block-size", type=_positive_int, default=64, metavar="TOKENS", help="KV block size (default 64)")
     sweep.add_argument("--kv-cache-dtype", nargs="+", metavar="DTYPE", help="e.g. bf16 fp8")
-    sweep.add_argument("--tp", type=int, nargs="+", metavar="N", help="tensor-parallel degrees")
+    sweep.add_argument("--tp", type=_positive_int, nargs="+", metavar="N", help="tensor-parallel degrees")
     sweep.add_argument("--latency-ms", nargs="+", metavar="MS", help="per-transfer setup latency")
     sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
                        help="output folder (default %(default)s)")
@@ -402,12 +417,16 @@ def build_parser() -> argparse.ArgumentParser:
     delay.add_argument("--latency-ms", type=float, metavar="MS")
     delay.add_argument("--fallback-delay-ms", type=float, metavar="MS")
     delay.add_argument("--kv-cache-dtype", metavar="DTYPE")
-    delay.add_argument("--tp", type=int, metavar="N")
+    delay.add_argument("--tp", type=_positive_int, metavar="N")
     delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
                        help="invalid rows: stop (default) or leave the delay empty")
-    delay.add_argument("--chunk-rows", type=int, default=1_000_000, metavar="N", help="rows per chunk (default 1M)")
-    delay.add_argument("--workers", type=int, metavar="N", help="run on a local Dask cluster of N worker processes")
+    delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
+                       help="rows per chunk (default 1M)")
+    delay.add_argument("--workers", type=_positive_int, metavar="N",
+                       help="run on a local Dask cluster of N worker processes")
     delay.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask cluster")
+    delay.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="how long to wait for --scheduler before giving up (default %(default)s)")
     delay.set_defaults(run=cmd_delay)
 
     sub.add_parser("models", help="the model presets and their KV bytes per token").set_defaults(run=cmd_models)
@@ -423,12 +442,12 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--link", metavar="NAME")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS")
     trace.add_argument("--mode", choices=["full_prompt", "destination_missing"], default="full_prompt")
-    trace.add_argument("--block-size", type=int, default=512, metavar="TOKENS")
-    trace.add_argument("--decode-workers", type=int, default=1, metavar="N")
+    trace.add_argument("--block-size", type=_positive_int, default=512, metavar="TOKENS")
+    trace.add_argument("--decode-workers", type=_positive_int, default=1, metavar="N")
     trace.add_argument("--cache-blocks", type=int, metavar="N", help="LRU capacity per decode worker (default unbounded)")
     trace.add_argument("--routing", choices=["prefix", "round_robin"], default="prefix")
     trace.add_argument("--contention", choices=["none", "fifo", "fair"], default="none")
-    trace.add_argument("--links", type=int, default=1, metavar="N")
+    trace.add_argument("--links", type=_positive_int, default=1, metavar="N")
     trace.add_argument("--latency-ms", type=float, metavar="MS")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
@@ -446,23 +465,75 @@ def _version() -> str:
     return __version__
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every ``finally`` removes its temporary files."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Failures caused by the input, the files or the machine (exit 2), as opposed to bugs (exit 1)."""
+    import lzma
+    import zlib
+
+    # ValueError covers InputError, bad JSON/CSV/Parquet (pyarrow's ArrowInvalid) and undecodable text;
+    # OSError covers missing files, permissions, a full disk, read-only targets and unreachable schedulers.
+    return UsageError, ValueError, OSError, EOFError, lzma.LZMAError, zlib.error
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command line; returns the exit code.
+
+    0: done. 2: a failure caused by the input, the files or the machine (one line on
+    stderr; ``--debug`` shows the traceback). 1: an internal error (a bug: the traceback
+    is shown). 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP): interrupted, outputs untouched.
+    """
+    previous = {}
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None:
+            with contextlib.suppress(ValueError):  # not the main thread: leave the handlers alone
+                previous[signum] = signal.signal(signum, _interrupt)
+    command = "?"
     try:
-        return args.run(args)
-    except (UsageError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, KeyError) as error:
-        if args.debug:
-            raise
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        if isinstance(error, (FileNotFoundError, IsADirectoryError, PermissionError)) and error.filename:
-            message = f"{error.filename}: {error.strerror or message}"
-        print(f"perfmodel {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("perfmodel: interrupted; no output was left half-written", file=sys.stderr)
-        return 130
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = args.command
+        try:
+            return args.run(args)
+        except _user_errors() as error:
+            if args.debug:
+                raise
+            if hasattr(error, "coerce_hint"):  # an InputError: name the command's flag, if it has one
+                error.coerce_hint = "--errors coerce" if command == "delay" else ""
+            print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        print(f"perfmodel: interrupted ({signal.Signals(signum).name}); no output was written or changed",
+              file=sys.stderr)
+        return 128 + int(signum)
+    except SystemExit:
+        raise
+    except Exception:  # a bug in perfmodel, not the user's input: say so, with the traceback
+        print(f"perfmodel {command}: internal error (please report it, with this traceback):\n"
+              f"{traceback.format_exc()}", file=sys.stderr)
+        return 1
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

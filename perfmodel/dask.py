@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError('perfmodel.dask needs Dask: pip install "perfmodel[dask]"') from error
 
+from .errors import InputError
 from .frame import RESULT_NAME, handoff_delays as _pandas_handoff_delays
 from .sweeps import SweepPlan
 
@@ -88,30 +87,107 @@ def _sweep_rows(plan: SweepPlan, bounds: tuple[int, int]) -> pd.DataFrame:
     return plan.rows(*bounds, progress=False)
 
 
+#: Seconds to wait for an existing scheduler before giving up (``--connect-timeout``).
+CONNECT_TIMEOUT_S = 10.0
+
+
 @contextlib.contextmanager
-def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
-    """A distributed client: to an existing scheduler, or a local cluster of worker processes."""
+def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
+    """A distributed client: to an existing scheduler (bounded wait), or a local cluster of worker processes."""
+    import logging
+
     from distributed import Client, LocalCluster
 
     if scheduler:
-        with Client(scheduler) as client:
+        try:
+            client = Client(scheduler, timeout=connect_timeout_s)
+        except (OSError, TimeoutError, ValueError) as error:
+            raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler} within {connect_timeout_s:g} s "
+                                  f"({str(error).splitlines()[0] if str(error) else type(error).__name__}). Fix: "
+                                  "check the address and that 'dask scheduler' runs there") from None
+        with client:
             yield client
     else:
         with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
             yield client
+
+
+def input_files(source: str | os.PathLike) -> list[Path]:
+    """The files a source names: itself, a folder's data files (recursively, sorted) or a glob's matches.
+
+    Hidden files and folders (``.name``, ``_name``: Parquet metadata, perfmodel's staging) are skipped.
+
+    >>> input_files("no-such-*.parquet")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: [Errno 2] no file matches: 'no-such-*.parquet'
+    """
+    from .io import detect
+
+    def is_data(p: Path) -> bool:
+        try:
+            detect(p)
+        except InputError:
+            return False
+        return p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
+
+    pattern = str(source)
+    path = Path(pattern)
+    if any(ch in pattern for ch in "*?["):
+        import glob
+
+        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if is_data(p))
+    elif path.is_file():
+        files = [path]
+    else:
+        raise FileNotFoundError(2, "no such file or folder", pattern)
+    if not files:
+        raise FileNotFoundError(2, "no file matches", pattern)
+    return files
+
+
+def _delay_part(source: str, target: str, chunk_rows: int, errors: str, keywords: dict[str, Any]) -> Any:
+    """One input file -> one Parquet part (on a worker); returns its report, never raises a user error."""
+    from .io import FileFormat, TableWriter, delay_rows
+
+    writer = TableWriter(Path(target), FileFormat("parquet"))
+    try:
+        report = delay_rows(source, writer, chunk_rows=chunk_rows, errors=errors, progress=False, keywords=keywords)
+        if report.error is None:
+            writer.close(empty_columns=[RESULT_NAME])
+        else:
+            writer.abort()
+        return report
+    except Exception as error:  # reported by the client, in input order, without a worker traceback in the logs
+        import traceback
+
+        writer.abort()
+        error.__perfmodel_traceback__ = traceback.format_exc()
+        return error
 
 
 def delay_files(
     source: str | os.PathLike, target: str | os.PathLike, *, scheduler: str | None = None, workers: int | None = None,
-    errors: str = "raise", **keywords: Any,
+    errors: str = "raise", chunk_rows: int = 1_000_000, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    **keywords: Any,
 ) -> int:
-    """Add ``handoff_delay_ms`` to Parquet files (a file, folder or glob) on a Dask cluster.
+    """Add ``handoff_delay_ms`` to the rows of many files (a file, folder or glob) on a Dask cluster.
 
-    Writes partitioned Parquet to the folder ``target``: first into a temporary folder
-    beside it, renamed into place when every partition succeeded. ``scheduler`` is the
-    address of an existing cluster (``tcp://host:8786``); otherwise a local cluster of
-    ``workers`` processes runs the job. Returns the number of rows written.
+    Each input file (CSV, Parquet or JSON lines) is one task, read in chunks of
+    ``chunk_rows`` rows and written as one Parquet part of the folder ``target``
+    (``part-00000.parquet``, ... in input order; other columns pass through losslessly).
+    The parts are staged in a hidden folder inside ``target`` and moved in only when
+    every task succeeded; files in ``target`` that perfmodel did not write are left alone
+    (and one of the same name as a part makes it refuse). Invalid rows are reported for
+    all files at once: the total, and the first one in input order with its file and row.
+
+    ``scheduler`` is the address of an existing cluster (``tcp://host:8786``, waited for
+    at most ``connect_timeout_s`` seconds); otherwise a local cluster of ``workers``
+    processes runs the job. Every worker must see ``source`` and ``target`` at the same
+    paths (a shared file system). Returns the number of rows written.
 
     Examples
     --------
@@ -120,26 +196,27 @@ def delay_files(
     ...             kv_transfer_bandwidth="ib-ndr", num_input_tokens="prompt_tokens")  # doctest: +SKIP
     12000000
     """
+    from .handoff import check_errors
+    from .io import Report, detect, output_folder
+
+    check_errors(errors)
     target = Path(target)
-    pattern = str(source)
-    if not any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
-        raise FileNotFoundError(2, "no such file or folder", pattern)
-    if target.suffix.lower() in (".csv", ".jsonl", ".json"):
-        raise ValueError(f"{target}: with --workers/--scheduler the output is a folder of Parquet files. "
-                         "Fix: name a folder, e.g. --out delays/")
-    with _client(scheduler, workers):
-        ddf = dd.read_parquet(pattern)
-        result = ddf.assign(**{RESULT_NAME: handoff_delays(ddf, errors=errors, **keywords)})
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            result.to_parquet(staging, write_index=False)
-            rows = int(dd.read_parquet(staging).shape[0].compute())
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return rows
-
-
+    if target.suffix.lower() in (".csv", ".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".gz"):
+        raise InputError(str(target), "with --workers/--scheduler the output is a folder of Parquet parts",
+                         "name a folder, e.g. --out delays/")
+    files = input_files(source)
+    for file in files:
+        detect(file)
+    names = [f"part-{i:05d}.parquet" for i in range(len(files))]
+    with output_folder(target, names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]) as stage:
+        with _client(scheduler, workers, connect_timeout_s) as client:
+            futures = client.map(_delay_part, [str(f) for f in files], [str(stage / n) for n in names],
+                                 chunk_rows=chunk_rows, errors=errors, keywords=keywords, pure=False)
+            results = client.gather(futures)
+        total = Report()  # reported once the cluster is closed: no worker chatter after the error line
+        for file, result in zip(files, results):
+            if isinstance(result, BaseException):
+                raise result
+            total.merge(result)
+        total.raise_if_invalid()
+    return total.rows

@@ -16,7 +16,8 @@ import pandas as pd
 
 from . import _resolve
 from ._codes import TransferMode, WorkerType
-from .handoff import ARGUMENTS, Errors, InputError, _handoff
+from .errors import InputError, check_whole
+from .handoff import ARGUMENTS, Errors, _handoff, check_errors
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -33,14 +34,31 @@ _FALLBACKS: dict[str, Any] = {
 _LABELS = {"worker_type": WorkerType, "mode": TransferMode}
 
 
+def _aligned(df: pd.DataFrame, argument: str, series: pd.Series) -> pd.Series:
+    """A Series given as a value, aligned on the frame's index (never used by position)."""
+    if series.index.equals(df.index):
+        return series
+    if series.index.is_unique and df.index.is_unique and len(series) == len(df) and series.index.isin(df.index).all():
+        return series.reindex(df.index)  # the same rows in another order
+    raise InputError(argument, "a Series whose index differs from the frame's (its values would land on other rows)",
+                     "pass a Series with the frame's index, a column name, or .to_numpy() to align by position")
+
+
 def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable | None]:
     """The value of one argument, and the column it came from (None for a value)."""
     if isinstance(spec, Hashable) and not isinstance(spec, (bool, int, float)) and spec in df.columns:
         return df[spec], spec
+    if isinstance(spec, pd.Series):
+        return _aligned(df, argument, spec), None
     if not isinstance(spec, str):
         return spec, None
     if spec == argument and argument in _FALLBACKS:  # the default column name, absent: upstream's default
         return _FALLBACKS[argument], None
+    if spec == argument:  # a required input, neither given nor a column of the frame
+        what = {"num_input_tokens": "prompt tokens", "kv_transfer_bandwidth": "GB/s, a link name or a Link",
+                "kv_bytes_per_token": "bytes, a model name or a config"}.get(argument, "a value")
+        raise InputError(argument, f"was not given, and the frame has no column {argument!r} "
+                         f"(it has {list(df.columns)})", f"pass {argument}=<{what}, or a column name>")
     if argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}:
         return spec, None  # a label such as worker_type="decode"
     if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
@@ -110,6 +128,11 @@ def handoff_delays(
     Name: handoff_delay_ms, dtype: Float64
     """
     given = locals()
+    check_errors(errors)
+    check_whole("tp", tp, smallest=1)
+    if not isinstance(df, pd.DataFrame):
+        raise InputError("df", f"expected a pandas DataFrame, got {type(df).__name__}",
+                         "pass a DataFrame (for arrays use perfmodel.handoff_delay_ms)")
     values: dict[str, Any] = {}
     columns: dict[str, Hashable] = {}
     for argument in ARGUMENTS:
@@ -117,8 +140,9 @@ def handoff_delays(
         if column is not None:
             columns[argument] = column
     resolvers = {
-        "kv_bytes_per_token": lambda v: _resolve.bytes_per_token(v, kv_cache_dtype=kv_cache_dtype, tp=tp),
-        "kv_transfer_bandwidth": _resolve.bandwidth_and_latency,
+        "kv_bytes_per_token": lambda v: _resolve.bytes_per_token(v, kv_cache_dtype=kv_cache_dtype, tp=tp,
+                                                                 errors=errors),
+        "kv_transfer_bandwidth": lambda v: _resolve.bandwidth_and_latency(v, errors=errors),
     }
     resolved = {}
     for argument, resolve in resolvers.items():

@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels
 from ._codes import TransferMode, WorkerType
+from .errors import InputError, check_flag, check_whole
 
 __all__ = [
     "InputError",
@@ -93,59 +94,6 @@ _INVALID = {
 }
 
 
-class InputError(ValueError):
-    """Invalid input: which argument, how many rows, the first bad row and value, the fix.
-
-    A :class:`ValueError`, so ``except ValueError`` catches it. ``where`` names the
-    argument (the pandas facade puts the column name there) and ``row`` the first bad
-    row (a position here, a row label in the pandas facade).
-    """
-
-    def __init__(
-        self,
-        where: str,
-        problem: str,
-        fix: str,
-        *,
-        n_invalid: int | None = None,
-        row: Any = None,
-        value: Any = None,
-        argument: str | None = None,
-        position: int | None = None,
-    ) -> None:
-        self.where, self.problem, self.fix = where, problem, fix
-        self.n_invalid, self.row, self.value = n_invalid, row, value
-        self.argument = argument or where
-        self.position = position
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        if self.n_invalid is None:
-            return f"{self.where}: {self.problem}. Fix: {self.fix}."
-        rows = "row" if self.n_invalid == 1 else "rows"
-        return (
-            f"{self.where}: {self.n_invalid} invalid {rows}; first at row {self.row!r}: "
-            f"{self.value!r} ({self.problem}). Fix: {self.fix}, or pass errors='coerce' to get NaN for those rows."
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Picklable with all its fields (errors cross process boundaries, e.g. Dask workers)."""
-        fields = dict(n_invalid=self.n_invalid, row=self.row, value=self.value, argument=self.argument,
-                      position=self.position)
-        return _rebuild_input_error, (self.where, self.problem, self.fix, fields)
-
-    def relocated(self, where: str, row: Any) -> InputError:
-        """The same error, reported at another place (a column) and row (a label)."""
-        return InputError(
-            where, self.problem, self.fix, n_invalid=self.n_invalid, row=row, value=self.value,
-            argument=self.argument, position=self.position,
-        )
-
-
-def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, Any]) -> InputError:
-    return InputError(where, problem, fix, **fields)
-
-
 @dataclass
 class _Arg:
     """One coerced argument: ``value`` for the kernel, ``original`` for error messages."""
@@ -177,6 +125,8 @@ def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
         raise InputError(
             name, f"got a DataFrame with columns {list(value.columns)}", "pass one column, e.g. df['column']"
         )
+    if np.ma.isMaskedArray(value):  # masked entries are missing values, never the numbers behind the mask
+        value = _unmask(name, value)
     array = np.asarray(value)
     if array.ndim == 0:
         return array.reshape(1), True
@@ -186,6 +136,17 @@ def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
             "pass one column, or flatten it with .ravel()",
         )
     return array, False
+
+
+def _unmask(name: str, value: np.ma.MaskedArray) -> np.ndarray:
+    """A masked array with its masked entries as missing (NaN for numbers, None otherwise)."""
+    if not np.ma.getmask(value).any():
+        return np.ma.getdata(value)
+    if value.dtype.kind in "iuf":
+        return value.astype(np.float64).filled(np.nan)
+    if value.dtype.kind in "b":
+        raise InputError(name, "got a masked boolean array", "pass a pandas 'boolean' array, or fill the mask")
+    return value.astype(object).filled(None)
 
 
 def _pandas_to_numpy(data: Any) -> np.ndarray:
@@ -205,6 +166,8 @@ def _pandas_to_numpy(data: Any) -> np.ndarray:
 def _to_numeric(name: str, data: Any) -> np.ndarray:
     """Numbers as int64 or float64; entries that are not numbers as ``_UNPARSEABLE``."""
     if not isinstance(data, np.ndarray):
+        if getattr(data.dtype, "kind", "") == "b":  # nullable booleans too: never read as 0/1
+            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
         data = _pandas_to_numpy(data)
     dtype = data.dtype
     if dtype == np.int64 or dtype == np.float64:
@@ -221,10 +184,44 @@ def _to_numeric(name: str, data: Any) -> np.ndarray:
         return data.astype(np.int64 if fits else np.float64)
     if dtype.kind == "f":
         return data.astype(np.float64)
-    # objects and strings: parse; genuine missing values (None, NaN, NA) stay NaN.
-    parsed = pd.to_numeric(pd.Series(data, dtype=object), errors="coerce")
+    # objects and strings: parse; genuine missing values (None, NaN, NA, "" and "NA"-like text) stay NaN.
+    return _parse_objects(name, np.asarray(data, dtype=object))
+
+
+#: Text that means "missing" in a file (compared case-insensitively, after stripping spaces).
+MISSING_TEXT = frozenset({"", "na", "nan", "null", "none", "n/a", "<na>", "nat"})
+
+
+def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
+    """Objects (numbers, numeric text, missing markers) as int64 if all are whole, else float64.
+
+    Booleans, dates and durations are errors (never silently numbers); anything else that
+    is not a number becomes ``_UNPARSEABLE``, so the kernel counts it as invalid.
+    """
+    try:
+        kinds = {type(v) for v in pd.unique(data) if v is not None}
+    except TypeError:  # unhashable entries (lists): every type, the slow way
+        kinds = {type(v) for v in data if v is not None}
+    for kind in kinds:
+        if issubclass(kind, (bool, np.bool_)):
+            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
+        if issubclass(kind, (np.timedelta64, np.datetime64)) or kind.__module__.startswith(("datetime", "pandas")) \
+                and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp"):
+            raise InputError(name, f"got {kind.__name__} values where plain numbers were expected",
+                             "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
+    if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
+        try:
+            return data.astype(np.int64)
+        except (OverflowError, TypeError):
+            pass  # beyond int64, or missing values among them: float64 below
+    text = pd.Series(data, dtype=object)
+    if any(issubclass(k, str) for k in kinds):
+        is_text = text.map(type) == str
+        missing_text = text[is_text].str.strip().str.lower().isin(MISSING_TEXT)
+        text[missing_text[missing_text].index] = None
+    parsed = pd.to_numeric(text, errors="coerce")
     parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-    parsed[np.isnan(parsed) & ~pd.isna(data)] = _UNPARSEABLE
+    parsed[np.isnan(parsed) & ~pd.isna(text).to_numpy()] = _UNPARSEABLE
     return parsed
 
 
@@ -252,6 +249,8 @@ def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -
     Anything that is not a valid code becomes ``_UNPARSEABLE``.
     """
     dtype = data.dtype
+    if dtype.kind == "b" and not accept_bool:  # booleans (nullable ones too) are never worker types or modes
+        return np.full(len(data), _UNPARSEABLE, dtype=np.int8)
     if not isinstance(data, np.ndarray) and dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
         data = _pandas_to_numpy(data)
         dtype = data.dtype
@@ -284,6 +283,8 @@ def _code_of(label: Any, names: dict[str, int], limit: int, accept_bool: bool) -
 def _scalar(name: str, value: Any) -> Any:
     """A plain Python or numpy scalar as the kernel's scalar type, or None to take the general path."""
     rule = _RULES[name]
+    if isinstance(value, (np.timedelta64, np.datetime64)):
+        return None  # the general path refuses them with a clear message
     if isinstance(value, (bool, np.bool_)):
         return np.bool_(value) if rule.kind == "flag" else None
     if isinstance(value, (int, np.integer)):
@@ -331,22 +332,29 @@ def _common_length(args: list[_Arg]) -> int:
 
 
 def _diagnose(args: list[_Arg], n: int) -> InputError:
-    """Find the first argument with invalid rows (error path only; plain numpy)."""
+    """The first argument with invalid rows, with the count of every argument's invalid rows
+    (error path only; plain numpy)."""
+    counts: dict[str, int] = {}
+    first: tuple[_Arg, np.ndarray] | None = None
     for arg in args:
         with np.errstate(invalid="ignore"):
             invalid = np.broadcast_to(_INVALID[arg.name](np.asarray(arg.value)), (n,))
         n_invalid = int(np.count_nonzero(invalid))
-        if n_invalid and not arg.is_array:  # one value, applied to every row
-            value = _plain(arg.original[0])
-            return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", _RULES[arg.name].rule, value=value)
         if n_invalid:
-            position = int(np.argmax(invalid))
-            original = arg.original.iloc[position] if hasattr(arg.original, "iloc") else arg.original[position]
-            return InputError(
-                arg.name, _why(arg.name, original), _RULES[arg.name].rule,
-                n_invalid=n_invalid, row=position, value=_plain(original), position=position,
-            )
-    raise AssertionError("the kernel counted invalid rows that the diagnostic pass does not find")
+            counts[arg.name] = n_invalid
+            first = first or (arg, invalid)
+    if first is None:
+        raise AssertionError("the kernel counted invalid rows that the diagnostic pass does not find")
+    arg, invalid = first
+    if not arg.is_array:  # one value, applied to every row
+        value = _plain(arg.original[0])
+        return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", _RULES[arg.name].rule, value=value)
+    position = int(np.argmax(invalid))
+    original = arg.original.iloc[position] if hasattr(arg.original, "iloc") else arg.original[position]
+    return InputError(
+        arg.name, _why(arg.name, original), _RULES[arg.name].rule,
+        n_invalid=counts[arg.name], row=position, value=_plain(original), position=position, counts=counts,
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -512,8 +520,14 @@ def _handoff(
 ) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
     """:func:`handoff_delay_ms` of ``inputs`` (its ten inputs by name), and optionally
     the result's NaN mask, written by the kernel in the same pass."""
-    if errors not in ("raise", "coerce"):
-        raise InputError("errors", f"must be 'raise' or 'coerce', got {errors!r}", "pass errors='raise' or 'coerce'")
+    check_errors(errors)
+    check_flag("parallel", parallel, optional=True)
+    if num_threads is not None:
+        check_whole("num_threads", num_threads, smallest=1)
+        if num_threads > numba.config.NUMBA_NUM_THREADS:
+            raise InputError("num_threads", f"{num_threads} is more than the {numba.config.NUMBA_NUM_THREADS} threads "
+                             "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
+                             "NUMBA_NUM_THREADS before starting Python")
     missing_tokens_given = inputs["destination_missing_tokens"] is not None
     defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan}
     values = {name: defaults[name] if inputs[name] is None and name in defaults else inputs[name] for name in _RULES}
@@ -533,6 +547,14 @@ def _handoff(
     return out, missing
 
 
+def check_errors(errors: Any, choices: tuple[str, ...] = ("raise", "coerce")) -> str:
+    """``errors`` if it is one of ``choices``, else :class:`InputError`."""
+    if not isinstance(errors, str) or errors not in choices:
+        raise InputError("errors", f"must be {' or '.join(map(repr, choices))}, got {errors!r}",
+                         f"pass errors={choices[0]!r} or errors={choices[1]!r}")
+    return errors
+
+
 def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.int64]:
     """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
     a whole number >= ``smallest`` (missing values included).
@@ -543,12 +565,15 @@ def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.
     """
     data, _ = _as_1d(name, value)
     numbers = _to_numeric(name, data)
-    invalid = ~((numbers >= smallest) & (numbers < np.inf) & (numbers == np.floor(numbers)))
+    if numbers.dtype == np.int64:
+        invalid = numbers < smallest
+    else:  # floats: whole, finite and within int64's range (a cast would wrap around silently)
+        invalid = ~((numbers >= smallest) & (numbers < 2.0**63) & (numbers == np.floor(numbers)))
     if invalid.any():
         position = int(np.argmax(invalid))
         original, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
         problem = "missing" if number != number else f"below {smallest}" if 0 <= number < smallest \
-            else _why("num_input_tokens", original)
+            else "too large for a 64-bit integer" if 2.0**63 <= number < np.inf else _why("num_input_tokens", original)
         raise InputError(
             name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
             n_invalid=int(invalid.sum()), row=position, value=original,
@@ -594,4 +619,11 @@ def destination_missing_tokens(
         raise InputError("inputs", f"lengths {[len(c) for c in counts]} do not broadcast",
                          "pass arrays of one common length, or scalars") from None
     blocks = -(-tokens // block)
-    return ((blocks - np.minimum(cached // block, blocks)) * block).astype(np.int64, copy=False)
+    fresh = blocks - np.minimum(cached // block, blocks)
+    too_large = fresh > np.iinfo(np.int64).max // block  # fresh * block would wrap around
+    if too_large.any():
+        position = int(np.argmax(too_large.reshape(-1)))
+        raise InputError("destination_missing_tokens", "the block-rounded token count exceeds the 64-bit integer "
+                         f"range (first at position {position}: {int(tokens.reshape(-1)[position])} tokens, "
+                         f"block size {int(block.reshape(-1)[position])})", "pass realistic token counts")
+    return (fresh * block).astype(np.int64, copy=False)

@@ -170,8 +170,9 @@ def kv_bytes_per_token(config: ModelConfig, *, kv_cache_dtype: str | None = None
     >>> kv_bytes_per_token("deepseek-v3", kv_cache_dtype="fp8", tp=8)
     35136
     """
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise ValueError(f"tp must be a whole number >= 1, got {tp!r}. Fix: pass the tensor-parallel degree, e.g. tp=8")
+    from .errors import check_whole
+
+    tp = check_whole("tp", tp, smallest=1)
     cfg = model_config(config)
     dtype_bytes = _dtype_bytes(cfg, kv_cache_dtype)
     layers = _field(cfg, _LAYERS)

@@ -9,6 +9,7 @@ on a terminal when the sweep takes more than a second).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 
 from . import _resolve
 from ._codes import TransferMode
+from .errors import InputError, check_whole
 from .handoff import destination_missing_tokens, handoff_delay_ms, whole_numbers
 from .links import Link, get_link
 
@@ -108,7 +110,25 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     3  ib-ndr             32768        214.748365
     """
     plan = SweepPlan.of(axes)
+    _check_fits_in_memory(plan)
     return plan.rows(0, plan.n, progress=progress)
+
+
+def _physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system
+        return None
+
+
+def _check_fits_in_memory(plan: SweepPlan) -> None:
+    """Refuse, before allocating anything, a sweep whose result would not fit in this machine's memory."""
+    row_bytes = 8 * (len(plan.axes) + 3)  # at most 8 bytes per column and row (labels take less)
+    memory = _physical_memory_bytes()
+    if memory is not None and plan.n * row_bytes > memory:
+        raise InputError("sweep", f"{plan.n:,} rows need about {plan.n * row_bytes / 1e9:,.1f} GB, more than this "
+                         f"machine's {memory / 1e9:,.1f} GB of memory",
+                         "sweep fewer values, or use perfmodel.dask.sweep(...).to_parquet(folder) for grids this large")
 
 
 @dataclass(frozen=True)
@@ -186,7 +206,8 @@ class SweepPlan:
             for index in np.ndindex(*bytes_table.shape):
                 chosen = {m: values[m][i] for m, i in zip(bytes_axes, index)}
                 bytes_table[index] = _resolve.bytes_per_token(
-                    chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"), tp=int(chosen.get("tp", 1)))
+                    chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"),
+                    tp=check_whole("tp", chosen.get("tp", 1), smallest=1))
         links = [get_link(v) for v in values.get("link", [])]
         return cls(
             axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,

@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 
 from . import _resolve
+from .errors import InputError, check_choice, check_whole
+from .handoff import check_errors, whole_numbers
 from .links import get_link
 
 __all__ = ["read_trace", "replay_handoffs", "summarize", "synthetic_trace"]
@@ -56,7 +58,8 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
     options = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
     try:
         table = pj.read_json(path, parse_options=options)
-        if table.num_rows and all(table.column(f).null_count == 0 for f in ("timestamp", "input_length")):
+        if table.num_rows and all(table.column(f).null_count == 0 for f in ("timestamp", "input_length")) \
+                and _null_hash_rows(table.column("hash_ids")).size == 0:
             return table, 0
     except pa.ArrowInvalid:
         pass
@@ -160,8 +163,8 @@ def read_trace(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(2, "no such file", str(path))
-    if errors not in ("raise", "skip"):
-        raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
+    check_errors(errors, ("raise", "skip"))
+    hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
     fmt = format or _detect(path)
     skipped = 0
     if fmt == "mooncake":
@@ -194,6 +197,21 @@ def read_trace(
     if skipped:
         warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
     return df
+
+
+def _null_hash_rows(hashes: Any) -> np.ndarray:
+    """Rows whose hash_ids list holds a null entry (a block whose identity is unknown: never a cache hit)."""
+    import pyarrow.compute as pc
+
+    if isinstance(hashes, pa.ChunkedArray):
+        hashes = hashes.combine_chunks() if hashes.num_chunks else pa.array([], type=_HASH_TYPE)
+    if hashes.null_count:
+        hashes = pc_fill_empty(hashes)
+    flat = pc.list_flatten(hashes)
+    if flat.null_count == 0:
+        return np.empty(0, dtype=np.int64)
+    parents = pc.list_parent_indices(hashes).to_numpy()
+    return np.unique(parents[pc.is_null(flat).to_numpy(zero_copy_only=False)])
 
 
 def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
@@ -243,7 +261,10 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
     outputs = pd.to_numeric(df["num_output_tokens"]).to_numpy(dtype="float64", na_value=np.nan)
     arrival = df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)
-    bad = np.isnan(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0)
+    bad = np.isnan(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0) \
+        | (outputs != np.floor(outputs)) | ~(tokens < 2.0**63) | ~(outputs < 2.0**63)
+    if "hash_ids" in df:  # a null block id would match nothing reliably: the row is malformed, never a hit
+        bad[_null_hash_rows(pa.array(df["hash_ids"], type=_HASH_TYPE))] = True
     if "ready_ms" in df:  # a prefill completes after its request arrives
         bad |= ~(df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan) >= arrival)
     if bad.any():
@@ -252,8 +273,9 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
             suffix = path.suffix.lower()
             where = f"line {i + 2}" if suffix == ".csv" else f"line {i + 1}" if suffix in (".jsonl", ".json", ".ndjson") \
                 else f"row {i + 1}"
-            raise ValueError(f"{path}, {where}: {int(bad.sum())} malformed row(s) (missing or impossible time, or invalid "
-                             f"token count), first: {df.iloc[i].to_dict()}. Fix: repair them, or pass errors='skip'")
+            raise ValueError(f"{path}, {where}: {int(bad.sum())} malformed row(s) (missing or impossible time, invalid "
+                             f"token count, or a null hash id), first: {df.iloc[i].to_dict()}. Fix: repair them, or "
+                             "pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)
     return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
                      num_output_tokens=pd.to_numeric(df["num_output_tokens"]).astype("int64")), int(bad.sum())
@@ -297,8 +319,13 @@ def synthetic_trace(
     >>> len(trace), bool(trace["arrival_ms"].is_monotonic_increasing)
     (1000, True)
     """
-    if n < 0 or rate_per_s <= 0 or mean_turns < 1 or apps < 1:
-        raise ValueError("synthetic_trace: needs n >= 0, rate_per_s > 0, mean_turns >= 1 and apps >= 1")
+    n = check_whole("n", n)
+    apps = check_whole("apps", apps, smallest=1)
+    hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
+    max_input_tokens = check_whole("max_input_tokens", max_input_tokens, smallest=1)
+    if not rate_per_s > 0 or not mean_turns >= 1:
+        raise InputError("synthetic_trace", f"rate_per_s={rate_per_s!r}, mean_turns={mean_turns!r}",
+                         "pass rate_per_s > 0 and mean_turns >= 1")
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1000.0 / rate_per_s, n))
     arrival -= arrival[0] if n else 0.0
@@ -361,6 +388,11 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         lists = lists.combine_chunks()
     if lists.null_count:
         lists = pc_fill_empty(lists)
+    null_rows = _null_hash_rows(lists)
+    if null_rows.size:
+        raise InputError("trace column 'hash_ids'", f"{null_rows.size} request(s) have a null block id, first at row "
+                         f"{trace.index[null_rows[0]]!r}", "drop those requests or repair their hash_ids (a block "
+                         "whose identity is unknown cannot be a cache hit)")
     lists = lists.cast(pa.large_list(pa.int64()))
     offsets = lists.offsets.to_numpy().astype(np.int64)
     values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
@@ -443,18 +475,21 @@ def replay_handoffs(
     from . import _replay
 
     if (kv_bytes_per_token is None) == (model is None):
-        raise ValueError("replay_handoffs: give exactly one of kv_bytes_per_token (bytes) and model (a preset name)")
+        raise InputError("replay_handoffs", "needs exactly one of kv_bytes_per_token and model",
+                         "pass kv_bytes_per_token=<bytes> or model=<a preset name or config>")
     if (kv_transfer_bandwidth is None) == (link is None):
-        raise ValueError("replay_handoffs: give exactly one of kv_transfer_bandwidth (GB/s) and link (e.g. 'ib-ndr')")
-    choices = {"mode": (mode, ("full_prompt", "destination_missing")), "routing": (routing, ("prefix", "round_robin")),
-               "contention": (contention, ("none", "fifo", "fair"))}
-    for name, (value, valid) in choices.items():
-        if value not in valid:
-            raise ValueError(f"replay_handoffs: {name}={value!r} is not one of {valid}")
-    for name, value, low in (("block_size", block_size, 1), ("decode_workers", decode_workers, 1), ("links", links, 1),
-                             ("decode_cache_blocks", 0 if decode_cache_blocks is None else decode_cache_blocks, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"replay_handoffs: {name} must be a whole number >= {low}, got {value!r}")
+        raise InputError("replay_handoffs", "needs exactly one of kv_transfer_bandwidth and link",
+                         "pass kv_transfer_bandwidth=<GB/s> or link=<e.g. 'ib-ndr'>")
+    check_choice("mode", mode, ("full_prompt", "destination_missing"))
+    check_choice("routing", routing, ("prefix", "round_robin"))
+    check_choice("contention", contention, ("none", "fifo", "fair"))
+    block_size = check_whole("block_size", block_size, smallest=1)
+    decode_workers = check_whole("decode_workers", decode_workers, smallest=1)
+    links = check_whole("links", links, smallest=1)
+    decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
+    tp = check_whole("tp", tp, smallest=1)
+    hash_block_tokens = check_whole("trace.attrs['hash_block_tokens']",
+                                    trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS), smallest=1)
     per_token = float(_resolve.bytes_per_token(model if model is not None else kv_bytes_per_token,
                                                kv_cache_dtype=kv_cache_dtype, tp=tp))
     if link is not None:
@@ -471,9 +506,13 @@ def replay_handoffs(
                              "Fix: read it with perfmodel.read_trace")
     ready = trace[ready_ms] if isinstance(ready_ms, str) else trace["arrival_ms"] if ready_ms is None else ready_ms
     ready = np.ascontiguousarray(np.asarray(ready, dtype=np.float64))
-    tokens = np.ascontiguousarray(trace["num_input_tokens"].to_numpy(dtype=np.int64))
-    if ready.shape != tokens.shape or not np.isfinite(ready).all() or (tokens < 0).any():
-        raise ValueError("replay_handoffs: ready times must be finite, one per request, and token counts >= 0")
+    try:
+        tokens = np.ascontiguousarray(whole_numbers("num_input_tokens", trace["num_input_tokens"]))
+    except InputError as error:  # name the request by its row label
+        raise error.relocated("trace column 'num_input_tokens'", trace.index[error.row], coerce_hint="") from None
+    if ready.shape != tokens.shape or not np.isfinite(ready).all():
+        raise InputError("ready_ms", "ready times must be finite, one per request",
+                         "pass one finite time in ms per request (default: the arrival times)")
     blocks, offsets, n_unique = _flat_hashes(trace)
     n = len(trace)
     order = np.argsort(ready, kind="stable").astype(np.int64)
@@ -482,9 +521,9 @@ def replay_handoffs(
         ("transfer_bytes", np.float64), ("transfer_ms", np.float64), ("start_ms", np.float64),
         ("end_ms", np.float64), ("link", np.int64), ("queue_ms", np.float64))}
     _replay.replay(
-        order, ready, tokens, blocks, offsets, n_unique, int(trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS)),
+        order, ready, tokens, blocks, offsets, n_unique, hash_block_tokens,
         int(block_size), mode == "destination_missing", int(decode_workers),
-        -1 if decode_cache_blocks is None else int(decode_cache_blocks), routing == "prefix",
+        -1 if decode_cache_blocks is None else decode_cache_blocks, routing == "prefix",
         {"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], int(links),
         bandwidth, per_token, latency,
         out["decode_worker"], out["cached_tokens"], out["charged_tokens"], out["transfer_bytes"], out["transfer_ms"],
@@ -492,7 +531,10 @@ def replay_handoffs(
     )
     result = pd.DataFrame({
         "decode_worker": out["decode_worker"], "link": out["link"], "cached_tokens": out["cached_tokens"],
-        "charged_tokens": out["charged_tokens"], "transfer_bytes": out["transfer_bytes"],
+        "charged_tokens": out["charged_tokens"],
+        # whole bytes as integers (exact below 2**53, which float64 arithmetic in the kernel guarantees)
+        "transfer_bytes": out["transfer_bytes"].astype(np.int64) if float(per_token).is_integer() and
+        (out["transfer_bytes"] < 2.0**53).all() else out["transfer_bytes"],
         "transfer_ms": out["transfer_ms"], "queue_ms": out["queue_ms"],
         "handoff_delay_ms": out["queue_ms"] + out["transfer_ms"], "start_ms": out["start_ms"], "end_ms": out["end_ms"],
     }, index=trace.index)

@@ -127,7 +127,7 @@ def test_malformed_csv_line_is_named(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("num_input_tokens\n10\n20\n30,40\n")
     done = run("delay", str(bad), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
-    assert done.returncode == 2 and "bad.csv: Error tokenizing data" in done.stderr and "line 4" in done.stderr
+    assert done.returncode == 2 and "bad.csv, line 4: 2 fields where the header has 1" in done.stderr
     assert not (tmp_path / "o.csv").exists()
 
 
@@ -138,7 +138,7 @@ def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     out.write_text("precious\n")
     done = run("delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1",
                "--chunk-rows", "1000")
-    assert done.returncode == 2 and "first at row 5001: -1" in done.stderr
+    assert done.returncode == 2 and "1 invalid row; first at row 5001: '-1'" in done.stderr
     assert out.read_text() == "precious\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "o.csv"]
 
 

@@ -152,7 +152,7 @@ def test_unknown_worker_label_lists_valid_labels():
 
 def test_missing_required_column_lists_columns():
     df = pd.DataFrame({"tokens": [1], "bw": [1.0]})
-    with pytest.raises(ValueError, match=r"no column 'num_input_tokens'; the frame has \['tokens', 'bw'\]"):
+    with pytest.raises(ValueError, match=r"no column 'num_input_tokens' \(it has \['tokens', 'bw'\]\)"):
         handoff_delays(df, kv_transfer_bandwidth="bw", kv_bytes_per_token=1)
 
 

@@ -261,7 +261,7 @@ def test_lru_evicts_least_recent():
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(kv_bytes_per_token=1), "exactly one of kv_transfer_bandwidth"),
     (dict(kv_transfer_bandwidth=1.0), "exactly one of kv_bytes_per_token"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention='shared'"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention: 'shared' is not one of"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0), "bandwidth > 0"),
     (dict(model="llama-9", link="ib-ndr"), "model 'llama-9'"),

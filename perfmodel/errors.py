@@ -1,0 +1,134 @@
+"""The one error type for bad input, and the small ``check_*`` helpers every entry point uses.
+
+An :class:`InputError` says what was wrong, where (the argument, column, file or line),
+the first offending value and how to fix it. It is a :class:`ValueError`, so
+``except ValueError`` catches it, and it pickles with all its fields (errors cross
+process boundaries, e.g. from Dask workers).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["InputError", "check_choice", "check_flag", "check_whole"]
+
+
+class InputError(ValueError):
+    """Invalid input: which argument, how many rows, the first bad row and value, the fix.
+
+    ``where`` names the argument (the pandas facade puts the column name there, the
+    command line the file) and ``row`` the first bad row (a position in the numpy
+    layer, a row label in pandas, a 1-based row number in files). ``counts`` maps
+    each argument with invalid rows to how many it has, when known.
+
+    >>> error = InputError("num_input_tokens", "negative", "pass counts >= 0", n_invalid=2, row=5, value=-1)
+    >>> str(error)
+    "num_input_tokens: 2 invalid rows; first at row 5: -1 (negative). Fix: pass counts >= 0, or pass errors='coerce' to get NaN for those rows."
+    """
+
+    #: How the message tells the user to ask for missing values instead of an error
+    #: (the command line replaces it with its flag; empty: no such option there).
+    coerce_hint: str = "errors='coerce'"
+
+    def __init__(
+        self,
+        where: str,
+        problem: str,
+        fix: str,
+        *,
+        n_invalid: int | None = None,
+        row: Any = None,
+        value: Any = None,
+        argument: str | None = None,
+        position: int | None = None,
+        counts: dict[str, int] | None = None,
+        coerce_hint: str | None = None,
+    ) -> None:
+        self.where, self.problem, self.fix = where, problem, fix
+        self.n_invalid, self.row, self.value = n_invalid, row, value
+        self.argument = argument or where
+        self.position = position
+        self.counts = dict(counts or {})
+        if coerce_hint is not None:
+            self.coerce_hint = coerce_hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        if self.n_invalid is None:
+            return f"{self.where}: {self.problem}. Fix: {self.fix}."
+        rows = "row" if self.n_invalid == 1 else "rows"
+        others = {k: v for k, v in self.counts.items() if k != self.argument}
+        also = ("; other invalid rows: " + ", ".join(f"{k} {v:,}" for k, v in others.items())) if others else ""
+        coerce = f", or pass {self.coerce_hint} to get NaN for those rows" if self.coerce_hint else ""
+        return (
+            f"{self.where}: {self.n_invalid:,} invalid {rows}; first at row {self.row!r}: "
+            f"{self.value!r} ({self.problem}){also}. Fix: {self.fix}{coerce}."
+        )
+
+    def _fields(self) -> dict[str, Any]:
+        return dict(n_invalid=self.n_invalid, row=self.row, value=self.value, argument=self.argument,
+                    position=self.position, counts=self.counts, coerce_hint=self.coerce_hint)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable with all its fields."""
+        return _rebuild_input_error, (self.where, self.problem, self.fix, self._fields())
+
+    def relocated(self, where: str, row: Any, **changes: Any) -> InputError:
+        """The same error, reported at another place (a column, a file) and row (a label, a line)."""
+        return InputError(self.where if where is None else where, self.problem, self.fix,
+                          **{**self._fields(), "row": row, **changes})
+
+
+def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, Any]) -> InputError:
+    return InputError(where, problem, fix, **fields)
+
+
+def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = False) -> int | None:
+    """``value`` as a Python int, or :class:`InputError`: a whole number >= ``smallest``
+    (bools and fractions refused, never truncated); ``None`` passes when ``optional``.
+
+    >>> check_whole("decode_workers", 8.0, smallest=1)
+    8
+    >>> check_whole("tp", 2.5, smallest=1)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: tp: 2.5 is not a whole number >= 1. Fix: pass a whole number >= 1, e.g. tp=1.
+    """
+    if value is None and optional:
+        return None
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy scalars read as Python numbers
+        value = value.item()
+    whole = (isinstance(value, numbers.Integral) and not isinstance(value, bool)) or (
+        isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer())
+    if not whole or value < smallest:
+        raise InputError(name, f"{value!r} is not a whole number >= {smallest}",
+                         f"pass a whole number >= {smallest}, e.g. {name}={max(smallest, 1)}")
+    return int(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices`` (strings), else :class:`InputError` listing them.
+
+    >>> check_choice("contention", "fifo", ("none", "fifo", "fair"))
+    'fifo'
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise InputError(name, f"{value!r} is not one of {', '.join(map(repr, choices))}",
+                         f"pass {name}={choices[0]!r} or another of those")
+    return value
+
+
+def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
+    """``value`` if it is a bool (``None`` passes when ``optional``), else :class:`InputError`.
+
+    >>> check_flag("parallel", None, optional=True) is None
+    True
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise InputError(name, f"{value!r} is not True or False", f"pass {name}=True or {name}=False"
+                         + (" (or None for the default)" if optional else ""))
+    return bool(value)
