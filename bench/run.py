@@ -197,7 +197,7 @@ def bench_facade(quick: bool) -> list[Row]:
                        "worker_type": worker, "completed": completed})
     categorical = df.assign(worker_type=pd.Categorical.from_codes(worker, ["aggregated", "prefill", "decode"]))
     t = interleaved({
-        "numpy": lambda: perfmodel.handoff_delay_ms(tokens, bw, per_token, worker, completed),
+        "numpy": lambda: perfmodel.handoff_delay_ms(tokens, bw, per_token, worker_type=worker, completed=completed),
         "facade": lambda: perfmodel.handoff_delays(df),
         "facade, categorical worker types": lambda: perfmodel.handoff_delays(categorical),
     }, repeats=9 if quick else 31)

@@ -21,5 +21,5 @@ for name in ("ib-ndr", "nvlink4", "pcie5"):
     ax.annotate(name, (130, perfmodel.LINKS[name].bandwidth_gb_s), color="white", fontsize="small", va="bottom")
 ax.set_title(f"{model}: handoff delay (ms)")
 fig.savefig(out / "bandwidth_heatmap.png", dpi=130)
-needed = perfmodel.required_bandwidth([8192, 32768, 131072], model, 50.0)
+needed = perfmodel.required_bandwidth([8192, 32768, 131072], model, budget_ms=50.0)
 print("GB/s needed for a 50 ms handoff at 8k / 32k / 128k tokens:", np.round(needed, 1))

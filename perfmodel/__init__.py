@@ -5,7 +5,7 @@ and the ``perfmodel`` command start quickly.
 
 >>> import perfmodel
 >>> perfmodel.handoff_delay_ms(32_768, 50.0, 327_680)  # Llama-3.1-70B prompt over 400G IB
-array([214.7483648])
+np.float64(214.7483648)
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ __version__ = "0.1.0"
 _LAZY = {
     "handoff_delay_ms": "handoff",
     "destination_missing_tokens": "handoff",
-    "InputError": "handoff",
+    "InputError": "errors",
     "handoff_delays": "frame",
     "sweep": "sweeps",
     "required_bandwidth": "sweeps",
     "max_tokens_within": "sweeps",
     "read_trace": "trace",
-    "replay_handoffs": "trace",
-    "summarize": "trace",
+    "replay_handoffs": "replay",
+    "summarize": "replay",
     "synthetic_trace": "trace",
     "MODELS": "models",
     "kv_bytes_per_token": "models",
@@ -54,7 +54,7 @@ _LAZY = {
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
-_SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "dask"}
+_SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask"}
 
 
 def __getattr__(name: str) -> Any:

@@ -2,13 +2,15 @@
 
 One pass over the requests in ready order, with an event loop for what happens between
 two ready times (transfers finishing, their blocks entering caches, shared links
-progressing). No pandas, no validation: :mod:`perfmodel.trace` prepares the arrays.
+progressing). No pandas, no validation: :mod:`perfmodel.replay` prepares the arrays.
 
 Caches: block hashes are remapped to dense ids ``0..U-1`` beforehand, so each decode
 worker's LRU is an intrusive doubly-linked list over arrays (O(1) per block, no hashing).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -117,18 +119,64 @@ def _cached_prefix(r, w, blocks, offsets, present):
     return count
 
 
+class Requests(NamedTuple):
+    """Per-request inputs of :func:`replay` (arrays of one length, except ``blocks``/``offsets``)."""
+
+    order: np.ndarray  # int64: requests in ready order (ties by trace order)
+    ready_ms: np.ndarray  # float64: when each handoff may start
+    tokens: np.ndarray  # int64: prompt tokens
+    blocks: np.ndarray  # int64: dense block ids, request r's at blocks[offsets[r]:offsets[r + 1]]
+    offsets: np.ndarray  # int64, length n + 1
+    bytes_per_token: np.ndarray  # float64: KV bytes per token (per request: mixed fleets)
+
+
+class Cluster(NamedTuple):
+    """The configuration of one replay (scalars)."""
+
+    n_unique: int  # distinct block ids
+    hash_block_tokens: int  # prompt tokens per block id
+    block_size: int  # KV block size charged in destination_missing mode
+    destination_missing: bool
+    workers: int  # decode workers
+    capacity: int  # LRU blocks per decode worker; < 0: unbounded
+    prefix_routing: bool
+    contention: int  # NONE, FIFO or FAIR
+    n_links: int
+    bandwidth_gb_s: float
+    latency_ms: float
+
+
+class Results(NamedTuple):
+    """Per-request outputs of :func:`replay`, filled in place."""
+
+    worker: np.ndarray
+    cached: np.ndarray
+    charged: np.ndarray
+    bytes: np.ndarray
+    transfer: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    link: np.ndarray
+    queue: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Results:
+        ints, floats = ("worker", "cached", "charged", "link"), ("bytes", "transfer", "start", "end", "queue")
+        arrays = {**{k: np.zeros(n, np.int64) for k in ints}, **{k: np.zeros(n, np.float64) for k in floats}}
+        return cls(**arrays)
+
+
 @jit
-def replay(
-    order, ready_ms, tokens, blocks, offsets, n_unique, hash_block_tokens,
-    block_size, destination_missing, workers, capacity, prefix_routing,
-    contention, n_links, bandwidth_gb_s, bytes_per_token, latency_ms,
-    out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
-):
-    """Replay requests in ``order`` (ready order, ties by trace order); fill the ``out_*`` arrays.
+def replay(requests, cluster, results):
+    """Replay ``requests`` (a :class:`Requests`) on ``cluster`` (a :class:`Cluster`); fill ``results``.
 
     ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
     ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
     """
+    order, ready_ms, tokens, blocks, offsets, bytes_per_token = requests
+    (n_unique, hash_block_tokens, block_size, destination_missing, workers, capacity, prefix_routing,
+     contention, n_links, bandwidth_gb_s, latency_ms) = cluster
+    out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue = results
     n = order.shape[0]
     # block-major: everything about one block (its flag and LRU links in every worker) shares a cache line
     present = np.zeros((max(n_unique, 1), workers), dtype=np.bool_)
@@ -231,7 +279,7 @@ def replay(
         cached_blocks = min(hit_tokens // block_size, n_blocks)
         out_cached[r] = cached_blocks * block_size
         out_charged[r] = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
-        nbytes = np.float64(out_charged[r]) * bytes_per_token
+        nbytes = np.float64(out_charged[r]) * bytes_per_token[r]
         out_bytes[r] = nbytes
         alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms)
         out_transfer[r] = alone

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .handoff import map_distinct
+from ._coerce import map_distinct
 from .links import Link, get_link
 from .errors import check_whole
 from .models import _dtype_bytes, kv_bytes_per_token

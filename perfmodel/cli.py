@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import re
 import signal
 import sys
@@ -329,7 +328,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     import perfmodel.plotting as pp
 
     from .io import check_not_overlapping, output_folder, write_table
-    from .trace import read_trace, replay_handoffs, summarize
+    from .replay import replay_handoffs, summarize
+    from .trace import read_trace
 
     check_not_overlapping(args.out, [args.trace])  # before the (long) replay
 
@@ -477,6 +477,41 @@ def _interrupt(signum: int, _frame: Any) -> None:
     raise Interrupted(signum)
 
 
+#: What each command imports (numba's compiler, pyarrow, matplotlib: C and C++ libraries).
+_HEAVY = {"sweep": ("perfmodel.sweeps", "pyarrow", "matplotlib.pyplot"), "delay": ("perfmodel.io", "pyarrow.csv"),
+          "trace": ("perfmodel.replay", "pyarrow.json", "matplotlib.pyplot")}
+
+
+def _preload(command: str) -> None:
+    """Import the command's heavy modules with Ctrl-C/SIGTERM/SIGHUP held back until they are loaded.
+
+    An interrupt in the middle of a C/C++ library's initialization can abort the process
+    (SIGABRT, no message); held back, it interrupts cleanly right after.
+    """
+    import importlib
+
+    pending: list[int] = []
+    signums = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    previous = {}
+    try:
+        for signum in signums:
+            previous[signum] = signal.signal(signum, lambda received, _frame: pending.append(received))
+    except ValueError:  # not the main thread: nothing to hold back
+        pass
+    try:
+        if command in ("sweep", "trace"):
+            import matplotlib
+
+            matplotlib.use("Agg")
+        for module in _HEAVY.get(command, ()):
+            importlib.import_module(module)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if pending:
+        raise Interrupted(pending[0])
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Failures caused by the input, the files or the machine (exit 2), as opposed to bugs (exit 1)."""
     import lzma
@@ -511,6 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         command = args.command
+        _preload(command)
         try:
             return args.run(args)
         except _user_errors() as error:

@@ -196,7 +196,7 @@ def delay_files(
     ...             kv_transfer_bandwidth="ib-ndr", num_input_tokens="prompt_tokens")  # doctest: +SKIP
     12000000
     """
-    from .handoff import check_errors
+    from ._coerce import check_errors
     from .io import Report, detect, output_folder
 
     check_errors(errors)

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _resolve
 from ._codes import TransferMode, WorkerType
-from .errors import InputError, check_whole
-from .handoff import ARGUMENTS, Errors, _handoff, check_errors
+from .errors import InputError
+from ._coerce import check_errors
+from .handoff import ARGUMENTS, Errors, _handoff
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -129,7 +129,6 @@ def handoff_delays(
     """
     given = locals()
     check_errors(errors)
-    check_whole("tp", tp, smallest=1)
     if not isinstance(df, pd.DataFrame):
         raise InputError("df", f"expected a pandas DataFrame, got {type(df).__name__}",
                          "pass a DataFrame (for arrays use perfmodel.handoff_delay_ms)")
@@ -139,31 +138,17 @@ def handoff_delays(
         values[argument], column = _lookup(df, argument, given[argument])
         if column is not None:
             columns[argument] = column
-    resolvers = {
-        "kv_bytes_per_token": lambda v: _resolve.bytes_per_token(v, kv_cache_dtype=kv_cache_dtype, tp=tp,
-                                                                 errors=errors),
-        "kv_transfer_bandwidth": lambda v: _resolve.bandwidth_and_latency(v, errors=errors),
-    }
-    resolved = {}
-    for argument, resolve in resolvers.items():
-        try:
-            resolved[argument] = resolve(values[argument])
-        except ValueError as error:
-            if argument in columns:
-                raise ValueError(f"column {columns[argument]!r} ({argument}): {error}") from None
-            raise
-    values["kv_bytes_per_token"] = resolved["kv_bytes_per_token"]
-    values["kv_transfer_bandwidth"], link_latency = resolved["kv_transfer_bandwidth"]
-    values["latency_ms"] = _resolve.add_latency(values["latency_ms"], link_latency)
     if all(np.ndim(v) == 0 for v in values.values()):  # every argument is one value: every row gets it
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        delays, missing = _handoff(values, errors=errors, with_missing=True, parallel=parallel)
+        result = _handoff(values, errors=errors, with_missing=True, parallel=parallel, kv_cache_dtype=kv_cache_dtype,
+                          tp=tp)
     except InputError as error:
-        if error.argument in columns and error.position is not None:
-            raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})",
-                                  df.index[error.position]) from None
+        if error.argument in columns:  # name the column, and the row by its label
+            row = df.index[error.position] if error.position is not None else error.row
+            raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})", row) from None
         raise
+    delays, missing = result.delays, result.missing
     if len(delays) != len(df):
         arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]
         raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {len(delays)} rows but the "

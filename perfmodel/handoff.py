@@ -9,19 +9,23 @@ which argument, row and value were at fault.
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import Any, Literal
 
 import numba
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _kernels
+from . import _kernels, _resolve
 from ._codes import TransferMode, WorkerType
+from ._coerce import (
+    UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, whole_numbers,
+)
 from .errors import InputError, check_flag, check_whole
+from .links import Link
 
 __all__ = [
     "InputError",
@@ -36,9 +40,6 @@ Errors = Literal["raise", "coerce"]
 #: starts to win at ~30k rows (bench/run.py checks the ratio at this threshold).
 PARALLEL_MIN_ROWS = 50_000
 
-# Stand-in for an entry that could not be parsed at all (a string, an unknown label):
-# invalid under every rule, so the kernel counts it and errors="coerce" yields NaN.
-_UNPARSEABLE = -1
 
 _WORKER_NAMES = {m.name.lower(): m.value for m in WorkerType}
 _MODE_NAMES = {m.name.lower(): m.value for m in TransferMode}
@@ -107,179 +108,6 @@ class _Arg:
         return isinstance(self.value, np.ndarray)
 
 
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only, C-contiguous view (one kernel type for writeable and read-only inputs)."""
-    if not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a)
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
-def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
-    """``value`` as a 1-D numpy array or pandas array-like, and whether it was a scalar."""
-    if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray)):
-        return value, False
-    if isinstance(value, pd.DataFrame):
-        raise InputError(
-            name, f"got a DataFrame with columns {list(value.columns)}", "pass one column, e.g. df['column']"
-        )
-    if np.ma.isMaskedArray(value):  # masked entries are missing values, never the numbers behind the mask
-        value = _unmask(name, value)
-    array = np.asarray(value)
-    if array.ndim == 0:
-        return array.reshape(1), True
-    if array.ndim > 1:
-        raise InputError(
-            name, f"must be a scalar or 1-D, got an array of shape {array.shape}",
-            "pass one column, or flatten it with .ravel()",
-        )
-    return array, False
-
-
-def _unmask(name: str, value: np.ma.MaskedArray) -> np.ndarray:
-    """A masked array with its masked entries as missing (NaN for numbers, None otherwise)."""
-    if not np.ma.getmask(value).any():
-        return np.ma.getdata(value)
-    if value.dtype.kind in "iuf":
-        return value.astype(np.float64).filled(np.nan)
-    if value.dtype.kind in "b":
-        raise InputError(name, "got a masked boolean array", "pass a pandas 'boolean' array, or fill the mask")
-    return value.astype(object).filled(None)
-
-
-def _pandas_to_numpy(data: Any) -> np.ndarray:
-    """A pandas Series/Index/ExtensionArray as numpy: numbers as numbers (NA as NaN), else objects."""
-    dtype = data.dtype
-    if isinstance(dtype, np.dtype):
-        return data.to_numpy()
-    if dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
-        if dtype.kind in "iu" and not pd.isna(data).any():
-            return data.to_numpy(dtype=np.int64 if dtype.kind == "i" else np.uint64)
-        if dtype.kind == "b" and not pd.isna(data).any():
-            return data.to_numpy(dtype=np.bool_)
-        return data.to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.asarray(data, dtype=object)
-
-
-def _to_numeric(name: str, data: Any) -> np.ndarray:
-    """Numbers as int64 or float64; entries that are not numbers as ``_UNPARSEABLE``."""
-    if not isinstance(data, np.ndarray):
-        if getattr(data.dtype, "kind", "") == "b":  # nullable booleans too: never read as 0/1
-            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
-        data = _pandas_to_numpy(data)
-    dtype = data.dtype
-    if dtype == np.int64 or dtype == np.float64:
-        return data
-    if dtype.kind == "b":
-        raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
-    if dtype.kind in "mMc":  # would otherwise parse as nanoseconds or lose an imaginary part: never a silent number
-        raise InputError(name, f"got {dtype} values where plain numbers were expected",
-                         "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
-    if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
-        return data.astype(np.int64)
-    if dtype.kind == "u":  # uint64 beyond int64's range stays exact enough as float64
-        fits = data.size == 0 or data.max() <= np.iinfo(np.int64).max
-        return data.astype(np.int64 if fits else np.float64)
-    if dtype.kind == "f":
-        return data.astype(np.float64)
-    # objects and strings: parse; genuine missing values (None, NaN, NA, "" and "NA"-like text) stay NaN.
-    return _parse_objects(name, np.asarray(data, dtype=object))
-
-
-#: Text that means "missing" in a file (compared case-insensitively, after stripping spaces).
-MISSING_TEXT = frozenset({"", "na", "nan", "null", "none", "n/a", "<na>", "nat"})
-
-
-def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
-    """Objects (numbers, numeric text, missing markers) as int64 if all are whole, else float64.
-
-    Booleans, dates and durations are errors (never silently numbers); anything else that
-    is not a number becomes ``_UNPARSEABLE``, so the kernel counts it as invalid.
-    """
-    try:
-        kinds = {type(v) for v in pd.unique(data) if v is not None}
-    except TypeError:  # unhashable entries (lists): every type, the slow way
-        kinds = {type(v) for v in data if v is not None}
-    for kind in kinds:
-        if issubclass(kind, (bool, np.bool_)):
-            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
-        if issubclass(kind, (np.timedelta64, np.datetime64)) or kind.__module__.startswith(("datetime", "pandas")) \
-                and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp"):
-            raise InputError(name, f"got {kind.__name__} values where plain numbers were expected",
-                             "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
-    if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
-        try:
-            return data.astype(np.int64)
-        except (OverflowError, TypeError):
-            pass  # beyond int64, or missing values among them: float64 below
-    text = pd.Series(data, dtype=object)
-    if any(issubclass(k, str) for k in kinds):
-        is_text = text.map(type) == str
-        missing_text = text[is_text].str.strip().str.lower().isin(MISSING_TEXT)
-        text[missing_text[missing_text].index] = None
-    parsed = pd.to_numeric(text, errors="coerce")
-    parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-    parsed[np.isnan(parsed) & ~pd.isna(text).to_numpy()] = _UNPARSEABLE
-    return parsed
-
-
-def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, missing: Any) -> np.ndarray:
-    """Map each distinct label of ``data`` once (hash-based), then spread the results to every row.
-
-    Works on numpy arrays and pandas objects (Categorical codes are reused as they are);
-    missing labels (None, NaN, NA) map to ``missing``.
-    """
-    if isinstance(data.dtype, pd.CategoricalDtype):
-        categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
-        codes, uniques = np.asarray(categorical.codes), categorical.categories
-    else:
-        codes, uniques = pd.factorize(data, use_na_sentinel=True)
-    lookup = np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype)
-    if (lookup.dtype == codes.dtype and lookup[-1] == -1
-            and np.array_equal(lookup[:-1], np.arange(len(uniques)))):
-        return codes  # categories already in code order: the codes are the answer, no copy
-    return lookup[codes]  # code -1 (missing) takes the last entry
-
-
-def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:
-    """Labels, enum members or integer codes as int8 codes (bool kept for flags).
-
-    Anything that is not a valid code becomes ``_UNPARSEABLE``.
-    """
-    dtype = data.dtype
-    if dtype.kind == "b" and not accept_bool:  # booleans (nullable ones too) are never worker types or modes
-        return np.full(len(data), _UNPARSEABLE, dtype=np.int8)
-    if not isinstance(data, np.ndarray) and dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
-        data = _pandas_to_numpy(data)
-        dtype = data.dtype
-    if dtype.kind == "b" and isinstance(dtype, np.dtype):
-        return data if accept_bool else np.full(len(data), _UNPARSEABLE, dtype=np.int8)
-    if dtype == np.int8:
-        return data
-    if dtype.kind in "iuf" and isinstance(dtype, np.dtype):
-        valid = (data >= 0) & (data <= limit)
-        if dtype.kind == "f":
-            valid &= data == np.floor(data)
-        return np.where(valid, data, _UNPARSEABLE).astype(np.int8)
-    return map_distinct(data, lambda label: _code_of(label, names, limit, accept_bool), np.int8, _UNPARSEABLE)
-
-
-def _code_of(label: Any, names: dict[str, int], limit: int, accept_bool: bool) -> int:
-    """The code of one label: a name (any case), an enum member or an integer code."""
-    if isinstance(label, str):
-        label = label.strip().lower()
-        if label.isdigit():  # "1" from a text file, or numpy's cast of a mixed list
-            return int(label) if int(label) <= limit else _UNPARSEABLE
-        return names.get(label, _UNPARSEABLE)
-    if isinstance(label, (bool, np.bool_)):
-        return int(label) if accept_bool else _UNPARSEABLE
-    if isinstance(label, (int, np.integer, float, np.floating)) and 0 <= label <= limit and label == int(label):
-        return int(label)
-    return _UNPARSEABLE
-
-
 def _scalar(name: str, value: Any) -> Any:
     """A plain Python or numpy scalar as the kernel's scalar type, or None to take the general path."""
     rule = _RULES[name]
@@ -292,7 +120,7 @@ def _scalar(name: str, value: Any) -> Any:
             return np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value)
         if rule.kind == "real":
             return np.float64(value)
-        return np.int8(value) if 0 <= value <= (2 if name == "worker_type" else 1) else np.int8(_UNPARSEABLE)
+        return np.int8(value) if 0 <= value <= (2 if name == "worker_type" else 1) else np.int8(UNPARSEABLE)
     if isinstance(value, (float, np.floating)) and rule.kind in ("count", "real"):
         return np.float64(value)
     if isinstance(value, str) and rule.kind == "code":
@@ -355,11 +183,6 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
         arg.name, _why(arg.name, original), _RULES[arg.name].rule,
         n_invalid=counts[arg.name], row=position, value=_plain(original), position=position, counts=counts,
     )
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars as Python scalars, for readable messages."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _why(name: str, value: Any) -> str:
@@ -427,20 +250,22 @@ def _run_kernel(values: list[Any], out: np.ndarray, missing_out: np.ndarray | No
 def handoff_delay_ms(
     num_input_tokens: ArrayLike,
     kv_transfer_bandwidth: ArrayLike,
-    kv_bytes_per_token: ArrayLike,
+    kv_bytes_per_token: Any,
+    *,
     worker_type: ArrayLike = WorkerType.PREFILL,
     completed: ArrayLike = True,
-    *,
     mode: ArrayLike = TransferMode.FULL_PROMPT,
     destination_missing_tokens: ArrayLike | None = None,
     state_bytes: ArrayLike = 0,
     latency_ms: ArrayLike = 0.0,
     fallback_delay_ms: ArrayLike | None = None,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
     errors: Errors = "raise",
     out: NDArray[np.float64] | None = None,
     parallel: bool | None = None,
     num_threads: int | None = None,
-) -> NDArray[np.float64]:
+) -> np.float64 | NDArray[np.float64]:
     """KV-cache handoff delay in milliseconds, one value per row (NaN where none applies).
 
     Reproduces the prefill-to-decode handoff timing of NVIDIA aisimulate-core 0.12.0
@@ -448,8 +273,8 @@ def handoff_delay_ms(
     ``tokens * kv_bytes_per_token / (kv_transfer_bandwidth * 1e9) * 1000`` ms.
 
     Every input is a scalar (applied to every row) or a 1-D array-like (list, numpy
-    array, pandas Series) of one common length; the result is always a 1-D float64
-    array (length 1 when every input is a scalar).
+    array, pandas Series) of one common length. As in numpy, scalars in give a
+    ``numpy.float64`` out, arrays in give a 1-D float64 array.
 
     Parameters
     ----------
@@ -457,9 +282,13 @@ def handoff_delay_ms(
         Prompt tokens, whole numbers >= 0; NaN marks a missing count.
     kv_transfer_bandwidth
         Link bandwidth in decimal GB/s (1 GB = 1e9 bytes). NaN (unknown) or 0 (disabled):
-        no delay is modeled (NaN, or ``fallback_delay_ms``); +inf: 0 ms.
+        no delay is modeled (NaN, or ``fallback_delay_ms``); +inf: 0 ms. Also a link
+        preset name (``"ib-ndr"``, ``"8x ib-ndr"``), a :class:`perfmodel.Link` (its
+        latency is added) or an array of these.
     kv_bytes_per_token
         KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth.
+        Also a model preset name, a Hugging Face config dict or ``config.json`` path, or
+        an array of these (see ``kv_cache_dtype`` and ``tp``).
     worker_type
         :class:`WorkerType`, its code (0/1/2) or name (``"prefill"``). Only prefill pays.
     completed
@@ -476,10 +305,13 @@ def handoff_delay_ms(
     fallback_delay_ms
         Delay (ms) used instead of NaN where bandwidth or bytes per token are unknown
         or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.
+    kv_cache_dtype, tp
+        For models given by name or config: the KV-cache dtype (``"fp8"``...) and the
+        tensor-parallel degree (see :func:`perfmodel.kv_bytes_per_token`).
     errors
         ``"raise"`` (default): invalid values raise :class:`InputError` (a ValueError)
         naming the argument, the number of invalid rows, the first one and its value.
-        ``"coerce"``: invalid rows give NaN.
+        ``"coerce"``: invalid rows (and unknown names in an array of names) give NaN.
     out
         Optional preallocated float64 array of the result's length to write into.
     parallel
@@ -490,23 +322,66 @@ def handoff_delay_ms(
 
     Returns
     -------
-    numpy.ndarray
-        float64 delays in ms, NaN where no handoff applies or its cost is unknown.
+    numpy.float64 or numpy.ndarray
+        Delays in ms, NaN where no handoff applies or its cost is unknown.
 
     Examples
     --------
     >>> import perfmodel
     >>> perfmodel.handoff_delay_ms(128, 1.0, 1_000_000)
-    array([128.])
-    >>> perfmodel.handoff_delay_ms([4096, 32768], 50.0, 327_680, ["prefill", "decode"])
+    np.float64(128.0)
+    >>> perfmodel.handoff_delay_ms([4096, 32768], 50.0, 327_680, worker_type=["prefill", "decode"])
     array([26.8435456,        nan])
+    >>> perfmodel.handoff_delay_ms(32_768, "ib-ndr", "llama-3.1-70b", kv_cache_dtype="fp8")  # names resolve
+    np.float64(107.3741824)
     >>> perfmodel.handoff_delay_ms(100, 1.0, 1000, mode="destination_missing",
     ...                            destination_missing_tokens=20)
-    array([0.02])
+    np.float64(0.02)
     """
-    given = locals()
-    inputs = {name: given[name] for name in ARGUMENTS}
-    return _handoff(inputs, errors=errors, out=out, parallel=parallel, num_threads=num_threads)[0]
+    inputs = dict(
+        num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
+        kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
+        destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
+        fallback_delay_ms=fallback_delay_ms,
+    )
+    result = _handoff(inputs, errors=errors, out=out, parallel=parallel, num_threads=num_threads,
+                      kv_cache_dtype=kv_cache_dtype, tp=tp)
+    return result.delays[0] if result.scalar and out is None else result.delays
+
+
+@dataclass(frozen=True)
+class _Result:
+    delays: NDArray[np.float64]
+    missing: NDArray[np.bool_] | None  # the NaN mask of delays, when asked for
+    scalar: bool  # every input was a single value
+
+
+def _names_in(value: Any) -> bool:
+    """Whether a bandwidth or bytes-per-token value holds names (models, links) or objects to resolve."""
+    if isinstance(value, (str, Mapping, os.PathLike, Link)):
+        return True
+    return np.ndim(value) > 0 and _resolve.holds_labels(value)
+
+
+def _resolve_names(values: dict[str, Any], kv_cache_dtype: str | None, tp: Any, errors: str) -> None:
+    """Model names/configs to bytes per token and links to (bandwidth, latency), in place, once per
+    distinct name. Unknown names raise, or with ``errors="coerce"`` leave their rows missing."""
+    for argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
+        value = values[argument]
+        if not (_names_in(value) or (argument == "kv_bytes_per_token" and (kv_cache_dtype is not None or tp != 1))):
+            continue
+        try:
+            if argument == "kv_bytes_per_token":
+                values[argument] = _resolve.bytes_per_token(value, kv_cache_dtype=kv_cache_dtype, tp=tp, errors=errors)
+            else:
+                values[argument], link_latency = _resolve.bandwidth_and_latency(value, errors=errors)
+                values["latency_ms"] = _resolve.add_latency(values["latency_ms"], link_latency)
+        except InputError:
+            raise
+        except (ValueError, TypeError) as error:
+            raise InputError(argument, str(error).split(". Fix: ")[0],
+                             str(error).split(". Fix: ")[1].rstrip(".") if ". Fix: " in str(error) else
+                             "pass a number, a preset name or a column of them") from None
 
 
 def _handoff(
@@ -517,9 +392,11 @@ def _handoff(
     parallel: bool | None = None,
     num_threads: int | None = None,
     with_missing: bool = False,
-) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
-    """:func:`handoff_delay_ms` of ``inputs`` (its ten inputs by name), and optionally
-    the result's NaN mask, written by the kernel in the same pass."""
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+) -> _Result:
+    """:func:`handoff_delay_ms` of ``inputs`` (its ten inputs by name, names resolved here), and
+    optionally the result's NaN mask, written by the kernel in the same pass."""
     check_errors(errors)
     check_flag("parallel", parallel, optional=True)
     if num_threads is not None:
@@ -531,7 +408,8 @@ def _handoff(
     missing_tokens_given = inputs["destination_missing_tokens"] is not None
     defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan}
     values = {name: defaults[name] if inputs[name] is None and name in defaults else inputs[name] for name in _RULES}
-    args = [_coerce(name, value) for name, value in values.items()]  # in the kernel's argument order
+    _resolve_names(values, kv_cache_dtype, tp, errors)
+    args = [_coerce(name, values[name]) for name in ARGUMENTS]  # in the kernel's argument order
     n = _common_length(args)
     mode = args[list(_RULES).index("mode")].value
     if not missing_tokens_given and np.any(np.asarray(mode) == TransferMode.DESTINATION_MISSING):
@@ -544,46 +422,12 @@ def _handoff(
     n_invalid = _run_kernel([a.value for a in args], out, missing, parallel, num_threads)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
-    return out, missing
-
-
-def check_errors(errors: Any, choices: tuple[str, ...] = ("raise", "coerce")) -> str:
-    """``errors`` if it is one of ``choices``, else :class:`InputError`."""
-    if not isinstance(errors, str) or errors not in choices:
-        raise InputError("errors", f"must be {' or '.join(map(repr, choices))}, got {errors!r}",
-                         f"pass errors={choices[0]!r} or errors={choices[1]!r}")
-    return errors
-
-
-def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.int64]:
-    """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
-    a whole number >= ``smallest`` (missing values included).
-
-    >>> from perfmodel.handoff import whole_numbers
-    >>> whole_numbers("block_size", [16, 64.0], smallest=1)
-    array([16, 64])
-    """
-    data, _ = _as_1d(name, value)
-    numbers = _to_numeric(name, data)
-    if numbers.dtype == np.int64:
-        invalid = numbers < smallest
-    else:  # floats: whole, finite and within int64's range (a cast would wrap around silently)
-        invalid = ~((numbers >= smallest) & (numbers < 2.0**63) & (numbers == np.floor(numbers)))
-    if invalid.any():
-        position = int(np.argmax(invalid))
-        original, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
-        problem = "missing" if number != number else f"below {smallest}" if 0 <= number < smallest \
-            else "too large for a 64-bit integer" if 2.0**63 <= number < np.inf else _why("num_input_tokens", original)
-        raise InputError(
-            name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
-            n_invalid=int(invalid.sum()), row=position, value=original,
-        )
-    return numbers.astype(np.int64, copy=False)
+    return _Result(out, missing, scalar=not any(a.is_array for a in args))
 
 
 def destination_missing_tokens(
     num_input_tokens: ArrayLike, cached_tokens: ArrayLike, block_size: int | ArrayLike
-) -> NDArray[np.int64]:
+) -> np.int64 | NDArray[np.int64]:
     """Tokens charged in destination_missing mode: fresh blocks times the block size.
 
     The decode worker allocates ``ceil(num_input_tokens / block_size)`` blocks, of which
@@ -602,8 +446,9 @@ def destination_missing_tokens(
 
     Returns
     -------
-    numpy.ndarray
-        int64 token counts, broadcast to the inputs' common shape (1-D).
+    numpy.int64 or numpy.ndarray
+        int64 token counts: a scalar for scalar inputs, else broadcast to the inputs'
+        common length (1-D).
 
     Examples
     --------
@@ -611,6 +456,7 @@ def destination_missing_tokens(
     >>> perfmodel.destination_missing_tokens([100, 100, 128, 0], [0, 64, 128, 0], 64)
     array([128,  64,   0,   0])
     """
+    scalar = all(np.ndim(v) == 0 for v in (num_input_tokens, cached_tokens, block_size))
     counts = [whole_numbers(name, value, smallest) for name, value, smallest in (
         ("num_input_tokens", num_input_tokens, 0), ("cached_tokens", cached_tokens, 0), ("block_size", block_size, 1))]
     try:
@@ -626,4 +472,5 @@ def destination_missing_tokens(
         raise InputError("destination_missing_tokens", "the block-rounded token count exceeds the 64-bit integer "
                          f"range (first at position {position}: {int(tokens.reshape(-1)[position])} tokens, "
                          f"block size {int(block.reshape(-1)[position])})", "pass realistic token counts")
-    return (fresh * block).astype(np.int64, copy=False)
+    charged = (fresh * block).astype(np.int64, copy=False)
+    return charged[0] if scalar else charged

@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .handoff import Errors, check_errors
+from ._coerce import check_errors
+from .handoff import Errors
 
 __all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "output_folder", "read_chunks", "write_table"]
 

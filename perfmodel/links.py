@@ -81,12 +81,12 @@ class Link:
         """The bandwidth a transfer achieves: ``bandwidth_gb_s * efficiency`` (GB/s)."""
         return self.bandwidth_gb_s * self.efficiency
 
-    def transfer_ms(self, nbytes: ArrayLike) -> NDArray[np.float64]:
+    def transfer_ms(self, nbytes: ArrayLike) -> np.float64 | NDArray[np.float64]:
         """Time in ms to move ``nbytes`` (scalar or array): latency plus bytes over bandwidth; 0 bytes take 0 ms.
 
         >>> from perfmodel import LINKS
         >>> LINKS["nvlink4"].transfer_ms(450e6)
-        array([1.])
+        np.float64(1.0)
         """
         from .handoff import InputError, handoff_delay_ms
 

@@ -243,7 +243,8 @@ def required_bandwidth(
     ax = _ax(ax)
     tokens = np.sort(np.asarray(num_input_tokens, dtype=float))
     for budget, style in zip(budgets_ms, _styles()):
-        ax.plot(tokens, needed(tokens, kv_bytes_per_token, budget, latency_ms), label=f"{budget:g} ms budget", **style)
+        ax.plot(tokens, needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms), label=f"{budget:g} ms budget",
+                **style)
     shown = [LINKS[k] if isinstance(k, str) and k in LINKS else k for k in (links if links is not None else LINKS)]
     from .links import get_link
 

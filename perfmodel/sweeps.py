@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 from . import _resolve
 from ._codes import TransferMode
 from .errors import InputError, check_whole
-from .handoff import destination_missing_tokens, handoff_delay_ms, whole_numbers
+from ._coerce import whole_numbers
+from .handoff import destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
@@ -278,54 +279,71 @@ class SweepPlan:
                          latency_ms=latency, out=delay[part])
 
 
+def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
+    """numpy's convention: scalars in, a numpy scalar out; arrays in, an array out."""
+    return values.reshape(-1)[0] if all_scalar else values
+
+
 def required_bandwidth(
-    num_input_tokens: ArrayLike, kv_bytes_per_token: Any, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-) -> NDArray[np.float64]:
+    num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
+    kv_cache_dtype: str | None = None, tp: int = 1,
+) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
 
     The inverse of the delay model: ``bytes / ((budget_ms - latency_ms) / 1000) / 1e9``.
-    Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name
-    or config. 0 bytes need 0 GB/s; a budget at or below the latency cannot be met by any
-    bandwidth (``inf``).
+    Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name,
+    config or path (with ``kv_cache_dtype`` and ``tp``). 0 bytes need 0 GB/s; a budget at
+    or below the latency cannot be met by any bandwidth (``inf``). Scalars in, a numpy
+    scalar out.
 
     Examples
     --------
     >>> from perfmodel import required_bandwidth
-    >>> required_bandwidth(32_768, "llama-3.1-70b", [50.0, 100.0])
+    >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=[50.0, 100.0])
     array([214.74836, 107.37418])
+    >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=50.0, kv_cache_dtype="fp8")
+    np.float64(107.37418)
     """
-    nbytes = _nbytes(num_input_tokens, kv_bytes_per_token)
-    budget, latency = np.broadcast_arrays(*(_non_negative(v, k) for k, v in
-                                            (("budget_ms", budget_ms), ("latency_ms", latency_ms))))
+    nbytes = _nbytes(num_input_tokens, kv_bytes_per_token, kv_cache_dtype, tp)
+    budget, latency = (_non_negative(v, k) for k, v in (("budget_ms", budget_ms), ("latency_ms", latency_ms)))
+    scalar = max(np.ndim(nbytes), np.ndim(budget), np.ndim(latency)) == 0
+    nbytes, budget, latency = np.broadcast_arrays(nbytes, budget, latency)
     with np.errstate(divide="ignore", invalid="ignore"):
         needed = nbytes / ((budget - latency) / 1000.0) / 1e9
     needed = np.where(budget - latency > 0, needed, np.inf)
-    return np.where(nbytes == 0, 0.0, needed).astype(np.float64)
+    return _scalar_if(scalar, np.where(nbytes == 0, 0.0, needed).astype(np.float64))
 
 
 def max_tokens_within(
-    budget_ms: ArrayLike, kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, latency_ms: ArrayLike = 0.0,
-) -> NDArray[np.float64]:
+    kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
+    kv_cache_dtype: str | None = None, tp: int = 1,
+) -> np.float64 | NDArray[np.float64]:
     """The longest prompt (tokens) whose full-prompt handoff fits in ``budget_ms``.
 
     Whole numbers as float64 (``inf`` where a token costs 0 bytes or the bandwidth is
     infinite). Checked against the forward model, so
-    ``handoff_delay_ms(max_tokens_within(b, ...), ...) <= b`` holds exactly.
+    ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
     ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency
-    is added), ``kv_bytes_per_token`` a model name or config. Inputs broadcast.
+    is added), ``kv_bytes_per_token`` a model name, config or path. Inputs broadcast;
+    scalars in, a numpy scalar out.
 
     Examples
     --------
     >>> from perfmodel import max_tokens_within
-    >>> max_tokens_within([10.0, 50.0], "ib-ndr", "llama-3.1-70b")
+    >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[10.0, 50.0])
     array([1525., 7629.])
+    >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50.0)
+    np.float64(7629.0)
     """
     bandwidth, link_latency = _resolve.bandwidth_and_latency(kv_transfer_bandwidth)
     latency = _resolve.add_latency(_non_negative(latency_ms, "latency_ms"), link_latency)
-    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token), "kv_bytes_per_token")
+    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp),
+                              "kv_bytes_per_token")
     budget = _non_negative(budget_ms, "budget_ms")
     bandwidth = _non_negative(bandwidth, "kv_transfer_bandwidth")
-    budget, bandwidth, per_token, latency = np.broadcast_arrays(budget, bandwidth, per_token, latency)
+    scalar = max(np.ndim(budget), np.ndim(bandwidth), np.ndim(per_token), np.ndim(latency)) == 0
+    budget, bandwidth, per_token, latency = (np.array(a, dtype=np.float64) for a in
+                                             np.broadcast_arrays(budget, bandwidth, per_token, latency))
     with np.errstate(divide="ignore", invalid="ignore"):
         tokens = np.floor((budget - latency) / 1000.0 * (bandwidth * 1e9) / per_token)
     tokens = np.where(budget - latency >= 0, tokens, 0.0)
@@ -334,12 +352,13 @@ def max_tokens_within(
     if finite.any():  # floating-point rounding: step back where the forward model exceeds the budget
         delay = handoff_delay_ms(tokens[finite], bandwidth[finite], per_token[finite], latency_ms=latency[finite])
         tokens[finite] -= delay > budget[finite]
-    return tokens.reshape(-1) if tokens.ndim == 0 else tokens
+    return _scalar_if(scalar, tokens.reshape(-1) if tokens.ndim == 0 else tokens)
 
 
-def _nbytes(num_input_tokens: ArrayLike, kv_bytes_per_token: Any) -> np.ndarray:
+def _nbytes(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int) -> np.ndarray:
     tokens = _non_negative(num_input_tokens, "num_input_tokens")
-    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token), "kv_bytes_per_token")
+    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp),
+                              "kv_bytes_per_token")
     return tokens * per_token
 
 
@@ -348,6 +367,5 @@ def _non_negative(value: ArrayLike, name: str) -> np.ndarray:
     bad = ~(array >= 0)
     if bad.any():
         first = array.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
-        raise ValueError(f"{name}: {int(bad.sum())} values are negative or missing, first {first!r}. "
-                         f"Fix: pass numbers >= 0")
+        raise InputError(name, f"{int(bad.sum())} value(s) negative or missing, first {first!r}", "pass numbers >= 0")
     return array

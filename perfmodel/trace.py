@@ -1,4 +1,6 @@
-"""Request traces: read them, make synthetic ones, and replay them through the handoff model.
+"""Request traces: read them (Mooncake, Azure, any CSV/Parquet table) and make synthetic ones.
+
+Replaying them through the handoff model is :mod:`perfmodel.replay`.
 
 Canonical trace columns: ``arrival_ms`` (float, from the earliest request),
 ``num_input_tokens``, ``num_output_tokens`` and, when the format has them, ``hash_ids``
@@ -21,12 +23,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _resolve
-from .errors import InputError, check_choice, check_whole
-from .handoff import check_errors, whole_numbers
-from .links import get_link
+from .errors import InputError, check_whole
+from ._coerce import check_errors
 
-__all__ = ["read_trace", "replay_handoffs", "summarize", "synthetic_trace"]
+__all__ = ["read_trace", "synthetic_trace"]
 
 MOONCAKE_BLOCK_TOKENS = 512
 _CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
@@ -36,17 +36,13 @@ _HASH_TYPE = pa.list_(pa.int64())
 # --- reading -------------------------------------------------------------------------------
 
 def _detect(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        return "mooncake"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    if suffix == ".csv":
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            header = handle.readline()
-        return "azure" if {"TIMESTAMP", "ContextTokens"} <= {h.strip() for h in header.split(",")} else "csv"
-    raise ValueError(f"{path}: unknown trace format {suffix!r}. Fix: pass format='mooncake', 'azure', 'csv' or "
-                     "'parquet'")
+    """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`) and a CSV's header."""
+    from .io import _csv_header, detect
+
+    kind = detect(path)
+    if kind.format == "csv":
+        return "azure" if {"TIMESTAMP", "ContextTokens"} <= set(_csv_header(path, kind.compression)) else "csv"
+    return {"jsonl": "mooncake", "parquet": "parquet"}[kind.format]
 
 
 def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
@@ -65,7 +61,9 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
         pass
     # slow path, only for files with problems: check each line, then parse the good ones
     good, skipped, first_bad = [], 0, None
-    with open(path, "rb") as handle:
+    from .io import _open_input, detect
+
+    with _open_input(path, detect(path).compression) as raw, io.BufferedReader(raw) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -370,209 +368,3 @@ def synthetic_trace(
                        "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes.cast(_HASH_TYPE)))})
     df.attrs.update(source="synthetic", format="synthetic", skipped_lines=0, hash_block_tokens=hash_block_tokens)
     return df
-
-
-# --- replay --------------------------------------------------------------------------------
-
-def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
-    """Dense block ids (0..U-1), offsets, U: one vectorized pass over the hash_ids column."""
-    if "hash_ids" not in trace:
-        return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
-    column = trace["hash_ids"]
-    try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
-        lists = pa.array(column, type=_HASH_TYPE) if isinstance(column.dtype, pd.ArrowDtype) else \
-            pa.array(column.to_list(), type=_HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
-    if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
-        lists = lists.combine_chunks()
-    if lists.null_count:
-        lists = pc_fill_empty(lists)
-    null_rows = _null_hash_rows(lists)
-    if null_rows.size:
-        raise InputError("trace column 'hash_ids'", f"{null_rows.size} request(s) have a null block id, first at row "
-                         f"{trace.index[null_rows[0]]!r}", "drop those requests or repair their hash_ids (a block "
-                         "whose identity is unknown cannot be a cache hit)")
-    lists = lists.cast(pa.large_list(pa.int64()))
-    offsets = lists.offsets.to_numpy().astype(np.int64)
-    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
-    offsets = offsets - offsets[0]
-    dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
-    return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
-
-
-def replay_handoffs(
-    trace: pd.DataFrame,
-    *,
-    kv_bytes_per_token: Any = None,
-    model: Any = None,
-    kv_transfer_bandwidth: float | None = None,
-    link: Any = None,
-    mode: Literal["full_prompt", "destination_missing"] = "full_prompt",
-    block_size: int = 512,
-    decode_workers: int = 1,
-    decode_cache_blocks: int | None = None,
-    routing: Literal["prefix", "round_robin"] = "prefix",
-    contention: Literal["none", "fifo", "fair"] = "none",
-    links: int = 1,
-    latency_ms: float = 0.0,
-    ready_ms: Any = None,
-    kv_cache_dtype: str | None = None,
-    tp: int = 1,
-) -> pd.DataFrame:
-    """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
-
-    Deterministic: requests are handled in ready order (``ready_ms``, default their
-    arrival), ties in trace order.
-
-    - Each handoff goes to a decode worker: ``routing="prefix"`` picks the worker whose
-      cache holds the longest prefix of the request's ``hash_ids`` (ties: round robin),
-      ``"round_robin"`` takes them in turn.
-    - Each decode worker keeps an LRU cache of block hashes (``decode_cache_blocks``
-      blocks, unbounded when None). A request's blocks enter its worker's cache when its
-      transfer ends (so a block still in flight is not a hit).
-    - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
-      to ``block_size`` (SEMANTICS rule 2); ``"full_prompt"`` charges the whole prompt.
-      ``cached_tokens`` reports the worker's cached prefix in both modes.
-    - ``contention="none"``: every transfer runs at line rate from its ready time (as
-      upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
-      the first free one; ``"fair"``: after its setup latency, a transfer shares its link
-      (the one with the fewest active transfers) equally with the others on it (exact
-      processor-sharing event simulation).
-
-    Parameters
-    ----------
-    trace
-        From :func:`read_trace` or :func:`synthetic_trace` (``arrival_ms``,
-        ``num_input_tokens``, optional ``hash_ids``).
-    kv_bytes_per_token, model
-        Bytes per token, or a model preset name or config (with ``kv_cache_dtype``, ``tp``).
-    kv_transfer_bandwidth, link
-        Decimal GB/s, or a link name or :class:`perfmodel.Link` (its latency is added).
-    mode, block_size, decode_workers, decode_cache_blocks, routing, contention, links, latency_ms
-        As above; ``latency_ms`` is a per-transfer setup latency in ms.
-    ready_ms
-        When each prefill completes and its handoff may start: a column name or an
-        array in ms; default ``arrival_ms``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Indexed like the trace: ``decode_worker``, ``link`` (-1: none used),
-        ``cached_tokens``, ``charged_tokens``, ``transfer_bytes``, ``transfer_ms``
-        (alone on the link), ``queue_ms`` (waiting or slowed by sharing),
-        ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``.
-
-    Examples
-    --------
-    >>> from perfmodel import replay_handoffs, synthetic_trace
-    >>> trace = synthetic_trace(2000, rate_per_s=20, seed=0)
-    >>> replay = replay_handoffs(trace, model="llama-3.1-8b", link="ib-ndr", mode="destination_missing",
-    ...                          decode_workers=4, contention="fifo")
-    >>> bool((replay["handoff_delay_ms"] == replay["queue_ms"] + replay["transfer_ms"]).all())
-    True
-    """
-    from . import _replay
-
-    if (kv_bytes_per_token is None) == (model is None):
-        raise InputError("replay_handoffs", "needs exactly one of kv_bytes_per_token and model",
-                         "pass kv_bytes_per_token=<bytes> or model=<a preset name or config>")
-    if (kv_transfer_bandwidth is None) == (link is None):
-        raise InputError("replay_handoffs", "needs exactly one of kv_transfer_bandwidth and link",
-                         "pass kv_transfer_bandwidth=<GB/s> or link=<e.g. 'ib-ndr'>")
-    check_choice("mode", mode, ("full_prompt", "destination_missing"))
-    check_choice("routing", routing, ("prefix", "round_robin"))
-    check_choice("contention", contention, ("none", "fifo", "fair"))
-    block_size = check_whole("block_size", block_size, smallest=1)
-    decode_workers = check_whole("decode_workers", decode_workers, smallest=1)
-    links = check_whole("links", links, smallest=1)
-    decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
-    tp = check_whole("tp", tp, smallest=1)
-    hash_block_tokens = check_whole("trace.attrs['hash_block_tokens']",
-                                    trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS), smallest=1)
-    per_token = float(_resolve.bytes_per_token(model if model is not None else kv_bytes_per_token,
-                                               kv_cache_dtype=kv_cache_dtype, tp=tp))
-    if link is not None:
-        resolved = get_link(link)
-        bandwidth, latency = resolved.effective_bandwidth_gb_s, float(latency_ms) + resolved.latency_ms
-    else:
-        bandwidth, latency = float(kv_transfer_bandwidth), float(latency_ms)
-    if not (bandwidth > 0 and per_token >= 0 and 0 <= latency < np.inf and per_token < np.inf):
-        raise ValueError(f"replay_handoffs: needs bandwidth > 0 GB/s, bytes per token >= 0 and latency >= 0; got "
-                         f"{bandwidth!r} GB/s, {per_token!r} B/token, {latency!r} ms")
-    for column in ("arrival_ms", "num_input_tokens"):
-        if column not in trace:
-            raise ValueError(f"replay_handoffs: the trace has no {column!r} column (it has {list(trace.columns)}). "
-                             "Fix: read it with perfmodel.read_trace")
-    ready = trace[ready_ms] if isinstance(ready_ms, str) else trace["arrival_ms"] if ready_ms is None else ready_ms
-    ready = np.ascontiguousarray(np.asarray(ready, dtype=np.float64))
-    try:
-        tokens = np.ascontiguousarray(whole_numbers("num_input_tokens", trace["num_input_tokens"]))
-    except InputError as error:  # name the request by its row label
-        raise error.relocated("trace column 'num_input_tokens'", trace.index[error.row], coerce_hint="") from None
-    if ready.shape != tokens.shape or not np.isfinite(ready).all():
-        raise InputError("ready_ms", "ready times must be finite, one per request",
-                         "pass one finite time in ms per request (default: the arrival times)")
-    blocks, offsets, n_unique = _flat_hashes(trace)
-    n = len(trace)
-    order = np.argsort(ready, kind="stable").astype(np.int64)
-    out = {name: np.zeros(n, dtype=dtype) for name, dtype in (
-        ("decode_worker", np.int64), ("cached_tokens", np.int64), ("charged_tokens", np.int64),
-        ("transfer_bytes", np.float64), ("transfer_ms", np.float64), ("start_ms", np.float64),
-        ("end_ms", np.float64), ("link", np.int64), ("queue_ms", np.float64))}
-    _replay.replay(
-        order, ready, tokens, blocks, offsets, n_unique, hash_block_tokens,
-        int(block_size), mode == "destination_missing", int(decode_workers),
-        -1 if decode_cache_blocks is None else decode_cache_blocks, routing == "prefix",
-        {"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], int(links),
-        bandwidth, per_token, latency,
-        out["decode_worker"], out["cached_tokens"], out["charged_tokens"], out["transfer_bytes"], out["transfer_ms"],
-        out["start_ms"], out["end_ms"], out["link"], out["queue_ms"],
-    )
-    result = pd.DataFrame({
-        "decode_worker": out["decode_worker"], "link": out["link"], "cached_tokens": out["cached_tokens"],
-        "charged_tokens": out["charged_tokens"],
-        # whole bytes as integers (exact below 2**53, which float64 arithmetic in the kernel guarantees)
-        "transfer_bytes": out["transfer_bytes"].astype(np.int64) if float(per_token).is_integer() and
-        (out["transfer_bytes"] < 2.0**53).all() else out["transfer_bytes"],
-        "transfer_ms": out["transfer_ms"], "queue_ms": out["queue_ms"],
-        "handoff_delay_ms": out["queue_ms"] + out["transfer_ms"], "start_ms": out["start_ms"], "end_ms": out["end_ms"],
-    }, index=trace.index)
-    result.attrs.update(contention=contention, links=int(links), mode=mode, bandwidth_gb_s=bandwidth,
-                        kv_bytes_per_token=per_token, latency_ms=latency, block_size=int(block_size))
-    return result
-
-
-def summarize(replay: pd.DataFrame) -> dict[str, float]:
-    """Headline figures of a replay: delay percentiles (ms), link utilisation, bytes moved and saved.
-
-    ``link_utilisation`` is the offered load: the transfers' time alone on a link,
-    summed, over the replayed span (first start to last end) times the number of links
-    (above 1 means the links cannot keep up). ``bytes_saved_by_prefix_reuse`` counts the
-    cached prefix blocks a destination_missing replay did not send (0 in full_prompt mode).
-
-    Examples
-    --------
-    >>> from perfmodel import replay_handoffs, summarize, synthetic_trace
-    >>> replay = replay_handoffs(synthetic_trace(500, 10), model="llama-3.1-8b", link="ib-ndr")
-    >>> sorted(summarize(replay))[:3]
-    ['bytes_moved', 'bytes_saved_by_prefix_reuse', 'handoffs']
-    """
-    delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
-    moving = replay[replay["transfer_bytes"] > 0]
-    span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
-    links = int(replay.attrs.get("links", 1))
-    load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
-    saved = (float(replay["cached_tokens"].sum()) * float(replay.attrs.get("kv_bytes_per_token", 0.0))
-             if replay.attrs.get("mode") == "destination_missing" else 0.0)
-    percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
-    return {
-        "handoffs": int(delay.size),
-        "p50_ms": float(percentiles[0]), "p90_ms": float(percentiles[1]), "p99_ms": float(percentiles[2]),
-        "mean_ms": float(delay.mean()) if delay.size else np.nan,
-        "max_ms": float(delay.max()) if delay.size else np.nan,
-        "mean_queue_ms": float(replay["queue_ms"].mean()) if delay.size else np.nan,
-        "link_utilisation": load,
-        "bytes_moved": float(replay["transfer_bytes"].sum()),
-        "bytes_saved_by_prefix_reuse": saved,
-    }

@@ -27,8 +27,8 @@ def _expected(df: pd.DataFrame, **kw) -> np.ndarray:
     return handoff_delay_ms(df["num_input_tokens"].to_numpy("float64", na_value=np.nan),
                             df["kv_transfer_bandwidth"].to_numpy("float64", na_value=np.nan),
                             df["kv_bytes_per_token"].to_numpy("float64", na_value=np.nan),
-                            df["worker_type"].astype(object).to_numpy(),
-                            df["completed"].to_numpy(), **kw)
+                            worker_type=df["worker_type"].astype(object).to_numpy(),
+                            completed=df["completed"].to_numpy(), **kw)
 
 
 def _assert_matches(result: pd.Series, expected: np.ndarray, df: pd.DataFrame):
@@ -199,7 +199,7 @@ def test_hypothesis_frames_with_na(df):
     worker = df["worker_type"].astype(object).where(df["worker_type"].notna(), "missing").to_numpy()
     expected = handoff_delay_ms(df["num_input_tokens"].to_numpy("float64", na_value=np.nan),
                                 df["kv_transfer_bandwidth"].to_numpy("float64", na_value=np.nan),
-                                df["kv_bytes_per_token"].to_numpy(), worker, df["completed"].to_numpy(),
+                                df["kv_bytes_per_token"].to_numpy(), worker_type=worker, completed=df["completed"].to_numpy(),
                                 errors="coerce")
     _assert_matches(result, expected, df)
     assert result.isna().sum() >= (df["worker_type"] != "prefill").sum()

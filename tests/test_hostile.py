@@ -292,7 +292,7 @@ def test_float_results_round_trip_in_json_lines(tmp_path):
     (tmp_path / "in.csv").write_text("num_input_tokens\n3\n")
     delay_file(tmp_path / "in.csv", tmp_path / "o.jsonl", progress=False, kv_bytes_per_token=1, kv_transfer_bandwidth=7.0)
     value = json.loads((tmp_path / "o.jsonl").read_text())["handoff_delay_ms"]
-    assert value == perfmodel.handoff_delay_ms(3, 7.0, 1)[0]  # all 17 digits, not 10
+    assert value == perfmodel.handoff_delay_ms(3, 7.0, 1)  # all 17 digits, not 10
 
 
 def test_replay_bytes_and_tokens_are_integers():

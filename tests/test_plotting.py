@@ -59,7 +59,7 @@ def test_required_bandwidth(ax):
     assert pp.required_bandwidth(TOKENS, "llama-3.1-70b", budgets_ms=[10, 50], links=["ib-ndr", "nvlink4"], ax=ax) is ax
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels[:2] == ["10 ms budget", "50 ms budget"]
-    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), perfmodel.required_bandwidth(TOKENS, "llama-3.1-70b", 50))
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), perfmodel.required_bandwidth(TOKENS, "llama-3.1-70b", budget_ms=50))
     assert {t.get_text() for t in ax.texts} == {"ib-ndr", "nvlink4"}
 
 

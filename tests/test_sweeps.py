@@ -25,7 +25,7 @@ def test_rows_order_and_values_match_the_core():
     assert list(zip(df["model"], df["link"], df["num_input_tokens"])) == expected
     for row in df.itertuples():
         link = perfmodel.get_link(row.link)
-        core = handoff_delay_ms(row.num_input_tokens, link.bandwidth_gb_s, kv_bytes_per_token(row.model))[0]
+        core = handoff_delay_ms(row.num_input_tokens, link.bandwidth_gb_s, kv_bytes_per_token(row.model))
         assert row.handoff_delay_ms == core
 
 
@@ -53,8 +53,8 @@ def test_cache_hit_ratio_is_block_rounded_like_the_helper():
     assert (df["mode"] == "destination_missing").all()
     for row in df.itertuples():
         charged = destination_missing_tokens(row.num_input_tokens, int(np.floor(row.cache_hit_ratio *
-                                                                                row.num_input_tokens)), 64)[0]
-        assert row.handoff_delay_ms == handoff_delay_ms(charged, 1.0, 1000)[0]
+                                                                                row.num_input_tokens)), 64)
+        assert row.handoff_delay_ms == handoff_delay_ms(charged, 1.0, 1000)
 
 
 def test_link_latency_is_added():
@@ -106,26 +106,26 @@ def test_axes_are_documented_in_order():
 
 
 def test_required_bandwidth_inverts_the_model():
-    needed = required_bandwidth([1024, 32768], "llama-3.1-70b", 50.0, latency_ms=1.0)
+    needed = required_bandwidth([1024, 32768], "llama-3.1-70b", budget_ms=50.0, latency_ms=1.0)
     delays = handoff_delay_ms([1024, 32768], needed, 327_680, latency_ms=1.0)
     np.testing.assert_allclose(delays, 50.0, rtol=1e-12)
-    assert required_bandwidth(0, 1000, 10.0)[()] == 0.0
-    assert required_bandwidth(10, 1000, 1.0, latency_ms=1.0)[()] == np.inf
+    assert required_bandwidth(0, 1000, budget_ms=10.0) == 0.0
+    assert required_bandwidth(10, 1000, budget_ms=1.0, latency_ms=1.0) == np.inf
 
 
 @given(st.floats(0.01, 1e4), st.floats(0.1, 1e4), st.integers(1, 10**6), st.floats(0, 5))
 def test_max_tokens_within_is_the_largest_that_fits(budget, bandwidth, per_token, latency):
-    n = max_tokens_within(budget, bandwidth, per_token, latency_ms=latency)[0]
+    n = max_tokens_within(bandwidth, per_token, budget_ms=budget, latency_ms=latency)
     assert n >= 0 and n == int(n)
-    assert handoff_delay_ms(n, bandwidth, per_token, latency_ms=latency)[0] <= budget
+    assert handoff_delay_ms(n, bandwidth, per_token, latency_ms=latency) <= budget
     if n < 10**15:
-        assert handoff_delay_ms(n + 1, bandwidth, per_token, latency_ms=latency)[0] > budget
+        assert handoff_delay_ms(n + 1, bandwidth, per_token, latency_ms=latency) > budget
 
 
 def test_max_tokens_within_special_cases():
-    assert max_tokens_within(1.0, 10.0, 0)[0] == np.inf
-    assert max_tokens_within(1.0, np.inf, 100)[0] == np.inf
-    assert max_tokens_within(1.0, 10.0, 1000, latency_ms=2.0)[0] == 0
-    assert max_tokens_within([10.0, 50.0], "ib-ndr", "llama-3.1-70b").tolist() == [1525, 7629]
+    assert max_tokens_within(10.0, 0, budget_ms=1.0) == np.inf
+    assert max_tokens_within(np.inf, 100, budget_ms=1.0) == np.inf
+    assert max_tokens_within(10.0, 1000, budget_ms=1.0, latency_ms=2.0) == 0
+    assert max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[10.0, 50.0]).tolist() == [1525, 7629]
     with pytest.raises(ValueError, match="budget_ms"):
-        max_tokens_within(-1.0, 10.0, 10)
+        max_tokens_within(10.0, 10, budget_ms=-1.0)

@@ -132,7 +132,7 @@ def test_missing_file_and_unknown_format(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_trace(tmp_path / "nope.jsonl")
     (tmp_path / "t.txt").write_text("x")
-    with pytest.raises(ValueError, match="unknown trace format"):
+    with pytest.raises(ValueError, match="cannot tell the format from"):
         read_trace(tmp_path / "t.txt")
 
 
@@ -259,8 +259,9 @@ def test_lru_evicts_least_recent():
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(kv_bytes_per_token=1), "exactly one of kv_transfer_bandwidth"),
-    (dict(kv_transfer_bandwidth=1.0), "exactly one of kv_bytes_per_token"),
+    (dict(kv_bytes_per_token=1), "kv_transfer_bandwidth and link are both missing"),
+    (dict(kv_transfer_bandwidth=1.0), "kv_bytes_per_token and model are both missing"),
+    (dict(kv_transfer_bandwidth=1.0, link="ib-ndr", kv_bytes_per_token=1), "are both given"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention: 'shared' is not one of"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0), "bandwidth > 0"),

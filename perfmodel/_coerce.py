@@ -1,0 +1,258 @@
+"""Generic coercion at the edge: user values to numpy arrays of a few fixed dtypes, never a silent misread.
+
+Used by every entry point (the numpy-level API, the pandas facade, sweeps, replay) so an
+input form is accepted, or refused, the same way everywhere:
+
+- scalars, lists, numpy arrays (masked entries are missing), pandas Series/Index and
+  extension arrays (nullable, Arrow-backed, categorical);
+- numbers as int64 or float64; text is parsed, with the usual spellings of "missing"
+  (``""``, ``NA``, ``null``...) as missing; booleans, dates and durations are refused
+  where numbers are expected, never read as 0/1 or nanoseconds;
+- labels (names, enum members, codes) as small integer codes, each distinct label mapped
+  once (:func:`map_distinct`), never per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import InputError
+
+# Stand-in for an entry that could not be parsed at all (a string, an unknown label):
+# invalid under every rule, so the kernel counts it and errors="coerce" yields NaN.
+UNPARSEABLE = -1
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only, C-contiguous view (one kernel type for writeable and read-only inputs)."""
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
+    """``value`` as a 1-D numpy array or pandas array-like, and whether it was a scalar."""
+    if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray)):
+        return value, False
+    if isinstance(value, pd.DataFrame):
+        raise InputError(
+            name, f"got a DataFrame with columns {list(value.columns)}", "pass one column, e.g. df['column']"
+        )
+    if np.ma.isMaskedArray(value):  # masked entries are missing values, never the numbers behind the mask
+        value = _unmask(name, value)
+    array = np.asarray(value)
+    if array.ndim == 0:
+        return array.reshape(1), True
+    if array.ndim > 1:
+        raise InputError(
+            name, f"must be a scalar or 1-D, got an array of shape {array.shape}",
+            "pass one column, or flatten it with .ravel()",
+        )
+    return array, False
+
+
+def _unmask(name: str, value: np.ma.MaskedArray) -> np.ndarray:
+    """A masked array with its masked entries as missing (NaN for numbers, None otherwise)."""
+    if not np.ma.getmask(value).any():
+        return np.ma.getdata(value)
+    if value.dtype.kind in "iuf":
+        return value.astype(np.float64).filled(np.nan)
+    if value.dtype.kind in "b":
+        raise InputError(name, "got a masked boolean array", "pass a pandas 'boolean' array, or fill the mask")
+    return value.astype(object).filled(None)
+
+
+def _pandas_to_numpy(data: Any) -> np.ndarray:
+    """A pandas Series/Index/ExtensionArray as numpy: numbers as numbers (NA as NaN), else objects."""
+    dtype = data.dtype
+    if isinstance(dtype, np.dtype):
+        return data.to_numpy()
+    if dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
+        if dtype.kind in "iu" and not pd.isna(data).any():
+            return data.to_numpy(dtype=np.int64 if dtype.kind == "i" else np.uint64)
+        if dtype.kind == "b" and not pd.isna(data).any():
+            return data.to_numpy(dtype=np.bool_)
+        return data.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(data, dtype=object)
+
+
+def _to_numeric(name: str, data: Any) -> np.ndarray:
+    """Numbers as int64 or float64; entries that are not numbers as ``UNPARSEABLE``."""
+    if not isinstance(data, np.ndarray):
+        if getattr(data.dtype, "kind", "") == "b":  # nullable booleans too: never read as 0/1
+            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+        data = _pandas_to_numpy(data)
+    dtype = data.dtype
+    if dtype == np.int64 or dtype == np.float64:
+        return data
+    if dtype.kind == "b":
+        raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+    if dtype.kind in "mMc":  # would otherwise parse as nanoseconds or lose an imaginary part: never a silent number
+        raise InputError(name, f"got {dtype} values where plain numbers were expected",
+                         "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
+    if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
+        return data.astype(np.int64)
+    if dtype.kind == "u":  # uint64 beyond int64's range stays exact enough as float64
+        fits = data.size == 0 or data.max() <= np.iinfo(np.int64).max
+        return data.astype(np.int64 if fits else np.float64)
+    if dtype.kind == "f":
+        return data.astype(np.float64)
+    # objects and strings: parse; genuine missing values (None, NaN, NA, "" and "NA"-like text) stay NaN.
+    return _parse_objects(name, np.asarray(data, dtype=object))
+
+
+#: Text that means "missing" in a file (compared case-insensitively, after stripping spaces).
+MISSING_TEXT = frozenset({"", "na", "nan", "null", "none", "n/a", "<na>", "nat"})
+
+
+def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
+    """Objects (numbers, numeric text, missing markers) as int64 if all are whole, else float64.
+
+    Booleans, dates and durations are errors (never silently numbers); anything else that
+    is not a number becomes ``UNPARSEABLE``, so the kernel counts it as invalid.
+    """
+    try:
+        kinds = {type(v) for v in pd.unique(data) if v is not None}
+    except TypeError:  # unhashable entries (lists): every type, the slow way
+        kinds = {type(v) for v in data if v is not None}
+    for kind in kinds:
+        if issubclass(kind, (bool, np.bool_)):
+            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
+        if issubclass(kind, (np.timedelta64, np.datetime64)) or kind.__module__.startswith(("datetime", "pandas")) \
+                and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp"):
+            raise InputError(name, f"got {kind.__name__} values where plain numbers were expected",
+                             "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
+    if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
+        try:
+            return data.astype(np.int64)
+        except (OverflowError, TypeError):
+            pass  # beyond int64, or missing values among them: float64 below
+    text = pd.Series(data, dtype=object)
+    if any(issubclass(k, str) for k in kinds):
+        is_text = text.map(type) == str
+        missing_text = text[is_text].str.strip().str.lower().isin(MISSING_TEXT)
+        text[missing_text[missing_text].index] = None
+    parsed = pd.to_numeric(text, errors="coerce")
+    parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+    parsed[np.isnan(parsed) & ~pd.isna(text).to_numpy()] = UNPARSEABLE
+    return parsed
+
+
+def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, missing: Any) -> np.ndarray:
+    """Map each distinct label of ``data`` once (hash-based), then spread the results to every row.
+
+    Works on numpy arrays and pandas objects (Categorical codes are reused as they are);
+    missing labels (None, NaN, NA) map to ``missing``.
+    """
+    if isinstance(data.dtype, pd.CategoricalDtype):
+        categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
+        codes, uniques = np.asarray(categorical.codes), categorical.categories
+    else:
+        codes, uniques = pd.factorize(data, use_na_sentinel=True)
+    lookup = np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype)
+    if (lookup.dtype == codes.dtype and lookup[-1] == -1
+            and np.array_equal(lookup[:-1], np.arange(len(uniques)))):
+        return codes  # categories already in code order: the codes are the answer, no copy
+    return lookup[codes]  # code -1 (missing) takes the last entry
+
+
+def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:
+    """Labels, enum members or integer codes as int8 codes (bool kept for flags).
+
+    Anything that is not a valid code becomes ``UNPARSEABLE``.
+    """
+    dtype = data.dtype
+    if dtype.kind == "b" and not accept_bool:  # booleans (nullable ones too) are never worker types or modes
+        return np.full(len(data), UNPARSEABLE, dtype=np.int8)
+    if not isinstance(data, np.ndarray) and dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
+        data = _pandas_to_numpy(data)
+        dtype = data.dtype
+    if dtype.kind == "b" and isinstance(dtype, np.dtype):
+        return data if accept_bool else np.full(len(data), UNPARSEABLE, dtype=np.int8)
+    if dtype == np.int8:
+        return data
+    if dtype.kind in "iuf" and isinstance(dtype, np.dtype):
+        valid = (data >= 0) & (data <= limit)
+        if dtype.kind == "f":
+            valid &= data == np.floor(data)
+        return np.where(valid, data, UNPARSEABLE).astype(np.int8)
+    return map_distinct(data, lambda label: _code_of(label, names, limit, accept_bool), np.int8, UNPARSEABLE)
+
+
+def _code_of(label: Any, names: dict[str, int], limit: int, accept_bool: bool) -> int:
+    """The code of one label: a name (any case), an enum member or an integer code."""
+    if isinstance(label, str):
+        label = label.strip().lower()
+        if label.isdigit():  # "1" from a text file, or numpy's cast of a mixed list
+            return int(label) if int(label) <= limit else UNPARSEABLE
+        return names.get(label, UNPARSEABLE)
+    if isinstance(label, (bool, np.bool_)):
+        return int(label) if accept_bool else UNPARSEABLE
+    if isinstance(label, (int, np.integer, float, np.floating)) and 0 <= label <= limit and label == int(label):
+        return int(label)
+    return UNPARSEABLE
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python scalars, for readable messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_errors(errors: Any, choices: tuple[str, ...] = ("raise", "coerce")) -> str:
+    """``errors`` if it is one of ``choices``, else :class:`InputError`."""
+    if not isinstance(errors, str) or errors not in choices:
+        raise InputError("errors", f"must be {' or '.join(map(repr, choices))}, got {errors!r}",
+                         f"pass errors={choices[0]!r} or errors={choices[1]!r}")
+    return errors
+
+
+def _count_problem(original: Any, number: float, smallest: int) -> str:
+    """Why one entry is not a whole number >= ``smallest``, in words."""
+    if number != number:
+        return "missing"
+    try:
+        float(original)
+    except (TypeError, ValueError):
+        return "not a number"
+    if number < 0:
+        return "negative"
+    if number < smallest:
+        return f"below {smallest}"
+    if number == np.inf:
+        return "infinite"
+    if number >= 2.0**63:
+        return "too large for a 64-bit integer"
+    return "not a whole number"
+
+
+def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.int64]:
+    """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
+    a whole number >= ``smallest`` (missing values included).
+
+    >>> from perfmodel._coerce import whole_numbers
+    >>> whole_numbers("block_size", [16, 64.0], smallest=1)
+    array([16, 64])
+    """
+    data, _ = _as_1d(name, value)
+    numbers = _to_numeric(name, data)
+    if numbers.dtype == np.int64:
+        invalid = numbers < smallest
+    else:  # floats: whole, finite and within int64's range (a cast would wrap around silently)
+        invalid = ~((numbers >= smallest) & (numbers < 2.0**63) & (numbers == np.floor(numbers)))
+    if invalid.any():
+        position = int(np.argmax(invalid))
+        original, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
+        problem = _count_problem(original, number, smallest)
+        raise InputError(
+            name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
+            n_invalid=int(invalid.sum()), row=position, value=original,
+        )
+    return numbers.astype(np.int64, copy=False)

@@ -1,0 +1,273 @@
+"""Trace replay: per-request handoffs with decode routing, destination prefix caches and link contention.
+
+This module validates and prepares (hash ids to dense block ids, ready order) and wraps
+the result; the event loop itself is the Numba kernel in :mod:`perfmodel._replay`, as
+:mod:`perfmodel.handoff` pairs with :mod:`perfmodel._kernels`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import _resolve
+from ._coerce import whole_numbers
+from .errors import InputError, check_choice, check_whole
+from .trace import _HASH_TYPE, MOONCAKE_BLOCK_TOKENS, _null_hash_rows, pc_fill_empty
+
+__all__ = ["replay_handoffs", "summarize"]
+
+
+# --- replay --------------------------------------------------------------------------------
+
+def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    """Dense block ids (0..U-1), offsets, U: one vectorized pass over the hash_ids column."""
+    if "hash_ids" not in trace:
+        return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
+    column = trace["hash_ids"]
+    try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
+        lists = pa.array(column, type=_HASH_TYPE) if isinstance(column.dtype, pd.ArrowDtype) else \
+            pa.array(column.to_list(), type=_HASH_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
+    if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
+        lists = lists.combine_chunks()
+    if lists.null_count:
+        lists = pc_fill_empty(lists)
+    null_rows = _null_hash_rows(lists)
+    if null_rows.size:
+        raise InputError("trace column 'hash_ids'", f"{null_rows.size} request(s) have a null block id, first at row "
+                         f"{trace.index[null_rows[0]]!r}", "drop those requests or repair their hash_ids (a block "
+                         "whose identity is unknown cannot be a cache hit)")
+    lists = lists.cast(pa.large_list(pa.int64()))
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    offsets = offsets - offsets[0]
+    dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
+    return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
+
+
+def replay_handoffs(
+    trace: pd.DataFrame,
+    kv_transfer_bandwidth: Any = None,
+    kv_bytes_per_token: Any = None,
+    *,
+    model: Any = None,
+    link: Any = None,
+    mode: Literal["full_prompt", "destination_missing"] = "full_prompt",
+    block_size: int = 512,
+    decode_workers: int = 1,
+    decode_cache_blocks: int | None = None,
+    routing: Literal["prefix", "round_robin"] = "prefix",
+    contention: Literal["none", "fifo", "fair"] = "none",
+    links: int = 1,
+    latency_ms: float = 0.0,
+    ready_ms: Any = None,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+) -> pd.DataFrame:
+    """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
+
+    Deterministic: requests are handled in ready order (``ready_ms``, default their
+    arrival), ties in trace order.
+
+    - Each handoff goes to a decode worker: ``routing="prefix"`` picks the worker whose
+      cache holds the longest prefix of the request's ``hash_ids`` (ties: round robin),
+      ``"round_robin"`` takes them in turn.
+    - Each decode worker keeps an LRU cache of block hashes (``decode_cache_blocks``
+      blocks, unbounded when None). A request's blocks enter its worker's cache when its
+      transfer ends (so a block still in flight is not a hit).
+    - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
+      to ``block_size`` (SEMANTICS rule 2); ``"full_prompt"`` charges the whole prompt.
+      ``cached_tokens`` reports the worker's cached prefix in both modes. A trace without
+      ``hash_ids`` has no prefix information: every block is missing, and the block
+      rounding makes destination_missing cost slightly *more* than full_prompt (a warning
+      says so).
+    - ``contention="none"``: every transfer runs at line rate from its ready time (as
+      upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
+      the first free one; ``"fair"``: after its setup latency, a transfer shares its link
+      (the one with the fewest active transfers) equally with the others on it (exact
+      processor-sharing event simulation).
+
+    Parameters
+    ----------
+    trace
+        From :func:`read_trace` or :func:`synthetic_trace` (``arrival_ms``,
+        ``num_input_tokens``, optional ``hash_ids``).
+    kv_transfer_bandwidth
+        Decimal GB/s, a link preset name (``"ib-ndr"``, ``"8x ib-ndr"``) or a
+        :class:`perfmodel.Link` (its latency is added). ``link=`` is the same.
+    kv_bytes_per_token
+        Bytes per token, a model preset name, config dict or ``config.json`` path (with
+        ``kv_cache_dtype``, ``tp``), or the name of a trace column holding any of these
+        per request (a trace mixing models replays at once). ``model=`` is the same.
+    mode, block_size, decode_workers, decode_cache_blocks, routing, contention, links, latency_ms
+        As above; ``latency_ms`` is a per-transfer setup latency in ms.
+    ready_ms
+        When each prefill completes and its handoff may start: a column name or an
+        array in ms; default ``arrival_ms``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like the trace: ``arrival_ms`` and ``num_input_tokens`` (from the trace),
+        ``decode_worker``, ``link`` (-1: none used), ``cached_tokens``,
+        ``charged_tokens``, ``transfer_bytes`` (integers when bytes per token are),
+        ``transfer_ms`` (alone on the link), ``queue_ms`` (waiting or slowed by
+        sharing), ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``;
+        for a mixed fleet also ``kv_bytes_per_token``.
+
+    Examples
+    --------
+    >>> from perfmodel import replay_handoffs, synthetic_trace
+    >>> trace = synthetic_trace(2000, rate_per_s=20, seed=0)
+    >>> replay = replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", mode="destination_missing",
+    ...                          decode_workers=4, contention="fifo")
+    >>> bool((replay["handoff_delay_ms"] == replay["queue_ms"] + replay["transfer_ms"]).all())
+    True
+    """
+    import warnings
+
+    from . import _replay
+
+    bandwidth_spec = _one_of("kv_transfer_bandwidth", kv_transfer_bandwidth, "link", link, "<GB/s or e.g. 'ib-ndr'>")
+    bytes_spec = _one_of("kv_bytes_per_token", kv_bytes_per_token, "model", model, "<bytes or e.g. 'llama-3.1-70b'>")
+    check_choice("mode", mode, ("full_prompt", "destination_missing"))
+    check_choice("routing", routing, ("prefix", "round_robin"))
+    check_choice("contention", contention, ("none", "fifo", "fair"))
+    block_size = check_whole("block_size", block_size, smallest=1)
+    decode_workers = check_whole("decode_workers", decode_workers, smallest=1)
+    links = check_whole("links", links, smallest=1)
+    decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
+    hash_block_tokens = check_whole("trace.attrs['hash_block_tokens']",
+                                    trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS), smallest=1)
+    for column in ("arrival_ms", "num_input_tokens"):
+        if column not in trace:
+            raise InputError("trace", f"has no {column!r} column (it has {list(trace.columns)})",
+                             "read it with perfmodel.read_trace, or name the columns arrival_ms and num_input_tokens")
+    bandwidth, latency = _link_of(bandwidth_spec, latency_ms)
+    per_token = _bytes_per_request(trace, bytes_spec, kv_cache_dtype, tp)
+    ready = trace[ready_ms] if isinstance(ready_ms, str) else trace["arrival_ms"] if ready_ms is None else ready_ms
+    ready = np.ascontiguousarray(np.asarray(ready, dtype=np.float64))
+    try:
+        tokens = np.ascontiguousarray(whole_numbers("num_input_tokens", trace["num_input_tokens"]))
+    except InputError as error:  # name the request by its row label
+        raise error.relocated("trace column 'num_input_tokens'", trace.index[error.row], coerce_hint="") from None
+    if ready.shape != tokens.shape or not np.isfinite(ready).all():
+        raise InputError("ready_ms", "ready times must be finite, one per request",
+                         "pass one finite time in ms per request (default: the arrival times)")
+    if mode == "destination_missing" and "hash_ids" not in trace:
+        warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
+                      "destination_missing charges every block, block-rounded, which costs slightly more than "
+                      "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
+    blocks, offsets, n_unique = _flat_hashes(trace)
+    n = len(trace)
+    requests = _replay.Requests(order=np.argsort(ready, kind="stable").astype(np.int64), ready_ms=ready,
+                                tokens=tokens, blocks=blocks, offsets=offsets, bytes_per_token=per_token)
+    cluster = _replay.Cluster(
+        n_unique=n_unique, hash_block_tokens=hash_block_tokens, block_size=block_size,
+        destination_missing=mode == "destination_missing", workers=decode_workers,
+        capacity=-1 if decode_cache_blocks is None else decode_cache_blocks, prefix_routing=routing == "prefix",
+        contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], n_links=links,
+        bandwidth_gb_s=bandwidth, latency_ms=latency)
+    out = _replay.Results.empty(n)
+    _replay.replay(requests, cluster, out)
+    whole_bytes = bool(np.all(per_token == np.floor(per_token))) and bool((out.bytes < 2.0**53).all())
+    columns = {
+        "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64), "num_input_tokens": tokens,
+        "decode_worker": out.worker, "link": out.link, "cached_tokens": out.cached, "charged_tokens": out.charged,
+        # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
+        "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+        "transfer_ms": out.transfer, "queue_ms": out.queue, "handoff_delay_ms": out.queue + out.transfer,
+        "start_ms": out.start, "end_ms": out.end,
+    }
+    uniform = per_token.size == 0 or bool(np.all(per_token == per_token[0]))
+    if not uniform:
+        columns["kv_bytes_per_token"] = per_token
+    result = pd.DataFrame(columns, index=trace.index)
+    result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth,
+                        kv_bytes_per_token=float(per_token[0]) if uniform and per_token.size else None,
+                        latency_ms=latency, block_size=block_size)
+    return result
+
+
+def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
+    if (value is None) == (alias_value is None):
+        both = value is not None
+        raise InputError("replay_handoffs", f"{name} and {alias} {'are both given' if both else 'are both missing'}",
+                         f"pass {name}={example} (or {alias}=, the same), once")
+    return alias_value if value is None else value
+
+
+def _link_of(spec: Any, latency_ms: Any) -> tuple[float, float]:
+    """One link for the replay: (effective bandwidth GB/s > 0, total latency ms)."""
+    if np.ndim(spec) != 0:
+        raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
+                         "pass one bandwidth, link name or Link (replay_grid sweeps several)")
+    bandwidth, link_latency = _resolve.bandwidth_and_latency(spec)
+    bandwidth, latency = float(bandwidth), float(latency_ms) + float(link_latency or 0.0)
+    if not bandwidth > 0:
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s cannot move a handoff",
+                         "pass a bandwidth > 0 GB/s (or +inf for free transfers)")
+    if not 0 <= latency < np.inf:
+        raise InputError("latency_ms", f"{latency!r} is not a finite number >= 0", "pass a latency in ms >= 0")
+    return bandwidth, latency
+
+
+def _bytes_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any) -> np.ndarray:
+    """KV bytes per token of every request (float64): one value, or a trace column of values or model names."""
+    column = None
+    if isinstance(spec, str) and spec in trace.columns:
+        column, spec = spec, trace[spec]
+    per_token = _resolve.bytes_per_token(spec, kv_cache_dtype=kv_cache_dtype, tp=tp)
+    values = np.asarray(per_token, dtype=np.float64)
+    values = np.full(len(trace), values.item()) if values.ndim == 0 else np.ascontiguousarray(values)
+    bad = ~((values >= 0) & (values < np.inf))
+    if values.shape != (len(trace),) or bad.any():
+        first = int(np.argmax(bad)) if bad.any() else None
+        where = f"trace column {column!r}" if column else "kv_bytes_per_token"
+        problem = (f"{values.size} values for {len(trace)} requests" if first is None else
+                   f"{int(bad.sum())} requests without a finite number of bytes >= 0, first at row "
+                   f"{trace.index[first]!r}: {values[first]!r}")
+        raise InputError(where, problem, "pass one number or model per request (or one for all)")
+    return values
+
+
+def summarize(replay: pd.DataFrame) -> dict[str, float]:
+    """Headline figures of a replay: delay percentiles (ms), link utilisation, bytes moved and saved.
+
+    ``link_utilisation`` is the offered load: the transfers' time alone on a link,
+    summed, over the replayed span (first start to last end) times the number of links
+    (above 1 means the links cannot keep up). ``bytes_saved_by_prefix_reuse`` counts the
+    cached prefix blocks a destination_missing replay did not send (0 in full_prompt mode).
+
+    Examples
+    --------
+    >>> from perfmodel import replay_handoffs, summarize, synthetic_trace
+    >>> replay = replay_handoffs(synthetic_trace(500, 10), model="llama-3.1-8b", link="ib-ndr")
+    >>> sorted(summarize(replay))[:3]
+    ['bytes_moved', 'bytes_saved_by_prefix_reuse', 'handoffs']
+    """
+    delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
+    moving = replay[replay["transfer_bytes"] > 0]
+    span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
+    links = int(replay.attrs.get("links", 1))
+    load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    per_token = replay["kv_bytes_per_token"] if "kv_bytes_per_token" in replay else \
+        float(replay.attrs.get("kv_bytes_per_token") or 0.0)
+    saved = (float((replay["cached_tokens"] * per_token).sum())
+             if replay.attrs.get("mode") == "destination_missing" else 0.0)
+    percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
+    return {
+        "handoffs": int(delay.size),
+        "p50_ms": float(percentiles[0]), "p90_ms": float(percentiles[1]), "p99_ms": float(percentiles[2]),
+        "mean_ms": float(delay.mean()) if delay.size else np.nan,
+        "max_ms": float(delay.max()) if delay.size else np.nan,
+        "mean_queue_ms": float(replay["queue_ms"].mean()) if delay.size else np.nan,
+        "link_utilisation": load,
+        "bytes_moved": float(replay["transfer_bytes"].sum()),
+        "bytes_saved_by_prefix_reuse": saved,
+    }
