@@ -6,6 +6,9 @@ the package (and the command line's ``--help``) stays quick.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import types
 from typing import Any
 
 import pandas as pd
@@ -40,3 +43,40 @@ class PerfmodelAccessor:
         from .frame import RESULT_NAME, handoff_delays
 
         return self._df.assign(**{RESULT_NAME: handoff_delays(self._df, **keywords)})
+
+
+class _FacadeSignature:
+    """The facade's real signature (without ``df``) for the accessor's methods, built on first
+    request (``help()``, IDEs, ``inspect.signature``), so registering the accessor imports nothing."""
+
+    def __get__(self, function: Any, owner: Any = None) -> inspect.Signature:
+        from .frame import handoff_delays
+
+        facade = inspect.signature(handoff_delays)
+        parameters = [p for name, p in facade.parameters.items() if name != "df"]
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        returns = pd.Series if function is _SIGNED["handoff_delay"] else pd.DataFrame
+        return facade.replace(parameters=[self_parameter, *parameters], return_annotation=returns)
+
+
+class _Signed:
+    """A method whose ``__signature__`` is the facade's (functions cannot hold a lazy attribute)."""
+
+    __signature__ = _FacadeSignature()
+
+    def __init__(self, function: Any) -> None:
+        self._function = function
+        functools.update_wrapper(self, function)
+        del self.__wrapped__  # inspect must read __signature__, not unwrap to the **keywords function
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
+        return self._function(*args, **keywords)
+
+
+_SIGNED: dict[str, Any] = {}
+for _name in ("handoff_delay", "assign_handoff_delay"):
+    _SIGNED[_name] = _Signed(getattr(PerfmodelAccessor, _name))
+    setattr(PerfmodelAccessor, _name, _SIGNED[_name])

@@ -203,36 +203,13 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
 
     df = perfmodel.sweep(**axes)
     write_table(df, stage / table_name)
-
-    hue = "link" if "link" in df else "kv_transfer_bandwidth"
-    panel = "model" if "model" in df else "kv_bytes_per_token"
-    panels = list(dict.fromkeys(df[panel]))
-    fixed = {c: df[c].iloc[0] for c in ("kv_cache_dtype", "tp", "mode", "cache_hit_ratio", "block_size", "latency_ms")
-             if c in df}
-    view = df.loc[np.logical_and.reduce([df[c] == v for c, v in fixed.items()])] if fixed else df
-    columns = min(len(panels), 2)
-    rows = -(-len(panels) // columns)
-    fig, axs = plt.subplots(rows, columns, figsize=(5.6 * columns, 4.0 * rows), squeeze=False, sharey=True,
-                            layout="constrained")
-    for ax, key in zip(axs.flat, panels):
-        pp.delay_vs_tokens(view[view[panel] == key], hue=hue, budgets_ms=[50], ax=ax)
-        ax.set_title(f"{key}" + (" B/token" if panel == "kv_bytes_per_token" else ""))
-    for ax in list(axs.flat)[len(panels):]:
-        ax.set_visible(False)
-    if fixed:
-        fig.suptitle(", ".join(f"{k}={v}" for k, v in fixed.items()), fontsize="small")
-    _save(fig, stage / "delay_vs_tokens.png")
-
-    first = panels[0]
-    grid_axes = {"num_input_tokens": tokens, "kv_transfer_bandwidth": np.geomspace(1, 1000, 61)}
-    grid_axes.update({"model": first} if panel == "model" else {"kv_bytes_per_token": first})
-    fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
-    if len(tokens) > 1:
-        pp.heatmap(perfmodel.sweep(**grid_axes), budgets_ms=(10, 50, 100), ax=ax)
-        ax.set_title(f"{first}: handoff delay over bandwidth and prompt length")
-        _save(fig, stage / "heatmap.png")
+    _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+    if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
+        grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}
+        grid["kv_transfer_bandwidth"] = np.geomspace(1, 1000, 61)
+        _save(pp.heatmap_figure(perfmodel.sweep(**grid), budgets_ms=(10, 50, 100)), stage / "heatmap.png")
     plt.close("all")
-    print(_summary(view, hue, panel, tokens))
+    print(_summary(df, tokens))
     return len(df)
 
 
@@ -240,14 +217,23 @@ def _save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=130, format="png")
 
 
-def _summary(df: Any, hue: str, panel: str, tokens: list[int]) -> str:
-    """Delay (ms) at a few prompt lengths, one row per model x link."""
+def _summary(df: Any, tokens: list[int]) -> str:
+    """Delay (ms) at a few prompt lengths: one row per model and per value of every option given
+    more than one value (each a labelled level), the options with one value in the heading."""
+    from .sweeps import AXES
+
+    derived = {"kv_bytes_per_token": "model", "kv_transfer_bandwidth": "link"}
+    options = [c for c in AXES if c in df.columns and c != "num_input_tokens" and derived.get(c) not in df.columns]
+    levels = [c for c in options if c in ("model", "link") or df[c].nunique() > 1]
+    fixed = [c for c in options if c not in levels]
     wanted = [t for t in (1024, 8192, 32768, 131072) if t in tokens] or tokens[:: max(1, len(tokens) // 4)][:4]
     part = df[df["num_input_tokens"].isin(wanted)]
-    table = part.pivot_table(index=[panel, hue], columns="num_input_tokens", values="handoff_delay_ms",
-                             observed=True, sort=False)
+    table = part.pivot_table(index=levels, columns="num_input_tokens", values="handoff_delay_ms", observed=True,
+                             sort=False, dropna=False)
     table.columns = [f"{t // 1024}k" if t % 1024 == 0 else str(t) for t in table.columns]
-    return "handoff delay (ms) at prompt length:\n" + table.to_string(float_format=lambda v: f"{v:,.3g}")
+    heading = ", ".join(f"{c}={df[c].iloc[0]}" for c in fixed)
+    return (f"handoff delay (ms) at prompt length{f' ({heading})' if heading else ''}:\n"
+            + table.to_string(float_format=lambda v: f"{v:,.3g}"))
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
@@ -342,22 +328,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
-    replay = replay_handoffs(
-        trace, model=args.model, kv_bytes_per_token=args.kv_bytes_per_token, link=args.link,
-        kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,
-        decode_workers=args.decode_workers, decode_cache_blocks=args.cache_blocks, routing=args.routing,
-        contention=args.contention, links=args.links, latency_ms=args.latency_ms or 0.0,
-        ready_ms="ready_ms" if "ready_ms" in trace else None,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        replay = replay_handoffs(
+            trace, model=args.model, kv_bytes_per_token=args.kv_bytes_per_token, link=args.link,
+            kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,
+            decode_workers=args.decode_workers, decode_cache_blocks=args.cache_blocks, routing=args.routing,
+            contention=args.contention, links=args.links, latency_ms=args.latency_ms or 0.0,
+            ready_ms="ready_ms" if "ready_ms" in trace else None,
+        )
+    for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line
+        print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
     summary = summarize(replay)
     out: Path = args.out
     names = [f"replay.{args.format}", "summary.json", "replay.png"]
     with output_folder(out, names=names, inputs=[args.trace]) as stage:
-        write_table(replay.reset_index(), stage / names[0])
+        write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0])
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-        pp.delay_cdf({f"{args.contention} contention": replay}, ax=axes[0])
-        pp.link_timeline(replay, ax=axes[1])
+        fig = pp.replay_figure(replay)
         _save(fig, stage / "replay.png")
         plt.close(fig)
     width = max(map(len, summary))

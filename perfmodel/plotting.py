@@ -20,7 +20,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .links import LINKS, Link
 
-__all__ = ["compare", "delay_cdf", "delay_vs_tokens", "heatmap", "link_timeline", "required_bandwidth"]
+__all__ = ["compare", "delay_cdf", "delay_vs_tokens", "delay_vs_tokens_figure", "heatmap", "heatmap_figure",
+           "link_timeline", "replay_figure", "required_bandwidth"]
 
 _STYLES = ["-", "--", "-.", ":"]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -87,17 +88,57 @@ def _require(df: pd.DataFrame, columns: Sequence[str]) -> None:
 
 def _one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:
     if df.duplicated(list(keys)).any():
-        varying = [c for c in df.columns if c not in keys and c not in
-                   ("handoff_delay_ms", "kv_bytes_per_token", "kv_transfer_bandwidth") and df[c].nunique() > 1]
+        varying = [c for c in _varying(df) if c not in keys]
         raise ValueError(f"{what}: several rows per {list(keys)} (the columns {varying} vary too). "
                          f"Fix: select one value of each, e.g. df[df['{(varying or ['...'])[0]}'] == ...]")
 
 
+#: Columns a sweep computes (never an axis to tell lines apart by, unless swept directly).
+_OUTPUTS = ("handoff_delay_ms",)
+
+
+#: Columns a sweep derives from another axis (bytes per token from the model, bandwidth from the link).
+_DERIVED = {"kv_bytes_per_token": "model", "kv_transfer_bandwidth": "link"}
+
+
+def _varying(df: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """The axes with more than one value, in the frame's order (a sweep's axis order); a column
+    derived from an axis of the frame (bytes per token of ``model``) is not an axis of its own."""
+    derived = [c for c, source in _DERIVED.items() if source in df.columns]
+    return [c for c in df.columns if c not in (*_OUTPUTS, *exclude, *derived) and df[c].nunique(dropna=False) > 1]
+
+
+def _default_hue(df: pd.DataFrame, x: str) -> str | None:
+    """The one column that tells the lines apart when ``hue`` is not given (None: one line).
+
+    A column that is a function of another (``kv_bytes_per_token`` of ``model``,
+    ``kv_transfer_bandwidth`` of ``link``) does not count as a second varying axis.
+    """
+    varying = _varying(df, exclude=[x])
+    if not varying:
+        return None
+    candidates = [c for c in varying if not df.duplicated([x, c]).any()]
+    if candidates:
+        return candidates[0]
+    raise ValueError(f"delay_vs_tokens: several columns vary ({varying}), so one line per value of one of them "
+                     f"would mix the others. Fix: pass hue= one of them and select one value of the rest, e.g. "
+                     f"delay_vs_tokens(df[df[{varying[-1]!r}] == ...], hue={varying[0]!r})")
+
+
+def _label_of(hue: str | None, key: Any) -> str | None:
+    if key is None:
+        return None
+    return _si(key) + " GB/s" if hue == "kv_transfer_bandwidth" else str(key)
+
+
 def delay_vs_tokens(
     df: pd.DataFrame, hue: str | None = None, *, x: str = "num_input_tokens", budgets_ms: Sequence[float] = (),
-    ax: Axes | None = None,
+    legend: bool = True, ax: Axes | None = None, **kwargs: Any,
 ) -> Axes:
     """Handoff delay against prompt length, log-log, one line per value of ``hue``.
+
+    Series that coincide (e.g. two links of the same bandwidth) are drawn once, with
+    both names in the legend ("ib-ndr = roce-400g"), so no line hides another.
 
     Parameters
     ----------
@@ -105,13 +146,18 @@ def delay_vs_tokens(
         A sweep frame (``num_input_tokens`` and ``handoff_delay_ms`` columns).
     hue
         The column that tells the lines apart (e.g. ``"link"``, ``"model"``,
-        ``"kv_transfer_bandwidth"``); None draws one line.
+        ``"kv_transfer_bandwidth"``). Default: the one column that varies besides ``x``
+        (an error names them when several do); one line when none does.
     x
         The x column (default prompt length in tokens).
     budgets_ms
         Horizontal reference lines (latency budgets, ms).
+    legend
+        Draw a legend (figure-level layouts draw one for all panels instead).
     ax
         Axes to draw on (default: the current Axes).
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.plot` (e.g. ``linewidth``, ``alpha``).
 
     Returns
     -------
@@ -123,44 +169,96 @@ def delay_vs_tokens(
     >>> import matplotlib.pyplot as plt
     >>> fig, ax = plt.subplots()
     >>> import perfmodel, perfmodel.plotting as pp
-    >>> df = perfmodel.sweep(link=["nvlink4", "ib-ndr"], model="llama-3.1-70b",
-    ...                      num_input_tokens=[1024, 8192, 32768])
-    >>> ax = pp.delay_vs_tokens(df, hue="link", budgets_ms=[50], ax=ax)
-    >>> [line.get_label() for line in ax.get_lines()][:2]
-    ['nvlink4', 'ib-ndr']
+    >>> df = perfmodel.sweep(num_input_tokens=[1024, 8192, 32768], kv_transfer_bandwidth=[12.5, 50, 450],
+    ...                      kv_bytes_per_token=131072)
+    >>> ax = pp.delay_vs_tokens(df, budgets_ms=[50], ax=ax)   # hue: the one varying axis
+    >>> [line.get_label() for line in ax.get_lines()][:3]
+    ['12.5 GB/s', '50 GB/s', '450 GB/s']
     """
     ax = _ax(ax)
     _require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []))
+    if hue is None:
+        hue = _default_hue(df, x)
     _one_row_per(df, [x] + ([hue] if hue else []), "delay_vs_tokens")
     groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
-    for (key, part), style in zip(groups, _styles()):
+    drawn: list[tuple[Any, np.ndarray, np.ndarray]] = []  # (line, x, y) of the series drawn so far
+    styles = _styles()
+    for key, part in groups:
         part = part.sort_values(x)
-        label = _si(key) + " GB/s" if hue == "kv_transfer_bandwidth" else (None if key is None else str(key))
-        ax.plot(part[x], part["handoff_delay_ms"], label=label, **style)
+        xs, ys = part[x].to_numpy(float), part["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
+        label = _label_of(hue, key)
+        same = next((line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys,
+                                                                                                 equal_nan=True)), None)
+        if same is not None:  # coincides with a line already drawn: one line, both names
+            same.set_label(f"{same.get_label()} = {label}")
+            continue
+        line, = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
+        drawn.append((line, xs, ys))
     for budget in budgets_ms:
         ax.axhline(budget, color="0.4", linewidth=0.8, linestyle=":")
         ax.annotate(f"{budget:g} ms", (1.0, budget), xycoords=("axes fraction", "data"), ha="right", va="bottom",
                     fontsize="small", color="0.3")
-    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=bool(hue))
+    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
     return ax
+
+
+def _edges(values: np.ndarray, log: bool) -> np.ndarray:
+    """Cell edges around sorted cell centres: midpoints, geometric on a log axis (cells look even)."""
+    if values.size == 1:
+        return values * np.array([0.5, 2.0]) if log else values + np.array([-0.5, 0.5])
+    inner = np.sqrt(values[:-1] * values[1:]) if log else (values[:-1] + values[1:]) / 2
+    first = values[0] ** 2 / inner[0] if log else 2 * values[0] - inner[0]
+    last = values[-1] ** 2 / inner[-1] if log else 2 * values[-1] - inner[-1]
+    return np.concatenate([[first], inner, [last]])
+
+
+def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray) -> tuple | None:
+    """The budget's contour from the model itself (bandwidth needed over prompt length), where it applies:
+    a full-prompt grid of prompt length x bandwidth with one bytes-per-token and latency."""
+    from .sweeps import required_bandwidth
+
+    if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth") or "kv_bytes_per_token" not in df:
+        return None
+    if df["kv_bytes_per_token"].nunique() != 1 or ("mode" in df and (df["mode"] != "full_prompt").any()):
+        return None
+    if "state_bytes" in df:
+        return None
+    latency = df["latency_ms"].iloc[0] if "latency_ms" in df and df["latency_ms"].nunique() == 1 else \
+        (None if "latency_ms" in df else 0.0)
+    if latency is None:
+        return None
+    dense = np.geomspace(max(xs.min(), 1), xs.max(), 400)
+    return dense, required_bandwidth(dense, float(df["kv_bytes_per_token"].iloc[0]), budget_ms=budget,
+                                     latency_ms=float(latency))
 
 
 def heatmap(
     df: pd.DataFrame, x: str = "num_input_tokens", y: str = "kv_transfer_bandwidth", *,
-    budgets_ms: Sequence[float] = (10, 50, 100), ax: Axes | None = None,
+    budgets_ms: Sequence[float] = (10, 50, 100), colorbar: bool = True, ax: Axes | None = None, **kwargs: Any,
 ) -> Axes:
-    """Handoff delay over a 2-D grid, log colour scale, with contour lines at budgets.
+    """Handoff delay over a 2-D grid, log colour scale, with the budgets' contours.
+
+    Each cell is centred on a swept value (cell edges halfway between neighbours,
+    geometrically on a log axis); with a dozen values or fewer, the ticks are the swept
+    values themselves. On a prompt length x bandwidth grid of a full-prompt sweep, the
+    budget contours are the model's own answer (:func:`perfmodel.required_bandwidth`,
+    exact, not interpolated between cells); on other grids they are interpolated.
 
     Parameters
     ----------
     df
         A sweep frame with exactly one row per (``x``, ``y``) pair.
     x, y
-        The grid's columns (default prompt length and bandwidth, both drawn log-scaled).
+        The grid's columns (default prompt length and bandwidth, log-scaled when they
+        span more than 20x).
     budgets_ms
         Delays (ms) at which contour lines are drawn and labelled.
+    colorbar
+        Draw a colour bar (figure-level layouts draw one shared bar instead).
     ax
         Axes to draw on (default: the current Axes).
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.pcolormesh` (e.g. ``cmap``, ``norm``).
 
     Returns
     -------
@@ -185,19 +283,37 @@ def heatmap(
     xs, ys, z = grid.columns.to_numpy(float), grid.index.to_numpy(float), grid.to_numpy(float)
     positive = z[np.isfinite(z) & (z > 0)]
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
-    for axis_name, column in (("x", x), ("y", y)):  # scales first: clabel places labels in display space
-        values = xs if axis_name == "x" else ys
-        if values.min() > 0 and values.max() / values.min() > 20:
+    logs = {}
+    for axis_name, column, values in (("x", x, xs), ("y", y, ys)):  # scales first: labels are placed in display space
+        logs[axis_name] = bool(values.min() > 0 and values.max() / values.min() > 20)
+        if logs[axis_name]:
             getattr(ax, f"set_{axis_name}scale")("log", base=2 if column == "num_input_tokens" else 10)
         if column == "num_input_tokens":
             _tokens_axis(getattr(ax, f"{axis_name}axis"))
-    mesh = ax.pcolormesh(xs, ys, z, norm=norm, shading="nearest", cmap="viridis")
-    ax.figure.colorbar(mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
+        if values.size <= 12:  # the swept values are the ticks
+            getattr(ax, f"set_{axis_name}ticks")(values)
+            getattr(ax, f"{axis_name}axis").set_minor_formatter(NullFormatter())
+            getattr(ax, f"{axis_name}axis").set_major_formatter(FuncFormatter(
+                _tokens if column == "num_input_tokens" else _si))
+    mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z,
+                         **{"norm": norm, "cmap": "viridis", **kwargs})
+    if colorbar:
+        ax.figure.colorbar(mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
     levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
-    if levels:
-        contours = ax.contour(xs, ys, z, levels=levels, colors="white", linewidths=1.2,
-                              linestyles=_STYLES[:len(levels)])
-        ax.clabel(contours, fmt=lambda v: f"{v:g} ms", fontsize="small")
+    for budget, style in zip(levels, cycle(_STYLES)):
+        curve = _analytic_budget_curve(df, x, y, budget, xs)
+        if curve is not None:
+            line, = ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
+            inside = (curve[1] >= ys.min()) & (curve[1] <= ys.max())
+            if inside.any():
+                at = np.flatnonzero(inside)[len(np.flatnonzero(inside)) // 2]
+                ax.annotate(f"{budget:g} ms", (curve[0][at], curve[1][at]), color="white", fontsize="small",
+                            ha="left", va="bottom")
+        elif len(xs) > 1 and len(ys) > 1:
+            contours = ax.contour(xs, ys, z, levels=[budget], colors="white", linewidths=1.2, linestyles=style)
+            ax.clabel(contours, fmt=lambda v: f"{v:g} ms", fontsize="small")
+    ax.set_xlim(*_edges(xs, logs["x"])[[0, -1]])
+    ax.set_ylim(*_edges(ys, logs["y"])[[0, -1]])
     ax.set_xlabel(_AXIS_LABELS.get(x, x))
     ax.set_ylabel(_AXIS_LABELS.get(y, y))
     return ax
@@ -415,3 +531,159 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
     ax.set_ylabel("transfers in flight")
     ax.grid(True, alpha=0.3)
     return ax
+
+
+# --- figure-level layouts (what the command line draws) ------------------------------------
+
+#: The sweep axes that are options of a what-if (the panels of a figure), in sweep order.
+_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "kv_bytes_per_token", "latency_ms", "mode", "cache_hit_ratio",
+               "block_size", "state_bytes")
+
+
+def _describe(key: Any, value: Any) -> str:
+    if key == "model":
+        return str(value)
+    if key == "kv_bytes_per_token":
+        return f"{_si(value)} B/token"
+    if key == "tp":
+        return f"TP{value}"
+    if key == "kv_cache_dtype":
+        return f"KV {value}"
+    if key == "latency_ms":
+        return f"+{value:g} ms latency"
+    if key == "cache_hit_ratio":
+        return f"{value:.0%} cached"
+    if key == "block_size":
+        return f"block {value}"
+    if key == "state_bytes":
+        return f"+{_si(value)} B state"
+    return str(value)
+
+
+def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[list[str], list[tuple], str]:
+    """The axes that vary (one panel per combination), the combinations, and a title for the fixed ones."""
+    present = [c for c in _PANEL_AXES if c in df.columns and c not in exclude]
+    panel_axes = [c for c in present if df[c].nunique() > 1 and not (c == "kv_bytes_per_token" and "model" in df)]
+    fixed = [c for c in present if c not in panel_axes and not (c == "kv_bytes_per_token" and "model" in df)]
+    keys = list(df[panel_axes].drop_duplicates().itertuples(index=False, name=None)) if panel_axes else [()]
+    if len(keys) > max_panels:
+        raise ValueError(f"{len(keys)} panels ({' x '.join(panel_axes)}) are too many for one figure. Fix: give "
+                         f"fewer values of {', '.join(panel_axes)} (at most {max_panels} combinations)")
+    title = ", ".join(_describe(c, df[c].iloc[0]) for c in fixed)
+    return panel_axes, keys, title
+
+
+def _grid(n: int, width: float, height: float) -> tuple[Any, np.ndarray]:
+    columns = min(n, 2 if n <= 4 else 3)
+    rows = -(-n // columns)
+    fig, axs = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False, sharex=True,
+                            sharey=True, layout="constrained")
+    for ax in axs.flat[n:]:
+        ax.set_visible(False)
+    return fig, axs
+
+
+def delay_vs_tokens_figure(
+    df: pd.DataFrame, *, hue: str | None = None, budgets_ms: Sequence[float] = (50,), max_panels: int = 16,
+) -> Any:
+    """Delay against prompt length for a whole sweep: one panel per combination of the options that
+    vary (model, KV dtype, TP, latency, mode...), one line per ``hue`` value, one shared legend,
+    and the options that do not vary in the title.
+
+    Parameters
+    ----------
+    df
+        A sweep frame.
+    hue
+        The column that tells the lines apart (default ``link``, else ``kv_transfer_bandwidth``,
+        when it varies).
+    budgets_ms
+        Horizontal reference lines (ms).
+    max_panels
+        More combinations than this is an error (name fewer values).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> df = perfmodel.sweep(model=["llama-3.1-8b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"],
+    ...                      link=["ib-ndr", "nvlink4"], num_input_tokens=[1024, 8192, 32768])
+    >>> fig = pp.delay_vs_tokens_figure(df)
+    >>> [ax.get_title() for ax in fig.axes]
+    ['llama-3.1-8b, KV bf16', 'llama-3.1-8b, KV fp8', 'deepseek-v3, KV bf16', 'deepseek-v3, KV fp8']
+    """
+    if hue is None:
+        hue = next((c for c in ("link", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
+    panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
+    fig, axs = _grid(len(keys), 5.2, 3.8)
+    for ax, key in zip(axs.flat, keys):
+        part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
+        delay_vs_tokens(part, hue=hue, budgets_ms=budgets_ms, legend=False, ax=ax)
+        ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        ax.label_outer()
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axs.flat[:len(keys)]), key=lambda hl: len(hl[1]))
+    if labels:
+        fig.legend(handles, labels, title=hue, loc="outside right center", fontsize="small")
+    fig.suptitle("handoff delay" + (f" ({title})" if title else ""), fontsize="medium")
+    return fig
+
+
+def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 100), max_panels: int = 16) -> Any:
+    """Delay over prompt length x bandwidth for a sweep: one heatmap per combination of the options
+    that vary, on one shared colour scale, with the budgets' contours and the fixed options in the title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import numpy as np, perfmodel, perfmodel.plotting as pp
+    >>> df = perfmodel.sweep(model=["llama-3.1-8b", "qwen3-32b"], kv_transfer_bandwidth=np.geomspace(1, 1000, 31),
+    ...                      num_input_tokens=2 ** np.arange(7, 18))
+    >>> [ax.get_title() for ax in pp.heatmap_figure(df).axes[:2]]
+    ['llama-3.1-8b', 'qwen3-32b']
+    """
+    _require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
+    panel_axes, keys, title = _panels(df, ["kv_transfer_bandwidth"], max_panels)
+    fig, axs = _grid(len(keys), 4.8, 3.6)
+    delays = df["handoff_delay_ms"].to_numpy(float)
+    positive = delays[np.isfinite(delays) & (delays > 0)]
+    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
+    mesh = None
+    for ax, key in zip(axs.flat, keys):
+        part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
+        heatmap(part, budgets_ms=budgets_ms, colorbar=False, norm=norm, ax=ax)
+        mesh = ax.collections[0]
+        ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        ax.label_outer()
+    if mesh is not None:
+        fig.colorbar(mesh, ax=[ax for ax in axs.flat if ax.get_visible()], label=_AXIS_LABELS["handoff_delay_ms"])
+    fig.suptitle("handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""),
+                 fontsize="medium")
+    return fig
+
+
+def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
+    """A trace replay at a glance: the delay CDF (percentiles marked) and the transfers in flight.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> replay = perfmodel.replay_handoffs(perfmodel.synthetic_trace(300, 10, seed=0), "ib-ndr", "llama-3.1-8b")
+    >>> len(pp.replay_figure(replay).axes)
+    2
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    attrs = replay.attrs
+    label = label or ", ".join(str(v) for v in (f"{attrs['contention']} contention" if "contention" in attrs else None,
+                                                 attrs.get("mode")) if v)
+    delay_cdf({label or "handoff_delay_ms": replay}, ax=axes[0])
+    link_timeline(replay, ax=axes[1])
+    return fig

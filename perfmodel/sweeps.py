@@ -43,7 +43,7 @@ def _axis_values(name: str, value: Any) -> list[Any] | np.ndarray:
         value = [value]
     values = list(value) if name in _LABEL_AXES else np.asarray(value)
     if len(values) == 0:
-        raise ValueError(f"sweep: axis {name} is empty. Fix: give it at least one value")
+        raise InputError("sweep", f"axis {name} is empty", "give it at least one value")
     return values
 
 
@@ -61,7 +61,7 @@ def _mode(value: Any) -> TransferMode:
     try:
         return TransferMode[value.strip().upper()] if isinstance(value, str) else TransferMode(value)
     except (KeyError, ValueError):
-        raise ValueError(f"sweep: unknown mode {value!r}. Fix: use 'full_prompt' or 'destination_missing'") from None
+        raise InputError("sweep", f"unknown mode {value!r}", "use 'full_prompt' or 'destination_missing'") from None
 
 
 def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
@@ -170,19 +170,21 @@ class SweepPlan:
         axes = dict(axes)
         unknown = set(axes) - set(AXES)
         if unknown:
-            raise ValueError(f"sweep: unknown axis {sorted(unknown)}. Fix: use axes from {', '.join(AXES)}")
+            raise InputError("sweep", f"unknown axis {sorted(unknown)}", f"use axes from {', '.join(AXES)}")
         for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link")):
             if one in axes and other in axes:
-                raise ValueError(f"sweep: give either {one} or {other}, not both")
+                raise InputError("sweep", f"{one} and {other} are both given", f"give either {one} or {other}, not both")
         if "num_input_tokens" not in axes:
-            raise ValueError("sweep: num_input_tokens is required. Fix: e.g. num_input_tokens=[1024, 8192, 32768]")
+            raise InputError("sweep", "num_input_tokens is required", "e.g. num_input_tokens=[1024, 8192, 32768]")
         if "kv_bytes_per_token" not in axes and "model" not in axes:
-            raise ValueError("sweep: give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
+            raise InputError("sweep", "kv_bytes_per_token is required",
+                             "give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
         if "kv_transfer_bandwidth" not in axes and "link" not in axes:
-            raise ValueError("sweep: give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
+            raise InputError("sweep", "kv_transfer_bandwidth is required",
+                             "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
         for needs_model in ("kv_cache_dtype", "tp"):
             if needs_model in axes and "model" not in axes:
-                raise ValueError(f"sweep: {needs_model} applies to model presets/configs; give a model axis too")
+                raise InputError("sweep", f"{needs_model} applies to model presets/configs", "give a model axis too")
         if "cache_hit_ratio" in axes and "mode" not in axes:
             axes["mode"] = "destination_missing"
         given = tuple(name for name in AXES if name in axes)
@@ -192,14 +194,15 @@ class SweepPlan:
             if name in _LABEL_AXES:
                 labels[name] = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
                 if len(set(labels[name])) != len(labels[name]):
-                    raise ValueError(f"sweep: axis {name} has repeated values {labels[name]}. Fix: give each value once")
+                    raise InputError("sweep", f"axis {name} has repeated values {labels[name]}", "give each value once")
         for name, smallest in (("num_input_tokens", 0), ("block_size", 1)):  # fail before allocating the grid
             if name in values:
                 whole_numbers(name, values[name], smallest)
         if "cache_hit_ratio" in values:
             ratios = np.asarray(values["cache_hit_ratio"], dtype=np.float64)
             if not np.all((ratios >= 0) & (ratios <= 1)):
-                raise ValueError(f"sweep: cache_hit_ratio must be within [0, 1], got {ratios.tolist()}")
+                raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
+                                 "give fractions of the prompt from 0 to 1")
         bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp") if m in given)
         bytes_table = np.empty(0, dtype=np.int64)
         if "model" in given:

@@ -50,9 +50,38 @@ def test_heatmap(ax):
     df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(5, 900, 12),
                          num_input_tokens=2 ** np.arange(7, 18))
     assert pp.heatmap(df, budgets_ms=(10, 50, 100), ax=ax) is ax
-    assert len(ax.collections) >= 2  # the mesh and the contours
+    assert len(ax.collections) == 1 and len(ax.lines) == 3  # the mesh, and one budget curve each
     assert sorted(float(t.get_text().split()[0]) for t in ax.texts) == [10, 50, 100]
     assert ax.get_ylabel() == "bandwidth (GB/s)" and ax.get_yscale() == "log"
+    tokens, bandwidth = ax.lines[1].get_data()  # the 50 ms curve is the model's own answer, not interpolated
+    np.testing.assert_allclose(bandwidth, perfmodel.required_bandwidth(tokens, "llama-3.1-8b", budget_ms=50), rtol=1e-12)
+    np.testing.assert_allclose(ax.get_yticks(), df["kv_transfer_bandwidth"].unique())  # ticks at the swept values
+
+
+def test_heatmap_cells_sit_at_the_swept_values(ax):
+    df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=[10.0, 100.0, 1000.0],
+                         num_input_tokens=[1024, 4096, 16384, 65536])
+    mesh = pp.heatmap(df, budgets_ms=(), ax=ax).collections[0]
+    xs, ys = mesh.get_coordinates()[0, :, 0], mesh.get_coordinates()[:, 0, 1]
+    np.testing.assert_allclose(np.sqrt(xs[:-1] * xs[1:]), [1024, 4096, 16384, 65536])  # centred, geometrically
+    np.testing.assert_allclose(np.sqrt(ys[:-1] * ys[1:]), [10, 100, 1000])
+
+
+def test_delay_vs_tokens_picks_the_one_varying_axis_and_names_several(ax):
+    df = perfmodel.sweep(num_input_tokens=TOKENS, kv_transfer_bandwidth=[12.5, 50, 450], kv_bytes_per_token=131072)
+    pp.delay_vs_tokens(df, ax=ax)
+    assert [line.get_label() for line in ax.get_lines()] == ["12.5 GB/s", "50 GB/s", "450 GB/s"]
+    both = perfmodel.sweep(model=["qwen3-8b", "qwen3-32b"], kv_transfer_bandwidth=[50.0, 450.0],
+                           num_input_tokens=TOKENS)
+    with pytest.raises(ValueError, match=r"several columns vary \(\['model', 'kv_transfer_bandwidth'\]\).*hue="):
+        pp.delay_vs_tokens(both, ax=ax)
+
+
+def test_coinciding_series_stay_visible(ax):
+    df = perfmodel.sweep(model="llama-3.1-70b", link=["ib-ndr", "roce-400g", "nvlink4"], num_input_tokens=TOKENS)
+    pp.delay_vs_tokens(df, ax=ax, linewidth=3)
+    assert [line.get_label() for line in ax.get_lines()] == ["ib-ndr = roce-400g", "nvlink4"]
+    assert ax.get_lines()[0].get_linewidth() == 3  # **kwargs reach matplotlib
 
 
 def test_required_bandwidth(ax):
