@@ -500,6 +500,18 @@ def _preload(command: str) -> None:
         raise Interrupted(pending[0])
 
 
+#: The command-line flags behind the API's argument names, for error messages.
+_FLAGS = {
+    "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
+    "tp": "--tp", "kv_cache_dtype": "--kv-cache-dtype", "latency_ms": "--latency-ms", "mode": "--mode",
+    "fallback_delay_ms": "--fallback-delay-ms", "chunk_rows": "--chunk-rows", "block_size": "--block-size",
+    "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks", "links": "--links",
+    "errors": "--errors", "state_bytes": "--state-bytes",
+    **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
+                                                     "destination_missing_tokens")},
+}
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Failures caused by the input, the files or the machine (exit 2), as opposed to bugs (exit 1)."""
     import lzma
@@ -540,8 +552,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except _user_errors() as error:
             if args.debug:
                 raise
-            if hasattr(error, "coerce_hint"):  # an InputError: name the command's flag, if it has one
+            if hasattr(error, "coerce_hint"):  # an InputError: speak of the command's flags, not of arguments
                 error.coerce_hint = "--errors coerce" if command == "delay" else ""
+                if error.where in _FLAGS:
+                    error.where = f"{_FLAGS[error.where]} ({error.where})"
             print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
             return 2
     except KeyboardInterrupt as interrupt:

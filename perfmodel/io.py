@@ -695,8 +695,8 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
             try:
                 delays = handoff_delays(chunk, errors=errors, **keywords)
             except InputError as error:
-                if error.n_invalid is None:  # one bad value for every row: no need to read on
-                    raise error.relocated(f"{source}: {error.where}", error.row) from None
+                if error.n_invalid is None:  # one bad value (an option) for every row: the option is at fault
+                    raise
                 report.add(error.relocated(f"{source}: {error.where}", error.row))
                 continue
             if report.error is None and writer is not None:

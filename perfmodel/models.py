@@ -127,8 +127,10 @@ def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
         name = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
     key = str(name).lower().removeprefix("torch.")
     if key not in _DTYPE_BYTES:
-        raise ValueError(f"kv_cache_dtype {name!r} is not known. Fix: use one of "
-                         f"{', '.join(sorted(_DTYPE_BYTES))} (or None/'auto' for the model's dtype)")
+        from .errors import InputError
+
+        raise InputError("kv_cache_dtype", f"{name!r} is not known",
+                         f"use one of {', '.join(sorted(_DTYPE_BYTES))} (or None/'auto' for the model's dtype)")
     return _DTYPE_BYTES[key]
 
 

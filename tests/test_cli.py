@@ -92,7 +92,7 @@ def test_models_and_links():
     (["delay", "{bad}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
      "column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at row 2: 'ten' (not a number)"),
     (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "-1", "--kv-bytes-per-token", "1",
-      "--column", "num_input_tokens=prompt_tokens"], "kv_transfer_bandwidth: -1.0 is negative"),
+      "--column", "num_input_tokens=prompt_tokens"], "--bandwidth/--link (kv_transfer_bandwidth): -1.0 is negative"),
     (["delay", "{csv}", "--out", "{dir}/o.csv", "--link", "ib-nrd", "--kv-bytes-per-token", "1",
       "--column", "num_input_tokens=prompt_tokens"],
      "unknown link 'ib-nrd'. Fix: did you mean ib-ndr"),

@@ -91,7 +91,7 @@ def test_config_file_and_folder(tmp_path):
     (lambda: kv_bytes_per_token({"hidden_size": 4096}), "no num_hidden_layers / n_layer / num_layers; it has: hidden_size"),
     (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "hidden_size": 8}), "num_attention_heads"),
     (lambda: kv_bytes_per_token("llama-3.1-7b"), "did you mean llama-3.1-70b, llama-3.1-8b"),
-    (lambda: kv_bytes_per_token("llama-3.1-8b", kv_cache_dtype="fp6"), "kv_cache_dtype 'fp6'"),
+    (lambda: kv_bytes_per_token("llama-3.1-8b", kv_cache_dtype="fp6"), "kv_cache_dtype: 'fp6' is not known"),
     (lambda: kv_bytes_per_token("llama-3.1-8b", tp=0), "tp: 0 is not a whole number >= 1"),
     (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "kv_lora_rank": 512}), "qk_rope_head_dim"),
 ])
