@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ._coerce import map_distinct
 from .links import Link, get_link
-from .errors import check_whole
-from .models import _dtype_bytes, kv_bytes_per_token
+from .errors import InputError, check_choice, check_whole
+from .models import _dtype_bytes, kv_bytes_per_token, layer_count
 
 
 def _is_number_text(label: Any) -> bool:
@@ -57,49 +57,81 @@ def _per_label(resolve: Callable[[Any], Any], errors: str) -> Callable[[Any], An
     return lenient
 
 
-def bytes_per_token(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, errors: str = "raise") -> Any:
+def bytes_per_token(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+                    errors: str = "raise") -> Any:
     """``kv_bytes_per_token`` as numbers: a model name, config or path (or an array of them)
-    becomes its KV bytes per token; numbers pass through unchanged. With ``errors="coerce"``
-    an unknown name in a column becomes missing."""
+    becomes its KV bytes per token (one GPU's, or with ``scope="group"`` the whole TP
+    group's); numbers pass through unchanged. With ``errors="coerce"`` an unknown name in
+    a column becomes missing."""
     tp = check_whole("tp", tp, smallest=1)  # knobs are checked first: errors="coerce" is for the rows only
+    check_choice("scope", scope, ("rank", "group"))
     _dtype_bytes({}, kv_cache_dtype)
     if isinstance(value, (Mapping, str, os.PathLike)):
-        return kv_bytes_per_token(value, kv_cache_dtype=kv_cache_dtype, tp=tp)
+        return kv_bytes_per_token(value, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
     if np.ndim(value) == 0 or not holds_labels(value):
-        if kv_cache_dtype is not None or tp != 1:
-            raise ValueError("kv_cache_dtype and tp apply to model names or configs, but kv_bytes_per_token is "
-                             "already a number of bytes. Fix: pass a model (e.g. 'llama-3.1-70b') or drop them")
+        if kv_cache_dtype is not None or tp != 1 or scope != "rank":
+            raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp and scope apply to model names or configs, "
+                             "but kv_bytes_per_token is already a number of bytes",
+                             "pass a model (e.g. 'llama-3.1-70b') or drop them")
         return value
-    resolve = _per_label(lambda m: kv_bytes_per_token(m, kv_cache_dtype=kv_cache_dtype, tp=tp), errors)
+    resolve = _per_label(lambda m: kv_bytes_per_token(m, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope), errors)
     return map_distinct(_array(value), resolve, np.float64, np.nan)
 
 
-def bandwidth_and_latency(value: Any, *, errors: str = "raise") -> tuple[Any, Any]:
+def num_layers(value: Any, *, errors: str = "raise") -> Any:
+    """The layer count of a model name, config or path (or of each in an array of them)."""
+    if isinstance(value, (Mapping, str, os.PathLike)):
+        return layer_count(value)
+    return map_distinct(_array(value), _per_label(layer_count, errors), np.float64, np.nan)
+
+
+class LinkTerms(NamedTuple):
+    """A link's terms as numbers (scalars, or arrays for a column of links); None where it adds nothing."""
+
+    bandwidth_gb_s: Any
+    latency_ms: Any
+    per_block_ms: Any
+
+
+def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
     """``kv_transfer_bandwidth`` as numbers: a :class:`Link` or link name (or an array of them)
-    becomes ``(effective bandwidth GB/s, latency ms)``; numbers pass through with latency None.
-    With ``errors="coerce"`` an unknown name in a column becomes missing."""
+    becomes its effective bandwidth (GB/s), latency (ms) and per-block cost (ms); numbers pass
+    through (no latency, no per-block cost). With ``errors="coerce"`` an unknown name in a
+    column becomes missing."""
     if isinstance(value, (Link, str)):
         link = get_link(value)
-        return link.effective_bandwidth_gb_s, link.latency_ms
+        return LinkTerms(link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms)
     if np.ndim(value) == 0 or not holds_labels(value):
-        return value, None
+        return LinkTerms(value, None, None)
     data = _array(value)
-    bandwidth = map_distinct(data, _per_label(lambda v: get_link(v).effective_bandwidth_gb_s, errors), np.float64,
-                             np.nan)
-    latency = map_distinct(data, _per_label(lambda v: get_link(v).latency_ms, errors), np.float64, 0.0)
-    latency[np.isnan(latency)] = 0.0  # an unknown link is already missing through its bandwidth
-    return bandwidth, latency
+    terms = []
+    for attribute, missing in (("effective_bandwidth_gb_s", np.nan), ("latency_ms", 0.0), ("per_block_ms", 0.0)):
+        column = map_distinct(data, _per_label(lambda v, a=attribute: getattr(get_link(v), a), errors), np.float64,
+                              missing)
+        if attribute != "effective_bandwidth_gb_s":
+            column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth
+        terms.append(column)
+    return LinkTerms(*terms)
 
 
-def add_latency(latency_ms: Any, link_latency_ms: Any) -> Any:
-    """The caller's latency plus the link's (skipped when the link adds none)."""
-    if link_latency_ms is None or (np.ndim(link_latency_ms) == 0 and link_latency_ms == 0):
-        return latency_ms
-    if np.ndim(link_latency_ms) and not np.any(link_latency_ms):
-        return latency_ms
-    if isinstance(latency_ms, pd.Series):
-        latency_ms = latency_ms.to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.add(latency_ms, link_latency_ms)
+def bandwidth_and_latency(value: Any, *, errors: str = "raise") -> tuple[Any, Any]:
+    """``(bandwidth GB/s, latency ms)`` of :func:`link_terms` (latency None for plain numbers)."""
+    terms = link_terms(value, errors=errors)
+    return terms.bandwidth_gb_s, terms.latency_ms
+
+
+def add(value: Any, extra: Any) -> Any:
+    """``value`` plus a link's term (skipped when the link adds nothing, so no array is made)."""
+    if extra is None or (np.ndim(extra) == 0 and extra == 0):
+        return value
+    if np.ndim(extra) and not np.any(extra):
+        return value
+    if isinstance(value, pd.Series):
+        value = value.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.add(value, extra)
+
+
+add_latency = add
 
 
 def _array(value: Any) -> Any:

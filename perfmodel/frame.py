@@ -17,7 +17,7 @@ import pandas as pd
 from ._codes import TransferMode, WorkerType
 from .errors import InputError
 from ._coerce import check_errors
-from .handoff import ARGUMENTS, Errors, _handoff
+from .handoff import ARGUMENTS, Errors, Options, _handoff
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -82,8 +82,17 @@ def handoff_delays(
     state_bytes: Any = 0,
     latency_ms: Any = 0.0,
     fallback_delay_ms: Any = None,
+    per_block_ms: Any = 0.0,
+    block_size: Any = None,
+    overlap: str = "none",
+    prefill_ms: Any = None,
+    prefill_tokens_per_s: Any = None,
+    num_layers: Any = None,
+    layer_group: Any = 1,
+    layerwise_min_tokens: Any = 0,
     kv_cache_dtype: str | None = None,
     tp: int = 1,
+    scope: str = "rank",
     errors: Errors = "raise",
     parallel: bool | None = None,
 ) -> pd.Series:
@@ -96,9 +105,11 @@ def handoff_delays(
     those of :func:`perfmodel.handoff_delay_ms`.
 
     ``kv_bytes_per_token`` may also be a model preset name or config (or a column of
-    model names), resolved with ``kv_cache_dtype`` and ``tp`` (see
+    model names), resolved with ``kv_cache_dtype``, ``tp`` and ``scope`` (see
     :func:`perfmodel.kv_bytes_per_token`); ``kv_transfer_bandwidth`` may be a link name
-    or :class:`perfmodel.Link` (or a column of them), whose latency is then added.
+    or :class:`perfmodel.Link` (or a column of them), whose latency and per-block cost
+    are then added. The extensions (per-block cost, layer-wise streaming) take values or
+    columns, as in :func:`perfmodel.handoff_delay_ms`.
 
     ``parallel`` forces the serial (False) or parallel (True) kernel; the default picks
     by size (the Dask layer runs the serial one inside its partitions).
@@ -141,8 +152,8 @@ def handoff_delays(
     if all(np.ndim(v) == 0 for v in values.values()):  # every argument is one value: every row gets it
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        result = _handoff(values, errors=errors, with_missing=True, parallel=parallel, kv_cache_dtype=kv_cache_dtype,
-                          tp=tp)
+        result = _handoff(values, Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap),
+                          errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         if error.argument in columns:  # name the column, and the row by its label
             row = df.index[error.position] if error.position is not None else error.row

@@ -9,6 +9,7 @@ which argument, row and value were at fault.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from ._codes import TransferMode, WorkerType
 from ._coerce import (
     UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, whole_numbers,
 )
-from .errors import InputError, check_flag, check_whole
+from .errors import InputError, check_choice, check_flag, check_whole
 from .links import Link
 
 __all__ = [
@@ -74,6 +75,13 @@ _RULES: dict[str, _Rule] = {
     "state_bytes": _Rule("real", "state bytes are finite numbers >= 0 (NaN marks unknown)"),
     "latency_ms": _Rule("real", "latency is a finite number of milliseconds >= 0"),
     "fallback_delay_ms": _Rule("real", "the fallback delay is a finite number of milliseconds >= 0, or None"),
+    "per_block_ms": _Rule("real", "the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)"),
+    "block_size": _Rule("count", "block sizes are whole numbers of tokens >= 1 (0 or NaN: none)"),
+    "prefill_ms": _Rule("real", "prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)"),
+    "prefill_tokens_per_s": _Rule("real", "prefill rates are finite numbers of tokens per second > 0"),
+    "num_layers": _Rule("count", "layer counts are whole numbers >= 0 (0: no layer-wise streaming)"),
+    "layer_group": _Rule("count", "layer groups are whole numbers of layers, from 1 to the number of layers"),
+    "layerwise_min_tokens": _Rule("count", "the layer-wise threshold is a whole number of tokens >= 0"),
 }
 
 #: The model's ten inputs, in the kernel's argument order (the pandas facade takes the same names).
@@ -92,7 +100,22 @@ _INVALID = {
     "state_bytes": lambda x: (x < 0) | (x == _INF),
     "latency_ms": lambda x: ~((x >= 0) & (x < _INF)),
     "fallback_delay_ms": lambda x: (x < 0) | (x == _INF),
+    "per_block_ms": lambda x: ~((x >= 0) & (x < _INF)),
+    "block_size": lambda x: (x < 0) | (x == _INF),
+    "prefill_ms": lambda x: (x < 0) | (x == _INF),
+    "prefill_tokens_per_s": lambda x: (x <= 0) | (x == _INF),
+    "num_layers": lambda x: ~((x >= 0) & (x < _INF)) | (x - np.floor(x) > 0),
+    "layer_group": lambda x: ~(x >= 1) | (x - np.floor(x) > 0),
+    "layerwise_min_tokens": lambda x: ~((x >= 0) & (x < _INF)),
 }
+
+# Rules that tie two inputs together: (argument blamed, the other, invalid(argument, other), problem, fix).
+_CROSS = (
+    ("per_block_ms", "block_size", lambda pb, bs: (pb > 0) & ~(bs > 0),
+     "a per-block cost needs a block size", "pass block_size (tokens per KV block), or per_block_ms=0"),
+    ("layer_group", "num_layers", lambda g, n: (n > 0) & (g > n),
+     "more layers per group than the model has", "pass a layer_group between 1 and num_layers"),
+)
 
 
 @dataclass
@@ -171,7 +194,20 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
         if n_invalid:
             counts[arg.name] = n_invalid
             first = first or (arg, invalid)
-    if first is None:
+    if first is None:  # only rules that tie two inputs together
+        by_name = {a.name: a for a in args}
+        for name, other, rule, problem, fix in _CROSS:
+            with np.errstate(invalid="ignore"):
+                invalid = np.broadcast_to(rule(np.asarray(by_name[name].value), np.asarray(by_name[other].value)),
+                                          (n,))
+            if invalid.any():
+                position = int(np.argmax(invalid))
+                arg = by_name[name]
+                value = _plain(arg.original[0] if not arg.is_array else np.asarray(arg.original, dtype=object)[position])
+                if not by_name[name].is_array and not by_name[other].is_array:
+                    return InputError(name, f"{value!r}: {problem}", fix, value=value)
+                return InputError(name, problem, fix, n_invalid=int(invalid.sum()), row=position, value=value,
+                                  position=position, counts={name: int(invalid.sum())})
         raise AssertionError("the kernel counted invalid rows that the diagnostic pass does not find")
     arg, invalid = first
     if not arg.is_array:  # one value, applied to every row
@@ -221,7 +257,7 @@ def _check_out(out: Any, n: int, args: list[_Arg]) -> np.ndarray:
 _parallel_lock = threading.Lock()
 
 
-def _run_kernel(values: list[Any], out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
+def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
                 num_threads: int | None) -> int:
     """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time.
 
@@ -235,16 +271,16 @@ def _run_kernel(values: list[Any], out: np.ndarray, missing_out: np.ndarray | No
     if parallel and _parallel_lock.acquire(blocking=False):
         try:
             if num_threads is None:
-                return int(_kernels.handoff_parallel(*values, out, missing_out))
+                return int(_kernels.handoff_parallel(values, out, missing_out))
             previous = numba.get_num_threads()
             numba.set_num_threads(num_threads)
             try:
-                return int(_kernels.handoff_parallel(*values, out, missing_out))
+                return int(_kernels.handoff_parallel(values, out, missing_out))
             finally:
                 numba.set_num_threads(previous)
         finally:
             _parallel_lock.release()
-    return int(_kernels.handoff_serial(*values, out, missing_out))
+    return int(_kernels.handoff_serial(values, out, missing_out))
 
 
 def handoff_delay_ms(
@@ -259,8 +295,17 @@ def handoff_delay_ms(
     state_bytes: ArrayLike = 0,
     latency_ms: ArrayLike = 0.0,
     fallback_delay_ms: ArrayLike | None = None,
+    per_block_ms: ArrayLike = 0.0,
+    block_size: ArrayLike | None = None,
+    overlap: Literal["none", "layerwise"] = "none",
+    prefill_ms: ArrayLike | None = None,
+    prefill_tokens_per_s: ArrayLike | None = None,
+    num_layers: ArrayLike | None = None,
+    layer_group: ArrayLike = 1,
+    layerwise_min_tokens: ArrayLike = 0,
     kv_cache_dtype: str | None = None,
     tp: int = 1,
+    scope: Literal["rank", "group"] = "rank",
     errors: Errors = "raise",
     out: NDArray[np.float64] | None = None,
     parallel: bool | None = None,
@@ -342,11 +387,38 @@ def handoff_delay_ms(
         num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
         kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
         destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
-        fallback_delay_ms=fallback_delay_ms,
+        fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
+        prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
     )
-    result = _handoff(inputs, errors=errors, out=out, parallel=parallel, num_threads=num_threads,
-                      kv_cache_dtype=kv_cache_dtype, tp=tp)
+    options = Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
+    result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
+
+
+@dataclass(frozen=True)
+class Options:
+    """How names resolve and which extensions apply: not per-row inputs (one value per call)."""
+
+    kv_cache_dtype: str | None = None  # for models given by name or config
+    tp: int = 1  # tensor-parallel degree, for models given by name or config
+    scope: str = "rank"  # "rank": one GPU's bytes; "group": all ranks of the TP group's
+    overlap: str = "none"  # "layerwise": stream layer groups while prefill runs
+
+    def check(self) -> Options:
+        check_choice("scope", self.scope, ("rank", "group"))
+        check_choice("overlap", self.overlap, ("none", "layerwise"))
+        return dataclasses.replace(self, tp=check_whole("tp", self.tp, smallest=1))
+
+    @property
+    def shapes_bytes(self) -> bool:
+        """Whether bytes per token depend on these options (so they must come from a model)."""
+        return self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
+
+
+#: Inputs that only layer-wise streaming reads, with their "not given" values.
+_LAYERWISE = {"prefill_ms": None, "prefill_tokens_per_s": None, "num_layers": None, "layer_group": 1,
+              "layerwise_min_tokens": 0}
 
 
 @dataclass(frozen=True)
@@ -363,41 +435,79 @@ def _names_in(value: Any) -> bool:
     return np.ndim(value) > 0 and _resolve.holds_labels(value)
 
 
-def _resolve_names(values: dict[str, Any], kv_cache_dtype: str | None, tp: Any, errors: str) -> None:
-    """Model names/configs to bytes per token and links to (bandwidth, latency), in place, once per
-    distinct name. Unknown names raise, or with ``errors="coerce"`` leave their rows missing."""
-    for argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
-        value = values[argument]
-        if not (_names_in(value) or (argument == "kv_bytes_per_token" and (kv_cache_dtype is not None or tp != 1))):
-            continue
+def _resolve_names(values: dict[str, Any], options: Options, errors: str) -> None:
+    """In place, once per distinct name: models (names, configs) to bytes per token (and to layer
+    counts for layer-wise streaming), links to bandwidth, latency and per-block cost. Unknown names
+    raise, or with ``errors="coerce"`` leave their rows missing."""
+    per_token = values["kv_bytes_per_token"]
+    model_given = _names_in(per_token)
+    try:
+        if options.overlap == "layerwise" and values["num_layers"] is None:
+            if not model_given:
+                raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a "
+                                 "number", "pass num_layers, or a model name or config as kv_bytes_per_token")
+            values["num_layers"] = _resolve.num_layers(per_token, errors=errors)
+        if model_given or options.shapes_bytes:
+            values["kv_bytes_per_token"] = _resolve.bytes_per_token(
+                per_token, kv_cache_dtype=options.kv_cache_dtype, tp=options.tp, scope=options.scope, errors=errors)
+    except InputError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise _as_input_error("kv_bytes_per_token", error) from None
+    if _names_in(values["kv_transfer_bandwidth"]):
         try:
-            if argument == "kv_bytes_per_token":
-                values[argument] = _resolve.bytes_per_token(value, kv_cache_dtype=kv_cache_dtype, tp=tp, errors=errors)
-            else:
-                values[argument], link_latency = _resolve.bandwidth_and_latency(value, errors=errors)
-                values["latency_ms"] = _resolve.add_latency(values["latency_ms"], link_latency)
+            link = _resolve.link_terms(values["kv_transfer_bandwidth"], errors=errors)
         except InputError:
             raise
         except (ValueError, TypeError) as error:
-            raise InputError(argument, str(error).split(". Fix: ")[0],
-                             str(error).split(". Fix: ")[1].rstrip(".") if ". Fix: " in str(error) else
-                             "pass a number, a preset name or a column of them") from None
+            raise _as_input_error("kv_transfer_bandwidth", error) from None
+        values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
+        values["latency_ms"] = _resolve.add(values["latency_ms"], link.latency_ms)
+        values["per_block_ms"] = _resolve.add(values["per_block_ms"], link.per_block_ms)
+
+
+def _as_input_error(argument: str, error: Exception) -> InputError:
+    text = str(error)
+    problem, _, fix = text.partition(". Fix: ")
+    return InputError(argument, problem, fix.rstrip(".") or "pass a number, a preset name or a column of them")
+
+
+def _layerwise_inputs(values: dict[str, Any], options: Options) -> None:
+    """Check the layer-wise inputs against ``overlap``, in place: off, they must not be given (never
+    silently ignored); on, one prefill duration or rate is required."""
+    if options.overlap == "none":
+        given = [name for name, absent in _LAYERWISE.items() if not _is_default(values[name], absent)]
+        if given:
+            raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
+                             "pass overlap='layerwise', or drop them")
+        values["num_layers"] = 0
+    elif (values["prefill_ms"] is None) == (values["prefill_tokens_per_s"] is None):
+        raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
+                         "pass the prefill's duration (ms) or its rate (tokens/s)")
+    values["prefill_ms"] = np.nan if values["prefill_ms"] is None else values["prefill_ms"]
+    values["prefill_tokens_per_s"] = np.nan if values["prefill_tokens_per_s"] is None else values["prefill_tokens_per_s"]
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is None or default is None:
+        return value is None
+    return np.ndim(value) == 0 and not isinstance(value, str) and value == default
 
 
 def _handoff(
     inputs: dict[str, Any],
+    options: Options = Options(),
     *,
     errors: Errors = "raise",
     out: NDArray[np.float64] | None = None,
     parallel: bool | None = None,
     num_threads: int | None = None,
     with_missing: bool = False,
-    kv_cache_dtype: str | None = None,
-    tp: int = 1,
 ) -> _Result:
-    """:func:`handoff_delay_ms` of ``inputs`` (its ten inputs by name, names resolved here), and
-    optionally the result's NaN mask, written by the kernel in the same pass."""
+    """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name, names resolved here),
+    and optionally the result's NaN mask, written by the kernel in the same pass."""
     check_errors(errors)
+    options = options.check()
     check_flag("parallel", parallel, optional=True)
     if num_threads is not None:
         check_whole("num_threads", num_threads, smallest=1)
@@ -406,9 +516,12 @@ def _handoff(
                              "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
                              "NUMBA_NUM_THREADS before starting Python")
     missing_tokens_given = inputs["destination_missing_tokens"] is not None
-    defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan}
-    values = {name: defaults[name] if inputs[name] is None and name in defaults else inputs[name] for name in _RULES}
-    _resolve_names(values, kv_cache_dtype, tp, errors)
+    defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan, "block_size": 0,
+                "per_block_ms": 0.0, "state_bytes": 0, "latency_ms": 0.0, "layer_group": 1, "layerwise_min_tokens": 0}
+    values = {name: inputs.get(name) for name in _RULES}
+    _layerwise_inputs(values, options)
+    _resolve_names(values, options, errors)
+    values = {name: defaults[name] if value is None and name in defaults else value for name, value in values.items()}
     args = [_coerce(name, values[name]) for name in ARGUMENTS]  # in the kernel's argument order
     n = _common_length(args)
     mode = args[list(_RULES).index("mode")].value
@@ -419,7 +532,7 @@ def _handoff(
         )
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, args)
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel([a.value for a in args], out, missing, parallel, num_threads)
+    n_invalid = _run_kernel(_kernels.Inputs(*(a.value for a in args)), out, missing, parallel, num_threads)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, scalar=not any(a.is_array for a in args))

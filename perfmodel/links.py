@@ -25,18 +25,36 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import re
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["LINKS", "Link", "fit_link", "get_link"]
+from .errors import InputError, check_whole
+
+__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link"]
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """How well a :func:`fit_link` result describes its measurements (relative errors, fractions)."""
+
+    points: int
+    max_relative_error: float
+    mean_relative_error: float
+    note: str = ""
 
 
 @dataclass(frozen=True)
 class Link:
-    """An interconnect: a fixed setup latency plus bytes over an effective bandwidth.
+    """An interconnect: a fixed setup latency, a cost per KV block, and bytes over an effective bandwidth.
+
+    A transfer of ``nbytes`` in ``blocks`` KV blocks takes
+    ``latency_ms + blocks * per_block_ms + nbytes / (bandwidth_gb_s * efficiency * 1e9) * 1000``
+    ms (latency and blocks only when bytes move). The presets are line rate: no latency,
+    no per-block cost, as upstream models them.
 
     Parameters
     ----------
@@ -48,9 +66,14 @@ class Link:
         Fixed per-transfer setup latency in ms (the alpha of an alpha-beta model).
     efficiency
         Fraction of the line rate a transfer achieves (0 < efficiency <= 1).
+    per_block_ms
+        Cost of each KV block (page) moved, in ms: descriptor and page overhead, which
+        makes small pages measurably slower. Needs a ``block_size`` wherever it is used.
     max_relative_error
         For links made by :func:`fit_link`: the largest relative error of the fit
         over its measurements (None for presets).
+    fit
+        For links made by :func:`fit_link`: the :class:`FitReport`.
 
     Examples
     --------
@@ -60,6 +83,8 @@ class Link:
     40.0
     >>> ib.transfer_ms([0, 4e9])
     array([  0. , 100.5])
+    >>> Link("paged", 50.0, per_block_ms=0.001).transfer_ms(4e9, blocks=2000)
+    np.float64(82.0)
     """
 
     name: str
@@ -67,33 +92,42 @@ class Link:
     latency_ms: float = 0.0
     efficiency: float = 1.0
     max_relative_error: float | None = None
+    per_block_ms: float = 0.0
+    fit: FitReport | None = None
 
     def __post_init__(self) -> None:
+        where = f"link {self.name!r}"
         if not self.bandwidth_gb_s > 0:
-            raise ValueError(f"link {self.name!r}: bandwidth_gb_s must be > 0 GB/s, got {self.bandwidth_gb_s!r}")
+            raise InputError(where, f"bandwidth_gb_s {self.bandwidth_gb_s!r} is not > 0", "pass a bandwidth in GB/s > 0")
         if not 0 <= self.latency_ms < np.inf:
-            raise ValueError(f"link {self.name!r}: latency_ms must be a finite number >= 0, got {self.latency_ms!r}")
+            raise InputError(where, f"latency_ms {self.latency_ms!r} is not a finite number >= 0",
+                             "pass a latency in ms >= 0")
         if not 0 < self.efficiency <= 1:
-            raise ValueError(f"link {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
+            raise InputError(where, f"efficiency {self.efficiency!r} is not in (0, 1]", "pass a fraction of line rate")
+        if not 0 <= self.per_block_ms < np.inf:
+            raise InputError(where, f"per_block_ms {self.per_block_ms!r} is not a finite number >= 0",
+                             "pass a cost per KV block in ms >= 0")
 
     @property
     def effective_bandwidth_gb_s(self) -> float:
         """The bandwidth a transfer achieves: ``bandwidth_gb_s * efficiency`` (GB/s)."""
         return self.bandwidth_gb_s * self.efficiency
 
-    def transfer_ms(self, nbytes: ArrayLike) -> np.float64 | NDArray[np.float64]:
-        """Time in ms to move ``nbytes`` (scalar or array): latency plus bytes over bandwidth; 0 bytes take 0 ms.
+    def transfer_ms(self, nbytes: ArrayLike, blocks: ArrayLike = 0) -> np.float64 | NDArray[np.float64]:
+        """Time in ms to move ``nbytes`` in ``blocks`` KV blocks (scalars or arrays); 0 bytes take 0 ms.
 
         >>> from perfmodel import LINKS
         >>> LINKS["nvlink4"].transfer_ms(450e6)
         np.float64(1.0)
         """
-        from .handoff import InputError, handoff_delay_ms
+        from .handoff import handoff_delay_ms
 
-        try:  # the handoff kernel computes exactly this for one "token" of nbytes bytes
-            return handoff_delay_ms(1, self.effective_bandwidth_gb_s, nbytes, latency_ms=self.latency_ms)
+        try:  # the handoff kernel computes exactly this: `blocks` one-token blocks of no bytes, plus nbytes
+            return handoff_delay_ms(blocks, self, 0.0, state_bytes=nbytes, block_size=1)
         except InputError as error:
-            raise error.relocated("nbytes", error.row) from None
+            raise error.relocated({"state_bytes": "nbytes", "num_input_tokens": "blocks"}.get(error.argument,
+                                                                                            error.where),
+                                  error.row) from None
 
     def times(self, count: int) -> Link:
         """``count`` of these links in parallel (several NICs): ``count`` times the bandwidth.
@@ -101,8 +135,7 @@ class Link:
         >>> LINKS["ib-ndr"].times(8).bandwidth_gb_s
         400.0
         """
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(f"link count must be a whole number >= 1, got {count!r}")
+        count = check_whole("count", count, smallest=1)
         return dataclasses.replace(self, name=f"{count}x {self.name}", bandwidth_gb_s=self.bandwidth_gb_s * count)
 
 
@@ -134,12 +167,12 @@ def get_link(link: Link | str) -> Link:
 
     >>> from perfmodel import get_link
     >>> get_link("8x ib-ndr")
-    Link(name='8x ib-ndr', bandwidth_gb_s=400.0, latency_ms=0.0, efficiency=1.0, max_relative_error=None)
+    Link(name='8x ib-ndr', bandwidth_gb_s=400.0, latency_ms=0.0, efficiency=1.0, max_relative_error=None, per_block_ms=0.0, fit=None)
     """
     if isinstance(link, Link):
         return link
     if not isinstance(link, str):
-        raise TypeError(f"a link is a Link or a preset name, got {type(link).__name__}")
+        raise InputError("link", f"got {type(link).__name__} {link!r}", "pass a Link or a preset name such as 'ib-ndr'")
     key = link.strip().lower()
     if key in LINKS:
         return LINKS[key]
@@ -148,24 +181,53 @@ def get_link(link: Link | str) -> Link:
         return LINKS[match.group(2)].times(int(match.group(1)))
     close = difflib.get_close_matches(key, list(LINKS), n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    raise ValueError(f"unknown link {link!r}. Fix: {hint}use a preset ({', '.join(LINKS)}), "
+    raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), "
                      "a multiple such as '8x ib-ndr', or a perfmodel.Link")
 
 
-def fit_link(nbytes: ArrayLike, time_ms: ArrayLike, name: str | None = None) -> Link:
-    """Fit latency and bandwidth to measured transfers (bytes, milliseconds).
+def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """argmin ||design @ x - target|| over x >= 0, for a few columns: the best of the unconstrained
+    fits on every subset of the columns (exact, and cheap for up to three parameters)."""
+    best, best_residual = np.zeros(design.shape[1]), float(np.sum(target**2))
+    columns = range(design.shape[1])
+    for size in range(1, design.shape[1] + 1):
+        for subset in itertools.combinations(columns, size):
+            solution, *_ = np.linalg.lstsq(design[:, subset], target, rcond=None)
+            if np.all(solution >= 0):
+                x = np.zeros(design.shape[1])
+                x[list(subset)] = solution
+                residual = float(np.sum((design @ x - target) ** 2))
+                if residual < best_residual - 1e-15 * max(best_residual, 1.0):
+                    best, best_residual = x, residual
+    return best
 
-    The model is ``time_ms = latency_ms + nbytes / (bandwidth_gb_s * 1e9) * 1000``,
-    fitted by weighted least squares on the *relative* error (sizes span orders of
-    magnitude, so absolute error would fit only the largest transfers). The returned
-    link carries the fit's largest relative error in ``max_relative_error``.
+
+def fit_link(
+    nbytes: ArrayLike, measured_ms: ArrayLike, *, n_blocks: ArrayLike | None = None, name: str | None = None,
+) -> Link:
+    """Fit a link to measured transfers: latency, bandwidth and (with ``n_blocks``) a cost per block.
+
+    The model is ``measured_ms = latency_ms + n_blocks * per_block_ms + nbytes /
+    (bandwidth_gb_s * 1e9) * 1000``, fitted on the *relative* error (sizes span orders of
+    magnitude, so absolute error would fit only the largest transfers), every parameter
+    >= 0 (a constrained least-squares fit). The link carries a :class:`FitReport` in
+    ``fit`` (points, largest and mean relative error) and the largest error in
+    ``max_relative_error``.
+
+    When every measurement moved the same number of blocks, latency and per-block cost
+    cannot be told apart: the latency is then held at 0 and the report says so. A
+    throughput-vs-message-size table (GB/s per block size, as RDMA benchmarks publish)
+    fits as ``nbytes = count * size``, ``measured_ms = nbytes / (gb_s * 1e9) * 1000``,
+    ``n_blocks = count``.
 
     Parameters
     ----------
     nbytes
         Bytes moved by each measured transfer (> 0).
-    time_ms
+    measured_ms
         Measured time of each transfer in ms (> 0).
+    n_blocks
+        KV blocks (messages, descriptors) of each transfer (>= 1), to fit ``per_block_ms``.
     name
         The link's name (default ``"fitted"``).
 
@@ -175,32 +237,45 @@ def fit_link(nbytes: ArrayLike, time_ms: ArrayLike, name: str | None = None) -> 
     >>> from perfmodel import fit_link
     >>> nbytes = np.array([1e5, 1e6, 1e7, 1e8, 1e9])
     >>> link = fit_link(nbytes, 0.2 + nbytes / 40e9 * 1000, name="rdma")
-    >>> round(link.latency_ms, 6), round(link.bandwidth_gb_s, 6)
-    (0.2, 40.0)
+    >>> round(link.latency_ms, 6), round(link.bandwidth_gb_s, 6), link.fit.max_relative_error < 1e-9
+    (0.2, 40.0, True)
+    >>> sizes = np.array([1024, 4096, 16384, 65536, 262144]) * 1538.0     # 1,538 blocks per batch
+    >>> paged = fit_link(sizes, 1538 * 0.002 + sizes / 45e9 * 1000, n_blocks=1538)
+    >>> round(paged.per_block_ms, 6), round(paged.bandwidth_gb_s, 3), paged.latency_ms
+    (0.002, 45.0, 0.0)
     """
     x = np.asarray(nbytes, dtype=np.float64).ravel()
-    t = np.asarray(time_ms, dtype=np.float64).ravel()
+    t = np.asarray(measured_ms, dtype=np.float64).ravel()
+    blocks = None if n_blocks is None else np.broadcast_to(np.asarray(n_blocks, dtype=np.float64), x.shape).ravel()
     if x.shape != t.shape:
-        raise ValueError(f"fit_link: {x.size} sizes but {t.size} times. Fix: pass one time per measured size")
+        raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
     if x.size < 2 or np.unique(x).size < 2:
-        raise ValueError(f"fit_link: needs at least two measurements of different sizes, got {x.size}. "
-                         "Fix: measure transfers of several sizes (e.g. 1 MB to 1 GB)")
-    for label, values in (("nbytes", x), ("time_ms", t)):
+        raise InputError("fit_link", f"needs at least two measurements of different sizes, got {x.size}",
+                         "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
+    for label, values in (("nbytes", x), ("measured_ms", t), ("n_blocks", blocks)):
+        if values is None:
+            continue
         bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"fit_link: {label} must be finite and > 0; {int(bad.sum())} are not, first at "
-                             f"position {i}: {values[i]!r}. Fix: drop failed or empty measurements")
-    # minimise sum(((latency + x * ms_per_byte) - t) / t)^2: least squares on rows divided by t
-    design = np.column_stack([1.0 / t, x / t])
-    (latency_ms, ms_per_byte), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+            raise InputError(f"fit_link: {label}", f"{int(bad.sum())} value(s) not finite and > 0, first at "
+                             f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
+    # rows divided by t: least squares on the relative error, parameters (latency, per-block, ms per byte) >= 0
+    columns = [np.ones_like(t)] + ([] if blocks is None else [blocks]) + [x]
+    note = ""
+    if blocks is not None and np.ptp(blocks) == 0:
+        columns = columns[1:]  # one block count: indistinguishable from a latency, so the blocks carry it
+        note = "every measurement moved the same number of blocks: latency held at 0, the fixed cost is per block"
+    solution = _nonnegative_least_squares(np.column_stack(columns) / t[:, None], np.ones_like(t))
+    ms_per_byte = solution[-1]
     if ms_per_byte <= 0:
-        raise ValueError("fit_link: the measurements imply a non-positive bandwidth (time does not grow with size). "
-                         "Fix: check the units (bytes, milliseconds) and the measurements")
-    if latency_ms < 0:
-        raise ValueError(f"fit_link: the measurements imply a negative latency ({latency_ms:.4g} ms). "
-                         "Fix: check the units (bytes, milliseconds); include small transfers, which pin the latency")
-    predicted = latency_ms + x * ms_per_byte
-    worst = float(np.max(np.abs(predicted - t) / t))
-    return Link(name or "fitted", bandwidth_gb_s=float(1e-6 / ms_per_byte), latency_ms=float(latency_ms),
-                max_relative_error=worst)
+        raise InputError("fit_link", "the measurements imply no bandwidth limit (time does not grow with size)",
+                         "check the units (bytes, milliseconds) and the measurements")
+    latency = 0.0 if note else float(solution[0])
+    per_block = float(solution[-2]) if blocks is not None else 0.0
+    predicted = np.column_stack(columns) @ solution
+    errors = np.abs(predicted - t) / t
+    report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
+                       mean_relative_error=float(errors.mean()), note=note)
+    return Link(name or "fitted", bandwidth_gb_s=float(1e-6 / ms_per_byte), latency_ms=latency, per_block_ms=per_block,
+                max_relative_error=report.max_relative_error, fit=report)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODELS", "ModelConfig", "kv_bytes_per_token", "model_config"]
+__all__ = ["MODELS", "ModelConfig", "kv_bytes_per_token", "layer_count", "model_config"]
 
 ModelConfig = Mapping[str, Any] | str | os.PathLike
 
@@ -134,8 +134,11 @@ def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
     return _DTYPE_BYTES[key]
 
 
-def kv_bytes_per_token(config: ModelConfig, *, kv_cache_dtype: str | None = None, tp: int = 1) -> int:
-    """KV-cache bytes one token occupies on one GPU.
+def kv_bytes_per_token(
+    config: ModelConfig, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+) -> int:
+    """KV-cache bytes one token occupies on one GPU (``scope="rank"``), or on all the GPUs of the
+    tensor-parallel group together (``scope="group"``: what the group sends over the network).
 
     - GQA/MHA: ``2 * layers * ceil(kv_heads / tp) * head_dim * dtype_bytes`` (keys and
       values), with the config's explicit ``head_dim`` when it has one, else
@@ -156,6 +159,10 @@ def kv_bytes_per_token(config: ModelConfig, *, kv_cache_dtype: str | None = None
     tp
         Tensor-parallel degree: the bytes are per GPU, KV heads split across ranks
         (at least one head each).
+    scope
+        ``"rank"`` (default): one GPU's bytes. ``"group"``: ``tp`` times that, the bytes
+        every rank of the prefill group sends: KV heads replicated because ``tp`` exceeds
+        the KV heads (and an MLA latent held by every rank) count once per rank.
 
     Returns
     -------
@@ -171,11 +178,27 @@ def kv_bytes_per_token(config: ModelConfig, *, kv_cache_dtype: str | None = None
     262144
     >>> kv_bytes_per_token("deepseek-v3", kv_cache_dtype="fp8", tp=8)
     35136
+    >>> kv_bytes_per_token("qwen3-235b-a22b", tp=8, scope="group")  # 4 KV heads on 8 ranks: each sent twice
+    385024
     """
-    from .errors import check_whole
+    from .errors import check_choice, check_whole
 
     tp = check_whole("tp", tp, smallest=1)
-    cfg = model_config(config)
+    ranks = tp if check_choice("scope", scope, ("rank", "group")) == "group" else 1
+    return ranks * _rank_bytes(model_config(config), kv_cache_dtype, tp)
+
+
+def layer_count(config: ModelConfig) -> int:
+    """The number of transformer layers of a model (name, config or path).
+
+    >>> layer_count("llama-3.1-70b")
+    80
+    """
+    return _field(model_config(config), _LAYERS)
+
+
+def _rank_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> int:
+    """One GPU's KV bytes per token."""
     dtype_bytes = _dtype_bytes(cfg, kv_cache_dtype)
     layers = _field(cfg, _LAYERS)
     if cfg.get("kv_lora_rank") is not None:

@@ -20,21 +20,25 @@ from tqdm.auto import tqdm
 
 from . import _resolve
 from ._codes import TransferMode
-from .errors import InputError, check_whole
+from .errors import InputError, check_choice, check_whole
 from ._coerce import whole_numbers
 from .handoff import destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
+from .models import layer_count
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
 AXES = (
-    "model", "kv_cache_dtype", "tp", "kv_bytes_per_token",
-    "link", "kv_transfer_bandwidth", "latency_ms",
+    "model", "kv_cache_dtype", "tp", "scope", "kv_bytes_per_token",
+    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms",
     "mode", "cache_hit_ratio", "block_size", "state_bytes",
+    "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
     "num_input_tokens",
 )
-_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode"}
+_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap"}
+#: Axes that only layer-wise streaming reads.
+_LAYERWISE_AXES = ("prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
 _CHUNK_ROWS = 1 << 20
 
 
@@ -80,6 +84,12 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
       defaults to destination_missing) and ``block_size`` (tokens per KV block, default
       64): destination_missing rows are charged block-rounded, as
       :func:`perfmodel.destination_missing_tokens` computes.
+    - fidelity (all off unless given): ``per_block_ms`` (cost per KV block, added to a
+      link's own; needs ``block_size``), ``scope`` (``"rank"``/``"group"``: one GPU's
+      bytes or the TP group's), ``overlap`` (``"none"``/``"layerwise"``) with
+      ``prefill_ms`` or ``prefill_tokens_per_s``, ``layer_group``,
+      ``layerwise_min_tokens`` and ``num_layers`` (taken from the model when one is
+      named), as in :func:`perfmodel.handoff_delay_ms`.
 
     Rows come in a stable order: axes in the order of :data:`AXES`, the last one varying
     fastest (like nested loops with ``num_input_tokens`` innermost).
@@ -157,6 +167,8 @@ class SweepPlan:
     bytes_axes: tuple[str, ...]
     link_bandwidth: np.ndarray
     link_latency: np.ndarray
+    link_per_block: np.ndarray
+    layers_table: np.ndarray  # layers of each model, or empty
     mode_codes: np.ndarray
 
     @property
@@ -187,6 +199,18 @@ class SweepPlan:
                 raise InputError("sweep", f"{needs_model} applies to model presets/configs", "give a model axis too")
         if "cache_hit_ratio" in axes and "mode" not in axes:
             axes["mode"] = "destination_missing"
+        if "scope" in axes and "model" not in axes:
+            raise InputError("sweep", "scope applies to model presets/configs", "give a model axis too")
+        layerwise_given = [a for a in _LAYERWISE_AXES if a in axes]
+        if layerwise_given and "overlap" not in axes:
+            axes["overlap"] = "layerwise"
+        if "overlap" in axes and any(_label(v) == "layerwise" for v in _axis_values("overlap", axes["overlap"])):
+            if ("prefill_ms" in axes) == ("prefill_tokens_per_s" in axes):
+                raise InputError("sweep", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
+                                 "give the prefill's duration (ms) or its rate (tokens/s) as an axis")
+            if "num_layers" not in axes and "model" not in axes:
+                raise InputError("sweep", "overlap='layerwise' needs the layer count",
+                                 "give a model axis, or num_layers")
         given = tuple(name for name in AXES if name in axes)
         values = {name: _axis_values(name, axes[name]) for name in given}
         labels = {}
@@ -203,21 +227,28 @@ class SweepPlan:
             if not np.all((ratios >= 0) & (ratios <= 1)):
                 raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
                                  "give fractions of the prompt from 0 to 1")
-        bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp") if m in given)
+        bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp", "scope") if m in given)
         bytes_table = np.empty(0, dtype=np.int64)
+        layers_table = np.empty(0, dtype=np.int64)
         if "model" in given:
             bytes_table = np.empty([len(values[m]) for m in bytes_axes], dtype=np.int64)
             for index in np.ndindex(*bytes_table.shape):
                 chosen = {m: values[m][i] for m, i in zip(bytes_axes, index)}
                 bytes_table[index] = _resolve.bytes_per_token(
                     chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"),
-                    tp=check_whole("tp", chosen.get("tp", 1), smallest=1))
+                    tp=check_whole("tp", chosen.get("tp", 1), smallest=1), scope=chosen.get("scope", "rank"))
+            layers_table = np.array([layer_count(m) for m in values["model"]], dtype=np.int64)
+        for name in ("overlap", "scope"):
+            for value in values.get(name, []):
+                check_choice(name, value, ("none", "layerwise") if name == "overlap" else ("rank", "group"))
         links = [get_link(v) for v in values.get("link", [])]
         return cls(
             axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
             bytes_table=bytes_table, bytes_axes=bytes_axes,
             link_bandwidth=np.array([link.effective_bandwidth_gb_s for link in links], dtype=np.float64),
             link_latency=np.array([link.latency_ms for link in links], dtype=np.float64),
+            link_per_block=np.array([link.per_block_ms for link in links], dtype=np.float64),
+            layers_table=layers_table,
             mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8),
         )
 
@@ -276,10 +307,22 @@ class SweepPlan:
             cached = np.floor(np.multiply(ratio, tokens)).astype(np.int64)
             block = columns["block_size"][part] if "block_size" in self.axes else 64
             missing_tokens = destination_missing_tokens(tokens, cached, block)
+        per_block: Any = columns["per_block_ms"][part] if "per_block_ms" in self.axes else 0.0
+        if "link" in self.axes:
+            per_block = _resolve.add(per_block, self.link_per_block[digits["link"]])
+        layerwise = {}
+        if "overlap" in self.axes:
+            on = np.array([label == "layerwise" for label in self.labels["overlap"]])[digits["overlap"]]
+            layers = columns["num_layers"][part] if "num_layers" in self.axes else \
+                self.layers_table[digits["model"]]
+            layerwise = dict(overlap="layerwise", num_layers=np.where(on, layers, 0),
+                             **{a: columns[a][part] for a in _LAYERWISE_AXES if a in self.axes and a != "num_layers"})
         handoff_delay_ms(tokens, bandwidth[part], per_token[part], mode=mode,
                          destination_missing_tokens=missing_tokens,
                          state_bytes=columns["state_bytes"][part] if "state_bytes" in self.axes else 0.0,
-                         latency_ms=latency, out=delay[part])
+                         latency_ms=latency, per_block_ms=per_block,
+                         block_size=columns["block_size"][part] if "block_size" in self.axes else None,
+                         out=delay[part], **layerwise)
 
 
 def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:

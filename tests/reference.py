@@ -45,11 +45,16 @@ def _is_count(x: float) -> bool:
 
 
 def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
-                 state_bytes, latency_ms, fallback_ms) -> list[str]:
-    """The arguments of one row that break rule 6, in signature order."""
+                 state_bytes, latency_ms, fallback_ms, per_block_ms=0.0, block_size=None, prefill_ms=None,
+                 prefill_tokens_per_s=None, num_layers=None, layer_group=1, layerwise_min_tokens=0) -> list[str]:
+    """The arguments of one row that break rule 6 (and the extensions' rules), in signature order."""
     t, b, p = _number(tokens), _number(bandwidth), _number(bytes_per_token)
     d, s, lat = _number(missing_tokens), _number(state_bytes), _number(latency_ms)
     f = _number(fallback_ms)
+    pb, bs, pre = _number(per_block_ms), _number(block_size), _number(prefill_ms)
+    rate, layers, group = _number(prefill_tokens_per_s), _number(num_layers), _number(layer_group)
+    lw_min = _number(layerwise_min_tokens)
+    layers = 0.0 if num_layers is None else layers
     checks = [
         ("num_input_tokens", _is_count(t)),
         ("kv_transfer_bandwidth", math.isnan(b) or b >= 0),
@@ -61,18 +66,28 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
         ("state_bytes", math.isnan(s) or 0 <= s < math.inf),
         ("latency_ms", 0 <= lat < math.inf),
         ("fallback_delay_ms", math.isnan(f) or 0 <= f < math.inf),
+        ("per_block_ms", 0 <= pb < math.inf and (pb == 0 or bs > 0)),
+        ("block_size", math.isnan(bs) or 0 <= bs < math.inf),
+        ("prefill_ms", math.isnan(pre) or 0 <= pre < math.inf),
+        ("prefill_tokens_per_s", math.isnan(rate) or 0 < rate < math.inf),
+        ("num_layers", 0 <= layers < math.inf and layers == math.floor(layers)),
+        ("layer_group", group >= 1 and group == math.floor(group) and (layers == 0 or group <= layers)),
+        ("layerwise_min_tokens", 0 <= lw_min < math.inf),
     ]
     return [argument for argument, ok in checks if not ok]
 
 
 def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=True, mode=0,
-                      missing_tokens=None, state_bytes=0, latency_ms=0.0, fallback_ms=None):
+                      missing_tokens=None, state_bytes=0, latency_ms=0.0, fallback_ms=None, per_block_ms=0.0,
+                      block_size=None, prefill_ms=None, prefill_tokens_per_s=None, num_layers=None, layer_group=1,
+                      layerwise_min_tokens=0):
     """The handoff delay of one row in ms, or None where no delay applies.
 
     Raises InvalidRow for invalid input.
     """
     problems = row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
-                            state_bytes, latency_ms, fallback_ms)
+                            state_bytes, latency_ms, fallback_ms, per_block_ms, block_size, prefill_ms,
+                            prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens)
     if problems:
         raise InvalidRow(problems[0])
     # 1. only a completed prefill hands off
@@ -90,8 +105,18 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
     # 5. bytes over line rate, upstream's operation order
     nbytes = float(charged) * float(per_token) + float(state)
     delay = nbytes / (bw * 1e9) * 1000.0
-    if nbytes > 0:
-        delay += float(latency_ms)
+    if nbytes > 0:  # extensions: setup latency, and a cost per block moved (blocks = ceil(charged / block))
+        blocks = math.ceil(charged / block_size) if block_size and not math.isnan(_number(block_size)) else 0
+        delay += float(latency_ms) + blocks * float(per_block_ms)
+    # extension: layer-wise streaming exposes only what could not hide behind the prefill's compute
+    layers = 0 if num_layers is None else int(num_layers)
+    if layers > 0 and _number(tokens) >= layerwise_min_tokens:
+        compute = (_number(prefill_ms) if prefill_tokens_per_s is None or math.isnan(_number(prefill_tokens_per_s))
+                   else _number(tokens) / prefill_tokens_per_s * 1000.0)
+        if math.isnan(compute):
+            return None
+        g = int(layer_group)
+        delay = max(delay * g / layers, delay - compute * (layers - g) / layers)
     return delay
 
 

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import perfmodel
+import perfmodel
 from perfmodel import TransferMode, WorkerType, handoff_delay_ms
 from perfmodel.handoff import InputError, _coerce
 
@@ -105,14 +106,23 @@ VALUES = {
     "state_bytes": st.one_of(st.just(0), REAL),
     "latency_ms": st.one_of(st.just(0.0), REAL),
     "fallback_delay_ms": st.one_of(st.just(None), REAL),
+    # the extensions, at their defaults here (test_extensions_equal_the_reference varies them)
+    "per_block_ms": st.just(0.0),
+    "block_size": st.just(None),
+    "prefill_ms": st.just(None),
+    "prefill_tokens_per_s": st.just(None),
+    "num_layers": st.just(None),
+    "layer_group": st.just(1),
+    "layerwise_min_tokens": st.just(0),
 }
+UPSTREAM = ARGUMENTS[:10]  # upstream's ten inputs
 
 
 # Which arguments are arrays (the rest scalars). Each layout is a compiled specialization
 # (~0.5 s each), so the random cases draw from a representative fixed set of layouts
 # rather than from all 1024; the values inside them are unrestricted.
 LAYOUTS = [
-    set(ARGUMENTS),
+    set(UPSTREAM),
     set(),
     {"num_input_tokens"},
     {"num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed"},
@@ -368,3 +378,113 @@ def test_destination_missing_tokens_errors(args, fragment):
     with pytest.raises(ValueError) as info:
         perfmodel.destination_missing_tokens(*args)
     assert fragment in str(info.value)
+
+
+# --- extensions: per-block cost and layer-wise streaming, against the reference ------------
+
+EXTENSION = {
+    "num_input_tokens": st.one_of(st.integers(0, 200_000), st.just(NAN)),
+    "kv_transfer_bandwidth": st.one_of(st.floats(0.5, 1000), st.just(INF)),
+    "kv_bytes_per_token": st.integers(0, 400_000),
+    "latency_ms": st.one_of(st.just(0.0), st.floats(0, 5)),
+    "per_block_ms": st.one_of(st.just(0.0), st.floats(0, 0.05)),
+    "block_size": st.sampled_from([16, 64, 512]),
+    "prefill_ms": st.one_of(st.just(0.0), st.floats(0, 10_000), st.just(NAN)),
+    "num_layers": st.sampled_from([1, 32, 80]),
+    "layer_group": st.sampled_from([1, 2, 4]),
+    "layerwise_min_tokens": st.sampled_from([0, 1024, 8192]),
+}
+EXTENSION_LAYOUTS = [set(), {"num_input_tokens", "prefill_ms"}, set(EXTENSION)]
+
+
+@st.composite
+def extension_cases(draw):
+    arrays = draw(st.sampled_from(EXTENSION_LAYOUTS))
+    n = draw(st.integers(1, 10)) if arrays else 1
+    columns = {k: draw(st.lists(v, min_size=n, max_size=n)) if k in arrays else draw(v) for k, v in EXTENSION.items()}
+    overlap = draw(st.sampled_from(["none", "layerwise"]))
+    if overlap == "none":
+        for name in ("prefill_ms", "num_layers", "layer_group", "layerwise_min_tokens"):
+            columns.pop(name)
+    return n, overlap, columns
+
+
+def _at(columns, name, i, default=None):
+    value = columns.get(name, default)
+    return value[i] if isinstance(value, list) else value
+
+
+@given(case=extension_cases())
+def test_extensions_equal_the_reference(case):
+    n, overlap, columns = case
+    c = dict(columns)
+    try:
+        out = np.atleast_1d(handoff_delay_ms(c.pop("num_input_tokens"), c.pop("kv_transfer_bandwidth"),
+                                             c.pop("kv_bytes_per_token"), overlap=overlap, errors="coerce", **c))
+    except InputError as error:  # a layer group larger than the model (a scalar): refused up front
+        assert "layer" in str(error)
+        return
+    for i in range(n):
+        try:
+            expected = handoff_delay_row(
+                _at(columns, "num_input_tokens", i), _at(columns, "kv_transfer_bandwidth", i),
+                _at(columns, "kv_bytes_per_token", i), latency_ms=_at(columns, "latency_ms", i),
+                per_block_ms=_at(columns, "per_block_ms", i), block_size=_at(columns, "block_size", i),
+                prefill_ms=_at(columns, "prefill_ms", i), num_layers=_at(columns, "num_layers", i),
+                layer_group=_at(columns, "layer_group", i, 1),
+                layerwise_min_tokens=_at(columns, "layerwise_min_tokens", i, 0))
+        except InvalidRow:
+            expected = None
+        if expected is None:
+            assert np.isnan(out[i])
+        else:
+            assert math.isclose(out[i], expected, rel_tol=1e-12, abs_tol=1e-300), (i, out[i], expected)
+
+
+@given(tokens=st.integers(1, 200_000), per_token=st.integers(1, 400_000), bandwidth=st.floats(1, 1000),
+       layers=st.sampled_from([8, 32, 61, 80, 126]), group=st.sampled_from([1, 2, 4, 8]),
+       compute=st.floats(0, 1e5))
+def test_layerwise_exposes_at_most_the_transfer(tokens, per_token, bandwidth, layers, group, compute):
+    full = handoff_delay_ms(tokens, bandwidth, per_token)
+    exposed = handoff_delay_ms(tokens, bandwidth, per_token, overlap="layerwise", prefill_ms=[0.0, compute, 1e12],
+                               num_layers=layers, layer_group=group)
+    assert exposed[0] == full  # no compute to hide behind: the whole transfer
+    assert exposed[1] <= full * (1 + 1e-12)
+    assert math.isclose(exposed[2], full * group / layers, rel_tol=1e-12)  # long prefill: only the last group
+    assert exposed[1] >= exposed[2] * (1 - 1e-12)  # more compute never exposes more
+
+
+def test_per_block_cost_defaults_reproduce_upstream_bit_for_bit():
+    tokens = np.arange(0, 100_000, 37)
+    plain = handoff_delay_ms(tokens, 50.0, 327_680)
+    np.testing.assert_array_equal(handoff_delay_ms(tokens, 50.0, 327_680, per_block_ms=0.0, block_size=16), plain)
+    np.testing.assert_array_equal(handoff_delay_ms(tokens, 50.0, 327_680, overlap="layerwise", prefill_ms=0.0,
+                                                   num_layers=80), plain)
+
+
+def test_per_block_cost_counts_blocks_and_needs_a_block_size():
+    # LMCache's observation: 7,500 tokens over NVLink cost far more with 16-token pages than with 128-token ones
+    link = perfmodel.Link("nvlink-paged", 450.0, per_block_ms=0.0025)
+    small, large = handoff_delay_ms(7500, link, "llama-3.1-8b", block_size=[16, 128])
+    assert math.isclose(small - large, (math.ceil(7500 / 16) - math.ceil(7500 / 128)) * 0.0025, rel_tol=1e-9)
+    assert handoff_delay_ms(0, link, "llama-3.1-8b", block_size=16) == 0.0  # 0 tokens move 0 blocks
+    with pytest.raises(InputError, match="per_block_ms: 0.0025: a per-block cost needs a block size"):
+        handoff_delay_ms(7500, link, "llama-3.1-8b")
+    with pytest.raises(InputError, match="per_block_ms: 1 invalid row; first at row 1"):
+        handoff_delay_ms([10, 10], 1.0, 1, per_block_ms=[0.0, 1.0])
+
+
+def test_layerwise_takes_layers_from_the_model_and_checks_its_inputs():
+    by_name = handoff_delay_ms(32768, "ib-ndr", "llama-3.1-70b", overlap="layerwise", prefill_tokens_per_s=10_000)
+    explicit = handoff_delay_ms(32768, "ib-ndr", 327_680, overlap="layerwise", prefill_ms=32768 / 10_000 * 1000,
+                                num_layers=80)
+    assert by_name == explicit
+    with pytest.raises(InputError, match="num_layers: is required"):
+        handoff_delay_ms(32768, "ib-ndr", 327_680, overlap="layerwise", prefill_ms=100.0)
+    with pytest.raises(InputError, match="exactly one of prefill_ms and prefill_tokens_per_s"):
+        handoff_delay_ms(32768, "ib-ndr", "llama-3.1-70b", overlap="layerwise")
+    with pytest.raises(InputError, match="overlap: prefill_ms apply to layer-wise streaming, which is off"):
+        handoff_delay_ms(32768, "ib-ndr", "llama-3.1-70b", prefill_ms=100.0)
+    short = handoff_delay_ms([512, 32768], "ib-ndr", "llama-3.1-70b", overlap="layerwise", prefill_ms=1e6,
+                             layerwise_min_tokens=1024)
+    assert short[0] == handoff_delay_ms(512, "ib-ndr", "llama-3.1-70b")  # below the threshold: after prefill

@@ -79,11 +79,47 @@ def test_fit_describes_a_real_measurement_where_line_rate_does_not():
     ([1e6], [1.0], "at least two"),
     ([1e6, 1e6], [1.0, 1.1], "at least two"),
     ([1e6, 2e6], [1.0], "one time per"),
-    ([1e6, -2e6], [1.0, 2.0], "nbytes must be finite and > 0"),
-    ([1e6, 2e6], [1.0, 0.0], "time_ms must be finite and > 0"),
-    ([1e6, 2e6], [2.0, 1.0], "non-positive bandwidth"),
-    ([1e6, 2e6, 4e6], [1.0, 3.0, 7.0], "negative latency"),
+    ([1e6, -2e6], [1.0, 2.0], "nbytes: 1 value.s. not finite and > 0, first at position 1: -2000000.0"),
+    ([1e6, 2e6], [1.0, 0.0], "measured_ms: 1 value.s. not finite and > 0"),
+    ([1e6, 2e6], [2.0, 1.0], "no bandwidth limit"),
+    ([1e6, 2e6], [1.0, 2.0, 3.0], "2 sizes but 3 times"),
 ])
 def test_fit_errors(nbytes, times, fragment):
     with pytest.raises(ValueError, match=fragment):
         fit_link(nbytes, times)
+
+
+def test_fit_never_returns_a_negative_parameter():
+    # unconstrained least squares would give a negative latency here; the constrained fit holds it at 0
+    link = fit_link([1e6, 2e6, 4e6], [1.0, 3.0, 7.0])
+    assert link.latency_ms == 0.0 and link.per_block_ms == 0.0 and link.bandwidth_gb_s > 0
+    assert link.fit.points == 3 and link.fit.max_relative_error > 0.1  # and says how poorly it fits
+
+
+def _reference_fit(nbytes, measured_ms, n_blocks):
+    """Brute force: the best non-negative (latency, per-block, ms/byte) on a fine grid around the truth."""
+    best = None
+    for latency in np.linspace(0, 0.02, 41):
+        for per_block in np.linspace(0, 0.004, 41):
+            for ms_per_byte in np.linspace(1e-8, 4e-8, 61):
+                predicted = latency + n_blocks * per_block + nbytes * ms_per_byte
+                error = float(np.sum(((predicted - measured_ms) / measured_ms) ** 2))
+                if best is None or error < best[0]:
+                    best = (error, latency, per_block, ms_per_byte)
+    return best
+
+
+def test_per_block_fit_recovers_known_parameters_and_beats_a_grid_search():
+    rng = np.random.default_rng(5)
+    nbytes = np.geomspace(1e5, 1e9, 12)
+    n_blocks = np.round(nbytes / rng.choice([16, 64, 256], 12) / 1024) + 1
+    truth = 0.01 + n_blocks * 0.002 + nbytes / 40e9 * 1000
+    exact = fit_link(nbytes, truth, n_blocks=n_blocks)
+    assert (round(exact.latency_ms, 9), round(exact.per_block_ms, 9), round(exact.bandwidth_gb_s, 6)) == \
+        (0.01, 0.002, 40.0)
+    noisy = truth * rng.uniform(0.95, 1.05, 12)
+    fitted = fit_link(nbytes, noisy, n_blocks=n_blocks)
+    error = lambda lat, pb, mpb: float(np.sum(((lat + n_blocks * pb + nbytes * mpb - noisy) / noisy) ** 2))  # noqa: E731
+    ours = error(fitted.latency_ms, fitted.per_block_ms, 1e-6 / fitted.bandwidth_gb_s)
+    assert ours <= _reference_fit(nbytes, noisy, n_blocks)[0] + 1e-12
+    assert fitted.fit.mean_relative_error <= fitted.fit.max_relative_error < 0.06
