@@ -123,11 +123,13 @@ class Requests(NamedTuple):
     """Per-request inputs of :func:`replay` (arrays of one length, except ``blocks``/``offsets``)."""
 
     order: np.ndarray  # int64: requests in ready order (ties by trace order)
-    ready_ms: np.ndarray  # float64: when each handoff may start
+    ready_ms: np.ndarray  # float64: when each handoff may start (layer-wise: when its first layer group is computed)
     tokens: np.ndarray  # int64: prompt tokens
     blocks: np.ndarray  # int64: dense block ids, request r's at blocks[offsets[r]:offsets[r + 1]]
     offsets: np.ndarray  # int64, length n + 1
     bytes_per_token: np.ndarray  # float64: KV bytes per token (per request: mixed fleets)
+    prefill_end_ms: np.ndarray  # float64: when each prefill ends (= ready_ms unless streamed layer-wise)
+    last_fraction: np.ndarray  # float64: the share of the transfer that waits for the last layer group (1: all)
 
 
 class Cluster(NamedTuple):
@@ -144,6 +146,7 @@ class Cluster(NamedTuple):
     n_links: int
     bandwidth_gb_s: float
     latency_ms: float
+    per_block_ms: float  # cost per KV block moved
 
 
 class Results(NamedTuple):
@@ -173,9 +176,9 @@ def replay(requests, cluster, results):
     ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
     ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
     """
-    order, ready_ms, tokens, blocks, offsets, bytes_per_token = requests
+    order, ready_ms, tokens, blocks, offsets, bytes_per_token, prefill_end_ms, last_fraction = requests
     (n_unique, hash_block_tokens, block_size, destination_missing, workers, capacity, prefix_routing,
-     contention, n_links, bandwidth_gb_s, latency_ms) = cluster
+     contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms) = cluster
     out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue = results
     n = order.shape[0]
     # block-major: everything about one block (its flag and LRU links in every worker) shares a cache line
@@ -246,9 +249,10 @@ def replay(requests, cluster, results):
                     tag, seq, r = fair_tag[link, active[link]], fair_seq[link, active[link]], fair_item[link, active[link]]
                     virtual[link] = tag
                     last_update[link] = next_time
-                    out_end[r] = next_time
-                    out_queue[r] = max(next_time - ready_ms[r] - out_transfer[r], 0.0)
-                    pending = heap_push(pend_time, pend_seq, pend_item, pending, next_time, seq, r)
+                    end = max(next_time, prefill_end_ms[r] + out_transfer[r] * last_fraction[r])
+                    out_end[r] = end
+                    out_queue[r] = max(end - ready_ms[r] - out_transfer[r], 0.0)
+                    pending = heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
                 else:
                     break
         # blocks of transfers finished by `now` enter their workers' caches, in finishing order
@@ -281,8 +285,11 @@ def replay(requests, cluster, results):
         out_charged[r] = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
         nbytes = np.float64(out_charged[r]) * bytes_per_token[r]
         out_bytes[r] = nbytes
-        alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms)
+        moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
+        alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms, np.float64(moved_blocks), per_block_ms)
         out_transfer[r] = alone
+        # layer-wise streaming: however fast the link, the last layer group is sent after the prefill ends
+        earliest_end = prefill_end_ms[r] + alone * last_fraction[r]
         # schedule
         if contention == FIFO and nbytes > 0:
             link = 0
@@ -290,20 +297,23 @@ def replay(requests, cluster, results):
                 if link_free[k] < link_free[link]:
                     link = k
             start = max(now, link_free[link])
-            link_free[link] = start + alone
+            end = max(start + alone, earliest_end)
+            link_free[link] = start + alone  # the link is busy for the transfer's own time, not while layers compute
             out_link[r] = link
             out_start[r] = start
-            out_end[r] = start + alone
+            out_end[r] = end
             out_queue[r] = start - now
-            pending = heap_push(pend_time, pend_seq, pend_item, pending, start + alone, i, r)
+            pending = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)
         elif contention == FAIR and nbytes > 0:
             out_start[r] = now
-            data_start[r] = now + latency_ms  # setup first, then the bytes share the link
+            # setup (latency and per-block work) first, then the bytes share the link
+            data_start[r] = now + latency_ms + moved_blocks * per_block_ms
             out_end[r] = np.nan  # set when its last byte arrives
         else:
+            end = max(now + alone, earliest_end)
             out_link[r] = -1
             out_start[r] = now
-            out_end[r] = now + alone
+            out_end[r] = end
             out_queue[r] = 0.0
             data_start[r] = now
-            pending = heap_push(pend_time, pend_seq, pend_item, pending, now + alone, i, r)
+            pending = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)

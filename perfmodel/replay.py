@@ -65,9 +65,17 @@ def replay_handoffs(
     contention: Literal["none", "fifo", "fair"] = "none",
     links: int = 1,
     latency_ms: float = 0.0,
+    per_block_ms: float = 0.0,
     ready_ms: Any = None,
+    overlap: Literal["none", "layerwise"] = "none",
+    prefill_ms: Any = None,
+    prefill_tokens_per_s: Any = None,
+    num_layers: Any = None,
+    layer_group: int = 1,
+    layerwise_min_tokens: int = 0,
     kv_cache_dtype: str | None = None,
     tp: int = 1,
+    scope: Literal["rank", "group"] = "rank",
 ) -> pd.DataFrame:
     """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
 
@@ -106,9 +114,22 @@ def replay_handoffs(
         per request (a trace mixing models replays at once). ``model=`` is the same.
     mode, block_size, decode_workers, decode_cache_blocks, routing, contention, links, latency_ms
         As above; ``latency_ms`` is a per-transfer setup latency in ms.
+    per_block_ms
+        Cost per KV block moved (ms), added to the link's own; blocks are
+        ``ceil(charged tokens / block_size)``. Under ``fair`` sharing it is setup work,
+        like the latency, before the bytes share the link.
     ready_ms
         When each prefill completes and its handoff may start: a column name or an
         array in ms; default ``arrival_ms``.
+    overlap, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens
+        Layer-wise streaming (``overlap="layerwise"``): the transfer starts when the
+        first layer group is computed, ``prefill_ms * (L - g) / L`` before the prefill
+        ends (``prefill_ms`` a value, array or trace column; or ``prefill_tokens_per_s``),
+        and ends no earlier than the prefill's end plus the last group's share of it;
+        the delay is counted from the prefill's end. ``num_layers`` defaults to the
+        model's. Requests shorter than ``layerwise_min_tokens`` are sent after prefill.
+    kv_cache_dtype, tp, scope
+        For models by name or config, as in :func:`perfmodel.kv_bytes_per_token`.
 
     Returns
     -------
@@ -148,8 +169,9 @@ def replay_handoffs(
         if column not in trace:
             raise InputError("trace", f"has no {column!r} column (it has {list(trace.columns)})",
                              "read it with perfmodel.read_trace, or name the columns arrival_ms and num_input_tokens")
-    bandwidth, latency = _link_of(bandwidth_spec, latency_ms)
-    per_token = _bytes_per_request(trace, bytes_spec, kv_cache_dtype, tp)
+    check_choice("overlap", overlap, ("none", "layerwise"))
+    bandwidth, latency, per_block = _link_of(bandwidth_spec, latency_ms, per_block_ms)
+    per_token = _bytes_per_request(trace, bytes_spec, kv_cache_dtype, tp, scope)
     ready = trace[ready_ms] if isinstance(ready_ms, str) else trace["arrival_ms"] if ready_ms is None else ready_ms
     ready = np.ascontiguousarray(np.asarray(ready, dtype=np.float64))
     try:
@@ -163,16 +185,20 @@ def replay_handoffs(
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
+    lead, last_fraction = _layerwise(trace, tokens, bytes_spec, overlap, prefill_ms, prefill_tokens_per_s, num_layers,
+                                     layer_group, layerwise_min_tokens)
+    available = ready - lead  # when each transfer may start
     blocks, offsets, n_unique = _flat_hashes(trace)
     n = len(trace)
-    requests = _replay.Requests(order=np.argsort(ready, kind="stable").astype(np.int64), ready_ms=ready,
-                                tokens=tokens, blocks=blocks, offsets=offsets, bytes_per_token=per_token)
+    requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
+                                tokens=tokens, blocks=blocks, offsets=offsets, bytes_per_token=per_token,
+                                prefill_end_ms=ready, last_fraction=last_fraction)
     cluster = _replay.Cluster(
         n_unique=n_unique, hash_block_tokens=hash_block_tokens, block_size=block_size,
         destination_missing=mode == "destination_missing", workers=decode_workers,
         capacity=-1 if decode_cache_blocks is None else decode_cache_blocks, prefix_routing=routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], n_links=links,
-        bandwidth_gb_s=bandwidth, latency_ms=latency)
+        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block)
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
     whole_bytes = bool(np.all(per_token == np.floor(per_token))) and bool((out.bytes < 2.0**53).all())
@@ -181,7 +207,9 @@ def replay_handoffs(
         "decode_worker": out.worker, "link": out.link, "cached_tokens": out.cached, "charged_tokens": out.charged,
         # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
         "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
-        "transfer_ms": out.transfer, "queue_ms": out.queue, "handoff_delay_ms": out.queue + out.transfer,
+        "transfer_ms": out.transfer, "queue_ms": out.queue,
+        # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
+        "handoff_delay_ms": (out.end - ready) if overlap == "layerwise" else out.queue + out.transfer,
         "start_ms": out.start, "end_ms": out.end,
     }
     uniform = per_token.size == 0 or bool(np.all(per_token == per_token[0]))
@@ -190,7 +218,7 @@ def replay_handoffs(
     result = pd.DataFrame(columns, index=trace.index)
     result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth,
                         kv_bytes_per_token=float(per_token[0]) if uniform and per_token.size else None,
-                        latency_ms=latency, block_size=block_size)
+                        latency_ms=latency, per_block_ms=per_block, block_size=block_size, overlap=overlap)
     return result
 
 
@@ -202,27 +230,86 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
     return alias_value if value is None else value
 
 
-def _link_of(spec: Any, latency_ms: Any) -> tuple[float, float]:
-    """One link for the replay: (effective bandwidth GB/s > 0, total latency ms)."""
+def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any) -> tuple[float, float, float]:
+    """One link for the replay: (effective bandwidth GB/s > 0, total latency ms, total per-block ms)."""
     if np.ndim(spec) != 0:
         raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
                          "pass one bandwidth, link name or Link (replay_grid sweeps several)")
-    bandwidth, link_latency = _resolve.bandwidth_and_latency(spec)
-    bandwidth, latency = float(bandwidth), float(latency_ms) + float(link_latency or 0.0)
+    terms = _resolve.link_terms(spec)
+    bandwidth = float(terms.bandwidth_gb_s)
+    latency = float(latency_ms) + float(terms.latency_ms or 0.0)
+    per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
     if not bandwidth > 0:
         raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s cannot move a handoff",
                          "pass a bandwidth > 0 GB/s (or +inf for free transfers)")
-    if not 0 <= latency < np.inf:
-        raise InputError("latency_ms", f"{latency!r} is not a finite number >= 0", "pass a latency in ms >= 0")
-    return bandwidth, latency
+    for name, value in (("latency_ms", latency), ("per_block_ms", per_block)):
+        if not 0 <= value < np.inf:
+            raise InputError(name, f"{value!r} is not a finite number >= 0", f"pass {name} >= 0")
+    return bandwidth, latency, per_block
 
 
-def _bytes_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any) -> np.ndarray:
+def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
+    """A value, array or trace column name as one float64 per request."""
+    if isinstance(value, str):
+        if value not in trace.columns:
+            raise InputError(name, f"no trace column {value!r} (the trace has {list(trace.columns)})",
+                             f"pass {name} as a number, an array or a column name")
+        value = trace[value]
+    values = np.asarray(pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan) if np.ndim(value) else value,
+                        dtype=np.float64)
+    return np.broadcast_to(values, (len(trace),)) if values.ndim == 0 or values.shape == (len(trace),) else \
+        _wrong_length(name, values, len(trace))
+
+
+def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
+    raise InputError(name, f"{values.size} values for {n} requests", "pass one value per request, or one for all")
+
+
+def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap: str, prefill_ms: Any,
+               prefill_tokens_per_s: Any, num_layers: Any, layer_group: Any, layerwise_min_tokens: Any,
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: how long before the prefill ends its transfer may start, and the share of the
+    transfer left after the prefill ends at the earliest (layer-wise streaming; else 0 and 1)."""
+    n = len(trace)
+    if overlap == "none":
+        given = [k for k, v in (("prefill_ms", prefill_ms), ("prefill_tokens_per_s", prefill_tokens_per_s),
+                                ("num_layers", num_layers)) if v is not None]
+        if given or layer_group != 1 or layerwise_min_tokens != 0:
+            raise InputError("overlap", f"{', '.join(given) or 'layer_group/layerwise_min_tokens'} apply to "
+                             "layer-wise streaming, which is off", "pass overlap='layerwise', or drop them")
+        return np.zeros(n), np.ones(n)
+    if (prefill_ms is None) == (prefill_tokens_per_s is None):
+        raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
+                         "pass the prefill's duration (ms: a value, array or trace column) or its rate (tokens/s)")
+    compute = (_per_request(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
+               tokens / _per_request(trace, "prefill_tokens_per_s", prefill_tokens_per_s) * 1000.0)
+    if num_layers is None:
+        spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+        if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
+            raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a number",
+                             "pass num_layers, or a model name or config as kv_bytes_per_token")
+        num_layers = _resolve.num_layers(spec)
+    layers = _per_request(trace, "num_layers", num_layers)
+    group = float(check_whole("layer_group", layer_group, smallest=1))
+    minimum = check_whole("layerwise_min_tokens", layerwise_min_tokens)
+    bad = ~((compute >= 0) & (compute < np.inf)) | ~(layers >= group) | (layers != np.floor(layers))
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise InputError("overlap='layerwise'", f"{int(bad.sum())} request(s) without a finite prefill time >= 0 or "
+                         f"with fewer layers than layer_group, first at row {trace.index[first]!r} "
+                         f"(prefill {compute[first]!r} ms, {layers[first]!r} layers)",
+                         "check prefill_ms / prefill_tokens_per_s, num_layers and layer_group")
+    streamed = tokens >= minimum
+    lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
+    return lead, np.where(streamed, group / layers, 1.0)
+
+
+def _bytes_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any, scope: str) -> np.ndarray:
     """KV bytes per token of every request (float64): one value, or a trace column of values or model names."""
     column = None
     if isinstance(spec, str) and spec in trace.columns:
         column, spec = spec, trace[spec]
-    per_token = _resolve.bytes_per_token(spec, kv_cache_dtype=kv_cache_dtype, tp=tp)
+    per_token = _resolve.bytes_per_token(spec, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
     values = np.asarray(per_token, dtype=np.float64)
     values = np.full(len(trace), values.item()) if values.ndim == 0 else np.ascontiguousarray(values)
     bad = ~((values >= 0) & (values < np.inf))

@@ -12,9 +12,14 @@ from collections import OrderedDict
 
 def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s, latency_ms=0.0,
                      mode="full_prompt", block_size=512, hash_block_tokens=512, workers=1, capacity=None,
-                     routing="prefix", contention="none", links=1):
+                     routing="prefix", contention="none", links=1, per_block_ms=0.0, lead=None, last_fraction=None):
+    """``lead[r]``: how long before its prefill ends request r's transfer may start (layer-wise
+    streaming); ``last_fraction[r]``: the share of its transfer that cannot start before then."""
     n = len(ready)
-    order = sorted(range(n), key=lambda r: (ready[r], r))
+    lead = lead or [0.0] * n
+    last_fraction = last_fraction or [1.0] * n
+    available = [ready[r] - lead[r] for r in range(n)]
+    order = sorted(range(n), key=lambda r: (available[r], r))
     caches = [OrderedDict() for _ in range(workers)]
     rate = bandwidth_gb_s * 1e6  # bytes per ms
     out = [dict(decode_worker=0, link=-1, cached_tokens=0, charged_tokens=0, transfer_bytes=0.0, transfer_ms=0.0,
@@ -70,11 +75,13 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
             else:
                 done = min(active[finish_link], key=lambda a: (a[0], a[1]))
                 active[finish_link].remove(done)
-                out[done[2]]["end_ms"] = t
-                pending.append((t, done[1], done[2]))
+                r = done[2]
+                end = max(t, ready[r] + out[r]["transfer_ms"] * last_fraction[r])
+                out[r]["end_ms"] = end
+                pending.append((end, done[1], r))
 
     for seq, r in enumerate(order + [None]):
-        now = ready[r] if r is not None else math.inf
+        now = available[r] if r is not None else math.inf
         if contention == "fair":
             advance(now)
         for item in sorted(p for p in pending if p[0] <= now):
@@ -96,20 +103,24 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
         out[r]["charged_tokens"] = charged
         nbytes = float(charged) * bytes_per_token
         out[r]["transfer_bytes"] = nbytes
-        alone = nbytes / (bandwidth_gb_s * 1e9) * 1000.0 + (latency_ms if nbytes > 0 else 0.0)
+        moved = (n_blocks - cached_blocks) if mode == "destination_missing" else n_blocks
+        setup = latency_ms + moved * per_block_ms
+        alone = nbytes / (bandwidth_gb_s * 1e9) * 1000.0 + (setup if nbytes > 0 else 0.0)
         out[r]["transfer_ms"] = alone
         out[r]["start_ms"] = now
+        earliest_end = ready[r] + alone * last_fraction[r]  # the last layer group goes after the prefill ends
         if nbytes > 0 and contention == "fifo":
             k = min(range(links), key=lambda j: (link_free[j], j))
             start = max(now, link_free[k])
+            end = max(start + alone, earliest_end)
             link_free[k] = start + alone
-            out[r].update(link=k, start_ms=start, end_ms=start + alone)
-            pending.append((start + alone, seq, r))
+            out[r].update(link=k, start_ms=start, end_ms=end)
+            pending.append((end, seq, r))
         elif nbytes > 0 and contention == "fair":
-            waiting.append((now + latency_ms, seq, r))
+            waiting.append((now + setup, seq, r))
         else:
-            out[r]["end_ms"] = now + alone
-            pending.append((now + alone, seq, r))
+            out[r]["end_ms"] = max(now + alone, earliest_end)
+            pending.append((out[r]["end_ms"], seq, r))
     for r in range(n):
         out[r]["handoff_delay_ms"] = out[r]["end_ms"] - ready[r]
         out[r]["queue_ms"] = max(out[r]["handoff_delay_ms"] - out[r]["transfer_ms"], 0.0)

@@ -287,17 +287,29 @@ def small_traces(draw):
 @given(case=small_traces(), workers=st.integers(1, 3), capacity=st.sampled_from([None, 0, 1, 2, 4]),
        routing=st.sampled_from(["prefix", "round_robin"]), contention=st.sampled_from(["none", "fifo", "fair"]),
        links=st.integers(1, 2), mode=st.sampled_from(["full_prompt", "destination_missing"]),
-       block_size=st.sampled_from([256, 512, 1000]), latency=st.sampled_from([0.0, 0.5]))
-def test_kernel_equals_reference(case, workers, capacity, routing, contention, links, mode, block_size, latency):
+       block_size=st.sampled_from([256, 512, 1000]), latency=st.sampled_from([0.0, 0.5]),
+       per_block=st.sampled_from([0.0, 0.01]), layerwise=st.sampled_from([None, (3.0, 4, 1), (50.0, 8, 2)]))
+def test_kernel_equals_reference(case, workers, capacity, routing, contention, links, mode, block_size, latency,
+                                 per_block, layerwise):
     ready, tokens, hashes = case
     kw = dict(mode=mode, block_size=block_size, routing=routing, contention=contention, links=links)
+    streaming = {}
+    lead, fraction = None, None
+    if layerwise is not None:  # (prefill ms, layers, group)
+        compute, layers, group = layerwise
+        streaming = dict(overlap="layerwise", prefill_ms=compute, num_layers=layers, layer_group=group)
+        lead, fraction = [compute * (layers - group) / layers] * len(ready), [group / layers] * len(ready)
     replay = replay_handoffs(_trace(ready, tokens, hashes), kv_bytes_per_token=1024, kv_transfer_bandwidth=BW,
-                             decode_workers=workers, decode_cache_blocks=capacity, latency_ms=latency, **kw)
+                             decode_workers=workers, decode_cache_blocks=capacity, latency_ms=latency,
+                             per_block_ms=per_block, **streaming, **kw)
     expected = pd.DataFrame(replay_reference(ready, tokens, hashes, bytes_per_token=1024, bandwidth_gb_s=BW,
-                                             workers=workers, capacity=capacity, latency_ms=latency, **kw))
+                                             workers=workers, capacity=capacity, latency_ms=latency,
+                                             per_block_ms=per_block, lead=lead, last_fraction=fraction, **kw))
     for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
         assert replay[column].tolist() == expected[column].tolist(), column
-    for column in ("transfer_bytes", "transfer_ms", "start_ms", "end_ms", "queue_ms", "handoff_delay_ms"):
+    compared = ("transfer_bytes", "transfer_ms", "start_ms", "end_ms", "handoff_delay_ms") + \
+        (("queue_ms",) if layerwise is None else ())
+    for column in compared:
         np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
 
 
