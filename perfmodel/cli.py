@@ -129,8 +129,11 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
     return values
 
 
+#: The model's per-row inputs, each of which ``--column NAME=COLUMN`` may read from the file (handoff.ARGUMENTS).
 COLUMN_ARGUMENTS = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
-                    "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms")
+                    "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms",
+                    "per_block_ms", "block_size", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group",
+                    "layerwise_min_tokens")
 
 
 def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
@@ -176,9 +179,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         axes["mode"] = args.mode
     if args.cache_hit:
         axes["cache_hit_ratio"] = _floats("--cache-hit", args.cache_hit, high=1.0)
-        axes["block_size"] = args.block_size
     if args.latency_ms:
         axes["latency_ms"] = _floats("--latency-ms", args.latency_ms)
+    axes.update(_fidelity(args))
+    if "scope" in axes and "model" not in axes:
+        raise UsageError("--scope applies to models (--model), not to --kv-bytes-per-token")
+    links = [perfmodel.get_link(name) for name in axes.get("link", [])]
+    if args.block_size or args.cache_hit or "per_block_ms" in axes or any(link.per_block_ms for link in links):
+        axes["block_size"] = args.block_size or [64]
 
     from .io import output_folder
 
@@ -249,10 +257,11 @@ def cmd_delay(args: argparse.Namespace) -> int:
         keywords["kv_transfer_bandwidth"] = args.bandwidth
     elif args.link:
         keywords["kv_transfer_bandwidth"] = args.link
-    for name in ("mode", "latency_ms", "fallback_delay_ms", "kv_cache_dtype", "tp"):
+    for name in ("mode", "latency_ms", "fallback_delay_ms", "kv_cache_dtype", "tp", "block_size"):
         value = getattr(args, name)
         if value is not None:
             keywords[name] = value
+    keywords.update(_fidelity(args))
     if args.scheduler or args.workers:
         from . import dask as pm_dask
 
@@ -269,38 +278,136 @@ def cmd_delay(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .models import MODELS, kv_bytes_per_token, model_config
+    from .models import MODELS, kv_bytes_per_token, model_config, save_model, user_models
 
+    if args.add:
+        name, config = args.add
+        path = save_model(name, config)
+        print(f"saved model {name!r} ({kv_bytes_per_token(name):,} bytes/token) to {path}; use --model {name}")
+        return 0
+    users = user_models()
     rows = []
-    for name in MODELS:
+    for name in [*MODELS, *users]:
         cfg = model_config(name)
         mla = cfg.get("kv_lora_rank") is not None
         rows.append({
             "model": name,
             "attention": "MLA" if mla else "GQA",
-            "layers": cfg["num_hidden_layers"],
-            "kv_heads": "-" if mla else cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
-            "head_dim": f"{cfg['kv_lora_rank']}+{cfg['qk_rope_head_dim']}" if mla else
-                        cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]),
+            "layers": cfg.get("num_hidden_layers", "?"),
+            "kv_heads": "-" if mla else cfg.get("num_key_value_heads", cfg.get("num_attention_heads", "?")),
             "bytes/token bf16": kv_bytes_per_token(name),
             "fp8": kv_bytes_per_token(name, kv_cache_dtype="fp8"),
             "fp8 tp8": kv_bytes_per_token(name, kv_cache_dtype="fp8", tp=8),
+            "fp8 tp8 group": kv_bytes_per_token(name, kv_cache_dtype="fp8", tp=8, scope="group"),
+            "source": "built-in" if name in MODELS else "user",
         })
     print(pd.DataFrame(rows).to_string(index=False))
+    print("\ngroup: what all 8 ranks of a TP8 prefill group send (replicated KV heads and MLA latents count per rank)."
+          "\nAdd your own: perfmodel models --add NAME path/to/config.json")
     return 0
 
 
 def cmd_links(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from .handoff import handoff_delay_ms
+    from .links import LINKS, link_source, user_links
+
+    links = {**LINKS, **user_links()}
+    rows = [{"link": name, "GB/s per direction": link.effective_bandwidth_gb_s, "latency_ms": link.latency_ms,
+             "per_block_ms": link.per_block_ms,
+             "32k tokens of llama-3.1-70b (ms)": handoff_delay_ms(32768, link, "llama-3.1-70b", block_size=16),
+             "source": link_source(name)}
+            for name, link in links.items()]
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    print("\nMultiples: '8x ib-ndr' is eight NICs (8 x 50 GB/s); per-block costs at 16-token blocks. "
+          "Fit your own: perfmodel calibrate measurements.csv --name NAME")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    import perfmodel.plotting as pp
+
+    from .io import check_not_overlapping, output_folder, read_chunks
+    from .links import fit_link, get_link, save_link
+
+    check_not_overlapping(args.out, [args.measurements])
+    table = pd.concat(list(read_chunks(args.measurements, output_format="parquet")[0]), ignore_index=True)
+    nbytes, measured, blocks = _measurements(table, args)
+    link = fit_link(nbytes, measured, n_blocks=blocks, name=args.name)
+    compare = args.compare or [min(get_link_names(), key=lambda n: abs(np.log(get_link(n).bandwidth_gb_s /
+                                                                           link.bandwidth_gb_s)))]
+    report = link.fit
+    print(f"fitted {link.name!r} on {report.points} measurements: bandwidth {link.bandwidth_gb_s:,.4g} GB/s, "
+          f"latency {link.latency_ms:,.4g} ms" + (f", per block {link.per_block_ms:,.4g} ms" if blocks is not None
+                                                  else ""))
+    if report.note:
+        print(f"note: {report.note}")
+    print(f"{'link':<24} {'max error':>10} {'mean error':>11}")
+    for candidate in [link, *map(get_link, compare)]:
+        predicted = np.asarray(candidate.transfer_ms(nbytes, blocks if blocks is not None and
+                                                     candidate.per_block_ms else 0), dtype=float)
+        errors = np.abs(predicted - measured) / measured
+        print(f"{candidate.name:<24} {errors.max():>10.1%} {errors.mean():>11.1%}")
+    with output_folder(args.out, names=["calibration.png"], inputs=[args.measurements]) as stage:
+        fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+        pp.calibration(nbytes, measured, link, n_blocks=blocks, compare=compare, ax=ax)
+        ax.set_title(f"{link.name}: measured against predicted")
+        _save(fig, stage / "calibration.png")
+        plt.close(fig)
+    print(f"\nwrote {args.out / 'calibration.png'}")
+    if not args.no_save:
+        path = save_link(link, source=f"perfmodel calibrate {args.measurements}")
+        print(f"saved link {link.name!r} to {path}: use --link {link.name} (or kv_transfer_bandwidth={link.name!r})")
+    return 0
+
+
+def get_link_names() -> list[str]:
     from .links import LINKS
 
-    rows = [{"link": name, "GB/s per direction": link.bandwidth_gb_s, "Gb/s": link.bandwidth_gb_s * 8,
-             "latency_ms": link.latency_ms, "32k tokens of llama-3.1-70b (ms)": 32768 * 327_680 / link.bandwidth_gb_s / 1e6}
-            for name, link in LINKS.items()]
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-    print("\nMultiples: '8x ib-ndr' is eight NICs (8 x 50 GB/s). Fit your own: perfmodel.fit_link(bytes, ms).")
-    return 0
+    return list(LINKS)
+
+
+def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(bytes, measured ms, blocks or None) from a measurements table; refuses rows it cannot use."""
+    import numpy as np
+
+    from .handoff import handoff_delay_ms  # noqa: F401  (the model's units, not used for arithmetic here)
+    from .models import kv_bytes_per_token
+
+    def numbers(column: str) -> Any:
+        return table[column].to_numpy(dtype=float, na_value=np.nan) if column in table else None
+
+    if "nbytes" in table:
+        nbytes = numbers("nbytes")
+    elif "num_input_tokens" in table and (args.model or "model" in table):
+        models = [args.model] * len(table) if args.model else table["model"].astype(str).tolist()
+        nbytes = numbers("num_input_tokens") * np.array([kv_bytes_per_token(m) for m in models], dtype=float)
+    else:
+        raise UsageError(f"{args.measurements}: needs an nbytes column, or num_input_tokens with --model (or a model "
+                         f"column); it has {list(table.columns)}")
+    measured = numbers("measured_ms")
+    if "measured_gb_s" in table:  # throughput tables: the time each size took at the throughput measured
+        from_throughput = nbytes / (numbers("measured_gb_s") * 1e9) * 1000.0
+        measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
+    if measured is None:
+        raise UsageError(f"{args.measurements}: needs a measured_ms (or measured_gb_s) column; it has "
+                         f"{list(table.columns)}")
+    blocks = numbers("n_blocks")
+    keep = np.isfinite(nbytes) & np.isfinite(measured)
+    if blocks is not None:
+        keep &= np.isfinite(blocks)
+    if not keep.all():
+        print(f"perfmodel calibrate: left out {int((~keep).sum())} row(s) without a size or a measurement",
+              file=sys.stderr)
+    return nbytes[keep], measured[keep], None if blocks is None else blocks[keep]
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -335,7 +442,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,
             decode_workers=args.decode_workers, decode_cache_blocks=args.cache_blocks, routing=args.routing,
             contention=args.contention, links=args.links, latency_ms=args.latency_ms or 0.0,
-            ready_ms="ready_ms" if "ready_ms" in trace else None,
+            ready_ms="ready_ms" if "ready_ms" in trace else None, kv_cache_dtype=args.kv_cache_dtype,
+            tp=args.tp or 1, **_fidelity(args),
         )
     for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line
         print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
@@ -379,10 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
     sweep.add_argument("--mode", nargs="+", choices=["full_prompt", "destination_missing"])
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    sweep.add_argument("--block-size", type=_positive_int, default=64, metavar="TOKENS", help="KV block size (default 64)")
+    sweep.add_argument("--block-size", type=_positive_int, nargs="+", metavar="TOKENS",
+                       help="KV block (page) sizes, for --cache-hit and per-block costs (default 64)")
     sweep.add_argument("--kv-cache-dtype", nargs="+", metavar="DTYPE", help="e.g. bf16 fp8")
     sweep.add_argument("--tp", type=_positive_int, nargs="+", metavar="N", help="tensor-parallel degrees")
     sweep.add_argument("--latency-ms", nargs="+", metavar="MS", help="per-transfer setup latency")
+    _fidelity_options(sweep, many=True)
     sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
                        help="output folder (default %(default)s)")
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")
@@ -406,6 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     delay.add_argument("--fallback-delay-ms", type=float, metavar="MS")
     delay.add_argument("--kv-cache-dtype", metavar="DTYPE")
     delay.add_argument("--tp", type=_positive_int, metavar="N")
+    delay.add_argument("--block-size", type=_positive_int, metavar="TOKENS", help="KV block size, for per-block costs")
+    _fidelity_options(delay, many=False)
     delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
                        help="invalid rows: stop (default) or leave the delay empty")
     delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
@@ -417,8 +529,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how long to wait for --scheduler before giving up (default %(default)s)")
     delay.set_defaults(run=cmd_delay)
 
-    sub.add_parser("models", help="the model presets and their KV bytes per token").set_defaults(run=cmd_models)
-    sub.add_parser("links", help="the interconnect presets").set_defaults(run=cmd_links)
+    models = sub.add_parser("models", help="the model presets and their KV bytes per token (--add: your own)")
+    models.add_argument("--add", nargs=2, metavar=("NAME", "CONFIG"),
+                        help="save a Hugging Face config.json (or its folder) as a model preset NAME")
+    models.set_defaults(run=cmd_models)
+    sub.add_parser("links", help="the interconnect presets, built-in and yours").set_defaults(run=cmd_links)
+
+    calibrate = sub.add_parser("calibrate", help="fit a link to measured transfers and save it as a preset",
+                               description="Fit latency, bandwidth (and with an n_blocks column a per-block cost) to "
+                                           "measured transfers; print the errors next to a preset's line rate; "
+                                           "plot predicted against measured; save the link as a user preset.")
+    calibrate.add_argument("measurements", type=Path,
+                           help="CSV/Parquet/JSON lines: nbytes (or num_input_tokens with --model or a model column), "
+                                "measured_ms (or measured_gb_s), optional n_blocks")
+    calibrate.add_argument("--name", required=True, help="the link's name (then --link NAME everywhere)")
+    calibrate.add_argument("--model", help="model whose bytes per token turn num_input_tokens into bytes")
+    calibrate.add_argument("--compare", nargs="+", metavar="LINK",
+                           help="links to show next to the fit (default: the preset nearest in bandwidth)")
+    calibrate.add_argument("--out", type=Path, default=Path("perfmodel-calibration"), metavar="DIR",
+                           help="folder for calibration.png (default %(default)s)")
+    calibrate.add_argument("--no-save", action="store_true", help="do not save the link as a preset")
+    calibrate.set_defaults(run=cmd_calibrate)
 
     trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
                            description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
@@ -437,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--contention", choices=["none", "fifo", "fair"], default="none")
     trace.add_argument("--links", type=_positive_int, default=1, metavar="N")
     trace.add_argument("--latency-ms", type=float, metavar="MS")
+    trace.add_argument("--kv-cache-dtype", metavar="DTYPE")
+    trace.add_argument("--tp", type=_positive_int, metavar="N")
+    _fidelity_options(trace, many=False)
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "
@@ -445,6 +579,34 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
     trace.set_defaults(run=cmd_trace)
     return parser
+
+
+def _fidelity_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
+    """The options of the fidelity extensions (all off by default: upstream's model)."""
+    nargs = "+" if many else None
+    parser.add_argument("--per-block-ms", nargs=nargs, type=float, metavar="MS",
+                        help="cost per KV block moved, ms (added to a link's own; needs --block-size)")
+    parser.add_argument("--scope", nargs=nargs, choices=["rank", "group"],
+                        help="bytes of one GPU (rank, default) or of the whole tensor-parallel group (group)")
+    parser.add_argument("--overlap", nargs=nargs, choices=["none", "layerwise"],
+                        help="layerwise: stream the KV cache layer group by layer group while prefill runs")
+    prefill = parser.add_mutually_exclusive_group()
+    prefill.add_argument("--prefill-ms", nargs=nargs, type=float, metavar="MS", help="prefill duration (layerwise)")
+    prefill.add_argument("--prefill-tokens-per-s", nargs=nargs, type=float, metavar="RATE",
+                         help="prefill rate in tokens/s (layerwise): duration = tokens / rate")
+    parser.add_argument("--layer-group", nargs=nargs, type=_positive_int, metavar="N",
+                        help="layers sent per transfer (layerwise, default 1)")
+    parser.add_argument("--layerwise-min-tokens", type=int, metavar="TOKENS",
+                        help="shorter prompts are sent after prefill as usual (layerwise, default 0)")
+
+
+_FIDELITY = ("per_block_ms", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "layer_group",
+             "layerwise_min_tokens")
+
+
+def _fidelity(args: argparse.Namespace) -> dict[str, Any]:
+    """The fidelity options given on the command line, by the API's names."""
+    return {name: getattr(args, name) for name in _FIDELITY if getattr(args, name, None) is not None}
 
 
 def _version() -> str:
@@ -506,7 +668,9 @@ _FLAGS = {
     "tp": "--tp", "kv_cache_dtype": "--kv-cache-dtype", "latency_ms": "--latency-ms", "mode": "--mode",
     "fallback_delay_ms": "--fallback-delay-ms", "chunk_rows": "--chunk-rows", "block_size": "--block-size",
     "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks", "links": "--links",
-    "errors": "--errors", "state_bytes": "--state-bytes",
+    "errors": "--errors", "state_bytes": "--state-bytes", "per_block_ms": "--per-block-ms", "scope": "--scope",
+    "overlap": "--overlap", "prefill_ms": "--prefill-ms", "prefill_tokens_per_s": "--prefill-tokens-per-s",
+    "layer_group": "--layer-group", "layerwise_min_tokens": "--layerwise-min-tokens",
     **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
                                                      "destination_missing_tokens")},
 }

@@ -112,7 +112,8 @@ _INVALID = {
 # Rules that tie two inputs together: (argument blamed, the other, invalid(argument, other), problem, fix).
 _CROSS = (
     ("per_block_ms", "block_size", lambda pb, bs: (pb > 0) & ~(bs > 0),
-     "a per-block cost needs a block size", "pass block_size (tokens per KV block), or per_block_ms=0"),
+     "a per-block cost needs a block size",
+     "give the KV block size in tokens (block_size=, or --block-size on the command line)"),
     ("layer_group", "num_layers", lambda g, n: (n > 0) & (g > n),
      "more layers per group than the model has", "pass a layer_group between 1 and num_layers"),
 )

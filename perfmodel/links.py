@@ -28,13 +28,14 @@ import difflib
 import itertools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import InputError, check_whole
 
-__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link"]
+__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "save_link", "user_links"]
 
 
 @dataclass(frozen=True)
@@ -174,15 +175,66 @@ def get_link(link: Link | str) -> Link:
     if not isinstance(link, str):
         raise InputError("link", f"got {type(link).__name__} {link!r}", "pass a Link or a preset name such as 'ib-ndr'")
     key = link.strip().lower()
-    if key in LINKS:
-        return LINKS[key]
     match = _MULTIPLE.match(key)
-    if match and match.group(2) in LINKS:
-        return LINKS[match.group(2)].times(int(match.group(1)))
-    close = difflib.get_close_matches(key, list(LINKS), n=3, cutoff=0.4)
+    for known in (LINKS, None):  # built-ins first: the user presets file is read only for other names
+        known = known if known is not None else _known_links()
+        if key in known:
+            return known[key]
+        if match and match.group(2) in known:
+            return known[match.group(2)].times(int(match.group(1)))
+    close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), "
                      "a multiple such as '8x ib-ndr', or a perfmodel.Link")
+
+
+def user_links() -> dict[str, Link]:
+    """The links saved with :func:`save_link` (or ``perfmodel calibrate``), by name.
+
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> user_links()
+    {}
+    """
+    from . import _presets
+
+    links = {}
+    for name, entry in _presets.load("links").items():
+        fields = {k: entry[k] for k in ("bandwidth_gb_s", "latency_ms", "efficiency", "per_block_ms") if k in entry}
+        report = entry.get("fit")
+        links[name] = Link(name, **fields, max_relative_error=(report or {}).get("max_relative_error"),
+                           fit=FitReport(**report) if report else None)
+    return links
+
+
+def _known_links() -> dict[str, Link]:
+    return {**user_links(), **LINKS}
+
+
+def save_link(link: Link, *, source: str = "") -> Path:
+    """Save ``link`` as a user preset under its name: every entry point then accepts the name
+    (``kv_transfer_bandwidth="our-rdma"``, ``--link our-rdma``). Returns the presets file.
+
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = save_link(Link("our-rdma", 48.0, latency_ms=0.1), source="measured in the lab")
+    >>> get_link("2x our-rdma").bandwidth_gb_s
+    96.0
+    """
+    from . import _presets
+
+    entry = {"bandwidth_gb_s": link.bandwidth_gb_s, "latency_ms": link.latency_ms, "efficiency": link.efficiency,
+             "per_block_ms": link.per_block_ms, "source": source}
+    if link.fit is not None:
+        entry["fit"] = dataclasses.asdict(link.fit)
+    return _presets.save("links", link.name, entry, builtin=set(LINKS))
+
+
+def link_source(name: str) -> str:
+    """Where a link preset comes from: "built-in", or a user preset's recorded source."""
+    from . import _presets
+
+    if name in LINKS:
+        return "built-in"
+    return "user: " + (_presets.load("links").get(name, {}).get("source") or "saved")
 
 
 def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODELS", "ModelConfig", "kv_bytes_per_token", "layer_count", "model_config"]
+__all__ = ["MODELS", "ModelConfig", "kv_bytes_per_token", "layer_count", "model_config", "save_model",
+           "user_models"]
 
 ModelConfig = Mapping[str, Any] | str | os.PathLike
 
@@ -87,8 +88,9 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         data = dict(config)
     elif isinstance(config, (str, os.PathLike)):
         key = str(config).strip().lower()
-        if key in MODELS:
-            data = dict(MODELS[key])
+        users = user_models() if key not in MODELS else {}
+        if key in MODELS or key in users:
+            data = dict(MODELS[key] if key in MODELS else users[key])
         else:
             path = Path(config)
             if path.is_dir():
@@ -96,7 +98,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
             if not path.is_file():
                 raise ValueError(
                     f"model {str(config)!r}: not a preset nor a config.json file. Fix: "
-                    f"{_closest(key, list(MODELS))}use a preset ({', '.join(MODELS)}), "
+                    f"{_closest(key, [*MODELS, *users])}use a preset ({', '.join([*MODELS, *users])}), "
                     "a path to config.json or its folder, or a dict")
             try:
                 data = json.loads(path.read_text())
@@ -110,6 +112,30 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         dtype = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
         data = {**dtype, **text}
     return data
+
+
+def user_models() -> dict[str, dict[str, Any]]:
+    """Model configs saved with :func:`save_model` (or ``perfmodel models --add``), by name."""
+    from . import _presets
+
+    return {name: entry.get("config", {}) for name, entry in _presets.load("models").items()}
+
+
+def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
+    """Save a Hugging Face config (dict, ``config.json`` path or its folder) as a user model preset:
+    every entry point then accepts ``name``. The KV-relevant fields are checked first.
+
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
+    >>> kv_bytes_per_token("my-llama")
+    512
+    """
+    from . import _presets
+
+    data = model_config(config)
+    kv_bytes_per_token(data)  # refuse a config without the fields the KV cache needs
+    origin = source or (str(config) if isinstance(config, (str, os.PathLike)) else "a config dict")
+    return _presets.save("models", name, {"config": data, "source": origin}, builtin=set(MODELS))
 
 
 def _field(config: Mapping[str, Any], names: tuple[str, ...]) -> int:

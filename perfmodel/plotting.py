@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .links import LINKS, Link
 
-__all__ = ["compare", "delay_cdf", "delay_vs_tokens", "delay_vs_tokens_figure", "heatmap", "heatmap_figure",
+__all__ = ["calibration", "compare", "delay_cdf", "delay_vs_tokens", "delay_vs_tokens_figure", "heatmap", "heatmap_figure",
            "link_timeline", "replay_figure", "required_bandwidth"]
 
 _STYLES = ["-", "--", "-.", ":"]
@@ -212,9 +212,11 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.concatenate([[first], inner, [last]])
 
 
-def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray) -> tuple | None:
+def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray, ys: np.ndarray,
+                           z: np.ndarray) -> tuple | None:
     """The budget's contour from the model itself (bandwidth needed over prompt length), where it applies:
-    a full-prompt grid of prompt length x bandwidth with one bytes-per-token and latency."""
+    a full-prompt grid of prompt length x bandwidth with one bytes-per-token and latency, and only if it
+    agrees with every cell (any other option, e.g. layer-wise streaming, makes the cells disagree: None)."""
     from .sweeps import required_bandwidth
 
     if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth") or "kv_bytes_per_token" not in df:
@@ -227,9 +229,13 @@ def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: 
         (None if "latency_ms" in df else 0.0)
     if latency is None:
         return None
+    per_token, latency = float(df["kv_bytes_per_token"].iloc[0]), float(latency)
+    needed = required_bandwidth(xs, per_token, budget_ms=budget, latency_ms=latency)
+    known = np.isfinite(z)
+    if ((z <= budget) != (ys[:, None] >= needed[None, :] * (1 - 1e-9)))[known].any():
+        return None
     dense = np.geomspace(max(xs.min(), 1), xs.max(), 400)
-    return dense, required_bandwidth(dense, float(df["kv_bytes_per_token"].iloc[0]), budget_ms=budget,
-                                     latency_ms=float(latency))
+    return dense, required_bandwidth(dense, per_token, budget_ms=budget, latency_ms=latency)
 
 
 def heatmap(
@@ -301,7 +307,7 @@ def heatmap(
         ax.figure.colorbar(mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
     levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
     for budget, style in zip(levels, cycle(_STYLES)):
-        curve = _analytic_budget_curve(df, x, y, budget, xs)
+        curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
         if curve is not None:
             line, = ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
             inside = (curve[1] >= ys.min()) & (curve[1] <= ys.max())
@@ -536,8 +542,9 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
 # --- figure-level layouts (what the command line draws) ------------------------------------
 
 #: The sweep axes that are options of a what-if (the panels of a figure), in sweep order.
-_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "kv_bytes_per_token", "latency_ms", "mode", "cache_hit_ratio",
-               "block_size", "state_bytes")
+_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "scope", "kv_bytes_per_token", "latency_ms", "per_block_ms", "mode",
+               "cache_hit_ratio", "block_size", "state_bytes", "overlap", "prefill_ms", "prefill_tokens_per_s",
+               "num_layers", "layer_group", "layerwise_min_tokens")
 
 
 def _describe(key: Any, value: Any) -> str:
@@ -557,7 +564,21 @@ def _describe(key: Any, value: Any) -> str:
         return f"block {value}"
     if key == "state_bytes":
         return f"+{_si(value)} B state"
-    return str(value)
+    if key == "scope":
+        return "TP group bytes" if value == "group" else "one rank's bytes"
+    if key == "per_block_ms":
+        return f"+{value:g} ms/block"
+    if key == "overlap":
+        return "layer-wise" if value == "layerwise" else "after prefill"
+    if key == "prefill_ms":
+        return f"prefill {value:g} ms"
+    if key == "prefill_tokens_per_s":
+        return f"prefill {_si(value)} tok/s"
+    if key == "layer_group":
+        return f"{value} layers/group"
+    if key == "layerwise_min_tokens":
+        return f"layer-wise from {_tokens(value)}"
+    return f"{key}={value}"
 
 
 def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[list[str], list[tuple], str]:
@@ -687,3 +708,61 @@ def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
     delay_cdf({label or "handoff_delay_ms": replay}, ax=axes[0])
     link_timeline(replay, ax=axes[1])
     return fig
+
+
+def calibration(
+    nbytes: Any, measured_ms: Any, link: Link, *, n_blocks: Any = None, compare: Sequence[Link | str] = (),
+    legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+) -> Axes:
+    """Measured transfer times against a fitted link's predictions (and other links', e.g. line rate).
+
+    Log-log over transfer size: the measurements as points, each link's prediction as a
+    line through the same sizes (and block counts), its largest relative error in the legend.
+
+    Parameters
+    ----------
+    nbytes, measured_ms
+        The measurements (bytes, ms), as given to :func:`perfmodel.fit_link`.
+    link
+        The fitted link.
+    n_blocks
+        Blocks of each measurement (for links with a per-block cost).
+    compare
+        Other links (or preset names) drawn for comparison.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.plot` for the measurements.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np, perfmodel, perfmodel.plotting as pp
+    >>> nbytes = np.geomspace(1e4, 1e9, 8)
+    >>> measured = 0.05 + nbytes / 40e9 * 1000
+    >>> ax = pp.calibration(nbytes, measured, perfmodel.fit_link(nbytes, measured, name="fit"), compare=["ib-ndr"],
+    ...                     ax=plt.subplots()[1])
+    >>> [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
+    ['measured', 'fit', 'ib-ndr']
+    """
+    from .links import get_link
+
+    ax = _ax(ax)
+    x = np.asarray(nbytes, dtype=float)
+    t = np.asarray(measured_ms, dtype=float)
+    blocks = np.zeros_like(x) if n_blocks is None else np.broadcast_to(np.asarray(n_blocks, dtype=float), x.shape)
+    order = np.argsort(x, kind="stable")
+    ax.plot(x[order], t[order], linestyle="none", **{"marker": "o", "color": "0.1", "label": "measured", **kwargs})
+    for candidate, style in zip([link, *map(get_link, compare)], _styles()):
+        predicted = np.asarray(candidate.transfer_ms(x, blocks if candidate.per_block_ms else 0), dtype=float)
+        worst = float(np.max(np.abs(predicted - t) / t))
+        ax.plot(x[order], predicted[order], label=f"{candidate.name}: max error {worst:.0%}",
+                **{**style, "marker": None})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _si(v) + "B"))
+    ax.set_xlabel("transfer size (bytes)")
+    ax.set_ylabel("transfer time (ms)")
+    ax.grid(True, which="major", alpha=0.3)
+    if legend:
+        ax.legend(fontsize="small")
+    return ax

@@ -11,6 +11,18 @@ hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_user_presets(tmp_path_factory):
+    """Tests never read or write the user's own presets (nor cache the kernels beside them)."""
+    previous = os.environ.get("PERFMODEL_CONFIG_DIR")
+    os.environ["PERFMODEL_CONFIG_DIR"] = str(tmp_path_factory.mktemp("config"))
+    yield
+    if previous is None:
+        os.environ.pop("PERFMODEL_CONFIG_DIR", None)
+    else:
+        os.environ["PERFMODEL_CONFIG_DIR"] = previous
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """../shared/data/ beside the project; tests that need it skip without it."""
