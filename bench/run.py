@@ -102,6 +102,11 @@ def natural_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
     )
 
 
+def delay(tokens, bandwidth, per_token, worker, completed, **keywords):
+    """The numpy-level call on :func:`natural_inputs` (worker types and completion by keyword)."""
+    return perfmodel.handoff_delay_ms(tokens, bandwidth, per_token, worker_type=worker, completed=completed, **keywords)
+
+
 def at_most(ratio: float, target: float) -> tuple[str, bool]:
     return f"<= {target:g}", bool(ratio <= target)
 
@@ -121,10 +126,10 @@ def bench_kernel(quick: bool) -> list[Row]:
         t = interleaved({
             "floor serial": lambda: floor_serial(*inputs, out),
             "floor parallel": lambda: floor_parallel(*inputs, out),
-            "kernel serial": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=False),
-            "kernel parallel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=True),
-            "kernel auto": lambda: perfmodel.handoff_delay_ms(*inputs, out=out),
-            "kernel auto, new output": lambda: perfmodel.handoff_delay_ms(*inputs),
+            "kernel serial": lambda: delay(*inputs, out=out, parallel=False),
+            "kernel parallel": lambda: delay(*inputs, out=out, parallel=True),
+            "kernel auto": lambda: delay(*inputs, out=out),
+            "kernel auto, new output": lambda: delay(*inputs),
         }, repeats=7 if quick else 21)
         floor = t.best_of("floor serial", "floor parallel")
         label = f"{n / 1e6:g}M rows"
@@ -140,7 +145,7 @@ def bench_kernel(quick: bool) -> list[Row]:
         if n == 4_000_000:
             numpy_t = interleaved({
                 "numpy": lambda: handoff_numpy(*inputs, out),
-                "kernel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out),
+                "kernel": lambda: delay(*inputs, out=out),
             }, repeats=5 if quick else 11)
             ratio = numpy_t.ratio("numpy", "kernel")
             rows.append(Row(f"speed-up over plain numpy, {label}", numpy_t["numpy"] * 1e3, "ms (numpy)", ratio,
@@ -156,8 +161,8 @@ def bench_crossover(quick: bool) -> Row:
     inputs = natural_inputs(PARALLEL_MIN_ROWS, seed=5)
     out = np.empty(PARALLEL_MIN_ROWS)
     t = interleaved({
-        "serial": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=False),
-        "parallel": lambda: perfmodel.handoff_delay_ms(*inputs, out=out, parallel=True),
+        "serial": lambda: delay(*inputs, out=out, parallel=False),
+        "parallel": lambda: delay(*inputs, out=out, parallel=True),
     }, repeats=21 if quick else 61)
     ratio = t.ratio("parallel", "serial")
     return Row(f"parallel / serial kernel at the dispatch threshold ({PARALLEL_MIN_ROWS:,} rows)",

@@ -92,26 +92,89 @@ def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0
     return delay + ((latency_ms + blocks * per_block_ms) if nbytes > 0 else 0.0)
 
 
+# The extensions are optional fields of Inputs: None when off, so that numba compiles them out
+# (the default path stays upstream's formula at the memory floor) and only their users pay.
+
+def _block_cost(per_block_ms, block_size, charged, i):
+    """(blocks moved * per-block cost in ms, invalid) of row ``i``; (0, False) when the extension is off.
+
+    Plain Python (``NUMBA_DISABLE_JIT=1``); compiled, the overload below decides on None by type.
+    """
+    return (0.0, False) if per_block_ms is None else _block_cost_on(per_block_ms, block_size, charged, i)
+
+
+def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens, i):
+    """(the delay exposed after prefill, invalid) of row ``i`` under layer-wise streaming; (full, False) when off."""
+    if num_layers is None:
+        return full, False
+    return _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens,
+                       i)
+
+
+@overload(_block_cost, inline="always")
+def _block_cost_numba(per_block_ms, block_size, charged, i):
+    if isinstance(per_block_ms, (types.NoneType, types.Omitted)):
+        return lambda per_block_ms, block_size, charged, i: (0.0, False)
+    return _block_cost_on
+
+
+def _block_cost_on(per_block_ms, block_size, charged, i):
+    """:func:`_block_cost` when the extension is on (one body for numba and plain Python)."""
+    pb = np.float64(_at(per_block_ms, i))
+    bs = np.float64(_at(block_size, i))
+    invalid = (pb < 0) | (pb != pb) | (pb == np.inf) | ((pb > 0) & (not bs > 0)) | (bs < 0) | (bs == np.inf)
+    blocks = np.ceil(charged / bs) if bs > 0 else 0.0
+    return blocks * pb, invalid
+
+
+@overload(_exposed, inline="always")
+def _exposed_numba(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens, i):
+    if isinstance(num_layers, (types.NoneType, types.Omitted)):
+        return lambda full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, \
+            layerwise_min_tokens, i: (full, False)
+    return _exposed_on
+
+
+def _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens, i):
+    """:func:`_exposed` when the extension is on (one body for numba and plain Python)."""
+    pre = np.float64(_at(prefill_ms, i))
+    rate = np.float64(_at(prefill_tokens_per_s, i))
+    layers = np.float64(_at(num_layers, i))
+    group = np.float64(_at(layer_group, i))
+    lw_min = np.float64(_at(layerwise_min_tokens, i))
+    inf = np.inf
+    invalid = (
+        (pre < 0) | (pre == inf)
+        | (rate <= 0) | (rate == inf)
+        | (layers < 0) | (layers != layers) | (layers == inf) | (layers - np.floor(layers) > 0)
+        | (group < 1) | (group != group) | (group - np.floor(group) > 0) | ((layers > 0) & (group > layers))
+        | (lw_min < 0) | (lw_min != lw_min) | (lw_min == inf)
+    )
+    # of the full transfer X, only what could not hide behind the prefill's compute
+    compute = pre if rate != rate else tokens / rate * 1000.0
+    streamed = (layers > 0) & (tokens >= lw_min)
+    hidden = max(full * group / layers, full - compute * (layers - group) / layers)
+    return ((hidden if compute == compute else np.nan) if streamed else full), invalid  # unknown prefill: unknown
+
+
 @jit(inline="always")
-def _handoff_row(inputs, i):
-    """Delay (ms, NaN when none applies) and invalid flag of row ``i``."""
-    t = np.float64(_at(inputs.num_input_tokens, i))
-    b = np.float64(_at(inputs.kv_transfer_bandwidth, i))
-    p = np.float64(_at(inputs.kv_bytes_per_token, i))
-    w = _at(inputs.worker_type, i)
-    c = _at(inputs.completed, i)
-    m = _at(inputs.mode, i)
-    d = np.float64(_at(inputs.destination_missing_tokens, i))
-    s = np.float64(_at(inputs.state_bytes, i))
-    lat = np.float64(_at(inputs.latency_ms, i))
-    fb = np.float64(_at(inputs.fallback_delay_ms, i))
-    pb = np.float64(_at(inputs.per_block_ms, i))
-    bs = np.float64(_at(inputs.block_size, i))
-    pre = np.float64(_at(inputs.prefill_ms, i))
-    rate = np.float64(_at(inputs.prefill_tokens_per_s, i))
-    layers = np.float64(_at(inputs.num_layers, i))
-    group = np.float64(_at(inputs.layer_group, i))
-    lw_min = np.float64(_at(inputs.layerwise_min_tokens, i))
+def _handoff_row(
+    tokens, bandwidth_gb_s, bytes_per_token, worker, completed, mode, missing_tokens, state_bytes, latency_ms,
+    fallback_ms, per_block_ms, block_size, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
+    layerwise_min_tokens, i,
+):
+    """Delay (ms, NaN when none applies) and invalid flag of row ``i`` (arguments: the fields of
+    :class:`Inputs`, unpacked by the caller so that LLVM sees plain arrays and vectorizes the loop)."""
+    t = np.float64(_at(tokens, i))
+    b = np.float64(_at(bandwidth_gb_s, i))
+    p = np.float64(_at(bytes_per_token, i))
+    w = _at(worker, i)
+    c = _at(completed, i)
+    m = _at(mode, i)
+    d = np.float64(_at(missing_tokens, i))
+    s = np.float64(_at(state_bytes, i))
+    lat = np.float64(_at(latency_ms, i))
+    fb = np.float64(_at(fallback_ms, i))
     inf = np.inf
     # x - floor(x) > 0 is True only for a finite fractional x (NaN and inf give False).
     invalid = (
@@ -125,24 +188,15 @@ def _handoff_row(inputs, i):
         | (s < 0) | (s == inf)
         | (lat < 0) | (lat != lat) | (lat == inf)
         | (fb < 0) | (fb == inf)
-        | (pb < 0) | (pb != pb) | (pb == inf) | ((pb > 0) & ~(bs > 0))
-        | (bs < 0) | (bs == inf)
-        | (pre < 0) | (pre == inf)
-        | (rate <= 0) | (rate == inf)
-        | (layers < 0) | (layers != layers) | (layers == inf) | (layers - np.floor(layers) > 0)
-        | (group < 1) | (group != group) | (group - np.floor(group) > 0) | ((layers > 0) & (group > layers))
-        | (lw_min < 0) | (lw_min != lw_min) | (lw_min == inf)
     )
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000.
     nbytes = charged * p + s
-    blocks = np.ceil(charged / bs) if bs > 0 else 0.0
-    full = transfer_ms(nbytes, b, lat, blocks, pb)
-    # layer-wise streaming: of the full transfer X, only what could not hide behind the prefill's compute
-    compute = pre if rate != rate else t / rate * 1000.0
-    streamed = (layers > 0) & (t >= lw_min)
-    hidden = max(full * group / layers, full - compute * (layers - group) / layers)
-    exposed = (hidden if compute == compute else np.nan) if streamed else full  # unknown prefill: unknown delay
+    block_cost, block_invalid = _block_cost(per_block_ms, block_size, charged, i)
+    full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost) if nbytes > 0 else 0.0)
+    exposed, stream_invalid = _exposed(full, t, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
+                                       layerwise_min_tokens, i)
+    invalid = invalid | block_invalid | stream_invalid
     unknown = (p != p) | (s != s) | (b != b) | (b == 0)
     value = fb if unknown else exposed
     applies = (w == 1) & (c != 0) & (t == t) & (charged == charged) & (not invalid)
@@ -153,9 +207,10 @@ def _handoff_row(inputs, i):
 def handoff_serial(inputs, out, missing_out=None):
     """Fill ``out`` with handoff delays in ms (and ``missing_out``, if given, with
     ``isnan(out)`` in the same pass); return the number of invalid rows."""
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min) = inputs
     n_invalid = 0
     for i in range(out.shape[0]):
-        value, invalid = _handoff_row(inputs, i)
+        value, invalid = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, i)
         out[i] = value
         _put(missing_out, i, value != value)
         n_invalid += invalid
@@ -165,9 +220,10 @@ def handoff_serial(inputs, out, missing_out=None):
 @jit(parallel=True)
 def handoff_parallel(inputs, out, missing_out=None):
     """:func:`handoff_serial` over ``numba.prange`` (for large arrays)."""
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min) = inputs
     n_invalid = 0
     for i in numba.prange(out.shape[0]):
-        value, invalid = _handoff_row(inputs, i)
+        value, invalid = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, i)
         out[i] = value
         _put(missing_out, i, value != value)
         n_invalid += invalid

@@ -169,6 +169,20 @@ def _coerce(name: str, value: Any) -> _Arg:
     return _Arg(name, _read_only(converted), data)
 
 
+def _kernel_inputs(args: list[_Arg]) -> _kernels.Inputs:
+    """The kernel's record; an extension that is off is None there, so its terms compile away and
+    the default path stays upstream's formula (and its speed)."""
+    values = {a.name: a.value for a in args}
+    by_name = {a.name: a for a in args}
+    if not by_name["per_block_ms"].is_array and values["per_block_ms"] == 0 and \
+            not by_name["block_size"].is_array and values["block_size"] == 0:
+        values["per_block_ms"] = values["block_size"] = None
+    if not by_name["num_layers"].is_array and values["num_layers"] == 0:
+        for name in ("prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens"):
+            values[name] = None
+    return _kernels.Inputs(**values)
+
+
 def _common_length(args: list[_Arg]) -> int:
     lengths = {a.name: len(a.value) for a in args if a.is_array}
     if not lengths:
@@ -533,7 +547,7 @@ def _handoff(
         )
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, args)
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel(_kernels.Inputs(*(a.value for a in args)), out, missing, parallel, num_threads)
+    n_invalid = _run_kernel(_kernel_inputs(args), out, missing, parallel, num_threads)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, scalar=not any(a.is_array for a in args))
