@@ -41,6 +41,7 @@ _LAZY = {
     "read_trace": "trace",
     "replay_handoffs": "replay",
     "summarize": "replay",
+    "replay_grid": "replay",
     "synthetic_trace": "trace",
     "MODELS": "models",
     "kv_bytes_per_token": "models",

@@ -435,16 +435,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
+    config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link,
+              "kv_transfer_bandwidth": args.bandwidth, "mode": args.mode, "block_size": args.block_size,
+              "decode_workers": args.decode_workers, "decode_cache_blocks": args.cache_blocks, "routing": args.routing,
+              "contention": args.contention, "links": args.links, "latency_ms": args.latency_ms or 0.0,
+              "kv_cache_dtype": args.kv_cache_dtype, "tp": args.tp or 1, **_fidelity(args)}
+    if args.grid:
+        return _trace_grid(args, trace, config)
+    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
+        if config[one] is None and config[other] is None:
+            raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        replay = replay_handoffs(
-            trace, model=args.model, kv_bytes_per_token=args.kv_bytes_per_token, link=args.link,
-            kv_transfer_bandwidth=args.bandwidth, mode=args.mode, block_size=args.block_size,
-            decode_workers=args.decode_workers, decode_cache_blocks=args.cache_blocks, routing=args.routing,
-            contention=args.contention, links=args.links, latency_ms=args.latency_ms or 0.0,
-            ready_ms="ready_ms" if "ready_ms" in trace else None, kv_cache_dtype=args.kv_cache_dtype,
-            tp=args.tp or 1, **_fidelity(args),
-        )
+        replay = replay_handoffs(trace, ready_ms="ready_ms" if "ready_ms" in trace else None,
+                                 **{k: v for k, v in config.items() if v is not None or k == "decode_cache_blocks"})
     for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line
         print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
     summary = summarize(replay)
@@ -460,6 +464,83 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for key, value in summary.items():
         print(f"{key:<{width}}  {value:,.4g}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
     print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
+    return 0
+
+
+#: How the values of each --grid axis are read (the rest are names).
+_GRID_INTS = {"decode_workers", "decode_cache_blocks", "links", "tp", "block_size", "layer_group", "layerwise_min_tokens"}
+_GRID_FLOATS = {"latency_ms", "per_block_ms", "kv_transfer_bandwidth", "kv_bytes_per_token", "prefill_ms",
+                "prefill_tokens_per_s"}
+
+
+def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``--grid AXIS=V1,V2`` options as replay_grid axes."""
+    import difflib
+
+    from .replay import GRID_AXES
+
+    axes: dict[str, list[Any]] = {}
+    for spec in specs:
+        name, sep, text = (part.strip() for part in spec.partition("="))
+        if not sep or not name or not text:
+            raise UsageError(f"--grid {spec!r} is not AXIS=V1,V2,... (e.g. decode_workers=4,8,16)")
+        if name not in GRID_AXES:
+            close = difflib.get_close_matches(name, GRID_AXES, n=1)
+            raise UsageError(f"--grid {spec!r}: {name!r} is not an axis; {f'did you mean {close[0]}? ' if close else ''}"
+                             f"axes: {', '.join(GRID_AXES)}")
+        values: list[Any] = []
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            if name == "decode_cache_blocks" and part.lower() in ("none", "unbounded"):
+                values.append(None)
+            elif name in _GRID_INTS:
+                values.append(_count(part))
+            elif name in _GRID_FLOATS:
+                values.extend(_floats(f"--grid {name}", [part]))
+            else:
+                values.append(part)
+        axes[name] = values
+    return axes
+
+
+def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> int:
+    """``perfmodel trace --grid``: replay every configuration, write the table and figure, report the budgets."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    import perfmodel.plotting as pp
+
+    from .io import output_folder, write_table
+    from .replay import replay_grid
+
+    axes = _grid_axes(args.grid)
+    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
+        if one in axes or other in axes:
+            config.pop(one), config.pop(other)
+    config = {k: v for k, v in config.items() if v is not None or k == "decode_cache_blocks"}
+    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
+        if one not in config and other not in config and one not in axes and other not in axes:
+            raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
+    grid = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
+                       **{**config, **axes})
+    out: Path = args.out
+    names = [f"grid.{args.format}", "grid.png"]
+    with output_folder(out, names=names, inputs=[args.trace]) as stage:
+        write_table(grid, stage / names[0])
+        fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
+        _save(fig, stage / "grid.png")
+        plt.close(fig)
+    shown = [c for c in axes] + ["p50_ms", "p99_ms", "mean_queue_ms", "link_utilisation", "zero_delay_share"]
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
+        print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+        numeric = [c for c in axes if pd.api.types.is_numeric_dtype(grid[c])]
+        for budget in sorted(args.budget_ms):
+            meeting = grid[grid["p99_ms"] <= budget].sort_values([*numeric, "p99_ms"])
+            print(f"\np99 within {budget:g} ms: {len(meeting)} of {len(grid)} configurations"
+                  + (", the smallest first:" if len(meeting) else ""))
+            if len(meeting):
+                print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    print(f"\nwrote {out / names[0]} and {out / names[1]}")
     return 0
 
 
@@ -554,12 +635,17 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
                            description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
     trace.add_argument("trace", help="trace file (.jsonl Mooncake, .csv Azure or generic)")
-    tm = trace.add_mutually_exclusive_group(required=True)
-    tm.add_argument("--model", metavar="NAME")
+    tm = trace.add_mutually_exclusive_group()
+    tm.add_argument("--model", metavar="NAME", help="model preset (or --grid model=...)")
     tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
-    tl = trace.add_mutually_exclusive_group(required=True)
-    tl.add_argument("--link", metavar="NAME")
+    tl = trace.add_mutually_exclusive_group()
+    tl.add_argument("--link", metavar="NAME", help="link preset (or --grid link=...)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS")
+    trace.add_argument("--grid", action="append", default=[], metavar="AXIS=V1,V2,...",
+                       help="replay every combination: e.g. --grid decode_workers=4,8,16 --grid link=ib-ndr,nvlink4 "
+                            "(repeatable; axes: the options above by their API names, see perfmodel.replay_grid)")
+    trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
+                       help="with --grid: report the configurations whose p99 handoff delay meets each budget")
     trace.add_argument("--mode", choices=["full_prompt", "destination_missing"], default="full_prompt")
     trace.add_argument("--block-size", type=_positive_int, default=512, metavar="TOKENS")
     trace.add_argument("--decode-workers", type=_positive_int, default=1, metavar="N")

@@ -220,3 +220,39 @@ def delay_files(
             total.merge(result)
         total.raise_if_invalid()
     return total.rows
+
+
+def _grid_config(prepared: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """One configuration of a replay grid, on a worker, against the scattered prepared trace."""
+    from .replay import grid_row
+
+    return grid_row(prepared, config)[0]
+
+
+def replay_grid(
+    trace: pd.DataFrame, *, scheduler: str | None = None, workers: int | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S, **axes: Any,
+) -> pd.DataFrame:
+    """:func:`perfmodel.replay_grid` on a Dask cluster: one task per configuration, the prepared
+    trace scattered to the workers once. The same table as the in-process grid, row for row.
+
+    ``scheduler`` is an existing cluster's address; otherwise a local cluster of
+    ``workers`` processes runs the grid.
+
+    Examples
+    --------
+    >>> import perfmodel, perfmodel.dask
+    >>> trace = perfmodel.synthetic_trace(500, rate_per_s=20, seed=0)
+    >>> grid = perfmodel.dask.replay_grid(trace, workers=2, model="llama-3.1-8b", link="ib-ndr",
+    ...                                   decode_workers=[1, 2])  # doctest: +SKIP
+    """
+    from .replay import grid_configs, grid_frame, grid_row, prepare_trace
+
+    configs = grid_configs(axes)
+    prepared = prepare_trace(trace)
+    first = grid_row(prepared, configs[0])[0]  # here: a bad axis value fails at once, not on a worker
+    with _client(scheduler, workers, connect_timeout_s) as client:
+        shared = client.scatter(prepared, broadcast=True)
+        futures = [client.submit(_grid_config, shared, config, pure=False) for config in configs[1:]]
+        rows = client.gather(futures)
+    return grid_frame(configs, [first, *rows])
