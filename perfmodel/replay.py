@@ -363,7 +363,14 @@ def _bytes_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: 
     column = None
     if isinstance(spec, str) and spec in trace.columns:
         column, spec = spec, trace[spec]
-    per_token = _resolve.bytes_per_token(spec, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+    try:
+        per_token = _resolve.bytes_per_token(spec, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+    except InputError:
+        raise
+    except ValueError as error:  # an unknown model: say where it came from
+        problem, _, fix = str(error).partition(". Fix: ")
+        raise InputError(f"trace column {column!r}" if column else "kv_bytes_per_token", problem,
+                         fix.rstrip(".") or "pass known models") from None
     values = np.asarray(per_token, dtype=np.float64)
     values = np.full(len(trace), values.item()) if values.ndim == 0 else np.ascontiguousarray(values)
     bad = ~((values >= 0) & (values < np.inf))

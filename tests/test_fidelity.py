@@ -172,3 +172,18 @@ def test_cli_fidelity_flags(tmp_path):
     assert done.returncode == 0, done.stderr and "scope" in done.stdout
     assert math.isclose(*pd.read_csv(tmp_path / "s" / "sweep.csv").groupby("scope")["handoff_delay_ms"].max()
                         .loc[["group", "rank"]].to_numpy() / [8, 1])
+
+
+def test_mixed_fleet_replays_at_once():
+    trace = perfmodel.synthetic_trace(400, rate_per_s=5, seed=2)
+    trace["model"] = np.where(np.arange(400) % 3 == 0, "deepseek-v3", "llama-3.1-70b")
+    mixed = perfmodel.replay_handoffs(trace, "ib-ndr", "model", mode="destination_missing")
+    per_token = trace["model"].map(perfmodel.kv_bytes_per_token).to_numpy()
+    assert mixed["kv_bytes_per_token"].tolist() == per_token.tolist()
+    np.testing.assert_array_equal(mixed["transfer_bytes"], mixed["charged_tokens"] * per_token)
+    alone = perfmodel.replay_handoffs(trace[trace["model"] == "deepseek-v3"], "ib-ndr", "deepseek-v3",
+                                      mode="destination_missing")
+    assert alone["transfer_bytes"].sum() > 0 and perfmodel.summarize(mixed)["bytes_moved"] > 0
+    with pytest.raises(InputError, match="trace column 'model'"):
+        perfmodel.replay_handoffs(trace.assign(model=trace["model"].where(np.arange(400) != 7, "gpt-9")), "ib-ndr",
+                                  "model")
