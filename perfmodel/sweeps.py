@@ -39,7 +39,7 @@ AXES = (
 _LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap"}
 #: Axes that only layer-wise streaming reads.
 _LAYERWISE_AXES = ("prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
-_CHUNK_ROWS = 1 << 20
+_CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
 def _axis_values(name: str, value: Any) -> list[Any] | np.ndarray:
