@@ -134,6 +134,25 @@ def add(value: Any, extra: Any) -> Any:
 add_latency = add
 
 
+def label_of(value: Any) -> Any:
+    """How a value is named in a table: a Link by its name, a config by its model name, an enum by
+    its lower-case name; anything else as it is.
+
+    >>> from perfmodel import LINKS
+    >>> label_of(LINKS["ib-ndr"]), label_of({"model_type": "llama"}), label_of(8)
+    ('ib-ndr', 'llama', 8)
+    """
+    import enum
+
+    if isinstance(value, Link):
+        return value.name
+    if isinstance(value, Mapping):
+        return str(value.get("_name_or_path") or value.get("model_type") or "config")
+    if isinstance(value, enum.Enum):
+        return value.name.lower()
+    return value
+
+
 def _array(value: Any) -> Any:
     if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray, np.ndarray)):
         return value

@@ -548,38 +548,29 @@ _PANEL_AXES = ("model", "kv_cache_dtype", "tp", "scope", "kv_bytes_per_token", "
                "num_layers", "layer_group", "layerwise_min_tokens")
 
 
+#: How a panel title names one option's value.
+_DESCRIPTIONS: dict[str, Any] = {
+    "model": str,
+    "kv_bytes_per_token": lambda v: f"{_si(v)} B/token",
+    "tp": lambda v: f"TP{v}",
+    "kv_cache_dtype": lambda v: f"KV {v}",
+    "latency_ms": lambda v: f"+{v:g} ms latency",
+    "cache_hit_ratio": lambda v: f"{v:.0%} cached",
+    "block_size": lambda v: f"block {v}",
+    "state_bytes": lambda v: f"+{_si(v)} B state",
+    "scope": lambda v: "TP group bytes" if v == "group" else "one rank's bytes",
+    "per_block_ms": lambda v: f"+{v:g} ms/block",
+    "overlap": lambda v: "layer-wise" if v == "layerwise" else "after prefill",
+    "prefill_ms": lambda v: f"prefill {v:g} ms",
+    "prefill_tokens_per_s": lambda v: f"prefill {_si(v)} tok/s",
+    "layer_group": lambda v: f"{v} layers/group",
+    "layerwise_min_tokens": lambda v: f"layer-wise from {_tokens(v)}",
+}
+
+
 def _describe(key: Any, value: Any) -> str:
-    if key == "model":
-        return str(value)
-    if key == "kv_bytes_per_token":
-        return f"{_si(value)} B/token"
-    if key == "tp":
-        return f"TP{value}"
-    if key == "kv_cache_dtype":
-        return f"KV {value}"
-    if key == "latency_ms":
-        return f"+{value:g} ms latency"
-    if key == "cache_hit_ratio":
-        return f"{value:.0%} cached"
-    if key == "block_size":
-        return f"block {value}"
-    if key == "state_bytes":
-        return f"+{_si(value)} B state"
-    if key == "scope":
-        return "TP group bytes" if value == "group" else "one rank's bytes"
-    if key == "per_block_ms":
-        return f"+{value:g} ms/block"
-    if key == "overlap":
-        return "layer-wise" if value == "layerwise" else "after prefill"
-    if key == "prefill_ms":
-        return f"prefill {value:g} ms"
-    if key == "prefill_tokens_per_s":
-        return f"prefill {_si(value)} tok/s"
-    if key == "layer_group":
-        return f"{value} layers/group"
-    if key == "layerwise_min_tokens":
-        return f"layer-wise from {_tokens(value)}"
-    return f"{key}={value}"
+    describe = _DESCRIPTIONS.get(key)
+    return describe(value) if describe else f"{key}={value}"
 
 
 def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[list[str], list[tuple], str]:

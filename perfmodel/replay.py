@@ -445,16 +445,6 @@ def _grid_values(name: str, value: Any) -> list[Any]:
     return values
 
 
-def _grid_label(value: Any) -> Any:
-    from .links import Link
-
-    if isinstance(value, Link):
-        return value.name
-    if isinstance(value, dict):
-        return str(value.get("_name_or_path") or value.get("model_type") or "config")
-    return value
-
-
 def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     """Every combination of the axes, as keyword dicts, in the grid's row order (the last axis fastest)."""
     import itertools
@@ -479,7 +469,7 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
 
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
     """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats."""
-    summary = pd.DataFrame([{**{k: _grid_label(v) for k, v in config.items()}, **row}
+    summary = pd.DataFrame([{**{k: _resolve.label_of(v) for k, v in config.items()}, **row}
                             for config, row in zip(configs, stats)])
     for name in configs[0] if configs else ():
         if name in _GRID_LABELS:
@@ -571,7 +561,7 @@ def replay_grid(
         labelled = replay.rename_axis(replay.index.name or "request").reset_index()
         labelled = labelled.rename(columns={"link": "link_index"})  # the config's link axis takes the name "link"
         for name in reversed(names):
-            labelled.insert(0, name, _grid_label(config[name]))
+            labelled.insert(0, name, _resolve.label_of(config[name]))
         parts.append(labelled)
     requests = pd.concat(parts, ignore_index=True)
     for name in names:

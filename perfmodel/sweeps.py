@@ -52,13 +52,7 @@ def _axis_values(name: str, value: Any) -> list[Any] | np.ndarray:
 
 
 def _label(value: Any) -> str:
-    if isinstance(value, Link):
-        return value.name
-    if isinstance(value, TransferMode):
-        return value.name.lower()
-    if isinstance(value, dict):
-        return str(value.get("_name_or_path") or value.get("model_type") or "config")
-    return str(value)
+    return str(_resolve.label_of(value))
 
 
 def _mode(value: Any) -> TransferMode:
