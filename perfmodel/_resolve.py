@@ -114,12 +114,6 @@ def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
     return LinkTerms(*terms)
 
 
-def bandwidth_and_latency(value: Any, *, errors: str = "raise") -> tuple[Any, Any]:
-    """``(bandwidth GB/s, latency ms)`` of :func:`link_terms` (latency None for plain numbers)."""
-    terms = link_terms(value, errors=errors)
-    return terms.bandwidth_gb_s, terms.latency_ms
-
-
 def add(value: Any, extra: Any) -> Any:
     """``value`` plus a link's term (skipped when the link adds nothing, so no array is made)."""
     if extra is None or (np.ndim(extra) == 0 and extra == 0):
@@ -129,9 +123,6 @@ def add(value: Any, extra: Any) -> Any:
     if isinstance(value, pd.Series):
         value = value.to_numpy(dtype=np.float64, na_value=np.nan)
     return np.add(value, extra)
-
-
-add_latency = add
 
 
 def label_of(value: Any) -> Any:

@@ -336,14 +336,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import perfmodel.plotting as pp
 
     from .io import check_not_overlapping, output_folder, read_chunks
-    from .links import fit_link, get_link, save_link
+    from .links import LINKS, fit_link, get_link, save_link
 
     check_not_overlapping(args.out, [args.measurements])
     table = pd.concat(list(read_chunks(args.measurements, output_format="parquet")[0]), ignore_index=True)
     nbytes, measured, blocks = _measurements(table, args)
     link = fit_link(nbytes, measured, n_blocks=blocks, name=args.name)
-    compare = args.compare or [min(get_link_names(), key=lambda n: abs(np.log(get_link(n).bandwidth_gb_s /
-                                                                           link.bandwidth_gb_s)))]
+    nearest = min(LINKS, key=lambda name: abs(np.log(LINKS[name].bandwidth_gb_s / link.bandwidth_gb_s)))
+    compare = args.compare or [nearest]
     report = link.fit
     print(f"fitted {link.name!r} on {report.points} measurements: bandwidth {link.bandwidth_gb_s:,.4g} GB/s, "
           f"latency {link.latency_ms:,.4g} ms" + (f", per block {link.per_block_ms:,.4g} ms" if blocks is not None
@@ -369,17 +369,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def get_link_names() -> list[str]:
-    from .links import LINKS
-
-    return list(LINKS)
-
-
 def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(bytes, measured ms, blocks or None) from a measurements table; refuses rows it cannot use."""
     import numpy as np
 
-    from .handoff import handoff_delay_ms  # noqa: F401  (the model's units, not used for arithmetic here)
     from .models import kv_bytes_per_token
 
     def numbers(column: str) -> Any:

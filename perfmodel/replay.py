@@ -539,12 +539,15 @@ def replay_grid(
     def one(config: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         return grid_row(prepared, config, keep_requests=keep == "requests")
 
+    sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None or isinstance(ready_ms, str) else
+                           np.asarray(ready_ms)[:2])
+    for config in configs:  # every configuration's values checked on two requests: a bad one fails at once
+        _replay_prepared(sample, **config)
     results: list[Any] = [None] * len(configs)
-    results[0] = one(configs[0])  # on this thread: a bad axis value fails at once, before any thread starts
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool, \
-            tqdm(total=len(configs), initial=1, unit="configs", delay=1.0, desc="replay grid",
+            tqdm(total=len(configs), unit="configs", delay=1.0, desc="replay grid",
                  disable=(None if progress is None else not progress)) as bar:
-        futures = {pool.submit(one, config): i for i, config in enumerate(configs) if i > 0}
+        futures = {pool.submit(one, config): i for i, config in enumerate(configs)}
         try:
             for future in concurrent.futures.as_completed(futures):
                 results[futures[future]] = future.result()

@@ -291,7 +291,7 @@ class SweepPlan:
         latency: Any = columns["latency_ms"][part] if "latency_ms" in self.axes else 0.0
         if "link" in self.axes:
             bandwidth[part] = self.link_bandwidth[digits["link"]]
-            latency = _resolve.add_latency(latency, self.link_latency[digits["link"]])
+            latency = _resolve.add(latency, self.link_latency[digits["link"]])
         tokens = columns["num_input_tokens"][part]
         mode: Any = TransferMode.FULL_PROMPT
         missing_tokens = None
@@ -375,8 +375,13 @@ def max_tokens_within(
     >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50.0)
     np.float64(7629.0)
     """
-    bandwidth, link_latency = _resolve.bandwidth_and_latency(kv_transfer_bandwidth)
-    latency = _resolve.add_latency(_non_negative(latency_ms, "latency_ms"), link_latency)
+    link = _resolve.link_terms(kv_transfer_bandwidth)
+    if link.per_block_ms is not None and np.any(np.asarray(link.per_block_ms) > 0):
+        raise InputError("kv_transfer_bandwidth", "the link has a per-block cost, which max_tokens_within does not "
+                         "model (it has no block size)", "use a link without per_block_ms, or scan "
+                         "handoff_delay_ms over prompt lengths with block_size")
+    bandwidth = link.bandwidth_gb_s
+    latency = _resolve.add(_non_negative(latency_ms, "latency_ms"), link.latency_ms)
     per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp),
                               "kv_bytes_per_token")
     budget = _non_negative(budget_ms, "budget_ms")
