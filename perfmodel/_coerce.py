@@ -161,6 +161,11 @@ def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, mi
     if (lookup.dtype == codes.dtype and lookup[-1] == -1
             and np.array_equal(lookup[:-1], np.arange(len(uniques)))):
         return codes  # categories already in code order: the codes are the answer, no copy
+    codes = np.asarray(codes)
+    if codes.size >= 4096:  # a compiled pass: numpy would first widen the codes to 64-bit indices
+        from . import _kernels
+
+        return _kernels.gather(codes, lookup, np.empty(codes.size, dtype=lookup.dtype))
     return lookup[codes]  # code -1 (missing) takes the last entry
 
 

@@ -84,6 +84,17 @@ class Inputs(NamedTuple):
     layerwise_min_tokens: Any
 
 
+@jit
+def gather(codes, table, out):
+    """``out[i] = table[codes[i]]`` (code -1 takes the table's last entry): labels' values spread to
+    every row in one pass, without numpy's conversion of small integer codes to 64-bit indices first."""
+    n = table.shape[0]
+    for i in range(codes.shape[0]):
+        code = codes[i]
+        out[i] = table[code if code >= 0 else n + code]
+    return out
+
+
 @jit(inline="always")
 def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0):
     """Transfer time in ms, in upstream's operation order (bytes over line rate), plus, only when
