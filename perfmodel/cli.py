@@ -138,19 +138,21 @@ COLUMN_ARGUMENTS = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_t
 
 def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
     """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one."""
+    return dict(_name_value("--column", pair, allowed, f"{allowed[0]}=my_column") for pair in pairs)
+
+
+def _name_value(option: str, spec: str, allowed: Sequence[str], example: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of one option; a NAME outside ``allowed`` is an error naming the closest one."""
     import difflib
 
-    mapping = {}
-    for pair in pairs:
-        name, sep, column = (part.strip() for part in pair.partition("="))
-        if not sep or not name or not column:
-            raise UsageError(f"--column {pair!r} is not NAME=COLUMN (e.g. {allowed[0]}=my_column)")
-        if name not in allowed:
-            close = difflib.get_close_matches(name, allowed, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise UsageError(f"--column {pair!r}: {name!r} is not one of the names; {hint}names: {', '.join(allowed)}")
-        mapping[name] = column
-    return mapping
+    name, sep, value = (part.strip() for part in spec.partition("="))
+    if not sep or not name or not value:
+        raise UsageError(f"{option} {spec!r} is not NAME=VALUE (e.g. {example})")
+    if name not in allowed:
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(f"{option} {spec!r}: {name!r} is not one of the names; {hint}names: {', '.join(allowed)}")
+    return name, value
 
 
 # --- subcommands ---------------------------------------------------------------------------
@@ -468,19 +470,11 @@ _GRID_FLOATS = {"latency_ms", "per_block_ms", "kv_transfer_bandwidth", "kv_bytes
 
 def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
     """``--grid AXIS=V1,V2`` options as replay_grid axes."""
-    import difflib
-
     from .replay import GRID_AXES
 
     axes: dict[str, list[Any]] = {}
     for spec in specs:
-        name, sep, text = (part.strip() for part in spec.partition("="))
-        if not sep or not name or not text:
-            raise UsageError(f"--grid {spec!r} is not AXIS=V1,V2,... (e.g. decode_workers=4,8,16)")
-        if name not in GRID_AXES:
-            close = difflib.get_close_matches(name, GRID_AXES, n=1)
-            raise UsageError(f"--grid {spec!r}: {name!r} is not an axis; {f'did you mean {close[0]}? ' if close else ''}"
-                             f"axes: {', '.join(GRID_AXES)}")
+        name, text = _name_value("--grid", spec, GRID_AXES, "decode_workers=4,8,16")
         values: list[Any] = []
         for part in (p.strip() for p in text.split(",") if p.strip()):
             if name == "decode_cache_blocks" and part.lower() in ("none", "unbounded"):
