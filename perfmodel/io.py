@@ -152,8 +152,15 @@ def _parquet_chunks(path: Path, chunk_rows: int) -> tuple[Iterator[pd.DataFrame]
         file = pq.ParquetFile(path)
     except Exception as error:  # pyarrow raises several types for a damaged file
         raise InputError(str(path), f"not a readable Parquet file ({error})", "check the file") from None
-    batches = (batch.to_pandas(types_mapper=_arrow_dtype) for batch in file.iter_batches(batch_size=chunk_rows))
-    return batches, file.metadata.num_rows
+    def batches() -> Iterator[pd.DataFrame]:
+        produced = False
+        for batch in file.iter_batches(batch_size=chunk_rows):
+            produced = True
+            yield batch.to_pandas(types_mapper=_arrow_dtype)
+        if not produced:  # no rows: still the columns, so that the output keeps them
+            yield file.schema_arrow.empty_table().to_pandas(types_mapper=_arrow_dtype)
+
+    return batches(), file.metadata.num_rows
 
 
 def _arrow_dtype(arrow_type: Any) -> Any:
@@ -248,7 +255,9 @@ def _csv_chunks(path: Path, compression: str | None, chunk_rows: int, typed: boo
     names = _csv_header(path, compression)
     kinds = _csv_kinds(path, compression, names) if typed else {}
     target = {"int": pa.int64(), "float": pa.float64()}
+    produced = False
     for batch in _csv_batches(path, compression, names):
+        produced = True
         columns = []
         for name, column in zip(batch.schema.names, batch.columns):
             kind = kinds.get(name, "text")
@@ -260,6 +269,8 @@ def _csv_chunks(path: Path, compression: str | None, chunk_rows: int, typed: boo
         table = pa.Table.from_arrays(columns, names=batch.schema.names)
         for start in range(0, table.num_rows, chunk_rows):
             yield table.slice(start, chunk_rows).to_pandas(types_mapper=pd.ArrowDtype)
+    if not produced:  # a header and no rows: the columns still pass through
+        yield pd.DataFrame({name: pd.Series(dtype=pd.ArrowDtype(pa.string())) for name in names})
 
 
 def _json_lines(path: Path, compression: str | None) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -528,3 +528,17 @@ def test_compiled_kernels_are_cached_outside_the_package(tmp_path):
     package = Path(done.stdout.strip()).parent
     assert list((tmp_path / "cache").rglob("*.nbi"))  # the index of the compiled kernels, in the user cache
     assert not [p for p in package.rglob("*") if p.suffix in (".nbi", ".nbc")]  # and nothing inside the package
+
+
+@pytest.mark.parametrize("out_name", ["o.csv", "o.parquet", "o.jsonl"])
+def test_header_only_files_keep_their_columns(tmp_path, out_name):
+    (tmp_path / "empty.csv").write_text("id,num_input_tokens,note\n")
+    assert delay_file(tmp_path / "empty.csv", tmp_path / out_name, progress=False, **KEYWORDS) == 0
+    if out_name.endswith(".csv"):
+        assert (tmp_path / out_name).read_text() == "id,num_input_tokens,note,handoff_delay_ms\n"
+    elif out_name.endswith(".parquet"):
+        assert pq.read_schema(tmp_path / out_name).names == ["id", "num_input_tokens", "note", "handoff_delay_ms"]
+        delay_file(tmp_path / out_name, tmp_path / "again.csv", progress=False, **KEYWORDS)  # and back, still empty
+        assert (tmp_path / "again.csv").read_text() == "id,num_input_tokens,note,handoff_delay_ms\n"
+    else:
+        assert (tmp_path / out_name).read_text() == ""
