@@ -152,21 +152,29 @@ def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, mi
     Works on numpy arrays and pandas objects (Categorical codes are reused as they are);
     missing labels (None, NaN, NA) map to ``missing``.
     """
+    codes, uniques = distinct(data)
+    return spread(codes, np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype))
+
+
+def distinct(data: Any) -> tuple[np.ndarray, Any]:
+    """(codes, distinct labels) of a column: -1 codes missing labels (Categorical codes are reused)."""
     if isinstance(data.dtype, pd.CategoricalDtype):
         categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
-        codes, uniques = np.asarray(categorical.codes), categorical.categories
-    else:
-        codes, uniques = pd.factorize(data, use_na_sentinel=True)
-    lookup = np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype)
+        return np.asarray(categorical.codes), categorical.categories
+    return pd.factorize(data, use_na_sentinel=True)
+
+
+def spread(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
+    """``lookup[codes]`` with code -1 taking the last entry (the value of a missing label)."""
     if (lookup.dtype == codes.dtype and lookup[-1] == -1
-            and np.array_equal(lookup[:-1], np.arange(len(uniques)))):
+            and np.array_equal(lookup[:-1], np.arange(len(lookup) - 1))):
         return codes  # categories already in code order: the codes are the answer, no copy
     codes = np.asarray(codes)
     if codes.size >= 4096:  # a compiled pass: numpy would first widen the codes to 64-bit indices
         from . import _kernels
 
         return _kernels.gather(codes, lookup, np.empty(codes.size, dtype=lookup.dtype))
-    return lookup[codes]  # code -1 (missing) takes the last entry
+    return lookup[codes]
 
 
 def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:

@@ -82,6 +82,10 @@ class Inputs(NamedTuple):
     num_layers: Any
     layer_group: Any
     layerwise_min_tokens: Any
+    window_bytes_per_token: Any = None  # model terms (see perfmodel.models.KVTerms): None for proportional bytes
+    window_tokens: Any = None
+    chunk_bytes_per_token: Any = None
+    chunk_tokens: Any = None
 
 
 @jit
@@ -120,6 +124,34 @@ def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_g
         return full, False
     return _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens,
                        i)
+
+
+def _capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
+    """Bytes of the sliding-window and chunked-attention layers of a row (the row's values, or None when
+    the model has no such layers: then 0)."""
+    if window_bytes_per_token is None:
+        return 0.0
+    return capped_bytes(np.float64(window_bytes_per_token), np.float64(window_tokens),
+                        np.float64(chunk_bytes_per_token), np.float64(chunk_tokens), charged, tokens)
+
+
+@overload(_capped_bytes, inline="always")
+def _capped_bytes_numba(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
+    if isinstance(window_bytes_per_token, (types.NoneType, types.Omitted)):
+        return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: 0.0
+    return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: \
+        capped_bytes(np.float64(window_bytes_per_token), np.float64(window_tokens), np.float64(chunk_bytes_per_token),
+                     np.float64(chunk_tokens), charged, tokens)
+
+
+@jit(inline="always")
+def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
+    """Bytes of sliding-window layers (at most ``window_tokens`` of the ``charged`` tail) and of
+    chunked-attention layers (at most the prompt's current chunk: ``((tokens - 1) mod C) + 1``
+    tokens, none for an empty prompt), in float64 (exact for whole numbers below 2**53)."""
+    c = chunk_tokens
+    current = (tokens - 1.0) - np.floor((tokens - 1.0) / c) * c + 1.0 if (c > 0) & (tokens > 0) else 0.0
+    return window_bytes_per_token * min(charged, window_tokens) + chunk_bytes_per_token * min(charged, current)
 
 
 @overload(_block_cost, inline="always")
@@ -172,10 +204,10 @@ def _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, laye
 def _handoff_row(
     tokens, bandwidth_gb_s, bytes_per_token, worker, completed, mode, missing_tokens, state_bytes, latency_ms,
     fallback_ms, per_block_ms, block_size, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
-    layerwise_min_tokens, i,
+    layerwise_min_tokens, window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, i,
 ):
-    """Delay (ms, NaN when none applies) and invalid flag of row ``i`` (arguments: the fields of
-    :class:`Inputs`, unpacked by the caller so that LLVM sees plain arrays and vectorizes the loop)."""
+    """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` (arguments: the
+    fields of :class:`Inputs`, unpacked by the caller so that LLVM sees plain arrays and vectorizes the loop)."""
     t = np.float64(_at(tokens, i))
     b = np.float64(_at(bandwidth_gb_s, i))
     p = np.float64(_at(bytes_per_token, i))
@@ -186,6 +218,9 @@ def _handoff_row(
     s = np.float64(_at(state_bytes, i))
     lat = np.float64(_at(latency_ms, i))
     fb = np.float64(_at(fallback_ms, i))
+    # read before the first branch: numba's parfor pass refuses copies of the loop index after one
+    wb, wt = _at(window_bytes_per_token, i), _at(window_tokens, i)
+    cb, ct = _at(chunk_bytes_per_token, i), _at(chunk_tokens, i)
     inf = np.inf
     # x - floor(x) > 0 is True only for a finite fractional x (NaN and inf give False).
     invalid = (
@@ -201,8 +236,10 @@ def _handoff_row(
         | (fb < 0) | (fb == inf)
     )
     charged = d if m == 1 else t
-    # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000.
-    nbytes = charged * p + s
+    # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
+    # chunked layers add their capped bytes; a fixed state moves with the tokens (none when nothing is charged).
+    capped = _capped_bytes(wb, wt, cb, ct, charged, t)
+    nbytes = charged * p + capped + (s if charged > 0 else 0.0)
     block_cost, block_invalid = _block_cost(per_block_ms, block_size, charged, i)
     full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost) if nbytes > 0 else 0.0)
     exposed, stream_invalid = _exposed(full, t, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
@@ -211,31 +248,36 @@ def _handoff_row(
     unknown = (p != p) | (s != s) | (b != b) | (b == 0)
     value = fb if unknown else exposed
     applies = (w == 1) & (c != 0) & (t == t) & (charged == charged) & (not invalid)
-    return (value if applies else np.nan), invalid
+    return (value if applies else np.nan), invalid, nbytes
 
 
 @jit
-def handoff_serial(inputs, out, missing_out=None):
-    """Fill ``out`` with handoff delays in ms (and ``missing_out``, if given, with
-    ``isnan(out)`` in the same pass); return the number of invalid rows."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min) = inputs
+def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
+    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)``
+    and ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the
+    number of invalid rows."""
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct) = inputs
     n_invalid = 0
     for i in range(out.shape[0]):
-        value, invalid = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, i)
+        value, invalid, nbytes = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group,
+                                              lw_min, wb, wt, cb, ct, i)
         out[i] = value
         _put(missing_out, i, value != value)
+        _put(bytes_out, i, nbytes)
         n_invalid += invalid
     return n_invalid
 
 
 @jit(parallel=True)
-def handoff_parallel(inputs, out, missing_out=None):
+def handoff_parallel(inputs, out, missing_out=None, bytes_out=None):
     """:func:`handoff_serial` over ``numba.prange`` (for large arrays)."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min) = inputs
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct) = inputs
     n_invalid = 0
     for i in numba.prange(out.shape[0]):
-        value, invalid = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, i)
+        value, invalid, nbytes = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group,
+                                              lw_min, wb, wt, cb, ct, i)
         out[i] = value
         _put(missing_out, i, value != value)
+        _put(bytes_out, i, nbytes)
         n_invalid += invalid
     return n_invalid

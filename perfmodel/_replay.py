@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._kernels import jit, transfer_ms
+from ._kernels import capped_bytes, jit, transfer_ms
 
 NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
@@ -103,6 +103,16 @@ def heap_pop(times, seqs, items, size):
 
 
 @jit(inline="always")
+def _request_bytes(kv_terms, model, tokens, charged):
+    """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
+    kernel's formula: tokens times bytes per token, the capped layers, and the state when tokens move)."""
+    m, n = np.float64(charged), np.float64(tokens)
+    nbytes = m * kv_terms[model, 0] + capped_bytes(kv_terms[model, 1], kv_terms[model, 2], kv_terms[model, 3],
+                                                   kv_terms[model, 4], m, n)
+    return nbytes + (kv_terms[model, 5] if m > 0 else 0.0)
+
+
+@jit(inline="always")
 def _insert_blocks(r, w, blocks, offsets, present, links, head, tail, size, capacity):
     for k in range(offsets[r], offsets[r + 1]):
         _lru_touch(w, blocks[k], present, links, head, tail, size, capacity)
@@ -127,7 +137,9 @@ class Requests(NamedTuple):
     tokens: np.ndarray  # int64: prompt tokens
     blocks: np.ndarray  # int64: dense block ids, request r's at blocks[offsets[r]:offsets[r + 1]]
     offsets: np.ndarray  # int64, length n + 1
-    bytes_per_token: np.ndarray  # float64: KV bytes per token (per request: mixed fleets)
+    model_of: np.ndarray  # int64: each request's row of kv_terms (mixed fleets: several models)
+    kv_terms: np.ndarray  # float64 (models, 6): bytes per token of full-attention layers, of window layers,
+    #                       window tokens, bytes per token of chunked layers, chunk tokens, state bytes
     prefill_end_ms: np.ndarray  # float64: when each prefill ends (= ready_ms unless streamed layer-wise)
     last_fraction: np.ndarray  # float64: the share of the transfer that waits for the last layer group (1: all)
 
@@ -161,10 +173,11 @@ class Results(NamedTuple):
     end: np.ndarray
     link: np.ndarray
     queue: np.ndarray
+    saved: np.ndarray  # destination_missing: bytes a cold destination would have needed, minus those sent
 
     @classmethod
     def empty(cls, n: int) -> Results:
-        ints, floats = ("worker", "cached", "charged", "link"), ("bytes", "transfer", "start", "end", "queue")
+        ints, floats = ("worker", "cached", "charged", "link"), ("bytes", "transfer", "start", "end", "queue", "saved")
         arrays = {**{k: np.zeros(n, np.int64) for k in ints}, **{k: np.zeros(n, np.float64) for k in floats}}
         return cls(**arrays)
 
@@ -176,10 +189,11 @@ def replay(requests, cluster, results):
     ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
     ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
     """
-    order, ready_ms, tokens, blocks, offsets, bytes_per_token, prefill_end_ms, last_fraction = requests
+    order, ready_ms, tokens, blocks, offsets, model_of, kv_terms, prefill_end_ms, last_fraction = requests
     (n_unique, hash_block_tokens, block_size, destination_missing, workers, capacity, prefix_routing,
      contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms) = cluster
-    out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue = results
+    (out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
+     out_saved) = results
     n = order.shape[0]
     # block-major: everything about one block (its flag and LRU links in every worker) shares a cache line
     present = np.zeros((max(n_unique, 1), workers), dtype=np.bool_)
@@ -283,8 +297,10 @@ def replay(requests, cluster, results):
         cached_blocks = min(hit_tokens // block_size, n_blocks)
         out_cached[r] = cached_blocks * block_size
         out_charged[r] = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
-        nbytes = np.float64(out_charged[r]) * bytes_per_token[r]
+        nbytes = _request_bytes(kv_terms, model_of[r], n_tokens, out_charged[r])
         out_bytes[r] = nbytes
+        if destination_missing:  # against a cold destination, which is charged every block
+            out_saved[r] = _request_bytes(kv_terms, model_of[r], n_tokens, n_blocks * block_size) - nbytes
         moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
         alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms, np.float64(moved_blocks), per_block_ms)
         out_transfer[r] = alone

@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._coerce import map_distinct
+from ._coerce import distinct, map_distinct, spread
 from .links import Link, get_link
 from .errors import InputError, check_choice, check_whole
-from .models import _dtype_bytes, kv_bytes_per_token, layer_count
+from .models import KVTerms, _dtype_bytes, kv_terms, layer_count
 
 
 def _is_number_text(label: Any) -> bool:
@@ -57,25 +57,72 @@ def _per_label(resolve: Callable[[Any], Any], errors: str) -> Callable[[Any], An
     return lenient
 
 
-def bytes_per_token(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
-                    errors: str = "raise") -> Any:
-    """``kv_bytes_per_token`` as numbers: a model name, config or path (or an array of them)
-    becomes its KV bytes per token (one GPU's, or with ``scope="group"`` the whole TP
-    group's); numbers pass through unchanged. With ``errors="coerce"`` an unknown name in
-    a column becomes missing."""
+class ModelTerms(NamedTuple):
+    """A model's byte terms as numbers (scalars, or arrays for a column of models); the capped and
+    state terms are None where they add nothing (see :class:`perfmodel.models.KVTerms`)."""
+
+    bytes_per_token: Any
+    window_bytes_per_token: Any = None
+    window_tokens: Any = None
+    chunk_bytes_per_token: Any = None
+    chunk_tokens: Any = None
+    state_bytes: Any = None
+
+    @property
+    def proportional(self) -> bool:
+        """Whether the bytes are bytes per token times tokens (no capped or state term)."""
+        return self.window_bytes_per_token is None and self.state_bytes is None
+
+
+_CAPPED = ("window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens")
+
+
+def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+                errors: str = "raise") -> ModelTerms:
+    """``kv_bytes_per_token`` as the kernel's byte terms: a model name, config or path (or an array
+    of them) becomes its :class:`~perfmodel.models.KVTerms` (one GPU's, or with ``scope="group"``
+    the whole TP group's); numbers pass through as bytes per token. With ``errors="coerce"`` an
+    unknown name in a column becomes missing."""
     tp = check_whole("tp", tp, smallest=1)  # knobs are checked first: errors="coerce" is for the rows only
     check_choice("scope", scope, ("rank", "group"))
     _dtype_bytes({}, kv_cache_dtype)
+
+    def terms_of(model: Any) -> KVTerms:
+        return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+
     if isinstance(value, (Mapping, str, os.PathLike)):
-        return kv_bytes_per_token(value, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+        return _terms_of_lookups([[getattr(terms_of(value), name)] for name in _FIELDS], None)
     if np.ndim(value) == 0 or not holds_labels(value):
         if kv_cache_dtype is not None or tp != 1 or scope != "rank":
             raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp and scope apply to model names or configs, "
                              "but kv_bytes_per_token is already a number of bytes",
                              "pass a model (e.g. 'llama-3.1-70b') or drop them")
-        return value
-    resolve = _per_label(lambda m: kv_bytes_per_token(m, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope), errors)
-    return map_distinct(_array(value), resolve, np.float64, np.nan)
+        return ModelTerms(value)
+    codes, uniques = distinct(_array(value))
+    found = [_per_label(terms_of, errors)(label) for label in uniques]
+    return _terms_of_lookups([[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan]
+                              for name in _FIELDS], codes)
+
+
+#: The fields of KVTerms the kernel reads, in ModelTerms' order.
+_FIELDS = ("full_bytes_per_token", *_CAPPED, "state_bytes")
+
+
+def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray | None) -> ModelTerms:
+    """ModelTerms from one lookup table per field (of one model: ``codes`` None, scalars out; else a
+    column's distinct models plus a last NaN entry for missing ones, spread over the rows). A term
+    that is 0 for every model is None, so that the kernel compiles it away."""
+    tables = [np.array(lookup, dtype=np.float64) for lookup in lookups]
+
+    def used(*indexes: int) -> bool:
+        return any(np.nansum(tables[i]) > 0 for i in indexes)
+
+    def shaped(table: np.ndarray) -> Any:
+        return table[0] if codes is None else spread(codes, table)
+
+    capped = used(1, 3)
+    return ModelTerms(shaped(tables[0]), *(shaped(t) if capped else None for t in tables[1:5]),
+                      shaped(tables[5]) if used(5) else None)
 
 
 def num_layers(value: Any, *, errors: str = "raise") -> Any:

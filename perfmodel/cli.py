@@ -280,31 +280,41 @@ def cmd_delay(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .models import MODELS, kv_bytes_per_token, model_config, save_model, user_models
+    from .models import MODELS, kv_bytes, kv_terms, model_config, save_model, user_models
 
     if args.add:
         name, config = args.add
         path = save_model(name, config)
-        print(f"saved model {name!r} ({kv_bytes_per_token(name):,} bytes/token) to {path}; use --model {name}")
+        print(f"saved model {name!r} ({kv_terms(name).describe()}; {kv_bytes(name, 32_768) / 1e6:,.1f} MB at 32k "
+              f"tokens) to {path}; use --model {name}")
         return 0
     users = user_models()
     rows = []
     for name in [*MODELS, *users]:
         cfg = model_config(name)
+        terms = kv_terms(name)
         mla = cfg.get("kv_lora_rank") is not None
+        mix = [f"{count} {kind}" for count, kind in (
+            (terms.full_layers, "full"), (terms.window_layers, f"window {terms.window_tokens}"),
+            (terms.chunk_layers, f"chunk {terms.chunk_tokens}"), (terms.state_layers, "state")) if count]
         rows.append({
             "model": name,
             "attention": "MLA" if mla else "GQA",
-            "layers": cfg.get("num_hidden_layers", "?"),
+            "layers": " + ".join(mix),
             "kv_heads": "-" if mla else cfg.get("num_key_value_heads", cfg.get("num_attention_heads", "?")),
-            "bytes/token bf16": kv_bytes_per_token(name),
-            "fp8": kv_bytes_per_token(name, kv_cache_dtype="fp8"),
-            "fp8 tp8": kv_bytes_per_token(name, kv_cache_dtype="fp8", tp=8),
-            "fp8 tp8 group": kv_bytes_per_token(name, kv_cache_dtype="fp8", tp=8, scope="group"),
+            "bytes/token": terms.full_bytes_per_token + terms.window_bytes_per_token + terms.chunk_bytes_per_token,
+            "MB @1k": kv_bytes(name, 1024) / 1e6,
+            "MB @32k": kv_bytes(name, 32_768) / 1e6,
+            "@32k fp8": kv_bytes(name, 32_768, kv_cache_dtype="fp8") / 1e6,
+            "@32k fp8 tp8 group": kv_bytes(name, 32_768, kv_cache_dtype="fp8", tp=8, scope="group") / 1e6,
             "source": "built-in" if name in MODELS else "user",
         })
-    print(pd.DataFrame(rows).to_string(index=False))
-    print("\ngroup: what all 8 ranks of a TP8 prefill group send (replicated KV heads and MLA latents count per rank)."
+    with pd.option_context("display.float_format", "{:,.1f}".format, "display.width", 200):
+        print(pd.DataFrame(rows).to_string(index=False))
+    print("\nbytes/token: what one token costs in every layer that keeps it; window and chunk layers keep at most their"
+          "\nlast W tokens or the current chunk, state layers a fixed state per request. MB @1k and @32k: the bytes a"
+          "\nhandoff of 1,024 and 32,768 tokens moves (one GPU's, bf16 unless noted)."
+          "\ngroup: what all 8 ranks of a TP8 prefill group send (replicated KV heads and MLA latents count per rank)."
           "\nAdd your own: perfmodel models --add NAME path/to/config.json")
     return 0
 
@@ -375,7 +385,7 @@ def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(bytes, measured ms, blocks or None) from a measurements table; refuses rows it cannot use."""
     import numpy as np
 
-    from .models import kv_bytes_per_token
+    from .models import kv_bytes
 
     def numbers(column: str) -> Any:
         return table[column].to_numpy(dtype=float, na_value=np.nan) if column in table else None
@@ -384,7 +394,11 @@ def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
         nbytes = numbers("nbytes")
     elif "num_input_tokens" in table and (args.model or "model" in table):
         models = [args.model] * len(table) if args.model else table["model"].astype(str).tolist()
-        nbytes = numbers("num_input_tokens") * np.array([kv_bytes_per_token(m) for m in models], dtype=float)
+        tokens, chosen = numbers("num_input_tokens"), np.array(models, dtype=object)
+        nbytes = np.full(len(table), np.nan)
+        for model in dict.fromkeys(models):  # each model's bytes per prompt (windows and states included)
+            rows = (chosen == model) & np.isfinite(tokens)
+            nbytes[rows] = kv_bytes(model, tokens[rows])
     else:
         raise UsageError(f"{args.measurements}: needs an nbytes column, or num_input_tokens with --model (or a model "
                          f"column); it has {list(table.columns)}")
@@ -659,6 +673,9 @@ def _fidelity_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
     nargs = "+" if many else None
     parser.add_argument("--per-block-ms", nargs=nargs, type=float, metavar="MS",
                         help="cost per KV block moved, ms (added to a link's own; needs --block-size)")
+    parser.add_argument("--state-bytes", nargs=nargs, type=float, metavar="BYTES",
+                        help="bytes of a fixed state sent with each transfer that moves tokens (default: the "
+                             "model's own, e.g. linear-attention layers; 0 for --kv-bytes-per-token)")
     parser.add_argument("--scope", nargs=nargs, choices=["rank", "group"],
                         help="bytes of one GPU (rank, default) or of the whole tensor-parallel group (group)")
     parser.add_argument("--overlap", nargs=nargs, choices=["none", "layerwise"],
@@ -673,7 +690,7 @@ def _fidelity_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
                         help="shorter prompts are sent after prefill as usual (layerwise, default 0)")
 
 
-_FIDELITY = ("per_block_ms", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "layer_group",
+_FIDELITY = ("per_block_ms", "state_bytes", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "layer_group",
              "layerwise_min_tokens")
 
 

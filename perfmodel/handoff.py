@@ -169,10 +169,11 @@ def _coerce(name: str, value: Any) -> _Arg:
     return _Arg(name, _read_only(converted), data)
 
 
-def _kernel_inputs(args: list[_Arg]) -> _kernels.Inputs:
+def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> _kernels.Inputs:
     """The kernel's record; an extension that is off is None there, so its terms compile away and
     the default path stays upstream's formula (and its speed)."""
     values = {a.name: a.value for a in args}
+    values.update(capped)
     by_name = {a.name: a for a in args}
     if not by_name["per_block_ms"].is_array and values["per_block_ms"] == 0 and \
             not by_name["block_size"].is_array and values["block_size"] == 0:
@@ -181,6 +182,13 @@ def _kernel_inputs(args: list[_Arg]) -> _kernels.Inputs:
         for name in ("prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens"):
             values[name] = None
     return _kernels.Inputs(**values)
+
+
+def _model_term(value: Any) -> Any:
+    """A model's capped byte term (resolved here, so always numbers) as the kernel takes it."""
+    if value is None or np.ndim(value) == 0:
+        return None if value is None else np.float64(value)
+    return _read_only(np.ascontiguousarray(value, dtype=np.float64))
 
 
 def _common_length(args: list[_Arg]) -> int:
@@ -273,7 +281,7 @@ _parallel_lock = threading.Lock()
 
 
 def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
-                num_threads: int | None) -> int:
+                num_threads: int | None, bytes_out: np.ndarray | None = None) -> int:
     """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time.
 
     numba's default ``workqueue`` threading layer is not safe when several Python
@@ -286,16 +294,16 @@ def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarra
     if parallel and _parallel_lock.acquire(blocking=False):
         try:
             if num_threads is None:
-                return int(_kernels.handoff_parallel(values, out, missing_out))
+                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
             previous = numba.get_num_threads()
             numba.set_num_threads(num_threads)
             try:
-                return int(_kernels.handoff_parallel(values, out, missing_out))
+                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
             finally:
                 numba.set_num_threads(previous)
         finally:
             _parallel_lock.release()
-    return int(_kernels.handoff_serial(values, out, missing_out))
+    return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 
 
 def handoff_delay_ms(
@@ -307,7 +315,7 @@ def handoff_delay_ms(
     completed: ArrayLike = True,
     mode: ArrayLike = TransferMode.FULL_PROMPT,
     destination_missing_tokens: ArrayLike | None = None,
-    state_bytes: ArrayLike = 0,
+    state_bytes: ArrayLike | None = None,
     latency_ms: ArrayLike = 0.0,
     fallback_delay_ms: ArrayLike | None = None,
     per_block_ms: ArrayLike = 0.0,
@@ -348,7 +356,10 @@ def handoff_delay_ms(
     kv_bytes_per_token
         KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth.
         Also a model preset name, a Hugging Face config dict or ``config.json`` path, or
-        an array of these (see ``kv_cache_dtype`` and ``tp``).
+        an array of these (see ``kv_cache_dtype`` and ``tp``): a model with sliding-window,
+        chunked-attention or linear-attention layers moves the bytes of
+        :class:`perfmodel.KVTerms` (at most a window, or the current chunk, of those
+        layers, and its fixed state), not a constant per token.
     worker_type
         :class:`WorkerType`, its code (0/1/2) or name (``"prefill"``). Only prefill pays.
     completed
@@ -359,7 +370,10 @@ def handoff_delay_ms(
     destination_missing_tokens
         Tokens the decode worker lacks; required where ``mode`` is destination_missing.
     state_bytes
-        Extra bytes per transfer (recurrent state of hybrid models); default 0.
+        Extra bytes per transfer that moves tokens (the recurrent state of hybrid models;
+        none when no token is charged). Default: the model's state (see
+        :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; given, it replaces
+        the model's.
     latency_ms
         Fixed setup latency (ms) added to each transfer that moves more than 0 bytes.
     fallback_delay_ms
@@ -450,12 +464,15 @@ def _names_in(value: Any) -> bool:
     return np.ndim(value) > 0 and _resolve.holds_labels(value)
 
 
-def _resolve_names(values: dict[str, Any], options: Options, errors: str) -> None:
+def _resolve_names(values: dict[str, Any], options: Options, errors: str) -> dict[str, Any]:
     """In place, once per distinct name: models (names, configs) to bytes per token (and to layer
     counts for layer-wise streaming), links to bandwidth, latency and per-block cost. Unknown names
-    raise, or with ``errors="coerce"`` leave their rows missing."""
+    raise, or with ``errors="coerce"`` leave their rows missing. Returns the capped byte terms of
+    sliding-window and chunked-attention models (None each when there are none); a model's fixed
+    state becomes ``state_bytes`` unless the caller gave one."""
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
+    capped = dict.fromkeys(_resolve._CAPPED)
     try:
         if options.overlap == "layerwise" and values["num_layers"] is None:
             if not model_given:
@@ -463,8 +480,12 @@ def _resolve_names(values: dict[str, Any], options: Options, errors: str) -> Non
                                  "number", "pass num_layers, or a model name or config as kv_bytes_per_token")
             values["num_layers"] = _resolve.num_layers(per_token, errors=errors)
         if model_given or options.shapes_bytes:
-            values["kv_bytes_per_token"] = _resolve.bytes_per_token(
-                per_token, kv_cache_dtype=options.kv_cache_dtype, tp=options.tp, scope=options.scope, errors=errors)
+            terms = _resolve.model_terms(per_token, kv_cache_dtype=options.kv_cache_dtype, tp=options.tp,
+                                         scope=options.scope, errors=errors)
+            values["kv_bytes_per_token"] = terms.bytes_per_token
+            capped = {name: getattr(terms, name) for name in capped}
+            if values["state_bytes"] is None:
+                values["state_bytes"] = terms.state_bytes
     except InputError:
         raise
     except (ValueError, TypeError) as error:
@@ -479,6 +500,7 @@ def _resolve_names(values: dict[str, Any], options: Options, errors: str) -> Non
         values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
         values["latency_ms"] = _resolve.add(values["latency_ms"], link.latency_ms)
         values["per_block_ms"] = _resolve.add(values["per_block_ms"], link.per_block_ms)
+    return capped
 
 
 def _as_input_error(argument: str, error: Exception) -> InputError:
@@ -518,9 +540,14 @@ def _handoff(
     parallel: bool | None = None,
     num_threads: int | None = None,
     with_missing: bool = False,
+    bytes_out: NDArray[np.float64] | None = None,
+    model_terms: dict[str, Any] | None = None,
 ) -> _Result:
     """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name, names resolved here),
-    and optionally the result's NaN mask, written by the kernel in the same pass."""
+    and optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer
+    moves, written by the kernel in the same pass. ``model_terms``: a model's capped byte terms
+    already resolved by the caller (by name, as :func:`_resolve_names` returns them), for
+    callers that tabulate models themselves (sweeps)."""
     check_errors(errors)
     options = options.check()
     check_flag("parallel", parallel, optional=True)
@@ -530,15 +557,18 @@ def _handoff(
             raise InputError("num_threads", f"{num_threads} is more than the {numba.config.NUMBA_NUM_THREADS} threads "
                              "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
                              "NUMBA_NUM_THREADS before starting Python")
-    missing_tokens_given = inputs["destination_missing_tokens"] is not None
+    missing_tokens_given = inputs.get("destination_missing_tokens") is not None
     defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan, "block_size": 0,
                 "per_block_ms": 0.0, "state_bytes": 0, "latency_ms": 0.0, "layer_group": 1, "layerwise_min_tokens": 0}
     values = {name: inputs.get(name) for name in _RULES}
     _layerwise_inputs(values, options)
-    _resolve_names(values, options, errors)
+    capped = _resolve_names(values, options, errors)
+    if model_terms:
+        capped = model_terms
     values = {name: defaults[name] if value is None and name in defaults else value for name, value in values.items()}
     args = [_coerce(name, values[name]) for name in ARGUMENTS]  # in the kernel's argument order
-    n = _common_length(args)
+    capped = {name: _model_term(value) for name, value in capped.items()}
+    n = _common_length([*args, *(_Arg(name, value, None) for name, value in capped.items() if value is not None)])
     mode = args[list(_RULES).index("mode")].value
     if not missing_tokens_given and np.any(np.asarray(mode) == TransferMode.DESTINATION_MISSING):
         raise InputError(
@@ -547,7 +577,7 @@ def _handoff(
         )
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, args)
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel(_kernel_inputs(args), out, missing, parallel, num_threads)
+    n_invalid = _run_kernel(_kernel_inputs(args, capped), out, missing, parallel, num_threads, bytes_out)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, scalar=not any(a.is_array for a in args))

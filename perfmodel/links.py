@@ -123,8 +123,14 @@ class Link:
         """
         from .handoff import handoff_delay_ms
 
-        try:  # the handoff kernel computes exactly this: `blocks` one-token blocks of no bytes, plus nbytes
-            return handoff_delay_ms(blocks, self, 0.0, state_bytes=nbytes, block_size=1)
+        # the handoff kernel computes exactly this: `blocks` one-token blocks of no bytes, plus a state of
+        # nbytes (a state moves with tokens, so a transfer of no block is one token without a block cost)
+        no_block = np.asarray(blocks) == 0
+        tokens = np.where(no_block & (np.asarray(nbytes, dtype=object) != 0), 1, blocks)
+        try:
+            return handoff_delay_ms(tokens, self.effective_bandwidth_gb_s, 0.0, state_bytes=nbytes,
+                                    latency_ms=self.latency_ms, per_block_ms=np.where(no_block, 0.0, self.per_block_ms),
+                                    block_size=1)
         except InputError as error:
             raise error.relocated({"state_bytes": "nbytes", "num_input_tokens": "blocks"}.get(error.argument,
                                                                                             error.where),

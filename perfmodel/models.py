@@ -13,10 +13,14 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MODELS", "ModelConfig", "kv_bytes_per_token", "layer_count", "model_config", "save_model",
-           "user_models"]
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_terms", "layer_count",
+           "model_config", "save_model", "user_models"]
 
 ModelConfig = Mapping[str, Any] | str | os.PathLike
 
@@ -55,6 +59,26 @@ MODELS: dict[str, dict[str, Any]] = {
     "mixtral-8x22b": _gqa(56, 6144, 48, 8, model_type="mixtral"),
     "deepseek-v3": _DEEPSEEK_V3,
     "deepseek-r1": _DEEPSEEK_V3,
+    # Models whose bytes are not proportional to the prompt (see kv_terms):
+    # mistralai/Mistral-7B-v0.1: every layer a 4096-token sliding window
+    "mistral-7b-v0.1": _gqa(32, 4096, 32, 8, model_type="mistral", sliding_window=4096),
+    # openai/gpt-oss-{20b,120b}: sliding (128 tokens) and full attention alternate
+    "gpt-oss-20b": _gqa(24, 2880, 64, 8, 64, model_type="gpt_oss", sliding_window=128,
+                        layer_types=["sliding_attention", "full_attention"] * 12),
+    "gpt-oss-120b": _gqa(36, 2880, 64, 8, 64, model_type="gpt_oss", sliding_window=128,
+                         layer_types=["sliding_attention", "full_attention"] * 18),
+    # google/gemma-3-27b-it (text_config): five 1024-token local layers, then one global
+    "gemma-3-27b": _gqa(62, 5376, 32, 16, 128, model_type="gemma3_text", sliding_window=1024,
+                        sliding_window_pattern=6),
+    # meta-llama/Llama-4-Scout-17B-16E (text_config): 8192-token chunked attention on RoPE layers,
+    # every 4th layer global (no RoPE)
+    "llama-4-scout": _gqa(48, 5120, 40, 8, 128, model_type="llama4_text", attention_chunk_size=8192,
+                          no_rope_layers=[1, 1, 1, 0] * 12),
+    # Qwen/Qwen3-Next-80B-A3B-Instruct: Gated DeltaNet (linear attention, a fixed state) in three of
+    # every four layers, full attention in the fourth
+    "qwen3-next-80b-a3b": _gqa(48, 2048, 16, 2, 256, model_type="qwen3_next", full_attention_interval=4,
+                               linear_num_key_heads=16, linear_key_head_dim=128, linear_num_value_heads=32,
+                               linear_value_head_dim=128, linear_conv_kernel_dim=4),
 }
 
 _DTYPE_BYTES = {
@@ -127,13 +151,13 @@ def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
 
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
-    >>> kv_bytes_per_token("my-llama")
-    512
+    >>> kv_bytes("my-llama", 10)
+    np.int64(5120)
     """
     from . import _presets
 
     data = model_config(config)
-    kv_bytes_per_token(data)  # refuse a config without the fields the KV cache needs
+    kv_terms(data)  # refuse a config without the fields the KV cache needs
     origin = source or (str(config) if isinstance(config, (str, os.PathLike)) else "a config dict")
     return _presets.save("models", name, {"config": data, "source": origin}, builtin=set(MODELS))
 
@@ -174,6 +198,10 @@ def kv_bytes_per_token(
       ``kv_lora_rank + qk_rope_head_dim`` per layer, no factor 2, replicated on every
       tensor-parallel rank (``tp`` does not divide it).
 
+    Only for models whose every layer keeps every token: a model with sliding-window,
+    chunked or linear-attention layers has no constant bytes per token, and asking for one
+    raises (use :func:`kv_bytes` for its bytes per request, or :func:`kv_terms`).
+
     Parameters
     ----------
     config
@@ -193,7 +221,7 @@ def kv_bytes_per_token(
     Returns
     -------
     int
-        Bytes per token per GPU.
+        Bytes per token (per GPU, or per TP group with ``scope="group"``).
 
     Examples
     --------
@@ -207,11 +235,205 @@ def kv_bytes_per_token(
     >>> kv_bytes_per_token("qwen3-235b-a22b", tp=8, scope="group")  # 4 KV heads on 8 ranks: each sent twice
     385024
     """
+    terms = kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+    if not terms.proportional:
+        raise ValueError(
+            f"model {_name_of(config)!r} {terms.describe()}, so its KV bytes are not proportional to the prompt "
+            "and it has no constant bytes per token. Fix: use perfmodel.kv_bytes(model, num_input_tokens) for the "
+            "bytes of each request, or pass the model itself (by name or config) wherever bytes per token are "
+            "accepted")
+    return terms.full_bytes_per_token
+
+
+@dataclass(frozen=True)
+class KVTerms:
+    """What a model's KV cache holds for a prompt, as the terms of the bytes a handoff moves.
+
+    A request with a prompt of ``n`` tokens, of which ``m`` are charged (``m = n`` for a
+    full-prompt handoff; the missing tail for ``destination_missing``), moves::
+
+        full_bytes_per_token * m
+        + window_bytes_per_token * min(m, window_tokens)
+        + chunk_bytes_per_token * min(m, c(n))
+        + state_bytes                                   (only when m > 0)
+
+    where ``c(n) = ((n - 1) mod chunk_tokens) + 1`` is the number of tokens in the
+    prompt's current chunk (0 for ``n = 0``). The window and the current chunk are the
+    prompt's last tokens, so they are what a destination that lacks the tail lacks first.
+    Byte counts are per GPU, or per tensor-parallel group (``scope="group"``).
+
+    Layer types and where they come from:
+
+    - full attention (every token): ``full_attention`` layers, and every layer of a model
+      without any of the patterns below;
+    - sliding window (the last ``window_tokens`` tokens): ``sliding_attention`` layers,
+      or ``sliding_window`` with ``sliding_window_pattern`` (Gemma 3, Cohere 2: every
+      pattern-th layer global), Gemma 2 (every other layer), ``max_window_layers``
+      (Qwen2: layers from that index on) or else on every layer (Mistral 7B v0.1);
+      ``use_sliding_window: false`` turns it off;
+    - chunked attention (the current ``chunk_tokens`` chunk): ``chunked_attention``
+      layers, or ``attention_chunk_size`` on the RoPE layers of Llama 4 (``no_rope_layers``,
+      or every ``no_rope_layer_interval``-th layer, default 4, global);
+    - a fixed state per request, whatever the prompt: ``linear_attention`` layers (Gated
+      DeltaNet, Qwen3-Next: ``full_attention_interval``), per layer and rank
+      ``(2 * ceil(k_heads / tp) * k_dim + ceil(v_heads / tp) * v_dim) * (conv_kernel - 1)``
+      convolution values in the model's dtype plus ``ceil(v_heads / tp) * k_dim * v_dim``
+      recurrent values in ``mamba_ssm_dtype`` (default: the model's dtype); and Mamba-2
+      layers (``mamba`` layer types, or ``M`` in Nemotron-H's ``hybrid_override_pattern``),
+      ``(ceil(heads / tp) * head_dim + 2 * ceil(n_groups / tp) * ssm_state_size) *
+      (conv_kernel - 1)`` plus ``ceil(heads / tp) * head_dim * ssm_state_size`` values.
+      ``kv_cache_dtype`` does not apply to states (serving engines keep them in the model's
+      dtype); pass an explicit ``state_bytes`` to the delay functions to override.
+
+    Examples
+    --------
+    >>> from perfmodel import kv_terms
+    >>> terms = kv_terms("gpt-oss-20b")
+    >>> terms.full_bytes_per_token, terms.window_bytes_per_token, terms.window_tokens
+    (24576, 24576, 128)
+    >>> terms.bytes(32_768)  # bytes of a 32k-token prompt: about half of 24 full layers' 1.6 GB
+    np.int64(808452096)
+    """
+
+    full_bytes_per_token: int
+    window_bytes_per_token: int = 0
+    window_tokens: int = 0
+    chunk_bytes_per_token: int = 0
+    chunk_tokens: int = 0
+    state_bytes: int = 0
+    full_layers: int = 0
+    window_layers: int = 0
+    chunk_layers: int = 0
+    state_layers: int = 0
+
+    @property
+    def proportional(self) -> bool:
+        """Whether the bytes are ``full_bytes_per_token`` times the charged tokens (upstream's model)."""
+        return self.window_bytes_per_token == 0 and self.chunk_bytes_per_token == 0 and self.state_bytes == 0
+
+    def describe(self) -> str:
+        """The layer mix in words (e.g. ``'keeps a 128-token window in 12 of its 24 layers'``)."""
+        total = self.full_layers + self.window_layers + self.chunk_layers + self.state_layers
+        parts = []
+        if self.window_layers:
+            parts.append(f"a {self.window_tokens}-token window in {self.window_layers}")
+        if self.chunk_layers:
+            parts.append(f"only the current {self.chunk_tokens}-token chunk in {self.chunk_layers}")
+        if self.state_layers:
+            parts.append(f"a fixed state ({self.state_bytes:,} bytes) in {self.state_layers}")
+        return f"keeps {' and '.join(parts)} of its {total} layers" if parts else f"keeps every token in {total} layers"
+
+    def bytes(self, num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None = None,
+              ) -> np.int64 | NDArray[np.int64]:
+        """Bytes moved for prompts of ``num_input_tokens`` tokens of which ``charged_tokens`` (default:
+        all) are sent; inputs broadcast, scalars in give a numpy scalar out (see :func:`kv_bytes`)."""
+        from ._coerce import whole_numbers
+        from .errors import InputError
+
+        scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
+        n = whole_numbers("num_input_tokens", num_input_tokens, 0)
+        m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0)
+        try:
+            n, m = np.broadcast_arrays(n, m)
+        except ValueError:
+            raise InputError("charged_tokens", f"{m.size} values for {n.size} prompts",
+                             "pass one charged count per prompt, or one for all") from None
+        largest = int(max(m.max(initial=0), 0))
+        per_token = self.full_bytes_per_token + self.window_bytes_per_token + self.chunk_bytes_per_token
+        if largest * per_token + self.state_bytes >= 2**62:
+            raise InputError("num_input_tokens", f"{largest} tokens overflow the 64-bit byte count",
+                             "pass realistic token counts")
+        total = np.asarray(prompt_bytes(n, m, self.full_bytes_per_token, self.window_bytes_per_token,
+                                        self.window_tokens, self.chunk_bytes_per_token, self.chunk_tokens,
+                                        self.state_bytes), dtype=np.int64)
+        return total.reshape(-1)[0] if scalar else total.reshape(-1)
+
+
+def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_token: Any, window_bytes_per_token: Any,
+                 window_tokens: Any, chunk_bytes_per_token: Any, chunk_tokens: Any, state_bytes: Any) -> Any:
+    """The :class:`KVTerms` formula on numpy arrays (broadcast; int64 in, int64 out, exactly): bytes
+    moved for ``charged_tokens`` of prompts of ``num_input_tokens`` (the kernel computes the same)."""
+    n, m = num_input_tokens, charged_tokens
+    current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)  # tokens of the prompt's last chunk
+    return (full_bytes_per_token * m + window_bytes_per_token * np.minimum(m, window_tokens)
+            + chunk_bytes_per_token * np.minimum(m, current) + np.where(m > 0, state_bytes, 0))
+
+
+def kv_terms(
+    config: ModelConfig, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+) -> KVTerms:
+    """A model's KV-cache terms: bytes per token of its full-attention, sliding-window and
+    chunked-attention layers, window and chunk lengths, and the fixed state of its
+    linear-attention/SSM layers (see :class:`KVTerms` for the formula and the layer types).
+
+    Parameters as for :func:`kv_bytes_per_token`.
+
+    Examples
+    --------
+    >>> from perfmodel import kv_terms
+    >>> kv_terms("llama-3.1-8b").proportional
+    True
+    >>> kv_terms("gemma-3-27b").describe()
+    'keeps a 1024-token window in 52 of its 62 layers'
+    >>> kv_terms("qwen3-next-80b-a3b").state_bytes  # 36 Gated DeltaNet layers, bf16
+    39518208
+    """
     from .errors import check_choice, check_whole
 
     tp = check_whole("tp", tp, smallest=1)
     ranks = tp if check_choice("scope", scope, ("rank", "group")) == "group" else 1
-    return ranks * _rank_bytes(model_config(config), kv_cache_dtype, tp)
+    cfg = model_config(config)
+    kinds = _layer_kinds(cfg)
+    per_layer = _layer_bytes(cfg, kv_cache_dtype, tp)
+    count = {kind: kinds.count(kind) for kind in ("full", "window", "chunk")}
+    state, state_layers = _state_bytes(cfg, kinds, tp)
+    return KVTerms(
+        full_bytes_per_token=ranks * per_layer * count["full"],
+        window_bytes_per_token=ranks * per_layer * count["window"],
+        window_tokens=_field(cfg, ("sliding_window",)) if count["window"] else 0,
+        chunk_bytes_per_token=ranks * per_layer * count["chunk"],
+        chunk_tokens=_field(cfg, ("attention_chunk_size",)) if count["chunk"] else 0,
+        state_bytes=ranks * state, full_layers=count["full"], window_layers=count["window"],
+        chunk_layers=count["chunk"], state_layers=state_layers,
+    )
+
+
+def kv_bytes(
+    config: ModelConfig, num_input_tokens: ArrayLike, *, charged_tokens: ArrayLike | None = None,
+    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+) -> np.int64 | NDArray[np.int64]:
+    """KV-cache bytes a handoff moves for each prompt (any model, including sliding-window,
+    chunked-attention and hybrid ones; see :class:`KVTerms` for the formula).
+
+    Parameters
+    ----------
+    config
+        A model preset name, config dict, or path to ``config.json`` or its folder.
+    num_input_tokens
+        Prompt lengths (whole numbers >= 0); broadcast with ``charged_tokens``.
+    charged_tokens
+        Tokens sent of each prompt (default: all of them): for ``destination_missing``
+        handoffs, the block-rounded missing tail (:func:`perfmodel.destination_missing_tokens`).
+    kv_cache_dtype, tp, scope
+        As for :func:`kv_bytes_per_token`.
+
+    Returns
+    -------
+    numpy.int64 or numpy.ndarray
+        Bytes per request (int64): a scalar for scalar inputs.
+
+    Examples
+    --------
+    >>> from perfmodel import kv_bytes
+    >>> kv_bytes("llama-3.1-8b", [1024, 32_768])  # every layer keeps every token
+    array([ 134217728, 4294967296])
+    >>> kv_bytes("gemma-3-27b", [1024, 32_768])  # 52 of 62 layers keep 1024 tokens at most
+    array([ 520093696, 3120562176])
+    >>> kv_bytes("gemma-3-27b", 32_768, charged_tokens=512)  # only the missing tail is sent
+    np.int64(260046848)
+    """
+    return kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope).bytes(num_input_tokens,
+                                                                                      charged_tokens)
 
 
 def layer_count(config: ModelConfig) -> int:
@@ -223,13 +445,73 @@ def layer_count(config: ModelConfig) -> int:
     return _field(model_config(config), _LAYERS)
 
 
-def _rank_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> int:
-    """One GPU's KV bytes per token."""
-    dtype_bytes = _dtype_bytes(cfg, kv_cache_dtype)
+#: What a layer of each type keeps, from the names in a config's ``layer_types``.
+_LAYER_TYPES = {
+    "full_attention": "full", "attention": "full", "global_attention": "full",
+    "sliding_attention": "window", "sliding_window_attention": "window", "local_attention": "window",
+    "chunked_attention": "chunk",
+    "linear_attention": "linear",
+    "mamba": "mamba", "mamba2": "mamba",
+    "none": "none", "mlp": "none", "moe": "none",
+}
+#: Nemotron-H's ``hybrid_override_pattern``: M = Mamba-2, * = attention, - = MLP, E = MoE.
+_PATTERN_TYPES = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+
+
+def _name_of(config: ModelConfig) -> str:
+    if isinstance(config, Mapping):
+        return str(config.get("_name_or_path") or config.get("model_type") or "config")
+    return str(config)
+
+
+def _layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
+    """The KV kind of every layer: full, window, chunk, linear, mamba or none (no cache)."""
     layers = _field(cfg, _LAYERS)
+    types = cfg.get("layer_types")
+    if types is not None:
+        if len(types) != layers:
+            raise ValueError(f"model config has {len(types)} layer_types for {layers} layers. "
+                             "Fix: give one layer type per layer")
+        unknown = sorted({str(t) for t in types if str(t).lower() not in _LAYER_TYPES})
+        if unknown:
+            raise ValueError(f"model config has layer types {unknown} whose KV cache perfmodel does not model "
+                             f"(it knows {', '.join(_LAYER_TYPES)}). Fix: map them to one of these in layer_types")
+        return [_LAYER_TYPES[str(t).lower()] for t in types]
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern:
+        unknown = sorted(set(pattern) - set(_PATTERN_TYPES))
+        if unknown or len(pattern) != layers:
+            raise ValueError(f"model config's hybrid_override_pattern {pattern!r} has {len(pattern)} layers for "
+                             f"{layers}{' and unknown symbols ' + str(unknown) if unknown else ''}. "
+                             "Fix: one of M, *, -, E per layer")
+        return [_PATTERN_TYPES[c] for c in pattern]
+    if cfg.get("full_attention_interval"):
+        interval = _field(cfg, ("full_attention_interval",))
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
+    if cfg.get("attention_chunk_size"):
+        no_rope = cfg.get("no_rope_layers") or [
+            int((i + 1) % int(cfg.get("no_rope_layer_interval") or 4) != 0) for i in range(layers)]
+        if len(no_rope) != layers:
+            raise ValueError(f"model config has {len(no_rope)} no_rope_layers for {layers} layers. "
+                             "Fix: give one flag per layer")
+        return ["chunk" if flag else "full" for flag in no_rope]
+    if cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:
+        pattern_every = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or \
+            (2 if cfg.get("model_type") == "gemma2" else None)
+        if pattern_every:
+            return ["full" if (i + 1) % int(pattern_every) == 0 else "window" for i in range(layers)]
+        if cfg.get("max_window_layers") is not None:
+            first = int(cfg["max_window_layers"])
+            return ["window" if i >= first else "full" for i in range(layers)]
+        return ["window"] * layers
+    return ["full"] * layers
+
+
+def _layer_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> int:
+    """One attention layer's KV bytes per token on one GPU."""
+    dtype_bytes = _dtype_bytes(cfg, kv_cache_dtype)
     if cfg.get("kv_lora_rank") is not None:
-        latent = _field(cfg, ("kv_lora_rank",)) + _field(cfg, ("qk_rope_head_dim",))
-        return layers * latent * dtype_bytes
+        return (_field(cfg, ("kv_lora_rank",)) + _field(cfg, ("qk_rope_head_dim",))) * dtype_bytes
     heads = _field(cfg, _HEADS)
     if cfg.get("multi_query"):
         kv_heads = 1
@@ -238,4 +520,28 @@ def _rank_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> 
     else:
         kv_heads = heads
     head_dim = int(cfg["head_dim"]) if cfg.get("head_dim") else _field(cfg, _HIDDEN) // heads
-    return 2 * layers * max(1, math.ceil(kv_heads / tp)) * head_dim * dtype_bytes
+    return 2 * max(1, math.ceil(kv_heads / tp)) * head_dim * dtype_bytes
+
+
+def _state_bytes(cfg: Mapping[str, Any], kinds: list[str], tp: int) -> tuple[int, int]:
+    """(one GPU's fixed state bytes per request, layers holding one) of linear-attention and Mamba layers."""
+    linear, mamba = kinds.count("linear"), kinds.count("mamba")
+    if not linear and not mamba:
+        return 0, 0
+    dtype = _dtype_bytes(cfg, None)
+    ssm_dtype = _dtype_bytes(cfg, cfg.get("mamba_ssm_dtype"))
+    total = 0
+    if linear:
+        k_heads = math.ceil(_field(cfg, ("linear_num_key_heads",)) / tp)
+        v_heads = math.ceil(_field(cfg, ("linear_num_value_heads",)) / tp)
+        k_dim, v_dim = _field(cfg, ("linear_key_head_dim",)), _field(cfg, ("linear_value_head_dim",))
+        conv = (2 * k_heads * k_dim + v_heads * v_dim) * (_field(cfg, ("linear_conv_kernel_dim",)) - 1)
+        total += linear * (conv * dtype + v_heads * k_dim * v_dim * ssm_dtype)
+    if mamba:
+        heads = math.ceil(_field(cfg, ("mamba_num_heads", "mamba_n_heads")) / tp)
+        head_dim = _field(cfg, ("mamba_head_dim", "mamba_d_head"))
+        groups = math.ceil(_field(cfg, ("n_groups", "mamba_n_groups")) / tp)
+        state = _field(cfg, ("ssm_state_size", "mamba_d_state"))
+        conv = (heads * head_dim + 2 * groups * state) * (_field(cfg, ("conv_kernel", "mamba_d_conv")) - 1)
+        total += mamba * (conv * dtype + heads * head_dim * state * ssm_dtype)
+    return total, linear + mamba

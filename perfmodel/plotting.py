@@ -95,7 +95,7 @@ def _one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:
 
 
 #: Columns a sweep computes (never an axis to tell lines apart by, unless swept directly).
-_OUTPUTS = ("handoff_delay_ms",)
+_OUTPUTS = ("handoff_delay_ms", "transfer_bytes")
 
 
 #: Columns a sweep derives from another axis (bytes per token from the model, bandwidth from the link).
@@ -220,17 +220,21 @@ def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: 
     agrees with every cell (any other option, e.g. layer-wise streaming, makes the cells disagree: None)."""
     from .sweeps import required_bandwidth
 
-    if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth") or "kv_bytes_per_token" not in df:
+    if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth") or "transfer_bytes" not in df:
         return None
-    if df["kv_bytes_per_token"].nunique() != 1 or ("mode" in df and (df["mode"] != "full_prompt").any()):
+    if "mode" in df and (df["mode"] != "full_prompt").any():
         return None
-    if "state_bytes" in df:
-        return None
+    tokens = df["num_input_tokens"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = df["transfer_bytes"].to_numpy(float) / tokens
+    ratio = ratio[tokens > 0]
+    if ratio.size == 0 or not np.all(ratio == ratio[0]):  # bytes not one constant per token (several models,
+        return None                                       # windows, states): no single curve
     latency = df["latency_ms"].iloc[0] if "latency_ms" in df and df["latency_ms"].nunique() == 1 else \
         (None if "latency_ms" in df else 0.0)
     if latency is None:
         return None
-    per_token, latency = float(df["kv_bytes_per_token"].iloc[0]), float(latency)
+    per_token, latency = float(ratio[0]), float(latency)
     needed = required_bandwidth(xs, per_token, budget_ms=budget, latency_ms=latency)
     known = np.isfinite(z)
     if ((z <= budget) != (ys[:, None] >= needed[None, :] * (1 - 1e-9)))[known].any():

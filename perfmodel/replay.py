@@ -7,6 +7,7 @@ the result; the event loop itself is the Numba kernel in :mod:`perfmodel._replay
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _resolve
+from . import _coerce, _resolve
 from ._coerce import whole_numbers
 from .errors import InputError, check_choice, check_whole
 from .trace import _HASH_TYPE, MOONCAKE_BLOCK_TOKENS, _null_hash_rows, pc_fill_empty
@@ -67,6 +68,7 @@ def replay_handoffs(
     links: int = 1,
     latency_ms: float = 0.0,
     per_block_ms: float = 0.0,
+    state_bytes: Any = None,
     ready_ms: Any = None,
     overlap: Literal["none", "layerwise"] = "none",
     prefill_ms: Any = None,
@@ -113,12 +115,18 @@ def replay_handoffs(
         Bytes per token, a model preset name, config dict or ``config.json`` path (with
         ``kv_cache_dtype``, ``tp``), or the name of a trace column holding any of these
         per request (a trace mixing models replays at once). ``model=`` is the same.
+        Sliding-window, chunked-attention and hybrid models move the bytes of
+        :class:`perfmodel.KVTerms`: in destination_missing mode, of the missing tail.
     mode, block_size, decode_workers, decode_cache_blocks, routing, contention, links, latency_ms
         As above; ``latency_ms`` is a per-transfer setup latency in ms.
     per_block_ms
         Cost per KV block moved (ms), added to the link's own; blocks are
         ``ceil(charged tokens / block_size)``. Under ``fair`` sharing it is setup work,
         like the latency, before the bytes share the link.
+    state_bytes
+        Bytes of a fixed state sent with every transfer that moves tokens (a value, array
+        or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
+        for bytes given as numbers.
     ready_ms
         When each prefill completes and its handoff may start: a column name or an
         array in ms; default ``arrival_ms``.
@@ -138,9 +146,10 @@ def replay_handoffs(
         Indexed like the trace: ``arrival_ms`` and ``num_input_tokens`` (from the trace),
         ``decode_worker``, ``link`` (-1: none used), ``cached_tokens``,
         ``charged_tokens``, ``transfer_bytes`` (integers when bytes per token are),
+        ``saved_bytes`` (destination_missing: what a cold destination would have been
+        sent, block-rounded, minus ``transfer_bytes``; 0 in full_prompt mode),
         ``transfer_ms`` (alone on the link), ``queue_ms`` (waiting or slowed by
-        sharing), ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``;
-        for a mixed fleet also ``kv_bytes_per_token``.
+        sharing), ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``.
 
     Examples
     --------
@@ -155,7 +164,7 @@ def replay_handoffs(
         prepare_trace(trace, ready_ms=ready_ms), kv_transfer_bandwidth, kv_bytes_per_token, model=model, link=link,
         mode=mode, block_size=block_size, decode_workers=decode_workers, decode_cache_blocks=decode_cache_blocks,
         routing=routing, contention=contention, links=links, latency_ms=latency_ms, per_block_ms=per_block_ms,
-        overlap=overlap, prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+        state_bytes=state_bytes, overlap=overlap, prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens, kv_cache_dtype=kv_cache_dtype, tp=tp,
         scope=scope)
 
@@ -214,7 +223,8 @@ def _replay_prepared(
     prepared: PreparedTrace, kv_transfer_bandwidth: Any = None, kv_bytes_per_token: Any = None, *, model: Any = None,
     link: Any = None, mode: str = "full_prompt", block_size: int = 512, decode_workers: int = 1,
     decode_cache_blocks: int | None = None, routing: str = "prefix", contention: str = "none", links: int = 1,
-    latency_ms: float = 0.0, per_block_ms: float = 0.0, overlap: str = "none", prefill_ms: Any = None,
+    latency_ms: float = 0.0, per_block_ms: float = 0.0, state_bytes: Any = None, overlap: str = "none",
+    prefill_ms: Any = None,
     prefill_tokens_per_s: Any = None, num_layers: Any = None, layer_group: int = 1, layerwise_min_tokens: int = 0,
     kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
 ) -> pd.DataFrame:
@@ -235,7 +245,7 @@ def _replay_prepared(
     decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
     check_choice("overlap", overlap, ("none", "layerwise"))
     bandwidth, latency, per_block = _link_of(bandwidth_spec, latency_ms, per_block_ms)
-    per_token = _bytes_per_request(trace, bytes_spec, kv_cache_dtype, tp, scope)
+    model_of, kv_terms = _terms_per_request(trace, bytes_spec, kv_cache_dtype, tp, scope, state_bytes)
     if mode == "destination_missing" and not prepared.has_hashes:
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
@@ -246,7 +256,8 @@ def _replay_prepared(
     n = len(trace)
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
                                 tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
-                                bytes_per_token=per_token, prefill_end_ms=ready, last_fraction=last_fraction)
+                                model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
+                                last_fraction=last_fraction)
     cluster = _replay.Cluster(
         n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=block_size,
         destination_missing=mode == "destination_missing", workers=decode_workers,
@@ -255,24 +266,20 @@ def _replay_prepared(
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block)
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
-    whole_bytes = bool(np.all(per_token == np.floor(per_token))) and bool((out.bytes < 2.0**53).all())
+    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
     columns = {
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64), "num_input_tokens": tokens,
         "decode_worker": out.worker, "link": out.link, "cached_tokens": out.cached, "charged_tokens": out.charged,
         # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
         "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+        "saved_bytes": out.saved.astype(np.int64) if whole_bytes else out.saved,
         "transfer_ms": out.transfer, "queue_ms": out.queue,
         # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
         "handoff_delay_ms": (out.end - ready) if overlap == "layerwise" else out.queue + out.transfer,
         "start_ms": out.start, "end_ms": out.end,
     }
-    uniform = per_token.size == 0 or bool(np.all(per_token == per_token[0]))
-    if not uniform:
-        columns["kv_bytes_per_token"] = per_token
     result = pd.DataFrame(columns, index=trace.index)
-    result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth,
-                        kv_bytes_per_token=float(per_token[0]) if uniform and per_token.size else None,
-                        latency_ms=latency, per_block_ms=per_block, block_size=block_size, overlap=overlap)
+    result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, block_size=block_size, overlap=overlap)
     return result
 
 
@@ -358,30 +365,53 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap
     return lead, np.where(streamed, group / layers, 1.0)
 
 
-def _bytes_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any, scope: str) -> np.ndarray:
-    """KV bytes per token of every request (float64): one value, or a trace column of values or model names."""
+def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any, scope: str, state_bytes: Any,
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(each request's row of the table, the table of byte terms: one row per distinct model or bytes
+    value, columns as :class:`perfmodel._replay.Requests` documents). ``spec`` is one value or a trace
+    column of values or model names; ``state_bytes`` (a value, array or column) replaces the models' state."""
     column = None
+    n = len(trace)
     if isinstance(spec, str) and spec in trace.columns:
         column, spec = spec, trace[spec]
+    where = f"trace column {column!r}" if column else "kv_bytes_per_token"
+    if np.ndim(spec) and not isinstance(spec, Mapping):
+        if len(spec) != n:
+            raise InputError(where, f"{len(spec)} values for {n} requests", "pass one number or model per request "
+                             "(or one for all)")
+        codes, distinct = _coerce.distinct(spec if isinstance(spec, (pd.Series, np.ndarray)) else np.asarray(
+            spec, dtype=object))
+        if (codes < 0).any():
+            first = int(np.argmax(codes < 0))
+            raise InputError(where, f"{int((codes < 0).sum())} requests without bytes per token or a model, first at "
+                             f"row {trace.index[first]!r}", "pass one number or model per request (or one for all)")
+        model_of, values = np.ascontiguousarray(codes, dtype=np.int64), list(distinct)
+    else:
+        model_of, values = np.zeros(n, dtype=np.int64), [spec]
     try:
-        per_token = _resolve.bytes_per_token(spec, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+        table = np.array([_resolve.model_terms(v, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope) for v in values],
+                         dtype=object)
     except InputError:
         raise
     except ValueError as error:  # an unknown model: say where it came from
         problem, _, fix = str(error).partition(". Fix: ")
-        raise InputError(f"trace column {column!r}" if column else "kv_bytes_per_token", problem,
-                         fix.rstrip(".") or "pass known models") from None
-    values = np.asarray(per_token, dtype=np.float64)
-    values = np.full(len(trace), values.item()) if values.ndim == 0 else np.ascontiguousarray(values)
-    bad = ~((values >= 0) & (values < np.inf))
-    if values.shape != (len(trace),) or bad.any():
-        first = int(np.argmax(bad)) if bad.any() else None
-        where = f"trace column {column!r}" if column else "kv_bytes_per_token"
-        problem = (f"{values.size} values for {len(trace)} requests" if first is None else
-                   f"{int(bad.sum())} requests without a finite number of bytes >= 0, first at row "
-                   f"{trace.index[first]!r}: {values[first]!r}")
-        raise InputError(where, problem, "pass one number or model per request (or one for all)")
-    return values
+        raise InputError(where, problem, fix.rstrip(".") or "pass known models") from None
+    table = np.array([[np.nan if v is None else float(v) for v in row] for row in table], dtype=np.float64) \
+        if len(table) else np.zeros((0, 6))
+    table[:, 1:] = np.nan_to_num(table[:, 1:], nan=0.0)  # terms a model does not have
+    if state_bytes is not None:
+        state = _per_request(trace, "state_bytes", state_bytes)
+        table, model_of = table[model_of], np.arange(n, dtype=np.int64)
+        table[:, 5] = state
+    finite = (table >= 0) & (table < np.inf)
+    for name, ok in ((where, finite[:, 0]), ("state_bytes", finite[:, 5])):
+        bad = ~ok[model_of]
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(name, f"{int(bad.sum())} requests without a finite number of bytes >= 0, first at row "
+                             f"{trace.index[row]!r}: {table[model_of[row], 0 if name == where else 5]!r}",
+                             "pass one number or model per request (or one for all)")
+    return model_of, np.ascontiguousarray(table)
 
 
 def summarize(replay: pd.DataFrame) -> dict[str, float]:
@@ -404,10 +434,7 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
     links = int(replay.attrs.get("links", 1))
     load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
-    per_token = replay["kv_bytes_per_token"] if "kv_bytes_per_token" in replay else \
-        float(replay.attrs.get("kv_bytes_per_token") or 0.0)
-    saved = (float((replay["cached_tokens"] * per_token).sum())
-             if replay.attrs.get("mode") == "destination_missing" else 0.0)
+    saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
     percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
     return {
         "handoffs": int(delay.size),
@@ -426,7 +453,7 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 #: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns.
 GRID_AXES = (
     "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "scope",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "links", "contention",
+    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "state_bytes", "links", "contention",
     "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
     "overlap", "prefill_ms", "prefill_tokens_per_s", "layer_group", "layerwise_min_tokens",
 )

@@ -22,9 +22,9 @@ from . import _resolve
 from ._codes import TransferMode
 from .errors import InputError, check_choice, check_whole
 from ._coerce import whole_numbers
-from .handoff import destination_missing_tokens, handoff_delay_ms
+from .handoff import Options, _handoff, destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
-from .models import layer_count
+from .models import kv_terms, layer_count, prompt_bytes
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
@@ -69,10 +69,12 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
 
     - ``num_input_tokens`` (required): prompt lengths in tokens.
     - bytes per token: ``kv_bytes_per_token`` (bytes), or ``model`` (preset names or
-      configs) with optional ``kv_cache_dtype`` and ``tp`` axes.
+      configs) with optional ``kv_cache_dtype`` and ``tp`` axes (sliding-window,
+      chunked-attention and hybrid models move the bytes of :class:`perfmodel.KVTerms`).
     - bandwidth: ``kv_transfer_bandwidth`` (decimal GB/s), or ``link`` (preset names
       such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added).
-    - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer).
+    - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer that moves
+      tokens; with a model, it replaces the model's own state).
     - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
       fraction of the prompt already cached at the destination; with it, ``mode``
       defaults to destination_missing) and ``block_size`` (tokens per KV block, default
@@ -100,8 +102,8 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     -------
     pandas.DataFrame
         One column per given axis (names and labels as categoricals), then
-        ``kv_bytes_per_token``, ``kv_transfer_bandwidth`` (effective GB/s) and
-        ``handoff_delay_ms``.
+        ``kv_transfer_bandwidth`` (effective GB/s; with ``link``), ``transfer_bytes``
+        (the bytes each handoff moves) and ``handoff_delay_ms``.
 
     Examples
     --------
@@ -128,7 +130,7 @@ def _physical_memory_bytes() -> int | None:
 
 def _check_fits_in_memory(plan: SweepPlan) -> None:
     """Refuse, before allocating anything, a sweep whose result would not fit in this machine's memory."""
-    row_bytes = 8 * (len(plan.axes) + 3)  # at most 8 bytes per column and row (labels take less)
+    row_bytes = 8 * (len(plan.axes) + 4)  # at most 8 bytes per column and row (labels take less)
     memory = _physical_memory_bytes()
     if memory is not None and plan.n * row_bytes > memory:
         raise InputError("sweep", f"{plan.n:,} rows need about {plan.n * row_bytes / 1e9:,.1f} GB, more than this "
@@ -157,7 +159,7 @@ class SweepPlan:
     values: dict[str, Any]
     shape: tuple[int, ...]
     labels: dict[str, list[str]]
-    bytes_table: np.ndarray  # over the (model, kv_cache_dtype, tp) axes present, or empty
+    terms_table: np.ndarray  # float64 KVTerms fields (_resolve._FIELDS) over the (model, dtype, tp, scope) axes
     bytes_axes: tuple[str, ...]
     link_bandwidth: np.ndarray
     link_latency: np.ndarray
@@ -222,15 +224,16 @@ class SweepPlan:
                 raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
                                  "give fractions of the prompt from 0 to 1")
         bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp", "scope") if m in given)
-        bytes_table = np.empty(0, dtype=np.int64)
+        terms_table = np.zeros((0, len(_resolve._FIELDS)))
         layers_table = np.empty(0, dtype=np.int64)
         if "model" in given:
-            bytes_table = np.empty([len(values[m]) for m in bytes_axes], dtype=np.int64)
-            for index in np.ndindex(*bytes_table.shape):
+            terms_table = np.zeros([len(values[m]) for m in bytes_axes] + [len(_resolve._FIELDS)])
+            for index in np.ndindex(*terms_table.shape[:-1]):
                 chosen = {m: values[m][i] for m, i in zip(bytes_axes, index)}
-                bytes_table[index] = _resolve.bytes_per_token(
-                    chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"),
-                    tp=check_whole("tp", chosen.get("tp", 1), smallest=1), scope=chosen.get("scope", "rank"))
+                terms = kv_terms(chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"),
+                                 tp=check_whole("tp", chosen.get("tp", 1), smallest=1),
+                                 scope=chosen.get("scope", "rank"))
+                terms_table[index] = [getattr(terms, name) for name in _resolve._FIELDS]
             layers_table = np.array([layer_count(m) for m in values["model"]], dtype=np.int64)
         for name in ("overlap", "scope"):
             for value in values.get(name, []):
@@ -238,7 +241,7 @@ class SweepPlan:
         links = [get_link(v) for v in values.get("link", [])]
         return cls(
             axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
-            bytes_table=bytes_table, bytes_axes=bytes_axes,
+            terms_table=terms_table, bytes_axes=bytes_axes,
             link_bandwidth=np.array([link.effective_bandwidth_gb_s for link in links], dtype=np.float64),
             link_latency=np.array([link.latency_ms for link in links], dtype=np.float64),
             link_per_block=np.array([link.per_block_ms for link in links], dtype=np.float64),
@@ -258,26 +261,26 @@ class SweepPlan:
             dtype = np.min_scalar_type(-len(self.labels[name])) if name in self.labels else \
                 np.asarray(self.values[name]).dtype
             columns[name] = np.empty(n, dtype=dtype)
-        per_token = np.empty(n, dtype=np.int64) if "model" in self.axes else columns["kv_bytes_per_token"]
         bandwidth = np.empty(n) if "link" in self.axes else columns["kv_transfer_bandwidth"]
+        transfer_bytes = np.empty(n)
         delay = np.empty(n)
         with tqdm(total=n, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
                   disable=(None if progress is None else not progress)) as bar:
             for first in range(0, n, _CHUNK_ROWS):
                 part = slice(first, min(n, first + _CHUNK_ROWS))
                 self._fill(np.arange(start + part.start, start + part.stop, dtype=np.int64), part,
-                           columns, per_token, bandwidth, delay)
+                           columns, bandwidth, transfer_bytes, delay)
                 bar.update(part.stop - part.start)
         result: dict[str, Any] = {
             name: pd.Categorical.from_codes(columns[name], categories=self.labels[name], validate=False)
             if name in self.labels else columns[name] for name in self.axes}
-        result["kv_bytes_per_token"] = per_token
         result["kv_transfer_bandwidth"] = bandwidth
+        result["transfer_bytes"] = transfer_bytes
         result["handoff_delay_ms"] = delay
         return pd.DataFrame(result, index=pd.RangeIndex(start, stop), copy=False)
 
-    def _fill(self, flat: np.ndarray, part: slice, columns: dict[str, np.ndarray], per_token: np.ndarray,
-              bandwidth: np.ndarray, delay: np.ndarray) -> None:
+    def _fill(self, flat: np.ndarray, part: slice, columns: dict[str, np.ndarray], bandwidth: np.ndarray,
+              transfer_bytes: np.ndarray, delay: np.ndarray) -> None:
         """Fill one chunk of rows (``flat`` are their numbers) into the preallocated columns."""
         digits: dict[str, np.ndarray] = {}
         inner = 1
@@ -286,37 +289,46 @@ class SweepPlan:
             inner *= size
         for name in self.axes:
             columns[name][part] = digits[name] if name in self.labels else np.asarray(self.values[name])[digits[name]]
+        inputs: dict[str, Any] = {"num_input_tokens": columns["num_input_tokens"][part], "worker_type": 1,
+                                  "completed": True, "mode": TransferMode.FULL_PROMPT}
+        inputs["state_bytes"] = columns["state_bytes"][part] if "state_bytes" in self.axes else None
+        model_terms = {}
         if "model" in self.axes:
-            per_token[part] = self.bytes_table[tuple(digits[m] for m in self.bytes_axes)]
+            index = tuple(digits[m] for m in self.bytes_axes)
+            inputs["kv_bytes_per_token"] = self.terms_table[..., 0][index]
+            if self.terms_table[..., 1:5].any():  # sliding-window or chunked layers: their capped terms
+                model_terms = {name: self.terms_table[..., 1 + j][index] for j, name in enumerate(_resolve._CAPPED)}
+            if inputs["state_bytes"] is None and self.terms_table[..., 5].any():
+                inputs["state_bytes"] = self.terms_table[..., 5][index]
+        else:
+            inputs["kv_bytes_per_token"] = columns["kv_bytes_per_token"][part]
         latency: Any = columns["latency_ms"][part] if "latency_ms" in self.axes else 0.0
         if "link" in self.axes:
             bandwidth[part] = self.link_bandwidth[digits["link"]]
             latency = _resolve.add(latency, self.link_latency[digits["link"]])
-        tokens = columns["num_input_tokens"][part]
-        mode: Any = TransferMode.FULL_PROMPT
-        missing_tokens = None
+        inputs["kv_transfer_bandwidth"] = bandwidth[part]
+        inputs["latency_ms"] = latency
+        tokens = inputs["num_input_tokens"]
         if "mode" in self.axes:
-            mode = self.mode_codes[digits["mode"]]
+            inputs["mode"] = self.mode_codes[digits["mode"]]
             ratio = columns["cache_hit_ratio"][part] if "cache_hit_ratio" in self.axes else 0.0
             cached = np.floor(np.multiply(ratio, tokens)).astype(np.int64)
             block = columns["block_size"][part] if "block_size" in self.axes else 64
-            missing_tokens = destination_missing_tokens(tokens, cached, block)
+            inputs["destination_missing_tokens"] = destination_missing_tokens(tokens, cached, block)
         per_block: Any = columns["per_block_ms"][part] if "per_block_ms" in self.axes else 0.0
         if "link" in self.axes:
             per_block = _resolve.add(per_block, self.link_per_block[digits["link"]])
-        layerwise = {}
+        inputs["per_block_ms"] = per_block
+        inputs["block_size"] = columns["block_size"][part] if "block_size" in self.axes else None
+        options = Options()
         if "overlap" in self.axes:
             on = np.array([label == "layerwise" for label in self.labels["overlap"]])[digits["overlap"]]
             layers = columns["num_layers"][part] if "num_layers" in self.axes else \
                 self.layers_table[digits["model"]]
-            layerwise = dict(overlap="layerwise", num_layers=np.where(on, layers, 0),
-                             **{a: columns[a][part] for a in _LAYERWISE_AXES if a in self.axes and a != "num_layers"})
-        handoff_delay_ms(tokens, bandwidth[part], per_token[part], mode=mode,
-                         destination_missing_tokens=missing_tokens,
-                         state_bytes=columns["state_bytes"][part] if "state_bytes" in self.axes else 0.0,
-                         latency_ms=latency, per_block_ms=per_block,
-                         block_size=columns["block_size"][part] if "block_size" in self.axes else None,
-                         out=delay[part], **layerwise)
+            options = Options(overlap="layerwise")
+            inputs["num_layers"] = np.where(on, layers, 0)
+            inputs.update({a: columns[a][part] for a in _LAYERWISE_AXES if a in self.axes and a != "num_layers"})
+        _handoff(inputs, options, out=delay[part], bytes_out=transfer_bytes[part], model_terms=model_terms)
 
 
 def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
@@ -326,15 +338,16 @@ def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | ND
 
 def required_bandwidth(
     num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-    kv_cache_dtype: str | None = None, tp: int = 1,
+    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
 ) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
 
     The inverse of the delay model: ``bytes / ((budget_ms - latency_ms) / 1000) / 1e9``.
     Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name,
-    config or path (with ``kv_cache_dtype`` and ``tp``). 0 bytes need 0 GB/s; a budget at
-    or below the latency cannot be met by any bandwidth (``inf``). Scalars in, a numpy
-    scalar out.
+    config or path (with ``kv_cache_dtype``, ``tp`` and ``scope``; a sliding-window,
+    chunked-attention or hybrid model's bytes per prompt are those of
+    :func:`perfmodel.kv_bytes`). 0 bytes need 0 GB/s; a budget at or below the latency
+    cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
 
     Examples
     --------
@@ -343,8 +356,11 @@ def required_bandwidth(
     array([214.74836, 107.37418])
     >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=50.0, kv_cache_dtype="fp8")
     np.float64(107.37418)
+    >>> required_bandwidth(32_768, "gpt-oss-120b", budget_ms=50.0)  # half its layers keep 128 tokens
+    np.float64(24.253563)
     """
-    nbytes = _nbytes(num_input_tokens, kv_bytes_per_token, kv_cache_dtype, tp)
+    tokens = _non_negative(num_input_tokens, "num_input_tokens")
+    nbytes = _nbytes(tokens, _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope))
     budget, latency = (_non_negative(v, k) for k, v in (("budget_ms", budget_ms), ("latency_ms", latency_ms)))
     scalar = max(np.ndim(nbytes), np.ndim(budget), np.ndim(latency)) == 0
     nbytes, budget, latency = np.broadcast_arrays(nbytes, budget, latency)
@@ -356,16 +372,19 @@ def required_bandwidth(
 
 def max_tokens_within(
     kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-    kv_cache_dtype: str | None = None, tp: int = 1,
+    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
 ) -> np.float64 | NDArray[np.float64]:
-    """The longest prompt (tokens) whose full-prompt handoff fits in ``budget_ms``.
+    """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
 
-    Whole numbers as float64 (``inf`` where a token costs 0 bytes or the bandwidth is
-    infinite). Checked against the forward model, so
+    Whole numbers as float64 (``inf`` where every prompt fits: a token costs 0 bytes,
+    the bandwidth is infinite, or a model keeps only a window or fixed state that fits).
+    Checked against the forward model, so
     ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
+    For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
+    the longest N for which *every* prompt of up to N tokens fits (never counting on a drop).
     ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency
-    is added), ``kv_bytes_per_token`` a model name, config or path. Inputs broadcast;
-    scalars in, a numpy scalar out.
+    is added), ``kv_bytes_per_token`` a model name, config or path (with
+    ``kv_cache_dtype``, ``tp`` and ``scope``). Inputs broadcast; scalars in, a numpy scalar out.
 
     Examples
     --------
@@ -374,37 +393,84 @@ def max_tokens_within(
     array([1525., 7629.])
     >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50.0)
     np.float64(7629.0)
+    >>> max_tokens_within("ib-ndr", "gpt-oss-120b", budget_ms=50.0)  # 2x the prompt of full attention
+    np.float64(67688.0)
     """
     link = _resolve.link_terms(kv_transfer_bandwidth)
     if link.per_block_ms is not None and np.any(np.asarray(link.per_block_ms) > 0):
         raise InputError("kv_transfer_bandwidth", "the link has a per-block cost, which max_tokens_within does not "
                          "model (it has no block size)", "use a link without per_block_ms, or scan "
                          "handoff_delay_ms over prompt lengths with block_size")
-    bandwidth = link.bandwidth_gb_s
     latency = _resolve.add(_non_negative(latency_ms, "latency_ms"), link.latency_ms)
-    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp),
-                              "kv_bytes_per_token")
+    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
     budget = _non_negative(budget_ms, "budget_ms")
-    bandwidth = _non_negative(bandwidth, "kv_transfer_bandwidth")
-    scalar = max(np.ndim(budget), np.ndim(bandwidth), np.ndim(per_token), np.ndim(latency)) == 0
-    budget, bandwidth, per_token, latency = (np.array(a, dtype=np.float64) for a in
-                                             np.broadcast_arrays(budget, bandwidth, per_token, latency))
+    bandwidth = _non_negative(link.bandwidth_gb_s, "kv_transfer_bandwidth")
+    fields = [budget, bandwidth, latency, *terms]
+    scalar = max(np.ndim(a) for a in fields) == 0
+    budget, bandwidth, latency, *terms = (np.array(a, dtype=np.float64).reshape(-1)
+                                          for a in np.broadcast_arrays(*fields))
+    per_token = terms[0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        tokens = np.floor((budget - latency) / 1000.0 * (bandwidth * 1e9) / per_token)
+        allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
+        tokens = np.floor(allowed / per_token)
     tokens = np.where(budget - latency >= 0, tokens, 0.0)
-    tokens = np.where((per_token == 0) | (bandwidth == np.inf), np.inf, tokens)
-    finite = np.isfinite(tokens) & (tokens > 0)
-    if finite.any():  # floating-point rounding: step back where the forward model exceeds the budget
-        delay = handoff_delay_ms(tokens[finite], bandwidth[finite], per_token[finite], latency_ms=latency[finite])
-        tokens[finite] -= delay > budget[finite]
-    return _scalar_if(scalar, tokens.reshape(-1) if tokens.ndim == 0 else tokens)
+    proportional = (terms[1] == 0) & (terms[3] == 0) & (terms[5] == 0)
+    capped_bytes = terms[1] * terms[2] + terms[3] * terms[4] + terms[5]  # what the capped terms reach at most
+    every = (bandwidth == np.inf) | ((per_token == 0) & (proportional | (capped_bytes <= allowed)))
+    tokens = np.where(every, np.inf, tokens)
+    exact = ~every & proportional & np.isfinite(tokens) & (tokens > 0)
+    if exact.any():  # floating-point rounding: step back where the forward model exceeds the budget
+        delay = handoff_delay_ms(tokens[exact], bandwidth[exact], per_token[exact], latency_ms=latency[exact])
+        tokens[exact] -= delay > budget[exact]
+    search = ~every & ~proportional
+    if search.any():
+        tokens[search] = _longest_fitting(budget[search], bandwidth[search], latency[search],
+                                          [t[search] for t in terms])
+    return _scalar_if(scalar, tokens)
 
 
-def _nbytes(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int) -> np.ndarray:
-    tokens = _non_negative(num_input_tokens, "num_input_tokens")
-    per_token = _non_negative(_resolve.bytes_per_token(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp),
-                              "kv_bytes_per_token")
-    return tokens * per_token
+def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],
+                     ) -> np.ndarray:
+    """Bisection on the forward model (the kernel) for models whose bytes are not proportional to the
+    prompt: the largest N such that every prompt of up to N tokens fits (a chunked model's bytes
+    drop at chunk boundaries, so N's envelope also takes the last chunk end before it)."""
+    chunk = terms[4]
+
+    def fits(n: np.ndarray) -> np.ndarray:
+        worst = np.zeros_like(n)
+        for prompt in (n, np.where(chunk > 0, np.floor((n - 1) / np.maximum(chunk, 1)) * chunk, 0.0)):
+            delay = np.empty(n.size)
+            _handoff({"num_input_tokens": np.maximum(prompt, 0.0), "kv_transfer_bandwidth": bandwidth,
+                      "kv_bytes_per_token": terms[0], "state_bytes": terms[5], "latency_ms": latency,
+                      "worker_type": 1, "completed": True, "mode": TransferMode.FULL_PROMPT}, out=delay,
+                     model_terms=dict(zip(_resolve._CAPPED, terms[1:5])))
+            worst = np.maximum(worst, delay)
+        return worst <= budget
+
+    low = np.zeros(budget.size)  # fits (0 tokens move nothing)
+    high = np.maximum(np.ceil(terms[2] + terms[4]), 1.0)  # beyond the window and the chunk, bytes only grow
+    while True:  # double until no prompt of that length fits (the caller ruled out "every prompt fits")
+        grow = fits(high)
+        if not grow.any():
+            break
+        low = np.where(grow, high, low)
+        high = np.where(grow, high * 2, high)
+    while np.any(high - low > 1):
+        middle = np.floor((low + high) / 2)
+        ok = fits(middle)
+        low, high = np.where(ok, middle, low), np.where(ok, high, middle)
+    return low
+
+
+def _terms(kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int, scope: str) -> list[Any]:
+    """The byte terms of a number or model (see :class:`perfmodel.KVTerms`), 0 where a model has none."""
+    terms = _resolve.model_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+    values = [_non_negative(terms.bytes_per_token, "kv_bytes_per_token")]
+    return values + [np.float64(0.0) if t is None else np.asarray(t, dtype=np.float64) for t in terms[1:]]
+
+
+def _nbytes(tokens: np.ndarray, terms: list[Any]) -> np.ndarray:
+    return prompt_bytes(tokens, tokens, *terms)
 
 
 def _non_negative(value: ArrayLike, name: str) -> np.ndarray:

@@ -80,10 +80,12 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
 def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=True, mode=0,
                       missing_tokens=None, state_bytes=0, latency_ms=0.0, fallback_ms=None, per_block_ms=0.0,
                       block_size=None, prefill_ms=None, prefill_tokens_per_s=None, num_layers=None, layer_group=1,
-                      layerwise_min_tokens=0):
+                      layerwise_min_tokens=0, window_bytes_per_token=0, window_tokens=0, chunk_bytes_per_token=0,
+                      chunk_tokens=0):
     """The handoff delay of one row in ms, or None where no delay applies.
 
-    Raises InvalidRow for invalid input.
+    ``bytes_per_token`` is the full-attention layers' bytes; the window/chunk terms are those of
+    sliding-window and chunked-attention layers (a model's KVTerms). Raises InvalidRow for invalid input.
     """
     problems = row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
                             state_bytes, latency_ms, fallback_ms, per_block_ms, block_size, prefill_ms,
@@ -103,7 +105,11 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
     if math.isnan(bw) or bw == 0 or math.isnan(per_token) or math.isnan(state):
         return None if fallback_ms is None or math.isnan(_number(fallback_ms)) else float(fallback_ms)
     # 5. bytes over line rate, upstream's operation order
-    nbytes = float(charged) * float(per_token) + float(state)
+    n = int(_number(tokens))
+    current_chunk = 0 if n == 0 or not chunk_tokens else (n - 1) % int(chunk_tokens) + 1
+    nbytes = (float(charged) * float(per_token) + (window_bytes_per_token * min(charged, window_tokens)
+                                                   + chunk_bytes_per_token * min(charged, current_chunk))
+              + (float(state) if charged > 0 else 0.0))
     delay = nbytes / (bw * 1e9) * 1000.0
     if nbytes > 0:  # extensions: setup latency, and a cost per block moved (blocks = ceil(charged / block))
         blocks = math.ceil(charged / block_size) if block_size and not math.isnan(_number(block_size)) else 0
@@ -125,3 +131,25 @@ def destination_missing_tokens_row(num_input_tokens: int, cached_tokens: int, bl
     blocks = math.ceil(num_input_tokens / block_size) if num_input_tokens else 0
     cached_blocks = min(cached_tokens // block_size, blocks)
     return (blocks - cached_blocks) * block_size
+
+
+def layer_bytes(layers, num_input_tokens: int, charged_tokens: int) -> int:
+    """Bytes a handoff moves, summed layer by layer: ``layers`` is a list of ``(kind, bytes per
+    token, window or chunk length, state bytes)`` with kind full, window, chunk or state. A
+    full-attention layer sends every charged token, a window layer the charged tokens within its
+    last ``length`` tokens, a chunked layer those within the prompt's current chunk, a state
+    layer its state (when any token is charged)."""
+    total = 0
+    for kind, per_token, length, state in layers:
+        if kind == "full":
+            kept = charged_tokens
+        elif kind == "window":
+            kept = min(charged_tokens, length)
+        elif kind == "chunk":
+            start_of_chunk = (num_input_tokens - 1) // length * length if num_input_tokens else 0
+            kept = min(charged_tokens, num_input_tokens - start_of_chunk)
+        else:
+            kept = 0
+            total += state if charged_tokens > 0 else 0
+        total += per_token * kept
+    return total

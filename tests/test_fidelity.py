@@ -55,7 +55,7 @@ def test_tp_group_bytes_everywhere():
     assert delay == 1000 * group / 1e9 * 1000
     grid = perfmodel.sweep(model="qwen3-235b-a22b", tp=8, scope=["rank", "group"], kv_transfer_bandwidth=1.0,
                            num_input_tokens=1000)
-    assert grid["kv_bytes_per_token"].tolist() == [group // 8, group]
+    assert grid["transfer_bytes"].tolist() == [1000 * group // 8, 1000 * group]
     with pytest.raises(InputError, match="scope"):
         perfmodel.handoff_delay_ms(1000, 1.0, 327_680, scope="group")  # bytes given as a number: no model to scale
     with pytest.raises(InputError, match="scope: 'world'"):
@@ -179,8 +179,8 @@ def test_mixed_fleet_replays_at_once():
     trace["model"] = np.where(np.arange(400) % 3 == 0, "deepseek-v3", "llama-3.1-70b")
     mixed = perfmodel.replay_handoffs(trace, "ib-ndr", "model", mode="destination_missing")
     per_token = trace["model"].map(perfmodel.kv_bytes_per_token).to_numpy()
-    assert mixed["kv_bytes_per_token"].tolist() == per_token.tolist()
     np.testing.assert_array_equal(mixed["transfer_bytes"], mixed["charged_tokens"] * per_token)
+    np.testing.assert_array_equal(mixed["saved_bytes"], mixed["cached_tokens"] * per_token)
     alone = perfmodel.replay_handoffs(trace[trace["model"] == "deepseek-v3"], "ib-ndr", "deepseek-v3",
                                       mode="destination_missing")
     assert alone["transfer_bytes"].sum() > 0 and perfmodel.summarize(mixed)["bytes_moved"] > 0

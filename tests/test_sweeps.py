@@ -19,7 +19,7 @@ from perfmodel.sweeps import AXES
 def test_rows_order_and_values_match_the_core():
     models, links, tokens = ["llama-3.1-8b", "deepseek-v3"], ["nvlink4", "ib-ndr", "2x pcie5"], [1, 1000, 131072]
     df = sweep(num_input_tokens=tokens, link=links, model=models)  # keyword order does not matter
-    assert list(df.columns) == ["model", "link", "num_input_tokens", "kv_bytes_per_token", "kv_transfer_bandwidth",
+    assert list(df.columns) == ["model", "link", "num_input_tokens", "kv_transfer_bandwidth", "transfer_bytes",
                                 "handoff_delay_ms"]
     expected = list(itertools.product(models, links, tokens))  # AXES order, last fastest
     assert list(zip(df["model"], df["link"], df["num_input_tokens"])) == expected
@@ -43,7 +43,7 @@ def test_row_count_is_the_product():
 def test_kv_cache_dtype_and_tp_axes():
     df = sweep(model="llama-3.1-70b", kv_cache_dtype=["bf16", "fp8"], tp=[1, 8], kv_transfer_bandwidth=50.0,
                num_input_tokens=1000)
-    assert df["kv_bytes_per_token"].tolist() == [327_680, 40_960, 163_840, 20_480]
+    assert df["transfer_bytes"].tolist() == [1000 * b for b in (327_680, 40_960, 163_840, 20_480)]
 
 
 def test_cache_hit_ratio_is_block_rounded_like_the_helper():
