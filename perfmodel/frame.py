@@ -79,7 +79,7 @@ def handoff_delays(
     completed: Any = "completed",
     mode: Any = "mode",
     destination_missing_tokens: Any = "destination_missing_tokens",
-    state_bytes: Any = 0,
+    state_bytes: Any = None,
     latency_ms: Any = 0.0,
     fallback_delay_ms: Any = None,
     per_block_ms: Any = 0.0,
@@ -109,7 +109,8 @@ def handoff_delays(
     :func:`perfmodel.kv_bytes_per_token`); ``kv_transfer_bandwidth`` may be a link name
     or :class:`perfmodel.Link` (or a column of them), whose latency and per-block cost
     are then added. The extensions (per-block cost, layer-wise streaming) take values or
-    columns, as in :func:`perfmodel.handoff_delay_ms`.
+    columns, as in :func:`perfmodel.handoff_delay_ms`; ``state_bytes`` (default: the
+    model's own state, 0 for numbers) too.
 
     ``parallel`` forces the serial (False) or parallel (True) kernel; the default picks
     by size (the Dask layer runs the serial one inside its partitions).

@@ -201,13 +201,13 @@ def test_explicit_state_bytes_replace_the_model_s():
 
 
 def test_facade_and_accessor_with_a_column_of_models():
-    df = pd.DataFrame({"num_input_tokens": [32_768, 32_768, 100, 9000],
-                       "model": ["gpt-oss-120b", "llama-3.1-8b", "gpt-9", "llama-4-scout"]})
+    df = pd.DataFrame({"num_input_tokens": [32_768, 32_768, 100, 9000, 500],
+                       "model": ["gpt-oss-120b", "llama-3.1-8b", "gpt-9", "llama-4-scout", "qwen3-next-80b-a3b"]})
     delays = df.perfmodel.handoff_delay(kv_transfer_bandwidth=50.0, kv_bytes_per_token="model", errors="coerce")
     assert delays.equals(perfmodel.handoff_delays(df, kv_transfer_bandwidth=50.0, kv_bytes_per_token="model",
                                                   errors="coerce"))
     expected = [kv_bytes("gpt-oss-120b", 32_768) / 50e6, kv_bytes("llama-3.1-8b", 32_768) / 50e6, np.nan,
-                kv_bytes("llama-4-scout", 9000) / 50e6]
+                kv_bytes("llama-4-scout", 9000) / 50e6, kv_bytes("qwen3-next-80b-a3b", 500) / 50e6]
     np.testing.assert_allclose(delays.to_numpy(dtype=float, na_value=np.nan), expected, rtol=1e-15)
 
 
