@@ -262,7 +262,10 @@ class SweepPlan:
                 np.asarray(self.values[name]).dtype
             columns[name] = np.empty(n, dtype=dtype)
         bandwidth = np.empty(n) if "link" in self.axes else columns["kv_transfer_bandwidth"]
-        transfer_bytes = np.empty(n)
+        # whole bytes as integers (float64 arithmetic is exact below 2**53 bytes), else floats
+        whole = all(np.all(np.mod(np.asarray(self.values[a], dtype=np.float64), 1) == 0)
+                    for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
+        transfer_bytes = np.empty(n, dtype=np.int64 if whole else np.float64)
         delay = np.empty(n)
         with tqdm(total=n, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
                   disable=(None if progress is None else not progress)) as bar:
@@ -328,7 +331,10 @@ class SweepPlan:
             options = Options(overlap="layerwise")
             inputs["num_layers"] = np.where(on, layers, 0)
             inputs.update({a: columns[a][part] for a in _LAYERWISE_AXES if a in self.axes and a != "num_layers"})
-        _handoff(inputs, options, out=delay[part], bytes_out=transfer_bytes[part], model_terms=model_terms)
+        nbytes = transfer_bytes[part] if transfer_bytes.dtype == np.float64 else np.empty(part.stop - part.start)
+        _handoff(inputs, options, out=delay[part], bytes_out=nbytes, model_terms=model_terms)
+        if nbytes.base is not transfer_bytes:
+            transfer_bytes[part] = nbytes
 
 
 def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
