@@ -22,40 +22,58 @@ _NIL = -1
 
 @jit(inline="always")
 def _lru_touch(w, b, present, links, head, tail, size, capacity):
-    """Make block ``b`` the most recent in worker ``w``'s cache (insert it if absent; evict the LRU)."""
-    if capacity < 0:  # unbounded: membership is all there is to keep
-        if not present[b, w]:
-            present[b, w] = True
-            size[w] += 1
-        return
+    """Make block ``b`` the most recent in worker ``w``'s bounded cache (insert it if absent; evict the LRU)."""
     if present[b, w]:
-        if head[w] == b:
-            return
-        p, q = links[b, w, 0], links[b, w, 1]  # unlink
-        links[p, w, 1] = q
-        if q != _NIL:
-            links[q, w, 0] = p
-        else:
-            tail[w] = p
+        if head[w] != b:
+            p, q = links[b, w, 0], links[b, w, 1]  # unlink, to link again at the head
+            links[p, w, 1] = q
+            if q != _NIL:
+                links[q, w, 0] = p
+            else:
+                tail[w] = p
+            _link_at_head(w, b, links, head, tail)
     else:
         present[b, w] = True
         size[w] += 1
-    links[b, w, 0] = _NIL  # link at the head
+        _link_at_head(w, b, links, head, tail)
+        if size[w] > capacity:
+            victim = tail[w]
+            tail[w] = links[victim, w, 0]
+            if tail[w] != _NIL:
+                links[tail[w], w, 1] = _NIL
+            else:
+                head[w] = _NIL
+            present[victim, w] = False
+            size[w] -= 1
+
+
+@jit(inline="always")
+def _link_at_head(w, b, links, head, tail):
+    links[b, w, 0] = _NIL
     links[b, w, 1] = head[w]
     if head[w] != _NIL:
         links[head[w], w, 0] = b
     head[w] = b
     if tail[w] == _NIL:
         tail[w] = b
-    if capacity >= 0 and size[w] > capacity:
-        victim = tail[w]
-        tail[w] = links[victim, w, 0]
-        if tail[w] != _NIL:
-            links[tail[w], w, 1] = _NIL
-        else:
-            head[w] = _NIL
-        present[victim, w] = False
-        size[w] -= 1
+
+
+@jit
+def dense_ids(values, lowest, out):
+    """``out[i]``: the dense id (0, 1, ... in order of first appearance, like ``pandas.factorize``) of
+    ``values[i]``, through a direct table over ``lowest..max(values)``; returns the number of ids. For
+    block hashes that are small integers already (Mooncake's), this is one sequential pass."""
+    table = np.full(values.max() - lowest + 1 if values.size else 0, _NIL, dtype=np.int64)
+    count = 0
+    for i in range(values.shape[0]):
+        v = values[i] - lowest
+        d = table[v]
+        if d == _NIL:
+            d = count
+            table[v] = d
+            count += 1
+        out[i] = d
+    return count
 
 
 @jit(inline="always")
@@ -114,8 +132,16 @@ def _request_bytes(kv_terms, model, tokens, charged):
 
 @jit(inline="always")
 def _insert_blocks(r, w, blocks, offsets, present, links, head, tail, size, capacity):
-    for k in range(offsets[r], offsets[r + 1]):
-        _lru_touch(w, blocks[k], present, links, head, tail, size, capacity)
+    """Request ``r``'s blocks enter worker ``w``'s cache, in order. One loop per kind of cache: numba
+    compiles a short loop body much better than one that branches on the kind at every block."""
+    if capacity < 0:  # unbounded: membership is all there is to keep
+        for k in range(offsets[r], offsets[r + 1]):
+            if not present[blocks[k], w]:
+                present[blocks[k], w] = True
+                size[w] += 1
+    else:
+        for k in range(offsets[r], offsets[r + 1]):
+            _lru_touch(w, blocks[k], present, links, head, tail, size, capacity)
 
 
 @jit(inline="always")

@@ -333,3 +333,22 @@ def test_summarize_and_cli(tmp_path, sample):
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["handoffs"] == 300
     assert len(pd.read_csv(tmp_path / "out" / "replay.csv")) == 300
     assert (tmp_path / "out" / "replay.png").stat().st_size > 10_000
+
+
+def test_block_ids_are_remapped_the_same_way_whatever_their_range():
+    # small integer ids (Mooncake's) take a direct table, 64-bit hashes pandas' factorize: the dense ids, and so
+    # every replay, are the same
+    from perfmodel.replay import _flat_hashes
+
+    trace = synthetic_trace(3000, rate_per_s=50, seed=11)
+    small = trace.assign(hash_ids=[[int(h) % 5000 for h in ids] for ids in trace["hash_ids"]])
+    hashed = small.assign(hash_ids=[[(h * 0x9E3779B97F4A7C15) % 2**63 for h in ids] for ids in small["hash_ids"]])
+    dense_small, offsets_small, unique_small = _flat_hashes(small)
+    dense_hashed, offsets_hashed, unique_hashed = _flat_hashes(hashed)
+    flat = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in small["hash_ids"]])
+    np.testing.assert_array_equal(dense_small, pd.factorize(flat)[0])
+    np.testing.assert_array_equal(dense_small, dense_hashed)
+    np.testing.assert_array_equal(offsets_small, offsets_hashed)
+    assert unique_small == unique_hashed == len(np.unique(flat))
+    kw = dict(mode="destination_missing", decode_workers=3, decode_cache_blocks=200, contention="fifo")
+    pd.testing.assert_frame_equal(replay_handoffs(small, 50.0, 1000, **kw), replay_handoffs(hashed, 50.0, 1000, **kw))
