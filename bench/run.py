@@ -142,6 +142,7 @@ def bench_kernel(quick: bool) -> list[Row]:
         rows.append(Row(f"memory floor (best of serial, parallel), {label}", statistics.median(floor) * 1e3, "ms"))
         if n == sizes[0]:
             rows.append(bench_crossover(quick))
+            rows.append(bench_edge(quick))
         if n == 4_000_000:
             numpy_t = interleaved({
                 "numpy": lambda: handoff_numpy(*inputs, out),
@@ -152,6 +153,37 @@ def bench_kernel(quick: bool) -> list[Row]:
                             *at_least(ratio, 10)))
             rows.append(bench_python_reference(inputs, numpy_t["kernel"], quick))
     return rows
+
+
+def bench_edge(quick: bool) -> Row:
+    """The per-call edge: a 10-row call through handoff_delay_ms (coercion and checks of every argument)
+    against the compiled kernel called directly on the same, already coerced, inputs."""
+    from perfmodel import _kernels
+    from perfmodel.handoff import _handoff
+
+    inputs = natural_inputs(10, seed=3)
+    out = np.empty(10)
+    names = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed")
+    record = None
+
+    def capture(values, *args):  # the kernel's record, as _handoff builds it
+        nonlocal record
+        record = values
+        return 0
+
+    import perfmodel.handoff as handoff
+
+    real, handoff._run_kernel = handoff._run_kernel, capture
+    try:
+        _handoff(dict(zip(names, inputs)))
+    finally:
+        handoff._run_kernel = real
+    t = interleaved({
+        "call": lambda: [delay(*inputs, out=out) for _ in range(100)],
+        "kernel": lambda: [_kernels.handoff_serial(record, out, None, None) for _ in range(100)],
+    }, repeats=11 if quick else 31)
+    return Row("per-call edge, 10 rows: handoff_delay_ms / the compiled kernel alone", t["call"] / 100 * 1e6, "us",
+               t.ratio("call", "kernel"))
 
 
 def bench_crossover(quick: bool) -> Row:

@@ -90,8 +90,12 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
     def terms_of(model: Any) -> KVTerms:
         return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
 
-    if isinstance(value, (Mapping, str, os.PathLike)):
-        return _terms_of_lookups([[getattr(terms_of(value), name)] for name in _FIELDS], None)
+    if isinstance(value, (Mapping, str, os.PathLike)):  # one model: its terms as scalars
+        one = terms_of(value)
+        capped = bool(one.window_bytes_per_token or one.chunk_bytes_per_token)
+        return ModelTerms(np.float64(one.full_bytes_per_token),
+                          *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
+                          np.float64(one.state_bytes) if one.state_bytes else None)
     if np.ndim(value) == 0 or not holds_labels(value):
         if kv_cache_dtype is not None or tp != 1 or scope != "rank":
             raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp and scope apply to model names or configs, "
@@ -108,17 +112,17 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
 _FIELDS = ("full_bytes_per_token", *_CAPPED, "state_bytes")
 
 
-def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray | None) -> ModelTerms:
-    """ModelTerms from one lookup table per field (of one model: ``codes`` None, scalars out; else a
-    column's distinct models plus a last NaN entry for missing ones, spread over the rows). A term
-    that is 0 for every model is None, so that the kernel compiles it away."""
+def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray) -> ModelTerms:
+    """ModelTerms of a column from one lookup table per field (the column's distinct models plus a
+    last NaN entry for missing ones), spread over the rows. A term that is 0 for every model is
+    None, so that the kernel compiles it away."""
     tables = [np.array(lookup, dtype=np.float64) for lookup in lookups]
 
     def used(*indexes: int) -> bool:
         return any(np.nansum(tables[i]) > 0 for i in indexes)
 
     def shaped(table: np.ndarray) -> Any:
-        return table[0] if codes is None else spread(codes, table)
+        return spread(codes, table)
 
     capped = used(1, 3)
     return ModelTerms(shaped(tables[0]), *(shaped(t) if capped else None for t in tables[1:5]),

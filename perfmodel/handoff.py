@@ -10,6 +10,7 @@ which argument, row and value were at fault.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 from collections.abc import Mapping
@@ -86,6 +87,7 @@ _RULES: dict[str, _Rule] = {
 
 #: The model's ten inputs, in the kernel's argument order (the pandas facade takes the same names).
 ARGUMENTS = tuple(_RULES)
+_MODE_INDEX = ARGUMENTS.index("mode")
 
 # The kernel's validity rules, restated in numpy for the diagnostic pass (error path only).
 _INF = np.inf
@@ -119,7 +121,7 @@ _CROSS = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Arg:
     """One coerced argument: ``value`` for the kernel, ``original`` for error messages."""
 
@@ -130,6 +132,10 @@ class _Arg:
     @property
     def is_array(self) -> bool:
         return isinstance(self.value, np.ndarray)
+
+
+#: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).
+_CACHED_SCALARS = frozenset({bool, int, float, str, np.float64, np.int64, np.int8, np.bool_, WorkerType, TransferMode})
 
 
 def _scalar(name: str, value: Any) -> Any:
@@ -152,9 +158,20 @@ def _scalar(name: str, value: Any) -> Any:
     return None
 
 
-def _coerce(name: str, value: Any) -> _Arg:
+@functools.lru_cache(maxsize=512)
+def _scalar_arg(name: str, kind: type, value: Any) -> _Arg | None:
+    """:func:`_coerce` of one plain scalar, remembered: most calls pass the same few (the defaults)."""
     scalar_value = _scalar(name, value)
-    if scalar_value is not None:  # the common case for most arguments: no array round trip
+    return None if scalar_value is None else _Arg(name, scalar_value, (value,))
+
+
+def _coerce(name: str, value: Any) -> _Arg:
+    if type(value) in _CACHED_SCALARS:  # the common case for most arguments: no array round trip
+        arg = _scalar_arg(name, type(value), value)  # the type is part of the key: 0 and 0.0 are equal
+        if arg is not None:
+            return arg
+    scalar_value = _scalar(name, value)
+    if scalar_value is not None:
         return _Arg(name, scalar_value, [value])
     rule = _RULES[name]
     data, scalar = _as_1d(name, value)
@@ -437,7 +454,8 @@ class Options:
     def check(self) -> Options:
         check_choice("scope", self.scope, ("rank", "group"))
         check_choice("overlap", self.overlap, ("none", "layerwise"))
-        return dataclasses.replace(self, tp=check_whole("tp", self.tp, smallest=1))
+        tp = check_whole("tp", self.tp, smallest=1)
+        return self if type(self.tp) is int and tp == self.tp else dataclasses.replace(self, tp=tp)
 
     @property
     def shapes_bytes(self) -> bool:
@@ -461,6 +479,8 @@ def _names_in(value: Any) -> bool:
     """Whether a bandwidth or bytes-per-token value holds names (models, links) or objects to resolve."""
     if isinstance(value, (str, Mapping, os.PathLike, Link)):
         return True
+    if isinstance(value, (int, float, np.number)):
+        return False
     return np.ndim(value) > 0 and _resolve.holds_labels(value)
 
 
@@ -526,6 +546,8 @@ def _layerwise_inputs(values: dict[str, Any], options: Options) -> None:
 
 
 def _is_default(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
     if value is None or default is None:
         return value is None
     return np.ndim(value) == 0 and not isinstance(value, str) and value == default
@@ -569,8 +591,8 @@ def _handoff(
     args = [_coerce(name, values[name]) for name in ARGUMENTS]  # in the kernel's argument order
     capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length([*args, *(_Arg(name, value, None) for name, value in capped.items() if value is not None)])
-    mode = args[list(_RULES).index("mode")].value
-    if not missing_tokens_given and np.any(np.asarray(mode) == TransferMode.DESTINATION_MISSING):
+    mode = args[_MODE_INDEX].value
+    if not missing_tokens_given and (mode == 1 if np.ndim(mode) == 0 else np.any(mode == 1)):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
             "pass destination_missing_tokens (see perfmodel.destination_missing_tokens) or use mode='full_prompt'",
