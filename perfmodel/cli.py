@@ -479,7 +479,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 #: How the values of each --grid axis are read (the rest are names).
 _GRID_INTS = {"decode_workers", "decode_cache_blocks", "links", "tp", "block_size", "layer_group", "layerwise_min_tokens"}
 _GRID_FLOATS = {"latency_ms", "per_block_ms", "kv_transfer_bandwidth", "kv_bytes_per_token", "prefill_ms",
-                "prefill_tokens_per_s"}
+                "prefill_tokens_per_s", "state_bytes"}
 
 
 def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -181,8 +182,9 @@ def read_trace(
         df = _canonical(raw, {"arrival_ms": "TIMESTAMP", "num_input_tokens": "ContextTokens",
                               "num_output_tokens": "GeneratedTokens"}, path, errors)
     elif fmt in ("csv", "parquet"):
-        raw = pd.read_parquet(path) if fmt == "parquet" else pd.read_csv(path)
-        df = _canonical(raw, {**{c: c for c in _CANONICAL if c in raw}, **(columns or {})}, path, errors)
+        raw = _read_parquet(path) if fmt == "parquet" else pd.read_csv(path)
+        found = {c: c for c in (*_CANONICAL, "hash_ids") if c in raw}  # columns already under their own names
+        df = _canonical(raw, {**found, **(columns or {})}, path, errors)
     else:
         raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv' or 'parquet'")
     df, bad_rows = _check_rows(df, path, errors)
@@ -195,6 +197,46 @@ def read_trace(
     if skipped:
         warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
     return df
+
+
+def _hash_lists(column: pd.Series, path: Any) -> pa.Array:
+    """A hash_ids column as Arrow lists of integers: lists as they are, or text such as ``[1, 2, 3]``
+    (a CSV file's); anything else is an error naming the first bad row."""
+    values = column
+    if column.dtype == object or isinstance(column.dtype, pd.StringDtype):
+        values = []
+        for label, value in column.items():
+            try:
+                values.append(_id_list(value) if isinstance(value, str) else value)
+            except ValueError:
+                raise InputError(f"{path}: column {column.name!r}", f"row {label!r} holds {value!r}, not a list of "
+                                 "block ids", "write hash_ids as lists of integers, e.g. [12, 13, 14]") from None
+    try:
+        return pa.array(values, _HASH_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        raise InputError(f"{path}: column {column.name!r}", "hash_ids must hold lists of integers (one id per block)",
+                         "write hash_ids as lists of integers, e.g. [12, 13, 14]") from None
+
+
+def _id_list(text: str) -> list[int]:
+    """``"[1, 2, 3]"`` (JSON) or ``"[1 2 3]"`` (how pandas writes an Arrow list column to CSV) as a list."""
+    inner = text.strip()
+    if not (inner.startswith("[") and inner.endswith("]")) or not re.fullmatch(r"[\d\s,+-]*", inner[1:-1]):
+        raise ValueError(text)
+    return [int(item) for item in re.split(r"[\s,]+", inner[1:-1].strip()) if item]
+
+
+def _read_parquet(path: Any) -> pd.DataFrame:
+    """A Parquet trace as a DataFrame, list columns (hash_ids) as Arrow lists. pandas' own reader
+    cannot rebuild the Arrow list dtype it recorded when it wrote such a file (a trace saved with
+    ``trace.to_parquet``): mapping list types explicitly reads it back, index included."""
+    import pyarrow.parquet as pq
+
+    def lists(arrow_type: pa.DataType) -> Any:
+        return pd.ArrowDtype(arrow_type) if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) \
+            else None
+
+    return pq.read_table(path).to_pandas(types_mapper=lists)
 
 
 def _null_hash_rows(hashes: Any) -> np.ndarray:
@@ -250,7 +292,8 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
         out["ready_ms"], _ = _times_ms(raw[mapping["ready_ms"]], origin)
     if "hash_ids" in mapping:
-        out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(pa.array(raw[mapping["hash_ids"]], _HASH_TYPE)))
+        out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(_hash_lists(raw[mapping["hash_ids"]], path)),
+                                    index=out.index)
     return out
 
 

@@ -291,3 +291,26 @@ def test_cli_models_shows_the_layer_mix_and_bytes_at_1k_and_32k(tmp_path):
     assert done.returncode == 0, done.stderr
     table = pd.read_csv(tmp_path / "s" / "sweep.csv")
     assert table["transfer_bytes"].tolist() == kv_bytes("gpt-oss-20b", [1024, 32_768]).tolist()  # k = 1024
+
+
+def test_cli_state_bytes_replaces_the_model_s_everywhere(tmp_path):
+    done = run("sweep", "--model", "qwen3-next-80b-a3b", "--link", "ib-ndr", "--tokens", "1k", "--state-bytes", "0",
+               "1e6", "--out", str(tmp_path / "s"))
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "s" / "sweep.csv")
+    assert table["transfer_bytes"].tolist() == [1024 * 12 * QWEN3_NEXT, 1024 * 12 * QWEN3_NEXT + 10**6]
+    (tmp_path / "r.csv").write_text("num_input_tokens,model\n1000,qwen3-next-80b-a3b\n1000,gpt-oss-20b\n")
+    for extra, expected in (([], [kv_bytes("qwen3-next-80b-a3b", 1000), kv_bytes("gpt-oss-20b", 1000)]),
+                            (["--state-bytes", "0"], [1000 * 12 * QWEN3_NEXT, kv_bytes("gpt-oss-20b", 1000)])):
+        out = tmp_path / f"d{len(extra)}.csv"
+        done = run("delay", str(tmp_path / "r.csv"), "--out", str(out), "--column", "kv_bytes_per_token=model",
+                   "--bandwidth", "1", *extra)
+        assert done.returncode == 0, done.stderr
+        np.testing.assert_allclose(pd.read_csv(out)["handoff_delay_ms"], np.array(expected) / 1e6, rtol=1e-12)
+    trace = perfmodel.synthetic_trace(200, rate_per_s=20, seed=2)
+    trace.to_parquet(tmp_path / "t.parquet")
+    done = run("trace", str(tmp_path / "t.parquet"), "--model", "qwen3-next-80b-a3b", "--link", "ib-ndr",
+               "--grid", "state_bytes=0,4e7", "--out", str(tmp_path / "g"))
+    assert done.returncode == 0, done.stderr
+    grid = pd.read_csv(tmp_path / "g" / "grid.csv")
+    assert grid["state_bytes"].tolist() == [0, 4e7] and grid["bytes_moved"].iloc[1] > grid["bytes_moved"].iloc[0]

@@ -352,3 +352,23 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
     assert unique_small == unique_hashed == len(np.unique(flat))
     kw = dict(mode="destination_missing", decode_workers=3, decode_cache_blocks=200, contention="fifo")
     pd.testing.assert_frame_equal(replay_handoffs(small, 50.0, 1000, **kw), replay_handoffs(hashed, 50.0, 1000, **kw))
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
+    # a trace saved with pandas (Parquet keeps the Arrow lists, CSV writes them as "[13 14 15]") reads back with its
+    # hash_ids under their own name, index included: the same replay, prefix reuse and all (session 3: Parquet
+    # crashed with an internal error, and both formats lost the hash_ids without --column hash_ids=hash_ids)
+    trace = synthetic_trace(400, rate_per_s=20, seed=4)
+    path = tmp_path / f"trace{suffix}"
+    trace.to_parquet(path) if suffix == ".parquet" else trace.to_csv(path, index=False)
+    back = read_trace(path)
+    kw = dict(mode="destination_missing", decode_workers=2, contention="fifo")
+    expected = replay_handoffs(trace, 50.0, 1000, **kw)
+    got = replay_handoffs(back, 50.0, 1000, **kw)
+    np.testing.assert_array_equal(got["transfer_bytes"], expected["transfer_bytes"])
+    assert (got["cached_tokens"] > 0).any()
+    bad = tmp_path / "bad.csv"
+    bad.write_text('arrival_ms,num_input_tokens,hash_ids\n0,100,"[1, 2]"\n5,100,oops\n')
+    with pytest.raises(ValueError, match=r"row 1 holds 'oops', not a list of block ids"):
+        read_trace(bad)
