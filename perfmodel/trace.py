@@ -123,8 +123,12 @@ def read_trace(
       ``ContextTokens``, ``GeneratedTokens``).
     - ``csv`` / ``parquet``: any table; ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
-      datetimes is converted to ms). An optional ``ready_ms`` column (when each prefill
-      completed, on the same clock) is kept for :func:`replay_handoffs`.
+      datetimes is converted to ms); columns already named ``arrival_ms``,
+      ``num_input_tokens``, ``num_output_tokens`` or ``hash_ids`` are found by their names
+      (so a trace saved with ``trace.to_parquet`` or ``to_csv`` reads back as it was;
+      ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or ``[12 13]``). An optional
+      ``ready_ms`` column (when each prefill completed, on the same clock) is kept for
+      :func:`replay_handoffs`.
 
     Parameters
     ----------
