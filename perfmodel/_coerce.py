@@ -246,9 +246,11 @@ def _count_problem(original: Any, number: float, smallest: int) -> str:
     return "not a whole number"
 
 
-def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.int64]:
+def whole_numbers(name: str, value: ArrayLike, smallest: int = 0, *, coerce_hint: str | None = None,
+                  ) -> NDArray[np.int64]:
     """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
-    a whole number >= ``smallest`` (missing values included).
+    a whole number >= ``smallest`` (missing values included). ``coerce_hint``: how the caller turns
+    bad rows into NaN (``""`` where it cannot: the error then offers only the fix).
 
     >>> from perfmodel._coerce import whole_numbers
     >>> whole_numbers("block_size", [16, 64.0], smallest=1)
@@ -266,6 +268,6 @@ def whole_numbers(name: str, value: ArrayLike, smallest: int = 0) -> NDArray[np.
         problem = _count_problem(original, number, smallest)
         raise InputError(
             name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
-            n_invalid=int(invalid.sum()), row=position, value=original,
+            n_invalid=int(invalid.sum()), row=position, value=original, coerce_hint=coerce_hint,
         )
     return numbers.astype(np.int64, copy=False)

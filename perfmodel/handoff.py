@@ -637,7 +637,7 @@ def destination_missing_tokens(
     array([128,  64,   0,   0])
     """
     scalar = all(np.ndim(v) == 0 for v in (num_input_tokens, cached_tokens, block_size))
-    counts = [whole_numbers(name, value, smallest) for name, value, smallest in (
+    counts = [whole_numbers(name, value, smallest, coerce_hint="") for name, value, smallest in (
         ("num_input_tokens", num_input_tokens, 0), ("cached_tokens", cached_tokens, 0), ("block_size", block_size, 1))]
     try:
         tokens, cached, block = np.broadcast_arrays(*counts)

@@ -331,8 +331,8 @@ class KVTerms:
         from .errors import InputError
 
         scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
-        n = whole_numbers("num_input_tokens", num_input_tokens, 0)
-        m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0)
+        n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
+        m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
         try:
             n, m = np.broadcast_arrays(n, m)
         except ValueError:

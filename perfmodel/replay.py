@@ -416,7 +416,8 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: 
             row = int(np.argmax(bad))
             raise InputError(name, f"{int(bad.sum())} requests without a finite number of bytes >= 0, first at row "
                              f"{trace.index[row]!r}: {table[model_of[row], 0 if name == where else 5]!r}",
-                             "pass one number or model per request (or one for all)")
+                             "pass one number or model per request (or one for all)" if name == where else
+                             "pass state bytes >= 0 (a value, an array or a trace column)")
     return model_of, np.ascontiguousarray(table)
 
 

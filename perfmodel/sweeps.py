@@ -217,7 +217,7 @@ class SweepPlan:
                     raise InputError("sweep", f"axis {name} has repeated values {labels[name]}", "give each value once")
         for name, smallest in (("num_input_tokens", 0), ("block_size", 1)):  # fail before allocating the grid
             if name in values:
-                whole_numbers(name, values[name], smallest)
+                whole_numbers(name, values[name], smallest, coerce_hint="")
         if "cache_hit_ratio" in values:
             ratios = np.asarray(values["cache_hit_ratio"], dtype=np.float64)
             if not np.all((ratios >= 0) & (ratios <= 1)):
