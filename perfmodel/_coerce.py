@@ -173,7 +173,13 @@ def spread(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
     if codes.size >= 4096:  # a compiled pass: numpy would first widen the codes to 64-bit indices
         from . import _kernels
 
-        return _kernels.gather(codes, lookup, np.empty(codes.size, dtype=lookup.dtype))
+        out = np.empty(codes.size, dtype=lookup.dtype)
+        if codes.dtype == np.int8:  # category codes: a branchless pass over a 256-entry table (-1 is 255)
+            table = np.zeros(256, dtype=lookup.dtype)
+            table[:len(lookup) - 1] = lookup[:-1]
+            table[255] = lookup[-1]
+            return _kernels.gather_bytes(codes.view(np.uint8), table, out)
+        return _kernels.gather(codes, lookup, out)
     return lookup[codes]
 
 
