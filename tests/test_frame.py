@@ -207,3 +207,20 @@ def test_hypothesis_frames_with_na(df):
 
 def test_top_level_exports():
     assert perfmodel.handoff_delays is handoff_delays
+
+
+def test_large_categorical_columns_spread_like_small_ones():
+    # from 4096 rows a compiled pass spreads category codes (int8 codes: a 256-entry table, -1 = missing);
+    # it must give what numpy's own indexing gives below that size, missing and unknown labels included
+    rng = np.random.default_rng(8)
+    labels = rng.choice(np.array(["prefill", "decode", "aggregated", "oracle", None], dtype=object), 10_000)
+    df = pd.DataFrame({"num_input_tokens": rng.integers(0, 5000, 10_000),
+                       "worker_type": pd.Categorical(labels),
+                       "model": pd.Categorical(rng.choice(["gpt-oss-20b", "llama-3.1-8b", "nope", None], 10_000))})
+    whole = perfmodel.handoff_delays(df, kv_transfer_bandwidth=50.0, kv_bytes_per_token="model", errors="coerce")
+    parts = pd.concat([perfmodel.handoff_delays(df.iloc[i:i + 1000], kv_transfer_bandwidth=50.0,
+                                                kv_bytes_per_token="model", errors="coerce")
+                       for i in range(0, 10_000, 1000)])
+    pd.testing.assert_series_equal(whole, parts)
+    prefill = (labels == "prefill") & np.isin(df["model"].astype(object), ["gpt-oss-20b", "llama-3.1-8b"])
+    assert (whole.notna().to_numpy() == prefill).all()
