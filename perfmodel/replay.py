@@ -395,16 +395,15 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: 
     else:
         model_of, values = np.zeros(n, dtype=np.int64), [spec]
     try:
-        table = np.array([_resolve.model_terms(v, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope) for v in values],
-                         dtype=object)
+        terms = [_resolve.model_terms(v, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope) for v in values]
     except InputError:
         raise
     except ValueError as error:  # an unknown model: say where it came from
         problem, _, fix = str(error).partition(". Fix: ")
         raise InputError(where, problem, fix.rstrip(".") or "pass known models") from None
-    table = np.array([[np.nan if v is None else float(v) for v in row] for row in table], dtype=np.float64) \
-        if len(table) else np.zeros((0, 6))
-    table[:, 1:] = np.nan_to_num(table[:, 1:], nan=0.0)  # terms a model does not have
+    # a term a model does not have (None) is 0; bytes per token stay as given (NaN is refused below)
+    table = np.array([[float(row[0])] + [0.0 if v is None else float(v) for v in row[1:]] for row in terms],
+                     dtype=np.float64).reshape(-1, 6)
     if state_bytes is not None:
         state = _per_request(trace, "state_bytes", state_bytes)
         table, model_of = table[model_of], np.arange(n, dtype=np.int64)
