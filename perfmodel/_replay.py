@@ -20,42 +20,12 @@ NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
 
 
-@jit(inline="always")
-def _lru_touch(w, b, present, links, head, tail, size, capacity):
-    """Make block ``b`` the most recent in worker ``w``'s bounded cache (insert it if absent; evict the LRU)."""
-    if present[b, w]:
-        if head[w] != b:
-            p, q = links[b, w, 0], links[b, w, 1]  # unlink, to link again at the head
-            links[p, w, 1] = q
-            if q != _NIL:
-                links[q, w, 0] = p
-            else:
-                tail[w] = p
-            _link_at_head(w, b, links, head, tail)
-    else:
-        present[b, w] = True
-        size[w] += 1
-        _link_at_head(w, b, links, head, tail)
-        if size[w] > capacity:
-            victim = tail[w]
-            tail[w] = links[victim, w, 0]
-            if tail[w] != _NIL:
-                links[tail[w], w, 1] = _NIL
-            else:
-                head[w] = _NIL
-            present[victim, w] = False
-            size[w] -= 1
-
-
-@jit(inline="always")
-def _link_at_head(w, b, links, head, tail):
-    links[b, w, 0] = _NIL
-    links[b, w, 1] = head[w]
-    if head[w] != _NIL:
-        links[head[w], w, 0] = b
-    head[w] = b
-    if tail[w] == _NIL:
-        tail[w] = b
+# One int32 pair per (block, worker), block-major: ``node[b, w] = (prev + 2, next)``, all zero when ``b`` is
+# not in ``w``'s cache. Membership and LRU links share one cache line, so the routing probe's read of a
+# block brings in what the insertion of that block will touch (one miss per block, not two); zero for
+# "absent" lets the array start as untouched zero pages.
+_ABSENT = 0
+_OFFSET = 2  # stored prev = prev + 2: NIL (-1) -> 1, block 0 -> 2; 0 stays "absent"
 
 
 @jit
@@ -131,25 +101,60 @@ def _request_bytes(kv_terms, model, tokens, charged):
 
 
 @jit(inline="always")
-def _insert_blocks(r, w, blocks, offsets, present, links, head, tail, size, capacity):
-    """Request ``r``'s blocks enter worker ``w``'s cache, in order. One loop per kind of cache: numba
-    compiles a short loop body much better than one that branches on the kind at every block."""
+def _insert_blocks(r, w, blocks, offsets, node, head, tail, size, capacity):
+    """Request ``r``'s blocks enter worker ``w``'s cache, in order, each becoming the most recent (LRU:
+    beyond ``capacity`` blocks the least recent leaves). One loop per kind of cache, and the list
+    operations written out in the loop: numba compiles a short loop body much better than one that
+    branches on the kind at every block, and helper calls inside it cost reference counting per block."""
+    first, last, count = head[w], tail[w], size[w]
     if capacity < 0:  # unbounded: membership is all there is to keep
         for k in range(offsets[r], offsets[r + 1]):
-            if not present[blocks[k], w]:
-                present[blocks[k], w] = True
-                size[w] += 1
+            b = blocks[k]
+            if node[b, w, 0] == _ABSENT:
+                node[b, w, 0] = _NIL + _OFFSET  # a member, never linked
+                count += 1
     else:
         for k in range(offsets[r], offsets[r + 1]):
-            _lru_touch(w, blocks[k], present, links, head, tail, size, capacity)
+            b = blocks[k]
+            if b == first:
+                continue  # already the most recent
+            prev = node[b, w, 0] - _OFFSET
+            if prev != _ABSENT - _OFFSET:  # a member: unlink it (it is not the head, so it has a prev)
+                nxt = node[b, w, 1]
+                node[prev, w, 1] = nxt
+                if nxt != _NIL:
+                    node[nxt, w, 0] = prev + _OFFSET
+                else:
+                    last = prev
+            else:
+                count += 1
+            # link at the head
+            node[b, w, 0] = _NIL + _OFFSET
+            node[b, w, 1] = first
+            if first != _NIL:
+                node[first, w, 0] = b + _OFFSET
+            else:
+                last = b
+            first = b
+            if count > capacity:  # evict the least recent
+                victim = last
+                last = node[victim, w, 0] - _OFFSET
+                if last != _NIL:
+                    node[last, w, 1] = _NIL
+                else:
+                    first = _NIL
+                node[victim, w, 0] = _ABSENT
+                node[victim, w, 1] = 0
+                count -= 1
+    head[w], tail[w], size[w] = first, last, count
 
 
 @jit(inline="always")
-def _cached_prefix(r, w, blocks, offsets, present):
+def _cached_prefix(r, w, blocks, offsets, node):
     """Leading blocks of request ``r`` present in worker ``w``'s cache."""
     count = 0
     for k in range(offsets[r], offsets[r + 1]):
-        if not present[blocks[k], w]:
+        if node[blocks[k], w, 0] == _ABSENT:
             break
         count += 1
     return count
@@ -221,10 +226,8 @@ def replay(requests, cluster, results):
     (out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
      out_saved) = results
     n = order.shape[0]
-    # block-major: everything about one block (its flag and LRU links in every worker) shares a cache line
-    present = np.zeros((max(n_unique, 1), workers), dtype=np.bool_)
-    linked = capacity >= 0
-    links = np.empty((max(n_unique, 1) if linked else 1, workers, 2), dtype=np.int32)  # [block, worker, prev|next]
+    # block-major: everything about one block (membership and LRU links in every worker) shares a cache line
+    node = np.zeros((max(n_unique, 1), workers, 2 if capacity >= 0 else 1), dtype=np.int32)
     head = np.full(workers, _NIL, dtype=np.int32)
     tail = np.full(workers, _NIL, dtype=np.int32)
     size = np.zeros(workers, dtype=np.int64)
@@ -299,7 +302,7 @@ def replay(requests, cluster, results):
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
             r = pend_item[pending]
-            _insert_blocks(r, out_worker[r], blocks, offsets, present, links, head, tail, size, capacity)
+            _insert_blocks(r, out_worker[r], blocks, offsets, node, head, tail, size, capacity)
         if i == n:
             break
         r = order[i]
@@ -308,12 +311,12 @@ def replay(requests, cluster, results):
             w, hit_blocks = -1, -1
             for j in range(workers):
                 candidate = (rr + j) % workers
-                hit = _cached_prefix(r, candidate, blocks, offsets, present)
+                hit = _cached_prefix(r, candidate, blocks, offsets, node)
                 if hit > hit_blocks:
                     w, hit_blocks = candidate, hit
         else:
             w = rr % workers
-            hit_blocks = _cached_prefix(r, w, blocks, offsets, present)
+            hit_blocks = _cached_prefix(r, w, blocks, offsets, node)
         rr = (w + 1) % workers
         out_worker[r] = w
         # charge

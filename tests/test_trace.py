@@ -313,6 +313,25 @@ def test_kernel_equals_reference(case, workers, capacity, routing, contention, l
         np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
 
 
+@pytest.mark.parametrize("workers, capacity, routing, contention", [
+    (1, 40, "prefix", "fifo"), (4, 60, "prefix", "fifo"), (8, 25, "prefix", "fair"), (3, 30, "round_robin", "none"),
+    (16, 200, "prefix", "fifo")])
+def test_long_lru_lists_equal_the_reference(sample, workers, capacity, routing, contention):
+    """Thousands of requests sharing prefixes through small caches: long LRU lists, constant eviction,
+    blocks touched again at every depth of the list (the hypothesis cases above keep lists short)."""
+    trace = sample.head(2500)
+    hashes = [list(h) for h in trace["hash_ids"]]
+    kw = dict(mode="destination_missing", routing=routing, contention=contention, links=2)
+    replay = replay_handoffs(trace, kv_bytes_per_token=1024, kv_transfer_bandwidth=BW, decode_workers=workers,
+                             decode_cache_blocks=capacity, **kw)
+    expected = pd.DataFrame(replay_reference(trace["arrival_ms"].tolist(), trace["num_input_tokens"].tolist(), hashes,
+                                             bytes_per_token=1024, bandwidth_gb_s=BW, workers=workers,
+                                             capacity=capacity, **kw))
+    assert 0 < replay["cached_tokens"].sum() < trace["num_input_tokens"].sum()  # hits and misses both
+    for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
+        assert replay[column].tolist() == expected[column].tolist(), column
+
+
 def test_summarize_and_cli(tmp_path, sample):
     replay = replay_handoffs(sample, model="llama-3.1-8b", link="ib-ndr", mode="destination_missing",
                              decode_workers=2, contention="fifo")
