@@ -4,8 +4,10 @@ One pass over the requests in ready order, with an event loop for what happens b
 two ready times (transfers finishing, their blocks entering caches, shared links
 progressing). No pandas, no validation: :mod:`perfmodel.replay` prepares the arrays.
 
-Caches: block hashes are remapped to dense ids ``0..U-1`` beforehand, so each decode
-worker's LRU is an intrusive doubly-linked list over arrays (O(1) per block, no hashing).
+Caches: block hashes are remapped to dense ids ``0..U-1`` beforehand (no hashing here). Which
+workers hold a block is one bitmask per block, so routing reads one word per block for all
+workers. A bounded cache (LRU) is a pool of ``capacity`` slots per worker linked in recency
+order: the lists stay small enough for the CPU's caches whatever the number of distinct blocks.
 """
 
 from __future__ import annotations
@@ -20,20 +22,12 @@ NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
 
 
-# One int32 pair per (block, worker), block-major: ``node[b, w] = (prev + 2, next)``, all zero when ``b`` is
-# not in ``w``'s cache. Membership and LRU links share one cache line, so the routing probe's read of a
-# block brings in what the insertion of that block will touch (one miss per block, not two); zero for
-# "absent" lets the array start as untouched zero pages.
-_ABSENT = 0
-_OFFSET = 2  # stored prev = prev + 2: NIL (-1) -> 1, block 0 -> 2; 0 stays "absent"
-
-
 @jit
 def dense_ids(values, lowest, out):
     """``out[i]``: the dense id (0, 1, ... in order of first appearance, like ``pandas.factorize``) of
     ``values[i]``, through a direct table over ``lowest..max(values)``; returns the number of ids. For
     block hashes that are small integers already (Mooncake's), this is one sequential pass."""
-    table = np.full(values.max() - lowest + 1 if values.size else 0, _NIL, dtype=np.int64)
+    table = np.full(values.max() - lowest + 1 if values.size else 0, _NIL, dtype=np.int32)
     count = 0
     for i in range(values.shape[0]):
         v = values[i] - lowest
@@ -46,51 +40,47 @@ def dense_ids(values, lowest, out):
     return count
 
 
-@jit(inline="always")
-def _heap_less(times, seqs, i, j):
-    return times[i] < times[j] or (times[i] == times[j] and seqs[i] < seqs[j])
+# The heap's comparisons and swaps are written out rather than called: numba inlines small helpers
+# taking arrays at a cost per call (~4x the time of this heap's operations, measured).
 
-
-@jit(inline="always")
-def _heap_swap(times, seqs, items, i, j):
-    times[i], times[j] = times[j], times[i]
-    seqs[i], seqs[j] = seqs[j], seqs[i]
-    items[i], items[j] = items[j], items[i]
-
-
-@jit(inline="always")
+@jit
 def heap_push(times, seqs, items, size, time, seq, item):
     """Push (time, seq, item) onto the array heap of ``size`` entries ordered by (time, seq); return the new size."""
     i = size
-    times[i], seqs[i], items[i] = time, seq, item
-    while i > 0:
+    while i > 0:  # move parents down until the new entry's place is found
         parent = (i - 1) // 2
-        if not _heap_less(times, seqs, i, parent):
+        if times[parent] < time or (times[parent] == time and seqs[parent] < seq):
             break
-        _heap_swap(times, seqs, items, i, parent)
+        times[i], seqs[i], items[i] = times[parent], seqs[parent], items[parent]
         i = parent
+    times[i], seqs[i], items[i] = time, seq, item
     return size + 1
 
 
-@jit(inline="always")
+@jit
 def heap_pop(times, seqs, items, size):
     """Remove the smallest entry (kept at index ``size - 1`` for the caller to read); return the new size."""
     last = size - 1
-    _heap_swap(times, seqs, items, 0, last)
+    time, seq, item = times[last], seqs[last], items[last]  # the entry to sift down from the root
+    smallest_time, smallest_seq, smallest_item = times[0], seqs[0], items[0]
     i = 0
     while True:
-        left, smallest = 2 * i + 1, i
-        if left < last and _heap_less(times, seqs, left, smallest):
-            smallest = left
-        if left + 1 < last and _heap_less(times, seqs, left + 1, smallest):
-            smallest = left + 1
-        if smallest == i:
-            return last
-        _heap_swap(times, seqs, items, i, smallest)
-        i = smallest
+        child = 2 * i + 1
+        if child >= last:
+            break
+        if child + 1 < last and (times[child + 1] < times[child] or
+                                 (times[child + 1] == times[child] and seqs[child + 1] < seqs[child])):
+            child += 1
+        if time < times[child] or (time == times[child] and seq < seqs[child]):
+            break
+        times[i], seqs[i], items[i] = times[child], seqs[child], items[child]
+        i = child
+    times[i], seqs[i], items[i] = time, seq, item
+    times[last], seqs[last], items[last] = smallest_time, smallest_seq, smallest_item
+    return last
 
 
-@jit(inline="always")
+@jit
 def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
     kernel's formula: tokens times bytes per token, the capped layers, and the state when tokens move)."""
@@ -100,64 +90,97 @@ def _request_bytes(kv_terms, model, tokens, charged):
     return nbytes + (kv_terms[model, 5] if m > 0 else 0.0)
 
 
-@jit(inline="always")
-def _insert_blocks(r, w, blocks, offsets, node, head, tail, size, capacity):
+@jit
+def _insert_blocks(r, w, blocks, offsets, holders, slot_of, pool, head, tail, size, capacity):
     """Request ``r``'s blocks enter worker ``w``'s cache, in order, each becoming the most recent (LRU:
-    beyond ``capacity`` blocks the least recent leaves). One loop per kind of cache, and the list
-    operations written out in the loop: numba compiles a short loop body much better than one that
-    branches on the kind at every block, and helper calls inside it cost reference counting per block."""
-    first, last, count = head[w], tail[w], size[w]
+    beyond ``capacity`` blocks the least recent leaves; ``capacity < 0``: unbounded).
+
+    ``holders[b, w // 64]`` has bit ``w % 64`` set when worker ``w`` holds block ``b``. A bounded
+    cache's blocks sit in slots ``0..P-1`` (``P = min(capacity, distinct blocks)``): ``slot_of[b, w]``
+    is the slot + 1 (0: absent), ``pool[w, s]`` = (previous slot, next slot, block), ``head``/``tail``
+    the most and least recent slots. The list operations are written out in the loop: numba compiles
+    a short loop body much better than calls, which cost reference counting per block.
+    """
+    word, bit = w >> 6, np.uint64(1) << np.uint64(w & 63)
     if capacity < 0:  # unbounded: membership is all there is to keep
         for k in range(offsets[r], offsets[r + 1]):
-            b = blocks[k]
-            if node[b, w, 0] == _ABSENT:
-                node[b, w, 0] = _NIL + _OFFSET  # a member, never linked
-                count += 1
-    else:
-        for k in range(offsets[r], offsets[r + 1]):
-            b = blocks[k]
-            if b == first:
-                continue  # already the most recent
-            prev = node[b, w, 0] - _OFFSET
-            if prev != _ABSENT - _OFFSET:  # a member: unlink it (it is not the head, so it has a prev)
-                nxt = node[b, w, 1]
-                node[prev, w, 1] = nxt
-                if nxt != _NIL:
-                    node[nxt, w, 0] = prev + _OFFSET
-                else:
-                    last = prev
-            else:
-                count += 1
-            # link at the head
-            node[b, w, 0] = _NIL + _OFFSET
-            node[b, w, 1] = first
-            if first != _NIL:
-                node[first, w, 0] = b + _OFFSET
-            else:
-                last = b
-            first = b
-            if count > capacity:  # evict the least recent
-                victim = last
-                last = node[victim, w, 0] - _OFFSET
-                if last != _NIL:
-                    node[last, w, 1] = _NIL
-                else:
-                    first = _NIL
-                node[victim, w, 0] = _ABSENT
-                node[victim, w, 1] = 0
-                count -= 1
-    head[w], tail[w], size[w] = first, last, count
-
-
-@jit(inline="always")
-def _cached_prefix(r, w, blocks, offsets, node):
-    """Leading blocks of request ``r`` present in worker ``w``'s cache."""
-    count = 0
+            holders[blocks[k], word] |= bit
+        return
+    if capacity == 0:  # every block leaves as it enters
+        return
+    slots = pool.shape[1]
+    first, last, used = head[w], tail[w], size[w]
     for k in range(offsets[r], offsets[r + 1]):
-        if node[blocks[k], w, 0] == _ABSENT:
-            break
-        count += 1
-    return count
+        b = blocks[k]
+        s = slot_of[b, w] - 1
+        if s == first and s >= 0:
+            continue  # already the most recent
+        if s >= 0:  # held: unlink it (not the head, so it has a previous slot)
+            prev, nxt = pool[w, s, 0], pool[w, s, 1]
+            pool[w, prev, 1] = nxt
+            if nxt != _NIL:
+                pool[w, nxt, 0] = prev
+            else:
+                last = prev
+        elif used < slots:  # a free slot
+            s = used
+            used += 1
+            if last == _NIL:
+                last = s
+            slot_of[b, w] = s + 1
+            pool[w, s, 2] = b
+            holders[b, word] |= bit
+        else:  # full: the least recent block leaves and its slot takes this one
+            s = last
+            victim = pool[w, s, 2]
+            slot_of[victim, w] = 0
+            holders[victim, word] &= ~bit
+            if s == first:  # a one-slot cache: the list empties (and `last` is s again once linked)
+                first = _NIL
+            else:
+                last = pool[w, s, 0]
+                pool[w, last, 1] = _NIL
+            slot_of[b, w] = s + 1
+            pool[w, s, 2] = b
+            holders[b, word] |= bit
+        # link at the head
+        pool[w, s, 0] = _NIL
+        pool[w, s, 1] = first
+        if first != _NIL:
+            pool[w, first, 0] = s
+        first = s
+    head[w], tail[w], size[w] = first, last, used
+
+
+@jit
+def _route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
+    """(worker, cached prefix in blocks) for request ``r``: with prefix routing the worker holding
+    the longest prefix (ties: the first from ``start`` on, round-robin order), else worker ``start``.
+    One pass over the blocks with the set of workers still matching (``alive``, bit words)."""
+    words = alive.shape[0]
+    for q in range(words):
+        alive[q] = 0
+    if prefix_routing:
+        for c in range(workers):
+            alive[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    else:
+        alive[start >> 6] = np.uint64(1) << np.uint64(start & 63)
+    depth = 0
+    for k in range(offsets[r], offsets[r + 1]):
+        b = blocks[k]
+        remaining = np.uint64(0)
+        for q in range(words):
+            remaining |= alive[q] & holders[b, q]
+        if remaining == 0:
+            break  # `alive` keeps the workers that matched longest
+        for q in range(words):
+            alive[q] &= holders[b, q]
+        depth += 1
+    for j in range(workers):
+        c = (start + j) % workers
+        if (alive[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+            return c, depth
+    return start, depth
 
 
 class Requests(NamedTuple):
@@ -227,7 +250,12 @@ def replay(requests, cluster, results):
      out_saved) = results
     n = order.shape[0]
     # block-major: everything about one block (membership and LRU links in every worker) shares a cache line
-    node = np.zeros((max(n_unique, 1), workers, 2 if capacity >= 0 else 1), dtype=np.int32)
+    words = (workers + 63) // 64
+    holders = np.zeros((max(n_unique, 1), words), dtype=np.uint64)  # zero pages until touched
+    alive = np.empty(words, dtype=np.uint64)
+    slots = min(capacity, n_unique) if capacity > 0 else 0  # never more blocks held than there are
+    slot_of = np.zeros((max(n_unique, 1) if slots else 1, workers), dtype=np.int32)
+    pool = np.empty((workers, max(slots, 1), 3), dtype=np.int32)
     head = np.full(workers, _NIL, dtype=np.int32)
     tail = np.full(workers, _NIL, dtype=np.int32)
     size = np.zeros(workers, dtype=np.int64)
@@ -302,21 +330,12 @@ def replay(requests, cluster, results):
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
             r = pend_item[pending]
-            _insert_blocks(r, out_worker[r], blocks, offsets, node, head, tail, size, capacity)
+            _insert_blocks(r, out_worker[r], blocks, offsets, holders, slot_of, pool, head, tail, size, capacity)
         if i == n:
             break
         r = order[i]
         # route
-        if prefix_routing:
-            w, hit_blocks = -1, -1
-            for j in range(workers):
-                candidate = (rr + j) % workers
-                hit = _cached_prefix(r, candidate, blocks, offsets, node)
-                if hit > hit_blocks:
-                    w, hit_blocks = candidate, hit
-        else:
-            w = rr % workers
-            hit_blocks = _cached_prefix(r, w, blocks, offsets, node)
+        w, hit_blocks = _route(r, blocks, offsets, holders, alive, workers, rr, prefix_routing)
         rr = (w + 1) % workers
         out_worker[r] = w
         # charge

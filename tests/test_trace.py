@@ -192,6 +192,17 @@ def test_deterministic(sample):
     pd.testing.assert_frame_equal(replay_handoffs(sample, **kw), replay_handoffs(sample, **kw))
 
 
+def test_replay_shares_no_memory_with_the_trace(sample):
+    """The result is built without copies of the kernel's outputs, but never on the caller's own arrays."""
+    trace = sample.head(500).copy()
+    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
+    for column in ("arrival_ms", "num_input_tokens"):
+        assert not np.shares_memory(replay[column].to_numpy(), trace[column].to_numpy()), column
+    before = trace.copy()
+    replay.loc[:, :] = 0
+    pd.testing.assert_frame_equal(trace, before)
+
+
 def test_ready_ms_column(sample):
     trace = sample.assign(prefill_done=sample["arrival_ms"] + 100.0)
     replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0, ready_ms="prefill_done")
@@ -311,6 +322,33 @@ def test_kernel_equals_reference(case, workers, capacity, routing, contention, l
         (("queue_ms",) if layerwise is None else ())
     for column in compared:
         np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.one_of(st.tuples(st.integers(0, 6).map(float), st.integers(0, 3)), st.none()), max_size=60))
+def test_event_heap_pops_in_time_then_sequence_order(ops):
+    """The replay's array heap against heapq: pushes of (time, seq) with many ties, pops (None) in between."""
+    import heapq
+
+    from perfmodel._replay import heap_pop, heap_push
+
+    times, seqs, items = np.empty(len(ops)), np.empty(len(ops), np.int64), np.empty(len(ops), np.int64)
+    size, expected, popped, got = 0, [], [], []
+    for item, op in enumerate(ops):
+        if op is None:
+            if size:
+                size = heap_pop(times, seqs, items, size)
+                got.append((times[size], seqs[size], items[size]))
+                popped.append(heapq.heappop(expected))
+        else:
+            size = heap_push(times, seqs, items, size, op[0], op[1], item)
+            heapq.heappush(expected, (op[0], op[1], item))
+    while size:
+        size = heap_pop(times, seqs, items, size)
+        got.append((times[size], seqs[size], items[size]))
+        popped.append(heapq.heappop(expected))
+    # equal (time, seq) pairs may come out in either order; the replay never pushes two of them
+    assert [g[:2] for g in got] == [p[:2] for p in popped]
 
 
 @pytest.mark.parametrize("workers, capacity, routing, contention", [
