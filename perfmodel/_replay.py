@@ -158,6 +158,22 @@ def _route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
     the longest prefix (ties: the first from ``start`` on, round-robin order), else worker ``start``.
     One pass over the blocks with the set of workers still matching (``alive``, bit words)."""
     words = alive.shape[0]
+    if words == 1:  # up to 64 workers: the set is one word
+        one = np.uint64(1)
+        matching = (~np.uint64(0) >> np.uint64(64 - workers)) if prefix_routing else one << np.uint64(start)
+        depth = 0
+        for k in range(offsets[r], offsets[r + 1]):
+            held = holders[blocks[k], 0]
+            if matching & held == 0:
+                break
+            matching &= held
+            depth += 1
+        later = matching >> np.uint64(start)  # the first match from `start` on, else from 0
+        c, bits = (start, later) if later != 0 else (0, matching)
+        while bits & one == 0:
+            bits >>= one
+            c += 1
+        return c, depth
     for q in range(words):
         alive[q] = 0
     if prefix_routing:
