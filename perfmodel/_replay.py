@@ -27,15 +27,16 @@ def dense_ids(values, lowest, out):
     """``out[i]``: the dense id (0, 1, ... in order of first appearance, like ``pandas.factorize``) of
     ``values[i]``, through a direct table over ``lowest..max(values)``; returns the number of ids. For
     block hashes that are small integers already (Mooncake's), this is one sequential pass."""
-    table = np.full(values.max() - lowest + 1 if values.size else 0, _NIL, dtype=np.int32)
+    # id + 1, so that 0 means "not seen" and the table starts as untouched zero pages
+    table = np.zeros(values.max() - lowest + 1 if values.size else 0, dtype=np.int32)
     count = 0
     for i in range(values.shape[0]):
         v = values[i] - lowest
-        d = table[v]
-        if d == _NIL:
+        d = table[v] - 1
+        if d < 0:
             d = count
-            table[v] = d
             count += 1
+            table[v] = count
         out[i] = d
     return count
 
