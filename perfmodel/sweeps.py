@@ -424,15 +424,36 @@ def max_tokens_within(
     capped_bytes = terms[1] * terms[2] + terms[3] * terms[4] + terms[5]  # what the capped terms reach at most
     every = (bandwidth == np.inf) | ((per_token == 0) & (proportional | (capped_bytes <= allowed)))
     tokens = np.where(every, np.inf, tokens)
-    exact = ~every & proportional & np.isfinite(tokens) & (tokens > 0)
-    if exact.any():  # floating-point rounding: step back where the forward model exceeds the budget
-        delay = handoff_delay_ms(tokens[exact], bandwidth[exact], per_token[exact], latency_ms=latency[exact])
-        tokens[exact] -= delay > budget[exact]
+    exact = ~every & proportional & np.isfinite(tokens)
+    if exact.any():  # the closed form may round either way: settle on the forward model's own answer
+        tokens[exact] = _settle(tokens[exact], budget[exact], bandwidth[exact], per_token[exact], latency[exact])
     search = ~every & ~proportional
     if search.any():
         tokens[search] = _longest_fitting(budget[search], bandwidth[search], latency[search],
                                           [t[search] for t in terms])
     return _scalar_if(scalar, tokens)
+
+
+def _settle(tokens: np.ndarray, budget: np.ndarray, bandwidth: np.ndarray, per_token: np.ndarray,
+            latency: np.ndarray) -> np.ndarray:
+    """The largest N near the closed form's ``tokens`` whose delay, computed by the kernel exactly as
+    :func:`handoff_delay_ms` computes it, is within the budget (the closed form's rounding is a few
+    units at most: step back while N does not fit, then forward while N + 1 does)."""
+    def fits(n: np.ndarray) -> np.ndarray:
+        return handoff_delay_ms(n, bandwidth, per_token, latency_ms=latency) <= budget
+
+    tokens = tokens.copy()
+    for _ in range(4):
+        over = (tokens > 0) & ~fits(tokens)
+        if not over.any():
+            break
+        tokens -= over
+    for _ in range(4):
+        more = fits(tokens + 1)
+        if not more.any():
+            break
+        tokens += more
+    return tokens
 
 
 def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import perfmodel
@@ -114,6 +114,8 @@ def test_required_bandwidth_inverts_the_model():
 
 
 @given(st.floats(0.01, 1e4), st.floats(0.1, 1e4), st.integers(1, 10**6), st.floats(0, 5))
+@example(1.0, 1.0, 1, 0.99999)  # the closed form rounds down to 9 tokens, yet 10 fit (a case hypothesis found)
+@example(1.0, 1.0, 1, 1.0 - 1e-5 - 1e-17)
 def test_max_tokens_within_is_the_largest_that_fits(budget, bandwidth, per_token, latency):
     n = max_tokens_within(bandwidth, per_token, budget_ms=budget, latency_ms=latency)
     assert n >= 0 and n == int(n)
