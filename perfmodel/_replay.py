@@ -22,22 +22,39 @@ NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
 
 
+@jit(inline="always")
+def _popcount(x):
+    """Set bits of a uint64 (the classic bit-slicing sum)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    x = x + (x >> np.uint64(8))  # byte sums by shifts, not a wrapping multiply (plain Python warns of that)
+    x = x + (x >> np.uint64(16))
+    x = x + (x >> np.uint64(32))
+    return np.int64(x & np.uint64(0x7F))
+
+
 @jit
-def dense_ids(values, lowest, out):
-    """``out[i]``: the dense id (0, 1, ... in order of first appearance, like ``pandas.factorize``) of
-    ``values[i]``, through a direct table over ``lowest..max(values)``; returns the number of ids. For
-    block hashes that are small integers already (Mooncake's), this is one sequential pass."""
-    # id + 1, so that 0 means "not seen" and the table starts as untouched zero pages
-    table = np.zeros(values.max() - lowest + 1 if values.size else 0, dtype=np.int32)
-    count = 0
+def ranked_ids(values, lowest, out):
+    """``out[i]``: the rank of ``values[i]`` among the distinct values (dense ids ``0..U-1`` in increasing
+    value order); returns U. For integer ids in a bounded range (Mooncake's 0, 1, 2...; a synthetic
+    trace's, with gaps), two small tables over ``lowest..max(values)`` instead of a hash table: a bitmap
+    of the values present and the count of set bits before each 64-bit word (a quarter of a byte per
+    value of the range)."""
+    words = ((values.max() - lowest) >> 6) + 1 if values.size else 0
+    bitmap = np.zeros(words, dtype=np.uint64)
+    one = np.uint64(1)
     for i in range(values.shape[0]):
         v = values[i] - lowest
-        d = table[v] - 1
-        if d < 0:
-            d = count
-            count += 1
-            table[v] = count
-        out[i] = d
+        bitmap[v >> 6] |= one << np.uint64(v & 63)
+    before = np.empty(words, dtype=np.int64)
+    count = 0
+    for q in range(words):
+        before[q] = count
+        count += _popcount(bitmap[q])
+    for i in range(values.shape[0]):
+        v = values[i] - lowest
+        out[i] = before[v >> 6] + _popcount(bitmap[v >> 6] & ((one << np.uint64(v & 63)) - one))
     return count
 
 

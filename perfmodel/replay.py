@@ -49,13 +49,13 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
     offsets = offsets - offsets[0]
     span = int(values.max()) - int(values.min()) if values.size else -1
-    if 0 < values.size < 1 << 31 and 0 <= span < min(max(8 * values.size, 1 << 20), 1 << 28):
-        # integer ids in a range at most 8x their count (Mooncake's are 0, 1, 2...; a synthetic trace's leave
-        # gaps): a direct table of int32 (at most 32 bytes per id, 1 GiB), 2x-15x faster than hashing them
-        from ._replay import dense_ids
+    if 0 <= span < max(64 * values.size, 1 << 24):
+        # integer ids in a range at most 64x their count (Mooncake's are 0, 1, 2...; a synthetic trace's
+        # leave gaps): ranked through a bitmap of the range (at most 16 bytes per id), 5-20x faster than hashing
+        from ._replay import ranked_ids
 
         dense = np.empty(values.size, dtype=np.int64)
-        return dense, offsets, int(dense_ids(values.astype(np.int64, copy=False), values.min(), dense))
+        return dense, offsets, int(ranked_ids(values.astype(np.int64, copy=False), values.min(), dense))
     dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
 

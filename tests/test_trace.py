@@ -394,8 +394,9 @@ def test_summarize_and_cli(tmp_path, sample):
 
 
 def test_block_ids_are_remapped_the_same_way_whatever_their_range():
-    # small integer ids (Mooncake's) take a direct table, 64-bit hashes pandas' factorize: the dense ids, and so
-    # every replay, are the same
+    # small integer ids (Mooncake's) are ranked through a bitmap, 64-bit hashes go through pandas' factorize: the
+    # dense ids may be numbered differently (value order, first appearance) but name the same blocks, so every
+    # replay is the same
     from perfmodel.replay import _flat_hashes
 
     trace = synthetic_trace(3000, rate_per_s=50, seed=11)
@@ -404,12 +405,31 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
     dense_small, offsets_small, unique_small = _flat_hashes(small)
     dense_hashed, offsets_hashed, unique_hashed = _flat_hashes(hashed)
     flat = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in small["hash_ids"]])
-    np.testing.assert_array_equal(dense_small, pd.factorize(flat)[0])
-    np.testing.assert_array_equal(dense_small, dense_hashed)
+    np.testing.assert_array_equal(dense_small, np.unique(flat, return_inverse=True)[1])  # ranks of the values
+    np.testing.assert_array_equal(dense_hashed, pd.factorize(flat)[0])  # first appearance
+    pairs = np.unique(np.stack([dense_small, dense_hashed]), axis=1)  # one-to-one: the same partition of blocks
+    assert pairs.shape[1] == len(np.unique(dense_small)) == len(np.unique(dense_hashed))
     np.testing.assert_array_equal(offsets_small, offsets_hashed)
     assert unique_small == unique_hashed == len(np.unique(flat))
     kw = dict(mode="destination_missing", decode_workers=3, decode_cache_blocks=200, contention="fifo")
     pd.testing.assert_frame_equal(replay_handoffs(small, 50.0, 1000, **kw), replay_handoffs(hashed, 50.0, 1000, **kw))
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.integers(-2**40, 2**40), max_size=300), shift=st.sampled_from([0, 63, 64, 2**62]))
+def test_ranked_ids_are_the_ranks_of_the_values(values, shift):
+    """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats."""
+    from perfmodel._replay import ranked_ids
+
+    values = np.asarray(values, dtype=np.int64)
+    values = values - values.min() + shift if values.size else values
+    if values.size and values.max() - values.min() > 2**20:
+        values = values % 100_003 + shift  # keep the bitmap small
+    out = np.empty(values.size, dtype=np.int64)
+    count = ranked_ids(values, values.min() if values.size else 0, out)
+    ranks = np.unique(values, return_inverse=True)[1].reshape(-1) if values.size else values
+    np.testing.assert_array_equal(out, ranks)
+    assert count == len(np.unique(values))
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
