@@ -222,6 +222,9 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
         raise InputError("ready_ms", "ready times must be finite, one per request",
                          "pass one finite time in ms per request (default: the arrival times)")
     blocks, offsets, n_unique = _flat_hashes(trace)
+    if n_unique >= 2**31:  # the caches keep block ids in 32 bits
+        raise InputError("trace column 'hash_ids'", f"{n_unique:,} distinct block ids (the replay handles up to "
+                         f"{2**31 - 1:,})", "replay the trace in parts, e.g. by time window")
     for array in (tokens, ready, blocks, offsets):
         array.flags.writeable = False  # shared by threads: nobody writes
     return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens)

@@ -203,6 +203,15 @@ def test_replay_shares_no_memory_with_the_trace(sample):
     pd.testing.assert_frame_equal(trace, before)
 
 
+def test_more_block_ids_than_the_caches_can_name_is_refused(sample, monkeypatch):
+    import perfmodel.replay as replay_module
+
+    monkeypatch.setattr(replay_module, "_flat_hashes",
+                        lambda trace: (np.zeros(0, np.int64), np.zeros(len(trace) + 1, np.int64), 2**31))
+    with pytest.raises(ValueError, match="2,147,483,648 distinct block ids.*in parts"):
+        replay_handoffs(sample.head(10), kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
+
+
 def test_ready_ms_column(sample):
     trace = sample.assign(prefill_done=sample["arrival_ms"] + 100.0)
     replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0, ready_ms="prefill_done")
