@@ -371,7 +371,7 @@ def replay(requests, cluster, results):
         r = order[i]
         # route
         w, hit_blocks = _route(r, blocks, offsets, holders, alive, workers, rr, prefix_routing)
-        rr = (w + 1) % workers
+        rr = w + 1 if w + 1 < workers else 0  # (no integer division: this runs once per request)
         out_worker[r] = w
         # charge
         n_tokens = tokens[r]
