@@ -362,7 +362,7 @@ def test_event_heap_pops_in_time_then_sequence_order(ops):
 
 @pytest.mark.parametrize("workers, capacity, routing, contention", [
     (1, 40, "prefix", "fifo"), (4, 60, "prefix", "fifo"), (8, 25, "prefix", "fair"), (3, 30, "round_robin", "none"),
-    (16, 200, "prefix", "fifo"), (64, 20, "prefix", "fifo"), (65, 20, "prefix", "fifo"), (130, 10, "prefix", "none"),
+    (16, 200, "prefix", "fifo"), (64, 20, "prefix", "fifo"), (65, 20, "prefix", "fair"), (130, 10, "prefix", "none"),
     (70, 20, "round_robin", "fifo")])  # 64 workers fill one bit word, 65 and more take several
 def test_long_lru_lists_equal_the_reference(sample, workers, capacity, routing, contention):
     """Thousands of requests sharing prefixes through small caches: long LRU lists, constant eviction,
