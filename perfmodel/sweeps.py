@@ -409,6 +409,7 @@ def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
     from ``start`` (an estimate) to bracket the threshold, then bisect. ``predicate`` gets the values
     and the row indices they belong to, and is called on the rows still searched only."""
     everyone = np.arange(start.size)
+    start = np.clip(start, 1, top)
     high, low = start.copy(), start.copy()
     holds = predicate(start, everyone)
     step = np.ones(start.size, dtype=np.int64)
@@ -491,8 +492,10 @@ def max_tokens_within(
     capped_bytes = terms[1] * terms[2] + terms[3] * terms[4] + terms[5]  # what the capped terms reach at most
     every = (bandwidth == np.inf) | ((per_token == 0) & (proportional | (capped_bytes <= allowed)))
     tokens = np.where(every, np.inf, tokens)
-    exact = ~every & proportional & np.isfinite(tokens)
-    if exact.any():  # the closed form may round either way: settle on the forward model's own answer
+    # the closed form may round either way: settle on the forward model's own answer (below 2**53, where
+    # float64 still tells one token count from the next)
+    exact = ~every & proportional & (tokens < 2**53)
+    if exact.any():
         tokens[exact] = _settle(tokens[exact], budget[exact], bandwidth[exact], per_token[exact], latency[exact])
     search = ~every & ~proportional
     if search.any():
@@ -509,7 +512,7 @@ def _settle(tokens: np.ndarray, budget: np.ndarray, bandwidth: np.ndarray, per_t
         return handoff_delay_ms(n.astype(np.float64), bandwidth[rows], per_token[rows],
                                 latency_ms=latency[rows]) > budget[rows]
 
-    return (_least_true(tokens.astype(np.int64), too_long, 2**62) - 1).astype(np.float64)
+    return (_least_true(tokens.astype(np.int64), too_long, 2**53) - 1).astype(np.float64)
 
 
 def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],
