@@ -58,8 +58,8 @@ def ranked_ids(values, lowest, out):
     return count
 
 
-# The heap's comparisons and swaps are written out rather than called: numba inlines small helpers
-# taking arrays at a cost per call (~4x the time of this heap's operations, measured).
+# The heap's comparisons and swaps are written out rather than called: as nested ``inline="always"``
+# helpers taking the arrays, the same operations took ~4x the time (measured).
 
 @jit
 def heap_push(times, seqs, items, size, time, seq, item):
@@ -116,8 +116,8 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, pool, head, tail, si
     ``holders[b, w // 64]`` has bit ``w % 64`` set when worker ``w`` holds block ``b``. A bounded
     cache's blocks sit in slots ``0..P-1`` (``P = min(capacity, distinct blocks)``): ``slot_of[w, b]``
     is the slot + 1 (0: absent), ``pool[w, s]`` = (previous slot, next slot, block), ``head``/``tail``
-    the most and least recent slots. The list operations are written out in the loop: numba compiles
-    a short loop body much better than calls, which cost reference counting per block.
+    the most and least recent slots. The list operations are written out in the loop: the same
+    operations in small ``inline="always"`` helpers taking the arrays ran 3-5x slower (measured).
     """
     word, bit = w >> 6, np.uint64(1) << np.uint64(w & 63)
     if capacity < 0:  # unbounded: membership is all there is to keep
