@@ -86,6 +86,8 @@ class Inputs(NamedTuple):
     window_tokens: Any = None
     chunk_bytes_per_token: Any = None
     chunk_tokens: Any = None
+    worker_type_masks: Any = None  # (ones, valid) when worker_type holds category codes (see decode_codes)
+    mode_masks: Any = None  # the same for mode
 
 
 @jit
@@ -106,6 +108,41 @@ def gather_bytes(codes, table, out):
     for i in range(codes.shape[0]):
         out[i] = table[codes[i]]
     return out
+
+
+def decode_codes(codes, ones, valid):
+    """The value of category codes: 1 where the code's bit is set in both ``ones`` and ``valid``, 0 where
+    only in ``valid``, -1 (invalid) elsewhere (a missing label's -1, unknown labels, codes past 63).
+
+    The model only asks whether a worker is a prefill worker (a mode destination_missing), and whether
+    the label is valid, so two 64-bit masks over a categorical's codes stand for its categories: the
+    kernel decodes row by row with shifts, which vectorize (a table lookup per row would not)."""
+    code = np.asarray(codes).astype(np.int64)
+    shift = (code & 63).astype(np.uint64)
+    ok = (code >= 0) & (code < 64) & (((np.uint64(valid) >> shift) & np.uint64(1)) != 0)
+    one = ((np.uint64(ones) >> shift) & np.uint64(1)) != 0
+    return np.where(ok, one.astype(np.int8), np.int8(-1)).astype(np.int8)
+
+
+def _decoded(code, masks):
+    """Row value of a code argument: itself, or its category code decoded by ``masks`` (see decode_codes)."""
+    return code if masks is None else decode_codes(code, *masks)[()]
+
+
+@overload(_decoded, inline="always")
+def _decoded_numba(code, masks):
+    if isinstance(masks, (types.NoneType, types.Omitted)):
+        return lambda code, masks: code
+
+    def decode(code, masks):
+        ones, valid = masks
+        c = np.int64(code)
+        shift = np.uint64(c & 63)
+        ok = (c >= 0) & (c < 64) & (((valid >> shift) & np.uint64(1)) != 0)
+        one = ((ones >> shift) & np.uint64(1)) != 0
+        return np.int8(np.int64(ok) * (np.int64(one) + 1) - 1)  # 1, 0 or -1 without a branch
+
+    return decode
 
 
 @jit(inline="always")
@@ -213,16 +250,17 @@ def _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, laye
 def _handoff_row(
     tokens, bandwidth_gb_s, bytes_per_token, worker, completed, mode, missing_tokens, state_bytes, latency_ms,
     fallback_ms, per_block_ms, block_size, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
-    layerwise_min_tokens, window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, i,
+    layerwise_min_tokens, window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens,
+    worker_masks, mode_masks, i,
 ):
     """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` (arguments: the
     fields of :class:`Inputs`, unpacked by the caller so that LLVM sees plain arrays and vectorizes the loop)."""
     t = np.float64(_at(tokens, i))
     b = np.float64(_at(bandwidth_gb_s, i))
     p = np.float64(_at(bytes_per_token, i))
-    w = _at(worker, i)
+    w_code = _at(worker, i)
     c = _at(completed, i)
-    m = _at(mode, i)
+    m_code = _at(mode, i)
     d = np.float64(_at(missing_tokens, i))
     s = np.float64(_at(state_bytes, i))
     lat = np.float64(_at(latency_ms, i))
@@ -230,6 +268,7 @@ def _handoff_row(
     # read before the first branch: numba's parfor pass refuses copies of the loop index after one
     wb, wt = _at(window_bytes_per_token, i), _at(window_tokens, i)
     cb, ct = _at(chunk_bytes_per_token, i), _at(chunk_tokens, i)
+    w, m = _decoded(w_code, worker_masks), _decoded(m_code, mode_masks)
     inf = np.inf
     # x - floor(x) > 0 is True only for a finite fractional x (NaN and inf give False).
     invalid = (
@@ -265,11 +304,11 @@ def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
     """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)``
     and ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the
     number of invalid rows."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct) = inputs
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
     n_invalid = 0
     for i in range(out.shape[0]):
         value, invalid, nbytes = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group,
-                                              lw_min, wb, wt, cb, ct, i)
+                                              lw_min, wb, wt, cb, ct, wm, mm, i)
         out[i] = value
         _put(missing_out, i, value != value)
         _put(bytes_out, i, nbytes)
@@ -280,11 +319,11 @@ def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
 @jit(parallel=True)
 def handoff_parallel(inputs, out, missing_out=None, bytes_out=None):
     """:func:`handoff_serial` over ``numba.prange`` (for large arrays)."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct) = inputs
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
     n_invalid = 0
     for i in numba.prange(out.shape[0]):
         value, invalid, nbytes = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group,
-                                              lw_min, wb, wt, cb, ct, i)
+                                              lw_min, wb, wt, cb, ct, wm, mm, i)
         out[i] = value
         _put(missing_out, i, value != value)
         _put(bytes_out, i, nbytes)

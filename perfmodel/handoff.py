@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import numba
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels, _resolve
@@ -128,10 +129,15 @@ class _Arg:
     name: str
     value: Any  # numpy scalar, or read-only C-contiguous 1-D array
     original: Any  # 1-D array of what the caller gave (before conversion)
+    masks: tuple[np.uint64, np.uint64] | None = None  # value holds category codes: see _category_codes
 
     @property
     def is_array(self) -> bool:
         return isinstance(self.value, np.ndarray)
+
+    def kernel_values(self) -> Any:
+        """The values the kernel works with (category codes decoded as the kernel decodes them)."""
+        return self.value if self.masks is None else _kernels.decode_codes(self.value, *self.masks)
 
 
 #: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).
@@ -175,6 +181,10 @@ def _coerce(name: str, value: Any) -> _Arg:
         return _Arg(name, scalar_value, [value])
     rule = _RULES[name]
     data, scalar = _as_1d(name, value)
+    if rule.kind == "code" and not scalar and isinstance(data.dtype, pd.CategoricalDtype):
+        coded = _category_codes(name, data)
+        if coded is not None:
+            return coded
     if rule.kind == "count":
         converted = _to_numeric(name, data)
     elif rule.kind == "real":
@@ -186,11 +196,32 @@ def _coerce(name: str, value: Any) -> _Arg:
     return _Arg(name, _read_only(converted), data)
 
 
+def _category_codes(name: str, data: Any) -> _Arg | None:
+    """A categorical column of up to 64 categories as its own int8 codes and two bit masks over them
+    (the categories whose value is 1 (prefill, destination_missing), the valid ones), which the kernel
+    decodes row by row: no full-length pass spreading the categories' values before it, whatever the
+    categories' order. None for more categories (the general path spreads them)."""
+    categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
+    codes = np.asarray(categorical.codes)
+    if len(categorical.categories) > 64 or codes.dtype != np.int8:
+        return None
+    rule, one, valid = _RULES[name], 0, 0
+    for position, label in enumerate(categorical.categories):
+        value = _code_of(label, rule.names, 2 if name == "worker_type" else 1, False)
+        if value != UNPARSEABLE:
+            valid |= 1 << position
+            one |= int(value == 1) << position
+    return _Arg(name, _read_only(codes), data, (np.uint64(one), np.uint64(valid)))
+
+
 def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> _kernels.Inputs:
     """The kernel's record; an extension that is off is None there, so its terms compile away and
     the default path stays upstream's formula (and its speed)."""
     values = {a.name: a.value for a in args}
     values.update(capped)
+    by_code = {a.name: a.masks for a in args if a.masks is not None}
+    values["worker_type_masks"] = by_code.get("worker_type")
+    values["mode_masks"] = by_code.get("mode")
     by_name = {a.name: a for a in args}
     if not by_name["per_block_ms"].is_array and values["per_block_ms"] == 0 and \
             not by_name["block_size"].is_array and values["block_size"] == 0:
@@ -229,7 +260,7 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
     first: tuple[_Arg, np.ndarray] | None = None
     for arg in args:
         with np.errstate(invalid="ignore"):
-            invalid = np.broadcast_to(_INVALID[arg.name](np.asarray(arg.value)), (n,))
+            invalid = np.broadcast_to(_INVALID[arg.name](np.asarray(arg.kernel_values())), (n,))
         n_invalid = int(np.count_nonzero(invalid))
         if n_invalid:
             counts[arg.name] = n_invalid
@@ -591,7 +622,7 @@ def _handoff(
     args = [_coerce(name, values[name]) for name in ARGUMENTS]  # in the kernel's argument order
     capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length([*args, *(_Arg(name, value, None) for name, value in capped.items() if value is not None)])
-    mode = args[_MODE_INDEX].value
+    mode = args[_MODE_INDEX].kernel_values()
     if not missing_tokens_given and (mode == 1 if np.ndim(mode) == 0 else np.any(mode == 1)):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",

@@ -492,3 +492,49 @@ def test_layerwise_takes_layers_from_the_model_and_checks_its_inputs():
     short = handoff_delay_ms([512, 32768], "ib-ndr", "llama-3.1-70b", overlap="layerwise", prefill_ms=1e6,
                              layerwise_min_tokens=1024)
     assert short[0] == handoff_delay_ms(512, "ib-ndr", "llama-3.1-70b")  # below the threshold: after prefill
+
+
+# --- categorical labels: codes decoded in the kernel -----------------------------------------
+
+_WORKER_LABELS = ["aggregated", "prefill", "decode", "PREFILL ", "2", "bogus"]
+_MODE_LABELS = ["full_prompt", "destination_missing", "Destination_Missing", "0", "nope"]
+
+
+@given(st.data(), st.integers(1, 400), st.booleans())
+def test_categoricals_any_order_equal_their_labels(data, n, parallel):
+    """A categorical worker type or mode (any categories, in any order, unused ones, invalid ones, missing
+    rows) gives what its labels give as plain strings: the kernel decodes the codes through two masks."""
+    worker_categories = data.draw(st.lists(st.sampled_from(_WORKER_LABELS), min_size=1, max_size=6, unique=True))
+    mode_categories = data.draw(st.lists(st.sampled_from(_MODE_LABELS), min_size=1, max_size=5, unique=True))
+    workers = data.draw(st.lists(st.sampled_from(worker_categories + [None]), min_size=n, max_size=n))
+    modes = data.draw(st.lists(st.sampled_from(mode_categories + [None]), min_size=n, max_size=n))
+    rng = np.random.default_rng(n)
+    kw = dict(destination_missing_tokens=rng.integers(0, 5000, n), parallel=parallel)
+    args = (rng.integers(0, 5000, n), rng.choice([0.0, 10.0, np.nan, np.inf], n), 1000)
+    as_strings = dict(worker_type=np.array(workers, dtype=object), mode=np.array(modes, dtype=object))
+    as_categories = dict(worker_type=pd.Categorical(workers, categories=worker_categories),
+                         mode=pd.Categorical(modes, categories=mode_categories))
+    np.testing.assert_array_equal(handoff_delay_ms(*args, **as_categories, errors="coerce", **kw),
+                                  handoff_delay_ms(*args, **as_strings, errors="coerce", **kw))
+    try:
+        expected = handoff_delay_ms(*args, **as_strings, **kw)
+    except InputError as error:
+        with pytest.raises(InputError) as raised:
+            handoff_delay_ms(*args, **as_categories, **kw)
+        # the same argument, count, first row and label (a categorical shows its missing label as nan)
+        assert str(raised.value).replace(": nan (", ": None (") == str(error)
+    else:
+        np.testing.assert_array_equal(handoff_delay_ms(*args, **as_categories, **kw), expected)
+
+
+def test_categorical_codes_reach_the_kernel_without_a_copy():
+    from perfmodel.handoff import _coerce
+
+    column = pd.Series(pd.Categorical(["prefill", "decode", "aggregated"] * 4))  # categories sorted: codes 2, 1, 0
+    arg = _coerce("worker_type", column)
+    assert np.shares_memory(arg.value, column.array.codes) and arg.masks == (0b100, 0b111)
+    np.testing.assert_array_equal(arg.kernel_values(), [1, 0, 0] * 4)  # prefill 1, the others 0 (valid)
+    many = pd.Categorical(["prefill"] + [f"label {k}" for k in range(70)])
+    assert _coerce("worker_type", pd.Series(many)).masks is None  # beyond 64 categories: spread as before
+    np.testing.assert_array_equal(handoff_delay_ms([10, 10], 1.0, 1000, worker_type=many[:2], errors="coerce"),
+                                  [0.01, np.nan])
