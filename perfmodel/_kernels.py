@@ -114,9 +114,10 @@ def decode_codes(codes, ones, valid):
     """The value of category codes: 1 where the code's bit is set in both ``ones`` and ``valid``, 0 where
     only in ``valid``, -1 (invalid) elsewhere (a missing label's -1, unknown labels, codes past 63).
 
-    The model only asks whether a worker is a prefill worker (a mode destination_missing), and whether
-    the label is valid, so two 64-bit masks over a categorical's codes stand for its categories: the
-    kernel decodes row by row with shifts, which vectorize (a table lookup per row would not)."""
+    The model only asks of a worker type whether it is prefill, of a mode whether it is
+    destination_missing, and of both whether the label is valid: so two 64-bit masks over a
+    categorical's codes stand for its categories, and the kernel decodes row by row with shifts,
+    which vectorize (a table lookup per row would not). This is the numpy form, for the error path."""
     code = np.asarray(codes).astype(np.int64)
     shift = (code & 63).astype(np.uint64)
     ok = (code >= 0) & (code < 64) & (((np.uint64(valid) >> shift) & np.uint64(1)) != 0)
