@@ -528,8 +528,6 @@ def test_categoricals_any_order_equal_their_labels(data, n, parallel):
 
 
 def test_categorical_codes_reach_the_kernel_without_a_copy():
-    from perfmodel.handoff import _coerce
-
     column = pd.Series(pd.Categorical(["prefill", "decode", "aggregated"] * 4))  # categories sorted: codes 2, 1, 0
     arg = _coerce("worker_type", column)
     assert np.shares_memory(arg.value, column.array.codes) and arg.masks == (0b100, 0b111)
