@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import perfmodel
-import perfmodel
 from perfmodel import TransferMode, WorkerType, handoff_delay_ms
 from perfmodel.handoff import InputError, _coerce
 
