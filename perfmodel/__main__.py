@@ -1,7 +1,5 @@
 """``python -m perfmodel``: the same as the ``perfmodel`` command."""
 
-import sys
+from .cli import console
 
-from .cli import main
-
-sys.exit(main())
+console()

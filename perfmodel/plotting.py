@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
-from matplotlib.ticker import NullLocator, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
 
 from .links import LINKS, Link
 
@@ -52,6 +52,31 @@ def _tokens(value: float, _pos: Any = None) -> str:
     return f"{value:g}"
 
 
+class _PlainLogFormatter(LogFormatter):
+    """The log ticks matplotlib would label (decades; minor ticks too when few decades show), written as
+    plain numbers (0.01, 2, 10, 1k) rather than mathtext powers, which also cost ~10 ms each to render."""
+
+    def __call__(self, x: float, pos: Any = None) -> str:
+        return _si(x) if super().__call__(x, pos) else ""
+
+
+def _plain_log_axis(axis: Any) -> None:
+    """Plain-number labels on a decimal log axis (set after its scale: setting a scale resets them)."""
+    axis.set_major_formatter(_PlainLogFormatter(10))
+    axis.set_minor_formatter(_PlainLogFormatter(10))
+
+
+def _colorbar(fig: Any, mesh: Any, **kwargs: Any) -> Any:
+    """A colour bar; on a log scale with plain-number labels, its minor ticks only when under two decades show."""
+    bar = fig.colorbar(mesh, **kwargs)
+    norm = mesh.norm
+    if isinstance(norm, LogNorm):
+        _plain_log_axis(bar.ax.yaxis)
+        if norm.vmax / norm.vmin >= 100:
+            bar.minorticks_off()
+    return bar
+
+
 def _tokens_axis(axis: Any) -> None:
     axis.set_major_locator(LogLocator(base=2, numticks=12))
     axis.set_major_formatter(FuncFormatter(_tokens))
@@ -62,6 +87,7 @@ def _log_log(ax: Axes, x: str, ylabel: str, *, legend_title: str | None = None, 
     """Log-log axes with token ticks on x (when x is prompt length), labels, grid and legend."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    _plain_log_axis(ax.yaxis)
     if x == "num_input_tokens":
         _tokens_axis(ax.xaxis)
     ax.set_xlabel(_AXIS_LABELS.get(x, x))
@@ -299,6 +325,8 @@ def heatmap(
         logs[axis_name] = bool(values.min() > 0 and values.max() / values.min() > 20)
         if logs[axis_name]:
             getattr(ax, f"set_{axis_name}scale")("log", base=2 if column == "num_input_tokens" else 10)
+            if column != "num_input_tokens":
+                _plain_log_axis(getattr(ax, f"{axis_name}axis"))
         if column == "num_input_tokens":
             _tokens_axis(getattr(ax, f"{axis_name}axis"))
         if values.size <= 12:  # the swept values are the ticks
@@ -309,7 +337,7 @@ def heatmap(
     mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z,
                          **{"norm": norm, "cmap": "viridis", **kwargs})
     if colorbar:
-        ax.figure.colorbar(mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
+        _colorbar(ax.figure, mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
     levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
     for budget, style in zip(levels, cycle(_STYLES)):
         curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
@@ -442,6 +470,7 @@ def delay_cdf(
             ax.annotate(f"p{p:g} {value:.3g} ms", (value, p / 100), textcoords="offset points", xytext=(4, -10),
                         fontsize="x-small", color=line.get_color())
     ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis)
     ax.set_ylim(0, 1.02)  # fraction axis stays linear
     ax.set_xlabel(_AXIS_LABELS["handoff_delay_ms"])
     ax.set_ylabel("fraction of handoffs")
@@ -614,7 +643,8 @@ def _fixed_positions(axs: np.ndarray) -> None:
     """Titles and axis labels at fixed offsets from their panels, and no minor ticks. matplotlib otherwise
     measures every tick label of every shared panel at each draw to place them, and builds every minor
     tick of every panel (together most of a figure's drawing time); the grid's margins leave the labels
-    room, and each panel keeps its major ticks and grid (decades, powers of two, swept values)."""
+    room, and each panel keeps its major ticks and grid (decades, powers of two, swept values). A log
+    axis showing under two decades keeps its minor ticks, which then carry the labels."""
     from matplotlib.transforms import ScaledTranslation
 
     for ax in axs.flat:
@@ -625,8 +655,10 @@ def _fixed_positions(axs: np.ndarray) -> None:
         left = ScaledTranslation(-40 / 72, 0, ax.figure.dpi_scale_trans)
         ax.xaxis.set_label_coords(0.5, 0.0, transform=ax.transAxes + below)
         ax.yaxis.set_label_coords(0.0, 0.5, transform=ax.transAxes + left)
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_minor_locator(NullLocator())
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = axis.get_view_interval()
+            if not (axis.get_scale() == "log" and 0 < low and high < 100 * low):  # few decades: minor labels
+                axis.set_minor_locator(NullLocator())
 
 
 def _side(fig: Any, right: float) -> tuple[float, float]:
@@ -671,7 +703,9 @@ def delay_vs_tokens_figure(
     if hue is None:
         hue = next((c for c in ("link", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
     panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
-    labels_width = max([len(str(v)) for v in df[hue].unique()] if hue else [0]) * 0.09 + 1.0
+    # the legend's room, in inches: its longest entry (small type) or its title (medium type)
+    labels_width = max([len(_label_of(hue, v)) for v in df[hue].unique()] + [1.25 * len(hue)] if hue else [0]) \
+        * 0.09 + 1.0
     fig, axs = _grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
@@ -727,8 +761,8 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     if mesh is not None:
         left, width = _side(fig, 1.3)
         bottom, top = fig.subplotpars.bottom, fig.subplotpars.top
-        fig.colorbar(mesh, cax=fig.add_axes((left + 0.2 * width, bottom, 0.15 * width, top - bottom)),
-                     label=_AXIS_LABELS["handoff_delay_ms"])
+        _colorbar(fig, mesh, cax=fig.add_axes((left + 0.2 * width, bottom, 0.15 * width, top - bottom)),
+                  label=_AXIS_LABELS["handoff_delay_ms"])
     _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
     return fig
 
@@ -802,6 +836,7 @@ def calibration(
                 **{**style, "marker": None})
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _plain_log_axis(ax.yaxis)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _si(v) + "B"))
     ax.set_xlabel("transfer size (bytes)")
     ax.set_ylabel("transfer time (ms)")
@@ -885,6 +920,7 @@ def grid_percentiles(
         ax.set_xticks(sorted(df[x].unique()))
     if stat.endswith("_ms"):
         ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis)
     ax.set_xlabel(x)
     ax.set_ylabel(stat.replace("_ms", " handoff delay (ms)") if stat.endswith("_ms") else stat)
     ax.grid(True, alpha=0.3)
@@ -928,7 +964,7 @@ def grid_budget(
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size and positive.max() > positive.min() \
         else None
     mesh = ax.imshow(values, norm=norm, **{"cmap": "viridis", "aspect": "auto", **kwargs})
-    ax.figure.colorbar(mesh, ax=ax, label=stat)
+    _colorbar(ax.figure, mesh, ax=ax, label=stat)
     for (row, column), value in np.ndenumerate(values):
         met = value <= budget_ms
         ax.text(column, row, f"{value:.3g}" + (" ✓" if met else ""), ha="center", va="center", fontsize="small",

@@ -8,6 +8,7 @@ on a terminal when the sweep takes more than a second).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass
@@ -16,7 +17,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from tqdm.auto import tqdm
 
 from . import _resolve
 from ._codes import TransferMode
@@ -136,6 +136,17 @@ def _check_fits_in_memory(plan: SweepPlan) -> None:
         raise InputError("sweep", f"{plan.n:,} rows need about {plan.n * row_bytes / 1e9:,.1f} GB, more than this "
                          f"machine's {memory / 1e9:,.1f} GB of memory",
                          "sweep fewer values, or use perfmodel.dask.sweep(...).to_parquet(folder) for grids this large")
+
+
+def _progress_bar(cells: int, progress: bool | None) -> Any:
+    """A tqdm bar over ``cells`` (on a terminal after 1 s, or as ``progress`` says), or ``None`` in a
+    null context when there is nothing to show: no bar asked for, or a single chunk (no progress to report)."""
+    if progress is False or (progress is None and cells <= _CHUNK_ROWS):
+        return contextlib.nullcontext()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cells, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
+                disable=None if progress is None else False)
 
 
 @dataclass(frozen=True)
@@ -267,13 +278,13 @@ class SweepPlan:
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
         transfer_bytes = np.empty(n, dtype=np.int64 if whole else np.float64)
         delay = np.empty(n)
-        with tqdm(total=n, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
-                  disable=(None if progress is None else not progress)) as bar:
+        with _progress_bar(n, progress) as bar:
             for first in range(0, n, _CHUNK_ROWS):
                 part = slice(first, min(n, first + _CHUNK_ROWS))
                 self._fill(np.arange(start + part.start, start + part.stop, dtype=np.int64), part,
                            columns, bandwidth, transfer_bytes, delay)
-                bar.update(part.stop - part.start)
+                if bar is not None:
+                    bar.update(part.stop - part.start)
         result: dict[str, Any] = {
             name: pd.Categorical.from_codes(columns[name], categories=self.labels[name], validate=False)
             if name in self.labels else columns[name] for name in self.axes}

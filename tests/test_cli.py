@@ -159,7 +159,27 @@ def test_parse_tokens(spec, expected):
     assert parse_tokens(spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["", "5:1", "1:10:x1", "0:10:x2", "1:2:3:4", "1.5"])
+@pytest.mark.parametrize("spec", ["", "5:1", "1:10:x1", "0:10:x2", "1:2:3:4", "1.5", "0", "0,1k", "0:4k:1k"])
 def test_parse_tokens_rejects(spec):
     with pytest.raises(UsageError):
         parse_tokens(spec)
+
+
+def test_the_installed_command_exits_with_mains_code_and_all_its_output(tmp_path):
+    """``perfmodel`` runs ``console`` (main, then an exit that skips the final garbage collections):
+    the exit code is main's and nothing printed is lost."""
+    from importlib.metadata import entry_points
+
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    if "perfmodel" not in scripts:
+        pytest.skip("perfmodel is not installed")
+    assert scripts["perfmodel"] == "perfmodel.cli:console"
+    code = "import sys; from perfmodel.cli import console; sys.argv[1:] = {args!r}; console()"
+    done = subprocess.run([sys.executable, "-c", code.format(args=["sweep", "--tokens", "1k,2k", "--out",
+                                                                  str(tmp_path / "r")])],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("heatmap.png"), done.stderr
+    assert (tmp_path / "r" / "heatmap.png").stat().st_size > 0
+    done = subprocess.run([sys.executable, "-c", code.format(args=["sweep", "--tokens", "0"])], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "error" in done.stderr

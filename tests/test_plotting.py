@@ -146,3 +146,61 @@ def test_plotting_is_not_imported_by_the_package():
     code = "import sys, perfmodel; perfmodel.sweep(link='ib-ndr', kv_bytes_per_token=1, num_input_tokens=1); " \
            "print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def _tick_texts(fig) -> list[str]:
+    fig.canvas.draw()
+    return [label.get_text() for a in fig.axes for axis in (a.xaxis, a.yaxis)
+            for label in axis.get_ticklabels(which="both") if label.get_visible() and label.get_text()]
+
+
+@pytest.mark.parametrize("figure", ["delay_vs_tokens_figure", "heatmap_figure", "delay_cdf", "grid_budget"])
+def test_log_axes_read_as_plain_numbers(figure):
+    """Log axes (delays, bandwidths, the colour bar) say 0.1, 10, 1k, never mathtext powers like 10^2 (which
+    also cost ~10 ms each to parse and render)."""
+    sweep = perfmodel.sweep(model=["llama-3.1-8b", "deepseek-v3"], kv_transfer_bandwidth=np.geomspace(1, 1000, 31),
+                            num_input_tokens=2 ** np.arange(7, 18))
+    if figure == "delay_cdf":
+        fig, ax = plt.subplots()
+        pp.delay_cdf({"a": np.geomspace(0.01, 500, 100)}, ax=ax)
+    elif figure == "grid_budget":
+        fig, ax = plt.subplots()
+        grid = pd.DataFrame({"decode_workers": [1, 1, 2, 2], "links": [1, 2, 1, 2], "p99_ms": [0.5, 3.0, 40.0, 900.0]})
+        pp.grid_budget(grid, budget_ms=100, ax=ax)
+    else:
+        fig = getattr(pp, figure)(sweep)
+    try:
+        texts = _tick_texts(fig)
+        assert texts and not [t for t in texts if "$" in t or "^" in t], texts
+        assert {"1", "10", "100"} <= set(texts) or {"0.1", "10", "100"} <= set(texts), texts
+    finally:
+        plt.close(fig)
+
+
+def test_a_log_axis_spanning_less_than_a_decade_keeps_labels(ax):
+    """Minor ticks are labelled (as matplotlib does) when a log axis has too few decades to show."""
+    df = perfmodel.sweep(kv_transfer_bandwidth=[50.0, 60.0], kv_bytes_per_token=131072, num_input_tokens=[2048, 4096])
+    pp.delay_vs_tokens(df, ax=ax)
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.yaxis.get_ticklabels(which="both") if t.get_text()]
+    assert len(labels) >= 2 and not [t for t in labels if "$" in t], labels
+    fig = pp.delay_vs_tokens_figure(df)
+    try:
+        fig.canvas.draw()
+        labels = [t.get_text() for t in fig.axes[0].yaxis.get_ticklabels(which="both")
+                  if t.get_text() and t.get_visible()]
+        assert len(labels) >= 2, labels
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("hue_axis", [{"kv_transfer_bandwidth": [50.0, 60.0]}, {"link": ["ib-ndr", "roce-400g", "nvlink4"]}])
+def test_the_shared_legend_fits_in_the_figure(hue_axis):
+    df = perfmodel.sweep(**hue_axis, kv_bytes_per_token=131072, num_input_tokens=[2048, 4096])
+    fig = pp.delay_vs_tokens_figure(df)
+    try:
+        fig.canvas.draw()
+        legend = fig.legends[0].get_window_extent()
+        assert legend.x1 <= fig.bbox.x1 and legend.x0 >= 0, (legend, fig.bbox)
+    finally:
+        plt.close(fig)

@@ -149,3 +149,16 @@ def test_max_tokens_within_special_cases():
     assert max_tokens_within(1e9, 1, budget_ms=1e4) == 1e19
     with pytest.raises(ValueError, match="budget_ms"):
         max_tokens_within(10.0, 10, budget_ms=-1.0)
+
+
+def test_a_progress_bar_only_where_there_is_progress_to_show():
+    from perfmodel.sweeps import _CHUNK_ROWS, _progress_bar
+
+    with _progress_bar(_CHUNK_ROWS, None) as bar:  # one chunk: nothing to report, tqdm not even imported
+        assert bar is None
+    with _progress_bar(10 * _CHUNK_ROWS, False) as bar:
+        assert bar is None
+    with _progress_bar(10, True) as bar:  # asked for: shown whatever the size
+        assert not bar.disable and bar.total == 10
+    with _progress_bar(10 * _CHUNK_ROWS, None) as bar:  # tqdm decides (a terminal or not)
+        assert bar.total == 10 * _CHUNK_ROWS
