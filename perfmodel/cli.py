@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import math
+import os
 import re
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,14 +224,113 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
 
     df = perfmodel.sweep(**axes)
     write_table(df, stage / table_name)
-    _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+    draw_heatmap = None
     if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
         grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}
         grid["kv_transfer_bandwidth"] = np.geomspace(1, 1000, 61)
-        _save(pp.heatmap_figure(perfmodel.sweep(**grid), budgets_ms=(10, 50, 100)), stage / "heatmap.png")
-    plt.close("all")
-    print(_summary(df, tokens))
+        draw_heatmap = functools.partial(_draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png")
+    with _alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
+        _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+        plt.close("all")
+        summary = _summary(df, tokens)
+    print(summary)
     return len(df)
+
+
+def _fork_is_safe_and_useful() -> bool:
+    """A second core, on Linux, with no other Python thread running.
+
+    The child only draws (matplotlib, numpy, PIL; any model call in it runs serially). The
+    native threads a process may have here (OpenBLAS's, pyarrow's, numba's) prepare for a
+    fork themselves; a Python thread could hold a lock the child would then wait on forever
+    (e.g. when :func:`main` is called from a notebook), so then nothing is forked. macOS
+    does not support forking a process with its system libraries loaded.
+    """
+    import multiprocessing
+    import threading
+
+    return sys.platform == "linux" and len(os.sched_getaffinity(0)) > 1 and threading.active_count() == 1 \
+        and "fork" in multiprocessing.get_all_start_methods()
+
+
+@contextlib.contextmanager
+def _alongside(task: Callable[[], None] | None) -> Iterator[None]:
+    """Run ``task`` in a forked child process while the block runs (when :func:`_fork_is_safe_and_useful`),
+    else after the block, in this process.
+
+    Leaving the block normally waits for the child and raises its error, if any, here. Leaving it
+    by an error or an interrupt stops the child first, so nothing the child writes outlives the
+    block (a staging folder is removed right after).
+    """
+    if task is None:
+        yield
+        return
+    if not _fork_is_safe_and_useful():
+        yield
+        task()
+        return
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_run_and_report, args=(task, send, _SIGNALS), name="perfmodel-draw",
+                            daemon=True)
+    # The child inherits this process's signal handlers, which raise; one landing while it starts up
+    # would be swallowed there. So it starts with these signals blocked, and unblocks them with their
+    # default action (end at once: it has nothing to clean up). start() flushes the standard streams
+    # first, so nothing buffered here is printed twice.
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        with warnings.catch_warnings():  # Python >= 3.12 warns of any thread, the native ones above too
+            warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
+            child.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    send.close()
+    try:
+        yield
+        try:
+            error = receive.recv()
+        except EOFError:  # died without a word: killed, or crashed in C
+            child.join()
+            error = RuntimeError(f"the drawing process ended without finishing (exit code {child.exitcode})")
+        child.join()
+        if error is not None:
+            raise error
+    finally:
+        receive.close()
+        if child.is_alive():  # left by an error or an interrupt: stop it before anything it writes is cleaned up
+            child.terminate()
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+                child.join()
+
+
+#: The signals that interrupt the command (Ctrl-C, ``kill``, a closed terminal).
+_SIGNALS = frozenset(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+def _run_and_report(task: Callable[[], None], send: Any, signals: frozenset[int]) -> None:
+    """In the child of :func:`_alongside`: default signal actions, then run ``task``, send back ``None`` or its error."""
+    for signum in signals:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+    try:
+        task()
+        error = None
+    except BaseException as raised:  # noqa: BLE001 (an interrupt too: the parent decides what it means)
+        error = raised
+    try:
+        send.send(error)
+    except Exception:  # an error that does not pickle: its type and message
+        send.send(RuntimeError(f"{type(error).__name__}: {error}"))
+
+
+def _draw_heatmap(grid: Any, path: Path) -> None:
+    import perfmodel.plotting as pp
+
+    _save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100)), path)
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -739,10 +841,9 @@ def _preload(command: str) -> None:
     import importlib
 
     pending: list[int] = []
-    signums = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     previous = {}
     try:
-        for signum in signums:
+        for signum in _SIGNALS:
             previous[signum] = signal.signal(signum, lambda received, _frame: pending.append(received))
     except ValueError:  # not the main thread: nothing to hold back
         pass

@@ -183,3 +183,87 @@ def test_the_installed_command_exits_with_mains_code_and_all_its_output(tmp_path
     done = subprocess.run([sys.executable, "-c", code.format(args=["sweep", "--tokens", "0"])], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 2 and "error" in done.stderr
+
+
+# --- the main job draws its two figures side by side (a forked child draws the heatmap) ----------
+
+FORKS = [True, False] if sys.platform == "linux" else [False]
+
+
+@pytest.fixture(params=FORKS, ids=lambda fork: "forked" if fork else "in-process")
+def drawing(request, monkeypatch):
+    import perfmodel.cli as cli
+
+    monkeypatch.setattr(cli, "_fork_is_safe_and_useful", lambda: request.param)
+    return request.param
+
+
+def test_both_drawing_paths_write_the_same_figures(tmp_path, drawing, capsys):
+    from perfmodel.cli import main
+
+    assert main(["sweep", "--tokens", "1k:32k", "--model", "qwen3-32b", "--out", str(tmp_path / "r")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("handoff delay (ms) at prompt length") == 1 and printed.count("wrote ") == 1, printed
+    reference = tmp_path / "reference"
+    assert main(["sweep", "--tokens", "1k:32k", "--model", "qwen3-32b", "--out", str(reference)]) == 0
+    for name in ("delay_vs_tokens.png", "heatmap.png", "sweep.csv"):
+        assert (tmp_path / "r" / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_a_failed_figure_is_reported_and_nothing_is_written(tmp_path, drawing, capsys, monkeypatch):
+    import perfmodel.plotting as pp
+    from perfmodel.cli import main
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device", "heatmap.png")
+
+    monkeypatch.setattr(pp, "heatmap_figure", disk_full)
+    assert main(["sweep", "--tokens", "1k:32k", "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.strip() == "perfmodel sweep: error: heatmap.png: No space left on device"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failure_beside_the_drawing_child_stops_it_before_cleaning_up(tmp_path, drawing, capsys, monkeypatch):
+    """The parent fails while the child still draws: the child is stopped, so it never writes into the
+    (removed) staging folder or anywhere else afterwards."""
+    import multiprocessing
+    import time
+
+    import perfmodel.plotting as pp
+    from perfmodel.cli import main
+
+    def slow_heatmap(*args, **kwargs):
+        time.sleep(1.0)
+        (tmp_path / "late").write_text("the child outlived the command")
+        raise AssertionError("unreachable when the child is stopped")
+
+    def broken(*args, **kwargs):
+        raise ValueError("no figure today")
+
+    monkeypatch.setattr(pp, "heatmap_figure", slow_heatmap)
+    monkeypatch.setattr(pp, "delay_vs_tokens_figure", broken)
+    started = time.perf_counter()
+    assert main(["sweep", "--tokens", "1k:32k", "--out", str(tmp_path / "r")]) == 2
+    assert "no figure today" in capsys.readouterr().err
+    if drawing:
+        assert time.perf_counter() - started < 1.0 or not (tmp_path / "late").exists()
+        assert multiprocessing.active_children() == []
+        time.sleep(1.5)
+        assert not (tmp_path / "late").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_nothing_is_forked_beside_another_python_thread():
+    """A Python thread could hold a lock a forked child would wait on forever (a notebook has several)."""
+    import threading
+
+    from perfmodel.cli import _fork_is_safe_and_useful
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not _fork_is_safe_and_useful()
+    finally:
+        stop.set()
+        thread.join()

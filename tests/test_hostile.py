@@ -172,6 +172,43 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path, delay_s):
     assert not (tmp_path / "r").exists() or process.returncode == 0
 
 
+_SIGNAL_WHILE_DRAWING = """
+import os, signal, sys, time
+from pathlib import Path
+import perfmodel.cli as cli, perfmodel.plotting as pp
+out, signame, drawing = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+def slow_heatmap(*args, **kwargs):  # the drawing child: still at work when the signal comes
+    time.sleep(1.0)
+    (out.parent / "late").write_text("the child outlived the command")
+def signalled(*args, **kwargs):  # the parent, while the child draws: Ctrl-C to the whole group, or a kill
+    if signame == "SIGINT":
+        os.killpg(0, signal.SIGINT)
+    else:
+        os.kill(os.getpid(), getattr(signal, signame))
+    time.sleep(5)
+cli._fork_is_safe_and_useful = lambda: drawing == "fork"
+pp.heatmap_figure, pp.delay_vs_tokens_figure = slow_heatmap, signalled
+sys.argv = ["perfmodel", "sweep", "--tokens", "1k:32k", "--out", str(out)]
+cli.console()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the figures are drawn side by side on Linux only")
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("drawing", ["fork", "in-process"])
+def test_a_signal_while_the_figures_are_drawn_leaves_nothing_behind(tmp_path, signame, drawing):
+    """Interrupted while a child draws the heatmap: one line, the signal's exit code, no output folder,
+    no staging folder, and no child writing anything afterwards."""
+    process = subprocess.Popen([sys.executable, "-c", _SIGNAL_WHILE_DRAWING, str(tmp_path / "r"), signame, drawing],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _, stderr = process.communicate(timeout=120)
+    signum = getattr(signal, signame)
+    assert process.returncode == 128 + signum, (process.returncode, stderr)
+    assert stderr.strip() == f"perfmodel: interrupted ({signame}); no output was written or changed", stderr
+    time.sleep(1.5)  # long enough for a child left running to write its file
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("suffix, opener", [(".csv.gz", gzip.open), (".jsonl.xz", lzma.open), (".csv.bz2", None),
                                             (".jsonl.zst", None)])
 def test_compression_follows_the_output_suffix(tmp_path, suffix, opener):
