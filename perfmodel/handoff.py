@@ -9,11 +9,12 @@ which argument, row and value were at fault.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -328,29 +329,39 @@ def _check_out(out: Any, n: int, args: list[_Arg]) -> np.ndarray:
 _parallel_lock = threading.Lock()
 
 
+@contextlib.contextmanager
+def parallel_turn(wanted: bool = True) -> Iterator[bool]:
+    """Whether this thread may run numba parallel code now (``wanted`` and no other thread is).
+
+    numba's default ``workqueue`` threading layer is not safe when several Python threads
+    enter parallel code at once (dask's threaded scheduler does): a thread that finds the
+    parallel code busy runs the serial version instead.
+    """
+    turn = wanted and _parallel_lock.acquire(blocking=False)
+    try:
+        yield turn
+    finally:
+        if turn:
+            _parallel_lock.release()
+
+
 def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
                 num_threads: int | None, bytes_out: np.ndarray | None = None) -> int:
-    """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time.
-
-    numba's default ``workqueue`` threading layer is not safe when several Python
-    threads enter parallel code at once (dask's threaded scheduler does): a thread that
-    finds the parallel kernel busy runs the serial one instead.
-    """
+    """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time
+    (:func:`parallel_turn`)."""
     n = out.shape[0]
     if parallel is None:
         parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.get_num_threads()) > 1
-    if parallel and _parallel_lock.acquire(blocking=False):
-        try:
-            if num_threads is None:
-                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+    with parallel_turn(parallel) as turn:
+        if turn and num_threads is not None:
             previous = numba.get_num_threads()
             numba.set_num_threads(num_threads)
             try:
                 return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
             finally:
                 numba.set_num_threads(previous)
-        finally:
-            _parallel_lock.release()
+        if turn:
+            return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
     return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 
 

@@ -425,17 +425,20 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
 
 
 @settings(max_examples=100, deadline=None)
-@given(values=st.lists(st.integers(-2**40, 2**40), max_size=300), shift=st.sampled_from([0, 63, 64, 2**62]))
-def test_ranked_ids_are_the_ranks_of_the_values(values, shift):
-    """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats."""
-    from perfmodel._replay import ranked_ids
+@given(values=st.lists(st.integers(-2**40, 2**40), max_size=300), shift=st.sampled_from([0, 63, 64, 2**62]),
+       parallel=st.sampled_from([(False, 1), (True, 1), (True, 2), (True, 3)]))
+def test_ranked_ids_are_the_ranks_of_the_values(values, shift, parallel):
+    """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats;
+    serial, and parallel with one bitmap per part (parts splitting the values anywhere)."""
+    from perfmodel._replay import ranked_ids, ranked_ids_parallel
 
     values = np.asarray(values, dtype=np.int64)
     values = values - values.min() + shift if values.size else values
     if values.size and values.max() - values.min() > 2**20:
         values = values % 100_003 + shift  # keep the bitmap small
     out = np.empty(values.size, dtype=np.int64)
-    count = ranked_ids(values, values.min() if values.size else 0, out)
+    rank, parts = (ranked_ids_parallel if parallel[0] else ranked_ids), parallel[1]
+    count = rank(values, values.min() if values.size else 0, out, parts)
     ranks = np.unique(values, return_inverse=True)[1].reshape(-1) if values.size else values
     np.testing.assert_array_equal(out, ranks)
     assert count == len(np.unique(values))
@@ -459,3 +462,23 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
     bad.write_text('arrival_ms,num_input_tokens,hash_ids\n0,100,"[1, 2]"\n5,100,oops\n')
     with pytest.raises(ValueError, match=r"row 1 holds 'oops', not a list of block ids"):
         read_trace(bad)
+
+
+def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypatch):
+    """Above the parallel threshold the ranking runs over threads (when the parallel turn is free):
+    the same dense ids as numpy's ranking, and the same as the serial path."""
+    import perfmodel.handoff as handoff
+    from perfmodel.replay import _flat_hashes
+
+    from perfmodel import synthetic_trace
+
+    trace = synthetic_trace(8000, rate_per_s=100, seed=3)
+    dense, offsets, unique = _flat_hashes(trace)
+    assert dense.size >= handoff.PARALLEL_MIN_ROWS
+    flat = np.concatenate(trace["hash_ids"].to_list())
+    np.testing.assert_array_equal(dense, np.unique(flat, return_inverse=True)[1].reshape(-1))
+    assert unique == len(np.unique(flat))
+    with handoff.parallel_turn() as turn:  # another thread holds the parallel turn: the serial path
+        assert turn
+        serial = _flat_hashes(trace)
+    np.testing.assert_array_equal(serial[0], dense)
