@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfmodel
-from perfmodel import InputError, kv_bytes, kv_bytes_per_token, kv_terms
+from perfmodel import kv_bytes, kv_bytes_per_token, kv_terms
 
 from .reference import handoff_delay_row, layer_bytes
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import perfmodel
 from perfmodel import InputError, replay_grid, replay_handoffs, summarize, synthetic_trace
 from perfmodel.replay import GRID_AXES
 
