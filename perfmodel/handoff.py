@@ -345,6 +345,13 @@ def parallel_turn(wanted: bool = True) -> Iterator[bool]:
             _parallel_lock.release()
 
 
+def keep_numba_serial() -> None:
+    """From now on this process runs only the serial versions of numba's parallel code (it takes
+    the parallel turn for good). For a forked child: the threading layer its parent started does
+    not survive the fork (GNU OpenMP ends a child that enters it)."""
+    _parallel_lock.acquire(blocking=False)
+
+
 def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
                 num_threads: int | None, bytes_out: np.ndarray | None = None) -> int:
     """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time

@@ -267,3 +267,24 @@ def test_nothing_is_forked_beside_another_python_thread():
     finally:
         stop.set()
         thread.join()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forks on Linux only")
+def test_the_drawing_child_runs_numbas_parallel_code_serially(monkeypatch):
+    """A threading layer the parent started does not survive a fork (GNU OpenMP ends a child that
+    enters it): in the child, every kernel takes its serial version."""
+    import numpy as np
+
+    import perfmodel
+    import perfmodel.cli as cli
+
+    monkeypatch.setattr(cli, "_fork_is_safe_and_useful", lambda: True)
+    tokens = np.arange(1, 200_001)
+    expected = perfmodel.handoff_delay_ms(tokens, 50.0, 1000, parallel=True)  # the parent's layer starts
+
+    def in_the_child() -> None:
+        if not np.array_equal(perfmodel.handoff_delay_ms(tokens, 50.0, 1000, parallel=True), expected):
+            raise AssertionError("the child computed other delays")
+
+    with cli._alongside(in_the_child):
+        pass
