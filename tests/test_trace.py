@@ -98,6 +98,18 @@ def test_generic_csv_with_mapping_and_datetimes(tmp_path):
         read_trace(path)
 
 
+def test_a_csv_trace_reads_its_numbers_exactly(tmp_path):
+    """Every float as written, to the last bit (pandas 2's default CSV parser is off by one unit in the
+    last place for some, e.g. 0.30000000000000004 read as 0.3)."""
+    arrival = np.array([0.30000000000000004, 9.999999999999999e-05, 1234.5678901234567, 0.0])
+    ready = arrival + np.array([0.1, 0.2, 1e-13, 7.000000000000001])
+    path = tmp_path / "requests.csv"
+    pd.DataFrame({"arrival_ms": arrival, "num_input_tokens": [1, 2, 3, 4], "ready_ms": ready}).to_csv(path, index=False)
+    trace = read_trace(path, columns={"ready_ms": "ready_ms"})
+    np.testing.assert_array_equal(trace["arrival_ms"].to_numpy(), arrival - arrival.min())
+    np.testing.assert_array_equal(trace["ready_ms"].to_numpy(), ready - arrival.min())
+
+
 def test_ready_times_from_a_generic_trace(tmp_path):
     path = tmp_path / "requests.csv"
     pd.DataFrame({"t": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"], "prompt": [10_000, 10_000],
