@@ -8,7 +8,8 @@ order) and the median of the repeats is taken, so machine noise hits both alike.
 Absolute times vary between machines; the ratios are what the targets constrain.
 Timings never decide a test: CI runs ``--quick`` only to keep this script working.
 Results: a table on the terminal and JSON (``bench/results/latest.json`` for a full run,
-``bench/results/quick.json`` for ``--quick``, so a smoke run never replaces the committed figures).
+``bench/results/quick.json`` for ``--quick``, ``partial.json`` for ``--only``: a smoke or partial run never
+replaces the committed figures).
 """
 
 from __future__ import annotations
@@ -454,11 +455,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=list(SECTIONS), help="run only these sections")
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the JSON results (default: bench/results/latest.json for a full run, "
-                             "bench/results/quick.json with --quick: a quick run never replaces the full one)")
+                             "quick.json with --quick, partial.json with --only: only a full run replaces the full one)")
     parser.add_argument("--readme", action="store_true", help="rewrite the README's performance table from this run")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = ROOT / "bench" / "results" / ("quick.json" if args.quick else "latest.json")
+        args.out = ROOT / "bench" / "results" / ("quick.json" if args.quick else "partial.json" if args.only else
+                                                 "latest.json")
     if args.readme and (args.quick or args.only):
         parser.error("--readme takes a full run (no --quick, no --only): the table states the full run's figures")
     env = environment()
