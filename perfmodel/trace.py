@@ -40,6 +40,7 @@ _HASH_TYPE = pa.list_(pa.int64())
 #: unless asked for round trips; pandas 3 reads them exactly by default (and deprecates the option).
 _EXACT_FLOATS: dict[str, str] = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
 
+
 def _detect(path: Path) -> str:
     """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`) and a CSV's header."""
     from .io import _csv_header, detect
