@@ -359,16 +359,15 @@ def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarra
     n = out.shape[0]
     if parallel is None:
         parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.get_num_threads()) > 1
-    with parallel_turn(parallel) as turn:
-        if turn and num_threads is not None:
-            previous = numba.get_num_threads()
-            numba.set_num_threads(num_threads)
-            try:
-                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
-            finally:
-                numba.set_num_threads(previous)
-        if turn:
-            return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+    if parallel:  # (small calls skip the turn altogether: they are the per-call edge)
+        with parallel_turn() as turn:
+            if turn:
+                previous = numba.get_num_threads()
+                numba.set_num_threads(num_threads or previous)
+                try:
+                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+                finally:
+                    numba.set_num_threads(previous)
     return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 
 

@@ -129,10 +129,10 @@ def read_trace(
     - ``csv`` / ``parquet``: any table; ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
       datetimes is converted to ms); columns already named ``arrival_ms``,
-      ``num_input_tokens``, ``num_output_tokens`` or ``hash_ids`` are found by their names
-      (so a trace saved with ``trace.to_parquet`` or ``to_csv`` reads back as it was;
-      ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or ``[12 13]``). An optional
-      ``ready_ms`` column (when each prefill completed, on the same clock) is kept for
+      ``num_input_tokens``, ``num_output_tokens``, ``ready_ms`` or ``hash_ids`` are found by
+      their names (so a trace saved with ``trace.to_parquet`` or ``to_csv`` reads back as it
+      was; ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or ``[12 13]``). The
+      optional ``ready_ms`` (when each prefill completed, on the same clock) is kept for
       :func:`replay_handoffs`.
 
     Parameters
@@ -192,7 +192,7 @@ def read_trace(
                               "num_output_tokens": "GeneratedTokens"}, path, errors)
     elif fmt in ("csv", "parquet"):
         raw = _read_parquet(path) if fmt == "parquet" else pd.read_csv(path, **_EXACT_FLOATS)
-        found = {c: c for c in (*_CANONICAL, "hash_ids") if c in raw}  # columns already under their own names
+        found = {c: c for c in (*_CANONICAL, "ready_ms", "hash_ids") if c in raw}  # columns under their own names
         df = _canonical(raw, {**found, **(columns or {})}, path, errors)
     else:
         raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv' or 'parquet'")

@@ -105,9 +105,20 @@ def test_a_csv_trace_reads_its_numbers_exactly(tmp_path):
     ready = arrival + np.array([0.1, 0.2, 1e-13, 7.000000000000001])
     path = tmp_path / "requests.csv"
     pd.DataFrame({"arrival_ms": arrival, "num_input_tokens": [1, 2, 3, 4], "ready_ms": ready}).to_csv(path, index=False)
-    trace = read_trace(path, columns={"ready_ms": "ready_ms"})
+    trace = read_trace(path)  # every column under its own name is found, ready_ms too
     np.testing.assert_array_equal(trace["arrival_ms"].to_numpy(), arrival - arrival.min())
     np.testing.assert_array_equal(trace["ready_ms"].to_numpy(), ready - arrival.min())
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_ready_ms_column_is_kept_not_dropped(tmp_path, suffix):
+    """A trace saved with its prefill completion times reads back with them (they were silently
+    dropped unless mapped by hand, and the replay then started every transfer at arrival)."""
+    frame = pd.DataFrame({"arrival_ms": [0.0, 10.0], "num_input_tokens": [100, 200], "ready_ms": [5.0, 30.0]})
+    path = tmp_path / f"trace{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    trace = read_trace(path)
+    assert trace["ready_ms"].tolist() == [5.0, 30.0]
 
 
 def test_ready_times_from_a_generic_trace(tmp_path):
