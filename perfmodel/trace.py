@@ -271,10 +271,18 @@ def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
 
 
 def _times_ms(column: pd.Series, origin: Any = None) -> tuple[pd.Series, Any]:
-    """Times as float ms: numbers as they are; datetimes from ``origin`` (default: their earliest)."""
-    if pd.api.types.is_numeric_dtype(column):
-        return pd.to_numeric(column, errors="coerce").astype("float64"), None
-    parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+    """Times as float ms, and the origin of datetimes (None for numbers): numbers as they are;
+    datetimes from ``origin`` (default: their earliest). A text column is numbers unless more of
+    its values read as datetimes, so a stray word spoils its own row only (and "25" stays 25 ms)."""
+    if pd.api.types.is_datetime64_any_dtype(column):
+        parsed = column
+    else:
+        numbers = pd.to_numeric(column, errors="coerce").astype("float64")
+        if pd.api.types.is_numeric_dtype(column):
+            return numbers, None
+        parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+        if numbers.notna().sum() >= parsed.notna().sum():
+            return numbers, None
     origin = parsed.min() if origin is None else origin
     return (parsed - origin).dt.total_seconds() * 1000.0, origin
 
@@ -299,7 +307,12 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
         if "num_output_tokens" in mapping else 0,
     })
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
-        out["ready_ms"], _ = _times_ms(raw[mapping["ready_ms"]], origin)
+        out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin)
+        if (ready_origin is None) != (origin is None):
+            kinds = {True: "numbers (ms)", False: "datetimes"}
+            raise ValueError(f"{path}: ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "
+                             f"arrival_ms ({mapping['arrival_ms']!r}) holds {kinds[origin is None]}. Fix: give both "
+                             "times on one clock")
     if "hash_ids" in mapping:
         out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(_hash_lists(raw[mapping["hash_ids"]], path)),
                                     index=out.index)

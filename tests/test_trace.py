@@ -121,6 +121,42 @@ def test_a_ready_ms_column_is_kept_not_dropped(tmp_path, suffix):
     assert trace["ready_ms"].tolist() == [5.0, 30.0]
 
 
+@pytest.mark.parametrize("column", ["arrival_ms", "ready_ms"])
+def test_one_bad_time_spoils_one_row_not_the_column(tmp_path, column):
+    """A column of numbers with one stray word was read as datetimes: every row became malformed (and
+    errors='skip' dropped them all). The word's row alone is malformed; the others keep their numbers."""
+    frame = pd.DataFrame({"arrival_ms": ["0", "10", "20"], "num_input_tokens": [100, 200, 300],
+                          "ready_ms": ["5", "15", "25"]})
+    frame.loc[1, column] = "abc"
+    path = tmp_path / "requests.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"line 3: 1 malformed row"):
+        read_trace(path)
+    with pytest.warns(UserWarning, match="skipped 1 malformed line"):
+        trace = read_trace(path, errors="skip")
+    assert trace["num_input_tokens"].tolist() == [100, 300]
+    assert trace["ready_ms"].tolist() == [5.0, 25.0]
+
+
+@pytest.mark.parametrize("utc", [False, True])
+def test_a_parquet_trace_with_timestamp_columns(tmp_path, utc):
+    """Timestamps (a datetime dtype, not text) are times from the earliest arrival, in ms."""
+    when = pd.to_datetime(["2026-01-01 00:00:01.000", "2026-01-01 00:00:00.500"], utc=utc)
+    pd.DataFrame({"arrival_ms": when, "num_input_tokens": [1, 2], "ready_ms": when + pd.Timedelta("250ms")}) \
+        .to_parquet(tmp_path / "t.parquet")
+    trace = read_trace(tmp_path / "t.parquet")
+    assert trace["arrival_ms"].tolist() == [500.0, 0.0] and trace["ready_ms"].tolist() == [750.0, 250.0]
+
+
+def test_arrival_and_ready_times_on_different_clocks_are_refused(tmp_path):
+    """Arrivals in ms and completions as datetimes (or the reverse) cannot be put on one clock."""
+    path = tmp_path / "requests.csv"
+    pd.DataFrame({"arrival_ms": [0, 10], "num_input_tokens": [1, 2],
+                  "ready_ms": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"ready_ms.*datetimes.*arrival_ms.*numbers"):
+        read_trace(path)
+
+
 def test_ready_times_from_a_generic_trace(tmp_path):
     path = tmp_path / "requests.csv"
     pd.DataFrame({"t": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"], "prompt": [10_000, 10_000],
