@@ -157,11 +157,35 @@ def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, mi
 
 
 def distinct(data: Any) -> tuple[np.ndarray, Any]:
-    """(codes, distinct labels) of a column: -1 codes missing labels (Categorical codes are reused)."""
+    """(codes, distinct labels) of a column: -1 codes missing labels. Categorical codes are reused
+    as they are, Arrow-backed columns are encoded by Arrow (its int32 indices, no 64-bit copy)."""
     if isinstance(data.dtype, pd.CategoricalDtype):
         categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
         return np.asarray(categorical.codes), categorical.categories
+    if _arrow_backed(data):
+        return _arrow_codes(data)
     return pd.factorize(data, use_na_sentinel=True)
+
+
+def _arrow_backed(data: Any) -> bool:
+    """Whether a pandas column keeps its values in Arrow (``string[pyarrow]``, ``str``, ``ArrowDtype``)."""
+    dtype = getattr(data, "dtype", None)
+    return isinstance(dtype, pd.ArrowDtype) or (
+        isinstance(dtype, pd.StringDtype) and dtype.storage in ("pyarrow", "pyarrow_numpy"))
+
+
+def _arrow_codes(data: Any) -> tuple[np.ndarray, list]:
+    """(codes, distinct labels) of an Arrow-backed column by Arrow's dictionary encoding (chunks unified)."""
+    import pyarrow as pa
+
+    encoded = pa.array(getattr(data, "array", data)).dictionary_encode()  # a dictionary column stays as it is
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks() if encoded.num_chunks else pa.array([], encoded.type)
+    indices = encoded.indices
+    if indices.null_count:  # missing labels: code -1
+        indices = indices.cast(pa.int64() if pa.types.is_unsigned_integer(indices.type) else indices.type)
+        indices = indices.fill_null(-1)
+    return indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
 
 def spread(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:

@@ -26,7 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 from . import _kernels, _resolve
 from ._codes import TransferMode, WorkerType
 from ._coerce import (
-    UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, whole_numbers,
+    UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, distinct,
+    spread, whole_numbers,
 )
 from .errors import InputError, check_choice, check_flag, check_whole
 from .links import Link
@@ -130,7 +131,7 @@ class _Arg:
     name: str
     value: Any  # numpy scalar, or read-only C-contiguous 1-D array
     original: Any  # 1-D array of what the caller gave (before conversion)
-    masks: tuple[np.uint64, np.uint64] | None = None  # value holds category codes: see _category_codes
+    masks: tuple[np.uint64, np.uint64] | None = None  # value holds label codes: see _label_codes
 
     @property
     def is_array(self) -> bool:
@@ -182,8 +183,8 @@ def _coerce(name: str, value: Any) -> _Arg:
         return _Arg(name, scalar_value, [value])
     rule = _RULES[name]
     data, scalar = _as_1d(name, value)
-    if rule.kind == "code" and not scalar and isinstance(data.dtype, pd.CategoricalDtype):
-        coded = _category_codes(name, data)
+    if rule.kind == "code" and not scalar and _holds_text(data):
+        coded = _label_codes(name, data)
         if coded is not None:
             return coded
     if rule.kind == "count":
@@ -197,22 +198,30 @@ def _coerce(name: str, value: Any) -> _Arg:
     return _Arg(name, _read_only(converted), data)
 
 
-def _category_codes(name: str, data: Any) -> _Arg | None:
-    """A categorical column of up to 64 categories as its own int8 codes and two bit masks over them
-    (the categories whose value is 1 (prefill, destination_missing), the valid ones), which the kernel
-    decodes row by row: no full-length pass spreading the categories' values before it, whatever the
-    categories' order. None for more categories (the general path spreads them)."""
-    categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
-    codes = np.asarray(categorical.codes)
-    if len(categorical.categories) > 64 or codes.dtype != np.int8:
+def _holds_text(data: Any) -> bool:
+    """Whether a column holds labels to encode (categories, strings, objects), not numeric codes."""
+    dtype = data.dtype
+    return isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)) or dtype.kind in "OUS" or (
+        isinstance(dtype, pd.ArrowDtype) and not dtype.kind in "iufb")
+
+
+def _label_codes(name: str, data: Any) -> _Arg | None:
+    """A column of labels (categorical, text, objects) as the codes of its distinct labels (a
+    categorical's own, Arrow's dictionary indices, else pandas' factorization) and, for up to 64
+    labels, two bit masks over them (the labels whose value is 1 (prefill, destination_missing), the
+    valid ones), which the kernel decodes row by row: no full-length pass spreading the labels'
+    values before it. More labels are spread to their values; None for labels that cannot be hashed."""
+    try:
+        codes, labels = distinct(data)
+    except TypeError:  # unhashable entries (lists): the general path
         return None
-    rule, one, valid = _RULES[name], 0, 0
-    for position, label in enumerate(categorical.categories):
-        value = _code_of(label, rule.names, 2 if name == "worker_type" else 1, False)
-        if value != UNPARSEABLE:
-            valid |= 1 << position
-            one |= int(value == 1) << position
-    return _Arg(name, _read_only(codes), data, (np.uint64(one), np.uint64(valid)))
+    rule = _RULES[name]
+    values = [_code_of(label, rule.names, 2 if name == "worker_type" else 1, False) for label in labels]
+    if len(values) > 64:
+        return _Arg(name, _read_only(spread(codes, np.array([*values, UNPARSEABLE], dtype=np.int8))), data)
+    one = sum(1 << position for position, value in enumerate(values) if value == 1)
+    valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
+    return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
 
 
 def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> _kernels.Inputs:

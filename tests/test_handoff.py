@@ -535,3 +535,86 @@ def test_categorical_codes_reach_the_kernel_without_a_copy():
     assert _coerce("worker_type", pd.Series(many)).masks is None  # beyond 64 categories: spread as before
     np.testing.assert_array_equal(handoff_delay_ms([10, 10], 1.0, 1000, worker_type=many[:2], errors="coerce"),
                                   [0.01, np.nan])
+
+
+# --- text labels: codes decoded in the kernel, no full-length pass before it ------------------
+
+_EXPECTED_WORKER = {"aggregated": 0, "prefill": 1, "decode": 2, "PREFILL ": 1, "2": 2, "bogus": -1, None: -1}
+_EXPECTED_MODE = {"full_prompt": 0, "destination_missing": 1, "Destination_Missing": 1, "0": 0, "nope": -1, None: -1}
+
+
+def _text_forms(labels: list) -> dict[str, object]:
+    """One column of labels (None: missing) in every form a user's text can take."""
+    import pyarrow as pa
+
+    half = len(labels) // 2
+    chunks = pa.chunked_array([pa.array(labels[:half], pa.string()), pa.array([], pa.string()),
+                               pa.array(labels[half:], pa.string())], pa.string())
+    forms = {
+        "list": list(labels),
+        "object array": np.array(labels, dtype=object),
+        "object Series": pd.Series(labels, dtype=object),
+        "python strings": pd.Series(labels, dtype=pd.StringDtype("python")),
+        "arrow strings": pd.Series(labels, dtype=pd.StringDtype("pyarrow")),
+        "arrow string": pd.Series(labels, dtype=pd.ArrowDtype(pa.string())),
+        "arrow large_string": pd.Series(labels, dtype=pd.ArrowDtype(pa.large_string())),
+        "arrow dictionary": pd.Series(labels, dtype=pd.ArrowDtype(pa.dictionary(pa.int8(), pa.string()))),
+        "arrow chunks": pd.Series(pd.arrays.ArrowExtensionArray(chunks)),
+    }
+    if None not in labels:
+        forms["numpy unicode"] = np.array(labels, dtype=str)
+    return forms
+
+
+@given(st.data(), st.integers(1, 300), st.booleans())
+def test_text_labels_in_every_form_equal_their_codes(data, n, parallel):
+    """Worker types and modes given as text (object, python and Arrow strings, chunked Arrow, Arrow
+    dictionaries; unknown, padded, numeric and missing labels) give exactly what their codes give,
+    and a bad label is reported at its row."""
+    workers = data.draw(st.lists(st.sampled_from(list(_EXPECTED_WORKER)), min_size=n, max_size=n))
+    modes = data.draw(st.lists(st.sampled_from(list(_EXPECTED_MODE)), min_size=n, max_size=n))
+    rng = np.random.default_rng(n)
+    args = (rng.integers(0, 5000, n), rng.choice([0.0, 10.0, np.nan, np.inf], n), 1000)
+    kw = dict(destination_missing_tokens=rng.integers(0, 5000, n), parallel=parallel)
+    worker_codes = np.array([_EXPECTED_WORKER[w] for w in workers], dtype=np.int8)
+    mode_codes = np.array([_EXPECTED_MODE[m] for m in modes], dtype=np.int8)
+    expected = handoff_delay_ms(*args, worker_type=worker_codes, mode=mode_codes, errors="coerce", **kw)
+    first_bad = next((i for i in range(n) if worker_codes[i] < 0), None)
+    mode_forms = _text_forms(modes)
+    for form, column in _text_forms(workers).items():
+        mode_column = mode_forms.get(form, mode_forms["object array"])
+        got = handoff_delay_ms(*args, worker_type=column, mode=mode_column, errors="coerce", **kw)
+        np.testing.assert_array_equal(got, expected, err_msg=form)
+        if first_bad is not None:
+            with pytest.raises(InputError) as raised:
+                handoff_delay_ms(*args, worker_type=column, mode=mode_column, **kw)
+            assert raised.value.argument == "worker_type" and raised.value.row == first_bad, form
+            assert raised.value.n_invalid == int((worker_codes < 0).sum()), form
+
+
+def test_text_labels_reach_the_kernel_as_codes_and_masks(monkeypatch):
+    """No full-length pass spreads text labels' values before the kernel: the kernel decodes the
+    codes of each distinct label (up to 64 of them) through two masks."""
+    from perfmodel import _coerce as coerce_module, _kernels
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a full-length pass spread the labels before the kernel")
+
+    for module, name in ((coerce_module, "spread"), (_kernels, "gather"), (_kernels, "gather_bytes")):
+        monkeypatch.setattr(module, name, refused)
+    labels = ["prefill", "decode", "aggregated", None] * 3000
+    for form, column in _text_forms(labels).items():
+        arg = _coerce("worker_type", column)
+        assert arg.masks is not None and arg.value.dtype.kind == "i", form
+        delays = handoff_delay_ms(10, 1.0, 1000, worker_type=column, errors="coerce")
+        np.testing.assert_array_equal(delays, np.tile([0.01, np.nan, np.nan, np.nan], 3000), err_msg=form)
+    arrow = pd.Series(labels[:4000], dtype=pd.StringDtype("pyarrow"))
+    assert _coerce("worker_type", arrow).value.dtype == np.int32  # Arrow's own dictionary indices
+
+
+def test_more_than_64_distinct_labels_still_give_their_values():
+    labels = ["prefill", "decode"] + [f"label {k}" for k in range(70)]
+    for column in (np.array(labels, dtype=object), pd.Series(labels, dtype=pd.StringDtype("pyarrow"))):
+        assert _coerce("worker_type", column).masks is None
+        delays = handoff_delay_ms(10, 1.0, 1000, worker_type=column, errors="coerce")
+        np.testing.assert_array_equal(delays, [0.01] + [np.nan] * 71)
