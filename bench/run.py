@@ -136,7 +136,8 @@ def bench_kernel(quick: bool) -> list[Row]:
         label = f"{n / 1e6:g}M rows"
         for side in ("kernel serial", "kernel parallel", "kernel auto"):
             ratio = t.ratio(side, floor)
-            target, met = at_most(ratio, 1.1) if side == "kernel auto" else ("", None)
+            # the call users make (numpy-level, 1M rows: issue 15's 1.15; the kernel at 4M+ rows: 1.1)
+            target, met = at_most(ratio, 1.15 if n == 1_000_000 else 1.1) if side == "kernel auto" else ("", None)
             rows.append(Row(f"{side} / memory floor, {label}", t[side] * 1e3, "ms", ratio, target, met))
         rows.append(Row(f"kernel auto with a new output / memory floor, {label}",
                         t["kernel auto, new output"] * 1e3, "ms", t.ratio("kernel auto, new output", floor)))
@@ -160,23 +161,20 @@ def bench_edge(quick: bool) -> Row:
     """The per-call edge: a 10-row call through handoff_delay_ms (coercion and checks of every argument)
     against the compiled kernel called directly on the same, already coerced, inputs."""
     from perfmodel import _kernels
-    from perfmodel.handoff import _handoff
+    import perfmodel.handoff as handoff
 
     inputs = natural_inputs(10, seed=3)
     out = np.empty(10)
-    names = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed")
     record = None
 
-    def capture(values, *args):  # the kernel's record, as _handoff builds it
+    def capture(values, *args):  # the kernel's inputs, as the call builds them
         nonlocal record
         record = values
         return 0
 
-    import perfmodel.handoff as handoff
-
     real, handoff._run_kernel = handoff._run_kernel, capture
     try:
-        _handoff(dict(zip(names, inputs)))
+        delay(*inputs)
     finally:
         handoff._run_kernel = real
     t = interleaved({

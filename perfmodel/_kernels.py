@@ -63,7 +63,8 @@ def _put_numba(target, i, value):
 
 class Inputs(NamedTuple):
     """The model's inputs, each a scalar (broadcast) or a read-only 1-D array (see
-    :data:`perfmodel.handoff.ARGUMENTS` for their meaning and units)."""
+    :data:`perfmodel.handoff.ARGUMENTS` for their meaning and units). The kernels take these
+    fields in this order, as a plain tuple or as this record (numba types a plain tuple faster)."""
 
     num_input_tokens: Any
     kv_transfer_bandwidth: Any

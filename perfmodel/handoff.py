@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numba
 import numpy as np
@@ -90,7 +90,13 @@ _RULES: dict[str, _Rule] = {
 
 #: The model's ten inputs, in the kernel's argument order (the pandas facade takes the same names).
 ARGUMENTS = tuple(_RULES)
-_MODE_INDEX = ARGUMENTS.index("mode")
+_WORKER_INDEX, _MODE_INDEX = ARGUMENTS.index("worker_type"), ARGUMENTS.index("mode")
+_PER_BLOCK_INDEX, _LAYERS_INDEX = ARGUMENTS.index("per_block_ms"), ARGUMENTS.index("num_layers")
+_MISSING_TOKENS_INDEX = ARGUMENTS.index("destination_missing_tokens")
+_LAYERWISE_SLICE = slice(ARGUMENTS.index("prefill_ms"), ARGUMENTS.index("layerwise_min_tokens") + 1)
+assert _kernels.Inputs._fields == (*ARGUMENTS, *_resolve._CAPPED, "worker_type_masks", "mode_masks")
+assert ARGUMENTS[_PER_BLOCK_INDEX + 1] == "block_size" and ARGUMENTS[_LAYERWISE_SLICE] == (
+    "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
 
 # The kernel's validity rules, restated in numpy for the diagnostic pass (error path only).
 _INF = np.inf
@@ -124,18 +130,17 @@ _CROSS = (
 )
 
 
-@dataclass(frozen=True)
 class _Arg:
     """One coerced argument: ``value`` for the kernel, ``original`` for error messages."""
 
-    name: str
-    value: Any  # numpy scalar, or read-only C-contiguous 1-D array
-    original: Any  # 1-D array of what the caller gave (before conversion)
-    masks: tuple[np.uint64, np.uint64] | None = None  # value holds label codes: see _label_codes
+    __slots__ = ("name", "value", "original", "masks", "is_array")
 
-    @property
-    def is_array(self) -> bool:
-        return isinstance(self.value, np.ndarray)
+    def __init__(self, name: str, value: Any, original: Any, masks: tuple[np.uint64, np.uint64] | None = None):
+        self.name = name
+        self.value = value  # numpy scalar, or read-only C-contiguous 1-D array
+        self.original = original  # 1-D array of what the caller gave (before conversion)
+        self.masks = masks  # value holds label codes: see _label_codes
+        self.is_array = isinstance(value, np.ndarray)
 
     def kernel_values(self) -> Any:
         """The values the kernel works with (category codes decoded as the kernel decodes them)."""
@@ -173,9 +178,19 @@ def _scalar_arg(name: str, kind: type, value: Any) -> _Arg | None:
     return None if scalar_value is None else _Arg(name, scalar_value, (value,))
 
 
+#: Per argument, the dtypes in which a 1-D numpy array reaches the kernel as it is (a read-only view).
+_KERNEL_DTYPES = {name: frozenset(map(np.dtype, {"count": (np.int64, np.float64), "real": (np.float64,),
+                                                 "code": (np.int8,), "flag": (np.bool_,)}[rule.kind]))
+                  for name, rule in _RULES.items()}
+
+
 def _coerce(name: str, value: Any) -> _Arg:
-    if type(value) in _CACHED_SCALARS:  # the common case for most arguments: no array round trip
-        arg = _scalar_arg(name, type(value), value)  # the type is part of the key: 0 and 0.0 are equal
+    kind = type(value)
+    if kind is np.ndarray:  # the common case for columns: the kernel's dtype already, no conversion
+        if value.ndim == 1 and value.dtype in _KERNEL_DTYPES[name]:
+            return _Arg(name, _read_only(value), value)
+    elif kind in _CACHED_SCALARS:  # the common case for the other arguments: no array round trip
+        arg = _scalar_arg(name, kind, value)  # the type is part of the key: 0 and 0.0 are equal
         if arg is not None:
             return arg
     scalar_value = _scalar(name, value)
@@ -224,22 +239,17 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
 
 
-def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> _kernels.Inputs:
+def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> tuple:
     """The kernel's record; an extension that is off is None there, so its terms compile away and
     the default path stays upstream's formula (and its speed)."""
-    values = {a.name: a.value for a in args}
-    values.update(capped)
-    by_code = {a.name: a.masks for a in args if a.masks is not None}
-    values["worker_type_masks"] = by_code.get("worker_type")
-    values["mode_masks"] = by_code.get("mode")
-    by_name = {a.name: a for a in args}
-    if not by_name["per_block_ms"].is_array and values["per_block_ms"] == 0 and \
-            not by_name["block_size"].is_array and values["block_size"] == 0:
-        values["per_block_ms"] = values["block_size"] = None
-    if not by_name["num_layers"].is_array and values["num_layers"] == 0:
-        for name in ("prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens"):
-            values[name] = None
-    return _kernels.Inputs(**values)
+    values = [a.value for a in args]
+    per_block, block, layers = args[_PER_BLOCK_INDEX], args[_PER_BLOCK_INDEX + 1], args[_LAYERS_INDEX]
+    if not per_block.is_array and per_block.value == 0 and not block.is_array and block.value == 0:
+        values[_PER_BLOCK_INDEX:_PER_BLOCK_INDEX + 2] = None, None
+    if not layers.is_array and layers.value == 0:
+        values[_LAYERWISE_SLICE] = [None] * 5
+    # Inputs' fields as a plain tuple: numba types a plain tuple in C, a named one in Python (2.6 -> 0.9 us a call)
+    return (*values, *(capped[name] for name in _resolve._CAPPED), args[_WORKER_INDEX].masks, args[_MODE_INDEX].masks)
 
 
 def _model_term(value: Any) -> Any:
@@ -249,18 +259,21 @@ def _model_term(value: Any) -> Any:
     return _read_only(np.ascontiguousarray(value, dtype=np.float64))
 
 
-def _common_length(args: list[_Arg]) -> int:
+def _common_length(args: list[_Arg], capped: dict[str, Any]) -> int:
+    """The rows of the arrays among the arguments and a model's capped byte terms (1: all scalars)."""
     lengths = {a.name: len(a.value) for a in args if a.is_array}
+    for name, value in capped.items():
+        if isinstance(value, np.ndarray):
+            lengths[name] = len(value)
     if not lengths:
         return 1
-    n = next(iter(lengths.values()))
-    if any(length != n for length in lengths.values()):
+    if len(set(lengths.values())) > 1:
         listing = ", ".join(f"{k} has {v}" for k, v in lengths.items())
         raise InputError(
             "inputs", f"arrays of different lengths ({listing} rows)",
             "pass arrays of one common length, or a scalar to apply one value to every row",
         )
-    return n
+    return next(iter(lengths.values()))
 
 
 def _diagnose(args: list[_Arg], n: int) -> InputError:
@@ -321,7 +334,8 @@ def _why(name: str, value: Any) -> str:
     return "not a whole number"
 
 
-def _check_out(out: Any, n: int, args: list[_Arg]) -> np.ndarray:
+def _check_out(out: Any, n: int, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """``out`` if the kernel can write ``n`` delays into it, sharing no memory with the input ``arrays``."""
     if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.ndim != 1:
         raise InputError("out", f"must be a 1-D float64 numpy array, got {type(out).__name__} "
                          f"{getattr(out, 'dtype', '')} {getattr(out, 'shape', '')}".rstrip(),
@@ -329,9 +343,9 @@ def _check_out(out: Any, n: int, args: list[_Arg]) -> np.ndarray:
     if out.shape[0] != n or not out.flags.c_contiguous or not out.flags.writeable:
         raise InputError("out", f"must be writeable, C-contiguous and of length {n}, got length {out.shape[0]}",
                          f"pass np.empty({n}) or leave out=None")
-    for arg in args:
-        if arg.is_array and np.may_share_memory(out, arg.value):
-            raise InputError("out", f"shares memory with {arg.name}", "pass a separate output array")
+    for name, array in arrays.items():
+        if np.may_share_memory(out, array):
+            raise InputError("out", f"shares memory with {name}", "pass a separate output array")
     return out
 
 
@@ -361,22 +375,25 @@ def keep_numba_serial() -> None:
     _parallel_lock.acquire(blocking=False)
 
 
-def _run_kernel(values: _kernels.Inputs, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
+def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
                 num_threads: int | None, bytes_out: np.ndarray | None = None) -> int:
     """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time
     (:func:`parallel_turn`)."""
     n = out.shape[0]
     if parallel is None:
         parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.get_num_threads()) > 1
-    if parallel:  # (small calls skip the turn altogether: they are the per-call edge)
-        with parallel_turn() as turn:
-            if turn:
-                previous = numba.get_num_threads()
-                numba.set_num_threads(num_threads or previous)
-                try:
-                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
-                finally:
-                    numba.set_num_threads(previous)
+    if parallel and _parallel_lock.acquire(blocking=False):  # the turn (see parallel_turn), in few steps
+        try:
+            if num_threads is None:
+                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+            previous = numba.get_num_threads()
+            numba.set_num_threads(num_threads)
+            try:
+                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+            finally:
+                numba.set_num_threads(previous)
+        finally:
+            _parallel_lock.release()
     return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 
 
@@ -494,9 +511,70 @@ def handoff_delay_ms(
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
     )
-    options = Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
-    result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
+    plain = (kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and overlap == "none"
+             and num_threads is None and type(per_block_ms) is float and per_block_ms == 0.0 and block_size is None
+             and prefill_ms is None and prefill_tokens_per_s is None and num_layers is None
+             and type(layer_group) is int and layer_group == 1 and type(layerwise_min_tokens) is int
+             and layerwise_min_tokens == 0)
+    result = _plain_handoff((num_input_tokens, kv_transfer_bandwidth, kv_bytes_per_token, worker_type, completed, mode,
+                             destination_missing_tokens, state_bytes, latency_ms, fallback_delay_ms),
+                            errors, out, parallel) if plain else None
+    if result is None:
+        inputs = dict(
+            num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
+            kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
+            destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
+            fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
+            prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+            layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
+        )
+        options = Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
+        result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
+
+
+#: The arguments of a plain call (:func:`_plain_handoff`): upstream's model, with latency and fallback.
+_PLAIN_ARGUMENTS = ARGUMENTS[:_PER_BLOCK_INDEX]
+#: The kernel's values of everything else in a plain call: off (extensions, capped terms, label masks).
+_PLAIN_OFF = (None,) * (len(_kernels.Inputs._fields) - len(_PLAIN_ARGUMENTS))
+
+
+def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any) -> _Result | None:
+    """:func:`_handoff` of a plain call in few steps (the per-call edge, which runs with caches that
+    the previous call's kernel pass has just flushed): ``values`` (the :data:`_PLAIN_ARGUMENTS`) are
+    plain scalars and 1-D numpy arrays already in the kernel's dtypes, no extension, name or option
+    applies. None for anything else, and for invalid rows to report: the general path answers then,
+    with what it would have answered anyway (tests compare the two)."""
+    if type(errors) is not str or errors not in ("raise", "coerce") or not (
+            parallel is None or parallel is True or parallel is False):
+        return None
+    kernel_values, arrays, n = [], {}, 1
+    for name, value in zip(_PLAIN_ARGUMENTS, values):
+        kind = type(value)
+        if kind is np.ndarray:
+            if value.ndim != 1 or value.dtype not in _KERNEL_DTYPES[name] or (arrays and len(value) != n):
+                return None
+            n = len(value)
+            arrays[name] = value = _read_only(value)
+            kernel_values.append(value)
+            continue
+        if value is None:
+            value = _DEFAULTS.get(name)
+            kind = type(value)
+        arg = _scalar_arg(name, kind, value) if kind in _CACHED_SCALARS else None
+        if arg is None:
+            return None
+        kernel_values.append(arg.value)
+    mode = kernel_values[_MODE_INDEX]
+    if values[_MISSING_TOKENS_INDEX] is None and (isinstance(mode, np.ndarray) or mode != 0):
+        return None  # (the general path tells whether tokens are required)
+    out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, arrays)
+    if _run_kernel((*kernel_values, *_PLAIN_OFF), out, None, parallel, None) and errors == "raise":
+        return None  # (the general path finds the rows, and raises)
+    return _Result(out, None, not arrays)
+
+
+_SCOPES, _OVERLAPS = frozenset({"rank", "group"}), frozenset({"none", "layerwise"})
 
 
 @dataclass(frozen=True)
@@ -509,6 +587,9 @@ class Options:
     overlap: str = "none"  # "layerwise": stream layer groups while prefill runs
 
     def check(self) -> Options:
+        if type(self.tp) is int and self.tp >= 1 and type(self.scope) is str and self.scope in _SCOPES and \
+                type(self.overlap) is str and self.overlap in _OVERLAPS:
+            return self  # (the common case, checked in a few steps)
         check_choice("scope", self.scope, ("rank", "group"))
         check_choice("overlap", self.overlap, ("none", "layerwise"))
         tp = check_whole("tp", self.tp, smallest=1)
@@ -520,13 +601,14 @@ class Options:
         return self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
 
 
+_PLAIN = Options()  # (no names shaped by options, no layer-wise streaming)
+
 #: Inputs that only layer-wise streaming reads, with their "not given" values.
 _LAYERWISE = {"prefill_ms": None, "prefill_tokens_per_s": None, "num_layers": None, "layer_group": 1,
               "layerwise_min_tokens": 0}
 
 
-@dataclass(frozen=True)
-class _Result:
+class _Result(NamedTuple):
     delays: NDArray[np.float64]
     missing: NDArray[np.bool_] | None  # the NaN mask of delays, when asked for
     scalar: bool  # every input was a single value
@@ -534,6 +616,8 @@ class _Result:
 
 def _names_in(value: Any) -> bool:
     """Whether a bandwidth or bytes-per-token value holds names (models, links) or objects to resolve."""
+    if type(value) is np.ndarray and value.dtype.kind in "iuf":
+        return False
     if isinstance(value, (str, Mapping, os.PathLike, Link)):
         return True
     if isinstance(value, (int, float, np.number)):
@@ -636,30 +720,42 @@ def _handoff(
             raise InputError("num_threads", f"{num_threads} is more than the {numba.config.NUMBA_NUM_THREADS} threads "
                              "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
                              "NUMBA_NUM_THREADS before starting Python")
-    missing_tokens_given = inputs.get("destination_missing_tokens") is not None
-    defaults = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan, "block_size": 0,
-                "per_block_ms": 0.0, "state_bytes": 0, "latency_ms": 0.0, "layer_group": 1, "layerwise_min_tokens": 0}
-    values = {name: inputs.get(name) for name in _RULES}
+    values = {name: inputs.get(name) for name in ARGUMENTS}
+    missing_tokens_given = values["destination_missing_tokens"] is not None
     _layerwise_inputs(values, options)
     capped = _resolve_names(values, options, errors)
     if model_terms:
         capped = model_terms
-    values = {name: defaults[name] if value is None and name in defaults else value for name, value in values.items()}
-    args = [_coerce(name, values[name]) for name in ARGUMENTS]  # in the kernel's argument order
-    capped = {name: _model_term(value) for name, value in capped.items()}
-    n = _common_length([*args, *(_Arg(name, value, None) for name, value in capped.items() if value is not None)])
-    mode = args[_MODE_INDEX].kernel_values()
-    if not missing_tokens_given and (mode == 1 if np.ndim(mode) == 0 else np.any(mode == 1)):
+    # in the kernel's argument order; arguments not given take their defaults
+    args = [_coerce(name, _DEFAULTS.get(name) if value is None else value) for name, value in values.items()]
+    if any(value is not None for value in capped.values()):
+        capped = {name: _model_term(value) for name, value in capped.items()}
+    n = _common_length(args, capped)
+    if not missing_tokens_given and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
             "pass destination_missing_tokens (see perfmodel.destination_missing_tokens) or use mode='full_prompt'",
         )
-    out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, args)
+    out = np.empty(n, dtype=np.float64) if out is None else _check_out(
+        out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     n_invalid = _run_kernel(_kernel_inputs(args, capped), out, missing, parallel, num_threads, bytes_out)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
-    return _Result(out, missing, scalar=not any(a.is_array for a in args))
+    return _Result(out, missing, not any(a.is_array for a in args))
+
+
+#: The values of arguments not given (None), for the kernel.
+_DEFAULTS = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan, "block_size": 0, "per_block_ms": 0.0,
+             "state_bytes": 0, "latency_ms": 0.0, "layer_group": 1, "layerwise_min_tokens": 0}
+
+
+def _any_destination_missing(mode: _Arg) -> bool:
+    """Whether any row's mode is destination_missing (label codes: only when some label is)."""
+    if mode.masks is not None and not mode.masks[0]:
+        return False
+    values = mode.kernel_values()
+    return bool(values == 1) if not mode.is_array else bool(np.any(values == 1))
 
 
 def destination_missing_tokens(

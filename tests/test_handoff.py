@@ -618,3 +618,115 @@ def test_more_than_64_distinct_labels_still_give_their_values():
         assert _coerce("worker_type", column).masks is None
         delays = handoff_delay_ms(10, 1.0, 1000, worker_type=column, errors="coerce")
         np.testing.assert_array_equal(delays, [0.01] + [np.nan] * 71)
+
+
+# --- the plain path: few steps for plain calls, the general path's answers ---------------------
+
+_PLAIN_NAMES = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
+                "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms")
+
+
+#: Which arguments are arrays (the rest: scalars or left out), and the dtype of each array: a few
+#: patterns, each one compiled kernel, so that the search varies values and forms, not compilations.
+_PLAIN_PATTERNS = [
+    {"num_input_tokens": np.int64, "kv_transfer_bandwidth": np.float64, "kv_bytes_per_token": np.int64,
+     "worker_type": np.int8, "completed": np.bool_},  # the bench's call: every column an array
+    {"num_input_tokens": np.float64},  # one array of counts (NaN marks missing ones)
+    {},  # all scalars
+    {"num_input_tokens": np.int64, "kv_transfer_bandwidth": np.float64, "destination_missing_tokens": np.float64,
+     "latency_ms": np.float64, "fallback_delay_ms": np.float64},
+]
+_SCALARS = {
+    "num_input_tokens": [0, 7, 4096, -1, 10**20], "kv_transfer_bandwidth": [1.0, 0.0, 50.0, -1.0, np.nan, np.inf],
+    "kv_bytes_per_token": [1000, 0, 327_680, -5], "worker_type": ["prefill", "decode", 1, 2, 3, WorkerType.PREFILL],
+    "completed": [True, False], "mode": ["full_prompt", "destination_missing", TransferMode.DESTINATION_MISSING, 5],
+    "destination_missing_tokens": [20.0, 0.0, np.nan, -3.0, 2.5], "state_bytes": [0.0, 1e6, np.nan, -1.0],
+    "latency_ms": [0.0, 0.5, -0.1, np.inf], "fallback_delay_ms": [np.nan, 3.0, -2.0],
+}
+_HOSTILE = [0, 1, 7, 4096, -1, 2.5, 0.0, 1e9, np.nan, np.inf, -np.inf]
+_REQUIRED = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token")
+
+
+def _plain_array(draw, dtype, n: int) -> np.ndarray:
+    if dtype is np.int8:
+        return np.array(draw(st.lists(st.integers(-2, 3), min_size=n, max_size=n)), dtype=np.int8)
+    if dtype is np.bool_:
+        return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    values = np.array(draw(st.lists(st.sampled_from(_HOSTILE), min_size=n, max_size=n)), dtype=np.float64)
+    return values if dtype is np.float64 else np.nan_to_num(values, nan=3, posinf=9, neginf=-9).astype(np.int64)
+
+
+@pytest.mark.parametrize("pattern", range(len(_PLAIN_PATTERNS)))
+@given(data=st.data(), n=st.integers(1, 6))
+def test_plain_calls_answer_as_the_general_path(pattern, data, n):
+    """handoff_delay_ms takes a short path for plain calls (numbers and numpy arrays in the kernel's
+    dtypes): whatever it is given (hostile values, near-plain forms), it answers exactly what the
+    general path answers: the same values, or the same error."""
+    import inspect
+
+    from perfmodel.handoff import Options, _handoff
+
+    defaults = {name: p.default for name, p in inspect.signature(handoff_delay_ms).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    arrays = _PLAIN_PATTERNS[pattern]
+    values = {}
+    for name in _PLAIN_NAMES:
+        if name in arrays:
+            value = _plain_array(data.draw, arrays[name], n)
+            form = data.draw(st.sampled_from(["as is", "as is", "list", "int32", "strided", "writeable off"]))
+            if form == "list":
+                value = value.tolist()
+            elif form == "int32" and value.dtype == np.int64:
+                value = value.astype(np.int32)
+            elif form == "strided":
+                value = np.repeat(value, 2)[::2]
+            elif form == "writeable off":
+                value.flags.writeable = False
+            values[name] = value
+        elif name in _REQUIRED or data.draw(st.booleans()):
+            values[name] = data.draw(st.sampled_from(_SCALARS[name]))
+    errors = data.draw(st.sampled_from(["raise", "coerce"]))
+    out = data.draw(st.sampled_from([None, "fresh", "shared", "short"]))
+
+    def call(plain: bool):
+        target = {"fresh": np.full(n, -1.0), "short": np.full(n + 1, -1.0), None: None,
+                  "shared": values.get("kv_transfer_bandwidth")}[out]
+        if plain:
+            return handoff_delay_ms(**values, errors=errors, out=target)
+        result = _handoff({**{k: v for k, v in defaults.items() if k in _RULE_NAMES}, **values}, Options(),
+                          errors=errors, out=target)
+        return result.delays[0] if result.scalar and target is None else result.delays
+
+    try:
+        expected = call(plain=False)
+    except InputError as error:
+        with pytest.raises(InputError) as raised:
+            call(plain=True)
+        assert str(raised.value) == str(error)
+        return
+    got = call(plain=True)
+    assert type(got) is type(expected) and np.shape(got) == np.shape(expected)
+    np.testing.assert_array_equal(got, expected)
+
+
+_RULE_NAMES = frozenset(perfmodel.handoff.ARGUMENTS)
+
+
+def test_plain_calls_take_the_short_path(monkeypatch):
+    """The bench's call and the docstring's scalar call never reach the general path; a list does."""
+    import perfmodel.handoff as handoff
+
+    def general(*args, **kwargs):
+        raise AssertionError("the general path")
+
+    monkeypatch.setattr(handoff, "_handoff", general)
+    tokens = np.array([4096, 32768, 0])
+    assert handoff_delay_ms(tokens, np.array([50.0, 0.0, 1.0]), np.int64(327_680),
+                            worker_type=np.array([1, 1, 2], dtype=np.int8),
+                            completed=np.array([True, False, True]), latency_ms=0.5, out=np.empty(3))[0] > 0
+    assert handoff_delay_ms(128, 1.0, 1_000_000) == 128.0
+    assert handoff_delay_ms(100, 1.0, 1000, mode="destination_missing", destination_missing_tokens=20) == 0.02
+    with pytest.raises(AssertionError, match="the general path"):
+        handoff_delay_ms([1, 2], 1.0, 1000)
+    with pytest.raises(AssertionError, match="the general path"):  # invalid rows: the general path reports them
+        handoff_delay_ms(np.array([1, -2]), 1.0, 1000)
