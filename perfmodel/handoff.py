@@ -189,6 +189,9 @@ def _coerce(name: str, value: Any) -> _Arg:
     if kind is np.ndarray:  # the common case for columns: the kernel's dtype already, no conversion
         if value.ndim == 1 and value.dtype in _KERNEL_DTYPES[name]:
             return _Arg(name, _read_only(value), value)
+    elif kind is pd.Series:  # the same, of a frame (pandas' numpy-backed columns)
+        if isinstance(value.dtype, np.dtype) and value.dtype in _KERNEL_DTYPES[name]:
+            return _Arg(name, _read_only(value.to_numpy()), value)
     elif kind in _CACHED_SCALARS:  # the common case for the other arguments: no array round trip
         arg = _scalar_arg(name, kind, value)  # the type is part of the key: 0 and 0.0 are equal
         if arg is not None:
@@ -511,46 +514,55 @@ def handoff_delay_ms(
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
     )
-    plain = (kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and overlap == "none"
-             and num_threads is None and type(per_block_ms) is float and per_block_ms == 0.0 and block_size is None
-             and prefill_ms is None and prefill_tokens_per_s is None and num_layers is None
-             and type(layer_group) is int and layer_group == 1 and type(layerwise_min_tokens) is int
-             and layerwise_min_tokens == 0)
-    result = _plain_handoff((num_input_tokens, kv_transfer_bandwidth, kv_bytes_per_token, worker_type, completed, mode,
-                             destination_missing_tokens, state_bytes, latency_ms, fallback_delay_ms),
-                            errors, out, parallel) if plain else None
-    if result is None:
-        inputs = dict(
-            num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
-            kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
-            destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
-            fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
-            prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
-            layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
-        )
-        options = Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
-        result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
+    inputs = dict(
+        num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
+        kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
+        destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
+        fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
+        prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
+    )
+    options = _PLAIN if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and \
+        overlap == "none" else Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
+    result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
 
 
 #: The arguments of a plain call (:func:`_plain_handoff`): upstream's model, with latency and fallback.
 _PLAIN_ARGUMENTS = ARGUMENTS[:_PER_BLOCK_INDEX]
-#: The kernel's values of everything else in a plain call: off (extensions, capped terms, label masks).
-_PLAIN_OFF = (None,) * (len(_kernels.Inputs._fields) - len(_PLAIN_ARGUMENTS))
+#: The kernel's values of everything else in a plain call: off (extensions, capped terms), then the
+#: masks of the labels' codes (see _label_codes; None: plain codes).
+_PLAIN_OFF = (None,) * (len(_kernels.Inputs._fields) - len(_PLAIN_ARGUMENTS) - 2)
+_PLAIN_OFF_NO_MASKS = (*_PLAIN_OFF, None, None)
+_LABEL_MASKS = frozenset({"worker_type", "mode"})
+assert _kernels.Inputs._fields[-2:] == ("worker_type_masks", "mode_masks")
 
 
-def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any) -> _Result | None:
+def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_missing: bool = False,
+                   ) -> _Result | None:
     """:func:`_handoff` of a plain call in few steps (the per-call edge, which runs with caches that
     the previous call's kernel pass has just flushed): ``values`` (the :data:`_PLAIN_ARGUMENTS`) are
-    plain scalars and 1-D numpy arrays already in the kernel's dtypes, no extension, name or option
-    applies. None for anything else, and for invalid rows to report: the general path answers then,
-    with what it would have answered anyway (tests compare the two)."""
+    plain scalars, 1-D numpy arrays or numpy-backed Series already in the kernel's dtypes, or
+    categorical worker types and modes; no extension, name or option applies. None for anything
+    else, and for invalid rows to report: the general path answers then, with what it would have
+    answered anyway (tests compare the two)."""
     if type(errors) is not str or errors not in ("raise", "coerce") or not (
             parallel is None or parallel is True or parallel is False):
         return None
-    kernel_values, arrays, n = [], {}, 1
+    kernel_values, arrays, n, masks = [], {}, 1, {}
     for name, value in zip(_PLAIN_ARGUMENTS, values):
         kind = type(value)
+        if kind is pd.Series or kind is pd.Categorical:  # a column: its numpy values, or its codes and masks
+            dtype = value.dtype
+            if isinstance(dtype, np.dtype):
+                value, kind = value.to_numpy(), np.ndarray
+            elif isinstance(dtype, pd.CategoricalDtype) and name in _LABEL_MASKS:
+                arg = _label_codes(name, value)
+                if arg is None:
+                    return None
+                value, kind, masks[name] = arg.value, np.ndarray, arg.masks
+            else:
+                return None
         if kind is np.ndarray:
             if value.ndim != 1 or value.dtype not in _KERNEL_DTYPES[name] or (arrays and len(value) != n):
                 return None
@@ -569,9 +581,11 @@ def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any) -> _Resu
     if values[_MISSING_TOKENS_INDEX] is None and (isinstance(mode, np.ndarray) or mode != 0):
         return None  # (the general path tells whether tokens are required)
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, arrays)
-    if _run_kernel((*kernel_values, *_PLAIN_OFF), out, None, parallel, None) and errors == "raise":
+    missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    off = (*_PLAIN_OFF, masks.get("worker_type"), masks.get("mode")) if masks else _PLAIN_OFF_NO_MASKS
+    if _run_kernel((*kernel_values, *off), out, missing, parallel, None) and errors == "raise":
         return None  # (the general path finds the rows, and raises)
-    return _Result(out, None, not arrays)
+    return _Result(out, missing, not arrays)
 
 
 _SCOPES, _OVERLAPS = frozenset({"rank", "group"}), frozenset({"none", "layerwise"})
@@ -696,7 +710,7 @@ def _is_default(value: Any, default: Any) -> bool:
 
 def _handoff(
     inputs: dict[str, Any],
-    options: Options = Options(),
+    options: Options | None = None,
     *,
     errors: Errors = "raise",
     out: NDArray[np.float64] | None = None,
@@ -710,7 +724,39 @@ def _handoff(
     and optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer
     moves, written by the kernel in the same pass. ``model_terms``: a model's capped byte terms
     already resolved by the caller (by name, as :func:`_resolve_names` returns them), for
-    callers that tabulate models themselves (sweeps)."""
+    callers that tabulate models themselves (sweeps). Plain calls take :func:`_plain_handoff`."""
+    options = _PLAIN if options is None else options
+    if (options is _PLAIN or options == _PLAIN) and num_threads is None and bytes_out is None and not model_terms and _extensions_off(inputs):
+        result = _plain_handoff(tuple(inputs.get(name) for name in _PLAIN_ARGUMENTS), errors, out, parallel,
+                                with_missing)
+        if result is not None:
+            return result
+    return _handoff_general(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads,
+                            with_missing=with_missing, bytes_out=bytes_out, model_terms=model_terms)
+
+
+def _extensions_off(inputs: dict[str, Any]) -> bool:
+    """Whether no extension is asked for (per-block cost, layer-wise streaming): a plain call."""
+    get = inputs.get
+    per_block, group, lw_min = get("per_block_ms", 0.0), get("layer_group", 1), get("layerwise_min_tokens", 0)
+    return (type(per_block) is float and per_block == 0.0 and get("block_size") is None and get("prefill_ms") is None
+            and get("prefill_tokens_per_s") is None and get("num_layers") is None and type(group) is int
+            and group == 1 and type(lw_min) is int and lw_min == 0)
+
+
+def _handoff_general(
+    inputs: dict[str, Any],
+    options: Options,
+    *,
+    errors: Errors = "raise",
+    out: NDArray[np.float64] | None = None,
+    parallel: bool | None = None,
+    num_threads: int | None = None,
+    with_missing: bool = False,
+    bytes_out: NDArray[np.float64] | None = None,
+    model_terms: dict[str, Any] | None = None,
+) -> _Result:
+    """:func:`_handoff` of any call: every argument coerced and checked, names resolved."""
     check_errors(errors)
     options = options.check()
     check_flag("parallel", parallel, optional=True)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import pandas as hpd
 
 import perfmodel
-from perfmodel import LINKS, Link, handoff_delay_ms, handoff_delays
+from perfmodel import LINKS, InputError, Link, handoff_delay_ms, handoff_delays
 
 
 def _frame(n=6, index=None):
@@ -224,3 +224,50 @@ def test_large_categorical_columns_spread_like_small_ones():
     pd.testing.assert_series_equal(whole, parts)
     prefill = (labels == "prefill") & np.isin(df["model"].astype(object), ["gpt-oss-20b", "llama-3.1-8b"])
     assert (whole.notna().to_numpy() == prefill).all()
+
+
+def _mixed_frame(n: int = 40) -> pd.DataFrame:
+    """Columns of every kind the facade reads: numpy, nullable, categorical, Arrow and object text, NA rows."""
+    rng = np.random.default_rng(7)
+    workers = rng.choice(["prefill", "decode", "aggregated"], n)
+    return pd.DataFrame({
+        "num_input_tokens": pd.array(rng.integers(0, 5000, n), dtype="Int64"),
+        "kv_transfer_bandwidth": rng.choice([50.0, 0.0, np.nan], n),
+        "kv_bytes_per_token": rng.integers(1, 10_000, n),
+        "worker_type": pd.Categorical(workers),
+        "mode": pd.array(rng.choice(["full_prompt", "destination_missing"], n), dtype=pd.StringDtype("pyarrow")),
+        "destination_missing_tokens": np.where(rng.random(n) > 0.1, rng.integers(0, 64, n), np.nan),
+        "completed": rng.random(n) > 0.2,
+        "text workers": np.array(workers, dtype=object),
+    }, index=pd.Index([f"r{i}" for i in range(n)]))
+
+
+def test_columns_read_without_pandas_own_accessor_give_the_same(monkeypatch):
+    """The facade reads columns through pandas' DataFrame._get_column_array where it exists (no Series
+    built per column); without it (another pandas) it falls back to df[column]: the same answers."""
+    df = _mixed_frame()
+    calls = [dict(), dict(worker_type="text workers"), dict(errors="coerce", kv_bytes_per_token="llama-3.1-8b")]
+    fast = [handoff_delays(df, **kw) for kw in calls]
+    with pytest.raises(InputError) as fast_error:
+        handoff_delays(df.assign(num_input_tokens=df["num_input_tokens"] - 1000))
+    monkeypatch.delattr(pd.DataFrame, "_get_column_array")
+    for kw, expected in zip(calls, fast):
+        pd.testing.assert_series_equal(handoff_delays(df, **kw), expected)
+    with pytest.raises(InputError) as slow_error:
+        handoff_delays(df.assign(num_input_tokens=df["num_input_tokens"] - 1000))
+    assert str(slow_error.value) == str(fast_error.value)
+
+
+def test_duplicate_column_labels_are_refused_clearly():
+    df = pd.DataFrame([[1, 2, 3.0]], columns=["num_input_tokens", "num_input_tokens", "kv_transfer_bandwidth"])
+    with pytest.raises(InputError, match="DataFrame with columns"):
+        handoff_delays(df, kv_bytes_per_token=1000)
+
+
+def test_a_column_labelled_none_is_never_an_argument_left_out():
+    """None means "not given": a frame's column labelled None must not become state_bytes (or any
+    other argument whose default is None) behind the user's back."""
+    df = pd.DataFrame({"num_input_tokens": [100, 200], "kv_transfer_bandwidth": [1.0, 1.0], None: [5e6, 5e6]})
+    pd.testing.assert_series_equal(handoff_delays(df, kv_bytes_per_token=1000),
+                                   handoff_delays(df[["num_input_tokens", "kv_transfer_bandwidth"]],
+                                                  kv_bytes_per_token=1000))

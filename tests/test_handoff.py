@@ -664,7 +664,7 @@ def test_plain_calls_answer_as_the_general_path(pattern, data, n):
     general path answers: the same values, or the same error."""
     import inspect
 
-    from perfmodel.handoff import Options, _handoff
+    from perfmodel.handoff import Options, _handoff_general as _handoff
 
     defaults = {name: p.default for name, p in inspect.signature(handoff_delay_ms).parameters.items()
                 if p.default is not inspect.Parameter.empty}
@@ -719,7 +719,7 @@ def test_plain_calls_take_the_short_path(monkeypatch):
     def general(*args, **kwargs):
         raise AssertionError("the general path")
 
-    monkeypatch.setattr(handoff, "_handoff", general)
+    monkeypatch.setattr(handoff, "_handoff_general", general)
     tokens = np.array([4096, 32768, 0])
     assert handoff_delay_ms(tokens, np.array([50.0, 0.0, 1.0]), np.int64(327_680),
                             worker_type=np.array([1, 1, 2], dtype=np.int8),
