@@ -30,9 +30,11 @@ UNPARSEABLE = -1
 
 def _read_only(a: np.ndarray) -> np.ndarray:
     """A read-only, C-contiguous view (one kernel type for writeable and read-only inputs)."""
-    if not a.flags.c_contiguous:
+    flags = a.flags
+    if not flags.c_contiguous:
         a = np.ascontiguousarray(a)
-    if a.flags.writeable:
+        flags = a.flags
+    if flags.writeable:
         a = a.view()
         a.flags.writeable = False
     return a

@@ -514,14 +514,6 @@ def handoff_delay_ms(
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
     )
-    inputs = dict(
-        num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
-        kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
-        destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
-        fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
-        prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
-        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
-    )
     options = _PLAIN if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and \
         overlap == "none" else Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
     result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
@@ -530,6 +522,7 @@ def handoff_delay_ms(
 
 #: The arguments of a plain call (:func:`_plain_handoff`): upstream's model, with latency and fallback.
 _PLAIN_ARGUMENTS = ARGUMENTS[:_PER_BLOCK_INDEX]
+_PLAIN_DTYPES = tuple(_KERNEL_DTYPES[name] for name in _PLAIN_ARGUMENTS)
 #: The kernel's values of everything else in a plain call: off (extensions, capped terms), then the
 #: masks of the labels' codes (see _label_codes; None: plain codes).
 _PLAIN_OFF = (None,) * (len(_kernels.Inputs._fields) - len(_PLAIN_ARGUMENTS) - 2)
@@ -550,7 +543,7 @@ def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_mis
             parallel is None or parallel is True or parallel is False):
         return None
     kernel_values, arrays, n, masks = [], {}, 1, {}
-    for name, value in zip(_PLAIN_ARGUMENTS, values):
+    for name, value, dtypes in zip(_PLAIN_ARGUMENTS, values, _PLAIN_DTYPES):
         kind = type(value)
         if kind is pd.Series or kind is pd.Categorical:  # a column: its numpy values, or its codes and masks
             dtype = value.dtype
@@ -564,7 +557,7 @@ def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_mis
             else:
                 return None
         if kind is np.ndarray:
-            if value.ndim != 1 or value.dtype not in _KERNEL_DTYPES[name] or (arrays and len(value) != n):
+            if value.ndim != 1 or value.dtype not in dtypes or (arrays and len(value) != n):
                 return None
             n = len(value)
             arrays[name] = value = _read_only(value)
@@ -726,13 +719,12 @@ def _handoff(
     already resolved by the caller (by name, as :func:`_resolve_names` returns them), for
     callers that tabulate models themselves (sweeps). Plain calls take :func:`_plain_handoff`."""
     options = _PLAIN if options is None else options
-    if (options is _PLAIN or options == _PLAIN) and num_threads is None and bytes_out is None and not model_terms and _extensions_off(inputs):
-        result = _plain_handoff(tuple(inputs.get(name) for name in _PLAIN_ARGUMENTS), errors, out, parallel,
-                                with_missing)
+    if (options is _PLAIN or options == _PLAIN) and num_threads is None and bytes_out is None and not model_terms \
+            and _extensions_off(inputs):
+        result = _plain_handoff(tuple(map(inputs.get, _PLAIN_ARGUMENTS)), errors, out, parallel, with_missing)
         if result is not None:
             return result
-    return _handoff_general(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads,
-                            with_missing=with_missing, bytes_out=bytes_out, model_terms=model_terms)
+    return _handoff_general(inputs, options, errors, out, parallel, num_threads, with_missing, bytes_out, model_terms)
 
 
 def _extensions_off(inputs: dict[str, Any]) -> bool:
@@ -744,19 +736,10 @@ def _extensions_off(inputs: dict[str, Any]) -> bool:
             and group == 1 and type(lw_min) is int and lw_min == 0)
 
 
-def _handoff_general(
-    inputs: dict[str, Any],
-    options: Options,
-    *,
-    errors: Errors = "raise",
-    out: NDArray[np.float64] | None = None,
-    parallel: bool | None = None,
-    num_threads: int | None = None,
-    with_missing: bool = False,
-    bytes_out: NDArray[np.float64] | None = None,
-    model_terms: dict[str, Any] | None = None,
-) -> _Result:
-    """:func:`_handoff` of any call: every argument coerced and checked, names resolved."""
+def _handoff_general(inputs: dict[str, Any], options: Options, errors: Any, out: Any, parallel: Any, num_threads: Any,
+                     with_missing: bool, bytes_out: Any, model_terms: dict[str, Any] | None) -> _Result:
+    """:func:`_handoff` of any call (its arguments, in its order): every argument coerced and
+    checked, names resolved."""
     check_errors(errors)
     options = options.check()
     check_flag("parallel", parallel, optional=True)

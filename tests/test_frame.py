@@ -271,3 +271,11 @@ def test_a_column_labelled_none_is_never_an_argument_left_out():
     pd.testing.assert_series_equal(handoff_delays(df, kv_bytes_per_token=1000),
                                    handoff_delays(df[["num_input_tokens", "kv_transfer_bandwidth"]],
                                                   kv_bytes_per_token=1000))
+
+
+def test_a_frame_of_one_2d_block_reads_its_strided_columns_right():
+    """A frame built from one C-ordered 2-D array stores its columns strided: each is read right."""
+    values = np.array([[100.0, 1.0, 1000.0], [200.0, 2.0, 10.0], [0.0, 4.0, 5.0]])
+    df = pd.DataFrame(values, columns=["num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token"])
+    np.testing.assert_array_equal(handoff_delays(df).to_numpy(dtype=float),
+                                  handoff_delay_ms(values[:, 0], values[:, 1], values[:, 2]))

@@ -694,7 +694,7 @@ def test_plain_calls_answer_as_the_general_path(pattern, data, n):
         if plain:
             return handoff_delay_ms(**values, errors=errors, out=target)
         result = _handoff({**{k: v for k, v in defaults.items() if k in _RULE_NAMES}, **values}, Options(),
-                          errors=errors, out=target)
+                          errors, target, None, None, False, None, None)
         return result.delays[0] if result.scalar and target is None else result.delays
 
     try:
