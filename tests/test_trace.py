@@ -392,6 +392,42 @@ def test_kernel_equals_reference(case, workers, capacity, routing, contention, l
         np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
 
 
+@st.composite
+def long_traces(draw):
+    """Up to 150 requests over few distinct blocks, often re-sending an earlier request's prefix: bounded
+    caches fill, blocks are used again while held (mid-recency) and leave, many times over."""
+    n = draw(st.integers(1, 150))
+    distinct = draw(st.integers(1, 40))
+    hashes = []
+    for _ in range(n):
+        if hashes and draw(st.booleans()):
+            earlier = hashes[draw(st.integers(0, len(hashes) - 1))]
+            prefix = earlier[:draw(st.integers(0, len(earlier)))]
+        else:
+            prefix = []
+        hashes.append(prefix + draw(st.lists(st.integers(0, distinct - 1), max_size=6)))
+    tokens = [512 * len(h) for h in hashes]
+    ready = [float(i) for i in range(n)]
+    return ready, tokens, hashes
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=long_traces(), workers=st.sampled_from([1, 2, 3, 70]), capacity=st.integers(1, 12),
+       routing=st.sampled_from(["prefix", "round_robin"]))
+def test_bounded_caches_equal_reference_over_long_traces(case, workers, capacity, routing):
+    """The caches' recency order kept over many fills and evictions (the short traces above fill a cache
+    a few times at most): which worker each request goes to and what it finds cached, against the
+    reference's OrderedDict LRUs."""
+    ready, tokens, hashes = case
+    kw = dict(mode="destination_missing", routing=routing, workers=workers, capacity=capacity)
+    replay = replay_handoffs(_trace(ready, tokens, hashes), kv_bytes_per_token=1024, kv_transfer_bandwidth=BW,
+                             mode="destination_missing", routing=routing, decode_workers=workers,
+                             decode_cache_blocks=capacity)
+    expected = pd.DataFrame(replay_reference(ready, tokens, hashes, bytes_per_token=1024, bandwidth_gb_s=BW, **kw))
+    assert replay["decode_worker"].tolist() == expected["decode_worker"].tolist()
+    assert replay["cached_tokens"].tolist() == expected["cached_tokens"].tolist()
+
+
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(st.one_of(st.tuples(st.integers(0, 6).map(float), st.integers(0, 3)), st.none()), max_size=60))
 def test_event_heap_pops_in_time_then_sequence_order(ops):
