@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -384,7 +385,9 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     (:func:`parallel_turn`)."""
     n = out.shape[0]
     if parallel is None:
-        parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.get_num_threads()) > 1
+        # the size of numba's pool, not the calling thread's setting (~13 us to read after a kernel pass): one
+        # thread runs the prange kernel within 2% of the serial one (measured)
+        parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.config.NUMBA_NUM_THREADS) > 1
     if parallel and _parallel_lock.acquire(blocking=False):  # the turn (see parallel_turn), in few steps
         try:
             if num_threads is None:
@@ -506,6 +509,15 @@ def handoff_delay_ms(
     ...                            destination_missing_tokens=20)
     np.float64(0.02)
     """
+    if _extensions_off_values(per_block_ms, block_size, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
+                              layerwise_min_tokens) and num_threads is None and kv_cache_dtype is None and \
+            type(tp) is int and tp == 1 and scope == "rank" and overlap == "none":  # a plain call, in few steps
+        plain = _plain_handoff((num_input_tokens, kv_transfer_bandwidth, kv_bytes_per_token, worker_type, completed,
+                                mode, destination_missing_tokens, state_bytes, latency_ms, fallback_delay_ms),
+                               errors, out, parallel)
+        if plain is not None:
+            delays, _, scalar = plain
+            return delays[0] if scalar and out is None else delays
     inputs = dict(
         num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
         kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
@@ -516,13 +528,14 @@ def handoff_delay_ms(
     )
     options = _PLAIN if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and \
         overlap == "none" else Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
-    result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
+    result = _handoff_general(inputs, options, errors, out, parallel, num_threads, False, None, None)
     return result.delays[0] if result.scalar and out is None else result.delays
 
 
 #: The arguments of a plain call (:func:`_plain_handoff`): upstream's model, with latency and fallback.
 _PLAIN_ARGUMENTS = ARGUMENTS[:_PER_BLOCK_INDEX]
-_PLAIN_DTYPES = tuple(_KERNEL_DTYPES[name] for name in _PLAIN_ARGUMENTS)
+assert _PLAIN_ARGUMENTS == ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
+                            "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms")
 #: The kernel's values of everything else in a plain call: off (extensions, capped terms), then the
 #: masks of the labels' codes (see _label_codes; None: plain codes).
 _PLAIN_OFF = (None,) * (len(_kernels.Inputs._fields) - len(_PLAIN_ARGUMENTS) - 2)
@@ -532,18 +545,22 @@ assert _kernels.Inputs._fields[-2:] == ("worker_type_masks", "mode_masks")
 
 
 def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_missing: bool = False,
-                   ) -> _Result | None:
+                   ) -> tuple[np.ndarray, np.ndarray | None, bool] | None:
     """:func:`_handoff` of a plain call in few steps (the per-call edge, which runs with caches that
     the previous call's kernel pass has just flushed): ``values`` (the :data:`_PLAIN_ARGUMENTS`) are
     plain scalars, 1-D numpy arrays or numpy-backed Series already in the kernel's dtypes, or
     categorical worker types and modes; no extension, name or option applies. None for anything
     else, and for invalid rows to report: the general path answers then, with what it would have
-    answered anyway (tests compare the two)."""
+    answered anyway (tests compare the two). Returns a :class:`_Result`'s fields as a plain tuple
+    (a named tuple costs ~6 us more to build after a kernel pass)."""
     if type(errors) is not str or errors not in ("raise", "coerce") or not (
             parallel is None or parallel is True or parallel is False):
         return None
     kernel_values, arrays, n, masks = [], {}, 1, {}
-    for name, value, dtypes in zip(_PLAIN_ARGUMENTS, values, _PLAIN_DTYPES):
+    for (name, dtypes, default, default_value), value in zip(_PLAIN_SPECS, values):
+        if value is default:  # handoff_delay_ms's default, passed on: its kernel value is known
+            kernel_values.append(default_value)
+            continue
         kind = type(value)
         if kind is pd.Series or kind is pd.Categorical:  # a column: its numpy values, or its codes and masks
             dtype = value.dtype
@@ -564,7 +581,7 @@ def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_mis
             kernel_values.append(value)
             continue
         if value is None:
-            value = _DEFAULTS.get(name)
+            value = _DEFAULTS[name]
             kind = type(value)
         arg = _scalar_arg(name, kind, value) if kind in _CACHED_SCALARS else None
         if arg is None:
@@ -578,7 +595,7 @@ def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_mis
     off = (*_PLAIN_OFF, masks.get("worker_type"), masks.get("mode")) if masks else _PLAIN_OFF_NO_MASKS
     if _run_kernel((*kernel_values, *off), out, missing, parallel, None) and errors == "raise":
         return None  # (the general path finds the rows, and raises)
-    return _Result(out, missing, not arrays)
+    return out, missing, not arrays
 
 
 _SCOPES, _OVERLAPS = frozenset({"rank", "group"}), frozenset({"none", "layerwise"})
@@ -721,19 +738,26 @@ def _handoff(
     options = _PLAIN if options is None else options
     if (options is _PLAIN or options == _PLAIN) and num_threads is None and bytes_out is None and not model_terms \
             and _extensions_off(inputs):
-        result = _plain_handoff(tuple(map(inputs.get, _PLAIN_ARGUMENTS)), errors, out, parallel, with_missing)
-        if result is not None:
-            return result
+        plain = _plain_handoff(tuple(map(inputs.get, _PLAIN_ARGUMENTS)), errors, out, parallel, with_missing)
+        if plain is not None:
+            return _Result(*plain)
     return _handoff_general(inputs, options, errors, out, parallel, num_threads, with_missing, bytes_out, model_terms)
 
 
 def _extensions_off(inputs: dict[str, Any]) -> bool:
     """Whether no extension is asked for (per-block cost, layer-wise streaming): a plain call."""
     get = inputs.get
-    per_block, group, lw_min = get("per_block_ms", 0.0), get("layer_group", 1), get("layerwise_min_tokens", 0)
-    return (type(per_block) is float and per_block == 0.0 and get("block_size") is None and get("prefill_ms") is None
-            and get("prefill_tokens_per_s") is None and get("num_layers") is None and type(group) is int
-            and group == 1 and type(lw_min) is int and lw_min == 0)
+    return _extensions_off_values(get("per_block_ms", 0.0), get("block_size"), get("prefill_ms"),
+                                  get("prefill_tokens_per_s"), get("num_layers"), get("layer_group", 1),
+                                  get("layerwise_min_tokens", 0))
+
+
+def _extensions_off_values(per_block_ms: Any, block_size: Any, prefill_ms: Any, prefill_tokens_per_s: Any,
+                           num_layers: Any, layer_group: Any, layerwise_min_tokens: Any) -> bool:
+    """:func:`_extensions_off` of the extensions' arguments."""
+    return (type(per_block_ms) is float and per_block_ms == 0.0 and block_size is None and prefill_ms is None
+            and prefill_tokens_per_s is None and num_layers is None and type(layer_group) is int and layer_group == 1
+            and type(layerwise_min_tokens) is int and layerwise_min_tokens == 0)
 
 
 def _handoff_general(inputs: dict[str, Any], options: Options, errors: Any, out: Any, parallel: Any, num_threads: Any,
@@ -777,6 +801,19 @@ def _handoff_general(inputs: dict[str, Any], options: Options, errors: Any, out:
 #: The values of arguments not given (None), for the kernel.
 _DEFAULTS = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan, "block_size": 0, "per_block_ms": 0.0,
              "state_bytes": 0, "latency_ms": 0.0, "layer_group": 1, "layerwise_min_tokens": 0}
+
+
+def _plain_spec(name: str) -> tuple[str, frozenset, Any, Any]:
+    """(name, the dtypes the kernel takes as they are, handoff_delay_ms's default, its kernel value)."""
+    default = inspect.signature(handoff_delay_ms).parameters[name].default
+    if default is inspect.Parameter.empty:
+        return name, _KERNEL_DTYPES[name], default, None
+    value = _DEFAULTS[name] if default is None else default
+    return name, _KERNEL_DTYPES[name], default, _scalar_arg(name, type(value), value).value
+
+
+#: What :func:`_plain_handoff` needs to know of each plain argument (a default passed on needs no lookup).
+_PLAIN_SPECS = tuple(map(_plain_spec, _PLAIN_ARGUMENTS))
 
 
 def _any_destination_missing(mode: _Arg) -> bool:
