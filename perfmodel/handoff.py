@@ -487,7 +487,7 @@ def handoff_delay_ms(
         Optional preallocated float64 array of the result's length to write into.
     parallel
         Force the parallel (True) or serial (False) kernel; default: parallel from
-        :data:`PARALLEL_MIN_ROWS` rows on.
+        :data:`PARALLEL_MIN_ROWS` rows on when numba started more than one thread.
     num_threads
         Threads for the parallel kernel (default: numba's setting).
 
