@@ -134,7 +134,7 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, log, first, end, siz
     to the most recent, with -1 where a block was used again later (its entry moved to the end), and
     ``slot_of[w, b]`` is the position of held block ``b``'s entry (read only while ``holders`` says
     it is held: a block that leaves keeps a stale value, one write fewer). Every step reads or writes
-    the log in order (no linked list to follow, whose pointer chases cost ~1.5x the time, measured);
+    the log in order (a linked list in recency order took 1.1-1.5x the time, measured side by side);
     when the log reaches its end its live entries move to the front, at most once per ``capacity``
     insertions. ``size[w]``: blocks held.
     """
