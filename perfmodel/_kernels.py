@@ -36,8 +36,8 @@ def loop_helper(function):
     """:func:`jit` for a helper that a kernel calls once per item with arrays, compiled without numba's
     reference counting: otherwise each call increments and decrements its arrays' counts atomically
     (numba issues 2345 and 2350), ~50-100 ns a call, as much as the helper's own work (the replay's four
-    helpers: 0.25 -> 0.15 s per 1M requests, measured). Such a helper cannot allocate, create views or
-    return arrays: numba refuses to compile one that does."""
+    helpers: 0.25 -> 0.15 s per 1M requests, measured). Such a helper cannot allocate arrays or return
+    one (numba refuses to compile it then); views of its arguments are safe while they do not outlive the call."""
     return jit(_nrt=False)(function)
 
 
