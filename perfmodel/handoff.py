@@ -234,13 +234,42 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
         codes, labels = distinct(data)
     except TypeError:  # unhashable entries (lists): the general path
         return None
-    rule = _RULES[name]
-    values = [_code_of(label, rule.names, 2 if name == "worker_type" else 1, False) for label in labels]
+    dtype = data.dtype
+    if isinstance(dtype, pd.CategoricalDtype):  # its labels' values, remembered (reading the labels is slow)
+        values = _category_values(name, dtype, labels)
+    else:
+        values = _label_values(name, labels)
     if len(values) > 64:
         return _Arg(name, _read_only(spread(codes, np.array([*values, UNPARSEABLE], dtype=np.int8))), data)
     one = sum(1 << position for position, value in enumerate(values) if value == 1)
     valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
     return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
+
+
+def _label_values(name: str, labels: Any) -> list[int]:
+    """The code of each label (:data:`UNPARSEABLE` for one that is not a worker type or mode)."""
+    rule = _RULES[name]
+    return [_code_of(label, rule.names, 2 if name == "worker_type" else 1, False) for label in labels]
+
+
+#: (argument, id of a CategoricalDtype) -> (the dtype, its labels' values). By identity, the dtype kept
+#: alive here so that its id is not reused: unordered dtypes with the same categories in another order
+#: are equal (and hash alike) in pandas, but their codes mean other labels.
+_CATEGORY_VALUES: dict[tuple[str, int], tuple[pd.CategoricalDtype, list[int]]] = {}
+
+
+def _category_values(name: str, dtype: pd.CategoricalDtype, labels: Any) -> list[int]:
+    """:func:`_label_values` of a categorical's categories, remembered per dtype object (pandas' dtypes
+    are immutable): after a 1M-row kernel pass, reading three string categories costs ~100 us."""
+    key = (name, id(dtype))
+    known = _CATEGORY_VALUES.get(key)
+    if known is not None and known[0] is dtype:
+        return known[1]
+    values = _label_values(name, labels)
+    if len(_CATEGORY_VALUES) >= 256:
+        _CATEGORY_VALUES.clear()
+    _CATEGORY_VALUES[key] = (dtype, values)
+    return values
 
 
 def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> tuple:
@@ -526,8 +555,7 @@ def handoff_delay_ms(
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
     )
-    options = _PLAIN if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and \
-        overlap == "none" else Options(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
+    options = Options.of(kv_cache_dtype, tp, scope, overlap)
     result = _handoff_general(inputs, options, errors, out, parallel, num_threads, False, None, None)
     return result.delays[0] if result.scalar and out is None else result.delays
 
@@ -618,6 +646,14 @@ class Options:
         check_choice("overlap", self.overlap, ("none", "layerwise"))
         tp = check_whole("tp", self.tp, smallest=1)
         return self if type(self.tp) is int and tp == self.tp else dataclasses.replace(self, tp=tp)
+
+    @classmethod
+    def of(cls, kv_cache_dtype: str | None, tp: Any, scope: Any, overlap: Any) -> Options:
+        """These options, the shared plain ones when they are the defaults (no dataclass built: ~14 us
+        after a kernel pass)."""
+        if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and overlap == "none":
+            return _PLAIN
+        return cls(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
 
     @property
     def shapes_bytes(self) -> bool:

@@ -279,3 +279,49 @@ def test_a_frame_of_one_2d_block_reads_its_strided_columns_right():
     df = pd.DataFrame(values, columns=["num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token"])
     np.testing.assert_array_equal(handoff_delays(df).to_numpy(dtype=float),
                                   handoff_delay_ms(values[:, 0], values[:, 1], values[:, 2]))
+
+
+@pytest.mark.parametrize("index", [
+    pd.RangeIndex(4), pd.Index(["a", "b", "c", "d"]), pd.Index([3, 3, 1, 1]),
+    pd.MultiIndex.from_product([["x", "y"], [1, 2]], names=["host", "req"]),
+    pd.date_range("2026-01-01", periods=4, freq="s", tz="UTC"),
+])
+def test_result_built_on_pandas_internals_equals_the_constructors(monkeypatch, index):
+    """The facade builds its Series on pandas' block manager where pandas has one; without it (another
+    pandas), by the public constructor: the same Series, values, mask, index, name, dtype and flags, and
+    a result that the caller can write to without touching anything else."""
+    import perfmodel.frame as frame
+
+    df = pd.DataFrame({"num_input_tokens": [4096, 0, 100, 5], "worker_type": ["prefill", "decode", "prefill", "x"]},
+                      index=index)
+    kw = dict(kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000, errors="coerce")
+    built = []
+    with monkeypatch.context() as patched:  # the fast path builds no Series through the constructor
+        constructor = pd.Series.__init__
+        patched.setattr(pd.Series, "__init__", lambda *a, **k: built.append(1) or constructor(*a, **k))
+        fast = handoff_delays(df, **kw)
+    assert not built
+    monkeypatch.setattr(frame, "_SingleBlockManager", None)
+    public = handoff_delays(df, **kw)
+    pd.testing.assert_series_equal(fast, public, check_flags=True)
+    assert fast.index is df.index and fast.name == "handoff_delay_ms" and str(fast.dtype) == "Float64"
+    assert fast.isna().tolist() == [False, True, False, True] and fast.flags.allows_duplicate_labels
+    before = df.copy()
+    fast.iloc[0] = -1.0
+    assert fast.iloc[0] == -1.0 and public.iloc[0] != -1.0
+    pd.testing.assert_frame_equal(df, before)
+
+
+def test_categories_in_another_order_are_read_in_their_own_order():
+    """Unordered categoricals with the same categories in another order are equal dtypes to pandas (and
+    hash alike), but their codes mean other labels: what the facade remembers of one must not answer
+    for the other."""
+    first = pd.Categorical(["prefill", "decode", "prefill"], categories=["prefill", "decode"])
+    second = pd.Categorical(["prefill", "decode", "prefill"], categories=["decode", "prefill"])
+    assert first.dtype == second.dtype and hash(first.dtype) == hash(second.dtype)
+    expected = [4.096, np.nan, 4.096]
+    for labels in (first, second, first, second):
+        df = pd.DataFrame({"num_input_tokens": [4096] * 3, "worker_type": labels})
+        np.testing.assert_array_equal(handoff_delays(df, kv_transfer_bandwidth=1.0, kv_bytes_per_token=1000)
+                                      .to_numpy(dtype=float, na_value=np.nan), expected)
+        np.testing.assert_array_equal(handoff_delay_ms([4096] * 3, 1.0, 1000, worker_type=labels), expected)
