@@ -51,6 +51,8 @@ def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
     if np.ma.isMaskedArray(value):  # masked entries are missing values, never the numbers behind the mask
         value = _unmask(name, value)
     array = np.asarray(value)
+    if array.ndim == 1 and array.dtype.kind in "USbiuf" and not isinstance(value, np.ndarray) and _mixed(value):
+        array = np.asarray(value, dtype=object)  # each entry read as it is, as it would be alone
     if array.ndim == 0:
         return array.reshape(1), True
     if array.ndim > 1:
@@ -59,6 +61,14 @@ def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
             "pass one column, or flatten it with .ravel()",
         )
     return array, False
+
+
+def _mixed(entries: Any) -> bool:
+    """Whether a sequence mixes text, booleans and other values, which numpy would convert to one of
+    them (1.0 -> '1.0', an enum member -> 'WorkerType.PREFILL' on Python 3.10, False -> 0)."""
+    kinds = {str if issubclass(kind, (str, bytes)) else bool if issubclass(kind, (bool, np.bool_)) else object
+             for kind in set(map(type, entries))}
+    return len(kinds) > 1
 
 
 def _unmask(name: str, value: np.ma.MaskedArray) -> np.ndarray:

@@ -231,7 +231,7 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     valid ones), which the kernel decodes row by row: no full-length pass spreading the labels'
     values before it. More labels are spread to their values; None for labels that cannot be hashed."""
     try:
-        codes, labels = distinct(data)
+        codes, labels = distinct(_booleans_apart(data))
     except TypeError:  # unhashable entries (lists): the general path
         return None
     dtype = data.dtype
@@ -244,6 +244,17 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     one = sum(1 << position for position, value in enumerate(values) if value == 1)
     valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
     return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
+
+
+def _booleans_apart(data: Any) -> Any:
+    """Object labels with their booleans (never a worker type or mode) as text: pandas 2 factorizes
+    True with 1 and False with 0 (equal, and hashed alike), which would make them valid codes."""
+    if getattr(data, "dtype", None) != object:
+        return data
+    kinds = set(map(type, data))
+    if not any(issubclass(kind, (bool, np.bool_)) for kind in kinds) or len(kinds) == 1:
+        return data
+    return np.array([repr(bool(v)) if isinstance(v, (bool, np.bool_)) else v for v in data], dtype=object)
 
 
 def _label_values(name: str, labels: Any) -> list[int]:

@@ -730,3 +730,35 @@ def test_plain_calls_take_the_short_path(monkeypatch):
         handoff_delay_ms([1, 2], 1.0, 1000)
     with pytest.raises(AssertionError, match="the general path"):  # invalid rows: the general path reports them
         handoff_delay_ms(np.array([1, -2]), 1.0, 1000)
+
+
+_LABEL_FORMS = {
+    "worker_type": [0, 1, 2, 1.0, 2.0, *WorkerType, "prefill", " Decode", "aggregated", "1", "bogus", True, 7, 1.5],
+    "mode": [0, 1, 1.0, *TransferMode, "full_prompt", "DESTINATION_MISSING", "0", "bogus", False, 3],
+    "completed": [True, False, 1, 0, 1.0, "true", "False", "1", "yes", 2, np.True_],
+    "num_input_tokens": [100, 100.0, "100", True, -1, 2.5, "many", np.int64(7), np.float64(3.0)],
+}
+
+
+@given(data=st.data(), name=st.sampled_from(sorted(_LABEL_FORMS)))
+def test_a_list_of_mixed_label_forms_reads_each_as_it_reads_alone(data, name):
+    """A list mixing forms (codes, floats, enum members, names, booleans, text numbers) is read entry by
+    entry, as each would be alone: numpy turns such a list into text (1.0 -> '1.0', and on Python 3.10
+    an enum member -> 'WorkerType.PREFILL') or booleans into numbers, which no parser should see."""
+    labels = data.draw(st.lists(st.sampled_from(_LABEL_FORMS[name]), min_size=1, max_size=8))
+    kw = dict(errors="coerce", destination_missing_tokens=10)
+    args = {"num_input_tokens": 100, "kv_transfer_bandwidth": 1.0, "kv_bytes_per_token": 1000}
+    refused = []
+    alone = []
+    for label in labels:
+        try:
+            alone.append(handoff_delay_ms(**{**args, name: label}, **kw))
+        except InputError as error:  # (booleans where numbers are expected: refused whole, even with coerce)
+            refused.append(str(error))
+    call = dict(args, **{name: labels, "kv_transfer_bandwidth": [1.0] * len(labels)})
+    if refused:
+        with pytest.raises(InputError, match="got booleans where numbers were expected"):
+            handoff_delay_ms(**call, **kw)
+        assert all("got booleans where numbers were expected" in message for message in refused)
+    else:
+        np.testing.assert_array_equal(handoff_delay_ms(**call, **kw), alone)
