@@ -231,7 +231,11 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     valid ones), which the kernel decodes row by row: no full-length pass spreading the labels'
     values before it. More labels are spread to their values; None for labels that cannot be hashed."""
     try:
-        codes, labels = distinct(_booleans_apart(data))
+        codes, labels = distinct(data)
+        if getattr(data, "dtype", None) == object and not all(isinstance(label, str) for label in labels):
+            apart = _booleans_apart(data)  # (numbers among the labels: booleans may hide there)
+            if apart is not None:
+                codes, labels = distinct(apart)
     except TypeError:  # unhashable entries (lists): the general path
         return None
     dtype = data.dtype
@@ -246,14 +250,14 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
 
 
-def _booleans_apart(data: Any) -> Any:
-    """Object labels with their booleans (never a worker type or mode) as text: pandas 2 factorizes
-    True with 1 and False with 0 (equal, and hashed alike), which would make them valid codes."""
-    if getattr(data, "dtype", None) != object:
-        return data
+def _booleans_apart(data: Any) -> np.ndarray | None:
+    """Object labels with their booleans (never a worker type or mode) as text, None when they mix no
+    booleans with other values: pandas factorizes True with 1 and False with 0 (equal, and hashed
+    alike), which would make them valid codes."""
+    data = np.asarray(data, dtype=object)
     kinds = set(map(type, data))
     if not any(issubclass(kind, (bool, np.bool_)) for kind in kinds) or len(kinds) == 1:
-        return data
+        return None
     return np.array([repr(bool(v)) if isinstance(v, (bool, np.bool_)) else v for v in data], dtype=object)
 
 
