@@ -24,12 +24,12 @@ __all__ = ["RESULT_NAME", "handoff_delays"]
 #: Name of the result Series and of the column the accessor adds.
 RESULT_NAME = "handoff_delay_ms"
 
-# Arguments whose default column may be absent, and the value used then (upstream's defaults).
 try:
     from pandas.core.internals import SingleBlockManager as _SingleBlockManager
 except ImportError:  # (see _result_series)
     _SingleBlockManager = None
 
+# Arguments whose default column may be absent, and the value used then (upstream's defaults).
 _FALLBACKS: dict[str, Any] = {
     "worker_type": WorkerType.PREFILL,
     "completed": True,
