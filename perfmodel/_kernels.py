@@ -9,16 +9,17 @@ validation of every row is fused into the same pass as a count of invalid rows.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import types as types_module
 
 import numba
 import numpy as np
-from numba import types
+from numba import prange, types
 from numba.extending import overload
 
-from . import _cache
+from . import _compat
+from ._inputs import INPUTS, ROW_NAMES, _group_beyond_layers, _per_block_without_block, outside
 
-_cache.install()  # compiled kernels go to the user cache folder, never into the installed package
+_compat.install_cache_locator()  # compiled kernels go to the user cache folder, never into the installed package
 
 # error_model="numpy": division by zero gives inf/nan instead of raising.
 # No fastmath at all: NaN is how "missing" flows here, and reassociation ("arcp",
@@ -70,34 +71,11 @@ def _put_numba(target, i, value):
     return store
 
 
-class Inputs(NamedTuple):
-    """The model's inputs, each a scalar (broadcast) or a read-only 1-D array (see
-    :data:`perfmodel.handoff.ARGUMENTS` for their meaning and units). The kernels take these
-    fields in this order, as a plain tuple or as this record (numba types a plain tuple faster)."""
-
-    num_input_tokens: Any
-    kv_transfer_bandwidth: Any
-    kv_bytes_per_token: Any
-    worker_type: Any
-    completed: Any
-    mode: Any
-    destination_missing_tokens: Any
-    state_bytes: Any
-    latency_ms: Any
-    fallback_delay_ms: Any
-    per_block_ms: Any
-    block_size: Any
-    prefill_ms: Any
-    prefill_tokens_per_s: Any
-    num_layers: Any
-    layer_group: Any
-    layerwise_min_tokens: Any
-    window_bytes_per_token: Any = None  # model terms (see perfmodel.models.KVTerms): None for proportional bytes
-    window_tokens: Any = None
-    chunk_bytes_per_token: Any = None
-    chunk_tokens: Any = None
-    worker_type_masks: Any = None  # (ones, valid) when worker_type holds category codes (see decode_codes)
-    mode_masks: Any = None  # the same for mode
+#: The kernel's record: the per-row inputs of :data:`perfmodel._inputs.ROW_INPUTS` in that order, each a
+#: scalar (broadcast) or a read-only 1-D array, or None for an extension that is off (then compiled out);
+#: then a model's capped byte terms and the label codes' masks.
+FIELDS = (*ROW_NAMES, "window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens",
+          "worker_type_masks", "mode_masks")
 
 
 @jit
@@ -164,28 +142,73 @@ def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0
     return delay + ((latency_ms + blocks * per_block_ms) if nbytes > 0 else 0.0)
 
 
-# The extensions are optional fields of Inputs: None when off, so that numba compiles them out
-# (the default path stays upstream's formula at the memory floor) and only their users pay.
+def serial_and_parallel(function):
+    """``function`` compiled twice from its one body: serially, and with ``prange`` over threads.
 
-def _block_cost(per_block_ms, block_size, charged, i):
-    """(blocks moved * per-block cost in ms, invalid) of row ``i``; (0, False) when the extension is off.
+    The parallel copy has a name of its own, so that numba's cache keeps the two apart (its cache
+    files are named by the function, not by the options it was compiled with: numba issue 6845)."""
+    twin = types_module.FunctionType(function.__code__, function.__globals__, function.__name__ + "_parallel",
+                                     function.__defaults__, function.__closure__)
+    twin.__qualname__ = function.__qualname__ + "_parallel"
+    twin.__doc__ = function.__doc__
+    return jit(function), jit(parallel=True)(twin)
 
-    Plain Python (``NUMBA_DISABLE_JIT=1``); compiled, the overload below decides on None by type.
-    """
-    return (0.0, False) if per_block_ms is None else _block_cost_on(per_block_ms, block_size, charged, i)
+
+# --- the handoff kernel -----------------------------------------------------------------------------
+# Each input's valid range comes from the table (perfmodel._inputs), compiled in as constants. The
+# extensions are None when off, so that numba compiles them out (the default path stays upstream's
+# formula at the memory floor) and only their users pay.
+
+_T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
+    tuple(INPUTS[name].valid) for name in ROW_NAMES)
+_outside = jit(inline="always")(outside)
+_no_block = jit(inline="always")(_per_block_without_block)
+_beyond_layers = jit(inline="always")(_group_beyond_layers)
+_is_none = (types.NoneType, types.Omitted)
 
 
-def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens, i):
-    """(the delay exposed after prefill, invalid) of row ``i`` under layer-wise streaming; (full, False) when off."""
+def _block_cost(per_block_ms, block_size, charged):
+    """(blocks moved * per-block cost in ms, invalid) of one row; (0, False) when the extension is off."""
+    if per_block_ms is None:
+        return 0.0, False
+    pb, bs = np.float64(per_block_ms), np.float64(block_size)
+    invalid = _outside(pb, _PB) | _outside(bs, _BS) | _no_block(pb, bs)
+    blocks = np.ceil(charged / bs) if bs > 0 else 0.0
+    return blocks * pb, invalid
+
+
+@overload(_block_cost, inline="always")
+def _block_cost_numba(per_block_ms, block_size, charged):
+    if isinstance(per_block_ms, _is_none):
+        return lambda per_block_ms, block_size, charged: (0.0, False)
+    return _block_cost
+
+
+def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens):
+    """(the delay exposed after prefill, invalid) of one row under layer-wise streaming; (full, False) when off."""
     if num_layers is None:
         return full, False
-    return _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens,
-                       i)
+    pre, rate = np.float64(prefill_ms), np.float64(prefill_tokens_per_s)
+    layers, group, lw_min = np.float64(num_layers), np.float64(layer_group), np.float64(layerwise_min_tokens)
+    invalid = (_outside(pre, _PRE) | _outside(rate, _RATE) | _outside(layers, _LAYERS)
+               | _outside(group, _GROUP) | _outside(lw_min, _MIN) | _beyond_layers(group, layers))
+    # of the full transfer X, only what could not hide behind the prefill's compute
+    compute = pre if rate != rate else tokens / rate * 1000.0
+    streamed = (layers > 0) & (tokens >= lw_min)
+    hidden = max(full * group / layers, full - compute * (layers - group) / layers) if streamed else full
+    return ((hidden if compute == compute else np.nan) if streamed else full), invalid  # unknown prefill: unknown
+
+
+@overload(_exposed, inline="always")
+def _exposed_numba(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens):
+    if isinstance(num_layers, _is_none):
+        return lambda full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, \
+            layerwise_min_tokens: (full, False)
+    return _exposed
 
 
 def _capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
-    """Bytes of the sliding-window and chunked-attention layers of a row (the row's values, or None when
-    the model has no such layers: then 0)."""
+    """Bytes of the sliding-window and chunked-attention layers of one row (0 when the model has none)."""
     if window_bytes_per_token is None:
         return 0.0
     return capped_bytes(np.float64(window_bytes_per_token), np.float64(window_tokens),
@@ -194,11 +217,9 @@ def _capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, 
 
 @overload(_capped_bytes, inline="always")
 def _capped_bytes_numba(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
-    if isinstance(window_bytes_per_token, (types.NoneType, types.Omitted)):
+    if isinstance(window_bytes_per_token, _is_none):
         return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: 0.0
-    return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: \
-        capped_bytes(np.float64(window_bytes_per_token), np.float64(window_tokens), np.float64(chunk_bytes_per_token),
-                     np.float64(chunk_tokens), charged, tokens)
+    return _capped_bytes
 
 
 @jit(inline="always")
@@ -211,98 +232,21 @@ def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, c
     return window_bytes_per_token * min(charged, window_tokens) + chunk_bytes_per_token * min(charged, current)
 
 
-@overload(_block_cost, inline="always")
-def _block_cost_numba(per_block_ms, block_size, charged, i):
-    if isinstance(per_block_ms, (types.NoneType, types.Omitted)):
-        return lambda per_block_ms, block_size, charged, i: (0.0, False)
-    return _block_cost_on
-
-
-def _block_cost_on(per_block_ms, block_size, charged, i):
-    """:func:`_block_cost` when the extension is on (one body for numba and plain Python)."""
-    pb = np.float64(_at(per_block_ms, i))
-    bs = np.float64(_at(block_size, i))
-    invalid = (pb < 0) | (pb != pb) | (pb == np.inf) | ((pb > 0) & (not bs > 0)) | (bs < 0) | (bs == np.inf)
-    blocks = np.ceil(charged / bs) if bs > 0 else 0.0
-    return blocks * pb, invalid
-
-
-@overload(_exposed, inline="always")
-def _exposed_numba(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens, i):
-    if isinstance(num_layers, (types.NoneType, types.Omitted)):
-        return lambda full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, \
-            layerwise_min_tokens, i: (full, False)
-    return _exposed_on
-
-
-def _exposed_on(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens, i):
-    """:func:`_exposed` when the extension is on (one body for numba and plain Python)."""
-    pre = np.float64(_at(prefill_ms, i))
-    rate = np.float64(_at(prefill_tokens_per_s, i))
-    layers = np.float64(_at(num_layers, i))
-    group = np.float64(_at(layer_group, i))
-    lw_min = np.float64(_at(layerwise_min_tokens, i))
-    inf = np.inf
-    invalid = (
-        (pre < 0) | (pre == inf)
-        | (rate <= 0) | (rate == inf)
-        | (layers < 0) | (layers != layers) | (layers == inf) | (layers - np.floor(layers) > 0)
-        | (group < 1) | (group != group) | (group - np.floor(group) > 0) | ((layers > 0) & (group > layers))
-        | (lw_min < 0) | (lw_min != lw_min) | (lw_min == inf)
-    )
-    # of the full transfer X, only what could not hide behind the prefill's compute
-    compute = pre if rate != rate else tokens / rate * 1000.0
-    streamed = (layers > 0) & (tokens >= lw_min)
-    hidden = max(full * group / layers, full - compute * (layers - group) / layers)
-    return ((hidden if compute == compute else np.nan) if streamed else full), invalid  # unknown prefill: unknown
-
-
 @jit(inline="always")
-def _handoff_row(
-    tokens, bandwidth_gb_s, bytes_per_token, worker, completed, mode, missing_tokens, state_bytes, latency_ms,
-    fallback_ms, per_block_ms, block_size, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
-    layerwise_min_tokens, window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens,
-    worker_masks, mode_masks, i,
-):
-    """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` (arguments: the
-    fields of :class:`Inputs`, unpacked by the caller so that LLVM sees plain arrays and vectorizes the loop)."""
-    t = np.float64(_at(tokens, i))
-    b = np.float64(_at(bandwidth_gb_s, i))
-    p = np.float64(_at(bytes_per_token, i))
-    w_code = _at(worker, i)
-    c = _at(completed, i)
-    m_code = _at(mode, i)
-    d = np.float64(_at(missing_tokens, i))
-    s = np.float64(_at(state_bytes, i))
-    lat = np.float64(_at(latency_ms, i))
-    fb = np.float64(_at(fallback_ms, i))
-    # read before the first branch: numba's parfor pass refuses copies of the loop index after one
-    wb, wt = _at(window_bytes_per_token, i), _at(window_tokens, i)
-    cb, ct = _at(chunk_bytes_per_token, i), _at(chunk_tokens, i)
-    w, m = _decoded(w_code, worker_masks), _decoded(m_code, mode_masks)
-    inf = np.inf
-    # x - floor(x) > 0 is True only for a finite fractional x (NaN and inf give False).
-    invalid = (
-        (t < 0) | (t == inf) | (t - np.floor(t) > 0)
-        | (b < 0)
-        | (p < 0) | (p == inf)
-        | (w < 0) | (w > 2)
-        | ((c != 0) & (c != 1))
-        | (m < 0) | (m > 1)
-        | (d < 0) | (d == inf) | (d - np.floor(d) > 0)
-        | (s < 0) | (s == inf)
-        | (lat < 0) | (lat != lat) | (lat == inf)
-        | (fb < 0) | (fb == inf)
-    )
+def _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct):
+    """Delay (ms, NaN when none applies), invalid flag and bytes moved of one row: its values, read by the
+    loop before any branch (numba's parfor pass refuses a read of the loop index after one)."""
+    t, b, p, w, c = np.float64(t), np.float64(b), np.float64(p), np.float64(w), np.float64(c)
+    m, d, s, lat, fb = np.float64(m), np.float64(d), np.float64(s), np.float64(lat), np.float64(fb)
+    invalid = (_outside(t, _T) | _outside(b, _B) | _outside(p, _P) | _outside(w, _W) | _outside(c, _C)
+               | _outside(m, _M) | _outside(d, _D) | _outside(s, _S) | _outside(lat, _LAT) | _outside(fb, _FB))
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
     # chunked layers add their capped bytes; a fixed state moves with the tokens (none when nothing is charged).
-    capped = _capped_bytes(wb, wt, cb, ct, charged, t)
-    nbytes = charged * p + capped + (s if charged > 0 else 0.0)
-    block_cost, block_invalid = _block_cost(per_block_ms, block_size, charged, i)
+    nbytes = charged * p + _capped_bytes(wb, wt, cb, ct, charged, t) + (s if charged > 0 else 0.0)
+    block_cost, block_invalid = _block_cost(pb, bs, charged)
     full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost) if nbytes > 0 else 0.0)
-    exposed, stream_invalid = _exposed(full, t, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
-                                       layerwise_min_tokens, i)
+    exposed, stream_invalid = _exposed(full, t, pre, rate, layers, group, lw_min)
     invalid = invalid | block_invalid | stream_invalid
     unknown = (p != p) | (s != s) | (b != b) | (b == 0)
     value = fb if unknown else exposed
@@ -310,16 +254,17 @@ def _handoff_row(
     return (value if applies else np.nan), invalid, nbytes
 
 
-@jit
-def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
-    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)``
-    and ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the
-    number of invalid rows."""
+def _handoff(inputs, out, missing_out, bytes_out):
+    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)`` and
+    ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the number of
+    invalid rows. ``inputs``: the record of :data:`FIELDS`."""
     (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
     n_invalid = 0
-    for i in range(out.shape[0]):
-        value, invalid, nbytes = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group,
-                                              lw_min, wb, wt, cb, ct, wm, mm, i)
+    for i in prange(out.shape[0]):
+        value, invalid, nbytes = _handoff_row(
+            _at(t, i), _at(b, i), _at(p, i), _decoded(_at(w, i), wm), _at(c, i), _decoded(_at(m, i), mm),
+            _at(d, i), _at(s, i), _at(lat, i), _at(fb, i), _at(pb, i), _at(bs, i), _at(pre, i), _at(rate, i),
+            _at(layers, i), _at(group, i), _at(lw_min, i), _at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i))
         out[i] = value
         _put(missing_out, i, value != value)
         _put(bytes_out, i, nbytes)
@@ -327,16 +272,4 @@ def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
     return n_invalid
 
 
-@jit(parallel=True)
-def handoff_parallel(inputs, out, missing_out=None, bytes_out=None):
-    """:func:`handoff_serial` over ``numba.prange`` (for large arrays)."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
-    n_invalid = 0
-    for i in numba.prange(out.shape[0]):
-        value, invalid, nbytes = _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group,
-                                              lw_min, wb, wt, cb, ct, wm, mm, i)
-        out[i] = value
-        _put(missing_out, i, value != value)
-        _put(bytes_out, i, nbytes)
-        n_invalid += invalid
-    return n_invalid
+handoff_serial, handoff_parallel = serial_and_parallel(_handoff)

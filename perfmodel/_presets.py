@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ._fs import atomic_file
 from .errors import InputError
 
 
@@ -57,8 +58,6 @@ def load(kind: str) -> dict[str, dict[str, Any]]:
 
 def save(kind: str, name: str, entry: dict[str, Any], *, builtin: set[str]) -> Path:
     """Add or replace one user preset (atomically); refuses a built-in preset's name."""
-    from .io import atomic_file
-
     key = name.strip().lower()
     if not key or key in builtin:
         raise InputError(f"{kind[:-1]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}",

@@ -203,12 +203,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.block_size or args.cache_hit or "per_block_ms" in axes or any(link.per_block_ms for link in links):
         axes["block_size"] = args.block_size or [64]
 
-    from .io import output_folder
+    from ._fs import output_folder
 
     out: Path = args.out
     table_name = f"sweep.{args.format}"
     names = [table_name, "delay_vs_tokens.png"] + (["heatmap.png"] if len(tokens) > 1 else [])
-    with output_folder(out, names=names) as stage:  # refuses a folder holding files of these names not ours
+    with output_folder(out, command="sweep", names=names) as stage:  # refuses a folder holding files of these names not ours
         rows = _sweep_outputs(axes, tokens, stage, table_name)
     print(f"\nwrote {out / table_name} ({rows:,} rows) and {', '.join(str(out / n) for n in names[1:])}")
     return 0
@@ -463,7 +463,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     import perfmodel.plotting as pp
 
-    from .io import check_not_overlapping, output_folder, read_chunks
+    from ._fs import check_not_overlapping, output_folder
+    from .io import read_chunks
     from .links import LINKS, fit_link, get_link, save_link
 
     check_not_overlapping(args.out, [args.measurements])
@@ -484,7 +485,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                                      candidate.per_block_ms else 0), dtype=float)
         errors = np.abs(predicted - measured) / measured
         print(f"{candidate.name:<24} {errors.max():>10.1%} {errors.mean():>11.1%}")
-    with output_folder(args.out, names=["calibration.png"], inputs=[args.measurements]) as stage:
+    with output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements]) as stage:
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
         pp.calibration(nbytes, measured, link, n_blocks=blocks, compare=compare, ax=ax)
         ax.set_title(f"{link.name}: measured against predicted")
@@ -545,7 +546,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     import perfmodel.plotting as pp
 
-    from .io import check_not_overlapping, output_folder, write_table
+    from ._fs import check_not_overlapping, output_folder
+    from .io import write_table
     from .replay import replay_handoffs, summarize
     from .trace import read_trace
 
@@ -579,7 +581,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     summary = summarize(replay)
     out: Path = args.out
     names = [f"replay.{args.format}", "summary.json", "replay.png"]
-    with output_folder(out, names=names, inputs=[args.trace]) as stage:
+    with output_folder(out, command="trace", names=names, inputs=[args.trace]) as stage:
         write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0])
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
         fig = pp.replay_figure(replay)
@@ -626,7 +628,8 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any]) ->
 
     import perfmodel.plotting as pp
 
-    from .io import output_folder, write_table
+    from ._fs import output_folder
+    from .io import write_table
     from .replay import replay_grid
 
     axes = _grid_axes(args.grid)
@@ -641,7 +644,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any]) ->
                        **{**config, **axes})
     out: Path = args.out
     names = [f"grid.{args.format}", "grid.png"]
-    with output_folder(out, names=names, inputs=[args.trace]) as stage:
+    with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
         write_table(grid, stage / names[0])
         fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
         _save(fig, stage / "grid.png")

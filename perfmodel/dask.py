@@ -197,7 +197,8 @@ def delay_files(
     12000000
     """
     from ._coerce import check_errors
-    from .io import Report, detect, output_folder
+    from ._fs import output_folder
+    from .io import Report, detect
 
     check_errors(errors)
     target = Path(target)
@@ -208,7 +209,7 @@ def delay_files(
     for file in files:
         detect(file)
     names = [f"part-{i:05d}.parquet" for i in range(len(files))]
-    with output_folder(target, names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]) as stage:
+    with output_folder(target, command="delay", names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]) as stage:
         with _client(scheduler, workers, connect_timeout_s) as client:
             futures = client.map(_delay_part, [str(f) for f in files], [str(stage / n) for n in names],
                                  chunk_rows=chunk_rows, errors=errors, keywords=keywords, pure=False)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["InputError", "check_choice", "check_flag", "check_whole"]
+__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_whole"]
+
+#: What an entry point does with invalid rows: raise an :class:`InputError`, or give NaN for them.
+Errors = Literal["raise", "coerce"]
 
 
 class InputError(ValueError):

@@ -8,6 +8,7 @@ the row *label*.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Hashable
 from typing import Any
 
@@ -15,29 +16,21 @@ import numpy as np
 import pandas as pd
 
 from ._codes import TransferMode, WorkerType
-from .errors import InputError
 from ._coerce import check_errors
-from .handoff import ARGUMENTS, Errors, Options, _handoff
+from ._inputs import INPUTS, ROW_INPUTS, documented
+from .errors import Errors, InputError
+from .handoff import ARGUMENTS, Options, _handoff
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
 #: Name of the result Series and of the column the accessor adds.
 RESULT_NAME = "handoff_delay_ms"
 
-try:
-    from pandas.core.internals import SingleBlockManager as _SingleBlockManager
-except ImportError:  # (see _result_series)
-    _SingleBlockManager = None
-
-# Arguments whose default column may be absent, and the value used then (upstream's defaults).
-_FALLBACKS: dict[str, Any] = {
-    "worker_type": WorkerType.PREFILL,
-    "completed": True,
-    "mode": TransferMode.FULL_PROMPT,
-    "destination_missing_tokens": None,
-}
+#: Inputs read from the frame's column of the same name by default; where that column is absent,
+#: the numpy API's default applies (a required input is then an error).
+FRAME_COLUMNS = tuple(e.name for e in ROW_INPUTS if e.group == "core" and e.name not in
+                      ("state_bytes", "latency_ms", "fallback_delay_ms"))
 _LABELS = {"worker_type": WorkerType, "mode": TransferMode}
-_NUMBERS = frozenset({bool, int, float})  # Python numbers are values, never column labels
 
 
 def _aligned(df: pd.DataFrame, argument: str, series: pd.Series) -> pd.Series:
@@ -51,34 +44,24 @@ def _aligned(df: pd.DataFrame, argument: str, series: pd.Series) -> pd.Series:
 
 
 def _column(df: pd.DataFrame, label: Hashable) -> Any:
-    """The values of the column ``label`` (a numpy array or pandas extension array, never copied).
-
-    pandas' own ``DataFrame._get_column_array`` (pandas >= 1.3) where the label names one column:
-    ``df[label]`` builds a Series that the facade would unwrap at once, ~10 us a column, ~30 us
-    right after a kernel pass has flushed the caches (five columns were half the facade's own
-    cost at 1M rows). Otherwise (duplicate labels, a pandas without it) ``df[label]`` itself.
-    """
-    position = df.columns.get_loc(label)
-    getter = getattr(df, "_get_column_array", None)
-    if getter is not None and isinstance(position, (int, np.integer)):
-        return getter(int(position))
-    return df[label]
+    """The values of the column ``label`` (a numpy array or pandas extension array, not copied)."""
+    column = df[label]
+    return column.array if isinstance(column, pd.Series) else column
 
 
 def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable | None]:
     """The value of one argument, and the column it came from (None for a value: None itself means
     not given, never a column labelled None)."""
-    kind = type(spec)
-    if spec is None or kind in _NUMBERS:
+    if spec is None or isinstance(spec, (numbers.Number, np.generic)):  # numbers (numpy's too) are values
         return spec, None
-    if (kind is str or isinstance(spec, Hashable) and not isinstance(spec, (bool, int, float))) and spec in df.columns:
-        return _column(df, spec), spec  # (str first: an abstract-class check costs ~10 us after a kernel pass)
+    if isinstance(spec, Hashable) and spec in df.columns:
+        return _column(df, spec), spec
     if isinstance(spec, pd.Series):
         return _aligned(df, argument, spec), None
     if not isinstance(spec, str):
         return spec, None
-    if spec == argument and argument in _FALLBACKS:  # the default column name, absent: upstream's default
-        return _FALLBACKS[argument], None
+    if spec == argument and not INPUTS[argument].required:  # the default column, absent: the default value
+        return INPUTS[argument].default, None
     if spec == argument:  # a required input, neither given nor a column of the frame
         what = {"num_input_tokens": "prompt tokens", "kv_transfer_bandwidth": "GB/s, a link name or a Link",
                 "kv_bytes_per_token": "bytes, a model name or a config"}.get(argument, "a value")
@@ -94,6 +77,12 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     )
 
 
+@documented(extra={
+    "df": "The rows: one handoff each.",
+    **{name: f"A column name of ``df`` (default: ``{name!r}``, where the frame has it) or a value. "
+       + INPUTS[name].doc for name in FRAME_COLUMNS},
+    **{e.name: "A column name of ``df`` or a value. " + e.doc for e in ROW_INPUTS if e.name not in FRAME_COLUMNS},
+})
 def handoff_delays(
     df: pd.DataFrame,
     *,
@@ -109,12 +98,12 @@ def handoff_delays(
     fallback_delay_ms: Any = None,
     per_block_ms: Any = 0.0,
     block_size: Any = None,
-    overlap: str = "none",
     prefill_ms: Any = None,
     prefill_tokens_per_s: Any = None,
     num_layers: Any = None,
     layer_group: Any = 1,
     layerwise_min_tokens: Any = 0,
+    overlap: str = "none",
     kv_cache_dtype: str | None = None,
     tp: int = 1,
     scope: str = "rank",
@@ -123,22 +112,17 @@ def handoff_delays(
 ) -> pd.Series:
     """KV-cache handoff delay (ms) of every row of ``df``, as a nullable ``Float64`` Series.
 
-    Each keyword is a column name of ``df`` or a value (scalar or array) applied to the
-    rows. The defaults are upstream's parameter names; ``worker_type``, ``completed``,
-    ``mode`` and ``destination_missing_tokens`` fall back to prefill / True /
-    full_prompt / none when their default columns are absent. Semantics and units are
-    those of :func:`perfmodel.handoff_delay_ms`.
+    Each per-row keyword is a column name of ``df`` or a value (scalar or array) applied to
+    the rows. The defaults are upstream's parameter names; ``worker_type``, ``completed``,
+    ``mode`` and ``destination_missing_tokens`` fall back to prefill / True / full_prompt /
+    none when their default columns are absent. Numbers (numpy's included) are always
+    values, never column labels. Semantics and units are those of
+    :func:`perfmodel.handoff_delay_ms`; the Dask layer runs the serial kernel inside its
+    partitions.
 
-    ``kv_bytes_per_token`` may also be a model preset name or config (or a column of
-    model names), resolved with ``kv_cache_dtype``, ``tp`` and ``scope`` (see
-    :func:`perfmodel.kv_bytes_per_token`); ``kv_transfer_bandwidth`` may be a link name
-    or :class:`perfmodel.Link` (or a column of them), whose latency and per-block cost
-    are then added. The extensions (per-block cost, layer-wise streaming) take values or
-    columns, as in :func:`perfmodel.handoff_delay_ms`; ``state_bytes`` (default: the
-    model's own state, 0 for numbers) too.
-
-    ``parallel`` forces the serial (False) or parallel (True) kernel; the default picks
-    by size (the Dask layer runs the serial one inside its partitions).
+    Parameters
+    ----------
+    @inputs
 
     Returns
     -------
@@ -190,19 +174,4 @@ def handoff_delays(
         arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]
         raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {len(delays)} rows but the "
                          f"frame has {len(df)}", "pass arrays as long as the frame, or column names")
-    return _result_series(delays, missing, df.index)
-
-
-def _result_series(delays: np.ndarray, missing: np.ndarray, index: pd.Index) -> pd.Series:
-    """The facade's answer: a nullable ``Float64`` Series named :data:`RESULT_NAME` on ``index``, on the
-    kernel's own arrays (no copy). Built on pandas' block manager (``Series._from_mgr``, pandas >= 2.1)
-    where pandas has it: the public constructor's checks and conversions cost ~80 us right after a
-    1M-row kernel pass, this ~45 us; else by the constructor (a test compares the two)."""
-    values = pd.arrays.FloatingArray(delays, missing)
-    try:
-        manager = _SingleBlockManager.from_array(values, index)
-        series = pd.Series._from_mgr(manager, axes=manager.axes)
-    except (AttributeError, TypeError):  # a pandas without them
-        return pd.Series(values, index=index, name=RESULT_NAME, copy=False)
-    series.name = RESULT_NAME
-    return series
+    return pd.Series(pd.arrays.FloatingArray(delays, missing), index=df.index, name=RESULT_NAME, copy=False)

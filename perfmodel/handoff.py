@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import inspect
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -26,11 +25,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels, _resolve
 from ._codes import TransferMode, WorkerType
+from ._inputs import (
+    CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, layerwise_given, outside,
+)
 from ._coerce import (
     UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, distinct,
     spread, whole_numbers,
 )
-from .errors import InputError, check_choice, check_flag, check_whole
+from .errors import Errors, InputError, check_flag, check_whole
 from .links import Link
 
 __all__ = [
@@ -40,95 +42,14 @@ __all__ = [
     "handoff_delay_ms",
 ]
 
-Errors = Literal["raise", "coerce"]
-
 #: Rows from which the ``prange`` kernel is used by default. On 2 cores the parallel kernel
 #: starts to win at ~30k rows (bench/run.py checks the ratio at this threshold).
 PARALLEL_MIN_ROWS = 50_000
 
-
-_WORKER_NAMES = {m.name.lower(): m.value for m in WorkerType}
-_MODE_NAMES = {m.name.lower(): m.value for m in TransferMode}
-_FLAG_NAMES = {"true": 1, "false": 0}
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """How one argument is coerced (``kind``) and what valid values look like (``rule``)."""
-
-    kind: str  # count | real | code | flag
-    rule: str
-    names: dict[str, int] | None = None  # accepted labels of a code
-
-
-_RULES: dict[str, _Rule] = {
-    "num_input_tokens": _Rule("count", "token counts are whole numbers >= 0 (NaN marks a missing count)"),
-    "kv_transfer_bandwidth": _Rule(
-        "real", "bandwidth is in decimal GB/s and >= 0 (0 or NaN: no delay modeled; +inf: free transfer)"
-    ),
-    "kv_bytes_per_token": _Rule("count", "KV bytes per token are finite numbers >= 0 (NaN marks unknown)"),
-    "worker_type": _Rule(
-        "code", "worker types are aggregated/prefill/decode, their codes 0/1/2 or WorkerType members", _WORKER_NAMES
-    ),
-    "completed": _Rule("flag", "completed is True/False (or 1/0)", _FLAG_NAMES),
-    "mode": _Rule(
-        "code", "modes are full_prompt/destination_missing, their codes 0/1 or TransferMode members", _MODE_NAMES
-    ),
-    "destination_missing_tokens": _Rule(
-        "count", "destination-missing token counts are whole numbers >= 0 (NaN marks a missing count)"
-    ),
-    "state_bytes": _Rule("real", "state bytes are finite numbers >= 0 (NaN marks unknown)"),
-    "latency_ms": _Rule("real", "latency is a finite number of milliseconds >= 0"),
-    "fallback_delay_ms": _Rule("real", "the fallback delay is a finite number of milliseconds >= 0, or None"),
-    "per_block_ms": _Rule("real", "the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)"),
-    "block_size": _Rule("count", "block sizes are whole numbers of tokens >= 1 (0 or NaN: none)"),
-    "prefill_ms": _Rule("real", "prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)"),
-    "prefill_tokens_per_s": _Rule("real", "prefill rates are finite numbers of tokens per second > 0"),
-    "num_layers": _Rule("count", "layer counts are whole numbers >= 0 (0: no layer-wise streaming)"),
-    "layer_group": _Rule("count", "layer groups are whole numbers of layers, from 1 to the number of layers"),
-    "layerwise_min_tokens": _Rule("count", "the layer-wise threshold is a whole number of tokens >= 0"),
-}
-
-#: The model's ten inputs, in the kernel's argument order (the pandas facade takes the same names).
-ARGUMENTS = tuple(_RULES)
-_WORKER_INDEX, _MODE_INDEX = ARGUMENTS.index("worker_type"), ARGUMENTS.index("mode")
-_PER_BLOCK_INDEX, _LAYERS_INDEX = ARGUMENTS.index("per_block_ms"), ARGUMENTS.index("num_layers")
-_MISSING_TOKENS_INDEX = ARGUMENTS.index("destination_missing_tokens")
-_LAYERWISE_SLICE = slice(ARGUMENTS.index("prefill_ms"), ARGUMENTS.index("layerwise_min_tokens") + 1)
-assert _kernels.Inputs._fields == (*ARGUMENTS, *_resolve._CAPPED, "worker_type_masks", "mode_masks")
-assert ARGUMENTS[_PER_BLOCK_INDEX + 1] == "block_size" and ARGUMENTS[_LAYERWISE_SLICE] == (
-    "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
-
-# The kernel's validity rules, restated in numpy for the diagnostic pass (error path only).
-_INF = np.inf
-_INVALID = {
-    "num_input_tokens": lambda x: (x < 0) | (x == _INF) | (x - np.floor(x) > 0),
-    "kv_transfer_bandwidth": lambda x: x < 0,
-    "kv_bytes_per_token": lambda x: (x < 0) | (x == _INF),
-    "worker_type": lambda x: (x < 0) | (x > 2),
-    "completed": lambda x: (x != 0) & (x != 1),
-    "mode": lambda x: (x < 0) | (x > 1),
-    "destination_missing_tokens": lambda x: (x < 0) | (x == _INF) | (x - np.floor(x) > 0),
-    "state_bytes": lambda x: (x < 0) | (x == _INF),
-    "latency_ms": lambda x: ~((x >= 0) & (x < _INF)),
-    "fallback_delay_ms": lambda x: (x < 0) | (x == _INF),
-    "per_block_ms": lambda x: ~((x >= 0) & (x < _INF)),
-    "block_size": lambda x: (x < 0) | (x == _INF),
-    "prefill_ms": lambda x: (x < 0) | (x == _INF),
-    "prefill_tokens_per_s": lambda x: (x <= 0) | (x == _INF),
-    "num_layers": lambda x: ~((x >= 0) & (x < _INF)) | (x - np.floor(x) > 0),
-    "layer_group": lambda x: ~(x >= 1) | (x - np.floor(x) > 0),
-    "layerwise_min_tokens": lambda x: ~((x >= 0) & (x < _INF)),
-}
-
-# Rules that tie two inputs together: (argument blamed, the other, invalid(argument, other), problem, fix).
-_CROSS = (
-    ("per_block_ms", "block_size", lambda pb, bs: (pb > 0) & ~(bs > 0),
-     "a per-block cost needs a block size",
-     "give the KV block size in tokens (block_size=, or --block-size on the command line)"),
-    ("layer_group", "num_layers", lambda g, n: (n > 0) & (g > n),
-     "more layers per group than the model has", "pass a layer_group between 1 and num_layers"),
-)
+#: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
+ARGUMENTS = ROW_NAMES
+_MODE_INDEX = ARGUMENTS.index("mode")
+_KERNEL_DEFAULTS = {e.name: e.kernel_default for e in ROW_INPUTS}
 
 
 class _Arg:
@@ -154,7 +75,7 @@ _CACHED_SCALARS = frozenset({bool, int, float, str, np.float64, np.int64, np.int
 
 def _scalar(name: str, value: Any) -> Any:
     """A plain Python or numpy scalar as the kernel's scalar type, or None to take the general path."""
-    rule = _RULES[name]
+    rule = INPUTS[name]
     if isinstance(value, (np.timedelta64, np.datetime64)):
         return None  # the general path refuses them with a clear message
     if isinstance(value, (bool, np.bool_)):
@@ -164,11 +85,11 @@ def _scalar(name: str, value: Any) -> Any:
             return np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value)
         if rule.kind == "real":
             return np.float64(value)
-        return np.int8(value) if 0 <= value <= (2 if name == "worker_type" else 1) else np.int8(UNPARSEABLE)
+        return np.int8(value) if 0 <= value <= rule.code_limit else np.int8(UNPARSEABLE)
     if isinstance(value, (float, np.floating)) and rule.kind in ("count", "real"):
         return np.float64(value)
     if isinstance(value, str) and rule.kind == "code":
-        return np.int8(_code_of(value, rule.names, 2 if name == "worker_type" else 1, False))
+        return np.int8(_code_of(value, rule.labels, rule.code_limit, False))
     return None
 
 
@@ -182,7 +103,7 @@ def _scalar_arg(name: str, kind: type, value: Any) -> _Arg | None:
 #: Per argument, the dtypes in which a 1-D numpy array reaches the kernel as it is (a read-only view).
 _KERNEL_DTYPES = {name: frozenset(map(np.dtype, {"count": (np.int64, np.float64), "real": (np.float64,),
                                                  "code": (np.int8,), "flag": (np.bool_,)}[rule.kind]))
-                  for name, rule in _RULES.items()}
+                  for name, rule in ((e.name, e) for e in ROW_INPUTS)}
 
 
 def _coerce(name: str, value: Any) -> _Arg:
@@ -200,7 +121,7 @@ def _coerce(name: str, value: Any) -> _Arg:
     scalar_value = _scalar(name, value)
     if scalar_value is not None:
         return _Arg(name, scalar_value, [value])
-    rule = _RULES[name]
+    rule = INPUTS[name]
     data, scalar = _as_1d(name, value)
     if rule.kind == "code" and not scalar and _holds_text(data):
         coded = _label_codes(name, data)
@@ -211,7 +132,7 @@ def _coerce(name: str, value: Any) -> _Arg:
     elif rule.kind == "real":
         converted = _to_numeric(name, data).astype(np.float64, copy=False)
     else:
-        converted = _to_codes(data, rule.names, 2 if name == "worker_type" else 1, rule.kind == "flag")
+        converted = _to_codes(data, rule.labels, rule.code_limit, rule.kind == "flag")
     if scalar:
         return _Arg(name, converted[0], data)
     return _Arg(name, _read_only(converted), data)
@@ -263,8 +184,8 @@ def _booleans_apart(data: Any) -> np.ndarray | None:
 
 def _label_values(name: str, labels: Any) -> list[int]:
     """The code of each label (:data:`UNPARSEABLE` for one that is not a worker type or mode)."""
-    rule = _RULES[name]
-    return [_code_of(label, rule.names, 2 if name == "worker_type" else 1, False) for label in labels]
+    rule = INPUTS[name]
+    return [_code_of(label, rule.labels, rule.code_limit, False) for label in labels]
 
 
 #: (argument, id of a CategoricalDtype) -> (the dtype, its labels' values). By identity, the dtype kept
@@ -287,17 +208,29 @@ def _category_values(name: str, dtype: pd.CategoricalDtype, labels: Any) -> list
     return values
 
 
-def _kernel_inputs(args: list[_Arg], capped: dict[str, Any]) -> tuple:
-    """The kernel's record; an extension that is off is None there, so its terms compile away and
-    the default path stays upstream's formula (and its speed)."""
+def _group_slice(group: str) -> slice:
+    names = [e.name for e in GROUPS[group]]
+    first = ARGUMENTS.index(names[0])
+    assert ARGUMENTS[first:first + len(names)] == tuple(names), "an extension's inputs are adjacent in the table"
+    return slice(first, first + len(names))
+
+
+#: Where each extension's inputs sit in the kernel's record.
+_GROUP_SLICES = {group: _group_slice(group) for group in GROUPS}
+_WORKER_INDEX = ARGUMENTS.index("worker_type")
+assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, "worker_type_masks", "mode_masks")
+
+
+def _kernel_record(args: list[_Arg], capped: dict[str, Any]) -> tuple:
+    """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
+    their off values is None there, so its terms compile away and the default path stays upstream's
+    formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
-    per_block, block, layers = args[_PER_BLOCK_INDEX], args[_PER_BLOCK_INDEX + 1], args[_LAYERS_INDEX]
-    if not per_block.is_array and per_block.value == 0 and not block.is_array and block.value == 0:
-        values[_PER_BLOCK_INDEX:_PER_BLOCK_INDEX + 2] = None, None
-    if not layers.is_array and layers.value == 0:
-        values[_LAYERWISE_SLICE] = [None] * 5
-    # Inputs' fields as a plain tuple: numba types a plain tuple in C, a named one in Python (2.6 -> 0.9 us a call)
-    return (*values, *(capped[name] for name in _resolve._CAPPED), args[_WORKER_INDEX].masks, args[_MODE_INDEX].masks)
+    for group, where in _GROUP_SLICES.items():
+        if group_off(group, {a.name: a.value for a in args[where]}):
+            values[where] = [None] * (where.stop - where.start)
+    return (*values, *(capped[name] for name in _resolve._CAPPED), args[_WORKER_INDEX].masks,
+            args[_MODE_INDEX].masks)
 
 
 def _model_term(value: Any) -> Any:
@@ -324,50 +257,57 @@ def _common_length(args: list[_Arg], capped: dict[str, Any]) -> int:
     return next(iter(lengths.values()))
 
 
+def _invalid_rows(arg: _Arg, n: int) -> np.ndarray:
+    """Where one argument breaks its range in the table (the kernel's rule, in numpy)."""
+    with np.errstate(invalid="ignore"):
+        values = np.asarray(arg.kernel_values(), dtype=np.float64)
+        return np.broadcast_to(outside(values, INPUTS[arg.name].valid), (n,))
+
+
 def _diagnose(args: list[_Arg], n: int) -> InputError:
     """The first argument with invalid rows, with the count of every argument's invalid rows
-    (error path only; plain numpy)."""
+    (error path only; plain numpy, the table's rules)."""
     counts: dict[str, int] = {}
     first: tuple[_Arg, np.ndarray] | None = None
     for arg in args:
-        with np.errstate(invalid="ignore"):
-            invalid = np.broadcast_to(_INVALID[arg.name](np.asarray(arg.kernel_values())), (n,))
+        invalid = _invalid_rows(arg, n)
         n_invalid = int(np.count_nonzero(invalid))
         if n_invalid:
             counts[arg.name] = n_invalid
             first = first or (arg, invalid)
     if first is None:  # only rules that tie two inputs together
         by_name = {a.name: a for a in args}
-        for name, other, rule, problem, fix in _CROSS:
+        for rule in CROSS:
+            blamed, other = by_name[rule.blamed], by_name[rule.other]
             with np.errstate(invalid="ignore"):
-                invalid = np.broadcast_to(rule(np.asarray(by_name[name].value), np.asarray(by_name[other].value)),
-                                          (n,))
+                invalid = np.broadcast_to(rule.invalid(np.asarray(blamed.value, dtype=np.float64),
+                                                       np.asarray(other.value, dtype=np.float64)), (n,))
             if invalid.any():
                 position = int(np.argmax(invalid))
-                arg = by_name[name]
-                value = _plain(arg.original[0] if not arg.is_array else np.asarray(arg.original, dtype=object)[position])
-                if not by_name[name].is_array and not by_name[other].is_array:
-                    return InputError(name, f"{value!r}: {problem}", fix, value=value)
-                return InputError(name, problem, fix, n_invalid=int(invalid.sum()), row=position, value=value,
-                                  position=position, counts={name: int(invalid.sum())})
+                value = _plain(blamed.original[0] if not blamed.is_array else
+                               np.asarray(blamed.original, dtype=object)[position])
+                if not blamed.is_array and not other.is_array:
+                    return InputError(rule.blamed, f"{value!r}: {rule.problem}", rule.fix, value=value)
+                return InputError(rule.blamed, rule.problem, rule.fix, n_invalid=int(invalid.sum()), row=position,
+                                  value=value, position=position, counts={rule.blamed: int(invalid.sum())})
         raise AssertionError("the kernel counted invalid rows that the diagnostic pass does not find")
     arg, invalid = first
     if not arg.is_array:  # one value, applied to every row
         value = _plain(arg.original[0])
-        return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", _RULES[arg.name].rule, value=value)
+        return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", INPUTS[arg.name].rule, value=value)
     position = int(np.argmax(invalid))
     original = arg.original.iloc[position] if hasattr(arg.original, "iloc") else arg.original[position]
     return InputError(
-        arg.name, _why(arg.name, original), _RULES[arg.name].rule,
+        arg.name, _why(arg.name, original), INPUTS[arg.name].rule,
         n_invalid=counts[arg.name], row=position, value=_plain(original), position=position, counts=counts,
     )
 
 
 def _why(name: str, value: Any) -> str:
     """What is wrong with one invalid value, in words."""
-    kind = _RULES[name].kind
-    if kind in ("code", "flag"):
-        valid = ", ".join(repr(k) for k in _RULES[name].names)
+    entry = INPUTS[name]
+    if entry.kind in ("code", "flag"):
+        valid = ", ".join(repr(k) for k in entry.labels)
         return f"not a valid {name.replace('_', ' ')}; valid: {valid}"
     try:
         number = float(value)
@@ -379,6 +319,8 @@ def _why(name: str, value: Any) -> str:
         return "negative"
     if number in (np.inf, -np.inf):
         return "infinite"
+    if number < entry.valid.low or (number == entry.valid.low and entry.valid.open_low):
+        return f"below {entry.valid.low:g}" if not entry.valid.open_low else f"not above {entry.valid.low:g}"
     return "not a whole number"
 
 
@@ -429,24 +371,24 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     (:func:`parallel_turn`)."""
     n = out.shape[0]
     if parallel is None:
-        # the size of numba's pool, not the calling thread's setting (~13 us to read after a kernel pass): one
-        # thread runs the prange kernel within 2% of the serial one (measured)
+        # the size of numba's pool, not the calling thread's setting (costly to read after a kernel pass): one
+        # thread runs the prange kernel within 2% of the serial one
         parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.config.NUMBA_NUM_THREADS) > 1
-    if parallel and _parallel_lock.acquire(blocking=False):  # the turn (see parallel_turn), in few steps
-        try:
-            if num_threads is None:
-                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
-            previous = numba.get_num_threads()
-            numba.set_num_threads(num_threads)
-            try:
-                return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
-            finally:
-                numba.set_num_threads(previous)
-        finally:
-            _parallel_lock.release()
+    if parallel:
+        with parallel_turn() as turn:
+            if turn:
+                if num_threads is None:
+                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+                previous = numba.get_num_threads()
+                numba.set_num_threads(num_threads)
+                try:
+                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+                finally:
+                    numba.set_num_threads(previous)
     return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 
 
+@documented()
 def handoff_delay_ms(
     num_input_tokens: ArrayLike,
     kv_transfer_bandwidth: ArrayLike,
@@ -461,12 +403,12 @@ def handoff_delay_ms(
     fallback_delay_ms: ArrayLike | None = None,
     per_block_ms: ArrayLike = 0.0,
     block_size: ArrayLike | None = None,
-    overlap: Literal["none", "layerwise"] = "none",
     prefill_ms: ArrayLike | None = None,
     prefill_tokens_per_s: ArrayLike | None = None,
     num_layers: ArrayLike | None = None,
     layer_group: ArrayLike = 1,
     layerwise_min_tokens: ArrayLike = 0,
+    overlap: Literal["none", "layerwise"] = "none",
     kv_cache_dtype: str | None = None,
     tp: int = 1,
     scope: Literal["rank", "group"] = "rank",
@@ -481,59 +423,13 @@ def handoff_delay_ms(
     with the default arguments: a completed prefill worker's handoff costs
     ``tokens * kv_bytes_per_token / (kv_transfer_bandwidth * 1e9) * 1000`` ms.
 
-    Every input is a scalar (applied to every row) or a 1-D array-like (list, numpy
-    array, pandas Series) of one common length. As in numpy, scalars in give a
+    Every per-row input is a scalar (applied to every row) or a 1-D array-like (list,
+    numpy array, pandas Series) of one common length. As in numpy, scalars in give a
     ``numpy.float64`` out, arrays in give a 1-D float64 array.
 
     Parameters
     ----------
-    num_input_tokens
-        Prompt tokens, whole numbers >= 0; NaN marks a missing count.
-    kv_transfer_bandwidth
-        Link bandwidth in decimal GB/s (1 GB = 1e9 bytes). NaN (unknown) or 0 (disabled):
-        no delay is modeled (NaN, or ``fallback_delay_ms``); +inf: 0 ms. Also a link
-        preset name (``"ib-ndr"``, ``"8x ib-ndr"``), a :class:`perfmodel.Link` (its
-        latency is added) or an array of these.
-    kv_bytes_per_token
-        KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth.
-        Also a model preset name, a Hugging Face config dict or ``config.json`` path, or
-        an array of these (see ``kv_cache_dtype`` and ``tp``): a model with sliding-window,
-        chunked-attention or linear-attention layers moves the bytes of
-        :class:`perfmodel.KVTerms` (at most a window, or the current chunk, of those
-        layers, and its fixed state), not a constant per token.
-    worker_type
-        :class:`WorkerType`, its code (0/1/2) or name (``"prefill"``). Only prefill pays.
-    completed
-        Whether the prefill emitted its terminal token. Only completed prefills pay.
-    mode
-        :class:`TransferMode`, code or name: charge the full prompt, or only
-        ``destination_missing_tokens`` (see :func:`destination_missing_tokens`).
-    destination_missing_tokens
-        Tokens the decode worker lacks; required where ``mode`` is destination_missing.
-    state_bytes
-        Extra bytes per transfer that moves tokens (the recurrent state of hybrid models;
-        none when no token is charged). Default: the model's state (see
-        :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; given, it replaces
-        the model's.
-    latency_ms
-        Fixed setup latency (ms) added to each transfer that moves more than 0 bytes.
-    fallback_delay_ms
-        Delay (ms) used instead of NaN where bandwidth or bytes per token are unknown
-        or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.
-    kv_cache_dtype, tp
-        For models given by name or config: the KV-cache dtype (``"fp8"``...) and the
-        tensor-parallel degree (see :func:`perfmodel.kv_bytes_per_token`).
-    errors
-        ``"raise"`` (default): invalid values raise :class:`InputError` (a ValueError)
-        naming the argument, the number of invalid rows, the first one and its value.
-        ``"coerce"``: invalid rows (and unknown names in an array of names) give NaN.
-    out
-        Optional preallocated float64 array of the result's length to write into.
-    parallel
-        Force the parallel (True) or serial (False) kernel; default: parallel from
-        :data:`PARALLEL_MIN_ROWS` rows on when numba started more than one thread.
-    num_threads
-        Threads for the parallel kernel (default: numba's setting).
+    @inputs
 
     Returns
     -------
@@ -553,15 +449,6 @@ def handoff_delay_ms(
     ...                            destination_missing_tokens=20)
     np.float64(0.02)
     """
-    if _extensions_off_values(per_block_ms, block_size, prefill_ms, prefill_tokens_per_s, num_layers, layer_group,
-                              layerwise_min_tokens) and num_threads is None and kv_cache_dtype is None and \
-            type(tp) is int and tp == 1 and scope == "rank" and overlap == "none":  # a plain call, in few steps
-        plain = _plain_handoff((num_input_tokens, kv_transfer_bandwidth, kv_bytes_per_token, worker_type, completed,
-                                mode, destination_missing_tokens, state_bytes, latency_ms, fallback_delay_ms),
-                               errors, out, parallel)
-        if plain is not None:
-            delays, _, scalar = plain
-            return delays[0] if scalar and out is None else delays
     inputs = dict(
         num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
         kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
@@ -570,78 +457,9 @@ def handoff_delay_ms(
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
     )
-    options = Options.of(kv_cache_dtype, tp, scope, overlap)
-    result = _handoff_general(inputs, options, errors, out, parallel, num_threads, False, None, None)
+    result = _handoff(inputs, Options.of(kv_cache_dtype, tp, scope, overlap), errors=errors, out=out,
+                      parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
-
-
-#: The arguments of a plain call (:func:`_plain_handoff`): upstream's model, with latency and fallback.
-_PLAIN_ARGUMENTS = ARGUMENTS[:_PER_BLOCK_INDEX]
-assert _PLAIN_ARGUMENTS == ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
-                            "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms")
-#: The kernel's values of everything else in a plain call: off (extensions, capped terms), then the
-#: masks of the labels' codes (see _label_codes; None: plain codes).
-_PLAIN_OFF = (None,) * (len(_kernels.Inputs._fields) - len(_PLAIN_ARGUMENTS) - 2)
-_PLAIN_OFF_NO_MASKS = (*_PLAIN_OFF, None, None)
-_LABEL_MASKS = frozenset({"worker_type", "mode"})
-assert _kernels.Inputs._fields[-2:] == ("worker_type_masks", "mode_masks")
-
-
-def _plain_handoff(values: tuple, errors: Any, out: Any, parallel: Any, with_missing: bool = False,
-                   ) -> tuple[np.ndarray, np.ndarray | None, bool] | None:
-    """:func:`_handoff` of a plain call in few steps (the per-call edge, which runs with caches that
-    the previous call's kernel pass has just flushed): ``values`` (the :data:`_PLAIN_ARGUMENTS`) are
-    plain scalars, 1-D numpy arrays or numpy-backed Series already in the kernel's dtypes, or
-    categorical worker types and modes; no extension, name or option applies. None for anything
-    else, and for invalid rows to report: the general path answers then, with what it would have
-    answered anyway (tests compare the two). Returns a :class:`_Result`'s fields as a plain tuple
-    (a named tuple costs ~6 us more to build after a kernel pass)."""
-    if type(errors) is not str or errors not in ("raise", "coerce") or not (
-            parallel is None or parallel is True or parallel is False):
-        return None
-    kernel_values, arrays, n, masks = [], {}, 1, {}
-    for (name, dtypes, default, default_value), value in zip(_PLAIN_SPECS, values):
-        if value is default:  # handoff_delay_ms's default, passed on: its kernel value is known
-            kernel_values.append(default_value)
-            continue
-        kind = type(value)
-        if kind is pd.Series or kind is pd.Categorical:  # a column: its numpy values, or its codes and masks
-            dtype = value.dtype
-            if isinstance(dtype, np.dtype):
-                value, kind = value.to_numpy(), np.ndarray
-            elif isinstance(dtype, pd.CategoricalDtype) and name in _LABEL_MASKS:
-                arg = _label_codes(name, value)
-                if arg is None:
-                    return None
-                value, kind, masks[name] = arg.value, np.ndarray, arg.masks
-            else:
-                return None
-        if kind is np.ndarray:
-            if value.ndim != 1 or value.dtype not in dtypes or (arrays and len(value) != n):
-                return None
-            n = len(value)
-            arrays[name] = value = _read_only(value)
-            kernel_values.append(value)
-            continue
-        if value is None:
-            value = _DEFAULTS[name]
-            kind = type(value)
-        arg = _scalar_arg(name, kind, value) if kind in _CACHED_SCALARS else None
-        if arg is None:
-            return None
-        kernel_values.append(arg.value)
-    mode = kernel_values[_MODE_INDEX]
-    if values[_MISSING_TOKENS_INDEX] is None and (isinstance(mode, np.ndarray) or mode != 0):
-        return None  # (the general path tells whether tokens are required)
-    out = np.empty(n, dtype=np.float64) if out is None else _check_out(out, n, arrays)
-    missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    off = (*_PLAIN_OFF, masks.get("worker_type"), masks.get("mode")) if masks else _PLAIN_OFF_NO_MASKS
-    if _run_kernel((*kernel_values, *off), out, missing, parallel, None) and errors == "raise":
-        return None  # (the general path finds the rows, and raises)
-    return out, missing, not arrays
-
-
-_SCOPES, _OVERLAPS = frozenset({"rank", "group"}), frozenset({"none", "layerwise"})
 
 
 @dataclass(frozen=True)
@@ -654,18 +472,16 @@ class Options:
     overlap: str = "none"  # "layerwise": stream layer groups while prefill runs
 
     def check(self) -> Options:
-        if type(self.tp) is int and self.tp >= 1 and type(self.scope) is str and self.scope in _SCOPES and \
-                type(self.overlap) is str and self.overlap in _OVERLAPS:
-            return self  # (the common case, checked in a few steps)
-        check_choice("scope", self.scope, ("rank", "group"))
-        check_choice("overlap", self.overlap, ("none", "layerwise"))
+        if self is _PLAIN:
+            return self
+        check_option("scope", self.scope)
+        check_option("overlap", self.overlap)
         tp = check_whole("tp", self.tp, smallest=1)
         return self if type(self.tp) is int and tp == self.tp else dataclasses.replace(self, tp=tp)
 
     @classmethod
     def of(cls, kv_cache_dtype: str | None, tp: Any, scope: Any, overlap: Any) -> Options:
-        """These options, the shared plain ones when they are the defaults (no dataclass built: ~14 us
-        after a kernel pass)."""
+        """These options (the shared plain ones when they are the defaults)."""
         if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and overlap == "none":
             return _PLAIN
         return cls(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
@@ -678,10 +494,6 @@ class Options:
 
 _PLAIN = Options()  # (no names shaped by options, no layer-wise streaming)
 
-#: Inputs that only layer-wise streaming reads, with their "not given" values.
-_LAYERWISE = {"prefill_ms": None, "prefill_tokens_per_s": None, "num_layers": None, "layer_group": 1,
-              "layerwise_min_tokens": 0}
-
 
 class _Result(NamedTuple):
     delays: NDArray[np.float64]
@@ -691,7 +503,8 @@ class _Result(NamedTuple):
 
 def _names_in(value: Any) -> bool:
     """Whether a bandwidth or bytes-per-token value holds names (models, links) or objects to resolve."""
-    if type(value) is np.ndarray and value.dtype.kind in "iuf":
+    kind = type(value)
+    if kind is np.ndarray and value.dtype.kind in "iuf" or kind in (int, float, np.float64, np.int64):
         return False
     if isinstance(value, (str, Mapping, os.PathLike, Link)):
         return True
@@ -745,30 +558,6 @@ def _as_input_error(argument: str, error: Exception) -> InputError:
     return InputError(argument, problem, fix.rstrip(".") or "pass a number, a preset name or a column of them")
 
 
-def _layerwise_inputs(values: dict[str, Any], options: Options) -> None:
-    """Check the layer-wise inputs against ``overlap``, in place: off, they must not be given (never
-    silently ignored); on, one prefill duration or rate is required."""
-    if options.overlap == "none":
-        given = [name for name, absent in _LAYERWISE.items() if not _is_default(values[name], absent)]
-        if given:
-            raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
-                             "pass overlap='layerwise', or drop them")
-        values["num_layers"] = 0
-    elif (values["prefill_ms"] is None) == (values["prefill_tokens_per_s"] is None):
-        raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
-                         "pass the prefill's duration (ms) or its rate (tokens/s)")
-    values["prefill_ms"] = np.nan if values["prefill_ms"] is None else values["prefill_ms"]
-    values["prefill_tokens_per_s"] = np.nan if values["prefill_tokens_per_s"] is None else values["prefill_tokens_per_s"]
-
-
-def _is_default(value: Any, default: Any) -> bool:
-    if value is default:
-        return True
-    if value is None or default is None:
-        return value is None
-    return np.ndim(value) == 0 and not isinstance(value, str) and value == default
-
-
 def _handoff(
     inputs: dict[str, Any],
     options: Options | None = None,
@@ -781,43 +570,18 @@ def _handoff(
     bytes_out: NDArray[np.float64] | None = None,
     model_terms: dict[str, Any] | None = None,
 ) -> _Result:
-    """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name, names resolved here),
-    and optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer
-    moves, written by the kernel in the same pass. ``model_terms``: a model's capped byte terms
-    already resolved by the caller (by name, as :func:`_resolve_names` returns them), for
-    callers that tabulate models themselves (sweeps). Plain calls take :func:`_plain_handoff`."""
-    options = _PLAIN if options is None else options
-    if (options is _PLAIN or options == _PLAIN) and num_threads is None and bytes_out is None and not model_terms \
-            and _extensions_off(inputs):
-        plain = _plain_handoff(tuple(map(inputs.get, _PLAIN_ARGUMENTS)), errors, out, parallel, with_missing)
-        if plain is not None:
-            return _Result(*plain)
-    return _handoff_general(inputs, options, errors, out, parallel, num_threads, with_missing, bytes_out, model_terms)
-
-
-def _extensions_off(inputs: dict[str, Any]) -> bool:
-    """Whether no extension is asked for (per-block cost, layer-wise streaming): a plain call."""
-    get = inputs.get
-    return _extensions_off_values(get("per_block_ms", 0.0), get("block_size"), get("prefill_ms"),
-                                  get("prefill_tokens_per_s"), get("num_layers"), get("layer_group", 1),
-                                  get("layerwise_min_tokens", 0))
-
-
-def _extensions_off_values(per_block_ms: Any, block_size: Any, prefill_ms: Any, prefill_tokens_per_s: Any,
-                           num_layers: Any, layer_group: Any, layerwise_min_tokens: Any) -> bool:
-    """:func:`_extensions_off` of the extensions' arguments."""
-    return (type(per_block_ms) is float and per_block_ms == 0.0 and block_size is None and prefill_ms is None
-            and prefill_tokens_per_s is None and num_layers is None and type(layer_group) is int and layer_group == 1
-            and type(layerwise_min_tokens) is int and layerwise_min_tokens == 0)
-
-
-def _handoff_general(inputs: dict[str, Any], options: Options, errors: Any, out: Any, parallel: Any, num_threads: Any,
-                     with_missing: bool, bytes_out: Any, model_terms: dict[str, Any] | None) -> _Result:
-    """:func:`_handoff` of any call (its arguments, in its order): every argument coerced and
-    checked, names resolved."""
-    check_errors(errors)
-    options = options.check()
-    check_flag("parallel", parallel, optional=True)
+    """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name; absent or None: not
+    given), the one route of every entry point: options checked, the rules that tie inputs together,
+    names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
+    Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
+    written by the kernel in the same pass. ``model_terms``: a model's capped byte terms already
+    resolved by the caller (by name, as :func:`_resolve_names` returns them), for callers that
+    tabulate models themselves (sweeps)."""
+    if errors != "raise":
+        check_errors(errors)
+    options = _PLAIN if options is None else options.check()
+    if parallel is not None:
+        check_flag("parallel", parallel)
     if num_threads is not None:
         check_whole("num_threads", num_threads, smallest=1)
         if num_threads > numba.config.NUMBA_NUM_THREADS:
@@ -825,17 +589,20 @@ def _handoff_general(inputs: dict[str, Any], options: Options, errors: Any, out:
                              "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
                              "NUMBA_NUM_THREADS before starting Python")
     values = {name: inputs.get(name) for name in ARGUMENTS}
-    missing_tokens_given = values["destination_missing_tokens"] is not None
-    _layerwise_inputs(values, options)
+    for entry in REQUIRED:
+        if values[entry.name] is None:
+            raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
+    layerwise_given(values, options.overlap)
+    if options.overlap == "none":
+        values["num_layers"] = 0
     capped = _resolve_names(values, options, errors)
     if model_terms:
         capped = model_terms
-    # in the kernel's argument order; arguments not given take their defaults
-    args = [_coerce(name, _DEFAULTS.get(name) if value is None else value) for name, value in values.items()]
+    args = [_coerce(name, _KERNEL_DEFAULTS[name] if value is None else value) for name, value in values.items()]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
-    if not missing_tokens_given and _any_destination_missing(args[_MODE_INDEX]):
+    if inputs.get("destination_missing_tokens") is None and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
             "pass destination_missing_tokens (see perfmodel.destination_missing_tokens) or use mode='full_prompt'",
@@ -843,28 +610,14 @@ def _handoff_general(inputs: dict[str, Any], options: Options, errors: Any, out:
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel(_kernel_inputs(args, capped), out, missing, parallel, num_threads, bytes_out)
+    n_invalid = _run_kernel(_kernel_record(args, capped), out, missing, parallel, num_threads, bytes_out)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, not any(a.is_array for a in args))
 
 
-#: The values of arguments not given (None), for the kernel.
-_DEFAULTS = {"destination_missing_tokens": np.nan, "fallback_delay_ms": np.nan, "block_size": 0, "per_block_ms": 0.0,
-             "state_bytes": 0, "latency_ms": 0.0, "layer_group": 1, "layerwise_min_tokens": 0}
-
-
-def _plain_spec(name: str) -> tuple[str, frozenset, Any, Any]:
-    """(name, the dtypes the kernel takes as they are, handoff_delay_ms's default, its kernel value)."""
-    default = inspect.signature(handoff_delay_ms).parameters[name].default
-    if default is inspect.Parameter.empty:
-        return name, _KERNEL_DTYPES[name], default, None
-    value = _DEFAULTS[name] if default is None else default
-    return name, _KERNEL_DTYPES[name], default, _scalar_arg(name, type(value), value).value
-
-
-#: What :func:`_plain_handoff` needs to know of each plain argument (a default passed on needs no lookup).
-_PLAIN_SPECS = tuple(map(_plain_spec, _PLAIN_ARGUMENTS))
+#: The inputs without which there is no model.
+REQUIRED = tuple(e for e in ROW_INPUTS if e.required)
 
 
 def _any_destination_missing(mode: _Arg) -> bool:

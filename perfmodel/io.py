@@ -38,9 +38,9 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
 from ._coerce import check_errors
-from .handoff import Errors
+from ._fs import MANIFEST, atomic_file, check_not_overlapping, output_folder
+from .errors import Errors, InputError
 
 __all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "output_folder", "read_chunks", "write_table"]
 
@@ -48,8 +48,6 @@ _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "j
             ".ndjson": "jsonl"}
 _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 
-#: The file in an output folder that lists what perfmodel wrote there (and may therefore replace).
-MANIFEST = ".perfmodel-output.json"
 
 
 # --- formats -------------------------------------------------------------------------------
@@ -504,131 +502,6 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
             raise
         writer.close()
     return path
-
-
-# --- atomic files and output folders -------------------------------------------------------
-
-def _normal_permissions(path: Path, mode: int = 0o666) -> None:
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, mode & ~umask)
-
-
-@contextlib.contextmanager
-def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside ``target``, renamed onto it only if the block succeeds.
-
-    The temporary file is removed whatever happens (an error, Ctrl-C, or SIGTERM/SIGHUP,
-    which the command line turns into an interrupt).
-    """
-    target = Path(target)
-    if target.is_dir():
-        raise IsADirectoryError(21, "is a folder; name a file", str(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        _normal_permissions(tmp)  # mkstemp makes files private; outputs get the usual permissions
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _within(inner: Path, outer: Path) -> bool:
-    return inner == outer or outer in inner.parents
-
-
-def check_not_overlapping(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
-    """Refuse an output that is, contains or lies inside one of the inputs (files or folders).
-
-    >>> check_not_overlapping("out/", ["data/requests.csv"])
-    >>> check_not_overlapping("data", ["data/requests.csv"])
-    Traceback (most recent call last):
-    ...
-    perfmodel.errors.InputError: data: the output folder contains the input data/requests.csv. Fix: write the output somewhere else (e.g. --out results/).
-    """
-    out = Path(output).resolve()
-    for source in inputs:
-        src = Path(source).resolve()
-        if out == src:
-            problem = "the output is the input itself"
-        elif _within(src, out):
-            problem = f"the output folder contains the input {source}"
-        elif _within(out, src):
-            problem = f"the output lies inside the input folder {source}"
-        else:
-            continue
-        raise InputError(str(output), problem, "write the output somewhere else (e.g. --out results/)")
-
-
-def _owned(folder: Path) -> set[str]:
-    """The names of the files perfmodel wrote in ``folder`` (from its manifest)."""
-    try:
-        files = json.loads((folder / MANIFEST).read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        return set()
-    return {name for name in files if isinstance(name, str) and "/" not in name and name not in ("", ".", "..")}
-
-
-@contextlib.contextmanager
-def output_folder(target: str | os.PathLike, *, names: Sequence[str] = (),
-                  inputs: Iterable[str | os.PathLike] = ()) -> Iterator[Path]:
-    """A staging folder for perfmodel's output files; moved into ``target`` only when the block succeeds.
-
-    ``target`` may be new, empty, or hold other files: perfmodel adds its own and
-    replaces only files its manifest says it wrote (also removing those of its earlier
-    runs that this run did not write again). A file of the same name that perfmodel did
-    not write makes it refuse, before any work when ``names`` lists the files to come.
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> out = pathlib.Path(tempfile.mkdtemp()) / "results"
-    >>> with output_folder(out) as stage:
-    ...     _ = (stage / "summary.txt").write_text("ok")
-    >>> sorted(p.name for p in out.iterdir())
-    ['.perfmodel-output.json', 'summary.txt']
-    """
-    from . import __version__
-
-    target = Path(target)
-    check_not_overlapping(target, inputs)
-    if target.exists() and not target.is_dir():
-        raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
-    owned = _owned(target) if target.is_dir() else set()
-
-    def refuse_foreign(written: Iterable[str]) -> None:
-        foreign = sorted(n for n in written if (target / n).exists() and n not in owned)
-        if foreign:
-            raise InputError(str(target), f"holds {', '.join(foreign)}, which perfmodel did not write",
-                             "choose another --out folder, or move those files away")
-
-    refuse_foreign(names)
-    created = not target.exists()
-    target.mkdir(parents=True, exist_ok=True)
-    if created:
-        _normal_permissions(target, 0o777)
-    staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
-    try:
-        yield staging
-        written = sorted(p.name for p in staging.iterdir())
-        refuse_foreign(written)
-        for name in written:
-            os.replace(staging / name, target / name)
-        for stale in sorted(owned - set(written)):  # perfmodel's own files of an earlier run
-            if (target / stale).is_file() and not (target / stale).is_symlink():
-                (target / stale).unlink()
-        with atomic_file(target / MANIFEST) as tmp:
-            tmp.write_text(json.dumps({"written_by": f"perfmodel {__version__}", "files": written}, indent=1))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # ours: made above
-        if created:
-            with contextlib.suppress(OSError):
-                target.rmdir()  # only if still empty
-        raise
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 # --- the delay job over files --------------------------------------------------------------

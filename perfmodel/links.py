@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._inputs import Valid, outside
 from .errors import InputError, check_whole
 
 __all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "save_link", "user_links"]
@@ -121,20 +122,11 @@ class Link:
         >>> LINKS["nvlink4"].transfer_ms(450e6)
         np.float64(1.0)
         """
-        from .handoff import handoff_delay_ms
-
-        # the handoff kernel computes exactly this: `blocks` one-token blocks of no bytes, plus a state of
-        # nbytes (a state moves with tokens, so a transfer of no block is one token without a block cost)
-        no_block = np.asarray(blocks) == 0
-        tokens = np.where(no_block & (np.asarray(nbytes, dtype=object) != 0), 1, blocks)
-        try:
-            return handoff_delay_ms(tokens, self.effective_bandwidth_gb_s, 0.0, state_bytes=nbytes,
-                                    latency_ms=self.latency_ms, per_block_ms=np.where(no_block, 0.0, self.per_block_ms),
-                                    block_size=1)
-        except InputError as error:
-            raise error.relocated({"state_bytes": "nbytes", "num_input_tokens": "blocks"}.get(error.argument,
-                                                                                            error.where),
-                                  error.row) from None
+        sizes, counts = _amounts("nbytes", nbytes, False), _amounts("blocks", blocks, True)
+        with np.errstate(invalid="ignore"):
+            moved = sizes / (self.effective_bandwidth_gb_s * 1e9) * 1000.0  # the kernel's operation order
+            delay = moved + np.where(sizes > 0, self.latency_ms + counts * self.per_block_ms, 0.0)
+        return delay[()] if delay.ndim == 0 else delay
 
     def times(self, count: int) -> Link:
         """``count`` of these links in parallel (several NICs): ``count`` times the bandwidth.
@@ -192,6 +184,24 @@ def get_link(link: Link | str) -> Link:
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), "
                      "a multiple such as '8x ib-ndr', or a perfmodel.Link")
+
+
+def _amounts(name: str, value: ArrayLike, whole: bool) -> np.ndarray:
+    """Byte or block amounts as float64, or :class:`InputError` at the first one that is not a finite
+    number >= 0 (whole, for blocks)."""
+    try:
+        values = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(name, f"{value!r} holds values that are not numbers", "pass numbers >= 0") from None
+    if np.asarray(value).dtype.kind == "b":
+        raise InputError(name, "got booleans where numbers were expected", "pass numbers >= 0")
+    bad = outside(values, Valid(whole=whole, nan_ok=False))
+    if np.any(bad):
+        position = int(np.argmax(np.reshape(bad, -1)))
+        first = np.reshape(values, -1)[position].item()
+        raise InputError(name, f"{first!r} is not a finite {'whole ' if whole else ''}number >= 0",
+                         "pass amounts >= 0", n_invalid=int(np.sum(bad)), row=position, value=first)
+    return values
 
 
 def user_links() -> dict[str, Link]:

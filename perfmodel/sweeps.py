@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _resolve
 from ._codes import TransferMode
+from ._inputs import LAYERWISE, check_option, layerwise_given
 from .errors import InputError, check_choice, check_whole
 from ._coerce import whole_numbers
 from .handoff import Options, _handoff, destination_missing_tokens, handoff_delay_ms
@@ -37,8 +38,6 @@ AXES = (
     "num_input_tokens",
 )
 _LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap"}
-#: Axes that only layer-wise streaming reads.
-_LAYERWISE_AXES = ("prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
@@ -208,13 +207,11 @@ class SweepPlan:
             axes["mode"] = "destination_missing"
         if "scope" in axes and "model" not in axes:
             raise InputError("sweep", "scope applies to model presets/configs", "give a model axis too")
-        layerwise_given = [a for a in _LAYERWISE_AXES if a in axes]
-        if layerwise_given and "overlap" not in axes:
+        if any(a in axes for a in LAYERWISE) and "overlap" not in axes:
             axes["overlap"] = "layerwise"
-        if "overlap" in axes and any(_label(v) == "layerwise" for v in _axis_values("overlap", axes["overlap"])):
-            if ("prefill_ms" in axes) == ("prefill_tokens_per_s" in axes):
-                raise InputError("sweep", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
-                                 "give the prefill's duration (ms) or its rate (tokens/s) as an axis")
+        overlaps = {_label(v) for v in _axis_values("overlap", axes.get("overlap", "none"))}
+        layerwise_given(axes, "layerwise" if "layerwise" in overlaps else "none")  # the rules of every entry point
+        if "layerwise" in overlaps:
             if "num_layers" not in axes and "model" not in axes:
                 raise InputError("sweep", "overlap='layerwise' needs the layer count",
                                  "give a model axis, or num_layers")
@@ -248,7 +245,7 @@ class SweepPlan:
             layers_table = np.array([layer_count(m) for m in values["model"]], dtype=np.int64)
         for name in ("overlap", "scope"):
             for value in values.get(name, []):
-                check_choice(name, value, ("none", "layerwise") if name == "overlap" else ("rank", "group"))
+                check_option(name, value)
         links = [get_link(v) for v in values.get("link", [])]
         return cls(
             axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
@@ -341,7 +338,7 @@ class SweepPlan:
                 self.layers_table[digits["model"]]
             options = Options(overlap="layerwise")
             inputs["num_layers"] = np.where(on, layers, 0)
-            inputs.update({a: columns[a][part] for a in _LAYERWISE_AXES if a in self.axes and a != "num_layers"})
+            inputs.update({a: columns[a][part] for a in LAYERWISE if a in self.axes and a != "num_layers"})
         nbytes = transfer_bytes[part] if transfer_bytes.dtype == np.float64 else np.empty(part.stop - part.start)
         _handoff(inputs, options, out=delay[part], bytes_out=nbytes, model_terms=model_terms)
         if nbytes.base is not transfer_bytes:

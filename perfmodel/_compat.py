@@ -1,4 +1,6 @@
-"""Where numba keeps perfmodel's compiled kernels: a per-user cache folder, never the package.
+"""Every use of a private API of another library, each with its public fallback.
+
+numba: where it keeps perfmodel's compiled kernels (a per-user cache folder, never the package).
 
 numba's default puts ``cache=True`` files in ``__pycache__`` beside the source, i.e.
 inside ``site-packages/perfmodel``: files pip did not install and will not remove, which
@@ -11,11 +13,16 @@ only for files of this package.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import numba
-from numba.core import caching, config
+
+try:  # private: numba.core.caching (its locator classes); without it, numba's own cache folders
+    from numba.core import caching, config
+except ImportError:  # pragma: no cover (a numba that moved them)
+    caching = config = None
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -34,16 +41,27 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False)) / "numba"
 
 
-class _PerfmodelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+@functools.lru_cache(maxsize=None)
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("perfmodel")
+    except PackageNotFoundError:  # (a source tree on sys.path, not installed)
+        return "source"
+
+
+_Base = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator) if caching is not None else (object,)
+
+
+class _PerfmodelCacheLocator(*_Base):
     """numba cache locator for this package's source files only."""
 
     def __init__(self, py_func, py_file):
-        from . import __version__
-
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
         subpath = self.get_suitable_cache_subpath(py_file)
-        self._cache_path = str(cache_dir() / f"{__version__}-numba{numba.__version__}" / subpath)
+        self._cache_path = str(cache_dir() / f"{_version()}-numba{numba.__version__}" / subpath)
 
     def get_cache_path(self):
         return self._cache_path
@@ -55,9 +73,13 @@ class _PerfmodelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._Cac
         return super().from_function(py_func, py_file)
 
 
-def install() -> None:
-    """Put the locator first in numba's list (once); idempotent."""
-    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.62
-    classes = impl._locator_classes
+def install_cache_locator() -> bool:
+    """Put the locator first in numba's list (once; idempotent). Whether it is installed: False where
+    numba's private classes moved, and numba's default (``__pycache__`` beside the source) applies."""
+    impl = caching and (getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None))  # renamed in 0.62
+    classes = getattr(impl, "_locator_classes", None)
+    if classes is None:
+        return False
     if _PerfmodelCacheLocator not in classes:
         classes.insert(0, _PerfmodelCacheLocator)
+    return True

@@ -1,0 +1,171 @@
+"""Files perfmodel writes: atomic files, and output folders that hold what each command wrote.
+
+User files are precious: a file is written to a temporary name beside its target and
+renamed onto it when complete; an output folder receives its files staged in a hidden
+folder and moved in when all are complete. Its manifest (``.perfmodel-output.json``)
+lists the files each command wrote there, so a command replaces, or removes as stale,
+only files it wrote itself: never a user's file, nor another command's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from .errors import InputError
+
+__all__ = ["MANIFEST", "atomic_file", "check_not_overlapping", "output_folder"]
+
+#: The file in an output folder that lists what perfmodel wrote there, command by command.
+MANIFEST = ".perfmodel-output.json"
+
+
+def _normal_permissions(path: Path, mode: int = 0o666) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``target``, renamed onto it only if the block succeeds.
+
+    The temporary file is removed whatever happens (an error, Ctrl-C, or SIGTERM/SIGHUP,
+    which the command line turns into an interrupt).
+
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
+    >>> with atomic_file(target) as tmp:
+    ...     _ = tmp.write_text("complete")
+    >>> target.read_text()
+    'complete'
+    """
+    target = Path(target)
+    if target.is_dir():
+        raise IsADirectoryError(21, "is a folder; name a file", str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        _normal_permissions(tmp)  # mkstemp makes files private; outputs get the usual permissions
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def check_not_overlapping(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse an output that is, contains or lies inside one of the inputs (files or folders).
+
+    >>> check_not_overlapping("out/", ["data/requests.csv"])
+    >>> check_not_overlapping("data", ["data/requests.csv"])
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: data: the output folder contains the input data/requests.csv. Fix: write the output somewhere else (e.g. --out results/).
+    """
+    out = Path(output).resolve()
+    for source in inputs:
+        src = Path(source).resolve()
+        if out == src:
+            problem = "the output is the input itself"
+        elif _within(src, out):
+            problem = f"the output folder contains the input {source}"
+        elif _within(out, src):
+            problem = f"the output lies inside the input folder {source}"
+        else:
+            continue
+        raise InputError(str(output), problem, "write the output somewhere else (e.g. --out results/)")
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and "/" not in name and name not in ("", ".", "..")
+
+
+def _manifest(folder: Path) -> dict[str, set[str]]:
+    """The files each command wrote in ``folder``, by command (an unreadable manifest: none)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    commands = data.get("commands") if isinstance(data, dict) else None
+    if not isinstance(commands, dict):  # a manifest of one list: files of a command not named
+        files = data.get("files", []) if isinstance(data, dict) else []
+        commands = {"": files if isinstance(files, list) else []}
+    return {str(command): {n for n in names if _plain_name(n)} for command, names in commands.items()
+            if isinstance(names, list)}
+
+
+@contextlib.contextmanager
+def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[str] = (),
+                  inputs: Iterable[str | os.PathLike] = ()) -> Iterator[Path]:
+    """A staging folder for one command's output files; moved into ``target`` only when the block succeeds.
+
+    ``target`` may be new, empty, or hold other files: the command adds its own and replaces
+    only the files the manifest says it wrote itself (also removing those of its earlier runs
+    that this run did not write again). A file of the same name that the command did not
+    write (a user's, or another command's) makes it refuse, before any work when ``names``
+    lists the files to come; the other commands' files stay as they are.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "results"
+    >>> with output_folder(out, command="sweep") as stage:
+    ...     _ = (stage / "summary.txt").write_text("ok")
+    >>> sorted(p.name for p in out.iterdir())
+    ['.perfmodel-output.json', 'summary.txt']
+    """
+    target = Path(target)
+    check_not_overlapping(target, inputs)
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
+    manifest = _manifest(target) if target.is_dir() else {}
+    owned = manifest.get(command, set())
+
+    def refuse_foreign(written: Iterable[str]) -> None:
+        foreign = sorted(n for n in written if (target / n).exists() and n not in owned)
+        if foreign:
+            others = {n: c for c, files in manifest.items() if c != command for n in files}
+            listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
+            raise InputError(str(target), f"holds {listing}, which perfmodel {command} did not write",
+                             "choose another --out folder, or move those files away")
+
+    refuse_foreign(names)
+    created = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
+    if created:
+        _normal_permissions(target, 0o777)
+    staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
+    try:
+        yield staging
+        written = sorted(p.name for p in staging.iterdir())
+        refuse_foreign(written)
+        for name in written:
+            os.replace(staging / name, target / name)
+        for stale in sorted(owned - set(written)):  # this command's own files of an earlier run
+            if (target / stale).is_file() and not (target / stale).is_symlink():
+                (target / stale).unlink()
+        manifest[command] = set(written)
+        for other in manifest:
+            if other != command:
+                manifest[other] = {n for n in manifest[other] if n not in written and (target / n).exists()}
+        commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
+        with atomic_file(target / MANIFEST) as tmp:
+            tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # ours: made above
+        if created:
+            with contextlib.suppress(OSError):
+                target.rmdir()  # only if still empty
+        raise
+    shutil.rmtree(staging, ignore_errors=True)

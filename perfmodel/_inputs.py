@@ -1,0 +1,320 @@
+"""Every input of the model, declared once.
+
+One :class:`Input` per argument says what it is (meaning and unit), how it is read
+(``kind``), its default and the value that turns its extension off, which values are
+valid (a :class:`Valid` range, the same one the kernel compiles in and the error path
+tests in numpy) with the text of the fix, whether it may be an array or a column, and
+its names elsewhere: command-line flag, sweep axis, replay-grid axis. The rules that
+tie inputs together (:func:`layerwise_given`, :data:`CROSS`) are written here once.
+
+Everything else follows from the table: the kernel's record and validity checks
+(:mod:`perfmodel._kernels`), the coercion and error messages of the numpy API, the
+facade's column lookups, the parameter sections of the public docstrings
+(:func:`documented`), and the generated tests (``tests/test_inputs.py``), which take
+every input through every entry point.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._codes import TransferMode, WorkerType
+from .errors import InputError
+
+__all__ = ["INPUTS", "OPTIONS", "ROW_INPUTS", "Input", "Valid", "documented"]
+
+_INF = math.inf
+
+
+class Valid(NamedTuple):
+    """The valid values of a number: ``low`` (inclusive unless ``open_low``) to ``high``, whole or
+    not, and whether NaN (missing / unknown) and +inf are allowed. A plain tuple of numbers and
+    flags, so numba compiles it into the kernel as constants."""
+
+    low: float = 0.0
+    high: float = _INF
+    whole: bool = False
+    nan_ok: bool = True
+    inf_ok: bool = False
+    open_low: bool = False
+
+
+def outside(x: Any, valid: tuple) -> Any:
+    """Whether ``x`` (a number, or a numpy array elementwise) is outside its :class:`Valid` range.
+
+    Operators only, so that one body serves numpy (the error path) and numba (the kernel, where
+    the range is constant and the tests fold away).
+
+    >>> outside(np.array([-1.0, 0.5, np.nan, np.inf, 3.0]), Valid(whole=True))
+    array([ True,  True, False,  True, False])
+    """
+    low, high, whole, nan_ok, inf_ok, open_low = valid
+    return (
+        ((x != x) & (not nan_ok))
+        | (x < low) | ((x == low) & open_low) | (x > high)
+        | ((x == _INF) & (not inf_ok))
+        | ((x - np.floor(x) > 0) & whole)  # (False for NaN and inf)
+    )
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of the model: everything every entry point needs to know of it."""
+
+    name: str
+    doc: str  # the docstring line (numpydoc body), unit included
+    kind: str  # count | real | code | flag | choice | option
+    default: Any = inspect.Parameter.empty  # the public signature's default (empty: required)
+    kernel_default: Any = None  # the kernel's value when the caller gives None
+    valid: Valid | None = None  # numbers: the valid range (the kernel's and the error path's)
+    rule: str = ""  # the valid values in words (the fix of an error)
+    labels: dict[str, int] | None = None  # codes and flags: the accepted names
+    choices: tuple[str, ...] = ()  # choice options
+    group: str = "core"  # core | block | layerwise | option: an extension's inputs are off together
+    off: Any = None  # the value that turns its extension off (compiled away when all of a group are)
+    column: bool = True  # may be an array or a column (False: one value per call)
+    cli: str | None = None  # its command-line flag
+    axis: str | None = None  # its sweep axis
+    grid_axis: str | None = None  # its replay-grid axis
+
+    @property
+    def required(self) -> bool:
+        return self.default is inspect.Parameter.empty
+
+    @property
+    def code_limit(self) -> int:
+        """The largest valid code of a code or flag."""
+        return int(self.valid.high)
+
+
+_WORKER_NAMES = {m.name.lower(): m.value for m in WorkerType}
+_MODE_NAMES = {m.name.lower(): m.value for m in TransferMode}
+_TOKENS = Valid(whole=True)
+
+#: The per-row inputs, in the kernel's record order.
+ROW_INPUTS: tuple[Input, ...] = (
+    Input("num_input_tokens", "Prompt tokens, whole numbers >= 0; NaN marks a missing count.", "count",
+          valid=_TOKENS, rule="token counts are whole numbers >= 0 (NaN marks a missing count)",
+          cli="--tokens", axis="num_input_tokens"),
+    Input("kv_transfer_bandwidth",
+          "Link bandwidth in decimal GB/s (1 GB = 1e9 bytes). NaN (unknown) or 0 (disabled): no delay is "
+          "modeled (NaN, or ``fallback_delay_ms``); +inf: 0 ms. Also a link preset name (``\"ib-ndr\"``, "
+          "``\"8x ib-ndr\"``), a :class:`perfmodel.Link` (its latency and per-block cost are added) or an "
+          "array of these.", "real", valid=Valid(inf_ok=True),
+          rule="bandwidth is in decimal GB/s and >= 0 (0 or NaN: no delay modeled; +inf: free transfer)",
+          cli="--bandwidth", axis="kv_transfer_bandwidth", grid_axis="kv_transfer_bandwidth"),
+    Input("kv_bytes_per_token",
+          "KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth. Also a model preset "
+          "name, a Hugging Face config dict or ``config.json`` path, or an array of these (see "
+          "``kv_cache_dtype``, ``tp`` and ``scope``): a model with sliding-window, chunked-attention or "
+          "linear-attention layers moves the bytes of :class:`perfmodel.KVTerms`.", "real", valid=Valid(),
+          rule="KV bytes per token are finite numbers >= 0 (NaN marks unknown)",
+          cli="--kv-bytes-per-token", axis="kv_bytes_per_token", grid_axis="kv_bytes_per_token"),
+    Input("worker_type", ":class:`perfmodel.WorkerType`, its code (0/1/2) or name (``\"prefill\"``). Only a "
+          "prefill worker pays a handoff.", "code", default=WorkerType.PREFILL, valid=Valid(high=2, whole=True),
+          rule="worker types are aggregated/prefill/decode, their codes 0/1/2 or WorkerType members",
+          labels=_WORKER_NAMES),
+    Input("completed", "Whether the prefill emitted its terminal token (bool). Only completed prefills pay.",
+          "flag", default=True, valid=Valid(high=1, whole=True), rule="completed is True/False (or 1/0)",
+          labels={"true": 1, "false": 0}),
+    Input("mode", ":class:`perfmodel.TransferMode`, its code or name: charge the full prompt, or only "
+          "``destination_missing_tokens``.", "code", default=TransferMode.FULL_PROMPT,
+          valid=Valid(high=1, whole=True),
+          rule="modes are full_prompt/destination_missing, their codes 0/1 or TransferMode members",
+          labels=_MODE_NAMES, cli="--mode", axis="mode", grid_axis="mode"),
+    Input("destination_missing_tokens", "Tokens the decode worker lacks (whole numbers >= 0; see "
+          ":func:`perfmodel.destination_missing_tokens`); required where ``mode`` is destination_missing.",
+          "count", default=None, kernel_default=np.nan, valid=_TOKENS,
+          rule="destination-missing token counts are whole numbers >= 0 (NaN marks a missing count)"),
+    Input("state_bytes", "Extra bytes per transfer that moves tokens (the recurrent state of hybrid models). "
+          "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "
+          "given, it replaces the model's.", "real", default=None, kernel_default=0, valid=Valid(),
+          rule="state bytes are finite numbers >= 0 (NaN marks unknown)",
+          cli="--state-bytes", axis="state_bytes", grid_axis="state_bytes"),
+    Input("latency_ms", "Fixed setup latency (ms) added to each transfer that moves more than 0 bytes "
+          "(added to a link's own).", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
+          rule="latency is a finite number of milliseconds >= 0",
+          cli="--latency-ms", axis="latency_ms", grid_axis="latency_ms"),
+    Input("fallback_delay_ms", "Delay (ms) used instead of NaN where the bandwidth or bytes per token are "
+          "unknown or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.", "real",
+          default=None, kernel_default=np.nan, valid=Valid(),
+          rule="the fallback delay is a finite number of milliseconds >= 0, or None", cli="--fallback-delay-ms"),
+    Input("per_block_ms", "Cost (ms) of each KV block moved, on top of its bytes (added to a link's own); "
+          "needs ``block_size``.", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
+          rule="the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)",
+          group="block", off=0.0, cli="--per-block-ms", axis="per_block_ms", grid_axis="per_block_ms"),
+    Input("block_size", "KV block size in tokens (whole numbers >= 1; 0 or NaN: none), for per-block costs.",
+          "count", default=None, kernel_default=0, valid=Valid(whole=True),
+          rule="block sizes are whole numbers of tokens >= 1 (0 or NaN: none)",
+          group="block", off=0, cli="--block-size", axis="block_size", grid_axis="block_size"),
+    Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
+          default=None, kernel_default=np.nan, valid=Valid(),
+          rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",
+          group="layerwise", off=np.nan, cli="--prefill-ms", axis="prefill_ms", grid_axis="prefill_ms"),
+    Input("prefill_tokens_per_s", "Layer-wise streaming: the prefill's rate (tokens/s > 0), instead of "
+          "``prefill_ms``.", "real", default=None, kernel_default=np.nan, valid=Valid(open_low=True),
+          rule="prefill rates are finite numbers of tokens per second > 0",
+          group="layerwise", off=np.nan, cli="--prefill-tokens-per-s", axis="prefill_tokens_per_s",
+          grid_axis="prefill_tokens_per_s"),
+    Input("num_layers", "Layer-wise streaming: the model's layer count (whole number >= 0; default: the "
+          "model's, when ``kv_bytes_per_token`` names one).", "count", default=None,
+          valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
+          group="layerwise", off=0, axis="num_layers", grid_axis="num_layers"),
+    Input("layer_group", "Layer-wise streaming: layers sent together (whole number from 1 to the layer count).",
+          "count", default=1, kernel_default=1, valid=Valid(low=1, whole=True, nan_ok=False),
+          rule="layer groups are whole numbers of layers, from 1 to the number of layers",
+          group="layerwise", off=1, cli="--layer-group", axis="layer_group", grid_axis="layer_group"),
+    Input("layerwise_min_tokens", "Layer-wise streaming: prompts shorter than this (tokens) are sent after "
+          "prefill as usual.", "count", default=0, kernel_default=0, valid=Valid(whole=True, nan_ok=False),
+          rule="the layer-wise threshold is a whole number of tokens >= 0",
+          group="layerwise", off=0, cli="--layerwise-min-tokens", axis="layerwise_min_tokens",
+          grid_axis="layerwise_min_tokens"),
+)
+
+#: One value per call: how names resolve, which extensions apply, how the call runs.
+OPTIONS: tuple[Input, ...] = (
+    Input("overlap", "``\"none\"`` (default) or ``\"layerwise\"``: stream layer groups while prefill runs "
+          "(needs ``prefill_ms`` or ``prefill_tokens_per_s``, and ``num_layers`` or a model).", "choice",
+          default="none", choices=("none", "layerwise"), group="option", column=False, cli="--overlap",
+          axis="overlap", grid_axis="overlap"),
+    Input("kv_cache_dtype", "For models given by name or config: the KV-cache dtype (``\"bf16\"``, "
+          "``\"fp8\"``...; default: the model's).", "option", default=None, group="option", column=False,
+          cli="--kv-cache-dtype", axis="kv_cache_dtype", grid_axis="kv_cache_dtype"),
+    Input("tp", "For models given by name or config: the tensor-parallel degree (whole number >= 1).",
+          "option", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp"),
+    Input("scope", "``\"rank\"`` (default): one GPU's bytes; ``\"group\"``: the tensor-parallel group's "
+          "(replicated KV heads counted once per rank).", "choice", default="rank", choices=("rank", "group"),
+          group="option", column=False, cli="--scope", axis="scope", grid_axis="scope"),
+    Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
+          "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
+          "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",
+          choices=("raise", "coerce"), group="option", column=False, cli="--errors"),
+    Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
+          default=None, group="option", column=False),
+    Input("parallel", "Force the parallel (True) or serial (False) kernel; default: parallel from "
+          ":data:`perfmodel.handoff.PARALLEL_MIN_ROWS` rows on when numba has more than one thread.", "option",
+          default=None, group="option", column=False),
+    Input("num_threads", "Threads for the parallel kernel (default: numba's setting).", "option", default=None,
+          group="option", column=False),
+)
+
+#: Every input by name.
+INPUTS: dict[str, Input] = {entry.name: entry for entry in (*ROW_INPUTS, *OPTIONS)}
+#: The per-row inputs' names, in the kernel's order.
+ROW_NAMES: tuple[str, ...] = tuple(entry.name for entry in ROW_INPUTS)
+#: Inputs of each extension group (off together: then compiled out of the kernel).
+GROUPS: dict[str, tuple[Input, ...]] = {
+    group: tuple(e for e in ROW_INPUTS if e.group == group) for group in ("block", "layerwise")}
+
+
+def group_off(group: str, values: dict[str, Any]) -> bool:
+    """Whether every input of an extension ``group`` is one value equal to its off value (NaN equals NaN)."""
+    for entry in GROUPS[group]:
+        value = values[entry.name]
+        if isinstance(value, np.ndarray) and value.ndim:
+            return False
+        if not (value == entry.off or (value != value and entry.off != entry.off)):
+            return False
+    return True
+
+
+# --- rules that tie inputs together (written once, called by every entry point) --------------------
+
+class Cross(NamedTuple):
+    """A rule over two inputs of a row: ``invalid(blamed, other)`` marks the rows that break it."""
+
+    blamed: str
+    other: str
+    invalid: Callable[[Any, Any], Any]
+    problem: str
+    fix: str
+
+
+def _per_block_without_block(per_block_ms: Any, block_size: Any) -> Any:
+    return (per_block_ms > 0) & ((block_size > 0) == False)  # noqa: E712 (numpy and numba alike; NaN: none)
+
+
+def _group_beyond_layers(layer_group: Any, num_layers: Any) -> Any:
+    return (num_layers > 0) & (layer_group > num_layers)
+
+
+CROSS: tuple[Cross, ...] = (
+    Cross("per_block_ms", "block_size", _per_block_without_block, "a per-block cost needs a block size",
+          "give the KV block size in tokens (block_size=, or --block-size on the command line)"),
+    Cross("layer_group", "num_layers", _group_beyond_layers, "more layers per group than the model has",
+          "pass a layer_group between 1 and num_layers"),
+)
+
+#: The inputs only layer-wise streaming reads.
+LAYERWISE: tuple[str, ...] = tuple(e.name for e in GROUPS["layerwise"])
+
+
+def is_default(name: str, value: Any) -> bool:
+    """Whether ``value`` is the input's public default (None counts as not given)."""
+    default = INPUTS[name].default
+    if value is None or value is default:
+        return True
+    if default is None or isinstance(value, str) or np.ndim(value) != 0:
+        return False
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):
+        return False
+
+
+def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
+    """The rules of layer-wise streaming, for every entry point: with ``overlap="none"`` none of its
+    inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
+    duration and a rate is required. ``values`` holds what the caller gave (absent or None: not given)."""
+    if overlap == "none":
+        given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
+        if given:
+            raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
+                             "pass overlap='layerwise', or drop them")
+    elif overlap == "layerwise" and (values.get("prefill_ms") is None) == (values.get("prefill_tokens_per_s") is None):
+        raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
+                         "pass the prefill's duration (ms) or its rate (tokens/s)")
+
+
+def check_option(name: str, value: Any) -> Any:
+    """A choice option's value, or :class:`InputError` listing the choices."""
+    entry = INPUTS[name]
+    if not isinstance(value, str) or value not in entry.choices:
+        raise InputError(name, f"{value!r} is not one of {', '.join(map(repr, entry.choices))}",
+                         f"pass {name}={entry.choices[0]!r} or another of those")
+    return value
+
+
+# --- docstrings -----------------------------------------------------------------------------------
+
+def documented(*, extra: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> Callable[[Any], Any]:
+    """Fill the line ``@inputs`` of a function's docstring with a numpydoc entry per parameter of its
+    signature: the table's line for an input, ``extra``'s for the function's own. A parameter that
+    neither documents is an error at import time, so no public signature drifts from its docs."""
+
+    def decorate(function: Any) -> Any:
+        own = extra or {}
+        lines = []
+        for name in inspect.signature(function).parameters:
+            if name in skip:
+                continue
+            text = own.get(name) or (INPUTS[name].doc if name in INPUTS else None)
+            if text is None:
+                raise AssertionError(f"{function.__qualname__}: parameter {name!r} is not documented")
+            lines.append(name)
+            lines.extend(textwrap.wrap(text, 92, initial_indent="    ", subsequent_indent="    "))
+        marker = "    @inputs\n"
+        doc = function.__doc__ or ""
+        if marker not in doc:
+            raise AssertionError(f"{function.__qualname__}: its docstring has no '@inputs' line")
+        function.__doc__ = doc.replace(marker, textwrap.indent("\n".join(lines), "    ") + "\n")
+        return function
+
+    return decorate
