@@ -52,7 +52,8 @@ def outside(x: Any, valid: tuple) -> Any:
     Operators only, so that one body serves numpy (the error path) and numba (the kernel, where
     the range is constant and the tests fold away).
 
-    >>> outside(np.array([-1.0, 0.5, np.nan, np.inf, 3.0]), Valid(whole=True))
+    >>> with np.errstate(invalid="ignore"):  # (inf - floor(inf) is NaN)
+    ...     outside(np.array([-1.0, 0.5, np.nan, np.inf, 3.0]), Valid(whole=True))
     array([ True,  True, False,  True, False])
     """
     low, high, whole, nan_ok, inf_ok, open_low = valid
@@ -83,6 +84,9 @@ class Input:
     cli: str | None = None  # its command-line flag
     axis: str | None = None  # its sweep axis
     grid_axis: str | None = None  # its replay-grid axis
+    replay: str | None = None  # in a replay: "request" (a value, array or trace column), "one" (one value), None
+    example: Any = None  # a valid value that is not the default (the generated tests use it)
+    instead_of: str | None = None  # another input this one replaces (given one or the other)
 
     @property
     def required(self) -> bool:
@@ -102,80 +106,97 @@ _TOKENS = Valid(whole=True)
 ROW_INPUTS: tuple[Input, ...] = (
     Input("num_input_tokens", "Prompt tokens, whole numbers >= 0; NaN marks a missing count.", "count",
           valid=_TOKENS, rule="token counts are whole numbers >= 0 (NaN marks a missing count)",
-          cli="--tokens", axis="num_input_tokens"),
+          cli="--tokens", axis="num_input_tokens",
+          example=4096),
     Input("kv_transfer_bandwidth",
           "Link bandwidth in decimal GB/s (1 GB = 1e9 bytes). NaN (unknown) or 0 (disabled): no delay is "
           "modeled (NaN, or ``fallback_delay_ms``); +inf: 0 ms. Also a link preset name (``\"ib-ndr\"``, "
           "``\"8x ib-ndr\"``), a :class:`perfmodel.Link` (its latency and per-block cost are added) or an "
           "array of these.", "real", valid=Valid(inf_ok=True),
           rule="bandwidth is in decimal GB/s and >= 0 (0 or NaN: no delay modeled; +inf: free transfer)",
-          cli="--bandwidth", axis="kv_transfer_bandwidth", grid_axis="kv_transfer_bandwidth"),
+          cli="--bandwidth", axis="kv_transfer_bandwidth", grid_axis="kv_transfer_bandwidth",
+          example=50.0, replay="one"),
     Input("kv_bytes_per_token",
           "KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth. Also a model preset "
           "name, a Hugging Face config dict or ``config.json`` path, or an array of these (see "
           "``kv_cache_dtype``, ``tp`` and ``scope``): a model with sliding-window, chunked-attention or "
           "linear-attention layers moves the bytes of :class:`perfmodel.KVTerms`.", "real", valid=Valid(),
           rule="KV bytes per token are finite numbers >= 0 (NaN marks unknown)",
-          cli="--kv-bytes-per-token", axis="kv_bytes_per_token", grid_axis="kv_bytes_per_token"),
+          cli="--kv-bytes-per-token", axis="kv_bytes_per_token", grid_axis="kv_bytes_per_token",
+          example=1000.0, replay="request"),
     Input("worker_type", ":class:`perfmodel.WorkerType`, its code (0/1/2) or name (``\"prefill\"``). Only a "
           "prefill worker pays a handoff.", "code", default=WorkerType.PREFILL, valid=Valid(high=2, whole=True),
           rule="worker types are aggregated/prefill/decode, their codes 0/1/2 or WorkerType members",
-          labels=_WORKER_NAMES),
+          labels=_WORKER_NAMES,
+          example="decode"),
     Input("completed", "Whether the prefill emitted its terminal token (bool). Only completed prefills pay.",
           "flag", default=True, valid=Valid(high=1, whole=True), rule="completed is True/False (or 1/0)",
-          labels={"true": 1, "false": 0}),
+          labels={"true": 1, "false": 0},
+          example=False),
     Input("mode", ":class:`perfmodel.TransferMode`, its code or name: charge the full prompt, or only "
           "``destination_missing_tokens``.", "code", default=TransferMode.FULL_PROMPT,
           valid=Valid(high=1, whole=True),
           rule="modes are full_prompt/destination_missing, their codes 0/1 or TransferMode members",
-          labels=_MODE_NAMES, cli="--mode", axis="mode", grid_axis="mode"),
+          labels=_MODE_NAMES, cli="--mode", axis="mode", grid_axis="mode",
+          example="destination_missing", replay="one"),
     Input("destination_missing_tokens", "Tokens the decode worker lacks (whole numbers >= 0; see "
           ":func:`perfmodel.destination_missing_tokens`); required where ``mode`` is destination_missing.",
           "count", default=None, kernel_default=np.nan, valid=_TOKENS,
-          rule="destination-missing token counts are whole numbers >= 0 (NaN marks a missing count)"),
+          rule="destination-missing token counts are whole numbers >= 0 (NaN marks a missing count)",
+          example=1024),
     Input("state_bytes", "Extra bytes per transfer that moves tokens (the recurrent state of hybrid models). "
           "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "
           "given, it replaces the model's.", "real", default=None, kernel_default=0, valid=Valid(),
           rule="state bytes are finite numbers >= 0 (NaN marks unknown)",
-          cli="--state-bytes", axis="state_bytes", grid_axis="state_bytes"),
+          cli="--state-bytes", axis="state_bytes", grid_axis="state_bytes",
+          example=1e6, replay="request"),
     Input("latency_ms", "Fixed setup latency (ms) added to each transfer that moves more than 0 bytes "
           "(added to a link's own).", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="latency is a finite number of milliseconds >= 0",
-          cli="--latency-ms", axis="latency_ms", grid_axis="latency_ms"),
+          cli="--latency-ms", axis="latency_ms", grid_axis="latency_ms",
+          example=0.5, replay="one"),
     Input("fallback_delay_ms", "Delay (ms) used instead of NaN where the bandwidth or bytes per token are "
           "unknown or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
-          rule="the fallback delay is a finite number of milliseconds >= 0, or None", cli="--fallback-delay-ms"),
+          rule="the fallback delay is a finite number of milliseconds >= 0, or None", cli="--fallback-delay-ms",
+          example=3.0),
     Input("per_block_ms", "Cost (ms) of each KV block moved, on top of its bytes (added to a link's own); "
           "needs ``block_size``.", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)",
-          group="block", off=0.0, cli="--per-block-ms", axis="per_block_ms", grid_axis="per_block_ms"),
+          group="block", off=0.0, cli="--per-block-ms", axis="per_block_ms", grid_axis="per_block_ms",
+          example=0.002, replay="one"),
     Input("block_size", "KV block size in tokens (whole numbers >= 1; 0 or NaN: none), for per-block costs.",
           "count", default=None, kernel_default=0, valid=Valid(whole=True),
           rule="block sizes are whole numbers of tokens >= 1 (0 or NaN: none)",
-          group="block", off=0, cli="--block-size", axis="block_size", grid_axis="block_size"),
+          group="block", off=0, cli="--block-size", axis="block_size", grid_axis="block_size",
+          example=16, replay="one"),
     Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",
-          group="layerwise", off=np.nan, cli="--prefill-ms", axis="prefill_ms", grid_axis="prefill_ms"),
+          group="layerwise", off=np.nan, cli="--prefill-ms", axis="prefill_ms", grid_axis="prefill_ms",
+          example=5.0, replay="request"),
     Input("prefill_tokens_per_s", "Layer-wise streaming: the prefill's rate (tokens/s > 0), instead of "
           "``prefill_ms``.", "real", default=None, kernel_default=np.nan, valid=Valid(open_low=True),
           rule="prefill rates are finite numbers of tokens per second > 0",
           group="layerwise", off=np.nan, cli="--prefill-tokens-per-s", axis="prefill_tokens_per_s",
-          grid_axis="prefill_tokens_per_s"),
+          grid_axis="prefill_tokens_per_s",
+          example=200_000.0, replay="request", instead_of="prefill_ms"),
     Input("num_layers", "Layer-wise streaming: the model's layer count (whole number >= 0; default: the "
           "model's, when ``kv_bytes_per_token`` names one).", "count", default=None,
           valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
-          group="layerwise", off=0, axis="num_layers", grid_axis="num_layers"),
+          group="layerwise", off=0, axis="num_layers", grid_axis="num_layers",
+          example=32, replay="request"),
     Input("layer_group", "Layer-wise streaming: layers sent together (whole number from 1 to the layer count).",
           "count", default=1, kernel_default=1, valid=Valid(low=1, whole=True, nan_ok=False),
           rule="layer groups are whole numbers of layers, from 1 to the number of layers",
-          group="layerwise", off=1, cli="--layer-group", axis="layer_group", grid_axis="layer_group"),
+          group="layerwise", off=1, cli="--layer-group", axis="layer_group", grid_axis="layer_group",
+          example=2, replay="one"),
     Input("layerwise_min_tokens", "Layer-wise streaming: prompts shorter than this (tokens) are sent after "
           "prefill as usual.", "count", default=0, kernel_default=0, valid=Valid(whole=True, nan_ok=False),
           rule="the layer-wise threshold is a whole number of tokens >= 0",
           group="layerwise", off=0, cli="--layerwise-min-tokens", axis="layerwise_min_tokens",
-          grid_axis="layerwise_min_tokens"),
+          grid_axis="layerwise_min_tokens",
+          example=1024, replay="one"),
 )
 
 #: One value per call: how names resolve, which extensions apply, how the call runs.
@@ -183,19 +204,24 @@ OPTIONS: tuple[Input, ...] = (
     Input("overlap", "``\"none\"`` (default) or ``\"layerwise\"``: stream layer groups while prefill runs "
           "(needs ``prefill_ms`` or ``prefill_tokens_per_s``, and ``num_layers`` or a model).", "choice",
           default="none", choices=("none", "layerwise"), group="option", column=False, cli="--overlap",
-          axis="overlap", grid_axis="overlap"),
+          axis="overlap", grid_axis="overlap",
+          example="layerwise", replay="one"),
     Input("kv_cache_dtype", "For models given by name or config: the KV-cache dtype (``\"bf16\"``, "
           "``\"fp8\"``...; default: the model's).", "option", default=None, group="option", column=False,
-          cli="--kv-cache-dtype", axis="kv_cache_dtype", grid_axis="kv_cache_dtype"),
+          cli="--kv-cache-dtype", axis="kv_cache_dtype", grid_axis="kv_cache_dtype",
+          example="fp8", replay="one"),
     Input("tp", "For models given by name or config: the tensor-parallel degree (whole number >= 1).",
-          "option", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp"),
+          "option", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp",
+          example=2, replay="one"),
     Input("scope", "``\"rank\"`` (default): one GPU's bytes; ``\"group\"``: the tensor-parallel group's "
           "(replicated KV heads counted once per rank).", "choice", default="rank", choices=("rank", "group"),
-          group="option", column=False, cli="--scope", axis="scope", grid_axis="scope"),
+          group="option", column=False, cli="--scope", axis="scope", grid_axis="scope",
+          example="group", replay="one"),
     Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
           "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
           "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",
-          choices=("raise", "coerce"), group="option", column=False, cli="--errors"),
+          choices=("raise", "coerce"), group="option", column=False, cli="--errors",
+          example="coerce"),
     Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
           default=None, group="option", column=False),
     Input("parallel", "Force the parallel (True) or serial (False) kernel; default: parallel from "

@@ -47,7 +47,7 @@ def _at(values, i):
     return values[i] if isinstance(values, np.ndarray) else values
 
 
-@overload(_at, inline="always")
+@overload(_at)
 def _at_numba(values, i):
     if isinstance(values, types.Array):
         return lambda values, i: values[i]
@@ -60,7 +60,7 @@ def _put(target, i, value):
         target[i] = value
 
 
-@overload(_put, inline="always")
+@overload(_put)
 def _put_numba(target, i, value):
     if isinstance(target, (types.NoneType, types.Omitted)):
         return lambda target, i, value: None
@@ -118,7 +118,7 @@ def _decoded(code, masks):
     return code if masks is None else decode_codes(code, *masks)[()]
 
 
-@overload(_decoded, inline="always")
+@overload(_decoded)
 def _decoded_numba(code, masks):
     if isinstance(masks, (types.NoneType, types.Omitted)):
         return lambda code, masks: code
@@ -134,7 +134,7 @@ def _decoded_numba(code, masks):
     return decode
 
 
-@jit(inline="always")
+@jit
 def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0):
     """Transfer time in ms, in upstream's operation order (bytes over line rate), plus, only when
     bytes move, the setup latency and the per-block cost. With both 0 this is upstream's delay, bit for bit."""
@@ -161,9 +161,9 @@ def serial_and_parallel(function):
 
 _T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
     tuple(INPUTS[name].valid) for name in ROW_NAMES)
-_outside = jit(inline="always")(outside)
-_no_block = jit(inline="always")(_per_block_without_block)
-_beyond_layers = jit(inline="always")(_group_beyond_layers)
+_outside = jit(outside)
+_no_block = jit(_per_block_without_block)
+_beyond_layers = jit(_group_beyond_layers)
 _is_none = (types.NoneType, types.Omitted)
 
 
@@ -177,7 +177,7 @@ def _block_cost(per_block_ms, block_size, charged):
     return blocks * pb, invalid
 
 
-@overload(_block_cost, inline="always")
+@overload(_block_cost)
 def _block_cost_numba(per_block_ms, block_size, charged):
     if isinstance(per_block_ms, _is_none):
         return lambda per_block_ms, block_size, charged: (0.0, False)
@@ -199,7 +199,7 @@ def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_g
     return ((hidden if compute == compute else np.nan) if streamed else full), invalid  # unknown prefill: unknown
 
 
-@overload(_exposed, inline="always")
+@overload(_exposed)
 def _exposed_numba(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens):
     if isinstance(num_layers, _is_none):
         return lambda full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, \
@@ -215,14 +215,14 @@ def _capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, 
                         np.float64(chunk_bytes_per_token), np.float64(chunk_tokens), charged, tokens)
 
 
-@overload(_capped_bytes, inline="always")
+@overload(_capped_bytes)
 def _capped_bytes_numba(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
     if isinstance(window_bytes_per_token, _is_none):
         return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: 0.0
     return _capped_bytes
 
 
-@jit(inline="always")
+@jit
 def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
     """Bytes of sliding-window layers (at most ``window_tokens`` of the ``charged`` tail) and of
     chunked-attention layers (at most the prompt's current chunk: ``((tokens - 1) mod C) + 1``
@@ -232,7 +232,7 @@ def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, c
     return window_bytes_per_token * min(charged, window_tokens) + chunk_bytes_per_token * min(charged, current)
 
 
-@jit(inline="always")
+@jit
 def _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct):
     """Delay (ms, NaN when none applies), invalid flag and bytes moved of one row: its values, read by the
     loop before any branch (numba's parfor pass refuses a read of the loop index after one)."""
@@ -254,13 +254,14 @@ def _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, gro
     return (value if applies else np.nan), invalid, nbytes
 
 
-def _handoff(inputs, out, missing_out, bytes_out):
+@jit
+def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
     """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)`` and
     ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the number of
-    invalid rows. ``inputs``: the record of :data:`FIELDS`."""
+    invalid rows. ``inputs``: the record of :data:`FIELDS`. The one loop of both kernels."""
     (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
     n_invalid = 0
-    for i in prange(out.shape[0]):
+    for i in range(out.shape[0]):
         value, invalid, nbytes = _handoff_row(
             _at(t, i), _at(b, i), _at(p, i), _decoded(_at(w, i), wm), _at(c, i), _decoded(_at(m, i), mm),
             _at(d, i), _at(s, i), _at(lat, i), _at(fb, i), _at(pb, i), _at(bs, i), _at(pre, i), _at(rate, i),
@@ -272,4 +273,31 @@ def _handoff(inputs, out, missing_out, bytes_out):
     return n_invalid
 
 
-handoff_serial, handoff_parallel = serial_and_parallel(_handoff)
+def _part(values, start, stop):
+    """Rows ``start`` to ``stop`` of an array (a view), a scalar or None as it is."""
+    return values[start:stop] if isinstance(values, np.ndarray) else values
+
+
+@overload(_part)
+def _part_numba(values, start, stop):
+    if isinstance(values, types.Array):
+        return lambda values, start, stop: values[start:stop]
+    return lambda values, start, stop: values
+
+
+@jit(parallel=True)
+def handoff_parallel(inputs, out, missing_out, bytes_out, parts):
+    """:func:`handoff_serial` on ``parts`` threads, each over its share of the rows (views of every
+    array): the same loop, and a parallel region that only hands out the shares, so numba's parfor
+    pass never sees the row's code (and compiles in a fraction of the time)."""
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
+    n = out.shape[0]
+    n_invalid = 0
+    for part in prange(parts):
+        i, j = part * n // parts, (part + 1) * n // parts
+        share = (_part(t, i, j), _part(b, i, j), _part(p, i, j), _part(w, i, j), _part(c, i, j), _part(m, i, j),
+                 _part(d, i, j), _part(s, i, j), _part(lat, i, j), _part(fb, i, j), _part(pb, i, j),
+                 _part(bs, i, j), _part(pre, i, j), _part(rate, i, j), _part(layers, i, j), _part(group, i, j),
+                 _part(lw_min, i, j), _part(wb, i, j), _part(wt, i, j), _part(cb, i, j), _part(ct, i, j), wm, mm)
+        n_invalid += handoff_serial(share, out[i:j], _part(missing_out, i, j), _part(bytes_out, i, j))
+    return n_invalid

@@ -377,12 +377,11 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     if parallel:
         with parallel_turn() as turn:
             if turn:
-                if num_threads is None:
-                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+                threads = num_threads or numba.config.NUMBA_NUM_THREADS
                 previous = numba.get_num_threads()
-                numba.set_num_threads(num_threads)
+                numba.set_num_threads(threads)
                 try:
-                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out))
+                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out, threads))
                 finally:
                     numba.set_num_threads(previous)
     return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))

@@ -67,12 +67,12 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
         ("latency_ms", 0 <= lat < math.inf),
         ("fallback_delay_ms", math.isnan(f) or 0 <= f < math.inf),
         ("per_block_ms", 0 <= pb < math.inf and (pb == 0 or bs > 0)),
-        ("block_size", math.isnan(bs) or 0 <= bs < math.inf),
+        ("block_size", math.isnan(bs) or (0 <= bs < math.inf and bs == math.floor(bs))),
         ("prefill_ms", math.isnan(pre) or 0 <= pre < math.inf),
         ("prefill_tokens_per_s", math.isnan(rate) or 0 < rate < math.inf),
         ("num_layers", 0 <= layers < math.inf and layers == math.floor(layers)),
         ("layer_group", group >= 1 and group == math.floor(group) and (layers == 0 or group <= layers)),
-        ("layerwise_min_tokens", 0 <= lw_min < math.inf),
+        ("layerwise_min_tokens", 0 <= lw_min < math.inf and lw_min == math.floor(lw_min)),
     ]
     return [argument for argument, ok in checks if not ok]
 

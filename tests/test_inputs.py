@@ -1,0 +1,337 @@
+"""Tests generated from the input table (perfmodel._inputs): every input, as a scalar and as an array,
+on the serial and the parallel kernel, through every entry point that takes it, against the plain-Python
+reference; and an invalid value of every input at every entry point gives an InputError naming it.
+
+An input added to the table is tested here without a new test being written: its example value, its
+valid range, its sweep and replay-grid axes, its replay form and its command-line flag say what to try.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+import perfmodel.handoff as handoff
+from perfmodel import InputError, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
+from perfmodel._inputs import GROUPS, INPUTS, OPTIONS, ROW_INPUTS, Input
+
+from .reference import destination_missing_tokens_row, handoff_delay_row
+
+TOKENS = [0, 100, 4096, 20_000]
+#: What every call passes (the model's required inputs, and the tokens a destination lacks).
+BASE = {"num_input_tokens": TOKENS, "kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0,
+        "destination_missing_tokens": 1024}
+#: The option that switches an extension group on, where one does.
+SWITCH = {"layerwise": {"overlap": "layerwise"}}
+TESTED = [e for e in ROW_INPUTS if e.name != "num_input_tokens"]
+
+
+def context(entry: Input) -> dict:
+    """The other inputs that make ``entry`` matter: its extension group at its examples (one of two
+    alternatives), and the option that turns the group on."""
+    found = dict(SWITCH.get(entry.group, {}))
+    for other in GROUPS.get(entry.group, ()):
+        if not other.instead_of:
+            found[other.name] = other.example
+    if entry.instead_of:
+        found.pop(entry.instead_of, None)
+    return found
+
+
+def array_of(entry: Input) -> list:
+    """An array of valid values of ``entry``, as long as :data:`TOKENS`."""
+    if entry.name == "num_input_tokens":
+        return list(TOKENS)
+    second = entry.default if entry.kind in ("code", "flag") else entry.example * 2
+    return [entry.example, second] * (len(TOKENS) // 2)
+
+
+def invalid_values(entry: Input) -> list:
+    """Values outside ``entry``'s valid range (from the table)."""
+    if entry.kind in ("code", "flag"):
+        return ["bogus", 7]
+    valid = entry.valid
+    found = [valid.low - 1]
+    if valid.open_low:
+        found.append(valid.low)
+    if valid.whole:
+        found.append(valid.low + 1.5)
+    if not valid.nan_ok:
+        found.append(math.nan)
+    if not valid.inf_ok:
+        found.append(math.inf)
+    return found
+
+
+def _at(value, i):
+    return value[i] if isinstance(value, (list, np.ndarray)) else value
+
+
+def expected(call: dict, n: int = len(TOKENS)) -> np.ndarray:
+    """The reference's delays, row by row, of a call of :func:`perfmodel.handoff_delay_ms`."""
+    layerwise = call.get("overlap") == "layerwise"
+    rows = []
+    for i in range(n):
+        value = {e.name: _at(call.get(e.name, e.default if not e.required else None), i) for e in ROW_INPUTS}
+        value = {k: (None if v is inspect.Parameter.empty else v) for k, v in value.items()}
+        delay = handoff_delay_row(
+            value["num_input_tokens"], value["kv_transfer_bandwidth"], value["kv_bytes_per_token"],
+            value["worker_type"], value["completed"], value["mode"], value["destination_missing_tokens"],
+            0 if value["state_bytes"] is None else value["state_bytes"], value["latency_ms"],
+            value["fallback_delay_ms"], value["per_block_ms"], value["block_size"], value["prefill_ms"],
+            value["prefill_tokens_per_s"], value["num_layers"] if layerwise else None, value["layer_group"],
+            value["layerwise_min_tokens"])
+        rows.append(math.nan if delay is None else delay)
+    return np.array(rows)
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def kernel(request, monkeypatch) -> bool:
+    """Both kernels at every entry point: the threshold of the parallel one lowered to every call."""
+    parallel = request.param == "parallel"
+    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 0 if parallel else 1 << 62)
+    return parallel
+
+
+def _assert_close(got, want) -> None:
+    np.testing.assert_allclose(np.asarray(got, dtype=float), want, rtol=1e-12, atol=0, equal_nan=True)
+
+
+def _names(error: InputError, entry: Input) -> bool:
+    return entry.name in (error.argument or "") or entry.name in str(error)
+
+
+# --- the numpy API, the facade, the accessor, Dask ---------------------------------------------------
+
+@pytest.mark.parametrize("form", ["scalar", "array"])
+@pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
+def test_every_input_at_the_array_entry_points(entry, form, kernel):
+    value = entry.example if form == "scalar" and entry.name != "num_input_tokens" else array_of(entry)
+    call = {**BASE, **context(entry), entry.name: value}
+    want = expected(call)
+    _assert_close(handoff_delay_ms(**call), want)
+    arrays = {k: v for k, v in call.items() if isinstance(v, list)}
+    df = pd.DataFrame({f"col {k}": v for k, v in arrays.items()})
+    keywords = {k: (f"col {k}" if k in arrays else v) for k, v in call.items()}
+    _assert_close(handoff_delays(df, **keywords).to_numpy(dtype=float, na_value=np.nan), want)
+    _assert_close(df.perfmodel.handoff_delay(**keywords).to_numpy(dtype=float, na_value=np.nan), want)
+
+
+@pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
+def test_an_invalid_value_of_every_input_is_refused_naming_it(entry, kernel):
+    for bad in invalid_values(entry):
+        for value in (bad, [entry.example if entry.example is not None else 1] * 3 + [bad]):
+            call = {**BASE, **context(entry), entry.name: value}
+            if isinstance(value, list) and entry.name != "num_input_tokens":
+                call["num_input_tokens"] = TOKENS
+            with pytest.raises(InputError) as raised:
+                handoff_delay_ms(**call)
+            assert _names(raised.value, entry), (bad, str(raised.value))
+            df = pd.DataFrame({"bad": value if isinstance(value, list) else [value] * len(TOKENS)})
+            with pytest.raises(InputError) as raised:
+                handoff_delays(df, **{**call, entry.name: "bad"})
+            assert "'bad'" in str(raised.value) and _names(raised.value, entry), str(raised.value)
+            coerced = handoff_delay_ms(**call, errors="coerce")
+            assert np.isnan(coerced).all() if np.ndim(value) == 0 else np.isnan(coerced[-1])
+
+
+@pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
+def test_every_input_through_dask(entry):
+    dd = pytest.importorskip("dask.dataframe")
+    import perfmodel.dask
+
+    call = {**BASE, **context(entry), entry.name: array_of(entry)}
+    arrays = {k: v for k, v in call.items() if isinstance(v, list)}
+    pdf = pd.DataFrame({f"col {k}": v for k, v in arrays.items()})
+    keywords = {k: (f"col {k}" if k in arrays else v) for k, v in call.items()}
+    got = perfmodel.dask.handoff_delays(dd.from_pandas(pdf, npartitions=2), **keywords).compute(scheduler="sync")
+    _assert_close(got.to_numpy(dtype=float, na_value=np.nan), expected(call))
+    bad = {**keywords, entry.name: invalid_values(entry)[0]}
+    with pytest.raises(InputError) as raised:
+        perfmodel.dask.handoff_delays(dd.from_pandas(pdf, npartitions=2), **bad).compute(scheduler="sync")
+    assert _names(raised.value, entry)
+
+
+def test_every_public_parameter_is_documented_from_the_table():
+    """Each input's docstring line is the table's, in every signature that takes it."""
+    from perfmodel import frame
+
+    for function in (handoff_delay_ms, frame.handoff_delays):
+        doc = function.__doc__
+        for name in inspect.signature(function).parameters:
+            assert f"\n    {name}\n" in doc, (function.__name__, name)
+        for entry in (*ROW_INPUTS, *OPTIONS):
+            if entry.name in inspect.signature(function).parameters:
+                assert " ".join(entry.doc.split()[:4]) in " ".join(doc.split()), (function.__name__, entry.name)
+
+
+def test_signatures_take_the_tables_inputs_with_its_defaults():
+    from perfmodel import frame
+
+    numpy_api = inspect.signature(handoff_delay_ms).parameters
+    facade = inspect.signature(frame.handoff_delays).parameters
+    for entry in (*ROW_INPUTS, *OPTIONS):
+        assert entry.name in numpy_api, entry.name
+        if not entry.required:
+            assert numpy_api[entry.name].default == entry.default or (
+                numpy_api[entry.name].default is entry.default), entry.name
+        if entry.column or entry.name in ("overlap", "kv_cache_dtype", "tp", "scope", "errors", "parallel"):
+            assert entry.name in facade, entry.name
+
+
+# --- sweeps ------------------------------------------------------------------------------------------
+
+def _sweep_expected(df: pd.DataFrame, given: dict) -> np.ndarray:
+    """The reference's delays of each row of a sweep, from the row's own values."""
+    rows = []
+    for _, row in df.iterrows():
+        call = {**BASE, **given, **{k: row[k] for k in df.columns if k in INPUTS}}
+        call = {k: (str(v) if isinstance(v, str) or hasattr(v, "categories") else v) for k, v in call.items()}
+        tokens = int(row["num_input_tokens"])
+        block = int(call.get("block_size") or 64)
+        call["destination_missing_tokens"] = destination_missing_tokens_row(tokens, 0, block)
+        call["num_input_tokens"] = tokens
+        rows.append(expected(call, 1)[0])
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("entry", [e for e in ROW_INPUTS if e.axis and e.name != "num_input_tokens"],
+                         ids=lambda e: e.name)
+def test_every_sweep_axis(entry, kernel):
+    given = context(entry)
+    axes = {**{k: v for k, v in BASE.items() if k != "destination_missing_tokens"}, **given,
+            entry.axis: array_of(entry)[:2]}
+    df = sweep(**axes)
+    assert len(df) == 2 * len(TOKENS)
+    _assert_close(df["handoff_delay_ms"], _sweep_expected(df, {k: v for k, v in given.items() if k != entry.name}))
+    for bad in invalid_values(entry):
+        with pytest.raises(InputError) as raised:
+            sweep(**{**axes, entry.axis: [entry.example, bad]})
+        assert _names(raised.value, entry), str(raised.value)
+
+
+# --- replay and replay grids -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trace() -> pd.DataFrame:
+    """Requests far apart (no contention), one per token count."""
+    return pd.DataFrame({"arrival_ms": np.arange(len(TOKENS)) * 1e6, "num_input_tokens": TOKENS})
+
+
+REPLAYED = [e for e in (*ROW_INPUTS, *OPTIONS) if e.replay and e.group in ("core", "block", "layerwise")]
+
+
+def _replay_expected(call: dict) -> np.ndarray:
+    full = dict(call)
+    if full.get("mode") == "destination_missing":  # no hash ids: every block missing, block-rounded
+        block = int(full.get("block_size", 512))
+        full["destination_missing_tokens"] = [destination_missing_tokens_row(t, 0, block) for t in TOKENS]
+    return expected(full)
+
+
+@pytest.mark.parametrize("form", ["scalar", "array", "column"])
+@pytest.mark.parametrize("entry", REPLAYED, ids=lambda e: e.name)
+def test_every_replay_input(entry, form, trace):
+    """A replay takes each input as the table says: per request (a value, an array, a trace column) or
+    one value per replay (an array refused, naming the input)."""
+    given = {**context(entry), entry.name: entry.example}
+    call = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **given}
+    values = array_of(entry)
+    frame = trace
+    if form == "array":
+        call[entry.name] = values
+    elif form == "column":
+        frame = trace.assign(given_column=values)
+        call[entry.name] = "given_column"
+    run = dict(call)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if form != "scalar" and entry.replay == "one":
+            with pytest.raises(InputError) as raised:
+                replay_handoffs(frame, **run)
+            assert _names(raised.value, entry), str(raised.value)
+            return
+        got = replay_handoffs(frame, **run)["handoff_delay_ms"]
+    reference = {**call, entry.name: values if form != "scalar" else entry.example}
+    reference.setdefault("block_size", 512)
+    _assert_close(got, _replay_expected(reference))
+    for bad in invalid_values(entry):
+        with pytest.raises(InputError) as raised, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            replay_handoffs(trace, **{**call, entry.name: bad})
+        assert _names(raised.value, entry), (bad, str(raised.value))
+
+
+@pytest.mark.parametrize("entry", [e for e in (*ROW_INPUTS, *OPTIONS) if e.grid_axis], ids=lambda e: e.name)
+def test_every_replay_grid_axis(entry, trace):
+    """Each configuration of a grid is the replay of that configuration; an invalid value is refused."""
+    given = {**context(entry)}
+    given.pop(entry.name, None)
+    base = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **given}
+    if entry.name in ("kv_cache_dtype", "tp", "scope"):
+        base["kv_bytes_per_token"] = "llama-3.1-8b"
+    values = [entry.default if entry.kind in ("choice", "option") and entry.default is not None else
+              array_of(entry)[1], entry.example]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid = replay_grid(trace, **base, **{entry.grid_axis: values})
+        for i, value in enumerate(values):
+            alone = perfmodel.summarize(replay_handoffs(trace, **base, **{entry.name: value}))
+            assert grid.iloc[i]["p50_ms"] == pytest.approx(alone["p50_ms"], rel=1e-12, nan_ok=True)
+    if entry.valid is not None:
+        with pytest.raises(InputError) as raised:
+            replay_grid(trace, **base, **{entry.grid_axis: [entry.example, invalid_values(entry)[0]]})
+        assert _names(raised.value, entry), str(raised.value)
+
+
+# --- the command line --------------------------------------------------------------------------------
+
+def test_every_flag_in_the_table_is_a_flag_of_the_command_line():
+    from perfmodel.cli import build_parser
+
+    parser = build_parser()
+    flags = set()
+    for action in parser._subparsers._group_actions[0].choices.values():  # every subcommand's options
+        for option in action._actions:
+            flags.update(option.option_strings)
+    for entry in (*ROW_INPUTS, *OPTIONS):
+        if entry.cli:
+            assert entry.cli in flags, entry.name
+
+
+DELAY_FLAGS = [e for e in ROW_INPUTS if e.cli and e.cli not in ("--tokens", "--bandwidth", "--kv-bytes-per-token")]
+
+
+@pytest.mark.parametrize("entry", DELAY_FLAGS, ids=lambda e: e.name)
+def test_every_delay_flag_and_its_invalid_value(entry, tmp_path, capsys):
+    """``perfmodel delay`` takes each input's flag as the API takes the value; an invalid value is one line
+    and exit code 2."""
+    from perfmodel.cli import main
+
+    source = tmp_path / "requests.csv"
+    pd.DataFrame({"num_input_tokens": TOKENS}).to_csv(source, index=False)
+    call = {**BASE, **context(entry), entry.name: entry.example}
+    args = ["delay", str(source), "--out", str(tmp_path / "out.csv"), "--bandwidth", "50",
+            "--kv-bytes-per-token", "1000"]
+    for name, value in call.items():
+        flag = INPUTS[name].cli if name in INPUTS else None
+        if name in BASE or flag is None:
+            continue
+        args += [flag, str(value)]
+    if "destination_missing_tokens" not in call or entry.name == "mode":
+        args += ["--column", "destination_missing_tokens=num_input_tokens"]
+        call["destination_missing_tokens"] = TOKENS
+    assert main(args) == 0
+    got = pd.read_csv(tmp_path / "out.csv")["handoff_delay_ms"]
+    _assert_close(got, expected(call))
+    bad = str(invalid_values(entry)[0])
+    capsys.readouterr()
+    assert main([bad if a == str(entry.example) else a for a in args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and (entry.name in lines[0] or entry.cli in lines[0]), lines
