@@ -184,7 +184,7 @@ ROW_INPUTS: tuple[Input, ...] = (
     Input("num_layers", "Layer-wise streaming: the model's layer count (whole number >= 0; default: the "
           "model's, when ``kv_bytes_per_token`` names one).", "count", default=None,
           valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
-          group="layerwise", off=0, axis="num_layers", grid_axis="num_layers",
+          group="layerwise", off=0, cli="--num-layers", axis="num_layers", grid_axis="num_layers",
           example=32, replay="request"),
     Input("layer_group", "Layer-wise streaming: layers sent together (whole number from 1 to the layer count).",
           "count", default=1, kernel_default=1, valid=Valid(low=1, whole=True, nan_ok=False),
@@ -307,6 +307,12 @@ def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
     elif overlap == "layerwise" and (values.get("prefill_ms") is None) == (values.get("prefill_tokens_per_s") is None):
         raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
                          "pass the prefill's duration (ms) or its rate (tokens/s)")
+
+
+def layerwise_overlaps(given: dict[str, Any], overlaps: set[str]) -> None:
+    """:func:`layerwise_given` for a grid of ``overlaps`` (sweeps, replay grids): the layer-wise inputs
+    are refused only when no value of the grid streams; where some do, they apply to those rows."""
+    layerwise_given(given, "layerwise" if "layerwise" in overlaps else "none")
 
 
 def check_option(name: str, value: Any) -> Any:

@@ -666,8 +666,15 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any]) ->
 
 # --- the parser ----------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line (what was wrong, and where the usage is), exit code 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="perfmodel", description="KV-cache handoff delay of disaggregated LLM serving, for millions of cases.",
         epilog="Run 'perfmodel sweep --out results' for the default what-if (models x links x 128 to 128k tokens).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -787,30 +794,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The inputs of the fidelity extensions that every command takes (all off by default: upstream's model).
+_FIDELITY = ("per_block_ms", "state_bytes", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers",
+             "layer_group", "layerwise_min_tokens")
+
+
 def _fidelity_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
-    """The options of the fidelity extensions (all off by default: upstream's model)."""
-    nargs = "+" if many else None
-    parser.add_argument("--per-block-ms", nargs=nargs, type=float, metavar="MS",
-                        help="cost per KV block moved, ms (added to a link's own; needs --block-size)")
-    parser.add_argument("--state-bytes", nargs=nargs, type=float, metavar="BYTES",
-                        help="bytes of a fixed state sent with each transfer that moves tokens (default: the "
-                             "model's own, e.g. linear-attention layers; 0 for --kv-bytes-per-token)")
-    parser.add_argument("--scope", nargs=nargs, choices=["rank", "group"],
-                        help="bytes of one GPU (rank, default) or of the whole tensor-parallel group (group)")
-    parser.add_argument("--overlap", nargs=nargs, choices=["none", "layerwise"],
-                        help="layerwise: stream the KV cache layer group by layer group while prefill runs")
-    prefill = parser.add_mutually_exclusive_group()
-    prefill.add_argument("--prefill-ms", nargs=nargs, type=float, metavar="MS", help="prefill duration (layerwise)")
-    prefill.add_argument("--prefill-tokens-per-s", nargs=nargs, type=float, metavar="RATE",
-                         help="prefill rate in tokens/s (layerwise): duration = tokens / rate")
-    parser.add_argument("--layer-group", nargs=nargs, type=_positive_int, metavar="N",
-                        help="layers sent per transfer (layerwise, default 1)")
-    parser.add_argument("--layerwise-min-tokens", type=int, metavar="TOKENS",
-                        help="shorter prompts are sent after prefill as usual (layerwise, default 0)")
+    """The flags of :data:`_FIDELITY`, from the input table: its flag, choices and first docstring sentence
+    each (numbers are checked by the API, with the table's messages); inputs given one instead of
+    another are mutually exclusive."""
+    from ._inputs import INPUTS
 
-
-_FIDELITY = ("per_block_ms", "state_bytes", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "layer_group",
-             "layerwise_min_tokens")
+    groups: dict[str, Any] = {}
+    for name in _FIDELITY:
+        entry = INPUTS[name]
+        pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
+        target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
+        kind = dict(choices=list(entry.choices)) if entry.choices else dict(type=float, metavar=name.split("_")[-1].upper())
+        target.add_argument(entry.cli, nargs="+" if many else None, dest=name, help=entry.doc.split(". ")[0], **kind)
 
 
 def _fidelity(args: argparse.Namespace) -> dict[str, Any]:
@@ -871,17 +872,18 @@ def _preload(command: str) -> None:
 
 
 #: The command-line flags behind the API's argument names, for error messages.
-_FLAGS = {
-    "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
-    "tp": "--tp", "kv_cache_dtype": "--kv-cache-dtype", "latency_ms": "--latency-ms", "mode": "--mode",
-    "fallback_delay_ms": "--fallback-delay-ms", "chunk_rows": "--chunk-rows", "block_size": "--block-size",
-    "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks", "links": "--links",
-    "errors": "--errors", "state_bytes": "--state-bytes", "per_block_ms": "--per-block-ms", "scope": "--scope",
-    "overlap": "--overlap", "prefill_ms": "--prefill-ms", "prefill_tokens_per_s": "--prefill-tokens-per-s",
-    "layer_group": "--layer-group", "layerwise_min_tokens": "--layerwise-min-tokens",
-    **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
-                                                     "destination_missing_tokens")},
-}
+def _flags() -> dict[str, str]:
+    """Each input's command-line flag (from the input table), for messages that name an argument."""
+    from ._inputs import INPUTS
+
+    return {
+        **{e.name: e.cli for e in INPUTS.values() if e.cli},
+        "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
+        "chunk_rows": "--chunk-rows", "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks",
+        "links": "--links",
+        **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
+                                                         "destination_missing_tokens")},
+    }
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -916,7 +918,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "?"
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, --version, or a usage error (said in one line)
+            return done.code if isinstance(done.code, int) else 2
         command = args.command
         _preload(command)
         try:
@@ -926,8 +931,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             if hasattr(error, "coerce_hint"):  # an InputError: speak of the command's flags, not of arguments
                 error.coerce_hint = "--errors coerce" if command == "delay" else ""
-                if error.where in _FLAGS:
-                    error.where = f"{_FLAGS[error.where]} ({error.where})"
+                flags = _flags()
+                if error.where in flags:
+                    error.where = f"{flags[error.where]} ({error.where})"
             print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
             return 2
     except KeyboardInterrupt as interrupt:

@@ -615,6 +615,25 @@ def _handoff(
     return _Result(out, missing, not any(a.is_array for a in args))
 
 
+def checked(name: str, value: Any) -> Any:
+    """One input coerced and checked by its rule in the table, as the kernel checks it (for the entry
+    points that run a kernel of their own: the replay): its values (a scalar, or an array), or the
+    :class:`InputError` that :func:`handoff_delay_ms` would raise for it.
+
+    >>> checked("layer_group", 2.0)
+    np.float64(2.0)
+    >>> checked("block_size", [16, 1.5])
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: block_size: 1 invalid row; first at row 1: 1.5 (not a whole number). Fix: block sizes are whole numbers of tokens >= 1 (0 or NaN: none), or pass errors='coerce' to get NaN for those rows.
+    """
+    arg = _coerce(name, value)
+    n = len(arg.value) if arg.is_array else 1
+    if _invalid_rows(arg, n).any():
+        raise _diagnose([arg], n)
+    return arg.kernel_values()
+
+
 #: The inputs without which there is no model.
 REQUIRED = tuple(e for e in ROW_INPUTS if e.required)
 

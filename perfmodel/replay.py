@@ -18,7 +18,10 @@ import pyarrow as pa
 
 from . import _coerce, _resolve
 from ._coerce import whole_numbers
+from ._codes import TransferMode
+from ._inputs import INPUTS, LAYERWISE, _group_beyond_layers, check_option, layerwise_given, layerwise_overlaps
 from .errors import InputError, check_choice, check_whole
+from .handoff import checked
 from .trace import _HASH_TYPE, MOONCAKE_BLOCK_TOKENS, _null_hash_rows, pc_fill_empty
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -253,17 +256,19 @@ def _replay_prepared(
     trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
     bandwidth_spec = _one_of("kv_transfer_bandwidth", kv_transfer_bandwidth, "link", link, "<GB/s or e.g. 'ib-ndr'>")
     bytes_spec = _one_of("kv_bytes_per_token", kv_bytes_per_token, "model", model, "<bytes or e.g. 'llama-3.1-70b'>")
-    check_choice("mode", mode, ("full_prompt", "destination_missing"))
+    destination_missing = int(_one_value("mode", mode)) == TransferMode.DESTINATION_MISSING
+    mode = "destination_missing" if destination_missing else "full_prompt"
     check_choice("routing", routing, ("prefix", "round_robin"))
     check_choice("contention", contention, ("none", "fifo", "fair"))
-    block_size = check_whole("block_size", block_size, smallest=1)
+    block_size = check_whole("block_size", _one_value("block_size", block_size), smallest=1)
     decode_workers = check_whole("decode_workers", decode_workers, smallest=1)
     links = check_whole("links", links, smallest=1)
     decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
-    check_choice("overlap", overlap, ("none", "layerwise"))
-    bandwidth, latency, per_block = _link_of(bandwidth_spec, latency_ms, per_block_ms)
+    check_option("overlap", overlap)
+    bandwidth, latency, per_block = _link_of(bandwidth_spec, _one_value("latency_ms", latency_ms),
+                                             _one_value("per_block_ms", per_block_ms))
     model_of, kv_terms = _terms_per_request(trace, bytes_spec, kv_cache_dtype, tp, scope, state_bytes)
-    if mode == "destination_missing" and not prepared.has_hashes:
+    if destination_missing and not prepared.has_hashes:
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
@@ -277,12 +282,16 @@ def _replay_prepared(
                                 last_fraction=last_fraction)
     cluster = _replay.Cluster(
         n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=block_size,
-        destination_missing=mode == "destination_missing", workers=decode_workers,
+        destination_missing=destination_missing, workers=decode_workers,
         capacity=-1 if decode_cache_blocks is None else decode_cache_blocks, prefix_routing=routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], n_links=links,
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block)
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
+    if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
+        first = int(np.argmax(~np.isfinite(out.transfer)))
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s gives request {trace.index[first]!r} a "
+                         f"transfer time of {out.transfer[first]!r} ms", "pass a realistic bandwidth in GB/s")
     whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
     columns = {
         # copies of the trace's own columns (the frame below shares every array it is given)
@@ -310,21 +319,44 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
 
 
 def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any) -> tuple[float, float, float]:
-    """One link for the replay: (effective bandwidth GB/s > 0, total latency ms, total per-block ms)."""
+    """One link for the replay: (effective bandwidth GB/s, finite and > 0, as upstream's replay requires;
+    total latency ms, total per-block ms)."""
     if np.ndim(spec) != 0:
         raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
                          "pass one bandwidth, link name or Link (replay_grid sweeps several)")
-    terms = _resolve.link_terms(spec)
-    bandwidth = float(terms.bandwidth_gb_s)
+    try:
+        terms = _resolve.link_terms(spec)
+    except InputError as error:
+        raise error.relocated("kv_transfer_bandwidth", error.row) from None
+    bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
     latency = float(latency_ms) + float(terms.latency_ms or 0.0)
     per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
-    if not bandwidth > 0:
-        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s cannot move a handoff",
-                         "pass a bandwidth > 0 GB/s (or +inf for free transfers)")
-    for name, value in (("latency_ms", latency), ("per_block_ms", per_block)):
-        if not 0 <= value < np.inf:
-            raise InputError(name, f"{value!r} is not a finite number >= 0", f"pass {name} >= 0")
+    if not 0 < bandwidth < np.inf:
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth > 0 "
+                         "(upstream's replay refuses 0, NaN and +inf)", "pass a bandwidth in GB/s > 0")
     return bandwidth, latency, per_block
+
+
+def _one_value(name: str, value: Any) -> Any:
+    """A replay's one value of an input (checked by the table's rule); an array or a column is refused."""
+    if np.ndim(value) != 0 or (isinstance(value, str) and INPUTS[name].kind not in ("code", "choice")):
+        raise InputError(name, f"a replay takes one value, got {value!r}" if isinstance(value, str) else
+                         f"a replay takes one value, got {np.size(value)}",
+                         "pass one value (replay_grid compares several)")
+    return checked(name, value)
+
+
+def _request_values(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
+    """A value, array or trace column name as one float64 per request, checked by the table's rule
+    (the first bad request named by its row label)."""
+    values = _per_request(trace, name, value)
+    try:
+        checked(name, values)
+    except InputError as error:
+        if error.position is None:
+            raise
+        raise error.relocated(name, trace.index[error.position]) from None
+    return values
 
 
 def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
@@ -350,37 +382,37 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap
     """Per request: how long before the prefill ends its transfer may start, and the share of the
     transfer left after the prefill ends at the earliest (layer-wise streaming; else 0 and 1)."""
     n = len(trace)
+    layerwise_given(dict(prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+                         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens), overlap)
     if overlap == "none":
-        given = [k for k, v in (("prefill_ms", prefill_ms), ("prefill_tokens_per_s", prefill_tokens_per_s),
-                                ("num_layers", num_layers)) if v is not None]
-        if given or layer_group != 1 or layerwise_min_tokens != 0:
-            raise InputError("overlap", f"{', '.join(given) or 'layer_group/layerwise_min_tokens'} apply to "
-                             "layer-wise streaming, which is off", "pass overlap='layerwise', or drop them")
         return np.zeros(n), np.ones(n)
-    if (prefill_ms is None) == (prefill_tokens_per_s is None):
-        raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
-                         "pass the prefill's duration (ms: a value, array or trace column) or its rate (tokens/s)")
-    compute = (_per_request(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
-               tokens / _per_request(trace, "prefill_tokens_per_s", prefill_tokens_per_s) * 1000.0)
+    compute = (_request_values(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
+               tokens / _request_values(trace, "prefill_tokens_per_s", prefill_tokens_per_s) * 1000.0)
     if num_layers is None:
         spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
         if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
             raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a number",
                              "pass num_layers, or a model name or config as kv_bytes_per_token")
         num_layers = _resolve.num_layers(spec)
-    layers = _per_request(trace, "num_layers", num_layers)
-    group = float(check_whole("layer_group", layer_group, smallest=1))
-    minimum = check_whole("layerwise_min_tokens", layerwise_min_tokens)
-    bad = ~((compute >= 0) & (compute < np.inf)) | ~(layers >= group) | (layers != np.floor(layers))
-    if bad.any():
-        first = int(np.argmax(bad))
-        raise InputError("overlap='layerwise'", f"{int(bad.sum())} request(s) without a finite prefill time >= 0 or "
-                         f"with fewer layers than layer_group, first at row {trace.index[first]!r} "
-                         f"(prefill {compute[first]!r} ms, {layers[first]!r} layers)",
-                         "check prefill_ms / prefill_tokens_per_s, num_layers and layer_group")
-    streamed = tokens >= minimum
-    lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
-    return lead, np.where(streamed, group / layers, 1.0)
+    layers = _request_values(trace, "num_layers", num_layers)
+    group = float(_one_value("layer_group", layer_group))
+    minimum = float(_one_value("layerwise_min_tokens", layerwise_min_tokens))
+    beyond = _group_beyond_layers(group, layers)
+    if beyond.any():
+        first = int(np.argmax(beyond))
+        raise InputError("layer_group", f"more layers per group ({group:g}) than request {trace.index[first]!r} has "
+                         f"({layers[first]:g})", "pass a layer_group between 1 and num_layers")
+    unknown = ~(compute < np.inf)
+    if unknown.any():
+        first = int(np.argmax(unknown))
+        raise InputError("prefill_ms" if prefill_ms is not None else "prefill_tokens_per_s",
+                         f"{int(unknown.sum())} request(s) without a known prefill time, first at row "
+                         f"{trace.index[first]!r}: a replay must know when each transfer may start",
+                         "give every request a prefill time (a value, an array or a trace column)")
+    streamed = (tokens >= minimum) & (layers > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
+        return lead, np.where(streamed, group / layers, 1.0)
 
 
 def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any, scope: str, state_bytes: Any,
@@ -417,7 +449,7 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: 
     table = np.array([[float(row[0])] + [0.0 if v is None else float(v) for v in row[1:]] for row in terms],
                      dtype=np.float64).reshape(-1, 6)
     if state_bytes is not None:
-        state = _per_request(trace, "state_bytes", state_bytes)
+        state = _request_values(trace, "state_bytes", state_bytes)
         table, model_of = table[model_of], np.arange(n, dtype=np.int64)
         table[:, 5] = state
     finite = (table >= 0) & (table < np.inf)
@@ -473,7 +505,7 @@ GRID_AXES = (
     "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "scope",
     "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "state_bytes", "links", "contention",
     "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
-    "overlap", "prefill_ms", "prefill_tokens_per_s", "layer_group", "layerwise_min_tokens",
+    "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
 )
 _GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap"}
 
@@ -498,7 +530,13 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     if unknown:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
     names = [name for name in GRID_AXES if name in axes]
-    return [dict(zip(names, c)) for c in itertools.product(*(_grid_values(n, axes[n]) for n in names))]
+    configs = [dict(zip(names, c)) for c in itertools.product(*(_grid_values(n, axes[n]) for n in names))]
+    overlaps = {str(c.get("overlap", "none")) for c in configs}
+    layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
+    if len(overlaps) > 1:
+        configs = [{k: v for k, v in c.items() if not (k in LAYERWISE and c.get("overlap") == "none")}
+                   for c in configs]
+    return configs
 
 
 def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: bool = False,
@@ -514,7 +552,8 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
 
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
     """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats."""
-    summary = pd.DataFrame([{**{k: _resolve.label_of(v) for k, v in config.items()}, **row}
+    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _GRID_LABELS else _resolve.label_of(v)
+                                for k, v in config.items()}, **row}
                             for config, row in zip(configs, stats)])
     for name in configs[0] if configs else ():
         if name in _GRID_LABELS:

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _resolve
 from ._codes import TransferMode
-from ._inputs import LAYERWISE, check_option, layerwise_given
+from ._inputs import LAYERWISE, check_option, layerwise_overlaps
 from .errors import InputError, check_choice, check_whole
 from ._coerce import whole_numbers
 from .handoff import Options, _handoff, destination_missing_tokens, handoff_delay_ms
@@ -210,7 +210,7 @@ class SweepPlan:
         if any(a in axes for a in LAYERWISE) and "overlap" not in axes:
             axes["overlap"] = "layerwise"
         overlaps = {_label(v) for v in _axis_values("overlap", axes.get("overlap", "none"))}
-        layerwise_given(axes, "layerwise" if "layerwise" in overlaps else "none")  # the rules of every entry point
+        layerwise_overlaps(axes, overlaps)  # the rules of every entry point
         if "layerwise" in overlaps:
             if "num_layers" not in axes and "model" not in axes:
                 raise InputError("sweep", "overlap='layerwise' needs the layer count",

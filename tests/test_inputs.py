@@ -19,7 +19,7 @@ import pytest
 import perfmodel
 import perfmodel.handoff as handoff
 from perfmodel import InputError, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
-from perfmodel._inputs import GROUPS, INPUTS, OPTIONS, ROW_INPUTS, Input
+from perfmodel._inputs import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, Input
 
 from .reference import destination_missing_tokens_row, handoff_delay_row
 
@@ -220,8 +220,8 @@ def test_every_sweep_axis(entry, kernel):
 
 @pytest.fixture(scope="module")
 def trace() -> pd.DataFrame:
-    """Requests far apart (no contention), one per token count."""
-    return pd.DataFrame({"arrival_ms": np.arange(len(TOKENS)) * 1e6, "num_input_tokens": TOKENS})
+    """One request per token count, all at once (the replays below have no contention)."""
+    return pd.DataFrame({"arrival_ms": np.zeros(len(TOKENS)), "num_input_tokens": TOKENS})
 
 
 REPLAYED = [e for e in (*ROW_INPUTS, *OPTIONS) if e.replay and e.group in ("core", "block", "layerwise")]
@@ -258,7 +258,7 @@ def test_every_replay_input(entry, form, trace):
             assert _names(raised.value, entry), str(raised.value)
             return
         got = replay_handoffs(frame, **run)["handoff_delay_ms"]
-    reference = {**call, entry.name: values if form != "scalar" else entry.example}
+    reference = {**call, "num_input_tokens": TOKENS, entry.name: values if form != "scalar" else entry.example}
     reference.setdefault("block_size", 512)
     _assert_close(got, _replay_expected(reference))
     for bad in invalid_values(entry):
@@ -274,15 +274,19 @@ def test_every_replay_grid_axis(entry, trace):
     given = {**context(entry)}
     given.pop(entry.name, None)
     base = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **given}
-    if entry.name in ("kv_cache_dtype", "tp", "scope"):
+    base.pop(entry.name, None)
+    if entry.name in ("kv_cache_dtype", "tp", "scope", "overlap"):
         base["kv_bytes_per_token"] = "llama-3.1-8b"
-    values = [entry.default if entry.kind in ("choice", "option") and entry.default is not None else
-              array_of(entry)[1], entry.example]
+    if entry.name == "overlap":
+        base["prefill_ms"] = 5.0
+    values = [entry.default if entry.kind in ("choice", "option") else array_of(entry)[1], entry.example]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         grid = replay_grid(trace, **base, **{entry.grid_axis: values})
         for i, value in enumerate(values):
-            alone = perfmodel.summarize(replay_handoffs(trace, **base, **{entry.name: value}))
+            call = {k: v for k, v in base.items() if not (entry.name == "overlap" and value == "none"
+                                                          and k in LAYERWISE)}  # (a grid's rows without streaming)
+            alone = perfmodel.summarize(replay_handoffs(trace, **call, **{entry.name: value}))
             assert grid.iloc[i]["p50_ms"] == pytest.approx(alone["p50_ms"], rel=1e-12, nan_ok=True)
     if entry.valid is not None:
         with pytest.raises(InputError) as raised:
