@@ -201,22 +201,8 @@ def _arrow_codes(data: Any) -> tuple[np.ndarray, list]:
 
 
 def spread(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
-    """``lookup[codes]`` with code -1 taking the last entry (the value of a missing label)."""
-    if (lookup.dtype == codes.dtype and lookup[-1] == -1
-            and np.array_equal(lookup[:-1], np.arange(len(lookup) - 1))):
-        return codes  # categories already in code order: the codes are the answer, no copy
-    codes = np.asarray(codes)
-    if codes.size >= 4096:  # a compiled pass: numpy would first widen the codes to 64-bit indices
-        from . import _kernels
-
-        out = np.empty(codes.size, dtype=lookup.dtype)
-        if codes.dtype == np.int8:  # category codes: a branchless pass over a 256-entry table (-1 is 255)
-            table = np.zeros(256, dtype=lookup.dtype)
-            table[:len(lookup) - 1] = lookup[:-1]
-            table[255] = lookup[-1]
-            return _kernels.gather_bytes(codes.view(np.uint8), table, out)
-        return _kernels.gather(codes, lookup, out)
-    return lookup[codes]
+    """``lookup[codes]``: code -1 (a missing label) takes the last entry, as numpy's indexing does."""
+    return lookup[np.asarray(codes)]
 
 
 def _to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:

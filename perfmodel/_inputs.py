@@ -100,12 +100,13 @@ class Input:
 
 _WORKER_NAMES = {m.name.lower(): m.value for m in WorkerType}
 _MODE_NAMES = {m.name.lower(): m.value for m in TransferMode}
-_TOKENS = Valid(whole=True)
+#: Token counts: whole, and below 2**53, where float64 (the kernel's arithmetic) still tells one count from the next.
+_TOKENS = Valid(high=2.0**53, whole=True)
 
 #: The per-row inputs, in the kernel's record order.
 ROW_INPUTS: tuple[Input, ...] = (
     Input("num_input_tokens", "Prompt tokens, whole numbers >= 0; NaN marks a missing count.", "count",
-          valid=_TOKENS, rule="token counts are whole numbers >= 0 (NaN marks a missing count)",
+          valid=_TOKENS, rule="token counts are whole numbers from 0 to 2**53 (NaN marks a missing count)",
           cli="--tokens", axis="num_input_tokens",
           example=4096),
     Input("kv_transfer_bandwidth",
@@ -142,7 +143,7 @@ ROW_INPUTS: tuple[Input, ...] = (
     Input("destination_missing_tokens", "Tokens the decode worker lacks (whole numbers >= 0; see "
           ":func:`perfmodel.destination_missing_tokens`); required where ``mode`` is destination_missing.",
           "count", default=None, kernel_default=np.nan, valid=_TOKENS,
-          rule="destination-missing token counts are whole numbers >= 0 (NaN marks a missing count)",
+          rule="destination-missing token counts are whole numbers from 0 to 2**53 (NaN marks a missing count)",
           example=1024),
     Input("state_bytes", "Extra bytes per transfer that moves tokens (the recurrent state of hybrid models). "
           "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "

@@ -78,26 +78,6 @@ FIELDS = (*ROW_NAMES, "window_bytes_per_token", "window_tokens", "chunk_bytes_pe
           "worker_type_masks", "mode_masks")
 
 
-@jit
-def gather(codes, table, out):
-    """``out[i] = table[codes[i]]`` (code -1 takes the table's last entry): labels' values spread to
-    every row in one pass, without numpy's conversion of small integer codes to 64-bit indices first."""
-    n = table.shape[0]
-    for i in range(codes.shape[0]):
-        code = codes[i]
-        out[i] = table[code if code >= 0 else n + code]
-    return out
-
-
-@jit
-def gather_bytes(codes, table, out):
-    """``out[i] = table[codes[i]]`` for uint8 codes and a 256-entry table: no bounds or sign to test, so
-    the loop has no branch (twice :func:`gather`'s speed for int8 category codes viewed as uint8)."""
-    for i in range(codes.shape[0]):
-        out[i] = table[codes[i]]
-    return out
-
-
 def decode_codes(codes, ones, valid):
     """The value of category codes: 1 where the code's bit is set in both ``ones`` and ``valid``, 0 where
     only in ``valid``, -1 (invalid) elsewhere (a missing label's -1, unknown labels, codes past 63).

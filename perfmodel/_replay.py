@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from ._kernels import capped_bytes, jit, loop_helper, transfer_ms
+from ._kernels import capped_bytes, jit, loop_helper, serial_and_parallel, transfer_ms
 
 NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
@@ -70,8 +70,7 @@ def _ranked_ids(values, lowest, out, parts):
     return count
 
 
-ranked_ids = jit(_ranked_ids)
-ranked_ids_parallel = jit(parallel=True)(_ranked_ids)
+ranked_ids, ranked_ids_parallel = serial_and_parallel(_ranked_ids)
 
 
 # The heap's comparisons and swaps are written out rather than called: as nested ``inline="always"``
@@ -391,7 +390,7 @@ def replay(requests, cluster, results):
         n_tokens = tokens[r]
         hit_tokens = hit_blocks * hash_block_tokens
         n_blocks = (n_tokens + block_size - 1) // block_size
-        cached_blocks = min(hit_tokens // block_size, n_blocks)
+        cached_blocks = min(hit_tokens // block_size, n_tokens // block_size)  # only full blocks hit (upstream)
         out_cached[r] = cached_blocks * block_size
         out_charged[r] = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
         nbytes = _request_bytes(kv_terms, model_of[r], n_tokens, out_charged[r])

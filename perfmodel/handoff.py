@@ -159,11 +159,7 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
                 codes, labels = distinct(apart)
     except TypeError:  # unhashable entries (lists): the general path
         return None
-    dtype = data.dtype
-    if isinstance(dtype, pd.CategoricalDtype):  # its labels' values, remembered (reading the labels is slow)
-        values = _category_values(name, dtype, labels)
-    else:
-        values = _label_values(name, labels)
+    values = _label_values(name, labels)
     if len(values) > 64:
         return _Arg(name, _read_only(spread(codes, np.array([*values, UNPARSEABLE], dtype=np.int8))), data)
     one = sum(1 << position for position, value in enumerate(values) if value == 1)
@@ -186,26 +182,6 @@ def _label_values(name: str, labels: Any) -> list[int]:
     """The code of each label (:data:`UNPARSEABLE` for one that is not a worker type or mode)."""
     rule = INPUTS[name]
     return [_code_of(label, rule.labels, rule.code_limit, False) for label in labels]
-
-
-#: (argument, id of a CategoricalDtype) -> (the dtype, its labels' values). By identity, the dtype kept
-#: alive here so that its id is not reused: unordered dtypes with the same categories in another order
-#: are equal (and hash alike) in pandas, but their codes mean other labels.
-_CATEGORY_VALUES: dict[tuple[str, int], tuple[pd.CategoricalDtype, list[int]]] = {}
-
-
-def _category_values(name: str, dtype: pd.CategoricalDtype, labels: Any) -> list[int]:
-    """:func:`_label_values` of a categorical's categories, remembered per dtype object (pandas' dtypes
-    are immutable): after a 1M-row kernel pass, reading three string categories costs ~100 us."""
-    key = (name, id(dtype))
-    known = _CATEGORY_VALUES.get(key)
-    if known is not None and known[0] is dtype:
-        return known[1]
-    values = _label_values(name, labels)
-    if len(_CATEGORY_VALUES) >= 256:
-        _CATEGORY_VALUES.clear()
-    _CATEGORY_VALUES[key] = (dtype, values)
-    return values
 
 
 def _group_slice(group: str) -> slice:
@@ -319,6 +295,8 @@ def _why(name: str, value: Any) -> str:
         return "negative"
     if number in (np.inf, -np.inf):
         return "infinite"
+    if number > entry.valid.high:
+        return f"above {entry.valid.high:.17g}"
     if number < entry.valid.low or (number == entry.valid.low and entry.valid.open_low):
         return f"below {entry.valid.low:g}" if not entry.valid.open_low else f"not above {entry.valid.low:g}"
     return "not a whole number"
@@ -652,9 +630,11 @@ def destination_missing_tokens(
     """Tokens charged in destination_missing mode: fresh blocks times the block size.
 
     The decode worker allocates ``ceil(num_input_tokens / block_size)`` blocks, of which
-    ``floor(cached_tokens / block_size)`` (at most all of them) are already cached; the
-    rest are transferred whole. So a partial last block counts as a full block (the
-    result can exceed the prompt) and a full hit charges 0 tokens. Inputs broadcast.
+    ``floor(cached_tokens / block_size)`` are already cached, at most the prompt's full
+    blocks (only a full block carries a hash upstream, so a partial last block always
+    moves); the rest are transferred whole. So a partial last block counts as a full block
+    (the result can exceed the prompt) and a full hit on a prompt of whole blocks charges
+    0 tokens. Inputs broadcast.
 
     Parameters
     ----------
@@ -674,8 +654,8 @@ def destination_missing_tokens(
     Examples
     --------
     >>> import perfmodel
-    >>> perfmodel.destination_missing_tokens([100, 100, 128, 0], [0, 64, 128, 0], 64)
-    array([128,  64,   0,   0])
+    >>> perfmodel.destination_missing_tokens([100, 100, 128, 0, 100], [0, 64, 128, 0, 500], 64)
+    array([128,  64,   0,   0,  64])
     """
     scalar = all(np.ndim(v) == 0 for v in (num_input_tokens, cached_tokens, block_size))
     counts = [whole_numbers(name, value, smallest, coerce_hint="") for name, value, smallest in (
@@ -686,7 +666,7 @@ def destination_missing_tokens(
         raise InputError("inputs", f"lengths {[len(c) for c in counts]} do not broadcast",
                          "pass arrays of one common length, or scalars") from None
     blocks = -(-tokens // block)
-    fresh = blocks - np.minimum(cached // block, blocks)
+    fresh = blocks - np.minimum(cached // block, tokens // block)  # only full blocks can be hits (upstream)
     too_large = fresh > np.iinfo(np.int64).max // block  # fresh * block would wrap around
     if too_large.any():
         position = int(np.argmax(too_large.reshape(-1)))

@@ -221,14 +221,22 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
         if column not in trace:
             raise InputError("trace", f"has no {column!r} column (it has {list(trace.columns)})",
                              "read it with perfmodel.read_trace, or name the columns arrival_ms and num_input_tokens")
-    ready = trace[ready_ms] if isinstance(ready_ms, str) else trace["arrival_ms"] if ready_ms is None else ready_ms
-    ready = np.ascontiguousarray(np.asarray(ready, dtype=np.float64))
     try:
         tokens = np.ascontiguousarray(whole_numbers("num_input_tokens", trace["num_input_tokens"]))
+        _request_values(trace, "num_input_tokens", tokens)
     except InputError as error:  # name the request by its row label
-        raise error.relocated("trace column 'num_input_tokens'", trace.index[error.row], coerce_hint="") from None
-    if ready.shape != tokens.shape or not np.isfinite(ready).all():
-        raise InputError("ready_ms", "ready times must be finite, one per request",
+        row = trace.index[error.row] if isinstance(error.row, (int, np.integer)) else error.row
+        raise error.relocated("trace column 'num_input_tokens'", row, coerce_hint="") from None
+    try:
+        ready = np.ascontiguousarray(_per_request(trace, "ready_ms", "arrival_ms" if ready_ms is None else ready_ms))
+    except (TypeError, ValueError) as error:
+        if isinstance(error, InputError):
+            raise
+        raise InputError("ready_ms", f"is not one time in ms per request ({error})",
+                         "pass a trace column name, an array or a number of ms") from None
+    if not np.isfinite(ready).all():
+        first = int(np.argmax(~np.isfinite(ready)))
+        raise InputError("ready_ms", f"ready times must be finite, got {ready[first]!r} at row {trace.index[first]!r}",
                          "pass one finite time in ms per request (default: the arrival times)")
     blocks, offsets, n_unique = _flat_hashes(trace)
     if n_unique >= 2**31:  # the caches keep block ids in 32 bits

