@@ -42,9 +42,8 @@ def presets_path() -> Path:
     return config_dir() / "presets.json"
 
 
-def load(kind: str) -> dict[str, dict[str, Any]]:
-    """The user presets of one kind (``"links"`` or ``"models"``), by name; empty without a file."""
-    path = presets_path()
+def _read(path: Path) -> dict[str, Any]:
+    """The presets file's object (empty when there is none); anything else is an error naming the file."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -52,23 +51,50 @@ def load(kind: str) -> dict[str, dict[str, Any]]:
     except (OSError, ValueError) as error:
         raise InputError(str(path), f"the user presets file cannot be read ({error})",
                          "repair it, or move it away to start afresh") from None
-    section = data.get(kind, {}) if isinstance(data, dict) else {}
-    return section if isinstance(section, dict) else {}
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"the user presets file holds a {type(data).__name__}, not an object of "
+                         "'links' and 'models'", "repair it, or move it away to start afresh")
+    return data
+
+
+def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
+    """The user presets of one kind (``"links"`` or ``"models"``) by name, and the error of each entry
+    that is not an object of fields (reported when that name is used: the others still work)."""
+    path = presets_path()
+    section = _read(path).get(kind, {})
+    if not isinstance(section, dict):
+        raise InputError(f"{path}: {kind!r}", f"is a {type(section).__name__}, not an object of presets by name",
+                         "repair it, or move the file away to start afresh")
+    good: dict[str, dict[str, Any]] = {}
+    bad: dict[str, InputError] = {}
+    for name, entry in section.items():
+        if isinstance(entry, dict):
+            good[name] = entry
+        else:
+            bad[name] = entry_error(name, kind, f"is a {type(entry).__name__}, not an object of fields")
+    return good, bad
+
+
+def entry_error(name: str, kind: str, problem: str) -> InputError:
+    """The error of one malformed user preset: the file, the entry, the fix."""
+    return InputError(f"{presets_path()}: {kind} {name!r}", problem,
+                      f"repair or remove that entry (or save it again with perfmodel)")
 
 
 def save(kind: str, name: str, entry: dict[str, Any], *, builtin: set[str]) -> Path:
-    """Add or replace one user preset (atomically); refuses a built-in preset's name."""
-    key = name.strip().lower()
+    """Add or replace one user preset (atomically); refuses a built-in preset's name and a file it
+    cannot read (which it never overwrites)."""
+    key = name.strip().lower() if isinstance(name, str) else ""
     if not key or key in builtin:
         raise InputError(f"{kind[:-1]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}",
                          "choose another name")
     path = presets_path()
-    try:
-        data = json.loads(path.read_text()) if path.exists() else {}
-    except ValueError as error:
-        raise InputError(str(path), f"the user presets file cannot be read ({error})",
-                         "repair it, or move it away to start afresh") from None
-    data.setdefault(kind, {})[key] = entry
+    data = _read(path)
+    section = data.setdefault(kind, {})
+    if not isinstance(section, dict):
+        raise InputError(f"{path}: {kind!r}", f"is a {type(section).__name__}, not an object of presets by name",
+                         "repair it, or move the file away to start afresh")
+    section[key] = entry
     with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path

@@ -310,12 +310,15 @@ def replay(requests, cluster, results):
     # pending cache insertions, a heap ordered by (end time, processing sequence) holding requests
     pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     pending = 0
-    link_free = np.zeros(n_links)  # fifo: when each link is next free
+    # the links are free from the first transfer's earliest start on (before the trace's first arrival, when
+    # layer-wise streaming starts a transfer while its prefill still runs)
+    origin = min(ready_ms[order[0]], 0.0) if n else 0.0
+    link_free = np.full(n_links, origin)  # fifo: when each link is next free
     # fair sharing, per link: virtual time (bytes served to each active transfer), the active count, and a
     # heap of the active transfers ordered by (virtual finish tag, sequence), grown when full
     virtual = np.zeros(n_links)
     active = np.zeros(n_links, dtype=np.int64)
-    last_update = np.zeros(n_links)
+    last_update = np.full(n_links, origin)
     fair_cap = 64
     fair_tag = np.empty((n_links, fair_cap))
     fair_seq = np.empty((n_links, fair_cap), dtype=np.int64)

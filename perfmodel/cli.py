@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._inputs import ROW_INPUTS
+
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
 DEFAULT_TOKENS = "128:131072:x2"
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
@@ -128,7 +130,8 @@ def _fail(message: str) -> Any:
     raise UsageError(message)
 
 
-def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf")) -> list[float]:
+def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf"),
+            positive: bool = False) -> list[float]:
     values = []
     for text in texts:
         for part in str(text).split(","):
@@ -136,17 +139,15 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
                 value = float(part)
             except ValueError:
                 raise UsageError(f"{name}: {part!r} is not a number") from None
-            if not low <= value <= high:
-                raise UsageError(f"{name}: {value:g} is outside [{low:g}, {high:g}]")
+            if not low <= value <= high or (positive and not value > 0):
+                raise UsageError(f"{name}: {value:g} is " + ("not > 0" if positive and low <= value <= high else
+                                                              f"outside [{low:g}, {high:g}]"))
             values.append(value)
     return values
 
 
-#: The model's per-row inputs, each of which ``--column NAME=COLUMN`` may read from the file (handoff.ARGUMENTS).
-COLUMN_ARGUMENTS = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
-                    "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms",
-                    "per_block_ms", "block_size", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group",
-                    "layerwise_min_tokens")
+#: The model's per-row inputs (the input table's), each of which ``--column NAME=COLUMN`` may read from the file.
+COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 
 
 def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
@@ -187,7 +188,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.tp:
             axes["tp"] = args.tp
     if args.bandwidth:
-        axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth)
+        axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
     else:
         axes["link"] = args.link or list(perfmodel.LINKS)
     if args.mode:
@@ -465,9 +466,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     from ._fs import check_not_overlapping, output_folder
     from .io import read_chunks
-    from .links import LINKS, fit_link, get_link, save_link
+    from .links import LINKS, check_link_name, fit_link, get_link, save_link
 
     check_not_overlapping(args.out, [args.measurements])
+    if not args.no_save:
+        check_link_name(args.name)  # before anything is written: a refused name leaves no figure behind
     table = pd.concat(list(read_chunks(args.measurements, output_format="parquet")[0]), ignore_index=True)
     nbytes, measured, blocks = _measurements(table, args)
     link = fit_link(nbytes, measured, n_blocks=blocks, name=args.name)
@@ -491,9 +494,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         ax.set_title(f"{link.name}: measured against predicted")
         _save(fig, stage / "calibration.png")
         plt.close(fig)
+        path = None if args.no_save else save_link(link, source=f"perfmodel calibrate {args.measurements}")
     print(f"\nwrote {args.out / 'calibration.png'}")
-    if not args.no_save:
-        path = save_link(link, source=f"perfmodel calibrate {args.measurements}")
+    if path is not None:
         print(f"saved link {link.name!r} to {path}: use --link {link.name} (or kv_transfer_bandwidth={link.name!r})")
     return 0
 
@@ -617,7 +620,12 @@ def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
                 values.extend(_floats(f"--grid {name}", [part]))
             else:
                 values.append(part)
+        if name in axes:
+            raise UsageError(f"--grid: axis {name} is given twice; give its values once, e.g. {name}=A,B")
         axes[name] = values
+    if not any(len(values) > 1 for values in axes.values()):
+        raise UsageError("--grid: no axis has more than one value, so there is nothing to compare; give an axis "
+                         "two values or more (e.g. --grid decode_workers=4,8), or replay without --grid")
     return axes
 
 
@@ -768,9 +776,9 @@ def build_parser() -> argparse.ArgumentParser:
     tl = trace.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", help="link preset (or --grid link=...)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS")
-    trace.add_argument("--grid", action="append", default=[], metavar="AXIS=V1,V2,...",
-                       help="replay every combination: e.g. --grid decode_workers=4,8,16 --grid link=ib-ndr,nvlink4 "
-                            "(repeatable; axes: the options above by their API names, see perfmodel.replay_grid)")
+    trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
+                       help="replay every combination: e.g. --grid decode_workers=4,8,16 link=ib-ndr,nvlink4 "
+                            "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
     trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
     trace.add_argument("--mode", choices=["full_prompt", "destination_missing"], default="full_prompt")

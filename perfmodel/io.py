@@ -169,8 +169,12 @@ def _arrow_dtype(arrow_type: Any) -> Any:
 
 
 def _csv_header(path: Path, compression: str | None) -> list[str]:
-    with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
-        header = next(csv.reader(text), None)
+    try:
+        with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
+            header = next(csv.reader(text), None)
+    except UnicodeDecodeError as error:
+        raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
+                         "save the file as UTF-8") from None
     if not header:
         raise InputError(str(path), "the file is empty (no header line)", "pass a CSV file with a header line")
     if len(set(header)) != len(header):

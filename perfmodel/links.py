@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from . import _presets
 from ._inputs import Valid, outside
 from .errors import InputError, check_whole
 
@@ -175,7 +176,7 @@ def get_link(link: Link | str) -> Link:
     key = link.strip().lower()
     match = _MULTIPLE.match(key)
     for known in (LINKS, None):  # built-ins first: the user presets file is read only for other names
-        known = known if known is not None else _known_links()
+        known = known if known is not None else _known_links(match.group(2) if match else key)
         if key in known:
             return known[key]
         if match and match.group(2) in known:
@@ -211,19 +212,30 @@ def user_links() -> dict[str, Link]:
     >>> user_links()
     {}
     """
-    from . import _presets
+    return _user_links()[0]
 
+
+def _user_links() -> tuple[dict[str, Link], dict[str, InputError]]:
+    """The well-formed user links, and the error of each malformed one (by name)."""
+    entries, bad = _presets.load("links")
     links = {}
-    for name, entry in _presets.load("links").items():
-        fields = {k: entry[k] for k in ("bandwidth_gb_s", "latency_ms", "efficiency", "per_block_ms") if k in entry}
-        report = entry.get("fit")
-        links[name] = Link(name, **fields, max_relative_error=(report or {}).get("max_relative_error"),
-                           fit=FitReport(**report) if report else None)
-    return links
+    for name, entry in entries.items():
+        try:
+            fields = {k: float(entry[k]) for k in ("bandwidth_gb_s", "latency_ms", "efficiency", "per_block_ms")
+                      if k in entry}
+            report = entry.get("fit")
+            links[name] = Link(name, **fields, max_relative_error=(report or {}).get("max_relative_error"),
+                               fit=FitReport(**report) if report else None)
+        except (TypeError, ValueError, KeyError) as error:
+            bad[name] = _presets.entry_error(name, "links", f"is not a valid link ({error})")
+    return links, bad
 
 
-def _known_links() -> dict[str, Link]:
-    return {**user_links(), **LINKS}
+def _known_links(key: str = "") -> dict[str, Link]:
+    links, bad = _user_links()
+    if key in bad:
+        raise bad[key]
+    return {**links, **LINKS}
 
 
 def save_link(link: Link, *, source: str = "") -> Path:
@@ -235,22 +247,37 @@ def save_link(link: Link, *, source: str = "") -> Path:
     >>> get_link("2x our-rdma").bandwidth_gb_s
     96.0
     """
-    from . import _presets
-
     entry = {"bandwidth_gb_s": link.bandwidth_gb_s, "latency_ms": link.latency_ms, "efficiency": link.efficiency,
              "per_block_ms": link.per_block_ms, "source": source}
     if link.fit is not None:
         entry["fit"] = dataclasses.asdict(link.fit)
+    check_link_name(link.name)
     return _presets.save("links", link.name, entry, builtin=set(LINKS))
+
+
+def check_link_name(name: str) -> None:
+    """Refuse a name a user link cannot take (a built-in's, one that reads as a multiple such as
+    ``"8x ib-ndr"``), or a presets file it could not be saved to, before anything is computed or written.
+
+    >>> check_link_name("ib-ndr")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: link name: 'ib-ndr' is a built-in preset. Fix: choose another name.
+    """
+    key = name.strip().lower() if isinstance(name, str) else ""
+    if key in LINKS or not key:
+        raise InputError("link name", f"{name!r} is {'a built-in preset' if key else 'empty'}", "choose another name")
+    if _MULTIPLE.match(key):
+        raise InputError("link name", f"{name!r} reads as a multiple of a link ('8x ib-ndr': eight of them)",
+                         "choose a name that does not start with a count and 'x'")
+    _presets.load("links")  # a presets file it could not be saved to: said now
 
 
 def link_source(name: str) -> str:
     """Where a link preset comes from: "built-in", or a user preset's recorded source."""
-    from . import _presets
-
     if name in LINKS:
         return "built-in"
-    return "user: " + (_presets.load("links").get(name, {}).get("source") or "saved")
+    return "user: " + (_presets.load("links")[0].get(name, {}).get("source") or "saved")
 
 
 def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -282,8 +309,10 @@ def fit_link(
     ``fit`` (points, largest and mean relative error) and the largest error in
     ``max_relative_error``.
 
-    When every measurement moved the same number of blocks, latency and per-block cost
-    cannot be told apart: the latency is then held at 0 and the report says so. A
+    A term the measurements cannot tell from the simpler ones is held at 0 and the report
+    says so: blocks proportional to bytes (a fixed block size) fit the bandwidth alone; every
+    measurement moving the same number of blocks holds the latency at 0 (the fixed cost is
+    per block); a time that does not grow with size gives an unlimited bandwidth. A
     throughput-vs-message-size table (GB/s per block size, as RDMA benchmarks publish)
     fits as ``nbytes = count * size``, ``measured_ms = nbytes / (gb_s * 1e9) * 1000``,
     ``n_blocks = count``.
@@ -317,8 +346,8 @@ def fit_link(
     blocks = None if n_blocks is None else np.broadcast_to(np.asarray(n_blocks, dtype=np.float64), x.shape).ravel()
     if x.shape != t.shape:
         raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
-    if x.size < 2 or np.unique(x).size < 2:
-        raise InputError("fit_link", f"needs at least two measurements of different sizes, got {x.size}",
+    if x.size < 2:
+        raise InputError("fit_link", f"needs at least two measurements, got {x.size}",
                          "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
     for label, values in (("nbytes", x), ("measured_ms", t), ("n_blocks", blocks)):
         if values is None:
@@ -328,22 +357,32 @@ def fit_link(
             i = int(np.argmax(bad))
             raise InputError(f"fit_link: {label}", f"{int(bad.sum())} value(s) not finite and > 0, first at "
                              f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
-    # rows divided by t: least squares on the relative error, parameters (latency, per-block, ms per byte) >= 0
-    columns = [np.ones_like(t)] + ([] if blocks is None else [blocks]) + [x]
-    note = ""
-    if blocks is not None and np.ptp(blocks) == 0:
-        columns = columns[1:]  # one block count: indistinguishable from a latency, so the blocks carry it
-        note = "every measurement moved the same number of blocks: latency held at 0, the fixed cost is per block"
-    solution = _nonnegative_least_squares(np.column_stack(columns) / t[:, None], np.ones_like(t))
-    ms_per_byte = solution[-1]
+    # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
+    terms = {"bandwidth": x, "per-block cost": blocks, "latency": np.ones_like(t)}
+    kept: dict[str, np.ndarray] = {}
+    notes = []
+    for term, column in terms.items():
+        if column is None:
+            continue
+        scaled = np.column_stack([*kept.values(), column]) / t[:, None]
+        if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
+            kept[term] = column
+        else:
+            notes.append(f"the {term} cannot be told apart from the {' and '.join(kept)} on these measurements: "
+                         "held at 0")
+    columns = list(kept.values())
+    # rows divided by t: least squares on the relative error, every parameter >= 0
+    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(columns) / t[:, None], np.ones_like(t))))
+    ms_per_byte = solution.get("bandwidth", 0.0)
     if ms_per_byte <= 0:
-        raise InputError("fit_link", "the measurements imply no bandwidth limit (time does not grow with size)",
-                         "check the units (bytes, milliseconds) and the measurements")
-    latency = 0.0 if note else float(solution[0])
-    per_block = float(solution[-2]) if blocks is not None else 0.0
+        notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
+    latency, per_block = float(solution.get("latency", 0.0)), float(solution.get("per-block cost", 0.0))
+    note = "; ".join(notes)
+    solution = np.array(list(solution.values()))
     predicted = np.column_stack(columns) @ solution
     errors = np.abs(predicted - t) / t
     report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
                        mean_relative_error=float(errors.mean()), note=note)
-    return Link(name or "fitted", bandwidth_gb_s=float(1e-6 / ms_per_byte), latency_ms=latency, per_block_ms=per_block,
+    bandwidth = float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf
+    return Link(name or "fitted", bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block,
                 max_relative_error=report.max_relative_error, fit=report)

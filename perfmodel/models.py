@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from . import _presets
+from ._coerce import whole_numbers
+from .errors import InputError, check_choice, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_terms", "layer_count",
            "model_config", "save_model", "user_models"]
@@ -112,10 +117,11 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         data = dict(config)
     elif isinstance(config, (str, os.PathLike)):
         key = str(config).strip().lower()
-        users = user_models() if key not in MODELS else {}
-        if key in MODELS or key in users:
-            data = dict(MODELS[key] if key in MODELS else users[key])
+        user = _user_model(key) if key not in MODELS else None
+        if key in MODELS or user is not None:
+            data = dict(MODELS[key] if key in MODELS else user)
         else:
+            users = user_models()
             path = Path(config)
             if path.is_dir():
                 path = path / "config.json"
@@ -126,9 +132,12 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
                     "a path to config.json or its folder, or a dict")
             try:
                 data = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as error:
-                raise ValueError(f"model config {str(path)!r} could not be read: {error}. "
-                                 "Fix: pass a valid Hugging Face config.json") from None
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise InputError(f"model config {str(path)!r}", f"could not be read: {error}",
+                                 "pass a valid Hugging Face config.json") from None
+            if not isinstance(data, Mapping):
+                raise InputError(f"model config {str(path)!r}", f"holds {type(data).__name__}, not a JSON object",
+                                 "pass a Hugging Face config.json (one JSON object of fields)")
     else:
         raise TypeError(f"model config must be a dict, preset name or path, got {type(config).__name__}")
     text = data.get("text_config")
@@ -140,9 +149,18 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
 
 def user_models() -> dict[str, dict[str, Any]]:
     """Model configs saved with :func:`save_model` (or ``perfmodel models --add``), by name."""
-    from . import _presets
+    entries, _ = _presets.load("models")
+    return {name: entry["config"] for name, entry in entries.items() if isinstance(entry.get("config"), dict)}
 
-    return {name: entry.get("config", {}) for name, entry in _presets.load("models").items()}
+
+def _user_model(key: str) -> dict[str, Any] | None:
+    """A user model's config by name (None: no such preset), or the error of a malformed entry."""
+    entries, bad = _presets.load("models")
+    if key in bad:
+        raise bad[key]
+    if key in entries and not isinstance(entries[key].get("config"), dict):
+        raise _presets.entry_error(key, "models", "has no 'config' object")
+    return entries[key]["config"] if key in entries else None
 
 
 def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
@@ -154,21 +172,28 @@ def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
     >>> kv_bytes("my-llama", 10)
     np.int64(5120)
     """
-    from . import _presets
-
     data = model_config(config)
     kv_terms(data)  # refuse a config without the fields the KV cache needs
     origin = source or (str(config) if isinstance(config, (str, os.PathLike)) else "a config dict")
     return _presets.save("models", name, {"config": data, "source": origin}, builtin=set(MODELS))
 
 
-def _field(config: Mapping[str, Any], names: tuple[str, ...]) -> int:
+def _field(config: Mapping[str, Any], names: tuple[str, ...], smallest: int = 1, default: int | None = None) -> int:
+    """A count of the config (the first of ``names`` it has): a whole number >= ``smallest``, never read
+    leniently (2.7 layers, 0 heads, a negative window, a boolean or text are errors naming the field)."""
     for name in names:
         value = config.get(name)
         if value is not None:
+            whole = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
+                and float(value).is_integer()
+            if not whole or value < smallest:
+                raise InputError(f"model config field {name!r}", f"{value!r} is not a whole number >= {smallest}",
+                                 f"correct {name} in the config")
             return int(value)
-    raise ValueError(f"model config has no {' / '.join(names)}; it has: {', '.join(sorted(config)) or 'no fields'}. "
-                     f"Fix: add {names[0]} to the config")
+    if default is not None:
+        return default
+    raise InputError("model config", f"has no {' / '.join(names)}; it has: {', '.join(sorted(config)) or 'no fields'}",
+                     f"add {names[0]} to the config")
 
 
 def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
@@ -177,8 +202,6 @@ def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
         name = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
     key = str(name).lower().removeprefix("torch.")
     if key not in _DTYPE_BYTES:
-        from .errors import InputError
-
         raise InputError("kv_cache_dtype", f"{name!r} is not known",
                          f"use one of {', '.join(sorted(_DTYPE_BYTES))} (or None/'auto' for the model's dtype)")
     return _DTYPE_BYTES[key]
@@ -327,9 +350,6 @@ class KVTerms:
               ) -> np.int64 | NDArray[np.int64]:
         """Bytes moved for prompts of ``num_input_tokens`` tokens of which ``charged_tokens`` (default:
         all) are sent; inputs broadcast, scalars in give a numpy scalar out (see :func:`kv_bytes`)."""
-        from ._coerce import whole_numbers
-        from .errors import InputError
-
         scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
         n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
         m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
@@ -378,21 +398,26 @@ def kv_terms(
     >>> kv_terms("qwen3-next-80b-a3b").state_bytes  # 36 Gated DeltaNet layers, bf16
     39518208
     """
-    from .errors import check_choice, check_whole
-
     tp = check_whole("tp", tp, smallest=1)
     ranks = tp if check_choice("scope", scope, ("rank", "group")) == "group" else 1
     cfg = model_config(config)
-    kinds = _layer_kinds(cfg)
-    per_layer = _layer_bytes(cfg, kv_cache_dtype, tp)
-    count = {kind: kinds.count(kind) for kind in ("full", "window", "chunk")}
-    state, state_layers = _state_bytes(cfg, kinds, tp)
+    try:
+        kinds = _layer_kinds(cfg)
+        per_layer = _layer_bytes(cfg, kv_cache_dtype, tp)
+        count = {kind: kinds.count(kind) for kind in ("full", "window", "chunk")}
+        state, state_layers = _state_bytes(cfg, kinds, tp)
+        window = _field(cfg, ("sliding_window",)) if count["window"] else 0
+        chunk = _field(cfg, ("attention_chunk_size",)) if count["chunk"] else 0
+    except InputError as error:  # say which model's config
+        if not error.where.startswith("model config"):
+            raise
+        raise error.relocated(f"{error.where} of {_name_of(config)}", error.row) from None
     return KVTerms(
         full_bytes_per_token=ranks * per_layer * count["full"],
         window_bytes_per_token=ranks * per_layer * count["window"],
-        window_tokens=_field(cfg, ("sliding_window",)) if count["window"] else 0,
+        window_tokens=window,
         chunk_bytes_per_token=ranks * per_layer * count["chunk"],
-        chunk_tokens=_field(cfg, ("attention_chunk_size",)) if count["chunk"] else 0,
+        chunk_tokens=chunk,
         state_bytes=ranks * state, full_layers=count["full"], window_layers=count["window"],
         chunk_layers=count["chunk"], state_layers=state_layers,
     )
@@ -490,18 +515,18 @@ def _layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
     if cfg.get("attention_chunk_size"):
         no_rope = cfg.get("no_rope_layers") or [
-            int((i + 1) % int(cfg.get("no_rope_layer_interval") or 4) != 0) for i in range(layers)]
+            int((i + 1) % _field(cfg, ("no_rope_layer_interval",), default=4) != 0) for i in range(layers)]
         if len(no_rope) != layers:
             raise ValueError(f"model config has {len(no_rope)} no_rope_layers for {layers} layers. "
                              "Fix: give one flag per layer")
         return ["chunk" if flag else "full" for flag in no_rope]
     if cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:
-        pattern_every = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or \
-            (2 if cfg.get("model_type") == "gemma2" else None)
+        pattern_every = _field(cfg, ("sliding_window_pattern", "_sliding_window_pattern"),
+                               default=2 if cfg.get("model_type") == "gemma2" else 0)
         if pattern_every:
-            return ["full" if (i + 1) % int(pattern_every) == 0 else "window" for i in range(layers)]
+            return ["full" if (i + 1) % pattern_every == 0 else "window" for i in range(layers)]
         if cfg.get("max_window_layers") is not None:
-            first = int(cfg["max_window_layers"])
+            first = _field(cfg, ("max_window_layers",), smallest=0)
             return ["window" if i >= first else "full" for i in range(layers)]
         return ["window"] * layers
     return ["full"] * layers
@@ -511,7 +536,7 @@ def _layer_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) ->
     """One attention layer's KV bytes per token on one GPU."""
     dtype_bytes = _dtype_bytes(cfg, kv_cache_dtype)
     if cfg.get("kv_lora_rank") is not None:
-        return (_field(cfg, ("kv_lora_rank",)) + _field(cfg, ("qk_rope_head_dim",))) * dtype_bytes
+        return (_field(cfg, ("kv_lora_rank",)) + _field(cfg, ("qk_rope_head_dim",), smallest=0)) * dtype_bytes
     heads = _field(cfg, _HEADS)
     if cfg.get("multi_query"):
         kv_heads = 1
@@ -519,7 +544,10 @@ def _layer_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) ->
         kv_heads = _field(cfg, ("num_key_value_heads",))
     else:
         kv_heads = heads
-    head_dim = int(cfg["head_dim"]) if cfg.get("head_dim") else _field(cfg, _HIDDEN) // heads
+    head_dim = _field(cfg, ("head_dim",), default=0) or _field(cfg, _HIDDEN) // heads
+    if head_dim < 1:
+        raise InputError("model config field 'hidden_size'", f"{_field(cfg, _HIDDEN)} is smaller than the "
+                         f"{heads} attention heads", "give head_dim, or correct hidden_size")
     return 2 * max(1, math.ceil(kv_heads / tp)) * head_dim * dtype_bytes
 
 

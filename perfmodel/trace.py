@@ -55,7 +55,8 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
     """Parse JSON lines with pyarrow; find, name or skip malformed lines only if parsing fails."""
     import pyarrow.json as pj
 
-    fields = {"timestamp": pa.float64(), "input_length": pa.int64(), "output_length": pa.int64(),
+    # counts as float64 (exact below 2**53; whole numbers checked with the other rows'), so "600.0" reads as 600
+    fields = {"timestamp": pa.float64(), "input_length": pa.float64(), "output_length": pa.float64(),
               "hash_ids": _HASH_TYPE}
     options = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
     try:
@@ -104,9 +105,16 @@ def _line_problem(line: bytes) -> str | None:
     for name in ("input_length", "output_length"):
         if record[name] < 0 or record[name] != int(record[name]):
             return f"{name} must be a whole number >= 0, got {record[name]!r}"
+    for name in ("input_length", "output_length"):
+        if not record[name] <= 2**53:
+            return f"{name} {record[name]!r} is above 2**53 tokens"
     hashes = record.get("hash_ids", [])
+    if hashes is None:
+        return None
     if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
         return "hash_ids must be a list of integers"
+    if not all(-(2**63) <= h < 2**63 for h in hashes):
+        return "hash_ids must be 64-bit integers"
     return None
 
 
@@ -187,11 +195,11 @@ def read_trace(
             "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
         })
     elif fmt == "azure":
-        raw = pd.read_csv(path, dtype={"ContextTokens": "Int64", "GeneratedTokens": "Int64"}, **_EXACT_FLOATS)
+        raw = _read_csv(path, dtype={"ContextTokens": "float64", "GeneratedTokens": "float64"})
         df = _canonical(raw, {"arrival_ms": "TIMESTAMP", "num_input_tokens": "ContextTokens",
                               "num_output_tokens": "GeneratedTokens"}, path, errors)
     elif fmt in ("csv", "parquet"):
-        raw = _read_parquet(path) if fmt == "parquet" else pd.read_csv(path, **_EXACT_FLOATS)
+        raw = _read_parquet(path) if fmt == "parquet" else _read_csv(path)
         found = {c: c for c in (*_CANONICAL, "ready_ms", "hash_ids") if c in raw}  # columns under their own names
         df = _canonical(raw, {**found, **(columns or {})}, path, errors)
     else:
@@ -206,6 +214,23 @@ def read_trace(
     if skipped:
         warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
     return df
+
+
+def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
+    """A CSV trace as a frame; a malformed file is an error naming it and the line (never a row read
+    into other columns: pandas takes a first column without a header as the index, shifting the rest)."""
+    try:
+        raw = pd.read_csv(path, **_EXACT_FLOATS, **options)
+    except UnicodeDecodeError as error:
+        raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
+                         "save the trace as UTF-8") from None
+    except (pd.errors.ParserError, ValueError) as error:
+        raise InputError(str(path), f"cannot be read as CSV ({str(error).strip()})",
+                         "repair the file: one value per header column on every line") from None
+    if not raw.index.equals(pd.RangeIndex(len(raw))):  # (pandas 3: a RangeIndex from the first field)
+        raise InputError(f"{path}, line 2", f"has more fields than the header's {len(raw.columns)} "
+                         f"({list(raw.columns)})", "remove the extra fields, or name every column in the header")
+    return raw
 
 
 def _hash_lists(column: pd.Series, path: Any) -> pa.Array:
@@ -324,12 +349,13 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
     outputs = pd.to_numeric(df["num_output_tokens"]).to_numpy(dtype="float64", na_value=np.nan)
     arrival = df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)
-    bad = np.isnan(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0) \
-        | (outputs != np.floor(outputs)) | ~(tokens < 2.0**63) | ~(outputs < 2.0**63)
+    bad = ~np.isfinite(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0) \
+        | (outputs != np.floor(outputs)) | ~(tokens <= 2.0**53) | ~(outputs <= 2.0**53)
     if "hash_ids" in df:  # a null block id would match nothing reliably: the row is malformed, never a hit
         bad[_null_hash_rows(pa.array(df["hash_ids"], type=_HASH_TYPE))] = True
     if "ready_ms" in df:  # a prefill completes after its request arrives
-        bad |= ~(df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan) >= arrival)
+        ready = df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan)
+        bad |= ~(ready >= arrival) | ~np.isfinite(ready)
     if bad.any():
         if errors == "raise":
             i = int(np.argmax(bad))
