@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._codes import TransferMode, WorkerType
-from .errors import InputError
+from .errors import InputError, check_choice
 
 __all__ = ["INPUTS", "OPTIONS", "ROW_INPUTS", "Input", "Valid", "documented"]
 
@@ -71,7 +71,7 @@ class Input:
 
     name: str
     doc: str  # the docstring line (numpydoc body), unit included
-    kind: str  # count | real | code | flag | choice | option
+    kind: str  # count (int64 or float64, as given) | real (float64) | code | flag | choice | option
     default: Any = inspect.Parameter.empty  # the public signature's default (empty: required)
     kernel_default: Any = None  # the kernel's value when the caller gives None
     valid: Valid | None = None  # numbers: the valid range (the kernel's and the error path's)
@@ -121,7 +121,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth. Also a model preset "
           "name, a Hugging Face config dict or ``config.json`` path, or an array of these (see "
           "``kv_cache_dtype``, ``tp`` and ``scope``): a model with sliding-window, chunked-attention or "
-          "linear-attention layers moves the bytes of :class:`perfmodel.KVTerms`.", "real", valid=Valid(),
+          "linear-attention layers moves the bytes of :class:`perfmodel.KVTerms`.", "count", valid=Valid(),
           rule="KV bytes per token are finite numbers >= 0 (NaN marks unknown)",
           cli="--kv-bytes-per-token", axis="kv_bytes_per_token", grid_axis="kv_bytes_per_token",
           example=1000.0, replay="request"),
@@ -183,7 +183,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           grid_axis="prefill_tokens_per_s",
           example=200_000.0, replay="request", instead_of="prefill_ms"),
     Input("num_layers", "Layer-wise streaming: the model's layer count (whole number >= 0; default: the "
-          "model's, when ``kv_bytes_per_token`` names one).", "count", default=None,
+          "model's, when ``kv_bytes_per_token`` names one).", "count", default=None, kernel_default=0,
           valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
           group="layerwise", off=0, cli="--num-layers", axis="num_layers", grid_axis="num_layers",
           example=32, replay="request"),
@@ -317,12 +317,8 @@ def layerwise_overlaps(given: dict[str, Any], overlaps: set[str]) -> None:
 
 
 def check_option(name: str, value: Any) -> Any:
-    """A choice option's value, or :class:`InputError` listing the choices."""
-    entry = INPUTS[name]
-    if not isinstance(value, str) or value not in entry.choices:
-        raise InputError(name, f"{value!r} is not one of {', '.join(map(repr, entry.choices))}",
-                         f"pass {name}={entry.choices[0]!r} or another of those")
-    return value
+    """A choice option's value, or :class:`InputError` listing the table's choices."""
+    return check_choice(name, value, INPUTS[name].choices)
 
 
 # --- docstrings -----------------------------------------------------------------------------------

@@ -46,7 +46,9 @@ def _aligned(df: pd.DataFrame, argument: str, series: pd.Series) -> pd.Series:
 def _column(df: pd.DataFrame, label: Hashable) -> Any:
     """The values of the column ``label`` (a numpy array or pandas extension array, not copied)."""
     column = df[label]
-    return column.array if isinstance(column, pd.Series) else column
+    if not isinstance(column, pd.Series):  # (duplicate labels: a frame, refused below)
+        return column
+    return column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array  # (numpy's: a view)
 
 
 def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable | None]:

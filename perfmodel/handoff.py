@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import operator
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -49,7 +50,6 @@ PARALLEL_MIN_ROWS = 50_000
 #: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
 ARGUMENTS = ROW_NAMES
 _MODE_INDEX = ARGUMENTS.index("mode")
-_KERNEL_DEFAULTS = {e.name: e.kernel_default for e in ROW_INPUTS}
 
 
 class _Arg:
@@ -67,10 +67,6 @@ class _Arg:
     def kernel_values(self) -> Any:
         """The values the kernel works with (category codes decoded as the kernel decodes them)."""
         return self.value if self.masks is None else _kernels.decode_codes(self.value, *self.masks)
-
-
-#: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).
-_CACHED_SCALARS = frozenset({bool, int, float, str, np.float64, np.int64, np.int8, np.bool_, WorkerType, TransferMode})
 
 
 def _scalar(name: str, value: Any) -> Any:
@@ -93,9 +89,13 @@ def _scalar(name: str, value: Any) -> Any:
     return None
 
 
+#: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).
+_CACHED_SCALARS = frozenset({bool, int, float, str, np.float64, np.int64, np.int8, np.bool_, WorkerType, TransferMode})
+
+
 @functools.lru_cache(maxsize=512)
 def _scalar_arg(name: str, kind: type, value: Any) -> _Arg | None:
-    """:func:`_coerce` of one plain scalar, remembered: most calls pass the same few (the defaults)."""
+    """:func:`_coerce` of one plain scalar, remembered: most calls pass the same few."""
     scalar_value = _scalar(name, value)
     return None if scalar_value is None else _Arg(name, scalar_value, (value,))
 
@@ -193,6 +193,7 @@ def _group_slice(group: str) -> slice:
 
 #: Where each extension's inputs sit in the kernel's record.
 _GROUP_SLICES = {group: _group_slice(group) for group in GROUPS}
+_NONES = {group: [None] * (where.stop - where.start) for group, where in _GROUP_SLICES.items()}
 _WORKER_INDEX = ARGUMENTS.index("worker_type")
 assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, "worker_type_masks", "mode_masks")
 
@@ -202,9 +203,11 @@ def _kernel_record(args: list[_Arg], capped: dict[str, Any]) -> tuple:
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
+    defaults = _default_args()
     for group, where in _GROUP_SLICES.items():
-        if group_off(group, {a.name: a.value for a in args[where]}):
-            values[where] = [None] * (where.stop - where.start)
+        if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
+                                                                                   for a in args[where]}):
+            values[where] = _NONES[group]
     return (*values, *(capped[name] for name in _resolve._CAPPED), args[_WORKER_INDEX].masks,
             args[_MODE_INDEX].masks)
 
@@ -565,17 +568,20 @@ def _handoff(
             raise InputError("num_threads", f"{num_threads} is more than the {numba.config.NUMBA_NUM_THREADS} threads "
                              "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
                              "NUMBA_NUM_THREADS before starting Python")
-    values = {name: inputs.get(name) for name in ARGUMENTS}
+    values = dict.fromkeys(ARGUMENTS)
+    values.update(inputs)
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
     layerwise_given(values, options.overlap)
     if options.overlap == "none":
-        values["num_layers"] = 0
+        values["num_layers"] = None  # (its kernel value: 0, no streaming)
     capped = _resolve_names(values, options, errors)
     if model_terms:
         capped = model_terms
-    args = [_coerce(name, _KERNEL_DEFAULTS[name] if value is None else value) for name, value in values.items()]
+    # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
+    args = [arg if value is None or value is default else _coerce(name, value)
+            for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
@@ -590,7 +596,7 @@ def _handoff(
     n_invalid = _run_kernel(_kernel_record(args, capped), out, missing, parallel, num_threads, bytes_out)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
-    return _Result(out, missing, not any(a.is_array for a in args))
+    return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
 
 
 def checked(name: str, value: Any) -> Any:
@@ -612,6 +618,15 @@ def checked(name: str, value: Any) -> Any:
     return arg.kernel_values()
 
 
+@functools.lru_cache(maxsize=None)
+def _default_args() -> tuple[_Arg, ...]:
+    """Each per-row input's argument when it is not given (its kernel default), in the kernel's order."""
+    return tuple(_coerce(e.name, e.kernel_default if e.default is None or e.required else e.default)
+                 for e in ROW_INPUTS)
+
+
+#: Each per-row input's public default, in the kernel's order.
+_DEFAULTS = tuple(e.default for e in ROW_INPUTS)
 #: The inputs without which there is no model.
 REQUIRED = tuple(e for e in ROW_INPUTS if e.required)
 

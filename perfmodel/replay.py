@@ -363,7 +363,7 @@ def _request_values(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
     except InputError as error:
         if error.position is None:
             raise
-        raise error.relocated(name, trace.index[error.position]) from None
+        raise error.relocated(name, trace.index[error.position], coerce_hint="") from None
     return values
 
 

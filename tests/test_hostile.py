@@ -98,7 +98,7 @@ def test_sweep_refuses_to_replace_a_file_it_did_not_write(tmp_path):
     out.mkdir()
     (out / "sweep.csv").write_text("my own numbers\n")
     done = run("sweep", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--tokens", "1k,2k", "--out", str(out))
-    assert "sweep.csv, which perfmodel did not write" in one_line_error(done)
+    assert "sweep.csv, which perfmodel sweep did not write" in one_line_error(done)
     assert (out / "sweep.csv").read_text() == "my own numbers\n" and not leftovers(out)
 
 
@@ -112,7 +112,7 @@ def test_sweep_reruns_replace_only_their_own_files(tmp_path):
     assert done.returncode == 0, done.stderr
     assert not (out / "heatmap.png").exists()  # perfmodel's own stale output goes ...
     assert (out / "notes.txt").read_text() == "mine"  # ... the user's stays
-    assert json.loads((out / MANIFEST).read_text())["files"] == ["delay_vs_tokens.png", "sweep.csv"]
+    assert json.loads((out / MANIFEST).read_text())["commands"] == {"sweep": ["delay_vs_tokens.png", "sweep.csv"]}
 
 
 def test_a_file_where_a_folder_is_needed(tmp_path):
