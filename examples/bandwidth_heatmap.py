@@ -1,4 +1,5 @@
 """Where a handoff fits in a budget: delay over bandwidth x prompt length, with 10/50/100 ms contours.
+===================================================================================================
 
     python examples/bandwidth_heatmap.py --out results
 """
@@ -10,7 +11,7 @@ from _common import output_dir
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__.splitlines()[0])
+out = output_dir(__doc__)
 model = "llama-3.1-70b"
 df = perfmodel.sweep(model=model, kv_transfer_bandwidth=np.geomspace(5, 1000, 60),
                      num_input_tokens=np.unique(np.geomspace(128, 131072, 60).astype(int)))

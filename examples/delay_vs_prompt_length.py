@@ -1,4 +1,5 @@
 """Handoff delay against prompt length: NVLink, InfiniBand, PCIe and Ethernet, two models.
+=======================================================================================
 
     python examples/delay_vs_prompt_length.py --out results
 """
@@ -10,7 +11,7 @@ from _common import output_dir
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__.splitlines()[0])
+out = output_dir(__doc__)
 links = ["nvlink4", "ib-ndr", "pcie5", "eth-100g"]
 models = ["llama-3.1-70b", "deepseek-v3"]
 df = perfmodel.sweep(model=models, link=links, num_input_tokens=2 ** np.arange(7, 18))

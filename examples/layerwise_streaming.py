@@ -1,4 +1,5 @@
 """Does layer-wise streaming hide the handoff for our prompts? Exposed delay against prompt length.
+================================================================================================
 
     python examples/layerwise_streaming.py --out results
 
@@ -15,7 +16,7 @@ from _common import output_dir
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__.splitlines()[0])
+out = output_dir(__doc__)
 tokens = 2 ** np.arange(9, 18)
 rates = [10_000, 100_000, 400_000]  # prefill tokens/s: one GPU's long-prompt rate, a fast group, a very fast one
 df = perfmodel.sweep(model="llama-3.1-70b", link="ib-ndr", overlap=["none", "layerwise"],

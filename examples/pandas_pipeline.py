@@ -1,4 +1,5 @@
 """A pandas pipeline: a CSV of requests in, the handoff delay column added, a group-by summary out.
+================================================================================================
 
     python examples/pandas_pipeline.py --out results
 """
@@ -10,7 +11,7 @@ from _common import output_dir
 
 import perfmodel  # noqa: F401  (registers df.perfmodel)
 
-out = output_dir(__doc__.splitlines()[0])
+out = output_dir(__doc__)
 
 # A request log as a serving fleet might export it (made up here, seeded): one row per request.
 rng = np.random.default_rng(42)

@@ -1,4 +1,5 @@
 """What a destination prefix-cache hit saves: full_prompt against destination_missing over hit ratios.
+===================================================================================================
 
     python examples/prefix_cache_savings.py --out results
 """
@@ -9,7 +10,7 @@ from _common import output_dir
 
 import perfmodel
 
-out = output_dir(__doc__.splitlines()[0])
+out = output_dir(__doc__)
 ratios = np.linspace(0, 1, 21)
 df = perfmodel.sweep(model="llama-3.1-70b", link="ib-ndr", mode=["full_prompt", "destination_missing"],
                      cache_hit_ratio=ratios, block_size=[16, 512], num_input_tokens=[8192, 32768])

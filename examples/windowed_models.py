@@ -1,4 +1,5 @@
 """Full attention or a sliding window? Bytes per request and handoff delay against prompt length.
+==============================================================================================
 
     python examples/windowed_models.py --out results
 
@@ -16,7 +17,7 @@ from _common import output_dir
 
 import perfmodel
 
-out = output_dir(__doc__.splitlines()[0])
+out = output_dir(__doc__)
 models = ["llama-3.1-8b", "gpt-oss-120b", "gemma-3-27b", "llama-4-scout", "qwen3-next-80b-a3b"]
 chunk_ends = np.arange(1, 17) * 8192  # Llama 4 Scout's bytes drop right after each of them
 tokens = np.unique(np.concatenate([np.geomspace(256, 131_072, 300).astype(int), [1024, 32_768],

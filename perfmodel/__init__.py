@@ -58,7 +58,8 @@ _LAZY = {
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
-_SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask"}
+_SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
+               "datasets"}
 
 
 def __getattr__(name: str) -> Any:

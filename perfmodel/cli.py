@@ -126,6 +126,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _data_file(text: str) -> Path:
+    """argparse type: a file, or ``dataset:NAME`` for a dataset shipped with perfmodel."""
+    if not text.startswith("dataset:"):
+        return Path(text)
+    from . import datasets
+
+    try:
+        return datasets.path(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _fail(message: str) -> Any:
     raise UsageError(message)
 
@@ -465,13 +477,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import perfmodel.plotting as pp
 
     from ._fs import check_not_overlapping, output_folder
-    from .io import read_chunks
     from .links import LINKS, check_link_name, fit_link, get_link, save_link
 
     check_not_overlapping(args.out, [args.measurements])
     if not args.no_save:
         check_link_name(args.name)  # before anything is written: a refused name leaves no figure behind
-    table = pd.concat(list(read_chunks(args.measurements, output_format="parquet")[0]), ignore_index=True)
+    table = _read_measurements(args.measurements)
     nbytes, measured, blocks = _measurements(table, args)
     link = fit_link(nbytes, measured, n_blocks=blocks, name=args.name)
     nearest = min(LINKS, key=lambda name: abs(np.log(LINKS[name].bandwidth_gb_s / link.bandwidth_gb_s)))
@@ -501,6 +512,26 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Time columns in microseconds that calibrate reads (perftest's ib_*_lat output names its t_typical_us).
+_MICROSECONDS = ("measured_us", "t_typical_us", "t_avg_us")
+#: Throughput columns and the bytes per second of their unit: decimal GB/s, binary GiB/s.
+_THROUGHPUTS = {"measured_gb_s": 1e9, "measured_gib_s": 2.0**30}
+
+
+def _read_measurements(path: Path) -> Any:
+    """A measurements table; CSV files may hold ``#`` comment lines (as perftest's output does)."""
+    import pandas as pd
+
+    from .io import detect, read_chunks
+
+    if detect(path).format != "csv":
+        return pd.concat(list(read_chunks(path, output_format="parquet")[0]), ignore_index=True)
+    try:
+        return pd.read_csv(path, comment="#", skipinitialspace=True)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        raise UsageError(f"{path}: cannot be read as a CSV table ({str(error).strip()})") from None
+
+
 def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(bytes, measured ms, blocks or None) from a measurements table; refuses rows it cannot use."""
     import numpy as np
@@ -523,11 +554,17 @@ def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise UsageError(f"{args.measurements}: needs an nbytes column, or num_input_tokens with --model (or a model "
                          f"column); it has {list(table.columns)}")
     measured = numbers("measured_ms")
-    if "measured_gb_s" in table:  # throughput tables: the time each size took at the throughput measured
-        from_throughput = nbytes / (numbers("measured_gb_s") * 1e9) * 1000.0
-        measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
+    for column in _MICROSECONDS:  # perftest's ib_write_lat (t_typical_us) and the like
+        if measured is None and column in table:
+            measured = numbers(column) / 1000.0
+    for column, gb in _THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
+        if column in table:
+            from_throughput = nbytes / (numbers(column) * gb) * 1000.0
+            measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput,
+                                                                         measured)
     if measured is None:
-        raise UsageError(f"{args.measurements}: needs a measured_ms (or measured_gb_s) column; it has "
+        raise UsageError(f"{args.measurements}: needs a time column (measured_ms, or in microseconds "
+                         f"{', '.join(_MICROSECONDS)}) or a throughput column ({', '.join(_THROUGHPUTS)}); it has "
                          f"{list(table.columns)}")
     blocks = numbers("n_blocks")
     keep = np.isfinite(nbytes) & np.isfinite(measured)
@@ -755,8 +792,9 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Fit latency, bandwidth (and with an n_blocks column a per-block cost) to "
                                            "measured transfers; print the errors next to a preset's line rate; "
                                            "plot predicted against measured; save the link as a user preset.")
-    calibrate.add_argument("measurements", type=Path,
-                           help="CSV/Parquet/JSON lines: nbytes (or num_input_tokens with --model or a model column), "
+    calibrate.add_argument("measurements", type=_data_file,
+                           help="CSV/Parquet/JSON lines, or dataset:NAME (a shipped table, see perfmodel.datasets): "
+                                "nbytes (or num_input_tokens with --model or a model column), "
                                 "measured_ms (or measured_gb_s), optional n_blocks")
     calibrate.add_argument("--name", required=True, help="the link's name (then --link NAME everywhere)")
     calibrate.add_argument("--model", help="model whose bytes per token turn num_input_tokens into bytes")
@@ -769,7 +807,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
                            description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
-    trace.add_argument("trace", help="trace file (.jsonl Mooncake, .csv Azure or generic)")
+    trace.add_argument("trace", type=_data_file, help="trace file (.jsonl Mooncake, .csv Azure or generic), or "
+                       "dataset:NAME for a shipped trace (dataset:mooncake-synthetic, dataset:azure-code-2023)")
     tm = trace.add_mutually_exclusive_group()
     tm.add_argument("--model", metavar="NAME", help="model preset (or --grid model=...)")
     tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")

@@ -1,0 +1,107 @@
+"""Sphinx configuration of perfmodel's documentation (no network at build time)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # the examples' shared helper
+
+import perfmodel  # noqa: E402
+
+project = "perfmodel"
+author = "perfmodel developers"
+copyright = "perfmodel developers, Apache-2.0"
+release = version = perfmodel.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+autosummary_generate = True
+autodoc_typehints = "none"  # numpydoc's parameter sections say the types and units
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_validation_checks: set[str] = set()
+exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
+                    "auto_examples/*.json", "auto_examples/*.md5", "auto_examples/*.codeobj.json"]
+html_theme = "furo"
+html_title = f"perfmodel {release}"
+html_static_path = ["_static"]
+suppress_warnings = ["config.cache"]  # (the gallery's scraper is a function: Sphinx cannot pickle it)
+
+_OUT = Path(tempfile.mkdtemp(prefix="perfmodel-gallery-"))
+
+
+def _example_argv(gallery_conf: dict, script_vars: dict) -> list[str]:
+    """Each example writes its PNGs into a folder of its own, which the scraper below reads."""
+    return ["--out", str(_OUT / Path(script_vars["src_file"]).stem)]
+
+
+def _written_pngs(block, block_vars: dict, gallery_conf: dict, **kwargs) -> str:
+    """The PNGs an example wrote into its folder (the examples save and close their figures)."""
+    from sphinx_gallery.scrapers import figure_rst
+
+    folder = _OUT / Path(block_vars["src_file"]).stem
+    seen = block_vars.setdefault("perfmodel_pngs", set())
+    paths = []
+    for png in sorted(folder.glob("*.png")) if folder.is_dir() else []:
+        if png.name in seen:
+            continue
+        seen.add(png.name)
+        target = next(block_vars["image_path_iterator"])
+        shutil.copyfile(png, target)
+        paths.append(target)
+    return figure_rst(paths, gallery_conf["src_dir"])
+
+
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/[a-z][a-z_]+\.py$",
+    "ignore_pattern": r"_common\.py",
+    "reset_argv": _example_argv,
+    "image_scrapers": (_written_pngs,),
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "plot_gallery": "True",
+    "abort_on_example_error": True,
+}
+os.environ.setdefault("PERFMODEL_CONFIG_DIR", tempfile.mkdtemp(prefix="perfmodel-docs-config-"))
+
+
+def _inputs_table() -> None:
+    """docs/_generated/inputs.rst: the input table of perfmodel._inputs, as the user guide shows it."""
+    from perfmodel._inputs import OPTIONS, ROW_INPUTS
+
+    def cell(value: object) -> str:
+        return "" if value in (None, "") else f"``{value}``"
+
+    rows = []
+    for entry in (*ROW_INPUTS, *OPTIONS):
+        default = "required" if entry.required else repr(entry.default)
+        rows.append((f"``{entry.name}``", entry.doc, f"``{default}``", entry.rule or ", ".join(entry.choices),
+                     cell(entry.cli), cell(entry.axis), cell(entry.grid_axis)))
+    header = ("input", "meaning", "default", "valid values", "flag", "sweep axis", "grid axis")
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 12 40 10 22 8 8 8", ""]
+    for row in (header, *rows):
+        lines.append("   * - " + row[0])
+        lines.extend(f"     - {value}" for value in row[1:])
+    folder = Path(__file__).parent / "_generated"
+    folder.mkdir(exist_ok=True)
+    (folder / "inputs.rst").write_text("\n".join(lines) + "\n")
+
+
+_inputs_table()
