@@ -458,13 +458,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the JSON results (default: bench/results/latest.json for a full run, "
                              "quick.json with --quick, partial.json with --only: only a full run replaces the full one)")
-    parser.add_argument("--readme", action="store_true", help="rewrite the README's performance table from this run")
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = ROOT / "bench" / "results" / ("quick.json" if args.quick else "partial.json" if args.only else
                                                  "latest.json")
-    if args.readme and (args.quick or args.only):
-        parser.error("--readme takes a full run (no --quick, no --only): the table states the full run's figures")
     env = environment()
     print("  ".join(f"{k}={v}" for k, v in env.items()))
     rows: list[Row] = []
@@ -488,26 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                                "rows": [asdict(r) for r in rows]}, indent=1,
                               default=lambda o: o.item() if hasattr(o, "item") else str(o)))
     tmp.replace(args.out)
-    if args.readme:
-        update_readme(rows, ROOT / "README.md")
     return 0
-
-
-def update_readme(rows: list[Row], readme: Path) -> None:
-    """Replace the table between the README's bench-table markers with this run's rows."""
-    start, end = "<!-- bench-table -->\n", "<!-- /bench-table -->"
-    text = readme.read_text()
-    if start not in text or end not in text:
-        raise SystemExit(f"{readme}: no {start.strip()} ... {end} markers")
-    lines = []
-    for r in rows:
-        value = f"{r.value:,.4g} {r.unit}"
-        ratio = "" if r.ratio is None else f"{r.ratio:.3g}"
-        met = "" if r.met is None else ("yes" if r.met else "**no**")
-        lines.append(f"| {r.measure} | {value} | {ratio} | {r.target} | {met} |")
-    before, rest = text.split(start, 1)
-    after = rest.split(end, 1)[1]
-    readme.write_text(before + start + "\n".join(lines) + "\n" + end + after)
 
 
 if __name__ == "__main__":

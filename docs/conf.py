@@ -39,6 +39,7 @@ exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "au
 html_theme = "furo"
 html_title = f"perfmodel {release}"
 html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 suppress_warnings = ["config.cache"]  # (the gallery's scraper is a function: Sphinx cannot pickle it)
 
 _OUT = Path(tempfile.mkdtemp(prefix="perfmodel-gallery-"))
@@ -82,20 +83,44 @@ sphinx_gallery_conf = {
 os.environ.setdefault("PERFMODEL_CONFIG_DIR", tempfile.mkdtemp(prefix="perfmodel-docs-config-"))
 
 
-def _inputs_table() -> None:
+def def _bench_table() -> None:
+    """docs/_generated/bench.rst: the figures of the last full ``python bench/run.py`` (bench/results/latest.json)."""
+    import json
+
+    results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
+    env = results["environment"]
+    lines = [f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
+             f"{env['pandas']}, {env['cpu_count']} cores ({env['threading_layer']} threading layer).", "",
+             ".. list-table::", "   :header-rows: 1", "   :widths: 60 15 10 10 5", "",
+             "   * - measure", "     - value", "     - ratio", "     - target", "     - met"]
+    for row in results["rows"]:
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.3g}"
+        met = "" if row["met"] is None else ("yes" if row["met"] else "no")
+        lines += [f"   * - {row['measure']}", f"     - {row['value']:,.4g} {row['unit']}", f"     - {ratio}",
+                  f"     - {row['target']}", f"     - {met}"]
+    (Path(__file__).parent / "_generated" / "bench.rst").write_text("\n".join(lines) + "\n")
+
+
+_inputs_table()
+_bench_table() -> None:
     """docs/_generated/inputs.rst: the input table of perfmodel._inputs, as the user guide shows it."""
     from perfmodel._inputs import OPTIONS, ROW_INPUTS
 
     def cell(value: object) -> str:
         return "" if value in (None, "") else f"``{value}``"
 
+    import enum
+
     rows = []
     for entry in (*ROW_INPUTS, *OPTIONS):
-        default = "required" if entry.required else repr(entry.default)
-        rows.append((f"``{entry.name}``", entry.doc, f"``{default}``", entry.rule or ", ".join(entry.choices),
-                     cell(entry.cli), cell(entry.axis), cell(entry.grid_axis)))
-    header = ("input", "meaning", "default", "valid values", "flag", "sweep axis", "grid axis")
-    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 12 40 10 22 8 8 8", ""]
+        default = entry.default
+        shown = "required" if entry.required else repr(default.name.lower() if isinstance(default, enum.Enum)
+                                                        else default)
+        names = ", ".join(f"{label} {cell(value)}" for label, value in
+                          (("flag", entry.cli), ("sweep", entry.axis), ("grid", entry.grid_axis)) if value)
+        rows.append((f"``{entry.name}``", entry.doc, f"``{shown}``", entry.rule or ", ".join(entry.choices), names))
+    header = ("input", "meaning", "default", "valid values", "elsewhere")
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 16 40 10 20 14", ""]
     for row in (header, *rows):
         lines.append("   * - " + row[0])
         lines.extend(f"     - {value}" for value in row[1:])
@@ -104,4 +129,23 @@ def _inputs_table() -> None:
     (folder / "inputs.rst").write_text("\n".join(lines) + "\n")
 
 
+def _bench_table() -> None:
+    """docs/_generated/bench.rst: the figures of the last full ``python bench/run.py`` (bench/results/latest.json)."""
+    import json
+
+    results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
+    env = results["environment"]
+    lines = [f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
+             f"{env['pandas']}, {env['cpu_count']} cores ({env['threading_layer']} threading layer).", "",
+             ".. list-table::", "   :header-rows: 1", "   :widths: 60 15 10 10 5", "",
+             "   * - measure", "     - value", "     - ratio", "     - target", "     - met"]
+    for row in results["rows"]:
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.3g}"
+        met = "" if row["met"] is None else ("yes" if row["met"] else "no")
+        lines += [f"   * - {row['measure']}", f"     - {row['value']:,.4g} {row['unit']}", f"     - {ratio}",
+                  f"     - {row['target']}", f"     - {met}"]
+    (Path(__file__).parent / "_generated" / "bench.rst").write_text("\n".join(lines) + "\n")
+
+
 _inputs_table()
+_bench_table()

@@ -316,6 +316,32 @@ def layerwise_overlaps(given: dict[str, Any], overlaps: set[str]) -> None:
     layerwise_given(given, "layerwise" if "layerwise" in overlaps else "none")
 
 
+def nonnegative(name: str, value: Any, *, whole: bool = False, inf_ok: bool = False) -> np.ndarray:
+    """``value`` (a scalar or an array) as float64 numbers >= 0, finite unless ``inf_ok`` (whole ones with
+    ``whole``), or :class:`InputError` naming the first that is not one; None, booleans and text refused.
+
+    >>> nonnegative("budget_ms", [10, 50.0])
+    array([10., 50.])
+    """
+    if value is None:
+        raise InputError(name, "is required (got None)", f"pass {name} as numbers >= 0")
+    if np.asarray(value).dtype.kind == "b":
+        raise InputError(name, "got booleans where numbers were expected", f"pass {name} as numbers >= 0")
+    try:
+        numbers = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(name, f"{value!r} holds values that are not numbers", f"pass {name} as numbers >= 0") from None
+    with np.errstate(invalid="ignore"):
+        bad = outside(numbers, Valid(whole=whole, nan_ok=False, inf_ok=inf_ok))
+    if np.any(bad):
+        position = int(np.argmax(np.reshape(bad, -1)))
+        first = np.reshape(numbers, -1)[position].item()
+        kind = ("" if inf_ok else "finite ") + ("whole " if whole else "")
+        raise InputError(name, f"not a {kind}number >= 0", f"pass {name} as {kind}numbers >= 0",
+                         n_invalid=int(np.sum(bad)), row=position, value=first, coerce_hint="")
+    return numbers
+
+
 def check_option(name: str, value: Any) -> Any:
     """A choice option's value, or :class:`InputError` listing the table's choices."""
     return check_choice(name, value, INPUTS[name].choices)

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
-from ._inputs import Valid, outside
+from ._inputs import nonnegative
 from .errors import InputError, check_whole
 
 __all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "save_link", "user_links"]
@@ -123,7 +123,7 @@ class Link:
         >>> LINKS["nvlink4"].transfer_ms(450e6)
         np.float64(1.0)
         """
-        sizes, counts = _amounts("nbytes", nbytes, False), _amounts("blocks", blocks, True)
+        sizes, counts = nonnegative("nbytes", nbytes), nonnegative("blocks", blocks, whole=True)
         with np.errstate(invalid="ignore"):
             moved = sizes / (self.effective_bandwidth_gb_s * 1e9) * 1000.0  # the kernel's operation order
             delay = moved + np.where(sizes > 0, self.latency_ms + counts * self.per_block_ms, 0.0)
@@ -185,24 +185,6 @@ def get_link(link: Link | str) -> Link:
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), "
                      "a multiple such as '8x ib-ndr', or a perfmodel.Link")
-
-
-def _amounts(name: str, value: ArrayLike, whole: bool) -> np.ndarray:
-    """Byte or block amounts as float64, or :class:`InputError` at the first one that is not a finite
-    number >= 0 (whole, for blocks)."""
-    try:
-        values = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(name, f"{value!r} holds values that are not numbers", "pass numbers >= 0") from None
-    if np.asarray(value).dtype.kind == "b":
-        raise InputError(name, "got booleans where numbers were expected", "pass numbers >= 0")
-    bad = outside(values, Valid(whole=whole, nan_ok=False))
-    if np.any(bad):
-        position = int(np.argmax(np.reshape(bad, -1)))
-        first = np.reshape(values, -1)[position].item()
-        raise InputError(name, f"{first!r} is not a finite {'whole ' if whole else ''}number >= 0",
-                         "pass amounts >= 0", n_invalid=int(np.sum(bad)), row=position, value=first)
-    return values
 
 
 def user_links() -> dict[str, Link]:

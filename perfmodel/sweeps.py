@@ -20,9 +20,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _resolve
 from ._codes import TransferMode
-from ._inputs import INPUTS, LAYERWISE, Valid, check_option, layerwise_overlaps, outside
+from ._inputs import INPUTS, LAYERWISE, check_option, layerwise_overlaps, nonnegative
 from .errors import InputError, check_choice, check_whole
-from ._coerce import UNPARSEABLE, _as_1d, _plain, _to_numeric, whole_numbers
+from ._coerce import whole_numbers
 from .handoff import Options, _handoff, checked, destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
 from .models import kv_terms, layer_count, prompt_bytes
@@ -383,10 +383,10 @@ def required_bandwidth(
     >>> required_bandwidth(32_768, "gpt-oss-120b", budget_ms=50.0)  # half its layers keep 128 tokens
     np.float64(24.253563)
     """
-    tokens = _non_negative(num_input_tokens, "num_input_tokens")
+    tokens = nonnegative("num_input_tokens", num_input_tokens)
     terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
     nbytes = _nbytes(tokens, terms)
-    budget, latency = _non_negative(budget_ms, "budget_ms", inf_ok=True), _non_negative(latency_ms, "latency_ms")
+    budget, latency = nonnegative("budget_ms", budget_ms, inf_ok=True), nonnegative("latency_ms", latency_ms)
     scalar = max(np.ndim(nbytes), np.ndim(budget), np.ndim(latency)) == 0
     nbytes, budget, latency = np.broadcast_arrays(nbytes, budget, latency)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -490,10 +490,10 @@ def max_tokens_within(
         raise InputError("kv_transfer_bandwidth", "the link has a per-block cost, which max_tokens_within does not "
                          "model (it has no block size)", "use a link without per_block_ms, or scan "
                          "handoff_delay_ms over prompt lengths with block_size")
-    latency = _resolve.add(_non_negative(latency_ms, "latency_ms"), link.latency_ms)
+    latency = _resolve.add(nonnegative("latency_ms", latency_ms), link.latency_ms)
     terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
-    budget = _non_negative(budget_ms, "budget_ms", inf_ok=True)
-    bandwidth = _non_negative(link.bandwidth_gb_s, "kv_transfer_bandwidth", inf_ok=True)
+    budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
+    bandwidth = nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True)
     fields = [budget, bandwidth, latency, *terms]
     scalar = max(np.ndim(a) for a in fields) == 0
     budget, bandwidth, latency, *terms = (np.array(a, dtype=np.float64).reshape(-1)
@@ -561,26 +561,9 @@ def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndar
 def _terms(kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int, scope: str) -> list[Any]:
     """The byte terms of a number or model (see :class:`perfmodel.KVTerms`), 0 where a model has none."""
     terms = _resolve.model_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
-    values = [_non_negative(terms.bytes_per_token, "kv_bytes_per_token")]
+    values = [nonnegative("kv_bytes_per_token", terms.bytes_per_token)]
     return values + [np.float64(0.0) if t is None else np.asarray(t, dtype=np.float64) for t in terms[1:]]
 
 
 def _nbytes(tokens: np.ndarray, terms: list[Any]) -> np.ndarray:
     return prompt_bytes(tokens, tokens, *terms)
-
-
-def _non_negative(value: ArrayLike, name: str, *, inf_ok: bool = False) -> np.ndarray:
-    """``value`` (a scalar or 1-D) as float64 numbers >= 0 (finite unless ``inf_ok``), or an
-    :class:`InputError` naming the first that is not one: missing values, booleans and text refused."""
-    if value is None:
-        raise InputError(name, "is required (got None)", f"pass {name} as numbers >= 0")
-    data, scalar = _as_1d(name, value)
-    numbers = _to_numeric(name, data).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        bad = outside(numbers, Valid(nan_ok=False, inf_ok=inf_ok)) | (numbers == UNPARSEABLE)
-    if bad.any():
-        position = int(np.argmax(bad))
-        first = _plain(np.asarray(data, dtype=object)[position])
-        raise InputError(name, f"{int(bad.sum())} value(s) not {'' if inf_ok else 'finite '}numbers >= 0, first "
-                         f"{first!r}", f"pass {name} as numbers >= 0")
-    return numbers[0] if scalar else numbers

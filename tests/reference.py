@@ -40,8 +40,8 @@ def _code(value, names: dict[str, int]) -> int | None:
 
 
 def _is_count(x: float) -> bool:
-    """A whole number >= 0, or NaN (missing)."""
-    return math.isnan(x) or (x >= 0 and not math.isinf(x) and x == math.floor(x))
+    """A whole number from 0 to 2**53 (where float64 tells one count from the next), or NaN (missing)."""
+    return math.isnan(x) or (0 <= x <= 2**53 and x == math.floor(x))
 
 
 def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,

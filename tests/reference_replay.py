@@ -25,7 +25,7 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
     out = [dict(decode_worker=0, link=-1, cached_tokens=0, charged_tokens=0, transfer_bytes=0.0, transfer_ms=0.0,
                 start_ms=0.0, end_ms=0.0) for _ in range(n)]
     pending = []  # (end, seq, request): blocks enter the cache when the transfer ends
-    link_free = [0.0] * links
+    link_free = [-math.inf] * links  # free from the start, even a layer-wise start before the first arrival
     active = [[] for _ in range(links)]  # fair: [remaining bytes, seq, request] per link
     waiting = []  # fair: (data start time, seq, request), in processing order
     clock = [0.0]

@@ -366,8 +366,10 @@ def test_destination_missing_tokens_matches_reference(rows):
 
 
 def test_destination_missing_tokens_examples():
-    # a partial last block counts whole; cached counts whole blocks only; never below 0
-    assert perfmodel.destination_missing_tokens(100, [0, 63, 64, 1000], 64).tolist() == [128, 128, 64, 0]
+    # a partial last block counts whole and is never a hit (only full blocks carry a hash); cached counts whole
+    # blocks only; never below 0
+    assert perfmodel.destination_missing_tokens(100, [0, 63, 64, 1000], 64).tolist() == [128, 128, 64, 64]
+    assert perfmodel.destination_missing_tokens(128, [1000], 64).tolist() == [0]
 
 
 @pytest.mark.parametrize("args, fragment", [
