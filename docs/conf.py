@@ -83,26 +83,7 @@ sphinx_gallery_conf = {
 os.environ.setdefault("PERFMODEL_CONFIG_DIR", tempfile.mkdtemp(prefix="perfmodel-docs-config-"))
 
 
-def def _bench_table() -> None:
-    """docs/_generated/bench.rst: the figures of the last full ``python bench/run.py`` (bench/results/latest.json)."""
-    import json
-
-    results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
-    env = results["environment"]
-    lines = [f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
-             f"{env['pandas']}, {env['cpu_count']} cores ({env['threading_layer']} threading layer).", "",
-             ".. list-table::", "   :header-rows: 1", "   :widths: 60 15 10 10 5", "",
-             "   * - measure", "     - value", "     - ratio", "     - target", "     - met"]
-    for row in results["rows"]:
-        ratio = "" if row["ratio"] is None else f"{row['ratio']:.3g}"
-        met = "" if row["met"] is None else ("yes" if row["met"] else "no")
-        lines += [f"   * - {row['measure']}", f"     - {row['value']:,.4g} {row['unit']}", f"     - {ratio}",
-                  f"     - {row['target']}", f"     - {met}"]
-    (Path(__file__).parent / "_generated" / "bench.rst").write_text("\n".join(lines) + "\n")
-
-
-_inputs_table()
-_bench_table() -> None:
+def _inputs_table() -> None:
     """docs/_generated/inputs.rst: the input table of perfmodel._inputs, as the user guide shows it."""
     from perfmodel._inputs import OPTIONS, ROW_INPUTS
 
