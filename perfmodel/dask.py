@@ -109,7 +109,10 @@ def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float
             yield client
     else:
         with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                          dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+                          dashboard_address=None, silence_logs=logging.CRITICAL,
+                          # no dashboard, and its health routes on a free local port (never "8787 in use")
+                          scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+                          ) as cluster, Client(cluster) as client:
             yield client
 
 
