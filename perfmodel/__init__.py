@@ -47,6 +47,7 @@ _LAZY = {
     "kv_bytes_per_token": "models",
     "kv_bytes": "models",
     "kv_terms": "models",
+    "kv_messages": "models",
     "KVTerms": "models",
     "model_config": "models",
     "LINKS": "links",

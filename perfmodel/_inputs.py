@@ -171,6 +171,13 @@ ROW_INPUTS: tuple[Input, ...] = (
           rule="block sizes are whole numbers of tokens >= 1 (0 or NaN: none)",
           group="block", off=0, cli="--block-size", axis="block_size", grid_axis="block_size",
           example=16, replay="one"),
+    Input("per_message_ms", "Cost (ms) of each message (transfer descriptor: a contiguous region of the KV "
+          "cache, see ``kv_layout``) one rank posts, on top of its bytes (added to a link's own); needs "
+          "``block_size``, and for the layer layouts the model's layers (a model, or ``num_layers``).", "real",
+          default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
+          rule="the per-message cost is a finite number of milliseconds >= 0 (it needs a block_size)",
+          group="block", off=0.0, cli="--per-message-ms", axis="per_message_ms", grid_axis="per_message_ms",
+          example=0.0005, replay="one"),
     Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",
@@ -182,8 +189,8 @@ ROW_INPUTS: tuple[Input, ...] = (
           group="layerwise", off=np.nan, cli="--prefill-tokens-per-s", axis="prefill_tokens_per_s",
           grid_axis="prefill_tokens_per_s",
           example=200_000.0, replay="request", instead_of="prefill_ms"),
-    Input("num_layers", "Layer-wise streaming: the model's layer count (whole number >= 0; default: the "
-          "model's, when ``kv_bytes_per_token`` names one).", "count", default=None, kernel_default=0,
+    Input("num_layers", "Layer-wise streaming and per-message costs: the model's layer count (whole number "
+          ">= 0; default: the model's, when ``kv_bytes_per_token`` names one).", "count", default=None, kernel_default=0,
           valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
           group="layerwise", off=0, cli="--num-layers", axis="num_layers", grid_axis="num_layers",
           example=32, replay="request"),
@@ -211,13 +218,25 @@ OPTIONS: tuple[Input, ...] = (
           "``\"fp8\"``...; default: the model's).", "option", default=None, group="option", column=False,
           cli="--kv-cache-dtype", axis="kv_cache_dtype", grid_axis="kv_cache_dtype",
           example="fp8", replay="one"),
-    Input("tp", "For models given by name or config: the tensor-parallel degree (whole number >= 1).",
+    Input("tp", "For models given by name or config: the (prefill side's) tensor-parallel degree (whole number "
+          ">= 1).",
           "option", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp",
           example=2, replay="one"),
-    Input("scope", "``\"rank\"`` (default): one GPU's bytes; ``\"group\"``: the tensor-parallel group's "
-          "(replicated KV heads counted once per rank).", "choice", default="rank", choices=("rank", "group"),
-          group="option", column=False, cli="--scope", axis="scope", grid_axis="scope",
+    Input("decode_tp", "For models given by name or config: the decode side's tensor-parallel degree "
+          "(default: ``tp``). Each decode rank receives the KV heads it serves (an MLA latent whole), so the "
+          "group moves ``decode_tp`` times one decode rank's bytes, shared by the ``tp`` senders.", "option",
+          default=None, group="option", column=False, cli="--decode-tp", axis="decode_tp", grid_axis="decode_tp",
+          example=2, replay="one"),
+    Input("scope", "``\"rank\"`` (default): the busiest GPU's bytes; ``\"group\"``: the tensor-parallel "
+          "group's (replicated KV heads counted once per rank).", "choice", default="rank",
+          choices=("rank", "group"), group="option", column=False, cli="--scope", axis="scope", grid_axis="scope",
           example="group", replay="one"),
+    Input("kv_layout", "How a KV block lies in memory, which sets the messages of ``per_message_ms``: "
+          "``\"layer_kv\"`` (default: one message per block, layer and K or V; per block and layer for MLA), "
+          "``\"layer\"`` (K and V of a block contiguous: one per block and layer) or ``\"block\"`` (every "
+          "layer contiguous: one per block).", "choice", default="layer_kv", choices=("layer_kv", "layer", "block"),
+          group="option", column=False, cli="--kv-layout", axis="kv_layout", grid_axis="kv_layout",
+          example="layer", replay="one"),
     Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
           "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
           "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",
@@ -275,6 +294,8 @@ def _group_beyond_layers(layer_group: Any, num_layers: Any) -> Any:
 CROSS: tuple[Cross, ...] = (
     Cross("per_block_ms", "block_size", _per_block_without_block, "a per-block cost needs a block size",
           "give the KV block size in tokens (block_size=, or --block-size on the command line)"),
+    Cross("per_message_ms", "block_size", _per_block_without_block, "a per-message cost needs a block size",
+          "give the KV block size in tokens (block_size=, or --block-size on the command line)"),
     Cross("layer_group", "num_layers", _group_beyond_layers, "more layers per group than the model has",
           "pass a layer_group between 1 and num_layers"),
 )
@@ -301,10 +322,13 @@ def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
     inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
     duration and a rate is required. ``values`` holds what the caller gave (absent or None: not given)."""
     if overlap == "none":
-        given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
+        messages = not is_default("per_message_ms", values.get("per_message_ms"))  # (they count layers too)
+        given = [name for name in LAYERWISE
+                 if not is_default(name, values.get(name)) and not (name == "num_layers" and messages)]
         if given:
             raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
-                             "pass overlap='layerwise', or drop them")
+                             "pass overlap='layerwise'" + (", or a per_message_ms" if given == ["num_layers"] else "")
+                             + ", or drop them")
     elif overlap == "layerwise" and (values.get("prefill_ms") is None) == (values.get("prefill_tokens_per_s") is None):
         raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
                          "pass the prefill's duration (ms) or its rate (tokens/s)")

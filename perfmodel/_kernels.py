@@ -73,9 +73,10 @@ def _put_numba(target, i, value):
 
 #: The kernel's record: the per-row inputs of :data:`perfmodel._inputs.ROW_INPUTS` in that order, each a
 #: scalar (broadcast) or a read-only 1-D array, or None for an extension that is off (then compiled out);
-#: then a model's capped byte terms and the label codes' masks.
+#: then a model's capped byte terms, its message terms (:class:`perfmodel._resolve.MessageTerms`) and the
+#: label codes' masks.
 FIELDS = (*ROW_NAMES, "window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens",
-          "worker_type_masks", "mode_masks")
+          "full_messages", "window_messages", "chunk_messages", "state_messages", "worker_type_masks", "mode_masks")
 
 
 def decode_codes(codes, ones, valid):
@@ -104,7 +105,7 @@ def _decoded_numba(code, masks):
         return lambda code, masks: code
 
     def decode(code, masks):
-        ones, valid = masks
+        ones, valid = masks[0], masks[1]
         c = np.int64(code)
         shift = np.uint64(c & 63)
         ok = (c >= 0) & (c < 64) & (((valid >> shift) & np.uint64(1)) != 0)
@@ -139,7 +140,7 @@ def serial_and_parallel(function):
 # extensions are None when off, so that numba compiles them out (the default path stays upstream's
 # formula at the memory floor) and only their users pay.
 
-_T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
+_T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PM, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
     tuple(INPUTS[name].valid) for name in ROW_NAMES)
 _outside = jit(outside)
 _no_block = jit(_per_block_without_block)
@@ -162,6 +163,28 @@ def _block_cost_numba(per_block_ms, block_size, charged):
     if isinstance(per_block_ms, _is_none):
         return lambda per_block_ms, block_size, charged: (0.0, False)
     return _block_cost
+
+
+def _message_cost(per_message_ms, block_size, full, window, chunk, state, window_tokens, chunk_tokens, charged,
+                  tokens):
+    """(messages posted * per-message cost in ms, invalid) of one row; (0, False) when the extension is off
+    (its message terms None): each layer kind's charged tokens in blocks, times its messages per block."""
+    if full is None:
+        return 0.0, False
+    pm, bs = np.float64(per_message_ms), np.float64(block_size)
+    invalid = _outside(pm, _PM) | _no_block(pm, bs)
+    messages = messages_of(charged, tokens, bs, np.float64(full), np.float64(window), np.float64(chunk),
+                           np.float64(state), np.float64(window_tokens), np.float64(chunk_tokens))
+    return messages * pm, invalid
+
+
+@overload(_message_cost)
+def _message_cost_numba(per_message_ms, block_size, full, window, chunk, state, window_tokens, chunk_tokens,
+                        charged, tokens):
+    if isinstance(full, _is_none):
+        return lambda per_message_ms, block_size, full, window, chunk, state, window_tokens, chunk_tokens, \
+            charged, tokens: (0.0, False)
+    return _message_cost
 
 
 def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens):
@@ -203,31 +226,56 @@ def _capped_bytes_numba(window_bytes_per_token, window_tokens, chunk_bytes_per_t
 
 
 @jit
+def current_chunk(tokens, chunk_tokens):
+    """Tokens of a prompt's current chunk, ``((tokens - 1) mod C) + 1`` (0 for an empty prompt or no chunk)."""
+    c = chunk_tokens
+    return (tokens - 1.0) - np.floor((tokens - 1.0) / c) * c + 1.0 if (c > 0) & (tokens > 0) else 0.0
+
+
+@jit
+def messages_of(charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens):
+    """Messages one rank posts for ``charged`` tokens of a ``tokens``-token prompt (0 without a block size):
+    each layer kind's kept tokens in blocks (a window or chunk layer's at most its window or current
+    chunk) times its messages per block, and the states' messages when tokens move."""
+    if not block_size > 0:
+        return 0.0
+    current = current_chunk(tokens, chunk_tokens)
+    return (np.ceil(charged / block_size) * full + np.ceil(min(charged, window_tokens) / block_size) * window
+            + np.ceil(min(charged, current) / block_size) * chunk + (state if charged > 0 else 0.0))
+
+
+@jit
 def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
     """Bytes of sliding-window layers (at most ``window_tokens`` of the ``charged`` tail) and of
-    chunked-attention layers (at most the prompt's current chunk: ``((tokens - 1) mod C) + 1``
-    tokens, none for an empty prompt), in float64 (exact for whole numbers below 2**53)."""
-    c = chunk_tokens
-    current = (tokens - 1.0) - np.floor((tokens - 1.0) / c) * c + 1.0 if (c > 0) & (tokens > 0) else 0.0
+    chunked-attention layers (at most the prompt's current chunk), in float64 (exact for whole
+    numbers below 2**53)."""
+    current = current_chunk(tokens, chunk_tokens)
     return window_bytes_per_token * min(charged, window_tokens) + chunk_bytes_per_token * min(charged, current)
 
 
 @jit
-def _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct):
-    """Delay (ms, NaN when none applies), invalid flag and bytes moved of one row: its values, read by the
-    loop before any branch (numba's parfor pass refuses a read of the loop index after one)."""
-    t, b, p, w, c = np.float64(t), np.float64(b), np.float64(p), np.float64(w), np.float64(c)
-    m, d, s, lat, fb = np.float64(m), np.float64(d), np.float64(s), np.float64(lat), np.float64(fb)
+def _handoff_row(inputs, i):
+    """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` of the record."""
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pm, pre, rate, layers, group, lw_min,
+     wb, wt, cb, ct, fm, wm, cm, sm, w_masks, m_masks) = inputs
+    t, b, p = np.float64(_at(t, i)), np.float64(_at(b, i)), np.float64(_at(p, i))
+    w, c = np.float64(_decoded(_at(w, i), w_masks)), np.float64(_at(c, i))
+    m, d, s = np.float64(_decoded(_at(m, i), m_masks)), np.float64(_at(d, i)), np.float64(_at(s, i))
+    lat, fb = np.float64(_at(lat, i)), np.float64(_at(fb, i))
     invalid = (_outside(t, _T) | _outside(b, _B) | _outside(p, _P) | _outside(w, _W) | _outside(c, _C)
                | _outside(m, _M) | _outside(d, _D) | _outside(s, _S) | _outside(lat, _LAT) | _outside(fb, _FB))
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
     # chunked layers add their capped bytes; a fixed state moves with the tokens (none when nothing is charged).
-    nbytes = charged * p + _capped_bytes(wb, wt, cb, ct, charged, t) + (s if charged > 0 else 0.0)
-    block_cost, block_invalid = _block_cost(pb, bs, charged)
-    full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost) if nbytes > 0 else 0.0)
-    exposed, stream_invalid = _exposed(full, t, pre, rate, layers, group, lw_min)
-    invalid = invalid | block_invalid | stream_invalid
+    nbytes = (charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t)
+              + (s if charged > 0 else 0.0))
+    block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), charged)
+    message_cost, message_invalid = _message_cost(_at(pm, i), _at(bs, i), _at(fm, i), _at(wm, i), _at(cm, i),
+                                                  _at(sm, i), _at(wt, i), _at(ct, i), charged, t)
+    full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost + message_cost) if nbytes > 0 else 0.0)
+    exposed, stream_invalid = _exposed(full, t, _at(pre, i), _at(rate, i), _at(layers, i), _at(group, i),
+                                       _at(lw_min, i))
+    invalid = invalid | block_invalid | message_invalid | stream_invalid
     unknown = (p != p) | (s != s) | (b != b) | (b == 0)
     value = fb if unknown else exposed
     applies = (w == 1) & (c != 0) & (t == t) & (charged == charged) & (not invalid)
@@ -235,17 +283,11 @@ def _handoff_row(t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, gro
 
 
 @jit
-def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
-    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)`` and
-    ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the number of
-    invalid rows. ``inputs``: the record of :data:`FIELDS`. The one loop of both kernels."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
+def handoff_rows(inputs, out, missing_out, bytes_out, start, stop):
+    """Rows ``start`` to ``stop`` of :func:`handoff_serial`: the one loop of both kernels."""
     n_invalid = 0
-    for i in range(out.shape[0]):
-        value, invalid, nbytes = _handoff_row(
-            _at(t, i), _at(b, i), _at(p, i), _decoded(_at(w, i), wm), _at(c, i), _decoded(_at(m, i), mm),
-            _at(d, i), _at(s, i), _at(lat, i), _at(fb, i), _at(pb, i), _at(bs, i), _at(pre, i), _at(rate, i),
-            _at(layers, i), _at(group, i), _at(lw_min, i), _at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i))
+    for i in range(start, stop):
+        value, invalid, nbytes = _handoff_row(inputs, i)
         out[i] = value
         _put(missing_out, i, value != value)
         _put(bytes_out, i, nbytes)
@@ -253,31 +295,21 @@ def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
     return n_invalid
 
 
-def _part(values, start, stop):
-    """Rows ``start`` to ``stop`` of an array (a view), a scalar or None as it is."""
-    return values[start:stop] if isinstance(values, np.ndarray) else values
-
-
-@overload(_part)
-def _part_numba(values, start, stop):
-    if isinstance(values, types.Array):
-        return lambda values, start, stop: values[start:stop]
-    return lambda values, start, stop: values
+@jit
+def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
+    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)`` and
+    ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the number of
+    invalid rows. ``inputs``: the record of :data:`FIELDS`."""
+    return handoff_rows(inputs, out, missing_out, bytes_out, 0, out.shape[0])
 
 
 @jit(parallel=True)
 def handoff_parallel(inputs, out, missing_out, bytes_out, parts):
-    """:func:`handoff_serial` on ``parts`` threads, each over its share of the rows (views of every
-    array): the same loop, and a parallel region that only hands out the shares, so numba's parfor
-    pass never sees the row's code (and compiles in a fraction of the time)."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pre, rate, layers, group, lw_min, wb, wt, cb, ct, wm, mm) = inputs
+    """:func:`handoff_serial` on ``parts`` threads, each over its share of the rows: the same loop, and a
+    parallel region that only hands out the shares, so numba's parfor pass never sees the row's code
+    (and compiles in a fraction of the time)."""
     n = out.shape[0]
     n_invalid = 0
     for part in prange(parts):
-        i, j = part * n // parts, (part + 1) * n // parts
-        share = (_part(t, i, j), _part(b, i, j), _part(p, i, j), _part(w, i, j), _part(c, i, j), _part(m, i, j),
-                 _part(d, i, j), _part(s, i, j), _part(lat, i, j), _part(fb, i, j), _part(pb, i, j),
-                 _part(bs, i, j), _part(pre, i, j), _part(rate, i, j), _part(layers, i, j), _part(group, i, j),
-                 _part(lw_min, i, j), _part(wb, i, j), _part(wt, i, j), _part(cb, i, j), _part(ct, i, j), wm, mm)
-        n_invalid += handoff_serial(share, out[i:j], _part(missing_out, i, j), _part(bytes_out, i, j))
+        n_invalid += handoff_rows(inputs, out, missing_out, bytes_out, part * n // parts, (part + 1) * n // parts)
     return n_invalid

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from ._kernels import capped_bytes, jit, loop_helper, serial_and_parallel, transfer_ms
+from ._kernels import capped_bytes, jit, loop_helper, messages_of, serial_and_parallel, transfer_ms
 
 NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
@@ -236,8 +236,9 @@ class Requests(NamedTuple):
     blocks: np.ndarray  # int64: dense block ids, request r's at blocks[offsets[r]:offsets[r + 1]]
     offsets: np.ndarray  # int64, length n + 1
     model_of: np.ndarray  # int64: each request's row of kv_terms (mixed fleets: several models)
-    kv_terms: np.ndarray  # float64 (models, 6): bytes per token of full-attention layers, of window layers,
-    #                       window tokens, bytes per token of chunked layers, chunk tokens, state bytes
+    kv_terms: np.ndarray  # float64 (models, 10): bytes per token of full-attention layers, of window layers,
+    #                       window tokens, bytes per token of chunked layers, chunk tokens, state bytes; the
+    #                       message terms (perfmodel._resolve.MessageTerms: 0 when messages cost nothing)
     prefill_end_ms: np.ndarray  # float64: when each prefill ends (= ready_ms unless streamed layer-wise)
     last_fraction: np.ndarray  # float64: the share of the transfer that waits for the last layer group (1: all)
 
@@ -257,6 +258,7 @@ class Cluster(NamedTuple):
     bandwidth_gb_s: float
     latency_ms: float
     per_block_ms: float  # cost per KV block moved
+    per_message_ms: float  # cost per message posted
 
 
 class Results(NamedTuple):
@@ -289,7 +291,7 @@ def replay(requests, cluster, results):
     """
     order, ready_ms, tokens, blocks, offsets, model_of, kv_terms, prefill_end_ms, last_fraction = requests
     (n_unique, hash_block_tokens, block_size, destination_missing, workers, capacity, prefix_routing,
-     contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms) = cluster
+     contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms, per_message_ms) = cluster
     (out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
      out_saved) = results
     n = order.shape[0]
@@ -401,7 +403,13 @@ def replay(requests, cluster, results):
         if destination_missing:  # against a cold destination, which is charged every block
             out_saved[r] = _request_bytes(kv_terms, model_of[r], n_tokens, n_blocks * block_size) - nbytes
         moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
-        alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms, np.float64(moved_blocks), per_block_ms)
+        setup = moved_blocks * per_block_ms
+        if per_message_ms > 0:
+            k = model_of[r]
+            setup += per_message_ms * messages_of(np.float64(out_charged[r]), np.float64(n_tokens),
+                                                  np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
+                                                  kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4])
+        alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms, 1.0, setup)
         out_transfer[r] = alone
         # layer-wise streaming: however fast the link, the last layer group is sent after the prefill ends
         earliest_end = prefill_end_ms[r] + alone * last_fraction[r]
@@ -422,7 +430,7 @@ def replay(requests, cluster, results):
         elif contention == FAIR and nbytes > 0:
             out_start[r] = now
             # setup (latency and per-block work) first, then the bytes share the link
-            data_start[r] = now + latency_ms + moved_blocks * per_block_ms
+            data_start[r] = now + latency_ms + setup
             out_end[r] = np.nan  # set when its last byte arrives
         else:
             end = max(now + alone, earliest_end)

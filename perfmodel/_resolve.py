@@ -78,17 +78,19 @@ _CAPPED = ("window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "
 
 
 def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
-                errors: str = "raise") -> ModelTerms:
+                decode_tp: int | None = None, errors: str = "raise") -> ModelTerms:
     """``kv_bytes_per_token`` as the kernel's byte terms: a model name, config or path (or an array
     of them) becomes its :class:`~perfmodel.models.KVTerms` (one GPU's, or with ``scope="group"``
     the whole TP group's); numbers pass through as bytes per token. With ``errors="coerce"`` an
     unknown name in a column becomes missing."""
     tp = check_whole("tp", tp, smallest=1)  # knobs are checked first: errors="coerce" is for the rows only
+    if decode_tp is not None:
+        decode_tp = check_whole("decode_tp", decode_tp, smallest=1)
     check_choice("scope", scope, ("rank", "group"))
     _dtype_bytes({}, kv_cache_dtype)
 
     def terms_of(model: Any) -> KVTerms:
-        return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+        return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
 
     if isinstance(value, (Mapping, str, os.PathLike)):  # one model: its terms as scalars
         one = terms_of(value)
@@ -97,8 +99,9 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
                           *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
                           np.float64(one.state_bytes) if one.state_bytes else None)
     if np.ndim(value) == 0 or not holds_labels(value):
-        if kv_cache_dtype is not None or tp != 1 or scope != "rank":
-            raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp and scope apply to model names or configs, "
+        if kv_cache_dtype is not None or tp != 1 or scope != "rank" or decode_tp not in (None, tp):
+            raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp, decode_tp and scope apply to model names "
+                             "or configs, "
                              "but kv_bytes_per_token is already a number of bytes",
                              "pass a model (e.g. 'llama-3.1-70b') or drop them")
         return ModelTerms(value)
@@ -129,6 +132,38 @@ def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray) -> ModelTerms
                       shaped(tables[5]) if used(5) else None)
 
 
+class MessageTerms(NamedTuple):
+    """Messages per block of a model's full-attention, window and chunked layers, and its states'
+    messages per transfer (see :meth:`perfmodel.models.KVTerms.message_factors`): numbers or arrays."""
+
+    full_messages: Any
+    window_messages: Any
+    chunk_messages: Any
+    state_messages: Any
+
+
+def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "raise") -> MessageTerms:
+    """The message terms of ``kv_bytes_per_token`` in ``kv_layout``: a model's (name, config, path
+    or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
+    keys and values (a scalar or an array; required for the layer layouts)."""
+    check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
+    if kv_layout == "block":
+        return MessageTerms(1.0, 0.0, 0.0, 0.0)
+    if isinstance(value, (Mapping, str, os.PathLike)):
+        return MessageTerms(*map(np.float64, kv_terms(value).message_factors(kv_layout)))
+    if np.ndim(value) == 0 or not holds_labels(value):
+        if layers is None:
+            raise InputError("per_message_ms", f"kv_layout={kv_layout!r} posts messages per layer, and "
+                             "kv_bytes_per_token is a number of bytes with no layers",
+                             "pass num_layers (--num-layers), a model name or config, or kv_layout='block'")
+        per_layer = 2.0 if kv_layout == "layer_kv" else 1.0
+        return MessageTerms(np.multiply(layers, per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
+    codes, uniques = distinct(_array(value))
+    found = [_per_label(lambda m: kv_terms(m).message_factors(kv_layout), errors)(label) for label in uniques]
+    tables = [np.array([np.nan if isinstance(f, float) else f[i] for f in found] + [np.nan]) for i in range(4)]
+    return MessageTerms(*(spread(codes, table) for table in tables))
+
+
 def num_layers(value: Any, *, errors: str = "raise") -> Any:
     """The layer count of a model name, config or path (or of each in an array of them)."""
     if isinstance(value, (Mapping, str, os.PathLike)):
@@ -142,21 +177,23 @@ class LinkTerms(NamedTuple):
     bandwidth_gb_s: Any
     latency_ms: Any
     per_block_ms: Any
+    per_message_ms: Any
 
 
 def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
     """``kv_transfer_bandwidth`` as numbers: a :class:`Link` or link name (or an array of them)
-    becomes its effective bandwidth (GB/s), latency (ms) and per-block cost (ms); numbers pass
-    through (no latency, no per-block cost). With ``errors="coerce"`` an unknown name in a
+    becomes its effective bandwidth (GB/s), latency (ms), per-block and per-message costs (ms);
+    numbers pass through (no latency, no per-block or per-message cost). With ``errors="coerce"`` an unknown name in a
     column becomes missing."""
     if isinstance(value, (Link, str)):
         link = get_link(value)
-        return LinkTerms(link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms)
+        return LinkTerms(link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms, link.per_message_ms)
     if np.ndim(value) == 0 or not holds_labels(value):
-        return LinkTerms(value, None, None)
+        return LinkTerms(value, None, None, None)
     data = _array(value)
     terms = []
-    for attribute, missing in (("effective_bandwidth_gb_s", np.nan), ("latency_ms", 0.0), ("per_block_ms", 0.0)):
+    for attribute, missing in (("effective_bandwidth_gb_s", np.nan), ("latency_ms", 0.0), ("per_block_ms", 0.0),
+                               ("per_message_ms", 0.0)):
         column = map_distinct(data, _per_label(lambda v, a=attribute: getattr(get_link(v), a), errors), np.float64,
                               missing)
         if attribute != "effective_bandwidth_gb_s":

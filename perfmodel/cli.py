@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._inputs import ROW_INPUTS
+from ._inputs import INPUTS, ROW_INPUTS
 
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
 DEFAULT_TOKENS = "128:131072:x2"
@@ -210,10 +210,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.latency_ms:
         axes["latency_ms"] = _floats("--latency-ms", args.latency_ms)
     axes.update(_fidelity(args))
-    if "scope" in axes and "model" not in axes:
-        raise UsageError("--scope applies to models (--model), not to --kv-bytes-per-token")
+    for name in ("scope", "decode_tp"):
+        if name in axes and "model" not in axes:
+            raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
     links = [perfmodel.get_link(name) for name in axes.get("link", [])]
-    if args.block_size or args.cache_hit or "per_block_ms" in axes or any(link.per_block_ms for link in links):
+    if (args.block_size or args.cache_hit or "per_block_ms" in axes or "per_message_ms" in axes
+            or any(link.per_block_ms or link.per_message_ms for link in links)):
         axes["block_size"] = args.block_size or [64]
 
     from ._fs import output_folder
@@ -419,6 +421,18 @@ def cmd_models(args: argparse.Namespace) -> int:
         return 0
     users = user_models()
     rows = []
+    shaped = args.tp is not None or args.decode_tp is not None
+    tp, decode_tp = args.tp or 1, args.decode_tp or args.tp or 1
+    label = f"tp{tp}->tp{decode_tp}" + (f" {args.kv_cache_dtype}" if args.kv_cache_dtype else "")
+
+    def pair(name: str) -> dict[str, float]:
+        """The bytes per token of a prefill-to-decode pair: the busiest rank's and the group's."""
+        if not shaped:
+            return {}
+        shape = dict(kv_cache_dtype=args.kv_cache_dtype, tp=tp, decode_tp=decode_tp)
+        return {f"{label} rank B/token": int(kv_bytes(name, 1, **shape)),
+                f"{label} group B/token": int(kv_bytes(name, 1, **shape, scope="group"))}
+
     for name in [*MODELS, *users]:
         cfg = model_config(name)
         terms = kv_terms(name)
@@ -436,6 +450,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             "MB @32k": kv_bytes(name, 32_768) / 1e6,
             "@32k fp8": kv_bytes(name, 32_768, kv_cache_dtype="fp8") / 1e6,
             "@32k fp8 tp8 group": kv_bytes(name, 32_768, kv_cache_dtype="fp8", tp=8, scope="group") / 1e6,
+            **pair(name),
             "source": "built-in" if name in MODELS else "user",
         })
     with pd.option_context("display.float_format", "{:,.1f}".format, "display.width", 200):
@@ -444,7 +459,10 @@ def cmd_models(args: argparse.Namespace) -> int:
           "\nlast W tokens or the current chunk, state layers a fixed state per request. MB @1k and @32k: the bytes a"
           "\nhandoff of 1,024 and 32,768 tokens moves (one GPU's, bf16 unless noted)."
           "\ngroup: what all 8 ranks of a TP8 prefill group send (replicated KV heads and MLA latents count per rank)."
-          "\nAdd your own: perfmodel models --add NAME path/to/config.json")
+          + (f"\n{label}: bytes of one token (with its state) from a prefill group of {tp} ranks to a decode group of "
+             f"{decode_tp}: each decode rank receives the KV heads it serves; rank = the busiest rank's share."
+             if shaped else "\nA prefill-to-decode pair with other TP degrees: perfmodel models --tp 8 --decode-tp 2")
+          + "\nAdd your own: perfmodel models --add NAME path/to/config.json")
     return 0
 
 
@@ -452,17 +470,22 @@ def cmd_links(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .handoff import handoff_delay_ms
-    from .links import LINKS, link_source, user_links
+    from .links import LINKS, link_source, transport_profiles, user_links
 
-    links = {**LINKS, **user_links()}
+    links = {**LINKS, **transport_profiles(), **user_links()}
     rows = [{"link": name, "GB/s per direction": link.effective_bandwidth_gb_s, "latency_ms": link.latency_ms,
-             "per_block_ms": link.per_block_ms,
+             "per_block_us": link.per_block_ms * 1000, "per_message_us": link.per_message_ms * 1000,
+             "fit error": "-" if link.fit is None else f"{link.fit.max_relative_error:.0%}",
              "32k tokens of llama-3.1-70b (ms)": handoff_delay_ms(32768, link, "llama-3.1-70b", block_size=16),
-             "source": link_source(name)}
+             "kind": link_source(name).split(":")[0]}
             for name, link in links.items()]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-    print("\nMultiples: '8x ib-ndr' is eight NICs (8 x 50 GB/s); per-block costs at 16-token blocks. "
-          "Fit your own: perfmodel calibrate measurements.csv --name NAME")
+    sources = [f"  {name}: {link_source(name).partition(': ')[2]}" for name in links if ": " in link_source(name)]
+    if sources:
+        print("\nSources:\n" + "\n".join(sources))
+    print("\nMultiples: '8x ib-ndr' is eight NICs (8 x 50 GB/s). Per-block and per-message costs at 16-token blocks, "
+          "one message per block, layer and K or V (kv_layout='layer_kv'). Fit your own: perfmodel calibrate "
+          "measurements.csv --name NAME")
     return 0
 
 
@@ -477,32 +500,29 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import perfmodel.plotting as pp
 
     from ._fs import check_not_overlapping, output_folder
-    from .links import LINKS, check_link_name, fit_link, get_link, save_link
+    from .links import check_link_name, fit_link, get_link, save_link
 
     check_not_overlapping(args.out, [args.measurements])
     if not args.no_save:
         check_link_name(args.name)  # before anything is written: a refused name leaves no figure behind
+    compare = [get_link(name) for name in (args.compare or ([args.link] if args.link else []))]
     table = _read_measurements(args.measurements)
-    nbytes, measured, blocks = _measurements(table, args)
-    link = fit_link(nbytes, measured, n_blocks=blocks, name=args.name)
-    nearest = min(LINKS, key=lambda name: abs(np.log(LINKS[name].bandwidth_gb_s / link.bandwidth_gb_s)))
-    compare = args.compare or [nearest]
+    nbytes, measured, blocks, messages, setup = _measurements(table, args)
+    link = fit_link(nbytes, measured, n_blocks=blocks, n_messages=messages, name=args.name)
     report = link.fit
-    print(f"fitted {link.name!r} on {report.points} measurements: bandwidth {link.bandwidth_gb_s:,.4g} GB/s, "
-          f"latency {link.latency_ms:,.4g} ms" + (f", per block {link.per_block_ms:,.4g} ms" if blocks is not None
-                                                  else ""))
-    if report.note:
-        print(f"note: {report.note}")
+    print(f"fitted {link.name!r}: {report.describe()}")
     print(f"{'link':<24} {'max error':>10} {'mean error':>11}")
-    for candidate in [link, *map(get_link, compare)]:
-        predicted = np.asarray(candidate.transfer_ms(nbytes, blocks if blocks is not None and
-                                                     candidate.per_block_ms else 0), dtype=float)
+    for candidate in [link, *compare]:
+        predicted = np.asarray(candidate.transfer_ms(nbytes, 0 if blocks is None else blocks,
+                                                     0 if messages is None else messages), dtype=float)
         errors = np.abs(predicted - measured) / measured
         print(f"{candidate.name:<24} {errors.max():>10.1%} {errors.mean():>11.1%}")
+    if not compare:
+        print("(--link NAME: the link these measurements ran on, to compare the fit with)")
     with output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements]) as stage:
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-        pp.calibration(nbytes, measured, link, n_blocks=blocks, compare=compare, ax=ax)
-        ax.set_title(f"{link.name}: measured against predicted")
+        pp.calibration(nbytes, measured, link, n_blocks=blocks, n_messages=messages, compare=compare, ax=ax)
+        ax.set_title(f"{link.name}: measured against predicted" + (f"\n{setup}" if setup else ""), fontsize="medium")
         _save(fig, stage / "calibration.png")
         plt.close(fig)
         path = None if args.no_save else save_link(link, source=f"perfmodel calibrate {args.measurements}")
@@ -532,24 +552,47 @@ def _read_measurements(path: Path) -> Any:
         raise UsageError(f"{path}: cannot be read as a CSV table ({str(error).strip()})") from None
 
 
-def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """(bytes, measured ms, blocks or None) from a measurements table; refuses rows it cannot use."""
+def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any, Any, str]:
+    """(bytes, measured ms, blocks or None, messages or None, the setup in words) from a measurements
+    table; refuses rows it cannot use and columns whose unit it cannot tell."""
     import numpy as np
 
-    from .models import kv_bytes
+    from .models import kv_bytes, kv_messages
 
     def numbers(column: str) -> Any:
         return table[column].to_numpy(dtype=float, na_value=np.nan) if column in table else None
 
+    known = {"measured_ms", *_MICROSECONDS, *_THROUGHPUTS}
+    unclear = [c for c in table.columns if str(c).startswith("measured") and c not in known]
+    if unclear:
+        raise UsageError(f"{args.measurements}: column {unclear[0]!r} has a unit calibrate cannot tell; rename it "
+                         "measured_ms (milliseconds), measured_us (microseconds), measured_gb_s (decimal GB/s, "
+                         "1e9 bytes/s) or measured_gib_s (binary GiB/s, 2**30 bytes/s)")
+    shape = dict(kv_cache_dtype=args.kv_cache_dtype, tp=args.tp or 1, decode_tp=args.decode_tp,
+                 scope=args.scope or "rank")
+    setup = ""
+    blocks, messages = numbers("n_blocks"), numbers("n_messages")
     if "nbytes" in table:
         nbytes = numbers("nbytes")
+        if args.model or args.block_size or args.tp or args.decode_tp or args.scope or args.kv_cache_dtype:
+            raise UsageError("--model, --tp, --decode-tp, --scope, --kv-cache-dtype and --block-size turn "
+                             f"num_input_tokens into bytes and messages, but {args.measurements} gives nbytes. "
+                             "Fix: drop them, or give num_input_tokens instead of nbytes")
     elif "num_input_tokens" in table and (args.model or "model" in table):
         models = [args.model] * len(table) if args.model else table["model"].astype(str).tolist()
         tokens, chosen = numbers("num_input_tokens"), np.array(models, dtype=object)
         nbytes = np.full(len(table), np.nan)
+        if args.block_size and messages is None:
+            messages = np.full(len(table), np.nan)
         for model in dict.fromkeys(models):  # each model's bytes per prompt (windows and states included)
             rows = (chosen == model) & np.isfinite(tokens)
-            nbytes[rows] = kv_bytes(model, tokens[rows])
+            nbytes[rows] = kv_bytes(model, tokens[rows], **shape)
+            if args.block_size and "n_messages" not in table:
+                messages[rows] = kv_messages(model, tokens[rows], args.block_size, kv_layout=args.kv_layout)
+        setup = (f"{', '.join(dict.fromkeys(models))}; tp {shape['tp']}"
+                 + (f" to decode tp {args.decode_tp}" if args.decode_tp else "") + f", {shape['scope']} bytes"
+                 + (f", {args.kv_cache_dtype}" if args.kv_cache_dtype else "")
+                 + (f"; {args.block_size}-token blocks, {args.kv_layout} messages" if args.block_size else ""))
     else:
         raise UsageError(f"{args.measurements}: needs an nbytes column, or num_input_tokens with --model (or a model "
                          f"column); it has {list(table.columns)}")
@@ -557,23 +600,24 @@ def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     for column in _MICROSECONDS:  # perftest's ib_write_lat (t_typical_us) and the like
         if measured is None and column in table:
             measured = numbers(column) / 1000.0
-    for column, gb in _THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
+    for column, unit in _THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
         if column in table:
-            from_throughput = nbytes / (numbers(column) * gb) * 1000.0
+            from_throughput = nbytes / (numbers(column) * unit) * 1000.0
             measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput,
                                                                          measured)
     if measured is None:
         raise UsageError(f"{args.measurements}: needs a time column (measured_ms, or in microseconds "
                          f"{', '.join(_MICROSECONDS)}) or a throughput column ({', '.join(_THROUGHPUTS)}); it has "
                          f"{list(table.columns)}")
-    blocks = numbers("n_blocks")
     keep = np.isfinite(nbytes) & np.isfinite(measured)
-    if blocks is not None:
-        keep &= np.isfinite(blocks)
+    for counts in (blocks, messages):
+        if counts is not None:
+            keep &= np.isfinite(counts)
     if not keep.all():
         print(f"perfmodel calibrate: left out {int((~keep).sum())} row(s) without a size or a measurement",
               file=sys.stderr)
-    return nbytes[keep], measured[keep], None if blocks is None else blocks[keep]
+    return (nbytes[keep], measured[keep], None if blocks is None else blocks[keep],
+            None if messages is None else messages[keep], setup)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -785,21 +829,37 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="the model presets and their KV bytes per token (--add: your own)")
     models.add_argument("--add", nargs=2, metavar=("NAME", "CONFIG"),
                         help="save a Hugging Face config.json (or its folder) as a model preset NAME")
+    models.add_argument("--tp", type=_positive_int, metavar="N",
+                        help="with --decode-tp: show the bytes of a prefill group of N ranks handing off")
+    models.add_argument("--decode-tp", type=_positive_int, metavar="N", help="to a decode group of N ranks")
+    models.add_argument("--kv-cache-dtype", metavar="DTYPE", help="for the --tp/--decode-tp columns (default: the model's)")
     models.set_defaults(run=cmd_models)
     sub.add_parser("links", help="the interconnect presets, built-in and yours").set_defaults(run=cmd_links)
 
     calibrate = sub.add_parser("calibrate", help="fit a link to measured transfers and save it as a preset",
-                               description="Fit latency, bandwidth (and with an n_blocks column a per-block cost) to "
-                                           "measured transfers; print the errors next to a preset's line rate; "
+                               description="Fit latency, bandwidth (and with n_blocks or n_messages columns, or "
+                                           "--block-size, per-block and per-message costs) to measured transfers; "
+                                           "print the errors next to the link they ran on; "
                                            "plot predicted against measured; save the link as a user preset.")
     calibrate.add_argument("measurements", type=_data_file,
                            help="CSV/Parquet/JSON lines, or dataset:NAME (a shipped table, see perfmodel.datasets): "
-                                "nbytes (or num_input_tokens with --model or a model column), "
-                                "measured_ms (or measured_gb_s), optional n_blocks")
+                                "nbytes (or num_input_tokens with --model or a model column), measured_ms "
+                                "(or measured_us, measured_gb_s decimal, measured_gib_s binary), optional n_blocks "
+                                "and n_messages")
     calibrate.add_argument("--name", required=True, help="the link's name (then --link NAME everywhere)")
-    calibrate.add_argument("--model", help="model whose bytes per token turn num_input_tokens into bytes")
+    calibrate.add_argument("--link", metavar="NAME", help="the link the measurements ran on, shown next to the fit")
     calibrate.add_argument("--compare", nargs="+", metavar="LINK",
-                           help="links to show next to the fit (default: the preset nearest in bandwidth)")
+                           help="links to show next to the fit (default: --link's)")
+    calibrate.add_argument("--model", help="model whose KV cache turns num_input_tokens into bytes (and messages)")
+    calibrate.add_argument("--kv-cache-dtype", metavar="DTYPE", help="with --model: the KV-cache dtype")
+    calibrate.add_argument("--tp", type=_positive_int, metavar="N", help="with --model: the prefill's TP degree")
+    calibrate.add_argument("--decode-tp", type=_positive_int, metavar="N", help="with --model: the decode's TP degree")
+    calibrate.add_argument("--scope", choices=["rank", "group"],
+                           help="with --model: the busiest rank's bytes (default) or the TP group's")
+    calibrate.add_argument("--block-size", type=_positive_int, metavar="TOKENS",
+                           help="with --model: KV block size; the fit then has a per-message cost")
+    calibrate.add_argument("--kv-layout", choices=["layer_kv", "layer", "block"], default="layer_kv",
+                           help="with --block-size: how a block lies in memory, which sets the messages")
     calibrate.add_argument("--out", type=Path, default=Path("perfmodel-calibration"), metavar="DIR",
                            help="folder for calibration.png (default %(default)s)")
     calibrate.add_argument("--no-save", action="store_true", help="do not save the link as a preset")
@@ -842,22 +902,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The inputs of the fidelity extensions that every command takes (all off by default: upstream's model).
-_FIDELITY = ("per_block_ms", "state_bytes", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers",
-             "layer_group", "layerwise_min_tokens")
+_FIDELITY = ("per_block_ms", "per_message_ms", "kv_layout", "state_bytes", "decode_tp", "scope", "overlap",
+             "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
 
 
 def _fidelity_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
     """The flags of :data:`_FIDELITY`, from the input table: its flag, choices and first docstring sentence
     each (numbers are checked by the API, with the table's messages); inputs given one instead of
     another are mutually exclusive."""
-    from ._inputs import INPUTS
+
 
     groups: dict[str, Any] = {}
     for name in _FIDELITY:
         entry = INPUTS[name]
         pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
         target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
-        kind = dict(choices=list(entry.choices)) if entry.choices else dict(type=float, metavar=name.split("_")[-1].upper())
+        kind = (dict(choices=list(entry.choices)) if entry.choices else
+                dict(type=_positive_int, metavar="N") if entry.kind == "option" else  # (degrees, e.g. --decode-tp)
+                dict(type=float, metavar=name.split("_")[-1].upper()))
         target.add_argument(entry.cli, nargs="+" if many else None, dest=name, help=entry.doc.split(". ")[0], **kind)
 
 
@@ -921,7 +983,7 @@ def _preload(command: str) -> None:
 #: The command-line flags behind the API's argument names, for error messages.
 def _flags() -> dict[str, str]:
     """Each input's command-line flag (from the input table), for messages that name an argument."""
-    from ._inputs import INPUTS
+
 
     return {
         **{e.name: e.cli for e in INPUTS.values() if e.cli},

@@ -29,51 +29,12 @@ bandwidths as each source states them (see their ``notes`` column).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from .errors import InputError
+from ._data import FILES, PREFIX, names, path
 from .trace import read_trace
 
-__all__ = ["load", "names", "path"]
-
-_DATA = Path(__file__).resolve().parent / "data"
-
-#: Each dataset's file in the package, and whether it is a request trace.
-_FILES = {
-    "mooncake-synthetic": ("mooncake_synthetic_trace.jsonl.gz", True),
-    "azure-code-2023": ("azure_llm_2023_code.csv.gz", True),
-    "fastdeploy-rdma-blocksize": ("fastdeploy_kvtransfer_vs_mooncake_blocksize.csv", False),
-    "mooncake-te-efa": ("mooncake_te_efa_aws.csv", False),
-    "lmcache-nixl-iov": ("lmcache_pr4161_nixl_ucx_uccl_iov.csv", False),
-}
-
-#: How the command line names a dataset where a file goes (``perfmodel trace dataset:mooncake-synthetic``).
-PREFIX = "dataset:"
-
-
-def names() -> list[str]:
-    """The shipped datasets' names.
-
-    >>> from perfmodel import datasets
-    >>> datasets.names()[:2]
-    ['mooncake-synthetic', 'azure-code-2023']
-    """
-    return list(_FILES)
-
-
-def path(name: str) -> Path:
-    """The file of a shipped dataset (read it with :func:`perfmodel.read_trace`, or pandas for a table).
-
-    >>> from perfmodel import datasets
-    >>> datasets.path("mooncake-synthetic").name
-    'mooncake_synthetic_trace.jsonl.gz'
-    """
-    key = name.removeprefix(PREFIX).strip().lower() if isinstance(name, str) else name
-    if key not in _FILES:
-        raise InputError("dataset", f"{name!r} is not a shipped dataset", f"use one of {', '.join(_FILES)}")
-    return _DATA / _FILES[key][0]
+__all__ = ["PREFIX", "load", "names", "path"]
 
 
 def load(name: str) -> pd.DataFrame:
@@ -90,7 +51,7 @@ def load(name: str) -> pd.DataFrame:
     8819
     """
     file = path(name)
-    if _FILES[name.removeprefix(PREFIX).strip().lower()][1]:
+    if FILES[name.removeprefix(PREFIX).strip().lower()][1]:
         trace = read_trace(file)
         trace.attrs["source"] = f"{PREFIX}{name.removeprefix(PREFIX).strip().lower()}"
         return trace

@@ -100,6 +100,7 @@ def handoff_delays(
     fallback_delay_ms: Any = None,
     per_block_ms: Any = 0.0,
     block_size: Any = None,
+    per_message_ms: Any = 0.0,
     prefill_ms: Any = None,
     prefill_tokens_per_s: Any = None,
     num_layers: Any = None,
@@ -108,7 +109,9 @@ def handoff_delays(
     overlap: str = "none",
     kv_cache_dtype: str | None = None,
     tp: int = 1,
+    decode_tp: int | None = None,
     scope: str = "rank",
+    kv_layout: str = "layer_kv",
     errors: Errors = "raise",
     parallel: bool | None = None,
 ) -> pd.Series:
@@ -164,7 +167,7 @@ def handoff_delays(
     if not columns and all(np.ndim(v) == 0 for v in values.values()):  # every argument one value: every row gets it
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        result = _handoff(values, Options.of(kv_cache_dtype, tp, scope, overlap),
+        result = _handoff(values, Options.of(given),
                           errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         if error.argument in columns:  # name the column, and the row by its label

@@ -27,7 +27,8 @@ from numpy.typing import ArrayLike, NDArray
 from . import _kernels, _resolve
 from ._codes import TransferMode, WorkerType
 from ._inputs import (
-    CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, layerwise_given, outside,
+    CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
+    outside,
 )
 from ._coerce import (
     UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, distinct,
@@ -195,10 +196,11 @@ def _group_slice(group: str) -> slice:
 _GROUP_SLICES = {group: _group_slice(group) for group in GROUPS}
 _NONES = {group: [None] * (where.stop - where.start) for group, where in _GROUP_SLICES.items()}
 _WORKER_INDEX = ARGUMENTS.index("worker_type")
-assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, "worker_type_masks", "mode_masks")
+_MESSAGES = _resolve.MessageTerms._fields
+assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks")
 
 
-def _kernel_record(args: list[_Arg], capped: dict[str, Any]) -> tuple:
+def _kernel_record(args: list[_Arg], terms: dict[str, Any]) -> tuple:
     """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
@@ -208,19 +210,20 @@ def _kernel_record(args: list[_Arg], capped: dict[str, Any]) -> tuple:
         if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
                                                                                    for a in args[where]}):
             values[where] = _NONES[group]
-    return (*values, *(capped[name] for name in _resolve._CAPPED), args[_WORKER_INDEX].masks,
-            args[_MODE_INDEX].masks)
+    return (*values, *(terms[name] for name in (*_resolve._CAPPED, *_MESSAGES)),
+            *(None if masks is None else np.array(masks, dtype=np.uint64)  # (an array: numba's parallel region
+              for masks in (args[_WORKER_INDEX].masks, args[_MODE_INDEX].masks)))  # refuses a tuple in a tuple)
 
 
 def _model_term(value: Any) -> Any:
-    """A model's capped byte term (resolved here, so always numbers) as the kernel takes it."""
+    """A model's capped byte or message term (resolved here, so always numbers) as the kernel takes it."""
     if value is None or np.ndim(value) == 0:
         return None if value is None else np.float64(value)
     return _read_only(np.ascontiguousarray(value, dtype=np.float64))
 
 
 def _common_length(args: list[_Arg], capped: dict[str, Any]) -> int:
-    """The rows of the arrays among the arguments and a model's capped byte terms (1: all scalars)."""
+    """The rows of the arrays among the arguments and a model's terms (1: all scalars)."""
     lengths = {a.name: len(a.value) for a in args if a.is_array}
     for name, value in capped.items():
         if isinstance(value, np.ndarray):
@@ -383,6 +386,7 @@ def handoff_delay_ms(
     fallback_delay_ms: ArrayLike | None = None,
     per_block_ms: ArrayLike = 0.0,
     block_size: ArrayLike | None = None,
+    per_message_ms: ArrayLike = 0.0,
     prefill_ms: ArrayLike | None = None,
     prefill_tokens_per_s: ArrayLike | None = None,
     num_layers: ArrayLike | None = None,
@@ -391,7 +395,9 @@ def handoff_delay_ms(
     overlap: Literal["none", "layerwise"] = "none",
     kv_cache_dtype: str | None = None,
     tp: int = 1,
+    decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
+    kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
     errors: Errors = "raise",
     out: NDArray[np.float64] | None = None,
     parallel: bool | None = None,
@@ -429,47 +435,50 @@ def handoff_delay_ms(
     ...                            destination_missing_tokens=20)
     np.float64(0.02)
     """
-    inputs = dict(
-        num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
-        kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
-        destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
-        fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
-        prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
-        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
-    )
-    result = _handoff(inputs, Options.of(kv_cache_dtype, tp, scope, overlap), errors=errors, out=out,
+    given = locals()
+    result = _handoff({name: given[name] for name in ARGUMENTS}, Options.of(given), errors=errors, out=out,
                       parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
 
 
 @dataclass(frozen=True)
 class Options:
-    """How names resolve and which extensions apply: not per-row inputs (one value per call)."""
+    """How names resolve and which extensions apply: the options of :data:`perfmodel._inputs.OPTIONS`
+    that shape the model, one value per call."""
 
     kv_cache_dtype: str | None = None  # for models given by name or config
-    tp: int = 1  # tensor-parallel degree, for models given by name or config
-    scope: str = "rank"  # "rank": one GPU's bytes; "group": all ranks of the TP group's
+    tp: int = 1  # (prefill side's) tensor-parallel degree, for models given by name or config
+    decode_tp: int | None = None  # the decode side's (None: tp)
+    scope: str = "rank"  # "rank": the busiest GPU's bytes; "group": all ranks of the TP group's
+    kv_layout: str = "layer_kv"  # which regions are messages (per_message_ms)
     overlap: str = "none"  # "layerwise": stream layer groups while prefill runs
 
     def check(self) -> Options:
         if self is _PLAIN:
             return self
-        check_option("scope", self.scope)
-        check_option("overlap", self.overlap)
+        for name in ("scope", "overlap", "kv_layout"):
+            check_option(name, getattr(self, name))
         tp = check_whole("tp", self.tp, smallest=1)
-        return self if type(self.tp) is int and tp == self.tp else dataclasses.replace(self, tp=tp)
+        decode_tp = None if self.decode_tp is None else check_whole("decode_tp", self.decode_tp, smallest=1)
+        return dataclasses.replace(self, tp=tp, decode_tp=decode_tp)
 
     @classmethod
-    def of(cls, kv_cache_dtype: str | None, tp: Any, scope: Any, overlap: Any) -> Options:
-        """These options (the shared plain ones when they are the defaults)."""
-        if kv_cache_dtype is None and type(tp) is int and tp == 1 and scope == "rank" and overlap == "none":
+    def of(cls, given: Mapping[str, Any]) -> Options:
+        """The options among a call's arguments (the shared plain ones when they are the defaults)."""
+        chosen = {f.name: given[f.name] for f in dataclasses.fields(cls) if f.name in given}
+        if all(is_default(name, value) and type(value) is not bool for name, value in chosen.items()):
             return _PLAIN
-        return cls(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, overlap=overlap)
+        return cls(**chosen)
 
     @property
     def shapes_bytes(self) -> bool:
         """Whether bytes per token depend on these options (so they must come from a model)."""
-        return self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
+        return (self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
+                or self.decode_tp not in (None, self.tp))
+
+    def model_options(self) -> dict[str, Any]:
+        """The options of :func:`perfmodel._resolve.model_terms`."""
+        return dict(kv_cache_dtype=self.kv_cache_dtype, tp=self.tp, scope=self.scope, decode_tp=self.decode_tp)
 
 
 _PLAIN = Options()  # (no names shaped by options, no layer-wise streaming)
@@ -493,43 +502,63 @@ def _names_in(value: Any) -> bool:
     return np.ndim(value) > 0 and _resolve.holds_labels(value)
 
 
-def _resolve_names(values: dict[str, Any], options: Options, errors: str) -> dict[str, Any]:
-    """In place, once per distinct name: models (names, configs) to bytes per token (and to layer
-    counts for layer-wise streaming), links to bandwidth, latency and per-block cost. Unknown names
-    raise, or with ``errors="coerce"`` leave their rows missing. Returns the capped byte terms of
-    sliding-window and chunked-attention models (None each when there are none); a model's fixed
-    state becomes ``state_bytes`` unless the caller gave one."""
+def _resolve_links(values: dict[str, Any], errors: str) -> None:
+    """In place, once per distinct name: links to bandwidth, latency, per-block and per-message costs
+    (added to the caller's). Unknown names raise, or with ``errors="coerce"`` leave their rows missing."""
+    if not _names_in(values["kv_transfer_bandwidth"]):
+        return
+    try:
+        link = _resolve.link_terms(values["kv_transfer_bandwidth"], errors=errors)
+    except InputError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise _as_input_error("kv_transfer_bandwidth", error) from None
+    values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
+    for name in ("latency_ms", "per_block_ms", "per_message_ms"):
+        values[name] = _resolve.add(values[name], getattr(link, name))
+
+
+def _resolve_models(values: dict[str, Any], options: Options, errors: str,
+                    known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """In place, once per distinct name: models (names, configs) to bytes per token, to their message
+    terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
+    Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
+    (None each when there are none); a model's fixed state becomes ``state_bytes`` unless the caller
+    gave one. ``known``: terms the caller tabulated itself (sweeps)."""
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
-    capped = dict.fromkeys(_resolve._CAPPED)
+    terms = {**dict.fromkeys((*_resolve._CAPPED, *_MESSAGES)), **(known or {})}
     try:
-        if options.overlap == "layerwise" and values["num_layers"] is None:
+        if terms["full_messages"] is None and not _all_off("per_message_ms", values["per_message_ms"]):
+            terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
+                                                errors=errors)._asdict())
+        if options.overlap == "none":
+            values["num_layers"] = None  # (its kernel value: 0, no streaming)
+        elif values["num_layers"] is None:
             if not model_given:
                 raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a "
                                  "number", "pass num_layers, or a model name or config as kv_bytes_per_token")
             values["num_layers"] = _resolve.num_layers(per_token, errors=errors)
         if model_given or options.shapes_bytes:
-            terms = _resolve.model_terms(per_token, kv_cache_dtype=options.kv_cache_dtype, tp=options.tp,
-                                         scope=options.scope, errors=errors)
-            values["kv_bytes_per_token"] = terms.bytes_per_token
-            capped = {name: getattr(terms, name) for name in capped}
+            model = _resolve.model_terms(per_token, **options.model_options(), errors=errors)
+            values["kv_bytes_per_token"] = model.bytes_per_token
+            terms.update({name: getattr(model, name) for name in _resolve._CAPPED})
             if values["state_bytes"] is None:
-                values["state_bytes"] = terms.state_bytes
+                values["state_bytes"] = model.state_bytes
     except InputError:
         raise
     except (ValueError, TypeError) as error:
         raise _as_input_error("kv_bytes_per_token", error) from None
-    if _names_in(values["kv_transfer_bandwidth"]):
-        try:
-            link = _resolve.link_terms(values["kv_transfer_bandwidth"], errors=errors)
-        except InputError:
-            raise
-        except (ValueError, TypeError) as error:
-            raise _as_input_error("kv_transfer_bandwidth", error) from None
-        values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
-        values["latency_ms"] = _resolve.add(values["latency_ms"], link.latency_ms)
-        values["per_block_ms"] = _resolve.add(values["per_block_ms"], link.per_block_ms)
-    return capped
+    if terms["full_messages"] is not None:  # messages count window and chunk tokens: numbers, 0 for none
+        for name in ("window_tokens", "chunk_tokens"):
+            terms[name] = 0.0 if terms[name] is None else terms[name]
+    return terms
+
+
+def _all_off(name: str, value: Any) -> bool:
+    """Whether an input is its off value on every row."""
+    off = INPUTS[name].off
+    return bool(np.all(np.asarray(value, dtype=np.float64) == off)) if np.ndim(value) else is_default(name, value)
 
 
 def _as_input_error(argument: str, error: Exception) -> InputError:
@@ -554,8 +583,8 @@ def _handoff(
     given), the one route of every entry point: options checked, the rules that tie inputs together,
     names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
-    written by the kernel in the same pass. ``model_terms``: a model's capped byte terms already
-    resolved by the caller (by name, as :func:`_resolve_names` returns them), for callers that
+    written by the kernel in the same pass. ``model_terms``: a model's capped byte and message terms
+    already resolved by the caller (by name, as :func:`_resolve_models` returns them), for callers that
     tabulate models themselves (sweeps)."""
     if errors != "raise":
         check_errors(errors)
@@ -573,12 +602,9 @@ def _handoff(
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
+    _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
-    if options.overlap == "none":
-        values["num_layers"] = None  # (its kernel value: 0, no streaming)
-    capped = _resolve_names(values, options, errors)
-    if model_terms:
-        capped = model_terms
+    capped = _resolve_models(values, options, errors, model_terms)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default else _coerce(name, value)
             for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]

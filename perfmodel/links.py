@@ -18,17 +18,22 @@ eth-100g      12.5       IEEE 802.3ba 100 Gigabit Ethernet
 ============  =========  ==================================================================
 
 Real transfers reach less than line rate, the more so the smaller they are: measure yours
-and use :func:`fit_link`, or set ``efficiency`` and ``latency_ms``.
+and use :func:`fit_link`, or set ``efficiency`` and ``latency_ms``. The transport profiles
+(:func:`transport_profiles`) are such fits, to the published microbenchmarks shipped in
+:mod:`perfmodel.datasets`: a bandwidth and a cost per message (transfer descriptor) each,
+with the source and the fit's error, by name wherever a link goes (``"2x uccl-rdma"``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,7 +42,7 @@ from . import _presets
 from ._inputs import nonnegative
 from .errors import InputError, check_whole
 
-__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "save_link", "user_links"]
+__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "save_link", "transport_profiles", "user_links"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +53,28 @@ class FitReport:
     max_relative_error: float
     mean_relative_error: float
     note: str = ""
+    parameters: dict[str, float] | None = None  # each fitted parameter's value (held ones at 0)
+
+    def describe(self) -> str:
+        """The fit in one line: its parameters and errors, and what the data could not tell apart."""
+        units = {"bandwidth_gb_s": ("GB/s", 1.0), "latency_ms": ("ms", 1.0), "per_block_ms": ("us per block", 1e3),
+                 "per_message_ms": ("us per message", 1e3)}
+        shown = [f"{value * units[name][1]:,.4g} {units[name][0]}" for name, value in (self.parameters or {}).items()
+                 if value and name in units]
+        return (", ".join(shown) + f"; {self.points} points, max error {self.max_relative_error:.1%}, mean "
+                f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else ""))
 
 
 @dataclass(frozen=True)
 class Link:
-    """An interconnect: a fixed setup latency, a cost per KV block, and bytes over an effective bandwidth.
+    """An interconnect: a fixed setup latency, costs per KV block and per message, and bytes over an
+    effective bandwidth.
 
-    A transfer of ``nbytes`` in ``blocks`` KV blocks takes
-    ``latency_ms + blocks * per_block_ms + nbytes / (bandwidth_gb_s * efficiency * 1e9) * 1000``
-    ms (latency and blocks only when bytes move). The presets are line rate: no latency,
-    no per-block cost, as upstream models them.
+    A transfer of ``nbytes`` in ``blocks`` KV blocks and ``messages`` messages takes
+    ``latency_ms + blocks * per_block_ms + messages * per_message_ms + nbytes / (bandwidth_gb_s *
+    efficiency * 1e9) * 1000`` ms (the fixed costs only when bytes move). The line-rate presets
+    have no latency and no per-block or per-message cost, as upstream models them; the
+    transport profiles (``source`` given) are fitted to published microbenchmarks.
 
     Parameters
     ----------
@@ -75,8 +92,13 @@ class Link:
     max_relative_error
         For links made by :func:`fit_link`: the largest relative error of the fit
         over its measurements (None for presets).
+    per_message_ms
+        Cost of each message (transfer descriptor) one rank posts, in ms; how many a
+        handoff posts depends on the KV layout (:func:`perfmodel.kv_messages`).
     fit
         For links made by :func:`fit_link`: the :class:`FitReport`.
+    source
+        Where the link's figures come from (a transport profile's measurements).
 
     Examples
     --------
@@ -97,6 +119,8 @@ class Link:
     max_relative_error: float | None = None
     per_block_ms: float = 0.0
     fit: FitReport | None = None
+    per_message_ms: float = 0.0
+    source: str = ""
 
     def __post_init__(self) -> None:
         where = f"link {self.name!r}"
@@ -107,26 +131,31 @@ class Link:
                              "pass a latency in ms >= 0")
         if not 0 < self.efficiency <= 1:
             raise InputError(where, f"efficiency {self.efficiency!r} is not in (0, 1]", "pass a fraction of line rate")
-        if not 0 <= self.per_block_ms < np.inf:
-            raise InputError(where, f"per_block_ms {self.per_block_ms!r} is not a finite number >= 0",
-                             "pass a cost per KV block in ms >= 0")
+        for term in ("per_block_ms", "per_message_ms"):
+            if not 0 <= getattr(self, term) < np.inf:
+                raise InputError(where, f"{term} {getattr(self, term)!r} is not a finite number >= 0",
+                                 f"pass a cost per {term[4:-3].replace('_', ' ')} in ms >= 0")
 
     @property
     def effective_bandwidth_gb_s(self) -> float:
         """The bandwidth a transfer achieves: ``bandwidth_gb_s * efficiency`` (GB/s)."""
         return self.bandwidth_gb_s * self.efficiency
 
-    def transfer_ms(self, nbytes: ArrayLike, blocks: ArrayLike = 0) -> np.float64 | NDArray[np.float64]:
-        """Time in ms to move ``nbytes`` in ``blocks`` KV blocks (scalars or arrays); 0 bytes take 0 ms.
+    def transfer_ms(self, nbytes: ArrayLike, blocks: ArrayLike = 0, messages: ArrayLike = 0,
+                    ) -> np.float64 | NDArray[np.float64]:
+        """Time in ms to move ``nbytes`` in ``blocks`` KV blocks and ``messages`` messages (scalars or
+        arrays); 0 bytes take 0 ms.
 
         >>> from perfmodel import LINKS
         >>> LINKS["nvlink4"].transfer_ms(450e6)
         np.float64(1.0)
         """
         sizes, counts = nonnegative("nbytes", nbytes), nonnegative("blocks", blocks, whole=True)
+        posted = nonnegative("messages", messages, whole=True)
         with np.errstate(invalid="ignore"):
             moved = sizes / (self.effective_bandwidth_gb_s * 1e9) * 1000.0  # the kernel's operation order
-            delay = moved + np.where(sizes > 0, self.latency_ms + counts * self.per_block_ms, 0.0)
+            fixed = self.latency_ms + counts * self.per_block_ms + posted * self.per_message_ms
+            delay = moved + np.where(sizes > 0, fixed, 0.0)
         return delay[()] if delay.ndim == 0 else delay
 
     def times(self, count: int) -> Link:
@@ -159,6 +188,77 @@ LINKS: dict[str, Link] = {
     "eth-100g": Link("eth-100g", 12.5),
 }
 
+class _Profile(NamedTuple):
+    """Where a transport profile comes from: a shipped table's rows of one engine, and its messages."""
+
+    dataset: str
+    engine: str  # the rows whose notes start with this
+    messages: int  # messages (descriptors) per measured transfer
+    per_message_rows: bool  # the table's nbytes is one message's (a transfer moves messages times that)
+    source: str
+
+
+_PROFILES = {
+    "fastdeploy-rdma": _Profile(
+        "fastdeploy-rdma-blocksize", "KVTransferManager", 1538, True,
+        "FastDeploy KVTransferManager, one ConnectX-7 400G RoCE port, one thread, 1,538-block batches "
+        "(PaddlePaddle/FastDeploy KVTransferManager README)"),
+    "mooncake-te-rdma": _Profile(
+        "fastdeploy-rdma-blocksize", "Mooncake transfer_engine_bench", 1538, True,
+        "Mooncake transfer engine, one ConnectX-7 400G RoCE port, one thread, 1,538-block batches "
+        "(PaddlePaddle/FastDeploy KVTransferManager README)"),
+    "uccl-rdma": _Profile(
+        "lmcache-nixl-iov", "Direct UCCL single-rail", 256, False,
+        "UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
+    "nixl-uccl-rdma": _Profile(
+        "lmcache-nixl-iov", "NIXL/UCCL single-rail", 256, False,
+        "NIXL over UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
+    "nixl-ucx-rdma": _Profile(
+        "lmcache-nixl-iov", "NIXL/UCX single-rail", 256, False,
+        "NIXL over UCX, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
+    "mooncake-te-efa-p5en": _Profile(
+        "mooncake-te-efa", "write", 1, False,
+        "Mooncake transfer engine GPU-to-GPU writes between two p5en.48xlarge over 16x200 Gb/s EFA, the "
+        "node's 8 GPUs together (16 threads, batches of 128; kvcache-ai/Mooncake 'EFA transport')"),
+}
+
+
+@functools.cache
+def transport_profiles() -> dict[str, Link]:
+    """Links fitted to published KV-transfer microbenchmarks (shipped in :mod:`perfmodel.datasets`): a
+    bandwidth and a cost per message each (:func:`fit_link`, the latency held at 0: every measurement
+    of a table posts the same number of messages), the source in ``source`` and the fit in ``fit``.
+    Usable by name wherever a link goes, multiples too (``"2x uccl-rdma"``: two rails).
+
+    Examples
+    --------
+    >>> from perfmodel.links import transport_profiles
+    >>> uccl = transport_profiles()["uccl-rdma"]
+    >>> round(uccl.bandwidth_gb_s, 2), round(uccl.per_message_ms * 1000, 3), uccl.fit.max_relative_error < 0.02
+    (12.31, 0.186, True)
+    """
+    import pandas as pd
+
+    from ._data import path
+
+    profiles = {}
+    for name, profile in _PROFILES.items():
+        table = pd.read_csv(path(profile.dataset))
+        if profile.dataset == "mooncake-te-efa":
+            table = table[table["citation"].str.contains("block_size sweep")]
+        rows = table[table["notes"].str.startswith(profile.engine)]
+        nbytes = rows["nbytes"].to_numpy(dtype=np.float64) * (profile.messages if profile.per_message_rows else 1)
+        measured_ms = nbytes / (rows["measured_gb_s"].to_numpy(dtype=np.float64) * 1e9) * 1000.0
+        fitted = fit_link(nbytes, measured_ms, n_messages=profile.messages, name=name)
+        profiles[name] = dataclasses.replace(fitted, source=profile.source)
+    return profiles
+
+
+def _builtin(key: str) -> Link | None:
+    """A built-in link by name: a line-rate preset, or a transport profile."""
+    return LINKS.get(key) or (transport_profiles().get(key) if key in _PROFILES else None)
+
+
 _MULTIPLE = re.compile(r"^\s*(\d+)\s*[x*×]\s*(.+?)\s*$", re.IGNORECASE)
 
 
@@ -167,7 +267,7 @@ def get_link(link: Link | str) -> Link:
 
     >>> from perfmodel import get_link
     >>> get_link("8x ib-ndr")
-    Link(name='8x ib-ndr', bandwidth_gb_s=400.0, latency_ms=0.0, efficiency=1.0, max_relative_error=None, per_block_ms=0.0, fit=None)
+    Link(name='8x ib-ndr', bandwidth_gb_s=400.0, latency_ms=0.0, efficiency=1.0, max_relative_error=None, per_block_ms=0.0, fit=None, per_message_ms=0.0, source='')
     """
     if isinstance(link, Link):
         return link
@@ -175,16 +275,18 @@ def get_link(link: Link | str) -> Link:
         raise InputError("link", f"got {type(link).__name__} {link!r}", "pass a Link or a preset name such as 'ib-ndr'")
     key = link.strip().lower()
     match = _MULTIPLE.match(key)
-    for known in (LINKS, None):  # built-ins first: the user presets file is read only for other names
-        known = known if known is not None else _known_links(match.group(2) if match else key)
-        if key in known:
-            return known[key]
-        if match and match.group(2) in known:
-            return known[match.group(2)].times(int(match.group(1)))
-    close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.4)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
-    raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), "
-                     "a multiple such as '8x ib-ndr', or a perfmodel.Link")
+    base = match.group(2) if match else key
+    found = _builtin(base)  # built-ins first: the user presets file is read only for other names
+    if found is None:
+        known = _known_links(base)
+        found = known.get(base)
+        if found is None:
+            close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.4)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), a "
+                             f"transport profile ({', '.join(_PROFILES)}), a multiple such as '8x ib-ndr', or a "
+                             "perfmodel.Link")
+    return found.times(int(match.group(1))) if match else found
 
 
 def user_links() -> dict[str, Link]:
@@ -203,11 +305,11 @@ def _user_links() -> tuple[dict[str, Link], dict[str, InputError]]:
     links = {}
     for name, entry in entries.items():
         try:
-            fields = {k: float(entry[k]) for k in ("bandwidth_gb_s", "latency_ms", "efficiency", "per_block_ms")
-                      if k in entry}
+            fields = {k: float(entry[k]) for k in ("bandwidth_gb_s", "latency_ms", "efficiency", "per_block_ms",
+                                                   "per_message_ms") if k in entry}
             report = entry.get("fit")
             links[name] = Link(name, **fields, max_relative_error=(report or {}).get("max_relative_error"),
-                               fit=FitReport(**report) if report else None)
+                               fit=FitReport(**report) if report else None, source=str(entry.get("source") or ""))
         except (TypeError, ValueError, KeyError) as error:
             bad[name] = _presets.entry_error(name, "links", f"is not a valid link ({error})")
     return links, bad
@@ -217,7 +319,7 @@ def _known_links(key: str = "") -> dict[str, Link]:
     links, bad = _user_links()
     if key in bad:
         raise bad[key]
-    return {**links, **LINKS}
+    return {**links, **transport_profiles(), **LINKS}
 
 
 def save_link(link: Link, *, source: str = "") -> Path:
@@ -230,11 +332,11 @@ def save_link(link: Link, *, source: str = "") -> Path:
     96.0
     """
     entry = {"bandwidth_gb_s": link.bandwidth_gb_s, "latency_ms": link.latency_ms, "efficiency": link.efficiency,
-             "per_block_ms": link.per_block_ms, "source": source}
+             "per_block_ms": link.per_block_ms, "per_message_ms": link.per_message_ms, "source": source or link.source}
     if link.fit is not None:
         entry["fit"] = dataclasses.asdict(link.fit)
     check_link_name(link.name)
-    return _presets.save("links", link.name, entry, builtin=set(LINKS))
+    return _presets.save("links", link.name, entry, builtin={*LINKS, *_PROFILES})
 
 
 def check_link_name(name: str) -> None:
@@ -247,7 +349,7 @@ def check_link_name(name: str) -> None:
     perfmodel.errors.InputError: link name: 'ib-ndr' is a built-in preset. Fix: choose another name.
     """
     key = name.strip().lower() if isinstance(name, str) else ""
-    if key in LINKS or not key:
+    if key in LINKS or key in _PROFILES or not key:
         raise InputError("link name", f"{name!r} is {'a built-in preset' if key else 'empty'}", "choose another name")
     if _MULTIPLE.match(key):
         raise InputError("link name", f"{name!r} reads as a multiple of a link ('8x ib-ndr': eight of them)",
@@ -258,7 +360,9 @@ def check_link_name(name: str) -> None:
 def link_source(name: str) -> str:
     """Where a link preset comes from: "built-in", or a user preset's recorded source."""
     if name in LINKS:
-        return "built-in"
+        return "line rate"
+    if name in _PROFILES:
+        return "profile: " + _PROFILES[name].source
     return "user: " + (_presets.load("links")[0].get(name, {}).get("source") or "saved")
 
 
@@ -280,24 +384,27 @@ def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.nda
 
 
 def fit_link(
-    nbytes: ArrayLike, measured_ms: ArrayLike, *, n_blocks: ArrayLike | None = None, name: str | None = None,
+    nbytes: ArrayLike, measured_ms: ArrayLike, *, n_blocks: ArrayLike | None = None,
+    n_messages: ArrayLike | None = None, name: str | None = None,
 ) -> Link:
-    """Fit a link to measured transfers: latency, bandwidth and (with ``n_blocks``) a cost per block.
+    """Fit a link to measured transfers: latency, bandwidth and (with ``n_blocks`` and ``n_messages``)
+    costs per block and per message.
 
-    The model is ``measured_ms = latency_ms + n_blocks * per_block_ms + nbytes /
-    (bandwidth_gb_s * 1e9) * 1000``, fitted on the *relative* error (sizes span orders of
-    magnitude, so absolute error would fit only the largest transfers), every parameter
-    >= 0 (a constrained least-squares fit). The link carries a :class:`FitReport` in
-    ``fit`` (points, largest and mean relative error) and the largest error in
-    ``max_relative_error``.
+    The model is ``measured_ms = latency_ms + n_blocks * per_block_ms + n_messages *
+    per_message_ms + nbytes / (bandwidth_gb_s * 1e9) * 1000``, fitted on the *relative*
+    error (sizes span orders of magnitude, so absolute error would fit only the largest
+    transfers), every parameter >= 0 (a constrained least-squares fit). The link carries a
+    :class:`FitReport` in ``fit`` (points, largest and mean relative error, each parameter's
+    value) and the largest error in ``max_relative_error``.
 
     A term the measurements cannot tell from the simpler ones is held at 0 and the report
     says so: blocks proportional to bytes (a fixed block size) fit the bandwidth alone; every
-    measurement moving the same number of blocks holds the latency at 0 (the fixed cost is
-    per block); a time that does not grow with size gives an unlimited bandwidth. A
-    throughput-vs-message-size table (GB/s per block size, as RDMA benchmarks publish)
-    fits as ``nbytes = count * size``, ``measured_ms = nbytes / (gb_s * 1e9) * 1000``,
-    ``n_blocks = count``.
+    measurement moving the same number of blocks or messages holds the latency at 0 (the
+    fixed cost is per block or message); the same bytes at two message counts (a page-size
+    experiment) fit a bandwidth and a per-message cost; a time that does not grow with size
+    gives an unlimited bandwidth. A throughput-vs-message-size table (GB/s per message
+    size, as RDMA benchmarks publish) fits as ``nbytes = count * size``,
+    ``measured_ms = nbytes / (gb_s * 1e9) * 1000``, ``n_messages = count``.
 
     Parameters
     ----------
@@ -306,7 +413,10 @@ def fit_link(
     measured_ms
         Measured time of each transfer in ms (> 0).
     n_blocks
-        KV blocks (messages, descriptors) of each transfer (>= 1), to fit ``per_block_ms``.
+        KV blocks of each transfer (>= 1), to fit ``per_block_ms``.
+    n_messages
+        Messages (transfer descriptors) of each transfer (>= 1), to fit ``per_message_ms``
+        (see :func:`perfmodel.kv_messages` for a handoff's count).
     name
         The link's name (default ``"fitted"``).
 
@@ -318,29 +428,38 @@ def fit_link(
     >>> link = fit_link(nbytes, 0.2 + nbytes / 40e9 * 1000, name="rdma")
     >>> round(link.latency_ms, 6), round(link.bandwidth_gb_s, 6), link.fit.max_relative_error < 1e-9
     (0.2, 40.0, True)
-    >>> sizes = np.array([1024, 4096, 16384, 65536, 262144]) * 1538.0     # 1,538 blocks per batch
-    >>> paged = fit_link(sizes, 1538 * 0.002 + sizes / 45e9 * 1000, n_blocks=1538)
-    >>> round(paged.per_block_ms, 6), round(paged.bandwidth_gb_s, 3), paged.latency_ms
-    (0.002, 45.0, 0.0)
+    >>> sizes = np.array([1024, 4096, 16384, 65536, 262144]) * 1538.0     # 1,538 messages per batch
+    >>> rdma = fit_link(sizes, 1538 * 0.0005 + sizes / 45e9 * 1000, n_messages=1538)
+    >>> round(rdma.per_message_ms * 1000, 6), round(rdma.bandwidth_gb_s, 3), rdma.latency_ms
+    (0.5, 45.0, 0.0)
+    >>> pages = fit_link([983e6, 983e6], [20.0, 8.0], n_messages=[30_016, 3_776])  # 16- and 128-token pages
+    >>> round(pages.per_message_ms * 1000, 3)  # microseconds per message
+    0.457
     """
     x = np.asarray(nbytes, dtype=np.float64).ravel()
     t = np.asarray(measured_ms, dtype=np.float64).ravel()
-    blocks = None if n_blocks is None else np.broadcast_to(np.asarray(n_blocks, dtype=np.float64), x.shape).ravel()
     if x.shape != t.shape:
         raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
     if x.size < 2:
         raise InputError("fit_link", f"needs at least two measurements, got {x.size}",
                          "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
-    for label, values in (("nbytes", x), ("measured_ms", t), ("n_blocks", blocks)):
-        if values is None:
-            continue
+    counts = {}
+    for label, given in (("n_blocks", n_blocks), ("n_messages", n_messages)):
+        if given is not None:
+            try:
+                counts[label] = np.broadcast_to(np.asarray(given, dtype=np.float64), x.shape).ravel()
+            except ValueError:
+                raise InputError(f"fit_link: {label}", f"{np.size(given)} values for {x.size} measurements",
+                                 "pass one count per measurement, or one for all") from None
+    for label, values in (("nbytes", x), ("measured_ms", t), *counts.items()):
         bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
             i = int(np.argmax(bad))
             raise InputError(f"fit_link: {label}", f"{int(bad.sum())} value(s) not finite and > 0, first at "
                              f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
     # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
-    terms = {"bandwidth": x, "per-block cost": blocks, "latency": np.ones_like(t)}
+    terms = {"bandwidth": x, "per-block cost": counts.get("n_blocks"), "per-message cost": counts.get("n_messages"),
+             "latency": np.ones_like(t)}
     kept: dict[str, np.ndarray] = {}
     notes = []
     for term, column in terms.items():
@@ -352,19 +471,18 @@ def fit_link(
         else:
             notes.append(f"the {term} cannot be told apart from the {' and '.join(kept)} on these measurements: "
                          "held at 0")
-    columns = list(kept.values())
     # rows divided by t: least squares on the relative error, every parameter >= 0
-    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(columns) / t[:, None], np.ones_like(t))))
+    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None],
+                                                         np.ones_like(t))))
     ms_per_byte = solution.get("bandwidth", 0.0)
     if ms_per_byte <= 0:
         notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
-    latency, per_block = float(solution.get("latency", 0.0)), float(solution.get("per-block cost", 0.0))
-    note = "; ".join(notes)
-    solution = np.array(list(solution.values()))
-    predicted = np.column_stack(columns) @ solution
+    predicted = np.column_stack(list(kept.values())) @ np.array(list(solution.values()))
     errors = np.abs(predicted - t) / t
+    parameters = {"bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
+                  "latency_ms": float(solution.get("latency", 0.0)),
+                  "per_block_ms": float(solution.get("per-block cost", 0.0)),
+                  "per_message_ms": float(solution.get("per-message cost", 0.0))}
     report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
-                       mean_relative_error=float(errors.mean()), note=note)
-    bandwidth = float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf
-    return Link(name or "fitted", bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block,
-                max_relative_error=report.max_relative_error, fit=report)
+                       mean_relative_error=float(errors.mean()), note="; ".join(notes), parameters=parameters)
+    return Link(name or "fitted", **parameters, max_relative_error=report.max_relative_error, fit=report)

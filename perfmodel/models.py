@@ -24,8 +24,8 @@ from . import _presets
 from ._coerce import whole_numbers
 from .errors import InputError, check_choice, check_whole
 
-__all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_terms", "layer_count",
-           "model_config", "save_model", "user_models"]
+__all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
+           "layer_count", "model_config", "save_model", "user_models"]
 
 ModelConfig = Mapping[str, Any] | str | os.PathLike
 
@@ -209,6 +209,7 @@ def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
 
 def kv_bytes_per_token(
     config: ModelConfig, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+    decode_tp: int | None = None,
 ) -> int:
     """KV-cache bytes one token occupies on one GPU (``scope="rank"``), or on all the GPUs of the
     tensor-parallel group together (``scope="group"``: what the group sends over the network).
@@ -240,6 +241,12 @@ def kv_bytes_per_token(
         ``"rank"`` (default): one GPU's bytes. ``"group"``: ``tp`` times that, the bytes
         every rank of the prefill group sends: KV heads replicated because ``tp`` exceeds
         the KV heads (and an MLA latent held by every rank) count once per rank.
+    decode_tp
+        The decode side's tensor-parallel degree ``d`` (default: ``tp``, written ``p``).
+        Each decode rank receives the ``max(ceil(kv_heads / d), 1)`` KV heads it serves (an
+        MLA latent whole), so the group moves ``G = d *`` one decode rank's bytes;
+        ``scope="group"`` gives ``G``, ``scope="rank"`` the busiest rank's share,
+        ``ceil(G / min(p, d))``. With ``d = p`` these are the values above.
 
     Returns
     -------
@@ -257,8 +264,10 @@ def kv_bytes_per_token(
     35136
     >>> kv_bytes_per_token("qwen3-235b-a22b", tp=8, scope="group")  # 4 KV heads on 8 ranks: each sent twice
     385024
+    >>> kv_bytes_per_token("llama-3.1-70b", tp=8, decode_tp=2)  # each decode rank receives 4 of 8 KV heads
+    163840
     """
-    terms = kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+    terms = kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
     if not terms.proportional:
         raise ValueError(
             f"model {_name_of(config)!r} {terms.describe()}, so its KV bytes are not proportional to the prompt "
@@ -328,6 +337,7 @@ class KVTerms:
     window_layers: int = 0
     chunk_layers: int = 0
     state_layers: int = 0
+    kv_tensors: int = 2  # tensors a layer keeps per token: keys and values (1: an MLA latent)
 
     @property
     def proportional(self) -> bool:
@@ -369,6 +379,46 @@ class KVTerms:
         return total.reshape(-1)[0] if scalar else total.reshape(-1)
 
 
+    def messages(self, num_input_tokens: ArrayLike, block_size: int, *, charged_tokens: ArrayLike | None = None,
+                 kv_layout: str = "layer_kv") -> np.int64 | NDArray[np.int64]:
+        """Messages (transfer descriptors) one rank posts to move ``charged_tokens`` (default: all) of
+        prompts of ``num_input_tokens`` in blocks of ``block_size`` tokens; see :func:`kv_messages`."""
+        check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
+        block = check_whole("block_size", block_size, smallest=1)
+        scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
+        n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
+        m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
+        n, m = np.broadcast_arrays(n, m)
+        total = np.asarray(prompt_messages(n, m, block, *self.message_factors(kv_layout), self.window_tokens,
+                                           self.chunk_tokens), dtype=np.int64)
+        return total.reshape(-1)[0] if scalar else total.reshape(-1)
+
+    def message_factors(self, kv_layout: str) -> tuple[int, int, int, int]:
+        """Messages per block of the full-attention, window and chunked layers together, and of the
+        states per transfer, in ``kv_layout`` (the kernel's terms)."""
+        if kv_layout == "block":
+            return 1, 0, 0, 0
+        per_layer = self.kv_tensors if kv_layout == "layer_kv" else 1
+        return (self.full_layers * per_layer, self.window_layers * per_layer, self.chunk_layers * per_layer,
+                self.state_layers)
+
+
+def prompt_messages(num_input_tokens: Any, charged_tokens: Any, block_size: Any, full_messages: Any,
+                    window_messages: Any, chunk_messages: Any, state_messages: Any, window_tokens: Any,
+                    chunk_tokens: Any) -> Any:
+    """Messages of one rank's handoff on numpy arrays (broadcast, int64 exactly): each layer's charged
+    tokens in blocks (a window or chunk layer's at most its window or current chunk), times the
+    messages per block of those layers, plus the states' messages (the kernel computes the same)."""
+    n, m = num_input_tokens, charged_tokens
+    current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)
+
+    def blocks(tokens: Any) -> Any:
+        return -(-tokens // block_size)
+
+    return (full_messages * blocks(m) + window_messages * blocks(np.minimum(m, window_tokens))
+            + chunk_messages * blocks(np.minimum(m, current)) + np.where(m > 0, state_messages, 0))
+
+
 def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_token: Any, window_bytes_per_token: Any,
                  window_tokens: Any, chunk_bytes_per_token: Any, chunk_tokens: Any, state_bytes: Any) -> Any:
     """The :class:`KVTerms` formula on numpy arrays (broadcast; int64 in, int64 out, exactly): bytes
@@ -381,6 +431,7 @@ def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_toke
 
 def kv_terms(
     config: ModelConfig, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+    decode_tp: int | None = None,
 ) -> KVTerms:
     """A model's KV-cache terms: bytes per token of its full-attention, sliding-window and
     chunked-attention layers, window and chunk lengths, and the fixed state of its
@@ -399,13 +450,20 @@ def kv_terms(
     39518208
     """
     tp = check_whole("tp", tp, smallest=1)
-    ranks = tp if check_choice("scope", scope, ("rank", "group")) == "group" else 1
+    decode_tp = tp if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1)
+    group = check_choice("scope", scope, ("rank", "group")) == "group"
+
+    def moved(one_decode_rank: int) -> int:
+        """Bytes of the group (decode_tp receivers, each its own heads), or of its busiest rank."""
+        whole = decode_tp * one_decode_rank
+        return whole if group else -(-whole // min(tp, decode_tp))
+
     cfg = model_config(config)
     try:
         kinds = _layer_kinds(cfg)
-        per_layer = _layer_bytes(cfg, kv_cache_dtype, tp)
+        per_layer = _layer_bytes(cfg, kv_cache_dtype, decode_tp)
         count = {kind: kinds.count(kind) for kind in ("full", "window", "chunk")}
-        state, state_layers = _state_bytes(cfg, kinds, tp)
+        state, state_layers = _state_bytes(cfg, kinds, decode_tp)
         window = _field(cfg, ("sliding_window",)) if count["window"] else 0
         chunk = _field(cfg, ("attention_chunk_size",)) if count["chunk"] else 0
     except InputError as error:  # say which model's config
@@ -413,19 +471,19 @@ def kv_terms(
             raise
         raise error.relocated(f"{error.where} of {_name_of(config)}", error.row) from None
     return KVTerms(
-        full_bytes_per_token=ranks * per_layer * count["full"],
-        window_bytes_per_token=ranks * per_layer * count["window"],
+        full_bytes_per_token=moved(per_layer * count["full"]),
+        window_bytes_per_token=moved(per_layer * count["window"]),
         window_tokens=window,
-        chunk_bytes_per_token=ranks * per_layer * count["chunk"],
+        chunk_bytes_per_token=moved(per_layer * count["chunk"]),
         chunk_tokens=chunk,
-        state_bytes=ranks * state, full_layers=count["full"], window_layers=count["window"],
-        chunk_layers=count["chunk"], state_layers=state_layers,
+        state_bytes=moved(state), full_layers=count["full"], window_layers=count["window"],
+        chunk_layers=count["chunk"], state_layers=state_layers, kv_tensors=1 if cfg.get("kv_lora_rank") else 2,
     )
 
 
 def kv_bytes(
     config: ModelConfig, num_input_tokens: ArrayLike, *, charged_tokens: ArrayLike | None = None,
-    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
 ) -> np.int64 | NDArray[np.int64]:
     """KV-cache bytes a handoff moves for each prompt (any model, including sliding-window,
     chunked-attention and hybrid ones; see :class:`KVTerms` for the formula).
@@ -439,7 +497,7 @@ def kv_bytes(
     charged_tokens
         Tokens sent of each prompt (default: all of them): for ``destination_missing``
         handoffs, the block-rounded missing tail (:func:`perfmodel.destination_missing_tokens`).
-    kv_cache_dtype, tp, scope
+    kv_cache_dtype, tp, scope, decode_tp
         As for :func:`kv_bytes_per_token`.
 
     Returns
@@ -457,8 +515,51 @@ def kv_bytes(
     >>> kv_bytes("gemma-3-27b", 32_768, charged_tokens=512)  # only the missing tail is sent
     np.int64(260046848)
     """
-    return kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope).bytes(num_input_tokens,
-                                                                                      charged_tokens)
+    return kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp).bytes(
+        num_input_tokens, charged_tokens)
+
+
+def kv_messages(
+    config: ModelConfig, num_input_tokens: ArrayLike, block_size: int, *, charged_tokens: ArrayLike | None = None,
+    kv_layout: str = "layer_kv",
+) -> np.int64 | NDArray[np.int64]:
+    """Messages (transfer descriptors: contiguous regions of the KV cache) one rank posts to hand
+    off each prompt, the count a link's ``per_message_ms`` is paid for.
+
+    In the layer layouts every layer's charged tokens go in blocks of ``block_size``: a
+    sliding-window or chunked layer's at most its window or current chunk, a linear-attention
+    or SSM layer's state as one message. ``"layer_kv"`` posts one message per block, layer
+    and K or V (one per block and layer for an MLA latent), ``"layer"`` one per block and
+    layer, ``"block"`` (every layer of a block contiguous) one per block of the charged
+    tokens. Ranks post theirs in parallel, so tensor parallelism does not change the count.
+
+    Parameters
+    ----------
+    config
+        A model preset name, config dict, or path to ``config.json`` or its folder.
+    num_input_tokens
+        Prompt lengths (whole numbers >= 0); broadcast with ``charged_tokens``.
+    block_size
+        KV block size in tokens (whole number >= 1).
+    charged_tokens
+        Tokens sent of each prompt (default: all of them).
+    kv_layout
+        ``"layer_kv"`` (default), ``"layer"`` or ``"block"``.
+
+    Returns
+    -------
+    numpy.int64 or numpy.ndarray
+        Messages per request (int64): a scalar for scalar inputs.
+
+    Examples
+    --------
+    >>> from perfmodel import kv_messages
+    >>> [int(kv_messages("llama-3.1-8b", 7500, 16, kv_layout=layout)) for layout in ("layer_kv", "layer", "block")]
+    [30016, 15008, 469]
+    >>> kv_messages("gemma-3-27b", [512, 32_768], 16)  # 52 layers keep a 1024-token window: 64 blocks each
+    array([ 3968, 47616])
+    """
+    return kv_terms(config).messages(num_input_tokens, block_size, charged_tokens=charged_tokens, kv_layout=kv_layout)
 
 
 def layer_count(config: ModelConfig) -> int:

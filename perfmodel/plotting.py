@@ -788,8 +788,8 @@ def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
 
 
 def calibration(
-    nbytes: Any, measured_ms: Any, link: Link, *, n_blocks: Any = None, compare: Sequence[Link | str] = (),
-    legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+    nbytes: Any, measured_ms: Any, link: Link, *, n_blocks: Any = None, n_messages: Any = None,
+    compare: Sequence[Link | str] = (), legend: bool = True, ax: Axes | None = None, **kwargs: Any,
 ) -> Axes:
     """Measured transfer times against a fitted link's predictions (and other links', e.g. line rate).
 
@@ -802,8 +802,8 @@ def calibration(
         The measurements (bytes, ms), as given to :func:`perfmodel.fit_link`.
     link
         The fitted link.
-    n_blocks
-        Blocks of each measurement (for links with a per-block cost).
+    n_blocks, n_messages
+        Blocks and messages of each measurement (for links with per-block and per-message costs).
     compare
         Other links (or preset names) drawn for comparison.
     **kwargs
@@ -826,11 +826,12 @@ def calibration(
     ax = _ax(ax)
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(measured_ms, dtype=float)
-    blocks = np.zeros_like(x) if n_blocks is None else np.broadcast_to(np.asarray(n_blocks, dtype=float), x.shape)
+    blocks, messages = (np.zeros_like(x) if n is None else np.broadcast_to(np.asarray(n, dtype=float), x.shape)
+                        for n in (n_blocks, n_messages))
     order = np.argsort(x, kind="stable")
     ax.plot(x[order], t[order], linestyle="none", **{"marker": "o", "color": "0.1", "label": "measured", **kwargs})
     for candidate, style in zip([link, *map(get_link, compare)], _styles()):
-        predicted = np.asarray(candidate.transfer_ms(x, blocks if candidate.per_block_ms else 0), dtype=float)
+        predicted = np.asarray(candidate.transfer_ms(x, blocks, messages), dtype=float)
         worst = float(np.max(np.abs(predicted - t) / t))
         ax.plot(x[order], predicted[order], label=f"{candidate.name}: max error {worst:.0%}",
                 **{**style, "marker": None})

@@ -7,6 +7,7 @@ the result; the event loop itself is the Numba kernel in :mod:`perfmodel._replay
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -85,6 +86,7 @@ def replay_handoffs(
     links: int = 1,
     latency_ms: float = 0.0,
     per_block_ms: float = 0.0,
+    per_message_ms: float = 0.0,
     state_bytes: Any = None,
     ready_ms: Any = None,
     overlap: Literal["none", "layerwise"] = "none",
@@ -95,7 +97,9 @@ def replay_handoffs(
     layerwise_min_tokens: int = 0,
     kv_cache_dtype: str | None = None,
     tp: int = 1,
+    decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
+    kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
 ) -> pd.DataFrame:
     """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
 
@@ -140,6 +144,11 @@ def replay_handoffs(
         Cost per KV block moved (ms), added to the link's own; blocks are
         ``ceil(charged tokens / block_size)``. Under ``fair`` sharing it is setup work,
         like the latency, before the bytes share the link.
+    per_message_ms, kv_layout
+        Cost per message (transfer descriptor) one rank posts (ms), added to the link's
+        own, and how a block lies in memory, which sets the messages
+        (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
+        ``fair`` sharing, like the per-block cost.
     state_bytes
         Bytes of a fixed state sent with every transfer that moves tokens (a value, array
         or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
@@ -154,7 +163,7 @@ def replay_handoffs(
         and ends no earlier than the prefill's end plus the last group's share of it;
         the delay is counted from the prefill's end. ``num_layers`` defaults to the
         model's. Requests shorter than ``layerwise_min_tokens`` are sent after prefill.
-    kv_cache_dtype, tp, scope
+    kv_cache_dtype, tp, decode_tp, scope
         For models by name or config, as in :func:`perfmodel.kv_bytes_per_token`.
 
     Returns
@@ -177,13 +186,9 @@ def replay_handoffs(
     >>> bool((replay["handoff_delay_ms"] == replay["queue_ms"] + replay["transfer_ms"]).all())
     True
     """
-    return _replay_prepared(
-        prepare_trace(trace, ready_ms=ready_ms), kv_transfer_bandwidth, kv_bytes_per_token, model=model, link=link,
-        mode=mode, block_size=block_size, decode_workers=decode_workers, decode_cache_blocks=decode_cache_blocks,
-        routing=routing, contention=contention, links=links, latency_ms=latency_ms, per_block_ms=per_block_ms,
-        state_bytes=state_bytes, overlap=overlap, prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
-        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens, kv_cache_dtype=kv_cache_dtype, tp=tp,
-        scope=scope)
+    given = locals()
+    config = {name: given[name] for name in inspect.signature(_replay_prepared).parameters if name in given}
+    return _replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **config)
 
 
 @dataclass(frozen=True)
@@ -251,10 +256,10 @@ def _replay_prepared(
     prepared: PreparedTrace, kv_transfer_bandwidth: Any = None, kv_bytes_per_token: Any = None, *, model: Any = None,
     link: Any = None, mode: str = "full_prompt", block_size: int = 512, decode_workers: int = 1,
     decode_cache_blocks: int | None = None, routing: str = "prefix", contention: str = "none", links: int = 1,
-    latency_ms: float = 0.0, per_block_ms: float = 0.0, state_bytes: Any = None, overlap: str = "none",
-    prefill_ms: Any = None,
-    prefill_tokens_per_s: Any = None, num_layers: Any = None, layer_group: int = 1, layerwise_min_tokens: int = 0,
-    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+    latency_ms: float = 0.0, per_block_ms: float = 0.0, per_message_ms: float = 0.0, state_bytes: Any = None,
+    overlap: str = "none", prefill_ms: Any = None, prefill_tokens_per_s: Any = None, num_layers: Any = None,
+    layer_group: int = 1, layerwise_min_tokens: int = 0, kv_cache_dtype: str | None = None, tp: int = 1,
+    decode_tp: int | None = None, scope: str = "rank", kv_layout: str = "layer_kv",
 ) -> pd.DataFrame:
     """One configuration's replay of a prepared trace (see :func:`replay_handoffs`)."""
     import warnings
@@ -273,15 +278,19 @@ def _replay_prepared(
     links = check_whole("links", links, smallest=1)
     decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
     check_option("overlap", overlap)
-    bandwidth, latency, per_block = _link_of(bandwidth_spec, _one_value("latency_ms", latency_ms),
-                                             _one_value("per_block_ms", per_block_ms))
-    model_of, kv_terms = _terms_per_request(trace, bytes_spec, kv_cache_dtype, tp, scope, state_bytes)
+    check_option("kv_layout", kv_layout)
+    bandwidth, latency, per_block, per_message = _link_of(
+        bandwidth_spec, _one_value("latency_ms", latency_ms), _one_value("per_block_ms", per_block_ms),
+        _one_value("per_message_ms", per_message_ms))
+    shape = dict(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
+    model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, state_bytes,
+                                            (kv_layout, num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
     lead, last_fraction = _layerwise(trace, tokens, bytes_spec, overlap, prefill_ms, prefill_tokens_per_s, num_layers,
-                                     layer_group, layerwise_min_tokens)
+                                     layer_group, layerwise_min_tokens, per_message)
     available = ready - lead  # when each transfer may start
     n = len(trace)
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
@@ -293,7 +302,7 @@ def _replay_prepared(
         destination_missing=destination_missing, workers=decode_workers,
         capacity=-1 if decode_cache_blocks is None else decode_cache_blocks, prefix_routing=routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], n_links=links,
-        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block)
+        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message)
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
     if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
@@ -314,7 +323,9 @@ def _replay_prepared(
         "start_ms": out.start, "end_ms": out.end,
     }
     result = pd.DataFrame(columns, index=trace.index, copy=False)  # this call's own arrays: not stacked into copies
-    result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, block_size=block_size, overlap=overlap)
+    result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth, latency_ms=latency,
+                        per_block_ms=per_block, per_message_ms=per_message, block_size=block_size, overlap=overlap,
+                        kv_layout=kv_layout)
     return result
 
 
@@ -326,9 +337,9 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
     return alias_value if value is None else value
 
 
-def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any) -> tuple[float, float, float]:
+def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:
     """One link for the replay: (effective bandwidth GB/s, finite and > 0, as upstream's replay requires;
-    total latency ms, total per-block ms)."""
+    total latency ms, total per-block ms, total per-message ms)."""
     if np.ndim(spec) != 0:
         raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
                          "pass one bandwidth, link name or Link (replay_grid sweeps several)")
@@ -339,10 +350,11 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any) -> tuple[float, floa
     bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
     latency = float(latency_ms) + float(terms.latency_ms or 0.0)
     per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
+    per_message = float(per_message_ms) + float(terms.per_message_ms or 0.0)
     if not 0 < bandwidth < np.inf:
         raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth > 0 "
                          "(upstream's replay refuses 0, NaN and +inf)", "pass a bandwidth in GB/s > 0")
-    return bandwidth, latency, per_block
+    return bandwidth, latency, per_block, per_message
 
 
 def _one_value(name: str, value: Any) -> Any:
@@ -386,12 +398,13 @@ def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
 
 def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap: str, prefill_ms: Any,
                prefill_tokens_per_s: Any, num_layers: Any, layer_group: Any, layerwise_min_tokens: Any,
-               ) -> tuple[np.ndarray, np.ndarray]:
+               per_message_ms: float) -> tuple[np.ndarray, np.ndarray]:
     """Per request: how long before the prefill ends its transfer may start, and the share of the
     transfer left after the prefill ends at the earliest (layer-wise streaming; else 0 and 1)."""
     n = len(trace)
     layerwise_given(dict(prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
-                         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens), overlap)
+                         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
+                         per_message_ms=per_message_ms), overlap)
     if overlap == "none":
         return np.zeros(n), np.ones(n)
     compute = (_request_values(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
@@ -423,11 +436,13 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap
         return lead, np.where(streamed, group / layers, 1.0)
 
 
-def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: Any, scope: str, state_bytes: Any,
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(each request's row of the table, the table of byte terms: one row per distinct model or bytes
-    value, columns as :class:`perfmodel._replay.Requests` documents). ``spec`` is one value or a trace
-    column of values or model names; ``state_bytes`` (a value, array or column) replaces the models' state."""
+def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], state_bytes: Any,
+                       messages: tuple[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(each request's row of the table, the table of byte and message terms: one row per distinct model
+    or bytes value, columns as :class:`perfmodel._replay.Requests` documents). ``spec`` is one value or a
+    trace column of values or model names, its bytes shaped by ``shape`` (kv_cache_dtype, tp, decode_tp,
+    scope); ``state_bytes`` (a value, array or column) replaces the models' state; ``messages``: the KV
+    layout and layer count when messages cost (else no messages)."""
     column = None
     n = len(trace)
     if isinstance(spec, str) and spec in trace.columns:
@@ -447,15 +462,17 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, kv_cache_dtype: Any, tp: 
     else:
         model_of, values = np.zeros(n, dtype=np.int64), [spec]
     try:
-        terms = [_resolve.model_terms(v, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope) for v in values]
+        terms = [_resolve.model_terms(v, **shape) for v in values]
+        layers = None if messages is None or messages[1] is None else float(_one_value("num_layers", messages[1]))
+        posted = [_resolve.message_terms(v, messages[0], layers) if messages else (0.0,) * 4 for v in values]
     except InputError:
         raise
     except ValueError as error:  # an unknown model: say where it came from
         problem, _, fix = str(error).partition(". Fix: ")
         raise InputError(where, problem, fix.rstrip(".") or "pass known models") from None
     # a term a model does not have (None) is 0; bytes per token stay as given (NaN is refused below)
-    table = np.array([[float(row[0])] + [0.0 if v is None else float(v) for v in row[1:]] for row in terms],
-                     dtype=np.float64).reshape(-1, 6)
+    table = np.array([[float(row[0])] + [0.0 if v is None else float(v) for v in (*row[1:], *more)]
+                      for row, more in zip(terms, posted)], dtype=np.float64).reshape(-1, 10)
     if state_bytes is not None:
         state = _request_values(trace, "state_bytes", state_bytes)
         table, model_of = table[model_of], np.arange(n, dtype=np.int64)
@@ -510,12 +527,12 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 
 #: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns.
 GRID_AXES = (
-    "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "scope",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "state_bytes", "links", "contention",
-    "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
+    "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "decode_tp", "scope",
+    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout", "state_bytes",
+    "links", "contention", "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
     "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
 )
-_GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap"}
+_GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap", "kv_layout"}
 
 
 def _grid_values(name: str, value: Any) -> list[Any]:

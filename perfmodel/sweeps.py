@@ -31,13 +31,13 @@ __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "swee
 
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
 AXES = (
-    "model", "kv_cache_dtype", "tp", "scope", "kv_bytes_per_token",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms",
+    "model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token",
+    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout",
     "mode", "cache_hit_ratio", "block_size", "state_bytes",
     "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
     "num_input_tokens",
 )
-_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap"}
+_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap", "kv_layout"}
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
@@ -80,7 +80,10 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
       64): destination_missing rows are charged block-rounded, as
       :func:`perfmodel.destination_missing_tokens` computes.
     - fidelity (all off unless given): ``per_block_ms`` (cost per KV block, added to a
-      link's own; needs ``block_size``), ``scope`` (``"rank"``/``"group"``: one GPU's
+      link's own; needs ``block_size``), ``per_message_ms`` (cost per message, added to a
+      link's own; needs ``block_size``, and ``num_layers`` or a model unless ``kv_layout``
+      is ``"block"``) with ``kv_layout``, ``decode_tp`` (the decode side's tensor
+      parallelism; with a model), ``scope`` (``"rank"``/``"group"``: the busiest GPU's
       bytes or the TP group's), ``overlap`` (``"none"``/``"layerwise"``) with
       ``prefill_ms`` or ``prefill_tokens_per_s``, ``layer_group``,
       ``layerwise_min_tokens`` and ``num_layers`` (taken from the model when one is
@@ -174,6 +177,8 @@ class SweepPlan:
     link_bandwidth: np.ndarray
     link_latency: np.ndarray
     link_per_block: np.ndarray
+    link_per_message: np.ndarray
+    messages_table: np.ndarray  # (models or 1, layouts, 4) message terms; for numbers, messages per layer (-1: block)
     layers_table: np.ndarray  # layers of each model, or empty
     mode_codes: np.ndarray
 
@@ -200,14 +205,15 @@ class SweepPlan:
         if "kv_transfer_bandwidth" not in axes and "link" not in axes:
             raise InputError("sweep", "kv_transfer_bandwidth is required",
                              "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
-        for needs_model in ("kv_cache_dtype", "tp"):
+        for needs_model in ("kv_cache_dtype", "tp", "decode_tp"):
             if needs_model in axes and "model" not in axes:
                 raise InputError("sweep", f"{needs_model} applies to model presets/configs", "give a model axis too")
         if "cache_hit_ratio" in axes and "mode" not in axes:
             axes["mode"] = "destination_missing"
         if "scope" in axes and "model" not in axes:
             raise InputError("sweep", "scope applies to model presets/configs", "give a model axis too")
-        if any(a in axes for a in LAYERWISE) and "overlap" not in axes:
+        if (any(a in axes for a in LAYERWISE if a != "num_layers" or "per_message_ms" not in axes)
+                and "overlap" not in axes):
             axes["overlap"] = "layerwise"
         overlaps = {_label(v) for v in _axis_values("overlap", axes.get("overlap", "none"))}
         layerwise_overlaps(axes, overlaps)  # the rules of every entry point
@@ -236,28 +242,45 @@ class SweepPlan:
             if not np.all((ratios >= 0) & (ratios <= 1)):
                 raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
                                  "give fractions of the prompt from 0 to 1")
-        bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp", "scope") if m in given)
+        bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp", "decode_tp", "scope") if m in given)
         terms_table = np.zeros((0, len(_resolve._FIELDS)))
         layers_table = np.empty(0, dtype=np.int64)
         if "model" in given:
             terms_table = np.zeros([len(values[m]) for m in bytes_axes] + [len(_resolve._FIELDS)])
             for index in np.ndindex(*terms_table.shape[:-1]):
                 chosen = {m: values[m][i] for m, i in zip(bytes_axes, index)}
+                decode_tp = chosen.get("decode_tp")
                 terms = kv_terms(chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"),
-                                 tp=check_whole("tp", chosen.get("tp", 1), smallest=1),
-                                 scope=chosen.get("scope", "rank"))
+                                 tp=check_whole("tp", chosen.get("tp", 1), smallest=1), scope=chosen.get("scope", "rank"),
+                                 decode_tp=None if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1))
                 terms_table[index] = [getattr(terms, name) for name in _resolve._FIELDS]
             layers_table = np.array([layer_count(m) for m in values["model"]], dtype=np.int64)
-        for name in ("overlap", "scope"):
+        for name in ("overlap", "scope", "kv_layout"):
             for value in values.get(name, []):
                 check_option(name, value)
         links = [get_link(v) for v in values.get("link", [])]
+        messages_table = np.zeros((0, 0, 4))
+        if "per_message_ms" in given or any(link.per_message_ms for link in links):
+            if "block_size" not in given:
+                raise InputError("sweep", "a per-message cost needs a block size", "give a block_size axis too")
+            layouts = values.get("kv_layout", ["layer_kv"])
+            if "model" in given:  # messages per block of each (model, layout)
+                messages_table = np.array([[kv_terms(m).message_factors(layout) for layout in layouts]
+                                           for m in values["model"]], dtype=np.float64)
+            elif "num_layers" not in given and any(layout != "block" for layout in layouts):
+                raise InputError("sweep", "per-message costs in a layer layout count the model's layers",
+                                 "give a model axis, num_layers, or kv_layout='block'")
+            else:  # bytes per token as numbers: num_layers full-attention layers (the factor per layer here)
+                messages_table = np.array([[[{"layer_kv": 2.0, "layer": 1.0, "block": -1.0}[layout], 0, 0, 0]
+                                            for layout in layouts]], dtype=np.float64)
         return cls(
             axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
             terms_table=terms_table, bytes_axes=bytes_axes,
             link_bandwidth=np.array([link.effective_bandwidth_gb_s for link in links], dtype=np.float64),
             link_latency=np.array([link.latency_ms for link in links], dtype=np.float64),
             link_per_block=np.array([link.per_block_ms for link in links], dtype=np.float64),
+            link_per_message=np.array([link.per_message_ms for link in links], dtype=np.float64),
+            messages_table=messages_table,
             layers_table=layers_table,
             mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8),
         )
@@ -341,6 +364,20 @@ class SweepPlan:
             per_block = _resolve.add(per_block, self.link_per_block[digits["link"]])
         inputs["per_block_ms"] = per_block
         inputs["block_size"] = columns["block_size"][part] if "block_size" in self.axes else None
+        if self.messages_table.size:
+            per_message: Any = columns["per_message_ms"][part] if "per_message_ms" in self.axes else 0.0
+            if "link" in self.axes:
+                per_message = _resolve.add(per_message, self.link_per_message[digits["link"]])
+            inputs["per_message_ms"] = per_message
+            layout = digits["kv_layout"] if "kv_layout" in self.axes else 0
+            found = self.messages_table[digits["model"] if "model" in self.axes else 0, layout]
+            if "model" not in self.axes:  # numbers: num_layers layers of full attention, or blocks
+                per_layer = found[..., 0]
+                layers = columns["num_layers"][part] if "num_layers" in self.axes else 0.0
+                found = np.stack(np.broadcast_arrays(np.where(per_layer < 0, 1.0, per_layer * layers), 0.0, 0.0, 0.0),
+                                 axis=-1)
+            model_terms.update({name: np.ascontiguousarray(found[..., j])
+                                for j, name in enumerate(_resolve.MessageTerms._fields)})
         options = Options()
         if "overlap" in self.axes:
             on = np.array([label == "layerwise" for label in self.labels["overlap"]])[digits["overlap"]]

@@ -45,13 +45,14 @@ def _is_count(x: float) -> bool:
 
 
 def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
-                 state_bytes, latency_ms, fallback_ms, per_block_ms=0.0, block_size=None, prefill_ms=None,
-                 prefill_tokens_per_s=None, num_layers=None, layer_group=1, layerwise_min_tokens=0) -> list[str]:
+                 state_bytes, latency_ms, fallback_ms, per_block_ms=0.0, block_size=None, per_message_ms=0.0,
+                 prefill_ms=None, prefill_tokens_per_s=None, num_layers=None, layer_group=1,
+                 layerwise_min_tokens=0) -> list[str]:
     """The arguments of one row that break rule 6 (and the extensions' rules), in signature order."""
     t, b, p = _number(tokens), _number(bandwidth), _number(bytes_per_token)
     d, s, lat = _number(missing_tokens), _number(state_bytes), _number(latency_ms)
     f = _number(fallback_ms)
-    pb, bs, pre = _number(per_block_ms), _number(block_size), _number(prefill_ms)
+    pb, bs, pm, pre = _number(per_block_ms), _number(block_size), _number(per_message_ms), _number(prefill_ms)
     rate, layers, group = _number(prefill_tokens_per_s), _number(num_layers), _number(layer_group)
     lw_min = _number(layerwise_min_tokens)
     layers = 0.0 if num_layers is None else layers
@@ -68,6 +69,7 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
         ("fallback_delay_ms", math.isnan(f) or 0 <= f < math.inf),
         ("per_block_ms", 0 <= pb < math.inf and (pb == 0 or bs > 0)),
         ("block_size", math.isnan(bs) or (0 <= bs < math.inf and bs == math.floor(bs))),
+        ("per_message_ms", 0 <= pm < math.inf and (pm == 0 or bs > 0)),
         ("prefill_ms", math.isnan(pre) or 0 <= pre < math.inf),
         ("prefill_tokens_per_s", math.isnan(rate) or 0 < rate < math.inf),
         ("num_layers", 0 <= layers < math.inf and layers == math.floor(layers)),
@@ -79,17 +81,19 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
 
 def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=True, mode=0,
                       missing_tokens=None, state_bytes=0, latency_ms=0.0, fallback_ms=None, per_block_ms=0.0,
-                      block_size=None, prefill_ms=None, prefill_tokens_per_s=None, num_layers=None, layer_group=1,
-                      layerwise_min_tokens=0, window_bytes_per_token=0, window_tokens=0, chunk_bytes_per_token=0,
-                      chunk_tokens=0):
+                      block_size=None, per_message_ms=0.0, prefill_ms=None, prefill_tokens_per_s=None,
+                      num_layers=None, layer_group=1, layerwise_min_tokens=0, window_bytes_per_token=0,
+                      window_tokens=0, chunk_bytes_per_token=0, chunk_tokens=0, message_layers=(),
+                      kv_layout="layer_kv"):
     """The handoff delay of one row in ms, or None where no delay applies.
 
     ``bytes_per_token`` is the full-attention layers' bytes; the window/chunk terms are those of
-    sliding-window and chunked-attention layers (a model's KVTerms). Raises InvalidRow for invalid input.
+    sliding-window and chunked-attention layers (a model's KVTerms). ``message_layers``: the model's
+    layers as :func:`messages` takes them, for a per-message cost. Raises InvalidRow for invalid input.
     """
     problems = row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
-                            state_bytes, latency_ms, fallback_ms, per_block_ms, block_size, prefill_ms,
-                            prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens)
+                            state_bytes, latency_ms, fallback_ms, per_block_ms, block_size, per_message_ms,
+                            prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens)
     if problems:
         raise InvalidRow(problems[0])
     # 1. only a completed prefill hands off
@@ -112,8 +116,10 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
               + (float(state) if charged > 0 else 0.0))
     delay = nbytes / (bw * 1e9) * 1000.0
     if nbytes > 0:  # extensions: setup latency, and a cost per block moved (blocks = ceil(charged / block))
-        blocks = math.ceil(charged / block_size) if block_size and not math.isnan(_number(block_size)) else 0
-        delay += float(latency_ms) + blocks * float(per_block_ms)
+        sized = block_size and not math.isnan(_number(block_size))
+        blocks = math.ceil(charged / block_size) if sized else 0
+        posted = messages(n, int(charged), int(block_size), message_layers, kv_layout) if sized and per_message_ms else 0
+        delay += float(latency_ms) + blocks * float(per_block_ms) + posted * float(per_message_ms)
     # extension: layer-wise streaming exposes only what could not hide behind the prefill's compute
     layers = 0 if num_layers is None else int(num_layers)
     if layers > 0 and _number(tokens) >= layerwise_min_tokens:
@@ -124,6 +130,31 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
         g = int(layer_group)
         delay = max(delay * g / layers, delay - compute * (layers - g) / layers)
     return delay
+
+
+def messages(num_input_tokens: int, charged_tokens: int, block_size: int, layers, kv_layout: str = "layer_kv") -> int:
+    """Messages one rank posts, layer by layer: ``layers`` is a list of ``(kind, length, tensors)``
+    with kind full, window, chunk or state and tensors 2 (K and V) or 1 (an MLA latent). In the
+    layer layouts each layer sends its kept tokens (as :func:`layer_bytes` keeps them) block by
+    block, one message per block and tensor (``"layer_kv"``) or per block (``"layer"``), and a
+    state layer its state as one message; ``"block"`` sends the charged tokens' blocks, every
+    layer of a block in one message."""
+    def blocks(tokens: int) -> int:
+        count = 0
+        while count * block_size < tokens:
+            count += 1
+        return count
+
+    if kv_layout == "block":
+        return blocks(charged_tokens)
+    total = 0
+    for kind, length, tensors in layers:
+        if kind == "state":
+            total += 1 if charged_tokens > 0 else 0
+            continue
+        kept = layer_bytes([(kind, 1, length, 0)], num_input_tokens, charged_tokens)
+        total += blocks(kept) * (tensors if kv_layout == "layer_kv" else 1)
+    return total
 
 
 def destination_missing_tokens_row(num_input_tokens: int, cached_tokens: int, block_size: int) -> int:

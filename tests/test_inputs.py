@@ -28,8 +28,16 @@ TOKENS = [0, 100, 4096, 20_000]
 BASE = {"num_input_tokens": TOKENS, "kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0,
         "destination_missing_tokens": 1024}
 #: The option that switches an extension group on, where one does.
-SWITCH = {"layerwise": {"overlap": "layerwise"}}
+SWITCH = {"layerwise": {"overlap": "layerwise"}, "block": {"kv_layout": "block"}}
 TESTED = [e for e in ROW_INPUTS if e.name != "num_input_tokens"]
+#: What makes each option matter (its model, or the inputs it shapes).
+OPTION_CONTEXT = {
+    "kv_cache_dtype": {"kv_bytes_per_token": "llama-3.1-8b"}, "tp": {"kv_bytes_per_token": "llama-3.1-8b"},
+    "scope": {"kv_bytes_per_token": "llama-3.1-8b"},
+    "decode_tp": {"kv_bytes_per_token": "llama-3.1-70b", "tp": 8},
+    "overlap": {"kv_bytes_per_token": "llama-3.1-8b", "prefill_ms": 5.0},
+    "kv_layout": {"kv_bytes_per_token": "llama-3.1-8b", "per_message_ms": 0.0005, "block_size": 16},
+}
 
 
 def context(entry: Input) -> dict:
@@ -84,9 +92,11 @@ def expected(call: dict, n: int = len(TOKENS)) -> np.ndarray:
             value["num_input_tokens"], value["kv_transfer_bandwidth"], value["kv_bytes_per_token"],
             value["worker_type"], value["completed"], value["mode"], value["destination_missing_tokens"],
             0 if value["state_bytes"] is None else value["state_bytes"], value["latency_ms"],
-            value["fallback_delay_ms"], value["per_block_ms"], value["block_size"], value["prefill_ms"],
+            value["fallback_delay_ms"], value["per_block_ms"], value["block_size"], value["per_message_ms"],
+            value["prefill_ms"],
             value["prefill_tokens_per_s"], value["num_layers"] if layerwise else None, value["layer_group"],
-            value["layerwise_min_tokens"])
+            value["layerwise_min_tokens"], kv_layout=call.get("kv_layout", "layer_kv"),
+            message_layers=[("full", 0, 2)] * int(value["num_layers"] or 0))
         rows.append(math.nan if delay is None else delay)
     return np.array(rows)
 
@@ -275,10 +285,7 @@ def test_every_replay_grid_axis(entry, trace):
     given.pop(entry.name, None)
     base = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **given}
     base.pop(entry.name, None)
-    if entry.name in ("kv_cache_dtype", "tp", "scope", "overlap"):
-        base["kv_bytes_per_token"] = "llama-3.1-8b"
-    if entry.name == "overlap":
-        base["prefill_ms"] = 5.0
+    base.update(OPTION_CONTEXT.get(entry.name, {}))
     values = [entry.default if entry.kind in ("choice", "option") else array_of(entry)[1], entry.example]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
