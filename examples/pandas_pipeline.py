@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from _common import output_dir
+from matplotlib.ticker import FuncFormatter
 
 import perfmodel  # noqa: F401  (registers df.perfmodel)
 
@@ -43,9 +44,16 @@ print(summary.round(2).to_string())
 
 fig, ax = plt.subplots(figsize=(8, 4.2), layout="constrained")
 p99 = summary["99%"].unstack("interconnect")[["ib-ndr", "8x ib-ndr", "nvlink4"]]  # slowest to fastest link
-p99.plot.bar(ax=ax, color=["0.2", "0.5", "0.8"], edgecolor="black", rot=0)
+for (link, column), (marker, color) in zip(p99.items(), [("o", "0.1"), ("s", "0.45"), ("^", "0.7")]):
+    ax.plot(range(len(p99)), column.to_numpy(), linestyle="none", marker=marker, markersize=9, color=color,
+            markeredgecolor="black", label=link)  # points, not bars: a bar's length means nothing on a log axis
+ax.set_xticks(range(len(p99)), p99.index)
+ax.set_xlim(-0.5, len(p99) - 0.5)
 ax.set_yscale("log")
+ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,g}"))
 ax.set_ylabel("p99 handoff delay (ms)")
-ax.set_title("p99 handoff delay by model and interconnect (the same prefill requests on each)")
+ax.set_title("p99 handoff delay by model and interconnect, the same prefill requests on each\n"
+             "(KV in each model's dtype, one GPU's bytes: TP1)", fontsize="medium")
+ax.legend(title="interconnect", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 ax.grid(True, axis="y", alpha=0.3)
 fig.savefig(out / "pandas_pipeline.png", dpi=130)

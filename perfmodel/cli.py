@@ -245,7 +245,8 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
     if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
         grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}
         grid["kv_transfer_bandwidth"] = np.geomspace(1, 1000, 61)
-        draw_heatmap = functools.partial(_draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png")
+        draw_heatmap = functools.partial(_draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png",
+                                         axes.get("link", []))
     with _alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
         _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
         plt.close("all")
@@ -348,10 +349,10 @@ def _run_and_report(task: Callable[[], None], send: Any, signals: frozenset[int]
         send.send(RuntimeError(f"{type(error).__name__}: {error}"))
 
 
-def _draw_heatmap(grid: Any, path: Path) -> None:
+def _draw_heatmap(grid: Any, path: Path, links: Sequence[Any]) -> None:
     import perfmodel.plotting as pp
 
-    _save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100)), path)
+    _save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100), links=links), path)
 
 
 def _save(fig: Any, path: Path) -> None:

@@ -78,8 +78,9 @@ def _scalar(name: str, value: Any) -> Any:
     if isinstance(value, (bool, np.bool_)):
         return np.bool_(value) if rule.kind == "flag" else None
     if isinstance(value, (int, np.integer)):
-        if rule.kind == "count":
-            return np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value)
+        if rule.kind == "count":  # float64, as the kernel computes (exact to 2**53): one compiled type, not two
+            return np.float64(value) if -(2**53) <= value <= 2**53 else (
+                np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value))
         if rule.kind == "real":
             return np.float64(value)
         return np.int8(value) if 0 <= value <= rule.code_limit else np.int8(UNPARSEABLE)

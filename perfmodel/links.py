@@ -31,7 +31,7 @@ import difflib
 import functools
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,7 +53,7 @@ class FitReport:
     max_relative_error: float
     mean_relative_error: float
     note: str = ""
-    parameters: dict[str, float] | None = None  # each fitted parameter's value (held ones at 0)
+    parameters: dict[str, float] | None = field(default=None, compare=False)  # each parameter's value (held: 0)
 
     def describe(self) -> str:
         """The fit in one line: its parameters and errors, and what the data could not tell apart."""

@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
 
-from .links import LINKS, Link
+from .links import LINKS, Link, get_link
 
 __all__ = ["calibration", "compare", "delay_cdf", "delay_vs_tokens", "delay_vs_tokens_figure", "grid_budget",
            "grid_percentiles", "heatmap", "heatmap_figure", "link_timeline", "replay_figure", "replay_grid_figure",
@@ -221,12 +221,45 @@ def delay_vs_tokens(
             continue
         line, = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
         drawn.append((line, xs, ys))
-    for budget in budgets_ms:
+    for budget in budgets_ms:  # labelled at the left, above the line: delays grow with x, so no data is there
         ax.axhline(budget, color="0.4", linewidth=0.8, linestyle=":")
-        ax.annotate(f"{budget:g} ms", (1.0, budget), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                    fontsize="small", color="0.3")
+        ax.annotate(f"{budget:g} ms budget", (0.01, budget), xycoords=("axes fraction", "data"), ha="left",
+                    va="bottom", fontsize="small", color="0.3")
     _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
     return ax
+
+
+def _budget_colorbar(bar: Any, budgets_ms: Sequence[float]) -> None:
+    """Mark latency budgets on a delay colour bar: each a line in its contour's style, labelled in ms."""
+    for budget, style in zip(budgets_ms, cycle(_STYLES)):
+        bar.ax.axhline(budget, color="white", linewidth=2.0, linestyle=style)
+    if budgets_ms:  # named on the bar's free side (its own ticks are on the other)
+        left = bar.ax.secondary_yaxis("left")
+        left.set_yticks(list(budgets_ms), [f"{b:g} ms" for b in budgets_ms])
+        left.yaxis.set_minor_locator(NullLocator())
+        left.tick_params(labelsize="small", length=4)
+
+
+def _mark_links(ax: Axes, links: Sequence[Link | str], *, names: bool) -> None:
+    """Links at their bandwidth on a bandwidth y axis: a dotted line across, the names (those at one
+    bandwidth together) on the right-hand axis when ``names``."""
+    low, high = sorted(ax.get_ylim())
+    at = {bandwidth: name for bandwidth, name in _link_names(links).items() if low <= bandwidth <= high}
+    for bandwidth in at:
+        ax.axhline(bandwidth, color="white", linewidth=0.7, linestyle=(0, (1, 2)), alpha=0.9)
+    if names and at:
+        right = ax.secondary_yaxis("right")
+        right.set_yticks(list(at), list(at.values()))
+        right.yaxis.set_minor_locator(NullLocator())
+        right.tick_params(labelsize="small", length=3)
+
+
+def _link_names(links: Sequence[Link | str]) -> dict[float, str]:
+    """Each bandwidth among ``links`` and the names of the links at it (``"ib-ndr = roce-400g"``)."""
+    at: dict[float, list[str]] = {}
+    for link in map(get_link, links):
+        at.setdefault(link.effective_bandwidth_gb_s, []).append(link.name)
+    return {bandwidth: " = ".join(names) for bandwidth, names in at.items()}
 
 
 def _edges(values: np.ndarray, log: bool) -> np.ndarray:
@@ -271,9 +304,10 @@ def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: 
 
 def heatmap(
     df: pd.DataFrame, x: str = "num_input_tokens", y: str = "kv_transfer_bandwidth", *,
-    budgets_ms: Sequence[float] = (10, 50, 100), colorbar: bool = True, ax: Axes | None = None, **kwargs: Any,
+    budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (), colorbar: bool = True,
+    ax: Axes | None = None, **kwargs: Any,
 ) -> Axes:
-    """Handoff delay over a 2-D grid, log colour scale, with the budgets' contours.
+    """Handoff delay over a 2-D grid, log colour scale, with the budgets' contours and the links marked.
 
     Each cell is centred on a swept value (cell edges halfway between neighbours,
     geometrically on a log axis); with a dozen values or fewer, the ticks are the swept
@@ -289,7 +323,11 @@ def heatmap(
         The grid's columns (default prompt length and bandwidth, log-scaled when they
         span more than 20x).
     budgets_ms
-        Delays (ms) at which contour lines are drawn and labelled.
+        Delays (ms) at which contour lines are drawn; the colour bar marks each with its line
+        style (labels beside the data, never on it).
+    links
+        Links (names or :class:`perfmodel.Link`) marked at their bandwidth on a bandwidth
+        ``y`` axis: a dotted line across, the name on the right-hand axis.
     colorbar
         Draw a colour bar (figure-level layouts draw one shared bar instead).
     ax
@@ -336,23 +374,19 @@ def heatmap(
                 _tokens if column == "num_input_tokens" else _si))
     mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z,
                          **{"norm": norm, "cmap": "viridis", **kwargs})
-    if colorbar:
-        _colorbar(ax.figure, mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"])
     levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
     for budget, style in zip(levels, cycle(_STYLES)):
         curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
         if curve is not None:
-            line, = ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
-            inside = (curve[1] >= ys.min()) & (curve[1] <= ys.max())
-            if inside.any():
-                at = np.flatnonzero(inside)[len(np.flatnonzero(inside)) // 2]
-                ax.annotate(f"{budget:g} ms", (curve[0][at], curve[1][at]), color="white", fontsize="small",
-                            ha="left", va="bottom")
+            ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
         elif len(xs) > 1 and len(ys) > 1:
-            contours = ax.contour(xs, ys, z, levels=[budget], colors="white", linewidths=1.2, linestyles=style)
-            ax.clabel(contours, fmt=lambda v: f"{v:g} ms", fontsize="small")
+            ax.contour(xs, ys, z, levels=[budget], colors="white", linewidths=1.2, linestyles=style)
     ax.set_xlim(*_edges(xs, logs["x"])[[0, -1]])
     ax.set_ylim(*_edges(ys, logs["y"])[[0, -1]])
+    if links and y == "kv_transfer_bandwidth":
+        _mark_links(ax, links, names=True)
+    if colorbar:
+        _budget_colorbar(_colorbar(ax.figure, mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"]), levels)
     ax.set_xlabel(_AXIS_LABELS.get(x, x))
     ax.set_ylabel(_AXIS_LABELS.get(y, y))
     return ax
@@ -401,8 +435,6 @@ def required_bandwidth(
         ax.plot(tokens, needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms), label=f"{budget:g} ms budget",
                 **style)
     shown = [LINKS[k] if isinstance(k, str) and k in LINKS else k for k in (links if links is not None else LINKS)]
-    from .links import get_link
-
     for link in map(get_link, shown):
         ax.axhline(link.effective_bandwidth_gb_s, color="0.5", linewidth=0.7, linestyle=":")
         ax.annotate(link.name, (0.01, link.effective_bandwidth_gb_s), xycoords=("axes fraction", "data"),
@@ -576,9 +608,9 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
 # --- figure-level layouts (what the command line draws) ------------------------------------
 
 #: The sweep axes that are options of a what-if (the panels of a figure), in sweep order.
-_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "scope", "kv_bytes_per_token", "latency_ms", "per_block_ms", "mode",
-               "cache_hit_ratio", "block_size", "state_bytes", "overlap", "prefill_ms", "prefill_tokens_per_s",
-               "num_layers", "layer_group", "layerwise_min_tokens")
+_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token", "link", "latency_ms",
+               "per_block_ms", "per_message_ms", "kv_layout", "mode", "cache_hit_ratio", "block_size", "state_bytes",
+               "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
 
 
 #: How a panel title names one option's value.
@@ -586,6 +618,10 @@ _DESCRIPTIONS: dict[str, Any] = {
     "model": str,
     "kv_bytes_per_token": lambda v: f"{_si(v)} B/token",
     "tp": lambda v: f"TP{v}",
+    "decode_tp": lambda v: f"to decode TP{v}",
+    "link": lambda v: f"over {v}",
+    "per_message_ms": lambda v: f"+{v * 1000:g} us/message",
+    "kv_layout": lambda v: f"{v} messages",
     "kv_cache_dtype": lambda v: f"KV {v}",
     "latency_ms": lambda v: f"+{v:g} ms latency",
     "cache_hit_ratio": lambda v: f"{v:.0%} cached",
@@ -615,8 +651,16 @@ def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[
     if len(keys) > max_panels:
         raise ValueError(f"{len(keys)} panels ({' x '.join(panel_axes)}) are too many for one figure. Fix: give "
                          f"fewer values of {', '.join(panel_axes)} (at most {max_panels} combinations)")
-    title = ", ".join(_describe(c, df[c].iloc[0]) for c in fixed)
+    title = ", ".join([*(_describe(c, df[c].iloc[0]) for c in fixed), *_defaults(df)])
     return panel_axes, keys, title
+
+
+def _defaults(df: pd.DataFrame) -> list[str]:
+    """What a sweep of models assumed where it has no column: the models' own KV dtype, TP 1, one rank."""
+    if "model" not in df:
+        return []
+    return [text for column, text in (("kv_cache_dtype", "KV in the model's dtype"), ("tp", "TP1"),
+                                      ("scope", "one rank's bytes")) if column not in df]
 
 
 #: Margins of the figure-level layouts, in inches: fixed, so no layout engine has to measure every
@@ -727,9 +771,12 @@ def _suptitle(fig: Any, text: str) -> None:
     fig.suptitle(text, fontsize="medium", y=1 - 0.12 / fig.get_figheight(), va="top")
 
 
-def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 100), max_panels: int = 16) -> Any:
+def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (),
+                   max_panels: int = 16) -> Any:
     """Delay over prompt length x bandwidth for a sweep: one heatmap per combination of the options
-    that vary, on one shared colour scale, with the budgets' contours and the fixed options in the title.
+    that vary, on one shared colour scale, with the budgets' contours (marked on the colour bar),
+    ``links`` marked at their bandwidths (named beside the right-hand panels) and the fixed options
+    in the title.
 
     Returns
     -------
@@ -745,8 +792,10 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     ['llama-3.1-8b', 'qwen3-32b']
     """
     _require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
-    panel_axes, keys, title = _panels(df, ["kv_transfer_bandwidth"], max_panels)
-    fig, axs = _grid(len(keys), 4.4, 3.2, right=1.3)
+    panel_axes, keys, title = _panels(df, ["kv_transfer_bandwidth", "link"], max_panels)
+    names = max(map(len, _link_names(links).values()), default=0) * 0.075 + 0.15 if links else 0.0
+    fig, axs = _grid(len(keys), 4.4, 3.2, right=1.3 + names)
+    fig.subplots_adjust(wspace=(_MARGINS["wspace"] + names) / 4.4)
     delays = df["handoff_delay_ms"].to_numpy(float)
     positive = delays[np.isfinite(delays) & (delays > 0)]
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
@@ -754,6 +803,8 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
         heatmap(part, budgets_ms=budgets_ms, colorbar=False, norm=norm, ax=ax)
+        if links:
+            _mark_links(ax, links, names=True)
         mesh = ax.collections[0]
         ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
         ax.label_outer()
@@ -761,8 +812,9 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     if mesh is not None:
         left, width = _side(fig, 1.3)
         bottom, top = fig.subplotpars.bottom, fig.subplotpars.top
-        _colorbar(fig, mesh, cax=fig.add_axes((left + 0.2 * width, bottom, 0.15 * width, top - bottom)),
-                  label=_AXIS_LABELS["handoff_delay_ms"])
+        bar = _colorbar(fig, mesh, cax=fig.add_axes((left + 0.2 * width, bottom, 0.15 * width, top - bottom)),
+                        label=_AXIS_LABELS["handoff_delay_ms"])
+        _budget_colorbar(bar, [b for b in sorted(budgets_ms) if norm is not None and norm.vmin < b < norm.vmax])
     _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
     return fig
 
@@ -821,8 +873,6 @@ def calibration(
     >>> [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
     ['measured', 'fit', 'ib-ndr']
     """
-    from .links import get_link
-
     ax = _ax(ax)
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(measured_ms, dtype=float)
@@ -913,8 +963,9 @@ def grid_percentiles(
                 label=None if key is None else str(key), **{**style, **kwargs})
     if budget_ms is not None:
         ax.axhline(budget_ms, color="0.4", linewidth=0.8, linestyle=":")
-        ax.annotate(f"{budget_ms:g} ms budget", (1.0, budget_ms), xycoords=("axes fraction", "data"), ha="right",
-                    va="bottom", fontsize="small", color="0.3")
+        ax.annotate(f"{budget_ms:g} ms\nbudget", (1.0, budget_ms), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", ha="left", va="center", fontsize="small", color="0.3",
+                    annotation_clip=False)  # beside the axes, never on the data
     if pd.api.types.is_numeric_dtype(df[x]) and df[x].min() > 0 and df[x].max() / df[x].min() >= 4:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,7 @@ from .errors import InputError, check_choice, check_whole
 from ._coerce import whole_numbers
 from .handoff import Options, _handoff, checked, destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
-from .models import kv_terms, layer_count, prompt_bytes
+from .models import kv_terms, layer_count, prompt_bytes, prompt_messages
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
@@ -396,19 +396,24 @@ def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | ND
 
 def required_bandwidth(
     num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
+    per_block_ms: float = 0.0, per_message_ms: float = 0.0, block_size: int | None = None,
+    kv_layout: str = "layer_kv", num_layers: int | None = None,
 ) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
 
-    The inverse of the delay model: ``bytes / ((budget_ms - latency_ms) / 1000) / 1e9``, then checked
+    The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the fixed
+    costs being the latency and, with a ``block_size``, the blocks' and messages' costs
+    (``per_block_ms``, ``per_message_ms`` in ``kv_layout``, as :func:`perfmodel.handoff_delay_ms`
+    takes them; one model, or bytes with ``num_layers``), then checked
     against the forward model, so that for whole token counts it is the smallest float64 bandwidth with
     ``handoff_delay_ms(tokens, bandwidth, ...) <= budget_ms`` exactly (the closed form alone misses by a
     rounding step either way in ~7% of cases).
     Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name,
     config or path (with ``kv_cache_dtype``, ``tp`` and ``scope``; a sliding-window,
     chunked-attention or hybrid model's bytes per prompt are those of
-    :func:`perfmodel.kv_bytes`). 0 bytes need 0 GB/s; a budget at or below the latency
-    cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
+    :func:`perfmodel.kv_bytes`; ``decode_tp`` as there). 0 bytes need 0 GB/s; a budget at or below
+    the fixed costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
 
     Examples
     --------
@@ -419,28 +424,76 @@ def required_bandwidth(
     np.float64(107.37418)
     >>> required_bandwidth(32_768, "gpt-oss-120b", budget_ms=50.0)  # half its layers keep 128 tokens
     np.float64(24.253563)
+    >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=250.0, per_message_ms=0.0005, block_size=16)
+    np.float64(124.62185)
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
-    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
+    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope, decode_tp)
+    costs = _Costs.of(kv_bytes_per_token, per_block_ms, per_message_ms, block_size, kv_layout, num_layers, terms)
     nbytes = _nbytes(tokens, terms)
     budget, latency = nonnegative("budget_ms", budget_ms, inf_ok=True), nonnegative("latency_ms", latency_ms)
     scalar = max(np.ndim(nbytes), np.ndim(budget), np.ndim(latency)) == 0
     nbytes, budget, latency = np.broadcast_arrays(nbytes, budget, latency)
+    fixed = latency + costs.fixed_ms(tokens, terms)
     with np.errstate(divide="ignore", invalid="ignore"):
-        needed = nbytes / ((budget - latency) / 1000.0) / 1e9
-    needed = np.where(budget - latency > 0, needed, np.inf)
+        needed = nbytes / ((budget - fixed) / 1000.0) / 1e9
+    needed = np.where(budget - fixed > 0, needed, np.inf)
     needed = np.where(nbytes == 0, 0.0, needed).astype(np.float64)
     # the closed form may miss by a rounding step either way: settle on the forward model (which takes
     # whole token counts only; curves drawn through fractional counts keep the closed form)
     exact = np.isfinite(needed) & (needed > 0) & (np.floor(tokens) == tokens)
     if exact.any():
         rows = [np.broadcast_to(a, needed.shape)[exact] for a in (tokens, budget, latency, *terms)]
-        needed[exact] = _least_bandwidth(needed[exact], *rows[:3], rows[3:])
+        needed[exact] = _least_bandwidth(needed[exact], *rows[:3], rows[3:], costs)
     return _scalar_if(scalar, needed)
 
 
+class _Costs(NamedTuple):
+    """The fixed costs of a full-prompt handoff beyond its latency: per block and per message (one
+    value each, ms), the block size, and the model's message terms (None when messages cost nothing)."""
+
+    per_block_ms: float = 0.0
+    per_message_ms: float = 0.0
+    block_size: float | None = None
+    messages: tuple[float, float, float, float] | None = None
+
+    @classmethod
+    def of(cls, model: Any, per_block_ms: Any, per_message_ms: Any, block_size: Any, kv_layout: str,
+           num_layers: Any, terms: list[Any]) -> _Costs:
+        per_block, per_message = (float(checked(n, v)) for n, v in (("per_block_ms", per_block_ms),
+                                                                      ("per_message_ms", per_message_ms)))
+        size = None if block_size is None else float(checked("block_size", block_size))
+        if (per_block or per_message) and not size:
+            raise InputError("per_message_ms" if per_message else "per_block_ms", "a per-block or per-message "
+                             "cost needs a block size", "give the KV block size in tokens (block_size=)")
+        if not per_message:
+            return cls(per_block, 0.0, size)
+        if any(np.ndim(t) for t in terms):
+            raise InputError("kv_bytes_per_token", "per-message costs here take one model",
+                             "pass one model (or number of bytes), or scan handoff_delay_ms")
+        found = _resolve.message_terms(model, check_option("kv_layout", kv_layout), num_layers)
+        return cls(per_block, per_message, size, tuple(float(f) for f in found))
+
+    def fixed_ms(self, tokens: np.ndarray, terms: list[Any]) -> Any:
+        """The per-block and per-message costs (ms) of full-prompt handoffs of ``tokens``."""
+        if not self.block_size:
+            return 0.0
+        blocks = np.ceil(tokens / self.block_size)
+        cost = blocks * self.per_block_ms
+        if self.messages:
+            cost = cost + self.per_message_ms * prompt_messages(tokens, tokens, self.block_size, *self.messages,
+                                                                terms[2], terms[4])
+        return np.where(tokens > 0, cost, 0.0)
+
+    def inputs(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """These costs as :func:`perfmodel.handoff._handoff` takes them: inputs, and the message terms."""
+        given = {"per_block_ms": self.per_block_ms, "per_message_ms": self.per_message_ms,
+                 "block_size": self.block_size}
+        return given, dict(zip(_resolve.MessageTerms._fields, self.messages)) if self.messages else {}
+
+
 def _least_bandwidth(needed: np.ndarray, tokens: np.ndarray, budget: np.ndarray, latency: np.ndarray,
-                     terms: list[np.ndarray]) -> np.ndarray:
+                     terms: list[np.ndarray], costs: _Costs) -> np.ndarray:
     """The smallest float64 bandwidth at which the forward model (the kernel, as :func:`handoff_delay_ms`
     computes it) meets the budget, searched from the closed form's ``needed``. Positive floats are
     ordered like their bit patterns, so the search runs on those: where a latency dwarfs the transfer,
@@ -450,7 +503,7 @@ def _least_bandwidth(needed: np.ndarray, tokens: np.ndarray, budget: np.ndarray,
     def fits(bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
         bandwidth = np.clip(bits, 0, top).view(np.float64)
         return (bits > 0) & (_full_prompt_delay(tokens[rows], bandwidth, latency[rows],
-                                                [t[rows] for t in terms]) <= budget[rows])
+                                                [t[rows] for t in terms], costs) <= budget[rows])
 
     return _least_true(needed.view(np.int64), fits, top).view(np.float64)
 
@@ -487,18 +540,23 @@ def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
 
 
 def _full_prompt_delay(tokens: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],
-                       ) -> np.ndarray:
-    """Delays (ms) of full-prompt handoffs of ``tokens`` with a model's resolved byte ``terms``, from the kernel."""
+                       costs: _Costs) -> np.ndarray:
+    """Delays (ms) of full-prompt handoffs of ``tokens`` with a model's resolved byte ``terms`` and the
+    ``costs`` of its blocks and messages, from the kernel."""
     delay = np.empty(np.broadcast(tokens, bandwidth).size)
+    given, messages = costs.inputs()
     _handoff({"num_input_tokens": tokens, "kv_transfer_bandwidth": bandwidth, "kv_bytes_per_token": terms[0],
               "state_bytes": terms[5], "latency_ms": latency, "worker_type": 1, "completed": True,
-              "mode": TransferMode.FULL_PROMPT}, out=delay, model_terms=dict(zip(_resolve._CAPPED, terms[1:5])))
+              "mode": TransferMode.FULL_PROMPT, **given}, out=delay,
+             model_terms={**dict(zip(_resolve._CAPPED, terms[1:5])), **messages})
     return delay
 
 
 def max_tokens_within(
     kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
+    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
+    per_block_ms: float = 0.0, per_message_ms: float = 0.0, block_size: int | None = None,
+    kv_layout: str = "layer_kv", num_layers: int | None = None,
 ) -> np.float64 | NDArray[np.float64]:
     """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
 
@@ -508,9 +566,11 @@ def max_tokens_within(
     ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
     For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
     the longest N for which *every* prompt of up to N tokens fits (never counting on a drop).
-    ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency
-    is added), ``kv_bytes_per_token`` a model name, config or path (with
-    ``kv_cache_dtype``, ``tp`` and ``scope``). Inputs broadcast; scalars in, a numpy scalar out.
+    ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency and
+    per-block and per-message costs are added), ``kv_bytes_per_token`` a model name, config or
+    path (with ``kv_cache_dtype``, ``tp``, ``decode_tp`` and ``scope``); per-block and
+    per-message costs (``block_size``, ``kv_layout``, as :func:`required_bandwidth` takes them)
+    are searched on the forward model. Inputs broadcast; scalars in, a numpy scalar out.
 
     Examples
     --------
@@ -521,14 +581,18 @@ def max_tokens_within(
     np.float64(7629.0)
     >>> max_tokens_within("ib-ndr", "gpt-oss-120b", budget_ms=50.0)  # 2x the prompt of full attention
     np.float64(67688.0)
+    >>> max_tokens_within("nixl-ucx-rdma", "llama-3.1-70b", budget_ms=50.0, block_size=16)  # 0.73 us per message
+    np.float64(1769.0)
     """
     link = _resolve.link_terms(kv_transfer_bandwidth)
-    if link.per_block_ms is not None and np.any(np.asarray(link.per_block_ms) > 0):
-        raise InputError("kv_transfer_bandwidth", "the link has a per-block cost, which max_tokens_within does not "
-                         "model (it has no block size)", "use a link without per_block_ms, or scan "
-                         "handoff_delay_ms over prompt lengths with block_size")
+    if np.ndim(link.bandwidth_gb_s) and (link.per_block_ms is not None or link.per_message_ms is not None):
+        raise InputError("kv_transfer_bandwidth", "links with per-block or per-message costs here take one link",
+                         "pass one link, or scan handoff_delay_ms over prompt lengths")
     latency = _resolve.add(nonnegative("latency_ms", latency_ms), link.latency_ms)
-    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope)
+    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope, decode_tp)
+    costs = _Costs.of(kv_bytes_per_token, float(per_block_ms) + float(link.per_block_ms or 0.0),
+                      float(per_message_ms) + float(link.per_message_ms or 0.0), block_size, kv_layout, num_layers,
+                      terms)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     bandwidth = nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True)
     fields = [budget, bandwidth, latency, *terms]
@@ -540,7 +604,7 @@ def max_tokens_within(
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
         tokens = np.floor(allowed / per_token)
     tokens = np.where(budget - latency >= 0, tokens, 0.0)
-    proportional = (terms[1] == 0) & (terms[3] == 0) & (terms[5] == 0)
+    proportional = (terms[1] == 0) & (terms[3] == 0) & (terms[5] == 0) & (costs.block_size is None)
     capped_bytes = terms[1] * terms[2] + terms[3] * terms[4] + terms[5]  # what the capped terms reach at most
     every = (bandwidth == np.inf) | ((per_token == 0) & (proportional | (capped_bytes <= allowed)))
     tokens = np.where(every, np.inf, tokens)
@@ -552,7 +616,7 @@ def max_tokens_within(
     search = ~every & ~proportional
     if search.any():
         tokens[search] = _longest_fitting(budget[search], bandwidth[search], latency[search],
-                                          [t[search] for t in terms])
+                                          [t[search] for t in terms], costs)
     return _scalar_if(scalar, tokens)
 
 
@@ -568,7 +632,7 @@ def _settle(tokens: np.ndarray, budget: np.ndarray, bandwidth: np.ndarray, per_t
 
 
 def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],
-                     ) -> np.ndarray:
+                     costs: _Costs) -> np.ndarray:
     """Bisection on the forward model (the kernel) for models whose bytes are not proportional to the
     prompt: the largest N such that every prompt of up to N tokens fits (a chunked model's bytes
     drop at chunk boundaries, so N's envelope also takes the last chunk end before it)."""
@@ -577,7 +641,7 @@ def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndar
     def fits(n: np.ndarray) -> np.ndarray:
         worst = np.zeros_like(n)
         for prompt in (n, np.where(chunk > 0, np.floor((n - 1) / np.maximum(chunk, 1)) * chunk, 0.0)):
-            worst = np.maximum(worst, _full_prompt_delay(np.maximum(prompt, 0.0), bandwidth, latency, terms))
+            worst = np.maximum(worst, _full_prompt_delay(np.maximum(prompt, 0.0), bandwidth, latency, terms, costs))
         return worst <= budget
 
     low = np.zeros(budget.size)  # fits (0 tokens move nothing)
@@ -595,9 +659,11 @@ def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndar
     return low
 
 
-def _terms(kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int, scope: str) -> list[Any]:
+def _terms(kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int, scope: str,
+           decode_tp: int | None = None) -> list[Any]:
     """The byte terms of a number or model (see :class:`perfmodel.KVTerms`), 0 where a model has none."""
-    terms = _resolve.model_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope)
+    terms = _resolve.model_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope,
+                                 decode_tp=decode_tp)
     values = [nonnegative("kv_bytes_per_token", terms.bytes_per_token)]
     return values + [np.float64(0.0) if t is None else np.asarray(t, dtype=np.float64) for t in terms[1:]]
 

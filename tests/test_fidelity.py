@@ -114,13 +114,13 @@ def test_calibrate_command_on_a_published_table(shared_data, tmp_path):
     table = pd.read_csv(shared_data / "measurements" / "fastdeploy_kvtransfer_vs_mooncake_blocksize.csv")
     table = table[table["notes"].str.startswith("KVTransferManager")]
     table.assign(nbytes=table["nbytes"] * 1538, n_blocks=1538).to_csv(tmp_path / "rdma.csv", index=False)
-    done = run("calibrate", str(tmp_path / "rdma.csv"), "--name", "fastdeploy-rdma", "--compare", "ib-ndr",
+    done = run("calibrate", str(tmp_path / "rdma.csv"), "--name", "our-fastdeploy", "--compare", "ib-ndr",
                "--out", str(tmp_path / "cal"))
     assert done.returncode == 0, done.stderr
-    assert "fastdeploy-rdma" in done.stdout and "ib-ndr" in done.stdout and "per block" in done.stdout
+    assert "our-fastdeploy" in done.stdout and "ib-ndr" in done.stdout and "us per block" in done.stdout
     assert (tmp_path / "cal" / "calibration.png").stat().st_size > 10_000
-    assert "fastdeploy-rdma" in run("links").stdout  # saved, and listed with its source
-    done = run("sweep", "--model", "llama-3.1-8b", "--link", "fastdeploy-rdma", "--tokens", "1k,8k",
+    assert "our-fastdeploy" in run("links").stdout  # saved, and listed with its source
+    done = run("sweep", "--model", "llama-3.1-8b", "--link", "our-fastdeploy", "--tokens", "1k,8k",
                "--block-size", "16", "128", "--out", str(tmp_path / "sweep"))
     assert done.returncode == 0, done.stderr
     sweep = pd.read_csv(tmp_path / "sweep" / "sweep.csv")
@@ -141,7 +141,7 @@ def test_saved_links_and_models_work_everywhere(tmp_path):
     assert delay == pytest.approx(0.2 + 10 * 0.001 + 1000 * 1024 / 40e9 * 1000)
     assert perfmodel.get_link("2x lab-rdma").bandwidth_gb_s == 80.0
     listing = run("links").stdout
-    assert "lab-rdma" in listing and "user: lab" in listing
+    assert "lab-rdma" in listing and "lab-rdma: lab" in listing  # listed with its source
     assert "tiny-gqa" in run("models").stdout
     with pytest.raises(InputError, match="a built-in preset"):
         perfmodel.links.save_link(Link("ib-ndr", 1.0))

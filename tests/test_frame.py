@@ -172,7 +172,7 @@ def test_value_arrays_must_match_the_frame():
 
 def test_dtype_and_tp_need_a_model():
     df = pd.DataFrame({"num_input_tokens": [1]})
-    with pytest.raises(ValueError, match="kv_cache_dtype, tp and scope apply to model names"):
+    with pytest.raises(ValueError, match="kv_cache_dtype, tp, decode_tp and scope apply to model names"):
         handoff_delays(df, kv_transfer_bandwidth=1.0, kv_bytes_per_token=1000, tp=8)
 
 
