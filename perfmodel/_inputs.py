@@ -244,10 +244,10 @@ OPTIONS: tuple[Input, ...] = (
           example="coerce"),
     Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
           default=None, group="option", column=False),
-    Input("parallel", "Force the parallel (True) or serial (False) kernel; default: parallel from "
-          ":data:`perfmodel.handoff.PARALLEL_MIN_ROWS` rows on when numba has more than one thread.", "option",
-          default=None, group="option", column=False),
-    Input("num_threads", "Threads for the parallel kernel (default: numba's setting).", "option", default=None,
+    Input("parallel", "Share the kernel pass between threads (True) or run it in the calling thread (False); "
+          "default: shared from :data:`perfmodel.handoff.PARALLEL_MIN_ROWS` rows on when numba's thread count "
+          "(``NUMBA_NUM_THREADS``) is above one.", "option", default=None, group="option", column=False),
+    Input("num_threads", "Threads sharing a kernel pass (default: numba's thread count).", "option", default=None,
           group="option", column=False),
 )
 

@@ -1,6 +1,6 @@
 """Numba kernels: plain loops over preallocated outputs, no pandas, no validation messages.
 
-Each argument of :func:`handoff_serial` / :func:`handoff_parallel` is either a scalar
+Each argument of :func:`handoff_serial` is either a scalar
 (broadcast to every row) or a read-only, C-contiguous 1-D array of one fixed dtype; the
 caller (:mod:`perfmodel.handoff`) guarantees that, so the set of compiled
 specializations stays small. The body is branchless so LLVM vectorizes it, and the
@@ -13,7 +13,7 @@ import types as types_module
 
 import numba
 import numpy as np
-from numba import prange, types
+from numba import types
 from numba.extending import overload
 
 from . import _compat
@@ -283,10 +283,13 @@ def _handoff_row(inputs, i):
 
 
 @jit
-def handoff_rows(inputs, out, missing_out, bytes_out, start, stop):
-    """Rows ``start`` to ``stop`` of :func:`handoff_serial`: the one loop of both kernels."""
+def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
+    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)`` and
+    ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the number of
+    invalid rows. ``inputs``: the record of :data:`FIELDS`. The one loop: threads run it on shares of
+    the rows (views of every array: it holds no GIL)."""
     n_invalid = 0
-    for i in range(start, stop):
+    for i in range(out.shape[0]):
         value, invalid, nbytes = _handoff_row(inputs, i)
         out[i] = value
         _put(missing_out, i, value != value)
@@ -295,21 +298,5 @@ def handoff_rows(inputs, out, missing_out, bytes_out, start, stop):
     return n_invalid
 
 
-@jit
-def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
-    """Fill ``out`` with handoff delays in ms (and, if given, ``missing_out`` with ``isnan(out)`` and
-    ``bytes_out`` with the bytes each row's transfer moves, in the same pass); return the number of
-    invalid rows. ``inputs``: the record of :data:`FIELDS`."""
-    return handoff_rows(inputs, out, missing_out, bytes_out, 0, out.shape[0])
-
-
-@jit(parallel=True)
-def handoff_parallel(inputs, out, missing_out, bytes_out, parts):
-    """:func:`handoff_serial` on ``parts`` threads, each over its share of the rows: the same loop, and a
-    parallel region that only hands out the shares, so numba's parfor pass never sees the row's code
-    (and compiles in a fraction of the time)."""
-    n = out.shape[0]
-    n_invalid = 0
-    for part in prange(parts):
-        n_invalid += handoff_rows(inputs, out, missing_out, bytes_out, part * n // parts, (part + 1) * n // parts)
-    return n_invalid
+#: The record's per-row fields (sliced for a share of the rows); the label masks after them are not.
+PER_ROW = len(FIELDS) - 2

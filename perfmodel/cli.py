@@ -557,11 +557,21 @@ def _measurements(table: Any, args: argparse.Namespace) -> tuple[Any, Any, Any, 
     """(bytes, measured ms, blocks or None, messages or None, the setup in words) from a measurements
     table; refuses rows it cannot use and columns whose unit it cannot tell."""
     import numpy as np
+    import pandas as pd
 
     from .models import kv_bytes, kv_messages
 
     def numbers(column: str) -> Any:
-        return table[column].to_numpy(dtype=float, na_value=np.nan) if column in table else None
+        """A column as float64 (None when absent); a value that is not a number is refused, naming its line."""
+        if column not in table:
+            return None
+        values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad = np.isnan(values) & table[column].notna().to_numpy()
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise UsageError(f"{args.measurements}: column {column!r}, data row {row + 1}: "
+                             f"{table[column].iloc[row]!r} is not a number. Fix: repair it, or leave it empty")
+        return values
 
     known = {"measured_ms", *_MICROSECONDS, *_THROUGHPUTS}
     unclear = [c for c in table.columns if str(c).startswith("measured") and c not in known]

@@ -16,6 +16,7 @@ import operator
 import os
 import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -44,8 +45,8 @@ __all__ = [
     "handoff_delay_ms",
 ]
 
-#: Rows from which the ``prange`` kernel is used by default. On 2 cores the parallel kernel
-#: starts to win at ~30k rows (bench/run.py checks the ratio at this threshold).
+#: Rows from which a kernel pass is shared between threads by default. On 2 cores sharing starts
+#: to win at ~30k rows (bench/run.py checks the ratio at this threshold).
 PARALLEL_MIN_ROWS = 50_000
 
 #: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
@@ -329,11 +330,13 @@ _parallel_lock = threading.Lock()
 
 @contextlib.contextmanager
 def parallel_turn(wanted: bool = True) -> Iterator[bool]:
-    """Whether this thread may run numba parallel code now (``wanted`` and no other thread is).
+    """Whether this thread may run numba ``prange`` code now (``wanted`` and no other thread is): the
+    replay's id ranking.
 
     numba's default ``workqueue`` threading layer is not safe when several Python threads
     enter parallel code at once (dask's threaded scheduler does): a thread that finds the
-    parallel code busy runs the serial version instead.
+    parallel code busy runs the serial version instead. (The handoff kernel runs its shares on
+    Python threads, which need no turn.)
     """
     turn = wanted and _parallel_lock.acquire(blocking=False)
     try:
@@ -352,24 +355,38 @@ def keep_numba_serial() -> None:
 
 def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
                 num_threads: int | None, bytes_out: np.ndarray | None = None) -> int:
-    """One kernel pass; the ``prange`` kernel for large inputs, one caller thread at a time
-    (:func:`parallel_turn`)."""
+    """One kernel pass: the compiled loop over every row, or over each thread's share of the rows for
+    large inputs (it holds no GIL, so Python threads run the shares at once; this thread takes one)."""
     n = out.shape[0]
+    threads = num_threads or numba.config.NUMBA_NUM_THREADS
     if parallel is None:
-        # the size of numba's pool, not the calling thread's setting (costly to read after a kernel pass): one
-        # thread runs the prange kernel within 2% of the serial one
-        parallel = n >= PARALLEL_MIN_ROWS and (num_threads or numba.config.NUMBA_NUM_THREADS) > 1
-    if parallel:
-        with parallel_turn() as turn:
-            if turn:
-                threads = num_threads or numba.config.NUMBA_NUM_THREADS
-                previous = numba.get_num_threads()
-                numba.set_num_threads(threads)
-                try:
-                    return int(_kernels.handoff_parallel(values, out, missing_out, bytes_out, threads))
-                finally:
-                    numba.set_num_threads(previous)
-    return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
+        parallel = n >= PARALLEL_MIN_ROWS and threads > 1
+    if not parallel or threads == 1:
+        return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
+
+    def share(k: int) -> tuple:
+        """The kernel's arguments for the ``k``-th share of the rows: views of every per-row array."""
+        i, j = k * n // threads, (k + 1) * n // threads
+        rows = [v[i:j] if isinstance(v, np.ndarray) else v for v in values[:_kernels.PER_ROW]]
+        return ((*rows, *values[_kernels.PER_ROW:]), out[i:j], None if missing_out is None else missing_out[i:j],
+                None if bytes_out is None else bytes_out[i:j])
+
+    others = [_pool().submit(_kernels.handoff_serial, *share(k)) for k in range(1, threads)]
+    return int(_kernels.handoff_serial(*share(0)) + sum(other.result() for other in others))
+
+
+_threads: dict[int, ThreadPoolExecutor] = {}  # this process's pool (a forked child makes its own)
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads that run shares of a kernel pass, started on first use (in each process)."""
+    pid = os.getpid()
+    if pid not in _threads:
+        _threads.clear()
+        _threads[pid] = ThreadPoolExecutor(max_workers=max(numba.config.NUMBA_NUM_THREADS, 2) - 1,
+                                           thread_name_prefix="perfmodel-kernel")
+    return _threads[pid]
+
 
 
 @documented()

@@ -295,17 +295,31 @@ def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
     return pc.if_else(pc.is_null(chunk), pa.scalar([], type=_HASH_TYPE), chunk)
 
 
-def _times_ms(column: pd.Series, origin: Any = None) -> tuple[pd.Series, Any]:
+def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[pd.Series, Any]:
     """Times as float ms, and the origin of datetimes (None for numbers): numbers as they are;
     datetimes from ``origin`` (default: their earliest). A text column is numbers unless more of
-    its values read as datetimes, so a stray word spoils its own row only (and "25" stays 25 ms)."""
+    its values read as datetimes, so a stray word spoils its own row only (and "25" stays 25 ms).
+    Datetimes with different UTC offsets are instants (read in UTC); with and without an offset
+    in one column they are ambiguous, and refused naming ``where`` (file and column) and the line."""
     if pd.api.types.is_datetime64_any_dtype(column):
         parsed = column
     else:
         numbers = pd.to_numeric(column, errors="coerce").astype("float64")
         if pd.api.types.is_numeric_dtype(column):
             return numbers, None
-        parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+        try:
+            parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+        except ValueError:  # time zones that pandas will not mix in one column
+            text = column.astype("string").str.strip()
+            aware = text.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$", regex=True).fillna(False).to_numpy(dtype=bool)
+            if aware.all():
+                parsed = pd.to_datetime(column, errors="coerce", format="mixed", utc=True)
+            else:
+                line = int(np.argmax(aware != aware[0]))
+                raise ValueError(f"{where}, line {line + 2}: {text.iloc[line]!r} has {'a' if aware[line] else 'no'} "
+                                 f"time zone and line 2 {'has one' if aware[0] else 'has none'} ({text.iloc[0]!r}): times "
+                                 "with and without one are ambiguous. Fix: give every time its UTC offset (e.g. "
+                                 "+00:00), or none") from None
         if numbers.notna().sum() >= parsed.notna().sum():
             return numbers, None
     origin = parsed.min() if origin is None else origin
@@ -324,7 +338,7 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
     absent = [f"{k}={v!r}" for k, v in mapping.items() if v not in raw]
     if absent:
         raise ValueError(f"{path}: no column {', '.join(absent)}; the file has {list(raw.columns)}")
-    arrival, origin = _times_ms(raw[mapping["arrival_ms"]])
+    arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}")
     out = pd.DataFrame({
         "arrival_ms": arrival,
         "num_input_tokens": pd.to_numeric(raw[mapping["num_input_tokens"]], errors="coerce"),
@@ -332,7 +346,8 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
         if "num_output_tokens" in mapping else 0,
     })
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
-        out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin)
+        out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin,
+                                                  where=f"{path}: column {mapping['ready_ms']!r}")
         if (ready_origin is None) != (origin is None):
             kinds = {True: "numbers (ms)", False: "datetimes"}
             raise ValueError(f"{path}: ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "

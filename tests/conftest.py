@@ -4,9 +4,11 @@ from pathlib import Path
 import hypothesis
 import pytest
 
-hypothesis.settings.register_profile("ci", deadline=None, max_examples=150, print_blob=True)
+hypothesis.settings.register_profile("ci", deadline=None, max_examples=60, print_blob=True)
+hypothesis.settings.register_profile("thorough", deadline=None, max_examples=400, print_blob=True)  # .ci/run
 hypothesis.settings.register_profile("nojit", deadline=None, max_examples=40)
-hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else "ci")
+hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else
+                                 "thorough" if os.environ.get("PERFMODEL_THOROUGH") == "1" else "ci")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -54,6 +54,7 @@ def test_process_cluster_equals_pandas(client):
     assert result.dtype == "Float64" and result.index.tolist() == pdf.index.tolist()
 
 
+@pytest.mark.exhaustive  # (thread stress on 1M rows)
 def test_threaded_scheduler_does_not_crash():
     pdf = _requests(1_200_000, seed=1)  # partitions large enough for the parallel kernel, were it used
     ddf = dd.from_pandas(pdf, npartitions=4, sort=False)
@@ -61,6 +62,7 @@ def test_threaded_scheduler_does_not_crash():
     pd.testing.assert_series_equal(result, perfmodel.handoff_delays(pdf, **KEYWORDS), check_index_type=False)
 
 
+@pytest.mark.exhaustive  # (thread stress on 1M rows)
 def test_the_facade_is_safe_from_many_threads():
     pdf = _requests(600_000, seed=2)
     expected = perfmodel.handoff_delays(pdf, **KEYWORDS)

@@ -286,3 +286,30 @@ def test_usage_errors_are_one_line(args, capsys, tmp_path):
 def test_a_partial_last_block_always_moves():
     assert perfmodel.destination_missing_tokens(100, 1000, 64) == 64
     assert perfmodel.destination_missing_tokens(128, 1000, 64) == 0
+
+
+# --- class 12: errors that name where ------------------------------------------------------------------
+
+def test_times_with_and_without_a_time_zone_are_refused_naming_the_file_column_and_line(tmp_path):
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68+00:00,100,5\n"
+                    "2023-11-16 18:15:47.68+00:00,100,5\n2023-11-16 18:15:48.68,200,5\n")
+    with pytest.raises(ValueError, match=r"azure\.csv: column 'TIMESTAMP', line 4: '2023-11-16 18:15:48\.68' has no "
+                                         r"time zone"):
+        read_trace(path)
+
+
+def test_times_with_different_offsets_are_the_instants_they_name(tmp_path):
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5+00:00,100,5\n"
+                    "2023-11-16 19:15:47.5+01:00,200,5\n")
+    assert read_trace(path)["arrival_ms"].tolist() == [0.0, 1000.0]
+
+
+def test_calibrate_names_the_column_and_row_of_a_value_that_is_not_a_number(tmp_path, capsys):
+    table = tmp_path / "m.csv"
+    table.write_text("nbytes,measured_ms\n1000,0.5\n2000,abc\n")
+    assert main(["calibrate", str(table), "--name", "x", "--no-save", "--out", str(tmp_path / "c")]) == 2
+    error = capsys.readouterr().err
+    assert "m.csv: column 'measured_ms', data row 2: 'abc' is not a number" in error, error
+    assert not (tmp_path / "c").exists()

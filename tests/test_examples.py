@@ -15,6 +15,7 @@ def test_there_are_at_least_four_examples():
     assert len(EXAMPLES) >= 4
 
 
+@pytest.mark.exhaustive  # (the documentation's gallery runs them too)
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs_and_writes_a_png(script, tmp_path):
     done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True,

@@ -119,7 +119,9 @@ def _names(error: InputError, entry: Input) -> bool:
 
 # --- the numpy API, the facade, the accessor, Dask ---------------------------------------------------
 
-@pytest.mark.parametrize("form", ["scalar", "array"])
+# (the parallel kernel runs the serial loop on each thread's rows: it is tested where the input is an array)
+@pytest.mark.parametrize(("form", "kernel"), [("scalar", "serial"), ("array", "serial"), ("array", "parallel")],
+                         indirect=["kernel"])
 @pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
 def test_every_input_at_the_array_entry_points(entry, form, kernel):
     value = entry.example if form == "scalar" and entry.name != "num_input_tokens" else array_of(entry)
@@ -133,6 +135,7 @@ def test_every_input_at_the_array_entry_points(entry, form, kernel):
     _assert_close(df.perfmodel.handoff_delay(**keywords).to_numpy(dtype=float, na_value=np.nan), want)
 
 
+@pytest.mark.parametrize("kernel", ["serial"], indirect=True)  # (both kernels count invalid rows: test_handoff)
 @pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
 def test_an_invalid_value_of_every_input_is_refused_naming_it(entry, kernel):
     for bad in invalid_values(entry):
