@@ -16,11 +16,8 @@ model = "llama-3.1-70b"
 df = perfmodel.sweep(model=model, kv_transfer_bandwidth=np.geomspace(5, 1000, 60),
                      num_input_tokens=np.unique(np.geomspace(128, 131072, 60).astype(int)))
 fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
-pp.heatmap(df, budgets_ms=(10, 50, 100), ax=ax)
-for name in ("ib-ndr", "nvlink4", "pcie5"):
-    ax.axhline(perfmodel.LINKS[name].bandwidth_gb_s, color="white", linewidth=0.6, linestyle=":")
-    ax.annotate(name, (130, perfmodel.LINKS[name].bandwidth_gb_s), color="white", fontsize="small", va="bottom")
-ax.set_title(f"{model}: handoff delay (ms)")
+pp.heatmap(df, budgets_ms=(10, 50, 100), links=["ib-ndr", "nvlink4", "pcie5", "8x ib-ndr"], ax=ax)
+ax.set_title(f"{model}: handoff delay (bf16 KV, TP1, one GPU's bytes)", fontsize="medium")
 fig.savefig(out / "bandwidth_heatmap.png", dpi=130)
 needed = perfmodel.required_bandwidth([8192, 32768, 131072], model, budget_ms=50.0)
 print("GB/s needed for a 50 ms handoff at 8k / 32k / 128k tokens:", np.round(needed, 1))

@@ -212,9 +212,8 @@ def _kernel_record(args: list[_Arg], terms: dict[str, Any]) -> tuple:
         if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
                                                                                    for a in args[where]}):
             values[where] = _NONES[group]
-    return (*values, *(terms[name] for name in (*_resolve._CAPPED, *_MESSAGES)),
-            *(None if masks is None else np.array(masks, dtype=np.uint64)  # (an array: numba's parallel region
-              for masks in (args[_WORKER_INDEX].masks, args[_MODE_INDEX].masks)))  # refuses a tuple in a tuple)
+    return (*values, *(terms[name] for name in (*_resolve._CAPPED, *_MESSAGES)), args[_WORKER_INDEX].masks,
+            args[_MODE_INDEX].masks)
 
 
 def _model_term(value: Any) -> Any:

@@ -4,7 +4,7 @@ from pathlib import Path
 import hypothesis
 import pytest
 
-hypothesis.settings.register_profile("ci", deadline=None, max_examples=60, print_blob=True)
+hypothesis.settings.register_profile("ci", deadline=None, max_examples=30, print_blob=True)
 hypothesis.settings.register_profile("thorough", deadline=None, max_examples=400, print_blob=True)  # .ci/run
 hypothesis.settings.register_profile("nojit", deadline=None, max_examples=40)
 hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else
