@@ -428,15 +428,13 @@ SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
 
 
 def environment() -> dict:
-    perfmodel.handoff_delay_ms(np.arange(10), 1.0, 10, parallel=True)
     return {
         "python": platform.python_version(),
         "numba": numba.__version__,
         "numpy": np.__version__,
         "pandas": pd.__version__,
         "perfmodel": perfmodel.__version__,
-        "threading_layer": numba.threading_layer(),
-        "numba_threads": numba.get_num_threads(),
+        "kernel_threads": numba.config.NUMBA_NUM_THREADS,  # threads sharing a large kernel pass
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }

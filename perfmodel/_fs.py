@@ -13,9 +13,11 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError
 
@@ -49,15 +51,34 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     if target.is_dir():
         raise IsADirectoryError(21, "is a folder; name a file", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = None
+    previous = _hold_signals()  # an interrupt between creating the file and knowing its name would leave it
     try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
+        os.close(fd)
+        tmp = Path(name)
+        _release_signals(previous)  # (one that came meanwhile is raised here, and the file removed below)
         yield tmp
         _normal_permissions(tmp)  # mkstemp makes files private; outputs get the usual permissions
         os.replace(tmp, target)
     finally:
-        tmp.unlink(missing_ok=True)
+        _release_signals(previous)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+_HELD = frozenset(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
+def _hold_signals() -> Any:
+    """Hold back Ctrl-C, SIGTERM and SIGHUP in this thread (POSIX); the mask to restore (None elsewhere)."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if hasattr(signal, "pthread_sigmask") else None
+
+
+def _release_signals(previous: Any) -> None:
+    """Restore the mask :func:`_hold_signals` returned: a signal held meanwhile is delivered now."""
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _within(inner: Path, outer: Path) -> bool:

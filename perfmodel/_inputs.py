@@ -309,7 +309,7 @@ def is_default(name: str, value: Any) -> bool:
     default = INPUTS[name].default
     if value is None or value is default:
         return True
-    if default is None or isinstance(value, str) or np.ndim(value) != 0:
+    if default is None or isinstance(value, str) or getattr(value, "ndim", 0) or isinstance(value, (list, tuple)):
         return False
     try:
         return bool(value == default)
@@ -322,9 +322,9 @@ def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
     inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
     duration and a rate is required. ``values`` holds what the caller gave (absent or None: not given)."""
     if overlap == "none":
-        messages = not is_default("per_message_ms", values.get("per_message_ms"))  # (they count layers too)
-        given = [name for name in LAYERWISE
-                 if not is_default(name, values.get(name)) and not (name == "num_layers" and messages)]
+        given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
+        if given == ["num_layers"] and not is_default("per_message_ms", values.get("per_message_ms")):
+            given = []  # (per-message costs count layers too)
         if given:
             raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
                              "pass overlap='layerwise'" + (", or a per_message_ms" if given == ["num_layers"] else "")

@@ -1,8 +1,7 @@
 """The pandas facade and sweeps over Dask DataFrames, for data larger than one machine.
 
-``pip install "perfmodel[dask]"``. Partitions run the *serial* kernel: Dask already runs
-partitions in parallel, and numba's default threading layer must not be entered from
-several threads at once. Names (worker types, models, links) map to fixed codes and
+``pip install "perfmodel[dask]"``. Each partition runs the kernel in its worker's thread:
+Dask already runs partitions in parallel. Names (worker types, models, links) map to fixed codes and
 numbers, so every partition maps them alike whatever labels it happens to hold.
 ``import perfmodel`` never imports this module (nor Dask).
 """

@@ -46,8 +46,8 @@ __all__ = [
 ]
 
 #: Rows from which a kernel pass is shared between threads by default. On 2 cores sharing starts
-#: to win at ~30k rows (bench/run.py checks the ratio at this threshold).
-PARALLEL_MIN_ROWS = 50_000
+#: to win at ~100k rows (bench/run.py checks the ratio at this threshold).
+PARALLEL_MIN_ROWS = 200_000
 
 #: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
 ARGUMENTS = ROW_NAMES
@@ -482,8 +482,9 @@ class Options:
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> Options:
         """The options among a call's arguments (the shared plain ones when they are the defaults)."""
-        chosen = {f.name: given[f.name] for f in dataclasses.fields(cls) if f.name in given}
-        if all(is_default(name, value) and type(value) is not bool for name, value in chosen.items()):
+        chosen = {name: given[name] for name in _OPTION_NAMES if name in given}
+        if all(value is _OPTION_DEFAULTS[name] or (is_default(name, value) and type(value) is not bool)
+               for name, value in chosen.items()):
             return _PLAIN
         return cls(**chosen)
 
@@ -499,6 +500,8 @@ class Options:
 
 
 _PLAIN = Options()  # (no names shaped by options, no layer-wise streaming)
+_OPTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Options)}
+_OPTION_NAMES = tuple(_OPTION_DEFAULTS)
 
 
 class _Result(NamedTuple):
@@ -574,6 +577,9 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
 
 def _all_off(name: str, value: Any) -> bool:
     """Whether an input is its off value on every row."""
+    default = INPUTS[name].default
+    if value is None or value is default or (type(value) is type(default) and value == default):
+        return True
     off = INPUTS[name].off
     return bool(np.all(np.asarray(value, dtype=np.float64) == off)) if np.ndim(value) else is_default(name, value)
 
@@ -623,8 +629,8 @@ def _handoff(
     layerwise_given(values, options.overlap)
     capped = _resolve_models(values, options, errors, model_terms)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
-    args = [arg if value is None or value is default else _coerce(name, value)
-            for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
+    args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
+            else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
