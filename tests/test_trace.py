@@ -567,6 +567,7 @@ def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypa
 
     from perfmodel import synthetic_trace
 
+    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 50_000)
     trace = synthetic_trace(8000, rate_per_s=100, seed=3)
     dense, offsets, unique = _flat_hashes(trace)
     assert dense.size >= handoff.PARALLEL_MIN_ROWS
