@@ -61,6 +61,7 @@ def parquet_folder(tmp_path: Path) -> Path:
     return source
 
 
+@pytest.mark.exhaustive  # (two Dask clusters)
 def test_dask_output_keeps_the_users_files(tmp_path, parquet_folder):
     keep = tmp_path / "keep"
     keep.mkdir()
@@ -498,6 +499,7 @@ def test_cli_counts_invalid_rows_over_the_whole_file(tmp_path):
     assert "errors='coerce'" not in line and not (tmp_path / "o.csv").exists()
 
 
+@pytest.mark.exhaustive  # (a Dask cluster)
 def test_dask_reports_the_total_and_first_bad_row_in_input_order(tmp_path):
     source = tmp_path / "in"
     source.mkdir()

@@ -125,6 +125,7 @@ def test_interrupt_returns_nothing(monkeypatch):
     assert len(calls) < 16  # the rest were cancelled
 
 
+@pytest.mark.exhaustive  # (a Dask cluster)
 def test_dask_grid_equals_the_in_process_grid():
     pytest.importorskip("distributed")
     import perfmodel.dask
