@@ -1,7 +1,7 @@
 """Where a handoff fits in a budget: delay over bandwidth x prompt length, with 10/50/100 ms contours.
 ===================================================================================================
 
-    python examples/bandwidth_heatmap.py --out results
+Run ``python examples/bandwidth_heatmap.py --out results``.
 """
 
 import matplotlib.pyplot as plt

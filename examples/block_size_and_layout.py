@@ -1,7 +1,7 @@
 """What do our block size and KV layout cost, and how much does layer-wise streaming hide?
 =========================================================================================
 
-    python examples/block_size_and_layout.py --out results
+Run ``python examples/block_size_and_layout.py --out results``.
 
 A 32k-token handoff over one 400G RDMA port with NIXL over UCX (the ``nixl-ucx-rdma``
 transport profile: 15.6 GB/s and 0.73 us per message, fitted to LMCache's published
@@ -40,7 +40,7 @@ for ax, model in zip(axes, models):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(blocks, [str(b) for b in blocks])
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1000:g}k" if value >= 1000 else f"{value:g}"))
     ax.set_xlabel("block size (tokens)")
     ax.set_title(f"{model}" + (" (MLA: layer_kv = layer)" if model == "deepseek-v3" else ""), fontsize="medium")
     ax.grid(True, which="both", alpha=0.3)

@@ -1,7 +1,7 @@
 """Handoff delay against prompt length: NVLink, InfiniBand, PCIe and Ethernet, two models.
 =======================================================================================
 
-    python examples/delay_vs_prompt_length.py --out results
+Run ``python examples/delay_vs_prompt_length.py --out results``.
 """
 
 import matplotlib.pyplot as plt

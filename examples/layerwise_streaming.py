@@ -1,7 +1,7 @@
 """Does layer-wise streaming hide the handoff for our prompts? Exposed delay against prompt length.
 ================================================================================================
 
-    python examples/layerwise_streaming.py --out results
+Run ``python examples/layerwise_streaming.py --out results``.
 
 Llama-3.1-70B over one 400G NIC: the transfer sent after prefill (upstream's model) against
 layer-wise streaming (each layer sent as soon as it is computed) at three prefill rates.

@@ -1,7 +1,7 @@
 """A pandas pipeline: a CSV of requests in, the handoff delay column added, a group-by summary out.
 ================================================================================================
 
-    python examples/pandas_pipeline.py --out results
+Run ``python examples/pandas_pipeline.py --out results``.
 """
 
 import matplotlib.pyplot as plt
@@ -50,7 +50,7 @@ for (link, column), (marker, color) in zip(p99.items(), [("o", "0.1"), ("s", "0.
 ax.set_xticks(range(len(p99)), p99.index)
 ax.set_xlim(-0.5, len(p99) - 0.5)
 ax.set_yscale("log")
-ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,g}"))
+ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1000:g}k" if value >= 1000 else f"{value:g}"))
 ax.set_ylabel("p99 handoff delay (ms)")
 ax.set_title("p99 handoff delay by model and interconnect, the same prefill requests on each\n"
              "(KV in each model's dtype, one GPU's bytes: TP1)", fontsize="medium")

@@ -1,7 +1,7 @@
 """Predict an end-to-end handoff from a transport profile and a model.
 =====================================================================
 
-    python examples/predict_from_profile.py --out results
+Run ``python examples/predict_from_profile.py --out results``.
 
 A transport profile (``perfmodel links`` lists them, each with its source) is a bandwidth and a
 cost per message fitted to a published microbenchmark. With a model, its tensor parallelism on

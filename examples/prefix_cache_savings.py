@@ -1,7 +1,7 @@
 """What a destination prefix-cache hit saves: full_prompt against destination_missing over hit ratios.
 ===================================================================================================
 
-    python examples/prefix_cache_savings.py --out results
+Run ``python examples/prefix_cache_savings.py --out results``.
 """
 
 import matplotlib.pyplot as plt

@@ -1,7 +1,7 @@
 """Sizing the handoff links for real traffic: which NICs and how many keep the p99 under 100 ms?
 =============================================================================================
 
-    python examples/replay_grid_sizing.py --out results
+Run ``python examples/replay_grid_sizing.py --out results``.
 
 A replay grid over the Mooncake sample trace shipped with perfmodel (3,993 requests):
 Llama-3.1-70B, 8 decode workers with prefix caches, destination_missing charging, fair

@@ -1,7 +1,7 @@
 """Full attention or a sliding window? Bytes per request and handoff delay against prompt length.
 ==============================================================================================
 
-    python examples/windowed_models.py --out results
+Run ``python examples/windowed_models.py --out results``.
 
 A full-attention model (Llama-3.1-8B) against models that keep only part of a long prompt:
 gpt-oss-120b (every other layer a 128-token window), Gemma 3 27B (5 of 6 layers a 1024-token
