@@ -34,7 +34,7 @@ import pandas as pd
 from ._data import FILES, PREFIX, names, path
 from .trace import read_trace
 
-__all__ = ["PREFIX", "load", "names", "path"]
+__all__ = ["load", "names", "path"]
 
 
 def load(name: str) -> pd.DataFrame:
