@@ -360,14 +360,7 @@ class KVTerms:
               ) -> np.int64 | NDArray[np.int64]:
         """Bytes moved for prompts of ``num_input_tokens`` tokens of which ``charged_tokens`` (default:
         all) are sent; inputs broadcast, scalars in give a numpy scalar out (see :func:`kv_bytes`)."""
-        scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
-        n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
-        m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
-        try:
-            n, m = np.broadcast_arrays(n, m)
-        except ValueError:
-            raise InputError("charged_tokens", f"{m.size} values for {n.size} prompts",
-                             "pass one charged count per prompt, or one for all") from None
+        scalar, n, m = _prompts(num_input_tokens, charged_tokens)
         largest = int(max(m.max(initial=0), 0))
         per_token = self.full_bytes_per_token + self.window_bytes_per_token + self.chunk_bytes_per_token
         if largest * per_token + self.state_bytes >= 2**62:
@@ -385,10 +378,7 @@ class KVTerms:
         prompts of ``num_input_tokens`` in blocks of ``block_size`` tokens; see :func:`kv_messages`."""
         check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
         block = check_whole("block_size", block_size, smallest=1)
-        scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
-        n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
-        m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
-        n, m = np.broadcast_arrays(n, m)
+        scalar, n, m = _prompts(num_input_tokens, charged_tokens)
         total = np.asarray(prompt_messages(n, m, block, *self.message_factors(kv_layout), self.window_tokens,
                                            self.chunk_tokens), dtype=np.int64)
         return total.reshape(-1)[0] if scalar else total.reshape(-1)
@@ -401,6 +391,19 @@ class KVTerms:
         per_layer = self.kv_tensors if kv_layout == "layer_kv" else 1
         return (self.full_layers * per_layer, self.window_layers * per_layer, self.chunk_layers * per_layer,
                 self.state_layers)
+
+
+def _prompts(num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None) -> tuple[bool, np.ndarray, np.ndarray]:
+    """(whether both are scalars, prompt lengths, charged tokens: default all) as whole int64 numbers, broadcast."""
+    scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
+    n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
+    m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
+    try:
+        n, m = np.broadcast_arrays(n, m)
+    except ValueError:
+        raise InputError("charged_tokens", f"{m.size} values for {n.size} prompts",
+                         "pass one charged count per prompt, or one for all") from None
+    return scalar, n, m
 
 
 def prompt_messages(num_input_tokens: Any, charged_tokens: Any, block_size: Any, full_messages: Any,

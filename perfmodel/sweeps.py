@@ -178,7 +178,8 @@ class SweepPlan:
     link_latency: np.ndarray
     link_per_block: np.ndarray
     link_per_message: np.ndarray
-    messages_table: np.ndarray  # (models or 1, layouts, 4) message terms; for numbers, messages per layer (-1: block)
+    messages: bool  # messages cost something (a per-message cost on an axis or a link)
+    messages_table: np.ndarray  # (models, layouts, 4) message terms (bytes as numbers: per row, not from here)
     layers_table: np.ndarray  # layers of each model, or empty
     mode_codes: np.ndarray
 
@@ -259,20 +260,17 @@ class SweepPlan:
             for value in values.get(name, []):
                 check_option(name, value)
         links = [get_link(v) for v in values.get("link", [])]
+        messages = "per_message_ms" in given or any(link.per_message_ms for link in links)
         messages_table = np.zeros((0, 0, 4))
-        if "per_message_ms" in given or any(link.per_message_ms for link in links):
+        if messages:
             if "block_size" not in given:
                 raise InputError("sweep", "a per-message cost needs a block size", "give a block_size axis too")
             layouts = values.get("kv_layout", ["layer_kv"])
-            if "model" in given:  # messages per block of each (model, layout)
-                messages_table = np.array([[kv_terms(m).message_factors(layout) for layout in layouts]
-                                           for m in values["model"]], dtype=np.float64)
-            elif "num_layers" not in given and any(layout != "block" for layout in layouts):
-                raise InputError("sweep", "per-message costs in a layer layout count the model's layers",
-                                 "give a model axis, num_layers, or kv_layout='block'")
-            else:  # bytes per token as numbers: num_layers full-attention layers (the factor per layer here)
-                messages_table = np.array([[[{"layer_kv": 2.0, "layer": 1.0, "block": -1.0}[layout], 0, 0, 0]
-                                            for layout in layouts]], dtype=np.float64)
+            # each (model, layout)'s message terms; bytes as numbers: checked now, counted per row from num_layers
+            models = values["model"] if "model" in given else [0.0]
+            layers = 1.0 if "num_layers" in given else None
+            messages_table = np.array([[_resolve.message_terms(m, layout, layers) for layout in layouts]
+                                       for m in models], dtype=np.float64)
         return cls(
             axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
             terms_table=terms_table, bytes_axes=bytes_axes,
@@ -280,7 +278,7 @@ class SweepPlan:
             link_latency=np.array([link.latency_ms for link in links], dtype=np.float64),
             link_per_block=np.array([link.per_block_ms for link in links], dtype=np.float64),
             link_per_message=np.array([link.per_message_ms for link in links], dtype=np.float64),
-            messages_table=messages_table,
+            messages=messages, messages_table=messages_table,
             layers_table=layers_table,
             mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8),
         )
@@ -364,19 +362,21 @@ class SweepPlan:
             per_block = _resolve.add(per_block, self.link_per_block[digits["link"]])
         inputs["per_block_ms"] = per_block
         inputs["block_size"] = columns["block_size"][part] if "block_size" in self.axes else None
-        if self.messages_table.size:
+        if self.messages:
             per_message: Any = columns["per_message_ms"][part] if "per_message_ms" in self.axes else 0.0
             if "link" in self.axes:
                 per_message = _resolve.add(per_message, self.link_per_message[digits["link"]])
             inputs["per_message_ms"] = per_message
-            layout = digits["kv_layout"] if "kv_layout" in self.axes else 0
-            found = self.messages_table[digits["model"] if "model" in self.axes else 0, layout]
-            if "model" not in self.axes:  # numbers: num_layers layers of full attention, or blocks
-                per_layer = found[..., 0]
-                layers = columns["num_layers"][part] if "num_layers" in self.axes else 0.0
-                found = np.stack(np.broadcast_arrays(np.where(per_layer < 0, 1.0, per_layer * layers), 0.0, 0.0, 0.0),
-                                 axis=-1)
-            model_terms.update({name: np.ascontiguousarray(found[..., j])
+            layout = digits["kv_layout"] if "kv_layout" in self.axes else np.zeros(len(flat), dtype=np.int64)
+            if "model" in self.axes:
+                found = self.messages_table[digits["model"], layout]
+            else:  # bytes as numbers: the rows' layer counts, in each layout
+                layers = columns["num_layers"][part] if "num_layers" in self.axes else None
+                each = [np.column_stack(np.broadcast_arrays(*_resolve.message_terms(0.0, name, layers),
+                                                            np.empty(len(flat)))[:4])
+                        for name in self.values.get("kv_layout", ["layer_kv"])]
+                found = np.stack(each)[layout, np.arange(len(flat))]
+            model_terms.update({name: np.ascontiguousarray(found[:, j])
                                 for j, name in enumerate(_resolve.MessageTerms._fields)})
         options = Options()
         if "overlap" in self.axes:
