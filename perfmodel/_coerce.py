@@ -168,9 +168,25 @@ def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, mi
     return spread(codes, np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype))
 
 
+class Coded:
+    """A column of labels given as the codes of its distinct labels (which need not be hashable:
+    model configs), as a grid that knows its few distinct values hands them to the edge."""
+
+    ndim = 1
+    dtype = np.dtype(object)
+
+    def __init__(self, codes: np.ndarray, labels: list[Any]) -> None:
+        self.codes, self.labels = codes, labels
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
 def distinct(data: Any) -> tuple[np.ndarray, Any]:
     """(codes, distinct labels) of a column: -1 codes missing labels. Categorical codes are reused
     as they are, Arrow-backed columns are encoded by Arrow (its int32 indices, no 64-bit copy)."""
+    if isinstance(data, Coded):
+        return data.codes, data.labels
     if isinstance(data.dtype, pd.CategoricalDtype):
         categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
         return np.asarray(categorical.codes), categorical.categories

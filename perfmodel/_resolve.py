@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._coerce import distinct, map_distinct, spread
+from ._coerce import Coded, distinct, map_distinct, spread
 from .links import Link, get_link
 from .errors import InputError, check_choice, check_whole
 from .models import KVTerms, _dtype_bytes, kv_terms, layer_count
@@ -31,6 +31,8 @@ def _is_number_text(label: Any) -> bool:
 
 def holds_labels(value: Any) -> bool:
     """Whether ``value`` (array-like) holds names or objects rather than numbers."""
+    if isinstance(value, Coded):
+        return True
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         value = np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) else np.asarray(value)
@@ -233,6 +235,6 @@ def label_of(value: Any) -> Any:
 
 
 def _array(value: Any) -> Any:
-    if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray, np.ndarray)):
+    if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray, np.ndarray, Coded)):
         return value
     return np.asarray(value, dtype=object)

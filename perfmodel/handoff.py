@@ -535,7 +535,8 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
         raise _as_input_error("kv_transfer_bandwidth", error) from None
     values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
     for name in ("latency_ms", "per_block_ms", "per_message_ms"):
-        values[name] = _resolve.add(values[name], getattr(link, name))
+        given = INPUTS[name].default if values[name] is None else values[name]
+        values[name] = _resolve.add(given, getattr(link, name))
 
 
 def _resolve_models(values: dict[str, Any], options: Options, errors: str,
@@ -544,7 +545,7 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
     terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
     Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
     (None each when there are none); a model's fixed state becomes ``state_bytes`` unless the caller
-    gave one. ``known``: terms the caller tabulated itself (sweeps)."""
+    gave one. ``known``: terms the caller resolved itself (the inverse questions)."""
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
     terms = {**dict.fromkeys((*_resolve._CAPPED, *_MESSAGES)), **(known or {})}
@@ -608,7 +609,7 @@ def _handoff(
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
     written by the kernel in the same pass. ``model_terms``: a model's capped byte and message terms
     already resolved by the caller (by name, as :func:`_resolve_models` returns them), for callers that
-    tabulate models themselves (sweeps)."""
+    resolve the model themselves (the inverse questions)."""
     if errors != "raise":
         check_errors(errors)
     options = _PLAIN if options is None else options.check()

@@ -1,14 +1,16 @@
 """What-if grids: every combination of the axes, one kernel pass, a tidy DataFrame; inverse questions.
 
 The grid is built by numpy (each axis column materialized once, straight into the
-result), the names on it (models, links) are resolved once per distinct value, and
-:func:`perfmodel.handoff_delay_ms` fills the delay column in chunks (with a progress bar
-on a terminal when the sweep takes more than a second).
+result) and goes through the one route of :func:`perfmodel.handoff_delay_ms` a chunk of
+rows at a time (one call per combination of the option axes; models and links given as
+codes, so they resolve once per distinct value), with a progress bar on a terminal when
+the sweep takes more than a second.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -20,12 +22,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _resolve
 from ._codes import TransferMode
-from ._inputs import INPUTS, LAYERWISE, check_option, layerwise_overlaps, nonnegative
-from .errors import InputError, check_choice, check_whole
-from ._coerce import whole_numbers
+from ._coerce import Coded, whole_numbers
+from ._inputs import INPUTS, LAYERWISE, OPTIONS, ROW_NAMES, check_option, layerwise_overlaps, nonnegative
+from .errors import InputError
 from .handoff import Options, _handoff, checked, destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
-from .models import kv_terms, layer_count, prompt_bytes, prompt_messages
+from .models import kv_terms, prompt_bytes, prompt_messages
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
@@ -37,6 +39,8 @@ AXES = (
     "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
     "num_input_tokens",
 )
+#: The axes that are options of the model (one value per call of the edge: the grid makes one call per combination).
+_OPTION_AXES = frozenset(entry.name for entry in OPTIONS) & set(AXES)
 _LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap", "kv_layout"}
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
@@ -172,15 +176,8 @@ class SweepPlan:
     values: dict[str, Any]
     shape: tuple[int, ...]
     labels: dict[str, list[str]]
-    terms_table: np.ndarray  # float64 KVTerms fields (_resolve._FIELDS) over the (model, dtype, tp, scope) axes
-    bytes_axes: tuple[str, ...]
-    link_bandwidth: np.ndarray
-    link_latency: np.ndarray
-    link_per_block: np.ndarray
-    link_per_message: np.ndarray
-    messages: bool  # messages cost something (a per-message cost on an axis or a link)
-    messages_table: np.ndarray  # (models, layouts, 4) message terms (bytes as numbers: per row, not from here)
-    layers_table: np.ndarray  # layers of each model, or empty
+    links: list[Link]
+    options: list[tuple[Options, frozenset[str]]]  # per combination of the option axes: it, and the inputs it drops
     mode_codes: np.ndarray
 
     @property
@@ -190,7 +187,8 @@ class SweepPlan:
 
     @classmethod
     def of(cls, axes: dict[str, Any]) -> SweepPlan:
-        """Validate the axes of :func:`sweep` and tabulate what depends on a few small axes."""
+        """Validate the axes of :func:`sweep`: every value by its rule, every model in every combination of
+        the option axes (each combination one call of the edge per chunk of rows)."""
         axes = dict(axes)
         unknown = set(axes) - set(AXES)
         if unknown:
@@ -206,13 +204,11 @@ class SweepPlan:
         if "kv_transfer_bandwidth" not in axes and "link" not in axes:
             raise InputError("sweep", "kv_transfer_bandwidth is required",
                              "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
-        for needs_model in ("kv_cache_dtype", "tp", "decode_tp"):
+        for needs_model in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
             if needs_model in axes and "model" not in axes:
                 raise InputError("sweep", f"{needs_model} applies to model presets/configs", "give a model axis too")
         if "cache_hit_ratio" in axes and "mode" not in axes:
             axes["mode"] = "destination_missing"
-        if "scope" in axes and "model" not in axes:
-            raise InputError("sweep", "scope applies to model presets/configs", "give a model axis too")
         if (any(a in axes for a in LAYERWISE if a != "num_layers" or "per_message_ms" not in axes)
                 and "overlap" not in axes):
             axes["overlap"] = "layerwise"
@@ -243,45 +239,23 @@ class SweepPlan:
             if not np.all((ratios >= 0) & (ratios <= 1)):
                 raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
                                  "give fractions of the prompt from 0 to 1")
-        bytes_axes = tuple(m for m in ("model", "kv_cache_dtype", "tp", "decode_tp", "scope") if m in given)
-        terms_table = np.zeros((0, len(_resolve._FIELDS)))
-        layers_table = np.empty(0, dtype=np.int64)
-        if "model" in given:
-            terms_table = np.zeros([len(values[m]) for m in bytes_axes] + [len(_resolve._FIELDS)])
-            for index in np.ndindex(*terms_table.shape[:-1]):
-                chosen = {m: values[m][i] for m, i in zip(bytes_axes, index)}
-                decode_tp = chosen.get("decode_tp")
-                terms = kv_terms(chosen["model"], kv_cache_dtype=chosen.get("kv_cache_dtype"),
-                                 tp=check_whole("tp", chosen.get("tp", 1), smallest=1), scope=chosen.get("scope", "rank"),
-                                 decode_tp=None if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1))
-                terms_table[index] = [getattr(terms, name) for name in _resolve._FIELDS]
-            layers_table = np.array([layer_count(m) for m in values["model"]], dtype=np.int64)
-        for name in ("overlap", "scope", "kv_layout"):
-            for value in values.get(name, []):
-                check_option(name, value)
         links = [get_link(v) for v in values.get("link", [])]
         messages = "per_message_ms" in given or any(link.per_message_ms for link in links)
-        messages_table = np.zeros((0, 0, 4))
-        if messages:
-            if "block_size" not in given:
-                raise InputError("sweep", "a per-message cost needs a block size", "give a block_size axis too")
-            layouts = values.get("kv_layout", ["layer_kv"])
-            # each (model, layout)'s message terms; bytes as numbers: checked now, counted per row from num_layers
-            models = values["model"] if "model" in given else [0.0]
-            layers = 1.0 if "num_layers" in given else None
-            messages_table = np.array([[_resolve.message_terms(m, layout, layers) for layout in layouts]
-                                       for m in models], dtype=np.float64)
-        return cls(
-            axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
-            terms_table=terms_table, bytes_axes=bytes_axes,
-            link_bandwidth=np.array([link.effective_bandwidth_gb_s for link in links], dtype=np.float64),
-            link_latency=np.array([link.latency_ms for link in links], dtype=np.float64),
-            link_per_block=np.array([link.per_block_ms for link in links], dtype=np.float64),
-            link_per_message=np.array([link.per_message_ms for link in links], dtype=np.float64),
-            messages=messages, messages_table=messages_table,
-            layers_table=layers_table,
-            mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8),
-        )
+        if messages and "block_size" not in given:
+            raise InputError("sweep", "a per-message cost needs a block size", "give a block_size axis too")
+        option_axes = [name for name in given if name in _OPTION_AXES]
+        options = []
+        for chosen in itertools.product(*(values[name] for name in option_axes)):
+            option = Options(**dict(zip(option_axes, chosen))).check()
+            for model in values.get("model", []):  # every model in every shape, before the grid is allocated
+                kv_terms(model, **option.model_options())
+            if messages and "model" not in given:  # bytes as numbers: messages per layer need the layers
+                _resolve.message_terms(0.0, option.kv_layout, 1.0 if "num_layers" in given else None)
+            off = frozenset(LAYERWISE) - ({"num_layers"} if messages else set()) if option.overlap == "none" else ()
+            options.append((option, frozenset(off)))
+        return cls(axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
+                   links=links, options=options,
+                   mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8))
 
     def rows(self, start: int, stop: int, *, progress: bool | None = None) -> pd.DataFrame:
         """Rows ``start`` to ``stop`` (exclusive) of the sweep, as :func:`sweep` returns them.
@@ -331,62 +305,38 @@ class SweepPlan:
             inner *= size
         for name in self.axes:
             columns[name][part] = digits[name] if name in self.labels else np.asarray(self.values[name])[digits[name]]
-        inputs: dict[str, Any] = {"num_input_tokens": columns["num_input_tokens"][part], "worker_type": 1,
-                                  "completed": True, "mode": TransferMode.FULL_PROMPT}
-        inputs["state_bytes"] = columns["state_bytes"][part] if "state_bytes" in self.axes else None
-        model_terms = {}
-        if "model" in self.axes:
-            index = tuple(digits[m] for m in self.bytes_axes)
-            inputs["kv_bytes_per_token"] = self.terms_table[..., 0][index]
-            if self.terms_table[..., 1:5].any():  # sliding-window or chunked layers: their capped terms
-                model_terms = {name: self.terms_table[..., 1 + j][index] for j, name in enumerate(_resolve._CAPPED)}
-            if inputs["state_bytes"] is None and self.terms_table[..., 5].any():
-                inputs["state_bytes"] = self.terms_table[..., 5][index]
-        else:
-            inputs["kv_bytes_per_token"] = columns["kv_bytes_per_token"][part]
-        latency: Any = columns["latency_ms"][part] if "latency_ms" in self.axes else 0.0
+        inputs: dict[str, Any] = {name: columns[name][part] for name in self.axes if name in ROW_NAMES}
+        if "model" in self.axes:  # resolved by the edge, once per model
+            inputs["kv_bytes_per_token"] = Coded(digits["model"], self.values["model"])
         if "link" in self.axes:
-            bandwidth[part] = self.link_bandwidth[digits["link"]]
-            latency = _resolve.add(latency, self.link_latency[digits["link"]])
-        inputs["kv_transfer_bandwidth"] = bandwidth[part]
-        inputs["latency_ms"] = latency
-        tokens = inputs["num_input_tokens"]
+            inputs["kv_transfer_bandwidth"] = Coded(digits["link"], self.links)
+            bandwidth[part] = np.array([link.effective_bandwidth_gb_s for link in self.links])[digits["link"]]
         if "mode" in self.axes:
+            tokens = inputs["num_input_tokens"]
             inputs["mode"] = self.mode_codes[digits["mode"]]
             ratio = columns["cache_hit_ratio"][part] if "cache_hit_ratio" in self.axes else 0.0
             cached = np.floor(np.multiply(ratio, tokens)).astype(np.int64)
-            block = columns["block_size"][part] if "block_size" in self.axes else 64
-            inputs["destination_missing_tokens"] = destination_missing_tokens(tokens, cached, block)
-        per_block: Any = columns["per_block_ms"][part] if "per_block_ms" in self.axes else 0.0
-        if "link" in self.axes:
-            per_block = _resolve.add(per_block, self.link_per_block[digits["link"]])
-        inputs["per_block_ms"] = per_block
-        inputs["block_size"] = columns["block_size"][part] if "block_size" in self.axes else None
-        if self.messages:
-            per_message: Any = columns["per_message_ms"][part] if "per_message_ms" in self.axes else 0.0
-            if "link" in self.axes:
-                per_message = _resolve.add(per_message, self.link_per_message[digits["link"]])
-            inputs["per_message_ms"] = per_message
-            layout = digits["kv_layout"] if "kv_layout" in self.axes else np.zeros(len(flat), dtype=np.int64)
-            if "model" in self.axes:
-                found = self.messages_table[digits["model"], layout]
-            else:  # bytes as numbers: the rows' layer counts, in each layout
-                layers = columns["num_layers"][part] if "num_layers" in self.axes else None
-                each = [np.column_stack(np.broadcast_arrays(*_resolve.message_terms(0.0, name, layers),
-                                                            np.empty(len(flat)))[:4])
-                        for name in self.values.get("kv_layout", ["layer_kv"])]
-                found = np.stack(each)[layout, np.arange(len(flat))]
-            model_terms.update({name: np.ascontiguousarray(found[:, j])
-                                for j, name in enumerate(_resolve.MessageTerms._fields)})
-        options = Options()
-        if "overlap" in self.axes:
-            on = np.array([label == "layerwise" for label in self.labels["overlap"]])[digits["overlap"]]
-            layers = columns["num_layers"][part] if "num_layers" in self.axes else \
-                self.layers_table[digits["model"]]
-            options = Options(overlap="layerwise")
-            inputs["num_layers"] = np.where(on, layers, 0)
-            inputs.update({a: columns[a][part] for a in LAYERWISE if a in self.axes and a != "num_layers"})
-        _handoff(inputs, options, out=delay[part], bytes_out=transfer_bytes[part], model_terms=model_terms)
+            inputs["destination_missing_tokens"] = destination_missing_tokens(tokens, cached,
+                                                                              inputs.get("block_size", 64))
+        option_axes = [name for name in self.axes if name in _OPTION_AXES]
+        combos = np.ravel_multi_index([digits[name] for name in option_axes],
+                                      [len(self.values[name]) for name in option_axes]) if option_axes else None
+        for combo, (options, off) in enumerate(self.options):
+            rows = slice(None) if combos is None else np.flatnonzero(combos == combo)
+            given = {name: _rows(value, rows) for name, value in inputs.items() if name not in off}
+            if combos is None:
+                _handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
+            elif rows.size:
+                moved = np.empty(rows.size)
+                delay[part.start + rows] = _handoff(given, options, bytes_out=moved).delays
+                transfer_bytes[part.start + rows] = moved
+
+
+def _rows(value: Any, rows: Any) -> Any:
+    """Some rows of a per-row input of :meth:`SweepPlan._fill`."""
+    if isinstance(value, Coded):
+        return value if isinstance(rows, slice) else Coded(value.codes[rows], value.labels)
+    return value[rows] if isinstance(value, np.ndarray) else value
 
 
 def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
