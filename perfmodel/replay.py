@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import numba
@@ -187,8 +188,12 @@ def replay_handoffs(
     True
     """
     given = locals()
-    config = {name: given[name] for name in inspect.signature(_replay_prepared).parameters if name in given}
-    return _replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **config)
+    return _replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **{name: given[name] for name in _CONFIG})
+
+
+#: A replay's configuration: the keywords of :func:`replay_handoffs` after the trace, with their defaults.
+_CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).parameters.items()
+           if name not in ("trace", "ready_ms")}
 
 
 @dataclass(frozen=True)
@@ -252,45 +257,42 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens)
 
 
-def _replay_prepared(
-    prepared: PreparedTrace, kv_transfer_bandwidth: Any = None, kv_bytes_per_token: Any = None, *, model: Any = None,
-    link: Any = None, mode: str = "full_prompt", block_size: int = 512, decode_workers: int = 1,
-    decode_cache_blocks: int | None = None, routing: str = "prefix", contention: str = "none", links: int = 1,
-    latency_ms: float = 0.0, per_block_ms: float = 0.0, per_message_ms: float = 0.0, state_bytes: Any = None,
-    overlap: str = "none", prefill_ms: Any = None, prefill_tokens_per_s: Any = None, num_layers: Any = None,
-    layer_group: int = 1, layerwise_min_tokens: int = 0, kv_cache_dtype: str | None = None, tp: int = 1,
-    decode_tp: int | None = None, scope: str = "rank", kv_layout: str = "layer_kv",
-) -> pd.DataFrame:
-    """One configuration's replay of a prepared trace (see :func:`replay_handoffs`)."""
+def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
+    """One configuration's replay of a prepared trace (``given``: keywords of :func:`replay_handoffs`)."""
     import warnings
 
     from . import _replay
 
+    unknown = set(given) - set(_CONFIG)
+    if unknown:
+        raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
+    c = SimpleNamespace(**{**_CONFIG, **given})
     trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
-    bandwidth_spec = _one_of("kv_transfer_bandwidth", kv_transfer_bandwidth, "link", link, "<GB/s or e.g. 'ib-ndr'>")
-    bytes_spec = _one_of("kv_bytes_per_token", kv_bytes_per_token, "model", model, "<bytes or e.g. 'llama-3.1-70b'>")
-    destination_missing = int(_one_value("mode", mode)) == TransferMode.DESTINATION_MISSING
-    mode = "destination_missing" if destination_missing else "full_prompt"
-    check_choice("routing", routing, ("prefix", "round_robin"))
-    check_choice("contention", contention, ("none", "fifo", "fair"))
-    block_size = check_whole("block_size", _one_value("block_size", block_size), smallest=1)
-    decode_workers = check_whole("decode_workers", decode_workers, smallest=1)
-    links = check_whole("links", links, smallest=1)
-    decode_cache_blocks = check_whole("decode_cache_blocks", decode_cache_blocks, optional=True)
-    check_option("overlap", overlap)
-    check_option("kv_layout", kv_layout)
+    bandwidth_spec = _one_of("kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link,
+                             "<GB/s or e.g. 'ib-ndr'>")
+    bytes_spec = _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model,
+                         "<bytes or e.g. 'llama-3.1-70b'>")
+    destination_missing = int(_one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
+    c.mode = "destination_missing" if destination_missing else "full_prompt"
+    check_choice("routing", c.routing, ("prefix", "round_robin"))
+    check_choice("contention", c.contention, ("none", "fifo", "fair"))
+    c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
+    c.decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
+    c.links = check_whole("links", c.links, smallest=1)
+    c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    check_option("overlap", c.overlap)
+    check_option("kv_layout", c.kv_layout)
     bandwidth, latency, per_block, per_message = _link_of(
-        bandwidth_spec, _one_value("latency_ms", latency_ms), _one_value("per_block_ms", per_block_ms),
-        _one_value("per_message_ms", per_message_ms))
-    shape = dict(kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
-    model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, state_bytes,
-                                            (kv_layout, num_layers) if per_message else None)
+        bandwidth_spec, _one_value("latency_ms", c.latency_ms), _one_value("per_block_ms", c.per_block_ms),
+        _one_value("per_message_ms", c.per_message_ms))
+    shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
+    model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
+                                            (c.kv_layout, c.num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
-    lead, last_fraction = _layerwise(trace, tokens, bytes_spec, overlap, prefill_ms, prefill_tokens_per_s, num_layers,
-                                     layer_group, layerwise_min_tokens, per_message)
+    lead, last_fraction = _layerwise(trace, tokens, bytes_spec, c, per_message)
     available = ready - lead  # when each transfer may start
     n = len(trace)
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
@@ -298,10 +300,10 @@ def _replay_prepared(
                                 model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
                                 last_fraction=last_fraction)
     cluster = _replay.Cluster(
-        n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=block_size,
-        destination_missing=destination_missing, workers=decode_workers,
-        capacity=-1 if decode_cache_blocks is None else decode_cache_blocks, prefix_routing=routing == "prefix",
-        contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[contention], n_links=links,
+        n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,
+        destination_missing=destination_missing, workers=c.decode_workers,
+        capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
+        contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message)
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
@@ -319,13 +321,13 @@ def _replay_prepared(
         "saved_bytes": out.saved.astype(np.int64) if whole_bytes else out.saved,
         "transfer_ms": out.transfer, "queue_ms": out.queue,
         # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
-        "handoff_delay_ms": (out.end - ready) if overlap == "layerwise" else out.queue + out.transfer,
+        "handoff_delay_ms": (out.end - ready) if c.overlap == "layerwise" else out.queue + out.transfer,
         "start_ms": out.start, "end_ms": out.end,
     }
     result = pd.DataFrame(columns, index=trace.index, copy=False)  # this call's own arrays: not stacked into copies
-    result.attrs.update(contention=contention, links=links, mode=mode, bandwidth_gb_s=bandwidth, latency_ms=latency,
-                        per_block_ms=per_block, per_message_ms=per_message, block_size=block_size, overlap=overlap,
-                        kv_layout=kv_layout)
+    result.attrs.update(contention=c.contention, links=c.links, mode=c.mode, bandwidth_gb_s=bandwidth,
+                        latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+                        block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout)
     return result
 
 
@@ -396,19 +398,18 @@ def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
     raise InputError(name, f"{values.size} values for {n} requests", "pass one value per request, or one for all")
 
 
-def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap: str, prefill_ms: Any,
-               prefill_tokens_per_s: Any, num_layers: Any, layer_group: Any, layerwise_min_tokens: Any,
+def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: SimpleNamespace,
                per_message_ms: float) -> tuple[np.ndarray, np.ndarray]:
     """Per request: how long before the prefill ends its transfer may start, and the share of the
-    transfer left after the prefill ends at the earliest (layer-wise streaming; else 0 and 1)."""
+    transfer left after the prefill ends at the earliest (layer-wise streaming, as the configuration
+    ``c`` asks; else 0 and 1)."""
     n = len(trace)
-    layerwise_given(dict(prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
-                         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens,
-                         per_message_ms=per_message_ms), overlap)
-    if overlap == "none":
+    layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap)
+    num_layers, prefill_ms = c.num_layers, c.prefill_ms
+    if c.overlap == "none":
         return np.zeros(n), np.ones(n)
     compute = (_request_values(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
-               tokens / _request_values(trace, "prefill_tokens_per_s", prefill_tokens_per_s) * 1000.0)
+               tokens / _request_values(trace, "prefill_tokens_per_s", c.prefill_tokens_per_s) * 1000.0)
     if num_layers is None:
         spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
         if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
@@ -416,8 +417,8 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, overlap
                              "pass num_layers, or a model name or config as kv_bytes_per_token")
         num_layers = _resolve.num_layers(spec)
     layers = _request_values(trace, "num_layers", num_layers)
-    group = float(_one_value("layer_group", layer_group))
-    minimum = float(_one_value("layerwise_min_tokens", layerwise_min_tokens))
+    group = float(_one_value("layer_group", c.layer_group))
+    minimum = float(_one_value("layerwise_min_tokens", c.layerwise_min_tokens))
     beyond = _group_beyond_layers(group, layers)
     if beyond.any():
         first = int(np.argmax(beyond))
