@@ -71,7 +71,7 @@ class Input:
 
     name: str
     doc: str  # the docstring line (numpydoc body), unit included
-    kind: str  # count (int64 or float64, as given) | real (float64) | code | flag | choice | option
+    kind: str  # count (int64 or float64, as given) | real (float64) | code | flag | choice | degree (a whole number >= 1) | option
     default: Any = inspect.Parameter.empty  # the public signature's default (empty: required)
     kernel_default: Any = None  # the kernel's value when the caller gives None
     valid: Valid | None = None  # numbers: the valid range (the kernel's and the error path's)
@@ -220,11 +220,11 @@ OPTIONS: tuple[Input, ...] = (
           example="fp8", replay="one"),
     Input("tp", "For models given by name or config: the (prefill side's) tensor-parallel degree (whole number "
           ">= 1).",
-          "option", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp",
+          "degree", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp",
           example=2, replay="one"),
     Input("decode_tp", "For models given by name or config: the decode side's tensor-parallel degree "
           "(default: ``tp``). Each decode rank receives the KV heads it serves (an MLA latent whole), so the "
-          "group moves ``decode_tp`` times one decode rank's bytes, shared by the ``tp`` senders.", "option",
+          "group moves ``decode_tp`` times one decode rank's bytes, shared by the ``tp`` senders.", "degree",
           default=None, group="option", column=False, cli="--decode-tp", axis="decode_tp", grid_axis="decode_tp",
           example=2, replay="one"),
     Input("scope", "``\"rank\"`` (default): the busiest GPU's bytes; ``\"group\"``: the tensor-parallel "

@@ -78,7 +78,7 @@ def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
 def entry_error(name: str, kind: str, problem: str) -> InputError:
     """The error of one malformed user preset: the file, the entry, the fix."""
     return InputError(f"{presets_path()}: {kind} {name!r}", problem,
-                      f"repair or remove that entry (or save it again with perfmodel)")
+                      "repair or remove that entry (or save it again with perfmodel)")
 
 
 def save(kind: str, name: str, entry: dict[str, Any], *, builtin: set[str]) -> Path:

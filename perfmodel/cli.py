@@ -35,8 +35,9 @@ DEFAULT_TOKENS = "128:131072:x2"
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
 
-class UsageError(Exception):
-    """Bad input from the command line: reported in one line, exit code 2."""
+class UsageError(argparse.ArgumentTypeError):
+    """Bad input from the command line: reported in one line, exit code 2 (by argparse, when a flag's
+    value cannot be read)."""
 
 
 # --- parsing helpers ----------------------------------------------------------------------
@@ -144,15 +145,17 @@ def _fail(message: str) -> Any:
 
 def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf"),
             positive: bool = False) -> list[float]:
+    """Numbers from comma-separated texts, within [low, high] (> 0 with ``positive``); errors begin with ``name``."""
     values = []
+    name = f"{name}: " if name else ""
     for text in texts:
         for part in str(text).split(","):
             try:
                 value = float(part)
             except ValueError:
-                raise UsageError(f"{name}: {part!r} is not a number") from None
+                raise UsageError(f"{name}{part!r} is not a number") from None
             if not low <= value <= high or (positive and not value > 0):
-                raise UsageError(f"{name}: {value:g} is " + ("not > 0" if positive and low <= value <= high else
+                raise UsageError(f"{name}{value:g} is " + ("not > 0" if positive and low <= value <= high else
                                                               f"outside [{low:g}, {high:g}]"))
             values.append(value)
     return values
@@ -195,28 +198,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         axes["kv_bytes_per_token"] = args.kv_bytes_per_token
     else:
         axes["model"] = args.model or DEFAULT_MODELS
-        if args.kv_cache_dtype:
-            axes["kv_cache_dtype"] = args.kv_cache_dtype
-        if args.tp:
-            axes["tp"] = args.tp
     if args.bandwidth:
         axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
     else:
         axes["link"] = args.link or list(perfmodel.LINKS)
-    if args.mode:
-        axes["mode"] = args.mode
     if args.cache_hit:
         axes["cache_hit_ratio"] = _floats("--cache-hit", args.cache_hit, high=1.0)
-    if args.latency_ms:
-        axes["latency_ms"] = _floats("--latency-ms", args.latency_ms)
-    axes.update(_fidelity(args))
-    for name in ("scope", "decode_tp"):
+    axes.update(_given(args))
+    for name in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
         if name in axes and "model" not in axes:
             raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
     links = [perfmodel.get_link(name) for name in axes.get("link", [])]
-    if (args.block_size or args.cache_hit or "per_block_ms" in axes or "per_message_ms" in axes
+    if (args.cache_hit or "per_block_ms" in axes or "per_message_ms" in axes
             or any(link.per_block_ms or link.per_message_ms for link in links)):
-        axes["block_size"] = args.block_size or [64]
+        axes.setdefault("block_size", [64])
 
     from ._fs import output_folder
 
@@ -391,11 +386,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
         keywords["kv_transfer_bandwidth"] = args.bandwidth
     elif args.link:
         keywords["kv_transfer_bandwidth"] = args.link
-    for name in ("mode", "latency_ms", "fallback_delay_ms", "kv_cache_dtype", "tp", "block_size"):
-        value = getattr(args, name)
-        if value is not None:
-            keywords[name] = value
-    keywords.update(_fidelity(args))
+    keywords.update(_given(args))
     if args.scheduler or args.workers:
         from . import dask as pm_dask
 
@@ -496,7 +487,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    import pandas as pd
 
     import perfmodel.plotting as pp
 
@@ -658,10 +648,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
     config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link,
-              "kv_transfer_bandwidth": args.bandwidth, "mode": args.mode, "block_size": args.block_size,
-              "decode_workers": args.decode_workers, "decode_cache_blocks": args.cache_blocks, "routing": args.routing,
-              "contention": args.contention, "links": args.links, "latency_ms": args.latency_ms or 0.0,
-              "kv_cache_dtype": args.kv_cache_dtype, "tp": args.tp or 1, **_fidelity(args)}
+              "kv_transfer_bandwidth": args.bandwidth, "decode_workers": args.decode_workers,
+              "decode_cache_blocks": args.cache_blocks, "routing": args.routing, "contention": args.contention,
+              "links": args.links, **_given(args)}
     if args.grid:
         return _trace_grid(args, trace, config)
     for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
@@ -689,12 +678,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-#: How the values of each --grid axis are read (the rest are names).
-_GRID_INTS = {"decode_workers", "decode_cache_blocks", "links", "tp", "block_size", "layer_group", "layerwise_min_tokens"}
-_GRID_FLOATS = {"latency_ms", "per_block_ms", "kv_transfer_bandwidth", "kv_bytes_per_token", "prefill_ms",
-                "prefill_tokens_per_s", "state_bytes"}
-
-
 def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
     """``--grid AXIS=V1,V2`` options as replay_grid axes."""
     from .replay import GRID_AXES
@@ -704,14 +687,8 @@ def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
         name, text = _name_value("--grid", spec, GRID_AXES, "decode_workers=4,8,16")
         values: list[Any] = []
         for part in (p.strip() for p in text.split(",") if p.strip()):
-            if name == "decode_cache_blocks" and part.lower() in ("none", "unbounded"):
-                values.append(None)
-            elif name in _GRID_INTS:
-                values.append(_count(part))
-            elif name in _GRID_FLOATS:
-                values.extend(_floats(f"--grid {name}", [part]))
-            else:
-                values.append(part)
+            unbounded = name == "decode_cache_blocks" and part.lower() in ("none", "unbounded")
+            values.append(None if unbounded else _reader(name, f"--grid {name}")(part))
         if name in axes:
             raise UsageError(f"--grid: axis {name} is given twice; give its values once, e.g. {name}=A,B")
         axes[name] = values
@@ -793,14 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")
     sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
-    sweep.add_argument("--mode", nargs="+", choices=["full_prompt", "destination_missing"])
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    sweep.add_argument("--block-size", type=_positive_int, nargs="+", metavar="TOKENS",
-                       help="KV block (page) sizes, for --cache-hit and per-block costs (default 64)")
-    sweep.add_argument("--kv-cache-dtype", nargs="+", metavar="DTYPE", help="e.g. bf16 fp8")
-    sweep.add_argument("--tp", type=_positive_int, nargs="+", metavar="N", help="tensor-parallel degrees")
-    sweep.add_argument("--latency-ms", nargs="+", metavar="MS", help="per-transfer setup latency")
-    _fidelity_options(sweep, many=True)
+    _table_options(sweep, _SWEEP, many=True, block_size="for --cache-hit and per-block costs (default 64)")
     sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
                        help="output folder (default %(default)s)")
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")
@@ -819,13 +790,7 @@ def build_parser() -> argparse.ArgumentParser:
     bw.add_argument("--link", metavar="NAME")
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
-    delay.add_argument("--mode", choices=["full_prompt", "destination_missing"])
-    delay.add_argument("--latency-ms", type=float, metavar="MS")
-    delay.add_argument("--fallback-delay-ms", type=float, metavar="MS")
-    delay.add_argument("--kv-cache-dtype", metavar="DTYPE")
-    delay.add_argument("--tp", type=_positive_int, metavar="N")
-    delay.add_argument("--block-size", type=_positive_int, metavar="TOKENS", help="KV block size, for per-block costs")
-    _fidelity_options(delay, many=False)
+    _table_options(delay, ("fallback_delay_ms", *_SWEEP), many=False)
     delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
                        help="invalid rows: stop (default) or leave the delay empty")
     delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
@@ -891,17 +856,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
     trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
-    trace.add_argument("--mode", choices=["full_prompt", "destination_missing"], default="full_prompt")
-    trace.add_argument("--block-size", type=_positive_int, default=512, metavar="TOKENS")
     trace.add_argument("--decode-workers", type=_positive_int, default=1, metavar="N")
     trace.add_argument("--cache-blocks", type=int, metavar="N", help="LRU capacity per decode worker (default unbounded)")
     trace.add_argument("--routing", choices=["prefix", "round_robin"], default="prefix")
     trace.add_argument("--contention", choices=["none", "fifo", "fair"], default="none")
     trace.add_argument("--links", type=_positive_int, default=1, metavar="N")
-    trace.add_argument("--latency-ms", type=float, metavar="MS")
-    trace.add_argument("--kv-cache-dtype", metavar="DTYPE")
-    trace.add_argument("--tp", type=_positive_int, metavar="N")
-    _fidelity_options(trace, many=False)
+    _table_options(trace, _SWEEP, many=False, block_size="KV block (page) size (default 512)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "
@@ -912,31 +872,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: The inputs of the fidelity extensions that every command takes (all off by default: upstream's model).
-_FIDELITY = ("per_block_ms", "per_message_ms", "kv_layout", "state_bytes", "decode_tp", "scope", "overlap",
-             "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
+#: The model's inputs that sweep, delay and trace take as flags (their names, flags and help from the input
+#: table; all at upstream's model when not given). delay also takes --fallback-delay-ms.
+_SWEEP = ("mode", "latency_ms", "block_size", "kv_cache_dtype", "tp", "per_block_ms", "per_message_ms", "kv_layout",
+          "state_bytes", "decode_tp", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers",
+          "layer_group", "layerwise_min_tokens")
 
 
-def _fidelity_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
-    """The flags of :data:`_FIDELITY`, from the input table: its flag, choices and first docstring sentence
-    each (numbers are checked by the API, with the table's messages); inputs given one instead of
-    another are mutually exclusive."""
-
-
+def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, many: bool, **help: str) -> None:
+    """The flags of the inputs ``names``, from the input table: flag, choices and first docstring
+    sentence (or ``help``'s text) each; numbers are checked by the API, with the table's messages.
+    Inputs given one instead of another are mutually exclusive."""
     groups: dict[str, Any] = {}
-    for name in _FIDELITY:
+    for name in names:
         entry = INPUTS[name]
         pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
         target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
-        kind = (dict(choices=list(entry.choices)) if entry.choices else
-                dict(type=_positive_int, metavar="N") if entry.kind == "option" else  # (degrees, e.g. --decode-tp)
-                dict(type=float, metavar=name.split("_")[-1].upper()))
-        target.add_argument(entry.cli, nargs="+" if many else None, dest=name, help=entry.doc.split(". ")[0], **kind)
+        kind = (dict(choices=list(entry.choices or entry.labels)) if entry.choices or entry.labels else
+                dict(type=_reader(name), metavar=name.split("_")[-1].upper()))
+        target.add_argument(entry.cli, nargs="+" if many else None, dest=name,
+                            help=help.get(name, entry.doc.split(". ")[0].replace("``", "")), **kind)
 
 
-def _fidelity(args: argparse.Namespace) -> dict[str, Any]:
-    """The fidelity options given on the command line, by the API's names."""
-    return {name: getattr(args, name) for name in _FIDELITY if getattr(args, name, None) is not None}
+def _reader(name: str, where: str = "") -> Callable[[str], Any]:
+    """How a value of input ``name`` is read from the command line (a flag's, or a --grid axis'), by its
+    kind in the input table: whole numbers as counts ('32k'), other numbers as numbers >= 0, the rest as text.
+    The replay's own counts (decode_workers, decode_cache_blocks, links) are whole numbers too."""
+    entry = INPUTS.get(name)
+    if entry is not None and entry.kind == "degree":
+        return _positive_int
+    if entry is None and name in ("decode_workers", "decode_cache_blocks", "links") or entry is not None and (
+            entry.kind == "count" and entry.valid.whole):
+        return _count
+    if entry is not None and entry.kind in ("count", "real"):
+        return lambda text: _floats(where, [text])[0]
+    return str
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The model's inputs given on the command line, by the API's names."""
+    return {name: getattr(args, name) for name in ("fallback_delay_ms", *_SWEEP)
+            if getattr(args, name, None) is not None}
 
 
 def _version() -> str:

@@ -27,10 +27,7 @@ import json
 import lzma
 import math
 import os
-import re
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -641,11 +638,3 @@ def delay_file(
             raise
     return report.rows
 
-
-def slug(text: str) -> str:
-    """A file-name-safe version of ``text``.
-
-    >>> slug("8x ib-ndr")
-    '8x-ib-ndr'
-    """
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"

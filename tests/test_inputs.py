@@ -289,7 +289,7 @@ def test_every_replay_grid_axis(entry, trace):
     base = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **given}
     base.pop(entry.name, None)
     base.update(OPTION_CONTEXT.get(entry.name, {}))
-    values = [entry.default if entry.kind in ("choice", "option") else array_of(entry)[1], entry.example]
+    values = [entry.default if entry.kind in ("choice", "degree", "option") else array_of(entry)[1], entry.example]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         grid = replay_grid(trace, **base, **{entry.grid_axis: values})
@@ -305,6 +305,17 @@ def test_every_replay_grid_axis(entry, trace):
 
 
 # --- the command line --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("entry", [e for e in (*ROW_INPUTS, *OPTIONS) if e.grid_axis], ids=lambda e: e.name)
+def test_every_grid_axis_reads_from_the_command_line_as_the_api_takes_it(entry):
+    """``perfmodel trace --grid AXIS=A,B`` reads each axis by its kind in the table (a number as a number,
+    never as text, which the replay would take for a trace column's name)."""
+    from perfmodel.cli import _grid_axes
+
+    values = _grid_axes([f"{entry.grid_axis}={entry.example},{entry.example}"])[entry.grid_axis]
+    assert values == [entry.example] * 2
+    assert all(type(value) is type(entry.example) or isinstance(entry.example, float) for value in values)
+
 
 def test_every_flag_in_the_table_is_a_flag_of_the_command_line():
     from perfmodel.cli import build_parser
