@@ -265,6 +265,14 @@ _MULTIPLE = re.compile(r"^\s*(\d+)\s*[x*×]\s*(.+?)\s*$", re.IGNORECASE)
 def get_link(link: Link | str) -> Link:
     """A :class:`Link` from itself, a preset name, or ``"<count>x <preset>"`` (several NICs).
 
+    Parameters
+    ----------
+    link
+        A :class:`Link`, a preset name (built-in, a transport profile or saved with
+        :func:`save_link`), or ``"8x ib-ndr"`` for eight of a preset side by side.
+
+    Examples
+    --------
     >>> from perfmodel import get_link
     >>> get_link("8x ib-ndr")
     Link(name='8x ib-ndr', bandwidth_gb_s=400.0, latency_ms=0.0, efficiency=1.0, max_relative_error=None, per_block_ms=0.0, fit=None, per_message_ms=0.0, source='')

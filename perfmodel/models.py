@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
 from ._coerce import whole_numbers
+from ._inputs import documented
 from .errors import InputError, check_choice, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
@@ -109,6 +110,14 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     Configs of multimodal models keep the language model under ``text_config``; that
     part is returned (with the top-level dtype when it has none of its own).
 
+    Parameters
+    ----------
+    config
+        A dict, a preset name (built-in or saved with :func:`save_model`), a ``config.json``
+        path or the folder holding one.
+
+    Examples
+    --------
     >>> from perfmodel import model_config
     >>> model_config("llama-3.1-8b")["num_key_value_heads"]
     8
@@ -432,6 +441,7 @@ def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_toke
             + chunk_bytes_per_token * np.minimum(m, current) + np.where(m > 0, state_bytes, 0))
 
 
+@documented(extra={"config": "A model preset name, a Hugging Face config dict, or a ``config.json`` (or its folder)."})
 def kv_terms(
     config: ModelConfig, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
     decode_tp: int | None = None,
@@ -440,7 +450,9 @@ def kv_terms(
     chunked-attention layers, window and chunk lengths, and the fixed state of its
     linear-attention/SSM layers (see :class:`KVTerms` for the formula and the layer types).
 
-    Parameters as for :func:`kv_bytes_per_token`.
+    Parameters
+    ----------
+    @inputs
 
     Examples
     --------

@@ -130,10 +130,10 @@ def replay_handoffs(
     trace
         From :func:`read_trace` or :func:`synthetic_trace` (``arrival_ms``,
         ``num_input_tokens``, optional ``hash_ids``).
-    kv_transfer_bandwidth
+    kv_transfer_bandwidth, link
         Decimal GB/s, a link preset name (``"ib-ndr"``, ``"8x ib-ndr"``) or a
         :class:`perfmodel.Link` (its latency is added). ``link=`` is the same.
-    kv_bytes_per_token
+    kv_bytes_per_token, model
         Bytes per token, a model preset name, config dict or ``config.json`` path (with
         ``kv_cache_dtype``, ``tp``), or the name of a trace column holding any of these
         per request (a trace mixing models replays at once). ``model=`` is the same.
@@ -498,6 +498,17 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     (above 1 means the links cannot keep up). ``bytes_saved_by_prefix_reuse`` counts the
     cached prefix blocks a destination_missing replay did not send (0 in full_prompt mode).
 
+    Parameters
+    ----------
+    replay
+        A result of :func:`replay_handoffs` (its columns, and its attrs' ``links`` and ``mode``).
+
+    Returns
+    -------
+    dict
+        ``handoffs``, ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ``max_ms``, ``mean_queue_ms``
+        (ms), ``link_utilisation``, ``bytes_moved`` and ``bytes_saved_by_prefix_reuse``.
+
     Examples
     --------
     >>> from perfmodel import replay_handoffs, summarize, synthetic_trace
@@ -608,6 +619,21 @@ def replay_grid(
     on ``num_threads`` threads (default: the cores available; the replay kernel releases
     the GIL), with a progress bar on a terminal when the grid takes more than a second.
     Ctrl-C stops it and returns nothing. The result equals the one-by-one loop exactly.
+
+    Parameters
+    ----------
+    trace
+        From :func:`read_trace` or :func:`synthetic_trace`, as :func:`replay_handoffs` takes it.
+    keep
+        ``"summary"`` (default): one row per configuration; ``"requests"``: also every request's replay.
+    num_threads
+        Threads replaying configurations at once (default: the cores available).
+    progress
+        Show a progress bar: None (default) shows one on a terminal when the grid takes more than a second.
+    ready_ms
+        When each prefill completes, as :func:`replay_handoffs` takes it (one for every configuration).
+    **axes
+        The axes of :data:`GRID_AXES`: each a value or a list of values, a keyword of :func:`replay_handoffs`.
 
     Returns
     -------

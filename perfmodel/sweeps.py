@@ -23,7 +23,9 @@ from numpy.typing import ArrayLike, NDArray
 from . import _resolve
 from ._codes import TransferMode
 from ._coerce import Coded, whole_numbers
-from ._inputs import INPUTS, LAYERWISE, OPTIONS, ROW_NAMES, check_option, layerwise_overlaps, nonnegative
+from ._inputs import (
+    INPUTS, LAYERWISE, OPTIONS, ROW_NAMES, check_option, documented, layerwise_overlaps, nonnegative,
+)
 from .errors import InputError
 from .handoff import Options, _handoff, checked, destination_missing_tokens, handoff_delay_ms
 from .links import Link, get_link
@@ -344,6 +346,12 @@ def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | ND
     return values.reshape(-1)[0] if all_scalar else values
 
 
+#: The parameters of the inverse questions that are not inputs of the model.
+_INVERSE = {"budget_ms": "The handoff's budget (ms >= 0, +inf allowed); broadcasts with the other inputs.",
+            "num_input_tokens": "Prompt tokens (>= 0; fractional counts, as curves pass them, take the closed form)."}
+
+
+@documented(extra=_INVERSE)
 def required_bandwidth(
     num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
     kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
@@ -364,6 +372,15 @@ def required_bandwidth(
     chunked-attention or hybrid model's bytes per prompt are those of
     :func:`perfmodel.kv_bytes`; ``decode_tp`` as there). 0 bytes need 0 GB/s; a budget at or below
     the fixed costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
+
+    Parameters
+    ----------
+    @inputs
+
+    Returns
+    -------
+    numpy.float64 or numpy.ndarray
+        Decimal GB/s: the least bandwidth that meets the budget (``inf`` where none does).
 
     Examples
     --------
@@ -502,6 +519,7 @@ def _full_prompt_delay(tokens: np.ndarray, bandwidth: np.ndarray, latency: np.nd
     return delay
 
 
+@documented(extra={"budget_ms": _INVERSE["budget_ms"]})
 def max_tokens_within(
     kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
     kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
@@ -521,6 +539,15 @@ def max_tokens_within(
     path (with ``kv_cache_dtype``, ``tp``, ``decode_tp`` and ``scope``); per-block and
     per-message costs (``block_size``, ``kv_layout``, as :func:`required_bandwidth` takes them)
     are searched on the forward model. Inputs broadcast; scalars in, a numpy scalar out.
+
+    Parameters
+    ----------
+    @inputs
+
+    Returns
+    -------
+    numpy.float64 or numpy.ndarray
+        Tokens: the longest prompt whose handoff, and every shorter one's, meets the budget.
 
     Examples
     --------

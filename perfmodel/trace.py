@@ -411,6 +411,30 @@ def synthetic_trace(
     the previous turn's hash ids; a partly filled last block gets an id of its own.
     Prompts are capped at ``max_input_tokens``.
 
+    Parameters
+    ----------
+    n
+        Requests.
+    rate_per_s
+        Mean arrival rate (requests per second, Poisson).
+    seed
+        Seed of the random generator: the same seed gives the same trace.
+    median_input_tokens, input_sigma
+        The tokens each turn adds are log-normal with median ``median_input_tokens / mean_turns``
+        and sigma ``input_sigma``.
+    max_input_tokens
+        Cap on a prompt's length (tokens).
+    median_output_tokens
+        Median output length (tokens, log-normal).
+    mean_turns
+        Mean turns per session.
+    apps
+        Applications, each with a system prompt its requests share.
+    system_prompt_blocks
+        A system prompt's length in whole blocks: drawn uniformly from low to high (inclusive).
+    hash_block_tokens
+        Tokens per hash id (block), recorded in ``trace.attrs["hash_block_tokens"]``.
+
     Returns
     -------
     pandas.DataFrame
