@@ -100,17 +100,40 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
         return ModelTerms(np.float64(one.full_bytes_per_token),
                           *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
                           np.float64(one.state_bytes) if one.state_bytes else None)
+    shaped = kv_cache_dtype is not None or tp != 1 or scope != "rank" or decode_tp not in (None, tp)
     if np.ndim(value) == 0 or not holds_labels(value):
-        if kv_cache_dtype is not None or tp != 1 or scope != "rank" or decode_tp not in (None, tp):
-            raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp, decode_tp and scope apply to model names "
-                             "or configs, "
-                             "but kv_bytes_per_token is already a number of bytes",
-                             "pass a model (e.g. 'llama-3.1-70b') or drop them")
+        _numbers_unshaped(shaped)
         return ModelTerms(value)
     codes, uniques = distinct(_array(value))
-    found = [_per_label(terms_of, errors)(label) for label in uniques]
+    numbers = {i: label for i, label in enumerate(uniques) if _is_number(label)}  # bytes per token among models
+    if numbers:
+        _numbers_unshaped(shaped)
+    found = [_Bytes(float(numbers[i])) if i in numbers else _per_label(terms_of, errors)(label)
+             for i, label in enumerate(uniques)]
     return _terms_of_lookups([[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan]
                               for name in _FIELDS], codes)
+
+
+def _is_number(label: Any) -> bool:
+    return isinstance(label, (int, float, np.number)) and not isinstance(label, (bool, np.bool_))
+
+
+def _numbers_unshaped(shaped: bool) -> None:
+    if shaped:
+        raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp, decode_tp and scope apply to model names or "
+                         "configs, but kv_bytes_per_token holds numbers of bytes",
+                         "pass models (e.g. 'llama-3.1-70b') or drop them")
+
+
+class _Bytes(NamedTuple):
+    """A number of bytes per token among the models of a column, with the terms of :class:`KVTerms`."""
+
+    full_bytes_per_token: float
+    window_bytes_per_token: float = 0.0
+    window_tokens: float = 0.0
+    chunk_bytes_per_token: float = 0.0
+    chunk_tokens: float = 0.0
+    state_bytes: float = 0.0
 
 
 #: The fields of KVTerms the kernel reads, in ModelTerms' order.

@@ -313,3 +313,17 @@ def test_calibrate_names_the_column_and_row_of_a_value_that_is_not_a_number(tmp_
     error = capsys.readouterr().err
     assert "m.csv: column 'measured_ms', data row 2: 'abc' is not a number" in error, error
     assert not (tmp_path / "c").exists()
+
+
+def test_a_column_mixing_models_and_numbers_means_the_same_everywhere():
+    """Each entry of a bytes-per-token column is a model or a number of bytes per token, at every entry
+    point (the replay always took such a mix; the numpy API and the facade refused it)."""
+    tokens = [100, 200, 300]
+    mix = ["llama-3.1-8b", 1000, "gpt-oss-20b"]
+    expected = [perfmodel.handoff_delay_ms(t, 50.0, m) for t, m in zip(tokens, mix)]
+    np.testing.assert_array_equal(perfmodel.handoff_delay_ms(tokens, 50.0, mix), expected)
+    frame = pd.DataFrame({"num_input_tokens": tokens, "model": pd.Series(mix, dtype=object)})
+    np.testing.assert_array_equal(frame.perfmodel.handoff_delay(kv_transfer_bandwidth=50.0, kv_bytes_per_token="model"),
+                                  expected)
+    with pytest.raises(ValueError, match="apply to model names"):  # the shaping options are for the models only
+        perfmodel.handoff_delay_ms(tokens, 50.0, mix, tp=2)
