@@ -539,18 +539,17 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
         values[name] = _resolve.add(given, getattr(link, name))
 
 
-def _resolve_models(values: dict[str, Any], options: Options, errors: str,
-                    known: dict[str, Any] | None = None) -> dict[str, Any]:
+def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> dict[str, Any]:
     """In place, once per distinct name: models (names, configs) to bytes per token, to their message
     terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
     Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
     (None each when there are none); a model's fixed state becomes ``state_bytes`` unless the caller
-    gave one. ``known``: terms the caller resolved itself (the inverse questions)."""
+    gave one."""
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
-    terms = {**dict.fromkeys((*_resolve._CAPPED, *_MESSAGES)), **(known or {})}
+    terms = dict.fromkeys((*_resolve._CAPPED, *_MESSAGES))
     try:
-        if terms["full_messages"] is None and not _all_off("per_message_ms", values["per_message_ms"]):
+        if not _all_off("per_message_ms", values["per_message_ms"]):
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
                                                 errors=errors)._asdict())
         if options.overlap == "none":
@@ -601,15 +600,12 @@ def _handoff(
     num_threads: int | None = None,
     with_missing: bool = False,
     bytes_out: NDArray[np.float64] | None = None,
-    model_terms: dict[str, Any] | None = None,
 ) -> _Result:
     """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name; absent or None: not
     given), the one route of every entry point: options checked, the rules that tie inputs together,
     names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
-    written by the kernel in the same pass. ``model_terms``: a model's capped byte and message terms
-    already resolved by the caller (by name, as :func:`_resolve_models` returns them), for callers that
-    resolve the model themselves (the inverse questions)."""
+    written by the kernel in the same pass."""
     if errors != "raise":
         check_errors(errors)
     options = _PLAIN if options is None else options.check()
@@ -628,7 +624,7 @@ def _handoff(
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
     _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
-    capped = _resolve_models(values, options, errors, model_terms)
+    capped = _resolve_models(values, options, errors)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
             else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]

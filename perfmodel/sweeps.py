@@ -23,13 +23,11 @@ from numpy.typing import ArrayLike, NDArray
 from . import _resolve
 from ._codes import TransferMode
 from ._coerce import Coded, whole_numbers
-from ._inputs import (
-    INPUTS, LAYERWISE, OPTIONS, ROW_NAMES, check_option, documented, layerwise_overlaps, nonnegative,
-)
+from ._inputs import INPUTS, LAYERWISE, OPTIONS, ROW_NAMES, documented, layerwise_overlaps, nonnegative
 from .errors import InputError
-from .handoff import Options, _handoff, checked, destination_missing_tokens, handoff_delay_ms
+from .handoff import Options, _handoff, checked, destination_missing_tokens
 from .links import Link, get_link
-from .models import kv_terms, prompt_bytes, prompt_messages
+from .models import kv_terms
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
@@ -341,37 +339,84 @@ def _rows(value: Any, rows: Any) -> Any:
     return value[rows] if isinstance(value, np.ndarray) else value
 
 
-def _scalar_if(all_scalar: bool, values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
-    """numpy's convention: scalars in, a numpy scalar out; arrays in, an array out."""
-    return values.reshape(-1)[0] if all_scalar else values
-
-
 #: The parameters of the inverse questions that are not inputs of the model.
 _INVERSE = {"budget_ms": "The handoff's budget (ms >= 0, +inf allowed); broadcasts with the other inputs.",
-            "num_input_tokens": "Prompt tokens (>= 0; fractional counts, as curves pass them, take the closed form)."}
+            "num_input_tokens": "Prompt tokens (>= 0; fractional counts, as curves pass them, take the closed form).",
+            "inputs": "Any other input of :func:`perfmodel.handoff_delay_ms` that shapes a full-prompt handoff "
+                      "(``latency_ms``, ``per_block_ms``, ``per_message_ms`` with ``block_size`` and ``kv_layout``, "
+                      "``state_bytes``, ``kv_cache_dtype``, ``tp``, ``decode_tp``, ``scope``, ``num_layers``...), "
+                      "taken as it takes them."}
+#: Inputs a full-prompt handoff of a completed prefill fixes, and the call's own.
+_NOT_INVERSE = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed", "mode",
+                "destination_missing_tokens", "fallback_delay_ms", "errors", "out", "parallel", "num_threads")
+
+
+class _Forward(NamedTuple):
+    """Full-prompt handoffs with one inverse question's inputs, every array broadcast to its rows: the
+    forward model the answers are settled on, through the edge's one route."""
+
+    kv_bytes_per_token: Any
+    inputs: dict[str, Any]
+    options: Options
+
+    @classmethod
+    def of(cls, kv_bytes_per_token: Any, inputs: dict[str, Any], shape: tuple[int, ...]) -> _Forward:
+        for name in inputs:
+            if name not in INPUTS or name in _NOT_INVERSE:
+                raise InputError(name, "is not an input of this question (a completed prefill's full-prompt handoff)",
+                                 f"drop {name}, or ask handoff_delay_ms")
+        per_row = {name: _flat(value, shape) for name, value in inputs.items() if name in ROW_NAMES}
+        return cls(_flat(kv_bytes_per_token, shape), per_row, Options.of(inputs))
+
+    def __call__(self, tokens: np.ndarray, bandwidth: Any, rows: Any = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """Delays (ms) and bytes of the handoffs of ``tokens`` at ``bandwidth`` on ``rows``."""
+        delay, moved = np.empty(tokens.size), np.empty(tokens.size)
+        given = {name: value[rows] if isinstance(value, np.ndarray) else value
+                 for name, value in {"kv_bytes_per_token": self.kv_bytes_per_token, **self.inputs}.items()}
+        _handoff({**given, "num_input_tokens": tokens, "kv_transfer_bandwidth": bandwidth}, self.options, out=delay,
+                 bytes_out=moved)
+        return delay, moved
+
+    def terms(self) -> list[np.ndarray]:
+        """The byte terms of the model or numbers (see :class:`perfmodel.KVTerms`), 0 where it has none."""
+        terms = _resolve.model_terms(self.kv_bytes_per_token, **self.options.check().model_options())
+        return [nonnegative("kv_bytes_per_token", terms[0])] + [
+            np.float64(0.0) if t is None else np.asarray(t, dtype=np.float64) for t in terms[1:]]
+
+
+def _flat(value: Any, shape: tuple[int, ...]) -> Any:
+    """A value as it is, or an array broadcast to ``shape`` and flattened."""
+    if isinstance(value, (str, bytes, dict, Link, os.PathLike)) or np.ndim(value) == 0:
+        return value
+    array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if _resolve.holds_labels(
+        value) else None)
+    return np.broadcast_to(array, shape).reshape(-1)
+
+
+def _shape(*values: Any) -> tuple[int, ...]:
+    return np.broadcast_shapes(*(() if isinstance(v, (str, bytes, dict, Link, os.PathLike)) else np.shape(v)
+                                 for v in values))
+
+
+def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[np.float64]:
+    """numpy's convention: scalars in, a numpy scalar out; arrays in, an array of their shape out."""
+    return values[0] if shape == () else values.reshape(shape)
 
 
 @documented(extra=_INVERSE)
-def required_bandwidth(
-    num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
-    per_block_ms: float = 0.0, per_message_ms: float = 0.0, block_size: int | None = None,
-    kv_layout: str = "layer_kv", num_layers: int | None = None,
-) -> np.float64 | NDArray[np.float64]:
+def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
+                       **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
 
-    The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the fixed
-    costs being the latency and, with a ``block_size``, the blocks' and messages' costs
-    (``per_block_ms``, ``per_message_ms`` in ``kv_layout``, as :func:`perfmodel.handoff_delay_ms`
-    takes them; one model, or bytes with ``num_layers``), then checked
-    against the forward model, so that for whole token counts it is the smallest float64 bandwidth with
-    ``handoff_delay_ms(tokens, bandwidth, ...) <= budget_ms`` exactly (the closed form alone misses by a
-    rounding step either way in ~7% of cases).
-    Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name,
-    config or path (with ``kv_cache_dtype``, ``tp`` and ``scope``; a sliding-window,
-    chunked-attention or hybrid model's bytes per prompt are those of
-    :func:`perfmodel.kv_bytes`; ``decode_tp`` as there). 0 bytes need 0 GB/s; a budget at or below
-    the fixed costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
+    The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the bytes and
+    the fixed costs (latency, and with a ``block_size`` the blocks' and messages' costs) being the
+    forward model's own (:func:`perfmodel.handoff_delay_ms` at an infinite bandwidth, with every
+    other input as it takes them), then settled on the forward model, so that for whole token
+    counts it is the smallest float64 bandwidth with ``handoff_delay_ms(tokens, bandwidth, ...) <=
+    budget_ms`` exactly (the closed form alone misses by a rounding step either way in ~7% of
+    cases). Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name,
+    config or path, or an array of these. 0 bytes need 0 GB/s; a budget at or below the fixed
+    costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
 
     Parameters
     ----------
@@ -395,84 +440,31 @@ def required_bandwidth(
     np.float64(124.62185)
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
-    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope, decode_tp)
-    costs = _Costs.of(kv_bytes_per_token, per_block_ms, per_message_ms, block_size, kv_layout, num_layers, terms)
-    nbytes = _nbytes(tokens, terms)
-    budget, latency = nonnegative("budget_ms", budget_ms, inf_ok=True), nonnegative("latency_ms", latency_ms)
-    scalar = max(np.ndim(nbytes), np.ndim(budget), np.ndim(latency)) == 0
-    nbytes, budget, latency = np.broadcast_arrays(nbytes, budget, latency)
-    fixed = latency + costs.fixed_ms(tokens, terms)
+    budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
+    shape = _shape(tokens, budget, kv_bytes_per_token, *inputs.values())
+    forward = _Forward.of(kv_bytes_per_token, inputs, shape)
+    tokens, budget = (np.broadcast_to(a, shape).reshape(-1) for a in (tokens, budget))
+    whole = np.floor(tokens) == tokens
+    fixed, nbytes = forward(np.ceil(tokens), np.inf)  # the fixed costs, and the bytes of whole counts
+    if not whole.all():  # fractional counts (curves): bytes between those of the whole counts around them
+        below = forward(np.floor(tokens), np.inf)[1]
+        nbytes = np.where(whole, nbytes, below + (tokens - np.floor(tokens)) * (nbytes - below))
+    if np.isnan(nbytes).any():
+        raise InputError("kv_bytes_per_token", "unknown (NaN) bytes per token", "pass numbers >= 0 or known models")
     with np.errstate(divide="ignore", invalid="ignore"):
         needed = nbytes / ((budget - fixed) / 1000.0) / 1e9
     needed = np.where(budget - fixed > 0, needed, np.inf)
     needed = np.where(nbytes == 0, 0.0, needed).astype(np.float64)
-    # the closed form may miss by a rounding step either way: settle on the forward model (which takes
-    # whole token counts only; curves drawn through fractional counts keep the closed form)
-    exact = np.isfinite(needed) & (needed > 0) & (np.floor(tokens) == tokens)
-    if exact.any():
-        rows = [np.broadcast_to(a, needed.shape)[exact] for a in (tokens, budget, latency, *terms)]
-        needed[exact] = _least_bandwidth(needed[exact], *rows[:3], rows[3:], costs)
-    return _scalar_if(scalar, needed)
+    exact = np.flatnonzero(np.isfinite(needed) & (needed > 0) & whole)
+    if exact.size:  # the closed form may miss by a rounding step either way: settle on the forward model
+        top = np.float64(np.inf).view(np.int64)  # an infinite bandwidth moves bytes in no time: it fits
 
+        def fits(bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            bandwidth = np.clip(bits, 0, top).view(np.float64)
+            return (bits > 0) & (forward(tokens[exact[rows]], bandwidth, exact[rows])[0] <= budget[exact[rows]])
 
-class _Costs(NamedTuple):
-    """The fixed costs of a full-prompt handoff beyond its latency: per block and per message (one
-    value each, ms), the block size, and the model's message terms (None when messages cost nothing)."""
-
-    per_block_ms: float = 0.0
-    per_message_ms: float = 0.0
-    block_size: float | None = None
-    messages: tuple[float, float, float, float] | None = None
-
-    @classmethod
-    def of(cls, model: Any, per_block_ms: Any, per_message_ms: Any, block_size: Any, kv_layout: str,
-           num_layers: Any, terms: list[Any]) -> _Costs:
-        per_block, per_message = (float(checked(n, v)) for n, v in (("per_block_ms", per_block_ms),
-                                                                      ("per_message_ms", per_message_ms)))
-        size = None if block_size is None else float(checked("block_size", block_size))
-        if (per_block or per_message) and not size:
-            raise InputError("per_message_ms" if per_message else "per_block_ms", "a per-block or per-message "
-                             "cost needs a block size", "give the KV block size in tokens (block_size=)")
-        if not per_message:
-            return cls(per_block, 0.0, size)
-        if any(np.ndim(t) for t in terms):
-            raise InputError("kv_bytes_per_token", "per-message costs here take one model",
-                             "pass one model (or number of bytes), or scan handoff_delay_ms")
-        found = _resolve.message_terms(model, check_option("kv_layout", kv_layout), num_layers)
-        return cls(per_block, per_message, size, tuple(float(f) for f in found))
-
-    def fixed_ms(self, tokens: np.ndarray, terms: list[Any]) -> Any:
-        """The per-block and per-message costs (ms) of full-prompt handoffs of ``tokens``."""
-        if not self.block_size:
-            return 0.0
-        blocks = np.ceil(tokens / self.block_size)
-        cost = blocks * self.per_block_ms
-        if self.messages:
-            cost = cost + self.per_message_ms * prompt_messages(tokens, tokens, self.block_size, *self.messages,
-                                                                terms[2], terms[4])
-        return np.where(tokens > 0, cost, 0.0)
-
-    def inputs(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """These costs as :func:`perfmodel.handoff._handoff` takes them: inputs, and the message terms."""
-        given = {"per_block_ms": self.per_block_ms, "per_message_ms": self.per_message_ms,
-                 "block_size": self.block_size}
-        return given, dict(zip(_resolve.MessageTerms._fields, self.messages)) if self.messages else {}
-
-
-def _least_bandwidth(needed: np.ndarray, tokens: np.ndarray, budget: np.ndarray, latency: np.ndarray,
-                     terms: list[np.ndarray], costs: _Costs) -> np.ndarray:
-    """The smallest float64 bandwidth at which the forward model (the kernel, as :func:`handoff_delay_ms`
-    computes it) meets the budget, searched from the closed form's ``needed``. Positive floats are
-    ordered like their bit patterns, so the search runs on those: where a latency dwarfs the transfer,
-    many neighbouring bandwidths round to the same delay, and the closed form can be off by many steps."""
-    top = np.float64(np.inf).view(np.int64)  # an infinite bandwidth moves bytes in no time: it fits
-
-    def fits(bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        bandwidth = np.clip(bits, 0, top).view(np.float64)
-        return (bits > 0) & (_full_prompt_delay(tokens[rows], bandwidth, latency[rows],
-                                                [t[rows] for t in terms], costs) <= budget[rows])
-
-    return _least_true(needed.view(np.int64), fits, top).view(np.float64)
+        needed[exact] = _least_true(needed[exact].view(np.int64), fits, top).view(np.float64)
+    return _answer(shape, needed)
 
 
 def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
@@ -506,26 +498,9 @@ def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
     return high
 
 
-def _full_prompt_delay(tokens: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],
-                       costs: _Costs) -> np.ndarray:
-    """Delays (ms) of full-prompt handoffs of ``tokens`` with a model's resolved byte ``terms`` and the
-    ``costs`` of its blocks and messages, from the kernel."""
-    delay = np.empty(np.broadcast(tokens, bandwidth).size)
-    given, messages = costs.inputs()
-    _handoff({"num_input_tokens": tokens, "kv_transfer_bandwidth": bandwidth, "kv_bytes_per_token": terms[0],
-              "state_bytes": terms[5], "latency_ms": latency, "worker_type": 1, "completed": True,
-              "mode": TransferMode.FULL_PROMPT, **given}, out=delay,
-             model_terms={**dict(zip(_resolve._CAPPED, terms[1:5])), **messages})
-    return delay
-
-
-@documented(extra={"budget_ms": _INVERSE["budget_ms"]})
-def max_tokens_within(
-    kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike, latency_ms: ArrayLike = 0.0,
-    kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank", decode_tp: int | None = None,
-    per_block_ms: float = 0.0, per_message_ms: float = 0.0, block_size: int | None = None,
-    kv_layout: str = "layer_kv", num_layers: int | None = None,
-) -> np.float64 | NDArray[np.float64]:
+@documented(extra={name: _INVERSE[name] for name in ("budget_ms", "inputs")})
+def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
+                      **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
 
     Whole numbers as float64 (``inf`` where every prompt fits: a token costs 0 bytes,
@@ -536,9 +511,8 @@ def max_tokens_within(
     the longest N for which *every* prompt of up to N tokens fits (never counting on a drop).
     ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency and
     per-block and per-message costs are added), ``kv_bytes_per_token`` a model name, config or
-    path (with ``kv_cache_dtype``, ``tp``, ``decode_tp`` and ``scope``); per-block and
-    per-message costs (``block_size``, ``kv_layout``, as :func:`required_bandwidth` takes them)
-    are searched on the forward model. Inputs broadcast; scalars in, a numpy scalar out.
+    path, each or an array of these; every other input is taken as
+    :func:`perfmodel.handoff_delay_ms` takes it. Inputs broadcast; scalars in, a numpy scalar out.
 
     Parameters
     ----------
@@ -561,89 +535,36 @@ def max_tokens_within(
     >>> max_tokens_within("nixl-ucx-rdma", "llama-3.1-70b", budget_ms=50.0, block_size=16)  # 0.73 us per message
     np.float64(1769.0)
     """
-    link = _resolve.link_terms(kv_transfer_bandwidth)
-    if np.ndim(link.bandwidth_gb_s) and (link.per_block_ms is not None or link.per_message_ms is not None):
-        raise InputError("kv_transfer_bandwidth", "links with per-block or per-message costs here take one link",
-                         "pass one link, or scan handoff_delay_ms over prompt lengths")
-    latency = _resolve.add(nonnegative("latency_ms", latency_ms), link.latency_ms)
-    terms = _terms(kv_bytes_per_token, kv_cache_dtype, tp, scope, decode_tp)
-    costs = _Costs.of(kv_bytes_per_token, float(per_block_ms) + float(link.per_block_ms or 0.0),
-                      float(per_message_ms) + float(link.per_message_ms or 0.0), block_size, kv_layout, num_layers,
-                      terms)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    bandwidth = nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True)
-    fields = [budget, bandwidth, latency, *terms]
-    scalar = max(np.ndim(a) for a in fields) == 0
-    budget, bandwidth, latency, *terms = (np.array(a, dtype=np.float64).reshape(-1)
-                                          for a in np.broadcast_arrays(*fields))
-    per_token = terms[0]
+    shape = _shape(budget, kv_transfer_bandwidth, kv_bytes_per_token, *inputs.values())
+    forward = _Forward.of(kv_bytes_per_token, inputs, shape)
+    spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)
+    link = _resolve.link_terms(spec)
+    bandwidth = np.broadcast_to(nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True), shape).reshape(-1)
+    budget = np.broadcast_to(budget, shape).reshape(-1)
+    latency = np.broadcast_to(_resolve.add(nonnegative("latency_ms", inputs.get("latency_ms", 0.0)), link.latency_ms),
+                              shape).reshape(-1)
+    per_token, window_bytes, window, chunk_bytes, chunk, state = (np.broadcast_to(t, shape).reshape(-1)
+                                                                  for t in forward.terms())
     with np.errstate(divide="ignore", invalid="ignore"):
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
-        tokens = np.floor(allowed / per_token)
-    tokens = np.where(budget - latency >= 0, tokens, 0.0)
-    proportional = (terms[1] == 0) & (terms[3] == 0) & (terms[5] == 0) & (costs.block_size is None)
-    capped_bytes = terms[1] * terms[2] + terms[3] * terms[4] + terms[5]  # what the capped terms reach at most
-    every = (bandwidth == np.inf) | ((per_token == 0) & (proportional | (capped_bytes <= allowed)))
-    tokens = np.where(every, np.inf, tokens)
-    # the closed form may round either way: settle on the forward model's own answer (below 2**53, where
-    # float64 still tells one token count from the next)
-    exact = ~every & proportional & (tokens < 2**53)
-    if exact.any():
-        tokens[exact] = _settle(tokens[exact], budget[exact], bandwidth[exact], per_token[exact], latency[exact])
-    search = ~every & ~proportional
-    if search.any():
-        tokens[search] = _longest_fitting(budget[search], bandwidth[search], latency[search],
-                                          [t[search] for t in terms], costs)
-    return _scalar_if(scalar, tokens)
+        tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)
+    capped = window_bytes * window + chunk_bytes * chunk + state  # what the capped terms reach at most
+    every = (bandwidth == np.inf) | ((per_token == 0) & ((capped <= allowed) | (capped == 0)))
+    # beyond 2**53 tokens float64 cannot tell one count from the next: the closed form stands there
+    search = np.flatnonzero(~every & ((tokens < 2**53) | (capped > 0)))
+    if search.size:  # the forward model's own answer, searched from the closed form's
 
+        def too_long(n: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            """Whether some prompt of up to n tokens misses the budget (a chunked model's bytes drop at each
+            chunk's end, so the last one before n counts too)."""
+            at = search[rows]
+            last_chunk_end = np.where(chunk[at] > 0, np.floor((n - 1) / np.maximum(chunk[at], 1)) * chunk[at], 0.0)
+            link_rows = spec[at] if isinstance(spec, np.ndarray) else spec
+            worst = np.maximum(*(forward(np.maximum(prompt, 0.0).astype(np.float64), link_rows, at)[0]
+                                 for prompt in (n, last_chunk_end)))
+            return worst > budget[at]
 
-def _settle(tokens: np.ndarray, budget: np.ndarray, bandwidth: np.ndarray, per_token: np.ndarray,
-            latency: np.ndarray) -> np.ndarray:
-    """The largest N whose delay, computed by the kernel exactly as :func:`handoff_delay_ms` computes it,
-    is within the budget, searched from the closed form's ``tokens`` (which rounding can move either way)."""
-    def too_long(n: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return handoff_delay_ms(n.astype(np.float64), bandwidth[rows], per_token[rows],
-                                latency_ms=latency[rows]) > budget[rows]
-
-    return (_least_true(tokens.astype(np.int64), too_long, 2**53) - 1).astype(np.float64)
-
-
-def _longest_fitting(budget: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, terms: list[np.ndarray],
-                     costs: _Costs) -> np.ndarray:
-    """Bisection on the forward model (the kernel) for models whose bytes are not proportional to the
-    prompt: the largest N such that every prompt of up to N tokens fits (a chunked model's bytes
-    drop at chunk boundaries, so N's envelope also takes the last chunk end before it)."""
-    chunk = terms[4]
-
-    def fits(n: np.ndarray) -> np.ndarray:
-        worst = np.zeros_like(n)
-        for prompt in (n, np.where(chunk > 0, np.floor((n - 1) / np.maximum(chunk, 1)) * chunk, 0.0)):
-            worst = np.maximum(worst, _full_prompt_delay(np.maximum(prompt, 0.0), bandwidth, latency, terms, costs))
-        return worst <= budget
-
-    low = np.zeros(budget.size)  # fits (0 tokens move nothing)
-    high = np.maximum(np.ceil(terms[2] + terms[4]), 1.0)  # beyond the window and the chunk, bytes only grow
-    while True:  # double until no prompt of that length fits (the caller ruled out "every prompt fits")
-        grow = fits(high)
-        if not grow.any():
-            break
-        low = np.where(grow, high, low)
-        high = np.where(grow, high * 2, high)
-    while np.any(high - low > 1):
-        middle = np.floor((low + high) / 2)
-        ok = fits(middle)
-        low, high = np.where(ok, middle, low), np.where(ok, high, middle)
-    return low
-
-
-def _terms(kv_bytes_per_token: Any, kv_cache_dtype: str | None, tp: int, scope: str,
-           decode_tp: int | None = None) -> list[Any]:
-    """The byte terms of a number or model (see :class:`perfmodel.KVTerms`), 0 where a model has none."""
-    terms = _resolve.model_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope,
-                                 decode_tp=decode_tp)
-    values = [nonnegative("kv_bytes_per_token", terms.bytes_per_token)]
-    return values + [np.float64(0.0) if t is None else np.asarray(t, dtype=np.float64) for t in terms[1:]]
-
-
-def _nbytes(tokens: np.ndarray, terms: list[Any]) -> np.ndarray:
-    return prompt_bytes(tokens, tokens, *terms)
+        start = np.clip(np.nan_to_num(tokens[search], posinf=2**53), 0, 2**53 - 1).astype(np.int64) + 1
+        tokens[search] = _least_true(start, too_long, 2**53) - 1
+    return _answer(shape, np.where(every, np.inf, tokens))
