@@ -217,6 +217,29 @@ def test_signatures_take_the_tables_inputs_with_its_defaults():
             assert entry.name in facade, entry.name
 
 
+#: Where the replay's meaning of an input's default differs from the numpy API's (documented there).
+REPLAY_DEFAULTS = {"block_size": 512, "mode": "full_prompt", "kv_transfer_bandwidth": None, "kv_bytes_per_token": None}
+
+
+def test_the_options_the_replay_and_the_sweep_axes_are_the_tables():
+    """The edge's options, the replay's keywords and the sweep's and grid's axes are the table's entries, with
+    its defaults: an input added to the table with ``replay=``/``axis=``/``grid_axis=`` reaches them all."""
+    import dataclasses
+
+    from perfmodel.handoff import Options
+    from perfmodel.replay import GRID_AXES, _CONFIG
+    from perfmodel.sweeps import AXES
+
+    for field in dataclasses.fields(Options):
+        assert field.default == INPUTS[field.name].default, field.name
+    for entry in (*ROW_INPUTS, *OPTIONS):
+        assert (entry.replay is not None) == (entry.name in _CONFIG), entry.name
+        if entry.replay:
+            assert _CONFIG[entry.name] == REPLAY_DEFAULTS.get(entry.name, entry.default), entry.name
+        assert (entry.axis is not None) == (entry.name in AXES), entry.name
+        assert (entry.grid_axis is not None) == (entry.name in GRID_AXES), entry.name
+
+
 # --- sweeps ------------------------------------------------------------------------------------------
 
 def _sweep_expected(df: pd.DataFrame, given: dict) -> np.ndarray:
