@@ -366,15 +366,20 @@ class _Forward(NamedTuple):
                 raise InputError(name, "is not an input of this question (a completed prefill's full-prompt handoff)",
                                  f"drop {name}, or ask handoff_delay_ms")
         per_row = {name: _flat(value, shape) for name, value in inputs.items() if name in ROW_NAMES}
-        return cls(_flat(kv_bytes_per_token, shape), per_row, Options.of(inputs))
+        per_token = _flat(kv_bytes_per_token, shape)
+        if isinstance(per_token, (int, float, np.number)):  # numbers as a column, as a sweep passes them: the
+            per_token = np.full(math.prod(shape), per_token, dtype=np.float64)  # kernel compiled for it once
+        return cls(per_token, per_row, Options.of(inputs))
 
     def __call__(self, tokens: np.ndarray, bandwidth: Any, rows: Any = slice(None)) -> tuple[np.ndarray, np.ndarray]:
         """Delays (ms) and bytes of the handoffs of ``tokens`` at ``bandwidth`` on ``rows``."""
         delay, moved = np.empty(tokens.size), np.empty(tokens.size)
+        if not isinstance(bandwidth, np.ndarray) and isinstance(bandwidth, (int, float, np.number)):
+            bandwidth = np.full(tokens.size, bandwidth, dtype=np.float64)
         given = {name: value[rows] if isinstance(value, np.ndarray) else value
                  for name, value in {"kv_bytes_per_token": self.kv_bytes_per_token, **self.inputs}.items()}
-        _handoff({**given, "num_input_tokens": tokens, "kv_transfer_bandwidth": bandwidth}, self.options, out=delay,
-                 bytes_out=moved)
+        _handoff({**given, "num_input_tokens": tokens.astype(np.int64), "kv_transfer_bandwidth": bandwidth},
+                 self.options, out=delay, bytes_out=moved)
         return delay, moved
 
     def terms(self) -> list[np.ndarray]:
@@ -544,8 +549,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     budget = np.broadcast_to(budget, shape).reshape(-1)
     latency = np.broadcast_to(_resolve.add(nonnegative("latency_ms", inputs.get("latency_ms", 0.0)), link.latency_ms),
                               shape).reshape(-1)
-    per_token, window_bytes, window, chunk_bytes, chunk, state = (np.broadcast_to(t, shape).reshape(-1)
-                                                                  for t in forward.terms())
+    terms = (np.broadcast_to(t, budget.shape) for t in forward.terms())  # (flat, as the forward's inputs)
+    per_token, window_bytes, window, chunk_bytes, chunk, state = terms
     with np.errstate(divide="ignore", invalid="ignore"):
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
         tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)
