@@ -257,6 +257,23 @@ def label_of(value: Any) -> Any:
     return value
 
 
+def axis_values(where: str, name: str, value: Any) -> list[Any]:
+    """A grid axis' values (sweeps, replay grids): one value, or a list of them; an empty axis is refused."""
+    values = [value] if value is None or isinstance(value, (str, bytes, Mapping, Link)) or np.ndim(value) == 0 \
+        else list(value)
+    if not values:
+        raise InputError(where, f"axis {name} is empty", "give it at least one value")
+    return values
+
+
+def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
+    """How a grid axis' values are named in its table (see :func:`label_of`); a value given twice is refused."""
+    labels = [str(label_of(value)) for value in values]
+    if len(set(labels)) != len(labels):
+        raise InputError(where, f"axis {name} has repeated values {labels}", "give each value once")
+    return labels
+
+
 def _array(value: Any) -> Any:
     if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray, np.ndarray, Coded)):
         return value

@@ -547,18 +547,6 @@ GRID_AXES = (
 _GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap", "kv_layout"}
 
 
-def _grid_values(name: str, value: Any) -> list[Any]:
-    from .links import Link
-
-    if value is None or isinstance(value, (str, bytes, dict, Link)) or np.ndim(value) == 0:
-        values = [value]
-    else:
-        values = list(value)
-    if not values:
-        raise InputError("replay_grid", f"axis {name} is empty", "give it at least one value")
-    return values
-
-
 def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     """Every combination of the axes, as keyword dicts, in the grid's row order (the last axis fastest)."""
     import itertools
@@ -567,7 +555,11 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     if unknown:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
     names = [name for name in GRID_AXES if name in axes]
-    configs = [dict(zip(names, c)) for c in itertools.product(*(_grid_values(n, axes[n]) for n in names))]
+    values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
+    for name, given in zip(names, values):
+        if name in _GRID_LABELS:
+            _resolve.axis_labels("replay_grid", name, given)  # (a value given twice is refused, as in sweeps)
+    configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
     if len(overlaps) > 1:

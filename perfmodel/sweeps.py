@@ -45,19 +45,6 @@ _LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap", "k
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
-def _axis_values(name: str, value: Any) -> list[Any] | np.ndarray:
-    if isinstance(value, (str, bytes, Link, dict)) or np.ndim(value) == 0:
-        value = [value]
-    values = list(value) if name in _LABEL_AXES else np.asarray(value)
-    if len(values) == 0:
-        raise InputError("sweep", f"axis {name} is empty", "give it at least one value")
-    return values
-
-
-def _label(value: Any) -> str:
-    return str(_resolve.label_of(value))
-
-
 def _mode(value: Any) -> TransferMode:
     try:
         return TransferMode[value.strip().upper()] if isinstance(value, str) else TransferMode(value)
@@ -212,20 +199,17 @@ class SweepPlan:
         if (any(a in axes for a in LAYERWISE if a != "num_layers" or "per_message_ms" not in axes)
                 and "overlap" not in axes):
             axes["overlap"] = "layerwise"
-        overlaps = {_label(v) for v in _axis_values("overlap", axes.get("overlap", "none"))}
+        overlaps = {str(v) for v in _resolve.axis_values("sweep", "overlap", axes.get("overlap", "none"))}
         layerwise_overlaps(axes, overlaps)  # the rules of every entry point
         if "layerwise" in overlaps:
             if "num_layers" not in axes and "model" not in axes:
                 raise InputError("sweep", "overlap='layerwise' needs the layer count",
                                  "give a model axis, or num_layers")
         given = tuple(name for name in AXES if name in axes)
-        values = {name: _axis_values(name, axes[name]) for name in given}
-        labels = {}
-        for name in given:
-            if name in _LABEL_AXES:
-                labels[name] = [_label(_mode(v) if name == "mode" else v) for v in values[name]]
-                if len(set(labels[name])) != len(labels[name]):
-                    raise InputError("sweep", f"axis {name} has repeated values {labels[name]}", "give each value once")
+        values = {name: _resolve.axis_values("sweep", name, axes[name]) for name in given}
+        values = {name: v if name in _LABEL_AXES else np.asarray(v) for name, v in values.items()}
+        labels = {name: _resolve.axis_labels("sweep", name, [_mode(v) if name == "mode" else v for v in values[name]])
+                  for name in given if name in _LABEL_AXES}
         for name in given:  # every input by its rule in the table, before the grid is allocated
             if name in INPUTS and INPUTS[name].valid is not None and name not in ("mode",):
                 try:

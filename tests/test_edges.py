@@ -327,3 +327,13 @@ def test_a_column_mixing_models_and_numbers_means_the_same_everywhere():
                                   expected)
     with pytest.raises(ValueError, match="apply to model names"):  # the shaping options are for the models only
         perfmodel.handoff_delay_ms(tokens, 50.0, mix, tp=2)
+
+
+@pytest.mark.parametrize("axis, values", [("link", ["ib-ndr", "ib-ndr"]), ("model", ["llama-3.1-8b", "llama-3.1-8b"]),
+                                          ("scope", ["rank", "rank"])])
+def test_a_grid_axis_given_a_value_twice_is_refused_by_sweeps_and_replay_grids_alike(axis, values):
+    base = {"model": "llama-3.1-8b", "link": "ib-ndr", axis: values}
+    with pytest.raises(InputError, match=f"axis {axis} has repeated values"):
+        sweep(num_input_tokens=[10], **base)
+    with pytest.raises(InputError, match=f"axis {axis} has repeated values"):
+        perfmodel.replay_grid(perfmodel.synthetic_trace(20, 10, seed=0), **base)
