@@ -108,7 +108,7 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
     numbers = {i: label for i, label in enumerate(uniques) if _is_number(label)}  # bytes per token among models
     if numbers:
         _numbers_unshaped(shaped)
-    found = [_Bytes(float(numbers[i])) if i in numbers else _per_label(terms_of, errors)(label)
+    found = [KVTerms(float(numbers[i])) if i in numbers else _per_label(terms_of, errors)(label)
              for i, label in enumerate(uniques)]
     return _terms_of_lookups([[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan]
                               for name in _FIELDS], codes)
@@ -123,17 +123,6 @@ def _numbers_unshaped(shaped: bool) -> None:
         raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp, decode_tp and scope apply to model names or "
                          "configs, but kv_bytes_per_token holds numbers of bytes",
                          "pass models (e.g. 'llama-3.1-70b') or drop them")
-
-
-class _Bytes(NamedTuple):
-    """A number of bytes per token among the models of a column, with the terms of :class:`KVTerms`."""
-
-    full_bytes_per_token: float
-    window_bytes_per_token: float = 0.0
-    window_tokens: float = 0.0
-    chunk_bytes_per_token: float = 0.0
-    chunk_tokens: float = 0.0
-    state_bytes: float = 0.0
 
 
 #: The fields of KVTerms the kernel reads, in ModelTerms' order.
