@@ -9,7 +9,6 @@ validation of every row is fused into the same pass as a count of invalid rows.
 
 from __future__ import annotations
 
-import types as types_module
 
 import numba
 import numpy as np
@@ -121,18 +120,6 @@ def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0
     bytes move, the setup latency and the per-block cost. With both 0 this is upstream's delay, bit for bit."""
     delay = nbytes / (bandwidth_gb_s * 1e9) * 1000.0
     return delay + ((latency_ms + blocks * per_block_ms) if nbytes > 0 else 0.0)
-
-
-def serial_and_parallel(function):
-    """``function`` compiled twice from its one body: serially, and with ``prange`` over threads.
-
-    The parallel copy has a name of its own, so that numba's cache keeps the two apart (its cache
-    files are named by the function, not by the options it was compiled with: numba issue 6845)."""
-    twin = types_module.FunctionType(function.__code__, function.__globals__, function.__name__ + "_parallel",
-                                     function.__defaults__, function.__closure__)
-    twin.__qualname__ = function.__qualname__ + "_parallel"
-    twin.__doc__ = function.__doc__
-    return jit(function), jit(parallel=True)(twin)
 
 
 # --- the handoff kernel -----------------------------------------------------------------------------

@@ -16,9 +16,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import prange
 
-from ._kernels import capped_bytes, jit, loop_helper, messages_of, serial_and_parallel, transfer_ms
+from ._kernels import capped_bytes, jit, loop_helper, messages_of, transfer_ms
 
 NONE, FIFO, FAIR = 0, 1, 2
 _NIL = -1
@@ -36,41 +35,46 @@ def _popcount(x):
     return np.int64(x & np.uint64(0x7F))
 
 
-def _ranked_ids(values, lowest, out, parts):
-    """``out[i]``: the rank of ``values[i]`` among the distinct values (dense ids ``0..U-1`` in increasing
-    value order); returns U. For integer ids in a bounded range (Mooncake's 0, 1, 2...; a synthetic
-    trace's, with gaps), one small table over ``lowest..max(values)`` instead of a hash table: per 64
-    values of the range, a bitmap of those present and the count of values present before them, side
-    by side so that each lookup reads one cache line (a quarter of a byte per value of the range).
+# Block ids in a bounded integer range (Mooncake's 0, 1, 2...; a synthetic trace's, with gaps) are ranked
+# through one small table over the range instead of a hash table: per 64 values of the range, a bitmap of
+# those present and the count of values present before them, side by side so that each lookup reads one
+# cache line (a quarter of a byte per value of the range). perfmodel.replay shares the two passes over
+# the ids between threads, each marking its share in a bitmap of its own.
 
-    Compiled twice: :func:`ranked_ids` (serial) and :func:`ranked_ids_parallel`, whose ``parts``
-    threads each mark their share of the values in a bitmap of their own (merged after), then look
-    the ranks up over ``prange`` (1.9x at 11.4M ids on 2 cores, measured)."""
-    n = values.shape[0]
+@jit
+def mark_ids(values, lowest, marks):
+    """Mark each of ``values`` (less ``lowest``) in the bitmap ``marks`` (64 values a word)."""
     one = np.uint64(1)
-    words = ((values.max() - lowest) >> 6) + 1 if n else 0
-    marks = np.zeros((parts, words), dtype=np.uint64)
-    for p in prange(parts):
-        for i in range(p * n // parts, (p + 1) * n // parts):
-            v = values[i] - lowest
-            marks[p, v >> 6] |= one << np.uint64(v & 63)
-    table = np.empty((words, 2), dtype=np.uint64)  # [q]: (bits of the values present, how many before)
+    for i in range(values.shape[0]):
+        v = values[i] - lowest
+        marks[v >> 6] |= one << np.uint64(v & 63)
+
+
+@jit
+def rank_table(marks):
+    """The rank table of the bitmaps ``marks`` (one row each, merged): per word, its bits and how many
+    values are present before it; and how many values are present in all (U)."""
+    table = np.empty((marks.shape[1], 2), dtype=np.uint64)
     count = 0
-    for q in range(words):
+    for q in range(marks.shape[1]):
         word = marks[0, q]
-        for p in range(1, parts):
+        for p in range(1, marks.shape[0]):
             word |= marks[p, q]
         table[q, 0] = word
         table[q, 1] = count
         count += _popcount(word)
-    for i in prange(n):
+    return table, count
+
+
+@jit
+def rank_ids(values, lowest, table, out):
+    """``out[i]``: the rank of ``values[i]`` among the distinct values (dense ids ``0..U-1`` in
+    increasing value order), from the :func:`rank_table` of their bitmap."""
+    one = np.uint64(1)
+    for i in range(values.shape[0]):
         v = values[i] - lowest
         q = v >> 6
         out[i] = np.int64(table[q, 1]) + _popcount(table[q, 0] & ((one << np.uint64(v & 63)) - one))
-    return count
-
-
-ranked_ids, ranked_ids_parallel = serial_and_parallel(_ranked_ids)
 
 
 # The heap's comparisons and swaps are written out rather than called: as nested ``inline="always"``

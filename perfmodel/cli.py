@@ -325,14 +325,11 @@ _SIGNALS = frozenset(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, 
 
 
 def _run_and_report(task: Callable[[], None], send: Any, signals: frozenset[int]) -> None:
-    """In the child of :func:`_alongside`: default signal actions, serial numba kernels, then run ``task``;
-    send back ``None`` or its error."""
-    from .handoff import keep_numba_serial
-
+    """In the child of :func:`_alongside`: default signal actions, then run ``task``; send back ``None`` or
+    its error."""
     for signum in signals:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
-    keep_numba_serial()
     try:
         task()
         error = None

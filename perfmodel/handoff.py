@@ -9,13 +9,11 @@ which argument, row and value were at fault.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import operator
 import os
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -324,38 +322,10 @@ def _check_out(out: Any, n: int, arrays: dict[str, np.ndarray]) -> np.ndarray:
     return out
 
 
-_parallel_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def parallel_turn(wanted: bool = True) -> Iterator[bool]:
-    """Whether this thread may run numba ``prange`` code now (``wanted`` and no other thread is): the
-    replay's id ranking.
-
-    numba's default ``workqueue`` threading layer is not safe when several Python threads
-    enter parallel code at once (dask's threaded scheduler does): a thread that finds the
-    parallel code busy runs the serial version instead. (The handoff kernel runs its shares on
-    Python threads, which need no turn.)
-    """
-    turn = wanted and _parallel_lock.acquire(blocking=False)
-    try:
-        yield turn
-    finally:
-        if turn:
-            _parallel_lock.release()
-
-
-def keep_numba_serial() -> None:
-    """From now on this process runs only the serial versions of numba's parallel code (it takes
-    the parallel turn for good). For a forked child: the threading layer its parent started does
-    not survive the fork (GNU OpenMP ends a child that enters it)."""
-    _parallel_lock.acquire(blocking=False)
-
-
 def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
                 num_threads: int | None, bytes_out: np.ndarray | None = None) -> int:
     """One kernel pass: the compiled loop over every row, or over each thread's share of the rows for
-    large inputs (it holds no GIL, so Python threads run the shares at once; this thread takes one)."""
+    large inputs (:func:`in_shares`)."""
     n = out.shape[0]
     threads = num_threads or numba.config.NUMBA_NUM_THREADS
     if parallel is None:
@@ -363,15 +333,22 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     if not parallel or threads == 1:
         return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 
-    def share(k: int) -> tuple:
-        """The kernel's arguments for the ``k``-th share of the rows: views of every per-row array."""
-        i, j = k * n // threads, (k + 1) * n // threads
+    def share(_k: int, i: int, j: int) -> int:
+        """The kernel over rows ``i`` to ``j``: views of every per-row array."""
         rows = [v[i:j] if isinstance(v, np.ndarray) else v for v in values[:_kernels.PER_ROW]]
-        return ((*rows, *values[_kernels.PER_ROW:]), out[i:j], None if missing_out is None else missing_out[i:j],
-                None if bytes_out is None else bytes_out[i:j])
+        return _kernels.handoff_serial((*rows, *values[_kernels.PER_ROW:]), out[i:j],
+                                       None if missing_out is None else missing_out[i:j],
+                                       None if bytes_out is None else bytes_out[i:j])
 
-    others = [_pool().submit(_kernels.handoff_serial, *share(k)) for k in range(1, threads)]
-    return int(_kernels.handoff_serial(*share(0)) + sum(other.result() for other in others))
+    return int(sum(in_shares(n, threads, share)))
+
+
+def in_shares(n: int, threads: int, task: Callable[[int, int, int], Any]) -> list[Any]:
+    """``task(k, i, j)`` for each ``k``-th of ``threads`` shares of ``range(n)`` (rows ``i`` to ``j``), run at
+    once on the pool's threads and this one (compiled code holds no GIL); the results in order."""
+    bounds = [(k, k * n // threads, (k + 1) * n // threads) for k in range(threads)]
+    others = [_pool().submit(task, *share) for share in bounds[1:]]
+    return [task(*bounds[0]), *(other.result() for other in others)]
 
 
 _threads: dict[int, ThreadPoolExecutor] = {}  # this process's pool (a forked child makes its own)

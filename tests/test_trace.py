@@ -521,21 +521,19 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
 
 @settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.integers(-2**40, 2**40), max_size=300), shift=st.sampled_from([0, 63, 64, 2**62]),
-       parallel=st.sampled_from([(False, 1), (True, 1), (True, 2), (True, 3)]))
-def test_ranked_ids_are_the_ranks_of_the_values(values, shift, parallel):
-    """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats;
-    serial, and parallel with one bitmap per part (parts splitting the values anywhere)."""
-    from perfmodel._replay import ranked_ids, ranked_ids_parallel
+       threads=st.sampled_from([1, 2, 3]))
+def test_ranked_ids_are_the_ranks_of_the_values(values, shift, threads):
+    """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats; on one
+    thread, and on several with one bitmap each (their shares splitting the values anywhere)."""
+    from perfmodel.replay import ranked_ids
 
     values = np.asarray(values, dtype=np.int64)
     values = values - values.min() + shift if values.size else values
     if values.size and values.max() - values.min() > 2**20:
         values = values % 100_003 + shift  # keep the bitmap small
-    out = np.empty(values.size, dtype=np.int64)
-    rank, parts = (ranked_ids_parallel if parallel[0] else ranked_ids), parallel[1]
-    count = rank(values, values.min() if values.size else 0, out, parts)
+    dense, count = ranked_ids(values, threads)
     ranks = np.unique(values, return_inverse=True)[1].reshape(-1) if values.size else values
-    np.testing.assert_array_equal(out, ranks)
+    np.testing.assert_array_equal(dense, ranks)
     assert count == len(np.unique(values))
 
 
@@ -560,21 +558,19 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
 
 
 def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypatch):
-    """Above the parallel threshold the ranking runs over threads (when the parallel turn is free):
-    the same dense ids as numpy's ranking, and the same as the serial path."""
+    """Above the parallel threshold the ranking runs on two threads: the same dense ids as numpy's
+    ranking, and the same as on one thread."""
     import perfmodel.handoff as handoff
     from perfmodel.replay import _flat_hashes
 
     from perfmodel import synthetic_trace
 
-    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 50_000)
     trace = synthetic_trace(8000, rate_per_s=100, seed=3)
+    serial = _flat_hashes(trace)
+    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 50_000)
     dense, offsets, unique = _flat_hashes(trace)
     assert dense.size >= handoff.PARALLEL_MIN_ROWS
     flat = np.concatenate(trace["hash_ids"].to_list())
     np.testing.assert_array_equal(dense, np.unique(flat, return_inverse=True)[1].reshape(-1))
-    assert unique == len(np.unique(flat))
-    with handoff.parallel_turn() as turn:  # another thread holds the parallel turn: the serial path
-        assert turn
-        serial = _flat_hashes(trace)
+    assert unique == len(np.unique(flat)) == serial[2]
     np.testing.assert_array_equal(serial[0], dense)
