@@ -648,15 +648,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
               "kv_transfer_bandwidth": args.bandwidth, "decode_workers": args.decode_workers,
               "decode_cache_blocks": args.cache_blocks, "routing": args.routing, "contention": args.contention,
               "links": args.links, **_given(args)}
-    if args.grid:
-        return _trace_grid(args, trace, config)
+    config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
+    axes = _grid_axes(args.grid) if args.grid else {}
     for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
-        if config[one] is None and config[other] is None:
+        if not {one, other} & {*config, *axes}:
             raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
+        if {one, other} & set(config) and {one, other} & set(axes):
+            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and --{other.replace('_', '-')}: "
+                             "give one of them")
+    twice = sorted(set(config) & set(axes))
+    if twice:
+        raise UsageError(f"--grid {twice[0]}=... and its flag are both given: give its values in --grid only")
+    if axes:
+        return _trace_grid(args, trace, {**config, **axes}, axes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        replay = replay_handoffs(trace, ready_ms="ready_ms" if "ready_ms" in trace else None,
-                                 **{k: v for k, v in config.items() if v is not None or k == "decode_cache_blocks"})
+        replay = replay_handoffs(trace, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
     for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line
         print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
     summary = summarize(replay)
@@ -695,8 +702,9 @@ def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
     return axes
 
 
-def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> int:
-    """``perfmodel trace --grid``: replay every configuration, write the table and figure, report the budgets."""
+def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], axes: dict[str, list[Any]]) -> int:
+    """``perfmodel trace --grid``: replay every configuration (``config``: the flags' values and the grid's
+    ``axes``), write the table and figure, report the budgets."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -706,16 +714,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any]) ->
     from .io import write_table
     from .replay import replay_grid
 
-    axes = _grid_axes(args.grid)
-    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
-        if one in axes or other in axes:
-            config.pop(one), config.pop(other)
-    config = {k: v for k, v in config.items() if v is not None or k == "decode_cache_blocks"}
-    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
-        if one not in config and other not in config and one not in axes and other not in axes:
-            raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
-    grid = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
-                       **{**config, **axes})
+    grid = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
     out: Path = args.out
     names = [f"grid.{args.format}", "grid.png"]
     with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
@@ -853,11 +852,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
     trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
-    trace.add_argument("--decode-workers", type=_positive_int, default=1, metavar="N")
+    trace.add_argument("--decode-workers", type=_positive_int, metavar="N", help="decode workers (default 1)")
     trace.add_argument("--cache-blocks", type=int, metavar="N", help="LRU capacity per decode worker (default unbounded)")
-    trace.add_argument("--routing", choices=["prefix", "round_robin"], default="prefix")
-    trace.add_argument("--contention", choices=["none", "fifo", "fair"], default="none")
-    trace.add_argument("--links", type=_positive_int, default=1, metavar="N")
+    trace.add_argument("--routing", choices=["prefix", "round_robin"], help="decode routing (default prefix)")
+    trace.add_argument("--contention", choices=["none", "fifo", "fair"], help="link sharing (default none)")
+    trace.add_argument("--links", type=_positive_int, metavar="N", help="identical links (default 1)")
     _table_options(trace, _SWEEP, many=False, block_size="KV block (page) size (default 512)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",

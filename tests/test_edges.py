@@ -273,6 +273,20 @@ def test_grid_axes_after_one_flag_and_repeated(tmp_path, shared_data, capsys):
     assert "nothing to compare" in capsys.readouterr().err and not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize("flags, grid", [(["--decode-workers", "4"], "decode_workers=1,2"),
+                                         (["--tp", "2"], "tp=1,2"), (["--contention", "fifo"], "contention=none,fair"),
+                                         ([], "model=llama-3.1-8b,qwen3-32b"), ([], "kv_bytes_per_token=1000,2000")])
+def test_a_flag_and_a_grid_axis_for_one_option_are_refused(flags, grid, tmp_path, capsys):
+    """``perfmodel trace --model M --grid model=...`` (or any flag with its own grid axis) is one line and exit 2:
+    one of the two was silently dropped before."""
+    trace = "dataset:mooncake-synthetic"
+    out = tmp_path / "g"
+    assert main(["trace", trace, "--model", "llama-3.1-8b", "--link", "ib-ndr", *flags, "--grid", grid,
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--grid" in err[0] and not out.exists(), err
+
+
 @pytest.mark.parametrize("args", [["sweep", "--bandwidth", "0"], ["sweep", "--bogus"], ["delay"],
                                   ["sweep", "--mode", "sideways"]])
 def test_usage_errors_are_one_line(args, capsys, tmp_path):
