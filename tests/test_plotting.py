@@ -206,3 +206,13 @@ def test_the_shared_legend_fits_in_the_figure(hue_axis):
         assert legend.x1 <= fig.bbox.x1 and legend.x0 >= 0, (legend, fig.bbox)
     finally:
         plt.close(fig)
+
+
+def test_a_heatmap_names_each_link_at_its_bandwidth(ax):
+    df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(1, 1000, 20),
+                         num_input_tokens=[1024, 8192])
+    pp.heatmap(df, links=["ib-ndr", "nvlink4", "roce-400g", "nvlink5"], ax=ax)
+    names = {text.get_text(): text.xy[1] for text in ax.texts}
+    assert names == {"ib-ndr = roce-400g": 50.0, "nvlink4": 450.0, "nvlink5": 900.0}
+    across = {float(line.get_ydata()[0]) for line in ax.get_lines() if len(set(line.get_ydata())) == 1}
+    assert across == {50.0, 450.0, 900.0}  # a line across at each bandwidth
