@@ -246,10 +246,14 @@ def label_of(value: Any) -> Any:
     return value
 
 
+def is_one(value: Any) -> bool:
+    """Whether ``value`` is one value (a number, a name, a config, a path, a Link), not a list or column of them."""
+    return value is None or isinstance(value, (str, bytes, Mapping, os.PathLike, Link)) or np.ndim(value) == 0
+
+
 def axis_values(where: str, name: str, value: Any) -> list[Any]:
     """A grid axis' values (sweeps, replay grids): one value, or a list of them; an empty axis is refused."""
-    values = [value] if value is None or isinstance(value, (str, bytes, Mapping, Link)) or np.ndim(value) == 0 \
-        else list(value)
+    values = [value] if is_one(value) else list(value)
     if not values:
         raise InputError(where, f"axis {name} is empty", "give it at least one value")
     return values

@@ -375,7 +375,7 @@ class _Forward(NamedTuple):
 
 def _flat(value: Any, shape: tuple[int, ...]) -> Any:
     """A value as it is, or an array broadcast to ``shape`` and flattened."""
-    if isinstance(value, (str, bytes, dict, Link, os.PathLike)) or np.ndim(value) == 0:
+    if _resolve.is_one(value):
         return value
     array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if _resolve.holds_labels(
         value) else None)
@@ -383,8 +383,7 @@ def _flat(value: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _shape(*values: Any) -> tuple[int, ...]:
-    return np.broadcast_shapes(*(() if isinstance(v, (str, bytes, dict, Link, os.PathLike)) else np.shape(v)
-                                 for v in values))
+    return np.broadcast_shapes(*(() if _resolve.is_one(v) else np.shape(v) for v in values))
 
 
 def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[np.float64]:
