@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -373,6 +374,9 @@ def check_option(name: str, value: Any) -> Any:
 
 # --- docstrings -----------------------------------------------------------------------------------
 
+_MARKER = re.compile(r"^([ \t]*)@inputs[ \t]*$", re.MULTILINE)
+
+
 def documented(*, extra: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> Callable[[Any], Any]:
     """Fill the line ``@inputs`` of a function's docstring with a numpydoc entry per parameter of its
     signature: the table's line for an input, ``extra``'s for the function's own. A parameter that
@@ -389,11 +393,14 @@ def documented(*, extra: dict[str, str] | None = None, skip: tuple[str, ...] = (
                 raise AssertionError(f"{function.__qualname__}: parameter {name!r} is not documented")
             lines.append(name)
             lines.extend(textwrap.wrap(text, 92, initial_indent="    ", subsequent_indent="    "))
-        marker = "    @inputs\n"
         doc = function.__doc__ or ""
-        if marker not in doc:
+        # The marker's own indentation is the section's (Python 3.13 strips a docstring's common
+        # indentation at compile time; earlier versions keep it).
+        marker = _MARKER.search(doc)
+        if marker is None:
             raise AssertionError(f"{function.__qualname__}: its docstring has no '@inputs' line")
-        function.__doc__ = doc.replace(marker, textwrap.indent("\n".join(lines), "    ") + "\n")
+        section = textwrap.indent("\n".join(lines), marker.group(1))
+        function.__doc__ = doc[: marker.start()] + section + doc[marker.end():]
         return function
 
     return decorate
