@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
 from ._coerce import whole_numbers
-from ._inputs import documented
+from ._inputs import INPUTS, check_option, documented
 from .errors import InputError, check_choice, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
@@ -214,6 +214,50 @@ def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
         raise InputError("kv_cache_dtype", f"{name!r} is not known",
                          f"use one of {', '.join(sorted(_DTYPE_BYTES))} (or None/'auto' for the model's dtype)")
     return _DTYPE_BYTES[key]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """How a model's KV cache is held and handed off: the KV-cache dtype, the tensor-parallel degrees of the
+    prefill and decode groups, whose bytes count (``scope``) and how a block lies in memory
+    (``kv_layout``, which sets the messages). Validated once, when made; defaults from the input table.
+
+    >>> ModelShape(tp=8, decode_tp=2).decode_degree
+    2
+    >>> ModelShape(tp=0)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: tp: 0 is not a whole number >= 1. Fix: pass a whole number >= 1, e.g. tp=1.
+    """
+
+    kv_cache_dtype: str | None = INPUTS["kv_cache_dtype"].default
+    tp: int = INPUTS["tp"].default
+    decode_tp: int | None = INPUTS["decode_tp"].default
+    scope: str = INPUTS["scope"].default
+    kv_layout: str = INPUTS["kv_layout"].default
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tp", check_whole("tp", self.tp, smallest=1))
+        if self.decode_tp is not None:
+            object.__setattr__(self, "decode_tp", check_whole("decode_tp", self.decode_tp, smallest=1))
+        check_option("scope", self.scope)
+        check_option("kv_layout", self.kv_layout)
+        _dtype_bytes({}, self.kv_cache_dtype)
+
+    @property
+    def decode_degree(self) -> int:
+        """The decode group's tensor-parallel degree (``decode_tp``, or ``tp`` when not given)."""
+        return self.tp if self.decode_tp is None else self.decode_tp
+
+    @property
+    def shapes_bytes(self) -> bool:
+        """Whether bytes per token depend on this shape (so they must come from a model, not a number)."""
+        return (self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
+                or self.decode_tp not in (None, self.tp))
+
+    def bytes_options(self) -> dict[str, Any]:
+        """The keywords of :func:`kv_terms` (and :func:`kv_bytes`, :func:`kv_bytes_per_token`) for this shape."""
+        return dict(kv_cache_dtype=self.kv_cache_dtype, tp=self.tp, scope=self.scope, decode_tp=self.decode_tp)
 
 
 def kv_bytes_per_token(
@@ -464,9 +508,8 @@ def kv_terms(
     >>> kv_terms("qwen3-next-80b-a3b").state_bytes  # 36 Gated DeltaNet layers, bf16
     39518208
     """
-    tp = check_whole("tp", tp, smallest=1)
-    decode_tp = tp if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1)
-    group = check_choice("scope", scope, ("rank", "group")) == "group"
+    shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope)
+    tp, decode_tp, group = shape.tp, shape.decode_degree, shape.scope == "group"
 
     def moved(one_decode_rank: int) -> int:
         """Bytes of the group (decode_tp receivers, each its own heads), or of its busiest rank."""

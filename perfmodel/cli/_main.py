@@ -98,8 +98,7 @@ def _flags() -> dict[str, str]:
     return {
         **{e.name: e.cli for e in INPUTS.values() if e.cli},
         "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
-        "chunk_rows": "--chunk-rows", "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks",
-        "links": "--links",
+        "chunk_rows": "--chunk-rows",
         **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
                                                          "destination_missing_tokens")},
     }
