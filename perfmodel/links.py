@@ -484,9 +484,20 @@ def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.nda
     return best
 
 
+def _ms_per_byte_floor(line_rate_gb_s: float | None) -> float:
+    """The least ms per byte a line rate allows (0: no line rate)."""
+    if line_rate_gb_s is None:
+        return 0.0
+    if isinstance(line_rate_gb_s, bool) or not isinstance(line_rate_gb_s, (int, float, np.number)) or not (
+            0 < line_rate_gb_s < np.inf):
+        raise InputError("line_rate_gb_s", f"{line_rate_gb_s!r} is not a number > 0", "pass the NIC's line rate in "
+                         "decimal GB/s (400 Gb/s = 50 GB/s)")
+    return 1e-6 / float(line_rate_gb_s)
+
+
 def fit_link(
     nbytes: ArrayLike, measured_ms: ArrayLike, *, n_blocks: ArrayLike | None = None,
-    n_messages: ArrayLike | None = None, name: str | None = None,
+    n_messages: ArrayLike | None = None, name: str | None = None, line_rate_gb_s: float | None = None,
 ) -> Link:
     """Fit a link to measured transfers: latency, bandwidth and (with ``n_blocks`` and ``n_messages``)
     costs per block and per message.
@@ -520,6 +531,9 @@ def fit_link(
         (see :func:`perfmodel.kv_messages` for a handoff's count).
     name
         The link's name (default ``"fitted"``).
+    line_rate_gb_s
+        The line rate of the hardware measured (decimal GB/s): the fitted bandwidth never exceeds
+        it (the fit is constrained, and the report says when the bound holds it). Default: no bound.
 
     Examples
     --------
@@ -536,6 +550,9 @@ def fit_link(
     >>> pages = fit_link([983e6, 983e6], [20.0, 8.0], n_messages=[30_016, 3_776])  # 16- and 128-token pages
     >>> round(pages.per_message_ms * 1000, 3)  # microseconds per message
     0.457
+    >>> capped = fit_link(nbytes, 0.2 + nbytes / 55e9 * 1000, line_rate_gb_s=50.0)   # 55 GB/s on a 50 GB/s NIC?
+    >>> capped.bandwidth_gb_s, capped.fit.note
+    (50.0, 'the bandwidth is held at the line rate, 50 GB/s')
     """
     x = np.asarray(nbytes, dtype=np.float64).ravel()
     t = np.asarray(measured_ms, dtype=np.float64).ravel()
@@ -572,18 +589,27 @@ def fit_link(
         else:
             notes.append(f"the {term} cannot be told apart from the {' and '.join(kept)} on these measurements: "
                          "held at 0")
-    # rows divided by t: least squares on the relative error, every parameter >= 0
-    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None],
-                                                         np.ones_like(t))))
+    # rows divided by t: least squares on the relative error, every parameter >= 0; a line rate bounds the
+    # bandwidth from above, i.e. the ms per byte from below: ms_per_byte = floor + d with d >= 0
+    floor = _ms_per_byte_floor(line_rate_gb_s)
+    target = np.ones_like(t) if floor == 0 else 1.0 - floor * x / t
+    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], target)))
+    if floor:
+        held = solution.get("bandwidth", 0.0) == 0
+        solution["bandwidth"] = solution.get("bandwidth", 0.0) + floor
+        if held:
+            notes.append(f"the bandwidth is held at the line rate, {line_rate_gb_s:g} GB/s")
     ms_per_byte = solution.get("bandwidth", 0.0)
     if ms_per_byte <= 0:
         notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
-    predicted = np.column_stack(list(kept.values())) @ np.array(list(solution.values()))
+    predicted = np.column_stack([terms[k] for k in solution]) @ np.array(list(solution.values()))
     errors = np.abs(predicted - t) / t
     parameters = {"bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
                   "latency_ms": float(solution.get("latency", 0.0)),
                   "per_block_ms": float(solution.get("per-block cost", 0.0)),
                   "per_message_ms": float(solution.get("per-message cost", 0.0))}
+    if floor:
+        parameters["bandwidth_gb_s"] = min(parameters["bandwidth_gb_s"], float(line_rate_gb_s))
     report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
                        mean_relative_error=float(errors.mean()), note="; ".join(notes), parameters=parameters)
     return Link(name or "fitted", **parameters, max_relative_error=report.max_relative_error, fit=report)
