@@ -65,7 +65,7 @@ _ABOVE_BEST = 0.01
 _PERFTEST_HEADER = re.compile(r"^\s*#bytes\s+#")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Measurements:
     """The measured transfers :func:`calibrate` fits, read from a table (rows it could not use left out).
 
@@ -89,7 +89,7 @@ class Measurements:
         return float(np.max(self.nbytes / self.measured_ms) / 1e6)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Calibration:
     """What :func:`calibrate` returns: the fitted link, its report, the measurements, and what to know.
 
@@ -180,7 +180,7 @@ def calibrate(
         said += (f"{where}: left out {measurements.left_out} row(s) without a size or a measurement",)
     for text in said:
         warnings.warn(text, UserWarning, stacklevel=2)
-    saved = save_link(link, source=source or f"perfmodel calibrate {where}", replace=replace) if save else None
+    saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
     return Calibration(link, link.fit, measurements, cap, said, saved)
 
 

@@ -100,11 +100,6 @@ _HEADS = ("num_attention_heads", "n_head")
 _HIDDEN = ("hidden_size", "n_embd", "d_model")
 
 
-def _closest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name.lower(), choices, n=3, cutoff=0.5)
-    return f"did you mean {', '.join(close)}? " if close else ""
-
-
 def model_config(config: ModelConfig) -> dict[str, Any]:
     """A model config as a dict: from a dict, a preset name, a ``config.json`` or its folder.
 

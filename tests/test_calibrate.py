@@ -215,7 +215,7 @@ def test_perftest_latency_output_and_gbits_are_read(tmp_path):
                  "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
                  " 2       1000          0.85           4.10         0.89     \t       0.91        \t0.05\t\t1.10 "
                  "\t\t4.10\n 4096    1000          4.90           8.20         5.03     \t       5.07        \t0.06\t\t"
-                 "5.40 \t\t8.20\n 65536   1000          22.9           30.1         23.09     \t       23.2        \t0.1"
+                 "5.40 \t\t8.20\n 65536   1000          22.9           30.1         23.09     \t       23.2      \t0.1"
                  "\t\t24.0 \t\t30.1\n---------------------------------------------------------------------------\n")
     m = calibrate(lat).measurements
     assert list(m.measured_ms * 1000) == pytest.approx([0.89, 5.03, 23.09])  # t_typical, the median

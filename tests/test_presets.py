@@ -57,7 +57,8 @@ def test_a_malformed_link_entry_is_named_at_every_reader(presets, case, capsys):
     _one_line_about(str(raised.value), presets, "ours", phrase)
     with pytest.raises(InputError) as raised:  # a close name: the suggestion says what is wrong with it
         perfmodel.get_link("ourz")
-    assert "did you mean ours" in str(raised.value) and str(presets) in str(raised.value) and phrase in str(raised.value)
+    said = str(raised.value)
+    assert "did you mean ours" in said and str(presets) in said and phrase in said, said
     with pytest.warns(UserWarning) as caught:
         users = perfmodel.links.user_links()
     assert list(users) == ["good"]
@@ -203,3 +204,36 @@ def test_remove_takes_away_only_entries_perfmodel_saved(presets):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert list(perfmodel.links.user_links()) == ["by-hand"]
+
+
+def test_the_presets_command_lists_shows_and_removes_only_what_perfmodel_saved(presets, capsys):
+    assert main(["presets", "list"]) == 0 and "no user presets in" in capsys.readouterr().out
+    perfmodel.links.save_link(Link("ours", 10.0), source="lab")
+    perfmodel.models.save_model("mine", _CONFIG)
+    data = json.loads(presets.read_text())
+    data["links"]["by-hand"] = {"bandwidth_gb_s": 5.0}
+    data["links"]["broken"] = {"bandwidth_gb_s": "fast"}
+    presets.write_text(json.dumps(data))
+    assert main(["presets", "list"]) == 0
+    out = capsys.readouterr().out
+    assert str(presets) in out and "ours" in out and "mine" in out and "lab" in out and "by hand" in out
+    assert "'bandwidth_gb_s' is the text 'fast'" in out  # listed, with what is wrong
+    assert main(["presets", "show", "OURS"]) == 0 and '"bandwidth_gb_s": 10.0' in capsys.readouterr().out
+    assert main(["presets", "show", "mine"]) == 0 and "layers" in capsys.readouterr().out
+    assert main(["presets", "remove", "by-hand"]) == 2
+    assert "perfmodel did not save it" in capsys.readouterr().err
+    assert main(["presets", "remove", "nothing"]) == 2 and "no user preset 'nothing'" in capsys.readouterr().err
+    assert main(["presets", "remove"]) == 2 and "needs a NAME" in capsys.readouterr().err
+    assert main(["presets", "remove", "ours"]) == 0 and "removed the user link 'ours'" in capsys.readouterr().out
+    assert main(["presets", "remove", "mine"]) == 0
+    left = json.loads(presets.read_text())
+    assert sorted(left["links"]) == ["broken", "by-hand"] and left["models"] == {}
+
+
+def test_models_add_refuses_a_taken_name_unless_replace(presets, tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(_CONFIG))
+    assert main(["models", "--add", "mine", str(config)]) == 0
+    assert main(["models", "--add", "MINE", str(config)]) == 2 and "exists already" in capsys.readouterr().err
+    assert main(["models", "--add", "MINE", str(config), "--replace"]) == 0
+    assert main(["models"]) == 0 and str(presets) in capsys.readouterr().out  # where the user preset comes from
