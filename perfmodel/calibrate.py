@@ -224,7 +224,9 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
     (['line 2', 'line 3'], 'dataset:fastdeploy-rdma-blocksize')
     """
     if isinstance(table, pd.DataFrame):
-        return table, [f"row {label!r}" for label in table.index], str(table.attrs.get("source") or "the table")
+        where = str(table.attrs.get("source") or "the table")
+        _unique([str(c) for c in table.columns], where)
+        return table, [f"row {label!r}" for label in table.index], where
     if not isinstance(table, (str, os.PathLike)):
         raise InputError("table", f"got {type(table).__name__}", "pass a DataFrame, a file or 'dataset:NAME'")
     where = str(table)
@@ -234,8 +236,10 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
         path = dataset_path(where)
     else:
         path = Path(table)
+    if path.is_dir():
+        raise IsADirectoryError(21, "is a folder, not a table", str(path))
     if not path.is_file():
-        raise FileNotFoundError(2, "no such file" if not path.exists() else "is not a file", str(path))
+        raise FileNotFoundError(2, "no such file", str(path))
     frame, places = _read_file(path, where)
     return frame, places, where
 
@@ -245,10 +249,11 @@ def _read_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
 
     try:
         kind = detect(path)
-    except InputError:
+    except InputError as error:
         if _is_perftest(path, None):
             return _read_perftest(path, where, None)
-        raise
+        raise InputError(where, f"{error.problem}, and it is not perftest's output (no '#bytes' header)",
+                         error.fix) from None
     if kind.format == "parquet":
         frame = pd.read_parquet(path)
         return frame, [f"row {i + 1}" for i in range(len(frame))]

@@ -244,6 +244,19 @@ def test_tables_calibrate_cannot_use_are_refused_in_one_line(tmp_path, text, phr
     assert phrase in str(raised.value) and "m.csv" in str(raised.value), str(raised.value)
 
 
+def test_frames_folders_and_unknown_formats_are_refused_in_one_line(tmp_path):
+    twice = pd.DataFrame([[1e6, 1.0, 2.0], [1e7, 2.0, 3.0]], columns=["nbytes", "measured_ms", "measured_ms"])
+    with pytest.raises(InputError, match="the column 'measured_ms' appears twice"):
+        calibrate(twice)
+    with pytest.raises(IsADirectoryError):
+        calibrate(tmp_path)
+    with pytest.raises(InputError, match=r"notes.txt: cannot tell the format from '.txt', and it is not perftest's"):
+        calibrate(_write(tmp_path / "notes.txt", "nbytes measured_ms\n1 2\n"))
+    crlf = _write(tmp_path / "crlf.txt", "")
+    crlf.write_bytes((DATA / "ib_write_bw_hdr.txt").read_bytes().replace(b"\n", b"\r\n"))
+    assert calibrate(crlf).report == calibrate(DATA / "ib_write_bw_hdr.txt").report
+
+
 def test_rows_left_out_are_said(tmp_path):
     table = _write(tmp_path / "m.csv", "nbytes,measured_ms\n1e6,0.1\n1e7,\n1e8,2.3\n1e9,21\n")
     with pytest.warns(UserWarning, match="left out 1 row"):
