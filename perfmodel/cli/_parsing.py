@@ -5,9 +5,12 @@ from the input table (:mod:`perfmodel._inputs`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
-from collections.abc import Callable, Sequence
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +200,16 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
 
 #: Every input some command takes as a flag built from the input table.
 TABLE_FLAGS = tuple(dict.fromkeys(name for command in ("sweep", "trace", "delay") for name in flags(command)))
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str) -> Iterator[None]:
+    """Inside: each warning is one line on stderr, ``perfmodel COMMAND: warning: ...`` (not Python's two lines
+    naming perfmodel's own source file)."""
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"perfmodel {command}: warning: {str(message).strip().splitlines()[0]}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = show
+        yield
