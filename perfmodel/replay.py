@@ -137,9 +137,10 @@ def replay_handoffs(
       says so).
     - ``contention="none"``: every transfer runs at line rate from its ready time (as
       upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
-      the first free one; ``"fair"``: after its setup latency, a transfer shares its link
-      (the one with the fewest active transfers) equally with the others on it (exact
-      processor-sharing event simulation).
+      the first free one; ``"fair"``: a transfer first pays its fixed costs (latency,
+      per-block and per-message work), holding no share of a link meanwhile; when they end
+      (in the order they end) it moves its bytes on the link with the fewest transfers
+      moving, sharing it equally with them (exact processor-sharing event simulation).
 
     Parameters
     ----------
