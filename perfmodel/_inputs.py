@@ -146,7 +146,8 @@ ROW_INPUTS: tuple[Input, ...] = (
           "count", default=None, kernel_default=np.nan, valid=_TOKENS,
           rule="destination-missing token counts are whole numbers from 0 to 2**53 (NaN marks a missing count)",
           example=1024),
-    Input("state_bytes", "Extra bytes per transfer that moves tokens (the recurrent state of hybrid models). "
+    Input("state_bytes", "Extra bytes of every completed handoff, moved even when 0 tokens are charged (the "
+          "recurrent state of hybrid models). "
           "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "
           "given, it replaces the model's.", "real", default=None, kernel_default=0, valid=Valid(),
           rule="state bytes are finite numbers >= 0 (NaN marks unknown)",

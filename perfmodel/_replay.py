@@ -120,11 +120,11 @@ def heap_pop(times, seqs, items, size):
 @loop_helper
 def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
-    kernel's formula: tokens times bytes per token, the capped layers, and the state when tokens move)."""
+    kernel's formula: tokens times bytes per token, the capped layers, and the state, which always moves)."""
     m, n = np.float64(charged), np.float64(tokens)
     nbytes = m * kv_terms[model, 0] + capped_bytes(kv_terms[model, 1], kv_terms[model, 2], kv_terms[model, 3],
                                                    kv_terms[model, 4], m, n)
-    return nbytes + (kv_terms[model, 5] if m > 0 else 0.0)
+    return nbytes + kv_terms[model, 5]
 
 
 @loop_helper
@@ -263,6 +263,7 @@ class Cluster(NamedTuple):
     latency_ms: float
     per_block_ms: float  # cost per KV block moved
     per_message_ms: float  # cost per message posted
+    fallback_delay_ms: float  # every transfer's time when the bandwidth is 0 (upstream's replay)
 
 
 class Results(NamedTuple):
@@ -328,7 +329,8 @@ def _charge(r, hit_blocks, requests, cluster, results):
         setup += cluster.per_message_ms * messages_of(np.float64(charged), np.float64(n_tokens),
                                                       np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
                                                       kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4])
-    alone = transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup)
+    alone = transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup) \
+        if cluster.bandwidth_gb_s > 0 else cluster.fallback_delay_ms  # (0: no delay is modeled)
     results.transfer[r] = alone
     return nbytes, setup, alone
 

@@ -161,11 +161,11 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
     or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
     keys and values (a scalar or an array; required for the layer layouts)."""
     check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
-    if kv_layout == "block":
-        return MessageTerms(1.0, 0.0, 0.0, 0.0)
     if isinstance(value, (Mapping, str, os.PathLike)):
         return MessageTerms(*map(np.float64, kv_terms(value).message_factors(kv_layout)))
     if np.ndim(value) == 0 or not holds_labels(value):
+        if kv_layout == "block":  # numbers: full-attention layers, one message per block of the request
+            return MessageTerms(1.0, 0.0, 0.0, 0.0)
         if layers is None:
             raise InputError("per_message_ms", f"kv_layout={kv_layout!r} posts messages per layer, and "
                              "kv_bytes_per_token is a number of bytes with no layers",

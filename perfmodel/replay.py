@@ -104,6 +104,7 @@ def replay_handoffs(
     latency_ms: float = 0.0,
     per_block_ms: float = 0.0,
     per_message_ms: float = 0.0,
+    fallback_delay_ms: float = 0.0,
     state_bytes: Any = None,
     ready_ms: Any = None,
     overlap: Literal["none", "layerwise"] = "none",
@@ -167,8 +168,12 @@ def replay_handoffs(
         own, and how a block lies in memory, which sets the messages
         (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
         ``fair`` sharing, like the per-block cost.
+    fallback_delay_ms
+        Every transfer's time (ms) when the bandwidth is 0, which models no transfer
+        (upstream's replay, whose default is 0.0); a ``"fifo"`` link is busy for it, and
+        ``"fair"`` sharing needs a bandwidth > 0.
     state_bytes
-        Bytes of a fixed state sent with every transfer that moves tokens (a value, array
+        Bytes of a fixed state sent with every handoff, even one of 0 tokens (a value, array
         or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
         for bytes given as numbers.
     ready_ms
@@ -302,6 +307,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     bandwidth, latency, per_block, per_message = _link_of(
         bandwidth_spec, _one_value("latency_ms", c.latency_ms), _one_value("per_block_ms", c.per_block_ms),
         _one_value("per_message_ms", c.per_message_ms))
+    fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
     shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
     model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
                                             (c.kv_layout, c.num_layers) if per_message else None)
@@ -321,7 +327,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         destination_missing=destination_missing, workers=c.decode_workers,
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
-        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message)
+        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+        fallback_delay_ms=fallback)
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
     if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
@@ -357,8 +364,8 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
 
 
 def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:
-    """One link for the replay: (effective bandwidth GB/s, finite and > 0, as upstream's replay requires;
-    total latency ms, total per-block ms, total per-message ms)."""
+    """One link for the replay: (effective bandwidth GB/s, finite and >= 0 as upstream's replay requires (0:
+    no transfer is modeled, the fallback delay stands); total latency ms, total per-block ms, total per-message ms)."""
     if np.ndim(spec) != 0:
         raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
                          "pass one bandwidth, link name or Link (replay_grid sweeps several)")
@@ -370,10 +377,24 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any)
     latency = float(latency_ms) + float(terms.latency_ms or 0.0)
     per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
     per_message = float(per_message_ms) + float(terms.per_message_ms or 0.0)
-    if not 0 < bandwidth < np.inf:
-        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth > 0 "
-                         "(upstream's replay refuses 0, NaN and +inf)", "pass a bandwidth in GB/s > 0")
+    if not 0 <= bandwidth < np.inf:
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
+                         "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",
+                         "pass a bandwidth in GB/s >= 0")
     return bandwidth, latency, per_block, per_message
+
+
+def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
+    """The replay's fallback delay (ms): checked always, used at a bandwidth of 0 (upstream's replay)."""
+    fallback = None if value is None else float(_one_value("fallback_delay_ms", value))
+    if bandwidth == 0:
+        if fallback is None:
+            raise InputError("fallback_delay_ms", "is None, and a bandwidth of 0 models no transfer",
+                             "pass fallback_delay_ms= the delay to charge each handoff (upstream's default: 0.0)")
+        if contention == "fair":
+            raise InputError("contention", "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
+                             "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms")
+    return 0.0 if fallback is None else fallback
 
 
 def _one_value(name: str, value: Any) -> Any:

@@ -343,7 +343,8 @@ def test_lru_evicts_least_recent():
     (dict(kv_transfer_bandwidth=1.0, link="ib-ndr", kv_bytes_per_token=1), "are both given"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention: 'shared' is not one of"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0), "bandwidth > 0"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=-1.0), "bandwidth"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0, contention="fair"), "a bandwidth of 0 moves none"),
     (dict(model="llama-9", link="ib-ndr"), "model 'llama-9'"),
 ])
 def test_replay_errors(kwargs, fragment):
