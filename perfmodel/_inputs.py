@@ -319,13 +319,23 @@ def is_default(name: str, value: Any) -> bool:
         return False
 
 
+def _costs_something(value: Any) -> bool:
+    """Whether a cost (a number or an array) is above 0 on some row: a scalar 0 and an array of zeros alike."""
+    if value is None:
+        return False
+    try:
+        return bool(np.any(np.asarray(value, dtype=np.float64) > 0))
+    except (TypeError, ValueError):
+        return True  # (a value of another kind is checked, and named, where it is coerced)
+
+
 def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
     """The rules of layer-wise streaming, for every entry point: with ``overlap="none"`` none of its
     inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
     duration and a rate is required. ``values`` holds what the caller gave (absent or None: not given)."""
     if overlap == "none":
         given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
-        if given == ["num_layers"] and not is_default("per_message_ms", values.get("per_message_ms")):
+        if given == ["num_layers"] and _costs_something(values.get("per_message_ms")):
             given = []  # (per-message costs count layers too)
         if given:
             raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",

@@ -526,6 +526,8 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> di
     model_given = _names_in(per_token)
     terms = dict.fromkeys((*_resolve._CAPPED, *_MESSAGES))
     try:
+        if model_given:
+            _resolve.own_layers(per_token, values["num_layers"])
         if not _all_off("per_message_ms", values["per_message_ms"]):
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
                                                 errors=errors)._asdict())

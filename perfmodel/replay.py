@@ -309,6 +309,11 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         _one_value("per_message_ms", c.per_message_ms))
     fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
     shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
+    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+    if c.num_layers is not None and (isinstance(models, (str, Mapping)) or
+                                     (np.ndim(models) and _resolve.holds_labels(models))):
+        _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
+                            _request_values(trace, "num_layers", c.num_layers))
     model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
                                             (c.kv_layout, c.num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
@@ -594,9 +599,8 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
     names = [name for name in GRID_AXES if name in axes]
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
-    for name, given in zip(names, values):
-        if name in _GRID_LABELS:
-            _resolve.axis_labels("replay_grid", name, given)  # (a value given twice is refused, as in sweeps)
+    for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused
+        _resolve.axis_labels("replay_grid", name, given)
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
