@@ -162,7 +162,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "unknown or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="the fallback delay is a finite number of milliseconds >= 0, or None", cli="--fallback-delay-ms",
-          example=3.0),
+          example=3.0, replay="one"),
     Input("per_block_ms", "Cost (ms) of each KV block moved, on top of its bytes (added to a link's own); "
           "needs ``block_size``.", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)",

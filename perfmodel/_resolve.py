@@ -41,7 +41,10 @@ def holds_labels(value: Any) -> bool:
         return True
     if dtype.kind not in "OUST" and not isinstance(dtype, pd.StringDtype):
         return False
-    uniques = pd.unique(pd.Series(np.asarray(value, dtype=object) if isinstance(value, list) else value))
+    try:
+        uniques = pd.unique(pd.Series(np.asarray(value, dtype=object) if isinstance(value, list) else value))
+    except TypeError:  # unhashable labels: config dicts
+        uniques = distinct(_array(value))[1]
     return any(isinstance(u, (Link, Mapping)) or (isinstance(u, str) and not _is_number_text(u)) for u in uniques)
 
 
@@ -251,12 +254,22 @@ def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
     terms = []
     for attribute, missing in (("effective_bandwidth_gb_s", np.nan), ("latency_ms", 0.0), ("per_block_ms", 0.0),
                                ("per_message_ms", 0.0)):
-        column = map_distinct(data, _per_label(lambda v, a=attribute: getattr(get_link(v), a), errors), np.float64,
+        column = map_distinct(data, _per_label(lambda v, a=attribute: _link_attribute(v, a), errors), np.float64,
                               missing)
         if attribute != "effective_bandwidth_gb_s":
             column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth
         terms.append(column)
     return LinkTerms(*terms)
+
+
+def _link_attribute(value: Any, attribute: str) -> float:
+    """One term of one entry of a column of links, where a number is a bandwidth in GB/s (no other cost), as
+    a number alone is: a column may mix both, as a bytes column mixes numbers and models."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
+    if isinstance(value, str) and _is_number_text(value):
+        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
+    return float(getattr(get_link(value), attribute))
 
 
 def add(value: Any, extra: Any) -> Any:

@@ -430,6 +430,11 @@ def handoff_delay_ms(
     np.float64(0.02)
     """
     given = locals()
+    for name in ("worker_type", "completed", "mode"):  # None is no state: never taken for the default
+        if given[name] is None:
+            raise InputError(name, "is None, which is not a value of it",
+                             f"pass one (e.g. {INPUTS[name].example!r}), or leave it out for the default "
+                             f"({getattr(INPUTS[name].default, 'name', INPUTS[name].default)!s})")
     result = _handoff({name: given[name] for name in ARGUMENTS}, Options.of(given), errors=errors, out=out,
                       parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays

@@ -37,10 +37,13 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
     column = trace["hash_ids"]
     try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
-        lists = pa.array(column, type=_HASH_TYPE) if isinstance(column.dtype, pd.ArrowDtype) else \
-            pa.array(column.to_list(), type=_HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
+        lists = pa.array(column) if isinstance(column.dtype, pd.ArrowDtype) else pa.array(column.to_list())
+        if isinstance(lists.type, (pa.ListType, pa.LargeListType)) and pa.types.is_floating(lists.type.value_type):
+            _whole_block_ids(trace, lists)  # (a cast would truncate 1.5 and 1.7 to one id: invented cache hits)
+        lists = lists.cast(_HASH_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+        raise InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
+                         "of whole block ids (one per block, within 64-bit integers)") from None
     if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
         lists = lists.combine_chunks()
     if lists.null_count:
@@ -66,6 +69,25 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return dense, offsets, unique
     dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
+
+
+def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
+    """Refuse block ids given as floats that are not whole numbers (or not finite), naming the first request."""
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    flat = pc.list_flatten(lists)
+    values = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    known = pc.is_valid(flat).to_numpy(zero_copy_only=False)  # (nulls are refused as unknown blocks later)
+    with np.errstate(invalid="ignore"):
+        bad = known & ~((np.floor(values) == values) & (np.abs(values) < 2.0**63))
+    if bad.any():
+        first = int(np.argmax(bad))
+        row = int(pc.list_parent_indices(lists).to_numpy()[first])
+        raise InputError("trace column 'hash_ids'", f"{int(bad.sum())} block id(s) are not whole numbers, first at "
+                         f"row {trace.index[row]!r}: {values[first]!r}", "give whole block ids (a fractional id "
+                         "would be truncated into another block's, inventing cache hits)")
 
 
 def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
@@ -302,6 +324,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     c.decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
     c.links = check_whole("links", c.links, smallest=1)
     c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
     check_option("overlap", c.overlap)
     check_option("kv_layout", c.kv_layout)
     bandwidth, latency, per_block, per_message = _link_of(
@@ -358,6 +381,33 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                         latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
                         block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout)
     return result
+
+
+def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
+    """Refuse a replay whose decode caches (see :func:`perfmodel._replay._new_caches`) need more memory than
+    the machine has, before allocating them: the bound is the memory, named with what it would take."""
+    import os
+
+    blocks = max(n_unique, 1)
+    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
+    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
+        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
+    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
+    except (AttributeError, OSError, ValueError):
+        memory = 2**40  # (no way to ask: only the absurd is refused)
+    try:  # a limit on this process' address space (ulimit -v) binds first
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        memory = min(memory, limit) if limit > 0 else memory
+    except (ImportError, OSError, ValueError):
+        pass
+    if need > memory:
+        raise InputError("decode_workers", f"{workers:,} decode workers with {n_unique:,} distinct blocks"
+                         + (f" and {capacity:,} blocks each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
+                         f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
+                         "pass fewer decode_workers (or a smaller decode_cache_blocks)")
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
@@ -564,6 +614,12 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
     links = int(replay.attrs.get("links", 1))
     load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    # a load above 1 by float noise alone is 1: a sum of n terms is off by at most ~n ulps of the sum, the span
+    # (a difference of two times) by an ulp of the larger time; beyond that an offered load above 1 is real
+    if load > 1.0 and len(moving):
+        ends = float(np.abs(moving[["start_ms", "end_ms"]].to_numpy()).max())
+        noise = (len(moving) + 2) * np.finfo(np.float64).eps * (1.0 + ends / span)
+        load = 1.0 if load - 1.0 <= noise else load
     saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
     percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
     return {

@@ -382,8 +382,16 @@ def _flat(value: Any, shape: tuple[int, ...]) -> Any:
     return np.broadcast_to(array, shape).reshape(-1)
 
 
-def _shape(*values: Any) -> tuple[int, ...]:
-    return np.broadcast_shapes(*(() if _resolve.is_one(v) else np.shape(v) for v in values))
+def _shape(**values: Any) -> tuple[int, ...]:
+    """The broadcast shape of the named inputs, or an error naming those that do not broadcast together."""
+    shapes = {name: () if _resolve.is_one(v) else np.shape(v) for name, v in values.items()}
+    try:
+        return np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        arrays = {name: shape for name, shape in shapes.items() if shape != ()}
+        raise InputError(" and ".join(arrays), "have shapes that do not broadcast together: " + ", ".join(
+            f"{name} {shape}" for name, shape in arrays.items()),
+                         "pass arrays of one length (or shapes numpy broadcasts), or single values") from None
 
 
 def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[np.float64]:
@@ -429,7 +437,7 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    shape = _shape(tokens, budget, kv_bytes_per_token, *inputs.values())
+    shape = _shape(num_input_tokens=tokens, budget_ms=budget, kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     tokens, budget = (np.broadcast_to(a, shape).reshape(-1) for a in (tokens, budget))
     whole = np.floor(tokens) == tokens
@@ -542,7 +550,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     np.float64(1769.0)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    shape = _shape(budget, kv_transfer_bandwidth, kv_bytes_per_token, *inputs.values())
+    shape = _shape(budget_ms=budget, kv_transfer_bandwidth=kv_transfer_bandwidth,
+                   kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)
     link = _resolve.link_terms(spec)
