@@ -554,7 +554,7 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
     assert (got["cached_tokens"] > 0).any()
     bad = tmp_path / "bad.csv"
     bad.write_text('arrival_ms,num_input_tokens,hash_ids\n0,100,"[1, 2]"\n5,100,oops\n')
-    with pytest.raises(ValueError, match=r"row 1 holds 'oops', not a list of block ids"):
+    with pytest.raises(ValueError, match=r"bad.csv, line 3, column 'hash_ids': holds 'oops', not a list of block ids"):
         read_trace(bad)
 
 
