@@ -342,7 +342,7 @@ def test_a_column_mixing_models_and_numbers_means_the_same_everywhere(entry_poin
                                           ("scope", ["rank", "rank"])])
 def test_a_grid_axis_given_a_value_twice_is_refused_by_sweeps_and_replay_grids_alike(axis, values):
     base = {"model": "llama-3.1-8b", "link": "ib-ndr", axis: values}
-    with pytest.raises(InputError, match=f"axis {axis} has repeated values"):
+    with pytest.raises(InputError, match=f"axis {axis} has a repeated value"):
         sweep(num_input_tokens=[10], **base)
-    with pytest.raises(InputError, match=f"axis {axis} has repeated values"):
+    with pytest.raises(InputError, match=f"axis {axis} has a repeated value"):
         perfmodel.replay_grid(perfmodel.synthetic_trace(20, 10, seed=0), **base)
