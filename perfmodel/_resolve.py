@@ -273,6 +273,23 @@ def _link_attribute(value: Any, attribute: str) -> float:
     return float(getattr(get_link(value), attribute))
 
 
+#: A link's fixed costs, each added to the caller's own (at every entry point).
+LINK_COSTS = ("latency_ms", "per_block_ms", "per_message_ms")
+
+
+def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
+    """The caller's fixed costs (``given``: absent or None, the input's default) plus the link's own: the one
+    rule of every entry point that takes a link.
+
+    >>> with_link_costs({"latency_ms": 0.5}, LinkTerms(50.0, 1.0, None, 0.001))
+    {'latency_ms': np.float64(1.5), 'per_block_ms': 0.0, 'per_message_ms': np.float64(0.001)}
+    """
+    from ._inputs import INPUTS
+
+    return {name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(link, name))
+            for name in LINK_COSTS}
+
+
 def add(value: Any, extra: Any) -> Any:
     """``value`` plus a link's term (skipped when the link adds nothing, so no array is made)."""
     if extra is None or (np.ndim(extra) == 0 and extra == 0):

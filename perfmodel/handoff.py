@@ -513,9 +513,7 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
     except (ValueError, TypeError) as error:
         raise _as_input_error("kv_transfer_bandwidth", error) from None
     values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
-    for name in ("latency_ms", "per_block_ms", "per_message_ms"):
-        given = INPUTS[name].default if values[name] is None else values[name]
-        values[name] = _resolve.add(given, getattr(link, name))
+    values.update(_resolve.with_link_costs(values, link))
 
 
 def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> dict[str, Any]:

@@ -231,8 +231,15 @@ def replay_handoffs(
     >>> bool((replay["handoff_delay_ms"] == replay["queue_ms"] + replay["transfer_ms"]).all())
     True
     """
-    given = locals()
-    return _replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **{name: given[name] for name in _CONFIG})
+    config = dict(
+        kv_transfer_bandwidth=kv_transfer_bandwidth, kv_bytes_per_token=kv_bytes_per_token, model=model, link=link,
+        mode=mode, block_size=block_size, decode_workers=decode_workers, decode_cache_blocks=decode_cache_blocks,
+        routing=routing, contention=contention, links=links, latency_ms=latency_ms, per_block_ms=per_block_ms,
+        per_message_ms=per_message_ms, fallback_delay_ms=fallback_delay_ms, state_bytes=state_bytes, overlap=overlap,
+        prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens, kv_cache_dtype=kv_cache_dtype, tp=tp,
+        decode_tp=decode_tp, scope=scope, kv_layout=kv_layout)
+    return _replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **config)
 
 
 #: A replay's configuration: the keywords of :func:`replay_handoffs` after the trace, with their defaults.
@@ -429,9 +436,9 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any)
     except InputError as error:
         raise error.relocated("kv_transfer_bandwidth", error.row) from None
     bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
-    latency = float(latency_ms) + float(terms.latency_ms or 0.0)
-    per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
-    per_message = float(per_message_ms) + float(terms.per_message_ms or 0.0)
+    costs = _resolve.with_link_costs(dict(latency_ms=latency_ms, per_block_ms=per_block_ms,
+                                          per_message_ms=per_message_ms), terms)
+    latency, per_block, per_message = (float(costs[name]) for name in _resolve.LINK_COSTS)
     if not 0 <= bandwidth < np.inf:
         raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
                          "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",

@@ -106,3 +106,54 @@ def test_the_package_cites_its_documentation_never_files_users_do_not_have():
     cited = sorted(name for name, path in MODULES.items()
                    if re.search(r"SEMANTICS|DESIGN\.md|\.\./shared", path.read_text()))
     assert not cited, f"modules citing files outside the package and its docs: {cited}"
+
+
+def _complexity(function: ast.AST) -> int:
+    """McCabe's cyclomatic complexity of a function's own body (nested functions count on their own):
+    one plus each branch point."""
+    count = 1
+    todo = list(ast.iter_child_nodes(function))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.ExceptHandler,
+                             ast.comprehension)):
+            count += 1 + (len(node.ifs) if isinstance(node, ast.comprehension) else 0)
+        elif isinstance(node, ast.BoolOp):
+            count += len(node.values) - 1
+        elif isinstance(node, ast.match_case):
+            count += 1
+        todo.extend(ast.iter_child_nodes(node))
+    return count
+
+
+def _functions() -> list[tuple[str, ast.AST]]:
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append((f"{name}.{node.name}", node))
+    return found
+
+
+def test_modules_and_functions_stay_small_enough_to_read():
+    """No module over 800 lines, no function over 80 lines of code (its docstring aside), none of cyclomatic
+    complexity 31 or more: where one grows, its steps become named helpers."""
+    assert not [(n, len(p.read_text().splitlines())) for n, p in MODULES.items() if len(p.read_text().splitlines()) > 800]
+    long, tangled = [], []
+    for name, node in _functions():
+        lines = node.end_lineno - node.lineno + 1
+        if ast.get_docstring(node) is not None:
+            lines -= node.body[0].end_lineno - node.body[0].lineno + 1
+        if lines > 80:
+            long.append((name, lines))
+        if _complexity(node) > 30:
+            tangled.append((name, _complexity(node)))
+    assert not long, f"functions over 80 lines of code: {long}"
+    assert not tangled, f"functions of cyclomatic complexity over 30: {tangled}"
+
+
+def test_the_complexity_count_is_mccabes():
+    source = "def f(a, b):\n    if a and b:\n        return [x for x in a if x]\n    for i in b:\n        pass\n"
+    assert _complexity(ast.parse(source).body[0]) == 6  # 1 + if + and + comprehension (+ its if) + for
