@@ -115,6 +115,10 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
 
 
 def _is_number(label: Any) -> bool:
+    """Whether a label of a bytes-per-token column is a number of bytes, not a model: a number, or its text (a
+    CSV's or Arrow's column mixing models and numbers holds text, "1000" the same as 1000)."""
+    if isinstance(label, str):
+        return _is_number_text(label)
     return isinstance(label, (int, float, np.number)) and not isinstance(label, (bool, np.bool_))
 
 
