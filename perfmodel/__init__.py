@@ -54,13 +54,16 @@ _LAZY = {
     "Link": "links",
     "fit_link": "links",
     "get_link": "links",
+    "Transport": "links",
+    "Cluster": "clusters",
+    "kv_heads": "models",
 }
 
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets"}
+               "datasets", "clusters"}
 
 
 def __getattr__(name: str) -> Any:

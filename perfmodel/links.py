@@ -42,7 +42,7 @@ from . import _presets
 from ._inputs import nonnegative
 from .errors import InputError, check_whole
 
-__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "save_link", "transport_profiles", "user_links"]
+__all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "save_link", "transport_profiles", "user_links"]
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,62 @@ class Link:
         """
         count = check_whole("count", count, smallest=1)
         return dataclasses.replace(self, name=f"{count}x {self.name}", bandwidth_gb_s=self.bandwidth_gb_s * count)
+
+
+@dataclass(frozen=True)
+class Transport:
+    """An engine's data path (Mooncake TE, NIXL over UCX or UCCL, FastDeploy), usable on any NIC: its
+    fixed costs and the fraction of a NIC's line rate its large transfers reach.
+
+    On a :class:`perfmodel.Cluster`, every flow of a handoff pays ``setup_ms`` (before data moves),
+    its messages times ``per_message_ms`` and its blocks times ``per_block_ms``; a NIC carries
+    ``efficiency`` times its line rate.
+
+    Parameters
+    ----------
+    name
+        A label for tables and plots.
+    per_message_ms
+        Cost of each message (transfer descriptor) a rank posts, in ms.
+    per_block_ms
+        Cost of each KV block moved, in ms.
+    setup_ms
+        Cost of each transfer before data moves, in ms (0 where no source gives one).
+    efficiency
+        Fraction of a NIC's line rate that large transfers reach (0 < efficiency <= 1).
+    line_rate_gb_s
+        The line rate (GB/s) of the hardware a profile was measured on (None: not from a benchmark).
+    source
+        Where the figures come from.
+
+    Examples
+    --------
+    >>> from perfmodel import Transport
+    >>> Transport("te", per_message_ms=0.0005, efficiency=0.8).efficiency
+    0.8
+    """
+
+    name: str = "ideal"
+    per_message_ms: float = 0.0
+    per_block_ms: float = 0.0
+    setup_ms: float = 0.0
+    efficiency: float = 1.0
+    line_rate_gb_s: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"transport {self.name!r}"
+        if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
+            raise InputError(where, f"efficiency {self.efficiency!r} is not in (0, 1]",
+                             "pass the fraction of a NIC's line rate its large transfers reach, e.g. 0.81")
+        for term in ("per_message_ms", "per_block_ms", "setup_ms"):
+            value = getattr(self, term)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < np.inf):
+                raise InputError(where, f"{term} {value!r} is not a finite number >= 0", f"pass {term} in ms >= 0")
+        if self.line_rate_gb_s is not None and not (isinstance(self.line_rate_gb_s, (int, float))
+                                                    and 0 < self.line_rate_gb_s < np.inf):
+            raise InputError(where, f"line_rate_gb_s {self.line_rate_gb_s!r} is not a finite number > 0",
+                             "pass the benchmark hardware's line rate in GB/s, or None")
 
 
 #: Interconnect presets at nominal line rate per direction, per GPU or NIC (sources: module docstring).
