@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _kernels, _resolve
+from . import _kernels, _onto_cluster, _resolve
 from ._codes import TransferMode, WorkerType
 from ._inputs import (
     CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
@@ -516,7 +516,24 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
         values[name] = _resolve.add(given, getattr(link, name))
 
 
-def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> dict[str, Any]:
+def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg]) -> _Arg:
+    """The bandwidth per row at which a cluster's handoff takes its simulated time (the nonlinear case)."""
+    tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
+    missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
+    mode = np.asarray(args[_MODE_INDEX].kernel_values())
+    charged = np.where(mode == 1, missing, tokens)
+    bandwidth = _onto_cluster.nonlinear_bandwidth(found, tokens, charged)
+    value = bandwidth.reshape(-1)[0] if bandwidth.ndim == 0 or (bandwidth.size == 1 and not any(
+        a.is_array for a in args)) else bandwidth
+    return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
+
+
+_BANDWIDTH_INDEX = ARGUMENTS.index("kv_transfer_bandwidth")
+_MISSING_INDEX = ARGUMENTS.index("destination_missing_tokens")
+
+
+def _resolve_models(values: dict[str, Any], options: Options, errors: str,
+                    found: _onto_cluster.Route | None = None) -> dict[str, Any]:
     """In place, once per distinct name: models (names, configs) to bytes per token, to their message
     terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
     Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
@@ -536,7 +553,11 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> di
                 raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a "
                                  "number", "pass num_layers, or a model name or config as kv_bytes_per_token")
             values["num_layers"] = _resolve.num_layers(per_token, errors=errors)
-        if model_given or options.shapes_bytes:
+        if found is not None:  # a cluster: its flows' byte terms (the model stays named for its messages)
+            cluster_terms = _onto_cluster.apply(values, found)
+            values["kv_bytes_per_token"] = cluster_terms.pop("bytes_per_token")
+            terms.update(cluster_terms)
+        elif model_given or options.shapes_bytes:
             model = _resolve.model_terms(per_token, **options.model_options(), errors=errors)
             values["kv_bytes_per_token"] = model.bytes_per_token
             terms.update({name: getattr(model, name) for name in _resolve._CAPPED})
@@ -599,15 +620,19 @@ def _handoff(
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
-    _resolve_links(values, errors)
+    found = _onto_cluster.route(values, options) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
+    if found is None:
+        _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
-    capped = _resolve_models(values, options, errors)
+    capped = _resolve_models(values, options, errors, found)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
             else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
+    if found is not None and found.resolved is not None and not found.resolved.linear:
+        args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args)
     if inputs.get("destination_missing_tokens") is None and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",

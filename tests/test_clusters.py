@@ -252,3 +252,63 @@ def test_a_rail_fabric_across_rails_crosses_leaf_spine_leaf_and_pays_three_hops(
     got = alone_ms(resolved, c, TOKENS, TOKENS)[0]
     want = ref.handoff_ms(_as_reference(c), 8, 40960 * TOKENS, 8, 2)
     assert got == pytest.approx(want, rel=1e-12)
+
+
+# --- a cluster where a link goes (the numpy API) ------------------------------------------------------
+
+@given(st.sampled_from([1, 2, 4, 8]), st.lists(st.integers(0, 2**20), min_size=1, max_size=20),
+       st.sampled_from(["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b", "gemma-3-27b", "deepseek-v3"]),
+       st.sampled_from([12.5, 50.0, 100.0]))
+def test_the_degenerate_cluster_equals_its_nic_as_a_link_bit_for_bit(tp, tokens, model, rate):
+    """One NIC per GPU, flat, ideal transport, no hop latency, p = d, alone."""
+    c = Cluster(nic=Link("nic", rate), nics_per_node=8, gpus_per_node=8)
+    got = perfmodel.handoff_delay_ms(tokens, c, model, tp=tp)
+    want = perfmodel.handoff_delay_ms(tokens, rate, model, tp=tp)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_the_worked_examples_through_handoff_delay_ms():
+    f = perfmodel.handoff_delay_ms
+    assert f(TOKENS, hgx(), LLAMA_70B, tp=8) == f(TOKENS, 50.0, LLAMA_70B, tp=8) == pytest.approx(26.8435456)
+    assert f(TOKENS, hgx(4), LLAMA_70B, tp=8) == pytest.approx(53.6870912, rel=1e-15)
+    assert f(TOKENS, hgx(), LLAMA_70B, tp=8, decode_tp=2) == pytest.approx(107.3741824, rel=1e-15)
+    nvl72 = Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=4, nvlink_domain=72, nvlink="nvlink5")
+    assert round(float(f(TOKENS, nvl72, LLAMA_70B, tp=8)), 10) == 1.4913080889
+
+
+def test_fixed_costs_on_a_cluster_transport_caller_and_nic():
+    transport = Transport("t", per_message_ms=0.001, setup_ms=0.5, efficiency=0.8)
+    c = Cluster(nic=Link("nic", 50.0, latency_ms=0.01), nics_per_node=8, gpus_per_node=8, transport=transport)
+    got = perfmodel.handoff_delay_ms(7500, c, "llama-3.1-8b", tp=8, latency_ms=0.1, per_message_ms=0.002,
+                                     block_size=16)
+    messages = 30_016  # 32 layers * 2 * 469 blocks (each rank posts its own)
+    nbytes = 7500 * perfmodel.kv_bytes_per_token("llama-3.1-8b", tp=8)
+    want = 0.5 + 0.01 + 0.1 + messages * 0.003 + nbytes / (40e9) * 1000
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_a_nonlinear_handoff_is_simulated_row_by_row():
+    c = Cluster(nic=Link("nic50", 50.0), nics_per_node=1, gpus_per_node=8)
+    tokens = [TOKENS, 0, 5, 5, 1000]
+    got = perfmodel.handoff_delay_ms(tokens, c, LLAMA_70B, tp=8, decode_tp=1, state_bytes=1e9)
+    terms = head_terms(LLAMA_70B, decode_tp=1, state_bytes=1e9)
+    resolved = alone(c, terms, 8, 1)
+    want = [alone_ms(resolved, c, n, n)[0] for n in tokens]
+    assert got == pytest.approx(want, rel=1e-12) and got[1] == 0.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(scope="group"), "scope does not apply"),
+    (dict(tp=8, kv_bytes_per_token=40960.0), "kv_bytes_per_token is a number of bytes"),
+    (dict(kv_bytes_per_token=["llama-3.1-8b", "llama-3.1-70b"]), "one model per call"),
+    (dict(tp=3), "cannot split the model's 8 KV heads"),
+    (dict(tp=8, decode_tp=16, kv_bytes_per_token="llama-3.1-70b"), None),
+])
+def test_what_a_cluster_decides_is_refused_with_it(kwargs, message):
+    args = {"kv_bytes_per_token": "llama-3.1-70b", **kwargs}
+    model = args.pop("kv_bytes_per_token")
+    if message is None:
+        assert perfmodel.handoff_delay_ms(TOKENS, hgx(), model, **args) > 0
+        return
+    with pytest.raises(perfmodel.InputError, match=message):
+        perfmodel.handoff_delay_ms(TOKENS, hgx(), model, **args)

@@ -1,0 +1,170 @@
+"""A :class:`perfmodel.Cluster` where a link goes: resolved once per configuration into the kernel's terms.
+
+A handoff alone in a cluster is its flows' simulation (:mod:`perfmodel.clusters`). Where its delay is
+linear in the bytes (every flow's byte terms in one ratio, every flow's own fixed cost equal) it is
+``fixed + bytes / (rate * 1e9) * 1000`` of its last-ending flow for every prompt, and the kernel
+computes exactly that from the resolved terms: a million rows on a cluster cost what they cost on a
+link. Otherwise each distinct charged-token count is simulated, and its delay reaches the kernel as
+an equivalent bandwidth per row (the kernel still validates, applies worker types, fallbacks and
+adds the caller's, the transport's and the links' per-message and per-block costs).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _resolve
+from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms
+from .errors import InputError
+
+__all__ = ["Route", "is_cluster", "route"]
+
+
+def is_cluster(value: Any) -> bool:
+    """Whether ``kv_transfer_bandwidth`` is one cluster (a :class:`Cluster`, or a cluster preset's name)."""
+    if isinstance(value, Cluster):
+        return True
+    if isinstance(value, str):
+        from ._cluster_presets import cluster_names
+
+        return value.strip().lower() in cluster_names()
+    return False
+
+
+def get_cluster(value: Any) -> Cluster:
+    """A :class:`Cluster` from itself or a preset's name."""
+    if isinstance(value, Cluster):
+        return value
+    from ._cluster_presets import get_cluster as preset
+
+    return preset(value)
+
+
+class Route(NamedTuple):
+    """What the kernel needs of a cluster: the resolved handoff and the caller's state bytes."""
+
+    cluster: Cluster
+    resolved: Alone
+
+
+def _model_key(model: Any) -> Any:
+    if isinstance(model, Mapping):
+        return json.dumps(model, sort_keys=True, default=str)
+    if isinstance(model, os.PathLike):
+        return os.fspath(model)
+    return model
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(cluster: Cluster, model_key: Any, number: bool, kv_cache_dtype: Any, tp: int, decode_tp: int,
+              state_bytes: float | None) -> Alone:
+    model = json.loads(model_key) if isinstance(model_key, str) and model_key.startswith("{") else model_key
+    if number:
+        from .clusters import HeadTerms
+
+        terms = HeadTerms(1, float(model), state=float(state_bytes or 0.0))
+    else:
+        terms = head_terms(model, kv_cache_dtype=kv_cache_dtype, decode_tp=decode_tp, state_bytes=state_bytes)
+    return alone(cluster, terms, tp, decode_tp)
+
+
+def route(values: dict[str, Any], options: Any) -> Route:
+    """Resolve ``values["kv_transfer_bandwidth"]`` (a cluster) for the call's model and options; in
+    place, the bandwidth, bytes-per-token, state and fixed-cost inputs become the kernel's terms of the
+    linear case (see :func:`apply`). Refuses what the cluster decides (``scope="group"``,
+    ``overlap="layerwise"``), columns of models, and numbers of bytes with tensor parallelism."""
+    cluster = get_cluster(values["kv_transfer_bandwidth"])
+    where = "kv_transfer_bandwidth"
+    if options.scope != "rank":
+        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
+                         "drop scope (the cluster's flows carry each rank's bytes)")
+    if options.overlap != "none":
+        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
+                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
+    model = values["kv_bytes_per_token"]
+    one = isinstance(model, (str, Mapping, os.PathLike))
+    number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
+    if not one and not number:
+        raise InputError(where, "a cluster takes one model per call (kv_bytes_per_token holds a column)",
+                         "call once per model, or sweep over models with perfmodel.sweep")
+    tp, decode_tp = options.tp, options.decode_tp or options.tp
+    if number and (tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
+        raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
+                         "kv_bytes_per_token is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for "
+                         "tp/decode_tp, or tp=1 for one GPU's bytes")
+    state = values["state_bytes"]
+    if state is not None and np.ndim(state) != 0:
+        raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
+                         "pass one number of state bytes (each decode rank receives it)")
+    state = None if state is None else float(state)
+    if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
+        return Route(cluster, None)
+    resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
+                         tp, decode_tp, state)
+    return Route(cluster, resolved)
+
+
+def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
+    """In place: the kernel's bandwidth, state and fixed costs of the resolved handoff; returns its
+    byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
+    last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
+    bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
+    c, r = found
+    if r is None:
+        values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
+        return {"bytes_per_token": values["kv_bytes_per_token"]}
+    transport = c.transport
+    extras = [("per_message_ms", transport.per_message_ms + r.per_message_ms),
+              ("per_block_ms", transport.per_block_ms + r.per_block_ms)]
+    if r.linear:
+        extras.append(("latency_ms", r.latency_ms))
+        full, window, chunk, state = r.full, r.window, r.chunk, r.state
+        values["kv_transfer_bandwidth"] = np.float64(r.bandwidth_gb_s)
+    else:
+        full, window, chunk, state = group_terms(r)
+        values["kv_transfer_bandwidth"] = np.float64(np.nan)  # (set per row before the kernel)
+    for name, extra in extras:
+        if extra:
+            values[name] = _resolve.add(0.0 if values[name] is None else values[name], extra)
+    if state or values["state_bytes"] is not None:
+        values["state_bytes"] = np.float64(state)
+    terms = {"bytes_per_token": np.float64(full)}
+    if window or chunk:
+        terms.update(window_bytes_per_token=np.float64(window), window_tokens=np.float64(r.terms.window_tokens),
+                     chunk_bytes_per_token=np.float64(chunk), chunk_tokens=np.float64(r.terms.chunk_tokens))
+    return terms
+
+
+def group_terms(r: Alone) -> tuple[float, float, float, float]:
+    """The byte terms of all of a handoff's flows together."""
+    vectors = [flow_terms(f, r.terms) for f in r.flows]
+    return tuple(float(sum(v[k] for v in vectors)) for k in range(4))
+
+
+def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
+    """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
+    simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
+    once). The links' own per-message and per-block costs are the caller's (common to all flows)."""
+    c, r = found
+    group = group_terms(r)
+    tokens = np.asarray(tokens, dtype=np.float64)
+    charged = np.asarray(charged, dtype=np.float64)
+    tokens, charged = np.broadcast_arrays(tokens, charged)
+    keyed = tokens if r.terms.chunk_tokens > 0 else np.zeros_like(tokens)
+    pairs, inverse = np.unique(np.stack([np.nan_to_num(charged.ravel(), nan=-1.0),
+                                         np.nan_to_num(keyed.ravel(), nan=-1.0)]), axis=1, return_inverse=True)
+    out = np.empty(pairs.shape[1])
+    for k, (m, n) in enumerate(pairs.T):
+        if m < 0 or n < 0:
+            out[k] = np.nan
+            continue
+        sim_ms = alone_ms(r, c, m, n)[0]
+        nbytes = flow_bytes(group, r.terms, m, n)
+        out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
+    return out[np.asarray(inverse).ravel()].reshape(tokens.shape)
