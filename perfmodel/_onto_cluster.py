@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _resolve
+from ._coerce import Coded, distinct, spread
 from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms
 from .errors import InputError
 
@@ -47,10 +48,13 @@ def get_cluster(value: Any) -> Cluster:
 
 
 class Route(NamedTuple):
-    """What the kernel needs of a cluster: the resolved handoff and the caller's state bytes."""
+    """What the kernel needs of a cluster: the resolved handoff (None for bytes the kernel refuses), or
+    for a column of models the codes of its rows and each distinct model's resolved handoff."""
 
     cluster: Cluster
-    resolved: Alone
+    resolved: Alone | None
+    codes: Any = None
+    many: list[Alone | None] | None = None
 
 
 def _model_key(model: Any) -> Any:
@@ -90,9 +94,14 @@ def route(values: dict[str, Any], options: Any) -> Route:
     model = values["kv_bytes_per_token"]
     one = isinstance(model, (str, Mapping, os.PathLike))
     number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
-    if not one and not number:
-        raise InputError(where, "a cluster takes one model per call (kv_bytes_per_token holds a column)",
-                         "call once per model, or sweep over models with perfmodel.sweep")
+    column = not one and not number
+    if column:
+        if not _resolve.holds_labels(model):
+            raise InputError(where, "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token holds "
+                             "numbers of bytes", "pass a model (e.g. 'llama-3.1-70b'), or one number of bytes with tp=1")
+        codes, labels = distinct(model if isinstance(model, Coded) else np.asarray(model, dtype=object))
+        if len(labels) == 1:
+            model, one, column = labels[0], True, False
     tp, decode_tp = options.tp, options.decode_tp or options.tp
     if number and (tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
         raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
@@ -105,6 +114,13 @@ def route(values: dict[str, Any], options: Any) -> Route:
     state = None if state is None else float(state)
     if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
         return Route(cluster, None)
+    if column:
+        many = [_resolved(cluster, _model_key(label), False, options.kv_cache_dtype, tp, decode_tp, state)
+                for label in labels]
+        if not all(r.linear for r in many):
+            raise InputError(where, "a column of models on a cluster whose handoffs are not linear in their bytes "
+                             "(state split unevenly, or flows of unequal fixed costs)", "call once per model")
+        return Route(cluster, None, codes, many)
     resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
                          tp, decode_tp, state)
     return Route(cluster, resolved)
@@ -115,7 +131,9 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
     last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
     bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
-    c, r = found
+    c, r, codes, many = found
+    if many is not None:
+        return _apply_many(values, c, codes, many)
     if r is None:
         values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
         return {"bytes_per_token": values["kv_bytes_per_token"]}
@@ -141,6 +159,29 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     return terms
 
 
+def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone]) -> dict[str, Any]:
+    """:func:`apply` for a column of models (each linear): each term a lookup by model, spread over the rows."""
+    def column(get: Any, missing: float) -> np.ndarray:
+        return spread(codes, np.array([get(r) for r in many] + [missing], dtype=np.float64))
+
+    t = c.transport
+    for name, get in (("latency_ms", lambda r: r.latency_ms), ("per_message_ms", lambda r: t.per_message_ms
+                                                                 + r.per_message_ms),
+                      ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms)):
+        if any(get(r) for r in many):
+            values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0))
+    values["kv_transfer_bandwidth"] = column(lambda r: r.bandwidth_gb_s, np.nan)
+    if any(r.state for r in many) or values["state_bytes"] is not None:
+        values["state_bytes"] = column(lambda r: r.state, 0.0)
+    terms = {"bytes_per_token": column(lambda r: r.full, np.nan)}
+    if any(r.window or r.chunk for r in many):
+        terms.update(window_bytes_per_token=column(lambda r: r.window, 0.0),
+                     window_tokens=column(lambda r: r.terms.window_tokens, 0.0),
+                     chunk_bytes_per_token=column(lambda r: r.chunk, 0.0),
+                     chunk_tokens=column(lambda r: r.terms.chunk_tokens, 0.0))
+    return terms
+
+
 def group_terms(r: Alone) -> tuple[float, float, float, float]:
     """The byte terms of all of a handoff's flows together."""
     vectors = [flow_terms(f, r.terms) for f in r.flows]
@@ -151,7 +192,7 @@ def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
     once). The links' own per-message and per-block costs are the caller's (common to all flows)."""
-    c, r = found
+    c, r = found.cluster, found.resolved
     group = group_terms(r)
     tokens = np.asarray(tokens, dtype=np.float64)
     charged = np.asarray(charged, dtype=np.float64)

@@ -631,7 +631,7 @@ def _handoff(
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
-    if found is not None and found.resolved is not None and not found.resolved.linear:
+    if found is not None and found.resolved is not None and not found.resolved.linear:  # (one model)
         args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args)
     if inputs.get("destination_missing_tokens") is None and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(

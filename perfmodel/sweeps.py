@@ -9,6 +9,8 @@ the sweep takes more than a second.
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import itertools
 import math
@@ -31,17 +33,21 @@ from .models import kv_terms
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
+#: The fields of a :class:`perfmodel.Cluster` a sweep may vary (axes beside a ``cluster`` axis).
+CLUSTER_FIELDS = ("nic", "nics_per_node", "gpus_per_node", "nodes", "transport", "nvlink_domain", "fabric",
+                  "oversubscription", "hop_latency_ms", "gpus_per_pcie_switch", "pcie_switch_gb_s")
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
 AXES = (
     "model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout",
+    "link", "cluster", *CLUSTER_FIELDS, "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout",
     "mode", "cache_hit_ratio", "block_size", "state_bytes",
     "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
     "num_input_tokens",
 )
 #: The axes that are options of the model (one value per call of the edge: the grid makes one call per combination).
 _OPTION_AXES = frozenset(entry.name for entry in OPTIONS) & set(AXES)
-_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap", "kv_layout"}
+_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap", "kv_layout", "cluster", "nic", "transport",
+               "fabric"}
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
@@ -166,6 +172,7 @@ class SweepPlan:
     links: list[Link]
     options: list[tuple[Options, frozenset[str]]]  # per combination of the option axes: it, and the inputs it drops
     mode_codes: np.ndarray
+    clusters: list[Any] = dataclasses.field(default_factory=list)  # per combination of the cluster axes
 
     @property
     def n(self) -> int:
@@ -180,7 +187,8 @@ class SweepPlan:
         unknown = set(axes) - set(AXES)
         if unknown:
             raise InputError("sweep", f"unknown axis {sorted(unknown)}", f"use axes from {', '.join(AXES)}")
-        for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link")):
+        for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link"),
+                           ("cluster", "link"), ("cluster", "kv_transfer_bandwidth")):
             if one in axes and other in axes:
                 raise InputError("sweep", f"{one} and {other} are both given", f"give either {one} or {other}, not both")
         if "num_input_tokens" not in axes:
@@ -188,7 +196,10 @@ class SweepPlan:
         if "kv_bytes_per_token" not in axes and "model" not in axes:
             raise InputError("sweep", "kv_bytes_per_token is required",
                              "give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
-        if "kv_transfer_bandwidth" not in axes and "link" not in axes:
+        fields = [name for name in CLUSTER_FIELDS if name in axes]
+        if fields and "cluster" not in axes:
+            raise InputError("sweep", f"{', '.join(fields)} vary a cluster's fields", "give a cluster axis too")
+        if "kv_transfer_bandwidth" not in axes and "link" not in axes and "cluster" not in axes:
             raise InputError("sweep", "kv_transfer_bandwidth is required",
                              "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
         for needs_model in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
@@ -224,6 +235,7 @@ class SweepPlan:
                 raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
                                  "give fractions of the prompt from 0 to 1")
         links = [get_link(v) for v in values.get("link", [])]
+        clusters = _clusters(values, given)
         messages = "per_message_ms" in given or any(link.per_message_ms for link in links)
         if messages and "block_size" not in given:
             raise InputError("sweep", "a per-message cost needs a block size", "give a block_size axis too")
@@ -238,7 +250,7 @@ class SweepPlan:
             off = frozenset(LAYERWISE) - ({"num_layers"} if messages else set()) if option.overlap == "none" else ()
             options.append((option, frozenset(off)))
         return cls(axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
-                   links=links, options=options,
+                   links=links, options=options, clusters=clusters,
                    mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8))
 
     def rows(self, start: int, stop: int, *, progress: bool | None = None) -> pd.DataFrame:
@@ -253,7 +265,7 @@ class SweepPlan:
             dtype = np.min_scalar_type(-len(self.labels[name])) if name in self.labels else \
                 np.asarray(self.values[name]).dtype
             columns[name] = np.empty(n, dtype=dtype)
-        bandwidth = np.empty(n) if "link" in self.axes else columns["kv_transfer_bandwidth"]
+        bandwidth = np.empty(n) if "link" in self.axes or self.clusters else columns["kv_transfer_bandwidth"]
         # whole bytes as integers (float64 arithmetic is exact below 2**53 bytes), else floats
         whole = all(np.all(np.mod(np.asarray(self.values[a], dtype=np.float64), 1) == 0)
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
@@ -305,15 +317,44 @@ class SweepPlan:
         option_axes = [name for name in self.axes if name in _OPTION_AXES]
         combos = np.ravel_multi_index([digits[name] for name in option_axes],
                                       [len(self.values[name]) for name in option_axes]) if option_axes else None
-        for combo, (options, off) in enumerate(self.options):
+        cluster_axes = [name for name in self.axes if name in ("cluster", *CLUSTER_FIELDS)]
+        if cluster_axes:  # one call of the edge per cluster (each resolved once)
+            # (a cluster's equivalent bandwidth is not one number: the column gives its NIC's capacity)
+            which = np.ravel_multi_index([digits[name] for name in cluster_axes],
+                                         [len(self.values[name]) for name in cluster_axes])
+            bandwidth[part] = np.array([c.nic_capacity_gb_s for c in self.clusters])[which]
+            combos = which if combos is None else combos * len(self.clusters) + which
+        for combo in range(len(self.options) * max(len(self.clusters), 1)):
+            options, off = self.options[combo // max(len(self.clusters), 1)]
             rows = slice(None) if combos is None else np.flatnonzero(combos == combo)
             given = {name: _rows(value, rows) for name, value in inputs.items() if name not in off}
+            if self.clusters:
+                given["kv_transfer_bandwidth"] = self.clusters[combo % len(self.clusters)]
             if combos is None:
                 _handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
             elif rows.size:
                 moved = np.empty(rows.size)
                 delay[part.start + rows] = _handoff(given, options, bytes_out=moved).delays
                 transfer_bytes[part.start + rows] = moved
+
+
+def _clusters(values: dict[str, Any], given: tuple[str, ...]) -> list[Any]:
+    """Every combination of the cluster axes as a validated :class:`perfmodel.Cluster` (in row order)."""
+    if "cluster" not in given:
+        return []
+    from ._onto_cluster import get_cluster
+
+    fields = [name for name in given if name in CLUSTER_FIELDS]
+    found = []
+    for base, *chosen in itertools.product(values["cluster"], *(values[name] for name in fields)):
+        cluster = get_cluster(base)
+        changes = {name: value.item() if isinstance(value, np.generic) else value
+                   for name, value in zip(fields, chosen)}
+        if changes:
+            label = ", ".join(f"{k}={_resolve.label_of(v)}" for k, v in changes.items())
+            cluster = dataclasses.replace(cluster, **changes, name=f"{cluster.name} ({label})")
+        found.append(cluster)
+    return found
 
 
 def _rows(value: Any, rows: Any) -> Any:

@@ -300,7 +300,7 @@ def test_a_nonlinear_handoff_is_simulated_row_by_row():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(scope="group"), "scope does not apply"),
     (dict(tp=8, kv_bytes_per_token=40960.0), "kv_bytes_per_token is a number of bytes"),
-    (dict(kv_bytes_per_token=["llama-3.1-8b", "llama-3.1-70b"]), "one model per call"),
+    (dict(kv_bytes_per_token=[40960.0, 1000.0]), "holds numbers of bytes"),
     (dict(tp=3), "cannot split the model's 8 KV heads"),
     (dict(tp=8, decode_tp=16, kv_bytes_per_token="llama-3.1-70b"), None),
 ])
@@ -312,3 +312,32 @@ def test_what_a_cluster_decides_is_refused_with_it(kwargs, message):
         return
     with pytest.raises(perfmodel.InputError, match=message):
         perfmodel.handoff_delay_ms(TOKENS, hgx(), model, **args)
+
+
+def test_a_column_of_models_on_a_cluster_is_each_model_alone():
+    models = ["llama-3.1-70b", "llama-3.1-8b", "llama-3.1-70b"]
+    got = perfmodel.handoff_delay_ms([1024, 32768, 7], hgx(4), models, tp=8)
+    want = [perfmodel.handoff_delay_ms(n, hgx(4), m, tp=8) for n, m in zip([1024, 32768, 7], models)]
+    assert got.tolist() == want
+
+
+def test_the_facade_takes_a_cluster():
+    import pandas as pd
+
+    df = pd.DataFrame({"num_input_tokens": [1024, 32768], "model": ["llama-3.1-70b", "llama-3.1-8b"]})
+    got = perfmodel.handoff_delays(df, kv_transfer_bandwidth=hgx(4), kv_bytes_per_token="model", tp=8)
+    assert got.tolist() == perfmodel.handoff_delay_ms([1024, 32768], hgx(4), df["model"], tp=8).tolist()
+
+
+def test_a_sweep_over_a_cluster_and_its_fields():
+    base = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, name="hgx")
+    df = perfmodel.sweep(cluster=base, nics_per_node=[1, 2, 4, 8], nic=["ib-ndr", "ib-xdr"], model=LLAMA_70B, tp=8,
+                         num_input_tokens=[1024, TOKENS])
+    assert len(df) == 16 and list(df["nics_per_node"].unique()) == [1, 2, 4, 8]
+    for row in df.itertuples():
+        c = Cluster(nic=row.nic, nics_per_node=int(row.nics_per_node), gpus_per_node=8)
+        assert row.handoff_delay_ms == perfmodel.handoff_delay_ms(row.num_input_tokens, c, LLAMA_70B, tp=8)
+    with pytest.raises(perfmodel.InputError, match="give a cluster axis too"):
+        perfmodel.sweep(nics_per_node=[1, 2], model=LLAMA_70B, num_input_tokens=1, link="ib-ndr")
+    with pytest.raises(perfmodel.InputError, match="neither divides"):
+        perfmodel.sweep(cluster=base, nics_per_node=[3], model=LLAMA_70B, num_input_tokens=1)
