@@ -56,6 +56,13 @@ _LAZY = {
     "get_link": "links",
     "Transport": "links",
     "Cluster": "clusters",
+    "CLUSTERS": "_cluster_presets",
+    "get_cluster": "_cluster_presets",
+    "save_cluster": "_cluster_presets",
+    "user_clusters": "_cluster_presets",
+    "transports": "links",
+    "handoff_flows": "flows",
+    "resource_loads": "flows",
     "kv_heads": "models",
 }
 
@@ -63,7 +70,7 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters"}
+               "datasets", "clusters", "flows"}
 
 
 def __getattr__(name: str) -> Any:

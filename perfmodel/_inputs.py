@@ -179,6 +179,15 @@ ROW_INPUTS: tuple[Input, ...] = (
           rule="the per-message cost is a finite number of milliseconds >= 0 (it needs a block_size)",
           group="block", off=0.0, cli="--per-message-ms", axis="per_message_ms", grid_axis="per_message_ms",
           example=0.0005, replay="one"),
+    Input("blocks_per_message", "Consecutive KV blocks merged into one message (region, one descriptor), for "
+          "``per_message_ms``: each layer's (or, for ``kv_layout=\"block\"``, the request's) blocks make "
+          "``ceil(blocks / blocks_per_message)`` messages. Whole numbers >= 1 (default 1: every block its own "
+          "message), or ``inf``: one message per layer and K/V (a fresh allocator with the whole request "
+          "contiguous).", "real", default=1.0, kernel_default=1.0, valid=Valid(low=1.0, whole=True, nan_ok=False,
+                                                                               inf_ok=True),
+          rule="blocks per message are whole numbers >= 1, or inf (one message per layer)",
+          group="block", off=1.0, cli="--blocks-per-message", axis="blocks_per_message",
+          grid_axis="blocks_per_message", example=4.0, replay="one"),
     Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",

@@ -32,9 +32,15 @@ def is_cluster(value: Any) -> bool:
     if isinstance(value, Cluster):
         return True
     if isinstance(value, str):
-        from ._cluster_presets import cluster_names
+        from ._cluster_presets import CLUSTERS, cluster_names
+        from .links import LINKS, _MULTIPLE, _PROFILES
 
-        return value.strip().lower() in cluster_names()
+        key = value.strip().lower()
+        if key in CLUSTERS:
+            return True
+        if key in LINKS or key in _PROFILES or _MULTIPLE.match(key):  # (links: the presets file is not read)
+            return False
+        return key in cluster_names()
     return False
 
 

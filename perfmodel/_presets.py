@@ -53,12 +53,12 @@ def _read(path: Path) -> dict[str, Any]:
                          "repair it, or move it away to start afresh") from None
     if not isinstance(data, dict):
         raise InputError(str(path), f"the user presets file holds a {type(data).__name__}, not an object of "
-                         "'links' and 'models'", "repair it, or move it away to start afresh")
+                         "'links', 'models' and 'clusters'", "repair it, or move it away to start afresh")
     return data
 
 
 def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
-    """The user presets of one kind (``"links"`` or ``"models"``) by name, and the error of each entry
+    """The user presets of one kind (``"links"``, ``"models"`` or ``"clusters"``) by name, and the error of each entry
     that is not an object of fields (reported when that name is used: the others still work)."""
     path = presets_path()
     section = _read(path).get(kind, {})

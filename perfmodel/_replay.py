@@ -263,6 +263,7 @@ class Cluster(NamedTuple):
     latency_ms: float
     per_block_ms: float  # cost per KV block moved
     per_message_ms: float  # cost per message posted
+    blocks_per_message: float  # consecutive blocks merged into one message (inf: one per layer)
 
 
 class Results(NamedTuple):
@@ -295,7 +296,7 @@ def replay(requests, cluster, results):
     """
     order, ready_ms, tokens, blocks, offsets, model_of, kv_terms, prefill_end_ms, last_fraction = requests
     (n_unique, hash_block_tokens, block_size, destination_missing, workers, capacity, prefix_routing,
-     contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms, per_message_ms) = cluster
+     contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms, per_message_ms, blocks_per_message) = cluster
     (out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
      out_saved) = results
     n = order.shape[0]
@@ -412,7 +413,8 @@ def replay(requests, cluster, results):
             k = model_of[r]
             setup += per_message_ms * messages_of(np.float64(out_charged[r]), np.float64(n_tokens),
                                                   np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
-                                                  kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4])
+                                                  kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4],
+                                                  blocks_per_message)
         alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms, 1.0, setup)
         out_transfer[r] = alone
         # layer-wise streaming: however fast the link, the last layer group is sent after the prefill ends

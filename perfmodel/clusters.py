@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from . import _maxmin
 from .errors import InputError, check_choice
-from .links import Link, Transport, get_link
+from .links import Link, Transport, get_link, get_transport
 
 __all__ = ["FABRICS", "Alone", "Cluster", "Flow", "HeadTerms", "Resources", "alone", "alone_ms", "flow_bytes", "flow_terms",
            "handoff_flow_list", "handoffs_at_once", "head_terms",
@@ -62,7 +62,8 @@ class Cluster:
     nodes
         The cluster's size in nodes (default: the nodes a placement uses); a larger placement is refused.
     transport
-        The engine's data path (:class:`perfmodel.Transport`; default: ideal, no costs, efficiency 1).
+        The engine's data path (a :class:`perfmodel.Transport` or a profile's name such as
+        ``"mooncake-te-rdma"``; default: ideal, no costs, efficiency 1).
     nvlink_domain
         Consecutive GPUs joined by NVLink, counted from GPU 0 (1: none; 8: an HGX node; 72: a
         GB200 NVL72 rack); a multiple of ``gpus_per_node`` or a divisor of it.
@@ -127,6 +128,8 @@ class Cluster:
             put(self, "nodes", _whole(where, "nodes", self.nodes))
         if self.transport is None:
             put(self, "transport", _IDEAL)
+        elif isinstance(self.transport, str):
+            put(self, "transport", get_transport(self.transport))
         elif not isinstance(self.transport, Transport):
             raise InputError(where, f"transport {self.transport!r} is not a perfmodel.Transport",
                              "pass a Transport (perfmodel.Transport(...)) or None")

@@ -101,6 +101,7 @@ def handoff_delays(
     per_block_ms: Any = 0.0,
     block_size: Any = None,
     per_message_ms: Any = 0.0,
+    blocks_per_message: Any = 1.0,
     prefill_ms: Any = None,
     prefill_tokens_per_s: Any = None,
     num_layers: Any = None,

@@ -381,6 +381,7 @@ def handoff_delay_ms(
     per_block_ms: ArrayLike = 0.0,
     block_size: ArrayLike | None = None,
     per_message_ms: ArrayLike = 0.0,
+    blocks_per_message: ArrayLike = 1.0,
     prefill_ms: ArrayLike | None = None,
     prefill_tokens_per_s: ArrayLike | None = None,
     num_layers: ArrayLike | None = None,
@@ -533,7 +534,7 @@ _MISSING_INDEX = ARGUMENTS.index("destination_missing_tokens")
 
 
 def _resolve_models(values: dict[str, Any], options: Options, errors: str,
-                    found: _onto_cluster.Route | None = None) -> dict[str, Any]:
+                    cluster_terms: dict[str, Any] | None = None) -> dict[str, Any]:
     """In place, once per distinct name: models (names, configs) to bytes per token, to their message
     terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
     Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
@@ -553,8 +554,8 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
                 raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a "
                                  "number", "pass num_layers, or a model name or config as kv_bytes_per_token")
             values["num_layers"] = _resolve.num_layers(per_token, errors=errors)
-        if found is not None:  # a cluster: its flows' byte terms (the model stays named for its messages)
-            cluster_terms = _onto_cluster.apply(values, found)
+        if cluster_terms is not None:  # a cluster: its flows' byte terms (the model stays named for its messages)
+            cluster_terms = dict(cluster_terms)
             values["kv_bytes_per_token"] = cluster_terms.pop("bytes_per_token")
             terms.update(cluster_terms)
         elif model_given or options.shapes_bytes:
@@ -624,7 +625,8 @@ def _handoff(
     if found is None:
         _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
-    capped = _resolve_models(values, options, errors, found)
+    # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read
+    capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found))
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
             else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]

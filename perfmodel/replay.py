@@ -104,6 +104,7 @@ def replay_handoffs(
     latency_ms: float = 0.0,
     per_block_ms: float = 0.0,
     per_message_ms: float = 0.0,
+    blocks_per_message: float = 1.0,
     state_bytes: Any = None,
     ready_ms: Any = None,
     overlap: Literal["none", "layerwise"] = "none",
@@ -320,7 +321,9 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         destination_missing=destination_missing, workers=c.decode_workers,
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
-        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message)
+        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+        blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
+                                                                        c.blocks_per_message))))
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
     if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
@@ -556,8 +559,8 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 #: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns.
 GRID_AXES = (
     "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "decode_tp", "scope",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout", "state_bytes",
-    "links", "contention", "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
+    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "blocks_per_message", "kv_layout",
+    "state_bytes", "links", "contention", "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
     "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
 )
 _GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap", "kv_layout"}

@@ -39,7 +39,7 @@ CLUSTER_FIELDS = ("nic", "nics_per_node", "gpus_per_node", "nodes", "transport",
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
 AXES = (
     "model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token",
-    "link", "cluster", *CLUSTER_FIELDS, "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout",
+    "link", "cluster", *CLUSTER_FIELDS, "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "blocks_per_message", "kv_layout",
     "mode", "cache_hit_ratio", "block_size", "state_bytes",
     "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
     "num_input_tokens",

@@ -3,6 +3,7 @@ plain-Python reference (tests/reference_cluster.py) over small random clusters, 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -341,3 +342,74 @@ def test_a_sweep_over_a_cluster_and_its_fields():
         perfmodel.sweep(nics_per_node=[1, 2], model=LLAMA_70B, num_input_tokens=1, link="ib-ndr")
     with pytest.raises(perfmodel.InputError, match="neither divides"):
         perfmodel.sweep(cluster=base, nics_per_node=[3], model=LLAMA_70B, num_input_tokens=1)
+
+
+# --- transports, NIC presets, cluster presets --------------------------------------------------------
+
+def test_transports_are_rederived_from_their_benchmarks_line_rate():
+    from perfmodel.links import _measured, transport_profiles, transports
+
+    te = transports()["mooncake-te-rdma"]
+    nbytes, measured = _measured()["mooncake-te-rdma"]
+    assert te.efficiency == pytest.approx(40.71 / 50, rel=1e-9) and te.line_rate_gb_s == 50.0
+    assert te.efficiency == max(nbytes / (measured / 1000) / 1e9) / 50.0
+    assert te.setup_ms == 0.0 and te.per_message_ms > 0
+    link = transport_profiles()["mooncake-te-rdma"]
+    assert link.effective_bandwidth_gb_s == pytest.approx(40.71) and link.bandwidth_gb_s == 50.0  # not 52.5
+    assert transports()["uccl-rdma"].efficiency == 1.0 and transports()["uccl-rdma"].line_rate_gb_s is None
+    for name, transport in transports().items():
+        assert 0 < transport.efficiency <= 1 and transport.source, name
+
+
+def test_a_transport_on_a_nic_of_its_benchmarks_speed_is_its_profile_as_a_link():
+    c = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, transport="mooncake-te-rdma")
+    on_cluster = perfmodel.handoff_delay_ms(32_768, c, "qwen3-235b-a22b", tp=4, decode_tp=8, block_size=16)
+    on_link = perfmodel.handoff_delay_ms(32_768, "mooncake-te-rdma", "qwen3-235b-a22b", tp=4, decode_tp=8,
+                                         block_size=16)
+    assert on_cluster == pytest.approx(on_link, rel=1e-12)
+    faster = dataclasses.replace(c, nic="roce-800g")  # the same transport on a NIC twice as fast
+    assert faster.nic_capacity_gb_s == pytest.approx(2 * 40.71)
+
+
+@pytest.mark.parametrize("name, rate", [("eth-100g", 12.5), ("eth-200g", 25.0), ("eth-400g", 50.0),
+                                        ("eth-800g", 100.0), ("roce-100g", 12.5), ("roce-200g", 25.0),
+                                        ("roce-400g", 50.0), ("roce-800g", 100.0), ("ib-hdr", 25.0),
+                                        ("ib-ndr", 50.0), ("ib-xdr", 100.0)])
+def test_nic_presets_at_their_line_rate(name, rate):
+    assert perfmodel.get_link(name).bandwidth_gb_s == rate
+
+
+def test_cluster_presets_by_name_and_user_presets(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path))
+    for name, cluster in perfmodel.CLUSTERS.items():
+        assert perfmodel.handoff_delay_ms(TOKENS, name, LLAMA_70B, tp=8) == perfmodel.handoff_delay_ms(
+            TOKENS, cluster, LLAMA_70B, tp=8)
+    assert round(float(perfmodel.handoff_delay_ms(TOKENS, "gb200-nvl72", LLAMA_70B, tp=8)), 10) == 1.4913080889
+    ours = Cluster(nic=Link("our-nic", 40.0, latency_ms=0.01), nics_per_node=4, gpus_per_node=8,
+                   transport=Transport("ours", per_message_ms=0.001, efficiency=0.9), name="our-cluster")
+    perfmodel.save_cluster(ours, source="lab")
+    assert perfmodel.get_cluster("our-cluster") == ours
+    assert perfmodel.handoff_delay_ms(TOKENS, "our-cluster", LLAMA_70B, tp=8, block_size=16) == \
+        perfmodel.handoff_delay_ms(TOKENS, ours, LLAMA_70B, tp=8, block_size=16)
+    with pytest.raises(perfmodel.InputError, match="built-in"):
+        perfmodel.save_cluster(dataclasses.replace(ours, name="aws-p5"))
+    with pytest.raises(perfmodel.InputError, match="unknown link"):
+        perfmodel.handoff_delay_ms(TOKENS, "no-such-cluster", LLAMA_70B)
+
+
+# --- explanations --------------------------------------------------------------------------------------
+
+@given(clusters(), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]), st.integers(0, 40_000))
+def test_handoff_flows_end_when_the_handoff_does(cluster, tp, decode_tp, tokens):
+    flows = perfmodel.handoff_flows(tokens, cluster, LLAMA_70B, tp=tp, decode_tp=decode_tp, latency_ms=0.1)
+    delay = perfmodel.handoff_delay_ms(tokens, cluster, LLAMA_70B, tp=tp, decode_tp=decode_tp, latency_ms=0.1)
+    assert flows.attrs["delay_ms"] == pytest.approx(delay, rel=1e-12)
+    if tokens:
+        assert flows["bytes"].sum() == tokens * perfmodel.kv_bytes_per_token(LLAMA_70B, tp=decode_tp,
+                                                                              scope="group")
+        assert flows.attrs["bottleneck"]  # some resource holds the last flow back
+
+
+def test_resource_loads_name_the_bottleneck():
+    loads = perfmodel.resource_loads(perfmodel.handoff_flows(TOKENS, hgx(4), LLAMA_70B, tp=8))
+    assert set(loads["kind"]) == {"nic"} and loads["flows"].max() == 2 and loads["bottleneck"].sum() == 1

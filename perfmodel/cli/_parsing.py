@@ -163,7 +163,8 @@ def _name_value(option: str, spec: str, allowed: Sequence[str], example: str) ->
 
 #: The model's inputs that sweep, delay and trace take as flags (their names, flags and help from the input
 #: table; all at upstream's model when not given). delay also takes --fallback-delay-ms.
-_SWEEP = ("mode", "latency_ms", "block_size", "kv_cache_dtype", "tp", "per_block_ms", "per_message_ms", "kv_layout",
+_SWEEP = ("mode", "latency_ms", "block_size", "kv_cache_dtype", "tp", "per_block_ms", "per_message_ms",
+          "blocks_per_message", "kv_layout",
           "state_bytes", "decode_tp", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers",
           "layer_group", "layerwise_min_tokens")
 
