@@ -69,6 +69,17 @@ def cluster_names() -> set[str]:
 def get_cluster(name: str) -> Cluster:
     """A cluster by name: a built-in preset, or one saved with :func:`save_cluster`.
 
+    Parameters
+    ----------
+    name
+        A preset's name (:data:`CLUSTERS`) or a saved cluster's.
+
+    Returns
+    -------
+    perfmodel.Cluster
+
+    Examples
+    --------
     >>> get_cluster("gb200-nvl72").nvlink_domain
     72
     """
@@ -128,6 +139,20 @@ def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
     """Save ``cluster`` as a user preset under its name: every entry point then accepts the name
     (``kv_transfer_bandwidth="our-cluster"``). Returns the presets file.
 
+    Parameters
+    ----------
+    cluster
+        The :class:`perfmodel.Cluster` (saved under its ``name``, which no built-in preset may have).
+    source
+        Where its figures come from.
+
+    Returns
+    -------
+    pathlib.Path
+        The presets file.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> from perfmodel import Cluster
     >>> _ = save_cluster(Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8, name="our-cluster"))

@@ -37,6 +37,8 @@ def maxmin_rates(paths: Sequence[Sequence[int]], capacities: Sequence[float]) ->
     frozen = [False] * n
     while free:
         share = min(left[r] / free[r] for r in free)
+        if share == math.inf:  # resources of unlimited capacity: the flows left are unlimited too
+            break
         for r in [r for r in free if left[r] / free[r] == share]:
             for f in users[r]:
                 if not frozen[f]:

@@ -264,6 +264,10 @@ LINKS: dict[str, Link] = {
     "efa-200g": Link("efa-200g", 25.0),
 }
 
+#: The links a sweep draws when none is named (the presets of before the NIC presets were added).
+DEFAULT_LINKS: tuple[str, ...] = ("nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "ib-xdr", "roce-400g", "eth-100g")
+
+
 class _Profile(NamedTuple):
     """Where a transport profile comes from: a shipped table's rows of one engine, and its messages."""
 

@@ -167,6 +167,9 @@ def replay_handoffs(
         own, and how a block lies in memory, which sets the messages
         (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
         ``fair`` sharing, like the per-block cost.
+    blocks_per_message
+        Consecutive blocks merged into one message (whole number >= 1, or ``inf``: one
+        message per layer and K/V); see :func:`perfmodel.kv_messages`.
     state_bytes
         Bytes of a fixed state sent with every transfer that moves tokens (a value, array
         or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0

@@ -432,9 +432,11 @@ def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[
     return values[0] if shape == () else values.reshape(shape)
 
 
-@documented(extra=_INVERSE)
+@documented(extra={**_INVERSE, "cluster": "A :class:`perfmodel.Cluster` or a cluster preset's name: the answer is "
+                   "then its NICs' line rate (GB/s) that meets the budget, every other field as it is (NaN where no "
+                   "flow crosses a NIC, e.g. inside an NVLink domain)."})
 def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
-                       **inputs: Any) -> np.float64 | NDArray[np.float64]:
+                       cluster: Any = None, **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
 
     The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the bytes and
@@ -472,6 +474,9 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(tokens, budget, kv_bytes_per_token, *inputs.values())
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
+    if cluster is not None:
+        return _answer(shape, _nic_line_rate(cluster, forward, np.broadcast_to(tokens, shape).reshape(-1),
+                                             np.broadcast_to(budget, shape).reshape(-1)))
     tokens, budget = (np.broadcast_to(a, shape).reshape(-1) for a in (tokens, budget))
     whole = np.floor(tokens) == tokens
     fixed, nbytes = forward(np.ceil(tokens), np.inf)  # the fixed costs, and the bytes of whole counts
@@ -494,6 +499,49 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
 
         needed[exact] = _least_true(needed[exact].view(np.int64), fits, top).view(np.float64)
     return _answer(shape, needed)
+
+
+def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """Per row, the least NIC line rate (GB/s, a float64) at which the cluster's handoff meets the budget,
+    settled on the forward model (the delay never grows with the line rate); NaN where no flow crosses a
+    NIC, inf where no line rate meets it. One row at a time: for a few questions, not millions."""
+    from ._onto_cluster import get_cluster
+    from .clusters import alone, head_terms
+
+    base = get_cluster(cluster)
+    model = forward.kv_bytes_per_token
+    options = forward.options.check()
+    if not _resolve.is_one(model) and len({str(m) for m in np.asarray(model, dtype=object)}) > 1:
+        raise InputError("kv_bytes_per_token", "a cluster's line rate is asked of one model at a time",
+                         "ask once per model")
+    one = model if _resolve.is_one(model) else np.asarray(model, dtype=object)[0]
+    if isinstance(one, (int, float, np.number)):
+        from .clusters import HeadTerms
+
+        terms = HeadTerms(1, float(one))
+    else:
+        terms = head_terms(one, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_tp or options.tp)
+    if all(f.nvlink for f in alone(base, terms, options.tp, options.decode_tp).flows):
+        return np.full(tokens.shape, np.nan)
+    top = np.float64(np.inf).view(np.int64)
+
+    def at(rate_bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        rates = np.clip(rate_bits, 0, top).view(np.float64)
+        fits = np.zeros(rows.size, dtype=bool)
+        for k, (rate, row) in enumerate(zip(rates, rows)):
+            if rate > 0:
+                c = dataclasses.replace(base, nic=dataclasses.replace(base.nic, bandwidth_gb_s=float(rate)))
+                fits[k] = forward(tokens[row:row + 1], c, slice(row, row + 1))[0][0] <= budget[row]
+        return fits
+
+    start = np.full(tokens.shape, base.nic.bandwidth_gb_s).view(np.int64)
+    unlimited = dataclasses.replace(base, nic=dataclasses.replace(base.nic, bandwidth_gb_s=np.inf))
+    fixed, nbytes = forward(tokens, unlimited)  # an infinite line rate: the fixed costs remain
+    needed = np.where(nbytes == 0, 0.0, np.inf)  # (0 bytes need no NIC; a budget within the fixed costs: none)
+    rows = np.flatnonzero((nbytes > 0) & (fixed < budget))
+    if rows.size:
+        needed[rows] = _least_true(start[rows], lambda bits, r: at(bits, rows[r]), top).view(np.float64)
+    return needed
 
 
 def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
@@ -568,7 +616,13 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     shape = _shape(budget, kv_transfer_bandwidth, kv_bytes_per_token, *inputs.values())
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)
-    link = _resolve.link_terms(spec)
+    from ._onto_cluster import get_cluster, is_cluster
+
+    if is_cluster(spec):  # the search settles on the forward model: its NICs' capacity only starts it
+        spec = get_cluster(spec)
+        link = _resolve.LinkTerms(spec.nic_capacity_gb_s, None, None, None)
+    else:
+        link = _resolve.link_terms(spec)
     bandwidth = np.broadcast_to(nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True), shape).reshape(-1)
     budget = np.broadcast_to(budget, shape).reshape(-1)
     latency = np.broadcast_to(_resolve.add(nonnegative("latency_ms", inputs.get("latency_ms", 0.0)), link.latency_ms),

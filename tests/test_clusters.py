@@ -413,3 +413,30 @@ def test_handoff_flows_end_when_the_handoff_does(cluster, tp, decode_tp, tokens)
 def test_resource_loads_name_the_bottleneck():
     loads = perfmodel.resource_loads(perfmodel.handoff_flows(TOKENS, hgx(4), LLAMA_70B, tp=8))
     assert set(loads["kind"]) == {"nic"} and loads["flows"].max() == 2 and loads["bottleneck"].sum() == 1
+
+
+# --- the inverse questions ------------------------------------------------------------------------------
+
+def test_required_bandwidth_on_a_cluster_is_the_least_nic_line_rate_that_meets_the_budget():
+    import numpy as np
+
+    c = hgx(4)
+    budgets = [50.0, 100.0, 0.0, 1.0]
+    got = perfmodel.required_bandwidth([TOKENS, TOKENS, TOKENS, 0], LLAMA_70B, budget_ms=budgets, tp=8, cluster=c)
+    assert got[2] == np.inf and got[3] == 0.0
+    for rate, budget in zip(got[:2], budgets):
+        def delay(r):
+            nic = dataclasses.replace(c.nic, bandwidth_gb_s=float(r))
+            return perfmodel.handoff_delay_ms(TOKENS, dataclasses.replace(c, nic=nic), LLAMA_70B, tp=8)
+        assert delay(rate) <= budget < delay(np.nextafter(rate, 0))
+    assert got[0] == pytest.approx(2 * 26.8435456)  # two GPUs per NIC: twice the line rate of one
+    nvl72 = perfmodel.required_bandwidth(TOKENS, LLAMA_70B, budget_ms=10.0, tp=8, cluster="gb200-nvl72")
+    assert np.isnan(nvl72)  # no NIC on the path
+
+
+def test_max_tokens_within_on_a_cluster():
+    got = perfmodel.max_tokens_within(hgx(4), LLAMA_70B, budget_ms=[10.0, 50.0], tp=8)
+    assert got.tolist() == perfmodel.max_tokens_within(25.0, LLAMA_70B, budget_ms=[10.0, 50.0], tp=8).tolist()
+    for n, budget in zip(got, [10.0, 50.0]):
+        assert perfmodel.handoff_delay_ms(n, hgx(4), LLAMA_70B, tp=8) <= budget
+        assert perfmodel.handoff_delay_ms(n + 1, hgx(4), LLAMA_70B, tp=8) > budget
