@@ -114,6 +114,19 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
     """Each resource a handoff's flows cross: its capacity, the flows crossing it, the bytes it carries,
     its busy time at capacity (bytes / capacity, ms) and whether it is the handoff's bottleneck.
 
+    Parameters
+    ----------
+    flows
+        A table of :func:`handoff_flows`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per resource (by name): ``kind``, ``capacity_gb_s``, ``flows``, ``bytes``, ``busy_ms``,
+        ``bottleneck``.
+
+    Examples
+    --------
     >>> import perfmodel
     >>> c = perfmodel.Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
     >>> loads = resource_loads(perfmodel.handoff_flows(32_768, c, "llama-3.1-70b", tp=8, decode_tp=2))
