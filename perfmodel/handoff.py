@@ -618,6 +618,8 @@ def _handoff(
                              "NUMBA_NUM_THREADS before starting Python")
     values = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
+    if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
+        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out)
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
@@ -647,6 +649,41 @@ def _handoff(
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
+                num_threads: int | None, with_missing: bool, bytes_out: Any) -> _Result:
+    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct one, on its rows."""
+    codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
+    codes = np.asarray(codes)
+    n = len(codes)
+    for name, value in values.items():
+        if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
+            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {n} rows, {name} "
+                             f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
+    delays = np.empty(n) if out is None else _check_out(out, n, {})
+    missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    for k, label in [*enumerate(labels), (-1, np.nan)]:
+        rows = np.flatnonzero(codes == k)
+        if not rows.size:
+            continue
+        part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
+        part["kv_transfer_bandwidth"] = label
+        moved = None if bytes_out is None else np.empty(rows.size)
+        try:
+            result = _handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
+                              with_missing=with_missing, bytes_out=moved)
+        except InputError as error:
+            if error.position is None:
+                raise
+            raise error.relocated(error.where, int(rows[error.position]), position=int(rows[error.position])) \
+                from None
+        delays[rows] = result.delays
+        if missing is not None:
+            missing[rows] = result.missing
+        if bytes_out is not None:
+            bytes_out[rows] = moved
+    return _Result(delays, missing, False)
 
 
 def checked(name: str, value: Any) -> Any:

@@ -440,3 +440,16 @@ def test_max_tokens_within_on_a_cluster():
     for n, budget in zip(got, [10.0, 50.0]):
         assert perfmodel.handoff_delay_ms(n, hgx(4), LLAMA_70B, tp=8) <= budget
         assert perfmodel.handoff_delay_ms(n + 1, hgx(4), LLAMA_70B, tp=8) > budget
+
+
+def test_a_column_of_cluster_names_and_links():
+    import pandas as pd
+
+    df = pd.DataFrame({"num_input_tokens": [TOKENS, TOKENS, 1024, TOKENS, 7],
+                       "where": ["hgx-h100-8x400g", "gb200-nvl72", "ib-ndr", "aws-p5", None]})
+    got = perfmodel.handoff_delays(df, kv_transfer_bandwidth="where", kv_bytes_per_token=LLAMA_70B, tp=8)
+    want = [perfmodel.handoff_delay_ms(n, w, LLAMA_70B, tp=8) for n, w in zip(df["num_input_tokens"][:4],
+                                                                             df["where"][:4])]
+    assert got[:4].tolist() == want and got.isna().tolist() == [False] * 4 + [True]
+    with pytest.raises(perfmodel.InputError, match="row 1"):
+        perfmodel.handoff_delay_ms([1, -1], ["aws-p5", "aws-p5"], LLAMA_70B, tp=8)
