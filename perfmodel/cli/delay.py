@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ._parsing import _SWEEP, _columns, _given, _positive_int, _table_options
+from .clusters import add_cluster_flags, cluster_of
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
@@ -19,10 +20,13 @@ def cmd_delay(args: argparse.Namespace) -> int:
         keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
     elif args.model:
         keywords["kv_bytes_per_token"] = args.model
+    cluster = cluster_of(args)
     if args.bandwidth is not None:
         keywords["kv_transfer_bandwidth"] = args.bandwidth
     elif args.link:
         keywords["kv_transfer_bandwidth"] = args.link
+    elif cluster is not None:
+        keywords["kv_transfer_bandwidth"] = cluster
     keywords.update(_given(args))
     if args.scheduler or args.workers:
         from .. import dask as pm_dask
@@ -50,6 +54,7 @@ def register(sub: Any) -> None:
     bw = delay.add_mutually_exclusive_group()
     bw.add_argument("--bandwidth", type=float, metavar="GBPS")
     bw.add_argument("--link", metavar="NAME")
+    add_cluster_flags(delay, bw)
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
     _table_options(delay, ("fallback_delay_ms", *_SWEEP), many=False)
