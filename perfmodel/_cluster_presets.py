@@ -124,6 +124,7 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
     try:
         fields = dict(entry)
         fields.pop("source", None)
+        fields.pop(_presets.SAVED_BY, None)
         for key in ("nic", "nvlink"):
             if isinstance(fields.get(key), dict):
                 fields[key] = Link(**fields[key])
@@ -136,7 +137,7 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
         raise _presets.entry_error(name, "clusters", f"is not a valid cluster ({error})") from None
 
 
-def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
+def save_cluster(cluster: Cluster, *, source: str = "", replace: bool = False) -> Path:
     """Save ``cluster`` as a user preset under its name: every entry point then accepts the name
     (``kv_transfer_bandwidth="our-cluster"``). Returns the presets file.
 
@@ -146,6 +147,8 @@ def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
         The :class:`perfmodel.Cluster` (saved under its ``name``, which no built-in preset may have).
     source
         Where its figures come from.
+    replace
+        Replace a user cluster of that name (otherwise refused).
 
     Returns
     -------
@@ -166,5 +169,5 @@ def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
     entry["nic"], entry["nvlink"] = _link_entry(cluster.nic), _link_entry(cluster.nvlink)
     entry["transport"] = _transport_entry(cluster.transport)
     entry["source"] = source
-    return _presets.save("clusters", cluster.name, entry, builtin=set(CLUSTERS))
+    return _presets.save("clusters", cluster.name, entry, builtin=set(CLUSTERS), replace=replace)
 

@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from ._parsing import _SWEEP, _columns, _given, _positive_int, _table_options
+from .._inputs import flags
+from ._parsing import _columns, _given, _positive_int, _table_options
 from .clusters import add_cluster_flags, cluster_of
 
 
@@ -57,7 +58,7 @@ def register(sub: Any) -> None:
     add_cluster_flags(delay, bw)
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
-    _table_options(delay, ("fallback_delay_ms", *_SWEEP), many=False)
+    _table_options(delay, flags("delay"), many=False)
     delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
                        help="invalid rows: stop (default) or leave the delay empty")
     delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
