@@ -1,6 +1,6 @@
 """Clusters as they are: NICs, transports, NVLink domains, fabrics, placement, and a handoff's flows.
 
-The domain layer of SEMANTICS.md "Clusters as they are" (no numba, no pandas): a :class:`Cluster`
+The domain layer of clusters (docs/clusters.rst; no numba, no pandas): a :class:`Cluster`
 validated once; where workers sit (:meth:`Cluster.placement`); which KV heads each rank holds
 (:func:`split_heads`); a handoff's flows (:class:`Flow`: source and destination rank and GPU, the
 heads it carries, its path as resource indices into a :class:`Resources` registry, its hops and
@@ -48,7 +48,7 @@ class Cluster:
 
     Accepted wherever a link is (``kv_transfer_bandwidth``): the cluster decides which NICs,
     PCIe switches, fabric links or NVLink ports each of a handoff's flows crosses, and flows
-    share them max-min fairly (SEMANTICS.md, "Clusters as they are").
+    share them max-min fairly (see the documentation page on clusters).
 
     Parameters
     ----------

@@ -510,7 +510,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
 
     base = get_cluster(cluster)
     model = forward.kv_bytes_per_token
-    options = forward.options.check()
+    options = forward.options
     if not _resolve.is_one(model) and len({str(m) for m in np.asarray(model, dtype=object)}) > 1:
         raise InputError("kv_bytes_per_token", "a cluster's line rate is asked of one model at a time",
                          "ask once per model")
