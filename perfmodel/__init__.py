@@ -64,7 +64,7 @@ _LAZY = {
     "transports": "links",
     "handoff_flows": "flows",
     "resource_loads": "flows",
-    "kv_heads": "models",
+    "kv_heads": "clusters",
     "calibrate": "calibrate",
 }
 

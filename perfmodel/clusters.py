@@ -20,7 +20,7 @@ from .errors import InputError, check_choice
 from .links import Link, Transport, get_link, get_transport
 
 __all__ = ["FABRICS", "Alone", "Cluster", "Flow", "HeadTerms", "Resources", "alone", "alone_ms", "flow_bytes", "flow_terms",
-           "handoff_flow_list", "handoffs_at_once", "head_terms",
+           "handoff_flow_list", "handoffs_at_once", "head_terms", "kv_heads",
            "split_heads"]
 
 FABRICS = ("flat", "rail")
@@ -377,6 +377,34 @@ def handoff_flow_list(cluster: Cluster, heads: int, prefill_gpus: tuple[int, ...
     return flows
 
 
+def kv_heads(config: Any) -> int:
+    """The KV heads a tensor-parallel group splits (1 for an MLA latent or a multi-query model).
+
+    Parameters
+    ----------
+    config
+        A model preset name, config dict, or path to ``config.json`` or its folder.
+
+    Returns
+    -------
+    int
+        The model's KV heads.
+
+    Examples
+    --------
+    >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
+    (8, 1)
+    """
+    from .models import _HEADS, _field, model_config
+
+    cfg = model_config(config)
+    if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):
+        return 1
+    if cfg.get("num_key_value_heads") is not None:
+        return _field(cfg, ("num_key_value_heads",))
+    return _field(cfg, _HEADS)
+
+
 class HeadTerms(NamedTuple):
     """A model's bytes by KV head: ``heads`` heads (1: an MLA latent or numbers of bytes), one head's
     bytes per token of its full-attention, sliding-window and chunked layers, the window and chunk
@@ -400,7 +428,7 @@ def head_terms(model: Any, *, kv_cache_dtype: str | None = None, decode_tp: int 
     >>> head_terms("llama-3.1-70b")
     HeadTerms(heads=8, full=40960.0, window=0.0, window_tokens=0.0, chunk=0.0, chunk_tokens=0.0, state=0.0)
     """
-    from .models import kv_heads, kv_terms
+    from .models import kv_terms
 
     heads = kv_heads(model)
     one = kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=heads)

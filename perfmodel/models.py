@@ -717,32 +717,6 @@ def kv_messages(
                                      blocks_per_message=blocks_per_message)
 
 
-def kv_heads(config: ModelConfig) -> int:
-    """The KV heads a tensor-parallel group splits (1 for an MLA latent or a multi-query model).
-
-    Parameters
-    ----------
-    config
-        A model preset name, config dict, or path to ``config.json`` or its folder.
-
-    Returns
-    -------
-    int
-        The model's KV heads.
-
-    Examples
-    --------
-    >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
-    (8, 1)
-    """
-    cfg = model_config(config)
-    if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):
-        return 1
-    if cfg.get("num_key_value_heads") is not None:
-        return _field(cfg, ("num_key_value_heads",))
-    return _field(cfg, _HEADS)
-
-
 def layer_count(config: ModelConfig) -> int:
     """The number of transformer layers of a model (name, config or path).
 
