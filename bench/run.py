@@ -415,7 +415,28 @@ def _bench_partition(i: int, n: int) -> pd.DataFrame:
                          "worker_type": worker, "completed": completed})
 
 
+def bench_cluster(quick: bool) -> list[Row]:
+    """1M rows on a cluster (GPUs sharing NICs, a transport) against the same rows on its equivalent link."""
+    n = 1_000_000
+    tokens = np.random.default_rng(3).integers(0, 131_072, n)
+    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=4, gpus_per_node=8, transport="mooncake-te-rdma")
+    transport = cluster.transport
+    link = perfmodel.Link("equivalent", cluster.nic_capacity_gb_s / 2, per_message_ms=transport.per_message_ms)
+    options = dict(tp=8, block_size=16, blocks_per_message=float("inf"))
+    on_cluster = perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", **options)
+    on_link = perfmodel.handoff_delay_ms(tokens, link, "llama-3.1-70b", **options)
+    assert np.allclose(on_cluster, on_link, rtol=1e-12, atol=0), "the equivalent link differs from the cluster"
+    t = interleaved({
+        "cluster": lambda: perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", **options),
+        "link": lambda: perfmodel.handoff_delay_ms(tokens, link, "llama-3.1-70b", **options),
+    }, repeats=9 if quick else 31)
+    ratio = t.ratio("cluster", "link")
+    return [Row("1M rows on a cluster / the same rows on its equivalent bandwidth", t["cluster"] * 1e3, "ms", ratio,
+                *at_most(ratio, 1.2))]
+
+
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
+    "cluster": bench_cluster,
     "kernel": bench_kernel,
     "facade": bench_facade,
     "sweep": bench_sweep,

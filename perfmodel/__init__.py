@@ -55,6 +55,16 @@ _LAZY = {
     "Link": "links",
     "fit_link": "links",
     "get_link": "links",
+    "Transport": "links",
+    "Cluster": "clusters",
+    "CLUSTERS": "_cluster_presets",
+    "get_cluster": "_cluster_presets",
+    "save_cluster": "_cluster_presets",
+    "user_clusters": "_cluster_presets",
+    "transports": "links",
+    "handoff_flows": "flows",
+    "resource_loads": "flows",
+    "kv_heads": "clusters",
     "calibrate": "calibrate",
 }
 
@@ -62,7 +72,7 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets"}
+               "datasets", "clusters", "flows"}
 
 
 class _Package(_types.ModuleType):

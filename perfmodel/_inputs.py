@@ -182,6 +182,15 @@ ROW_INPUTS: tuple[Input, ...] = (
           rule="the per-message cost is a finite number of milliseconds >= 0 (it needs a block_size)",
           group="block", off=0.0, cli="--per-message-ms", axis=True, grid_axis=True,
           example=0.0005, replay="one"),
+    Input("blocks_per_message", "Consecutive KV blocks merged into one message (region, one descriptor), for "
+          "``per_message_ms``: each layer's (or, for ``kv_layout=\"block\"``, the request's) blocks make "
+          "``ceil(blocks / blocks_per_message)`` messages. Whole numbers >= 1 (default 1: every block its own "
+          "message), or ``inf``: one message per layer and K/V (a fresh allocator with the whole request "
+          "contiguous).", "real", default=1.0, kernel_default=1.0, valid=Valid(low=1.0, whole=True, nan_ok=False,
+                                                                               inf_ok=True),
+          rule="blocks per message are whole numbers >= 1, or inf (one message per layer)",
+          group="block", off=1.0, cli="--blocks-per-message", axis="blocks_per_message",
+          grid_axis="blocks_per_message", example=4.0, replay="one"),
     Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",
@@ -283,6 +292,26 @@ API_INPUTS: tuple[Input, ...] = (
     Input("routing", "``\"prefix\"`` (default: the decode worker caching the longest prefix, ties round "
           "robin) or ``\"round_robin\"``.", "choice", default="prefix", choices=("prefix", "round_robin"),
           cli="--routing", grid_axis=True, replay="one", example="round_robin"),
+    Input("cluster", "Clusters (:class:`perfmodel.Cluster` or preset names such as ``\"hgx-h100-8x400g\"``): "
+          "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
+          "name", default=None, axis=True, alias_of="kv_transfer_bandwidth", example="hgx-h100-8x400g"),
+    *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
+            choices=choices, group="cluster_field", example=example)
+      for name, doc, kind, valid, choices, example in (
+          ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
+          ("nics_per_node", "NICs per node", "degree", None, (), 4),
+          ("gpus_per_node", "GPUs per node", "degree", None, (), 4),
+          ("nodes", "the cluster's size in nodes", "degree", None, (), 4),
+          ("transport", "the transport (a profile's name or :class:`perfmodel.Transport`)", "name", None, (),
+           "mooncake-te-rdma"),
+          ("nvlink_domain", "GPUs joined by NVLink", "degree", None, (), 8),
+          ("fabric", "``\"flat\"`` or ``\"rail\"``", "choice", None, ("flat", "rail"), "rail"),
+          ("oversubscription", "a rail fabric's oversubscription (>= 1)", "real", Valid(low=1.0, nan_ok=False),
+           (), 2.0),
+          ("hop_latency_ms", "ms per switch crossed", "real", Valid(nan_ok=False), (), 0.003),
+          ("gpus_per_pcie_switch", "GPUs behind one PCIe switch", "degree", None, (), 2),
+          ("pcie_switch_gb_s", "each PCIe switch's GB/s each way", "real", Valid(open_low=True, nan_ok=False), (),
+           64.0))),
 )
 
 #: Every input by name.

@@ -127,7 +127,7 @@ def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0
 # extensions are None when off, so that numba compiles them out (the default path stays upstream's
 # formula at the memory floor) and only their users pay.
 
-_T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PM, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
+_T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PM, _BPM, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
     tuple(INPUTS[name].valid) for name in ROW_NAMES)
 _outside = jit(outside)
 _no_block = jit(_per_block_without_block)
@@ -135,42 +135,45 @@ _beyond_layers = jit(_group_beyond_layers)
 _is_none = (types.NoneType, types.Omitted)
 
 
-def _block_cost(per_block_ms, block_size, charged):
+def _block_cost(per_block_ms, block_size, blocks_per_message, charged):
     """(blocks moved * per-block cost in ms, invalid) of one row; (0, False) when the extension is off."""
     if per_block_ms is None:
         return 0.0, False
     pb, bs = np.float64(per_block_ms), np.float64(block_size)
-    invalid = _outside(pb, _PB) | _outside(bs, _BS) | _no_block(pb, bs)
+    invalid = _outside(pb, _PB) | _outside(bs, _BS) | _no_block(pb, bs) | _outside(np.float64(blocks_per_message),
+                                                                                    _BPM)
     blocks = np.ceil(charged / bs) if bs > 0 else 0.0
     return blocks * pb, invalid
 
 
 @overload(_block_cost)
-def _block_cost_numba(per_block_ms, block_size, charged):
+def _block_cost_numba(per_block_ms, block_size, blocks_per_message, charged):
     if isinstance(per_block_ms, _is_none):
-        return lambda per_block_ms, block_size, charged: (0.0, False)
+        return lambda per_block_ms, block_size, blocks_per_message, charged: (0.0, False)
     return _block_cost
 
 
-def _message_cost(per_message_ms, block_size, full, window, chunk, state, window_tokens, chunk_tokens, charged,
-                  tokens):
+def _message_cost(per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens,
+                  chunk_tokens, charged, tokens):
     """(messages posted * per-message cost in ms, invalid) of one row; (0, False) when the extension is off
-    (its message terms None): each layer kind's charged tokens in blocks, times its messages per block."""
+    (its message terms None): each layer kind's charged tokens in blocks, merged ``blocks_per_message`` to a
+    message, times its messages per block."""
     if full is None:
         return 0.0, False
     pm, bs = np.float64(per_message_ms), np.float64(block_size)
     invalid = _outside(pm, _PM) | _no_block(pm, bs)
     messages = messages_of(charged, tokens, bs, np.float64(full), np.float64(window), np.float64(chunk),
-                           np.float64(state), np.float64(window_tokens), np.float64(chunk_tokens))
+                           np.float64(state), np.float64(window_tokens), np.float64(chunk_tokens),
+                           np.float64(blocks_per_message))
     return messages * pm, invalid
 
 
 @overload(_message_cost)
-def _message_cost_numba(per_message_ms, block_size, full, window, chunk, state, window_tokens, chunk_tokens,
-                        charged, tokens):
+def _message_cost_numba(per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens,
+                        chunk_tokens, charged, tokens):
     if isinstance(full, _is_none):
-        return lambda per_message_ms, block_size, full, window, chunk, state, window_tokens, chunk_tokens, \
-            charged, tokens: (0.0, False)
+        return lambda per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens, \
+            chunk_tokens, charged, tokens: (0.0, False)
     return _message_cost
 
 
@@ -220,17 +223,27 @@ def current_chunk(tokens, chunk_tokens):
 
 
 @jit
-def messages_of(charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens):
+def regions(blocks, blocks_per_message):
+    """Messages of ``blocks`` consecutive blocks merged ``blocks_per_message`` to a message (``inf``: one)."""
+    return max(np.ceil(blocks / blocks_per_message), 1.0) if blocks > 0 else 0.0
+
+
+@jit
+def messages_of(charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens,
+                blocks_per_message=1.0):
     """Messages one rank posts for ``charged`` tokens of a ``tokens``-token prompt (0 without a block size):
     each layer kind's kept tokens in blocks (a window or chunk layer's at most its window or current
-    chunk) times its messages per block, and the states' messages (a state moves with every handoff)."""
+    chunk), merged ``blocks_per_message`` to a message, times its messages per block, and the states'
+    messages (a state moves with every handoff)."""
     if not block_size > 0:
         return 0.0
     current = current_chunk(tokens, chunk_tokens)
+    bpm = blocks_per_message
     if state < 0:  # kv_layout "block" with windows and chunks but no full attention: the longer-kept layer's blocks
-        return np.ceil(max(min(charged, window_tokens), min(charged, current)) / block_size)
-    return (np.ceil(charged / block_size) * full + np.ceil(min(charged, window_tokens) / block_size) * window
-            + np.ceil(min(charged, current) / block_size) * chunk + state)
+        return regions(np.ceil(max(min(charged, window_tokens), min(charged, current)) / block_size), bpm)
+    return (regions(np.ceil(charged / block_size), bpm) * full
+            + regions(np.ceil(min(charged, window_tokens) / block_size), bpm) * window
+            + regions(np.ceil(min(charged, current) / block_size), bpm) * chunk + state)
 
 
 @jit
@@ -245,7 +258,7 @@ def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, c
 @jit
 def _handoff_row(inputs, i):
     """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` of the record."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pm, pre, rate, layers, group, lw_min,
+    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pm, bpm, pre, rate, layers, group, lw_min,
      wb, wt, cb, ct, fm, wm, cm, sm, w_masks, m_masks) = inputs
     t, b, p = np.float64(_at(t, i)), np.float64(_at(b, i)), np.float64(_at(p, i))
     w, c = np.float64(_decoded(_at(w, i), w_masks)), np.float64(_at(c, i))
@@ -259,9 +272,9 @@ def _handoff_row(inputs, i):
     # (the newest upstream's rule).
     nbytes = (charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t)
               + s)
-    block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), charged)
-    message_cost, message_invalid = _message_cost(_at(pm, i), _at(bs, i), _at(fm, i), _at(wm, i), _at(cm, i),
-                                                  _at(sm, i), _at(wt, i), _at(ct, i), charged, t)
+    block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), _at(bpm, i), charged)
+    message_cost, message_invalid = _message_cost(_at(pm, i), _at(bs, i), _at(bpm, i), _at(fm, i), _at(wm, i),
+                                                  _at(cm, i), _at(sm, i), _at(wt, i), _at(ct, i), charged, t)
     full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost + message_cost) if nbytes > 0 else 0.0)
     exposed, stream_invalid = _exposed(full, t, _at(pre, i), _at(rate, i), _at(layers, i), _at(group, i),
                                        _at(lw_min, i))

@@ -32,7 +32,7 @@ from ._fs import atomic_file
 from .errors import InputError
 
 #: The kinds of user preset the file holds, and the word for one of each.
-KINDS = {"links": "link", "models": "model"}
+KINDS = {"links": "link", "models": "model", "clusters": "cluster"}
 #: The field that marks an entry perfmodel saved itself (only such entries can be removed by perfmodel).
 SAVED_BY = "saved_by"
 _REPAIR = "repair it, or move it away to start afresh"

@@ -264,6 +264,7 @@ class Cluster(NamedTuple):
     per_block_ms: float  # cost per KV block moved
     per_message_ms: float  # cost per message posted
     fallback_delay_ms: float  # every transfer's time when the bandwidth is 0 (upstream's replay)
+    blocks_per_message: float  # consecutive blocks merged into one message (inf: one per layer)
 
 
 class Results(NamedTuple):
@@ -328,7 +329,8 @@ def _charge(r, hit_blocks, requests, cluster, results):
     if cluster.per_message_ms > 0:
         setup += cluster.per_message_ms * messages_of(np.float64(charged), np.float64(n_tokens),
                                                       np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
-                                                      kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4])
+                                                      kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4],
+                                                      cluster.blocks_per_message)
     alone = transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup) \
         if cluster.bandwidth_gb_s > 0 else cluster.fallback_delay_ms  # (0: no delay is modeled)
     results.transfer[r] = alone

@@ -311,7 +311,7 @@ def label_of(value: Any) -> Any:
     """
     import enum
 
-    if isinstance(value, Link):
+    if isinstance(value, Link) or type(value).__name__ in ("Cluster", "Transport"):
         return value.name
     if isinstance(value, Mapping):
         return str(value.get("_name_or_path") or value.get("model_type") or "config")

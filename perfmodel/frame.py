@@ -101,6 +101,7 @@ def handoff_delays(
     per_block_ms: Any = 0.0,
     block_size: Any = None,
     per_message_ms: Any = 0.0,
+    blocks_per_message: Any = 1.0,
     prefill_ms: Any = None,
     prefill_tokens_per_s: Any = None,
     num_layers: Any = None,
@@ -158,7 +159,8 @@ def handoff_delays(
         kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
         destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
         fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
-        per_message_ms=per_message_ms, prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s,
+        per_message_ms=per_message_ms, blocks_per_message=blocks_per_message, prefill_ms=prefill_ms,
+        prefill_tokens_per_s=prefill_tokens_per_s,
         num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
     check_errors(errors)
     if not isinstance(df, pd.DataFrame):

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _kernels, _resolve
+from . import _kernels, _onto_cluster, _resolve
 from ._codes import TransferMode, WorkerType
 from ._inputs import (
     CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
@@ -382,6 +382,7 @@ def handoff_delay_ms(
     per_block_ms: ArrayLike = 0.0,
     block_size: ArrayLike | None = None,
     per_message_ms: ArrayLike = 0.0,
+    blocks_per_message: ArrayLike = 1.0,
     prefill_ms: ArrayLike | None = None,
     prefill_tokens_per_s: ArrayLike | None = None,
     num_layers: ArrayLike | None = None,
@@ -435,7 +436,8 @@ def handoff_delay_ms(
         kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
         destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
         fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
-        per_message_ms=per_message_ms, prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s,
+        per_message_ms=per_message_ms, blocks_per_message=blocks_per_message, prefill_ms=prefill_ms,
+        prefill_tokens_per_s=prefill_tokens_per_s,
         num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
     options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
                          kv_layout=kv_layout)
@@ -516,7 +518,24 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
     values.update(_resolve.with_link_costs(values, link))
 
 
-def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> dict[str, Any]:
+def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg]) -> _Arg:
+    """The bandwidth per row at which a cluster's handoff takes its simulated time (the nonlinear case)."""
+    tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
+    missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
+    mode = np.asarray(args[_MODE_INDEX].kernel_values())
+    charged = np.where(mode == 1, missing, tokens)
+    bandwidth = _onto_cluster.nonlinear_bandwidth(found, tokens, charged)
+    value = bandwidth.reshape(-1)[0] if bandwidth.ndim == 0 or (bandwidth.size == 1 and not any(
+        a.is_array for a in args)) else bandwidth
+    return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
+
+
+_BANDWIDTH_INDEX = ARGUMENTS.index("kv_transfer_bandwidth")
+_MISSING_INDEX = ARGUMENTS.index("destination_missing_tokens")
+
+
+def _resolve_models(values: dict[str, Any], options: Options, errors: str,
+                    cluster_terms: dict[str, Any] | None = None) -> dict[str, Any]:
     """In place, once per distinct name: models (names, configs) to bytes per token, to their message
     terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
     Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
@@ -538,7 +557,11 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str) -> di
                 raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a "
                                  "number", "pass num_layers, or a model name or config as kv_bytes_per_token")
             values["num_layers"] = _resolve.num_layers(per_token, errors=errors)
-        if model_given or options.shapes_bytes:
+        if cluster_terms is not None:  # a cluster: its flows' byte terms (the model stays named for its messages)
+            cluster_terms = dict(cluster_terms)
+            values["kv_bytes_per_token"] = cluster_terms.pop("bytes_per_token")
+            terms.update(cluster_terms)
+        elif model_given or options.shapes_bytes:
             model = _resolve.model_terms(per_token, **options.model_options(), errors=errors)
             values["kv_bytes_per_token"] = model.bytes_per_token
             terms.update({name: getattr(model, name) for name in _resolve._CAPPED})
@@ -598,18 +621,25 @@ def _handoff(
                              "NUMBA_NUM_THREADS before starting Python")
     values = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
+    if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
+        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out)
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
-    _resolve_links(values, errors)
+    found = _onto_cluster.route(values, options) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
+    if found is None:
+        _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
-    capped = _resolve_models(values, options, errors)
+    # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read
+    capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found))
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
             else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
+    if found is not None and found.resolved is not None and not found.resolved.linear:  # (one model)
+        args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args)
     if inputs.get("destination_missing_tokens") is None and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
@@ -622,6 +652,41 @@ def _handoff(
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
+                num_threads: int | None, with_missing: bool, bytes_out: Any) -> _Result:
+    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct one, on its rows."""
+    codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
+    codes = np.asarray(codes)
+    n = len(codes)
+    for name, value in values.items():
+        if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
+            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {n} rows, {name} "
+                             f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
+    delays = np.empty(n) if out is None else _check_out(out, n, {})
+    missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    for k, label in [*enumerate(labels), (-1, np.nan)]:
+        rows = np.flatnonzero(codes == k)
+        if not rows.size:
+            continue
+        part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
+        part["kv_transfer_bandwidth"] = label
+        moved = None if bytes_out is None else np.empty(rows.size)
+        try:
+            result = _handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
+                              with_missing=with_missing, bytes_out=moved)
+        except InputError as error:
+            if error.position is None:
+                raise
+            raise error.relocated(error.where, int(rows[error.position]), position=int(rows[error.position])) \
+                from None
+        delays[rows] = result.delays
+        if missing is not None:
+            missing[rows] = result.missing
+        if bytes_out is not None:
+            bytes_out[rows] = moved
+    return _Result(delays, missing, False)
 
 
 def checked(name: str, value: Any) -> Any:

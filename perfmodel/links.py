@@ -11,10 +11,18 @@ nvlink4       450        NVIDIA H100 datasheet: NVLink 900 GB/s per GPU, both di
 nvlink5       900        NVIDIA B200 / GB200 datasheet: NVLink 1.8 TB/s per GPU, both directions
 pcie4         32         PCI-SIG PCIe 4.0: 16 GT/s x 16 lanes, 128b/130b (31.5 GB/s, rounded)
 pcie5         64         PCI-SIG PCIe 5.0: 32 GT/s x 16 lanes, 128b/130b (63 GB/s, rounded)
+ib-hdr        25         NVIDIA ConnectX-6 / Quantum: InfiniBand HDR, 200 Gb/s per port
 ib-ndr        50         NVIDIA ConnectX-7 / Quantum-2: InfiniBand NDR, 400 Gb/s per port
 ib-xdr        100        NVIDIA ConnectX-8 / Quantum-X800: InfiniBand XDR, 800 Gb/s per port
-roce-400g     50         IEEE 802.3bs 400 Gigabit Ethernet, RDMA over Converged Ethernet v2
 eth-100g      12.5       IEEE 802.3ba 100 Gigabit Ethernet
+eth-200g      25         IEEE 802.3bs 200 Gigabit Ethernet
+eth-400g      50         IEEE 802.3bs 400 Gigabit Ethernet
+eth-800g      100        IEEE 802.3df-2024 800 Gb/s Ethernet
+roce-100g     12.5       RDMA over Converged Ethernet v2 on IEEE 802.3ba 100 Gigabit Ethernet
+roce-200g     25         RoCE v2 on IEEE 802.3bs 200 Gigabit Ethernet
+roce-400g     50         RoCE v2 on IEEE 802.3bs 400 Gigabit Ethernet
+roce-800g     100        RoCE v2 on IEEE 802.3df-2024 800 Gb/s Ethernet
+efa-200g      25         AWS Elastic Fabric Adapter, 200 Gb/s per adapter (p5/p5en: 16 or 32 of them)
 ============  =========  ==================================================================
 
 Real transfers reach less than line rate, the more so the smaller they are: measure yours
@@ -43,8 +51,8 @@ from . import _presets
 from ._inputs import nonnegative
 from .errors import InputError, check_whole
 
-__all__ = ["LINKS", "FitReport", "Link", "fit_link", "get_link", "remove_link", "save_link", "transport_profiles",
-           "user_links"]
+__all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
+           "transport_profiles", "transports", "user_links"]
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,62 @@ class Link:
         return dataclasses.replace(self, name=f"{count}x {self.name}", bandwidth_gb_s=self.bandwidth_gb_s * count)
 
 
+@dataclass(frozen=True)
+class Transport:
+    """An engine's data path (Mooncake TE, NIXL over UCX or UCCL, FastDeploy), usable on any NIC: its
+    fixed costs and the fraction of a NIC's line rate its large transfers reach.
+
+    On a :class:`perfmodel.Cluster`, every flow of a handoff pays ``setup_ms`` (before data moves),
+    its messages times ``per_message_ms`` and its blocks times ``per_block_ms``; a NIC carries
+    ``efficiency`` times its line rate.
+
+    Parameters
+    ----------
+    name
+        A label for tables and plots.
+    per_message_ms
+        Cost of each message (transfer descriptor) a rank posts, in ms.
+    per_block_ms
+        Cost of each KV block moved, in ms.
+    setup_ms
+        Cost of each transfer before data moves, in ms (0 where no source gives one).
+    efficiency
+        Fraction of a NIC's line rate that large transfers reach (0 < efficiency <= 1).
+    line_rate_gb_s
+        The line rate (GB/s) of the hardware a profile was measured on (None: not from a benchmark).
+    source
+        Where the figures come from.
+
+    Examples
+    --------
+    >>> from perfmodel import Transport
+    >>> Transport("te", per_message_ms=0.0005, efficiency=0.8).efficiency
+    0.8
+    """
+
+    name: str = "ideal"
+    per_message_ms: float = 0.0
+    per_block_ms: float = 0.0
+    setup_ms: float = 0.0
+    efficiency: float = 1.0
+    line_rate_gb_s: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"transport {self.name!r}"
+        if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
+            raise InputError(where, f"efficiency {self.efficiency!r} is not in (0, 1]",
+                             "pass the fraction of a NIC's line rate its large transfers reach, e.g. 0.81")
+        for term in ("per_message_ms", "per_block_ms", "setup_ms"):
+            value = getattr(self, term)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < np.inf):
+                raise InputError(where, f"{term} {value!r} is not a finite number >= 0", f"pass {term} in ms >= 0")
+        if self.line_rate_gb_s is not None and not (isinstance(self.line_rate_gb_s, (int, float))
+                                                    and 0 < self.line_rate_gb_s < np.inf):
+            raise InputError(where, f"line_rate_gb_s {self.line_rate_gb_s!r} is not a finite number > 0",
+                             "pass the benchmark hardware's line rate in GB/s, or None")
+
+
 #: Interconnect presets at nominal line rate per direction, per GPU or NIC (sources: module docstring).
 LINKS: dict[str, Link] = {
     # NVIDIA H100 (NVLink 4): 900 GB/s total bidirectional per GPU -> 450 GB/s each way.
@@ -188,7 +252,23 @@ LINKS: dict[str, Link] = {
     "roce-400g": Link("roce-400g", 50.0),
     # 100 Gigabit Ethernet: 12.5 GB/s.
     "eth-100g": Link("eth-100g", 12.5),
+    # InfiniBand HDR (ConnectX-6): 200 Gb/s per port = 25 GB/s.
+    "ib-hdr": Link("ib-hdr", 25.0),
+    # 200/400 Gigabit Ethernet (IEEE 802.3bs), 800 Gb/s Ethernet (IEEE 802.3df-2024).
+    "eth-200g": Link("eth-200g", 25.0),
+    "eth-400g": Link("eth-400g", 50.0),
+    "eth-800g": Link("eth-800g", 100.0),
+    # RoCE v2 over 100/200/800 GbE.
+    "roce-100g": Link("roce-100g", 12.5),
+    "roce-200g": Link("roce-200g", 25.0),
+    "roce-800g": Link("roce-800g", 100.0),
+    # AWS EFA: 200 Gb/s per adapter (p5: 32 x 100 Gb/s... see docs/clusters.rst; p5en: 16 x 200 Gb/s).
+    "efa-200g": Link("efa-200g", 25.0),
 }
+
+#: The links a sweep draws when none is named (the presets of before the NIC presets were added).
+DEFAULT_LINKS: tuple[str, ...] = ("nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "ib-xdr", "roce-400g", "eth-100g")
+
 
 class _Profile(NamedTuple):
     """Where a transport profile comes from: a shipped table's rows of one engine, and its messages."""
@@ -198,17 +278,18 @@ class _Profile(NamedTuple):
     messages: int  # messages (descriptors) per measured transfer
     per_message_rows: bool  # the table's nbytes is one message's (a transfer moves messages times that)
     source: str
+    line_rate_gb_s: float | None = None  # the benchmark hardware's line rate (None: not published)
 
 
 _PROFILES = {
     "fastdeploy-rdma": _Profile(
         "fastdeploy-rdma-blocksize", "KVTransferManager", 1538, True,
         "FastDeploy KVTransferManager, one ConnectX-7 400G RoCE port, one thread, 1,538-block batches "
-        "(PaddlePaddle/FastDeploy KVTransferManager README)"),
+        "(PaddlePaddle/FastDeploy KVTransferManager README)", 50.0),
     "mooncake-te-rdma": _Profile(
         "fastdeploy-rdma-blocksize", "Mooncake transfer_engine_bench", 1538, True,
         "Mooncake transfer engine, one ConnectX-7 400G RoCE port, one thread, 1,538-block batches "
-        "(PaddlePaddle/FastDeploy KVTransferManager README)"),
+        "(PaddlePaddle/FastDeploy KVTransferManager README)", 50.0),
     "uccl-rdma": _Profile(
         "lmcache-nixl-iov", "Direct UCCL single-rail", 256, False,
         "UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
@@ -221,16 +302,57 @@ _PROFILES = {
     "mooncake-te-efa-p5en": _Profile(
         "mooncake-te-efa", "write", 1, False,
         "Mooncake transfer engine GPU-to-GPU writes between two p5en.48xlarge over 16x200 Gb/s EFA, the "
-        "node's 8 GPUs together (16 threads, batches of 128; kvcache-ai/Mooncake 'EFA transport')"),
+        "node's 8 GPUs together (16 threads, batches of 128; kvcache-ai/Mooncake 'EFA transport')", 400.0),
 }
 
 
 @functools.cache
+def _measured() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each profile's measured transfers: (bytes, ms)."""
+    import pandas as pd
+
+    from ._data import path
+
+    found = {}
+    for name, profile in _PROFILES.items():
+        table = pd.read_csv(path(profile.dataset))
+        if profile.dataset == "mooncake-te-efa":
+            table = table[table["citation"].str.contains("block_size sweep")]
+        rows = table[table["notes"].str.startswith(profile.engine)]
+        nbytes = rows["nbytes"].to_numpy(dtype=np.float64) * (profile.messages if profile.per_message_rows else 1)
+        found[name] = nbytes, nbytes / (rows["measured_gb_s"].to_numpy(dtype=np.float64) * 1e9) * 1000.0
+    return found
+
+
+def _held_fit(name: str) -> tuple[float, float, FitReport]:
+    """(efficiency, per-message cost in ms, fit) of a profile whose hardware's line rate is published: the
+    efficiency is the best measured throughput over the line rate, the per-message cost fitted (least
+    relative error, >= 0) with the bandwidth held at efficiency x line rate."""
+    profile = _PROFILES[name]
+    nbytes, measured = _measured()[name]
+    efficiency = float(np.max(nbytes / (measured / 1000.0) / 1e9)) / profile.line_rate_gb_s
+    moving = nbytes / (efficiency * profile.line_rate_gb_s * 1e9) * 1000.0
+    m = float(profile.messages)
+    weights = 1.0 / measured**2
+    per_message = max(float(np.sum(weights * m * (measured - moving)) / np.sum(weights * m * m)), 0.0)
+    errors = np.abs(moving + m * per_message - measured) / measured
+    report = FitReport(points=int(nbytes.size), max_relative_error=float(errors.max()),
+                       mean_relative_error=float(errors.mean()),
+                       note=f"bandwidth held at {efficiency:.3f} x the {profile.line_rate_gb_s:g} GB/s line rate",
+                       parameters={"bandwidth_gb_s": efficiency * profile.line_rate_gb_s, "latency_ms": 0.0,
+                                   "per_block_ms": 0.0, "per_message_ms": per_message})
+    return efficiency, per_message, report
+
+
+@functools.cache
 def transport_profiles() -> dict[str, Link]:
-    """Links fitted to published KV-transfer microbenchmarks (shipped in :mod:`perfmodel.datasets`): a
-    bandwidth and a cost per message each (:func:`fit_link`, the latency held at 0: every measurement
-    of a table posts the same number of messages), the source in ``source`` and the fit in ``fit``.
-    Usable by name wherever a link goes, multiples too (``"2x uccl-rdma"``: two rails).
+    """Links fitted to published KV-transfer microbenchmarks (shipped in :mod:`perfmodel.datasets`), by
+    name wherever a link goes, multiples too (``"2x uccl-rdma"``: two rails); the source in ``source``
+    and the fit in ``fit``. Where the benchmark's hardware line rate is published, the link is that line
+    rate at the transport's efficiency (its best measured throughput over the line rate) with a cost per
+    message fitted at that bandwidth (see :func:`transports`); elsewhere a bandwidth and a cost per
+    message are fitted together (:func:`fit_link`, the latency held at 0: every measurement of a table
+    posts the same number of messages).
 
     Examples
     --------
@@ -238,22 +360,55 @@ def transport_profiles() -> dict[str, Link]:
     >>> uccl = transport_profiles()["uccl-rdma"]
     >>> round(uccl.bandwidth_gb_s, 2), round(uccl.per_message_ms * 1000, 3), uccl.fit.max_relative_error < 0.02
     (12.31, 0.186, True)
+    >>> te = transport_profiles()["mooncake-te-rdma"]
+    >>> te.bandwidth_gb_s, round(te.efficiency, 4), round(te.effective_bandwidth_gb_s, 2)
+    (50.0, 0.8142, 40.71)
     """
-    import pandas as pd
-
-    from ._data import path
-
     profiles = {}
     for name, profile in _PROFILES.items():
-        table = pd.read_csv(path(profile.dataset))
-        if profile.dataset == "mooncake-te-efa":
-            table = table[table["citation"].str.contains("block_size sweep")]
-        rows = table[table["notes"].str.startswith(profile.engine)]
-        nbytes = rows["nbytes"].to_numpy(dtype=np.float64) * (profile.messages if profile.per_message_rows else 1)
-        measured_ms = nbytes / (rows["measured_gb_s"].to_numpy(dtype=np.float64) * 1e9) * 1000.0
-        fitted = fit_link(nbytes, measured_ms, n_messages=profile.messages, name=name)
-        profiles[name] = dataclasses.replace(fitted, source=profile.source)
+        if profile.line_rate_gb_s is None:
+            fitted = fit_link(*_measured()[name], n_messages=profile.messages, name=name)
+            profiles[name] = dataclasses.replace(fitted, source=profile.source)
+            continue
+        efficiency, per_message, report = _held_fit(name)
+        profiles[name] = Link(name, profile.line_rate_gb_s, efficiency=efficiency, per_message_ms=per_message,
+                              max_relative_error=report.max_relative_error, fit=report, source=profile.source)
     return profiles
+
+
+@functools.cache
+def transports() -> dict[str, Transport]:
+    """The transport profiles as :class:`Transport` s, usable on any NIC (a :class:`perfmodel.Cluster`'s
+    ``transport``): each one's efficiency (its benchmark's best throughput over that hardware's line
+    rate; 1, i.e. off, where the line rate is not published), its per-message cost, and ``setup_ms`` 0
+    (no microbenchmark shows an engine's per-transfer cost: calibrate it from an end-to-end table).
+
+    >>> from perfmodel.links import transports
+    >>> te = transports()["mooncake-te-rdma"]
+    >>> round(te.efficiency, 4), te.line_rate_gb_s, te.setup_ms
+    (0.8142, 50.0, 0.0)
+    """
+    found = {}
+    for name, link in transport_profiles().items():
+        profile = _PROFILES[name]
+        found[name] = Transport(name, per_message_ms=link.per_message_ms, efficiency=link.efficiency,
+                                line_rate_gb_s=profile.line_rate_gb_s, source=profile.source)
+    return found
+
+
+def get_transport(transport: Transport | str) -> Transport:
+    """A :class:`Transport` from itself or a profile's name (see :func:`transports`).
+
+    >>> get_transport("fastdeploy-rdma").line_rate_gb_s
+    50.0
+    """
+    if isinstance(transport, Transport):
+        return transport
+    key = transport.strip().lower() if isinstance(transport, str) else None
+    if key not in transports():
+        raise InputError("transport", f"unknown transport {transport!r}",
+                         f"use one of {', '.join(transports())}, or a perfmodel.Transport")
+    return transports()[key]
 
 
 def _builtin(key: str) -> Link | None:

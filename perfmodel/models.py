@@ -445,14 +445,15 @@ class KVTerms:
 
 
     def messages(self, num_input_tokens: ArrayLike, block_size: int, *, charged_tokens: ArrayLike | None = None,
-                 kv_layout: str = "layer_kv") -> np.int64 | NDArray[np.int64]:
+                 kv_layout: str = "layer_kv", blocks_per_message: float = 1) -> np.int64 | NDArray[np.int64]:
         """Messages (transfer descriptors) one rank posts to move ``charged_tokens`` (default: all) of
         prompts of ``num_input_tokens`` in blocks of ``block_size`` tokens; see :func:`kv_messages`."""
         check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
         block = check_whole("block_size", block_size, smallest=1)
+        merged = _blocks_per_message(blocks_per_message)
         scalar, n, m = _prompts(num_input_tokens, charged_tokens)
         total = np.asarray(prompt_messages(n, m, block, *self.message_factors(kv_layout), self.window_tokens,
-                                           self.chunk_tokens), dtype=np.int64)
+                                           self.chunk_tokens, merged), dtype=np.int64)
         return total.reshape(-1)[0] if scalar else total.reshape(-1)
 
     def message_factors(self, kv_layout: str) -> tuple[int, int, int, int]:
@@ -481,17 +482,32 @@ def _prompts(num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None) -> t
     return scalar, n, m
 
 
+def _blocks_per_message(value: Any) -> float:
+    """``blocks_per_message`` checked: a whole number >= 1, or inf."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (
+            value == math.inf or (value >= 1 and float(value).is_integer())):
+        raise InputError("blocks_per_message", f"{value!r} is not a whole number >= 1 or inf",
+                         "pass the blocks merged into one message (1: one per block; inf: one per layer)")
+    return float(value)
+
+
 def prompt_messages(num_input_tokens: Any, charged_tokens: Any, block_size: Any, full_messages: Any,
                     window_messages: Any, chunk_messages: Any, state_messages: Any, window_tokens: Any,
-                    chunk_tokens: Any) -> Any:
+                    chunk_tokens: Any, blocks_per_message: float = 1.0) -> Any:
     """Messages of one rank's handoff on numpy arrays (broadcast, int64 exactly): each layer's charged
-    tokens in blocks (a window or chunk layer's at most its window or current chunk), times the
-    messages per block of those layers, plus the states' messages (the kernel computes the same)."""
+    tokens in blocks (a window or chunk layer's at most its window or current chunk), merged
+    ``blocks_per_message`` to a message (``ceil(blocks / blocks_per_message)``, one for ``inf``), times
+    the messages per block of those layers, plus the states' messages (the kernel computes the same)."""
     n, m = num_input_tokens, charged_tokens
     current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)
 
     def blocks(tokens: Any) -> Any:
-        return -(-tokens // block_size)
+        whole = -(-tokens // block_size)
+        if blocks_per_message == 1:
+            return whole
+        if blocks_per_message == math.inf:
+            return np.where(whole > 0, 1, 0)
+        return -(-whole // int(blocks_per_message))
 
     summed = (full_messages * blocks(m) + window_messages * blocks(np.minimum(m, window_tokens))
               + chunk_messages * blocks(np.minimum(m, current)) + np.maximum(state_messages, 0))
@@ -603,7 +619,7 @@ def kv_bytes(
 
 def kv_messages(
     config: ModelConfig, num_input_tokens: ArrayLike, block_size: int, *, charged_tokens: ArrayLike | None = None,
-    kv_layout: str = "layer_kv",
+    kv_layout: str = "layer_kv", blocks_per_message: float = 1,
 ) -> np.int64 | NDArray[np.int64]:
     """Messages (transfer descriptors: contiguous regions of the KV cache) one rank posts to hand
     off each prompt, the count a link's ``per_message_ms`` is paid for.
@@ -627,6 +643,10 @@ def kv_messages(
         Tokens sent of each prompt (default: all of them).
     kv_layout
         ``"layer_kv"`` (default), ``"layer"`` or ``"block"``.
+    blocks_per_message
+        Consecutive blocks merged into one message (region): each layer's (or, for ``"block"``,
+        the request's) blocks make ``ceil(blocks / blocks_per_message)`` messages; 1 (default):
+        one per block; ``inf``: one per layer and K/V.
 
     Returns
     -------
@@ -640,8 +660,11 @@ def kv_messages(
     [30016, 15008, 469]
     >>> kv_messages("gemma-3-27b", [512, 32_768], 16)  # 52 layers keep a 1024-token window: 64 blocks each
     array([ 3968, 47616])
+    >>> [int(kv_messages("llama-3.1-8b", 7500, 16, blocks_per_message=b)) for b in (float("inf"), 4)]
+    [64, 7552]
     """
-    return kv_terms(config).messages(num_input_tokens, block_size, charged_tokens=charged_tokens, kv_layout=kv_layout)
+    return kv_terms(config).messages(num_input_tokens, block_size, charged_tokens=charged_tokens, kv_layout=kv_layout,
+                                     blocks_per_message=blocks_per_message)
 
 
 def layer_count(config: ModelConfig) -> int:

@@ -127,6 +127,7 @@ def replay_handoffs(
     per_block_ms: float = 0.0,
     per_message_ms: float = 0.0,
     fallback_delay_ms: float = 0.0,
+    blocks_per_message: float = 1.0,
     state_bytes: Any = None,
     ready_ms: Any = None,
     overlap: Literal["none", "layerwise"] = "none",
@@ -194,6 +195,9 @@ def replay_handoffs(
         Every transfer's time (ms) when the bandwidth is 0, which models no transfer
         (upstream's replay, whose default is 0.0); a ``"fifo"`` link is busy for it, and
         ``"fair"`` sharing needs a bandwidth > 0.
+    blocks_per_message
+        Consecutive blocks merged into one message (whole number >= 1, or ``inf``: one
+        message per layer and K/V); see :func:`perfmodel.kv_messages`.
     state_bytes
         Bytes of a fixed state sent with every handoff, even one of 0 tokens (a value, array
         or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
@@ -363,7 +367,9 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
-        fallback_delay_ms=fallback)
+        fallback_delay_ms=fallback,
+        blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
+                                                                        c.blocks_per_message))))
     out = _replay.Results.empty(n)
     _replay.replay(requests, cluster, out)
     if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)

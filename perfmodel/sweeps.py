@@ -9,6 +9,8 @@ the sweep takes more than a second.
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import math
 import os
@@ -23,7 +25,7 @@ from . import _progress, _resolve
 from ._codes import TransferMode
 from ._coerce import Coded, whole_numbers
 from ._inputs import (
-    INPUTS, LABEL_AXES, LAYERWISE, OPTION_AXES, OPTIONS, ROW_NAMES, SWEEP_AXES, check_cross, check_range, documented,
+    API_INPUTS, INPUTS, LABEL_AXES, LAYERWISE, OPTION_AXES, OPTIONS, ROW_NAMES, SWEEP_AXES, check_cross, check_range, documented,
     layerwise_overlaps, nonnegative,
 )
 from .errors import InputError
@@ -36,6 +38,8 @@ __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "swee
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest (the input
 #: table's sweep axes, :data:`perfmodel._inputs.SWEEP_AXES`).
 AXES = SWEEP_AXES
+#: The fields of a :class:`perfmodel.Cluster` a sweep may vary (axes beside a ``cluster`` axis).
+CLUSTER_FIELDS = tuple(entry.name for entry in API_INPUTS if entry.group == "cluster_field")
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
@@ -149,6 +153,7 @@ class SweepPlan:
     links: list[Link]
     options: list[tuple[Options, frozenset[str]]]  # per combination of the option axes: it, and the inputs it drops
     mode_codes: np.ndarray
+    clusters: list[Any] = dataclasses.field(default_factory=list)  # per combination of the cluster axes
 
     @property
     def n(self) -> int:
@@ -167,13 +172,14 @@ class SweepPlan:
                   for name in given if name in LABEL_AXES}
         _check_values(values)
         links = [get_link(v) for v in values.get("link", [])]
+        clusters = _clusters(values, given)
         check_cross({"block_size": values.get("block_size"),
                      **{name: np.add.outer(values.get(name, [0.0]), [getattr(link, name) for link in links] or [0.0])
                         for name in ("per_block_ms", "per_message_ms")},
                      "layer_group": values.get("layer_group"), "num_layers": values.get("num_layers")}, "sweep")
         messages = "per_message_ms" in given or any(link.per_message_ms for link in links)
         return cls(axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
-                   links=links, options=_options_per_combination(given, values, messages),
+                   links=links, options=_options_per_combination(given, values, messages), clusters=clusters,
                    mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8))
 
     def rows(self, start: int, stop: int, *, progress: bool | None = None) -> pd.DataFrame:
@@ -188,7 +194,7 @@ class SweepPlan:
             dtype = np.min_scalar_type(-len(self.labels[name])) if name in self.labels else \
                 np.asarray(self.values[name]).dtype
             columns[name] = np.empty(n, dtype=dtype)
-        bandwidth = np.empty(n) if "link" in self.axes else columns["kv_transfer_bandwidth"]
+        bandwidth = np.empty(n) if "link" in self.axes or self.clusters else columns["kv_transfer_bandwidth"]
         # whole bytes as integers (float64 arithmetic is exact below 2**53 bytes), else floats
         whole = all(np.all(np.mod(np.asarray(self.values[a], dtype=np.float64), 1) == 0)
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
@@ -239,9 +245,19 @@ class SweepPlan:
         option_axes = [name for name in self.axes if name in OPTION_AXES]
         combos = np.ravel_multi_index([digits[name] for name in option_axes],
                                       [len(self.values[name]) for name in option_axes]) if option_axes else None
-        for combo, (options, off) in enumerate(self.options):
+        cluster_axes = [name for name in self.axes if name in ("cluster", *CLUSTER_FIELDS)]
+        if cluster_axes:  # one call of the edge per cluster (each resolved once)
+            # (a cluster's equivalent bandwidth is not one number: the column gives its NIC's capacity)
+            which = np.ravel_multi_index([digits[name] for name in cluster_axes],
+                                         [len(self.values[name]) for name in cluster_axes])
+            bandwidth[part] = np.array([c.nic_capacity_gb_s for c in self.clusters])[which]
+            combos = which if combos is None else combos * len(self.clusters) + which
+        for combo in range(len(self.options) * max(len(self.clusters), 1)):
+            options, off = self.options[combo // max(len(self.clusters), 1)]
             rows = slice(None) if combos is None else np.flatnonzero(combos == combo)
             given = {name: _rows(value, rows) for name, value in inputs.items() if name not in off}
+            if self.clusters:
+                given["kv_transfer_bandwidth"] = self.clusters[combo % len(self.clusters)]
             if combos is None:
                 _handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
             elif rows.size:
@@ -255,7 +271,8 @@ def _check_axis_names(axes: dict[str, Any]) -> dict[str, Any]:
     unknown = set(axes) - set(AXES)
     if unknown:
         raise InputError("sweep", f"unknown axis {sorted(unknown)}", f"use axes from {', '.join(AXES)}")
-    for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link")):
+    for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link"), ("cluster", "link"),
+                       ("cluster", "kv_transfer_bandwidth")):
         if one in axes and other in axes:
             raise InputError("sweep", f"{one} and {other} are both given", f"give either {one} or {other}, not both")
     if "num_input_tokens" not in axes:
@@ -263,7 +280,10 @@ def _check_axis_names(axes: dict[str, Any]) -> dict[str, Any]:
     if "kv_bytes_per_token" not in axes and "model" not in axes:
         raise InputError("sweep", "kv_bytes_per_token is required",
                          "give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
-    if "kv_transfer_bandwidth" not in axes and "link" not in axes:
+    fields = [name for name in CLUSTER_FIELDS if name in axes]
+    if fields and "cluster" not in axes:
+        raise InputError("sweep", f"{', '.join(fields)} vary a cluster's fields", "give a cluster axis too")
+    if "kv_transfer_bandwidth" not in axes and "link" not in axes and "cluster" not in axes:
         raise InputError("sweep", "kv_transfer_bandwidth is required",
                          "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
     for needs_model in (e.name for e in OPTIONS if e.group == "shape"):
@@ -316,6 +336,25 @@ def _options_per_combination(given: tuple[str, ...], values: dict[str, Any],
         off = frozenset(LAYERWISE) - ({"num_layers"} if messages else set()) if option.overlap == "none" else ()
         options.append((option, frozenset(off)))
     return options
+
+
+def _clusters(values: dict[str, Any], given: tuple[str, ...]) -> list[Any]:
+    """Every combination of the cluster axes as a validated :class:`perfmodel.Cluster` (in row order)."""
+    if "cluster" not in given:
+        return []
+    from ._onto_cluster import get_cluster
+
+    fields = [name for name in given if name in CLUSTER_FIELDS]
+    found = []
+    for base, *chosen in itertools.product(values["cluster"], *(values[name] for name in fields)):
+        cluster = get_cluster(base)
+        changes = {name: value.item() if isinstance(value, np.generic) else value
+                   for name, value in zip(fields, chosen)}
+        if changes:
+            label = ", ".join(f"{k}={_resolve.label_of(v)}" for k, v in changes.items())
+            cluster = dataclasses.replace(cluster, **changes, name=f"{cluster.name} ({label})")
+        found.append(cluster)
+    return found
 
 
 def _rows(value: Any, rows: Any) -> Any:
@@ -401,9 +440,11 @@ def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[
     return values[0] if shape == () else values.reshape(shape)
 
 
-@documented(extra=_INVERSE)
+@documented(extra={**_INVERSE, "cluster": "A :class:`perfmodel.Cluster` or a cluster preset's name: the answer is "
+                   "then its NICs' line rate (GB/s) that meets the budget, every other field as it is (NaN where no "
+                   "flow crosses a NIC, e.g. inside an NVLink domain)."})
 def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
-                       **inputs: Any) -> np.float64 | NDArray[np.float64]:
+                       cluster: Any = None, **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
 
     The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the bytes and
@@ -441,6 +482,9 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(num_input_tokens=tokens, budget_ms=budget, kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
+    if cluster is not None:
+        return _answer(shape, _nic_line_rate(cluster, forward, np.broadcast_to(tokens, shape).reshape(-1),
+                                             np.broadcast_to(budget, shape).reshape(-1)))
     tokens, budget = (np.broadcast_to(a, shape).reshape(-1) for a in (tokens, budget))
     whole = np.floor(tokens) == tokens
     fixed, nbytes = forward(np.ceil(tokens), np.inf)  # the fixed costs, and the bytes of whole counts
@@ -463,6 +507,49 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
 
         needed[exact] = _least_true(needed[exact].view(np.int64), fits, top).view(np.float64)
     return _answer(shape, needed)
+
+
+def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """Per row, the least NIC line rate (GB/s, a float64) at which the cluster's handoff meets the budget,
+    settled on the forward model (the delay never grows with the line rate); NaN where no flow crosses a
+    NIC, inf where no line rate meets it. One row at a time: for a few questions, not millions."""
+    from ._onto_cluster import get_cluster
+    from .clusters import alone, head_terms
+
+    base = get_cluster(cluster)
+    model = forward.kv_bytes_per_token
+    options = forward.options
+    if not _resolve.is_one(model) and len({str(m) for m in np.asarray(model, dtype=object)}) > 1:
+        raise InputError("kv_bytes_per_token", "a cluster's line rate is asked of one model at a time",
+                         "ask once per model")
+    one = model if _resolve.is_one(model) else np.asarray(model, dtype=object)[0]
+    if isinstance(one, (int, float, np.number)):
+        from .clusters import HeadTerms
+
+        terms = HeadTerms(1, float(one))
+    else:
+        terms = head_terms(one, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_tp or options.tp)
+    if all(f.nvlink for f in alone(base, terms, options.tp, options.decode_tp).flows):
+        return np.full(tokens.shape, np.nan)
+    top = np.float64(np.inf).view(np.int64)
+
+    def at(rate_bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        rates = np.clip(rate_bits, 0, top).view(np.float64)
+        fits = np.zeros(rows.size, dtype=bool)
+        for k, (rate, row) in enumerate(zip(rates, rows)):
+            if rate > 0:
+                c = dataclasses.replace(base, nic=dataclasses.replace(base.nic, bandwidth_gb_s=float(rate)))
+                fits[k] = forward(tokens[row:row + 1], c, slice(row, row + 1))[0][0] <= budget[row]
+        return fits
+
+    start = np.full(tokens.shape, base.nic.bandwidth_gb_s).view(np.int64)
+    unlimited = dataclasses.replace(base, nic=dataclasses.replace(base.nic, bandwidth_gb_s=np.inf))
+    fixed, nbytes = forward(tokens, unlimited)  # an infinite line rate: the fixed costs remain
+    needed = np.where(nbytes == 0, 0.0, np.inf)  # (0 bytes need no NIC; a budget within the fixed costs: none)
+    rows = np.flatnonzero((nbytes > 0) & (fixed < budget))
+    if rows.size:
+        needed[rows] = _least_true(start[rows], lambda bits, r: at(bits, rows[r]), top).view(np.float64)
+    return needed
 
 
 def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
@@ -556,7 +643,13 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
                    kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)
-    link = _resolve.link_terms(spec)
+    from ._onto_cluster import get_cluster, is_cluster
+
+    if is_cluster(spec):  # the search settles on the forward model: its NICs' capacity only starts it
+        spec = get_cluster(spec)
+        link = _resolve.LinkTerms(spec.nic_capacity_gb_s, None, None, None)
+    else:
+        link = _resolve.link_terms(spec)
     bandwidth = np.broadcast_to(nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True), shape).reshape(-1)
     budget = np.broadcast_to(budget, shape).reshape(-1)
     latency = np.broadcast_to(_resolve.add(nonnegative("latency_ms", inputs.get("latency_ms", 0.0)), link.latency_ms),

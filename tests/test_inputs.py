@@ -96,7 +96,8 @@ def expected(call: dict, n: int = len(TOKENS)) -> np.ndarray:
             value["prefill_ms"],
             value["prefill_tokens_per_s"], value["num_layers"] if layerwise else None, value["layer_group"],
             value["layerwise_min_tokens"], kv_layout=call.get("kv_layout", "layer_kv"),
-            message_layers=[("full", 0, 2)] * int(value["num_layers"] or 0))
+            message_layers=[("full", 0, 2)] * int(value["num_layers"] or 0),
+            blocks_per_message=value["blocks_per_message"])
         rows.append(math.nan if delay is None else delay)
     return np.array(rows)
 

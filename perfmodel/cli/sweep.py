@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._inputs import INPUTS
+from ..links import DEFAULT_LINKS
 from ._draw import _alongside, _save
 from .._inputs import flags
 from ._parsing import UsageError, _floats, _given, _table_options, parse_tokens
@@ -36,7 +37,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.bandwidth:
         axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
     else:
-        axes["link"] = args.link or list(perfmodel.LINKS)
+        axes["link"] = args.link or list(DEFAULT_LINKS)
     if args.cache_hit:
         axes["cache_hit_ratio"] = _floats("--cache-hit", args.cache_hit, high=1.0)
     axes.update(_given(args))

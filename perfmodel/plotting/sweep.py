@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ..links import LINKS, Link, get_link
+from ..links import DEFAULT_LINKS, LINKS, Link, get_link
 from ._style import (
     _AXIS_LABELS,
     _MARGINS,
@@ -304,7 +304,8 @@ def required_bandwidth(
     for budget, style in zip(budgets_ms, _styles()):
         ax.plot(tokens, needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms), label=f"{budget:g} ms budget",
                 **style)
-    shown = [LINKS[k] if isinstance(k, str) and k in LINKS else k for k in (links if links is not None else LINKS)]
+    shown = [LINKS[k] if isinstance(k, str) and k in LINKS else k
+             for k in (links if links is not None else DEFAULT_LINKS)]
     for link in map(get_link, shown):
         ax.axhline(link.effective_bandwidth_gb_s, color="0.5", linewidth=0.7, linestyle=":")
         ax.annotate(link.name, (0.01, link.effective_bandwidth_gb_s), xycoords=("axes fraction", "data"),

@@ -1,0 +1,254 @@
+"""A :class:`perfmodel.Cluster` where a link goes: resolved once per configuration into the kernel's terms.
+
+A handoff alone in a cluster is its flows' simulation (:mod:`perfmodel.clusters`). Where its delay is
+linear in the bytes (every flow's byte terms in one ratio, every flow's own fixed cost equal) it is
+``fixed + bytes / (rate * 1e9) * 1000`` of its last-ending flow for every prompt, and the kernel
+computes exactly that from the resolved terms: a million rows on a cluster cost what they cost on a
+link. Otherwise each distinct charged-token count is simulated, and its delay reaches the kernel as
+an equivalent bandwidth per row (the kernel still validates, applies worker types, fallbacks and
+adds the caller's, the transport's and the links' per-message and per-block costs).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _resolve
+from ._coerce import Coded, distinct, spread
+from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms
+from .errors import InputError
+
+__all__ = ["Route", "is_cluster", "route"]
+
+
+def is_cluster(value: Any) -> bool:
+    """Whether ``kv_transfer_bandwidth`` is one cluster (a :class:`Cluster`, or a cluster preset's name)."""
+    if isinstance(value, Cluster):
+        return True
+    if isinstance(value, str):
+        from ._cluster_presets import CLUSTERS, cluster_names
+        from .links import LINKS, _MULTIPLE, _PROFILES
+
+        key = value.strip().lower()
+        if key in CLUSTERS:
+            return True
+        if key in LINKS or key in _PROFILES or _MULTIPLE.match(key):  # (links: the presets file is not read)
+            return False
+        return key in cluster_names()
+    return False
+
+
+def holds_clusters(value: Any) -> bool:
+    """Whether ``kv_transfer_bandwidth`` is a column (list, array, Series) holding clusters or their names."""
+    if _resolve.is_one(value) or isinstance(value, Cluster):
+        return False
+    if isinstance(getattr(value, "dtype", None), np.dtype) and value.dtype.kind in "iufb":
+        return False  # (numbers: no pass over them)
+    column = as_column(value)
+    if not _resolve.holds_labels(column) and not (len(column) and isinstance(column[0] if not hasattr(
+            column, "iloc") else column.iloc[0], Cluster)):
+        return False
+    _, labels = distinct(column)
+    return any(isinstance(label, Cluster) or is_cluster(label) for label in labels)
+
+
+def as_column(value: Any) -> Any:
+    """A column of labels as pandas and numpy take it (a list as an object array)."""
+    import pandas as pd
+
+    if isinstance(value, (pd.Series, np.ndarray, Coded)):
+        return value
+    return np.asarray(value if not isinstance(value, tuple) else list(value), dtype=object)
+
+
+def take(value: Any, rows: np.ndarray) -> Any:
+    """The ``rows`` of a per-row input (scalars as they are)."""
+    import pandas as pd
+
+    if isinstance(value, Coded):
+        return Coded(np.asarray(value.codes)[rows], value.labels)
+    if isinstance(value, pd.Series):
+        return value.iloc[rows]
+    if value is None or _resolve.is_one(value):
+        return value
+    array = np.asarray(value, dtype=object) if _resolve.holds_labels(value) else np.asarray(value)
+    return array[rows]
+
+
+def get_cluster(value: Any) -> Cluster:
+    """A :class:`Cluster` from itself or a preset's name."""
+    if isinstance(value, Cluster):
+        return value
+    from ._cluster_presets import get_cluster as preset
+
+    return preset(value)
+
+
+class Route(NamedTuple):
+    """What the kernel needs of a cluster: the resolved handoff (None for bytes the kernel refuses), or
+    for a column of models the codes of its rows and each distinct model's resolved handoff."""
+
+    cluster: Cluster
+    resolved: Alone | None
+    codes: Any = None
+    many: list[Alone | None] | None = None
+
+
+def _model_key(model: Any) -> Any:
+    if isinstance(model, Mapping):
+        return json.dumps(model, sort_keys=True, default=str)
+    if isinstance(model, os.PathLike):
+        return os.fspath(model)
+    return model
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(cluster: Cluster, model_key: Any, number: bool, kv_cache_dtype: Any, tp: int, decode_tp: int,
+              state_bytes: float | None) -> Alone:
+    model = json.loads(model_key) if isinstance(model_key, str) and model_key.startswith("{") else model_key
+    if number:
+        from .clusters import HeadTerms
+
+        terms = HeadTerms(1, float(model), state=float(state_bytes or 0.0))
+    else:
+        terms = head_terms(model, kv_cache_dtype=kv_cache_dtype, decode_tp=decode_tp, state_bytes=state_bytes)
+    return alone(cluster, terms, tp, decode_tp)
+
+
+def route(values: dict[str, Any], options: Any) -> Route:
+    """Resolve ``values["kv_transfer_bandwidth"]`` (a cluster) for the call's model and options; in
+    place, the bandwidth, bytes-per-token, state and fixed-cost inputs become the kernel's terms of the
+    linear case (see :func:`apply`). Refuses what the cluster decides (``scope="group"``,
+    ``overlap="layerwise"``), columns of models, and numbers of bytes with tensor parallelism."""
+    cluster = get_cluster(values["kv_transfer_bandwidth"])
+    where = "kv_transfer_bandwidth"
+    if options.scope != "rank":
+        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
+                         "drop scope (the cluster's flows carry each rank's bytes)")
+    if options.overlap != "none":
+        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
+                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
+    model = values["kv_bytes_per_token"]
+    one = isinstance(model, (str, Mapping, os.PathLike))
+    number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
+    column = not one and not number
+    if column:
+        if not _resolve.holds_labels(model):
+            raise InputError(where, "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token holds "
+                             "numbers of bytes", "pass a model (e.g. 'llama-3.1-70b'), or one number of bytes with tp=1")
+        codes, labels = distinct(model if isinstance(model, Coded) else np.asarray(model, dtype=object))
+        if len(labels) == 1:
+            model, one, column = labels[0], True, False
+    tp, decode_tp = options.tp, options.decode_tp or options.tp
+    if number and (tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
+        raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
+                         "kv_bytes_per_token is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for "
+                         "tp/decode_tp, or tp=1 for one GPU's bytes")
+    state = values["state_bytes"]
+    if state is not None and np.ndim(state) != 0:
+        raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
+                         "pass one number of state bytes (each decode rank receives it)")
+    state = None if state is None else float(state)
+    if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
+        return Route(cluster, None)
+    if column:
+        many = [_resolved(cluster, _model_key(label), False, options.kv_cache_dtype, tp, decode_tp, state)
+                for label in labels]
+        if not all(r.linear for r in many):
+            raise InputError(where, "a column of models on a cluster whose handoffs are not linear in their bytes "
+                             "(state split unevenly, or flows of unequal fixed costs)", "call once per model")
+        return Route(cluster, None, codes, many)
+    resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
+                         tp, decode_tp, state)
+    return Route(cluster, resolved)
+
+
+def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
+    """In place: the kernel's bandwidth, state and fixed costs of the resolved handoff; returns its
+    byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
+    last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
+    bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
+    c, r, codes, many = found
+    if many is not None:
+        return _apply_many(values, c, codes, many)
+    if r is None:
+        values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
+        return {"bytes_per_token": values["kv_bytes_per_token"]}
+    transport = c.transport
+    extras = [("per_message_ms", transport.per_message_ms + r.per_message_ms),
+              ("per_block_ms", transport.per_block_ms + r.per_block_ms)]
+    if r.linear:
+        extras.append(("latency_ms", r.latency_ms))
+        full, window, chunk, state = r.full, r.window, r.chunk, r.state
+        values["kv_transfer_bandwidth"] = np.float64(r.bandwidth_gb_s)
+    else:
+        full, window, chunk, state = group_terms(r)
+        values["kv_transfer_bandwidth"] = np.float64(np.nan)  # (set per row before the kernel)
+    for name, extra in extras:
+        if extra:
+            values[name] = _resolve.add(0.0 if values[name] is None else values[name], extra)
+    if state or values["state_bytes"] is not None:
+        values["state_bytes"] = np.float64(state)
+    terms = {"bytes_per_token": np.float64(full)}
+    if window or chunk:
+        terms.update(window_bytes_per_token=np.float64(window), window_tokens=np.float64(r.terms.window_tokens),
+                     chunk_bytes_per_token=np.float64(chunk), chunk_tokens=np.float64(r.terms.chunk_tokens))
+    return terms
+
+
+def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone]) -> dict[str, Any]:
+    """:func:`apply` for a column of models (each linear): each term a lookup by model, spread over the rows."""
+    def column(get: Any, missing: float) -> np.ndarray:
+        return spread(codes, np.array([get(r) for r in many] + [missing], dtype=np.float64))
+
+    t = c.transport
+    for name, get in (("latency_ms", lambda r: r.latency_ms), ("per_message_ms", lambda r: t.per_message_ms
+                                                                 + r.per_message_ms),
+                      ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms)):
+        if any(get(r) for r in many):
+            values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0))
+    values["kv_transfer_bandwidth"] = column(lambda r: r.bandwidth_gb_s, np.nan)
+    if any(r.state for r in many) or values["state_bytes"] is not None:
+        values["state_bytes"] = column(lambda r: r.state, 0.0)
+    terms = {"bytes_per_token": column(lambda r: r.full, np.nan)}
+    if any(r.window or r.chunk for r in many):
+        terms.update(window_bytes_per_token=column(lambda r: r.window, 0.0),
+                     window_tokens=column(lambda r: r.terms.window_tokens, 0.0),
+                     chunk_bytes_per_token=column(lambda r: r.chunk, 0.0),
+                     chunk_tokens=column(lambda r: r.terms.chunk_tokens, 0.0))
+    return terms
+
+
+def group_terms(r: Alone) -> tuple[float, float, float, float]:
+    """The byte terms of all of a handoff's flows together."""
+    vectors = [flow_terms(f, r.terms) for f in r.flows]
+    return tuple(float(sum(v[k] for v in vectors)) for k in range(4))
+
+
+def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
+    """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
+    simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
+    once). The links' own per-message and per-block costs are the caller's (common to all flows)."""
+    c, r = found.cluster, found.resolved
+    group = group_terms(r)
+    tokens = np.asarray(tokens, dtype=np.float64)
+    charged = np.asarray(charged, dtype=np.float64)
+    tokens, charged = np.broadcast_arrays(tokens, charged)
+    keyed = tokens if r.terms.chunk_tokens > 0 else np.zeros_like(tokens)
+    pairs, inverse = np.unique(np.stack([np.nan_to_num(charged.ravel(), nan=-1.0),
+                                         np.nan_to_num(keyed.ravel(), nan=-1.0)]), axis=1, return_inverse=True)
+    out = np.empty(pairs.shape[1])
+    for k, (m, n) in enumerate(pairs.T):
+        if m < 0 or n < 0:
+            out[k] = np.nan
+            continue
+        sim_ms = alone_ms(r, c, m, n)[0]
+        nbytes = flow_bytes(group, r.terms, m, n)
+        out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
+    return out[np.asarray(inverse).ravel()].reshape(tokens.shape)

@@ -1,0 +1,150 @@
+"""Why a handoff on a cluster takes what it takes: its flows, their paths, rates and bottlenecks, as tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _maxmin
+from ._onto_cluster import get_cluster
+from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms
+from .errors import InputError, check_whole
+
+__all__ = ["handoff_flows", "resource_loads"]
+
+
+def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, *, tp: int = 1,
+                  decode_tp: int | None = None, kv_cache_dtype: str | None = None, state_bytes: float | None = None,
+                  latency_ms: float = 0.0, per_message_ms: float = 0.0, per_block_ms: float = 0.0,
+                  block_size: int | None = None, blocks_per_message: float = 1, kv_layout: str = "layer_kv",
+                  ) -> pd.DataFrame:
+    """The flows of one full-prompt handoff alone in a cluster (prefill worker 0 to decode worker 0).
+
+    One row per (sub-)flow, in order of source rank, destination rank and sub-flow: who sends
+    whom (ranks and global GPUs), the KV heads and bytes it carries, the messages its sending rank
+    posts, its path (the resources it crosses, in order), when it starts moving bytes (its fixed
+    costs, ms), its rate in its final rate interval (GB/s), when it ends (ms) and the resource
+    that held it back then (precise rule 9; empty where none is saturated). The handoff's delay
+    (its last flow's end) and bottleneck are in ``attrs``; :func:`resource_loads` gives each
+    resource's load.
+
+    Parameters
+    ----------
+    num_input_tokens
+        The prompt's tokens (whole number >= 0), all charged.
+    cluster
+        A :class:`perfmodel.Cluster` or a cluster preset's name.
+    kv_bytes_per_token
+        A model (preset name, config or path), or a number of bytes (one GPU's, with ``tp=1``).
+    tp, decode_tp, kv_cache_dtype, state_bytes, latency_ms, per_message_ms, per_block_ms, block_size, blocks_per_message, kv_layout
+        As for :func:`perfmodel.handoff_delay_ms` (costs in ms, added to the transport's and links').
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``src_rank``, ``dst_rank``, ``sub``, ``src_gpu``, ``dst_gpu``, ``heads``, ``bytes``,
+        ``messages``, ``path``, ``start_ms``, ``rate_gb_s``, ``time_ms``, ``bottleneck``;
+        ``attrs["delay_ms"]``, ``attrs["bottleneck"]``, ``attrs["resources"]`` (name -> capacity GB/s).
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> c = perfmodel.Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8)
+    >>> flows = perfmodel.handoff_flows(32_768, c, "llama-3.1-70b", tp=8)
+    >>> flows[["src_rank", "dst_rank", "rate_gb_s", "time_ms", "bottleneck"]].head(2)
+       src_rank  dst_rank  rate_gb_s    time_ms      bottleneck
+    0         0         0       25.0  53.687091  node0/nic0/out
+    1         1         1       25.0  53.687091  node0/nic0/out
+    >>> round(flows.attrs["delay_ms"], 7), flows.attrs["bottleneck"]
+    (53.6870912, 'node0/nic0/out')
+    """
+    from .models import kv_messages
+
+    c = get_cluster(cluster)
+    n = check_whole("num_input_tokens", num_input_tokens)
+    tp = check_whole("tp", tp, smallest=1)
+    d = tp if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1)
+    number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)
+    if number:
+        if tp != 1 or d != 1:
+            raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
+                             "kv_bytes_per_token is a number of bytes", "pass the model, or tp=1")
+        terms = HeadTerms(1, float(kv_bytes_per_token), state=float(state_bytes or 0.0))
+    else:
+        terms = head_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, decode_tp=d, state_bytes=state_bytes)
+    resolved = alone(c, terms, tp, d)
+    blocks = messages = 0.0
+    if block_size:
+        block = check_whole("block_size", block_size, smallest=1)
+        blocks = float(-(-n // block))
+        if per_message_ms or c.transport.per_message_ms or any(f.link.per_message_ms for f in resolved.flows):
+            messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
+                                         blocks_per_message=blocks_per_message)) if not number else blocks
+    t = c.transport
+    flows = resolved.flows
+    sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
+    kept = [k for k, b in enumerate(sizes) if b > 0]
+    starts = [latency_ms + t.setup_ms + flows[k].own_latency_ms(c)
+              + messages * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
+              + blocks * (per_block_ms + t.per_block_ms + flows[k].link.per_block_ms) for k in kept]
+    outcome = _maxmin.simulate(starts, [sizes[k] for k in kept], [flows[k].path for k in kept],
+                               resolved.resources.capacities)
+    names = resolved.resources.names
+    chosen = [flows[k] for k in kept]
+    rows = []
+    for position, (k, f) in enumerate(zip(kept, chosen)):
+        neck = bottleneck_of(chosen, resolved.resources, outcome, position)
+        rows.append(dict(src_rank=f.src_rank, dst_rank=f.dst_rank, sub=f.sub, src_gpu=f.src_gpu, dst_gpu=f.dst_gpu,
+                         heads=len(f.heads), bytes=sizes[k], messages=messages, path=" > ".join(names[r] for r in f.path),
+                         start_ms=starts[position], rate_gb_s=outcome.final_rates[position],
+                         time_ms=outcome.ends_ms[position], bottleneck="" if neck is None else names[neck]))
+    table = pd.DataFrame(rows, columns=["src_rank", "dst_rank", "sub", "src_gpu", "dst_gpu", "heads", "bytes",
+                                        "messages", "path", "start_ms", "rate_gb_s", "time_ms", "bottleneck"])
+    last = max(range(len(rows)), key=lambda i: (rows[i]["time_ms"], -i)) if rows else None
+    table.attrs.update(delay_ms=0.0 if last is None else rows[last]["time_ms"],
+                       bottleneck="" if last is None else rows[last]["bottleneck"], cluster=c.name,
+                       resources=dict(zip(names, resolved.resources.capacities)))
+    return table
+
+
+def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
+    """Each resource a handoff's flows cross: its capacity, the flows crossing it, the bytes it carries,
+    its busy time at capacity (bytes / capacity, ms) and whether it is the handoff's bottleneck.
+
+    Parameters
+    ----------
+    flows
+        A table of :func:`handoff_flows`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per resource (by name): ``kind``, ``capacity_gb_s``, ``flows``, ``bytes``, ``busy_ms``,
+        ``bottleneck``.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> c = perfmodel.Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
+    >>> loads = resource_loads(perfmodel.handoff_flows(32_768, c, "llama-3.1-70b", tp=8, decode_tp=2))
+    >>> row = loads.loc["node1/nic0/in"]
+    >>> int(row["flows"]), round(float(row["busy_ms"]), 7), bool(row["bottleneck"])
+    (4, 107.3741824, True)
+    """
+    if not isinstance(flows, pd.DataFrame) or "path" not in flows or "resources" not in flows.attrs:
+        raise InputError("flows", "is not a table of perfmodel.handoff_flows", "pass handoff_flows(...)'s result")
+    capacities = flows.attrs["resources"]
+    carried: dict[str, list[float]] = {name: [] for name in capacities}
+    for path, nbytes in zip(flows["path"], flows["bytes"]):
+        for name in path.split(" > "):
+            carried[name].append(nbytes)
+    rows = {name: dict(kind=next(part.rstrip("0123456789") for part in reversed(name.split("/"))
+                                 if part.rstrip("0123456789") in ("nic", "pcie", "leaf", "nvlink")),
+                       capacity_gb_s=capacities[name], flows=len(sizes), bytes=float(sum(sizes)),
+                       busy_ms=float(sum(sizes)) / (capacities[name] * 1e9) * 1000.0 if capacities[name] else math.inf,
+                       bottleneck=name == flows.attrs["bottleneck"])
+            for name, sizes in carried.items() if sizes}
+    return pd.DataFrame.from_dict(rows, orient="index")
