@@ -315,7 +315,7 @@ def replay(requests, cluster, results):
     size = np.zeros(workers, dtype=np.int64)
     # pending cache insertions, a heap ordered by (end time, processing sequence) holding requests
     pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    pending = 0
+    pending = np.int64(0)  # (an int64 from the start: a literal 0 would compile the heap helpers twice)
     # the links are free from the first transfer's earliest start on (before the trace's first arrival, when
     # layer-wise streaming starts a transfer while its prefill still runs)
     origin = min(ready_ms[order[0]], 0.0) if n else 0.0
@@ -332,7 +332,7 @@ def replay(requests, cluster, results):
     data_start = np.empty(n)  # fair: when a transfer's bytes start flowing (after its setup latency)
     waiting = 0  # fair: index in processing order of the next transfer whose data phase has not begun
     rate = bandwidth_gb_s * 1e6  # bytes per ms
-    rr = 0
+    rr = np.int64(0)  # (likewise for the router)
 
     for i in range(n + 1):
         now = ready_ms[order[i]] if i < n else np.inf
@@ -364,9 +364,11 @@ def replay(requests, cluster, results):
                         grown_tag = np.empty((n_links, fair_cap))
                         grown_seq = np.empty((n_links, fair_cap), dtype=np.int64)
                         grown_item = np.empty((n_links, fair_cap), dtype=np.int64)
-                        grown_tag[:, :fair_cap // 2] = fair_tag
-                        grown_seq[:, :fair_cap // 2] = fair_seq
-                        grown_item[:, :fair_cap // 2] = fair_item
+                        for q in range(n_links):  # element by element: a slice assignment compiles
+                            for j in range(fair_cap // 2):  # numba's shape-error message (seconds of string code)
+                                grown_tag[q, j] = fair_tag[q, j]
+                                grown_seq[q, j] = fair_seq[q, j]
+                                grown_item[q, j] = fair_item[q, j]
                         fair_tag, fair_seq, fair_item = grown_tag, grown_seq, grown_item
                     active[best] = heap_push(fair_tag[best], fair_seq[best], fair_item[best], active[best],
                                              virtual[best] + out_bytes[r], waiting - 1, r)
