@@ -165,7 +165,10 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
         return _Arg(name, _read_only(spread(codes, np.array([*values, UNPARSEABLE], dtype=np.int8))), data)
     one = sum(1 << position for position, value in enumerate(values) if value == 1)
     valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
-    return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
+    # the codes of up to 64 labels fit in int8: one compiled form whatever gave them (a categorical's int8,
+    # Arrow's int32, pandas' int64 factorization), at the cost of one narrowing pass for the wider ones
+    return _Arg(name, _read_only(np.asarray(codes).astype(np.int8, copy=False)), data,
+                (np.uint64(one), np.uint64(valid)))
 
 
 def _booleans_apart(data: Any) -> np.ndarray | None:
@@ -200,11 +203,29 @@ _MESSAGES = _resolve.MessageTerms._fields
 assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks")
 
 
-def _kernel_record(args: list[_Arg], terms: dict[str, Any]) -> tuple:
+#: Up to this many rows, a scalar among the three main inputs beside an array of them is spread to an array
+#: (:func:`_kernel_record`): one compiled form for the small calls instead of one per mix (each a compile
+#: of 1-3 s on a cold cache), for a copy that costs microseconds. Larger calls keep their scalars.
+SPREAD_MAX_ROWS = 65_536
+_MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandwidth"),
+         ARGUMENTS.index("kv_bytes_per_token"))
+
+
+def _spread(value: Any, n: int) -> np.ndarray:
+    """A scalar as a read-only array of ``n`` rows, a whole number as int64 (as a column of counts comes)."""
+    whole = value == value and abs(value) < 2**53 and float(value).is_integer()
+    return _read_only(np.full(n, value, dtype=np.int64 if whole else np.float64))
+
+
+def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1) -> tuple:
     """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
+    if 1 < n <= SPREAD_MAX_ROWS and any(args[i].is_array for i in _MAIN):
+        for i in _MAIN:
+            if not args[i].is_array:
+                values[i] = _spread(values[i], n) if i == _MAIN[0] else _read_only(np.full(n, values[i]))
     defaults = _default_args()
     for group, where in _GROUP_SLICES.items():
         if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
@@ -616,7 +637,7 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel(_kernel_record(args, capped), out, missing, parallel, num_threads, bytes_out)
+    n_invalid = _run_kernel(_kernel_record(args, capped, n), out, missing, parallel, num_threads, bytes_out)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))

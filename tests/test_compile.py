@@ -68,3 +68,38 @@ def test_the_replay_compiles_each_helper_once(replay_compiles):
 def test_a_warm_cache_compiles_nothing(replay_compiles):
     _, warm = replay_compiles
     assert warm == []
+
+
+@pytest.mark.parametrize("labels", [
+    ["prefill", "decode", "prefill"],
+    "object", "category", "str", "string[pyarrow]",
+])
+def test_worker_type_labels_reach_the_kernel_as_one_code_dtype(labels):
+    """Label columns of every form are one compiled form: their codes as int8 (a list gave int64 codes and
+    pandas' text columns int32, each a specialization of its own: seconds on a cold cache)."""
+    import pandas as pd
+
+    from perfmodel.handoff import _coerce
+
+    column = ["prefill", "decode", "prefill"]
+    value = column if isinstance(labels, list) else pd.Series(column, dtype=labels)
+    arg = _coerce("worker_type", value)
+    assert arg.value.dtype == "int8" and arg.masks is not None
+
+
+def test_small_calls_mixing_scalars_and_arrays_compile_one_form(tmp_path):
+    """The README's small calls (an array of prompt lengths with one bandwidth, two arrays with one model...)
+    compiled a specialization each; spread to arrays they share one, with the same numbers."""
+    code = '''
+import numpy as np, perfmodel
+tokens = np.array([1024, 32768, 7])
+a = perfmodel.handoff_delay_ms(tokens, 50.0, 327_680)
+b = perfmodel.handoff_delay_ms(tokens, np.array([50.0, 25.0, 1.0]), 327_680)
+c = perfmodel.handoff_delay_ms(tokens, np.array([50.0, 25.0, 1.0]), np.array([327_680.0, 1e6, 3.0]))
+d = perfmodel.handoff_delay_ms(4096, np.array([50.0, 25.0, 1.0]), 1e6)
+assert a.tolist() == [1024 * 327_680 / (50.0 * 1e9) * 1000.0, 32768 * 327_680 / (50.0 * 1e9) * 1000.0,
+                      7 * 327_680 / (50.0 * 1e9) * 1000.0], a
+assert d.tolist() == [4096 * 1e6 / (bw * 1e9) * 1000.0 for bw in (50.0, 25.0, 1.0)], d
+'''
+    kernels = [s for name, s in _compiled(code, tmp_path) if name == "handoff_serial"]
+    assert len(kernels) == 1, kernels
