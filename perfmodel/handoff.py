@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _kernels, _resolve
+from . import _compat, _kernels, _resolve
 from ._codes import TransferMode, WorkerType
 from ._inputs import (
     CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
@@ -46,6 +46,9 @@ __all__ = [
 #: Rows from which a kernel pass is shared between threads by default. On 2 cores sharing starts
 #: to win at ~100k rows (bench/run.py checks the ratio at this threshold).
 PARALLEL_MIN_ROWS = 200_000
+
+#: About how long the handoff kernel's first form takes to compile on a cold cache (2 cores, measured).
+FIRST_COMPILE_S = 2
 
 #: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
 ARGUMENTS = ROW_NAMES
@@ -348,6 +351,8 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     """One kernel pass: the compiled loop over every row, or over each thread's share of the rows for
     large inputs (:func:`in_shares`)."""
     n = out.shape[0]
+    if not _kernels.handoff_serial.overloads:  # (the first call of this process: quick from then on)
+        _compat.notice_first_compile("handoff", _kernels.handoff_serial, FIRST_COMPILE_S)
     threads = num_threads or numba.config.NUMBA_NUM_THREADS
     if parallel is None:
         parallel = n >= PARALLEL_MIN_ROWS and threads > 1

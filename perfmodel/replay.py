@@ -68,6 +68,18 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
 
 
+#: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
+FIRST_COMPILE_S = 8
+
+
+def _notice_first_compile() -> None:
+    """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
+    from . import _compat, _replay
+
+    if not _replay.replay.overloads:
+        _compat.notice_first_compile("replay", _replay.replay, FIRST_COMPILE_S)
+
+
 def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
     """The dense ids of integer ``values`` (their ranks among the distinct values) and how many there
     are, through a bitmap of their range, its two passes shared by ``threads`` threads.
@@ -78,6 +90,7 @@ def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
     from . import _replay
     from .handoff import in_shares
 
+    _notice_first_compile()
     lowest = values.min() if values.size else 0
     marks = np.zeros((threads, ((values.max() - lowest) >> 6) + 1 if values.size else 0), dtype=np.uint64)
     in_shares(values.size, threads, lambda k, i, j: _replay.mark_ids(values[i:j], lowest, marks[k]))
@@ -322,6 +335,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message)
     out = _replay.Results.empty(n)
+    _notice_first_compile()
     _replay.replay(requests, cluster, out)
     if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
         first = int(np.argmax(~np.isfinite(out.transfer)))

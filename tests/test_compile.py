@@ -103,3 +103,89 @@ assert d.tolist() == [4096 * 1e6 / (bw * 1e9) * 1000.0 for bw in (50.0, 25.0, 1.
 '''
     kernels = [s for name, s in _compiled(code, tmp_path) if name == "handoff_serial"]
     assert len(kernels) == 1, kernels
+
+
+def _stderr_on_a_terminal(code: str, cache: Path) -> str:
+    """What a fresh interpreter running ``code`` writes to standard error when that is a terminal."""
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], stderr=follower, stdout=subprocess.PIPE, env=env,
+                              timeout=900)
+        os.close(follower)
+        assert done.returncode == 0
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # (the terminal's other end is closed: all read)
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(leader)
+
+
+TWO_CALLS = "import perfmodel; perfmodel.handoff_delay_ms(1, 1.0, 1); perfmodel.handoff_delay_ms([1, 2], 1.0, 1)"
+
+
+def test_the_first_run_says_once_that_it_compiles_on_a_terminal_only(tmp_path):
+    cold = _stderr_on_a_terminal(TWO_CALLS, tmp_path / "cache")
+    assert cold.count("compiling kernels, once: about") == 1, cold
+    warm = _stderr_on_a_terminal(TWO_CALLS, tmp_path / "cache")
+    assert "compiling" not in warm, warm
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "other")}
+    piped = subprocess.run([sys.executable, "-c", TWO_CALLS], capture_output=True, text=True, env=env, timeout=900)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+
+
+def _entry(root: Path, version: str, install: str, source: str | None = None, days: float = 0.0) -> Path:
+    import time
+
+    folder = root / "numba" / version / install
+    folder.mkdir(parents=True)
+    (folder / "kernel-10.py311.nbi").write_bytes(b"x" * 100)
+    if source is not None:
+        (folder / "perfmodel-source.txt").write_text(source + "\n")
+    for file in folder.iterdir():
+        os.utime(file, (time.time() - days * 86400,) * 2)
+    return folder
+
+
+def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch):
+    """Entries of another version at this install location (unused for a week), of an install location
+    that is gone, and unmarked ones unused for 90 days go; another live install, a recently used other
+    version and anything that is not perfmodel's stay."""
+    from perfmodel import _compat
+
+    monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    here = _compat._install_folder()
+    live = tmp_path / "live-install" / "perfmodel"
+    live.mkdir(parents=True)
+    (live / "__init__.py").write_text("")
+    current = _entry(tmp_path, _compat._version_folder(), here)
+    upgraded = _entry(tmp_path, "0.0.1-numba0.60.0", here, days=8)
+    second_venv = _entry(tmp_path, "0.1.0-numba0.61.2", here, days=1)
+    gone = _entry(tmp_path, _compat._version_folder(), "perfmodel_gone", str(tmp_path / "deleted" / "perfmodel"))
+    other = _entry(tmp_path, _compat._version_folder(), "perfmodel_live", str(live))
+    old_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_old", days=100)
+    new_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_new", days=3)
+    foreign = tmp_path / "numba" / "not-ours"
+    foreign.mkdir()
+    states = {folder: state for folder, _, state in _compat.cache_entries()}
+    assert states[current] == "current" and states[other] == "kept" and states[second_venv] == "kept"
+    assert all(states[f].startswith("stale") for f in (upgraded, gone, old_unmarked)), states
+    removed = _compat.prune_cache()
+    assert sorted(removed) == sorted([upgraded, gone, old_unmarked])
+    assert not upgraded.parent.exists()  # an emptied version folder goes too
+    for kept in (current, second_venv, other, new_unmarked, foreign):
+        assert kept.exists(), kept
+    assert (current / "perfmodel-source.txt").read_text().strip() == str(Path(_compat.__file__).resolve().parent)
+    assert _compat.clear_cache() > 0 and foreign.exists()
+    assert not [f for f, _, _ in _compat.cache_entries()]
