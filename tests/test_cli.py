@@ -192,7 +192,7 @@ FORKS = [True, False] if sys.platform == "linux" else [False]
 
 @pytest.fixture(params=FORKS, ids=lambda fork: "forked" if fork else "in-process")
 def drawing(request, monkeypatch):
-    import perfmodel.cli as cli
+    import perfmodel.cli._draw as cli
 
     monkeypatch.setattr(cli, "_fork_is_safe_and_useful", lambda: request.param)
     return request.param
@@ -257,7 +257,7 @@ def test_nothing_is_forked_beside_another_python_thread():
     """A Python thread could hold a lock a forked child would wait on forever (a notebook has several)."""
     import threading
 
-    from perfmodel.cli import _fork_is_safe_and_useful
+    from perfmodel.cli._draw import _fork_is_safe_and_useful
 
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
@@ -276,7 +276,7 @@ def test_the_drawing_child_runs_numbas_parallel_code_serially(monkeypatch):
     import numpy as np
 
     import perfmodel
-    import perfmodel.cli as cli
+    import perfmodel.cli._draw as cli
 
     monkeypatch.setattr(cli, "_fork_is_safe_and_useful", lambda: True)
     tokens = np.arange(1, 200_001)

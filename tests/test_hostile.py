@@ -177,7 +177,7 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path, delay_s):
 _SIGNAL_WHILE_DRAWING = """
 import os, signal, sys, time
 from pathlib import Path
-import perfmodel.cli as cli, perfmodel.plotting as pp
+import perfmodel.cli as cli, perfmodel.cli._draw as draw, perfmodel.plotting as pp
 out, signame, drawing = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 def slow_heatmap(*args, **kwargs):  # the drawing child: still at work when the signal comes
     time.sleep(1.0)
@@ -188,7 +188,7 @@ def signalled(*args, **kwargs):  # the parent, while the child draws: Ctrl-C to 
     else:
         os.kill(os.getpid(), getattr(signal, signame))
     time.sleep(5)
-cli._fork_is_safe_and_useful = lambda: drawing == "fork"
+draw._fork_is_safe_and_useful = lambda: drawing == "fork"
 pp.heatmap_figure, pp.delay_vs_tokens_figure = slow_heatmap, signalled
 sys.argv = ["perfmodel", "sweep", "--tokens", "1k:32k", "--out", str(out)]
 cli.console()
@@ -543,13 +543,9 @@ def test_bad_input_files_are_one_line(tmp_path, name, content, fragment):
 
 
 def test_internal_errors_are_not_disguised_as_user_errors():
-    code = ("import sys, perfmodel.cli as c\n"
+    code = ("import sys, perfmodel.cli as c, perfmodel.cli.models as models\n"
             "def boom(args): raise KeyError('our bug')\n"
-            "c.cmd_models = boom\n"
-            "parser = c.build_parser\n"
-            "def patched():\n"
-            "    p = parser(); p._subparsers._group_actions[0].choices['models'].set_defaults(run=boom); return p\n"
-            "c.build_parser = patched\n"
+            "models.cmd_models = boom  # (the command's module registers what it holds when the parser is built)\n"
             "sys.exit(c.main(['models']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "internal error" in done.stderr and "KeyError: 'our bug'" in done.stderr

@@ -352,7 +352,7 @@ def test_every_replay_grid_axis(entry, trace):
 def test_every_grid_axis_reads_from_the_command_line_as_the_api_takes_it(entry):
     """``perfmodel trace --grid AXIS=A,B`` reads each axis by its kind in the table (a number as a number,
     never as text, which the replay would take for a trace column's name)."""
-    from perfmodel.cli import _grid_axes
+    from perfmodel.cli.trace import _grid_axes
 
     values = _grid_axes([f"{entry.grid_axis}={entry.example},{entry.example}"])[entry.grid_axis]
     assert values == [entry.example] * 2

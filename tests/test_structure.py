@@ -11,19 +11,32 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "perfmodel"
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+#: Every module of the package (subpackages included) by its dotted name.
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
 def _imports() -> dict[str, set[str]]:
-    """Each module's imports of the package's other modules, function-local ones included."""
-    modules = {path.stem: path for path in PACKAGE.glob("*.py")}
-    edges: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
+    """Each module's imports of the package's other modules, function-local ones included (a package's
+    ``__init__`` counts as the package; importing a submodule does not count as importing its package)."""
+    edges: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                targets = [node.module.split(".")[0]] if node.module else [alias.name for alias in node.names]
-                edges[name].update(t for t in targets if t in modules and t not in (name, "__init__"))
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("perfmodel."):
-                target = node.module.split(".")[1]
-                if target in modules and target != name:
-                    edges[name].add(target)
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
+                candidates = [target] + [f"{target}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            else:
+                continue
+            edges[name].update(c for c in candidates if c in MODULES and c != name
+                               and not name.startswith(c + "."))
     return edges
 
 
@@ -45,7 +58,7 @@ def test_no_module_imports_a_module_that_imports_it_back():
 
 def test_the_bottom_layer_imports_nothing_above_it():
     edges = _imports()
-    bottom = {"errors", "_codes", "_inputs", "_fs", "_compat"}
+    bottom = {f"perfmodel.{name}" for name in ("errors", "_codes", "_inputs", "_fs", "_compat")}
     for name in bottom:
         assert edges[name] <= bottom, (name, edges[name] - bottom)
 
@@ -54,7 +67,7 @@ _PRIVATE = re.compile(r"pandas\.core|numba\.core|\._get_column_array|\._from_mgr
 
 
 def test_private_apis_of_other_libraries_only_in_compat():
-    users = sorted(path.name for path in PACKAGE.glob("*.py")
+    users = sorted(name for name, path in MODULES.items()
                    if path.name != "_compat.py" and _PRIVATE.search(path.read_text()))
     assert not users, f"private pandas/numba APIs outside _compat.py: {users}"
 
@@ -81,8 +94,8 @@ def test_the_cache_locator_and_its_fallback_compile_the_same_kernel(tmp_path, mo
     assert any((tmp_path / "cache").rglob("*.nbi")), "the locator caches the kernels in perfmodel's folder"
 
 
-@pytest.mark.parametrize("module", sorted(p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("__")))
+@pytest.mark.parametrize("module", [name for name in MODULES if not name.endswith("__main__")])
 def test_every_module_imports_alone(module):
     import importlib
 
-    importlib.import_module(f"perfmodel.{module}")
+    importlib.import_module(module)

@@ -1,0 +1,188 @@
+"""The command line's parser, its one-line errors and exit codes, and the entry point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from .._inputs import INPUTS
+from . import calibrate, delay, links, models, sweep, trace
+from ._draw import _SIGNALS
+from ._parsing import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line (what was wrong, and where the usage is), exit code 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="perfmodel", description="KV-cache handoff delay of disaggregated LLM serving, for millions of cases.",
+        epilog="Run 'perfmodel sweep --out results' for the default what-if (models x links x 128 to 128k tokens).")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for command in (sweep, delay, models, links, calibrate, trace):
+        command.register(sub)
+    return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every ``finally`` removes its temporary files."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+#: What each command imports (numba's compiler, pyarrow, matplotlib: C and C++ libraries).
+_HEAVY = {"sweep": ("perfmodel.sweeps", "pyarrow", "matplotlib.pyplot"), "delay": ("perfmodel.io", "pyarrow.csv"),
+          "trace": ("perfmodel.replay", "pyarrow.json", "matplotlib.pyplot")}
+
+
+def _preload(command: str) -> None:
+    """Import the command's heavy modules with Ctrl-C/SIGTERM/SIGHUP held back until they are loaded.
+
+    An interrupt in the middle of a C/C++ library's initialization can abort the process
+    (SIGABRT, no message); held back, it interrupts cleanly right after.
+    """
+    import importlib
+
+    pending: list[int] = []
+    previous = {}
+    try:
+        for signum in _SIGNALS:
+            previous[signum] = signal.signal(signum, lambda received, _frame: pending.append(received))
+    except ValueError:  # not the main thread: nothing to hold back
+        pass
+    try:
+        if command in ("sweep", "trace"):
+            import matplotlib
+
+            matplotlib.use("Agg")
+        for module in _HEAVY.get(command, ()):
+            importlib.import_module(module)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if pending:
+        raise Interrupted(pending[0])
+
+
+#: The command-line flags behind the API's argument names, for error messages.
+def _flags() -> dict[str, str]:
+    """Each input's command-line flag (from the input table), for messages that name an argument."""
+
+
+    return {
+        **{e.name: e.cli for e in INPUTS.values() if e.cli},
+        "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
+        "chunk_rows": "--chunk-rows", "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks",
+        "links": "--links",
+        **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
+                                                         "destination_missing_tokens")},
+    }
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Failures caused by the input, the files or the machine (exit 2), as opposed to bugs (exit 1)."""
+    import lzma
+    import zlib
+
+    # ValueError covers InputError, bad JSON/CSV/Parquet (pyarrow's ArrowInvalid) and undecodable text;
+    # OSError covers missing files, permissions, a full disk, read-only targets and unreachable schedulers.
+    return UsageError, ValueError, OSError, EOFError, lzma.LZMAError, zlib.error
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code.
+
+    0: done. 2: a failure caused by the input, the files or the machine (one line on
+    stderr; ``--debug`` shows the traceback). 1: an internal error (a bug: the traceback
+    is shown). 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP): interrupted, outputs untouched.
+    """
+    previous = {}
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None:
+            with contextlib.suppress(ValueError):  # not the main thread: leave the handlers alone
+                previous[signum] = signal.signal(signum, _interrupt)
+    command = "?"
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, --version, or a usage error (said in one line)
+            return done.code if isinstance(done.code, int) else 2
+        command = args.command
+        _preload(command)
+        try:
+            return args.run(args)
+        except _user_errors() as error:
+            if args.debug:
+                raise
+            if hasattr(error, "coerce_hint"):  # an InputError: speak of the command's flags, not of arguments
+                error.coerce_hint = "--errors coerce" if command == "delay" else ""
+                flags = _flags()
+                if error.where in flags:
+                    error.where = f"{flags[error.where]} ({error.where})"
+            print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        print(f"perfmodel: interrupted ({signal.Signals(signum).name}); no output was written or changed",
+              file=sys.stderr)
+        return 128 + int(signum)
+    except SystemExit:
+        raise
+    except Exception:  # a bug in perfmodel, not the user's input: say so, with the traceback
+        print(f"perfmodel {command}: internal error (please report it, with this traceback):\n"
+              f"{traceback.format_exc()}", file=sys.stderr)
+        return 1
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def console() -> None:
+    """The ``perfmodel`` command (and ``python -m perfmodel``): :func:`main`, then exit with its code.
+
+    Before exiting it freezes the garbage collector's objects: the interpreter's final cyclic
+    collections over everything pandas, numba and matplotlib allocated (0.2-0.4 s, measured on the
+    main job) would only free memory the operating system reclaims anyway. Every file perfmodel writes is
+    closed by then, and the standard streams are still flushed.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    console()

@@ -1,0 +1,204 @@
+"""Reading the command line: token counts and ranges, numbers, NAME=VALUE options, and the model's flags built
+from the input table (:mod:`perfmodel._inputs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._inputs import INPUTS, ROW_INPUTS
+
+
+class UsageError(argparse.ArgumentTypeError):
+    """Bad input from the command line: reported in one line, exit code 2 (by argparse, when a flag's
+    value cannot be read)."""
+
+
+def _count(text: str) -> int:
+    """'32k' -> 32768 (tokens are counted in binary k), '1M' -> 1048576, '4096' -> 4096."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
+    if not match:
+        raise UsageError(f"{text!r} is not a token count (examples: 4096, 32k, 1M)")
+    value = float(match.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[match.group(2).lower()]
+    if value != int(value):
+        raise UsageError(f"{text!r} is not a whole number of tokens")
+    return int(value)
+
+
+def parse_tokens(spec: str) -> list[int]:
+    """Token counts from a list ('1k,8k,32k') or a range 'START:STOP[:STEP]' (STOP included).
+
+    STEP is a count ('1k') for an arithmetic range or 'xF' for a geometric one; the
+    default step is x2 (powers of two from START).
+
+    >>> parse_tokens("1k,8k,32k")
+    [1024, 8192, 32768]
+    >>> parse_tokens("128:1k")
+    [128, 256, 512, 1024]
+    >>> parse_tokens("1000:4000:1000")
+    [1000, 2000, 3000, 4000]
+    """
+    if ":" not in spec:
+        return _lengths(spec, {_count(part) for part in spec.split(",") if part.strip()}) or \
+            _fail(f"empty token list {spec!r}")
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"token range {spec!r} is not START:STOP[:STEP]")
+    start, stop = _count(parts[0]), _count(parts[1])
+    step = parts[2].strip().lower() if len(parts) == 3 else "x2"
+    if stop < start:
+        raise UsageError(f"token range {spec!r} ends before it starts")
+    values = []
+    if step.startswith("x"):
+        try:
+            factor = float(step[1:])
+        except ValueError:
+            raise UsageError(f"token range step {step!r} is not xFACTOR (e.g. x2)") from None
+        if not factor > 1 or start == 0:
+            raise UsageError(f"geometric token range {spec!r} needs a factor > 1 and START > 0")
+        _check_range_size(spec, math.log(stop / start) / math.log(factor) + 1 if stop > start else 1)
+        value = float(start)
+        while value <= stop * (1 + 1e-12):
+            values.append(int(round(value)))
+            value *= factor
+    else:
+        increment = _count(step)
+        if increment <= 0:
+            raise UsageError(f"token range step {step!r} must be > 0")
+        _check_range_size(spec, (stop - start) // increment + 1)
+        values = list(range(start, stop + 1, increment))
+    return _lengths(spec, values)
+
+
+def _lengths(spec: str, values: Any) -> list[int]:
+    """The prompt lengths, sorted, without repeats; a 0 is refused."""
+    if 0 in values:
+        raise UsageError(f"--tokens {spec!r} includes 0: a prompt length is at least 1 token (a 0-token prompt "
+                         "hands nothing off, and the figures' log axes cannot show it)")
+    return sorted(set(values))
+
+
+#: The most prompt lengths one --tokens option may ask for (counted before anything is built).
+MAX_TOKEN_VALUES = 1_000_000
+
+
+def _check_range_size(spec: str, count: float) -> None:
+    if count > MAX_TOKEN_VALUES:
+        raise UsageError(f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "
+                         "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def _data_file(text: str) -> Path:
+    """argparse type: a file, or ``dataset:NAME`` for a dataset shipped with perfmodel."""
+    if not text.startswith("dataset:"):
+        return Path(text)
+    from .. import datasets
+
+    try:
+        return datasets.path(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _fail(message: str) -> Any:
+    raise UsageError(message)
+
+
+def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf"),
+            positive: bool = False) -> list[float]:
+    """Numbers from comma-separated texts, within [low, high] (> 0 with ``positive``); errors begin with ``name``."""
+    values = []
+    name = f"{name}: " if name else ""
+    for text in texts:
+        for part in str(text).split(","):
+            try:
+                value = float(part)
+            except ValueError:
+                raise UsageError(f"{name}{part!r} is not a number") from None
+            if not low <= value <= high or (positive and not value > 0):
+                raise UsageError(f"{name}{value:g} is " + ("not > 0" if positive and low <= value <= high else
+                                                              f"outside [{low:g}, {high:g}]"))
+            values.append(value)
+    return values
+
+
+#: The model's per-row inputs (the input table's), each of which ``--column NAME=COLUMN`` may read from the file.
+COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
+
+
+def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
+    """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one."""
+    return dict(_name_value("--column", pair, allowed, f"{allowed[0]}=my_column") for pair in pairs)
+
+
+def _name_value(option: str, spec: str, allowed: Sequence[str], example: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of one option; a NAME outside ``allowed`` is an error naming the closest one."""
+    import difflib
+
+    name, sep, value = (part.strip() for part in spec.partition("="))
+    if not sep or not name or not value:
+        raise UsageError(f"{option} {spec!r} is not NAME=VALUE (e.g. {example})")
+    if name not in allowed:
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(f"{option} {spec!r}: {name!r} is not one of the names; {hint}names: {', '.join(allowed)}")
+    return name, value
+
+
+#: The model's inputs that sweep, delay and trace take as flags (their names, flags and help from the input
+#: table; all at upstream's model when not given). delay also takes --fallback-delay-ms.
+_SWEEP = ("mode", "latency_ms", "block_size", "kv_cache_dtype", "tp", "per_block_ms", "per_message_ms", "kv_layout",
+          "state_bytes", "decode_tp", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers",
+          "layer_group", "layerwise_min_tokens")
+
+
+def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, many: bool, **help: str) -> None:
+    """The flags of the inputs ``names``, from the input table: flag, choices and first docstring
+    sentence (or ``help``'s text) each; numbers are checked by the API, with the table's messages.
+    Inputs given one instead of another are mutually exclusive."""
+    groups: dict[str, Any] = {}
+    for name in names:
+        entry = INPUTS[name]
+        pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
+        target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
+        kind = (dict(choices=list(entry.choices or entry.labels)) if entry.choices or entry.labels else
+                dict(type=_reader(name), metavar=name.split("_")[-1].upper()))
+        target.add_argument(entry.cli, nargs="+" if many else None, dest=name,
+                            help=help.get(name, entry.doc.split(". ")[0].replace("``", "")), **kind)
+
+
+def _reader(name: str, where: str = "") -> Callable[[str], Any]:
+    """How a value of input ``name`` is read from the command line (a flag's, or a --grid axis'), by its
+    kind in the input table: whole numbers as counts ('32k'), other numbers as numbers >= 0, the rest as text.
+    The replay's own counts (decode_workers, decode_cache_blocks, links) are whole numbers too."""
+    entry = INPUTS.get(name)
+    if entry is not None and entry.kind == "degree":
+        return _positive_int
+    if entry is None and name in ("decode_workers", "decode_cache_blocks", "links") or entry is not None and (
+            entry.kind == "count" and entry.valid.whole):
+        return _count
+    if entry is not None and entry.kind in ("count", "real"):
+        return lambda text: _floats(where, [text])[0]
+    return str
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The model's inputs given on the command line, by the API's names."""
+    return {name: getattr(args, name) for name in ("fallback_delay_ms", *_SWEEP)
+            if getattr(args, name, None) is not None}

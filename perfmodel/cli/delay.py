@@ -1,0 +1,66 @@
+"""``perfmodel delay``: a ``handoff_delay_ms`` column added to a table of requests (in chunks, or on Dask).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._parsing import _SWEEP, _columns, _given, _positive_int, _table_options
+
+
+def cmd_delay(args: argparse.Namespace) -> int:
+    from .. import io
+
+    columns = _columns(args.column)
+    keywords: dict[str, Any] = {name: column for name, column in columns.items()}
+    if args.kv_bytes_per_token is not None:
+        keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
+    elif args.model:
+        keywords["kv_bytes_per_token"] = args.model
+    if args.bandwidth is not None:
+        keywords["kv_transfer_bandwidth"] = args.bandwidth
+    elif args.link:
+        keywords["kv_transfer_bandwidth"] = args.link
+    keywords.update(_given(args))
+    if args.scheduler or args.workers:
+        from .. import dask as pm_dask
+
+        rows = pm_dask.delay_files(args.input, args.out, scheduler=args.scheduler, workers=args.workers,
+                                   errors=args.errors, chunk_rows=args.chunk_rows,
+                                   connect_timeout_s=args.connect_timeout, **keywords)
+    else:
+        rows = io.delay_file(args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors,
+                             progress=None, **keywords)
+    print(f"wrote {args.out} ({rows:,} rows)", file=sys.stderr)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``perfmodel delay`` to the subcommands ``sub``."""
+    delay = sub.add_parser("delay", help="add handoff_delay_ms to a CSV / Parquet / JSON-lines file of requests",
+                           description="Read requests, add a handoff_delay_ms column, write OUTPUT (format from its "
+                                       "extension). Large files are processed in chunks.")
+    delay.add_argument("input", help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob)")
+    delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
+    per_token = delay.add_mutually_exclusive_group()
+    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
+    bw = delay.add_mutually_exclusive_group()
+    bw.add_argument("--bandwidth", type=float, metavar="GBPS")
+    bw.add_argument("--link", metavar="NAME")
+    delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
+                       help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
+    _table_options(delay, ("fallback_delay_ms", *_SWEEP), many=False)
+    delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
+                       help="invalid rows: stop (default) or leave the delay empty")
+    delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
+                       help="rows per chunk (default 1M)")
+    delay.add_argument("--workers", type=_positive_int, metavar="N",
+                       help="run on a local Dask cluster of N worker processes")
+    delay.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask cluster")
+    delay.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="how long to wait for --scheduler before giving up (default %(default)s)")
+    delay.set_defaults(run=cmd_delay)
+

@@ -1,0 +1,80 @@
+"""``perfmodel models``: the model presets, their layer mix and KV bytes per token (``--add``: your own).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._parsing import _positive_int
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..models import MODELS, kv_bytes, kv_terms, model_config, save_model, user_models
+
+    if args.add:
+        name, config = args.add
+        path = save_model(name, config)
+        print(f"saved model {name!r} ({kv_terms(name).describe()}; {kv_bytes(name, 32_768) / 1e6:,.1f} MB at 32k "
+              f"tokens) to {path}; use --model {name}")
+        return 0
+    users = user_models()
+    rows = []
+    shaped = args.tp is not None or args.decode_tp is not None
+    tp, decode_tp = args.tp or 1, args.decode_tp or args.tp or 1
+    label = f"tp{tp}->tp{decode_tp}" + (f" {args.kv_cache_dtype}" if args.kv_cache_dtype else "")
+
+    def pair(name: str) -> dict[str, float]:
+        """The bytes per token of a prefill-to-decode pair: the busiest rank's and the group's."""
+        if not shaped:
+            return {}
+        shape = dict(kv_cache_dtype=args.kv_cache_dtype, tp=tp, decode_tp=decode_tp)
+        return {f"{label} rank B/token": int(kv_bytes(name, 1, **shape)),
+                f"{label} group B/token": int(kv_bytes(name, 1, **shape, scope="group"))}
+
+    for name in [*MODELS, *users]:
+        cfg = model_config(name)
+        terms = kv_terms(name)
+        mla = cfg.get("kv_lora_rank") is not None
+        mix = [f"{count} {kind}" for count, kind in (
+            (terms.full_layers, "full"), (terms.window_layers, f"window {terms.window_tokens}"),
+            (terms.chunk_layers, f"chunk {terms.chunk_tokens}"), (terms.state_layers, "state")) if count]
+        rows.append({
+            "model": name,
+            "attention": "MLA" if mla else "GQA",
+            "layers": " + ".join(mix),
+            "kv_heads": "-" if mla else cfg.get("num_key_value_heads", cfg.get("num_attention_heads", "?")),
+            "bytes/token": terms.full_bytes_per_token + terms.window_bytes_per_token + terms.chunk_bytes_per_token,
+            "MB @1k": kv_bytes(name, 1024) / 1e6,
+            "MB @32k": kv_bytes(name, 32_768) / 1e6,
+            "@32k fp8": kv_bytes(name, 32_768, kv_cache_dtype="fp8") / 1e6,
+            "@32k fp8 tp8 group": kv_bytes(name, 32_768, kv_cache_dtype="fp8", tp=8, scope="group") / 1e6,
+            **pair(name),
+            "source": "built-in" if name in MODELS else "user",
+        })
+    with pd.option_context("display.float_format", "{:,.1f}".format, "display.width", 200):
+        print(pd.DataFrame(rows).to_string(index=False))
+    print("\nbytes/token: what one token costs in every layer that keeps it; window and chunk layers keep at most their"
+          "\nlast W tokens or the current chunk, state layers a fixed state per request. MB @1k and @32k: the bytes a"
+          "\nhandoff of 1,024 and 32,768 tokens moves (one GPU's, bf16 unless noted)."
+          "\ngroup: what all 8 ranks of a TP8 prefill group send (replicated KV heads and MLA latents count per rank)."
+          + (f"\n{label}: bytes of one token (with its state) from a prefill group of {tp} ranks to a decode group of "
+             f"{decode_tp}: each decode rank receives the KV heads it serves; rank = the busiest rank's share."
+             if shaped else "\nA prefill-to-decode pair with other TP degrees: perfmodel models --tp 8 --decode-tp 2")
+          + "\nAdd your own: perfmodel models --add NAME path/to/config.json")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``perfmodel models`` to the subcommands ``sub``."""
+    models = sub.add_parser("models", help="the model presets and their KV bytes per token (--add: your own)")
+    models.add_argument("--add", nargs=2, metavar=("NAME", "CONFIG"),
+                        help="save a Hugging Face config.json (or its folder) as a model preset NAME")
+    models.add_argument("--tp", type=_positive_int, metavar="N",
+                        help="with --decode-tp: show the bytes of a prefill group of N ranks handing off")
+    models.add_argument("--decode-tp", type=_positive_int, metavar="N", help="to a decode group of N ranks")
+    models.add_argument("--kv-cache-dtype", metavar="DTYPE", help="for the --tp/--decode-tp columns (default: the model's)")
+    models.set_defaults(run=cmd_models)
+

@@ -1,0 +1,132 @@
+"""``perfmodel sweep``: the main job, a what-if over models x links x prompt lengths (a table, two figures and
+a summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._inputs import INPUTS
+from ._draw import _alongside, _save
+from ._parsing import _SWEEP, UsageError, _floats, _given, _table_options, parse_tokens
+
+DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
+
+
+DEFAULT_TOKENS = "128:131072:x2"
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import perfmodel
+
+    tokens = parse_tokens(args.tokens)
+    axes: dict[str, Any] = {"num_input_tokens": tokens}
+    if args.kv_bytes_per_token is not None:
+        axes["kv_bytes_per_token"] = args.kv_bytes_per_token
+    else:
+        axes["model"] = args.model or DEFAULT_MODELS
+    if args.bandwidth:
+        axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
+    else:
+        axes["link"] = args.link or list(perfmodel.LINKS)
+    if args.cache_hit:
+        axes["cache_hit_ratio"] = _floats("--cache-hit", args.cache_hit, high=1.0)
+    axes.update(_given(args))
+    for name in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
+        if name in axes and "model" not in axes:
+            raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
+    links = [perfmodel.get_link(name) for name in axes.get("link", [])]
+    if (args.cache_hit or "per_block_ms" in axes or "per_message_ms" in axes
+            or any(link.per_block_ms or link.per_message_ms for link in links)):
+        axes.setdefault("block_size", [64])
+
+    from .._fs import output_folder
+
+    out: Path = args.out
+    table_name = f"sweep.{args.format}"
+    names = [table_name, "delay_vs_tokens.png"] + (["heatmap.png"] if len(tokens) > 1 else [])
+    with output_folder(out, command="sweep", names=names) as stage:  # refuses a folder holding files of these names not ours
+        rows = _sweep_outputs(axes, tokens, stage, table_name)
+    print(f"\nwrote {out / table_name} ({rows:,} rows) and {', '.join(str(out / n) for n in names[1:])}")
+    return 0
+
+
+def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_name: str) -> int:
+    """Compute the sweep, write its table and figures into ``stage``, print the summary; return the rows."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    import perfmodel
+    import perfmodel.plotting as pp
+
+    from ..io import write_table
+
+    df = perfmodel.sweep(**axes)
+    write_table(df, stage / table_name)
+    draw_heatmap = None
+    if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
+        grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}
+        grid["kv_transfer_bandwidth"] = np.geomspace(1, 1000, 61)
+        draw_heatmap = functools.partial(_draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png",
+                                         axes.get("link", []))
+    with _alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
+        _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+        plt.close("all")
+        summary = _summary(df, tokens)
+    print(summary)
+    return len(df)
+
+
+def _draw_heatmap(grid: Any, path: Path, links: Sequence[Any]) -> None:
+    import perfmodel.plotting as pp
+
+    _save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100), links=links), path)
+
+
+def _summary(df: Any, tokens: list[int]) -> str:
+    """Delay (ms) at a few prompt lengths: one row per model and per value of every option given
+    more than one value (each a labelled level), the options with one value in the heading."""
+    from ..sweeps import AXES
+
+    derived = {"kv_bytes_per_token": "model", "kv_transfer_bandwidth": "link"}
+    options = [c for c in AXES if c in df.columns and c != "num_input_tokens" and derived.get(c) not in df.columns]
+    levels = [c for c in options if c in ("model", "link") or df[c].nunique() > 1]
+    fixed = [c for c in options if c not in levels]
+    wanted = [t for t in (1024, 8192, 32768, 131072) if t in tokens] or tokens[:: max(1, len(tokens) // 4)][:4]
+    part = df[df["num_input_tokens"].isin(wanted)]
+    table = part.pivot_table(index=levels, columns="num_input_tokens", values="handoff_delay_ms", observed=True,
+                             sort=False, dropna=False)
+    table.columns = [f"{t // 1024}k" if t % 1024 == 0 else str(t) for t in table.columns]
+    heading = ", ".join(f"{c}={df[c].iloc[0]}" for c in fixed)
+    return (f"handoff delay (ms) at prompt length{f' ({heading})' if heading else ''}:\n"
+            + table.to_string(float_format=lambda v: f"{v:,.3g}"))
+
+
+def register(sub: Any) -> None:
+    """Add ``perfmodel sweep`` to the subcommands ``sub``."""
+    sweep = sub.add_parser("sweep", help="what-if grid: models/bytes x links/bandwidths x prompt lengths (the main job)",
+                           description="Sweep handoff delays over models x links x prompt lengths; write a table, "
+                                       "plots and a summary. With no options: popular models x every link preset "
+                                       "x 128 to 128k tokens.")
+    what = sweep.add_mutually_exclusive_group()
+    what.add_argument("--model", nargs="+", metavar="NAME", help=f"model presets (default: {' '.join(DEFAULT_MODELS)})")
+    what.add_argument("--kv-bytes-per-token", type=int, nargs="+", metavar="BYTES", help="bytes per token instead")
+    how = sweep.add_mutually_exclusive_group()
+    how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. nvlink4 '8x ib-ndr' (default: all)")
+    how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")
+    sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
+                       help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
+    sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
+    _table_options(sweep, _SWEEP, many=True, block_size="for --cache-hit and per-block costs (default 64)")
+    sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
+                       help="output folder (default %(default)s)")
+    sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    sweep.set_defaults(run=cmd_sweep)
+

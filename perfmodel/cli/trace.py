@@ -1,0 +1,176 @@
+"""``perfmodel trace``: a request trace replayed through the handoff model (``--grid``: every combination).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._draw import _save
+from ._parsing import (
+    _SWEEP,
+    UsageError,
+    _columns,
+    _data_file,
+    _given,
+    _name_value,
+    _positive_int,
+    _reader,
+    _table_options,
+)
+
+TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import perfmodel.plotting as pp
+
+    from .._fs import check_not_overlapping, output_folder
+    from ..io import write_table
+    from ..replay import replay_handoffs, summarize
+    from ..trace import read_trace
+
+    check_not_overlapping(args.out, [args.trace])  # before the (long) replay
+
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reported below, in one line
+        trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
+                           columns=_columns(args.column, TRACE_COLUMNS) or None)
+    if trace.attrs.get("skipped_lines"):
+        print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
+              file=sys.stderr)
+    config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link,
+              "kv_transfer_bandwidth": args.bandwidth, "decode_workers": args.decode_workers,
+              "decode_cache_blocks": args.cache_blocks, "routing": args.routing, "contention": args.contention,
+              "links": args.links, **_given(args)}
+    config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
+    axes = _grid_axes(args.grid) if args.grid else {}
+    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
+        if not {one, other} & {*config, *axes}:
+            raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
+        if {one, other} & set(config) and {one, other} & set(axes):
+            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and --{other.replace('_', '-')}: "
+                             "give one of them")
+    twice = sorted(set(config) & set(axes))
+    if twice:
+        raise UsageError(f"--grid {twice[0]}=... and its flag are both given: give its values in --grid only")
+    if axes:
+        return _trace_grid(args, trace, {**config, **axes}, axes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        replay = replay_handoffs(trace, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
+    for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line
+        print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
+    summary = summarize(replay)
+    out: Path = args.out
+    names = [f"replay.{args.format}", "summary.json", "replay.png"]
+    with output_folder(out, command="trace", names=names, inputs=[args.trace]) as stage:
+        write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0])
+        (stage / "summary.json").write_text(json.dumps(summary, indent=1))
+        fig = pp.replay_figure(replay)
+        _save(fig, stage / "replay.png")
+        plt.close(fig)
+    width = max(map(len, summary))
+    for key, value in summary.items():
+        print(f"{key:<{width}}  {value:,.4g}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
+    print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
+    return 0
+
+
+def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``--grid AXIS=V1,V2`` options as replay_grid axes."""
+    from ..replay import GRID_AXES
+
+    axes: dict[str, list[Any]] = {}
+    for spec in specs:
+        name, text = _name_value("--grid", spec, GRID_AXES, "decode_workers=4,8,16")
+        values: list[Any] = []
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            unbounded = name == "decode_cache_blocks" and part.lower() in ("none", "unbounded")
+            values.append(None if unbounded else _reader(name, f"--grid {name}")(part))
+        if name in axes:
+            raise UsageError(f"--grid: axis {name} is given twice; give its values once, e.g. {name}=A,B")
+        axes[name] = values
+    if not any(len(values) > 1 for values in axes.values()):
+        raise UsageError("--grid: no axis has more than one value, so there is nothing to compare; give an axis "
+                         "two values or more (e.g. --grid decode_workers=4,8), or replay without --grid")
+    return axes
+
+
+def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], axes: dict[str, list[Any]]) -> int:
+    """``perfmodel trace --grid``: replay every configuration (``config``: the flags' values and the grid's
+    ``axes``), write the table and figure, report the budgets."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    import perfmodel.plotting as pp
+
+    from .._fs import output_folder
+    from ..io import write_table
+    from ..replay import replay_grid
+
+    grid = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
+    out: Path = args.out
+    names = [f"grid.{args.format}", "grid.png"]
+    with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
+        write_table(grid, stage / names[0])
+        fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
+        _save(fig, stage / "grid.png")
+        plt.close(fig)
+    shown = [c for c in axes] + ["p50_ms", "p99_ms", "mean_queue_ms", "link_utilisation", "zero_delay_share"]
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
+        print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+        numeric = [c for c in axes if pd.api.types.is_numeric_dtype(grid[c])]
+        for budget in sorted(args.budget_ms):
+            meeting = grid[grid["p99_ms"] <= budget].sort_values([*numeric, "p99_ms"])
+            print(f"\np99 within {budget:g} ms: {len(meeting)} of {len(grid)} configurations"
+                  + (", the smallest first:" if len(meeting) else ""))
+            if len(meeting):
+                print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    print(f"\nwrote {out / names[0]} and {out / names[1]}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``perfmodel trace`` to the subcommands ``sub``."""
+    trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
+                           description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
+    trace.add_argument("trace", type=_data_file, help="trace file (.jsonl Mooncake, .csv Azure or generic), or "
+                       "dataset:NAME for a shipped trace (dataset:mooncake-synthetic, dataset:azure-code-2023)")
+    tm = trace.add_mutually_exclusive_group()
+    tm.add_argument("--model", metavar="NAME", help="model preset (or --grid model=...)")
+    tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    tl = trace.add_mutually_exclusive_group()
+    tl.add_argument("--link", metavar="NAME", help="link preset (or --grid link=...)")
+    tl.add_argument("--bandwidth", type=float, metavar="GBPS")
+    trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
+                       help="replay every combination: e.g. --grid decode_workers=4,8,16 link=ib-ndr,nvlink4 "
+                            "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
+    trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
+                       help="with --grid: report the configurations whose p99 handoff delay meets each budget")
+    trace.add_argument("--decode-workers", type=_positive_int, metavar="N", help="decode workers (default 1)")
+    trace.add_argument("--cache-blocks", type=int, metavar="N", help="LRU capacity per decode worker (default unbounded)")
+    trace.add_argument("--routing", choices=["prefix", "round_robin"], help="decode routing (default prefix)")
+    trace.add_argument("--contention", choices=["none", "fifo", "fair"], help="link sharing (default none)")
+    trace.add_argument("--links", type=_positive_int, metavar="N", help="identical links (default 1)")
+    _table_options(trace, _SWEEP, many=False, block_size="KV block (page) size (default 512)")
+    trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
+    trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
+                       help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "
+                            "hash_ids and ready_ms (prefill completion, ms or datetime) are (repeatable)")
+    trace.add_argument("--out", type=Path, required=True, metavar="DIR")
+    trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    trace.set_defaults(run=cmd_trace)

@@ -1,0 +1,273 @@
+"""What every figure shares: tick formats, line styles that read in greyscale, panel layouts with fixed
+margins, titles that name the options a figure holds fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import cycle
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
+
+_STYLES = ["-", "--", "-.", ":"]
+
+
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+_AXIS_LABELS = {
+    "num_input_tokens": "prompt length (tokens)",
+    "kv_transfer_bandwidth": "bandwidth (GB/s)",
+    "handoff_delay_ms": "handoff delay (ms)",
+    "kv_bytes_per_token": "KV bytes per token",
+    "cache_hit_ratio": "destination cache hit ratio",
+    "latency_ms": "latency (ms)",
+}
+
+
+def _si(value: float, _pos: Any = None) -> str:
+    """Compact tick labels: 512, 1k, 32k, 1M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _tokens(value: float, _pos: Any = None) -> str:
+    """Token-count tick labels in binary units, as prompt lengths are quoted: 512, 1k, 32k, 1M."""
+    for scale, suffix in ((2**20, "M"), (2**10, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:g}"
+
+
+class _PlainLogFormatter(LogFormatter):
+    """The log ticks matplotlib would label (decades; minor ticks too when few decades show), written as
+    plain numbers (0.01, 2, 10, 1k) rather than mathtext powers, which also cost ~10 ms each to render."""
+
+    def __call__(self, x: float, pos: Any = None) -> str:
+        return _si(x) if super().__call__(x, pos) else ""
+
+
+def _plain_log_axis(axis: Any) -> None:
+    """Plain-number labels on a decimal log axis (set after its scale: setting a scale resets them)."""
+    axis.set_major_formatter(_PlainLogFormatter(10))
+    axis.set_minor_formatter(_PlainLogFormatter(10))
+
+
+def _colorbar(fig: Any, mesh: Any, **kwargs: Any) -> Any:
+    """A colour bar; on a log scale with plain-number labels, its minor ticks only when under two decades show."""
+    bar = fig.colorbar(mesh, **kwargs)
+    norm = mesh.norm
+    if isinstance(norm, LogNorm):
+        _plain_log_axis(bar.ax.yaxis)
+        if norm.vmax / norm.vmin >= 100:
+            bar.minorticks_off()
+    return bar
+
+
+def _tokens_axis(axis: Any) -> None:
+    axis.set_major_locator(LogLocator(base=2, numticks=12))
+    axis.set_major_formatter(FuncFormatter(_tokens))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _log_log(ax: Axes, x: str, ylabel: str, *, legend_title: str | None = None, legend: bool = True) -> None:
+    """Log-log axes with token ticks on x (when x is prompt length), labels, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_log_axis(ax.yaxis)
+    if x == "num_input_tokens":
+        _tokens_axis(ax.xaxis)
+    ax.set_xlabel(_AXIS_LABELS.get(x, x))
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if legend:
+        ax.legend(title=legend_title, fontsize="small")
+
+
+def _ax(ax: Axes | None) -> Axes:
+    return plt.gca() if ax is None else ax
+
+
+def _styles() -> Iterable[dict[str, Any]]:
+    for i in cycle(range(len(_STYLES) * len(_MARKERS))):
+        yield {"linestyle": _STYLES[i % len(_STYLES)], "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4}
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"plot needs columns {missing}; the frame has {list(df.columns)}. "
+                         "Fix: pass a frame from perfmodel.sweep(...) or name the columns")
+
+
+def _one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:
+    if df.duplicated(list(keys)).any():
+        varying = [c for c in _varying(df) if c not in keys]
+        raise ValueError(f"{what}: several rows per {list(keys)} (the columns {varying} vary too). "
+                         f"Fix: select one value of each, e.g. df[df['{(varying or ['...'])[0]}'] == ...]")
+
+
+#: Columns a sweep computes (never an axis to tell lines apart by, unless swept directly).
+_OUTPUTS = ("handoff_delay_ms", "transfer_bytes")
+
+
+#: Columns a sweep derives from another axis (bytes per token from the model, bandwidth from the link).
+_DERIVED = {"kv_bytes_per_token": "model", "kv_transfer_bandwidth": "link"}
+
+
+def _varying(df: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """The axes with more than one value, in the frame's order (a sweep's axis order); a column
+    derived from an axis of the frame (bytes per token of ``model``) is not an axis of its own."""
+    derived = [c for c, source in _DERIVED.items() if source in df.columns]
+    return [c for c in df.columns if c not in (*_OUTPUTS, *exclude, *derived) and df[c].nunique(dropna=False) > 1]
+
+
+def _default_hue(df: pd.DataFrame, x: str) -> str | None:
+    """The one column that tells the lines apart when ``hue`` is not given (None: one line).
+
+    A column that is a function of another (``kv_bytes_per_token`` of ``model``,
+    ``kv_transfer_bandwidth`` of ``link``) does not count as a second varying axis.
+    """
+    varying = _varying(df, exclude=[x])
+    if not varying:
+        return None
+    candidates = [c for c in varying if not df.duplicated([x, c]).any()]
+    if candidates:
+        return candidates[0]
+    raise ValueError(f"delay_vs_tokens: several columns vary ({varying}), so one line per value of one of them "
+                     f"would mix the others. Fix: pass hue= one of them and select one value of the rest, e.g. "
+                     f"delay_vs_tokens(df[df[{varying[-1]!r}] == ...], hue={varying[0]!r})")
+
+
+def _label_of(hue: str | None, key: Any) -> str | None:
+    if key is None:
+        return None
+    return _si(key) + " GB/s" if hue == "kv_transfer_bandwidth" else str(key)
+
+
+def _budget_colorbar(bar: Any, budgets_ms: Sequence[float]) -> None:
+    """Mark latency budgets on a delay colour bar: each a line in its contour's style, labelled in ms."""
+    for budget, style in zip(budgets_ms, cycle(_STYLES)):
+        bar.ax.axhline(budget, color="white", linewidth=2.0, linestyle=style)
+    if budgets_ms:  # named on the bar's free side (its own ticks are on the other)
+        left = bar.ax.secondary_yaxis("left")
+        left.set_yticks(list(budgets_ms), [f"{b:g} ms" for b in budgets_ms])
+        left.yaxis.set_minor_locator(NullLocator())
+        left.tick_params(labelsize="small", length=4)
+
+
+#: The sweep axes that are options of a what-if (the panels of a figure), in sweep order.
+_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token", "link", "latency_ms",
+               "per_block_ms", "per_message_ms", "kv_layout", "mode", "cache_hit_ratio", "block_size", "state_bytes",
+               "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
+
+
+#: How a panel title names one option's value.
+_DESCRIPTIONS: dict[str, Any] = {
+    "model": str,
+    "kv_bytes_per_token": lambda v: f"{_si(v)} B/token",
+    "tp": lambda v: f"TP{v}",
+    "decode_tp": lambda v: f"to decode TP{v}",
+    "link": lambda v: f"over {v}",
+    "per_message_ms": lambda v: f"+{v * 1000:g} us/message",
+    "kv_layout": lambda v: f"{v} messages",
+    "kv_cache_dtype": lambda v: f"KV {v}",
+    "latency_ms": lambda v: f"+{v:g} ms latency",
+    "cache_hit_ratio": lambda v: f"{v:.0%} cached",
+    "block_size": lambda v: f"block {v}",
+    "state_bytes": lambda v: f"+{_si(v)} B state",
+    "scope": lambda v: "TP group bytes" if v == "group" else "one rank's bytes",
+    "per_block_ms": lambda v: f"+{v:g} ms/block",
+    "overlap": lambda v: "layer-wise" if v == "layerwise" else "after prefill",
+    "prefill_ms": lambda v: f"prefill {v:g} ms",
+    "prefill_tokens_per_s": lambda v: f"prefill {_si(v)} tok/s",
+    "layer_group": lambda v: f"{v} layers/group",
+    "layerwise_min_tokens": lambda v: f"layer-wise from {_tokens(v)}",
+}
+
+
+def _describe(key: Any, value: Any) -> str:
+    describe = _DESCRIPTIONS.get(key)
+    return describe(value) if describe else f"{key}={value}"
+
+
+def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[list[str], list[tuple], str]:
+    """The axes that vary (one panel per combination), the combinations, and a title for the fixed ones."""
+    present = [c for c in _PANEL_AXES if c in df.columns and c not in exclude]
+    panel_axes = [c for c in present if df[c].nunique() > 1 and not (c == "kv_bytes_per_token" and "model" in df)]
+    fixed = [c for c in present if c not in panel_axes and not (c == "kv_bytes_per_token" and "model" in df)]
+    keys = list(df[panel_axes].drop_duplicates().itertuples(index=False, name=None)) if panel_axes else [()]
+    if len(keys) > max_panels:
+        raise ValueError(f"{len(keys)} panels ({' x '.join(panel_axes)}) are too many for one figure. Fix: give "
+                         f"fewer values of {', '.join(panel_axes)} (at most {max_panels} combinations)")
+    title = ", ".join([*(_describe(c, df[c].iloc[0]) for c in fixed), *_defaults(df)])
+    return panel_axes, keys, title
+
+
+def _defaults(df: pd.DataFrame) -> list[str]:
+    """What a sweep of models assumed where it has no column: the models' own KV dtype, TP 1, one rank."""
+    if "model" not in df:
+        return []
+    return [text for column, text in (("kv_cache_dtype", "KV in the model's dtype"), ("tp", "TP1"),
+                                      ("scope", "one rank's bytes")) if column not in df]
+
+
+#: Margins of the figure-level layouts, in inches: fixed, so no layout engine has to measure every
+#: tick label at save time (constrained layout cost 0.6-0.7 s per figure of the main job).
+_MARGINS = dict(left=0.8, bottom=0.6, top=0.75, wspace=0.15, hspace=0.5)
+
+
+def _grid(n: int, width: float, height: float, right: float) -> tuple[Any, np.ndarray]:
+    """``n`` panels of ``width`` x ``height`` inches on a grid, with ``right`` inches kept for a legend or colour bar."""
+    columns = min(n, 2 if n <= 4 else 3)
+    rows = -(-n // columns)
+    m = _MARGINS
+    fig_width = m["left"] + columns * width + (columns - 1) * m["wspace"] + right
+    fig_height = m["bottom"] + rows * height + (rows - 1) * m["hspace"] + m["top"]
+    fig, axs = plt.subplots(rows, columns, figsize=(fig_width, fig_height), squeeze=False, sharex=True, sharey=True)
+    fig.subplots_adjust(left=m["left"] / fig_width, right=1 - right / fig_width, bottom=m["bottom"] / fig_height,
+                        top=1 - m["top"] / fig_height, wspace=m["wspace"] / width, hspace=m["hspace"] / height)
+    for ax in axs.flat[n:]:
+        ax.set_visible(False)
+    return fig, axs
+
+
+def _fixed_positions(axs: np.ndarray) -> None:
+    """Titles and axis labels at fixed offsets from their panels, and no minor ticks. matplotlib otherwise
+    measures every tick label of every shared panel at each draw to place them, and builds every minor
+    tick of every panel (together most of a figure's drawing time); the grid's margins leave the labels
+    room, and each panel keeps its major ticks and grid (decades, powers of two, swept values). A log
+    axis showing under two decades keeps its minor ticks, which then carry the labels."""
+    from matplotlib.transforms import ScaledTranslation
+
+    for ax in axs.flat:
+        if not ax.get_visible():
+            continue
+        ax.set_title(ax.get_title(), fontsize="medium", y=1.0)  # an explicit y turns the automatic placement off
+        below = ScaledTranslation(0, -24 / 72, ax.figure.dpi_scale_trans)
+        left = ScaledTranslation(-40 / 72, 0, ax.figure.dpi_scale_trans)
+        ax.xaxis.set_label_coords(0.5, 0.0, transform=ax.transAxes + below)
+        ax.yaxis.set_label_coords(0.0, 0.5, transform=ax.transAxes + left)
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = axis.get_view_interval()
+            if not (axis.get_scale() == "log" and 0 < low and high < 100 * low):  # few decades: minor labels
+                axis.set_minor_locator(NullLocator())
+
+
+def _side(fig: Any, right: float) -> tuple[float, float]:
+    """The left edge and width (figure fractions) of the space kept on the right of a :func:`_grid`."""
+    width = fig.get_figwidth()
+    return 1 - right / width, right / width
+
+
+def _suptitle(fig: Any, text: str) -> None:
+    """The figure's title, in the top margin above the panels' titles."""
+    fig.suptitle(text, fontsize="medium", y=1 - 0.12 / fig.get_figheight(), va="top")

@@ -1,0 +1,72 @@
+"""The figure of a calibration: measured transfers against a fitted link's (and others') predictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter
+
+from ..links import Link, get_link
+from ._style import _ax, _plain_log_axis, _si, _styles
+
+
+def calibration(
+    nbytes: Any, measured_ms: Any, link: Link, *, n_blocks: Any = None, n_messages: Any = None,
+    compare: Sequence[Link | str] = (), legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+) -> Axes:
+    """Measured transfer times against a fitted link's predictions (and other links', e.g. line rate).
+
+    Log-log over transfer size: the measurements as points, each link's prediction as a
+    line through the same sizes (and block counts), its largest relative error in the legend.
+
+    Parameters
+    ----------
+    nbytes, measured_ms
+        The measurements (bytes, ms), as given to :func:`perfmodel.fit_link`.
+    link
+        The fitted link.
+    n_blocks, n_messages
+        Blocks and messages of each measurement (for links with per-block and per-message costs).
+    compare
+        Other links (or preset names) drawn for comparison.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.plot` for the measurements.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np, perfmodel, perfmodel.plotting as pp
+    >>> nbytes = np.geomspace(1e4, 1e9, 8)
+    >>> measured = 0.05 + nbytes / 40e9 * 1000
+    >>> ax = pp.calibration(nbytes, measured, perfmodel.fit_link(nbytes, measured, name="fit"), compare=["ib-ndr"],
+    ...                     ax=plt.subplots()[1])
+    >>> [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
+    ['measured', 'fit', 'ib-ndr']
+    """
+    ax = _ax(ax)
+    x = np.asarray(nbytes, dtype=float)
+    t = np.asarray(measured_ms, dtype=float)
+    blocks, messages = (np.zeros_like(x) if n is None else np.broadcast_to(np.asarray(n, dtype=float), x.shape)
+                        for n in (n_blocks, n_messages))
+    order = np.argsort(x, kind="stable")
+    ax.plot(x[order], t[order], linestyle="none", **{"marker": "o", "color": "0.1", "label": "measured", **kwargs})
+    for candidate, style in zip([link, *map(get_link, compare)], _styles()):
+        predicted = np.asarray(candidate.transfer_ms(x, blocks, messages), dtype=float)
+        worst = float(np.max(np.abs(predicted - t) / t))
+        ax.plot(x[order], predicted[order], label=f"{candidate.name}: max error {worst:.0%}",
+                **{**style, "marker": None})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_axis(ax.yaxis)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _si(v) + "B"))
+    ax.set_xlabel("transfer size (bytes)")
+    ax.set_ylabel("transfer time (ms)")
+    ax.grid(True, which="major", alpha=0.3)
+    if legend:
+        ax.legend(fontsize="small")
+    return ax

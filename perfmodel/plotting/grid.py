@@ -1,0 +1,182 @@
+"""Figures of replay grids: percentiles across configurations, and which configurations meet a budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter
+
+from ._style import _ax, _colorbar, _plain_log_axis, _require, _styles
+
+_STATS = ("handoffs", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "mean_queue_ms", "link_utilisation",
+          "bytes_moved", "bytes_saved_by_prefix_reuse", "zero_delay_share")
+
+
+def _grid_axes(df: pd.DataFrame) -> list[str]:
+    """The configuration columns of a replay grid that vary: numeric ones (sizes: the natural x axis)
+    first, then labels, each in the grid's order."""
+    varying = [c for c in df.columns if c not in _STATS and df[c].nunique(dropna=False) > 1]
+    numeric = [c for c in varying if pd.api.types.is_numeric_dtype(df[c])]
+    return numeric + [c for c in varying if c not in numeric]
+
+
+def grid_percentiles(
+    df: pd.DataFrame, x: str | None = None, hue: str | None = None, *, stat: str = "p99_ms",
+    budget_ms: float | None = None, legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+) -> Axes:
+    """A replay grid's statistic (default the p99 handoff delay) against one configuration axis,
+    one line per value of another, with the budget marked.
+
+    Parameters
+    ----------
+    df
+        From :func:`perfmodel.replay_grid`.
+    x, hue
+        Configuration columns (default: the first two that vary); every other varying
+        column must be narrowed to one value first (the error names them).
+    stat
+        A summary column (``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ...).
+    budget_ms
+        A horizontal line at the budget.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.plot`.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> grid = perfmodel.replay_grid(perfmodel.synthetic_trace(800, 30, seed=0), model="llama-3.1-70b",
+    ...                              link=["ib-ndr", "8x ib-ndr"], decode_workers=[1, 2, 4], contention="fifo")
+    >>> ax = pp.grid_percentiles(grid, budget_ms=100, ax=plt.subplots()[1])
+    >>> ax.get_xlabel(), [line.get_label() for line in ax.get_lines()][:2]
+    ('decode_workers', ['ib-ndr', '8x ib-ndr'])
+    """
+    ax = _ax(ax)
+    varying = _grid_axes(df)
+    x = x or (varying[0] if varying else None)
+    if x is None:
+        raise ValueError("grid_percentiles: no configuration axis varies. Fix: pass a grid with a list on some axis")
+    if hue is None:
+        others = [c for c in varying if c != x]
+        hue = others[0] if others else None
+    _require(df, [x, stat] + ([hue] if hue else []))
+    rest = [c for c in varying if c not in (x, hue)]
+    if rest:
+        raise ValueError(f"grid_percentiles: the columns {rest} vary too. Fix: select one value of each, e.g. "
+                         f"df[df[{rest[0]!r}] == ...]")
+    groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
+    for (key, part), style in zip(groups, _styles()):
+        part = part.sort_values(x)
+        ax.plot(part[x].astype(str) if not pd.api.types.is_numeric_dtype(part[x]) else part[x], part[stat],
+                label=None if key is None else str(key), **{**style, **kwargs})
+    if budget_ms is not None:
+        ax.axhline(budget_ms, color="0.4", linewidth=0.8, linestyle=":")
+        ax.annotate(f"{budget_ms:g} ms\nbudget", (1.0, budget_ms), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", ha="left", va="center", fontsize="small", color="0.3",
+                    annotation_clip=False)  # beside the axes, never on the data
+    if pd.api.types.is_numeric_dtype(df[x]) and df[x].min() > 0 and df[x].max() / df[x].min() >= 4:
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xticks(sorted(df[x].unique()))
+    if stat.endswith("_ms"):
+        ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis)
+    ax.set_xlabel(x)
+    ax.set_ylabel(stat.replace("_ms", " handoff delay (ms)") if stat.endswith("_ms") else stat)
+    ax.grid(True, alpha=0.3)
+    if legend and hue:
+        ax.legend(title=hue, fontsize="small")
+    return ax
+
+
+def grid_budget(
+    df: pd.DataFrame, x: str | None = None, y: str | None = None, *, stat: str = "p99_ms", budget_ms: float,
+    ax: Axes | None = None, **kwargs: Any,
+) -> Axes:
+    """Which configurations meet the budget: a replay grid's statistic over two configuration axes,
+    each cell labelled with its value, the cells within budget outlined and ticked.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> grid = perfmodel.replay_grid(perfmodel.synthetic_trace(800, 30, seed=0), model="llama-3.1-70b",
+    ...                              link=["ib-ndr", "8x ib-ndr"], decode_workers=[1, 2, 4], contention="fifo")
+    >>> ax = pp.grid_budget(grid, budget_ms=100, ax=plt.subplots()[1])
+    >>> ax.get_xlabel(), ax.get_ylabel()
+    ('decode_workers', 'link')
+    """
+    ax = _ax(ax)
+    varying = _grid_axes(df)
+    x = x or (varying[0] if varying else None)
+    y = y or next((c for c in varying if c != x), None)
+    if x is None or y is None:
+        raise ValueError("grid_budget: needs two configuration axes that vary. Fix: pass x= and y=")
+    _require(df, [x, y, stat])
+    rest = [c for c in varying if c not in (x, y)]
+    if rest:
+        raise ValueError(f"grid_budget: the columns {rest} vary too. Fix: select one value of each, e.g. "
+                         f"df[df[{rest[0]!r}] == ...]")
+    table = df.pivot_table(index=y, columns=x, values=stat, aggfunc="first", observed=True, sort=False)
+    values = table.to_numpy(float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size and positive.max() > positive.min() \
+        else None
+    mesh = ax.imshow(values, norm=norm, **{"cmap": "viridis", "aspect": "auto", **kwargs})
+    _colorbar(ax.figure, mesh, ax=ax, label=stat)
+    for (row, column), value in np.ndenumerate(values):
+        met = value <= budget_ms
+        ax.text(column, row, f"{value:.3g}" + (" ✓" if met else ""), ha="center", va="center", fontsize="small",
+                color="white" if norm is None or norm(value) < 0.6 else "black",
+                fontweight="bold" if met else "normal")
+        if met:
+            ax.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=2))
+    ax.set_xticks(range(len(table.columns)), [str(c) for c in table.columns])
+    ax.set_yticks(range(len(table.index)), [str(i) for i in table.index])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    what = stat.replace("_ms", " handoff delay (ms)") if stat.endswith("_ms") else stat
+    ax.set_title(f"{what}; ✓ within {budget_ms:g} ms", fontsize="medium")
+    return ax
+
+
+def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_ms") -> Any:
+    """A replay grid at a glance: the statistic against the first varying axis (a line per value of
+    the second), and which configurations meet the budget. Other varying axes: one row of panels each.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> grid = perfmodel.replay_grid(perfmodel.synthetic_trace(500, 30, seed=0), model="llama-3.1-70b",
+    ...                              link=["ib-ndr", "8x ib-ndr"], decode_workers=[1, 2], contention="fifo")
+    >>> len(pp.replay_grid_figure(grid, budget_ms=100).axes)  # two panels and a colour bar
+    3
+    """
+    varying = _grid_axes(df)
+    if not varying:
+        raise ValueError("replay_grid_figure: no configuration axis varies. Fix: give a list on some axis")
+    x, hue = varying[0], (varying[1] if len(varying) > 1 else None)
+    rest = varying[2:]
+    keys = list(df[rest].drop_duplicates().itertuples(index=False, name=None)) if rest else [()]
+    if len(keys) > 8:
+        raise ValueError(f"{len(keys)} rows of panels ({' x '.join(rest)}) are too many for one figure. Fix: give "
+                         "fewer values, or plot parts of the grid with grid_percentiles and grid_budget")
+    fig, axs = plt.subplots(len(keys), 2 if hue else 1, figsize=(12 if hue else 6, 4.2 * len(keys)), squeeze=False,
+                            layout="constrained")
+    for row, key in zip(axs, keys):
+        part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(rest, key)])] if rest else df
+        grid_percentiles(part, x, hue, stat=stat, budget_ms=budget_ms, ax=row[0])
+        if key:
+            row[0].set_title(", ".join(f"{c}={v}" for c, v in zip(rest, key)), fontsize="medium")
+        if hue:
+            grid_budget(part, x, hue, stat=stat, budget_ms=budget_ms, ax=row[1])
+    return fig

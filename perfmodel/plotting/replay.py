@@ -1,0 +1,196 @@
+"""Figures of trace replays: delay distributions, comparisons of replays, and transfers in flight over time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from ._style import _AXIS_LABELS, _ax, _log_log, _one_row_per, _plain_log_axis, _require, _si, _styles, _tokens
+
+
+def _series(data: Any) -> dict[str, np.ndarray]:
+    """Delays by label, from a Series/array, a replay/facade frame, or a mapping of those."""
+    if isinstance(data, Mapping):
+        return {str(k): next(iter(_series(v).values())) for k, v in data.items()}
+    if isinstance(data, pd.DataFrame):
+        _require(data, ["handoff_delay_ms"])
+        data = data["handoff_delay_ms"]
+    label = getattr(data, "name", None) or "handoff_delay_ms"
+    values = pd.Series(data).to_numpy(dtype=float, na_value=np.nan)
+    return {str(label): values[np.isfinite(values)]}
+
+
+def delay_cdf(
+    data: Any, *, percentiles: Sequence[float] = (50, 90, 99), ax: Axes | None = None,
+) -> Axes:
+    """Distribution (empirical CDF) of handoff delays, with percentiles marked.
+
+    Parameters
+    ----------
+    data
+        Delays in ms: a Series or array, a frame with a ``handoff_delay_ms`` column
+        (a replay, the facade's output assigned), or a mapping label -> either.
+        Missing delays (no handoff) are left out.
+    percentiles
+        Percentiles marked on each line (default p50, p90, p99).
+    ax
+        Axes to draw on (default: the current Axes).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> import numpy as np, perfmodel.plotting as pp
+    >>> ax = pp.delay_cdf({"ib-ndr": np.linspace(1, 100, 50), "nvlink4": np.linspace(0.1, 10, 50)}, ax=ax)
+    >>> [text.get_text() for text in ax.get_legend().get_texts()]
+    ['ib-ndr', 'nvlink4']
+    """
+    ax = _ax(ax)
+    for (label, values), style in zip(_series(data).items(), _styles()):
+        if values.size == 0:
+            continue
+        ordered = np.sort(values)
+        fraction = np.arange(1, ordered.size + 1) / ordered.size
+        zero = float(np.mean(ordered <= 0))
+        if zero:  # a log axis cannot show 0 ms (e.g. full prefix-cache hits): say how many there are
+            label = f"{label} ({zero:.1%} at 0 ms)"
+        line, = ax.step(ordered, fraction, where="post", label=label, linestyle=style["linestyle"])
+        marks = np.percentile(ordered, percentiles)
+        ax.plot(marks, np.asarray(percentiles) / 100, linestyle="none", marker=style["marker"],
+                color=line.get_color())
+        for p, value in zip(percentiles, marks):
+            ax.annotate(f"p{p:g} {value:.3g} ms", (value, p / 100), textcoords="offset points", xytext=(4, -10),
+                        fontsize="x-small", color=line.get_color())
+    ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis)
+    ax.set_ylim(0, 1.02)  # fraction axis stays linear
+    ax.set_xlabel(_AXIS_LABELS["handoff_delay_ms"])
+    ax.set_ylabel("fraction of handoffs")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return ax
+
+
+def compare(
+    before: Any, after: Any, *, labels: tuple[str, str] = ("before", "after"), x: str = "num_input_tokens",
+    ax: Axes | None = None,
+) -> Axes:
+    """One what-if against another.
+
+    Two sweep frames (one row per ``x``): both delay curves, the gap shaded, and the
+    speed-up at the largest ``x`` written on the plot. Anything else (per-request delays:
+    Series, arrays, replay frames): their two CDFs, as :func:`delay_cdf` draws them.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> tokens = [1024, 8192, 65536]
+    >>> ib = perfmodel.sweep(link="ib-ndr", model="llama-3.1-70b", num_input_tokens=tokens)
+    >>> nv = perfmodel.sweep(link="nvlink4", model="llama-3.1-70b", num_input_tokens=tokens)
+    >>> ax = pp.compare(ib, nv, labels=("400G InfiniBand", "NVLink 4"), ax=ax)
+    >>> [line.get_label() for line in ax.get_lines()]
+    ['400G InfiniBand', 'NVLink 4']
+    """
+    ax = _ax(ax)
+    if not (isinstance(before, pd.DataFrame) and isinstance(after, pd.DataFrame) and x in before and x in after):
+        return delay_cdf({labels[0]: before, labels[1]: after}, ax=ax)
+    for frame, what in ((before, labels[0]), (after, labels[1])):
+        _require(frame, [x, "handoff_delay_ms"])
+        _one_row_per(frame, [x], f"compare ({what})")
+    merged = pd.merge(before[[x, "handoff_delay_ms"]], after[[x, "handoff_delay_ms"]], on=x, suffixes=("_0", "_1"))
+    if merged.empty:
+        raise ValueError(f"compare: the two frames share no {x} values. Fix: sweep the same {x} grid for both")
+    merged = merged.sort_values(x)
+    for column, label, style in zip(("handoff_delay_ms_0", "handoff_delay_ms_1"), labels, _styles()):
+        ax.plot(merged[x], merged[column], label=label, **style)
+    ax.fill_between(merged[x], merged["handoff_delay_ms_0"], merged["handoff_delay_ms_1"], color="0.6", alpha=0.25)
+    last = merged.iloc[-1]
+    if last["handoff_delay_ms_1"] > 0:
+        ratio = last["handoff_delay_ms_0"] / last["handoff_delay_ms_1"]
+        where = _tokens(last[x]) if x == "num_input_tokens" else _si(last[x])
+        ax.annotate(f"{ratio:.3g}x at {where}", (last[x], last["handoff_delay_ms_1"]),
+                    textcoords="offset points", xytext=(-6, 8), ha="right", fontsize="small")
+    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"])
+    return ax
+
+
+def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | None = None) -> Axes:
+    """Transfers in flight over time, from a trace replay (``start_ms``/``end_ms`` per transfer).
+
+    Few transfers are drawn exactly (a step each time one starts or ends); many (or
+    ``bins`` given) as the mean number in flight per time bin, computed exactly from the
+    step function's integral, so a long replay stays readable.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> import pandas as pd, perfmodel.plotting as pp
+    >>> replay = pd.DataFrame({"start_ms": [0.0, 1.0, 5.0], "end_ms": [2.0, 3.0, 6.0]})
+    >>> pp.link_timeline(replay, ax=ax).get_ylabel()
+    'transfers in flight'
+    """
+    ax = _ax(ax)
+    _require(replay, ["start_ms", "end_ms"])
+    done = replay[["start_ms", "end_ms"]].dropna()
+    done = done[done["end_ms"] > done["start_ms"]]
+    times = np.concatenate([done["start_ms"].to_numpy(), done["end_ms"].to_numpy()]) / 1000.0
+    steps = np.concatenate([np.ones(len(done)), -np.ones(len(done))])
+    order = np.lexsort((steps, times))  # at equal times, ends before starts
+    times, busy = times[order], np.cumsum(steps[order])
+    if bins is None:
+        bins = 0 if len(done) <= 250 else 300
+    if bins and times.size:
+        # integral of the step function at each event, then linear between events: exact bin means
+        integral = np.concatenate([[0.0], np.cumsum(busy[:-1] * np.diff(times))])
+        edges = np.linspace(times[0], times[-1], bins + 1)
+        mean = np.diff(np.interp(edges, times, integral)) / np.diff(edges)
+        ax.stairs(mean, edges, fill=True, color="0.6", alpha=0.5)
+        ax.stairs(mean, edges, color="0.2", linewidth=0.8, label=f"mean per {np.diff(edges)[0]:.3g} s")
+        ax.legend(fontsize="small")
+    else:
+        ax.step(times, busy, where="post", color="0.2", linewidth=0.8)
+        ax.fill_between(times, busy, step="post", color="0.6", alpha=0.4)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("transfers in flight")
+    ax.grid(True, alpha=0.3)
+    return ax
+
+
+def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
+    """A trace replay at a glance: the delay CDF (percentiles marked) and the transfers in flight.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> replay = perfmodel.replay_handoffs(perfmodel.synthetic_trace(300, 10, seed=0), "ib-ndr", "llama-3.1-8b")
+    >>> len(pp.replay_figure(replay).axes)
+    2
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    attrs = replay.attrs
+    label = label or ", ".join(str(v) for v in (f"{attrs['contention']} contention" if "contention" in attrs else None,
+                                                 attrs.get("mode")) if v)
+    delay_cdf({label or "handoff_delay_ms": replay}, ax=axes[0])
+    link_timeline(replay, ax=axes[1])
+    return fig

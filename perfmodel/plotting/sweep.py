@@ -1,0 +1,416 @@
+"""Figures of sweeps: delay against prompt length, delay over bandwidth and prompt length with budget
+contours, and the bandwidth a budget requires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import cycle
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from ..links import LINKS, Link, get_link
+from ._style import (
+    _AXIS_LABELS,
+    _MARGINS,
+    _STYLES,
+    _ax,
+    _budget_colorbar,
+    _colorbar,
+    _default_hue,
+    _describe,
+    _fixed_positions,
+    _grid,
+    _label_of,
+    _log_log,
+    _one_row_per,
+    _panels,
+    _plain_log_axis,
+    _require,
+    _si,
+    _side,
+    _styles,
+    _suptitle,
+    _tokens,
+    _tokens_axis,
+)
+
+
+def delay_vs_tokens(
+    df: pd.DataFrame, hue: str | None = None, *, x: str = "num_input_tokens", budgets_ms: Sequence[float] = (),
+    legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+) -> Axes:
+    """Handoff delay against prompt length, log-log, one line per value of ``hue``.
+
+    Series that coincide (e.g. two links of the same bandwidth) are drawn once, with
+    both names in the legend ("ib-ndr = roce-400g"), so no line hides another.
+
+    Parameters
+    ----------
+    df
+        A sweep frame (``num_input_tokens`` and ``handoff_delay_ms`` columns).
+    hue
+        The column that tells the lines apart (e.g. ``"link"``, ``"model"``,
+        ``"kv_transfer_bandwidth"``). Default: the one column that varies besides ``x``
+        (an error names them when several do); one line when none does.
+    x
+        The x column (default prompt length in tokens).
+    budgets_ms
+        Horizontal reference lines (latency budgets, ms).
+    legend
+        Draw a legend (figure-level layouts draw one for all panels instead).
+    ax
+        Axes to draw on (default: the current Axes).
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.plot` (e.g. ``linewidth``, ``alpha``).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> df = perfmodel.sweep(num_input_tokens=[1024, 8192, 32768], kv_transfer_bandwidth=[12.5, 50, 450],
+    ...                      kv_bytes_per_token=131072)
+    >>> ax = pp.delay_vs_tokens(df, budgets_ms=[50], ax=ax)   # hue: the one varying axis
+    >>> [line.get_label() for line in ax.get_lines()][:3]
+    ['12.5 GB/s', '50 GB/s', '450 GB/s']
+    """
+    ax = _ax(ax)
+    _require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []))
+    if hue is None:
+        hue = _default_hue(df, x)
+    _one_row_per(df, [x] + ([hue] if hue else []), "delay_vs_tokens")
+    groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
+    drawn: list[tuple[Any, np.ndarray, np.ndarray]] = []  # (line, x, y) of the series drawn so far
+    styles = _styles()
+    for key, part in groups:
+        part = part.sort_values(x)
+        xs, ys = part[x].to_numpy(float), part["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
+        label = _label_of(hue, key)
+        same = next((line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys,
+                                                                                                 equal_nan=True)), None)
+        if same is not None:  # coincides with a line already drawn: one line, both names
+            same.set_label(f"{same.get_label()} = {label}")
+            continue
+        line, = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
+        drawn.append((line, xs, ys))
+    for budget in budgets_ms:  # labelled at the left, above the line: delays grow with x, so no data is there
+        ax.axhline(budget, color="0.4", linewidth=0.8, linestyle=":")
+        ax.annotate(f"{budget:g} ms budget", (0.01, budget), xycoords=("axes fraction", "data"), ha="left",
+                    va="bottom", fontsize="small", color="0.3")
+    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
+    return ax
+
+
+def _mark_links(ax: Axes, links: Sequence[Link | str], *, names: bool) -> None:
+    """Links at their bandwidth on a bandwidth y axis: a dotted line across, the names (those at one
+    bandwidth together) on the right-hand axis when ``names``."""
+    low, high = sorted(ax.get_ylim())
+    at = {bandwidth: name for bandwidth, name in _link_names(links).items() if low <= bandwidth <= high}
+    for bandwidth, name in at.items():
+        ax.axhline(bandwidth, color="white", linewidth=0.7, linestyle=(0, (1, 2)), alpha=0.9)
+        if names:  # beside the axes, at the line's height (a text each: a secondary axis costs 25 ms a panel)
+            ax.annotate(name, (1, bandwidth), xycoords=ax.get_yaxis_transform(), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize="small", annotation_clip=False)
+
+
+def _link_names(links: Sequence[Link | str]) -> dict[float, str]:
+    """Each bandwidth among ``links`` and the names of the links at it (``"ib-ndr = roce-400g"``)."""
+    at: dict[float, list[str]] = {}
+    for link in map(get_link, links):
+        at.setdefault(link.effective_bandwidth_gb_s, []).append(link.name)
+    return {bandwidth: " = ".join(names) for bandwidth, names in at.items()}
+
+
+def _edges(values: np.ndarray, log: bool) -> np.ndarray:
+    """Cell edges around sorted cell centres: midpoints, geometric on a log axis (cells look even)."""
+    if values.size == 1:
+        return values * np.array([0.5, 2.0]) if log else values + np.array([-0.5, 0.5])
+    inner = np.sqrt(values[:-1] * values[1:]) if log else (values[:-1] + values[1:]) / 2
+    first = values[0] ** 2 / inner[0] if log else 2 * values[0] - inner[0]
+    last = values[-1] ** 2 / inner[-1] if log else 2 * values[-1] - inner[-1]
+    return np.concatenate([[first], inner, [last]])
+
+
+def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray, ys: np.ndarray,
+                           z: np.ndarray) -> tuple | None:
+    """The budget's contour from the model itself (bandwidth needed over prompt length), where it applies:
+    a full-prompt grid of prompt length x bandwidth with one bytes-per-token and latency, and only if it
+    agrees with every cell (any other option, e.g. layer-wise streaming, makes the cells disagree: None)."""
+    from ..sweeps import required_bandwidth
+
+    if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth") or "transfer_bytes" not in df:
+        return None
+    if "mode" in df and (df["mode"] != "full_prompt").any():
+        return None
+    tokens = df["num_input_tokens"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = df["transfer_bytes"].to_numpy(float) / tokens
+    ratio = ratio[tokens > 0]
+    if ratio.size == 0 or not np.all(ratio == ratio[0]):  # bytes not one constant per token (several models,
+        return None                                       # windows, states): no single curve
+    latency = df["latency_ms"].iloc[0] if "latency_ms" in df and df["latency_ms"].nunique() == 1 else \
+        (None if "latency_ms" in df else 0.0)
+    if latency is None:
+        return None
+    per_token, latency = float(ratio[0]), float(latency)
+    needed = required_bandwidth(xs, per_token, budget_ms=budget, latency_ms=latency)
+    known = np.isfinite(z)
+    if ((z <= budget) != (ys[:, None] >= needed[None, :] * (1 - 1e-9)))[known].any():
+        return None
+    dense = np.geomspace(max(xs.min(), 1), xs.max(), 400)
+    return dense, required_bandwidth(dense, per_token, budget_ms=budget, latency_ms=latency)
+
+
+def heatmap(
+    df: pd.DataFrame, x: str = "num_input_tokens", y: str = "kv_transfer_bandwidth", *,
+    budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (), colorbar: bool = True,
+    ax: Axes | None = None, **kwargs: Any,
+) -> Axes:
+    """Handoff delay over a 2-D grid, log colour scale, with the budgets' contours and the links marked.
+
+    Each cell is centred on a swept value (cell edges halfway between neighbours,
+    geometrically on a log axis); with a dozen values or fewer, the ticks are the swept
+    values themselves. On a prompt length x bandwidth grid of a full-prompt sweep, the
+    budget contours are the model's own answer (:func:`perfmodel.required_bandwidth`,
+    exact, not interpolated between cells); on other grids they are interpolated.
+
+    Parameters
+    ----------
+    df
+        A sweep frame with exactly one row per (``x``, ``y``) pair.
+    x, y
+        The grid's columns (default prompt length and bandwidth, log-scaled when they
+        span more than 20x).
+    budgets_ms
+        Delays (ms) at which contour lines are drawn; the colour bar marks each with its line
+        style (labels beside the data, never on it).
+    links
+        Links (names or :class:`perfmodel.Link`) marked at their bandwidth on a bandwidth
+        ``y`` axis: a dotted line across, the name on the right-hand axis.
+    colorbar
+        Draw a colour bar (figure-level layouts draw one shared bar instead).
+    ax
+        Axes to draw on (default: the current Axes).
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.pcolormesh` (e.g. ``cmap``, ``norm``).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> import numpy as np, perfmodel, perfmodel.plotting as pp
+    >>> df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(10, 900, 20),
+    ...                      num_input_tokens=2 ** np.arange(7, 18))
+    >>> ax = pp.heatmap(df, ax=ax)
+    >>> ax.get_xlabel()
+    'prompt length (tokens)'
+    """
+    ax = _ax(ax)
+    _require(df, [x, y, "handoff_delay_ms"])
+    _one_row_per(df, [x, y], "heatmap")
+    grid = df.pivot_table(index=y, columns=x, values="handoff_delay_ms", aggfunc="first", observed=True)
+    xs, ys, z = grid.columns.to_numpy(float), grid.index.to_numpy(float), grid.to_numpy(float)
+    positive = z[np.isfinite(z) & (z > 0)]
+    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
+    logs = {}
+    for axis_name, column, values in (("x", x, xs), ("y", y, ys)):  # scales first: labels are placed in display space
+        logs[axis_name] = bool(values.min() > 0 and values.max() / values.min() > 20)
+        if logs[axis_name]:
+            getattr(ax, f"set_{axis_name}scale")("log", base=2 if column == "num_input_tokens" else 10)
+            if column != "num_input_tokens":
+                _plain_log_axis(getattr(ax, f"{axis_name}axis"))
+        if column == "num_input_tokens":
+            _tokens_axis(getattr(ax, f"{axis_name}axis"))
+        if values.size <= 12:  # the swept values are the ticks
+            getattr(ax, f"set_{axis_name}ticks")(values)
+            getattr(ax, f"{axis_name}axis").set_minor_formatter(NullFormatter())
+            getattr(ax, f"{axis_name}axis").set_major_formatter(FuncFormatter(
+                _tokens if column == "num_input_tokens" else _si))
+    mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z,
+                         **{"norm": norm, "cmap": "viridis", **kwargs})
+    levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
+    for budget, style in zip(levels, cycle(_STYLES)):
+        curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
+        if curve is not None:
+            ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
+        elif len(xs) > 1 and len(ys) > 1:
+            ax.contour(xs, ys, z, levels=[budget], colors="white", linewidths=1.2, linestyles=style)
+    ax.set_xlim(*_edges(xs, logs["x"])[[0, -1]])
+    ax.set_ylim(*_edges(ys, logs["y"])[[0, -1]])
+    if links and y == "kv_transfer_bandwidth":
+        _mark_links(ax, links, names=True)
+    if colorbar:
+        _budget_colorbar(_colorbar(ax.figure, mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"]), levels)
+    ax.set_xlabel(_AXIS_LABELS.get(x, x))
+    ax.set_ylabel(_AXIS_LABELS.get(y, y))
+    return ax
+
+
+def required_bandwidth(
+    num_input_tokens: Sequence[int], kv_bytes_per_token: Any, budgets_ms: Sequence[float] = (10, 50, 100), *,
+    latency_ms: float = 0.0, links: Iterable[Link | str] | None = None, ax: Axes | None = None,
+) -> Axes:
+    """Bandwidth needed to stay within each budget, against prompt length, with link presets marked.
+
+    Parameters
+    ----------
+    num_input_tokens
+        Prompt lengths to draw (tokens).
+    kv_bytes_per_token
+        Bytes per token, or a model preset name or config.
+    budgets_ms
+        One line per latency budget (ms).
+    latency_ms
+        Per-transfer latency included in the requirement (ms).
+    links
+        Links drawn as horizontal reference lines (default: every preset).
+    ax
+        Axes to draw on (default: the current Axes).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> import perfmodel.plotting as pp
+    >>> ax = pp.required_bandwidth([1024, 8192, 131072], "llama-3.1-70b", budgets_ms=[50], ax=ax)
+    >>> ax.get_lines()[0].get_label()
+    '50 ms budget'
+    """
+    from ..sweeps import required_bandwidth as needed
+
+    ax = _ax(ax)
+    tokens = np.sort(np.asarray(num_input_tokens, dtype=float))
+    for budget, style in zip(budgets_ms, _styles()):
+        ax.plot(tokens, needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms), label=f"{budget:g} ms budget",
+                **style)
+    shown = [LINKS[k] if isinstance(k, str) and k in LINKS else k for k in (links if links is not None else LINKS)]
+    for link in map(get_link, shown):
+        ax.axhline(link.effective_bandwidth_gb_s, color="0.5", linewidth=0.7, linestyle=":")
+        ax.annotate(link.name, (0.01, link.effective_bandwidth_gb_s), xycoords=("axes fraction", "data"),
+                    va="bottom", fontsize="x-small", color="0.3")
+    _log_log(ax, "num_input_tokens", "required bandwidth (GB/s)")
+    return ax
+
+
+def delay_vs_tokens_figure(
+    df: pd.DataFrame, *, hue: str | None = None, budgets_ms: Sequence[float] = (50,), max_panels: int = 16,
+) -> Any:
+    """Delay against prompt length for a whole sweep: one panel per combination of the options that
+    vary (model, KV dtype, TP, latency, mode...), one line per ``hue`` value, one shared legend,
+    and the options that do not vary in the title.
+
+    Parameters
+    ----------
+    df
+        A sweep frame.
+    hue
+        The column that tells the lines apart (default ``link``, else ``kv_transfer_bandwidth``,
+        when it varies).
+    budgets_ms
+        Horizontal reference lines (ms).
+    max_panels
+        More combinations than this is an error (name fewer values).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> df = perfmodel.sweep(model=["llama-3.1-8b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"],
+    ...                      link=["ib-ndr", "nvlink4"], num_input_tokens=[1024, 8192, 32768])
+    >>> fig = pp.delay_vs_tokens_figure(df)
+    >>> [ax.get_title() for ax in fig.axes]
+    ['llama-3.1-8b, KV bf16', 'llama-3.1-8b, KV fp8', 'deepseek-v3, KV bf16', 'deepseek-v3, KV fp8']
+    """
+    if hue is None:
+        hue = next((c for c in ("link", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
+    panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
+    # the legend's room, in inches: its longest entry (small type) or its title (medium type)
+    labels_width = max([len(_label_of(hue, v)) for v in df[hue].unique()] + [1.25 * len(hue)] if hue else [0]) \
+        * 0.09 + 1.0
+    fig, axs = _grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
+    for ax, key in zip(axs.flat, keys):
+        part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
+        delay_vs_tokens(part, hue=hue, budgets_ms=budgets_ms, legend=False, ax=ax)
+        ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        ax.label_outer()
+    _fixed_positions(axs)
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axs.flat[:len(keys)]), key=lambda hl: len(hl[1]))
+    if labels:
+        left, _ = _side(fig, labels_width)
+        fig.legend(handles, labels, title=hue, loc="center left", bbox_to_anchor=(left + 0.005, 0.5),
+                   fontsize="small")
+    _suptitle(fig, "handoff delay" + (f" ({title})" if title else ""))
+    return fig
+
+
+def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (),
+                   max_panels: int = 16) -> Any:
+    """Delay over prompt length x bandwidth for a sweep: one heatmap per combination of the options
+    that vary, on one shared colour scale, with the budgets' contours (marked on the colour bar),
+    ``links`` marked at their bandwidths (named beside the right-hand panels) and the fixed options
+    in the title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import numpy as np, perfmodel, perfmodel.plotting as pp
+    >>> df = perfmodel.sweep(model=["llama-3.1-8b", "qwen3-32b"], kv_transfer_bandwidth=np.geomspace(1, 1000, 31),
+    ...                      num_input_tokens=2 ** np.arange(7, 18))
+    >>> [ax.get_title() for ax in pp.heatmap_figure(df).axes[:2]]
+    ['llama-3.1-8b', 'qwen3-32b']
+    """
+    _require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
+    panel_axes, keys, title = _panels(df, ["kv_transfer_bandwidth", "link"], max_panels)
+    names = max(map(len, _link_names(links).values()), default=0) * 0.075 + 0.15 if links else 0.0
+    fig, axs = _grid(len(keys), 4.4, 3.2, right=1.3 + names)
+    fig.subplots_adjust(wspace=(_MARGINS["wspace"] + names) / 4.4)
+    delays = df["handoff_delay_ms"].to_numpy(float)
+    positive = delays[np.isfinite(delays) & (delays > 0)]
+    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
+    mesh = None
+    for ax, key in zip(axs.flat, keys):
+        part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
+        heatmap(part, budgets_ms=budgets_ms, colorbar=False, norm=norm, ax=ax)
+        if links:
+            _mark_links(ax, links, names=True)
+        mesh = ax.collections[0]
+        ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        ax.label_outer()
+    _fixed_positions(axs)
+    if mesh is not None:
+        left, width = _side(fig, 1.3)
+        bottom, top = fig.subplotpars.bottom, fig.subplotpars.top
+        bar = _colorbar(fig, mesh, cax=fig.add_axes((left + 0.2 * width, bottom, 0.15 * width, top - bottom)),
+                        label=_AXIS_LABELS["handoff_delay_ms"])
+        _budget_colorbar(bar, [b for b in sorted(budgets_ms) if norm is not None and norm.vmin < b < norm.vmax])
+    _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
+    return fig
