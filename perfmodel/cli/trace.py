@@ -133,15 +133,38 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
         print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-        numeric = [c for c in axes if pd.api.types.is_numeric_dtype(grid[c])]
         for budget in sorted(args.budget_ms):
-            meeting = grid[grid["p99_ms"] <= budget].sort_values([*numeric, "p99_ms"])
+            meeting = smallest_first(grid[grid["p99_ms"] <= budget], axes)
             print(f"\np99 within {budget:g} ms: {len(meeting)} of {len(grid)} configurations"
-                  + (", the smallest first:" if len(meeting) else ""))
+                  + (", the smallest first (numbers ascending, names in the order given):" if len(meeting) else ""))
             if len(meeting):
                 print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     print(f"\nwrote {out / names[0]} and {out / names[1]}")
     return 0
+
+
+def smallest_first(rows: Any, axes: dict[str, list[Any]]) -> Any:
+    """The grid's ``rows`` ordered by their configuration: axis by axis in the order given, numbers
+    ascending and names (links, models) in the order the axis lists them; never by a result.
+
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"decode_workers": [8, 8, 4, 4], "link": ["ib-ndr", "8x ib-ndr"] * 2,
+    ...                      "p99_ms": [40.0, 5.0, 45.0, 6.0]})
+    >>> smallest_first(rows, {"decode_workers": [8, 4], "link": ["ib-ndr", "8x ib-ndr"]}).values.tolist()
+    [[4, 'ib-ndr', 45.0], [4, '8x ib-ndr', 6.0], [8, 'ib-ndr', 40.0], [8, '8x ib-ndr', 5.0]]
+    """
+    import pandas as pd
+
+    keys = {}
+    for name, values in axes.items():
+        column = rows[name]
+        if pd.api.types.is_numeric_dtype(column):
+            keys[name] = column.to_numpy()
+        else:
+            position = {str(v): k for k, v in enumerate(values)}
+            keys[name] = column.astype(str).map(position).to_numpy()
+    order = pd.DataFrame(keys, index=rows.index).sort_values(list(keys), kind="stable").index
+    return rows.loc[order]
 
 
 def register(sub: Any) -> None:
