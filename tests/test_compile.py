@@ -189,3 +189,15 @@ def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch
     assert (current / "perfmodel-source.txt").read_text().strip() == str(Path(_compat.__file__).resolve().parent)
     assert _compat.clear_cache() > 0 and foreign.exists()
     assert not [f for f, _, _ in _compat.cache_entries()]
+
+
+def test_the_cache_command_lists_and_clears(tmp_path):
+    from perfmodel import _compat
+
+    entry = _entry(tmp_path, _compat._version_folder(), _compat._install_folder())
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path)}
+    listing = subprocess.run([sys.executable, "-m", "perfmodel", "cache"], capture_output=True, text=True, env=env)
+    assert listing.returncode == 0 and f"{entry.parent.name}/{entry.name}  current" in listing.stdout, listing
+    cleared = subprocess.run([sys.executable, "-m", "perfmodel", "cache", "--clear"], capture_output=True, text=True,
+                             env=env)
+    assert cleared.returncode == 0 and "removed" in cleared.stdout and not entry.exists(), cleared
