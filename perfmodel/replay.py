@@ -143,7 +143,9 @@ def replay_handoffs(
       blocks, unbounded when None). A request's blocks enter its worker's cache when its
       transfer ends (so a block still in flight is not a hit).
     - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
-      to ``block_size`` (SEMANTICS rule 2); ``"full_prompt"`` charges the whole prompt.
+      to ``block_size`` (SEMANTICS rule 2; default 512, the hash block of Mooncake traces,
+      so that a cached prefix is whole blocks: :func:`perfmodel.sweep` defaults to 64, a
+      common engine page size); ``"full_prompt"`` charges the whole prompt.
       ``cached_tokens`` reports the worker's cached prefix in both modes. A trace without
       ``hash_ids`` has no prefix information: every block is missing, and the block
       rounding makes destination_missing cost slightly *more* than full_prompt (a warning

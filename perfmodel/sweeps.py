@@ -68,7 +68,8 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
       fraction of the prompt already cached at the destination; with it, ``mode``
       defaults to destination_missing) and ``block_size`` (tokens per KV block, default
-      64): destination_missing rows are charged block-rounded, as
+      64, a common engine page size; :func:`perfmodel.replay_handoffs` defaults to 512, the
+      hash block of Mooncake traces): destination_missing rows are charged block-rounded, as
       :func:`perfmodel.destination_missing_tokens` computes.
     - fidelity (all off unless given): ``per_block_ms`` (cost per KV block, added to a
       link's own; needs ``block_size``), ``per_message_ms`` (cost per message, added to a

@@ -124,7 +124,7 @@ def register(sub: Any) -> None:
     sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    _table_options(sweep, _SWEEP, many=True, block_size="for --cache-hit and per-block costs (default 64)")
+    _table_options(sweep, _SWEEP, many=True, block_size="for --cache-hit and per-block costs (default 64, a common engine page size; perfmodel trace defaults to 512, a Mooncake hash block)")
     sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
                        help="output folder (default %(default)s)")
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")

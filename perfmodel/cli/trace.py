@@ -189,7 +189,7 @@ def register(sub: Any) -> None:
     trace.add_argument("--routing", choices=["prefix", "round_robin"], help="decode routing (default prefix)")
     trace.add_argument("--contention", choices=["none", "fifo", "fair"], help="link sharing (default none)")
     trace.add_argument("--links", type=_positive_int, metavar="N", help="identical links (default 1)")
-    _table_options(trace, _SWEEP, many=False, block_size="KV block (page) size (default 512)")
+    _table_options(trace, _SWEEP, many=False, block_size="KV block (page) size (default 512: the Mooncake trace's hash block, so a cached prefix is whole blocks; perfmodel sweep defaults to 64)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "
