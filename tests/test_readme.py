@@ -131,3 +131,26 @@ def test_the_readme_is_a_short_users_guide():
     assert not re.search(r"\bsessions?\b|\(issue [0-9]+\)|\.\./shared|tried and reverted|this workspace", text, re.I)
     for link in re.findall(r"\]\((docs/[^)#]+)\)", text):
         assert (ROOT / link).exists(), link
+
+
+@pytest.mark.exhaustive
+def test_the_sdist_runs_its_own_tests(tmp_path):
+    """The source distribution carries its tests' conftest, references and data, the changelog and the
+    citation: unpacked, a few of its tests run against its own package."""
+    import tarfile
+
+    pytest.importorskip("build")
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "dist"), str(ROOT)], check=True,
+                   capture_output=True, timeout=600)
+    archive = next((tmp_path / "dist").glob("perfmodel-*.tar.gz"))
+    with tarfile.open(archive) as sdist:
+        sdist.extractall(tmp_path / "src", filter="data")
+    tree = next((tmp_path / "src").iterdir())
+    for name in ("CHANGELOG.md", "CITATION.cff", "tests/conftest.py", "tests/__init__.py", "tests/reference.py",
+                 "tests/reference_replay.py", "tests/data", ".ci/run", "docs/_static/delay_vs_tokens.png"):
+        assert (tree / name).exists(), name
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", "0", "-m", "not exhaustive",
+                           "tests/test_models.py", "tests/test_trace.py::test_read_mooncake_sample",
+                           "tests/test_readme.py::test_the_readme_is_a_short_users_guide", "-W", "ignore"],
+                          cwd=tree, capture_output=True, text=True, timeout=900, env={**_environment(), "PYTHONPATH": str(tree)})
+    assert done.returncode == 0 and " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
