@@ -57,12 +57,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
               "links": args.links, **_given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
-    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
+    for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
+                             ("link", "kv_transfer_bandwidth", "--bandwidth")):
         if not {one, other} & {*config, *axes}:
-            raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
+            raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
         if {one, other} & set(config) and {one, other} & set(axes):
-            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and --{other.replace('_', '-')}: "
-                             "give one of them")
+            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and {flag}: give one of them")
     twice = sorted(set(config) & set(axes))
     if twice:
         raise UsageError(f"--grid {twice[0]}=... and its flag are both given: give its values in --grid only")
