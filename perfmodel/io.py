@@ -10,7 +10,8 @@ Rules every command follows (user files are precious):
   keep their Arrow types (nullable integers stay integers); CSV fields are carried as text
   (typed only for a typed output, and then only where the whole column converts without
   loss); JSON values are Python's own (any integer exact), with the union of the keys of
-  all lines as columns. Floats are written with round-trip precision.
+  all lines as columns. Floats are written with round-trip precision, except the results perfmodel
+  computed, which CSV and JSON lines carry to 13 significant digits (the model's precision; Parquet: every bit).
 - **Atomic outputs**: a file is written to a temporary name beside its target and renamed
   onto it when complete; an output folder receives only perfmodel's own files (listed in
   its ``.perfmodel-output.json``), staged in a hidden folder and moved in when all are
@@ -418,8 +419,9 @@ class TableWriter:
     temporary file); ``kind`` comes from the final name.
     """
 
-    def __init__(self, path: Path, kind: FileFormat) -> None:
+    def __init__(self, path: Path, kind: FileFormat, *, rounded: Sequence[str] = ()) -> None:
         self.path, self.kind = path, kind
+        self.rounded = () if kind.format == "parquet" else tuple(rounded)  # see write_table
         self.columns: list[Any] | None = None
         self._parquet: Any = None
         self._stream: Any = None
@@ -434,6 +436,9 @@ class TableWriter:
         if self.kind.format == "parquet":
             self._write_parquet(df)
             return
+        floats = [name for name in self.rounded if name in df.columns and pd.api.types.is_float_dtype(df[name].dtype)]
+        if floats:
+            df = df.assign(**{name: _significant_column(df[name]) for name in floats})
         if self._stream is None:
             self._stream = _io.TextIOWrapper(_open_output(self.path, self.kind.compression), encoding="utf-8",
                                              newline="")
@@ -481,21 +486,47 @@ class TableWriter:
                 self._stream.close()
 
 
-def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
+#: Significant digits of the computed columns a text table is written with (``write_table(rounded=...)``):
+#: the model's own precision (SEMANTICS: within 1e-12 of upstream; 13 digits are within 5e-13), without
+#: the last bits of float arithmetic (``6.710886400000001``).
+SIGNIFICANT_DIGITS = 13
+
+
+def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:
+    """Floats rounded to ``digits`` significant digits (whole numbers, zeros, NaN, infinities and magnitudes
+    below 1e-280 as they are).
+
+    >>> significant(np.array([6.710886400000001, 263.19257600000003, 13159628800.0, np.nan]))
+    array([6.7108864000e+00, 2.6319257600e+02, 1.3159628800e+10,          nan])
+    >>> [repr(float(v)) for v in significant(np.array([6.710886400000001, 0.1 + 0.2]))]
+    ['6.7108864', '0.3']
+    """
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        magnitude = np.floor(np.log10(np.abs(values)))
+        scale = 10.0 ** (digits - 1 - magnitude)
+        rounded = np.round(values * scale) / scale
+    keep = ~np.isfinite(rounded) | (values == np.floor(values)) | (np.abs(values) < 1e-280)
+    return np.where(keep, values, rounded)
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike, *, rounded: Sequence[str] = ()) -> Path:
     """Write a frame as CSV, Parquet or JSON lines (format and compression from the name), atomically.
 
-    Floats are written to the last bit (shortest round-trip form):
+    Floats are written to the last bit (shortest round-trip form), except the float columns named in
+    ``rounded`` (results perfmodel computed), which text formats carry to :data:`SIGNIFICANT_DIGITS`
+    significant digits; Parquet keeps every bit:
 
     >>> import pandas as pd, pyarrow.csv, tempfile, pathlib
     >>> target = pathlib.Path(tempfile.mkdtemp()) / "t.csv.gz"
-    >>> _ = write_table(pd.DataFrame({"x": [0.1 + 0.2]}), target)
-    >>> pyarrow.csv.read_csv(target).column("x").to_pylist()  # pandas 2's read_csv would round it: 0.3
-    [0.30000000000000004]
+    >>> _ = write_table(pd.DataFrame({"x": [0.1 + 0.2], "delay_ms": [6.710886400000001]}), target, rounded=["delay_ms"])
+    >>> pyarrow.csv.read_csv(target).to_pylist()  # pandas 2's read_csv would round x: 0.3
+    [{'x': 0.30000000000000004, 'delay_ms': 6.7108864}]
     """
     path = Path(path)
     kind = detect(path)
     with atomic_file(path) as tmp:
-        writer = TableWriter(tmp, kind)
+        writer = TableWriter(tmp, kind, rounded=rounded)
         try:
             writer.write(df)
         except BaseException:
@@ -503,6 +534,12 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
             raise
         writer.close()
     return path
+
+
+def _significant_column(column: pd.Series) -> pd.Series:
+    """A float column (numpy or nullable) with :func:`significant` values, its missing entries kept."""
+    values = significant(column.to_numpy(dtype=np.float64, na_value=np.nan))
+    return pd.Series(values, index=column.index, name=column.name).astype(column.dtype)
 
 
 # --- the delay job over files --------------------------------------------------------------
@@ -627,7 +664,7 @@ def delay_file(
     if not source.exists():
         raise FileNotFoundError(2, "no such file", str(source))
     with atomic_file(target) as tmp:
-        writer = TableWriter(tmp, kind)
+        writer = TableWriter(tmp, kind, rounded=[_RESULT])  # (the input's columns as they are)
         try:
             report = delay_rows(source, writer, chunk_rows=chunk_rows, errors=errors, progress=progress,
                                 keywords=keywords)

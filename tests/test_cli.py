@@ -312,3 +312,13 @@ def test_errors_name_flags_that_exist():
     flags = set(re.findall(r"--[a-z][a-z-]+", done.stderr))
     known = set(re.findall(r"--[a-z][a-z-]+", run("trace", "--help").stdout))
     assert flags and flags <= known, flags - known
+
+
+def test_result_columns_carry_no_float_noise(tmp_path):
+    """6.710886400000001 ms is 6.7108864 ms: computed columns are written to 13 significant digits (within
+    the model's 1e-12), the inputs as given."""
+    done = run("sweep", "--model", "llama-3.1-70b", "--link", "ib-ndr", "--tokens", "1k,3k", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "sweep.csv").read_text()
+    assert "6.7108864," in text or "6.7108864\n" in text, text
+    assert not re.search(r"\d\.\d*0000000\d\b|\d\.\d*9999999\d\b", text), text

@@ -69,7 +69,7 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
     from ..io import write_table
 
     df = perfmodel.sweep(**axes)
-    write_table(df, stage / table_name)
+    write_table(df, stage / table_name, rounded=[c for c in df.columns if c not in axes])  # (results: 13 digits)
     draw_heatmap = None
     if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
         grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}

@@ -77,7 +77,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     out: Path = args.out
     names = [f"replay.{args.format}", "summary.json", "replay.png"]
     with output_folder(out, command="trace", names=names, inputs=[args.trace]) as stage:
-        write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0])
+        write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0],
+                    rounded=[c for c in replay.columns if c not in trace.columns])  # (results: 13 digits)
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
         fig = pp.replay_figure(replay)
         _save(fig, stage / "replay.png")
@@ -125,7 +126,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     out: Path = args.out
     names = [f"grid.{args.format}", "grid.png"]
     with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
-        write_table(grid, stage / names[0])
+        write_table(grid, stage / names[0], rounded=[c for c in grid.columns if c not in axes])
         fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
         _save(fig, stage / "grid.png")
         plt.close(fig)
