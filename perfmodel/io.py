@@ -11,7 +11,7 @@ Rules every command follows (user files are precious):
   (typed only for a typed output, and then only where the whole column converts without
   loss); JSON values are Python's own (any integer exact), with the union of the keys of
   all lines as columns. Floats are written with round-trip precision, except the results perfmodel
-  computed, which CSV and JSON lines carry to 13 significant digits (the model's precision; Parquet: every bit).
+  computed, which CSV carries to 13 significant digits (the model's precision; Parquet, JSON lines: every bit).
 - **Atomic outputs**: a file is written to a temporary name beside its target and renamed
   onto it when complete; an output folder receives only perfmodel's own files (listed in
   its ``.perfmodel-output.json``), staged in a hidden folder and moved in when all are
@@ -421,7 +421,7 @@ class TableWriter:
 
     def __init__(self, path: Path, kind: FileFormat, *, rounded: Sequence[str] = ()) -> None:
         self.path, self.kind = path, kind
-        self.rounded = () if kind.format == "parquet" else tuple(rounded)  # see write_table
+        self.rounded = tuple(rounded) if kind.format == "csv" else ()  # see write_table
         self.columns: list[Any] | None = None
         self._parquet: Any = None
         self._stream: Any = None
@@ -486,7 +486,7 @@ class TableWriter:
                 self._stream.close()
 
 
-#: Significant digits of the computed columns a text table is written with (``write_table(rounded=...)``):
+#: Significant digits of the computed columns a CSV table is written with (``write_table(rounded=...)``):
 #: the model's own precision (SEMANTICS: within 1e-12 of upstream; 13 digits are within 5e-13), without
 #: the last bits of float arithmetic (``6.710886400000001``).
 SIGNIFICANT_DIGITS = 13
@@ -514,8 +514,8 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, *, rounded: Sequence[
     """Write a frame as CSV, Parquet or JSON lines (format and compression from the name), atomically.
 
     Floats are written to the last bit (shortest round-trip form), except the float columns named in
-    ``rounded`` (results perfmodel computed), which text formats carry to :data:`SIGNIFICANT_DIGITS`
-    significant digits; Parquet keeps every bit:
+    ``rounded`` (results perfmodel computed), which CSV carries to :data:`SIGNIFICANT_DIGITS`
+    significant digits; Parquet and JSON lines keep every bit:
 
     >>> import pandas as pd, pyarrow.csv, tempfile, pathlib
     >>> target = pathlib.Path(tempfile.mkdtemp()) / "t.csv.gz"
