@@ -40,7 +40,7 @@ from ._coerce import check_errors
 from ._fs import MANIFEST, atomic_file, check_not_overlapping, output_folder
 from .errors import Errors, InputError
 
-__all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "output_folder", "read_chunks", "write_table"]
+__all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "output_folder", "read_chunks", "significant", "write_table"]
 
 _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl",
             ".ndjson": "jsonl"}
@@ -494,7 +494,22 @@ SIGNIFICANT_DIGITS = 13
 
 def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:
     """Floats rounded to ``digits`` significant digits (whole numbers, zeros, NaN, infinities and magnitudes
-    below 1e-280 as they are).
+    below 1e-280 as they are): how CSV outputs carry perfmodel's computed columns.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Floats (any shape).
+    digits : int
+        Significant digits to keep (default :data:`SIGNIFICANT_DIGITS`, 13).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, of the shape of ``values``.
+
+    Examples
+    --------
 
     >>> significant(np.array([6.710886400000001, 263.19257600000003, 13159628800.0, np.nan]))
     array([6.7108864000e+00, 2.6319257600e+02, 1.3159628800e+10,          nan])
