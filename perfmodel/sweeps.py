@@ -489,11 +489,12 @@ def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
 
 @documented(extra={name: _INVERSE[name] for name in ("budget_ms", "inputs")})
 def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
-                      **inputs: Any) -> np.float64 | NDArray[np.float64]:
+                      **inputs: Any) -> np.int64 | np.float64 | NDArray[np.int64] | NDArray[np.float64]:
     """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
 
-    Whole numbers as float64 (``inf`` where every prompt fits: a token costs 0 bytes,
-    the bandwidth is infinite, or a model keeps only a window or fixed state that fits).
+    A count of tokens, int64; float64 when some answer is beyond int64 or unbounded: ``inf`` where every prompt
+    fits (a token costs 0 bytes, the bandwidth is infinite, or a model keeps only a window or
+    fixed state that fits).
     Checked against the forward model, so
     ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
     For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
@@ -509,20 +510,23 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
 
     Returns
     -------
-    numpy.float64 or numpy.ndarray
-        Tokens: the longest prompt whose handoff, and every shorter one's, meets the budget.
+    numpy.int64 or numpy.ndarray
+        Tokens: the longest prompt whose handoff, and every shorter one's, meets the budget (int64;
+        float64 with ``inf`` where every prompt fits).
 
     Examples
     --------
     >>> from perfmodel import max_tokens_within
     >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[10.0, 50.0])
-    array([1525., 7629.])
+    array([1525, 7629])
     >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50.0)
-    np.float64(7629.0)
+    np.int64(7629)
     >>> max_tokens_within("ib-ndr", "gpt-oss-120b", budget_ms=50.0)  # 2x the prompt of full attention
-    np.float64(67688.0)
+    np.int64(67688)
     >>> max_tokens_within("nixl-ucx-rdma", "llama-3.1-70b", budget_ms=50.0, block_size=16)  # 0.73 us per message
-    np.float64(1769.0)
+    np.int64(1769)
+    >>> max_tokens_within(float("inf"), "llama-3.1-70b", budget_ms=50.0)  # every prompt fits
+    np.float64(inf)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(budget, kv_transfer_bandwidth, kv_bytes_per_token, *inputs.values())
@@ -556,4 +560,7 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
 
         start = np.clip(np.nan_to_num(tokens[search], posinf=2**53), 0, 2**53 - 1).astype(np.int64) + 1
         tokens[search] = _least_true(start, too_long, 2**53) - 1
-    return _answer(shape, np.where(every, np.inf, tokens))
+    answer = np.where(every, np.inf, tokens)
+    if not every.any() and bool((answer < 2.0**63).all()):  # a count; float64 only for inf or beyond int64
+        answer = answer.astype(np.int64)
+    return _answer(shape, answer)
