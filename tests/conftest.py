@@ -12,6 +12,21 @@ hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") 
 
 
 
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true",
+                     help="add the slow end-to-end checks (marked exhaustive) to the run; -m exhaustive runs only them")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The exhaustive checks are left out unless --exhaustive adds them or a -m expression chooses."""
+    if config.getoption("--exhaustive") or config.option.markexpr:
+        return
+    kept = [item for item in items if "exhaustive" not in item.keywords]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if "exhaustive" in item.keywords])
+        items[:] = kept
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_user_presets(tmp_path_factory):
     """Tests never read or write the user's own presets (nor cache the kernels beside them)."""
