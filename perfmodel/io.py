@@ -61,6 +61,13 @@ class FileFormat:
 def detect(path: str | os.PathLike) -> FileFormat:
     """The format and compression of a file, from its name (the one detection every reader and writer uses).
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file name.
+
+    Examples
+    --------
     >>> detect("requests.csv.gz")
     FileFormat(format='csv', compression='gzip')
     >>> detect("delays.parquet")
@@ -116,6 +123,15 @@ def read_chunks(path: str | os.PathLike, chunk_rows: int = 1_000_000, *, output_
     over the whole file); CSV fields as text (for a Parquet or JSON output: int64, float64
     or bool where every field of the whole file converts exactly). Typing JSON or CSV
     takes one extra pass over the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A CSV, Parquet or JSON-lines file.
+    chunk_rows : int
+        Rows per chunk.
+    output_format : str
+        The format the chunks will be written in (how text columns are kept).
 
     Examples
     --------
@@ -532,6 +548,17 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, *, rounded: Sequence[
     ``rounded`` (results perfmodel computed), which CSV carries to :data:`SIGNIFICANT_DIGITS`
     significant digits; Parquet and JSON lines keep every bit:
 
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    path : str or os.PathLike
+        Its file (format and compression from the name).
+    rounded : sequence of str
+        Float columns CSV writes to :data:`SIGNIFICANT_DIGITS` significant digits.
+
+    Examples
+    --------
     >>> import pandas as pd, pyarrow.csv, tempfile, pathlib
     >>> target = pathlib.Path(tempfile.mkdtemp()) / "t.csv.gz"
     >>> _ = write_table(pd.DataFrame({"x": [0.1 + 0.2], "delay_ms": [6.710886400000001]}), target, rounded=["delay_ms"])
@@ -653,6 +680,21 @@ def delay_file(
     model and link names included). Every other column is passed through losslessly.
     Rows are numbered from 1 in error messages, which count invalid rows over the
     whole file. The output is written atomically: on any error, nothing is written.
+
+    Parameters
+    ----------
+    input_path : str or os.PathLike
+        The requests: CSV, Parquet or JSON lines (compression from the name).
+    output_path : str or os.PathLike
+        Where the requests go with a ``handoff_delay_ms`` column added.
+    chunk_rows : int
+        Rows read and computed at a time.
+    errors : {'raise', 'coerce'}
+        As :func:`perfmodel.handoff_delay_ms`.
+    progress : bool, optional
+        A progress bar (default: on a terminal).
+    **keywords
+        The inputs of :func:`perfmodel.handoff_delay_ms` (values or column names).
 
     Returns
     -------

@@ -334,6 +334,15 @@ def save_link(link: Link, *, source: str = "") -> Path:
     """Save ``link`` as a user preset under its name: every entry point then accepts the name
     (``kv_transfer_bandwidth="our-rdma"``, ``--link our-rdma``). Returns the presets file.
 
+    Parameters
+    ----------
+    link : Link
+        The link (its name is the preset's).
+    source : str
+        Where it comes from, shown by ``perfmodel links``.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_link(Link("our-rdma", 48.0, latency_ms=0.1), source="measured in the lab")
     >>> get_link("2x our-rdma").bandwidth_gb_s

@@ -176,6 +176,17 @@ def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
     """Save a Hugging Face config (dict, ``config.json`` path or its folder) as a user model preset:
     every entry point then accepts ``name``. The KV-relevant fields are checked first.
 
+    Parameters
+    ----------
+    name : str
+        The preset's name.
+    config : ModelConfig
+        A Hugging Face config, or the path of a config.json or its folder.
+    source : str
+        Where it comes from, shown by ``perfmodel models``.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
     >>> kv_bytes("my-llama", 10)
@@ -580,6 +591,13 @@ def kv_messages(
 def layer_count(config: ModelConfig) -> int:
     """The number of transformer layers of a model (name, config or path).
 
+    Parameters
+    ----------
+    config : ModelConfig
+        A Hugging Face config (a mapping).
+
+    Examples
+    --------
     >>> layer_count("llama-3.1-70b")
     80
     """

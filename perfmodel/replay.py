@@ -248,6 +248,15 @@ class PreparedTrace:
 def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace:
     """Check a trace and remap its block hashes to dense ids: the work every replay of it shares.
 
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace as :func:`perfmodel.read_trace` reads it.
+    ready_ms : array-like or str, optional
+        When each handoff may start (a column name or values); default: arrivals.
+
+    Examples
+    --------
     >>> from perfmodel.replay import prepare_trace
     >>> from perfmodel import synthetic_trace
     >>> prepare_trace(synthetic_trace(100, 10, seed=0)).tokens.shape

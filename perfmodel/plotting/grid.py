@@ -71,6 +71,10 @@ def grid_percentiles(
         A summary column (``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ...).
     budget_ms
         A horizontal line at the budget.
+    legend
+        Whether to draw the legend.
+    ax
+        Where to draw (default: the current Axes).
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.plot`.
 
@@ -134,6 +138,21 @@ def grid_budget(
     """Which configurations meet the budget: a replay grid's statistic over two configuration axes,
     each cell labelled with its value, the cells within budget outlined and ticked.
 
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        From :func:`perfmodel.replay_grid`.
+    x, y : str, optional
+        Configuration columns (default: the first two that vary).
+    stat : str
+        A summary column.
+    budget_ms : float
+        The budget the cells are checked against.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.imshow`.
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
@@ -183,6 +202,15 @@ def grid_budget(
 def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_ms") -> Any:
     """A replay grid at a glance: the statistic against the first varying axis (a line per value of
     the second), and which configurations meet the budget. Other varying axes: one row of panels each.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        From :func:`perfmodel.replay_grid`.
+    budget_ms : float
+        The budget.
+    stat : str
+        A summary column (default the p99 handoff delay).
 
     Examples
     --------

@@ -403,6 +403,17 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     ``links`` marked at their bandwidths (named beside the right-hand panels) and the fixed options
     in the title.
 
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A sweep over ``num_input_tokens`` and ``kv_transfer_bandwidth``.
+    budgets_ms : sequence of float
+        The budgets drawn as contours.
+    links : sequence of Link or str
+        Links marked at their bandwidths.
+    max_panels : int
+        The most panels drawn.
+
     Returns
     -------
     matplotlib.figure.Figure
