@@ -207,8 +207,9 @@ assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_ty
 
 
 #: Up to this many rows, a scalar among the three main inputs beside an array of them is spread to an array
-#: (:func:`_kernel_record`): one compiled form for the small calls instead of one per mix (each a compile
-#: of 1-3 s on a cold cache), for a copy that costs microseconds. Larger calls keep their scalars.
+#: (:func:`_kernel_record`) and every optional output is written: one compiled form for the small calls
+#: instead of one per mix (each a compile of 1-3 s on a cold cache), for copies that cost microseconds.
+#: Larger calls keep their scalars and write only the outputs asked for.
 SPREAD_MAX_ROWS = 65_536
 _MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandwidth"),
          ARGUMENTS.index("kv_bytes_per_token"))
@@ -220,12 +221,17 @@ def _spread(value: Any, n: int) -> np.ndarray:
     return _read_only(np.full(n, value, dtype=np.int64 if whole else np.float64))
 
 
+def _small(args: list[_Arg], n: int) -> bool:
+    """Whether a call is small enough to take the one compiled form of small calls (arrays among its inputs)."""
+    return n <= SPREAD_MAX_ROWS and any(args[i].is_array for i in _MAIN)
+
+
 def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1) -> tuple:
     """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
-    if 1 < n <= SPREAD_MAX_ROWS and any(args[i].is_array for i in _MAIN):
+    if _small(args, n):
         for i in _MAIN:
             if not args[i].is_array:
                 values[i] = _spread(values[i], n) if i == _MAIN[0] else _read_only(np.full(n, values[i]))
@@ -642,7 +648,11 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel(_kernel_record(args, capped, n), out, missing, parallel, num_threads, bytes_out)
+    written_missing, written_bytes = missing, bytes_out
+    if _small(args, n):  # (and its every output written: a form without them would be another compile)
+        written_missing = np.empty(n, dtype=np.bool_) if missing is None else missing
+        written_bytes = np.empty(n) if bytes_out is None else bytes_out
+    n_invalid = _run_kernel(_kernel_record(args, capped, n), out, written_missing, parallel, num_threads, written_bytes)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))

@@ -97,6 +97,8 @@ a = perfmodel.handoff_delay_ms(tokens, 50.0, 327_680)
 b = perfmodel.handoff_delay_ms(tokens, np.array([50.0, 25.0, 1.0]), 327_680)
 c = perfmodel.handoff_delay_ms(tokens, np.array([50.0, 25.0, 1.0]), np.array([327_680.0, 1e6, 3.0]))
 d = perfmodel.handoff_delay_ms(4096, np.array([50.0, 25.0, 1.0]), 1e6)
+perfmodel.required_bandwidth([1024, 4096], "llama-3.1-70b", budget_ms=50)   # (one row's arrays, bytes written)
+perfmodel.max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50)
 assert a.tolist() == [1024 * 327_680 / (50.0 * 1e9) * 1000.0, 32768 * 327_680 / (50.0 * 1e9) * 1000.0,
                       7 * 327_680 / (50.0 * 1e9) * 1000.0], a
 assert d.tolist() == [4096 * 1e6 / (bw * 1e9) * 1000.0 for bw in (50.0, 25.0, 1.0)], d
