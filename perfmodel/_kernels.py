@@ -38,7 +38,7 @@ def loop_helper(function):
     (numba issues 2345 and 2350), ~50-100 ns a call, as much as the helper's own work (the replay's four
     helpers: 0.25 -> 0.15 s per 1M requests, measured). Such a helper cannot allocate arrays or return
     one (numba refuses to compile it then); views of its arguments are safe while they do not outlive the call."""
-    return jit(_nrt=False)(function)
+    return jit(**_compat.no_reference_counting())(function)
 
 
 def _at(values, i):
@@ -223,12 +223,14 @@ def current_chunk(tokens, chunk_tokens):
 def messages_of(charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens):
     """Messages one rank posts for ``charged`` tokens of a ``tokens``-token prompt (0 without a block size):
     each layer kind's kept tokens in blocks (a window or chunk layer's at most its window or current
-    chunk) times its messages per block, and the states' messages when tokens move."""
+    chunk) times its messages per block, and the states' messages (a state moves with every handoff)."""
     if not block_size > 0:
         return 0.0
     current = current_chunk(tokens, chunk_tokens)
+    if state < 0:  # kv_layout "block" with windows and chunks but no full attention: the longer-kept layer's blocks
+        return np.ceil(max(min(charged, window_tokens), min(charged, current)) / block_size)
     return (np.ceil(charged / block_size) * full + np.ceil(min(charged, window_tokens) / block_size) * window
-            + np.ceil(min(charged, current) / block_size) * chunk + (state if charged > 0 else 0.0))
+            + np.ceil(min(charged, current) / block_size) * chunk + state)
 
 
 @jit
@@ -253,9 +255,10 @@ def _handoff_row(inputs, i):
                | _outside(m, _M) | _outside(d, _D) | _outside(s, _S) | _outside(lat, _LAT) | _outside(fb, _FB))
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
-    # chunked layers add their capped bytes; a fixed state moves with the tokens (none when nothing is charged).
+    # chunked layers add their capped bytes; a fixed state moves once per handoff, even when no token is charged
+    # (the newest upstream's rule).
     nbytes = (charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t)
-              + (s if charged > 0 else 0.0))
+              + s)
     block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), charged)
     message_cost, message_invalid = _message_cost(_at(pm, i), _at(bs, i), _at(fm, i), _at(wm, i), _at(cm, i),
                                                   _at(sm, i), _at(wt, i), _at(ct, i), charged, t)

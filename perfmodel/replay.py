@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _coerce, _resolve
-from ._coerce import whole_numbers
+from . import _coerce, _inputs, _resolve
 from ._codes import TransferMode
+from ._coerce import whole_numbers
 from ._inputs import INPUTS, LAYERWISE, _group_beyond_layers, check_option, layerwise_given, layerwise_overlaps
 from .errors import InputError, check_choice, check_whole
 from .handoff import checked
@@ -37,10 +37,13 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
     column = trace["hash_ids"]
     try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
-        lists = pa.array(column, type=_HASH_TYPE) if isinstance(column.dtype, pd.ArrowDtype) else \
-            pa.array(column.to_list(), type=_HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
+        lists = pa.array(column) if isinstance(column.dtype, pd.ArrowDtype) else pa.array(column.to_list())
+        if isinstance(lists.type, (pa.ListType, pa.LargeListType)) and pa.types.is_floating(lists.type.value_type):
+            _whole_block_ids(trace, lists)  # (a cast would truncate 1.5 and 1.7 to one id: invented cache hits)
+        lists = lists.cast(_HASH_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+        raise InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
+                         "of whole block ids (one per block, within 64-bit integers)") from None
     if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
         lists = lists.combine_chunks()
     if lists.null_count:
@@ -80,6 +83,25 @@ def _notice_first_compile() -> None:
         _compat.notice_first_compile("replay", _replay.replay, FIRST_COMPILE_S)
 
 
+def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
+    """Refuse block ids given as floats that are not whole numbers (or not finite), naming the first request."""
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    flat = pc.list_flatten(lists)
+    values = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    known = pc.is_valid(flat).to_numpy(zero_copy_only=False)  # (nulls are refused as unknown blocks later)
+    with np.errstate(invalid="ignore"):
+        bad = known & ~((np.floor(values) == values) & (np.abs(values) < 2.0**63))
+    if bad.any():
+        first = int(np.argmax(bad))
+        row = int(pc.list_parent_indices(lists).to_numpy()[first])
+        raise InputError("trace column 'hash_ids'", f"{int(bad.sum())} block id(s) are not whole numbers, first at "
+                         f"row {trace.index[row]!r}: {values[first]!r}", "give whole block ids (a fractional id "
+                         "would be truncated into another block's, inventing cache hits)")
+
+
 def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
     """The dense ids of integer ``values`` (their ranks among the distinct values) and how many there
     are, through a bitmap of their range, its two passes shared by ``threads`` threads.
@@ -117,6 +139,7 @@ def replay_handoffs(
     latency_ms: float = 0.0,
     per_block_ms: float = 0.0,
     per_message_ms: float = 0.0,
+    fallback_delay_ms: float = 0.0,
     state_bytes: Any = None,
     ready_ms: Any = None,
     overlap: Literal["none", "layerwise"] = "none",
@@ -143,8 +166,8 @@ def replay_handoffs(
       blocks, unbounded when None). A request's blocks enter its worker's cache when its
       transfer ends (so a block still in flight is not a hit).
     - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
-      to ``block_size`` (SEMANTICS rule 2; default 512, the hash block of Mooncake traces,
-      so that a cached prefix is whole blocks: :func:`perfmodel.sweep` defaults to 64, a
+      to ``block_size`` (rule 2 of the model, :doc:`/model`; default 512, the hash block of Mooncake
+      traces, so that a cached prefix is whole blocks: :func:`perfmodel.sweep` defaults to 64, a
       common engine page size); ``"full_prompt"`` charges the whole prompt.
       ``cached_tokens`` reports the worker's cached prefix in both modes. A trace without
       ``hash_ids`` has no prefix information: every block is missing, and the block
@@ -152,9 +175,10 @@ def replay_handoffs(
       says so).
     - ``contention="none"``: every transfer runs at line rate from its ready time (as
       upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
-      the first free one; ``"fair"``: after its setup latency, a transfer shares its link
-      (the one with the fewest active transfers) equally with the others on it (exact
-      processor-sharing event simulation).
+      the first free one; ``"fair"``: a transfer first pays its fixed costs (latency,
+      per-block and per-message work), holding no share of a link meanwhile; when they end
+      (in the order they end) it moves its bytes on the link with the fewest transfers
+      moving, sharing it equally with them (exact processor-sharing event simulation).
 
     Parameters
     ----------
@@ -181,8 +205,12 @@ def replay_handoffs(
         own, and how a block lies in memory, which sets the messages
         (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
         ``fair`` sharing, like the per-block cost.
+    fallback_delay_ms
+        Every transfer's time (ms) when the bandwidth is 0, which models no transfer
+        (upstream's replay, whose default is 0.0); a ``"fifo"`` link is busy for it, and
+        ``"fair"`` sharing needs a bandwidth > 0.
     state_bytes
-        Bytes of a fixed state sent with every transfer that moves tokens (a value, array
+        Bytes of a fixed state sent with every handoff, even one of 0 tokens (a value, array
         or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
         for bytes given as numbers.
     ready_ms
@@ -320,12 +348,19 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     c.decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
     c.links = check_whole("links", c.links, smallest=1)
     c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
     check_option("overlap", c.overlap)
     check_option("kv_layout", c.kv_layout)
     bandwidth, latency, per_block, per_message = _link_of(
         bandwidth_spec, _one_value("latency_ms", c.latency_ms), _one_value("per_block_ms", c.per_block_ms),
         _one_value("per_message_ms", c.per_message_ms))
+    fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
     shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
+    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+    if c.num_layers is not None and (isinstance(models, (str, Mapping)) or
+                                     (np.ndim(models) and _resolve.holds_labels(models))):
+        _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
+                            _request_values(trace, "num_layers", c.num_layers))
     model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
                                             (c.kv_layout, c.num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
@@ -344,7 +379,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         destination_missing=destination_missing, workers=c.decode_workers,
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
-        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message)
+        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+        fallback_delay_ms=fallback)
     out = _replay.Results.empty(n)
     _notice_first_compile()
     _replay.replay(requests, cluster, out)
@@ -372,6 +408,33 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     return result
 
 
+def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
+    """Refuse a replay whose decode caches (see :func:`perfmodel._replay._new_caches`) need more memory than
+    the machine has, before allocating them: the bound is the memory, named with what it would take."""
+    import os
+
+    blocks = max(n_unique, 1)
+    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
+    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
+        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
+    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
+    except (AttributeError, OSError, ValueError):
+        memory = 2**40  # (no way to ask: only the absurd is refused)
+    try:  # a limit on this process' address space (ulimit -v) binds first
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        memory = min(memory, limit) if limit > 0 else memory
+    except (ImportError, OSError, ValueError):
+        pass
+    if need > memory:
+        raise InputError("decode_workers", f"{workers:,} decode workers with {n_unique:,} distinct blocks"
+                         + (f" and {capacity:,} blocks each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
+                         f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
+                         "pass fewer decode_workers (or a smaller decode_cache_blocks)")
+
+
 def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
     if (value is None) == (alias_value is None):
         both = value is not None
@@ -381,8 +444,8 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
 
 
 def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:
-    """One link for the replay: (effective bandwidth GB/s, finite and > 0, as upstream's replay requires;
-    total latency ms, total per-block ms, total per-message ms)."""
+    """One link for the replay: (effective bandwidth GB/s, finite and >= 0 as upstream's replay requires (0:
+    no transfer is modeled, the fallback delay stands); total latency ms, total per-block ms, total per-message ms)."""
     if np.ndim(spec) != 0:
         raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
                          "pass one bandwidth, link name or Link (replay_grid sweeps several)")
@@ -394,10 +457,24 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any)
     latency = float(latency_ms) + float(terms.latency_ms or 0.0)
     per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
     per_message = float(per_message_ms) + float(terms.per_message_ms or 0.0)
-    if not 0 < bandwidth < np.inf:
-        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth > 0 "
-                         "(upstream's replay refuses 0, NaN and +inf)", "pass a bandwidth in GB/s > 0")
+    if not 0 <= bandwidth < np.inf:
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
+                         "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",
+                         "pass a bandwidth in GB/s >= 0")
     return bandwidth, latency, per_block, per_message
+
+
+def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
+    """The replay's fallback delay (ms): checked always, used at a bandwidth of 0 (upstream's replay)."""
+    fallback = None if value is None else float(_one_value("fallback_delay_ms", value))
+    if bandwidth == 0:
+        if fallback is None:
+            raise InputError("fallback_delay_ms", "is None, and a bandwidth of 0 models no transfer",
+                             "pass fallback_delay_ms= the delay to charge each handoff (upstream's default: 0.0)")
+        if contention == "fair":
+            raise InputError("contention", "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
+                             "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms")
+    return 0.0 if fallback is None else fallback
 
 
 def _one_value(name: str, value: Any) -> Any:
@@ -562,6 +639,12 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
     links = int(replay.attrs.get("links", 1))
     load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    # a load above 1 by float noise alone is 1: a sum of n terms is off by at most ~n ulps of the sum, the span
+    # (a difference of two times) by an ulp of the larger time; beyond that an offered load above 1 is real
+    if load > 1.0 and len(moving):
+        ends = float(np.abs(moving[["start_ms", "end_ms"]].to_numpy()).max())
+        noise = (len(moving) + 2) * np.finfo(np.float64).eps * (1.0 + ends / span)
+        load = 1.0 if load - 1.0 <= noise else load
     saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
     percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
     return {
@@ -578,14 +661,9 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 
 # --- replay grids: many cluster configurations against one trace ------------------------------
 
-#: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns.
-GRID_AXES = (
-    "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "decode_tp", "scope",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "kv_layout", "state_bytes",
-    "links", "contention", "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
-    "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
-)
-_GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap", "kv_layout"}
+#: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns (the input
+#: table's grid axes, :data:`perfmodel._inputs.GRID_AXES`).
+GRID_AXES = _inputs.GRID_AXES
 
 
 def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
@@ -597,9 +675,8 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
     names = [name for name in GRID_AXES if name in axes]
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
-    for name, given in zip(names, values):
-        if name in _GRID_LABELS:
-            _resolve.axis_labels("replay_grid", name, given)  # (a value given twice is refused, as in sweeps)
+    for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused
+        _resolve.axis_labels("replay_grid", name, given)
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
@@ -622,11 +699,11 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
 
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
     """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats."""
-    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _GRID_LABELS else _resolve.label_of(v)
+    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _inputs.LABEL_AXES else _resolve.label_of(v)
                                 for k, v in config.items()}, **row}
                             for config, row in zip(configs, stats)])
     for name in configs[0] if configs else ():
-        if name in _GRID_LABELS:
+        if name in _inputs.LABEL_AXES:
             summary[name] = pd.Categorical(summary[name], categories=list(dict.fromkeys(summary[name])))
     return summary
 
@@ -694,12 +771,9 @@ def replay_grid(
     import concurrent.futures
     import os as _os
 
-    from tqdm.auto import tqdm
-
-    from .errors import check_flag
+    from ._progress import progress_bar
 
     check_choice("keep", keep, ("summary", "requests"))
-    check_flag("progress", progress, optional=True)
     configs = grid_configs(axes)
     names = list(configs[0])
     workers = _os.cpu_count() or 1 if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
@@ -714,8 +788,7 @@ def replay_grid(
         _replay_prepared(sample, **config)
     results: list[Any] = [None] * len(configs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool, \
-            tqdm(total=len(configs), unit="configs", delay=1.0, desc="replay grid",
-                 disable=(None if progress is None else not progress)) as bar:
+            progress_bar(len(configs), unit="configs", desc="replay grid", progress=progress) as bar:
         futures = {pool.submit(one, config): i for i, config in enumerate(configs)}
         try:
             for future in concurrent.futures.as_completed(futures):
@@ -737,6 +810,6 @@ def replay_grid(
         parts.append(labelled)
     requests = pd.concat(parts, ignore_index=True)
     for name in names:
-        if name in _GRID_LABELS:
+        if name in _inputs.LABEL_AXES:
             requests[name] = pd.Categorical(requests[name], categories=summary[name].cat.categories)
     return summary, requests

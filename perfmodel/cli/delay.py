@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from ._parsing import _SWEEP, _columns, _given, _positive_int, _table_options
+from .._inputs import flags
+from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
@@ -42,7 +43,9 @@ def register(sub: Any) -> None:
     delay = sub.add_parser("delay", help="add handoff_delay_ms to a CSV / Parquet / JSON-lines file of requests",
                            description="Read requests, add a handoff_delay_ms column, write OUTPUT (format from its "
                                        "extension). Large files are processed in chunks.")
-    delay.add_argument("input", help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob)")
+    delay.add_argument("input", type=_requests_source,
+                       help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob), "
+                            "or dataset:NAME for a shipped trace")
     delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
     per_token = delay.add_mutually_exclusive_group()
     per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
@@ -52,7 +55,7 @@ def register(sub: Any) -> None:
     bw.add_argument("--link", metavar="NAME")
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
-    _table_options(delay, ("fallback_delay_ms", *_SWEEP), many=False)
+    _table_options(delay, flags("delay"), many=False)
     delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
                        help="invalid rows: stop (default) or leave the delay empty")
     delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
