@@ -222,6 +222,8 @@ def delay_files(
         Rows per partition read.
     connect_timeout_s : float
         Seconds to wait for the scheduler.
+    progress : bool, optional
+        A progress bar (default: on a terminal).
     **keywords
         The inputs of :func:`perfmodel.handoff_delay_ms` (values or column names).
 

@@ -441,6 +441,13 @@ def remove_link(name: str) -> Path:
     """Remove a user link that perfmodel saved (:func:`save_link`, ``perfmodel calibrate --save``); returns
     the presets file. An entry perfmodel did not save (written by hand) is refused and left as it is.
 
+    Parameters
+    ----------
+    name : str
+        The user link's name.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_link(Link("our-rdma", 48.0))
     >>> _ = remove_link("our-rdma"); user_links()

@@ -232,6 +232,8 @@ def save_model(name: str, config: ModelConfig, *, source: str = "", replace: boo
         A Hugging Face config, or the path of a config.json or its folder.
     source : str
         Where it comes from, shown by ``perfmodel models``.
+    replace : bool
+        Replace a user model of that name.
 
     Examples
     --------
@@ -250,6 +252,13 @@ def remove_model(name: str) -> Path:
     """Remove a user model that perfmodel saved (:func:`save_model`, ``perfmodel models --add``); returns the
     presets file. An entry perfmodel did not save (written by hand) is refused and left as it is.
 
+    Parameters
+    ----------
+    name : str
+        The user model's name.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
     >>> _ = remove_model("my-llama"); user_models()
@@ -261,6 +270,13 @@ def remove_model(name: str) -> Path:
 def model_source(name: str) -> str:
     """Where a model preset comes from: "built-in", or "user: <source> (<file>)".
 
+    Parameters
+    ----------
+    name : str
+        A model preset's name (built in or yours).
+
+    Examples
+    --------
     >>> model_source("llama-3.1-8b")
     'built-in'
     """
