@@ -72,7 +72,7 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 #: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
-FIRST_COMPILE_S = 8
+FIRST_COMPILE_S = 10
 
 
 def _notice_first_compile() -> None:
