@@ -71,7 +71,7 @@ sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/[a-z][a-z_]+\.py$",
-    "ignore_pattern": r"_common\.py",
+    "ignore_pattern": r"__init__\.py",
     "reset_argv": _example_argv,
     "image_scrapers": (_written_pngs,),
     "download_all_examples": False,

@@ -4,14 +4,22 @@
 Run ``python examples/bandwidth_heatmap.py --out results``.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import output_dir
 
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 model = "llama-3.1-70b"
 df = perfmodel.sweep(model=model, kv_transfer_bandwidth=np.geomspace(5, 1000, 60),
                      num_input_tokens=np.unique(np.geomspace(128, 131072, 60).astype(int)))

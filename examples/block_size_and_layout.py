@@ -12,13 +12,21 @@ layer of a block contiguous). Dashed: the same handoffs streamed layer by layer 
 prefill of 20k tokens/s computes them, which hides all but the last layer's share.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
-from _common import output_dir
 from matplotlib.ticker import FuncFormatter
 
 import perfmodel
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 models = ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"]
 blocks = [16, 32, 64, 128, 256]
 link = "nixl-ucx-rdma"

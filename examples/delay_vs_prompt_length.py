@@ -4,14 +4,22 @@
 Run ``python examples/delay_vs_prompt_length.py --out results``.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import output_dir
 
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 links = ["nvlink4", "ib-ndr", "pcie5", "eth-100g"]
 models = ["llama-3.1-70b", "deepseek-v3"]
 df = perfmodel.sweep(model=models, link=links, num_input_tokens=2 ** np.arange(7, 18))

@@ -9,14 +9,22 @@ Streaming exposes only what cannot hide behind compute: the last layer's share w
 prefill is slower than the link, and the rest of the transfer once it is faster.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import output_dir
 
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 tokens = 2 ** np.arange(9, 18)
 rates = [10_000, 100_000, 400_000]  # prefill tokens/s: one GPU's long-prompt rate, a fast group, a very fast one
 df = perfmodel.sweep(model="llama-3.1-70b", link="ib-ndr", overlap=["none", "layerwise"],

@@ -4,15 +4,23 @@
 Run ``python examples/pandas_pipeline.py --out results``.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from _common import output_dir
 from matplotlib.ticker import FuncFormatter
 
 import perfmodel  # noqa: F401  (registers df.perfmodel)
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 
 # A request log as a serving fleet might export it (made up here, seeded): one row per request.
 rng = np.random.default_rng(42)

@@ -16,15 +16,23 @@ profile's bandwidth and per-message cost measured by its microbenchmark (one thr
 traffic); no queueing (``perfmodel trace`` replays contention).
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from _common import output_dir
 
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 profiles = ["fastdeploy-rdma", "mooncake-te-rdma", "nixl-ucx-rdma"]
 tokens = 2 ** np.arange(10, 18)
 setups = {"qwen3-8b, TP 1": dict(model="qwen3-8b", tp=1, decode_tp=1),

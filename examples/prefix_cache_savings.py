@@ -4,13 +4,21 @@
 Run ``python examples/prefix_cache_savings.py --out results``.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import output_dir
 
 import perfmodel
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 ratios = np.linspace(0, 1, 21)
 df = perfmodel.sweep(model="llama-3.1-70b", link="ib-ndr", mode=["full_prompt", "destination_missing"],
                      cache_hit_ratio=ratios, block_size=[16, 512], num_input_tokens=[8192, 32768])

@@ -8,13 +8,21 @@ Llama-3.1-70B, 8 decode workers with prefix caches, destination_missing charging
 sharing of the links, over NIC bandwidth (1 to 8 400G ports) x the number of such links.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
-from _common import output_dir
 
 import perfmodel
 import perfmodel.plotting as pp
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 trace = perfmodel.datasets.load("mooncake-synthetic")
 budget_ms = 100.0
 grid = perfmodel.replay_grid(trace, model="llama-3.1-70b", link=["ib-ndr", "2x ib-ndr", "4x ib-ndr", "8x ib-ndr"],

@@ -11,13 +11,21 @@ lines are what counting every layer as full attention would say (upstream's and 
 simulator's constant bytes per token).
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import output_dir
 
 import perfmodel
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 models = ["llama-3.1-8b", "gpt-oss-120b", "gemma-3-27b", "llama-4-scout", "qwen3-next-80b-a3b"]
 chunk_ends = np.arange(1, 17) * 8192  # Llama 4 Scout's bytes drop right after each of them
 tokens = np.unique(np.concatenate([np.geomspace(256, 131_072, 300).astype(int), [1024, 32_768],

@@ -1,15 +1,15 @@
 """Every use of a private API of another library, each with its public fallback.
 
-numba: where it keeps perfmodel's compiled kernels (below), and the option that compiles a helper
-without reference counting (:func:`no_reference_counting`).
-
-numba, the cache: where it keeps perfmodel's compiled kernels (a per-user cache folder, never the package).
+numba: where it keeps perfmodel's compiled kernels (a per-user cache folder, never the package),
+whether a kernel is compiled or cached yet (the first run says it compiles), the cache's upkeep, and
+the option that compiles a helper without reference counting (:func:`no_reference_counting`).
 
 numba's default puts ``cache=True`` files in ``__pycache__`` beside the source, i.e.
 inside ``site-packages/perfmodel``: files pip did not install and will not remove, which
 then shadow a later (editable) install. perfmodel's kernels are cached instead in
 ``$PERFMODEL_CACHE_DIR`` or the user cache folder (``platformdirs.user_cache_dir``),
-one subfolder per perfmodel version and source folder. ``NUMBA_CACHE_DIR``, when set,
+one subfolder per perfmodel and numba version, and in it one per install location (source folder).
+Entries other runs cannot use any more are pruned when a kernel is first compiled (:func:`prune_cache`). ``NUMBA_CACHE_DIR``, when set,
 wins as usual. Other packages' numba functions are not affected: the locator answers
 only for files of this package.
 """
@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import shutil
+import sys
+import time
 from pathlib import Path
 
 import numba
@@ -57,14 +61,25 @@ def _version() -> str:
 _Base = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator) if caching is not None else (object,)
 
 
+def _version_folder() -> str:
+    """The cache's subfolder of this perfmodel and numba version."""
+    return f"{_version()}-numba{numba.__version__}"
+
+
+def _install_folder() -> str:
+    """The cache's subfolder of this install location (numba's own naming: folder name and a hash of its path)."""
+    import hashlib
+
+    return f"{_PACKAGE.name}_{hashlib.sha1(str(_PACKAGE).encode()).hexdigest()}"
+
+
 class _PerfmodelCacheLocator(*_Base):
     """numba cache locator for this package's source files only."""
 
     def __init__(self, py_func, py_file):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        subpath = self.get_suitable_cache_subpath(py_file)
-        self._cache_path = str(cache_dir() / f"{_version()}-numba{numba.__version__}" / subpath)
+        self._cache_path = str(cache_dir() / _version_folder() / _install_folder())
 
     def get_cache_path(self):
         return self._cache_path
@@ -102,3 +117,142 @@ def no_reference_counting() -> dict[str, bool]:
     except ImportError:  # pragma: no cover (a numba that moved it)
         return {}
     return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+
+
+# --- the first compile and the cache's upkeep ---------------------------------------------------------
+
+_SOURCE_NOTE = "perfmodel-source.txt"  # in each install location's folder: the source folder it was compiled from
+_VERSION_FOLDER = re.compile(r".+-numba\d[\w.+-]*")  # perfmodel's folders; nothing else in the cache is touched
+_UNMARKED_DAYS = 90  # an entry without a source note (older perfmodel) is pruned when untouched this long
+_OTHER_VERSION_DAYS = 7  # this install's folder of another perfmodel or numba version (an upgrade, or a second
+#                           virtualenv on one editable source: both keep their entries while both are used)
+_OTHER_PYTHON_DAYS = 30  # files of another Python in this install's folder: pruned when untouched this long
+_noticed: set[str] = set()
+
+
+def is_cold(dispatcher: object) -> bool:
+    """Whether ``dispatcher`` (a numba function with ``cache=True``) has nothing compiled in this process and
+    no cache index on disk: its first call compiles. False where that cannot be told.
+
+    >>> import numba
+    >>> is_cold(numba.njit(lambda x: x))  # not cached at all: nothing to tell
+    False
+    """
+    if getattr(dispatcher, "overloads", None):
+        return False
+    index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)  # private
+    return isinstance(index, str) and not os.path.exists(index)
+
+
+def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream: object = None) -> bool:
+    """Before the first call of a kernel whose cache is cold: on a terminal (``stream``, default standard
+    error; nothing when piped), say once per process and kernel that it compiles, once, and about how long
+    that takes; then prune the cache's stale entries (:func:`prune_cache`). Whether the cache was cold.
+
+    >>> notice_first_compile("example", object(), 1.0)
+    False
+    """
+    if kernel in _noticed or not is_cold(dispatcher):
+        return False
+    _noticed.add(kernel)
+    stream = sys.stderr if stream is None else stream
+    try:
+        if stream.isatty():
+            print(f"perfmodel: compiling kernels, once: about {seconds:.0f} s (cached in {cache_dir()})",
+                  file=stream, flush=True)
+    except (AttributeError, ValueError, OSError):  # a closed or unusual stream: say nothing
+        pass
+    try:
+        prune_cache()
+    except OSError:  # upkeep never stops a computation
+        pass
+    return True
+
+
+def _source_of(folder: Path) -> Path | None:
+    try:
+        return Path(folder.joinpath(_SOURCE_NOTE).read_text().splitlines()[0])
+    except (OSError, IndexError):
+        return None
+
+
+def _age_days(path: Path) -> float:
+    """Days since ``path`` (a file, or a folder's newest file) was last written."""
+    times = [f.stat().st_mtime for f in path.iterdir() if f.is_file()] if path.is_dir() else []
+    return (time.time() - max(times, default=path.stat().st_mtime)) / 86400.0
+
+
+def cache_entries() -> list[tuple[Path, int, str]]:
+    """Each install location's folder in the cache: (folder, bytes, state), the state ``"current"`` (this
+    install, this version), ``"stale"`` (what :func:`prune_cache` removes, with why) or ``"kept"``.
+
+    >>> [state for _, _, state in cache_entries() if state == "current"] in ([], ["current"])
+    True
+    """
+    root, here = cache_dir(), _install_folder()
+    entries = []
+    if not root.is_dir():
+        return entries
+    for version in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                          and _VERSION_FOLDER.fullmatch(p.name)):
+        for folder in sorted(p for p in version.iterdir() if p.is_dir() and not p.is_symlink()):
+            source = _source_of(folder)
+            if version.name == _version_folder() and folder.name == here:
+                state = "current"
+            elif folder.name == here and _age_days(folder) > _OTHER_VERSION_DAYS:
+                state = f"stale: this install location, another perfmodel or numba version, {_OTHER_VERSION_DAYS}+ days"
+            elif source is not None and not (source / "__init__.py").is_file():
+                state = f"stale: {source} is gone"
+            elif source is None and _age_days(folder) > _UNMARKED_DAYS:
+                state = f"stale: unused for more than {_UNMARKED_DAYS} days"
+            else:
+                state = "kept"
+            size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+            entries.append((folder, size, state))
+    return entries
+
+
+def prune_cache() -> list[Path]:
+    """Remove the cache's stale entries (see :func:`cache_entries`), and in this install's folder the
+    files of other Pythons untouched for 30 days; write this install's source note. The folders removed.
+
+    >>> isinstance(prune_cache(), list)  # doctest: +SKIP
+    True
+    """
+    if config is not None and config.CACHE_DIR:
+        return []  # NUMBA_CACHE_DIR: numba's cache, not perfmodel's
+    removed = []
+    for folder, _, state in cache_entries():
+        if state.startswith("stale"):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        elif state == "current":
+            tag = f".py{sys.version_info[0]}{sys.version_info[1]}."
+            for file in folder.glob("*.nb[ci]"):
+                if tag not in file.name and _age_days(file) > _OTHER_PYTHON_DAYS:
+                    file.unlink(missing_ok=True)
+    for version in {f.parent for f in removed}:
+        if version.is_dir() and not any(version.iterdir()):
+            version.rmdir()
+    mine = cache_dir() / _version_folder() / _install_folder()
+    mine.mkdir(parents=True, exist_ok=True)
+    mine.joinpath(_SOURCE_NOTE).write_text(f"{_PACKAGE}\n")
+    return removed
+
+
+def clear_cache() -> int:
+    """Remove every compiled kernel perfmodel cached (all versions and install locations); the bytes freed.
+    The next run compiles again.
+
+    >>> clear_cache() >= 0  # doctest: +SKIP
+    True
+    """
+    root, freed = cache_dir(), 0
+    for folder, size, _ in cache_entries():
+        shutil.rmtree(folder, ignore_errors=True)
+        freed += size
+    if root.is_dir():
+        for version in root.iterdir():
+            if version.is_dir() and _VERSION_FOLDER.fullmatch(version.name) and not any(version.iterdir()):
+                version.rmdir()
+    return freed

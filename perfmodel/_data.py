@@ -35,6 +35,13 @@ def names() -> list[str]:
 def path(name: str) -> Path:
     """The file of a shipped dataset (read it with :func:`perfmodel.read_trace`, or pandas for a table).
 
+    Parameters
+    ----------
+    name : str
+        A name of :func:`perfmodel.datasets.names` (``dataset:`` in front is allowed).
+
+    Examples
+    --------
     >>> from perfmodel import datasets
     >>> datasets.path("mooncake-synthetic").name
     'mooncake_synthetic_trace.jsonl.gz'

@@ -137,6 +137,17 @@ def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[st
     write (a user's, or another command's) makes it refuse, before any work when ``names``
     lists the files to come; the other commands' files stay as they are.
 
+    Parameters
+    ----------
+    target : str or os.PathLike
+        The output folder (created if absent).
+    command : str
+        The command writing, for the folder's manifest.
+    names : sequence of str
+        The files it writes.
+    inputs : iterable of paths
+        Files it reads, which it must not overwrite.
+
     Examples
     --------
     >>> import tempfile, pathlib

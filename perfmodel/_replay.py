@@ -382,9 +382,11 @@ def _grown(fair):
     n_links, capacity = fair.tags.shape
     tags, seqs = np.empty((n_links, 2 * capacity)), np.empty((n_links, 2 * capacity), dtype=np.int64)
     items = np.empty((n_links, 2 * capacity), dtype=np.int64)
-    tags[:, :capacity] = fair.tags
-    seqs[:, :capacity] = fair.seqs
-    items[:, :capacity] = fair.items
+    for link in range(n_links):  # element by element: a slice assignment compiles numba's shape-mismatch
+        for k in range(capacity):  # message (str, repr and join code: seconds of the first compile)
+            tags[link, k] = fair.tags[link, k]
+            seqs[link, k] = fair.seqs[link, k]
+            items[link, k] = fair.items[link, k]
     return Fair(fair.virtual, fair.active, fair.last_update, tags, seqs, items, fair.start_time, fair.start_seq,
                 fair.start_item)
 
@@ -486,9 +488,9 @@ def replay(requests, cluster, results):
     # layer-wise streaming starts a transfer while its prefill still runs)
     origin = min(ready_ms[order[0]], 0.0) if n else 0.0
     link_free = np.full(cluster.n_links, origin)  # fifo: when each link is next free
-    fair = _new_fair(cluster.n_links if contention == FAIR else 0, n if contention == FAIR else 0, origin, 64)
+    fair = _new_fair(cluster.n_links if contention == FAIR else 0, n if contention == FAIR else 0, origin, np.int64(64))
     rate = cluster.bandwidth_gb_s * 1e6  # bytes per ms
-    rr = 0
+    rr = np.int64(0)  # (an int64 from the start: a literal 0 would compile the router a second time)
     for i in range(n + 1):
         now = ready_ms[order[i]] if i < n else np.inf
         if contention == FAIR:

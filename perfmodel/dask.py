@@ -42,6 +42,13 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
     names). Errors name the column, the row label and the value, as in pandas, when the
     result is computed.
 
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The requests, one row each.
+    **keywords
+        The inputs of :func:`perfmodel.handoff_delay_ms` (values or column names).
+
     Examples
     --------
     >>> import dask.dataframe as dd, pandas as pd
@@ -63,6 +70,13 @@ def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:
 
     Each partition computes its own range of rows (in the documented order), so nothing
     is materialized until computed or written, e.g. ``.to_parquet(folder)``.
+
+    Parameters
+    ----------
+    rows_per_partition : int
+        Rows of the grid in each partition.
+    **axes
+        The axes of :func:`perfmodel.sweep`.
 
     Examples
     --------
@@ -191,6 +205,27 @@ def delay_files(
     processes runs the job. Every worker must see ``source`` and ``target`` at the same
     paths (a shared file system). ``progress``: a bar of the files done, on a terminal (None, the
     default), always (True) or never (False). Returns the number of rows written.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        The requests: a CSV, Parquet or JSON-lines file, or a folder or glob of them.
+    target : str or os.PathLike
+        Where the result goes (a Parquet folder, one file per partition).
+    scheduler : str, optional
+        The address of a running Dask scheduler.
+    workers : int, optional
+        Start a local cluster of this many workers instead.
+    errors : {'raise', 'coerce'}
+        As :func:`perfmodel.handoff_delay_ms`.
+    chunk_rows : int
+        Rows per partition read.
+    connect_timeout_s : float
+        Seconds to wait for the scheduler.
+    progress : bool, optional
+        A progress bar (default: on a terminal).
+    **keywords
+        The inputs of :func:`perfmodel.handoff_delay_ms` (values or column names).
 
     Examples
     --------

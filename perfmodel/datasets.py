@@ -41,6 +41,11 @@ def load(name: str) -> pd.DataFrame:
     """A shipped dataset: a trace exactly as :func:`perfmodel.read_trace` reads the original file, or a
     microbenchmark table as a DataFrame.
 
+    Parameters
+    ----------
+    name : str
+        A name of :func:`perfmodel.datasets.names` (``dataset:`` in front is allowed).
+
     Examples
     --------
     >>> from perfmodel import datasets

@@ -92,6 +92,19 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
     """``value`` as a Python int, or :class:`InputError`: a whole number >= ``smallest``
     (bools and fractions refused, never truncated); ``None`` passes when ``optional``.
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : Any
+        What was given.
+    smallest : int
+        The smallest value allowed.
+    optional : bool
+        Whether None is allowed.
+
+    Examples
+    --------
     >>> check_whole("decode_workers", 8.0, smallest=1)
     8
     >>> check_whole("tp", 2.5, smallest=1)
@@ -114,6 +127,17 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     """``value`` if it is one of ``choices`` (strings), else :class:`InputError` listing them.
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : Any
+        What was given.
+    choices : sequence of str
+        The values allowed.
+
+    Examples
+    --------
     >>> check_choice("contention", "fifo", ("none", "fifo", "fair"))
     'fifo'
     """
@@ -126,6 +150,17 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
 def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
     """``value`` if it is a bool (``None`` passes when ``optional``), else :class:`InputError`.
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : Any
+        What was given.
+    optional : bool
+        Whether None is allowed.
+
+    Examples
+    --------
     >>> check_flag("parallel", None, optional=True) is None
     True
     """

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _kernels, _onto_cluster, _resolve
+from . import _compat, _kernels, _onto_cluster, _resolve
 from ._codes import TransferMode, WorkerType
 from ._inputs import (
     CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
@@ -47,6 +47,9 @@ __all__ = [
 #: Rows from which a kernel pass is shared between threads by default. On 2 cores sharing starts
 #: to win at ~100k rows (bench/run.py checks the ratio at this threshold).
 PARALLEL_MIN_ROWS = 200_000
+
+#: About how long the handoff kernel's first form takes to compile on a cold cache (2 cores, measured).
+FIRST_COMPILE_S = 2
 
 #: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
 ARGUMENTS = ROW_NAMES
@@ -166,7 +169,10 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
         return _Arg(name, _read_only(spread(codes, np.array([*values, UNPARSEABLE], dtype=np.int8))), data)
     one = sum(1 << position for position, value in enumerate(values) if value == 1)
     valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
-    return _Arg(name, _read_only(np.asarray(codes)), data, (np.uint64(one), np.uint64(valid)))
+    # the codes of up to 64 labels fit in int8: one compiled form whatever gave them (a categorical's int8,
+    # Arrow's int32, pandas' int64 factorization), at the cost of one narrowing pass for the wider ones
+    return _Arg(name, _read_only(np.asarray(codes).astype(np.int8, copy=False)), data,
+                (np.uint64(one), np.uint64(valid)))
 
 
 def _booleans_apart(data: Any) -> np.ndarray | None:
@@ -201,11 +207,35 @@ _MESSAGES = _resolve.MessageTerms._fields
 assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks")
 
 
-def _kernel_record(args: list[_Arg], terms: dict[str, Any]) -> tuple:
+#: Up to this many rows, a scalar among the three main inputs beside an array of them is spread to an array
+#: (:func:`_kernel_record`) and every optional output is written: one compiled form for the small calls
+#: instead of one per mix (each a compile of 1-3 s on a cold cache), for copies that cost microseconds.
+#: Larger calls keep their scalars and write only the outputs asked for.
+SPREAD_MAX_ROWS = 65_536
+_MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandwidth"),
+         ARGUMENTS.index("kv_bytes_per_token"))
+
+
+def _spread(value: Any, n: int) -> np.ndarray:
+    """A scalar as a read-only array of ``n`` rows, a whole number as int64 (as a column of counts comes)."""
+    whole = value == value and abs(value) < 2**53 and float(value).is_integer()
+    return _read_only(np.full(n, value, dtype=np.int64 if whole else np.float64))
+
+
+def _small(args: list[_Arg], n: int) -> bool:
+    """Whether a call is small enough to take the one compiled form of small calls (arrays among its inputs)."""
+    return n <= SPREAD_MAX_ROWS and any(args[i].is_array for i in _MAIN)
+
+
+def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1) -> tuple:
     """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
+    if _small(args, n):
+        for i in _MAIN:
+            if not args[i].is_array:
+                values[i] = _spread(values[i], n) if i == _MAIN[0] else _read_only(np.full(n, values[i]))
     defaults = _default_args()
     for group, where in _GROUP_SLICES.items():
         if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
@@ -328,6 +358,8 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     """One kernel pass: the compiled loop over every row, or over each thread's share of the rows for
     large inputs (:func:`in_shares`)."""
     n = out.shape[0]
+    if not _kernels.handoff_serial.overloads:  # (the first call of this process: quick from then on)
+        _compat.notice_first_compile("handoff", _kernels.handoff_serial, FIRST_COMPILE_S)
     threads = num_threads or numba.config.NUMBA_NUM_THREADS
     if parallel is None:
         parallel = n >= PARALLEL_MIN_ROWS and threads > 1
@@ -648,7 +680,11 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    n_invalid = _run_kernel(_kernel_record(args, capped), out, missing, parallel, num_threads, bytes_out)
+    written_missing, written_bytes = missing, bytes_out
+    if _small(args, n):  # (and its every output written: a form without them would be another compile)
+        written_missing = np.empty(n, dtype=np.bool_) if missing is None else missing
+        written_bytes = np.empty(n) if bytes_out is None else bytes_out
+    n_invalid = _run_kernel(_kernel_record(args, capped, n), out, written_missing, parallel, num_threads, written_bytes)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))

@@ -568,6 +568,17 @@ def save_link(link: Link, *, source: str = "", replace: bool = False) -> Path:
 
     A name already saved (names ignore case) is refused unless ``replace=True``.
 
+    Parameters
+    ----------
+    link : Link
+        The link (its name is the preset's).
+    source : str
+        Where it comes from, shown by ``perfmodel links``.
+    replace : bool
+        Replace a preset of that name.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_link(Link("our-rdma", 48.0, latency_ms=0.1), source="measured in the lab")
     >>> get_link("2x our-rdma").bandwidth_gb_s
@@ -585,6 +596,13 @@ def remove_link(name: str) -> Path:
     """Remove a user link that perfmodel saved (:func:`save_link`, ``perfmodel calibrate --save``); returns
     the presets file. An entry perfmodel did not save (written by hand) is refused and left as it is.
 
+    Parameters
+    ----------
+    name : str
+        The user link's name.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_link(Link("our-rdma", 48.0))
     >>> _ = remove_link("our-rdma"); user_links()

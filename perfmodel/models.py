@@ -169,6 +169,19 @@ def save_model(name: str, config: ModelConfig, *, source: str = "", replace: boo
     every entry point then accepts ``name``. The KV-relevant fields are checked first; a name already
     saved (names ignore case) is refused unless ``replace=True``.
 
+    Parameters
+    ----------
+    name : str
+        The preset's name.
+    config : ModelConfig
+        A Hugging Face config, or the path of a config.json or its folder.
+    source : str
+        Where it comes from, shown by ``perfmodel models``.
+    replace : bool
+        Replace a user model of that name.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
     >>> kv_bytes("my-llama", 10)
@@ -184,6 +197,13 @@ def remove_model(name: str) -> Path:
     """Remove a user model that perfmodel saved (:func:`save_model`, ``perfmodel models --add``); returns the
     presets file. An entry perfmodel did not save (written by hand) is refused and left as it is.
 
+    Parameters
+    ----------
+    name : str
+        The user model's name.
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
     >>> _ = remove_model("my-llama"); user_models()
@@ -195,6 +215,13 @@ def remove_model(name: str) -> Path:
 def model_source(name: str) -> str:
     """Where a model preset comes from: "built-in", or "user: <source> (<file>)".
 
+    Parameters
+    ----------
+    name : str
+        A model preset's name (built in or yours).
+
+    Examples
+    --------
     >>> model_source("llama-3.1-8b")
     'built-in'
     """
@@ -670,6 +697,13 @@ def kv_messages(
 def layer_count(config: ModelConfig) -> int:
     """The number of transformer layers of a model (name, config or path).
 
+    Parameters
+    ----------
+    config : ModelConfig
+        A Hugging Face config (a mapping).
+
+    Examples
+    --------
     >>> layer_count("llama-3.1-70b")
     80
     """

@@ -71,6 +71,18 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
 
 
+#: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
+FIRST_COMPILE_S = 10
+
+
+def _notice_first_compile() -> None:
+    """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
+    from . import _compat, _replay
+
+    if not _replay.replay.overloads:
+        _compat.notice_first_compile("replay", _replay.replay, FIRST_COMPILE_S)
+
+
 def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
     """Refuse block ids given as floats that are not whole numbers (or not finite), naming the first request."""
     import pyarrow.compute as pc
@@ -100,6 +112,7 @@ def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
     from . import _replay
     from .handoff import in_shares
 
+    _notice_first_compile()
     lowest = values.min() if values.size else 0
     marks = np.zeros((threads, ((values.max() - lowest) >> 6) + 1 if values.size else 0), dtype=np.uint64)
     in_shares(values.size, threads, lambda k, i, j: _replay.mark_ids(values[i:j], lowest, marks[k]))
@@ -154,7 +167,9 @@ def replay_handoffs(
       blocks, unbounded when None). A request's blocks enter its worker's cache when its
       transfer ends (so a block still in flight is not a hit).
     - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
-      to ``block_size`` (rule 2 of the model, :doc:`/model`); ``"full_prompt"`` charges the whole prompt.
+      to ``block_size`` (rule 2 of the model, :doc:`/model`; default 512, the hash block of Mooncake
+      traces, so that a cached prefix is whole blocks: :func:`perfmodel.sweep` defaults to 64, a
+      common engine page size); ``"full_prompt"`` charges the whole prompt.
       ``cached_tokens`` reports the worker's cached prefix in both modes. A trace without
       ``hash_ids`` has no prefix information: every block is missing, and the block
       rounding makes destination_missing cost slightly *more* than full_prompt (a warning
@@ -272,6 +287,15 @@ class PreparedTrace:
 def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace:
     """Check a trace and remap its block hashes to dense ids: the work every replay of it shares.
 
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace as :func:`perfmodel.read_trace` reads it.
+    ready_ms : array-like or str, optional
+        When each handoff may start (a column name or values); default: arrivals.
+
+    Examples
+    --------
     >>> from perfmodel.replay import prepare_trace
     >>> from perfmodel import synthetic_trace
     >>> prepare_trace(synthetic_trace(100, 10, seed=0)).tokens.shape
@@ -371,6 +395,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
                                                                         c.blocks_per_message))))
     out = _replay.Results.empty(n)
+    _notice_first_compile()
     _replay.replay(requests, cluster, out)
     if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
         first = int(np.argmax(~np.isfinite(out.transfer)))

@@ -66,7 +66,8 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
       fraction of the prompt already cached at the destination; with it, ``mode``
       defaults to destination_missing) and ``block_size`` (tokens per KV block, default
-      64): destination_missing rows are charged block-rounded, as
+      64, a common engine page size; :func:`perfmodel.replay_handoffs` defaults to 512, the
+      hash block of Mooncake traces): destination_missing rows are charged block-rounded, as
       :func:`perfmodel.destination_missing_tokens` computes.
     - fidelity (all off unless given): ``per_block_ms`` (cost per KV block, added to a
       link's own; needs ``block_size``), ``per_message_ms`` (cost per message, added to a
@@ -600,14 +601,14 @@ def _every_or_none(forward: _Forward, spec: Any, budget: np.ndarray, window: np.
 
 @documented(extra={name: _INVERSE[name] for name in ("budget_ms", "inputs")})
 def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
-                      **inputs: Any) -> np.float64 | NDArray[np.float64]:
+                      **inputs: Any) -> np.int64 | np.float64 | NDArray[np.int64] | NDArray[np.float64]:
     """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
 
-    Whole numbers as float64: ``inf`` where every prompt fits (nothing that grows with the
-    prompt costs anything: its tokens move no bytes or move them at an infinite bandwidth, and
-    no per-block or full-attention per-message cost applies; and the highest delay fits),
-    ``-1`` where not even an empty prompt fits (a state and its latency alone exceed the
-    budget), NaN where the delay is unknown (a bandwidth of 0).
+    A count of tokens, int64: ``-1`` where not even an empty prompt fits (a state and its latency
+    alone exceed the budget). float64 when some answer is not a count: ``inf`` where every prompt
+    fits (nothing that grows with the prompt costs anything: its tokens move no bytes or move them
+    at an infinite bandwidth, and no per-block or full-attention per-message cost applies; and the
+    highest delay fits), NaN where the delay is unknown (a bandwidth of 0), or beyond int64.
     Checked against the forward model, so
     ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
     For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
@@ -623,20 +624,23 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
 
     Returns
     -------
-    numpy.float64 or numpy.ndarray
-        Tokens: the longest prompt whose handoff, and every shorter one's, meets the budget.
+    numpy.int64 or numpy.ndarray
+        Tokens: the longest prompt whose handoff, and every shorter one's, meets the budget (int64;
+        float64 with ``inf`` where every prompt fits).
 
     Examples
     --------
     >>> from perfmodel import max_tokens_within
     >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[10.0, 50.0])
-    array([1525., 7629.])
+    array([1525, 7629])
     >>> max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50.0)
-    np.float64(7629.0)
+    np.int64(7629)
     >>> max_tokens_within("ib-ndr", "gpt-oss-120b", budget_ms=50.0)  # 2x the prompt of full attention
-    np.float64(67688.0)
+    np.int64(67688)
     >>> max_tokens_within("nixl-ucx-rdma", "llama-3.1-70b", budget_ms=50.0, block_size=16)  # 0.73 us per message
-    np.float64(1769.0)
+    np.int64(1769)
+    >>> max_tokens_within(float("inf"), "llama-3.1-70b", budget_ms=50.0)  # every prompt fits
+    np.float64(inf)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(budget_ms=budget, kv_transfer_bandwidth=kv_transfer_bandwidth,
@@ -683,4 +687,7 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
             found[rows] = _least_true(start[rows], lambda n, r: too_long(n, rows[r]), 2**53) - 1
         tokens[search] = np.where(huge, far, found)
     tokens = np.where(unknown, np.nan, np.where(none, -1.0, tokens))
-    return _answer(shape, np.where(every, np.inf, tokens))
+    answer = np.where(every, np.inf, tokens)
+    if bool((np.isfinite(answer) & (answer < 2.0**63)).all()):  # a count; float64 only for inf, NaN or beyond int64
+        answer = answer.astype(np.int64)
+    return _answer(shape, answer)

@@ -10,7 +10,21 @@ hypothesis.settings.register_profile("nojit", deadline=None, max_examples=40)
 hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else
                                  "thorough" if os.environ.get("PERFMODEL_THOROUGH") == "1" else "ci")
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true",
+                     help="add the slow end-to-end checks (marked exhaustive) to the run; -m exhaustive runs only them")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The exhaustive checks are left out unless --exhaustive adds them or a -m expression chooses."""
+    if config.getoption("--exhaustive") or config.option.markexpr:
+        return
+    kept = [item for item in items if "exhaustive" not in item.keywords]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if "exhaustive" in item.keywords])
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -25,12 +39,26 @@ def _private_user_presets(tmp_path_factory):
         os.environ["PERFMODEL_CONFIG_DIR"] = previous
 
 
-@pytest.fixture
-def shared_data() -> Path:
-    """../shared/data/ beside the project; tests that need it skip without it."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present (it ships beside the repository, not with the package)")
-    return SHARED_DATA
+@pytest.fixture(scope="session")
+def shared_data(tmp_path_factory) -> Path:
+    """The sample data as it is published (the traces uncompressed, the microbenchmark tables under
+    ``measurements/``), made from the copies the package ships (:mod:`perfmodel.datasets`): no test skips
+    for want of a folder beside the repository."""
+    import gzip
+    import shutil
+
+    from perfmodel import datasets
+
+    folder = tmp_path_factory.mktemp("data")
+    (folder / "measurements").mkdir()
+    for name in datasets.names():
+        source = datasets.path(name)
+        if source.suffix == ".gz":
+            with gzip.open(source, "rb") as packed, open(folder / source.stem, "wb") as plain:
+                shutil.copyfileobj(packed, plain)
+        else:
+            shutil.copyfile(source, folder / "measurements" / source.name)
+    return folder
 
 
 @pytest.fixture(params=["handoff_delay_ms", "handoff_delays", "accessor", "sweep", "replay_handoffs", "dask", "cli"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,36 @@ def test_the_drawing_child_runs_numbas_parallel_code_serially(monkeypatch):
 
     with cli._alongside(in_the_child):
         pass
+
+
+COMMANDS = ("sweep", "delay", "trace", "calibrate", "models", "links", "cache")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_is_plain_text_and_says_what_the_command_does(command):
+    """No Sphinx markup in --help (':class:`perfmodel.TransferMode`' leaked), and every command describes
+    itself (models and links had only the option list)."""
+    done = run(command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert not re.search(r":(class|func|mod|meth|data|doc|attr):|``", done.stdout), done.stdout
+    description = done.stdout.split("\n\n")[1]
+    assert not description.startswith(("options:", "positional arguments:")), done.stdout
+
+
+def test_errors_name_flags_that_exist():
+    """A missing link named a --kv-transfer-bandwidth flag that trace does not have (it is --bandwidth)."""
+    done = run("trace", "dataset:mooncake-synthetic", "--model", "llama-3.1-70b", "--out", "never")
+    assert done.returncode == 2
+    flags = set(re.findall(r"--[a-z][a-z-]+", done.stderr))
+    known = set(re.findall(r"--[a-z][a-z-]+", run("trace", "--help").stdout))
+    assert flags and flags <= known, flags - known
+
+
+def test_result_columns_carry_no_float_noise(tmp_path):
+    """6.710886400000001 ms is 6.7108864 ms: computed columns are written to 13 significant digits (within
+    the model's 1e-12), the inputs as given."""
+    done = run("sweep", "--model", "llama-3.1-70b", "--link", "ib-ndr", "--tokens", "1k,3k", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "sweep.csv").read_text()
+    assert "6.7108864," in text or "6.7108864\n" in text, text
+    assert not re.search(r"\d\.\d*0000000\d\b|\d\.\d*9999999\d\b", text), text

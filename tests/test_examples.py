@@ -24,3 +24,20 @@ def test_example_runs_and_writes_a_png(script, tmp_path):
     pngs = list(tmp_path.glob("*.png"))
     assert pngs and all(p.stat().st_size > 10_000 for p in pngs)
     assert done.stdout.strip()  # each prints the numbers behind its figure
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
+def test_a_downloaded_example_imports_only_installed_modules(script):
+    """The gallery offers each script for download alone: it imports nothing from beside it (the
+    examples imported a ``_common`` module that is not downloaded with them)."""
+    import ast
+    import importlib.util
+
+    tree = ast.parse(script.read_text())
+    modules = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names}
+    modules |= {node.module.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    beside = {p.stem for p in script.parent.glob("*.py")}
+    missing = sorted(m for m in modules if m in beside or importlib.util.find_spec(m) is None)
+    assert not missing, missing

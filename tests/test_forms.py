@@ -60,7 +60,7 @@ def test_inverse_questions_take_the_same_forms(form, tmp_path):
 @pytest.mark.parametrize("call, kind", [
     (lambda: perfmodel.handoff_delay_ms(1024, 50.0, BYTES), np.float64),
     (lambda: perfmodel.required_bandwidth(1024, BYTES, budget_ms=10.0), np.float64),
-    (lambda: perfmodel.max_tokens_within(50.0, BYTES, budget_ms=10.0), np.float64),
+    (lambda: perfmodel.max_tokens_within(50.0, BYTES, budget_ms=10.0), np.int64),  # a count of tokens
     (lambda: perfmodel.LINKS["ib-ndr"].transfer_ms(1e9), np.float64),
     (lambda: perfmodel.destination_missing_tokens(100, 64, 16), np.int64),
 ])

@@ -613,7 +613,7 @@ def test_text_labels_reach_the_kernel_as_codes_and_masks(monkeypatch):
         delays = handoff_delay_ms(10, 1.0, 1000, worker_type=column, errors="coerce")
         np.testing.assert_array_equal(delays, np.tile([0.01, np.nan, np.nan, np.nan], 3000), err_msg=form)
     arrow = pd.Series(labels[:4000], dtype=pd.StringDtype("pyarrow"))
-    assert _coerce("worker_type", arrow).value.dtype == np.int32  # Arrow's own dictionary indices
+    assert _coerce("worker_type", arrow).value.dtype == np.int8  # Arrow's dictionary indices, narrowed (one form)
 
 
 def test_more_than_64_distinct_labels_still_give_their_values():

@@ -216,3 +216,121 @@ def test_a_heatmap_names_each_link_at_its_bandwidth(ax):
     assert names == {"ib-ndr = roce-400g": 50.0, "nvlink4": 450.0, "nvlink5": 900.0}
     across = {float(line.get_ydata()[0]) for line in ax.get_lines() if len(set(line.get_ydata())) == 1}
     assert across == {50.0, 450.0, 900.0}  # a line across at each bandwidth
+
+
+# --- figures as the README draws them: no two labels on top of each other, no title cut off ----------
+
+def _drawn_texts(fig) -> list:
+    """Every text the figure draws (tick labels only of ticks within their axis' view), after a draw."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    tick_labels, drawn = set(), []
+
+    def walk(ax):
+        yield ax
+        for child in ax.child_axes:
+            yield from walk(child)
+
+    for top in fig.axes:
+        for ax in walk(top):
+            for axis in (ax.xaxis, ax.yaxis):
+                low, high = sorted(axis.get_view_interval())
+                span = (high - low) * 1e-9
+                for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                    labels = (tick.label1, tick.label2)
+                    tick_labels.update(labels)
+                    if tick.get_loc() is not None and low - span <= tick.get_loc() <= high + span:
+                        drawn.extend(labels)
+    drawn += [t for t in fig.findobj(Text) if t not in tick_labels]
+    return [t for t in drawn if t.get_visible() and t.get_text().strip()]
+
+
+def _check_layout(fig) -> None:
+    renderer = fig.canvas.get_renderer()
+    texts = _drawn_texts(fig)
+    boxes = [(t, t.get_window_extent(renderer)) for t in texts]
+    frame = fig.bbox
+    titles = [t for t in texts if t.get_text() in (fig.get_suptitle(), *(ax.get_title() for ax in fig.axes))]
+    assert titles
+    for text, box in ((t, b) for t, b in boxes if t in titles):
+        if True:
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, \
+                f"title {text.get_text()!r} is cut off: {box} outside {frame}"
+    for k, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[k + 1:]:
+            overlap = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0), min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            assert min(overlap) <= 1.0, f"{a.get_text()!r} and {b.get_text()!r} overlap"
+
+
+def _readme_sweep_grid(**axes):
+    """The grid 'perfmodel sweep' draws its heatmap from (its own bandwidths, the README's other axes)."""
+    return perfmodel.sweep(kv_transfer_bandwidth=np.geomspace(1, 1000, 61),
+                           num_input_tokens=[2 ** k for k in range(10, 18)], **axes)
+
+
+@pytest.mark.parametrize("axes, links", [
+    (dict(model=["llama-3.1-70b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"]), ["nvlink4", "8x ib-ndr"]),
+    (dict(model="llama-3.1-70b"), list(perfmodel.LINKS)),
+    (dict(model=["llama-3.1-70b", "deepseek-v3", "qwen3-32b", "llama-3.1-8b"]), list(perfmodel.LINKS)),
+], ids=["readme-sweep", "one-model", "main-job"])
+def test_heatmap_figure_labels_never_overlap_nor_leave_the_figure(axes, links):
+    fig = pp.heatmap_figure(_readme_sweep_grid(**axes), budgets_ms=(10, 50, 100), links=links)
+    try:
+        _check_layout(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_the_colour_bar_tells_the_budgets_apart():
+    """The 10, 50 and 100 ms marks on the colour bar show as many distinct dash patterns (a dash-dot of
+    the bar's width looked solid, like 10 ms's line)."""
+    fig = pp.heatmap_figure(_readme_sweep_grid(model="llama-3.1-70b"), budgets_ms=(10, 50, 100), links=["ib-ndr"])
+    try:
+        bar = fig.axes[-1]
+        marks = [line for line in bar.get_lines() if len(set(line.get_ydata())) == 1]
+        assert len(marks) == 3
+        width_pt = bar.get_window_extent().width * 72 / fig.dpi
+        patterns = set()
+        for line in marks:
+            offset, dashes = line._dash_pattern if hasattr(line, "_dash_pattern") else (0, None)
+            period = sum(dashes) if dashes else 0.0
+            assert dashes is None or period * 2 <= width_pt, (line.get_linestyle(), period, width_pt)  # 2 periods
+            patterns.add(tuple(dashes) if dashes else None)
+        assert len(patterns) == 3
+    finally:
+        plt.close(fig)
+
+
+def test_delay_vs_tokens_figure_of_the_readme():
+    df = perfmodel.sweep(model=["llama-3.1-70b", "deepseek-v3"], link=["nvlink4", "ib-ndr", "pcie5"],
+                         kv_cache_dtype=["bf16", "fp8"], num_input_tokens=2 ** np.arange(7, 18))
+    fig = pp.delay_vs_tokens_figure(df, budgets_ms=[50])
+    try:
+        _check_layout(fig)
+    finally:
+        plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def readme_grid():
+    trace = perfmodel.datasets.load("mooncake-synthetic")
+    return perfmodel.replay_grid(trace, model="llama-3.1-70b", contention="fair", decode_workers=[4, 8],
+                                 link=["ib-ndr", "4x ib-ndr"], mode="destination_missing")
+
+
+def test_replay_grid_figure_reads_as_it_should(readme_grid):
+    fig = pp.replay_grid_figure(readme_grid, budget_ms=100)
+    try:
+        _check_layout(fig)
+        lines, cells = fig.axes[0], fig.axes[1]
+        ticks = [t for t in lines.get_xticks() if lines.get_xlim()[0] <= t <= lines.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks), ticks  # decode workers are whole
+        labels = [ax.get_ylabel() for ax in fig.axes] + [ax.get_xlabel() for ax in fig.axes]
+        assert not [label for label in labels if "_ms" in label or label == "decode_workers"], labels
+        titles = " ".join([fig.get_suptitle(), *(ax.get_title() for ax in fig.axes)])
+        meeting = (readme_grid["p99_ms"] <= 100).any()
+        assert ("within 100 ms" in titles) == bool(meeting), titles
+        assert "llama-3.1-70b" in titles and "fair" in titles, titles  # which configuration it shows
+    finally:
+        plt.close(fig)

@@ -129,5 +129,67 @@ def test_the_readme_is_a_short_users_guide():
     text = README.read_text()
     assert len(text) <= 15_000
     assert not re.search(r"\bsessions?\b|\(issue [0-9]+\)|\.\./shared|tried and reverted|this workspace", text, re.I)
-    for link in re.findall(r"\]\((docs/[^)#]+)\)", text):
-        assert (ROOT / link).exists(), link
+    for link in re.findall(r"\]\(([^)#\s]+)", text):
+        path = _in_repository(link)
+        assert path is None or (ROOT / path).exists(), link
+
+
+def _repository_url() -> str | None:
+    """The repository's URL from pyproject's [project.urls] (Repository, Source or Homepage), if it has one."""
+    text = (ROOT / "pyproject.toml").read_text()
+    urls = re.search(r"^\[project\.urls\]\n(.*?)(?:^\[|\Z)", text, flags=re.M | re.S)
+    found = re.search(r'^(?:Repository|Source|Homepage)\s*=\s*"([^"]+)"', urls.group(1), flags=re.M) if urls else None
+    return found.group(1).rstrip("/") if found else None
+
+
+def _in_repository(link: str) -> str | None:
+    """The file of the repository a README link or image points to: a relative path, or an absolute link
+    into the repository (``URL/blob/BRANCH/path``, ``URL/raw/BRANCH/path``, as a package index needs); None
+    for links elsewhere."""
+    if not re.match(r"[a-z]+:", link):
+        return link
+    url = _repository_url()
+    if url and link.startswith(url + "/"):
+        parts = link[len(url) + 1:].split("/", 2)
+        assert len(parts) == 3 and parts[0] in ("blob", "raw", "tree"), link
+        return parts[2]
+    return None
+
+
+@pytest.mark.exhaustive
+def test_the_sdist_runs_its_own_tests(tmp_path):
+    """The source distribution carries its tests' conftest, references and data, the changelog and the
+    citation: unpacked, a few of its tests run against its own package."""
+    import tarfile
+
+    pytest.importorskip("build")
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "dist"), str(ROOT)], check=True,
+                   capture_output=True, timeout=600)
+    archive = next((tmp_path / "dist").glob("perfmodel-*.tar.gz"))
+    with tarfile.open(archive) as sdist:
+        sdist.extractall(tmp_path / "src", filter="data")
+    tree = next((tmp_path / "src").iterdir())
+    for name in ("CHANGELOG.md", "CITATION.cff", "tests/conftest.py", "tests/__init__.py", "tests/reference.py",
+                 "tests/reference_replay.py", "tests/data", ".ci/run", "docs/_static/delay_vs_tokens.png"):
+        assert (tree / name).exists(), name
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", "0", "-m", "not exhaustive",
+                           "tests/test_models.py", "tests/test_trace.py::test_read_mooncake_sample",
+                           "tests/test_readme.py::test_the_readme_is_a_short_users_guide", "-W", "ignore"],
+                          cwd=tree, capture_output=True, text=True, timeout=900, env={**_environment(), "PYTHONPATH": str(tree)})
+    assert done.returncode == 0 and " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
+
+
+def _collected(*options: str) -> int:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-n", "0",
+                           "tests/test_examples.py", *options], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return int(re.search(r"(\d+)(?:/\d+)? tests? collected", done.stdout).group(1))
+
+
+def test_the_exhaustive_checks_are_added_as_the_readme_says():
+    """'--exhaustive adds the slow end-to-end checks': the default run leaves them out, --exhaustive runs
+    them besides the others, -m exhaustive only them (-m exhaustive ran only them where the README said
+    it added them)."""
+    assert "--exhaustive` adds" in README.read_text()
+    default, everything, only = _collected(), _collected("--exhaustive"), _collected("-m", "exhaustive")
+    assert 0 < default < everything and only == everything - default, (default, everything, only)

@@ -150,6 +150,12 @@ def test_cli_grid(tmp_path):
     grid = pd.read_csv(tmp_path / "g" / "grid.csv")
     assert len(grid) == 4 and set(grid["link"]) == {"ib-ndr", "8x ib-ndr"}
     assert "p99 within 20 ms" in done.stdout and "p99 within 200 ms" in done.stdout
+    # the smallest configuration first, by the axes' own order: never the faster link first by its p99
+    listed = done.stdout.split("p99 within 200 ms")[1].splitlines()[2:6]
+    meeting = grid[grid["p99_ms"] <= 200]
+    expected = [(w, link) for w in (1, 4) for link in ("ib-ndr", "8x ib-ndr")
+                if ((meeting["decode_workers"] == w) & (meeting["link"] == link)).any()]
+    assert [(int(line.split()[0]), " ".join(line.split()[1:-5])) for line in listed[:len(expected)]] == expected, listed
     assert (tmp_path / "g" / "grid.png").stat().st_size > 10_000
     done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--model", "llama-3.1-70b",
                            "--grid", "workers=1,4", "--link", "ib-ndr", "--out", str(tmp_path / "h")],

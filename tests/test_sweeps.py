@@ -146,6 +146,10 @@ def test_max_tokens_within_special_cases():
     assert max_tokens_within(np.inf, 100, budget_ms=1.0) == np.inf
     assert max_tokens_within(10.0, 1000, budget_ms=1.0, latency_ms=2.0) == 0
     assert max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[10.0, 50.0]).tolist() == [1525, 7629]
+    # a count: int64 where every answer is finite (the docs show tokens), float64 only for an unbounded one
+    assert max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[10.0, 50.0]).dtype == np.int64
+    assert type(max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50.0)) is np.int64
+    assert max_tokens_within([10.0, np.inf], 1000, budget_ms=1.0).tolist() == [10000.0, np.inf]
     # beyond 2**53 tokens float64 cannot tell one count from the next: the closed form stands (no overflow)
     assert max_tokens_within(1e9, 1, budget_ms=1e4) == 1e19
     with pytest.raises(ValueError, match="budget_ms"):

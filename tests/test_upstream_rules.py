@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import perfmodel
-from perfmodel import handoff_delay_ms, kv_messages, max_tokens_within, replay_handoffs, required_bandwidth, sweep
+from perfmodel import handoff_delay_ms, kv_messages, replay_handoffs, required_bandwidth, sweep
 
 from . import reference
 

@@ -6,8 +6,10 @@
     perfmodel calibrate measurements.csv --name our-rdma --save --out calibration
     perfmodel models | perfmodel links     the presets
     perfmodel presets list                 your presets (show NAME, remove NAME)
+    perfmodel cache [--clear | --prune]    the compiled kernels' cache
 
-One module per command (``sweep``, ``delay``, ``trace``, ``calibrate``, ``models``, ``links``, ``presets``), each
+One module per command (``sweep``, ``delay``, ``trace``, ``calibrate``, ``models``, ``links``, ``presets``,
+``cache``), each
 registering its own subcommand; :mod:`._parsing` reads values and builds the model's flags from the
 input table; :mod:`._draw` draws figures beside the computation; :mod:`._main` holds the parser and
 the entry point. Heavy modules (numba, matplotlib, pyarrow) are imported inside the commands, so

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._inputs import INPUTS
-from . import calibrate, clusters, delay, links, models, presets, sweep, trace
+from . import cache, calibrate, clusters, delay, links, models, presets, sweep, trace
 from ._draw import _SIGNALS
 from ._parsing import UsageError
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for command in (sweep, delay, models, links, presets, clusters, calibrate, trace):
+    for command in (sweep, delay, models, links, presets, clusters, calibrate, trace, cache):
         command.register(sub)
     return parser
 

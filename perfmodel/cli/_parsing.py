@@ -197,7 +197,17 @@ def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, man
         kind = (dict(choices=list(entry.choices or entry.labels)) if entry.choices or entry.labels else
                 dict(type=_reader(name), metavar=name.split("_")[-1].upper()))
         target.add_argument(entry.cli, nargs="+" if many else None, dest=name,
-                            help=help.get(name, entry.doc.split(". ")[0].replace("``", "")), **kind)
+                            help=help.get(name, plain(entry.doc.split(". ")[0])), **kind)
+
+
+def plain(text: str) -> str:
+    """A docstring's reST as plain text for ``--help``: roles to their target's last name, literals bare.
+
+    >>> plain("a :class:`perfmodel.TransferMode` or ``'prefill'`` (see :func:`~perfmodel.sweep`)")
+    "a TransferMode or 'prefill' (see sweep)"
+    """
+    text = re.sub(r":[a-z]+:`~?(?:[^`<]*<)?([^`>]+)>?`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
+    return text.replace("``", "")
 
 
 def _reader(name: str, where: str = "") -> Callable[[str], Any]:

@@ -39,4 +39,9 @@ def _links() -> int:
 
 def register(sub: Any) -> None:
     """Add ``perfmodel links`` to the subcommands ``sub``."""
-    sub.add_parser("links", help="the interconnect presets, built-in and yours").set_defaults(run=cmd_links)
+    sub.add_parser("links", help="the interconnect presets, built-in and yours",
+                   description="List the interconnect presets (NICs, NVLink, PCIe, transport profiles fitted to "
+                               "published microbenchmarks, and links you saved with perfmodel calibrate): "
+                               "bandwidth, latency, per-block and per-message costs, and the handoff of 32k tokens "
+                               "of Llama-3.1-70B over each. Use a name with --link, or as kv_transfer_bandwidth "
+                               "in Python.").set_defaults(run=cmd_links)

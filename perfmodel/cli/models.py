@@ -79,7 +79,11 @@ def _models(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``perfmodel models`` to the subcommands ``sub``."""
-    models = sub.add_parser("models", help="the model presets and their KV bytes per token (--add: your own)")
+    models = sub.add_parser("models", help="the model presets and their KV bytes per token (--add: your own)",
+                            description="List the model presets and yours: attention kind, layers, KV heads, "
+                                        "head size and KV-cache bytes per token (one GPU's, TP1, bf16). --tp and "
+                                        "--decode-tp add the bytes of a prefill group handing off to a decode "
+                                        "group; --add saves a Hugging Face config.json as a preset.")
     models.add_argument("--add", nargs=2, metavar=("NAME", "CONFIG"),
                         help="save a Hugging Face config.json (or its folder) as a model preset NAME")
     models.add_argument("--replace", action="store_true",

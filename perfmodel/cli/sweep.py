@@ -71,7 +71,7 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
     from ..io import write_table
 
     df = perfmodel.sweep(**axes)
-    write_table(df, stage / table_name)
+    write_table(df, stage / table_name, rounded=[c for c in df.columns if c not in axes])  # (results: 13 digits)
     draw_heatmap = None
     if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
         grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}
@@ -126,7 +126,8 @@ def register(sub: Any) -> None:
     sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    _table_options(sweep, flags("sweep"), many=True, block_size="for --cache-hit and per-block costs (default 64)")
+    _table_options(sweep, flags("sweep"), many=True, block_size="for --cache-hit and per-block costs (default 64, a "
+                   "common engine page size; perfmodel trace defaults to 512, a Mooncake hash block)")
     sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
                        help="output folder (default %(default)s)")
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")

@@ -54,12 +54,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
               "kv_transfer_bandwidth": args.bandwidth, **_given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
-    for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
+    for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
+                             ("link", "kv_transfer_bandwidth", "--bandwidth")):
         if not {one, other} & {*config, *axes}:
-            raise UsageError(f"give --{one} (or --{other.replace('_', '-')}, or --grid {one}=...)")
+            raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
         if {one, other} & set(config) and {one, other} & set(axes):
-            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and --{other.replace('_', '-')}: "
-                             "give one of them")
+            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and {flag}: give one of them")
     twice = sorted(set(config) & set(axes))
     if twice:
         raise UsageError(f"--grid {twice[0]}=... and its flag are both given: give its values in --grid only")
@@ -74,7 +74,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     out: Path = args.out
     names = [f"replay.{args.format}", "summary.json", "replay.png"]
     with output_folder(out, command="trace", names=names, inputs=[args.trace]) as stage:
-        write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0])
+        write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0],
+                    rounded=[c for c in replay.columns if c not in trace.columns])  # (results: 13 digits)
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
         fig = pp.replay_figure(replay)
         _save(fig, stage / "replay.png")
@@ -122,7 +123,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     out: Path = args.out
     names = [f"grid.{args.format}", "grid.png"]
     with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
-        write_table(grid, stage / names[0])
+        write_table(grid, stage / names[0], rounded=[c for c in grid.columns if c not in axes])
         fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
         _save(fig, stage / "grid.png")
         plt.close(fig)
@@ -130,15 +131,38 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
         print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-        numeric = [c for c in axes if pd.api.types.is_numeric_dtype(grid[c])]
         for budget in sorted(args.budget_ms):
-            meeting = grid[grid["p99_ms"] <= budget].sort_values([*numeric, "p99_ms"])
+            meeting = smallest_first(grid[grid["p99_ms"] <= budget], axes)
             print(f"\np99 within {budget:g} ms: {len(meeting)} of {len(grid)} configurations"
-                  + (", the smallest first:" if len(meeting) else ""))
+                  + (", the smallest first (numbers ascending, names in the order given):" if len(meeting) else ""))
             if len(meeting):
                 print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     print(f"\nwrote {out / names[0]} and {out / names[1]}")
     return 0
+
+
+def smallest_first(rows: Any, axes: dict[str, list[Any]]) -> Any:
+    """The grid's ``rows`` ordered by their configuration: axis by axis in the order given, numbers
+    ascending and names (links, models) in the order the axis lists them; never by a result.
+
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"decode_workers": [8, 8, 4, 4], "link": ["ib-ndr", "8x ib-ndr"] * 2,
+    ...                      "p99_ms": [40.0, 5.0, 45.0, 6.0]})
+    >>> smallest_first(rows, {"decode_workers": [8, 4], "link": ["ib-ndr", "8x ib-ndr"]}).values.tolist()
+    [[4, 'ib-ndr', 45.0], [4, '8x ib-ndr', 6.0], [8, 'ib-ndr', 40.0], [8, '8x ib-ndr', 5.0]]
+    """
+    import pandas as pd
+
+    keys = {}
+    for name, values in axes.items():
+        column = rows[name]
+        if pd.api.types.is_numeric_dtype(column):
+            keys[name] = column.to_numpy()
+        else:
+            position = {str(v): k for k, v in enumerate(values)}
+            keys[name] = column.astype(str).map(position).to_numpy()
+    order = pd.DataFrame(keys, index=rows.index).sort_values(list(keys), kind="stable").index
+    return rows.loc[order]
 
 
 def register(sub: Any) -> None:
@@ -158,7 +182,8 @@ def register(sub: Any) -> None:
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
     trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
-    _table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512)")
+    _table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512: the Mooncake "
+                   "trace's hash block, so a cached prefix is whole blocks; perfmodel sweep defaults to 64)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "

@@ -18,6 +18,9 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullForma
 from .._inputs import SWEEP_AXES
 
 _STYLES = ["-", "--", "-.", ":"]
+#: The same styles for a colour bar's budget marks, in short dashes: at least two periods across the bar (the
+#: named ones, scaled by the marks' width, left a dash-dot looking solid, like the solid line).
+_BAR_STYLES = ["-", (0, (1.5, 1.0)), (0, (1.5, 0.7, 0.4, 0.7)), (0, (0.4, 0.8))]
 
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -157,7 +160,7 @@ def _label_of(hue: str | None, key: Any) -> str | None:
 
 def _budget_colorbar(bar: Any, budgets_ms: Sequence[float]) -> None:
     """Mark latency budgets on a delay colour bar: each a line in its contour's style, labelled in ms."""
-    for budget, style in zip(budgets_ms, cycle(_STYLES)):
+    for budget, style in zip(budgets_ms, cycle(_BAR_STYLES)):
         bar.ax.axhline(budget, color="white", linewidth=2.0, linestyle=style)
     if budgets_ms:  # named on the bar's free side (its own ticks are on the other)
         left = bar.ax.secondary_yaxis("left")

@@ -33,6 +33,10 @@ def calibration(
         Blocks and messages of each measurement (for links with per-block and per-message costs).
     compare
         Other links (or preset names) drawn for comparison.
+    legend
+        Whether to draw the legend.
+    ax
+        Where to draw (default: the current Axes).
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.plot` for the measurements.
 

@@ -10,12 +10,39 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ._style import _ax, _colorbar, _plain_log_axis, _require, _styles
 
 _STATS = ("handoffs", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "mean_queue_ms", "link_utilisation",
           "bytes_moved", "bytes_saved_by_prefix_reuse", "zero_delay_share")
+
+
+#: How a figure names a replay grid's columns (others: their name with spaces).
+_LABELS = {"decode_workers": "decode workers", "decode_cache_blocks": "cache blocks per decode worker",
+           "links": "links", "kv_transfer_bandwidth": "bandwidth (GB/s)", "kv_bytes_per_token": "KV bytes per token",
+           "block_size": "block size (tokens)", "latency_ms": "latency (ms)", "per_block_ms": "per-block cost (ms)",
+           "per_message_ms": "per-message cost (ms)", "kv_cache_dtype": "KV dtype", "tp": "TP"}
+
+
+def _label(column: str) -> str:
+    """A readable name of a grid column or statistic ('p99_ms' -> 'p99 handoff delay (ms)')."""
+    if column in _STATS:
+        return column.replace("_ms", " handoff delay (ms)") if column.endswith("_ms") else column.replace("_", " ")
+    return _LABELS.get(column, column.replace("_", " "))
+
+
+def _configuration(df: pd.DataFrame) -> str:
+    """What every configuration of a replay grid shares (its one-value columns), in words.
+
+    >>> import pandas as pd
+    >>> _configuration(pd.DataFrame({"model": ["llama-3.1-70b"] * 2, "contention": ["fair"] * 2,
+    ...                             "decode_workers": [4, 8], "p99_ms": [1.0, 2.0]}))
+    'llama-3.1-70b, contention fair'
+    """
+    fixed = [c for c in df.columns if c not in _STATS and df[c].nunique(dropna=False) == 1]
+    return ", ".join(str(df[c].iloc[0]) if c in ("model", "link", "mode") else f"{_label(c)} {df[c].iloc[0]}"
+                     for c in fixed)
 
 
 def _grid_axes(df: pd.DataFrame) -> list[str]:
@@ -44,6 +71,10 @@ def grid_percentiles(
         A summary column (``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ...).
     budget_ms
         A horizontal line at the budget.
+    legend
+        Whether to draw the legend.
+    ax
+        Where to draw (default: the current Axes).
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.plot`.
 
@@ -56,7 +87,7 @@ def grid_percentiles(
     ...                              link=["ib-ndr", "8x ib-ndr"], decode_workers=[1, 2, 4], contention="fifo")
     >>> ax = pp.grid_percentiles(grid, budget_ms=100, ax=plt.subplots()[1])
     >>> ax.get_xlabel(), [line.get_label() for line in ax.get_lines()][:2]
-    ('decode_workers', ['ib-ndr', '8x ib-ndr'])
+    ('decode workers', ['ib-ndr', '8x ib-ndr'])
     """
     ax = _ax(ax)
     varying = _grid_axes(df)
@@ -85,14 +116,18 @@ def grid_percentiles(
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xticks(sorted(df[x].unique()))
+    elif pd.api.types.is_integer_dtype(df[x]) and df[x].nunique() <= 12:  # whole values: them as the ticks
+        ax.set_xticks(sorted(df[x].unique()))
+    elif pd.api.types.is_integer_dtype(df[x]):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if stat.endswith("_ms"):
         ax.set_yscale("log")
         _plain_log_axis(ax.yaxis)
-    ax.set_xlabel(x)
-    ax.set_ylabel(stat.replace("_ms", " handoff delay (ms)") if stat.endswith("_ms") else stat)
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(stat))
     ax.grid(True, alpha=0.3)
     if legend and hue:
-        ax.legend(title=hue, fontsize="small")
+        ax.legend(title=_label(hue), fontsize="small")
     return ax
 
 
@@ -103,6 +138,21 @@ def grid_budget(
     """Which configurations meet the budget: a replay grid's statistic over two configuration axes,
     each cell labelled with its value, the cells within budget outlined and ticked.
 
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        From :func:`perfmodel.replay_grid`.
+    x, y : str, optional
+        Configuration columns (default: the first two that vary).
+    stat : str
+        A summary column.
+    budget_ms : float
+        The budget the cells are checked against.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.imshow`.
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
@@ -112,7 +162,7 @@ def grid_budget(
     ...                              link=["ib-ndr", "8x ib-ndr"], decode_workers=[1, 2, 4], contention="fifo")
     >>> ax = pp.grid_budget(grid, budget_ms=100, ax=plt.subplots()[1])
     >>> ax.get_xlabel(), ax.get_ylabel()
-    ('decode_workers', 'link')
+    ('decode workers', 'link')
     """
     ax = _ax(ax)
     varying = _grid_axes(df)
@@ -131,7 +181,7 @@ def grid_budget(
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size and positive.max() > positive.min() \
         else None
     mesh = ax.imshow(values, norm=norm, **{"cmap": "viridis", "aspect": "auto", **kwargs})
-    _colorbar(ax.figure, mesh, ax=ax, label=stat)
+    _colorbar(ax.figure, mesh, ax=ax, label=_label(stat))
     for (row, column), value in np.ndenumerate(values):
         met = value <= budget_ms
         ax.text(column, row, f"{value:.3g}" + (" ✓" if met else ""), ha="center", va="center", fontsize="small",
@@ -141,16 +191,26 @@ def grid_budget(
             ax.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=2))
     ax.set_xticks(range(len(table.columns)), [str(c) for c in table.columns])
     ax.set_yticks(range(len(table.index)), [str(i) for i in table.index])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    what = stat.replace("_ms", " handoff delay (ms)") if stat.endswith("_ms") else stat
-    ax.set_title(f"{what}; ✓ within {budget_ms:g} ms", fontsize="medium")
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(y))
+    met = int(np.count_nonzero(values <= budget_ms))
+    ax.set_title(f"✓ within {budget_ms:g} ms: {met} of {values.size}" if met else
+                 f"none within {budget_ms:g} ms", fontsize="medium")
     return ax
 
 
 def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_ms") -> Any:
     """A replay grid at a glance: the statistic against the first varying axis (a line per value of
     the second), and which configurations meet the budget. Other varying axes: one row of panels each.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        From :func:`perfmodel.replay_grid`.
+    budget_ms : float
+        The budget.
+    stat : str
+        A summary column (default the p99 handoff delay).
 
     Examples
     --------
@@ -179,4 +239,6 @@ def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_m
             row[0].set_title(", ".join(f"{c}={v}" for c, v in zip(rest, key)), fontsize="medium")
         if hue:
             grid_budget(part, x, hue, stat=stat, budget_ms=budget_ms, ax=row[1])
+    shared = _configuration(df)
+    fig.suptitle(f"{_label(stat)} over the replay grid" + (f": {shared}" if shared else ""), fontsize="medium")
     return fig

@@ -92,6 +92,17 @@ def compare(
     speed-up at the largest ``x`` written on the plot. Anything else (per-request delays:
     Series, arrays, replay frames): their two CDFs, as :func:`delay_cdf` draws them.
 
+    Parameters
+    ----------
+    before, after : pandas.DataFrame
+        Two results of :func:`perfmodel.sweep` or two replays.
+    labels : tuple of str
+        Their names in the legend.
+    x : str
+        The column on the x axis.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+
     Returns
     -------
     matplotlib.axes.Axes
@@ -139,6 +150,15 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
     ``bins`` given) as the mean number in flight per time bin, computed exactly from the
     step function's integral, so a long replay stays readable.
 
+    Parameters
+    ----------
+    replay : pandas.DataFrame
+        From :func:`perfmodel.replay_handoffs`.
+    bins : int, optional
+        Time bins (default: from the replay's length).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
@@ -178,6 +198,13 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
 
 def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
     """A trace replay at a glance: the delay CDF (percentiles marked) and the transfers in flight.
+
+    Parameters
+    ----------
+    replay : pandas.DataFrame
+        From :func:`perfmodel.replay_handoffs`.
+    label : str, optional
+        The replay's name in the title.
 
     Examples
     --------

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.font_manager import FontProperties
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -117,11 +118,38 @@ def _mark_links(ax: Axes, links: Sequence[Link | str], *, names: bool) -> None:
     bandwidth together) on the right-hand axis when ``names``."""
     low, high = sorted(ax.get_ylim())
     at = {bandwidth: name for bandwidth, name in _link_names(links).items() if low <= bandwidth <= high}
-    for bandwidth, name in at.items():
+    for bandwidth in at:
         ax.axhline(bandwidth, color="white", linewidth=0.7, linestyle=(0, (1, 2)), alpha=0.9)
-        if names:  # beside the axes, at the line's height (a text each: a secondary axis costs 25 ms a panel)
-            ax.annotate(name, (1, bandwidth), xycoords=ax.get_yaxis_transform(), xytext=(4, 0),
-                        textcoords="offset points", va="center", fontsize="small", annotation_clip=False)
+    if names and at:  # beside the axes, at the lines' heights, moved apart where they would touch
+        heights = sorted((ax.transAxes.inverted().transform(ax.transData.transform((1.0, b)))[1], b) for b in at)
+        size = FontProperties(size="small").get_size_in_points()
+        height_pt = max(ax.get_position().height * ax.figure.get_figheight() * 72, 1.0)
+        placed = _apart([y for y, _ in heights], 1.2 * size / height_pt)  # (the gap in axes fraction)
+        for (y, bandwidth), where in zip(heights, placed):  # (a text each: a secondary axis costs 25 ms a panel)
+            ax.annotate(at[bandwidth], (1, bandwidth), xycoords=ax.get_yaxis_transform(),
+                        xytext=(4, (where - y) * height_pt), textcoords="offset points", va="center",
+                        fontsize="small", annotation_clip=False)
+
+
+def _apart(positions: Sequence[float], gap: float) -> list[float]:
+    """Increasing ``positions`` moved as little as needed to be ``gap`` apart, within [0, 1] where they fit.
+
+    >>> [round(v, 2) for v in _apart([0.5, 0.52, 0.53, 0.9], 0.05)]
+    [0.5, 0.55, 0.6, 0.9]
+    >>> [round(v, 2) for v in _apart([0.9, 0.97, 1.0], 0.05)]
+    [0.9, 0.95, 1.0]
+    """
+    placed = list(positions)
+    for _ in range(len(placed)):  # push up, then down from the top, until nothing moves
+        before = list(placed)
+        for k in range(1, len(placed)):
+            placed[k] = max(placed[k], placed[k - 1] + gap)
+        placed[-1] = min(placed[-1], max(1.0, positions[-1]))
+        for k in range(len(placed) - 2, -1, -1):
+            placed[k] = min(placed[k], placed[k + 1] - gap)
+        if placed == before:
+            break
+    return placed
 
 
 def _link_names(links: Sequence[Link | str]) -> dict[float, str]:
@@ -375,6 +403,17 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     that vary, on one shared colour scale, with the budgets' contours (marked on the colour bar),
     ``links`` marked at their bandwidths (named beside the right-hand panels) and the fixed options
     in the title.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A sweep over ``num_input_tokens`` and ``kv_transfer_bandwidth``.
+    budgets_ms : sequence of float
+        The budgets drawn as contours.
+    links : sequence of Link or str
+        Links marked at their bandwidths.
+    max_panels : int
+        The most panels drawn.
 
     Returns
     -------

@@ -1,0 +1,205 @@
+"""The first run: what the kernels compile with an empty cache, what is said about it, and the cache's upkeep.
+
+Each check runs a fresh interpreter with a cache folder of its own (``PERFMODEL_CACHE_DIR``), so that
+numba really compiles; numba's own compile events list what it compiled."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Records numba's compile events while running ``sys.argv[1]`` (Python source); prints them as JSON.
+RECORDER = r'''
+import json, sys
+from numba.core import event
+with event.install_recorder("numba:compile") as recorder:
+    exec(sys.argv[1])
+names = [(ev.data["dispatcher"].py_func.__qualname__, str(ev.data["args"])) for _, ev in recorder.buffer
+         if ev.is_start and "dispatcher" in ev.data]
+print(json.dumps(names))
+'''
+
+REPLAY = '''
+import perfmodel
+trace = perfmodel.synthetic_trace(300, rate_per_s=200, seed=1)
+for contention in ("none", "fifo", "fair"):
+    perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", mode="destination_missing", decode_workers=3,
+                              contention=contention, links=2)
+'''
+
+
+def _compiled(code: str, cache: Path) -> list[tuple[str, str]]:
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-c", RECORDER, code], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(pair) for pair in json.loads(done.stdout.splitlines()[-1])]
+
+
+@pytest.fixture(scope="module")
+def replay_compiles(tmp_path_factory) -> tuple[list, list]:
+    """What a cold and then a warm run of three replays compile."""
+    cache = tmp_path_factory.mktemp("cache")
+    return _compiled(REPLAY, cache), _compiled(REPLAY, cache)
+
+
+def test_the_replay_compiles_no_string_formatting(replay_compiles):
+    """A slice assignment in the event loop compiled numba's shape-mismatch message (str, repr and join of
+    tuples: more than half of the replay's first compile)."""
+    cold, _ = replay_compiles
+    text = [name for name, _ in cold if "raise_with_shape_context" in name or "unicode" in name or "str" in name]
+    assert not text, text
+
+
+def test_the_replay_compiles_each_helper_once(replay_compiles):
+    """A counter that starts as the literal 0 compiled the heap and routing helpers a second time."""
+    cold, _ = replay_compiles
+    helpers = [name for name, signature in cold if name in ("heap_push", "heap_pop", "_route", "_insert_blocks")]
+    assert sorted(helpers) == ["_insert_blocks", "_route", "heap_pop", "heap_push"], helpers
+    assert not [s for _, s in cold if "Literal[int]" in s]
+
+
+def test_a_warm_cache_compiles_nothing(replay_compiles):
+    _, warm = replay_compiles
+    assert warm == []
+
+
+@pytest.mark.parametrize("labels", [
+    ["prefill", "decode", "prefill"],
+    "object", "category", "str", "string[pyarrow]",
+])
+def test_worker_type_labels_reach_the_kernel_as_one_code_dtype(labels):
+    """Label columns of every form are one compiled form: their codes as int8 (a list gave int64 codes and
+    pandas' text columns int32, each a specialization of its own: seconds on a cold cache)."""
+    import pandas as pd
+
+    from perfmodel.handoff import _coerce
+
+    column = ["prefill", "decode", "prefill"]
+    value = column if isinstance(labels, list) else pd.Series(column, dtype=labels)
+    arg = _coerce("worker_type", value)
+    assert arg.value.dtype == "int8" and arg.masks is not None
+
+
+def test_small_calls_mixing_scalars_and_arrays_compile_one_form(tmp_path):
+    """The README's small calls (an array of prompt lengths with one bandwidth, two arrays with one model...)
+    compiled a specialization each; spread to arrays they share one, with the same numbers."""
+    code = '''
+import numpy as np, perfmodel
+tokens = np.array([1024, 32768, 7])
+a = perfmodel.handoff_delay_ms(tokens, 50.0, 327_680)
+b = perfmodel.handoff_delay_ms(tokens, np.array([50.0, 25.0, 1.0]), 327_680)
+c = perfmodel.handoff_delay_ms(tokens, np.array([50.0, 25.0, 1.0]), np.array([327_680.0, 1e6, 3.0]))
+d = perfmodel.handoff_delay_ms(4096, np.array([50.0, 25.0, 1.0]), 1e6)
+perfmodel.required_bandwidth([1024, 4096], "llama-3.1-70b", budget_ms=50)   # (one row's arrays, bytes written)
+perfmodel.max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50)
+assert a.tolist() == [1024 * 327_680 / (50.0 * 1e9) * 1000.0, 32768 * 327_680 / (50.0 * 1e9) * 1000.0,
+                      7 * 327_680 / (50.0 * 1e9) * 1000.0], a
+assert d.tolist() == [4096 * 1e6 / (bw * 1e9) * 1000.0 for bw in (50.0, 25.0, 1.0)], d
+'''
+    kernels = [s for name, s in _compiled(code, tmp_path) if name == "handoff_serial"]
+    assert len(kernels) == 1, kernels
+
+
+def _stderr_on_a_terminal(code: str, cache: Path) -> str:
+    """What a fresh interpreter running ``code`` writes to standard error when that is a terminal."""
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], stderr=follower, stdout=subprocess.PIPE, env=env,
+                              timeout=900)
+        os.close(follower)
+        assert done.returncode == 0
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # (the terminal's other end is closed: all read)
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(leader)
+
+
+TWO_CALLS = "import perfmodel; perfmodel.handoff_delay_ms(1, 1.0, 1); perfmodel.handoff_delay_ms([1, 2], 1.0, 1)"
+
+
+def test_the_first_run_says_once_that_it_compiles_on_a_terminal_only(tmp_path):
+    cold = _stderr_on_a_terminal(TWO_CALLS, tmp_path / "cache")
+    assert cold.count("compiling kernels, once: about") == 1, cold
+    warm = _stderr_on_a_terminal(TWO_CALLS, tmp_path / "cache")
+    assert "compiling" not in warm, warm
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "other")}
+    piped = subprocess.run([sys.executable, "-c", TWO_CALLS], capture_output=True, text=True, env=env, timeout=900)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+
+
+def _entry(root: Path, version: str, install: str, source: str | None = None, days: float = 0.0) -> Path:
+    import time
+
+    folder = root / "numba" / version / install
+    folder.mkdir(parents=True)
+    (folder / "kernel-10.py311.nbi").write_bytes(b"x" * 100)
+    if source is not None:
+        (folder / "perfmodel-source.txt").write_text(source + "\n")
+    for file in folder.iterdir():
+        os.utime(file, (time.time() - days * 86400,) * 2)
+    return folder
+
+
+def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch):
+    """Entries of another version at this install location (unused for a week), of an install location
+    that is gone, and unmarked ones unused for 90 days go; another live install, a recently used other
+    version and anything that is not perfmodel's stay."""
+    from perfmodel import _compat
+
+    monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    here = _compat._install_folder()
+    live = tmp_path / "live-install" / "perfmodel"
+    live.mkdir(parents=True)
+    (live / "__init__.py").write_text("")
+    current = _entry(tmp_path, _compat._version_folder(), here)
+    upgraded = _entry(tmp_path, "0.0.1-numba0.60.0", here, days=8)
+    second_venv = _entry(tmp_path, "0.1.0-numba0.61.2", here, days=1)
+    gone = _entry(tmp_path, _compat._version_folder(), "perfmodel_gone", str(tmp_path / "deleted" / "perfmodel"))
+    other = _entry(tmp_path, _compat._version_folder(), "perfmodel_live", str(live))
+    old_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_old", days=100)
+    new_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_new", days=3)
+    foreign = tmp_path / "numba" / "not-ours"
+    foreign.mkdir()
+    states = {folder: state for folder, _, state in _compat.cache_entries()}
+    assert states[current] == "current" and states[other] == "kept" and states[second_venv] == "kept"
+    assert all(states[f].startswith("stale") for f in (upgraded, gone, old_unmarked)), states
+    removed = _compat.prune_cache()
+    assert sorted(removed) == sorted([upgraded, gone, old_unmarked])
+    assert not upgraded.parent.exists()  # an emptied version folder goes too
+    for kept in (current, second_venv, other, new_unmarked, foreign):
+        assert kept.exists(), kept
+    assert (current / "perfmodel-source.txt").read_text().strip() == str(Path(_compat.__file__).resolve().parent)
+    assert _compat.clear_cache() > 0 and foreign.exists()
+    assert not [f for f, _, _ in _compat.cache_entries()]
+
+
+def test_the_cache_command_lists_and_clears(tmp_path):
+    from perfmodel import _compat
+
+    entry = _entry(tmp_path, _compat._version_folder(), _compat._install_folder())
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path)}
+    listing = subprocess.run([sys.executable, "-m", "perfmodel", "cache"], capture_output=True, text=True, env=env)
+    assert listing.returncode == 0 and f"{entry.parent.name}/{entry.name}  current" in listing.stdout, listing
+    cleared = subprocess.run([sys.executable, "-m", "perfmodel", "cache", "--clear"], capture_output=True, text=True,
+                             env=env)
+    assert cleared.returncode == 0 and "removed" in cleared.stdout and not entry.exists(), cleared
