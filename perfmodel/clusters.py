@@ -395,7 +395,8 @@ def kv_heads(config: Any) -> int:
     >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
     (8, 1)
     """
-    from .models import _HEADS, _field, model_config
+    from ._layers import _HEADS, _field
+    from .models import model_config
 
     cfg = model_config(config)
     if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):

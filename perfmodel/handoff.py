@@ -20,7 +20,6 @@ from typing import Any, Literal, NamedTuple
 
 import numba
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from . import _compat, _kernels, _onto_cluster, _resolve
@@ -29,10 +28,8 @@ from ._inputs import (
     CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
     outside,
 )
-from ._coerce import (
-    UNPARSEABLE, _as_1d, _code_of, _plain, _read_only, _to_codes, _to_numeric, check_errors, distinct,
-    spread, whole_numbers,
-)
+from ._args import _Arg, _coerce
+from ._coerce import _plain, _read_only, check_errors, distinct, whole_numbers
 from .errors import Errors, InputError, check_flag, check_whole
 from .links import Link
 from .models import ModelShape
@@ -54,142 +51,6 @@ FIRST_COMPILE_S = 2
 #: The model's per-row inputs, in the kernel's order (the pandas facade takes the same names).
 ARGUMENTS = ROW_NAMES
 _MODE_INDEX = ARGUMENTS.index("mode")
-
-
-class _Arg:
-    """One coerced argument: ``value`` for the kernel, ``original`` for error messages."""
-
-    __slots__ = ("name", "value", "original", "masks", "is_array")
-
-    def __init__(self, name: str, value: Any, original: Any, masks: tuple[np.uint64, np.uint64] | None = None):
-        self.name = name
-        self.value = value  # numpy scalar, or read-only C-contiguous 1-D array
-        self.original = original  # 1-D array of what the caller gave (before conversion)
-        self.masks = masks  # value holds label codes: see _label_codes
-        self.is_array = isinstance(value, np.ndarray)
-
-    def kernel_values(self) -> Any:
-        """The values the kernel works with (category codes decoded as the kernel decodes them)."""
-        return self.value if self.masks is None else _kernels.decode_codes(self.value, *self.masks)
-
-
-def _scalar(name: str, value: Any) -> Any:
-    """A plain Python or numpy scalar as the kernel's scalar type, or None to take the general path."""
-    rule = INPUTS[name]
-    if isinstance(value, (np.timedelta64, np.datetime64)):
-        return None  # the general path refuses them with a clear message
-    if isinstance(value, (bool, np.bool_)):
-        return np.bool_(value) if rule.kind == "flag" else None
-    if isinstance(value, (int, np.integer)):
-        if rule.kind == "count":  # float64, as the kernel computes (exact to 2**53): one compiled type, not two
-            return np.float64(value) if -(2**53) <= value <= 2**53 else (
-                np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value))
-        if rule.kind == "real":
-            return np.float64(value)
-        return np.int8(value) if 0 <= value <= rule.code_limit else np.int8(UNPARSEABLE)
-    if isinstance(value, (float, np.floating)) and rule.kind in ("count", "real"):
-        return np.float64(value)
-    if isinstance(value, str) and rule.kind == "code":
-        return np.int8(_code_of(value, rule.labels, rule.code_limit, False))
-    return None
-
-
-#: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).
-_CACHED_SCALARS = frozenset({bool, int, float, str, np.float64, np.int64, np.int8, np.bool_, WorkerType, TransferMode})
-
-
-@functools.lru_cache(maxsize=512)
-def _scalar_arg(name: str, kind: type, value: Any) -> _Arg | None:
-    """:func:`_coerce` of one plain scalar, remembered: most calls pass the same few."""
-    scalar_value = _scalar(name, value)
-    return None if scalar_value is None else _Arg(name, scalar_value, (value,))
-
-
-#: Per argument, the dtypes in which a 1-D numpy array reaches the kernel as it is (a read-only view).
-_KERNEL_DTYPES = {name: frozenset(map(np.dtype, {"count": (np.int64, np.float64), "real": (np.float64,),
-                                                 "code": (np.int8,), "flag": (np.bool_,)}[rule.kind]))
-                  for name, rule in ((e.name, e) for e in ROW_INPUTS)}
-
-
-def _coerce(name: str, value: Any) -> _Arg:
-    kind = type(value)
-    if kind is np.ndarray:  # the common case for columns: the kernel's dtype already, no conversion
-        if value.ndim == 1 and value.dtype in _KERNEL_DTYPES[name]:
-            return _Arg(name, _read_only(value), value)
-    elif kind is pd.Series:  # the same, of a frame (pandas' numpy-backed columns)
-        if isinstance(value.dtype, np.dtype) and value.dtype in _KERNEL_DTYPES[name]:
-            return _Arg(name, _read_only(value.to_numpy()), value)
-    elif kind in _CACHED_SCALARS:  # the common case for the other arguments: no array round trip
-        arg = _scalar_arg(name, kind, value)  # the type is part of the key: 0 and 0.0 are equal
-        if arg is not None:
-            return arg
-    scalar_value = _scalar(name, value)
-    if scalar_value is not None:
-        return _Arg(name, scalar_value, [value])
-    rule = INPUTS[name]
-    data, scalar = _as_1d(name, value)
-    if rule.kind == "code" and not scalar and _holds_text(data):
-        coded = _label_codes(name, data)
-        if coded is not None:
-            return coded
-    if rule.kind == "count":
-        converted = _to_numeric(name, data)
-    elif rule.kind == "real":
-        converted = _to_numeric(name, data).astype(np.float64, copy=False)
-    else:
-        converted = _to_codes(data, rule.labels, rule.code_limit, rule.kind == "flag")
-    if scalar:
-        return _Arg(name, converted[0], data)
-    return _Arg(name, _read_only(converted), data)
-
-
-def _holds_text(data: Any) -> bool:
-    """Whether a column holds labels to encode (categories, strings, objects), not numeric codes."""
-    dtype = data.dtype
-    return isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)) or dtype.kind in "OUS" or (
-        isinstance(dtype, pd.ArrowDtype) and not dtype.kind in "iufb")
-
-
-def _label_codes(name: str, data: Any) -> _Arg | None:
-    """A column of labels (categorical, text, objects) as the codes of its distinct labels (a
-    categorical's own, Arrow's dictionary indices, else pandas' factorization) and, for up to 64
-    labels, two bit masks over them (the labels whose value is 1 (prefill, destination_missing), the
-    valid ones), which the kernel decodes row by row: no full-length pass spreading the labels'
-    values before it. More labels are spread to their values; None for labels that cannot be hashed."""
-    try:
-        codes, labels = distinct(data)
-        if getattr(data, "dtype", None) == object and not all(isinstance(label, str) for label in labels):
-            apart = _booleans_apart(data)  # (numbers among the labels: booleans may hide there)
-            if apart is not None:
-                codes, labels = distinct(apart)
-    except TypeError:  # unhashable entries (lists): the general path
-        return None
-    values = _label_values(name, labels)
-    if len(values) > 64:
-        return _Arg(name, _read_only(spread(codes, np.array([*values, UNPARSEABLE], dtype=np.int8))), data)
-    one = sum(1 << position for position, value in enumerate(values) if value == 1)
-    valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
-    # the codes of up to 64 labels fit in int8: one compiled form whatever gave them (a categorical's int8,
-    # Arrow's int32, pandas' int64 factorization), at the cost of one narrowing pass for the wider ones
-    return _Arg(name, _read_only(np.asarray(codes).astype(np.int8, copy=False)), data,
-                (np.uint64(one), np.uint64(valid)))
-
-
-def _booleans_apart(data: Any) -> np.ndarray | None:
-    """Object labels with their booleans (never a worker type or mode) as text, None when they mix no
-    booleans with other values: pandas factorizes True with 1 and False with 0 (equal, and hashed
-    alike), which would make them valid codes."""
-    data = np.asarray(data, dtype=object)
-    kinds = set(map(type, data))
-    if not any(issubclass(kind, (bool, np.bool_)) for kind in kinds) or len(kinds) == 1:
-        return None
-    return np.array([repr(bool(v)) if isinstance(v, (bool, np.bool_)) else v for v in data], dtype=object)
-
-
-def _label_values(name: str, labels: Any) -> list[int]:
-    """The code of each label (:data:`UNPARSEABLE` for one that is not a worker type or mode)."""
-    rule = INPUTS[name]
-    return [_code_of(label, rule.labels, rule.code_limit, False) for label in labels]
 
 
 def _group_slice(group: str) -> slice:
@@ -640,17 +501,8 @@ def _handoff(
     names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
     written by the kernel in the same pass."""
-    if errors != "raise":
-        check_errors(errors)
+    _check_how(errors, parallel, num_threads)
     options = _PLAIN if options is None else options
-    if parallel is not None:
-        check_flag("parallel", parallel)
-    if num_threads is not None:
-        check_whole("num_threads", num_threads, smallest=1)
-        if num_threads > numba.config.NUMBA_NUM_THREADS:
-            raise InputError("num_threads", f"{num_threads} is more than the {numba.config.NUMBA_NUM_THREADS} threads "
-                             "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
-                             "NUMBA_NUM_THREADS before starting Python")
     values = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
@@ -680,6 +532,28 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
+    return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _check_how(errors: Errors, parallel: bool | None, num_threads: int | None) -> None:
+    """The options of how a call runs (not of the model): checked before anything is resolved."""
+    if errors != "raise":
+        check_errors(errors)
+    if parallel is not None:
+        check_flag("parallel", parallel)
+    if num_threads is not None:
+        check_whole("num_threads", num_threads, smallest=1)
+        if num_threads > numba.config.NUMBA_NUM_THREADS:
+            raise InputError("num_threads", f"{num_threads} is more than the {numba.config.NUMBA_NUM_THREADS} threads "
+                             "numba started with", f"pass num_threads <= {numba.config.NUMBA_NUM_THREADS}, or set "
+                             "NUMBA_NUM_THREADS before starting Python")
+
+
+def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarray, missing: np.ndarray | None,
+                 bytes_out: np.ndarray | None, errors: Errors, parallel: bool | None, num_threads: int | None) -> None:
+    """The one kernel pass into ``out`` (and ``missing``, ``bytes_out`` when asked for), then the diagnosis of
+    invalid rows when the kernel counted any and errors raise."""
     written_missing, written_bytes = missing, bytes_out
     if _small(args, n):  # (and its every output written: a form without them would be another compile)
         written_missing = np.empty(n, dtype=np.bool_) if missing is None else missing
@@ -687,7 +561,6 @@ def _handoff(
     n_invalid = _run_kernel(_kernel_record(args, capped, n), out, written_missing, parallel, num_threads, written_bytes)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
-    return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
 
 
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,

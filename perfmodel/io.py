@@ -518,7 +518,7 @@ class TableWriter:
 
 
 #: Significant digits of the computed columns a CSV table is written with (``write_table(rounded=...)``):
-#: the model's own precision (SEMANTICS: within 1e-12 of upstream; 13 digits are within 5e-13), without
+#: the model's own precision (the contract: within 1e-12 of upstream; 13 digits are within 5e-13), without
 #: the last bits of float arithmetic (``6.710886400000001``).
 SIGNIFICANT_DIGITS = 13
 

@@ -27,16 +27,6 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _private_user_presets(tmp_path_factory):
-    """Tests never read or write the user's own presets (nor cache the kernels beside them)."""
-    previous = os.environ.get("PERFMODEL_CONFIG_DIR")
-    os.environ["PERFMODEL_CONFIG_DIR"] = str(tmp_path_factory.mktemp("config"))
-    yield
-    if previous is None:
-        os.environ.pop("PERFMODEL_CONFIG_DIR", None)
-    else:
-        os.environ["PERFMODEL_CONFIG_DIR"] = previous
 
 
 @pytest.fixture(scope="session")

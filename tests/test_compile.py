@@ -79,7 +79,7 @@ def test_worker_type_labels_reach_the_kernel_as_one_code_dtype(labels):
     pandas' text columns int32, each a specialization of its own: seconds on a cold cache)."""
     import pandas as pd
 
-    from perfmodel.handoff import _coerce
+    from perfmodel._args import _coerce
 
     column = ["prefill", "decode", "prefill"]
     value = column if isinstance(labels, list) else pd.Series(column, dtype=labels)

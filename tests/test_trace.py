@@ -263,9 +263,9 @@ def test_replay_shares_no_memory_with_the_trace(sample):
 
 
 def test_more_block_ids_than_the_caches_can_name_is_refused(sample, monkeypatch):
-    import perfmodel.replay as replay_module
+    import perfmodel._prepared as prepared
 
-    monkeypatch.setattr(replay_module, "_flat_hashes",
+    monkeypatch.setattr(prepared, "_flat_hashes",
                         lambda trace: (np.zeros(0, np.int64), np.zeros(len(trace) + 1, np.int64), 2**31))
     with pytest.raises(ValueError, match="2,147,483,648 distinct block ids.*in parts"):
         replay_handoffs(sample.head(10), kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
@@ -502,7 +502,7 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
     # small integer ids (Mooncake's) are ranked through a bitmap, 64-bit hashes go through pandas' factorize: the
     # dense ids may be numbered differently (value order, first appearance) but name the same blocks, so every
     # replay is the same
-    from perfmodel.replay import _flat_hashes
+    from perfmodel._prepared import _flat_hashes
 
     trace = synthetic_trace(3000, rate_per_s=50, seed=11)
     small = trace.assign(hash_ids=[[int(h) % 5000 for h in ids] for ids in trace["hash_ids"]])
@@ -526,7 +526,7 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
 def test_ranked_ids_are_the_ranks_of_the_values(values, shift, threads):
     """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats; on one
     thread, and on several with one bitmap each (their shares splitting the values anywhere)."""
-    from perfmodel.replay import ranked_ids
+    from perfmodel._prepared import ranked_ids
 
     values = np.asarray(values, dtype=np.int64)
     values = values - values.min() + shift if values.size else values
@@ -562,7 +562,7 @@ def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypa
     """Above the parallel threshold the ranking runs on two threads: the same dense ids as numpy's
     ranking, and the same as on one thread."""
     import perfmodel.handoff as handoff
-    from perfmodel.replay import _flat_hashes
+    from perfmodel._prepared import _flat_hashes
 
     from perfmodel import synthetic_trace
 
