@@ -8,16 +8,23 @@ message per layer and K/V). Fewer NICs than GPUs means GPUs sharing a NIC; the p
 adding NICs stops paying. Run ``python examples/nics_per_node.py --out results``.
 """
 
+import argparse
 import math
+from pathlib import Path
 
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import output_dir
 
 import perfmodel
 from perfmodel import datasets
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 prompts = datasets.load("azure-code-2023")["num_input_tokens"].to_numpy()
 budget_ms = 10.0
 counts = [1, 2, 4, 8, 16]
