@@ -37,10 +37,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import itertools
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,31 +47,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
+from ._fitting import FitReport, _ms_per_byte_floor, _nonnegative_least_squares
 from ._inputs import nonnegative
 from .errors import InputError, check_whole
 
 __all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
            "transport_profiles", "transports", "user_links"]
-
-
-@dataclass(frozen=True)
-class FitReport:
-    """How well a :func:`fit_link` result describes its measurements (relative errors, fractions)."""
-
-    points: int
-    max_relative_error: float
-    mean_relative_error: float
-    note: str = ""
-    parameters: dict[str, float] | None = field(default=None, compare=False)  # each parameter's value (held: 0)
-
-    def describe(self) -> str:
-        """The fit in one line: its parameters and errors, and what the data could not tell apart."""
-        units = {"bandwidth_gb_s": ("GB/s", 1.0), "latency_ms": ("ms", 1.0), "per_block_ms": ("us per block", 1e3),
-                 "per_message_ms": ("us per message", 1e3)}
-        shown = [f"{value * units[name][1]:,.4g} {units[name][0]}" for name, value in (self.parameters or {}).items()
-                 if value and name in units]
-        return (", ".join(shown) + f"; {self.points} points, max error {self.max_relative_error:.1%}, mean "
-                f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else ""))
 
 
 @dataclass(frozen=True)
@@ -399,6 +379,19 @@ def transports() -> dict[str, Transport]:
 def get_transport(transport: Transport | str) -> Transport:
     """A :class:`Transport` from itself or a profile's name (see :func:`transports`).
 
+    Parameters
+    ----------
+    transport : Transport or str
+        A transport, or the name of a shipped profile (``"mooncake-te-rdma"``; any case).
+
+    Returns
+    -------
+    Transport
+        Its efficiency, per-message, per-block and setup costs (ms), the line rate (GB/s) of the hardware
+        its benchmark ran on, and the source.
+
+    Examples
+    --------
     >>> get_transport("fastdeploy-rdma").line_rate_gb_s
     50.0
     """
@@ -638,34 +631,6 @@ def link_source(name: str) -> str:
         return "profile: " + _PROFILES[name].source
     link = _user_links()[0].get(_presets.key_of(name))
     return f"user: {(link.source if link else '') or 'saved'} ({_presets.presets_path()})"
-
-
-def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """argmin ||design @ x - target|| over x >= 0, for a few columns: the best of the unconstrained
-    fits on every subset of the columns (exact, and cheap for up to three parameters)."""
-    best, best_residual = np.zeros(design.shape[1]), float(np.sum(target**2))
-    columns = range(design.shape[1])
-    for size in range(1, design.shape[1] + 1):
-        for subset in itertools.combinations(columns, size):
-            solution, *_ = np.linalg.lstsq(design[:, subset], target, rcond=None)
-            if np.all(solution >= 0):
-                x = np.zeros(design.shape[1])
-                x[list(subset)] = solution
-                residual = float(np.sum((design @ x - target) ** 2))
-                if residual < best_residual - 1e-15 * max(best_residual, 1.0):
-                    best, best_residual = x, residual
-    return best
-
-
-def _ms_per_byte_floor(line_rate_gb_s: float | None) -> float:
-    """The least ms per byte a line rate allows (0: no line rate)."""
-    if line_rate_gb_s is None:
-        return 0.0
-    if isinstance(line_rate_gb_s, bool) or not isinstance(line_rate_gb_s, (int, float, np.number)) or not (
-            0 < line_rate_gb_s < np.inf):
-        raise InputError("line_rate_gb_s", f"{line_rate_gb_s!r} is not a number > 0", "pass the NIC's line rate in "
-                         "decimal GB/s (400 Gb/s = 50 GB/s)")
-    return 1e-6 / float(line_rate_gb_s)
 
 
 def fit_link(

@@ -441,9 +441,13 @@ def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[
     return values[0] if shape == () else values.reshape(shape)
 
 
-@documented(extra={**_INVERSE, "cluster": "A :class:`perfmodel.Cluster` or a cluster preset's name: the answer is "
-                   "then its NICs' line rate (GB/s) that meets the budget, every other field as it is (NaN where no "
-                   "flow crosses a NIC, e.g. inside an NVLink domain)."})
+#: The parameters of :func:`required_bandwidth` that are not inputs of the model.
+_REQUIRED_BANDWIDTH = dict(_INVERSE, cluster="A :class:`perfmodel.Cluster` or a cluster preset's name: the answer is "
+                           "then its NICs' line rate (GB/s) that meets the budget, every other field as it is (NaN "
+                           "where no flow crosses a NIC, e.g. inside an NVLink domain).")
+
+
+@documented(extra=_REQUIRED_BANDWIDTH)
 def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
                        cluster: Any = None, **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.

@@ -171,3 +171,18 @@ def test_and_the_next_test_sees_the_sessions_folder_again():
     import os
 
     assert os.environ["PERFMODEL_CONFIG_DIR"] != "/nonexistent/left-behind"
+
+
+@pytest.mark.parametrize("function", ["perfmodel.handoff.handoff_delay_ms", "perfmodel.frame.handoff_delays",
+                                      "perfmodel.replay.replay_handoffs", "perfmodel.sweeps.required_bandwidth",
+                                      "perfmodel.sweeps.max_tokens_within"])
+def test_every_parameter_of_an_entry_point_is_read(function):
+    """The entry points pass their parameters on by name (no ``locals()``): one forgotten there would be
+    silently dropped (a replay ignored ``blocks_per_message`` so)."""
+    module, name = function.rsplit(".", 1)
+    tree = ast.parse(MODULES[module].read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    arguments = node.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert not parameters - read, f"{function} never reads {sorted(parameters - read)}"
