@@ -159,8 +159,11 @@ class _Flows:
                             stack.append(s)
         flows = sorted(comp)  # in start order: the filling's order does not depend on dict history
         rates = _maxmin.maxmin_rates([self.path[f] for f in flows], self.capacities) if flows else []
-        for r in seen_r:
-            self.busy[r] += self.load[r] * (t - self.since[r])
+        for r in seen_r:  # the load that held since the last change (peaks: over intervals of positive length)
+            if t > self.since[r]:
+                self.busy[r] += self.load[r] * (t - self.since[r])
+                if self.load[r] > self.peak[r]:
+                    self.peak[r] = self.load[r]
             self.since[r] = t
             self.load[r] = 0.0
         for f, new in zip(flows, rates):
@@ -175,9 +178,6 @@ class _Flows:
             self.rate[f] = new
             self.version[f] += 1
             push(self.anchor[f] + max(self.left[f], 0.0) / (new * 1e9) * 1000.0, f, self.version[f])
-        for r in seen_r:
-            if self.load[r] > self.peak[r]:
-                self.peak[r] = self.load[r]
 
     def left_at(self, f: int, t: float) -> float:
         """Bytes flow ``f`` has not delivered by ``t``."""
