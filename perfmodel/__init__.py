@@ -15,6 +15,7 @@ from typing import Any
 
 import os as _os
 import sys as _sys
+import types as _types
 
 try:
     from . import _accessor  # noqa: F401  (registers df.perfmodel; imports pandas, the slow part of start-up)
@@ -63,7 +64,8 @@ _LAZY = {
     "transports": "links",
     "handoff_flows": "flows",
     "resource_loads": "flows",
-    "kv_heads": "models",
+    "kv_heads": "clusters",
+    "calibrate": "calibrate",
 }
 
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
@@ -71,6 +73,22 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
                "datasets", "clusters", "flows"}
+
+
+class _Package(_types.ModuleType):
+    """perfmodel's own module type: ``perfmodel.calibrate`` stays the function once the module of that name
+    (:mod:`perfmodel.calibrate`) is imported, which would otherwise bind the module in its place."""
+
+    @property
+    def calibrate(self) -> Any:
+        return importlib.import_module(".calibrate", __name__).calibrate
+
+    @calibrate.setter
+    def calibrate(self, module: Any) -> None:  # the import system binding the submodule: it stays in sys.modules
+        pass
+
+
+_sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -27,7 +27,7 @@ CLUSTERS: dict[str, Cluster] = {
     "hgx-h200-8x400g": Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
                                fabric="rail", name="hgx-h200-8x400g"),
     "gcp-a3-ultra": Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
-                            fabric="rail", name="gcp-a3-ultra"),
+                            name="gcp-a3-ultra"),
     "aws-p5": Cluster(nic=Link("efa-100g", 12.5), nics_per_node=32, gpus_per_node=8, nvlink_domain=8,
                       nvlink="nvlink4", name="aws-p5"),
     "aws-p5en": Cluster(nic="efa-200g", nics_per_node=16, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
@@ -48,7 +48,8 @@ SOURCES: dict[str, dict[str, str]] = {
                              "400 Gb/s NIC, RDMA over RoCE (GoogleCloudPlatform/cluster-toolkit release v1.44.1)",
                      "pcie": "no public figure of its PCIe switches' count and bandwidth was found: not modeled "
                              "(give gpus_per_pcie_switch and pcie_switch_gb_s to model them)",
-                     "fabric": "rail-optimized RoCE VPC with one subnet per NIC (Google Cloud A3 Ultra docs)"},
+                     "fabric": "not published: flat (non-blocking); its RoCE network has one subnet per NIC "
+                               "(GKE DRANET set-up for A3 Ultra/A4)"},
     "aws-p5": {"node": "AWS EC2 p5.48xlarge: 8 H100 GPUs, up to 32 network cards and 3,200 Gb/s of EFA bandwidth "
                        "(AWS EC2 user guide 'Maximize network bandwidth ... with EFA'): 32 x 100 Gb/s",
                "nvlink": "NVIDIA H100: NVLink 4, 900 GB/s per GPU both directions"},
@@ -123,6 +124,7 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
     try:
         fields = dict(entry)
         fields.pop("source", None)
+        fields.pop(_presets.SAVED_BY, None)
         for key in ("nic", "nvlink"):
             if isinstance(fields.get(key), dict):
                 fields[key] = Link(**fields[key])
@@ -135,7 +137,7 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
         raise _presets.entry_error(name, "clusters", f"is not a valid cluster ({error})") from None
 
 
-def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
+def save_cluster(cluster: Cluster, *, source: str = "", replace: bool = False) -> Path:
     """Save ``cluster`` as a user preset under its name: every entry point then accepts the name
     (``kv_transfer_bandwidth="our-cluster"``). Returns the presets file.
 
@@ -145,6 +147,8 @@ def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
         The :class:`perfmodel.Cluster` (saved under its ``name``, which no built-in preset may have).
     source
         Where its figures come from.
+    replace
+        Replace a user cluster of that name (otherwise refused).
 
     Returns
     -------
@@ -165,5 +169,5 @@ def save_cluster(cluster: Cluster, *, source: str = "") -> Path:
     entry["nic"], entry["nvlink"] = _link_entry(cluster.nic), _link_entry(cluster.nvlink)
     entry["transport"] = _transport_entry(cluster.transport)
     entry["source"] = source
-    return _presets.save("clusters", cluster.name, entry, builtin=set(CLUSTERS))
+    return _presets.save("clusters", cluster.name, entry, builtin=set(CLUSTERS), replace=replace)
 

@@ -29,7 +29,7 @@ import numpy as np
 from ._codes import TransferMode, WorkerType
 from .errors import InputError, check_choice
 
-__all__ = ["INPUTS", "OPTIONS", "ROW_INPUTS", "Input", "Valid", "documented"]
+__all__ = ["GRID_AXES", "INPUTS", "OPTIONS", "ROW_INPUTS", "SWEEP_AXES", "Input", "Valid", "documented", "flags"]
 
 _INF = math.inf
 
@@ -72,22 +72,24 @@ class Input:
 
     name: str
     doc: str  # the docstring line (numpydoc body), unit included
-    kind: str  # count (int64 or float64, as given) | real (float64) | code | flag | choice | degree (a whole number >= 1) | option
+    kind: str  # count (int64 or float64, as given) | real (float64) | code | flag | choice | degree (a whole number >= 1) | option | name (presets, configs, objects)
     default: Any = inspect.Parameter.empty  # the public signature's default (empty: required)
     kernel_default: Any = None  # the kernel's value when the caller gives None
     valid: Valid | None = None  # numbers: the valid range (the kernel's and the error path's)
     rule: str = ""  # the valid values in words (the fix of an error)
     labels: dict[str, int] | None = None  # codes and flags: the accepted names
     choices: tuple[str, ...] = ()  # choice options
-    group: str = "core"  # core | block | layerwise | option: an extension's inputs are off together
+    group: str = "core"  # core | block | layerwise | option | shape (options that shape the bytes of a model);
+    # an extension's inputs (block, layerwise) are off together
     off: Any = None  # the value that turns its extension off (compiled away when all of a group are)
     column: bool = True  # may be an array or a column (False: one value per call)
     cli: str | None = None  # its command-line flag
-    axis: str | None = None  # its sweep axis
-    grid_axis: str | None = None  # its replay-grid axis
+    axis: bool = False  # a sweep axis (and a flag of perfmodel sweep)
+    grid_axis: bool = False  # a replay-grid axis
     replay: str | None = None  # in a replay: "request" (a value, array or trace column), "one" (one value), None
     example: Any = None  # a valid value that is not the default (the generated tests use it)
     instead_of: str | None = None  # another input this one replaces (given one or the other)
+    alias_of: str | None = None  # the input this one names in other words (a model for its bytes per token)
 
     @property
     def required(self) -> bool:
@@ -108,7 +110,7 @@ _TOKENS = Valid(high=2.0**53, whole=True)
 ROW_INPUTS: tuple[Input, ...] = (
     Input("num_input_tokens", "Prompt tokens, whole numbers >= 0; NaN marks a missing count.", "count",
           valid=_TOKENS, rule="token counts are whole numbers from 0 to 2**53 (NaN marks a missing count)",
-          cli="--tokens", axis="num_input_tokens",
+          cli="--tokens", axis=True,
           example=4096),
     Input("kv_transfer_bandwidth",
           "Link bandwidth in decimal GB/s (1 GB = 1e9 bytes). NaN (unknown) or 0 (disabled): no delay is "
@@ -116,7 +118,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "``\"8x ib-ndr\"``), a :class:`perfmodel.Link` (its latency and per-block cost are added) or an "
           "array of these.", "real", valid=Valid(inf_ok=True),
           rule="bandwidth is in decimal GB/s and >= 0 (0 or NaN: no delay modeled; +inf: free transfer)",
-          cli="--bandwidth", axis="kv_transfer_bandwidth", grid_axis="kv_transfer_bandwidth",
+          cli="--bandwidth", axis=True, grid_axis=True,
           example=50.0, replay="one"),
     Input("kv_bytes_per_token",
           "KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth. Also a model preset "
@@ -124,7 +126,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "``kv_cache_dtype``, ``tp`` and ``scope``): a model with sliding-window, chunked-attention or "
           "linear-attention layers moves the bytes of :class:`perfmodel.KVTerms`.", "count", valid=Valid(),
           rule="KV bytes per token are finite numbers >= 0 (NaN marks unknown)",
-          cli="--kv-bytes-per-token", axis="kv_bytes_per_token", grid_axis="kv_bytes_per_token",
+          cli="--kv-bytes-per-token", axis=True, grid_axis=True,
           example=1000.0, replay="request"),
     Input("worker_type", ":class:`perfmodel.WorkerType`, its code (0/1/2) or name (``\"prefill\"``). Only a "
           "prefill worker pays a handoff.", "code", default=WorkerType.PREFILL, valid=Valid(high=2, whole=True),
@@ -139,7 +141,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "``destination_missing_tokens``.", "code", default=TransferMode.FULL_PROMPT,
           valid=Valid(high=1, whole=True),
           rule="modes are full_prompt/destination_missing, their codes 0/1 or TransferMode members",
-          labels=_MODE_NAMES, cli="--mode", axis="mode", grid_axis="mode",
+          labels=_MODE_NAMES, cli="--mode", axis=True, grid_axis=True,
           example="destination_missing", replay="one"),
     Input("destination_missing_tokens", "Tokens the decode worker lacks (whole numbers >= 0; see "
           ":func:`perfmodel.destination_missing_tokens`); required where ``mode`` is destination_missing.",
@@ -150,12 +152,12 @@ ROW_INPUTS: tuple[Input, ...] = (
           "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "
           "given, it replaces the model's.", "real", default=None, kernel_default=0, valid=Valid(),
           rule="state bytes are finite numbers >= 0 (NaN marks unknown)",
-          cli="--state-bytes", axis="state_bytes", grid_axis="state_bytes",
+          cli="--state-bytes", axis=True, grid_axis=True,
           example=1e6, replay="request"),
     Input("latency_ms", "Fixed setup latency (ms) added to each transfer that moves more than 0 bytes "
           "(added to a link's own).", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="latency is a finite number of milliseconds >= 0",
-          cli="--latency-ms", axis="latency_ms", grid_axis="latency_ms",
+          cli="--latency-ms", axis=True, grid_axis=True,
           example=0.5, replay="one"),
     Input("fallback_delay_ms", "Delay (ms) used instead of NaN where the bandwidth or bytes per token are "
           "unknown or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.", "real",
@@ -165,19 +167,19 @@ ROW_INPUTS: tuple[Input, ...] = (
     Input("per_block_ms", "Cost (ms) of each KV block moved, on top of its bytes (added to a link's own); "
           "needs ``block_size``.", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)",
-          group="block", off=0.0, cli="--per-block-ms", axis="per_block_ms", grid_axis="per_block_ms",
+          group="block", off=0.0, cli="--per-block-ms", axis=True, grid_axis=True,
           example=0.002, replay="one"),
     Input("block_size", "KV block size in tokens (whole numbers >= 1; 0 or NaN: none), for per-block costs.",
           "count", default=None, kernel_default=0, valid=Valid(whole=True),
           rule="block sizes are whole numbers of tokens >= 1 (0 or NaN: none)",
-          group="block", off=0, cli="--block-size", axis="block_size", grid_axis="block_size",
+          group="block", off=0, cli="--block-size", axis=True, grid_axis=True,
           example=16, replay="one"),
     Input("per_message_ms", "Cost (ms) of each message (transfer descriptor: a contiguous region of the KV "
           "cache, see ``kv_layout``) one rank posts, on top of its bytes (added to a link's own); needs "
           "``block_size``, and for the layer layouts the model's layers (a model, or ``num_layers``).", "real",
           default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="the per-message cost is a finite number of milliseconds >= 0 (it needs a block_size)",
-          group="block", off=0.0, cli="--per-message-ms", axis="per_message_ms", grid_axis="per_message_ms",
+          group="block", off=0.0, cli="--per-message-ms", axis=True, grid_axis=True,
           example=0.0005, replay="one"),
     Input("blocks_per_message", "Consecutive KV blocks merged into one message (region, one descriptor), for "
           "``per_message_ms``: each layer's (or, for ``kv_layout=\"block\"``, the request's) blocks make "
@@ -191,29 +193,29 @@ ROW_INPUTS: tuple[Input, ...] = (
     Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",
-          group="layerwise", off=np.nan, cli="--prefill-ms", axis="prefill_ms", grid_axis="prefill_ms",
+          group="layerwise", off=np.nan, cli="--prefill-ms", axis=True, grid_axis=True,
           example=5.0, replay="request"),
     Input("prefill_tokens_per_s", "Layer-wise streaming: the prefill's rate (tokens/s > 0), instead of "
           "``prefill_ms``.", "real", default=None, kernel_default=np.nan, valid=Valid(open_low=True),
           rule="prefill rates are finite numbers of tokens per second > 0",
-          group="layerwise", off=np.nan, cli="--prefill-tokens-per-s", axis="prefill_tokens_per_s",
-          grid_axis="prefill_tokens_per_s",
+          group="layerwise", off=np.nan, cli="--prefill-tokens-per-s", axis=True,
+          grid_axis=True,
           example=200_000.0, replay="request", instead_of="prefill_ms"),
     Input("num_layers", "Layer-wise streaming and per-message costs: the model's layer count (whole number "
           ">= 0; default: the model's, when ``kv_bytes_per_token`` names one).", "count", default=None, kernel_default=0,
           valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
-          group="layerwise", off=0, cli="--num-layers", axis="num_layers", grid_axis="num_layers",
+          group="layerwise", off=0, cli="--num-layers", axis=True, grid_axis=True,
           example=32, replay="request"),
     Input("layer_group", "Layer-wise streaming: layers sent together (whole number from 1 to the layer count).",
           "count", default=1, kernel_default=1, valid=Valid(low=1, whole=True, nan_ok=False),
           rule="layer groups are whole numbers of layers, from 1 to the number of layers",
-          group="layerwise", off=1, cli="--layer-group", axis="layer_group", grid_axis="layer_group",
+          group="layerwise", off=1, cli="--layer-group", axis=True, grid_axis=True,
           example=2, replay="one"),
     Input("layerwise_min_tokens", "Layer-wise streaming: prompts shorter than this (tokens) are sent after "
           "prefill as usual.", "count", default=0, kernel_default=0, valid=Valid(whole=True, nan_ok=False),
           rule="the layer-wise threshold is a whole number of tokens >= 0",
-          group="layerwise", off=0, cli="--layerwise-min-tokens", axis="layerwise_min_tokens",
-          grid_axis="layerwise_min_tokens",
+          group="layerwise", off=0, cli="--layerwise-min-tokens", axis=True,
+          grid_axis=True,
           example=1024, replay="one"),
 )
 
@@ -222,30 +224,30 @@ OPTIONS: tuple[Input, ...] = (
     Input("overlap", "``\"none\"`` (default) or ``\"layerwise\"``: stream layer groups while prefill runs "
           "(needs ``prefill_ms`` or ``prefill_tokens_per_s``, and ``num_layers`` or a model).", "choice",
           default="none", choices=("none", "layerwise"), group="option", column=False, cli="--overlap",
-          axis="overlap", grid_axis="overlap",
+          axis=True, grid_axis=True,
           example="layerwise", replay="one"),
     Input("kv_cache_dtype", "For models given by name or config: the KV-cache dtype (``\"bf16\"``, "
-          "``\"fp8\"``...; default: the model's).", "option", default=None, group="option", column=False,
-          cli="--kv-cache-dtype", axis="kv_cache_dtype", grid_axis="kv_cache_dtype",
+          "``\"fp8\"``...; default: the model's).", "option", default=None, group="shape", column=False,
+          cli="--kv-cache-dtype", axis=True, grid_axis=True,
           example="fp8", replay="one"),
     Input("tp", "For models given by name or config: the (prefill side's) tensor-parallel degree (whole number "
           ">= 1).",
-          "degree", default=1, group="option", column=False, cli="--tp", axis="tp", grid_axis="tp",
+          "degree", default=1, group="shape", column=False, cli="--tp", axis=True, grid_axis=True,
           example=2, replay="one"),
     Input("decode_tp", "For models given by name or config: the decode side's tensor-parallel degree "
           "(default: ``tp``). Each decode rank receives the KV heads it serves (an MLA latent whole), so the "
           "group moves ``decode_tp`` times one decode rank's bytes, shared by the ``tp`` senders.", "degree",
-          default=None, group="option", column=False, cli="--decode-tp", axis="decode_tp", grid_axis="decode_tp",
+          default=None, group="shape", column=False, cli="--decode-tp", axis=True, grid_axis=True,
           example=2, replay="one"),
     Input("scope", "``\"rank\"`` (default): the busiest GPU's bytes; ``\"group\"``: the tensor-parallel "
           "group's (replicated KV heads counted once per rank).", "choice", default="rank",
-          choices=("rank", "group"), group="option", column=False, cli="--scope", axis="scope", grid_axis="scope",
+          choices=("rank", "group"), group="shape", column=False, cli="--scope", axis=True, grid_axis=True,
           example="group", replay="one"),
     Input("kv_layout", "How a KV block lies in memory, which sets the messages of ``per_message_ms``: "
           "``\"layer_kv\"`` (default: one message per block, layer and K or V; per block and layer for MLA), "
           "``\"layer\"`` (K and V of a block contiguous: one per block and layer) or ``\"block\"`` (every "
           "layer contiguous: one per block).", "choice", default="layer_kv", choices=("layer_kv", "layer", "block"),
-          group="option", column=False, cli="--kv-layout", axis="kv_layout", grid_axis="kv_layout",
+          group="option", column=False, cli="--kv-layout", axis=True, grid_axis=True,
           example="layer", replay="one"),
     Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
           "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
@@ -261,8 +263,101 @@ OPTIONS: tuple[Input, ...] = (
           group="option", column=False),
 )
 
+#: The inputs of the tables layer (sweeps, replays, their grids): other names of the kernel's inputs, and
+#: how a replay shares its links and routes its requests.
+API_INPUTS: tuple[Input, ...] = (
+    Input("model", "Model presets (``\"llama-3.1-70b\"``), Hugging Face config dicts or ``config.json`` paths: "
+          "``kv_bytes_per_token`` in other words.", "name", default=None, cli="--model", axis=True, grid_axis=True, replay="one",
+          alias_of="kv_bytes_per_token", example="llama-3.1-8b"),
+    Input("link", "Link presets (``\"ib-ndr\"``, ``\"8x ib-ndr\"``) or :class:`perfmodel.Link` objects: "
+          "``kv_transfer_bandwidth`` in other words.", "name", default=None, cli="--link", axis=True, grid_axis=True,
+          replay="one", alias_of="kv_transfer_bandwidth", example="ib-ndr"),
+    Input("cache_hit_ratio", "The fraction of each prompt already cached at the destination (0 to 1); "
+          "with it, ``mode`` defaults to destination_missing.", "real", valid=Valid(high=1.0, nan_ok=False),
+          rule="cache hit ratios are fractions of the prompt within [0, 1]", cli="--cache-hit", axis=True,
+          example=0.5),
+    Input("links", "Identical links the transfers share (whole number >= 1).", "degree", default=1,
+          cli="--links", grid_axis=True, replay="one", example=2),
+    Input("contention", "``\"none\"`` (default: every transfer at line rate, as upstream), ``\"fifo\"`` "
+          "(transfers queue for the first free link) or ``\"fair\"`` (transfers on a link share it equally).",
+          "choice", default="none", choices=("none", "fifo", "fair"), cli="--contention", grid_axis=True,
+          replay="one", example="fair"),
+    Input("decode_workers", "Decode workers, each with its own prefix cache (whole number >= 1).",
+          "degree", default=1, cli="--decode-workers", grid_axis=True, replay="one", example=4),
+    Input("decode_cache_blocks", "Each decode worker's LRU cache capacity in blocks (whole number; "
+          "default: unbounded).", "count", default=None, valid=Valid(whole=True, nan_ok=False),
+          rule="cache capacities are whole numbers of blocks >= 0", cli="--cache-blocks", grid_axis=True,
+          replay="one", example=1000),
+    Input("routing", "``\"prefix\"`` (default: the decode worker caching the longest prefix, ties round "
+          "robin) or ``\"round_robin\"``.", "choice", default="prefix", choices=("prefix", "round_robin"),
+          cli="--routing", grid_axis=True, replay="one", example="round_robin"),
+    Input("cluster", "Clusters (:class:`perfmodel.Cluster` or preset names such as ``\"hgx-h100-8x400g\"``): "
+          "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
+          "name", default=None, axis=True, alias_of="kv_transfer_bandwidth", example="hgx-h100-8x400g"),
+    *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
+            choices=choices, group="cluster_field", example=example)
+      for name, doc, kind, valid, choices, example in (
+          ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
+          ("nics_per_node", "NICs per node", "degree", None, (), 4),
+          ("gpus_per_node", "GPUs per node", "degree", None, (), 4),
+          ("nodes", "the cluster's size in nodes", "degree", None, (), 4),
+          ("transport", "the transport (a profile's name or :class:`perfmodel.Transport`)", "name", None, (),
+           "mooncake-te-rdma"),
+          ("nvlink_domain", "GPUs joined by NVLink", "degree", None, (), 8),
+          ("fabric", "``\"flat\"`` or ``\"rail\"``", "choice", None, ("flat", "rail"), "rail"),
+          ("oversubscription", "a rail fabric's oversubscription (>= 1)", "real", Valid(low=1.0, nan_ok=False),
+           (), 2.0),
+          ("hop_latency_ms", "ms per switch crossed", "real", Valid(nan_ok=False), (), 0.003),
+          ("gpus_per_pcie_switch", "GPUs behind one PCIe switch", "degree", None, (), 2),
+          ("pcie_switch_gb_s", "each PCIe switch's GB/s each way", "real", Valid(open_low=True, nan_ok=False), (),
+           64.0))),
+)
+
 #: Every input by name.
-INPUTS: dict[str, Input] = {entry.name: entry for entry in (*ROW_INPUTS, *OPTIONS)}
+INPUTS: dict[str, Input] = {entry.name: entry for entry in (*ROW_INPUTS, *OPTIONS, *API_INPUTS)}
+
+
+# --- the API's shape, derived from the table ------------------------------------------------------
+
+def _api_order() -> tuple[Input, ...]:
+    """The inputs in the order of the tables' columns: the bytes per token and the options that shape them
+    first, then the table's order; each other name just before the input it names, the prompt lengths
+    last (they vary fastest in a grid)."""
+    def named(entry: Input) -> list[Input]:
+        return [other for other in API_INPUTS if other.alias_of == entry.name] + [entry]
+
+    first = [*named(INPUTS["kv_bytes_per_token"]), *(e for e in OPTIONS if e.group == "shape")]
+    rest = [e for entry in INPUTS.values() if entry.alias_of is None and entry not in first
+            and entry.name != "num_input_tokens" for e in named(entry)]
+    return (*first, *rest, INPUTS["num_input_tokens"])
+
+
+_ORDER = _api_order()
+#: The axes of :func:`perfmodel.sweep`, in the order of its columns (the last given varies fastest).
+SWEEP_AXES: tuple[str, ...] = tuple(entry.name for entry in _ORDER if entry.axis)
+#: The axes of :func:`perfmodel.replay_grid`, in the order of its columns.
+GRID_AXES: tuple[str, ...] = tuple(entry.name for entry in _ORDER if entry.grid_axis)
+#: The axes whose values are names (presets, choices, codes): categorical columns, labelled by name.
+LABEL_AXES: frozenset[str] = frozenset(entry.name for entry in _ORDER if (entry.axis or entry.grid_axis)
+                                       and entry.kind in ("name", "choice", "option", "code"))
+#: The options of the edge among the sweep axes: one value per call (a grid makes one call per combination).
+OPTION_AXES: frozenset[str] = frozenset(entry.name for entry in OPTIONS if entry.axis)
+
+
+def flags(command: str) -> tuple[str, ...]:
+    """The inputs a command takes as flags built from this table: ``"sweep"`` its axes, ``"trace"`` the
+    replay's keywords, ``"delay"`` every input of the numpy API; without the required inputs, which each
+    command reads its own way (a range of prompt lengths, a model or bytes, a link or a bandwidth), and
+    their other names.
+
+    >>> flags("sweep")[:6]
+    ('kv_cache_dtype', 'tp', 'decode_tp', 'scope', 'mode', 'state_bytes')
+    """
+    check_choice("command", command, ("sweep", "trace", "delay"))
+    takes = {"sweep": lambda e: e.axis, "trace": lambda e: e.replay is not None,
+             "delay": lambda e: e in ROW_INPUTS or e.axis}[command]
+    own = {e.name for e in INPUTS.values() if e.required or e.alias_of} | {"cache_hit_ratio"}
+    return tuple(e.name for e in _ORDER if e.cli and takes(e) and e.name not in own)
 #: The per-row inputs' names, in the kernel's order.
 ROW_NAMES: tuple[str, ...] = tuple(entry.name for entry in ROW_INPUTS)
 #: Inputs of each extension group (off together: then compiled out of the kernel).
@@ -309,6 +404,27 @@ CROSS: tuple[Cross, ...] = (
     Cross("layer_group", "num_layers", _group_beyond_layers, "more layers per group than the model has",
           "pass a layer_group between 1 and num_layers"),
 )
+
+def check_cross(values: dict[str, Any], where: str) -> None:
+    """Every rule of :data:`CROSS` over all combinations of the values an entry point was given (scalars or
+    lists per input; absent or None: the input's value when not given), before any kernel pass: the rule's
+    :class:`InputError` at ``where`` for the first rule some combination breaks. Sweeps and grids call it
+    with their axes; the numpy API finds the same rules in its kernel pass (:func:`perfmodel.handoff_delay_ms`).
+
+    >>> check_cross({"per_message_ms": [0.0, 0.001]}, "sweep")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: sweep: a per-message cost needs a block size. Fix: give the KV block size in tokens (block_size=, or --block-size on the command line).
+    """
+    for rule in CROSS:
+        if values.get(rule.blamed) is None and values.get(rule.other) is None:
+            continue
+        pair = [np.ravel(np.asarray(INPUTS[name].kernel_default if values.get(name) is None else values[name],
+                                    dtype=np.float64)) for name in (rule.blamed, rule.other)]
+        with np.errstate(invalid="ignore"):
+            if np.any(rule.invalid(pair[0][:, None], pair[1][None, :])):
+                raise InputError(where, rule.problem, rule.fix)
+
 
 #: The inputs only layer-wise streaming reads.
 LAYERWISE: tuple[str, ...] = tuple(e.name for e in GROUPS["layerwise"])
@@ -373,6 +489,26 @@ def nonnegative(name: str, value: Any, *, whole: bool = False, inf_ok: bool = Fa
         kind = ("" if inf_ok else "finite ") + ("whole " if whole else "")
         raise InputError(name, f"not a {kind}number >= 0", f"pass {name} as {kind}numbers >= 0",
                          n_invalid=int(np.sum(bad)), row=position, value=first, coerce_hint="")
+    return numbers
+
+
+def check_range(name: str, value: Any, where: str) -> np.ndarray:
+    """Values of a table input that the kernel does not read (a sweep's or a replay's own), as float64, or
+    the :class:`InputError` at ``where`` naming the first outside the input's valid range, with its rule.
+
+    >>> check_range("cache_hit_ratio", [0.0, 0.5], "sweep axis cache_hit_ratio")
+    array([0. , 0.5])
+    """
+    entry = INPUTS[name]
+    try:
+        numbers = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(where, f"{value!r} holds values that are not numbers", entry.rule) from None
+    with np.errstate(invalid="ignore"):
+        bad = np.reshape(outside(numbers, entry.valid), -1)
+    if np.any(bad):
+        position = int(np.argmax(bad))
+        raise InputError(where, f"{np.reshape(numbers, -1)[position].item()!r} is outside its range", entry.rule)
     return numbers
 
 

@@ -38,7 +38,7 @@ def loop_helper(function):
     (numba issues 2345 and 2350), ~50-100 ns a call, as much as the helper's own work (the replay's four
     helpers: 0.25 -> 0.15 s per 1M requests, measured). Such a helper cannot allocate arrays or return
     one (numba refuses to compile it then); views of its arguments are safe while they do not outlive the call."""
-    return jit(_nrt=False)(function)
+    return jit(**_compat.no_reference_counting())(function)
 
 
 def _at(values, i):

@@ -44,6 +44,43 @@ def is_cluster(value: Any) -> bool:
     return False
 
 
+def holds_clusters(value: Any) -> bool:
+    """Whether ``kv_transfer_bandwidth`` is a column (list, array, Series) holding clusters or their names."""
+    if _resolve.is_one(value) or isinstance(value, Cluster):
+        return False
+    if isinstance(getattr(value, "dtype", None), np.dtype) and value.dtype.kind in "iufb":
+        return False  # (numbers: no pass over them)
+    column = as_column(value)
+    if not _resolve.holds_labels(column) and not (len(column) and isinstance(column[0] if not hasattr(
+            column, "iloc") else column.iloc[0], Cluster)):
+        return False
+    _, labels = distinct(column)
+    return any(isinstance(label, Cluster) or is_cluster(label) for label in labels)
+
+
+def as_column(value: Any) -> Any:
+    """A column of labels as pandas and numpy take it (a list as an object array)."""
+    import pandas as pd
+
+    if isinstance(value, (pd.Series, np.ndarray, Coded)):
+        return value
+    return np.asarray(value if not isinstance(value, tuple) else list(value), dtype=object)
+
+
+def take(value: Any, rows: np.ndarray) -> Any:
+    """The ``rows`` of a per-row input (scalars as they are)."""
+    import pandas as pd
+
+    if isinstance(value, Coded):
+        return Coded(np.asarray(value.codes)[rows], value.labels)
+    if isinstance(value, pd.Series):
+        return value.iloc[rows]
+    if value is None or _resolve.is_one(value):
+        return value
+    array = np.asarray(value, dtype=object) if _resolve.holds_labels(value) else np.asarray(value)
+    return array[rows]
+
+
 def get_cluster(value: Any) -> Cluster:
     """A :class:`Cluster` from itself or a preset's name."""
     if isinstance(value, Cluster):

@@ -4,30 +4,49 @@ The folder is ``$PERFMODEL_CONFIG_DIR`` when set, else ``platformdirs.user_confi
 (``~/.config/perfmodel`` on Linux); the file is ``presets.json``::
 
     {"links": {"our-rdma": {"bandwidth_gb_s": 48.0, "latency_ms": 0.1, "per_block_ms": 0.0,
-                            "efficiency": 1.0, "source": "perfmodel calibrate rdma.csv"}},
-     "models": {"our-model": {"config": {...}, "source": "/path/config.json"}}}
+                            "efficiency": 1.0, "source": "perfmodel calibrate rdma.csv",
+                            "saved_by": "perfmodel"}},
+     "models": {"our-model": {"config": {...}, "source": "/path/config.json", "saved_by": "perfmodel"}}}
 
 Written atomically (a failed write leaves the previous file); read on every lookup of a
 name that is not a built-in preset, so a preset saved by the command line is seen at once.
-A user preset may not take a built-in preset's name.
+Names ignore case and surrounding spaces. A user preset may not take a built-in preset's
+name, nor a name already saved (unless asked to replace it). Entries that perfmodel saved
+carry ``"saved_by": "perfmodel"``; only those can be removed by perfmodel.
+
+This module knows the file's shape (an object of kinds, each an object of entries by name);
+the fields of each kind's entries are checked where the kind lives (:mod:`perfmodel.links`,
+:mod:`perfmodel.models`).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ._fs import atomic_file
 from .errors import InputError
 
+#: The kinds of user preset the file holds, and the word for one of each.
+KINDS = {"links": "link", "models": "model", "clusters": "cluster"}
+#: The field that marks an entry perfmodel saved itself (only such entries can be removed by perfmodel).
+SAVED_BY = "saved_by"
+_REPAIR = "repair it, or move it away to start afresh"
+
 
 def config_dir() -> Path:
     """The folder holding ``presets.json``.
 
-    >>> import os; os.environ["PERFMODEL_CONFIG_DIR"] = "/tmp/pm-config"; config_dir()
+    >>> import os
+    >>> previous = os.environ.get("PERFMODEL_CONFIG_DIR")
+    >>> os.environ["PERFMODEL_CONFIG_DIR"] = "/tmp/pm-config"; config_dir()
     PosixPath('/tmp/pm-config')
+    >>> _ = os.environ.pop("PERFMODEL_CONFIG_DIR") if previous is None else os.environ.update(
+    ...     PERFMODEL_CONFIG_DIR=previous)
     """
     explicit = os.environ.get("PERFMODEL_CONFIG_DIR")
     if explicit:
@@ -42,59 +61,167 @@ def presets_path() -> Path:
     return config_dir() / "presets.json"
 
 
+def key_of(name: object) -> str:
+    """A preset name as every lookup compares it: without surrounding spaces, in lower case ("" if not text)."""
+    return name.strip().lower() if isinstance(name, str) else ""
+
+
+def json_type(value: object) -> str:
+    """What a JSON value is, in the words of the file (``a list``, ``the text 'x'``, ``null``, ``true``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {"list": "a list", "dict": "an object"}.get(type(value).__name__, f"a {type(value).__name__}")
+
+
+class _Twice(ValueError):
+    pass
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Twice(key)
+        seen[key] = value
+    return seen
+
+
 def _read(path: Path) -> dict[str, Any]:
     """The presets file's object (empty when there is none); anything else is an error naming the file."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_repeats)
     except FileNotFoundError:
         return {}
+    except _Twice as twice:
+        raise InputError(str(path), f"the key {twice.args[0]!r} appears twice in one object (JSON keeps only the "
+                         "last)", "keep one of them") from None
     except (OSError, ValueError) as error:
-        raise InputError(str(path), f"the user presets file cannot be read ({error})",
-                         "repair it, or move it away to start afresh") from None
+        raise InputError(str(path), f"the user presets file cannot be read ({error})", _REPAIR) from None
     if not isinstance(data, dict):
-        raise InputError(str(path), f"the user presets file holds a {type(data).__name__}, not an object of "
-                         "'links', 'models' and 'clusters'", "repair it, or move it away to start afresh")
+        raise InputError(str(path), f"the user presets file holds {json_type(data)}, not an object of 'links' and "
+                         "'models'", _REPAIR)
+    for kind, section in data.items():
+        if kind not in KINDS:
+            close = difflib.get_close_matches(kind, list(KINDS), n=1, cutoff=0.6)
+            raise InputError(str(path), f"holds {kind!r}, which is no kind of preset ({', '.join(KINDS)})",
+                             f"rename it {close[0]!r}" if close else "remove it, or move the file away")
+        if not isinstance(section, dict):
+            raise InputError(str(path), f"{kind!r} is {json_type(section)}, not an object of presets by name", _REPAIR)
     return data
-
-
-def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
-    """The user presets of one kind (``"links"``, ``"models"`` or ``"clusters"``) by name, and the error of each entry
-    that is not an object of fields (reported when that name is used: the others still work)."""
-    path = presets_path()
-    section = _read(path).get(kind, {})
-    if not isinstance(section, dict):
-        raise InputError(f"{path}: {kind!r}", f"is a {type(section).__name__}, not an object of presets by name",
-                         "repair it, or move the file away to start afresh")
-    good: dict[str, dict[str, Any]] = {}
-    bad: dict[str, InputError] = {}
-    for name, entry in section.items():
-        if isinstance(entry, dict):
-            good[name] = entry
-        else:
-            bad[name] = entry_error(name, kind, f"is a {type(entry).__name__}, not an object of fields")
-    return good, bad
 
 
 def entry_error(name: str, kind: str, problem: str) -> InputError:
     """The error of one malformed user preset: the file, the entry, the fix."""
-    return InputError(f"{presets_path()}: {kind} {name!r}", problem,
-                      "repair or remove that entry (or save it again with perfmodel)")
+    return InputError(f"{presets_path()}: {kind} {name!r}", problem, "repair or remove that entry in the file")
 
 
-def save(kind: str, name: str, entry: dict[str, Any], *, builtin: set[str]) -> Path:
-    """Add or replace one user preset (atomically); refuses a built-in preset's name and a file it
-    cannot read (which it never overwrites)."""
-    key = name.strip().lower() if isinstance(name, str) else ""
+def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
+    """The user presets of one kind (``"links"`` or ``"models"``) by name (as :func:`key_of` makes it), and
+    the error of each entry that is not an object of fields (reported when that name is used: the others
+    still work). A file that cannot be read as presets raises its error."""
+    section = _read(presets_path()).get(kind, {})
+    good: dict[str, dict[str, Any]] = {}
+    bad: dict[str, InputError] = {}
+    spelled: dict[str, str] = {}
+    for name, entry in section.items():
+        key = key_of(name)
+        if key in spelled:
+            bad[key] = entry_error(name, kind, f"{spelled[key]!r} and {name!r} name the same preset (names ignore "
+                                   "case and surrounding spaces)")
+            good.pop(key, None)
+            continue
+        spelled[key] = name
+        if not key:
+            bad[key] = entry_error(name, kind, "has an empty name")
+        elif isinstance(entry, dict):
+            good[key] = entry
+        else:
+            bad[key] = entry_error(name, kind, f"is {json_type(entry)}, not an object of fields")
+    return good, bad
+
+
+def unknown_fields(name: str, kind: str, entry: dict[str, Any], known: set[str]) -> None:
+    """Refuse an entry field no perfmodel reads (a misspelt one would otherwise be silently dropped)."""
+    for field in entry:
+        if field not in known:
+            close = difflib.get_close_matches(field, sorted(known), n=1, cutoff=0.6)
+            raise entry_error(name, kind, f"has an unknown field {field!r}" + (f" (did you mean {close[0]!r}?)"
+                                                                               if close else ""))
+
+
+def text_field(name: str, kind: str, entry: dict[str, Any], field: str) -> str:
+    """An optional text field of an entry ("" when absent)."""
+    value = entry.get(field, "")
+    if not isinstance(value, str):
+        raise entry_error(name, kind, f"{field!r} is {json_type(value)}, not text")
+    return value
+
+
+def warn_unusable(bad: dict[str, InputError]) -> None:
+    """One warning per user preset that cannot be used (the listings show the others)."""
+    for error in bad.values():
+        warnings.warn(str(error), UserWarning, stacklevel=3)
+
+
+def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False) -> str:
+    """The key ``name`` is saved under; refuses an empty or built-in name, a taken one (unless ``replace``),
+    and a presets file it could not save to (which it never overwrites)."""
+    key = key_of(name)
     if not key or key in builtin:
-        raise InputError(f"{kind[:-1]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}",
+        raise InputError(f"{KINDS[kind]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}",
                          "choose another name")
+    section = _read(presets_path()).get(kind, {})
+    taken = [n for n in section if key_of(n) == key]
+    if taken and not replace:
+        entry = section[taken[0]]
+        source = entry.get("source") if isinstance(entry, dict) else None
+        raise InputError(f"{KINDS[kind]} name", f"a user {KINDS[kind]} {taken[0]!r} exists already in "
+                         f"{presets_path()}" + (f" (from {source})" if isinstance(source, str) and source else ""),
+                         "choose another name, or replace it explicitly (replace=True; on the command line "
+                         "--replace)")
+    return key
+
+
+def save(kind: str, name: str, entry: dict[str, Any], *, builtin: set[str], replace: bool = False) -> Path:
+    """Add one user preset (atomically), marked as saved by perfmodel; refuses what :func:`check_free` refuses."""
+    key = check_free(kind, name, builtin=builtin, replace=replace)
     path = presets_path()
     data = _read(path)
     section = data.setdefault(kind, {})
-    if not isinstance(section, dict):
-        raise InputError(f"{path}: {kind!r}", f"is a {type(section).__name__}, not an object of presets by name",
-                         "repair it, or move the file away to start afresh")
-    section[key] = entry
-    with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    for spelled in [n for n in section if key_of(n) == key]:
+        del section[spelled]
+    section[key] = {**entry, SAVED_BY: "perfmodel"}
+    _write(path, data)
     return path
+
+
+def remove(kind: str, name: str) -> Path:
+    """Remove one user preset that perfmodel saved (atomically); returns the file. An entry perfmodel did not
+    save (no ``saved_by``), an unknown name and a file it cannot read are refused, and nothing is written."""
+    key, path = key_of(name), presets_path()
+    data = _read(path)
+    section = data.get(kind, {})
+    spelled = [n for n in section if key_of(n) == key]
+    if not spelled:
+        close = difflib.get_close_matches(key, [key_of(n) for n in section], n=3, cutoff=0.5)
+        raise InputError(f"{KINDS[kind]} name", f"no user {KINDS[kind]} {name!r} in {path}",
+                         (f"did you mean {', '.join(close)}? " if close else "")
+                         + "perfmodel presets list shows the user presets")
+    entry = section[spelled[0]]
+    if len(spelled) > 1 or not (isinstance(entry, dict) and entry.get(SAVED_BY) == "perfmodel"):
+        raise InputError(f"{path}: {kind} {spelled[0]!r}", "perfmodel did not save it (it has no "
+                         f"'{SAVED_BY}': 'perfmodel'), so it leaves it alone", "remove it from the file by hand")
+    del section[spelled[0]]
+    _write(path, data)
+    return path
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -17,8 +17,8 @@ import pandas as pd
 
 from ._coerce import Coded, distinct, map_distinct, spread
 from .links import Link, get_link
-from .errors import InputError, check_choice, check_whole
-from .models import KVTerms, _dtype_bytes, kv_terms, layer_count
+from .errors import InputError, check_choice
+from .models import KVTerms, ModelShape, kv_terms, layer_count
 
 
 def _is_number_text(label: Any) -> bool:
@@ -85,11 +85,8 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
     of them) becomes its :class:`~perfmodel.models.KVTerms` (one GPU's, or with ``scope="group"``
     the whole TP group's); numbers pass through as bytes per token. With ``errors="coerce"`` an
     unknown name in a column becomes missing."""
-    tp = check_whole("tp", tp, smallest=1)  # knobs are checked first: errors="coerce" is for the rows only
-    if decode_tp is not None:
-        decode_tp = check_whole("decode_tp", decode_tp, smallest=1)
-    check_choice("scope", scope, ("rank", "group"))
-    _dtype_bytes({}, kv_cache_dtype)
+    shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope)  # (validated first:
+    tp, decode_tp = shape.tp, shape.decode_tp  # errors="coerce" is for the rows only)
 
     def terms_of(model: Any) -> KVTerms:
         return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
@@ -100,7 +97,7 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
         return ModelTerms(np.float64(one.full_bytes_per_token),
                           *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
                           np.float64(one.state_bytes) if one.state_bytes else None)
-    shaped = kv_cache_dtype is not None or tp != 1 or scope != "rank" or decode_tp not in (None, tp)
+    shaped = shape.shapes_bytes
     if np.ndim(value) == 0 or not holds_labels(value):
         _numbers_unshaped(shaped)
         return ModelTerms(value)

@@ -1,6 +1,6 @@
 """Clusters as they are: NICs, transports, NVLink domains, fabrics, placement, and a handoff's flows.
 
-The domain layer of SEMANTICS.md "Clusters as they are" (no numba, no pandas): a :class:`Cluster`
+The domain layer of clusters (docs/clusters.rst; no numba, no pandas): a :class:`Cluster`
 validated once; where workers sit (:meth:`Cluster.placement`); which KV heads each rank holds
 (:func:`split_heads`); a handoff's flows (:class:`Flow`: source and destination rank and GPU, the
 heads it carries, its path as resource indices into a :class:`Resources` registry, its hops and
@@ -20,7 +20,7 @@ from .errors import InputError, check_choice
 from .links import Link, Transport, get_link, get_transport
 
 __all__ = ["FABRICS", "Alone", "Cluster", "Flow", "HeadTerms", "Resources", "alone", "alone_ms", "flow_bytes", "flow_terms",
-           "handoff_flow_list", "handoffs_at_once", "head_terms",
+           "handoff_flow_list", "handoffs_at_once", "head_terms", "kv_heads",
            "split_heads"]
 
 FABRICS = ("flat", "rail")
@@ -48,7 +48,7 @@ class Cluster:
 
     Accepted wherever a link is (``kv_transfer_bandwidth``): the cluster decides which NICs,
     PCIe switches, fabric links or NVLink ports each of a handoff's flows crosses, and flows
-    share them max-min fairly (SEMANTICS.md, "Clusters as they are").
+    share them max-min fairly (see the documentation page on clusters).
 
     Parameters
     ----------
@@ -377,6 +377,34 @@ def handoff_flow_list(cluster: Cluster, heads: int, prefill_gpus: tuple[int, ...
     return flows
 
 
+def kv_heads(config: Any) -> int:
+    """The KV heads a tensor-parallel group splits (1 for an MLA latent or a multi-query model).
+
+    Parameters
+    ----------
+    config
+        A model preset name, config dict, or path to ``config.json`` or its folder.
+
+    Returns
+    -------
+    int
+        The model's KV heads.
+
+    Examples
+    --------
+    >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
+    (8, 1)
+    """
+    from .models import _HEADS, _field, model_config
+
+    cfg = model_config(config)
+    if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):
+        return 1
+    if cfg.get("num_key_value_heads") is not None:
+        return _field(cfg, ("num_key_value_heads",))
+    return _field(cfg, _HEADS)
+
+
 class HeadTerms(NamedTuple):
     """A model's bytes by KV head: ``heads`` heads (1: an MLA latent or numbers of bytes), one head's
     bytes per token of its full-attention, sliding-window and chunked layers, the window and chunk
@@ -400,7 +428,7 @@ def head_terms(model: Any, *, kv_cache_dtype: str | None = None, decode_tp: int 
     >>> head_terms("llama-3.1-70b")
     HeadTerms(heads=8, full=40960.0, window=0.0, window_tokens=0.0, chunk=0.0, chunk_tokens=0.0, state=0.0)
     """
-    from .models import kv_heads, kv_terms
+    from .models import kv_terms
 
     heads = kv_heads(model)
     one = kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=heads)

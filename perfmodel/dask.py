@@ -174,7 +174,7 @@ def _delay_part(source: str, target: str, chunk_rows: int, errors: str, keywords
 def delay_files(
     source: str | os.PathLike, target: str | os.PathLike, *, scheduler: str | None = None, workers: int | None = None,
     errors: str = "raise", chunk_rows: int = 1_000_000, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-    **keywords: Any,
+    progress: bool | None = None, **keywords: Any,
 ) -> int:
     """Add ``handoff_delay_ms`` to the rows of many files (a file, folder or glob) on a Dask cluster.
 
@@ -189,7 +189,8 @@ def delay_files(
     ``scheduler`` is the address of an existing cluster (``tcp://host:8786``, waited for
     at most ``connect_timeout_s`` seconds); otherwise a local cluster of ``workers``
     processes runs the job. Every worker must see ``source`` and ``target`` at the same
-    paths (a shared file system). Returns the number of rows written.
+    paths (a shared file system). ``progress``: a bar of the files done, on a terminal (None, the
+    default), always (True) or never (False). Returns the number of rows written.
 
     Examples
     --------
@@ -215,7 +216,7 @@ def delay_files(
         with _client(scheduler, workers, connect_timeout_s) as client:
             futures = client.map(_delay_part, [str(f) for f in files], [str(stage / n) for n in names],
                                  chunk_rows=chunk_rows, errors=errors, keywords=keywords, pure=False)
-            results = client.gather(futures)
+            results = _gather(client, futures, unit="files", desc="delay", progress=progress)
         total = Report()  # reported once the cluster is closed: no worker chatter after the error line
         for file, result in zip(files, results):
             if isinstance(result, BaseException):
@@ -223,6 +224,19 @@ def delay_files(
             total.merge(result)
         total.raise_if_invalid()
     return total.rows
+
+
+def _gather(client: Any, futures: list[Any], *, unit: str, desc: str, progress: bool | None) -> list[Any]:
+    """The futures' results, in their order, with the project's progress bar counting them as they finish
+    (:func:`distributed.as_completed`, Dask's own completion reports)."""
+    from distributed import as_completed
+
+    from ._progress import progress_bar
+
+    with progress_bar(len(futures), unit=unit, desc=desc, progress=progress) as bar:
+        for _ in as_completed(futures):
+            bar.update(1)
+    return client.gather(futures)
 
 
 def _grid_config(prepared: Any, config: dict[str, Any]) -> dict[str, Any]:
@@ -234,13 +248,14 @@ def _grid_config(prepared: Any, config: dict[str, Any]) -> dict[str, Any]:
 
 def replay_grid(
     trace: pd.DataFrame, *, scheduler: str | None = None, workers: int | None = None,
-    connect_timeout_s: float = CONNECT_TIMEOUT_S, **axes: Any,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S, progress: bool | None = None, **axes: Any,
 ) -> pd.DataFrame:
     """:func:`perfmodel.replay_grid` on a Dask cluster: one task per configuration, the prepared
     trace scattered to the workers once. The same table as the in-process grid, row for row.
 
     ``scheduler`` is an existing cluster's address; otherwise a local cluster of
-    ``workers`` processes runs the grid.
+    ``workers`` processes runs the grid. ``progress``: a bar of the configurations done, on a terminal
+    (None, the default), always (True) or never (False).
 
     Examples
     --------
@@ -257,5 +272,5 @@ def replay_grid(
     with _client(scheduler, workers, connect_timeout_s) as client:
         shared = client.scatter(prepared, broadcast=True)
         futures = [client.submit(_grid_config, shared, config, pure=False) for config in configs[1:]]
-        rows = client.gather(futures)
+        rows = _gather(client, futures, unit="configs", desc="replay grid", progress=progress)
     return grid_frame(configs, [first, *rows])

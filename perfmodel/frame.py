@@ -154,7 +154,14 @@ def handoff_delays(
     c          <NA>
     Name: handoff_delay_ms, dtype: Float64
     """
-    given = locals()
+    given = dict(
+        num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
+        kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
+        destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
+        fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
+        per_message_ms=per_message_ms, blocks_per_message=blocks_per_message, prefill_ms=prefill_ms,
+        prefill_tokens_per_s=prefill_tokens_per_s,
+        num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
     check_errors(errors)
     if not isinstance(df, pd.DataFrame):
         raise InputError("df", f"expected a pandas DataFrame, got {type(df).__name__}",
@@ -168,8 +175,9 @@ def handoff_delays(
     if not columns and all(np.ndim(v) == 0 for v in values.values()):  # every argument one value: every row gets it
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        result = _handoff(values, Options.of(given),
-                          errors=errors, with_missing=True, parallel=parallel)
+        options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
+                             kv_layout=kv_layout)
+        result = _handoff(values, options, errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         if error.argument in columns:  # name the column, and the row by its label
             row = df.index[error.position] if error.position is not None else error.row

@@ -35,6 +35,7 @@ from ._coerce import (
 )
 from .errors import Errors, InputError, check_flag, check_whole
 from .links import Link
+from .models import ModelShape
 
 __all__ = [
     "InputError",
@@ -430,51 +431,48 @@ def handoff_delay_ms(
     ...                            destination_missing_tokens=20)
     np.float64(0.02)
     """
-    given = locals()
-    result = _handoff({name: given[name] for name in ARGUMENTS}, Options.of(given), errors=errors, out=out,
-                      parallel=parallel, num_threads=num_threads)
+    inputs = dict(
+        num_input_tokens=num_input_tokens, kv_transfer_bandwidth=kv_transfer_bandwidth,
+        kv_bytes_per_token=kv_bytes_per_token, worker_type=worker_type, completed=completed, mode=mode,
+        destination_missing_tokens=destination_missing_tokens, state_bytes=state_bytes, latency_ms=latency_ms,
+        fallback_delay_ms=fallback_delay_ms, per_block_ms=per_block_ms, block_size=block_size,
+        per_message_ms=per_message_ms, blocks_per_message=blocks_per_message, prefill_ms=prefill_ms,
+        prefill_tokens_per_s=prefill_tokens_per_s,
+        num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
+    options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
+                         kv_layout=kv_layout)
+    result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
 
 
 @dataclass(frozen=True)
-class Options:
-    """How names resolve and which extensions apply: the options of :data:`perfmodel._inputs.OPTIONS`
-    that shape the model, one value per call."""
+class Options(ModelShape):
+    """How names resolve and which extensions apply, one value per call: the model's shape
+    (:class:`perfmodel.models.ModelShape`) and whether layer groups stream while prefill runs. Validated
+    when made."""
 
-    kv_cache_dtype: str | None = None  # for models given by name or config
-    tp: int = 1  # (prefill side's) tensor-parallel degree, for models given by name or config
-    decode_tp: int | None = None  # the decode side's (None: tp)
-    scope: str = "rank"  # "rank": the busiest GPU's bytes; "group": all ranks of the TP group's
-    kv_layout: str = "layer_kv"  # which regions are messages (per_message_ms)
-    overlap: str = "none"  # "layerwise": stream layer groups while prefill runs
+    overlap: str = INPUTS["overlap"].default  # "layerwise": stream layer groups while prefill runs
 
-    def check(self) -> Options:
-        if self is _PLAIN:
-            return self
-        for name in ("scope", "overlap", "kv_layout"):
-            check_option(name, getattr(self, name))
-        tp = check_whole("tp", self.tp, smallest=1)
-        decode_tp = None if self.decode_tp is None else check_whole("decode_tp", self.decode_tp, smallest=1)
-        return dataclasses.replace(self, tp=tp, decode_tp=decode_tp)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_option("overlap", self.overlap)
 
     @classmethod
-    def of(cls, given: Mapping[str, Any]) -> Options:
-        """The options among a call's arguments (the shared plain ones when they are the defaults)."""
-        chosen = {name: given[name] for name in _OPTION_NAMES if name in given}
+    def of(cls, **chosen: Any) -> Options:
+        """The options a call was given (the shared plain ones when they are the defaults)."""
         if all(value is _OPTION_DEFAULTS[name] or (is_default(name, value) and type(value) is not bool)
                for name, value in chosen.items()):
             return _PLAIN
         return cls(**chosen)
 
-    @property
-    def shapes_bytes(self) -> bool:
-        """Whether bytes per token depend on these options (so they must come from a model)."""
-        return (self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
-                or self.decode_tp not in (None, self.tp))
+    @classmethod
+    def among(cls, values: Mapping[str, Any]) -> Options:
+        """:meth:`of` the options among ``values`` (a call's keywords, some of them options)."""
+        return cls.of(**{name: values[name] for name in _OPTION_NAMES if name in values})
 
     def model_options(self) -> dict[str, Any]:
-        """The options of :func:`perfmodel._resolve.model_terms`."""
-        return dict(kv_cache_dtype=self.kv_cache_dtype, tp=self.tp, scope=self.scope, decode_tp=self.decode_tp)
+        """The options of :func:`perfmodel._resolve.model_terms` (the model's shape)."""
+        return self.bytes_options()
 
 
 _PLAIN = Options()  # (no names shaped by options, no layer-wise streaming)
@@ -607,7 +605,7 @@ def _handoff(
     written by the kernel in the same pass."""
     if errors != "raise":
         check_errors(errors)
-    options = _PLAIN if options is None else options.check()
+    options = _PLAIN if options is None else options
     if parallel is not None:
         check_flag("parallel", parallel)
     if num_threads is not None:
@@ -618,6 +616,8 @@ def _handoff(
                              "NUMBA_NUM_THREADS before starting Python")
     values = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
+    if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
+        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out)
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
@@ -647,6 +647,41 @@ def _handoff(
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
+                num_threads: int | None, with_missing: bool, bytes_out: Any) -> _Result:
+    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct one, on its rows."""
+    codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
+    codes = np.asarray(codes)
+    n = len(codes)
+    for name, value in values.items():
+        if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
+            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {n} rows, {name} "
+                             f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
+    delays = np.empty(n) if out is None else _check_out(out, n, {})
+    missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    for k, label in [*enumerate(labels), (-1, np.nan)]:
+        rows = np.flatnonzero(codes == k)
+        if not rows.size:
+            continue
+        part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
+        part["kv_transfer_bandwidth"] = label
+        moved = None if bytes_out is None else np.empty(rows.size)
+        try:
+            result = _handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
+                              with_missing=with_missing, bytes_out=moved)
+        except InputError as error:
+            if error.position is None:
+                raise
+            raise error.relocated(error.where, int(rows[error.position]), position=int(rows[error.position])) \
+                from None
+        delays[rows] = result.delays
+        if missing is not None:
+            missing[rows] = result.missing
+        if bytes_out is not None:
+            bytes_out[rows] = moved
+    return _Result(delays, missing, False)
 
 
 def checked(name: str, value: Any) -> Any:

@@ -564,8 +564,7 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
     Rows are numbered from 1. Invalid rows (with ``errors="raise"``) stop the writing but
     not the reading, so the report counts them over the whole file.
     """
-    from tqdm.auto import tqdm
-
+    from ._progress import progress_bar
     from .frame import handoff_delays
 
     source = Path(source)
@@ -573,8 +572,7 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
     chunks, total = read_chunks(source, chunk_rows, output_format=output_format)
     chunks = _reading(source, chunks)
     report = Report()
-    with tqdm(total=total, unit="rows", unit_scale=True, desc=source.name,
-              disable=(None if progress is None else not progress)) as bar:
+    with progress_bar(total, unit="rows", desc=source.name, progress=progress) as bar:
         for chunk in chunks:
             chunk.index = pd.RangeIndex(report.rows + 1, report.rows + 1 + len(chunk))
             report.rows += len(chunk)

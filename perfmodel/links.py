@@ -39,6 +39,7 @@ import difflib
 import functools
 import itertools
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -50,7 +51,8 @@ from . import _presets
 from ._inputs import nonnegative
 from .errors import InputError, check_whole
 
-__all__ = ["LINKS", "FitReport", "Link", "Transport", "get_transport", "transports", "fit_link", "get_link", "save_link", "transport_profiles", "user_links"]
+__all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
+           "transport_profiles", "transports", "user_links"]
 
 
 @dataclass(frozen=True)
@@ -441,53 +443,130 @@ def get_link(link: Link | str) -> Link:
     base = match.group(2) if match else key
     found = _builtin(base)  # built-ins first: the user presets file is read only for other names
     if found is None:
-        known = _known_links(base)
-        found = known.get(base)
+        users, bad = _user_links()
+        if base in bad:
+            raise bad[base]
+        found = users.get(base)
         if found is None:
-            close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.4)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise InputError("link", f"unknown link {link!r}", f"{hint}use a preset ({', '.join(LINKS)}), a "
-                             f"transport profile ({', '.join(_PROFILES)}), a multiple such as '8x ib-ndr', or a "
-                             "perfmodel.Link")
+            raise InputError("link", f"unknown link {link!r}", f"{_suggest(base, users, bad)}use a preset "
+                             f"({', '.join(LINKS)}), a transport profile ({', '.join(_PROFILES)}), a multiple such "
+                             "as '8x ib-ndr', or a perfmodel.Link")
     return found.times(int(match.group(1))) if match else found
 
 
+def _suggest(key: str, users: dict[str, Link], bad: dict[str, InputError]) -> str:
+    """"did you mean ...? " for an unknown link name: built-ins, and user presets with their file (and, for one
+    that cannot be used, what is wrong with it)."""
+    names = [*LINKS, *_PROFILES, *users, *bad]
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.4)
+    if not close:
+        return ""
+    file = _presets.presets_path()
+    said = [f"{n} (a user preset in {file}, which cannot be used: {bad[n].problem})" if n in bad else
+            f"{n} (a user preset in {file})" if n in users else n for n in close]
+    return f"did you mean {', '.join(said)}? "
+
+
 def user_links() -> dict[str, Link]:
-    """The links saved with :func:`save_link` (or ``perfmodel calibrate``), by name.
+    """The links saved with :func:`save_link` (or ``perfmodel calibrate --save``), by name.
+
+    A user preset that cannot be used (or a presets file that cannot be read) is left out with a
+    ``UserWarning`` naming the file, the entry and what is wrong.
 
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> user_links()
     {}
     """
-    return _user_links()[0]
+    try:
+        links, bad = _user_links()
+    except InputError as error:
+        warnings.warn(str(error), UserWarning, stacklevel=2)
+        return {}
+    _presets.warn_unusable(bad)
+    return links
+
+
+#: The fields of a saved link, and whether each is required.
+_LINK_FIELDS = {"bandwidth_gb_s": True, "latency_ms": False, "efficiency": False, "per_block_ms": False,
+                "per_message_ms": False}
+_FIT_FIELDS = {"points": True, "max_relative_error": True, "mean_relative_error": True, "note": False,
+               "parameters": False}
+
+
+def _number(name: str, where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _presets.entry_error(name, "links", f"{where} is {_presets.json_type(value)}, not a number")
+    return float(value)
+
+
+def _fit_entry(name: str, report: object) -> FitReport | None:
+    """A saved fit's :class:`FitReport`, every field checked."""
+    if report is None:
+        return None
+    if not isinstance(report, dict):
+        raise _presets.entry_error(name, "links", f"'fit' is {_presets.json_type(report)}, not an object of the "
+                                   "fit's report")
+    for field, required in _FIT_FIELDS.items():
+        if required and field not in report:
+            raise _presets.entry_error(name, "links", f"'fit' has no {field!r}")
+    _presets.unknown_fields(name, "links", report, set(_FIT_FIELDS))
+    values = {f: _number(name, f"'fit' field {f!r}", report[f]) for f in ("max_relative_error", "mean_relative_error")}
+    points = _number(name, "'fit' field 'points'", report["points"])
+    if points != int(points) or points < 0:
+        raise _presets.entry_error(name, "links", f"'fit' field 'points' is {points!r}, not a count")
+    parameters = report.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise _presets.entry_error(name, "links", f"'fit' field 'parameters' is {_presets.json_type(parameters)}, "
+                                   "not an object of numbers")
+    parameters = None if parameters is None else {
+        str(p): _number(name, f"'fit' parameter {p!r}", v) for p, v in parameters.items()}
+    note = _presets.text_field(name, "links", report, "note") if "note" in report else ""
+    return FitReport(points=int(points), **values, note=note, parameters=parameters)
+
+
+def _link_entry(name: str, entry: dict) -> Link:
+    """A saved link from its entry, every field checked: the error names the file, the entry and the field."""
+    if name in LINKS or name in _PROFILES:
+        raise _presets.entry_error(name, "links", "takes the name of a built-in preset, which comes first: this "
+                                   "entry is never used (rename it)")
+    if _MULTIPLE.match(name):
+        raise _presets.entry_error(name, "links", "reads as a multiple of a link ('8x ib-ndr'): this entry is "
+                                   "never used (rename it)")
+    _presets.unknown_fields(name, "links", entry, {*_LINK_FIELDS, "fit", "source", _presets.SAVED_BY})
+    fields = {}
+    for field, required in _LINK_FIELDS.items():
+        if field in entry:
+            fields[field] = _number(name, repr(field), entry[field])
+        elif required:
+            raise _presets.entry_error(name, "links", f"has no {field!r}")
+    report = _fit_entry(name, entry.get("fit"))
+    source = _presets.text_field(name, "links", entry, "source")
+    _presets.text_field(name, "links", entry, _presets.SAVED_BY)
+    try:
+        return Link(name, **fields, max_relative_error=None if report is None else report.max_relative_error,
+                    fit=report, source=source)
+    except InputError as error:
+        raise _presets.entry_error(name, "links", error.problem) from None
 
 
 def _user_links() -> tuple[dict[str, Link], dict[str, InputError]]:
-    """The well-formed user links, and the error of each malformed one (by name)."""
+    """The well-formed user links, and the error of each malformed one (by name); a file that cannot be
+    read as presets raises its error."""
     entries, bad = _presets.load("links")
     links = {}
     for name, entry in entries.items():
         try:
-            fields = {k: float(entry[k]) for k in ("bandwidth_gb_s", "latency_ms", "efficiency", "per_block_ms",
-                                                   "per_message_ms") if k in entry}
-            report = entry.get("fit")
-            links[name] = Link(name, **fields, max_relative_error=(report or {}).get("max_relative_error"),
-                               fit=FitReport(**report) if report else None, source=str(entry.get("source") or ""))
-        except (TypeError, ValueError, KeyError) as error:
-            bad[name] = _presets.entry_error(name, "links", f"is not a valid link ({error})")
+            links[name] = _link_entry(name, entry)
+        except InputError as error:
+            bad[name] = error
     return links, bad
 
 
-def _known_links(key: str = "") -> dict[str, Link]:
-    links, bad = _user_links()
-    if key in bad:
-        raise bad[key]
-    return {**links, **transport_profiles(), **LINKS}
-
-
-def save_link(link: Link, *, source: str = "") -> Path:
+def save_link(link: Link, *, source: str = "", replace: bool = False) -> Path:
     """Save ``link`` as a user preset under its name: every entry point then accepts the name
     (``kv_transfer_bandwidth="our-rdma"``, ``--link our-rdma``). Returns the presets file.
+
+    A name already saved (names ignore case) is refused unless ``replace=True``.
 
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_link(Link("our-rdma", 48.0, latency_ms=0.1), source="measured in the lab")
@@ -498,13 +577,26 @@ def save_link(link: Link, *, source: str = "") -> Path:
              "per_block_ms": link.per_block_ms, "per_message_ms": link.per_message_ms, "source": source or link.source}
     if link.fit is not None:
         entry["fit"] = dataclasses.asdict(link.fit)
-    check_link_name(link.name)
-    return _presets.save("links", link.name, entry, builtin={*LINKS, *_PROFILES})
+    check_link_name(link.name, replace=replace)
+    return _presets.save("links", link.name, entry, builtin={*LINKS, *_PROFILES}, replace=replace)
 
 
-def check_link_name(name: str) -> None:
+def remove_link(name: str) -> Path:
+    """Remove a user link that perfmodel saved (:func:`save_link`, ``perfmodel calibrate --save``); returns
+    the presets file. An entry perfmodel did not save (written by hand) is refused and left as it is.
+
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = save_link(Link("our-rdma", 48.0))
+    >>> _ = remove_link("our-rdma"); user_links()
+    {}
+    """
+    return _presets.remove("links", name)
+
+
+def check_link_name(name: str, *, replace: bool = False) -> None:
     """Refuse a name a user link cannot take (a built-in's, one that reads as a multiple such as
-    ``"8x ib-ndr"``), or a presets file it could not be saved to, before anything is computed or written.
+    ``"8x ib-ndr"``, one already saved unless ``replace``), or a presets file it could not be saved to,
+    before anything is computed or written.
 
     >>> check_link_name("ib-ndr")
     Traceback (most recent call last):
@@ -517,16 +609,17 @@ def check_link_name(name: str) -> None:
     if _MULTIPLE.match(key):
         raise InputError("link name", f"{name!r} reads as a multiple of a link ('8x ib-ndr': eight of them)",
                          "choose a name that does not start with a count and 'x'")
-    _presets.load("links")  # a presets file it could not be saved to: said now
+    _presets.check_free("links", name, builtin={*LINKS, *_PROFILES}, replace=replace)
 
 
 def link_source(name: str) -> str:
-    """Where a link preset comes from: "built-in", or a user preset's recorded source."""
+    """Where a link preset comes from: "line rate", "profile: <source>", or "user: <source> (<file>)"."""
     if name in LINKS:
         return "line rate"
     if name in _PROFILES:
         return "profile: " + _PROFILES[name].source
-    return "user: " + (_presets.load("links")[0].get(name, {}).get("source") or "saved")
+    link = _user_links()[0].get(_presets.key_of(name))
+    return f"user: {(link.source if link else '') or 'saved'} ({_presets.presets_path()})"
 
 
 def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -546,9 +639,20 @@ def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.nda
     return best
 
 
+def _ms_per_byte_floor(line_rate_gb_s: float | None) -> float:
+    """The least ms per byte a line rate allows (0: no line rate)."""
+    if line_rate_gb_s is None:
+        return 0.0
+    if isinstance(line_rate_gb_s, bool) or not isinstance(line_rate_gb_s, (int, float, np.number)) or not (
+            0 < line_rate_gb_s < np.inf):
+        raise InputError("line_rate_gb_s", f"{line_rate_gb_s!r} is not a number > 0", "pass the NIC's line rate in "
+                         "decimal GB/s (400 Gb/s = 50 GB/s)")
+    return 1e-6 / float(line_rate_gb_s)
+
+
 def fit_link(
     nbytes: ArrayLike, measured_ms: ArrayLike, *, n_blocks: ArrayLike | None = None,
-    n_messages: ArrayLike | None = None, name: str | None = None,
+    n_messages: ArrayLike | None = None, name: str | None = None, line_rate_gb_s: float | None = None,
 ) -> Link:
     """Fit a link to measured transfers: latency, bandwidth and (with ``n_blocks`` and ``n_messages``)
     costs per block and per message.
@@ -582,6 +686,9 @@ def fit_link(
         (see :func:`perfmodel.kv_messages` for a handoff's count).
     name
         The link's name (default ``"fitted"``).
+    line_rate_gb_s
+        The line rate of the hardware measured (decimal GB/s): the fitted bandwidth never exceeds
+        it (the fit is constrained, and the report says when the bound holds it). Default: no bound.
 
     Examples
     --------
@@ -598,6 +705,9 @@ def fit_link(
     >>> pages = fit_link([983e6, 983e6], [20.0, 8.0], n_messages=[30_016, 3_776])  # 16- and 128-token pages
     >>> round(pages.per_message_ms * 1000, 3)  # microseconds per message
     0.457
+    >>> capped = fit_link(nbytes, 0.2 + nbytes / 55e9 * 1000, line_rate_gb_s=50.0)   # 55 GB/s on a 50 GB/s NIC?
+    >>> capped.bandwidth_gb_s, capped.fit.note
+    (50.0, 'the bandwidth is held at the line rate, 50 GB/s')
     """
     x = np.asarray(nbytes, dtype=np.float64).ravel()
     t = np.asarray(measured_ms, dtype=np.float64).ravel()
@@ -634,18 +744,27 @@ def fit_link(
         else:
             notes.append(f"the {term} cannot be told apart from the {' and '.join(kept)} on these measurements: "
                          "held at 0")
-    # rows divided by t: least squares on the relative error, every parameter >= 0
-    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None],
-                                                         np.ones_like(t))))
+    # rows divided by t: least squares on the relative error, every parameter >= 0; a line rate bounds the
+    # bandwidth from above, i.e. the ms per byte from below: ms_per_byte = floor + d with d >= 0
+    floor = _ms_per_byte_floor(line_rate_gb_s)
+    target = np.ones_like(t) if floor == 0 else 1.0 - floor * x / t
+    solution = dict(zip(kept, _nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], target)))
+    if floor:
+        held = solution.get("bandwidth", 0.0) == 0
+        solution["bandwidth"] = solution.get("bandwidth", 0.0) + floor
+        if held:
+            notes.append(f"the bandwidth is held at the line rate, {line_rate_gb_s:g} GB/s")
     ms_per_byte = solution.get("bandwidth", 0.0)
     if ms_per_byte <= 0:
         notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
-    predicted = np.column_stack(list(kept.values())) @ np.array(list(solution.values()))
+    predicted = np.column_stack([terms[k] for k in solution]) @ np.array(list(solution.values()))
     errors = np.abs(predicted - t) / t
     parameters = {"bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
                   "latency_ms": float(solution.get("latency", 0.0)),
                   "per_block_ms": float(solution.get("per-block cost", 0.0)),
                   "per_message_ms": float(solution.get("per-message cost", 0.0))}
+    if floor:
+        parameters["bandwidth_gb_s"] = min(parameters["bandwidth_gb_s"], float(line_rate_gb_s))
     report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
                        mean_relative_error=float(errors.mean()), note="; ".join(notes), parameters=parameters)
     return Link(name or "fitted", **parameters, max_relative_error=report.max_relative_error, fit=report)

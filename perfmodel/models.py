@@ -12,6 +12,7 @@ import json
 import math
 import numbers
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from dataclasses import dataclass
@@ -22,11 +23,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
 from ._coerce import whole_numbers
-from ._inputs import documented
+from ._inputs import INPUTS, check_option, documented
 from .errors import InputError, check_choice, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
-           "layer_count", "model_config", "save_model", "user_models"]
+           "layer_count", "model_config", "model_source", "remove_model", "save_model", "user_models"]
 
 ModelConfig = Mapping[str, Any] | str | os.PathLike
 
@@ -99,11 +100,6 @@ _HEADS = ("num_attention_heads", "n_head")
 _HIDDEN = ("hidden_size", "n_embd", "d_model")
 
 
-def _closest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name.lower(), choices, n=3, cutoff=0.5)
-    return f"did you mean {', '.join(close)}? " if close else ""
-
-
 def model_config(config: ModelConfig) -> dict[str, Any]:
     """A model config as a dict: from a dict, a preset name, a ``config.json`` or its folder.
 
@@ -130,14 +126,14 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         if key in MODELS or user is not None:
             data = dict(MODELS[key] if key in MODELS else user)
         else:
-            users = user_models()
+            users, bad = _user_models()
             path = Path(config)
             if path.is_dir():
                 path = path / "config.json"
             if not path.is_file():
                 raise ValueError(
                     f"model {str(config)!r}: not a preset nor a config.json file. Fix: "
-                    f"{_closest(key, [*MODELS, *users])}use a preset ({', '.join([*MODELS, *users])}), "
+                    f"{_suggest(key, users, bad)}use a preset ({', '.join([*MODELS, *users])}), "
                     "a path to config.json or its folder, or a dict")
             try:
                 data = json.loads(path.read_text())
@@ -156,25 +152,77 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     return data
 
 
+def _suggest(key: str, users: dict[str, Any], bad: dict[str, InputError]) -> str:
+    """"did you mean ...? " for an unknown model: presets, and user presets with their file (and, for one that
+    cannot be used, what is wrong with it)."""
+    close = difflib.get_close_matches(key, [*MODELS, *users, *bad], n=3, cutoff=0.5)
+    file = _presets.presets_path()
+    said = [f"{n} (a user preset in {file}, which cannot be used: {bad[n].problem})" if n in bad else
+            f"{n} (a user preset in {file})" if n in users else n for n in close]
+    return f"did you mean {', '.join(said)}? " if said else ""
+
+
 def user_models() -> dict[str, dict[str, Any]]:
-    """Model configs saved with :func:`save_model` (or ``perfmodel models --add``), by name."""
-    entries, _ = _presets.load("models")
-    return {name: entry["config"] for name, entry in entries.items() if isinstance(entry.get("config"), dict)}
+    """Model configs saved with :func:`save_model` (or ``perfmodel models --add``), by name.
+
+    A user preset that cannot be used (or a presets file that cannot be read) is left out with a
+    ``UserWarning`` naming the file, the entry and what is wrong.
+    """
+    try:
+        users, bad = _user_models()
+    except InputError as error:
+        warnings.warn(str(error), UserWarning, stacklevel=2)
+        return {}
+    _presets.warn_unusable(bad)
+    return users
+
+
+def _model_entry(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A saved model's config, every field checked (and the config's KV fields): errors name the file and entry."""
+    if name in MODELS:
+        raise _presets.entry_error(name, "models", "takes the name of a built-in preset, which comes first: this "
+                                   "entry is never used (rename it)")
+    _presets.unknown_fields(name, "models", entry, {"config", "source", _presets.SAVED_BY})
+    _presets.text_field(name, "models", entry, "source")
+    _presets.text_field(name, "models", entry, _presets.SAVED_BY)
+    if "config" not in entry:
+        raise _presets.entry_error(name, "models", "has no 'config' object")
+    config = entry["config"]
+    if not isinstance(config, dict):
+        raise _presets.entry_error(name, "models", f"'config' is {_presets.json_type(config)}, not an object of "
+                                   "a Hugging Face config's fields")
+    try:
+        kv_terms(config)
+    except (ValueError, TypeError) as error:
+        raise _presets.entry_error(name, "models", f"its config cannot be used ({str(error).strip()})") from None
+    return config
+
+
+def _user_models() -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
+    """The usable user models' configs, and the error of each malformed one (by name); a file that cannot
+    be read as presets raises its error."""
+    entries, bad = _presets.load("models")
+    users = {}
+    for name, entry in entries.items():
+        try:
+            users[name] = _model_entry(name, entry)
+        except InputError as error:
+            bad[name] = error
+    return users, bad
 
 
 def _user_model(key: str) -> dict[str, Any] | None:
     """A user model's config by name (None: no such preset), or the error of a malformed entry."""
-    entries, bad = _presets.load("models")
+    users, bad = _user_models()
     if key in bad:
         raise bad[key]
-    if key in entries and not isinstance(entries[key].get("config"), dict):
-        raise _presets.entry_error(key, "models", "has no 'config' object")
-    return entries[key]["config"] if key in entries else None
+    return users.get(key)
 
 
-def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
+def save_model(name: str, config: ModelConfig, *, source: str = "", replace: bool = False) -> Path:
     """Save a Hugging Face config (dict, ``config.json`` path or its folder) as a user model preset:
-    every entry point then accepts ``name``. The KV-relevant fields are checked first.
+    every entry point then accepts ``name``. The KV-relevant fields are checked first; a name already
+    saved (names ignore case) is refused unless ``replace=True``.
 
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
@@ -184,7 +232,33 @@ def save_model(name: str, config: ModelConfig, *, source: str = "") -> Path:
     data = model_config(config)
     kv_terms(data)  # refuse a config without the fields the KV cache needs
     origin = source or (str(config) if isinstance(config, (str, os.PathLike)) else "a config dict")
-    return _presets.save("models", name, {"config": data, "source": origin}, builtin=set(MODELS))
+    return _presets.save("models", name, {"config": data, "source": origin}, builtin=set(MODELS), replace=replace)
+
+
+def remove_model(name: str) -> Path:
+    """Remove a user model that perfmodel saved (:func:`save_model`, ``perfmodel models --add``); returns the
+    presets file. An entry perfmodel did not save (written by hand) is refused and left as it is.
+
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = save_model("my-llama", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4})
+    >>> _ = remove_model("my-llama"); user_models()
+    {}
+    """
+    return _presets.remove("models", name)
+
+
+def model_source(name: str) -> str:
+    """Where a model preset comes from: "built-in", or "user: <source> (<file>)".
+
+    >>> model_source("llama-3.1-8b")
+    'built-in'
+    """
+    key = _presets.key_of(name)
+    if key in MODELS:
+        return "built-in"
+    entry = _presets.load("models")[0].get(key, {})
+    source = entry.get("source") if isinstance(entry.get("source"), str) else ""
+    return f"user: {source or 'saved'} ({_presets.presets_path()})"
 
 
 def _field(config: Mapping[str, Any], names: tuple[str, ...], smallest: int = 1, default: int | None = None) -> int:
@@ -214,6 +288,50 @@ def _dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int:
         raise InputError("kv_cache_dtype", f"{name!r} is not known",
                          f"use one of {', '.join(sorted(_DTYPE_BYTES))} (or None/'auto' for the model's dtype)")
     return _DTYPE_BYTES[key]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """How a model's KV cache is held and handed off: the KV-cache dtype, the tensor-parallel degrees of the
+    prefill and decode groups, whose bytes count (``scope``) and how a block lies in memory
+    (``kv_layout``, which sets the messages). Validated once, when made; defaults from the input table.
+
+    >>> ModelShape(tp=8, decode_tp=2).decode_degree
+    2
+    >>> ModelShape(tp=0)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: tp: 0 is not a whole number >= 1. Fix: pass a whole number >= 1, e.g. tp=1.
+    """
+
+    kv_cache_dtype: str | None = INPUTS["kv_cache_dtype"].default
+    tp: int = INPUTS["tp"].default
+    decode_tp: int | None = INPUTS["decode_tp"].default
+    scope: str = INPUTS["scope"].default
+    kv_layout: str = INPUTS["kv_layout"].default
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tp", check_whole("tp", self.tp, smallest=1))
+        if self.decode_tp is not None:
+            object.__setattr__(self, "decode_tp", check_whole("decode_tp", self.decode_tp, smallest=1))
+        check_option("scope", self.scope)
+        check_option("kv_layout", self.kv_layout)
+        _dtype_bytes({}, self.kv_cache_dtype)
+
+    @property
+    def decode_degree(self) -> int:
+        """The decode group's tensor-parallel degree (``decode_tp``, or ``tp`` when not given)."""
+        return self.tp if self.decode_tp is None else self.decode_tp
+
+    @property
+    def shapes_bytes(self) -> bool:
+        """Whether bytes per token depend on this shape (so they must come from a model, not a number)."""
+        return (self.kv_cache_dtype is not None or self.tp != 1 or self.scope != "rank"
+                or self.decode_tp not in (None, self.tp))
+
+    def bytes_options(self) -> dict[str, Any]:
+        """The keywords of :func:`kv_terms` (and :func:`kv_bytes`, :func:`kv_bytes_per_token`) for this shape."""
+        return dict(kv_cache_dtype=self.kv_cache_dtype, tp=self.tp, scope=self.scope, decode_tp=self.decode_tp)
 
 
 def kv_bytes_per_token(
@@ -480,9 +598,8 @@ def kv_terms(
     >>> kv_terms("qwen3-next-80b-a3b").state_bytes  # 36 Gated DeltaNet layers, bf16
     39518208
     """
-    tp = check_whole("tp", tp, smallest=1)
-    decode_tp = tp if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1)
-    group = check_choice("scope", scope, ("rank", "group")) == "group"
+    shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope)
+    tp, decode_tp, group = shape.tp, shape.decode_degree, shape.scope == "group"
 
     def moved(one_decode_rank: int) -> int:
         """Bytes of the group (decode_tp receivers, each its own heads), or of its busiest rank."""
@@ -598,32 +715,6 @@ def kv_messages(
     """
     return kv_terms(config).messages(num_input_tokens, block_size, charged_tokens=charged_tokens, kv_layout=kv_layout,
                                      blocks_per_message=blocks_per_message)
-
-
-def kv_heads(config: ModelConfig) -> int:
-    """The KV heads a tensor-parallel group splits (1 for an MLA latent or a multi-query model).
-
-    Parameters
-    ----------
-    config
-        A model preset name, config dict, or path to ``config.json`` or its folder.
-
-    Returns
-    -------
-    int
-        The model's KV heads.
-
-    Examples
-    --------
-    >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
-    (8, 1)
-    """
-    cfg = model_config(config)
-    if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):
-        return 1
-    if cfg.get("num_key_value_heads") is not None:
-        return _field(cfg, ("num_key_value_heads",))
-    return _field(cfg, _HEADS)
 
 
 def layer_count(config: ModelConfig) -> int:

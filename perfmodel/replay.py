@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _coerce, _resolve
-from ._coerce import whole_numbers
+from . import _coerce, _inputs, _resolve
 from ._codes import TransferMode
+from ._coerce import whole_numbers
 from ._inputs import INPUTS, LAYERWISE, _group_beyond_layers, check_option, layerwise_given, layerwise_overlaps
 from .errors import InputError, check_choice, check_whole
 from .handoff import checked
@@ -132,7 +132,7 @@ def replay_handoffs(
       blocks, unbounded when None). A request's blocks enter its worker's cache when its
       transfer ends (so a block still in flight is not a hit).
     - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
-      to ``block_size`` (SEMANTICS rule 2); ``"full_prompt"`` charges the whole prompt.
+      to ``block_size`` (rule 2 of the model, :doc:`/model`); ``"full_prompt"`` charges the whole prompt.
       ``cached_tokens`` reports the worker's cached prefix in both modes. A trace without
       ``hash_ids`` has no prefix information: every block is missing, and the block
       rounding makes destination_missing cost slightly *more* than full_prompt (a warning
@@ -588,14 +588,9 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 
 # --- replay grids: many cluster configurations against one trace ------------------------------
 
-#: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns.
-GRID_AXES = (
-    "model", "kv_bytes_per_token", "kv_cache_dtype", "tp", "decode_tp", "scope",
-    "link", "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "blocks_per_message", "kv_layout",
-    "state_bytes", "links", "contention", "decode_workers", "decode_cache_blocks", "routing", "mode", "block_size",
-    "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
-)
-_GRID_LABELS = {"model", "link", "kv_cache_dtype", "scope", "contention", "routing", "mode", "overlap", "kv_layout"}
+#: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns (the input
+#: table's grid axes, :data:`perfmodel._inputs.GRID_AXES`).
+GRID_AXES = _inputs.GRID_AXES
 
 
 def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
@@ -608,7 +603,7 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     names = [name for name in GRID_AXES if name in axes]
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
     for name, given in zip(names, values):
-        if name in _GRID_LABELS:
+        if name in _inputs.LABEL_AXES:
             _resolve.axis_labels("replay_grid", name, given)  # (a value given twice is refused, as in sweeps)
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
@@ -632,11 +627,11 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
 
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
     """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats."""
-    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _GRID_LABELS else _resolve.label_of(v)
+    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _inputs.LABEL_AXES else _resolve.label_of(v)
                                 for k, v in config.items()}, **row}
                             for config, row in zip(configs, stats)])
     for name in configs[0] if configs else ():
-        if name in _GRID_LABELS:
+        if name in _inputs.LABEL_AXES:
             summary[name] = pd.Categorical(summary[name], categories=list(dict.fromkeys(summary[name])))
     return summary
 
@@ -704,12 +699,9 @@ def replay_grid(
     import concurrent.futures
     import os as _os
 
-    from tqdm.auto import tqdm
-
-    from .errors import check_flag
+    from ._progress import progress_bar
 
     check_choice("keep", keep, ("summary", "requests"))
-    check_flag("progress", progress, optional=True)
     configs = grid_configs(axes)
     names = list(configs[0])
     workers = _os.cpu_count() or 1 if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
@@ -724,8 +716,7 @@ def replay_grid(
         _replay_prepared(sample, **config)
     results: list[Any] = [None] * len(configs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool, \
-            tqdm(total=len(configs), unit="configs", delay=1.0, desc="replay grid",
-                 disable=(None if progress is None else not progress)) as bar:
+            progress_bar(len(configs), unit="configs", desc="replay grid", progress=progress) as bar:
         futures = {pool.submit(one, config): i for i, config in enumerate(configs)}
         try:
             for future in concurrent.futures.as_completed(futures):
@@ -747,6 +738,6 @@ def replay_grid(
         parts.append(labelled)
     requests = pd.concat(parts, ignore_index=True)
     for name in names:
-        if name in _GRID_LABELS:
+        if name in _inputs.LABEL_AXES:
             requests[name] = pd.Categorical(requests[name], categories=summary[name].cat.categories)
     return summary, requests

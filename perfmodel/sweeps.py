@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import contextlib
 import itertools
 import math
 import os
@@ -22,10 +21,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _resolve
+from . import _progress, _resolve
 from ._codes import TransferMode
 from ._coerce import Coded, whole_numbers
-from ._inputs import INPUTS, LAYERWISE, OPTIONS, ROW_NAMES, documented, layerwise_overlaps, nonnegative
+from ._inputs import (
+    API_INPUTS, INPUTS, LABEL_AXES, LAYERWISE, OPTION_AXES, OPTIONS, ROW_NAMES, SWEEP_AXES, check_cross, check_range, documented,
+    layerwise_overlaps, nonnegative,
+)
 from .errors import InputError
 from .handoff import Options, _handoff, checked, destination_missing_tokens
 from .links import Link, get_link
@@ -33,21 +35,11 @@ from .models import kv_terms
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
+#: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest (the input
+#: table's sweep axes, :data:`perfmodel._inputs.SWEEP_AXES`).
+AXES = SWEEP_AXES
 #: The fields of a :class:`perfmodel.Cluster` a sweep may vary (axes beside a ``cluster`` axis).
-CLUSTER_FIELDS = ("nic", "nics_per_node", "gpus_per_node", "nodes", "transport", "nvlink_domain", "fabric",
-                  "oversubscription", "hop_latency_ms", "gpus_per_pcie_switch", "pcie_switch_gb_s")
-#: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest.
-AXES = (
-    "model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token",
-    "link", "cluster", *CLUSTER_FIELDS, "kv_transfer_bandwidth", "latency_ms", "per_block_ms", "per_message_ms", "blocks_per_message", "kv_layout",
-    "mode", "cache_hit_ratio", "block_size", "state_bytes",
-    "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens",
-    "num_input_tokens",
-)
-#: The axes that are options of the model (one value per call of the edge: the grid makes one call per combination).
-_OPTION_AXES = frozenset(entry.name for entry in OPTIONS) & set(AXES)
-_LABEL_AXES = {"model", "link", "kv_cache_dtype", "mode", "scope", "overlap", "kv_layout", "cluster", "nic", "transport",
-               "fabric"}
+CLUSTER_FIELDS = tuple(entry.name for entry in API_INPUTS if entry.group == "cluster_field")
 _CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
@@ -137,17 +129,6 @@ def _check_fits_in_memory(plan: SweepPlan) -> None:
                          "sweep fewer values, or use perfmodel.dask.sweep(...).to_parquet(folder) for grids this large")
 
 
-def _progress_bar(cells: int, progress: bool | None) -> Any:
-    """A tqdm bar over ``cells`` (on a terminal after 1 s, or as ``progress`` says), or ``None`` in a
-    null context when there is nothing to show: no bar asked for, or a single chunk (no progress to report)."""
-    if progress is False or (progress is None and cells <= _CHUNK_ROWS):
-        return contextlib.nullcontext()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=cells, unit="cells", unit_scale=True, delay=1.0, desc="sweep",
-                disable=None if progress is None else False)
-
-
 @dataclass(frozen=True)
 class SweepPlan:
     """A validated sweep: its axes and small per-value tables; any range of its rows on demand.
@@ -183,74 +164,22 @@ class SweepPlan:
     def of(cls, axes: dict[str, Any]) -> SweepPlan:
         """Validate the axes of :func:`sweep`: every value by its rule, every model in every combination of
         the option axes (each combination one call of the edge per chunk of rows)."""
-        axes = dict(axes)
-        unknown = set(axes) - set(AXES)
-        if unknown:
-            raise InputError("sweep", f"unknown axis {sorted(unknown)}", f"use axes from {', '.join(AXES)}")
-        for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link"),
-                           ("cluster", "link"), ("cluster", "kv_transfer_bandwidth")):
-            if one in axes and other in axes:
-                raise InputError("sweep", f"{one} and {other} are both given", f"give either {one} or {other}, not both")
-        if "num_input_tokens" not in axes:
-            raise InputError("sweep", "num_input_tokens is required", "e.g. num_input_tokens=[1024, 8192, 32768]")
-        if "kv_bytes_per_token" not in axes and "model" not in axes:
-            raise InputError("sweep", "kv_bytes_per_token is required",
-                             "give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
-        fields = [name for name in CLUSTER_FIELDS if name in axes]
-        if fields and "cluster" not in axes:
-            raise InputError("sweep", f"{', '.join(fields)} vary a cluster's fields", "give a cluster axis too")
-        if "kv_transfer_bandwidth" not in axes and "link" not in axes and "cluster" not in axes:
-            raise InputError("sweep", "kv_transfer_bandwidth is required",
-                             "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
-        for needs_model in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
-            if needs_model in axes and "model" not in axes:
-                raise InputError("sweep", f"{needs_model} applies to model presets/configs", "give a model axis too")
-        if "cache_hit_ratio" in axes and "mode" not in axes:
-            axes["mode"] = "destination_missing"
-        if (any(a in axes for a in LAYERWISE if a != "num_layers" or "per_message_ms" not in axes)
-                and "overlap" not in axes):
-            axes["overlap"] = "layerwise"
-        overlaps = {str(v) for v in _resolve.axis_values("sweep", "overlap", axes.get("overlap", "none"))}
-        layerwise_overlaps(axes, overlaps)  # the rules of every entry point
-        if "layerwise" in overlaps:
-            if "num_layers" not in axes and "model" not in axes:
-                raise InputError("sweep", "overlap='layerwise' needs the layer count",
-                                 "give a model axis, or num_layers")
+        axes = _implied(_check_axis_names(dict(axes)))
         given = tuple(name for name in AXES if name in axes)
         values = {name: _resolve.axis_values("sweep", name, axes[name]) for name in given}
-        values = {name: v if name in _LABEL_AXES else np.asarray(v) for name, v in values.items()}
+        values = {name: v if name in LABEL_AXES else np.asarray(v) for name, v in values.items()}
         labels = {name: _resolve.axis_labels("sweep", name, [_mode(v) if name == "mode" else v for v in values[name]])
-                  for name in given if name in _LABEL_AXES}
-        for name in given:  # every input by its rule in the table, before the grid is allocated
-            if name in INPUTS and INPUTS[name].valid is not None and name not in ("mode",):
-                try:
-                    checked(name, values[name])
-                except InputError as error:
-                    raise error.relocated(f"sweep axis {name}", error.row, coerce_hint="") from None
-        if "block_size" in values:
-            whole_numbers("block_size", values["block_size"], 1, coerce_hint="")
-        if "cache_hit_ratio" in values:
-            ratios = np.asarray(values["cache_hit_ratio"], dtype=np.float64)
-            if not np.all((ratios >= 0) & (ratios <= 1)):
-                raise InputError("sweep", f"cache_hit_ratio must be within [0, 1], got {ratios.tolist()}",
-                                 "give fractions of the prompt from 0 to 1")
+                  for name in given if name in LABEL_AXES}
+        _check_values(values)
         links = [get_link(v) for v in values.get("link", [])]
         clusters = _clusters(values, given)
+        check_cross({"block_size": values.get("block_size"),
+                     **{name: np.add.outer(values.get(name, [0.0]), [getattr(link, name) for link in links] or [0.0])
+                        for name in ("per_block_ms", "per_message_ms")},
+                     "layer_group": values.get("layer_group"), "num_layers": values.get("num_layers")}, "sweep")
         messages = "per_message_ms" in given or any(link.per_message_ms for link in links)
-        if messages and "block_size" not in given:
-            raise InputError("sweep", "a per-message cost needs a block size", "give a block_size axis too")
-        option_axes = [name for name in given if name in _OPTION_AXES]
-        options = []
-        for chosen in itertools.product(*(values[name] for name in option_axes)):
-            option = Options(**dict(zip(option_axes, chosen))).check()
-            for model in values.get("model", []):  # every model in every shape, before the grid is allocated
-                kv_terms(model, **option.model_options())
-            if messages and "model" not in given:  # bytes as numbers: messages per layer need the layers
-                _resolve.message_terms(0.0, option.kv_layout, 1.0 if "num_layers" in given else None)
-            off = frozenset(LAYERWISE) - ({"num_layers"} if messages else set()) if option.overlap == "none" else ()
-            options.append((option, frozenset(off)))
         return cls(axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
-                   links=links, options=options, clusters=clusters,
+                   links=links, options=_options_per_combination(given, values, messages), clusters=clusters,
                    mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8))
 
     def rows(self, start: int, stop: int, *, progress: bool | None = None) -> pd.DataFrame:
@@ -271,13 +200,12 @@ class SweepPlan:
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
         transfer_bytes = np.empty(n)  # whole byte counts become integers below (exact up to 2**53)
         delay = np.empty(n)
-        with _progress_bar(n, progress) as bar:
+        with _progress.progress_bar(n, unit="cells", desc="sweep", progress=progress, at_least=_CHUNK_ROWS) as bar:
             for first in range(0, n, _CHUNK_ROWS):
                 part = slice(first, min(n, first + _CHUNK_ROWS))
                 self._fill(np.arange(start + part.start, start + part.stop, dtype=np.int64), part,
                            columns, bandwidth, transfer_bytes, delay)
-                if bar is not None:
-                    bar.update(part.stop - part.start)
+                bar.update(part.stop - part.start)
         result: dict[str, Any] = {
             name: pd.Categorical.from_codes(columns[name], categories=self.labels[name], validate=False)
             if name in self.labels else columns[name] for name in self.axes}
@@ -314,7 +242,7 @@ class SweepPlan:
             cached = np.floor(np.multiply(ratio, tokens)).astype(np.int64)
             inputs["destination_missing_tokens"] = destination_missing_tokens(tokens, cached,
                                                                               inputs.get("block_size", 64))
-        option_axes = [name for name in self.axes if name in _OPTION_AXES]
+        option_axes = [name for name in self.axes if name in OPTION_AXES]
         combos = np.ravel_multi_index([digits[name] for name in option_axes],
                                       [len(self.values[name]) for name in option_axes]) if option_axes else None
         cluster_axes = [name for name in self.axes if name in ("cluster", *CLUSTER_FIELDS)]
@@ -336,6 +264,78 @@ class SweepPlan:
                 moved = np.empty(rows.size)
                 delay[part.start + rows] = _handoff(given, options, bytes_out=moved).delays
                 transfer_bytes[part.start + rows] = moved
+
+
+def _check_axis_names(axes: dict[str, Any]) -> dict[str, Any]:
+    """The axes of a sweep, refused when one is unknown, two name one input, or a required one is missing."""
+    unknown = set(axes) - set(AXES)
+    if unknown:
+        raise InputError("sweep", f"unknown axis {sorted(unknown)}", f"use axes from {', '.join(AXES)}")
+    for one, other in (("kv_bytes_per_token", "model"), ("kv_transfer_bandwidth", "link"), ("cluster", "link"),
+                       ("cluster", "kv_transfer_bandwidth")):
+        if one in axes and other in axes:
+            raise InputError("sweep", f"{one} and {other} are both given", f"give either {one} or {other}, not both")
+    if "num_input_tokens" not in axes:
+        raise InputError("sweep", "num_input_tokens is required", "e.g. num_input_tokens=[1024, 8192, 32768]")
+    if "kv_bytes_per_token" not in axes and "model" not in axes:
+        raise InputError("sweep", "kv_bytes_per_token is required",
+                         "give kv_bytes_per_token (bytes) or model (e.g. model='llama-3.1-70b')")
+    fields = [name for name in CLUSTER_FIELDS if name in axes]
+    if fields and "cluster" not in axes:
+        raise InputError("sweep", f"{', '.join(fields)} vary a cluster's fields", "give a cluster axis too")
+    if "kv_transfer_bandwidth" not in axes and "link" not in axes and "cluster" not in axes:
+        raise InputError("sweep", "kv_transfer_bandwidth is required",
+                         "give kv_transfer_bandwidth (GB/s) or link (e.g. link='ib-ndr')")
+    for needs_model in (e.name for e in OPTIONS if e.group == "shape"):
+        if needs_model in axes and "model" not in axes:
+            raise InputError("sweep", f"{needs_model} applies to model presets/configs", "give a model axis too")
+    return axes
+
+
+def _implied(axes: dict[str, Any]) -> dict[str, Any]:
+    """The axes with what others imply (a cache hit ratio: destination_missing; a layer-wise input:
+    layer-wise streaming), checked by the layer-wise rules of every entry point."""
+    if "cache_hit_ratio" in axes and "mode" not in axes:
+        axes["mode"] = "destination_missing"
+    if (any(a in axes for a in LAYERWISE if a != "num_layers" or "per_message_ms" not in axes)
+            and "overlap" not in axes):
+        axes["overlap"] = "layerwise"
+    overlaps = {str(v) for v in _resolve.axis_values("sweep", "overlap", axes.get("overlap", "none"))}
+    layerwise_overlaps(axes, overlaps)  # the rules of every entry point
+    if "layerwise" in overlaps and "num_layers" not in axes and "model" not in axes:
+        raise InputError("sweep", "overlap='layerwise' needs the layer count", "give a model axis, or num_layers")
+    return axes
+
+
+def _check_values(values: dict[str, Any]) -> None:
+    """Every value of every axis by its rule in the table, before the grid is allocated."""
+    for name, axis in values.items():
+        if name in ROW_NAMES and INPUTS[name].valid is not None and name != "mode":
+            try:
+                checked(name, axis)
+            except InputError as error:
+                raise error.relocated(f"sweep axis {name}", error.row, coerce_hint="") from None
+        elif name not in ROW_NAMES and INPUTS[name].valid is not None:
+            check_range(name, axis, f"sweep axis {name}")
+    if "block_size" in values:
+        whole_numbers("block_size", values["block_size"], 1, coerce_hint="")
+
+
+def _options_per_combination(given: tuple[str, ...], values: dict[str, Any],
+                             messages: bool) -> list[tuple[Options, frozenset[str]]]:
+    """The edge's options of each combination of the option axes, and the inputs it drops; every model is
+    resolved in every shape here, before the grid is allocated."""
+    option_axes = [name for name in given if name in OPTION_AXES]
+    options = []
+    for chosen in itertools.product(*(values[name] for name in option_axes)):
+        option = Options(**dict(zip(option_axes, chosen)))
+        for model in values.get("model", []):
+            kv_terms(model, **option.model_options())
+        if messages and "model" not in given:  # bytes as numbers: messages per layer need the layers
+            _resolve.message_terms(0.0, option.kv_layout, 1.0 if "num_layers" in given else None)
+        off = frozenset(LAYERWISE) - ({"num_layers"} if messages else set()) if option.overlap == "none" else ()
+        options.append((option, frozenset(off)))
+    return options
 
 
 def _clusters(values: dict[str, Any], given: tuple[str, ...]) -> list[Any]:
@@ -394,7 +394,7 @@ class _Forward(NamedTuple):
         per_token = _flat(kv_bytes_per_token, shape)
         if isinstance(per_token, (int, float, np.number)):  # numbers as a column, as a sweep passes them: the
             per_token = np.full(math.prod(shape), per_token, dtype=np.float64)  # kernel compiled for it once
-        return cls(per_token, per_row, Options.of(inputs))
+        return cls(per_token, per_row, Options.among(inputs))
 
     def __call__(self, tokens: np.ndarray, bandwidth: Any, rows: Any = slice(None)) -> tuple[np.ndarray, np.ndarray]:
         """Delays (ms) and bytes of the handoffs of ``tokens`` at ``bandwidth`` on ``rows``."""
@@ -409,7 +409,7 @@ class _Forward(NamedTuple):
 
     def terms(self) -> list[np.ndarray]:
         """The byte terms of the model or numbers (see :class:`perfmodel.KVTerms`), 0 where it has none."""
-        terms = _resolve.model_terms(self.kv_bytes_per_token, **self.options.check().model_options())
+        terms = _resolve.model_terms(self.kv_bytes_per_token, **self.options.model_options())
         return [nonnegative("kv_bytes_per_token", terms[0])] + [
             np.float64(0.0) if t is None else np.asarray(t, dtype=np.float64) for t in terms[1:]]
 
@@ -510,7 +510,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
 
     base = get_cluster(cluster)
     model = forward.kv_bytes_per_token
-    options = forward.options.check()
+    options = forward.options
     if not _resolve.is_one(model) and len({str(m) for m in np.asarray(model, dtype=object)}) > 1:
         raise InputError("kv_bytes_per_token", "a cluster's line rate is asked of one model at a time",
                          "ask once per model")

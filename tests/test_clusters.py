@@ -440,3 +440,54 @@ def test_max_tokens_within_on_a_cluster():
     for n, budget in zip(got, [10.0, 50.0]):
         assert perfmodel.handoff_delay_ms(n, hgx(4), LLAMA_70B, tp=8) <= budget
         assert perfmodel.handoff_delay_ms(n + 1, hgx(4), LLAMA_70B, tp=8) > budget
+
+
+def test_a_column_of_cluster_names_and_links():
+    import pandas as pd
+
+    df = pd.DataFrame({"num_input_tokens": [TOKENS, TOKENS, 1024, TOKENS, 7],
+                       "where": ["hgx-h100-8x400g", "gb200-nvl72", "ib-ndr", "aws-p5", None]})
+    got = perfmodel.handoff_delays(df, kv_transfer_bandwidth="where", kv_bytes_per_token=LLAMA_70B, tp=8)
+    want = [perfmodel.handoff_delay_ms(n, w, LLAMA_70B, tp=8) for n, w in zip(df["num_input_tokens"][:4],
+                                                                             df["where"][:4])]
+    assert got[:4].tolist() == want and got.isna().tolist() == [False] * 4 + [True]
+    with pytest.raises(perfmodel.InputError, match="row 1"):
+        perfmodel.handoff_delay_ms([1, -1], ["aws-p5", "aws-p5"], LLAMA_70B, tp=8)
+
+
+# --- the command line and the figure ---------------------------------------------------------------------
+
+def test_the_command_line_takes_a_cluster_and_its_fields(tmp_path, capsys):
+    import pandas as pd
+
+    from perfmodel.cli import main
+
+    requests = tmp_path / "requests.csv"
+    pd.DataFrame({"num_input_tokens": [1024, TOKENS]}).to_csv(requests, index=False)
+    out = tmp_path / "out.csv"
+    assert main(["delay", str(requests), "--out", str(out), "--cluster", "hgx-h100-8x400g", "--nics-per-node", "4",
+                 "--model", LLAMA_70B, "--tp", "8"]) == 0
+    want = perfmodel.handoff_delay_ms([1024, TOKENS], dataclasses.replace(perfmodel.CLUSTERS["hgx-h100-8x400g"],
+                                                                          nics_per_node=4), LLAMA_70B, tp=8)
+    assert pd.read_csv(out)["handoff_delay_ms"].tolist() == want.tolist()
+    assert main(["delay", str(requests), "--out", str(out), "--nics-per-node", "4", "--model", LLAMA_70B,
+                 "--bandwidth", "50"]) == 2
+    assert "give --cluster NAME too" in capsys.readouterr().err
+    assert main(["clusters"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in perfmodel.CLUSTERS) and "Sources:" in listing
+
+
+def test_the_figure_of_resource_loads_marks_the_bottleneck():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from perfmodel.plotting import resource_loads
+
+    fig, ax = plt.subplots()
+    resource_loads(perfmodel.handoff_flows(TOKENS, hgx(4), LLAMA_70B, tp=8, decode_tp=2), ax=ax)
+    hatched = [bar for bar in ax.patches if bar.get_hatch()]
+    assert len(hatched) == 1 and hatched[0].get_width() == max(bar.get_width() for bar in ax.patches)
+    plt.close(fig)

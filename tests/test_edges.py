@@ -236,10 +236,10 @@ def test_a_refused_calibration_writes_nothing(tmp_path, presets):
     table = tmp_path / "m.csv"
     pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": [0.1, 0.3, 2.3]}).to_csv(table, index=False)
     out = tmp_path / "cal"
-    assert main(["calibrate", str(table), "--name", "ib-ndr", "--out", str(out)]) == 2
+    assert main(["calibrate", str(table), "--name", "ib-ndr", "--save", "--out", str(out)]) == 2
     assert not out.exists()
     presets.write_text("[1]")
-    assert main(["calibrate", str(table), "--name", "ours", "--out", str(out)]) == 2
+    assert main(["calibrate", str(table), "--name", "ours", "--save", "--out", str(out)]) == 2
     assert not out.exists() and presets.read_text() == "[1]"
 
 
@@ -325,7 +325,7 @@ def test_calibrate_names_the_column_and_row_of_a_value_that_is_not_a_number(tmp_
     table.write_text("nbytes,measured_ms\n1000,0.5\n2000,abc\n")
     assert main(["calibrate", str(table), "--name", "x", "--no-save", "--out", str(tmp_path / "c")]) == 2
     error = capsys.readouterr().err
-    assert "m.csv: column 'measured_ms', data row 2: 'abc' is not a number" in error, error
+    assert "m.csv, line 3: column 'measured_ms' holds 'abc', not a number" in error, error
     assert not (tmp_path / "c").exists()
 
 

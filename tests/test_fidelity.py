@@ -114,7 +114,7 @@ def test_calibrate_command_on_a_published_table(shared_data, tmp_path):
     table = pd.read_csv(shared_data / "measurements" / "fastdeploy_kvtransfer_vs_mooncake_blocksize.csv")
     table = table[table["notes"].str.startswith("KVTransferManager")]
     table.assign(nbytes=table["nbytes"] * 1538, n_blocks=1538).to_csv(tmp_path / "rdma.csv", index=False)
-    done = run("calibrate", str(tmp_path / "rdma.csv"), "--name", "our-fastdeploy", "--compare", "ib-ndr",
+    done = run("calibrate", str(tmp_path / "rdma.csv"), "--name", "our-fastdeploy", "--save", "--compare", "ib-ndr",
                "--out", str(tmp_path / "cal"))
     assert done.returncode == 0, done.stderr
     assert "our-fastdeploy" in done.stdout and "ib-ndr" in done.stdout and "us per block" in done.stdout

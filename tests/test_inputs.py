@@ -222,10 +222,12 @@ def test_signatures_take_the_tables_inputs_with_its_defaults():
 REPLAY_DEFAULTS = {"block_size": 512, "mode": "full_prompt", "kv_transfer_bandwidth": None, "kv_bytes_per_token": None}
 
 
-def test_the_options_the_replay_and_the_sweep_axes_are_the_tables():
-    """The edge's options, the replay's keywords and the sweep's and grid's axes are the table's entries, with
-    its defaults: an input added to the table with ``replay=``/``axis=``/``grid_axis=`` reaches them all."""
+def test_the_public_signatures_are_the_tables():
+    """The edge's options and the replay's keywords are the table's entries, with its defaults, and every
+    sweep and grid axis is an input of the table: an input added to the table with ``replay=``/``axis=``/
+    ``grid_axis=`` reaches the replay, the sweep, the grid and the command line (their lists are derived)."""
     import dataclasses
+    import inspect
 
     from perfmodel.handoff import Options
     from perfmodel.replay import GRID_AXES, _CONFIG
@@ -233,12 +235,12 @@ def test_the_options_the_replay_and_the_sweep_axes_are_the_tables():
 
     for field in dataclasses.fields(Options):
         assert field.default == INPUTS[field.name].default, field.name
-    for entry in (*ROW_INPUTS, *OPTIONS):
-        assert (entry.replay is not None) == (entry.name in _CONFIG), entry.name
-        if entry.replay:
-            assert _CONFIG[entry.name] == REPLAY_DEFAULTS.get(entry.name, entry.default), entry.name
-        assert (entry.axis is not None) == (entry.name in AXES), entry.name
-        assert (entry.grid_axis is not None) == (entry.name in GRID_AXES), entry.name
+    assert set(_CONFIG) == {name for name, entry in INPUTS.items() if entry.replay}
+    for name, default in _CONFIG.items():
+        assert default == REPLAY_DEFAULTS.get(name, INPUTS[name].default), name
+    assert set(AXES) | set(GRID_AXES) <= set(INPUTS)
+    numpy_api = set(inspect.signature(handoff_delay_ms).parameters)
+    assert numpy_api == {*(e.name for e in ROW_INPUTS), *(e.name for e in OPTIONS)}
 
 
 # --- sweeps ------------------------------------------------------------------------------------------
@@ -262,13 +264,13 @@ def _sweep_expected(df: pd.DataFrame, given: dict) -> np.ndarray:
 def test_every_sweep_axis(entry, kernel):
     given = context(entry)
     axes = {**{k: v for k, v in BASE.items() if k != "destination_missing_tokens"}, **given,
-            entry.axis: array_of(entry)[:2]}
+            entry.name: array_of(entry)[:2]}
     df = sweep(**axes)
     assert len(df) == 2 * len(TOKENS)
     _assert_close(df["handoff_delay_ms"], _sweep_expected(df, {k: v for k, v in given.items() if k != entry.name}))
     for bad in invalid_values(entry):
         with pytest.raises(InputError) as raised:
-            sweep(**{**axes, entry.axis: [entry.example, bad]})
+            sweep(**{**axes, entry.name: [entry.example, bad]})
         assert _names(raised.value, entry), str(raised.value)
 
 
@@ -335,7 +337,7 @@ def test_every_replay_grid_axis(entry, trace):
     values = [entry.default if entry.kind in ("choice", "degree", "option") else array_of(entry)[1], entry.example]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        grid = replay_grid(trace, **base, **{entry.grid_axis: values})
+        grid = replay_grid(trace, **base, **{entry.name: values})
         for i, value in enumerate(values):
             call = {k: v for k, v in base.items() if not (entry.name == "overlap" and value == "none"
                                                           and k in LAYERWISE)}  # (a grid's rows without streaming)
@@ -343,7 +345,7 @@ def test_every_replay_grid_axis(entry, trace):
             assert grid.iloc[i]["p50_ms"] == pytest.approx(alone["p50_ms"], rel=1e-12, nan_ok=True)
     if entry.valid is not None:
         with pytest.raises(InputError) as raised:
-            replay_grid(trace, **base, **{entry.grid_axis: [entry.example, invalid_values(entry)[0]]})
+            replay_grid(trace, **base, **{entry.name: [entry.example, invalid_values(entry)[0]]})
         assert _names(raised.value, entry), str(raised.value)
 
 
@@ -355,7 +357,7 @@ def test_every_grid_axis_reads_from_the_command_line_as_the_api_takes_it(entry):
     never as text, which the replay would take for a trace column's name)."""
     from perfmodel.cli.trace import _grid_axes
 
-    values = _grid_axes([f"{entry.grid_axis}={entry.example},{entry.example}"])[entry.grid_axis]
+    values = _grid_axes([f"{entry.name}={entry.example},{entry.example}"])[entry.name]
     assert values == [entry.example] * 2
     assert all(type(value) is type(entry.example) or isinstance(entry.example, float) for value in values)
 

@@ -46,7 +46,7 @@ def test_grid_equals_the_one_by_one_loop():
 
 def test_summary_columns_and_types():
     grid = replay_grid(TRACE, progress=False, **AXES)
-    assert list(grid.columns) == ["model", "link", "contention", "decode_workers", "decode_cache_blocks", "mode",
+    assert list(grid.columns) == ["model", "link", "mode", "contention", "decode_workers", "decode_cache_blocks",
                                   "handoffs", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "mean_queue_ms",
                                   "link_utilisation", "bytes_moved", "bytes_saved_by_prefix_reuse", "zero_delay_share"]
     assert isinstance(grid["link"].dtype, pd.CategoricalDtype) and list(grid["link"].cat.categories) == \

@@ -63,7 +63,7 @@ def test_the_bottom_layer_imports_nothing_above_it():
         assert edges[name] <= bottom, (name, edges[name] - bottom)
 
 
-_PRIVATE = re.compile(r"pandas\.core|numba\.core|\._get_column_array|\._from_mgr|_locator_classes|SingleBlockManager")
+_PRIVATE = re.compile(r"pandas\.core|numba\.core|_nrt\s*=|\"_nrt\"|\._get_column_array|\._from_mgr|_locator_classes|SingleBlockManager")
 
 
 def test_private_apis_of_other_libraries_only_in_compat():
@@ -99,3 +99,10 @@ def test_every_module_imports_alone(module):
     import importlib
 
     importlib.import_module(module)
+
+
+def test_the_package_cites_its_documentation_never_files_users_do_not_have():
+    """Docstrings and messages point to the documentation's pages, not to the project's working notes."""
+    cited = sorted(name for name, path in MODULES.items()
+                   if re.search(r"SEMANTICS|DESIGN\.md|\.\./shared", path.read_text()))
+    assert not cited, f"modules citing files outside the package and its docs: {cited}"

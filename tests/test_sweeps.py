@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
@@ -152,13 +153,38 @@ def test_max_tokens_within_special_cases():
 
 
 def test_a_progress_bar_only_where_there_is_progress_to_show():
-    from perfmodel.sweeps import _CHUNK_ROWS, _progress_bar
+    from perfmodel._progress import progress_bar
+    from perfmodel.sweeps import _CHUNK_ROWS
 
-    with _progress_bar(_CHUNK_ROWS, None) as bar:  # one chunk: nothing to report, tqdm not even imported
-        assert bar is None
-    with _progress_bar(10 * _CHUNK_ROWS, False) as bar:
-        assert bar is None
-    with _progress_bar(10, True) as bar:  # asked for: shown whatever the size
-        assert not bar.disable and bar.total == 10
-    with _progress_bar(10 * _CHUNK_ROWS, None) as bar:  # tqdm decides (a terminal or not)
-        assert bar.total == 10 * _CHUNK_ROWS
+    with progress_bar(_CHUNK_ROWS, unit="cells", desc="sweep", at_least=_CHUNK_ROWS) as bar:  # one chunk: nothing
+        assert bar.disable  # to report
+    with progress_bar(10 * _CHUNK_ROWS, unit="cells", desc="sweep", progress=False) as bar:
+        assert bar.disable
+    with progress_bar(10, unit="cells", desc="sweep", progress=True, at_least=_CHUNK_ROWS) as bar:  # asked for:
+        assert not bar.disable and bar.total == 10  # shown whatever the size
+    with progress_bar(10 * _CHUNK_ROWS, unit="cells", desc="sweep", at_least=_CHUNK_ROWS) as bar:  # tqdm decides
+        assert bar.total == 10 * _CHUNK_ROWS  # (a terminal or not)
+    with pytest.raises(ValueError, match="progress"):
+        progress_bar(10, unit="cells", desc="sweep", progress="yes")
+
+
+def test_every_long_path_reports_progress_through_the_one_bar(monkeypatch, tmp_path):
+    """Sweeps, replay grids and delay over a file all draw the project's bar (shown when asked)."""
+    import perfmodel._progress as progress_module
+    from perfmodel import io
+
+    seen = []
+    real = progress_module.progress_bar
+
+    def spy(total, **keywords):
+        seen.append(keywords["desc"])
+        return real(total, **keywords)
+
+    monkeypatch.setattr(progress_module, "progress_bar", spy)
+    sweep(num_input_tokens=[1, 2], kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, progress=True)
+    perfmodel.replay_grid(perfmodel.synthetic_trace(20, rate_per_s=10, seed=0), model="llama-3.1-8b",
+                          link="ib-ndr", decode_workers=[1, 2], progress=True)
+    pd.DataFrame({"num_input_tokens": [1, 2]}).to_csv(tmp_path / "r.csv", index=False)
+    io.delay_file(tmp_path / "r.csv", tmp_path / "o.csv", progress=True, kv_bytes_per_token=1,
+                  kv_transfer_bandwidth=1.0)
+    assert seen == ["sweep", "replay grid", "r.csv"]

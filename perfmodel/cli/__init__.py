@@ -3,10 +3,11 @@
     perfmodel sweep --out results          the main job: a what-if over models x links x prompt lengths
     perfmodel delay requests.csv --out delays.parquet --model llama-3.1-70b --link ib-ndr
     perfmodel trace trace.jsonl --model llama-3.1-70b --link ib-ndr --out replay
-    perfmodel calibrate measurements.csv --name our-rdma --out calibration
+    perfmodel calibrate measurements.csv --name our-rdma --save --out calibration
     perfmodel models | perfmodel links     the presets
+    perfmodel presets list                 your presets (show NAME, remove NAME)
 
-One module per command (``sweep``, ``delay``, ``trace``, ``calibrate``, ``models``, ``links``), each
+One module per command (``sweep``, ``delay``, ``trace``, ``calibrate``, ``models``, ``links``, ``presets``), each
 registering its own subcommand; :mod:`._parsing` reads values and builds the model's flags from the
 input table; :mod:`._draw` draws figures beside the computation; :mod:`._main` holds the parser and
 the entry point. Heavy modules (numba, matplotlib, pyarrow) are imported inside the commands, so

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._inputs import INPUTS
-from . import calibrate, delay, links, models, sweep, trace
+from . import calibrate, clusters, delay, links, models, presets, sweep, trace
 from ._draw import _SIGNALS
 from ._parsing import UsageError
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for command in (sweep, delay, models, links, calibrate, trace):
+    for command in (sweep, delay, models, links, presets, clusters, calibrate, trace):
         command.register(sub)
     return parser
 
@@ -98,8 +98,7 @@ def _flags() -> dict[str, str]:
     return {
         **{e.name: e.cli for e in INPUTS.values() if e.cli},
         "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
-        "chunk_rows": "--chunk-rows", "decode_workers": "--decode-workers", "decode_cache_blocks": "--cache-blocks",
-        "links": "--links",
+        "chunk_rows": "--chunk-rows",
         **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
                                                          "destination_missing_tokens")},
     }

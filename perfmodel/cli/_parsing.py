@@ -5,13 +5,16 @@ from the input table (:mod:`perfmodel._inputs`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
-from collections.abc import Callable, Sequence
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._inputs import INPUTS, ROW_INPUTS
+from .._inputs import INPUTS, ROW_INPUTS, flags
 
 
 class UsageError(argparse.ArgumentTypeError):
@@ -161,14 +164,6 @@ def _name_value(option: str, spec: str, allowed: Sequence[str], example: str) ->
     return name, value
 
 
-#: The model's inputs that sweep, delay and trace take as flags (their names, flags and help from the input
-#: table; all at upstream's model when not given). delay also takes --fallback-delay-ms.
-_SWEEP = ("mode", "latency_ms", "block_size", "kv_cache_dtype", "tp", "per_block_ms", "per_message_ms",
-          "blocks_per_message", "kv_layout",
-          "state_bytes", "decode_tp", "scope", "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers",
-          "layer_group", "layerwise_min_tokens")
-
-
 def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, many: bool, **help: str) -> None:
     """The flags of the inputs ``names``, from the input table: flag, choices and first docstring
     sentence (or ``help``'s text) each; numbers are checked by the API, with the table's messages.
@@ -187,19 +182,34 @@ def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, man
 def _reader(name: str, where: str = "") -> Callable[[str], Any]:
     """How a value of input ``name`` is read from the command line (a flag's, or a --grid axis'), by its
     kind in the input table: whole numbers as counts ('32k'), other numbers as numbers >= 0, the rest as text.
-    The replay's own counts (decode_workers, decode_cache_blocks, links) are whole numbers too."""
-    entry = INPUTS.get(name)
-    if entry is not None and entry.kind == "degree":
+    """
+    entry = INPUTS[name]
+    if entry.kind == "degree":
         return _positive_int
-    if entry is None and name in ("decode_workers", "decode_cache_blocks", "links") or entry is not None and (
-            entry.kind == "count" and entry.valid.whole):
+    if entry.kind == "count" and entry.valid.whole:
         return _count
-    if entry is not None and entry.kind in ("count", "real"):
+    if entry.kind in ("count", "real"):
         return lambda text: _floats(where, [text])[0]
     return str
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
-    """The model's inputs given on the command line, by the API's names."""
-    return {name: getattr(args, name) for name in ("fallback_delay_ms", *_SWEEP)
-            if getattr(args, name, None) is not None}
+    """The inputs given as flags built from the input table (:func:`perfmodel._inputs.flags`), by the API's names."""
+    return {name: getattr(args, name) for name in TABLE_FLAGS if getattr(args, name, None) is not None}
+
+
+#: Every input some command takes as a flag built from the input table.
+TABLE_FLAGS = tuple(dict.fromkeys(name for command in ("sweep", "trace", "delay") for name in flags(command)))
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str) -> Iterator[None]:
+    """Inside: each warning is one line on stderr, ``perfmodel COMMAND: warning: ...`` (not Python's two lines
+    naming perfmodel's own source file)."""
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"perfmodel {command}: warning: {str(message).strip().splitlines()[0]}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = show
+        yield

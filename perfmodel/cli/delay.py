@@ -7,7 +7,9 @@ import argparse
 import sys
 from typing import Any
 
-from ._parsing import _SWEEP, _columns, _given, _positive_int, _table_options
+from .._inputs import flags
+from ._parsing import _columns, _given, _positive_int, _table_options
+from .clusters import add_cluster_flags, cluster_of
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
@@ -19,10 +21,13 @@ def cmd_delay(args: argparse.Namespace) -> int:
         keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
     elif args.model:
         keywords["kv_bytes_per_token"] = args.model
+    cluster = cluster_of(args)
     if args.bandwidth is not None:
         keywords["kv_transfer_bandwidth"] = args.bandwidth
     elif args.link:
         keywords["kv_transfer_bandwidth"] = args.link
+    elif cluster is not None:
+        keywords["kv_transfer_bandwidth"] = cluster
     keywords.update(_given(args))
     if args.scheduler or args.workers:
         from .. import dask as pm_dask
@@ -50,9 +55,10 @@ def register(sub: Any) -> None:
     bw = delay.add_mutually_exclusive_group()
     bw.add_argument("--bandwidth", type=float, metavar="GBPS")
     bw.add_argument("--link", metavar="NAME")
+    add_cluster_flags(delay, bw)
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
-    _table_options(delay, ("fallback_delay_ms", *_SWEEP), many=False)
+    _table_options(delay, flags("delay"), many=False)
     delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
                        help="invalid rows: stop (default) or leave the delay empty")
     delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",

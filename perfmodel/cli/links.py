@@ -6,8 +6,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ._parsing import one_line_warnings
+
 
 def cmd_links(args: argparse.Namespace) -> int:
+    with one_line_warnings("links"):  # a user preset that cannot be used: one line, and the others listed
+        return _links()
+
+
+def _links() -> int:
     import pandas as pd
 
     from ..handoff import handoff_delay_ms
@@ -26,7 +33,7 @@ def cmd_links(args: argparse.Namespace) -> int:
         print("\nSources:\n" + "\n".join(sources))
     print("\nMultiples: '8x ib-ndr' is eight NICs (8 x 50 GB/s). Per-block and per-message costs at 16-token blocks, "
           "one message per block, layer and K or V (kv_layout='layer_kv'). Fit your own: perfmodel calibrate "
-          "measurements.csv --name NAME")
+          "measurements.csv --name NAME --save; list, show or remove yours: perfmodel presets")
     return 0
 
 

@@ -6,17 +6,24 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._parsing import _positive_int
+from ._parsing import UsageError, _positive_int, one_line_warnings
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    with one_line_warnings("models"):  # a user preset that cannot be used: one line, and the others listed
+        return _models(args)
+
+
+def _models(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..models import MODELS, kv_bytes, kv_terms, model_config, save_model, user_models
+    from ..models import MODELS, kv_bytes, kv_terms, model_config, model_source, save_model, user_models
 
+    if args.replace and not args.add:
+        raise UsageError("--replace replaces a user model saved under --add's NAME. Fix: give --add NAME CONFIG")
     if args.add:
         name, config = args.add
-        path = save_model(name, config)
+        path = save_model(name, config, replace=args.replace)
         print(f"saved model {name!r} ({kv_terms(name).describe()}; {kv_bytes(name, 32_768) / 1e6:,.1f} MB at 32k "
               f"tokens) to {path}; use --model {name}")
         return 0
@@ -56,6 +63,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         })
     with pd.option_context("display.float_format", "{:,.1f}".format, "display.width", 200):
         print(pd.DataFrame(rows).to_string(index=False))
+    if users:
+        print("\nUser presets:\n" + "\n".join(f"  {name}: {model_source(name).partition(': ')[2]}" for name in users))
     print("\nbytes/token: what one token costs in every layer that keeps it; window and chunk layers keep at most their"
           "\nlast W tokens or the current chunk, state layers a fixed state per request. MB @1k and @32k: the bytes a"
           "\nhandoff of 1,024 and 32,768 tokens moves (one GPU's, bf16 unless noted)."
@@ -63,7 +72,8 @@ def cmd_models(args: argparse.Namespace) -> int:
           + (f"\n{label}: bytes of one token (with its state) from a prefill group of {tp} ranks to a decode group of "
              f"{decode_tp}: each decode rank receives the KV heads it serves; rank = the busiest rank's share."
              if shaped else "\nA prefill-to-decode pair with other TP degrees: perfmodel models --tp 8 --decode-tp 2")
-          + "\nAdd your own: perfmodel models --add NAME path/to/config.json")
+          + "\nAdd your own: perfmodel models --add NAME path/to/config.json; list, show or remove yours: "
+            "perfmodel presets")
     return 0
 
 
@@ -72,6 +82,8 @@ def register(sub: Any) -> None:
     models = sub.add_parser("models", help="the model presets and their KV bytes per token (--add: your own)")
     models.add_argument("--add", nargs=2, metavar=("NAME", "CONFIG"),
                         help="save a Hugging Face config.json (or its folder) as a model preset NAME")
+    models.add_argument("--replace", action="store_true",
+                        help="with --add: replace a user model of that NAME (a taken name is refused otherwise)")
     models.add_argument("--tp", type=_positive_int, metavar="N",
                         help="with --decode-tp: show the bytes of a prefill group of N ranks handing off")
     models.add_argument("--decode-tp", type=_positive_int, metavar="N", help="to a decode group of N ranks")

@@ -13,7 +13,8 @@ from typing import Any
 from .._inputs import INPUTS
 from ..links import DEFAULT_LINKS
 from ._draw import _alongside, _save
-from ._parsing import _SWEEP, UsageError, _floats, _given, _table_options, parse_tokens
+from .._inputs import flags
+from ._parsing import UsageError, _floats, _given, _table_options, parse_tokens
 
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
 
@@ -125,7 +126,7 @@ def register(sub: Any) -> None:
     sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    _table_options(sweep, _SWEEP, many=True, block_size="for --cache-hit and per-block costs (default 64)")
+    _table_options(sweep, flags("sweep"), many=True, block_size="for --cache-hit and per-block costs (default 64)")
     sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
                        help="output folder (default %(default)s)")
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")

@@ -10,15 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._inputs import flags
 from ._draw import _save
 from ._parsing import (
-    _SWEEP,
     UsageError,
     _columns,
     _data_file,
     _given,
     _name_value,
-    _positive_int,
     _reader,
     _table_options,
 )
@@ -52,9 +51,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
     config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link,
-              "kv_transfer_bandwidth": args.bandwidth, "decode_workers": args.decode_workers,
-              "decode_cache_blocks": args.cache_blocks, "routing": args.routing, "contention": args.contention,
-              "links": args.links, **_given(args)}
+              "kv_transfer_bandwidth": args.bandwidth, **_given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
     for one, other in (("model", "kv_bytes_per_token"), ("link", "kv_transfer_bandwidth")):
@@ -161,12 +158,7 @@ def register(sub: Any) -> None:
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
     trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
-    trace.add_argument("--decode-workers", type=_positive_int, metavar="N", help="decode workers (default 1)")
-    trace.add_argument("--cache-blocks", type=int, metavar="N", help="LRU capacity per decode worker (default unbounded)")
-    trace.add_argument("--routing", choices=["prefix", "round_robin"], help="decode routing (default prefix)")
-    trace.add_argument("--contention", choices=["none", "fifo", "fair"], help="link sharing (default none)")
-    trace.add_argument("--links", type=_positive_int, metavar="N", help="identical links (default 1)")
-    _table_options(trace, _SWEEP, many=False, block_size="KV block (page) size (default 512)")
+    _table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "

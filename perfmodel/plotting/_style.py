@@ -15,6 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
 
+from .._inputs import SWEEP_AXES
+
 _STYLES = ["-", "--", "-.", ":"]
 
 
@@ -165,9 +167,7 @@ def _budget_colorbar(bar: Any, budgets_ms: Sequence[float]) -> None:
 
 
 #: The sweep axes that are options of a what-if (the panels of a figure), in sweep order.
-_PANEL_AXES = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "kv_bytes_per_token", "link", "latency_ms",
-               "per_block_ms", "per_message_ms", "kv_layout", "mode", "cache_hit_ratio", "block_size", "state_bytes",
-               "overlap", "prefill_ms", "prefill_tokens_per_s", "num_layers", "layer_group", "layerwise_min_tokens")
+_PANEL_AXES = tuple(name for name in SWEEP_AXES if name not in ("kv_transfer_bandwidth", "num_input_tokens"))
 
 
 #: How a panel title names one option's value.

@@ -1,0 +1,70 @@
+"""``perfmodel clusters``: the cluster presets, built-in and yours, with their sources; and the
+``--cluster NAME`` flags (plus one per field) that other commands take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from ._parsing import UsageError, _positive_int
+
+#: The fields a command line may change of a named cluster: flag, field, how it is read.
+FIELD_FLAGS = (("--nic", "nic", str), ("--nics-per-node", "nics_per_node", _positive_int),
+               ("--gpus-per-node", "gpus_per_node", _positive_int), ("--nodes", "nodes", _positive_int),
+               ("--transport", "transport", str), ("--nvlink-domain", "nvlink_domain", _positive_int),
+               ("--fabric", "fabric", str), ("--oversubscription", "oversubscription", float),
+               ("--hop-latency-ms", "hop_latency_ms", float))
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser, group: Any) -> None:
+    """``--cluster NAME`` (in ``group``, beside the bandwidth flags) and a flag per field of it."""
+    group.add_argument("--cluster", metavar="NAME", help="a cluster preset or saved cluster (perfmodel clusters)")
+    fields = parser.add_argument_group("cluster fields", "change a field of --cluster")
+    for flag, name, kind in FIELD_FLAGS:
+        fields.add_argument(flag, dest=f"cluster_{name}", type=kind, metavar=name.split("_")[-1].upper())
+
+
+def cluster_of(args: argparse.Namespace) -> Any:
+    """The cluster the flags describe (None without --cluster); field flags without it are refused."""
+    changes = {name: getattr(args, f"cluster_{name}") for _, name, _ in FIELD_FLAGS
+               if getattr(args, f"cluster_{name}", None) is not None}
+    if getattr(args, "cluster", None) is None:
+        if changes:
+            flags = ", ".join(flag for flag, name, _ in FIELD_FLAGS if name in changes)
+            raise UsageError(f"{flags} change a cluster's fields: give --cluster NAME too")
+        return None
+    from .._onto_cluster import get_cluster
+
+    cluster = get_cluster(args.cluster)
+    if changes:
+        label = ", ".join(f"{k}={v}" for k, v in changes.items())
+        cluster = dataclasses.replace(cluster, **changes, name=f"{cluster.name} ({label})")
+    return cluster
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .._cluster_presets import CLUSTERS, SOURCES, user_clusters
+    from ..handoff import handoff_delay_ms
+
+    clusters = {**CLUSTERS, **user_clusters()}
+    rows = [{"cluster": name, "GPUs/node": c.gpus_per_node, "NICs/node": f"{c.nics_per_node} x {c.nic.name}",
+             "NIC GB/s": c.nic_capacity_gb_s, "NVLink domain": c.nvlink_domain, "fabric": c.fabric,
+             "transport": c.transport.name,
+             "32k tokens of llama-3.1-70b, TP8 (ms)": handoff_delay_ms(32768, c, "llama-3.1-70b", tp=8,
+                                                                     block_size=16),
+             "kind": "built-in" if name in CLUSTERS else "user"} for name, c in clusters.items()]
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    print("\nSources:")
+    for name, fields in SOURCES.items():
+        print(f"  {name}: " + "; ".join(fields.values()))
+    print("\nUse one wherever a link goes: --cluster NAME (and --nics-per-node N ... to change a field).")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``perfmodel clusters`` to the subcommands ``sub``."""
+    sub.add_parser("clusters", help="the cluster presets, built-in and yours").set_defaults(run=cmd_clusters)

@@ -1,0 +1,112 @@
+"""``perfmodel presets list|show|remove``: the user presets (links and models saved by perfmodel, or written by
+hand), where they come from, and removing those perfmodel saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ._parsing import UsageError
+
+_KINDS = {"link": "links", "model": "models"}
+
+
+def _entries() -> list[dict[str, Any]]:
+    """Every user preset: its kind, name, source, whether perfmodel saved it, and what is wrong with it."""
+    from .. import _presets
+    from ..links import _user_links
+    from ..models import _user_models
+
+    rows = []
+    for kind, (usable, bad) in (("link", _user_links()), ("model", _user_models())):
+        entries = _presets.load(_KINDS[kind])[0]
+        for name in [*usable, *bad]:
+            entry = entries.get(name, {})
+            source = entry.get("source") if isinstance(entry.get("source"), str) else ""
+            rows.append({"kind": kind, "name": name, "source": source or "-",
+                         "saved by": "perfmodel" if entry.get(_presets.SAVED_BY) == "perfmodel" else "by hand",
+                         "usable": "yes" if name in usable else f"no: {bad[name].problem}"})
+    return rows
+
+
+def _one(name: str, kind: str | None) -> dict[str, Any]:
+    """The one user preset of that name (of that kind, when the name is of both)."""
+    from .. import _presets
+
+    key = _presets.key_of(name)
+    found = [row for row in _entries() if row["name"] == key and kind in (None, row["kind"])]
+    if not found:
+        raise UsageError(f"no user preset {name!r}" + (f" of kind {kind}" if kind else "")
+                         + f" in {_presets.presets_path()}. Fix: perfmodel presets list shows them")
+    if len(found) > 1:
+        raise UsageError(f"{name!r} is a user link and a user model. Fix: add --kind link or --kind model")
+    return found[0]
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from .. import _presets
+
+    path = _presets.presets_path()
+    if args.action == "list":
+        return _list(path)
+    if args.name is None:
+        raise UsageError(f"perfmodel presets {args.action} needs a NAME. Fix: perfmodel presets {args.action} NAME")
+    row = _one(args.name, args.kind)
+    if args.action == "show":
+        return _show(row, path)
+    from ..links import remove_link
+    from ..models import remove_model
+
+    (remove_link if row["kind"] == "link" else remove_model)(row["name"])
+    print(f"removed the user {row['kind']} {row['name']!r} from {path}")
+    return 0
+
+
+def _list(path: Any) -> int:
+    import pandas as pd
+
+    rows = _entries()
+    if not rows:
+        print(f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, or "
+              "perfmodel models --add NAME config.json")
+        return 0
+    print(f"user presets in {path}:")
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
+        print(pd.DataFrame(rows).to_string(index=False))
+    print("\nperfmodel presets show NAME: its fields; perfmodel presets remove NAME: removes one perfmodel saved "
+          "(one written by hand stays: edit the file)")
+    return 0
+
+
+def _show(row: dict[str, Any], path: Any) -> int:
+    from .. import _presets
+
+    entry = _presets.load(_KINDS[row["kind"]])[0].get(row["name"])
+    print(f"user {row['kind']} {row['name']!r} in {path} (saved {row['saved by']}; usable: {row['usable']})")
+    print(json.dumps(entry, indent=1, sort_keys=True))
+    if row["usable"] == "yes" and row["kind"] == "link":
+        from ..links import get_link
+
+        link = get_link(row["name"])
+        print(f"\n{link.effective_bandwidth_gb_s:,.4g} GB/s per direction"
+              + (f"; fit: {link.fit.describe()}" if link.fit else ""))
+    elif row["usable"] == "yes":
+        from ..models import kv_terms
+
+        print(f"\n{kv_terms(row['name']).describe()}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``perfmodel presets`` to the subcommands ``sub``."""
+    presets = sub.add_parser("presets", help="your presets: list them, show one, remove one perfmodel saved",
+                             description="The user presets (links saved by perfmodel calibrate --save, models by "
+                                         "perfmodel models --add, or written by hand in presets.json): where they "
+                                         "come from and whether they can be used. remove takes away only an entry "
+                                         "perfmodel saved.")
+    presets.add_argument("action", choices=["list", "show", "remove"], help="what to do")
+    presets.add_argument("name", nargs="?", help="with show and remove: the preset's name")
+    presets.add_argument("--kind", choices=list(_KINDS), help="link or model, when a name is of both")
+    presets.set_defaults(run=cmd_presets)

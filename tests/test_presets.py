@@ -1,0 +1,239 @@
+"""User presets (presets.json): every malformed entry or file is one clear line naming the file, the entry and
+what is wrong, at every reader; saving refuses a taken name unless asked to replace; removing touches only what
+perfmodel saved."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+import perfmodel
+from perfmodel import InputError, Link
+from perfmodel.cli import main
+
+_CONFIG = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}
+
+
+@pytest.fixture
+def presets(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path))
+    return tmp_path / "presets.json"
+
+
+# entry -> a phrase the error must hold (what is wrong, in words)
+BAD_LINKS = {
+    "a fit that is a list": ({"bandwidth_gb_s": 10.0, "fit": [1, 2]}, "'fit' is a list"),
+    "a fit of unknown fields": ({"bandwidth_gb_s": 10.0, "fit": {"x": 1}}, "'fit'"),
+    "a fit whose error is text": ({"bandwidth_gb_s": 10.0, "fit": {"points": 3, "max_relative_error": "low",
+                                                                   "mean_relative_error": 0.1}}, "max_relative_error"),
+    "a bare number": (5, "is a number, not an object of fields"),
+    "a bandwidth as text": ({"bandwidth_gb_s": "fast"}, "'bandwidth_gb_s' is the text 'fast'"),
+    "a bandwidth as numeric text": ({"bandwidth_gb_s": "10"}, "'bandwidth_gb_s' is the text '10'"),
+    "a bandwidth as true": ({"bandwidth_gb_s": True}, "'bandwidth_gb_s' is true"),
+    "no bandwidth": ({"latency_ms": 1.0}, "has no 'bandwidth_gb_s'"),
+    "a negative bandwidth": ({"bandwidth_gb_s": -1.0}, "bandwidth_gb_s -1.0 is not > 0"),
+    "a source that is a list": ({"bandwidth_gb_s": 10.0, "source": [1]}, "'source' is a list"),
+    "an unknown field": ({"bandwidth_gb_s": 10.0, "bandwith_ms": 3}, "unknown field 'bandwith_ms'"),
+    "a null latency": ({"bandwidth_gb_s": 10.0, "latency_ms": None}, "'latency_ms' is null"),
+}
+
+
+def _one_line_about(error: str, presets, name: str, phrase: str) -> None:
+    assert str(presets) in error and f"'{name}'" in error and phrase in error, error
+    assert "unknown link" not in error and "\n" not in error.strip(), error
+
+
+@pytest.mark.parametrize("case", list(BAD_LINKS))
+def test_a_malformed_link_entry_is_named_at_every_reader(presets, case, capsys):
+    entry, phrase = BAD_LINKS[case]
+    presets.write_text(json.dumps({"links": {"ours": entry, "good": {"bandwidth_gb_s": 20.0}}}))
+    with pytest.raises(InputError) as raised:
+        perfmodel.get_link("ours")
+    _one_line_about(str(raised.value), presets, "ours", phrase)
+    with pytest.raises(InputError) as raised:
+        perfmodel.handoff_delay_ms(1000, "2x ours", "llama-3.1-8b")
+    _one_line_about(str(raised.value), presets, "ours", phrase)
+    with pytest.raises(InputError) as raised:  # a close name: the suggestion says what is wrong with it
+        perfmodel.get_link("ourz")
+    said = str(raised.value)
+    assert "did you mean ours" in said and str(presets) in said and phrase in said, said
+    with pytest.warns(UserWarning) as caught:
+        users = perfmodel.links.user_links()
+    assert list(users) == ["good"]
+    _one_line_about(str(caught[0].message), presets, "ours", phrase)
+    assert perfmodel.get_link("good").bandwidth_gb_s == 20.0 and perfmodel.get_link("ib-ndr").bandwidth_gb_s == 50.0
+    capsys.readouterr()
+    for command in ("links", "models"):
+        assert main([command]) == 0, command
+        out, err = capsys.readouterr()
+        assert "internal error" not in err and ("ib-ndr" in out or "llama-3.1-8b" in out)
+        if command == "links":
+            assert "good" in out
+            assert str(presets) in err and "'ours'" in err and phrase in err, err
+
+
+BAD_FILES = {
+    "a top-level list": ("[1, 2]", "holds a list, not an object"),
+    "invalid JSON": ("{not json", "cannot be read"),
+    "an unknown kind": (json.dumps({"lnks": {"ours": {"bandwidth_gb_s": 1.0}}}), "'lnks', which is no kind of preset"),
+    "links as a list": (json.dumps({"links": [1]}), "'links' is a list"),
+    "a name given twice": ('{"links": {"ours": {"bandwidth_gb_s": 1.0}, "ours": {"bandwidth_gb_s": 2.0}}}',
+                           "'ours' appears twice"),
+    "a top-level number": ("3", "holds a number, not an object"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_a_malformed_presets_file_is_named_and_never_stops_the_built_ins(presets, case, capsys):
+    content, phrase = BAD_FILES[case]
+    presets.write_text(content)
+    with pytest.raises(InputError) as raised:
+        perfmodel.get_link("ours")
+    assert str(presets) in str(raised.value) and phrase in str(raised.value), str(raised.value)
+    assert "unknown link" not in str(raised.value)
+    with pytest.raises(InputError, match="presets.json"):
+        perfmodel.model_config("our-model")
+    assert perfmodel.get_link("ib-ndr").bandwidth_gb_s == 50.0
+    with pytest.warns(UserWarning, match=phrase.replace("[", r"\[")):
+        assert perfmodel.links.user_links() == {}
+    with pytest.warns(UserWarning):
+        assert perfmodel.models.user_models() == {}
+    capsys.readouterr()
+    for command in ("links", "models"):
+        assert main([command]) == 0, command
+        out, err = capsys.readouterr()
+        assert "internal error" not in err and str(presets) in err, err
+    with pytest.raises(InputError):
+        perfmodel.links.save_link(Link("mine", 1.0))
+    assert presets.read_text() == content  # never overwritten
+
+
+def test_names_that_differ_only_in_case_are_one_name(presets):
+    presets.write_text(json.dumps({"links": {"Ours": {"bandwidth_gb_s": 1.0}}}))
+    assert perfmodel.get_link("ours").bandwidth_gb_s == 1.0 and perfmodel.get_link("OURS").bandwidth_gb_s == 1.0
+    presets.write_text(json.dumps({"links": {"Ours": {"bandwidth_gb_s": 1.0}, "ours": {"bandwidth_gb_s": 2.0}}}))
+    with pytest.raises(InputError, match="'Ours' and 'ours' name the same preset"):
+        perfmodel.get_link("ours")
+
+
+def test_an_entry_under_a_built_in_name_is_said_never_to_be_used(presets):
+    presets.write_text(json.dumps({"links": {"ib-ndr": {"bandwidth_gb_s": 1.0}, "2x mine": {"bandwidth_gb_s": 1.0}}}))
+    assert perfmodel.get_link("ib-ndr").bandwidth_gb_s == 50.0  # the built-in comes first
+    with pytest.warns(UserWarning) as caught:
+        perfmodel.links.user_links()
+    said = " ".join(str(w.message) for w in caught)
+    assert "'ib-ndr'" in said and "built-in" in said and "'2x mine'" in said and "multiple" in said, said
+
+
+BAD_MODELS = {
+    "a bare number": (3, "is a number, not an object of fields"),
+    "a config that is a list": ({"config": [1]}, "'config' is a list"),
+    "no config": ({"source": "x"}, "has no 'config'"),
+    "a config without layers": ({"config": {"hidden_size": 64}}, "num_hidden_layers"),
+    "a config of text": ({"config": {**_CONFIG, "hidden_size": "big"}}, "hidden_size"),
+    "an unknown field": ({"config": _CONFIG, "cfg": 1}, "unknown field 'cfg'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_MODELS))
+def test_a_malformed_model_entry_is_named_at_every_reader(presets, case, capsys):
+    entry, phrase = BAD_MODELS[case]
+    presets.write_text(json.dumps({"models": {"mine": entry, "good": {"config": _CONFIG}}}))
+    for call in (lambda: perfmodel.model_config("mine"), lambda: perfmodel.kv_bytes("mine", 10)):
+        with pytest.raises(InputError) as raised:
+            call()
+        assert str(presets) in str(raised.value) and "'mine'" in str(raised.value) and phrase in str(raised.value)
+    with pytest.raises(ValueError) as raised:
+        perfmodel.model_config("mien")
+    assert "did you mean mine" in str(raised.value) and str(presets) in str(raised.value)
+    with pytest.warns(UserWarning, match="'mine'"):
+        assert list(perfmodel.models.user_models()) == ["good"]
+    assert perfmodel.kv_bytes("good", 10) > 0
+    capsys.readouterr()
+    assert main(["models"]) == 0
+    out, err = capsys.readouterr()
+    assert "good" in out and "'mine'" in err and str(presets) in err and "internal error" not in err, err
+
+
+# --- saving: a taken name is refused unless replace=True ----------------------------------------------
+
+def test_saving_under_a_taken_name_is_refused_unless_asked_to_replace(presets):
+    perfmodel.links.save_link(Link("ours", 10.0), source="first")
+    before = presets.read_text()
+    for name in ("ours", "OURS", " Ours "):
+        with pytest.raises(InputError, match="exists already"):
+            perfmodel.links.save_link(Link(name, 20.0))
+        with pytest.raises(InputError, match="exists already"):
+            perfmodel.links.check_link_name(name)
+    assert presets.read_text() == before
+    perfmodel.links.save_link(Link("Ours", 20.0), replace=True)
+    assert perfmodel.get_link("ours").bandwidth_gb_s == 20.0
+    perfmodel.models.save_model("m", _CONFIG)
+    with pytest.raises(InputError, match="exists already"):
+        perfmodel.models.save_model("M", _CONFIG)
+    perfmodel.models.save_model("M", {**_CONFIG, "num_hidden_layers": 4}, replace=True)
+    assert perfmodel.kv_bytes("m", 1) == 2 * perfmodel.kv_bytes({**_CONFIG}, 1)
+
+
+def test_user_presets_say_where_they_come_from(presets, capsys):
+    perfmodel.links.save_link(Link("ours", 10.0), source="lab")
+    assert str(presets) in perfmodel.links.link_source("ours")
+    assert main(["links"]) == 0
+    assert str(presets) in capsys.readouterr().out
+    with pytest.raises(InputError) as raised:
+        perfmodel.get_link("ourz")
+    assert "did you mean ours" in str(raised.value) and str(presets) in str(raised.value)
+
+
+# --- removing: only what perfmodel saved -------------------------------------------------------------
+
+def test_remove_takes_away_only_entries_perfmodel_saved(presets):
+    perfmodel.links.save_link(Link("ours", 10.0))
+    data = json.loads(presets.read_text())
+    data["links"]["by-hand"] = {"bandwidth_gb_s": 5.0}
+    presets.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="perfmodel did not save it"):
+        perfmodel.links.remove_link("by-hand")
+    assert "by-hand" in json.loads(presets.read_text())["links"]
+    with pytest.raises(InputError, match="no user link 'nothing'"):
+        perfmodel.links.remove_link("nothing")
+    assert perfmodel.links.remove_link("OURS") == presets
+    assert list(json.loads(presets.read_text())["links"]) == ["by-hand"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(perfmodel.links.user_links()) == ["by-hand"]
+
+
+def test_the_presets_command_lists_shows_and_removes_only_what_perfmodel_saved(presets, capsys):
+    assert main(["presets", "list"]) == 0 and "no user presets in" in capsys.readouterr().out
+    perfmodel.links.save_link(Link("ours", 10.0), source="lab")
+    perfmodel.models.save_model("mine", _CONFIG)
+    data = json.loads(presets.read_text())
+    data["links"]["by-hand"] = {"bandwidth_gb_s": 5.0}
+    data["links"]["broken"] = {"bandwidth_gb_s": "fast"}
+    presets.write_text(json.dumps(data))
+    assert main(["presets", "list"]) == 0
+    out = capsys.readouterr().out
+    assert str(presets) in out and "ours" in out and "mine" in out and "lab" in out and "by hand" in out
+    assert "'bandwidth_gb_s' is the text 'fast'" in out  # listed, with what is wrong
+    assert main(["presets", "show", "OURS"]) == 0 and '"bandwidth_gb_s": 10.0' in capsys.readouterr().out
+    assert main(["presets", "show", "mine"]) == 0 and "layers" in capsys.readouterr().out
+    assert main(["presets", "remove", "by-hand"]) == 2
+    assert "perfmodel did not save it" in capsys.readouterr().err
+    assert main(["presets", "remove", "nothing"]) == 2 and "no user preset 'nothing'" in capsys.readouterr().err
+    assert main(["presets", "remove"]) == 2 and "needs a NAME" in capsys.readouterr().err
+    assert main(["presets", "remove", "ours"]) == 0 and "removed the user link 'ours'" in capsys.readouterr().out
+    assert main(["presets", "remove", "mine"]) == 0
+    left = json.loads(presets.read_text())
+    assert sorted(left["links"]) == ["broken", "by-hand"] and left["models"] == {}
+
+
+def test_models_add_refuses_a_taken_name_unless_replace(presets, tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(_CONFIG))
+    assert main(["models", "--add", "mine", str(config)]) == 0
+    assert main(["models", "--add", "MINE", str(config)]) == 2 and "exists already" in capsys.readouterr().err
+    assert main(["models", "--add", "MINE", str(config), "--replace"]) == 0
+    assert main(["models"]) == 0 and str(presets) in capsys.readouterr().out  # where the user preset comes from
