@@ -289,8 +289,15 @@ API_INPUTS: tuple[Input, ...] = (
           rule="cache capacities are whole numbers of blocks >= 0", cli="--cache-blocks", grid_axis=True,
           replay="one", example=1000),
     Input("routing", "``\"prefix\"`` (default: the decode worker caching the longest prefix, ties round "
-          "robin) or ``\"round_robin\"``.", "choice", default="prefix", choices=("prefix", "round_robin"),
+          "robin) or ``\"round_robin\"``; on a cluster also ``\"least_loaded\"`` (fewest bytes routed to it "
+          "and not yet delivered, ties lowest index) and ``\"topology\"`` (fewest hops summed over the "
+          "handoff's flows, ties by the longest cached prefix, then least loaded, then lowest index).",
+          "choice", default="prefix", choices=("prefix", "round_robin", "least_loaded", "topology"),
           cli="--routing", grid_axis=True, replay="one", example="round_robin"),
+    Input("prefill_workers", "On a cluster: prefill workers of ``tp`` GPUs each, taking requests round robin "
+          "in trace order, or as a trace column ``prefill_worker`` says (default: 1, or that column's largest "
+          "worker + 1).", "degree", default=None, cli="--prefill-workers", grid_axis=True, replay="one",
+          example=2),
     Input("cluster", "Clusters (:class:`perfmodel.Cluster` or preset names such as ``\"hgx-h100-8x400g\"``): "
           "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
           "name", default=None, axis=True, alias_of="kv_transfer_bandwidth", example="hgx-h100-8x400g"),
