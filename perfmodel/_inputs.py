@@ -300,8 +300,10 @@ API_INPUTS: tuple[Input, ...] = (
           example=2),
     Input("cluster", "Clusters (:class:`perfmodel.Cluster` or preset names such as ``\"hgx-h100-8x400g\"``): "
           "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
-          "name", default=None, axis=True, alias_of="kv_transfer_bandwidth", example="hgx-h100-8x400g"),
+          "name", default=None, axis=True, grid_axis=True, alias_of="kv_transfer_bandwidth",
+          example="hgx-h100-8x400g"),
     *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
+            grid_axis=True,
             choices=choices, group="cluster_field", example=example)
       for name, doc, kind, valid, choices, example in (
           ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
@@ -319,6 +321,9 @@ API_INPUTS: tuple[Input, ...] = (
           ("pcie_switch_gb_s", "each PCIe switch's GB/s each way", "real", Valid(open_low=True, nan_ok=False), (),
            64.0))),
 )
+
+#: The fields of a cluster that sweeps and replay grids vary (each an axis of its own).
+CLUSTER_FIELDS: tuple[str, ...] = tuple(entry.name for entry in API_INPUTS if entry.group == "cluster_field")
 
 #: Every input by name.
 INPUTS: dict[str, Input] = {entry.name: entry for entry in (*ROW_INPUTS, *OPTIONS, *API_INPUTS)}

@@ -20,7 +20,44 @@ from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, head_terms
 from .errors import InputError, check_whole
 
-__all__ = ["cluster_summary", "replay_on_cluster", "resource_table"]
+__all__ = ["cluster_summary", "replay_on_cluster", "resource_table", "with_cluster"]
+
+
+def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
+    """A replay grid's configuration with a ``cluster`` axis or a cluster's fields (``nics_per_node``,
+    ``nic``, ...) as replay keywords: the cluster (the ``cluster`` value, else the link's) with those
+    fields replaced goes where the link goes.
+
+    >>> from perfmodel import Cluster
+    >>> c = with_cluster({"cluster": Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8), "nics_per_node": 4})
+    >>> c["kv_transfer_bandwidth"].nics_per_node, c["kv_transfer_bandwidth"].name
+    (4, 'cluster (nics_per_node=4)')
+    """
+    import dataclasses
+
+    from . import _resolve
+    from ._inputs import CLUSTER_FIELDS
+    from ._onto_cluster import is_cluster
+
+    given = dict(given)
+    base = given.pop("cluster", None)
+    fields = {name: given.pop(name) for name in CLUSTER_FIELDS if name in given}
+    fields = {k: v.item() if isinstance(v, np.generic) else v for k, v in fields.items()}
+    if base is not None and (given.get("link") is not None or given.get("kv_transfer_bandwidth") is not None):
+        raise InputError("cluster", "a cluster and a link are both given (a cluster goes where the link goes)",
+                         "give the cluster, or the link, once")
+    if base is None:
+        key = "link" if given.get("link") is not None else "kv_transfer_bandwidth"
+        base = given.pop(key, None)
+        if base is None or np.ndim(base) != 0 or not is_cluster(base):
+            raise InputError(", ".join(fields), f"vary a cluster's fields, but the link is {base!r}",
+                             "give a cluster (a perfmodel.Cluster or a cluster preset) as the link or a cluster axis")
+    cluster = get_cluster(base)
+    if fields:
+        label = ", ".join(f"{k}={_resolve.label_of(v)}" for k, v in fields.items())
+        cluster = dataclasses.replace(cluster, **fields, name=f"{cluster.name} ({label})")
+    given["kv_transfer_bandwidth"] = cluster
+    return given
 
 
 def _scalar_ms(name: str, value: Any) -> float:

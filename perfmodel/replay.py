@@ -293,6 +293,10 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
 
     from . import _replay
 
+    if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
+        from .cluster_replay import with_cluster
+
+        given = with_cluster(given)
     unknown = set(given) - set(_CONFIG)
     if unknown:
         raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")

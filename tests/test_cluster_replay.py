@@ -202,3 +202,26 @@ def test_without_a_cluster_the_replay_is_todays():
     got = replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", contention="fair", decode_workers=3)
     assert "bottleneck" not in got and "prefill_worker" not in got
     assert "resources" not in got.attrs
+
+
+# --- grids --------------------------------------------------------------------------------------------
+
+def test_a_grid_over_cluster_fields_and_routing_is_each_replay():
+    trace = perfmodel.synthetic_trace(120, 200, seed=2)
+    base = Cluster(nic=Link("nic50", 50.0), nics_per_node=8, gpus_per_node=8, fabric="rail", name="hgx")
+    grid, requests = perfmodel.replay_grid(trace, link=base, model=LLAMA_70B, tp=8, decode_tp=4, prefill_workers=2,
+                                           decode_workers=2, contention="fair", nics_per_node=[4, 8],
+                                           routing=["round_robin", "topology"], keep="requests")
+    combos = [(int(a), str(b)) for a, b in zip(grid["nics_per_node"], grid["routing"])]
+    assert sorted(combos) == [(4, "round_robin"), (4, "topology"), (8, "round_robin"), (8, "topology")]
+    assert len(requests) == 4 * len(trace)
+    for (nics, routing), row in zip(combos, grid.itertuples()):
+        alone = replay_handoffs(trace, Cluster(nic=Link("nic50", 50.0), nics_per_node=nics, gpus_per_node=8,
+                                               fabric="rail"), LLAMA_70B, tp=8, decode_tp=4, prefill_workers=2,
+                                decode_workers=2, contention="fair", routing=routing)
+        assert row.p99_ms == perfmodel.summarize(alone)["p99_ms"]
+
+
+def test_cluster_fields_without_a_cluster_are_refused():
+    with pytest.raises(InputError, match="vary a cluster's fields"):
+        perfmodel.replay_grid(trace_of([0.0, 1.0], [10, 20]), link="ib-ndr", model=LLAMA_70B, nics_per_node=[4, 8])
