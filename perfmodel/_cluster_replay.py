@@ -56,7 +56,7 @@ def pairs_of(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefil
     >>> r, pairs = pairs_of(Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, fabric="rail"),
     ...                     head_terms("llama-3.1-70b"), 8, 2, 1, 2)
     >>> len(pairs[0][0].flows), pairs[0][0].hops, pairs[0][1].hops
-    (8, 20, 20)
+    (8, 22, 22)
     """
     prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
     g = cluster.gpus_per_node
@@ -122,6 +122,20 @@ class _Flows:
         self.since = [0.0] * n
         self.busy = [0.0] * n  # integral of load (GB/s x ms)
         self.peak = [0.0] * n
+        self.bin_ms = math.inf  # the load's integral per resource per time bin (set by the caller)
+        self.origin = 0.0
+        self.binned: dict[tuple[int, int], float] = {}
+
+    def _spread(self, r: int, load: float, t0: float, t1: float) -> None:
+        """Add ``load`` over [t0, t1) to resource ``r``'s time bins."""
+        if not load or self.bin_ms == math.inf:
+            return
+        w, o = self.bin_ms, self.origin
+        k = int((t0 - o) // w)
+        while t0 < t1:
+            edge = min(o + (k + 1) * w, t1)
+            self.binned[(r, k)] = self.binned.get((r, k), 0.0) + load * (edge - t0)
+            t0, k = edge, k + 1
 
     def add(self, f: int, path: tuple[int, ...], nbytes: float, t: float) -> None:
         self.path[f] = path
@@ -162,6 +176,7 @@ class _Flows:
         for r in seen_r:  # the load that held since the last change (peaks: over intervals of positive length)
             if t > self.since[r]:
                 self.busy[r] += self.load[r] * (t - self.since[r])
+                self._spread(r, self.load[r], self.since[r], t)
                 if self.load[r] > self.peak[r]:
                     self.peak[r] = self.load[r]
             self.since[r] = t
@@ -205,6 +220,9 @@ class Outputs(NamedTuple):
     bottleneck: np.ndarray  # resource index, -1: none saturated (or no flow)
     busy: list[float]  # per resource, integral of load (GB/s x ms)
     peak: list[float]  # per resource, the largest load (GB/s)
+    bin_ms: float = math.inf  # the width of the time bins of ``binned``
+    origin_ms: float = 0.0  # where bin 0 starts
+    binned: dict[tuple[int, int], float] | None = None  # (resource, bin) -> integral of load (GB/s x ms)
 
 
 def _alone(pair: Pair, nbytes: list[float], starts: list[float], capacities: list[float], resources: Resources,
@@ -239,6 +257,9 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
                   np.full(n, -1, np.int64), [], [])
     caches = _Caches(D, capacity)
     flows = _Flows(resources)
+    if n:  # 200 bins over the ready times (a replay's load over time; later ends fill further bins)
+        first, last = float(ready[order[0]]), float(ready[order[-1]])
+        flows.origin, flows.bin_ms = first, (last - first) / 200 if last > first else 1.0
     caps = resources.capacities
     events: list[tuple[float, int, int, int]] = []  # (time, kind 0 start / 1 end, flow, version)
     pending: list[tuple[float, int, int]] = []  # (end, sequence, request): blocks enter its worker's cache
@@ -359,7 +380,8 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
             owner[f], size[f], flow_path[f], position[f] = r, nbytes[k], pair.flows[k].path, k
             undelivered[w][f] = nbytes[k]
             heapq.heappush(events, (now + fixed[k], 0, f, 0))
-    return out._replace(busy=flows.busy, peak=flows.peak)
+    return out._replace(busy=flows.busy, peak=flows.peak, bin_ms=flows.bin_ms, origin_ms=flows.origin,
+                        binned=flows.binned)
 
 
 def refuse_on_cluster(c: Any) -> None:

@@ -198,8 +198,18 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any,
         block_size=c.block_size, overlap="none", kv_layout=c.kv_layout,
         resources={name: {"kind": resources.kinds[k], "capacity_gb_s": resources.capacities[k],
                           "busy_gb_ms": out.busy[k] if out.busy else 0.0, "peak_gb_s": out.peak[k] if out.peak else 0.0}
-                   for k, name in enumerate(names)}, span_ms=span)
+                   for k, name in enumerate(names)}, span_ms=span,
+        utilisation=_binned(out, resources) if out.binned else None)
     return result
+
+
+def _binned(out: Any, resources: Any) -> dict[str, Any]:
+    """Each resource's mean utilisation per time bin (its load's integral over capacity x bin width)."""
+    bins = 1 + max(k for _, k in out.binned)
+    series = {}
+    for (r, k), integral in out.binned.items():
+        series.setdefault(resources.names[r], [0.0] * bins)[k] = integral / (resources.capacities[r] * out.bin_ms)
+    return {"start_ms": out.origin_ms, "bin_ms": out.bin_ms, "series": series}
 
 
 def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
@@ -226,8 +236,8 @@ def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
     >>> import perfmodel
     >>> c = perfmodel.Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=1)
     >>> r = perfmodel.replay_handoffs(perfmodel.synthetic_trace(50, 20, seed=0), c, 1000.0, contention="fair")
-    >>> resource_table(r).loc["node1/nic0/in", "bottleneck_share"] > 0
-    np.True_
+    >>> resource_table(r)["bottleneck_share"].to_dict()  # (ties: the first on the path)
+    {'node0/nic0/out': 1.0, 'node1/nic0/in': 0.0}
     """
     found = replay.attrs.get("resources")
     if found is None:
