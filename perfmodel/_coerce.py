@@ -192,7 +192,25 @@ def distinct(data: Any) -> tuple[np.ndarray, Any]:
         return np.asarray(categorical.codes), categorical.categories
     if _arrow_backed(data):
         return _arrow_codes(data)
-    return pd.factorize(data, use_na_sentinel=True)
+    try:
+        return pd.factorize(data, use_na_sentinel=True)
+    except TypeError:  # unhashable labels (config dicts): by their content, each distinct one once
+        return _content_codes(data)
+
+
+def _content_codes(data: Any) -> tuple[np.ndarray, list]:
+    """(codes, distinct labels) of labels some of which are unhashable (mappings: model configs), two
+    configs with the same content being one label."""
+    import json
+    from collections.abc import Mapping
+
+    values = list(data.to_numpy() if isinstance(data, (pd.Series, pd.Index)) else data)
+    keys = np.empty(len(values), dtype=object)
+    keys[:] = [("config", json.dumps(v, sort_keys=True, default=str)) if isinstance(v, Mapping) else v
+               for v in values]
+    codes, uniques = pd.factorize(keys, use_na_sentinel=True)
+    first = {code: i for i, code in reversed(list(enumerate(codes.tolist()))) if code >= 0}
+    return codes, [values[first[k]] for k in range(len(uniques))]
 
 
 def _arrow_backed(data: Any) -> bool:

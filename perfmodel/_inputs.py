@@ -148,7 +148,8 @@ ROW_INPUTS: tuple[Input, ...] = (
           "count", default=None, kernel_default=np.nan, valid=_TOKENS,
           rule="destination-missing token counts are whole numbers from 0 to 2**53 (NaN marks a missing count)",
           example=1024),
-    Input("state_bytes", "Extra bytes per transfer that moves tokens (the recurrent state of hybrid models). "
+    Input("state_bytes", "Extra bytes of every completed handoff, moved even when 0 tokens are charged (the "
+          "recurrent state of hybrid models). "
           "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "
           "given, it replaces the model's.", "real", default=None, kernel_default=0, valid=Valid(),
           rule="state bytes are finite numbers >= 0 (NaN marks unknown)",
@@ -163,7 +164,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "unknown or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="the fallback delay is a finite number of milliseconds >= 0, or None", cli="--fallback-delay-ms",
-          example=3.0),
+          example=3.0, replay="one"),
     Input("per_block_ms", "Cost (ms) of each KV block moved, on top of its bytes (added to a link's own); "
           "needs ``block_size``.", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)",
@@ -455,13 +456,23 @@ def is_default(name: str, value: Any) -> bool:
         return False
 
 
+def _costs_something(value: Any) -> bool:
+    """Whether a cost (a number or an array) is above 0 on some row: a scalar 0 and an array of zeros alike."""
+    if value is None:
+        return False
+    try:
+        return bool(np.any(np.asarray(value, dtype=np.float64) > 0))
+    except (TypeError, ValueError):
+        return True  # (a value of another kind is checked, and named, where it is coerced)
+
+
 def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
     """The rules of layer-wise streaming, for every entry point: with ``overlap="none"`` none of its
     inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
     duration and a rate is required. ``values`` holds what the caller gave (absent or None: not given)."""
     if overlap == "none":
         given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
-        if given == ["num_layers"] and not is_default("per_message_ms", values.get("per_message_ms")):
+        if given == ["num_layers"] and _costs_something(values.get("per_message_ms")):
             given = []  # (per-message costs count layers too)
         if given:
             raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",

@@ -234,14 +234,16 @@ def messages_of(charged, tokens, block_size, full, window, chunk, state, window_
     """Messages one rank posts for ``charged`` tokens of a ``tokens``-token prompt (0 without a block size):
     each layer kind's kept tokens in blocks (a window or chunk layer's at most its window or current
     chunk), merged ``blocks_per_message`` to a message, times its messages per block, and the states'
-    messages when tokens move."""
+    messages (a state moves with every handoff)."""
     if not block_size > 0:
         return 0.0
     current = current_chunk(tokens, chunk_tokens)
     bpm = blocks_per_message
+    if state < 0:  # kv_layout "block" with windows and chunks but no full attention: the longer-kept layer's blocks
+        return regions(np.ceil(max(min(charged, window_tokens), min(charged, current)) / block_size), bpm)
     return (regions(np.ceil(charged / block_size), bpm) * full
             + regions(np.ceil(min(charged, window_tokens) / block_size), bpm) * window
-            + regions(np.ceil(min(charged, current) / block_size), bpm) * chunk + (state if charged > 0 else 0.0))
+            + regions(np.ceil(min(charged, current) / block_size), bpm) * chunk + state)
 
 
 @jit
@@ -266,9 +268,10 @@ def _handoff_row(inputs, i):
                | _outside(m, _M) | _outside(d, _D) | _outside(s, _S) | _outside(lat, _LAT) | _outside(fb, _FB))
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
-    # chunked layers add their capped bytes; a fixed state moves with the tokens (none when nothing is charged).
+    # chunked layers add their capped bytes; a fixed state moves once per handoff, even when no token is charged
+    # (the newest upstream's rule).
     nbytes = (charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t)
-              + (s if charged > 0 else 0.0))
+              + s)
     block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), _at(bpm, i), charged)
     message_cost, message_invalid = _message_cost(_at(pm, i), _at(bs, i), _at(bpm, i), _at(fm, i), _at(wm, i),
                                                   _at(cm, i), _at(sm, i), _at(wt, i), _at(ct, i), charged, t)

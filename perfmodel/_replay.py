@@ -120,11 +120,11 @@ def heap_pop(times, seqs, items, size):
 @loop_helper
 def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
-    kernel's formula: tokens times bytes per token, the capped layers, and the state when tokens move)."""
+    kernel's formula: tokens times bytes per token, the capped layers, and the state, which always moves)."""
     m, n = np.float64(charged), np.float64(tokens)
     nbytes = m * kv_terms[model, 0] + capped_bytes(kv_terms[model, 1], kv_terms[model, 2], kv_terms[model, 3],
                                                    kv_terms[model, 4], m, n)
-    return nbytes + (kv_terms[model, 5] if m > 0 else 0.0)
+    return nbytes + kv_terms[model, 5]
 
 
 @loop_helper
@@ -263,6 +263,7 @@ class Cluster(NamedTuple):
     latency_ms: float
     per_block_ms: float  # cost per KV block moved
     per_message_ms: float  # cost per message posted
+    fallback_delay_ms: float  # every transfer's time when the bandwidth is 0 (upstream's replay)
     blocks_per_message: float  # consecutive blocks merged into one message (inf: one per layer)
 
 
@@ -288,19 +289,9 @@ class Results(NamedTuple):
 
 
 @jit
-def replay(requests, cluster, results):
-    """Replay ``requests`` (a :class:`Requests`) on ``cluster`` (a :class:`Cluster`); fill ``results``.
-
-    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
-    ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
-    """
-    order, ready_ms, tokens, blocks, offsets, model_of, kv_terms, prefill_end_ms, last_fraction = requests
-    (n_unique, hash_block_tokens, block_size, destination_missing, workers, capacity, prefix_routing,
-     contention, n_links, bandwidth_gb_s, latency_ms, per_block_ms, per_message_ms, blocks_per_message) = cluster
-    (out_worker, out_cached, out_charged, out_bytes, out_transfer, out_start, out_end, out_link, out_queue,
-     out_saved) = results
-    n = order.shape[0]
-    # which workers hold each block (bit words), and each bounded cache's slot pool (see _insert_blocks)
+def _new_caches(n_unique, workers, capacity):
+    """The decode workers' caches, empty (see :func:`_insert_blocks`): (holders, alive, slot_of, log, first,
+    end, size, capacity; ``capacity`` -1 when no cache can ever be full)."""
     words = (workers + 63) // 64
     holders = np.zeros((max(n_unique, 1), words), dtype=np.uint64)  # zero pages until touched
     alive = np.empty(words, dtype=np.uint64)
@@ -311,138 +302,222 @@ def replay(requests, cluster, results):
     slot_of = np.zeros((workers, max(n_unique, 1) if slots else 1), dtype=np.int32)
     # each log has room for its live entries and as many more (positions stay within int32)
     log = np.empty((workers, min(2 * slots, 2**31 - 1) if slots else 1), dtype=np.int32)
-    log_first = np.zeros(workers, dtype=np.int64)
-    log_end = np.zeros(workers, dtype=np.int64)
-    size = np.zeros(workers, dtype=np.int64)
+    return (holders, alive, slot_of, log, np.zeros(workers, dtype=np.int64), np.zeros(workers, dtype=np.int64),
+            np.zeros(workers, dtype=np.int64), capacity)
+
+
+@loop_helper
+def _charge(r, hit_blocks, requests, cluster, results):
+    """Request ``r``'s charged tokens, bytes and time alone on a link (fixed costs included), written to
+    ``results``; returns (bytes, fixed costs besides the latency in ms, time alone in ms)."""
+    tokens, kv_terms, model_of = requests.tokens, requests.kv_terms, requests.model_of
+    block_size, destination_missing = cluster.block_size, cluster.destination_missing
+    n_tokens = tokens[r]
+    n_blocks = (n_tokens + block_size - 1) // block_size
+    # only full blocks hit (upstream)
+    cached_blocks = min(hit_blocks * cluster.hash_block_tokens // block_size, n_tokens // block_size)
+    results.cached[r] = cached_blocks * block_size
+    charged = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
+    results.charged[r] = charged
+    k = model_of[r]
+    nbytes = _request_bytes(kv_terms, k, n_tokens, charged)
+    results.bytes[r] = nbytes
+    if destination_missing:  # against a cold destination, which is charged every block
+        results.saved[r] = _request_bytes(kv_terms, k, n_tokens, n_blocks * block_size) - nbytes
+    moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
+    setup = moved_blocks * cluster.per_block_ms
+    if cluster.per_message_ms > 0:
+        setup += cluster.per_message_ms * messages_of(np.float64(charged), np.float64(n_tokens),
+                                                      np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
+                                                      kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4],
+                                                      cluster.blocks_per_message)
+    alone = transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup) \
+        if cluster.bandwidth_gb_s > 0 else cluster.fallback_delay_ms  # (0: no delay is modeled)
+    results.transfer[r] = alone
+    return nbytes, setup, alone
+
+
+@loop_helper
+def _fifo_start(now, alone, link_free):
+    """(link, start): the link free soonest (ties: the lowest), and when the transfer starts on it; the
+    link is then busy for the transfer's own time (not while layers compute)."""
+    link = 0
+    for k in range(1, link_free.shape[0]):
+        if link_free[k] < link_free[link]:
+            link = k
+    start = max(now, link_free[link])
+    link_free[link] = start + alone
+    return link, start
+
+
+# Fair sharing, per link: virtual time (bytes served to each transfer moving on it), how many move, when
+# it was last brought up to date, and a heap of them by (virtual finish tag, sequence) (`Fair`). Transfers
+# paying their fixed costs wait in a heap by (the time those end, sequence): they hold no share meanwhile.
+
+class Fair(NamedTuple):
+    """The state of fair sharing (see above); ``tags``, ``seqs`` and ``items`` grow when a link's heap is full."""
+
+    virtual: np.ndarray
+    active: np.ndarray
+    last_update: np.ndarray
+    tags: np.ndarray
+    seqs: np.ndarray
+    items: np.ndarray
+    start_time: np.ndarray  # transfers paying their fixed costs: when their bytes may start to move
+    start_seq: np.ndarray
+    start_item: np.ndarray
+
+
+@jit
+def _new_fair(n_links, n, origin, capacity):
+    return Fair(np.zeros(n_links), np.zeros(n_links, dtype=np.int64), np.full(n_links, origin),
+                np.empty((n_links, capacity)), np.empty((n_links, capacity), dtype=np.int64),
+                np.empty((n_links, capacity), dtype=np.int64), np.empty(n), np.empty(n, dtype=np.int64),
+                np.empty(n, dtype=np.int64))
+
+
+@jit
+def _grown(fair):
+    """``fair`` with room for twice as many transfers moving on each link."""
+    n_links, capacity = fair.tags.shape
+    tags, seqs = np.empty((n_links, 2 * capacity)), np.empty((n_links, 2 * capacity), dtype=np.int64)
+    items = np.empty((n_links, 2 * capacity), dtype=np.int64)
+    tags[:, :capacity] = fair.tags
+    seqs[:, :capacity] = fair.seqs
+    items[:, :capacity] = fair.items
+    return Fair(fair.virtual, fair.active, fair.last_update, tags, seqs, items, fair.start_time, fair.start_seq,
+                fair.start_item)
+
+
+@loop_helper
+def _next_end(fair, rate):
+    """(time, link) at which the next transfer finishes moving its bytes ((inf, -1): none is moving)."""
+    next_time, next_link = np.inf, -1
+    for link in range(fair.active.shape[0]):
+        count = fair.active[link]
+        if count > 0:
+            t = fair.last_update[link] + (fair.tags[link, 0] - fair.virtual[link]) * count / rate
+            if t < next_time:
+                next_time, next_link = t, link
+    return next_time, next_link
+
+
+@loop_helper
+def _fewest_moving(active):
+    """The link with the fewest transfers moving (ties: the lowest)."""
+    best = 0
+    for link in range(1, active.shape[0]):
+        if active[link] < active[best]:
+            best = link
+    return best
+
+
+@loop_helper
+def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
+    """The transfer whose fixed costs end first (at ``t``) starts moving its bytes on the link with the
+    fewest moving; returns the number still paying fixed costs, or -1 (nothing done) when that link's heap
+    is full (grow it and call again)."""
+    best = _fewest_moving(fair.active)
+    count = fair.active[best]
+    if count == fair.tags.shape[1]:
+        return -1
+    starting = heap_pop(fair.start_time, fair.start_seq, fair.start_item, starting)
+    seq, r = fair.start_seq[starting], fair.start_item[starting]
+    if count > 0:
+        fair.virtual[best] += (t - fair.last_update[best]) * rate / count
+    fair.last_update[best] = t
+    fair.active[best] = heap_push(fair.tags[best], fair.seqs[best], fair.items[best], count,
+                                  fair.virtual[best] + out_bytes[r], seq, r)
+    out_link[r] = best
+    return starting
+
+
+@loop_helper
+def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_item, pending):
+    """The transfer on ``link`` with the smallest finish tag ends at ``t`` (no earlier than layer-wise
+    streaming allows); its blocks are then pending for the cache. Returns the pending count."""
+    fair.active[link] = heap_pop(fair.tags[link], fair.seqs[link], fair.items[link], fair.active[link])
+    at = fair.active[link]
+    tag, seq, r = fair.tags[link, at], fair.seqs[link, at], fair.items[link, at]
+    fair.virtual[link] = tag
+    fair.last_update[link] = t
+    end = max(t, requests.prefill_end_ms[r] + results.transfer[r] * requests.last_fraction[r])
+    results.end[r] = end
+    results.queue[r] = max(end - requests.ready_ms[r] - results.transfer[r], 0.0)
+    return heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
+
+
+@loop_helper
+def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
+    """Fair sharing up to ``now``: data phases starting (when their fixed costs end) and transfers
+    finishing, in time order (a start first on ties). ``counts``: [pending insertions, transfers paying
+    fixed costs], updated. Returns False when done, True when a link's heap must grow first."""
+    while True:
+        next_time, next_link = _next_end(fair, rate)
+        start_time = fair.start_time[0] if counts[1] > 0 else np.inf
+        if counts[1] > 0 and start_time <= next_time and start_time <= now:
+            starting = _begin_moving(fair, counts[1], start_time, rate, results.bytes, results.link)
+            if starting < 0:
+                return True
+            counts[1] = starting
+        elif next_link >= 0 and next_time <= now:
+            counts[0] = _finish_moving(fair, next_link, next_time, requests, results, pend_time, pend_seq,
+                                       pend_item, counts[0])
+        else:
+            return False
+
+
+@jit
+def replay(requests, cluster, results):
+    """Replay ``requests`` (a :class:`Requests`) on ``cluster`` (a :class:`Cluster`); fill ``results``.
+
+    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
+    ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
+    """
+    order, ready_ms, blocks, offsets = requests.order, requests.ready_ms, requests.blocks, requests.offsets
+    workers, contention = cluster.workers, cluster.contention
+    n = order.shape[0]
+    holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(cluster.n_unique, workers,
+                                                                                   cluster.capacity)
     # pending cache insertions, a heap ordered by (end time, processing sequence) holding requests
     pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    pending = 0
+    counts = np.zeros(2, dtype=np.int64)  # [pending insertions, fair: transfers paying their fixed costs]
     # the links are free from the first transfer's earliest start on (before the trace's first arrival, when
     # layer-wise streaming starts a transfer while its prefill still runs)
     origin = min(ready_ms[order[0]], 0.0) if n else 0.0
-    link_free = np.full(n_links, origin)  # fifo: when each link is next free
-    # fair sharing, per link: virtual time (bytes served to each active transfer), the active count, and a
-    # heap of the active transfers ordered by (virtual finish tag, sequence), grown when full
-    virtual = np.zeros(n_links)
-    active = np.zeros(n_links, dtype=np.int64)
-    last_update = np.full(n_links, origin)
-    fair_cap = 64
-    fair_tag = np.empty((n_links, fair_cap))
-    fair_seq = np.empty((n_links, fair_cap), dtype=np.int64)
-    fair_item = np.empty((n_links, fair_cap), dtype=np.int64)
-    data_start = np.empty(n)  # fair: when a transfer's bytes start flowing (after its setup latency)
-    waiting = 0  # fair: index in processing order of the next transfer whose data phase has not begun
-    rate = bandwidth_gb_s * 1e6  # bytes per ms
+    link_free = np.full(cluster.n_links, origin)  # fifo: when each link is next free
+    fair = _new_fair(cluster.n_links if contention == FAIR else 0, n if contention == FAIR else 0, origin, 64)
+    rate = cluster.bandwidth_gb_s * 1e6  # bytes per ms
     rr = 0
-
     for i in range(n + 1):
         now = ready_ms[order[i]] if i < n else np.inf
         if contention == FAIR:
-            # advance every link's processor sharing to `now`: starts of data phases and completions in time order
-            while True:
-                next_time, next_link = np.inf, -1
-                for link in range(n_links):
-                    if active[link] > 0:
-                        tag = fair_tag[link, 0]
-                        t = last_update[link] + (tag - virtual[link]) * active[link] / rate
-                        if t < next_time:
-                            next_time, next_link = t, link
-                start_time = data_start[order[waiting]] if waiting < i else np.inf
-                if start_time <= next_time and start_time <= now and waiting < i:
-                    r = order[waiting]
-                    waiting += 1
-                    if out_bytes[r] <= 0:
-                        continue
-                    best = 0
-                    for link in range(1, n_links):
-                        if active[link] < active[best]:
-                            best = link
-                    if active[best] > 0:
-                        virtual[best] += (start_time - last_update[best]) * rate / active[best]
-                    last_update[best] = start_time
-                    if active[best] == fair_cap:  # grow every link's heap
-                        fair_cap *= 2
-                        grown_tag = np.empty((n_links, fair_cap))
-                        grown_seq = np.empty((n_links, fair_cap), dtype=np.int64)
-                        grown_item = np.empty((n_links, fair_cap), dtype=np.int64)
-                        grown_tag[:, :fair_cap // 2] = fair_tag
-                        grown_seq[:, :fair_cap // 2] = fair_seq
-                        grown_item[:, :fair_cap // 2] = fair_item
-                        fair_tag, fair_seq, fair_item = grown_tag, grown_seq, grown_item
-                    active[best] = heap_push(fair_tag[best], fair_seq[best], fair_item[best], active[best],
-                                             virtual[best] + out_bytes[r], waiting - 1, r)
-                    out_link[r] = best
-                elif next_link >= 0 and next_time <= now:
-                    link = next_link
-                    active[link] = heap_pop(fair_tag[link], fair_seq[link], fair_item[link], active[link])
-                    tag, seq, r = fair_tag[link, active[link]], fair_seq[link, active[link]], fair_item[link, active[link]]
-                    virtual[link] = tag
-                    last_update[link] = next_time
-                    end = max(next_time, prefill_end_ms[r] + out_transfer[r] * last_fraction[r])
-                    out_end[r] = end
-                    out_queue[r] = max(end - ready_ms[r] - out_transfer[r], 0.0)
-                    pending = heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
-                else:
-                    break
+            while _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
+                fair = _grown(fair)
         # blocks of transfers finished by `now` enter their workers' caches, in finishing order
+        pending = counts[0]
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
             r = pend_item[pending]
-            _insert_blocks(r, out_worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size, capacity)
+            _insert_blocks(r, results.worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size,
+                           capacity)
         if i == n:
             break
         r = order[i]
-        # route
-        w, hit_blocks = _route(r, blocks, offsets, holders, alive, workers, rr, prefix_routing)
+        w, hit_blocks = _route(r, blocks, offsets, holders, alive, workers, rr, cluster.prefix_routing)
         rr = w + 1 if w + 1 < workers else 0  # (no integer division: this runs once per request)
-        out_worker[r] = w
-        # charge
-        n_tokens = tokens[r]
-        hit_tokens = hit_blocks * hash_block_tokens
-        n_blocks = (n_tokens + block_size - 1) // block_size
-        cached_blocks = min(hit_tokens // block_size, n_tokens // block_size)  # only full blocks hit (upstream)
-        out_cached[r] = cached_blocks * block_size
-        out_charged[r] = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
-        nbytes = _request_bytes(kv_terms, model_of[r], n_tokens, out_charged[r])
-        out_bytes[r] = nbytes
-        if destination_missing:  # against a cold destination, which is charged every block
-            out_saved[r] = _request_bytes(kv_terms, model_of[r], n_tokens, n_blocks * block_size) - nbytes
-        moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
-        setup = moved_blocks * per_block_ms
-        if per_message_ms > 0:
-            k = model_of[r]
-            setup += per_message_ms * messages_of(np.float64(out_charged[r]), np.float64(n_tokens),
-                                                  np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
-                                                  kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4],
-                                                  blocks_per_message)
-        alone = transfer_ms(nbytes, bandwidth_gb_s, latency_ms, 1.0, setup)
-        out_transfer[r] = alone
+        results.worker[r] = w
+        nbytes, setup, alone = _charge(r, hit_blocks, requests, cluster, results)
         # layer-wise streaming: however fast the link, the last layer group is sent after the prefill ends
-        earliest_end = prefill_end_ms[r] + alone * last_fraction[r]
-        # schedule
-        if contention == FIFO and nbytes > 0:
-            link = 0
-            for k in range(1, n_links):
-                if link_free[k] < link_free[link]:
-                    link = k
-            start = max(now, link_free[link])
-            end = max(start + alone, earliest_end)
-            link_free[link] = start + alone  # the link is busy for the transfer's own time, not while layers compute
-            out_link[r] = link
-            out_start[r] = start
-            out_end[r] = end
-            out_queue[r] = start - now
-            pending = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)
-        elif contention == FAIR and nbytes > 0:
-            out_start[r] = now
-            # setup (latency and per-block work) first, then the bytes share the link
-            data_start[r] = now + latency_ms + setup
-            out_end[r] = np.nan  # set when its last byte arrives
-        else:
-            end = max(now + alone, earliest_end)
-            out_link[r] = -1
-            out_start[r] = now
-            out_end[r] = end
-            out_queue[r] = 0.0
-            data_start[r] = now
-            pending = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)
+        earliest_end = requests.prefill_end_ms[r] + alone * requests.last_fraction[r]
+        results.start[r] = now
+        if contention == FAIR and nbytes > 0:  # fixed costs first, then the bytes share a link
+            counts[1] = heap_push(fair.start_time, fair.start_seq, fair.start_item, counts[1],
+                                  now + cluster.latency_ms + setup, i, r)
+            results.end[r] = np.nan  # set when its last byte arrives
+            counts[0] = pending
+            continue
+        link, start = _fifo_start(now, alone, link_free) if contention == FIFO and nbytes > 0 else (-1, now)
+        end = max(start + alone, earliest_end)
+        results.link[r], results.start[r], results.end[r], results.queue[r] = link, start, end, start - now
+        counts[0] = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)

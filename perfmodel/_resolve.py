@@ -41,7 +41,10 @@ def holds_labels(value: Any) -> bool:
         return True
     if dtype.kind not in "OUST" and not isinstance(dtype, pd.StringDtype):
         return False
-    uniques = pd.unique(pd.Series(np.asarray(value, dtype=object) if isinstance(value, list) else value))
+    try:
+        uniques = pd.unique(pd.Series(np.asarray(value, dtype=object) if isinstance(value, list) else value))
+    except TypeError:  # unhashable labels: config dicts
+        uniques = distinct(_array(value))[1]
     return any(isinstance(u, (Link, Mapping)) or (isinstance(u, str) and not _is_number_text(u)) for u in uniques)
 
 
@@ -112,6 +115,10 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
 
 
 def _is_number(label: Any) -> bool:
+    """Whether a label of a bytes-per-token column is a number of bytes, not a model: a number, or its text (a
+    CSV's or Arrow's column mixing models and numbers holds text, "1000" the same as 1000)."""
+    if isinstance(label, str):
+        return _is_number_text(label)
     return isinstance(label, (int, float, np.number)) and not isinstance(label, (bool, np.bool_))
 
 
@@ -158,21 +165,64 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
     or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
     keys and values (a scalar or an array; required for the layer layouts)."""
     check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
-    if kv_layout == "block":
-        return MessageTerms(1.0, 0.0, 0.0, 0.0)
     if isinstance(value, (Mapping, str, os.PathLike)):
         return MessageTerms(*map(np.float64, kv_terms(value).message_factors(kv_layout)))
     if np.ndim(value) == 0 or not holds_labels(value):
+        if kv_layout == "block":  # numbers: full-attention layers, one message per block of the request
+            return MessageTerms(1.0, 0.0, 0.0, 0.0)
         if layers is None:
             raise InputError("per_message_ms", f"kv_layout={kv_layout!r} posts messages per layer, and "
                              "kv_bytes_per_token is a number of bytes with no layers",
                              "pass num_layers (--num-layers), a model name or config, or kv_layout='block'")
         per_layer = 2.0 if kv_layout == "layer_kv" else 1.0
-        return MessageTerms(np.multiply(layers, per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
+        return MessageTerms(np.multiply(checked_layers(layers, errors), per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
     codes, uniques = distinct(_array(value))
     found = [_per_label(lambda m: kv_terms(m).message_factors(kv_layout), errors)(label) for label in uniques]
     tables = [np.array([np.nan if isinstance(f, float) else f[i] for f in found] + [np.nan]) for i in range(4)]
     return MessageTerms(*(spread(codes, table) for table in tables))
+
+
+def checked_layers(layers: Any, errors: str = "raise") -> Any:
+    """A layer count (a number or an array) checked by the table's rule, as every entry point checks it:
+    the :class:`InputError` naming the first bad row, or with ``errors="coerce"`` NaN for those rows."""
+    from ._inputs import INPUTS, outside
+
+    entry = INPUTS["num_layers"]
+    try:
+        values = np.asarray(layers, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError("num_layers", f"{layers!r} is not a number of layers", f"pass {entry.rule}") from None
+    with np.errstate(invalid="ignore"):
+        bad = np.asarray(outside(values, tuple(entry.valid)))
+    if not bad.any():
+        return values if values.ndim else values[()]
+    if errors == "coerce":
+        return np.where(bad, np.nan, values) if values.ndim else np.float64(np.nan)
+    first = int(np.argmax(bad.reshape(-1)))
+    where = f"first at row {first}: " if values.ndim else ""
+    raise InputError("num_layers", f"{int(bad.sum())} invalid value(s); {where}{values.reshape(-1)[first].item()!r}",
+                     f"{entry.rule}, or pass errors='coerce' to get NaN for those rows")
+
+
+def own_layers(value: Any, layers: Any) -> None:
+    """Refuse an explicit ``layers`` that differs from the layer count of the named model(s) in ``value``
+    (rows of numbers are left alone): a model's layer mix sets its bytes and messages, and another count
+    cannot apply to them, nor to its layer-wise streaming without mixing two models in one delay."""
+    if layers is None:
+        return
+    own = np.asarray(num_layers(value, errors="coerce"), dtype=np.float64)
+    given = np.asarray(layers, dtype=np.float64)
+    try:
+        own, given = np.broadcast_arrays(own, given)
+    except ValueError:
+        return  # (lengths are refused where the rows are broadcast)
+    differs = (own == own) & (given != own)
+    if differs.any():
+        first = int(np.argmax(differs.reshape(-1)))
+        at = f" at row {first}" if differs.ndim else ""
+        raise InputError("num_layers", f"{given.reshape(-1)[first]:g} layers{at}, but the model given has "
+                         f"{own.reshape(-1)[first]:g}", "drop num_layers (a named model's layers come from its "
+                         "config), or pass bytes per token as a number with num_layers")
 
 
 def num_layers(value: Any, *, errors: str = "raise") -> Any:
@@ -205,12 +255,22 @@ def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
     terms = []
     for attribute, missing in (("effective_bandwidth_gb_s", np.nan), ("latency_ms", 0.0), ("per_block_ms", 0.0),
                                ("per_message_ms", 0.0)):
-        column = map_distinct(data, _per_label(lambda v, a=attribute: getattr(get_link(v), a), errors), np.float64,
+        column = map_distinct(data, _per_label(lambda v, a=attribute: _link_attribute(v, a), errors), np.float64,
                               missing)
         if attribute != "effective_bandwidth_gb_s":
             column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth
         terms.append(column)
     return LinkTerms(*terms)
+
+
+def _link_attribute(value: Any, attribute: str) -> float:
+    """One term of one entry of a column of links, where a number is a bandwidth in GB/s (no other cost), as
+    a number alone is: a column may mix both, as a bytes column mixes numbers and models."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
+    if isinstance(value, str) and _is_number_text(value):
+        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
+    return float(getattr(get_link(value), attribute))
 
 
 def add(value: Any, extra: Any) -> Any:
@@ -257,11 +317,36 @@ def axis_values(where: str, name: str, value: Any) -> list[Any]:
 
 
 def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
-    """How a grid axis' values are named in its table (see :func:`label_of`); a value given twice is refused."""
+    """How a grid axis' values are named in its table (see :func:`label_of`); a value given twice is refused,
+    also when the two are spelt differently (case, spaces, ``1x``, ``1`` and ``1.0``: see :func:`_identity`)."""
     labels = [str(label_of(value)) for value in values]
-    if len(set(labels)) != len(labels):
-        raise InputError(where, f"axis {name} has repeated values {labels}", "give each value once")
+    seen: dict[Any, str] = {}
+    for value, label in zip(values, labels):
+        key = _identity(value)
+        if key in seen:
+            same = f"{seen[key]!r} and {label!r} are the same value" if seen[key] != label else f"{label!r} twice"
+            raise InputError(where, f"axis {name} has a repeated value: {same} (its configurations would run twice)",
+                             "give each value once")
+        seen[key] = label
     return labels
+
+
+def _identity(value: Any) -> Any:
+    """What a grid value stands for, so that two spellings of one value are one: a link by its preset's name
+    (case and spaces aside, ``1x NAME`` as ``NAME``), other names case and spaces aside, numbers by value."""
+    import re
+
+    if isinstance(value, (str, Link)):
+        try:
+            link = get_link(value) if isinstance(value, str) else value
+        except (InputError, ValueError, TypeError, OSError):
+            return ("name", " ".join(str(value).split()).lower())
+        return ("link", re.sub(r"^1\s*x\s*", "", " ".join(link.name.split()).lower()))
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return ("flag", value)
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return ("number", float(value))
+    return ("label", str(label_of(value)))
 
 
 def _array(value: Any) -> Any:

@@ -454,7 +454,7 @@ def flow_bytes(vector: tuple[float, float, float, float], terms: HeadTerms, char
     full, window, chunk, state = vector
     current = ((tokens - 1) % terms.chunk_tokens) + 1 if terms.chunk_tokens > 0 and tokens > 0 else 0.0
     return (charged * full + (window * min(charged, terms.window_tokens) if window else 0.0)
-            + (chunk * min(charged, current) if chunk else 0.0) + (state if charged > 0 else 0.0))
+            + (chunk * min(charged, current) if chunk else 0.0) + state)  # (a state moves with every handoff)
 
 
 class Alone(NamedTuple):

@@ -441,6 +441,11 @@ def handoff_delay_ms(
         num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
     options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
                          kv_layout=kv_layout)
+    for name in ("worker_type", "completed", "mode"):  # None is no state: never taken for the default
+        if inputs[name] is None:
+            raise InputError(name, "is None, which is not a value of it",
+                             f"pass one (e.g. {INPUTS[name].example!r}), or leave it out for the default "
+                             f"({getattr(INPUTS[name].default, 'name', INPUTS[name].default)!s})")
     result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
 
@@ -542,6 +547,8 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
     model_given = _names_in(per_token)
     terms = dict.fromkeys((*_resolve._CAPPED, *_MESSAGES))
     try:
+        if model_given:
+            _resolve.own_layers(per_token, values["num_layers"])
         if not _all_off("per_message_ms", values["per_message_ms"]):
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
                                                 errors=errors)._asdict())

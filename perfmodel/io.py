@@ -167,8 +167,8 @@ def _arrow_dtype(arrow_type: Any) -> Any:
 
 def _csv_header(path: Path, compression: str | None) -> list[str]:
     try:
-        with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
-            header = next(csv.reader(text), None)
+        with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
+            header = next(csv.reader(text), None)  # (utf-8-sig: a byte-order mark is not part of the first name)
     except UnicodeDecodeError as error:
         raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
                          "save the file as UTF-8") from None
@@ -272,6 +272,19 @@ def _csv_chunks(path: Path, compression: str | None, chunk_rows: int, typed: boo
         yield pd.DataFrame({name: pd.Series(dtype=pd.ArrowDtype(pa.string())) for name in names})
 
 
+class RepeatedKey(ValueError):
+    """A JSON object names one key twice (JSON readers keep one of the values, silently)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: an object whose keys are all distinct, else :class:`RepeatedKey`."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        repeated = sorted({k for k, _ in pairs if sum(1 for q, _ in pairs if q == k) > 1})
+        raise RepeatedKey(f"the key(s) {', '.join(map(repr, repeated))} appear twice in one object")
+    return record
+
+
 def _json_lines(path: Path, compression: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; a line that is not a JSON object is an error."""
     with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8") as text:
@@ -279,7 +292,9 @@ def _json_lines(path: Path, compression: str | None) -> Iterator[tuple[int, dict
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line, object_pairs_hook=unique_keys)
+            except RepeatedKey as error:
+                raise InputError(f"{path}, line {number}", str(error), "keep one value of each key") from None
             except ValueError as error:
                 raise InputError(f"{path}, line {number}", f"not valid JSON ({getattr(error, 'msg', error)})",
                                  "repair or remove the line (each line holds one JSON object)") from None

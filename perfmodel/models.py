@@ -414,7 +414,7 @@ class KVTerms:
         full_bytes_per_token * m
         + window_bytes_per_token * min(m, window_tokens)
         + chunk_bytes_per_token * min(m, c(n))
-        + state_bytes                                   (only when m > 0)
+        + state_bytes                                   (also when m = 0)
 
     where ``c(n) = ((n - 1) mod chunk_tokens) + 1`` is the number of tokens in the
     prompt's current chunk (0 for ``n = 0``). The window and the current chunk are the
@@ -514,8 +514,11 @@ class KVTerms:
     def message_factors(self, kv_layout: str) -> tuple[int, int, int, int]:
         """Messages per block of the full-attention, window and chunked layers together, and of the
         states per transfer, in ``kv_layout`` (the kernel's terms)."""
-        if kv_layout == "block":
-            return 1, 0, 0, 0
+        if kv_layout == "block":  # a block holds every layer that keeps it: the longest-kept layer's blocks
+            if self.full_layers or not (self.window_layers and self.chunk_layers):
+                return int(self.full_layers > 0), int(self.window_layers > 0 and not self.full_layers), \
+                    int(self.chunk_layers > 0 and not self.full_layers), 0
+            return 0, 1, 1, -1  # windows and chunks, no full attention: -1 asks for the longer of the two
         per_layer = self.kv_tensors if kv_layout == "layer_kv" else 1
         return (self.full_layers * per_layer, self.window_layers * per_layer, self.chunk_layers * per_layer,
                 self.state_layers)
@@ -561,8 +564,10 @@ def prompt_messages(num_input_tokens: Any, charged_tokens: Any, block_size: Any,
             return np.where(whole > 0, 1, 0)
         return -(-whole // int(blocks_per_message))
 
-    return (full_messages * blocks(m) + window_messages * blocks(np.minimum(m, window_tokens))
-            + chunk_messages * blocks(np.minimum(m, current)) + np.where(m > 0, state_messages, 0))
+    summed = (full_messages * blocks(m) + window_messages * blocks(np.minimum(m, window_tokens))
+              + chunk_messages * blocks(np.minimum(m, current)) + np.maximum(state_messages, 0))
+    longest = blocks(np.maximum(np.minimum(m, window_tokens), np.minimum(m, current)))  # (state_messages -1)
+    return np.where(np.asarray(state_messages) < 0, longest, summed)
 
 
 def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_token: Any, window_bytes_per_token: Any,
@@ -572,7 +577,7 @@ def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_toke
     n, m = num_input_tokens, charged_tokens
     current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)  # tokens of the prompt's last chunk
     return (full_bytes_per_token * m + window_bytes_per_token * np.minimum(m, window_tokens)
-            + chunk_bytes_per_token * np.minimum(m, current) + np.where(m > 0, state_bytes, 0))
+            + chunk_bytes_per_token * np.minimum(m, current) + state_bytes)
 
 
 @documented(extra={"config": "A model preset name, a Hugging Face config dict, or a ``config.json`` (or its folder)."})

@@ -37,10 +37,13 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
     column = trace["hash_ids"]
     try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
-        lists = pa.array(column, type=_HASH_TYPE) if isinstance(column.dtype, pd.ArrowDtype) else \
-            pa.array(column.to_list(), type=_HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        raise ValueError("replay_handoffs: hash_ids must hold lists of integers (one id per block)") from None
+        lists = pa.array(column) if isinstance(column.dtype, pd.ArrowDtype) else pa.array(column.to_list())
+        if isinstance(lists.type, (pa.ListType, pa.LargeListType)) and pa.types.is_floating(lists.type.value_type):
+            _whole_block_ids(trace, lists)  # (a cast would truncate 1.5 and 1.7 to one id: invented cache hits)
+        lists = lists.cast(_HASH_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+        raise InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
+                         "of whole block ids (one per block, within 64-bit integers)") from None
     if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
         lists = lists.combine_chunks()
     if lists.null_count:
@@ -66,6 +69,25 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return dense, offsets, unique
     dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
+
+
+def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
+    """Refuse block ids given as floats that are not whole numbers (or not finite), naming the first request."""
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    flat = pc.list_flatten(lists)
+    values = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    known = pc.is_valid(flat).to_numpy(zero_copy_only=False)  # (nulls are refused as unknown blocks later)
+    with np.errstate(invalid="ignore"):
+        bad = known & ~((np.floor(values) == values) & (np.abs(values) < 2.0**63))
+    if bad.any():
+        first = int(np.argmax(bad))
+        row = int(pc.list_parent_indices(lists).to_numpy()[first])
+        raise InputError("trace column 'hash_ids'", f"{int(bad.sum())} block id(s) are not whole numbers, first at "
+                         f"row {trace.index[row]!r}: {values[first]!r}", "give whole block ids (a fractional id "
+                         "would be truncated into another block's, inventing cache hits)")
 
 
 def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
@@ -104,6 +126,7 @@ def replay_handoffs(
     latency_ms: float = 0.0,
     per_block_ms: float = 0.0,
     per_message_ms: float = 0.0,
+    fallback_delay_ms: float = 0.0,
     blocks_per_message: float = 1.0,
     state_bytes: Any = None,
     ready_ms: Any = None,
@@ -139,9 +162,10 @@ def replay_handoffs(
       says so).
     - ``contention="none"``: every transfer runs at line rate from its ready time (as
       upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
-      the first free one; ``"fair"``: after its setup latency, a transfer shares its link
-      (the one with the fewest active transfers) equally with the others on it (exact
-      processor-sharing event simulation).
+      the first free one; ``"fair"``: a transfer first pays its fixed costs (latency,
+      per-block and per-message work), holding no share of a link meanwhile; when they end
+      (in the order they end) it moves its bytes on the link with the fewest transfers
+      moving, sharing it equally with them (exact processor-sharing event simulation).
 
     Parameters
     ----------
@@ -168,11 +192,15 @@ def replay_handoffs(
         own, and how a block lies in memory, which sets the messages
         (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
         ``fair`` sharing, like the per-block cost.
+    fallback_delay_ms
+        Every transfer's time (ms) when the bandwidth is 0, which models no transfer
+        (upstream's replay, whose default is 0.0); a ``"fifo"`` link is busy for it, and
+        ``"fair"`` sharing needs a bandwidth > 0.
     blocks_per_message
         Consecutive blocks merged into one message (whole number >= 1, or ``inf``: one
         message per layer and K/V); see :func:`perfmodel.kv_messages`.
     state_bytes
-        Bytes of a fixed state sent with every transfer that moves tokens (a value, array
+        Bytes of a fixed state sent with every handoff, even one of 0 tokens (a value, array
         or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
         for bytes given as numbers.
     ready_ms
@@ -322,12 +350,19 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     c.decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
     c.links = check_whole("links", c.links, smallest=1)
     c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
     check_option("overlap", c.overlap)
     check_option("kv_layout", c.kv_layout)
     bandwidth, latency, per_block, per_message = _link_of(
         bandwidth_spec, _one_value("latency_ms", c.latency_ms), _one_value("per_block_ms", c.per_block_ms),
         _one_value("per_message_ms", c.per_message_ms))
+    fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
     shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
+    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+    if c.num_layers is not None and (isinstance(models, (str, Mapping)) or
+                                     (np.ndim(models) and _resolve.holds_labels(models))):
+        _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
+                            _request_values(trace, "num_layers", c.num_layers))
     model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
                                             (c.kv_layout, c.num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
@@ -347,6 +382,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
         contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+        fallback_delay_ms=fallback,
         blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
                                                                         c.blocks_per_message))))
     out = _replay.Results.empty(n)
@@ -381,6 +417,33 @@ def _is_cluster(spec: Any) -> bool:
     return np.ndim(spec) == 0 and is_cluster(spec)
 
 
+def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
+    """Refuse a replay whose decode caches (see :func:`perfmodel._replay._new_caches`) need more memory than
+    the machine has, before allocating them: the bound is the memory, named with what it would take."""
+    import os
+
+    blocks = max(n_unique, 1)
+    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
+    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
+        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
+    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
+    except (AttributeError, OSError, ValueError):
+        memory = 2**40  # (no way to ask: only the absurd is refused)
+    try:  # a limit on this process' address space (ulimit -v) binds first
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        memory = min(memory, limit) if limit > 0 else memory
+    except (ImportError, OSError, ValueError):
+        pass
+    if need > memory:
+        raise InputError("decode_workers", f"{workers:,} decode workers with {n_unique:,} distinct blocks"
+                         + (f" and {capacity:,} blocks each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
+                         f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
+                         "pass fewer decode_workers (or a smaller decode_cache_blocks)")
+
+
 def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
     if (value is None) == (alias_value is None):
         both = value is not None
@@ -390,8 +453,8 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
 
 
 def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:
-    """One link for the replay: (effective bandwidth GB/s, finite and > 0, as upstream's replay requires;
-    total latency ms, total per-block ms, total per-message ms)."""
+    """One link for the replay: (effective bandwidth GB/s, finite and >= 0 as upstream's replay requires (0:
+    no transfer is modeled, the fallback delay stands); total latency ms, total per-block ms, total per-message ms)."""
     if np.ndim(spec) != 0:
         raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
                          "pass one bandwidth, link name or Link (replay_grid sweeps several)")
@@ -403,10 +466,24 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any)
     latency = float(latency_ms) + float(terms.latency_ms or 0.0)
     per_block = float(per_block_ms) + float(terms.per_block_ms or 0.0)
     per_message = float(per_message_ms) + float(terms.per_message_ms or 0.0)
-    if not 0 < bandwidth < np.inf:
-        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth > 0 "
-                         "(upstream's replay refuses 0, NaN and +inf)", "pass a bandwidth in GB/s > 0")
+    if not 0 <= bandwidth < np.inf:
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
+                         "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",
+                         "pass a bandwidth in GB/s >= 0")
     return bandwidth, latency, per_block, per_message
+
+
+def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
+    """The replay's fallback delay (ms): checked always, used at a bandwidth of 0 (upstream's replay)."""
+    fallback = None if value is None else float(_one_value("fallback_delay_ms", value))
+    if bandwidth == 0:
+        if fallback is None:
+            raise InputError("fallback_delay_ms", "is None, and a bandwidth of 0 models no transfer",
+                             "pass fallback_delay_ms= the delay to charge each handoff (upstream's default: 0.0)")
+        if contention == "fair":
+            raise InputError("contention", "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
+                             "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms")
+    return 0.0 if fallback is None else fallback
 
 
 def _one_value(name: str, value: Any) -> Any:
@@ -571,6 +648,12 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
     links = int(replay.attrs.get("links", 1))
     load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    # a load above 1 by float noise alone is 1: a sum of n terms is off by at most ~n ulps of the sum, the span
+    # (a difference of two times) by an ulp of the larger time; beyond that an offered load above 1 is real
+    if load > 1.0 and len(moving):
+        ends = float(np.abs(moving[["start_ms", "end_ms"]].to_numpy()).max())
+        noise = (len(moving) + 2) * np.finfo(np.float64).eps * (1.0 + ends / span)
+        load = 1.0 if load - 1.0 <= noise else load
     saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
     percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
     on_cluster = {}
@@ -606,9 +689,8 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
     names = [name for name in GRID_AXES if name in axes]
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
-    for name, given in zip(names, values):
-        if name in _inputs.LABEL_AXES:
-            _resolve.axis_labels("replay_grid", name, given)  # (a value given twice is refused, as in sweeps)
+    for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused
+        _resolve.axis_labels("replay_grid", name, given)
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)

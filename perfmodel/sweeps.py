@@ -423,8 +423,16 @@ def _flat(value: Any, shape: tuple[int, ...]) -> Any:
     return np.broadcast_to(array, shape).reshape(-1)
 
 
-def _shape(*values: Any) -> tuple[int, ...]:
-    return np.broadcast_shapes(*(() if _resolve.is_one(v) else np.shape(v) for v in values))
+def _shape(**values: Any) -> tuple[int, ...]:
+    """The broadcast shape of the named inputs, or an error naming those that do not broadcast together."""
+    shapes = {name: () if _resolve.is_one(v) else np.shape(v) for name, v in values.items()}
+    try:
+        return np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        arrays = {name: shape for name, shape in shapes.items() if shape != ()}
+        raise InputError(" and ".join(arrays), "have shapes that do not broadcast together: " + ", ".join(
+            f"{name} {shape}" for name, shape in arrays.items()),
+                         "pass arrays of one length (or shapes numpy broadcasts), or single values") from None
 
 
 def _answer(shape: tuple[int, ...], values: np.ndarray) -> np.float64 | NDArray[np.float64]:
@@ -472,7 +480,7 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    shape = _shape(tokens, budget, kv_bytes_per_token, *inputs.values())
+    shape = _shape(num_input_tokens=tokens, budget_ms=budget, kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     if cluster is not None:
         return _answer(shape, _nic_line_rate(cluster, forward, np.broadcast_to(tokens, shape).reshape(-1),
@@ -575,13 +583,31 @@ def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
     return high
 
 
+def _every_or_none(forward: _Forward, spec: Any, budget: np.ndarray, window: np.ndarray, chunk: np.ndarray,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: whether every prompt fits (the delay stops growing, and its highest value fits), whether the
+    delay is unknown (NaN: a bandwidth of 0, unknown bytes), and whether none fits (an empty prompt's handoff, a state and its latency, already misses the budget). The forward
+    model tells both: at a prompt ``N`` past every window and at the end of a chunk, and at ``2 N``, the delay
+    is the same exactly when nothing that grows with the prompt costs anything (bytes at a finite
+    bandwidth, blocks, messages of full-attention layers), and then it is the highest of all prompts'."""
+    rows = np.arange(budget.size)
+    chunk_end = np.maximum(chunk, 1)
+    far = np.ceil(np.maximum(2.0**40, window) / chunk_end) * chunk_end  # a whole number of chunks
+    at, twice = forward(far, spec, rows)[0], forward(2 * far, spec, rows)[0]
+    empty = forward(np.zeros(budget.size), spec, rows)[0]
+    return (twice <= at) & (at <= budget), np.isnan(at), empty > budget
+
+
 @documented(extra={name: _INVERSE[name] for name in ("budget_ms", "inputs")})
 def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
                       **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
 
-    Whole numbers as float64 (``inf`` where every prompt fits: a token costs 0 bytes,
-    the bandwidth is infinite, or a model keeps only a window or fixed state that fits).
+    Whole numbers as float64: ``inf`` where every prompt fits (nothing that grows with the
+    prompt costs anything: its tokens move no bytes or move them at an infinite bandwidth, and
+    no per-block or full-attention per-message cost applies; and the highest delay fits),
+    ``-1`` where not even an empty prompt fits (a state and its latency alone exceed the
+    budget), NaN where the delay is unknown (a bandwidth of 0).
     Checked against the forward model, so
     ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
     For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
@@ -613,7 +639,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     np.float64(1769.0)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    shape = _shape(budget, kv_transfer_bandwidth, kv_bytes_per_token, *inputs.values())
+    shape = _shape(budget_ms=budget, kv_transfer_bandwidth=kv_transfer_bandwidth,
+                   kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)
     from ._onto_cluster import get_cluster, is_cluster
@@ -631,11 +658,9 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     per_token, window_bytes, window, chunk_bytes, chunk, state = terms
     with np.errstate(divide="ignore", invalid="ignore"):
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
-        tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)
-    capped = window_bytes * window + chunk_bytes * chunk + state  # what the capped terms reach at most
-    every = (bandwidth == np.inf) | ((per_token == 0) & ((capped <= allowed) | (capped == 0)))
-    # beyond 2**53 tokens float64 cannot tell one count from the next: the closed form stands there
-    search = np.flatnonzero(~every & ((tokens < 2**53) | (capped > 0)))
+        tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)  # the closed form of bytes
+    every, unknown, none = _every_or_none(forward, spec, budget, window, chunk)
+    search = np.flatnonzero(~every & ~none & ~unknown)
     if search.size:  # the forward model's own answer, searched from the closed form's
 
         def too_long(n: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -648,6 +673,14 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
                                  for prompt in (n, last_chunk_end)))
             return worst > budget[at]
 
+        # beyond 2**53 tokens float64 cannot tell one count from the next: the closed form of the bytes stands
+        huge = ~too_long(np.full(search.size, 2**53, dtype=np.int64), np.arange(search.size))
+        far = np.where(np.isfinite(tokens[search]), np.maximum(tokens[search], 2**53 - 1), 2**53 - 1)
         start = np.clip(np.nan_to_num(tokens[search], posinf=2**53), 0, 2**53 - 1).astype(np.int64) + 1
-        tokens[search] = _least_true(start, too_long, 2**53) - 1
+        found = np.empty(search.size)
+        if (~huge).any():
+            rows = np.flatnonzero(~huge)
+            found[rows] = _least_true(start[rows], lambda n, r: too_long(n, rows[r]), 2**53) - 1
+        tokens[search] = np.where(huge, far, found)
+    tokens = np.where(unknown, np.nan, np.where(none, -1.0, tokens))
     return _answer(shape, np.where(every, np.inf, tokens))

@@ -88,20 +88,30 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
                          "(--skip-bad-lines) to leave malformed lines out")
     if not good:
         raise ValueError(f"{path}: no valid trace line (each needs timestamp, input_length, output_length)")
-    return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), skipped
+    try:
+        return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), skipped
+    except pa.ArrowInvalid as error:  # (what the line checks above do not foresee: still one line, naming the file)
+        raise InputError(str(path), f"cannot be read as JSON lines ({str(error).strip()})",
+                         "repair the file: one JSON object per line") from None
 
 
 def _line_problem(line: bytes) -> str | None:
+    from .io import RepeatedKey, unique_keys
+
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=unique_keys)
+    except RepeatedKey as error:
+        return str(error)
     except ValueError as error:
-        return f"not valid JSON ({error.msg})"
+        return f"not valid JSON ({getattr(error, 'msg', error)})"
     if not isinstance(record, dict):
         return "not a JSON object"
     for name in ("timestamp", "input_length", "output_length"):
         value = record.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             return f"{name} is missing or not a number ({value!r})"
+        if not -1.7976931348623157e308 <= value <= 1.7976931348623157e308:
+            return f"{name} is too large for a double ({str(value)[:30]})"
     for name in ("input_length", "output_length"):
         if record[name] < 0 or record[name] != int(record[name]):
             return f"{name} must be a whole number >= 0, got {record[name]!r}"
@@ -220,7 +230,7 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     """A CSV trace as a frame; a malformed file is an error naming it and the line (never a row read
     into other columns: pandas takes a first column without a header as the index, shifting the rest)."""
     try:
-        raw = pd.read_csv(path, **_EXACT_FLOATS, **options)
+        raw = pd.read_csv(path, **{"encoding": "utf-8-sig", **_EXACT_FLOATS, **options})  # (a byte-order mark aside)
     except UnicodeDecodeError as error:
         raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
                          "save the trace as UTF-8") from None
@@ -233,23 +243,43 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     return raw
 
 
-def _hash_lists(column: pd.Series, path: Any) -> pa.Array:
-    """A hash_ids column as Arrow lists of integers: lists as they are, or text such as ``[1, 2, 3]``
-    (a CSV file's); anything else is an error naming the first bad row."""
-    values = column
-    if column.dtype == object or isinstance(column.dtype, pd.StringDtype):
-        values = []
-        for label, value in column.items():
-            try:
-                values.append(_id_list(value) if isinstance(value, str) else value)
-            except ValueError:
-                raise InputError(f"{path}: column {column.name!r}", f"row {label!r} holds {value!r}, not a list of "
-                                 "block ids", "write hash_ids as lists of integers, e.g. [12, 13, 14]") from None
+def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa.Array, np.ndarray]:
+    """A hash_ids column as Arrow lists of integers (lists as they are, or text such as ``[1, 2, 3]``, a CSV
+    file's) and which rows are malformed (an empty cell, text that is no list, an id outside 64 bits):
+    with ``errors="raise"`` the first is an error naming the file, the column and its line."""
+    if not (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
+        try:
+            return pa.array(column, _HASH_TYPE), np.zeros(len(column), dtype=bool)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            pass  # (the cell by cell path below names the first bad one)
+    values, bad = [], np.zeros(len(column), dtype=bool)
+    for i, value in enumerate(column.tolist()):
+        try:
+            values.append(_id_cell(value))
+        except ValueError as error:
+            if errors == "raise":
+                line = f"line {i + 2}" if Path(str(path)).suffix.lower() == ".csv" else f"row {i + 1}"
+                raise InputError(f"{path}, {line}, column {column.name!r}", f"{error}",
+                                 "write hash_ids as lists of 64-bit integers, e.g. [12, 13, 14], or pass "
+                                 "errors='skip' (--skip-bad-lines) to leave such lines out") from None
+            values.append(None)
+            bad[i] = True
+    return pa.array(values, _HASH_TYPE), bad
+
+
+def _id_cell(value: Any) -> list[int]:
+    """One hash_ids cell as a list of 64-bit integers, or a ValueError saying what it holds."""
+    if value is None or (isinstance(value, float) and value != value) or (isinstance(value, str) and not value.strip()):
+        raise ValueError("the cell is empty (a request's block ids are unknown: write [] for none)")
     try:
-        return pa.array(values, _HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        raise InputError(f"{path}: column {column.name!r}", "hash_ids must hold lists of integers (one id per block)",
-                         "write hash_ids as lists of integers, e.g. [12, 13, 14]") from None
+        ids = _id_list(value) if isinstance(value, str) else list(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"holds {value!r}, not a list of block ids") from None
+    if not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in ids):
+        raise ValueError(f"holds {value!r}, not a list of whole block ids")
+    if not all(-(2**63) <= h < 2**63 for h in ids):
+        raise ValueError(f"holds a block id outside 64-bit integers ({str(value)[:40]})")
+    return ids
 
 
 def _id_list(text: str) -> list[int]:
@@ -341,8 +371,8 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
     arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}")
     out = pd.DataFrame({
         "arrival_ms": arrival,
-        "num_input_tokens": pd.to_numeric(raw[mapping["num_input_tokens"]], errors="coerce"),
-        "num_output_tokens": pd.to_numeric(raw[mapping["num_output_tokens"]], errors="coerce")
+        "num_input_tokens": _counts(raw[mapping["num_input_tokens"]], path, errors),
+        "num_output_tokens": _counts(raw[mapping["num_output_tokens"]], path, errors)
         if "num_output_tokens" in mapping else 0,
     })
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
@@ -354,9 +384,27 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
                              f"arrival_ms ({mapping['arrival_ms']!r}) holds {kinds[origin is None]}. Fix: give both "
                              "times on one clock")
     if "hash_ids" in mapping:
-        out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(_hash_lists(raw[mapping["hash_ids"]], path)),
-                                    index=out.index)
+        lists, bad = _hash_lists(raw[mapping["hash_ids"]], path, errors)
+        out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(lists), index=out.index)
+        if bad.any():
+            out.attrs["bad_hash_rows"] = bad  # (left out by _check_rows, counted as skipped lines)
     return out
+
+
+def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
+    """A token column as numbers; with ``errors="raise"`` a cell that is text but no number (``"1,000"``: a
+    thousands separator) is an error naming the file, the line and the column (else NaN: a bad row)."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if errors == "raise" and (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
+        unread = (numbers.isna() & column.notna()).to_numpy()
+        if unread.any():
+            i = int(np.argmax(unread))
+            text = str(column.iloc[i])
+            line = f"line {i + 2}" if Path(str(path)).suffix.lower() == ".csv" else f"row {i + 1}"
+            hint = " (a thousands separator? numbers are written without them: 1000)" if "," in text else ""
+            raise InputError(f"{path}, {line}, column {column.name!r}", f"{text!r} is not a number{hint}",
+                             "repair the cell, or pass errors='skip' (--skip-bad-lines) to leave such lines out")
+    return numbers
 
 
 def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame, int]:
@@ -368,6 +416,7 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
         | (outputs != np.floor(outputs)) | ~(tokens <= 2.0**53) | ~(outputs <= 2.0**53)
     if "hash_ids" in df:  # a null block id would match nothing reliably: the row is malformed, never a hit
         bad[_null_hash_rows(pa.array(df["hash_ids"], type=_HASH_TYPE))] = True
+        bad |= df.attrs.pop("bad_hash_rows", np.zeros(len(df), dtype=bool))
     if "ready_ms" in df:  # a prefill completes after its request arrives
         ready = df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan)
         bad |= ~(ready >= arrival) | ~np.isfinite(ready)

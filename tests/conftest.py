@@ -31,3 +31,15 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present (it ships beside the repository, not with the package)")
     return SHARED_DATA
+
+
+@pytest.fixture(params=["handoff_delay_ms", "handoff_delays", "accessor", "sweep", "replay_handoffs", "dask", "cli"])
+def entry_point(request, tmp_path):
+    """A case through one entry point a user has (each in turn): ``entry_point(tokens, bandwidth, per_token,
+    **keywords)`` returns the delays (ms) as that entry point computes them (see ``tests/entry_points.py``)."""
+    import functools
+
+    from tests.entry_points import ENTRY_POINTS, delays
+
+    assert request.param in ENTRY_POINTS
+    return functools.partial(delays, request.param, tmp_path=tmp_path)

@@ -116,7 +116,7 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
     current_chunk = 0 if n == 0 or not chunk_tokens else (n - 1) % int(chunk_tokens) + 1
     nbytes = (float(charged) * float(per_token) + (window_bytes_per_token * min(charged, window_tokens)
                                                    + chunk_bytes_per_token * min(charged, current_chunk))
-              + (float(state) if charged > 0 else 0.0))
+              + float(state))  # the state moves even when no token is charged
     delay = nbytes / (bw * 1e9) * 1000.0
     if nbytes > 0:  # extensions: setup latency, and a cost per block moved (blocks = ceil(charged / block))
         sized = block_size and not math.isnan(_number(block_size))
@@ -155,12 +155,14 @@ def messages(num_input_tokens: int, charged_tokens: int, block_size: int, layers
             count -= blocks_per_message
         return runs
 
-    if kv_layout == "block":
-        return blocks(charged_tokens)
+    if kv_layout == "block":  # a block holds every layer that keeps it: the longest-kept layer's blocks
+        kept = [layer_bytes([(kind, 1, length, 0)], num_input_tokens, charged_tokens)
+                for kind, length, _ in layers if kind != "state"]
+        return blocks(max(kept, default=0)) if layers else blocks(charged_tokens)
     total = 0
     for kind, length, tensors in layers:
         if kind == "state":
-            total += 1 if charged_tokens > 0 else 0
+            total += 1  # a state moves with every handoff
             continue
         kept = layer_bytes([(kind, 1, length, 0)], num_input_tokens, charged_tokens)
         total += blocks(kept) * (tensors if kv_layout == "layer_kv" else 1)
@@ -179,7 +181,7 @@ def layer_bytes(layers, num_input_tokens: int, charged_tokens: int) -> int:
     token, window or chunk length, state bytes)`` with kind full, window, chunk or state. A
     full-attention layer sends every charged token, a window layer the charged tokens within its
     last ``length`` tokens, a chunked layer those within the prompt's current chunk, a state
-    layer its state (when any token is charged)."""
+    layer its state (always: the newest upstream moves it even when no token is charged)."""
     total = 0
     for kind, per_token, length, state in layers:
         if kind == "full":
@@ -191,6 +193,6 @@ def layer_bytes(layers, num_input_tokens: int, charged_tokens: int) -> int:
             kept = min(charged_tokens, num_input_tokens - start_of_chunk)
         else:
             kept = 0
-            total += state if charged_tokens > 0 else 0
+            total += state  # even when no token is charged
         total += per_token * kept
     return total

@@ -6,6 +6,7 @@ and fair sharing simulated directly on each transfer's remaining bytes.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 
@@ -27,7 +28,7 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
     pending = []  # (end, seq, request): blocks enter the cache when the transfer ends
     link_free = [-math.inf] * links  # free from the start, even a layer-wise start before the first arrival
     active = [[] for _ in range(links)]  # fair: [remaining bytes, seq, request] per link
-    waiting = []  # fair: (data start time, seq, request), in processing order
+    waiting = []  # fair: (data start time, seq, request), in the order their fixed costs end
     clock = [0.0]
     rr = 0
 
@@ -117,7 +118,7 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
             out[r].update(link=k, start_ms=start, end_ms=end)
             pending.append((end, seq, r))
         elif nbytes > 0 and contention == "fair":
-            waiting.append((now + setup, seq, r))
+            bisect.insort(waiting, (now + setup, seq, r))  # bytes move once the fixed costs are paid
         else:
             out[r]["end_ms"] = max(now + alone, earliest_end)
             pending.append((out[r]["end_ms"], seq, r))
@@ -125,3 +126,80 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
         out[r]["handoff_delay_ms"] = out[r]["end_ms"] - ready[r]
         out[r]["queue_ms"] = max(out[r]["handoff_delay_ms"] - out[r]["transfer_ms"], 0.0)
     return out
+
+
+def contention_reference(ready, tokens, *, bytes_per_token, bandwidth_gb_s, contention, links=1, latency_ms=0.0,
+                         per_block_ms=0.0, per_message_ms=0.0, block_size=512, num_layers=1, kv_layout="layer_kv"):
+    """Each request's handoff delay (ms) on shared links, simulated in global time: no caches (full_prompt), a
+    uniform full-attention model of ``num_layers`` layers, bytes given per token.
+
+    Written apart from :func:`replay_reference` and from the kernel: every request's fixed cost
+    (``latency + blocks * per_block + messages * per_message``) is known up front; under ``"fair"`` a
+    transfer pays it first, holding no share of any link, and at the instant it ends (ties: trace order
+    among equal ready times, i.e. processing order) takes the link with the fewest transfers then moving
+    (ties: the lowest index) and moves its bytes at ``rate / (transfers moving on that link)``, recomputed
+    at every start and end. Under ``"fifo"`` a transfer takes, at its ready time, the link free soonest
+    and holds it for its whole time alone. Returns ``(delays, ambiguous)``: ``ambiguous`` is True when a
+    data phase began within rounding of a transfer's end on a simulation with several links (there the
+    order of the two, and so the link taken, rests on the last bit of two differently computed times).
+    """
+    n = len(ready)
+    rate = bandwidth_gb_s * 1e9 / 1000.0  # bytes per ms
+    per_block_message = {"layer_kv": 2 * num_layers, "layer": num_layers, "block": 1}[kv_layout]
+    nbytes, fixed, alone = [], [], []
+    for r in range(n):
+        blocks = -(-tokens[r] // block_size)
+        b = float(tokens[r]) * bytes_per_token
+        f = latency_ms + blocks * per_block_ms + blocks * per_block_message * per_message_ms if b > 0 else 0.0
+        nbytes.append(b)
+        fixed.append(f)
+        alone.append(b / (bandwidth_gb_s * 1e9) * 1000.0 + f)
+    order = sorted(range(n), key=lambda r: (ready[r], r))
+    end = [None] * n
+    ambiguous = False
+    if contention == "none":
+        end = [ready[r] + alone[r] for r in range(n)]
+    elif contention == "fifo":
+        free = [-math.inf] * links
+        for r in order:
+            if nbytes[r] <= 0:
+                end[r] = ready[r]
+                continue
+            k = min(range(links), key=lambda j: (free[j], j))
+            start = max(ready[r], free[k])
+            free[k] = start + alone[r]
+            end[r] = start + alone[r]
+    else:
+        rank = {r: position for position, r in enumerate(order)}
+        starts = sorted((ready[r] + fixed[r], rank[r], r) for r in range(n) if nbytes[r] > 0)
+        for r in range(n):
+            if nbytes[r] <= 0:
+                end[r] = ready[r]
+        moving = [dict() for _ in range(links)]  # per link: request -> bytes still to move
+        clock = -math.inf
+        while starts or any(moving):
+            # the next end: on each link, the transfer with the fewest bytes left, at the link's shared rate
+            finish, finish_link, finish_request = math.inf, -1, -1
+            for k in range(links):
+                if moving[k]:
+                    r = min(moving[k], key=lambda q: (moving[k][q], rank[q]))
+                    t = clock + moving[k][r] * len(moving[k]) / rate
+                    if t < finish:
+                        finish, finish_link, finish_request = t, k, r
+            start = starts[0][0] if starts else math.inf
+            if links > 1 and finish < math.inf and start < math.inf and \
+                    abs(start - finish) <= 1e-9 * max(1.0, abs(start)):
+                ambiguous = True
+            t = min(start, finish)
+            for k in range(links):
+                for q in moving[k]:
+                    moving[k][q] -= (t - clock) * rate / len(moving[k])
+            clock = t
+            if start <= finish:
+                _, _, r = starts.pop(0)
+                k = min(range(links), key=lambda j: (len(moving[j]), j))
+                moving[k][r] = nbytes[r]
+            else:
+                del moving[finish_link][finish_request]
+                end[finish_request] = t
+    return [end[r] - ready[r] for r in range(n)], ambiguous

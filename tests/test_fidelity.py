@@ -27,19 +27,15 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 # --- the same extension at every entry point -------------------------------------------
 
-def test_every_entry_point_computes_the_same_per_block_and_layerwise_delay():
+def test_every_entry_point_computes_the_same_per_block_and_layerwise_delay(entry_point):
     tokens = [512, 7500, 32768]
     keywords = dict(block_size=16, overlap="layerwise", prefill_tokens_per_s=12_000, layer_group=2)
     expected = perfmodel.handoff_delay_ms(tokens, PAGED, "llama-3.1-70b", **keywords)
-    frame = pd.DataFrame({"num_input_tokens": tokens})
-    facade = perfmodel.handoff_delays(frame, kv_transfer_bandwidth=PAGED, kv_bytes_per_token="llama-3.1-70b",
-                                      **keywords)
-    np.testing.assert_array_equal(facade.to_numpy(float), expected)
-    grid = perfmodel.sweep(model="llama-3.1-70b", link=PAGED, num_input_tokens=tokens, **keywords)
-    np.testing.assert_array_equal(grid["handoff_delay_ms"].to_numpy(), expected)
-    trace = pd.DataFrame({"arrival_ms": [0.0, 1e6, 2e6], "num_input_tokens": tokens})  # far apart: no contention
-    replay = perfmodel.replay_handoffs(trace, PAGED, "llama-3.1-70b", **keywords)
-    np.testing.assert_allclose(replay["handoff_delay_ms"].to_numpy(), expected, rtol=1e-9)  # (ready + x) - ready
+    np.testing.assert_allclose(entry_point(tokens, PAGED, "llama-3.1-70b", **keywords), expected,
+                               rtol=1e-9)  # (a replay computes (ready + x) - ready)
+    per_block = dict(block_size=16, per_block_ms=0.0025, overlap="layerwise", prefill_tokens_per_s=12_000,
+                     layer_group=2)  # the same link's terms as numbers and a name (the command line's forms)
+    np.testing.assert_allclose(entry_point(tokens, 450.0, "llama-3.1-70b", **per_block), expected, rtol=1e-9)
 
 
 def test_tp_group_bytes_everywhere():

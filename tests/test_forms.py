@@ -4,8 +4,6 @@ the model's inputs in one positional order, and returns numpy's scalar-in/scalar
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -34,55 +32,16 @@ def bytes_forms(tmp_path):
             "column of names": pd.Series([MODEL, MODEL])}
 
 
-ENTRY_POINTS = ["handoff_delay_ms", "handoff_delays", "accessor", "sweep", "replay_handoffs", "dask"]
-
-
-def _delays(entry, tokens, bandwidth, per_token):
-    frame = pd.DataFrame({"num_input_tokens": tokens})
-    if entry == "handoff_delay_ms":
-        return perfmodel.handoff_delay_ms(tokens, bandwidth, per_token)
-    if entry == "handoff_delays":
-        return perfmodel.handoff_delays(frame, kv_transfer_bandwidth=bandwidth, kv_bytes_per_token=per_token)
-    if entry == "accessor":
-        return frame.perfmodel.handoff_delay(kv_transfer_bandwidth=bandwidth, kv_bytes_per_token=per_token)
-    if entry == "sweep":
-        if isinstance(bandwidth, pd.Series) or isinstance(per_token, pd.Series):
-            pytest.skip("a sweep's axes are lists of values, not per-row columns")
-        axes = {("link" if isinstance(bandwidth, (str, Link)) else "kv_transfer_bandwidth"): bandwidth,
-                ("kv_bytes_per_token" if np.ndim(per_token) == 0 and not isinstance(per_token, (str, dict))
-                 else "model"): per_token}
-        return perfmodel.sweep(num_input_tokens=tokens, **axes)["handoff_delay_ms"]
-    if entry == "replay_handoffs":
-        trace = pd.DataFrame({"arrival_ms": [0.0, 1e7], "num_input_tokens": tokens})
-        if isinstance(bandwidth, pd.Series):
-            pytest.skip("a replay runs on one kind of link")
-        if isinstance(per_token, pd.Series):
-            trace["model"], per_token = per_token.to_numpy(), "model"
-        return perfmodel.replay_handoffs(trace, bandwidth, per_token)["handoff_delay_ms"]
-    dd = pytest.importorskip("dask.dataframe")
-    pm_dask = pytest.importorskip("perfmodel.dask")
-    if isinstance(bandwidth, pd.Series) or isinstance(per_token, pd.Series):
-        frame = frame.assign(**({"link": bandwidth} if isinstance(bandwidth, pd.Series) else {}),
-                             **({"model": per_token} if isinstance(per_token, pd.Series) else {}))
-        bandwidth = "link" if isinstance(bandwidth, pd.Series) else bandwidth
-        per_token = "model" if isinstance(per_token, pd.Series) else per_token
-    ddf = dd.from_pandas(frame, npartitions=2)
-    return pm_dask.handoff_delays(ddf, kv_transfer_bandwidth=bandwidth,
-                                         kv_bytes_per_token=per_token).compute(scheduler="sync")
-
-
-@pytest.mark.parametrize("entry", ENTRY_POINTS)
 @pytest.mark.parametrize("form", ["number", "preset multiple", "Link", "fitted Link", "column of names"])
-def test_every_bandwidth_form_at_every_entry_point(entry, form, tmp_path):
-    result = _delays(entry, TOKENS, bandwidth_forms(tmp_path)[form], BYTES)
-    np.testing.assert_allclose(np.asarray(result, dtype=float), EXPECTED, rtol=1e-9)
+def test_every_bandwidth_form_at_every_entry_point(entry_point, form, tmp_path):
+    result = entry_point(TOKENS, bandwidth_forms(tmp_path)[form], BYTES)
+    np.testing.assert_allclose(result, EXPECTED, rtol=1e-9)
 
 
-@pytest.mark.parametrize("entry", ENTRY_POINTS)
 @pytest.mark.parametrize("form", ["number", "model name", "config dict", "config path", "column of names"])
-def test_every_bytes_form_at_every_entry_point(entry, form, tmp_path):
-    result = _delays(entry, TOKENS, 400.0, bytes_forms(tmp_path)[form])
-    np.testing.assert_allclose(np.asarray(result, dtype=float), EXPECTED, rtol=1e-12)
+def test_every_bytes_form_at_every_entry_point(entry_point, form, tmp_path):
+    result = entry_point(TOKENS, 400.0, bytes_forms(tmp_path)[form])
+    np.testing.assert_allclose(result, EXPECTED, rtol=1e-12)
 
 
 @pytest.mark.parametrize("form", ["number", "preset multiple", "Link", "model name", "config dict", "config path"])
@@ -94,17 +53,6 @@ def test_inverse_questions_take_the_same_forms(form, tmp_path):
     longest = perfmodel.max_tokens_within(bandwidth, per_token, budget_ms=50.0)
     assert perfmodel.handoff_delay_ms(longest, 400.0, BYTES) <= 50.0 < perfmodel.handoff_delay_ms(longest + 1, 400.0,
                                                                                                    BYTES)
-
-
-@pytest.mark.parametrize("form", ["8x ib-ndr", "400"])
-def test_the_command_line_takes_names_and_numbers(form, tmp_path):
-    (tmp_path / "r.csv").write_text("num_input_tokens\n1024\n32768\n")
-    flag = ["--link", form] if form.endswith("ib-ndr") else ["--bandwidth", form]
-    done = subprocess.run([sys.executable, "-m", "perfmodel", "delay", str(tmp_path / "r.csv"), "--out",
-                           str(tmp_path / "o.csv"), "--model", MODEL, *flag], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    np.testing.assert_allclose(pd.read_csv(tmp_path / "o.csv")["handoff_delay_ms"], EXPECTED, rtol=1e-12)
 
 
 # --- one signature convention ----------------------------------------------------------

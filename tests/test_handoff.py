@@ -74,11 +74,13 @@ def test_latency_only_for_transfers_that_move_bytes():
 
 
 def test_state_bytes_are_added_per_transfer():
-    # a state moves with the tokens: a transfer that charges no token moves nothing (session 3: was 1.0 ms)
-    assert handoff_delay_ms(0, 1.0, 1000, state_bytes=1e6) == 0.0
+    # the state moves once per completed handoff, even one that charges no token (the newest upstream's rule,
+    # SEMANTICS.md state_bytes), with its latency
+    assert handoff_delay_ms(0, 1.0, 1000, state_bytes=1e6) == pytest.approx(1.0)
     assert handoff_delay_ms(1, 1.0, 1000, state_bytes=1e6) == pytest.approx(1.001)
     assert handoff_delay_ms(100, 1.0, 1000, mode="destination_missing", destination_missing_tokens=0,
-                            state_bytes=1e6, latency_ms=5.0) == 0.0
+                            state_bytes=1e6, latency_ms=5.0) == pytest.approx(6.0)
+    assert handoff_delay_ms(0, 1.0, 1000, latency_ms=5.0) == 0.0  # nothing moves: no latency
     assert handoff_delay_ms(10, 2.0, 1000, state_bytes=1e6) == (10 * 1000.0 + 1e6) / 2e9 * 1000
 
 

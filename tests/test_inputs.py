@@ -219,7 +219,8 @@ def test_signatures_take_the_tables_inputs_with_its_defaults():
 
 
 #: Where the replay's meaning of an input's default differs from the numpy API's (documented there).
-REPLAY_DEFAULTS = {"block_size": 512, "mode": "full_prompt", "kv_transfer_bandwidth": None, "kv_bytes_per_token": None}
+REPLAY_DEFAULTS = {"block_size": 512, "mode": "full_prompt", "kv_transfer_bandwidth": None, "kv_bytes_per_token": None,
+                   "fallback_delay_ms": 0.0}  # (upstream's replay: a fallback of 0.0 at a bandwidth of 0)
 
 
 def test_the_public_signatures_are_the_tables():

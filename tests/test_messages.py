@@ -107,18 +107,12 @@ def test_numbers_of_bytes_count_messages_with_num_layers():
         handoff_delay_ms(7500, 50.0, 131_072, num_layers=32)
 
 
-def test_a_links_per_message_cost_applies_everywhere():
+def test_a_links_per_message_cost_applies_everywhere(entry_point):
     link = perfmodel.Link("descriptors", 50.0, per_message_ms=0.001)
-    delay = handoff_delay_ms(7500, link, "llama-3.1-8b", block_size=16)
-    assert delay == pytest.approx(7500 * 131_072 / 50e9 * 1000 + 30_016 * 0.001)
-    frame = pd.DataFrame({"num_input_tokens": [7500]})
-    assert perfmodel.handoff_delays(frame, kv_transfer_bandwidth=link, kv_bytes_per_token="llama-3.1-8b",
-                                    block_size=16).iloc[0] == pytest.approx(delay)
-    swept = perfmodel.sweep(link=[link], model="llama-3.1-8b", block_size=16, num_input_tokens=7500)
-    assert swept["handoff_delay_ms"].iloc[0] == pytest.approx(delay)
-    trace = pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [7500]})
-    replayed = perfmodel.replay_handoffs(trace, link, "llama-3.1-8b", block_size=16)
-    assert replayed["transfer_ms"].iloc[0] == pytest.approx(delay)
+    expected = 7500 * 131_072 / 50e9 * 1000 + 30_016 * 0.001
+    np.testing.assert_allclose(entry_point([7500], link, "llama-3.1-8b", block_size=16), [expected], rtol=1e-12)
+    np.testing.assert_allclose(entry_point([7500], 50.0, "llama-3.1-8b", block_size=16, per_message_ms=0.001),
+                               [expected], rtol=1e-12)  # (the command line's form: the link's terms as numbers)
 
 
 # --- different TP on the two sides, against an enumeration of heads -----------------------------------

@@ -194,9 +194,10 @@ def test_explicit_state_bytes_replace_the_model_s():
         tokens * 12 * QWEN3_NEXT / 1e6)
     assert perfmodel.handoff_delay_ms(tokens, 1.0, "qwen3-next-80b-a3b", state_bytes=1e6) == pytest.approx(
         (tokens * 12 * QWEN3_NEXT + 1e6) / 1e6)
-    # a fully cached prompt moves nothing, its state included
+    # a fully cached prompt moves its state alone (the newest upstream's rule: SEMANTICS, state_bytes)
     assert perfmodel.handoff_delay_ms(tokens, 1.0, "qwen3-next-80b-a3b", mode="destination_missing",
-                                      destination_missing_tokens=0) == 0.0
+                                      destination_missing_tokens=0) == pytest.approx(
+        perfmodel.kv_terms("qwen3-next-80b-a3b").state_bytes / 1e6)
 
 
 def test_facade_and_accessor_with_a_column_of_models():

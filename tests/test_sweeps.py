@@ -93,7 +93,7 @@ def test_large_sweep_is_chunked_and_exact():
     (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", cache_hit_ratio=1.5), "within [0, 1]"),
     (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", mode="partial"), "unknown mode"),
     (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie7"), "unknown link"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, link=["pcie4", "pcie4"]), "repeated values"),
+    (dict(num_input_tokens=1, kv_bytes_per_token=1, link=["pcie4", "pcie4"]), "repeated value"),
     (dict(num_input_tokens=[-1], kv_bytes_per_token=1, link="pcie4"), "negative"),
 ])
 def test_sweep_errors(axes, fragment):

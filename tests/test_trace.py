@@ -343,7 +343,8 @@ def test_lru_evicts_least_recent():
     (dict(kv_transfer_bandwidth=1.0, link="ib-ndr", kv_bytes_per_token=1), "are both given"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention: 'shared' is not one of"),
     (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0), "bandwidth > 0"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=-1.0), "bandwidth"),
+    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0, contention="fair"), "a bandwidth of 0 moves none"),
     (dict(model="llama-9", link="ib-ndr"), "model 'llama-9'"),
 ])
 def test_replay_errors(kwargs, fragment):
@@ -553,7 +554,7 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
     assert (got["cached_tokens"] > 0).any()
     bad = tmp_path / "bad.csv"
     bad.write_text('arrival_ms,num_input_tokens,hash_ids\n0,100,"[1, 2]"\n5,100,oops\n')
-    with pytest.raises(ValueError, match=r"row 1 holds 'oops', not a list of block ids"):
+    with pytest.raises(ValueError, match=r"bad.csv, line 3, column 'hash_ids': holds 'oops', not a list of block ids"):
         read_trace(bad)
 
 

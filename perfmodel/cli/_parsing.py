@@ -108,15 +108,36 @@ def _positive_int(text: str) -> int:
 
 
 def _data_file(text: str) -> Path:
-    """argparse type: a file, or ``dataset:NAME`` for a dataset shipped with perfmodel."""
-    if not text.startswith("dataset:"):
-        return Path(text)
-    from .. import datasets
+    """argparse type: a file, or ``dataset:NAME`` for a dataset shipped with perfmodel (a trace or a table)."""
+    return Path(_dataset_or(text, None))
 
-    try:
-        return datasets.path(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+
+def _trace_file(text: str) -> Path:
+    """argparse type: a trace file, or ``dataset:NAME`` for a request trace shipped with perfmodel."""
+    return Path(_dataset_or(text, True))
+
+
+def _requests_source(text: str) -> str:
+    """argparse type: a file, folder or glob of requests (as given), or ``dataset:NAME`` for a shipped trace."""
+    return _dataset_or(text, True)
+
+
+def _dataset_or(text: str, trace: bool | None) -> str:
+    """``text`` itself, or the file of the shipped dataset it names (``dataset:NAME``, the prefix in any case):
+    an unknown name, or a table where a trace is wanted (``trace``) or the reverse, is refused by name."""
+    from .. import _data
+
+    if text[:len(_data.PREFIX)].lower() != _data.PREFIX:
+        return text
+    name = text[len(_data.PREFIX):].strip().lower()
+    kinds = {key: is_trace for key, (_, is_trace) in _data.FILES.items() if trace is None or is_trace == trace}
+    what = "dataset" if trace is None else "trace" if trace else "table of measurements"
+    if name not in kinds:
+        other = name in _data.FILES
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is {'a ' + ('table' if trace else 'trace') + ', not a ' + what if other else 'not a shipped ' + what}"
+            f"; use one of {', '.join('dataset:' + k for k in kinds)} (see perfmodel.datasets)")
+    return str(_data.path(name))
 
 
 def _fail(message: str) -> Any:

@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ._draw import _save
-from ._parsing import UsageError, _data_file, _positive_int, one_line_warnings
+from .._inputs import INPUTS
+from ._parsing import UsageError, _data_file, _table_options, one_line_warnings
+
+#: The model's inputs that turn a table's prompt lengths into bytes and messages (flags from the input table).
+CALIBRATE_FLAGS = ("kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -37,7 +41,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     compare = [get_link(name) for name in (args.compare or ([args.link] if args.link else []))]
     fitted = calibrate(args.measurements, name=args.name, model=args.model, kv_cache_dtype=args.kv_cache_dtype,
                        tp=args.tp, decode_tp=args.decode_tp, scope=args.scope, block_size=args.block_size,
-                       kv_layout=args.kv_layout, line_rate_gb_s=args.line_rate_gb_s, nic=args.nic)
+                       kv_layout=args.kv_layout or INPUTS["kv_layout"].default, line_rate_gb_s=args.line_rate_gb_s,
+                       nic=args.nic)
     link, m = fitted.link, fitted.measurements
     print(f"fitted {link.name!r}: {fitted.report.describe()}")
     print(f"{'link':<24} {'max error':>10} {'mean error':>11}")
@@ -93,15 +98,12 @@ def register(sub: Any) -> None:
     calibrate.add_argument("--compare", nargs="+", metavar="LINK",
                            help="links to show next to the fit (default: --link's)")
     calibrate.add_argument("--model", help="model whose KV cache turns num_input_tokens into bytes (and messages)")
-    calibrate.add_argument("--kv-cache-dtype", metavar="DTYPE", help="with --model: the KV-cache dtype")
-    calibrate.add_argument("--tp", type=_positive_int, metavar="N", help="with --model: the prefill's TP degree")
-    calibrate.add_argument("--decode-tp", type=_positive_int, metavar="N", help="with --model: the decode's TP degree")
-    calibrate.add_argument("--scope", choices=["rank", "group"],
-                           help="with --model: the busiest rank's bytes (default) or the TP group's")
-    calibrate.add_argument("--block-size", type=_positive_int, metavar="TOKENS",
-                           help="with --model: KV block size; the fit then has a per-message cost")
-    calibrate.add_argument("--kv-layout", choices=["layer_kv", "layer", "block"], default="layer_kv",
-                           help="with --block-size: how a block lies in memory, which sets the messages")
+    _table_options(calibrate, CALIBRATE_FLAGS, many=False, kv_cache_dtype="with --model: the KV-cache dtype",
+                   tp="with --model: the prefill's TP degree", decode_tp="with --model: the decode's TP degree",
+                   scope="with --model: the busiest rank's bytes (default) or the TP group's",
+                   block_size="with --model: KV block size; the fit then has a per-message cost",
+                   kv_layout="with --block-size: how a block lies in memory, which sets the messages (default "
+                             "layer_kv)")
     limit = calibrate.add_mutually_exclusive_group()
     limit.add_argument("--line-rate-gb-s", type=_positive_float, metavar="GB_S",
                        help="the line rate of the NIC measured (decimal GB/s): the fitted bandwidth never exceeds it")

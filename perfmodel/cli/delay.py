@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .._inputs import flags
-from ._parsing import _columns, _given, _positive_int, _table_options
+from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options
 from .clusters import add_cluster_flags, cluster_of
 
 
@@ -47,7 +47,9 @@ def register(sub: Any) -> None:
     delay = sub.add_parser("delay", help="add handoff_delay_ms to a CSV / Parquet / JSON-lines file of requests",
                            description="Read requests, add a handoff_delay_ms column, write OUTPUT (format from its "
                                        "extension). Large files are processed in chunks.")
-    delay.add_argument("input", help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob)")
+    delay.add_argument("input", type=_requests_source,
+                       help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob), "
+                            "or dataset:NAME for a shipped trace")
     delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
     per_token = delay.add_mutually_exclusive_group()
     per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._parsing import UsageError, _positive_int, one_line_warnings
+from ._parsing import UsageError, _table_options, one_line_warnings
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -84,9 +84,9 @@ def register(sub: Any) -> None:
                         help="save a Hugging Face config.json (or its folder) as a model preset NAME")
     models.add_argument("--replace", action="store_true",
                         help="with --add: replace a user model of that NAME (a taken name is refused otherwise)")
-    models.add_argument("--tp", type=_positive_int, metavar="N",
-                        help="with --decode-tp: show the bytes of a prefill group of N ranks handing off")
-    models.add_argument("--decode-tp", type=_positive_int, metavar="N", help="to a decode group of N ranks")
-    models.add_argument("--kv-cache-dtype", metavar="DTYPE", help="for the --tp/--decode-tp columns (default: the model's)")
+    _table_options(models, ("tp", "decode_tp", "kv_cache_dtype"), many=False,
+                   tp="with --decode-tp: show the bytes of a prefill group of TP ranks handing off",
+                   decode_tp="to a decode group of DECODE_TP ranks",
+                   kv_cache_dtype="for the --tp/--decode-tp columns (default: the model's)")
     models.set_defaults(run=cmd_models)
 

@@ -15,7 +15,7 @@ from ._draw import _save
 from ._parsing import (
     UsageError,
     _columns,
-    _data_file,
+    _trace_file,
     _given,
     _name_value,
     _reader,
@@ -146,7 +146,7 @@ def register(sub: Any) -> None:
     """Add ``perfmodel trace`` to the subcommands ``sub``."""
     trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
                            description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
-    trace.add_argument("trace", type=_data_file, help="trace file (.jsonl Mooncake, .csv Azure or generic), or "
+    trace.add_argument("trace", type=_trace_file, help="trace file (.jsonl Mooncake, .csv Azure or generic), or "
                        "dataset:NAME for a shipped trace (dataset:mooncake-synthetic, dataset:azure-code-2023)")
     tm = trace.add_mutually_exclusive_group()
     tm.add_argument("--model", metavar="NAME", help="model preset (or --grid model=...)")

@@ -1,0 +1,66 @@
+"""num_layers with per-message costs: validated alike at every entry point (numpy API, facade, sweep, replay,
+required_bandwidth, max_tokens_within), scalar and array alike; with a named model, an explicit num_layers that
+differs from the model's own is refused (its layer mix sets the bytes and messages; another count cannot apply
+to them, and using it for streaming only would mix two models in one delay)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+from perfmodel import InputError
+
+MESSAGES = dict(per_message_ms=0.001, block_size=16)
+
+
+def _entry_points():
+    trace = pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [1000], "num_output_tokens": 1})
+    frame = pd.DataFrame({"num_input_tokens": [1000]})
+    return {
+        "numpy": lambda **kw: perfmodel.handoff_delay_ms(1000, 50.0, 131072, **kw),
+        "facade": lambda **kw: perfmodel.handoff_delays(frame, kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072,
+                                                        **kw),
+        "sweep": lambda **kw: perfmodel.sweep(num_input_tokens=[1000], kv_transfer_bandwidth=50.0,
+                                              kv_bytes_per_token=131072, **kw),
+        "replay": lambda **kw: perfmodel.replay_handoffs(trace, kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072,
+                                                         **kw),
+        "required_bandwidth": lambda **kw: perfmodel.required_bandwidth(1000, 131072, budget_ms=10.0, **kw),
+        "max_tokens_within": lambda **kw: perfmodel.max_tokens_within(50.0, 131072, budget_ms=10.0, **kw),
+    }
+
+
+@pytest.mark.parametrize("entry", list(_entry_points()))
+@pytest.mark.parametrize("layers", [-1, -np.inf, 0.5, np.nan, np.inf, [32, -1]])
+def test_a_bad_layer_count_is_refused_everywhere(entry, layers):
+    if entry in ("replay", "sweep") and np.ndim(layers):
+        pytest.skip("one value per replay; a sweep's axis values are each checked below")
+    with pytest.raises(InputError, match="num_layers"):
+        result = _entry_points()[entry](num_layers=layers, **MESSAGES)
+        print(result)
+
+
+@pytest.mark.parametrize("entry", list(_entry_points()))
+def test_a_good_layer_count_is_taken_alike(entry):
+    result = _entry_points()[entry](num_layers=32, **MESSAGES)
+    assert result is not None
+
+
+@pytest.mark.parametrize("per_message", [0.0, np.array([0.0]), [0.0]])
+def test_num_layers_without_a_message_cost_is_refused_as_scalar_and_array(per_message):
+    with pytest.raises(InputError, match="layer-wise streaming, which is off"):
+        perfmodel.handoff_delay_ms([1000], 50.0, 131072, per_message_ms=per_message, block_size=16, num_layers=32)
+
+
+def test_an_explicit_layer_count_that_differs_from_a_named_model_s_is_refused():
+    with pytest.raises(InputError, match="num_layers"):
+        perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", num_layers=16, **MESSAGES)
+    with pytest.raises(InputError, match="num_layers"):
+        perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", num_layers=16, overlap="layerwise", prefill_ms=10.0)
+    trace = pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [1000], "num_output_tokens": 1})
+    with pytest.raises(InputError, match="num_layers"):
+        perfmodel.replay_handoffs(trace, kv_transfer_bandwidth=50.0, model="llama-3.1-8b", num_layers=16, **MESSAGES)
+    # the model's own count is the same model: accepted, and equal to leaving it out
+    assert perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", num_layers=32, **MESSAGES) == \
+        perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", **MESSAGES)
