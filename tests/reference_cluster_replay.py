@@ -74,7 +74,7 @@ def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, deco
 
     def flow_bytes_of(f, charged):
         per_head = f["bytes"]  # rc.flows with head_bytes 1: heads carried / k
-        return per_head * charged * head_bpt + (state_for(f, fl_now[0]) if charged > 0 else 0.0)
+        return per_head * charged * head_bpt + state_for(f, fl_now[0])  # (a state moves with every handoff)
 
     fl_now = [None]
 
