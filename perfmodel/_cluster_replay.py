@@ -1,6 +1,6 @@
 """Trace replay on a :class:`perfmodel.Cluster`: every handoff's flows share every resource max-min fairly.
 
-An exact event simulation (SEMANTICS.md, "Clusters as they are", "Replay on a cluster"): requests in
+An exact event simulation (the documentation's "Clusters as they are", "Replaying a trace on a cluster"): requests in
 ready order (ties in trace order) go to a prefill worker (round robin, or the trace's
 ``prefill_worker`` column) and a decode worker (``routing``); each of the handoff's flows pays its
 fixed costs, then moves its bytes. Whenever flows start or end, the max-min rates
@@ -31,7 +31,7 @@ from .errors import InputError
 
 __all__ = ["ROUTINGS", "Pair", "pairs_of", "simulate_replay"]
 
-#: Decode routing policies on a cluster (SEMANTICS.md "Replay on a cluster").
+#: Decode routing policies on a cluster (docs: "Replaying a trace on a cluster").
 ROUTINGS = ("prefix", "round_robin", "least_loaded", "topology")
 _SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity within this (relative)
 
@@ -385,7 +385,7 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
 
 
 def refuse_on_cluster(c: Any) -> None:
-    """One clear line for each option a cluster decides (SEMANTICS.md "Replay on a cluster")."""
+    """One clear line for each option a cluster decides (docs: "Replaying a trace on a cluster")."""
     if c.contention not in ("none", "fair"):
         raise InputError("contention", f"{c.contention!r} queues transfers for identical links, but a cluster decides "
                          "which NICs and switches each flow shares", "pass contention='fair' (flows share max-min "

@@ -118,16 +118,17 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
 
 
 def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, bytes_spec: Any,
-                      destination_missing: bool) -> pd.DataFrame:
-    """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`)."""
+                      destination_missing: bool, scalars: dict[str, Any], message_terms: Any) -> pd.DataFrame:
+    """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
+    ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
+    ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms)."""
     from ._kernels import messages_of
     from .handoff import checked
-    from .replay import _one_value, _terms_per_request
 
     _cluster_replay.refuse_on_cluster(c)
     cluster = get_cluster(cluster_spec)
     trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
-    block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
+    block_size = check_whole("block_size", scalars["block_size"], smallest=1)
     decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
     prefill_workers = check_whole("prefill_workers", c.prefill_workers, smallest=1, optional=True)
     capacity = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
@@ -136,7 +137,7 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
     latency = _scalar_ms("latency_ms", c.latency_ms)
     per_block = _scalar_ms("per_block_ms", c.per_block_ms) + cluster.transport.per_block_ms
     per_message = _scalar_ms("per_message_ms", c.per_message_ms) + cluster.transport.per_message_ms
-    blocks_per_message = float(checked("blocks_per_message", _one_value("blocks_per_message", c.blocks_per_message)))
+    blocks_per_message = float(checked("blocks_per_message", scalars["blocks_per_message"]))
     terms = _terms(c, trace, bytes_spec, d)
     prefill_of, p = _prefill_of(trace, prefill_workers)
     resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
@@ -145,7 +146,7 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
     kv = None
     if posts:
         shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=tp, scope="rank", decode_tp=d)
-        kv = _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]
+        kv = message_terms(shape)
     hash_tokens = prepared.hash_block_tokens
 
     def charge(r: int, hit: int) -> tuple[int, int, int]:

@@ -222,8 +222,8 @@ def replay_handoffs(
         A replay on a cluster shares every resource of every handoff's flows max-min fairly
         (``contention="fair"``; ``"none"``: each handoff alone in the cluster), routes with
         ``"prefix"``, ``"round_robin"``, ``"least_loaded"`` or ``"topology"`` and adds the
-        columns ``prefill_worker``, ``flows`` and ``bottleneck`` (SEMANTICS.md, "Replay on a
-        cluster"; :func:`perfmodel.cluster_replay.resource_table` gives each resource's load).
+        columns ``prefill_worker``, ``flows`` and ``bottleneck`` (the documentation's "Clusters as they are",
+        "Replaying a trace on a cluster"; :func:`perfmodel.cluster_replay.resource_table` gives each resource's load).
 
     Returns
     -------
@@ -339,7 +339,9 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     if _is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.cluster_replay
         from .cluster_replay import replay_on_cluster
 
-        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
+        scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars, lambda shape: (
+            _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]))
     if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
         given = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(given.split("=")[0], f"{given} needs a cluster (which workers sit where)",

@@ -225,3 +225,16 @@ def test_a_grid_over_cluster_fields_and_routing_is_each_replay():
 def test_cluster_fields_without_a_cluster_are_refused():
     with pytest.raises(InputError, match="vary a cluster's fields"):
         perfmodel.replay_grid(trace_of([0.0, 1.0], [10, 20]), link="ib-ndr", model=LLAMA_70B, nics_per_node=[4, 8])
+
+
+def test_messages_and_blocks_cost_as_on_todays_link():
+    """Per-message and per-block costs (equal for every request here: today's fair replay starts data
+    phases in processing order) give today's fair replay on the degenerate cluster."""
+    trace = trace_of([0.0, 0.0, 0.1, 0.3, 0.3], [3000] * 5)
+    nic = Link("nic", 25.0, latency_ms=0.003, per_message_ms=0.0001)
+    keywords = dict(block_size=16, per_message_ms=0.0002, per_block_ms=0.00001, contention="fair",
+                    blocks_per_message=4)
+    got = replay_handoffs(trace, Cluster(nic=nic, nics_per_node=1, gpus_per_node=1), "llama-3.1-8b", **keywords)
+    want = replay_handoffs(trace, nic, "llama-3.1-8b", **keywords)
+    np.testing.assert_allclose(got["handoff_delay_ms"], want["handoff_delay_ms"], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(got["transfer_ms"], want["transfer_ms"], rtol=1e-12, atol=0)
