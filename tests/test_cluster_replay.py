@@ -238,3 +238,20 @@ def test_messages_and_blocks_cost_as_on_todays_link():
     want = replay_handoffs(trace, nic, "llama-3.1-8b", **keywords)
     np.testing.assert_allclose(got["handoff_delay_ms"], want["handoff_delay_ms"], rtol=1e-12, atol=0)
     np.testing.assert_allclose(got["transfer_ms"], want["transfer_ms"], rtol=1e-12, atol=0)
+
+
+def test_the_command_line_replays_a_grid_on_a_cluster(tmp_path):
+    import subprocess
+    import sys
+
+    trace = perfmodel.synthetic_trace(60, 50, seed=1)
+    path = tmp_path / "t.csv"
+    trace[["arrival_ms", "num_input_tokens"]].to_csv(path, index=False)
+    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--cluster", "hgx-h100-8x400g",
+                           "--model", "llama-3.1-70b", "--tp", "8", "--prefill-workers", "2", "--decode-workers", "2",
+                           "--contention", "fair", "--grid", "nics_per_node=4,8", "routing=round_robin,topology",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    grid = pd.read_csv(tmp_path / "out" / "grid.csv")
+    assert sorted(zip(grid["nics_per_node"], grid["routing"])) == [
+        (4, "round_robin"), (4, "topology"), (8, "round_robin"), (8, "topology")]
