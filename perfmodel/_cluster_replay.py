@@ -225,6 +225,26 @@ class Outputs(NamedTuple):
     binned: dict[tuple[int, int], float] | None = None  # (resource, bin) -> integral of load (GB/s x ms)
 
 
+def choose(routing: str, rr: int, depths: list[int] | None, hops: list[int], load: Callable[[int], float]) -> int:
+    """The decode worker of a request: ``depths`` each worker's cached prefix (blocks), ``hops`` each pair's
+    summed hops, ``load(w)`` the bytes routed to ``w`` and not yet delivered, ``rr`` the round-robin turn.
+
+    >>> choose("topology", 0, [0, 3, 3], [12, 10, 10], lambda w: [0.0, 5.0, 1.0][w])
+    2
+    """
+    D = len(hops)
+    if routing == "prefix":
+        best = max(depths)
+        return next((rr + j) % D for j in range(D) if depths[(rr + j) % D] == best)
+    if routing == "round_robin":
+        return rr
+    loads = [load(x) for x in range(D)]
+    if routing == "least_loaded":
+        return min(range(D), key=lambda x: (loads[x], x))
+    # topology: the fewest hops, then the longest cached prefix, then least loaded, then the lowest index
+    return min(range(D), key=lambda x: (hops[x], -depths[x], loads[x], x))
+
+
 def _alone(pair: Pair, nbytes: list[float], starts: list[float], capacities: list[float], resources: Resources,
            ) -> tuple[float, int, list[float]]:
     """(delay ms, bottleneck resource, each kept flow's end) of one handoff alone (fixed costs in ``starts``)."""
@@ -331,17 +351,7 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
         a = int(prefill_of[r])
         mine = blocks[offsets[r]:offsets[r + 1]]
         depths = [caches.depth(w, mine) for w in range(D)] if routing in ("prefix", "topology") else None
-        if routing == "prefix":
-            best = max(depths)
-            w = next((rr + j) % D for j in range(D) if depths[(rr + j) % D] == best)
-        elif routing == "round_robin":
-            w = rr
-        elif routing == "least_loaded":
-            loads = [load_of(x, now) for x in range(D)]
-            w = min(range(D), key=lambda x: (loads[x], x))
-        else:  # topology: fewest hops, then the longest cached prefix, then least loaded, then lowest index
-            loads = [load_of(x, now) for x in range(D)]
-            w = min(range(D), key=lambda x: (pairs[a][x].hops, -depths[x], loads[x], x))
+        w = choose(routing, rr, depths, [pair.hops for pair in pairs[a]], lambda x: load_of(x, now))
         rr = w + 1 if w + 1 < D else 0
         out.decode_worker[r] = w
         hit = depths[w] if depths is not None else caches.depth(w, mine)

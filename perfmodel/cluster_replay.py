@@ -176,7 +176,13 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
 
 def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any, resources: Any,
            c: SimpleNamespace, cluster: Any, p: int, decode_workers: int, destination_missing: bool) -> pd.DataFrame:
-    delay = out.end - ready
+    # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff
+    # that others sped up (max-min can: another flow slows one of its flows' rivals) keeps its own end
+    raw = out.end - ready
+    queue = raw - out.alone_ms
+    rounding = np.abs(queue) <= 1e-9 * out.alone_ms
+    delay = np.where(queue > 0, out.alone_ms + queue, np.where(rounding, out.alone_ms, raw))
+    queue = np.maximum(queue, 0.0)
     whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
     names = list(resources.names)
     columns = {
@@ -185,7 +191,7 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any,
         "link": np.full(len(trace), -1, np.int64), "cached_tokens": out.cached, "charged_tokens": out.charged,
         "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
-        "transfer_ms": out.alone_ms, "queue_ms": np.maximum(delay - out.alone_ms, 0.0), "handoff_delay_ms": delay,
+        "transfer_ms": out.alone_ms, "queue_ms": queue, "handoff_delay_ms": delay,
         "start_ms": out.start, "end_ms": out.end, "flows": out.flows,
         "bottleneck": pd.Categorical.from_codes(out.bottleneck, categories=names) if names else
         pd.Categorical([None] * len(trace)),
