@@ -277,9 +277,9 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
                   np.full(n, -1, np.int64), [], [])
     caches = _Caches(D, capacity)
     flows = _Flows(resources)
-    if n:  # 200 bins over the ready times (a replay's load over time; later ends fill further bins)
+    if n:  # 200 bins over the ready times, of 1 ms at least (later ends fill further bins)
         first, last = float(ready[order[0]]), float(ready[order[-1]])
-        flows.origin, flows.bin_ms = first, (last - first) / 200 if last > first else 1.0
+        flows.origin, flows.bin_ms = first, max((last - first) / 200, 1.0)
     caps = resources.capacities
     events: list[tuple[float, int, int, int]] = []  # (time, kind 0 start / 1 end, flow, version)
     pending: list[tuple[float, int, int]] = []  # (end, sequence, request): blocks enter its worker's cache

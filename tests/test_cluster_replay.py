@@ -255,3 +255,9 @@ def test_the_command_line_replays_a_grid_on_a_cluster(tmp_path):
     grid = pd.read_csv(tmp_path / "out" / "grid.csv")
     assert sorted(zip(grid["nics_per_node"], grid["routing"])) == [
         (4, "round_robin"), (4, "topology"), (8, "round_robin"), (8, "topology")]
+
+
+def test_ready_times_a_hair_apart_keep_the_time_bins_small():
+    """(Hostile: arrivals 5e-324 ms apart once made bins of no width, and the replay filled memory.)"""
+    got = replay_handoffs(trace_of([0.0, 5e-324, 1e-300], [3000] * 3), hgx(), LLAMA_70B, tp=8, contention="fair")
+    assert len(got.attrs["utilisation"]["series"]["node0/nic0/out"]) <= 200

@@ -16,7 +16,8 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
     """Utilisation over time of the busiest resources of a replay on a cluster.
 
     Each line is a resource's mean utilisation (its flows' rates over its capacity) in each of the
-    replay's time bins (200 over the ready times, more where handoffs end later); 1 is saturated.
+    replay's time bins (200 over the ready times, of 1 ms at least; more where handoffs end later);
+    1 is saturated.
 
     Parameters
     ----------
