@@ -290,12 +290,21 @@ API_INPUTS: tuple[Input, ...] = (
           rule="cache capacities are whole numbers of blocks >= 0", cli="--cache-blocks", grid_axis=True,
           replay="one", example=1000),
     Input("routing", "``\"prefix\"`` (default: the decode worker caching the longest prefix, ties round "
-          "robin) or ``\"round_robin\"``.", "choice", default="prefix", choices=("prefix", "round_robin"),
+          "robin) or ``\"round_robin\"``; on a cluster also ``\"least_loaded\"`` (fewest bytes routed to it "
+          "and not yet delivered, ties lowest index) and ``\"topology\"`` (fewest hops summed over the "
+          "handoff's flows, ties by the longest cached prefix, then least loaded, then lowest index).",
+          "choice", default="prefix", choices=("prefix", "round_robin", "least_loaded", "topology"),
           cli="--routing", grid_axis=True, replay="one", example="round_robin"),
+    Input("prefill_workers", "On a cluster: prefill workers of ``tp`` GPUs each, taking requests round robin "
+          "in trace order, or as a trace column ``prefill_worker`` says (default: 1, or that column's largest "
+          "worker + 1).", "degree", default=None, cli="--prefill-workers", grid_axis=True, replay="one",
+          example=2),
     Input("cluster", "Clusters (:class:`perfmodel.Cluster` or preset names such as ``\"hgx-h100-8x400g\"``): "
           "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
-          "name", default=None, axis=True, alias_of="kv_transfer_bandwidth", example="hgx-h100-8x400g"),
+          "name", default=None, axis=True, grid_axis=True, alias_of="kv_transfer_bandwidth",
+          example="hgx-h100-8x400g"),
     *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
+            grid_axis=True,
             choices=choices, group="cluster_field", example=example)
       for name, doc, kind, valid, choices, example in (
           ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
@@ -313,6 +322,9 @@ API_INPUTS: tuple[Input, ...] = (
           ("pcie_switch_gb_s", "each PCIe switch's GB/s each way", "real", Valid(open_low=True, nan_ok=False), (),
            64.0))),
 )
+
+#: The fields of a cluster that sweeps and replay grids vary (each an axis of its own).
+CLUSTER_FIELDS: tuple[str, ...] = tuple(entry.name for entry in API_INPUTS if entry.group == "cluster_field")
 
 #: Every input by name.
 INPUTS: dict[str, Input] = {entry.name: entry for entry in (*ROW_INPUTS, *OPTIONS, *API_INPUTS)}

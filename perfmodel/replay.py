@@ -39,7 +39,7 @@ def replay_handoffs(
     block_size: int = 512,
     decode_workers: int = 1,
     decode_cache_blocks: int | None = None,
-    routing: Literal["prefix", "round_robin"] = "prefix",
+    routing: Literal["prefix", "round_robin", "least_loaded", "topology"] = "prefix",
     contention: Literal["none", "fifo", "fair"] = "none",
     links: int = 1,
     latency_ms: float = 0.0,
@@ -60,6 +60,7 @@ def replay_handoffs(
     decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
     kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+    prefill_workers: int | None = None,
 ) -> pd.DataFrame:
     """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
 
@@ -135,6 +136,15 @@ def replay_handoffs(
         model's. Requests shorter than ``layerwise_min_tokens`` are sent after prefill.
     kv_cache_dtype, tp, decode_tp, scope
         For models by name or config, as in :func:`perfmodel.kv_bytes_per_token`.
+    prefill_workers
+        On a cluster (a :class:`perfmodel.Cluster` or a cluster preset where the link goes):
+        prefill workers of ``tp`` GPUs, taking requests round robin in trace order, or as the
+        trace's ``prefill_worker`` column says (default: 1, or that column's largest worker + 1).
+        A replay on a cluster shares every resource of every handoff's flows max-min fairly
+        (``contention="fair"``; ``"none"``: each handoff alone in the cluster), routes with
+        ``"prefix"``, ``"round_robin"``, ``"least_loaded"`` or ``"topology"`` and adds the
+        columns ``prefill_worker``, ``flows`` and ``bottleneck`` (the documentation's "Clusters as they are",
+        "Replaying a trace on a cluster"; :func:`perfmodel.cluster_replay.resource_table` gives each resource's load).
 
     Returns
     -------
@@ -178,6 +188,10 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
 
     from . import _replay
 
+    if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
+        from .cluster_replay import with_cluster
+
+        given = with_cluster(given)
     unknown = set(given) - set(_CONFIG)
     if unknown:
         raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
@@ -189,6 +203,16 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                          "<bytes or e.g. 'llama-3.1-70b'>")
     destination_missing = int(_one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
+    if _is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.cluster_replay
+        from .cluster_replay import replay_on_cluster
+
+        scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars, lambda shape: (
+            _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]))
+    if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
+        given = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
+        raise InputError(given.split("=")[0], f"{given} needs a cluster (which workers sit where)",
+                         "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
     check_choice("routing", c.routing, ("prefix", "round_robin"))
     check_choice("contention", c.contention, ("none", "fifo", "fair"))
     c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
@@ -262,6 +286,12 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, ou
                         latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
                         block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout)
     return result
+
+
+def _is_cluster(spec: Any) -> bool:
+    from ._onto_cluster import is_cluster
+
+    return np.ndim(spec) == 0 and is_cluster(spec)
 
 
 def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
@@ -473,6 +503,11 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
         load = 1.0 if load - 1.0 <= noise else load
     saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
     percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
+    on_cluster = {}
+    if "resources" in replay.attrs:  # a replay on a cluster: each resource's utilisation and bottleneck share
+        from .cluster_replay import cluster_summary
+
+        on_cluster = cluster_summary(replay)
     return {
         "handoffs": int(delay.size),
         "p50_ms": float(percentiles[0]), "p90_ms": float(percentiles[1]), "p99_ms": float(percentiles[2]),
@@ -482,7 +517,7 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
         "link_utilisation": load,
         "bytes_moved": float(replay["transfer_bytes"].sum()),
         "bytes_saved_by_prefix_reuse": saved,
-    }
+    } | on_cluster
 
 
 # --- replay grids: many cluster configurations against one trace ------------------------------

@@ -50,14 +50,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
-    config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link,
+    config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or args.cluster,
               "kv_transfer_bandwidth": args.bandwidth, **_given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
     for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
                              ("link", "kv_transfer_bandwidth", "--bandwidth")):
         if not {one, other} & {*config, *axes}:
-            raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
+            if one != "link" or "cluster" not in axes:
+                raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
         if {one, other} & set(config) and {one, other} & set(axes):
             raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and {flag}: give one of them")
     twice = sorted(set(config) & set(axes))
@@ -177,6 +178,8 @@ def register(sub: Any) -> None:
     tl = trace.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", help="link preset (or --grid link=...)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS")
+    tl.add_argument("--cluster", metavar="NAME", help="cluster preset: every handoff's flows share its NICs, switches "
+                    "and NVLink max-min fairly (with --contention fair; --grid nics_per_node=4,8 varies its fields)")
     trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
                        help="replay every combination: e.g. --grid decode_workers=4,8,16 link=ib-ndr,nvlink4 "
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")

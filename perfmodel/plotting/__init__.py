@@ -4,10 +4,11 @@ No modelling here: the figures draw what :func:`perfmodel.sweep`,
 :func:`perfmodel.required_bandwidth` and trace replays computed. Lines differ in style
 and marker as well as colour, so the figures stay legible in greyscale. The figures of
 sweeps are in :mod:`.sweep`, of replays in :mod:`.replay`, of replay grids in :mod:`.grid`,
-of calibrations in :mod:`.calibration`, of a handoff's flows on a cluster in :mod:`.flows`; what they share (ticks, styles, layouts) in :mod:`._style`.
+of calibrations in :mod:`.calibration`, of a handoff's flows on a cluster in :mod:`.flows`, of replays on a cluster in :mod:`.cluster`; what they share (ticks, styles, layouts) in :mod:`._style`.
 """
 
 from .calibration import calibration
+from .cluster import resource_utilisation, routing_cdf
 from .flows import resource_loads
 from .grid import grid_budget, grid_percentiles, replay_grid_figure
 from .replay import compare, delay_cdf, link_timeline, replay_figure
@@ -15,4 +16,4 @@ from .sweep import delay_vs_tokens, delay_vs_tokens_figure, heatmap, heatmap_fig
 
 __all__ = ["calibration", "compare", "delay_cdf", "delay_vs_tokens", "delay_vs_tokens_figure", "grid_budget",
            "grid_percentiles", "heatmap", "heatmap_figure", "link_timeline", "replay_figure", "replay_grid_figure",
-           "required_bandwidth", "resource_loads"]
+           "required_bandwidth", "resource_loads", "resource_utilisation", "routing_cdf"]
