@@ -270,39 +270,74 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
     every flow pays beyond its link's: the caller's latency and its per-message and per-block costs
     with the transport's) for its charged tokens. ``prefill_of[r]``: its prefill worker. Requests' blocks are ``blocks[offsets[r]:offsets[r+1]]``.
     """
+    replay = _Replay(order, ready, tokens, blocks, offsets, prefill_of, resources, pairs, terms, charge, costs,
+                     routing, fair, decode_workers, capacity)
     n = len(order)
-    D = decode_workers
-    out = Outputs(prefill_of.astype(np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
-                  np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, np.int64),
-                  np.full(n, -1, np.int64), [], [])
-    caches = _Caches(D, capacity)
-    flows = _Flows(resources)
-    if n:  # 200 bins over the ready times, of 1 ms at least (later ends fill further bins)
-        first, last = float(ready[order[0]]), float(ready[order[-1]])
-        flows.origin, flows.bin_ms = first, max((last - first) / 200, 1.0)
-    caps = resources.capacities
-    events: list[tuple[float, int, int, int]] = []  # (time, kind 0 start / 1 end, flow, version)
-    pending: list[tuple[float, int, int]] = []  # (end, sequence, request): blocks enter its worker's cache
-    owner: dict[int, int] = {}  # flow -> request
-    size: dict[int, float] = {}  # flow -> bytes
-    flow_path: dict[int, tuple[int, ...]] = {}
-    remaining = [0] * n  # flows of a request not yet ended
-    last_end = [(-math.inf, 0)] * n  # (end, -flow position) of its last-ending flow so far
-    position: dict[int, int] = {}
-    undelivered: list[dict[int, float]] = [{} for _ in range(D)]  # worker -> its flows not yet ended: bytes
-    alone_ends: list[list[tuple[float, int]]] = [[] for _ in range(D)]  # contention none: (end, flow) heaps
-    seq_of = np.zeros(n, np.int64)
-    next_flow = 0
-    rr = 0
+    for i in range(n + 1):
+        now = float(ready[order[i]]) if i < n else math.inf
+        if fair:
+            replay.advance(now)
+        replay.fill_caches(now)
+        if i < n:
+            replay.request(i, now)
+    flows, out = replay.flows, replay.out
+    return out._replace(busy=flows.busy, peak=flows.peak, bin_ms=flows.bin_ms, origin_ms=flows.origin,
+                        binned=flows.binned)
 
-    def push(t: float, f: int, version: int) -> None:
-        heapq.heappush(events, (t, 1, f, version))
 
-    def handoff_ends(r: int, end: float, i: int) -> None:
-        out.end[r] = end
-        heapq.heappush(pending, (end, i, r))
+class _Replay:
+    """The state of one replay on a cluster: the flows moving, the events to come, the caches, and what is
+    known of each request so far (:func:`simulate_replay` runs it)."""
 
-    def advance(now: float) -> None:
+    def __init__(self, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray,
+                 offsets: np.ndarray, prefill_of: np.ndarray, resources: Resources, pairs: list[list[Pair]],
+                 terms: HeadTerms, charge: Callable[[int, int], tuple[int, int, float]],
+                 costs: Callable[[int, int, int], tuple[float, float]], routing: str, fair: bool,
+                 decode_workers: int, capacity: int | None) -> None:
+        n = len(order)
+        self.order, self.ready, self.tokens, self.blocks, self.offsets = order, ready, tokens, blocks, offsets
+        self.prefill_of, self.resources, self.pairs, self.terms = prefill_of, resources, pairs, terms
+        self.charge, self.costs, self.routing, self.fair, self.D = charge, costs, routing, fair, decode_workers
+        self.out = Outputs(prefill_of.astype(np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                           np.zeros(n, np.int64), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n),
+                           np.zeros(n, np.int64), np.full(n, -1, np.int64), [], [])
+        self.caches = _Caches(decode_workers, capacity)
+        self.flows = _Flows(resources)
+        if n:  # 200 bins over the ready times, of 1 ms at least (later ends fill further bins)
+            first, last = float(ready[order[0]]), float(ready[order[-1]])
+            self.flows.origin, self.flows.bin_ms = first, max((last - first) / 200, 1.0)
+        self.caps = resources.capacities
+        self.events: list[tuple[float, int, int, int]] = []  # (time, kind 0 start / 1 end, flow, version)
+        self.pending: list[tuple[float, int, int]] = []  # (end, sequence, request): blocks enter its worker's cache
+        self.owner: dict[int, int] = {}  # flow -> request
+        self.size: dict[int, float] = {}  # flow -> bytes
+        self.flow_path: dict[int, tuple[int, ...]] = {}
+        self.remaining = [0] * n  # flows of a request not yet ended
+        self.last_end = [(-math.inf, 0)] * n  # (end, -flow position) of its last-ending flow so far
+        self.position: dict[int, int] = {}
+        self.undelivered: list[dict[int, float]] = [{} for _ in range(decode_workers)]  # its flows not ended: bytes
+        self.alone_ends: list[list[tuple[float, int]]] = [[] for _ in range(decode_workers)]  # none: (end, flow)
+        self.seq_of = np.zeros(n, np.int64)
+        self.next_flow = 0
+        self.rr = 0
+
+    def push(self, t: float, f: int, version: int) -> None:
+        heapq.heappush(self.events, (t, 1, f, version))
+
+    def handoff_ends(self, r: int, end: float, i: int) -> None:
+        self.out.end[r] = end
+        heapq.heappush(self.pending, (end, i, r))
+
+    def fill_caches(self, now: float) -> None:
+        """The blocks of every handoff ended by ``now`` enter its worker's cache."""
+        while self.pending and self.pending[0][0] <= now:
+            _, _, r = heapq.heappop(self.pending)
+            self.caches.insert(int(self.out.decode_worker[r]), self.blocks[self.offsets[r]:self.offsets[r + 1]])
+
+    def advance(self, now: float) -> None:
+        """Every event up to ``now``: flows that end (their bottleneck first) and flows that start, then the
+        rates of the flows connected to them."""
+        events, flows, out = self.events, self.flows, self.out
         while events and events[0][0] <= now:
             t = events[0][0]
             started, ended, seeds = [], [], set()
@@ -314,84 +349,81 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
                     ended.append(f)
             necks = [flows.bottleneck(f) for f in ended]  # all in the final interval, before any leaves
             for f, neck in zip(ended, necks):
-                r = owner.pop(f)
-                key = (t, -position[f])
-                if key > last_end[r]:
-                    last_end[r] = key
+                r = self.owner.pop(f)
+                key = (t, -self.position[f])
+                if key > self.last_end[r]:
+                    self.last_end[r] = key
                     out.bottleneck[r] = neck
                 seeds.update(flows.path[f])
                 flows.remove(f)
-                undelivered[out.decode_worker[r]].pop(f, None)
-                remaining[r] -= 1
-                if remaining[r] == 0:
-                    handoff_ends(r, t, int(seq_of[r]))
+                self.undelivered[out.decode_worker[r]].pop(f, None)
+                self.remaining[r] -= 1
+                if self.remaining[r] == 0:
+                    self.handoff_ends(r, t, int(self.seq_of[r]))
             for f in started:
-                flows.add(f, flow_path.pop(f), size.pop(f), t)
+                flows.add(f, self.flow_path.pop(f), self.size.pop(f), t)
                 seeds.update(flows.path[f])
-            flows.recompute(seeds, t, push)
+            flows.recompute(seeds, t, self.push)
 
-    def load_of(w: int, now: float) -> float:
-        if fair:
-            return sum(flows.left_at(f, now) if f in flows.rate else b for f, b in undelivered[w].items())
-        heap = alone_ends[w]
+    def load_of(self, w: int, now: float) -> float:
+        """The bytes routed to decode worker ``w`` and not yet delivered at ``now``."""
+        if self.fair:
+            return sum(self.flows.left_at(f, now) if f in self.flows.rate else b
+                       for f, b in self.undelivered[w].items())
+        heap = self.alone_ends[w]
         while heap and heap[0][0] <= now:
-            undelivered[w].pop(heapq.heappop(heap)[1], None)
-        return sum(undelivered[w].values())
+            self.undelivered[w].pop(heapq.heappop(heap)[1], None)
+        return sum(self.undelivered[w].values())
 
-    for i in range(n + 1):
-        now = float(ready[order[i]]) if i < n else math.inf
-        if fair:
-            advance(now)
-        while pending and pending[0][0] <= now:
-            _, _, r = heapq.heappop(pending)
-            caches.insert(int(out.decode_worker[r]), blocks[offsets[r]:offsets[r + 1]])
-        if i == n:
-            break
-        r = int(order[i])
-        a = int(prefill_of[r])
-        mine = blocks[offsets[r]:offsets[r + 1]]
-        depths = [caches.depth(w, mine) for w in range(D)] if routing in ("prefix", "topology") else None
-        w = choose(routing, rr, depths, [pair.hops for pair in pairs[a]], lambda x: load_of(x, now))
-        rr = w + 1 if w + 1 < D else 0
+    def request(self, i: int, now: float) -> None:
+        """The ``i``-th request in ready order at ``now``: routed, charged, and its flows started."""
+        out, r = self.out, int(self.order[i])
+        a = int(self.prefill_of[r])
+        mine = self.blocks[self.offsets[r]:self.offsets[r + 1]]
+        depths = [self.caches.depth(w, mine) for w in range(self.D)] if self.routing in ("prefix", "topology") else None
+        w = choose(self.routing, self.rr, depths, [pair.hops for pair in self.pairs[a]], lambda x: self.load_of(x, now))
+        self.rr = w + 1 if w + 1 < self.D else 0
         out.decode_worker[r] = w
-        hit = depths[w] if depths is not None else caches.depth(w, mine)
-        cached, charged, cold = charge(r, hit)
+        hit = depths[w] if depths is not None else self.caches.depth(w, mine)
+        cached, charged, cold = self.charge(r, hit)
         out.cached[r], out.charged[r] = cached, charged
-        seq_of[r] = i
-        pair = pairs[a][w]
-        n_tokens = float(tokens[r])
-        nbytes = [flow_bytes(v, terms, float(charged), n_tokens) for v in pair.vectors]
-        cold_bytes = sum(flow_bytes(v, terms, float(cold), n_tokens) for v in pair.vectors)
+        self.seq_of[r] = i
+        pair = self.pairs[a][w]
+        n_tokens = float(self.tokens[r])
+        nbytes = [flow_bytes(v, self.terms, float(charged), n_tokens) for v in pair.vectors]
+        cold_bytes = sum(flow_bytes(v, self.terms, float(cold), n_tokens) for v in pair.vectors)
         out.bytes[r] = math.fsum(nbytes)
         out.saved[r] = cold_bytes - out.bytes[r] if cold != charged else 0.0
-        messages, moved_blocks, common = costs(r, charged, cold)
+        messages, moved_blocks, common = self.costs(r, charged, cold)
         fixed = [common + pair.own_ms[k] + messages * pair.per_message_ms[k] + moved_blocks * pair.per_block_ms[k]
                  for k in range(len(pair.flows))]
-        alone, neck, ends = _alone(pair, nbytes, fixed, caps, resources)
+        alone, neck, ends = _alone(pair, nbytes, fixed, self.caps, self.resources)
         out.alone_ms[r] = alone
         out.start[r] = now
         kept = [k for k, b in enumerate(nbytes) if b > 0]
         out.flows[r] = len(kept)
         if not kept:
-            handoff_ends(r, now, i)
-            continue
-        if not fair:
+            self.handoff_ends(r, now, i)
+        elif not self.fair:
             out.bottleneck[r] = neck
             for k, end in zip(kept, ends):
-                undelivered[w][next_flow] = nbytes[k]
-                heapq.heappush(alone_ends[w], (now + end, next_flow))
-                next_flow += 1
-            handoff_ends(r, now + alone, i)
-            continue
-        remaining[r] = len(kept)
+                self.undelivered[w][self.next_flow] = nbytes[k]
+                heapq.heappush(self.alone_ends[w], (now + end, self.next_flow))
+                self.next_flow += 1
+            self.handoff_ends(r, now + alone, i)
+        else:
+            self.start_flows(r, w, pair, kept, nbytes, fixed, now)
+
+    def start_flows(self, r: int, w: int, pair: Pair, kept: list[int], nbytes: list[float], fixed: list[float],
+                    now: float) -> None:
+        """Under fair sharing: the handoff's flows start moving once each has paid its fixed cost."""
+        self.remaining[r] = len(kept)
         for k in kept:
-            f = next_flow
-            next_flow += 1
-            owner[f], size[f], flow_path[f], position[f] = r, nbytes[k], pair.flows[k].path, k
-            undelivered[w][f] = nbytes[k]
-            heapq.heappush(events, (now + fixed[k], 0, f, 0))
-    return out._replace(busy=flows.busy, peak=flows.peak, bin_ms=flows.bin_ms, origin_ms=flows.origin,
-                        binned=flows.binned)
+            f = self.next_flow
+            self.next_flow += 1
+            self.owner[f], self.size[f], self.flow_path[f], self.position[f] = r, nbytes[k], pair.flows[k].path, k
+            self.undelivered[w][f] = nbytes[k]
+            heapq.heappush(self.events, (now + fixed[k], 0, f, 0))
 
 
 def refuse_on_cluster(c: Any) -> None:

@@ -173,7 +173,8 @@ def replay_handoffs(
         per_message_ms=per_message_ms, fallback_delay_ms=fallback_delay_ms, state_bytes=state_bytes, overlap=overlap,
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens, kv_cache_dtype=kv_cache_dtype, tp=tp,
-        decode_tp=decode_tp, scope=scope, kv_layout=kv_layout, blocks_per_message=blocks_per_message)
+        decode_tp=decode_tp, scope=scope, kv_layout=kv_layout, blocks_per_message=blocks_per_message,
+        prefill_workers=prefill_workers)
     return _replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **config)
 
 
