@@ -10,20 +10,28 @@ pairing (round robin) with topology-aware pairing (the fewest fabric hops), and 
 NIC per node against one NIC per GPU (1:1).
 
 Assumptions: an ideal transport (line rate, no per-message cost), arrivals Poisson at 45 per second,
-every prompt 5,000 tokens, 2.5 us per switch crossed, leaf uplinks not oversubscribed or 8:1, handoffs ready at arrival (no prefill queueing or compute), full-prompt
-transfers. The rest of TTFT (queueing for a prefill worker, prefill compute, the first decode step)
+every prompt 5,000 tokens, 2.5 us per switch crossed, leaf uplinks not oversubscribed or 8:1, handoffs ready at arrival (no
+prefill queueing or compute), full-prompt transfers. The rest of TTFT (queueing for a prefill worker, prefill compute, the first decode step)
 is outside this model. Run ``python examples/topology_pairing.py --out results``.
 """
 
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from _common import output_dir
 
 import perfmodel
 from perfmodel.plotting import delay_cdf
 
-out = output_dir(__doc__)
+parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNG (and tables)")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 rng = np.random.default_rng(0)
 n = 3000  # a bit over a minute at 45 QPS
 trace = pd.DataFrame({"arrival_ms": np.cumsum(rng.exponential(1000 / 45, n)),
