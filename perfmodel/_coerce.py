@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from .errors import InputError
+from ._inputs import INPUTS
+from .errors import InputError, check_choice
 
 # Stand-in for an entry that could not be parsed at all (a string, an unknown label):
 # invalid under every rule, so the kernel counts it and errors="coerce" yields NaN.
@@ -281,12 +282,10 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def check_errors(errors: Any, choices: tuple[str, ...] = ("raise", "coerce")) -> str:
-    """``errors`` if it is one of ``choices``, else :class:`InputError`."""
-    if not isinstance(errors, str) or errors not in choices:
-        raise InputError("errors", f"must be {' or '.join(map(repr, choices))}, got {errors!r}",
-                         f"pass errors={choices[0]!r} or errors={choices[1]!r}")
-    return errors
+def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:
+    """``errors`` if it is one of ``choices`` (default: the input table's, ``"raise"`` and ``"coerce"``), else
+    :class:`InputError` (the one choice validator, :func:`perfmodel.errors.check_choice`)."""
+    return check_choice("errors", errors, INPUTS["errors"].choices if choices is None else choices)
 
 
 def _count_problem(original: Any, number: float, smallest: int) -> str:

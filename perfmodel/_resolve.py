@@ -17,7 +17,8 @@ import pandas as pd
 
 from ._coerce import Coded, distinct, map_distinct, spread
 from .links import Link, get_link
-from .errors import InputError, check_choice
+from ._inputs import check_option
+from .errors import InputError
 from .models import KVTerms, ModelShape, kv_terms, layer_count
 
 
@@ -164,7 +165,7 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
     """The message terms of ``kv_bytes_per_token`` in ``kv_layout``: a model's (name, config, path
     or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
     keys and values (a scalar or an array; required for the layer layouts)."""
-    check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
+    check_option("kv_layout", kv_layout)
     if isinstance(value, (Mapping, str, os.PathLike)):
         return MessageTerms(*map(np.float64, kv_terms(value).message_factors(kv_layout)))
     if np.ndim(value) == 0 or not holds_labels(value):

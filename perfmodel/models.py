@@ -25,7 +25,7 @@ from ._layers import _LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, 
 from ._model_presets import MODELS
 from ._coerce import whole_numbers
 from ._inputs import INPUTS, check_option, documented
-from .errors import InputError, check_choice, check_whole
+from .errors import InputError, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
            "layer_count", "model_config", "model_source", "remove_model", "save_model", "user_models"]
@@ -434,7 +434,7 @@ class KVTerms:
                  kv_layout: str = "layer_kv", blocks_per_message: float = 1) -> np.int64 | NDArray[np.int64]:
         """Messages (transfer descriptors) one rank posts to move ``charged_tokens`` (default: all) of
         prompts of ``num_input_tokens`` in blocks of ``block_size`` tokens; see :func:`kv_messages`."""
-        check_choice("kv_layout", kv_layout, ("layer_kv", "layer", "block"))
+        check_option("kv_layout", kv_layout)
         block = check_whole("block_size", block_size, smallest=1)
         merged = _blocks_per_message(blocks_per_message)
         scalar, n, m = _prompts(num_input_tokens, charged_tokens)

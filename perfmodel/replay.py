@@ -214,8 +214,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         given = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(given.split("=")[0], f"{given} needs a cluster (which workers sit where)",
                          "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
-    check_choice("routing", c.routing, ("prefix", "round_robin"))
-    check_choice("contention", c.contention, ("none", "fifo", "fair"))
+    check_option("routing", c.routing)
+    check_option("contention", c.contention)
     c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
     c.decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
     c.links = check_whole("links", c.links, smallest=1)
