@@ -82,7 +82,6 @@ class Input:
     group: str = "core"  # core | block | layerwise | option | shape (options that shape the bytes of a model);
     # an extension's inputs (block, layerwise) are off together
     off: Any = None  # the value that turns its extension off (compiled away when all of a group are)
-    column: bool = True  # may be an array or a column (False: one value per call)
     cli: str | None = None  # its command-line flag
     axis: bool = False  # a sweep axis (and a flag of perfmodel sweep)
     grid_axis: bool = False  # a replay-grid axis
@@ -224,44 +223,44 @@ ROW_INPUTS: tuple[Input, ...] = (
 OPTIONS: tuple[Input, ...] = (
     Input("overlap", "``\"none\"`` (default) or ``\"layerwise\"``: stream layer groups while prefill runs "
           "(needs ``prefill_ms`` or ``prefill_tokens_per_s``, and ``num_layers`` or a model).", "choice",
-          default="none", choices=("none", "layerwise"), group="option", column=False, cli="--overlap",
+          default="none", choices=("none", "layerwise"), group="option", cli="--overlap",
           axis=True, grid_axis=True,
           example="layerwise", replay="one"),
     Input("kv_cache_dtype", "For models given by name or config: the KV-cache dtype (``\"bf16\"``, "
-          "``\"fp8\"``...; default: the model's).", "option", default=None, group="shape", column=False,
+          "``\"fp8\"``...; default: the model's).", "option", default=None, group="shape",
           cli="--kv-cache-dtype", axis=True, grid_axis=True,
           example="fp8", replay="one"),
     Input("tp", "For models given by name or config: the (prefill side's) tensor-parallel degree (whole number "
           ">= 1).",
-          "degree", default=1, group="shape", column=False, cli="--tp", axis=True, grid_axis=True,
+          "degree", default=1, group="shape", cli="--tp", axis=True, grid_axis=True,
           example=2, replay="one"),
     Input("decode_tp", "For models given by name or config: the decode side's tensor-parallel degree "
           "(default: ``tp``). Each decode rank receives the KV heads it serves (an MLA latent whole), so the "
           "group moves ``decode_tp`` times one decode rank's bytes, shared by the ``tp`` senders.", "degree",
-          default=None, group="shape", column=False, cli="--decode-tp", axis=True, grid_axis=True,
+          default=None, group="shape", cli="--decode-tp", axis=True, grid_axis=True,
           example=2, replay="one"),
     Input("scope", "``\"rank\"`` (default): the busiest GPU's bytes; ``\"group\"``: the tensor-parallel "
           "group's (replicated KV heads counted once per rank).", "choice", default="rank",
-          choices=("rank", "group"), group="shape", column=False, cli="--scope", axis=True, grid_axis=True,
+          choices=("rank", "group"), group="shape", cli="--scope", axis=True, grid_axis=True,
           example="group", replay="one"),
     Input("kv_layout", "How a KV block lies in memory, which sets the messages of ``per_message_ms``: "
           "``\"layer_kv\"`` (default: one message per block, layer and K or V; per block and layer for MLA), "
           "``\"layer\"`` (K and V of a block contiguous: one per block and layer) or ``\"block\"`` (every "
           "layer contiguous: one per block).", "choice", default="layer_kv", choices=("layer_kv", "layer", "block"),
-          group="option", column=False, cli="--kv-layout", axis=True, grid_axis=True,
+          group="option", cli="--kv-layout", axis=True, grid_axis=True,
           example="layer", replay="one"),
     Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
           "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
           "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",
-          choices=("raise", "coerce"), group="option", column=False, cli="--errors",
+          choices=("raise", "coerce"), group="option", cli="--errors",
           example="coerce"),
     Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
-          default=None, group="option", column=False),
+          default=None, group="option"),
     Input("parallel", "Share the kernel pass between threads (True) or run it in the calling thread (False); "
           "default: shared from :data:`perfmodel.handoff.PARALLEL_MIN_ROWS` rows on when numba's thread count "
-          "(``NUMBA_NUM_THREADS``) is above one.", "option", default=None, group="option", column=False),
+          "(``NUMBA_NUM_THREADS``) is above one.", "option", default=None, group="option"),
     Input("num_threads", "Threads sharing a kernel pass (default: numba's thread count).", "option", default=None,
-          group="option", column=False),
+          group="option"),
 )
 
 #: The inputs of the tables layer (sweeps, replays, their grids): other names of the kernel's inputs, and

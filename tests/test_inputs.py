@@ -214,7 +214,7 @@ def test_signatures_take_the_tables_inputs_with_its_defaults():
         if not entry.required:
             assert numpy_api[entry.name].default == entry.default or (
                 numpy_api[entry.name].default is entry.default), entry.name
-        if entry.column or entry.name in ("overlap", "kv_cache_dtype", "tp", "scope", "errors", "parallel"):
+        if entry in ROW_INPUTS or entry.name in ("overlap", "kv_cache_dtype", "tp", "scope", "errors", "parallel"):
             assert entry.name in facade, entry.name
 
 
