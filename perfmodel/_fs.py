@@ -15,13 +15,13 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from .errors import InputError
 
-__all__ = ["MANIFEST", "atomic_file", "check_not_overlapping", "output_folder"]
+__all__ = ["MANIFEST", "atomic_file", "check_not_overlapping", "interrupts_deferred", "output_folder"]
 
 #: The file in an output folder that lists what perfmodel wrote there, command by command.
 MANIFEST = ".perfmodel-output.json"
@@ -52,33 +52,53 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
         raise IsADirectoryError(21, "is a folder; name a file", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
-    previous = _hold_signals()  # an interrupt between creating the file and knowing its name would leave it
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
-        os.close(fd)
-        tmp = Path(name)
-        _release_signals(previous)  # (one that came meanwhile is raised here, and the file removed below)
+        with interrupts_deferred():  # the file and its name, or neither: an interrupt between would leave it
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
+            os.close(fd)
+            tmp = Path(name)
         yield tmp
         _normal_permissions(tmp)  # mkstemp makes files private; outputs get the usual permissions
         os.replace(tmp, target)
     finally:
-        _release_signals(previous)
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+        with interrupts_deferred():
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
 
 
-_HELD = frozenset(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+#: The signals that interrupt a command: Ctrl-C, ``kill`` and a closed terminal.
+_INTERRUPTS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
 
-def _hold_signals() -> Any:
-    """Hold back Ctrl-C, SIGTERM and SIGHUP in this thread (POSIX); the mask to restore (None elsewhere)."""
-    return signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if hasattr(signal, "pthread_sigmask") else None
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP that arrive in the block take effect as it ends: their handlers run then.
 
+    Python runs a signal's handler in the main thread whichever thread received the signal (a
+    process with pyarrow's or numba's threads), so masking signals in one thread does not hold
+    them back; the handlers themselves are replaced for the block. Outside the main thread,
+    where Python runs no handler, the block runs as it is.
 
-def _release_signals(previous: Any) -> None:
-    """Restore the mask :func:`_hold_signals` returned: a signal held meanwhile is delivered now."""
-    if previous is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    >>> with interrupts_deferred():
+    ...     pass
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {signum: signal.signal(signum, lambda received, _frame: pending.append(received))
+                for signum in _INTERRUPTS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(pending):  # each signal's own handler once, in order of arrival
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 def _within(inner: Path, outer: Path) -> bool:
@@ -177,27 +197,47 @@ def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[st
     target.mkdir(parents=True, exist_ok=True)
     if created:
         _normal_permissions(target, 0o777)
-    staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
+    staging = None
     try:
+        with interrupts_deferred():  # the folder and its name, or neither
+            staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
         yield staging
         written = sorted(p.name for p in staging.iterdir())
         refuse_foreign(written)
-        for name in written:
-            os.replace(staging / name, target / name)
-        for stale in sorted(owned - set(written)):  # this command's own files of an earlier run
-            if (target / stale).is_file() and not (target / stale).is_symlink():
-                (target / stale).unlink()
-        manifest[command] = set(written)
-        for other in manifest:
-            if other != command:
-                manifest[other] = {n for n in manifest[other] if n not in written and (target / n).exists()}
-        commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
-        with atomic_file(target / MANIFEST) as tmp:
-            tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))
+        try:
+            with interrupts_deferred():  # every file moved in and the manifest written, or none moved
+                _move_in(staging, target, written, command, manifest)
+        except KeyboardInterrupt as interrupt:  # it came while they were moved in: the output is complete
+            interrupt.output_complete = str(target)
+            raise
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # ours: made above
-        if created:
-            with contextlib.suppress(OSError):
-                target.rmdir()  # only if still empty
+        with interrupts_deferred():
+            _discard(staging, target if created else None)
         raise
-    shutil.rmtree(staging, ignore_errors=True)
+    _discard(staging, None)
+
+
+def _move_in(staging: Path, target: Path, written: list[str], command: str, manifest: dict[str, set[str]]) -> None:
+    """Move a command's ``written`` files from ``staging`` into ``target``, remove that command's files of an
+    earlier run it did not write again, and write the folder's manifest."""
+    for name in written:
+        os.replace(staging / name, target / name)
+    for stale in sorted(manifest.get(command, set()) - set(written)):  # this command's own files of an earlier run
+        if (target / stale).is_file() and not (target / stale).is_symlink():
+            (target / stale).unlink()
+    manifest[command] = set(written)
+    for other in manifest:
+        if other != command:
+            manifest[other] = {n for n in manifest[other] if n not in written and (target / n).exists()}
+    commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
+    with atomic_file(target / MANIFEST) as tmp:
+        tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))
+
+
+def _discard(staging: Path | None, created: Path | None) -> None:
+    """Remove the staging folder (ours) and the output folder ``created`` for this run if it is still empty."""
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+    if created is not None:
+        with contextlib.suppress(OSError):
+            created.rmdir()  # only if still empty

@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -27,7 +29,8 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import InputError
-from perfmodel.io import MANIFEST, delay_file
+from perfmodel._fs import atomic_file
+from perfmodel.io import MANIFEST, delay_file, output_folder
 from perfmodel.trace import _EXACT_FLOATS  # pandas 2 reads CSV floats exactly only when asked
 
 KEYWORDS = dict(kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
@@ -147,6 +150,85 @@ def test_a_signal_mid_write_leaves_no_temporary_file_and_the_old_output(tmp_path
     assert process.returncode == 128 + signum, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert out.read_text() == "previous output\n" and not leftovers(out.parent)
+
+
+class _SignalFromAnotherThread:
+    """Send SIGINT to a thread that does not block it, as a process's pyarrow or numba threads do: Python
+    then runs the handler in the main thread at its next instruction, whatever the main thread's mask."""
+
+    def __init__(self) -> None:
+        self.go, self.sent = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._wait, daemon=True)
+        self.thread.start()
+
+    def _wait(self) -> None:
+        self.go.wait()
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        self.sent.set()
+
+    def now(self) -> None:
+        self.go.set()
+        self.sent.wait(10)
+
+
+def _signalling_after(monkeypatch, module, name: str, times: int = 1):
+    """Make ``module.name`` send a signal (from another thread) right after its first call returns."""
+    real, sender, calls = getattr(module, name), _SignalFromAnotherThread(), []
+
+    def wrapped(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == times:
+            sender.now()
+        return result
+
+    monkeypatch.setattr(module, name, wrapped)
+
+
+def test_a_signal_right_after_the_temporary_file_is_made_leaves_no_file(tmp_path, monkeypatch):
+    target = tmp_path / "out.csv"
+    target.write_text("previous output\n")
+    _signalling_after(monkeypatch, tempfile, "mkstemp")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_file(target) as tmp:
+            tmp.write_text("new")
+    assert target.read_text() == "previous output\n" and not leftovers(tmp_path)
+
+
+def test_a_signal_right_after_the_staging_folder_is_made_leaves_no_folder(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "mine.txt").write_text("mine")
+    _signalling_after(monkeypatch, tempfile, "mkdtemp")
+    with pytest.raises(KeyboardInterrupt):
+        with output_folder(out, command="sweep") as stage:
+            (stage / "sweep.csv").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+
+def test_a_signal_while_an_output_folder_is_moved_in_completes_it_and_says_so(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    with output_folder(out, command="sweep") as stage:
+        for name in ("a.csv", "b.png", "c.png"):
+            (stage / name).write_text("old")
+    _signalling_after(monkeypatch, os, "replace")  # after the first of the three files is moved in
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        with output_folder(out, command="sweep") as stage:
+            for name in ("a.csv", "b.png", "c.png"):
+                (stage / name).write_text("new")
+    assert {p.name: p.read_text() for p in out.glob("*.*") if p.name != MANIFEST} == dict.fromkeys(
+        ("a.csv", "b.png", "c.png"), "new")  # all three, not one new and two old
+    assert interrupted.value.output_complete == str(out) and not leftovers(out)
+
+
+def test_an_interrupt_after_the_output_was_complete_says_so():
+    from perfmodel.cli._main import interrupted_message
+
+    done = KeyboardInterrupt()
+    done.output_complete = "results"
+    assert interrupted_message(done) == "perfmodel: interrupted (SIGINT) after results was complete"
+    assert interrupted_message(KeyboardInterrupt()) == ("perfmodel: interrupted (SIGINT); no output was written "
+                                                        "or changed")
 
 
 def _interpreter_start_s() -> float:

@@ -12,9 +12,9 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from .._fs import interrupts_deferred
 from .._inputs import INPUTS
 from . import cache, calibrate, clusters, delay, links, models, presets, sweep, trace
-from ._draw import _SIGNALS
 from ._parsing import UsageError
 
 
@@ -69,25 +69,27 @@ def _preload(command: str) -> None:
     """
     import importlib
 
-    pending: list[int] = []
-    previous = {}
-    try:
-        for signum in _SIGNALS:
-            previous[signum] = signal.signal(signum, lambda received, _frame: pending.append(received))
-    except ValueError:  # not the main thread: nothing to hold back
-        pass
-    try:
+    with interrupts_deferred():
         if command in ("sweep", "trace"):
             import matplotlib
 
             matplotlib.use("Agg")
         for module in _HEAVY.get(command, ()):
             importlib.import_module(module)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if pending:
-        raise Interrupted(pending[0])
+
+
+def interrupted_message(interrupt: KeyboardInterrupt) -> str:
+    """What the command says when Ctrl-C, SIGTERM or SIGHUP stopped it (``output_complete``: the output folder
+    whose files were being moved in when it came, and were all moved in).
+
+    >>> interrupted_message(KeyboardInterrupt())
+    'perfmodel: interrupted (SIGINT); no output was written or changed'
+    """
+    name = signal.Signals(getattr(interrupt, "signum", signal.SIGINT)).name
+    complete = getattr(interrupt, "output_complete", None)
+    if complete:
+        return f"perfmodel: interrupted ({name}) after {complete} was complete"
+    return f"perfmodel: interrupted ({name}); no output was written or changed"
 
 
 #: The command-line flags behind the API's argument names, for error messages.
@@ -155,10 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
             return 2
     except KeyboardInterrupt as interrupt:
-        signum = getattr(interrupt, "signum", signal.SIGINT)
-        print(f"perfmodel: interrupted ({signal.Signals(signum).name}); no output was written or changed",
-              file=sys.stderr)
-        return 128 + int(signum)
+        print(interrupted_message(interrupt), file=sys.stderr)
+        return 128 + int(getattr(interrupt, "signum", signal.SIGINT))
     except SystemExit:
         raise
     except Exception:  # a bug in perfmodel, not the user's input: say so, with the traceback
