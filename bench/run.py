@@ -2,6 +2,7 @@
 
     python bench/run.py            # full run (a few minutes on 2 cores)
     python bench/run.py --quick    # smaller sizes, fewer repeats (under a minute)
+    python bench/run.py --vs HEAD~1   # this checkout against a revision, side by side
 
 Method: each side is warmed up, then the sides of a ratio run interleaved (alternating
 order) and the median of the repeats is taken, so machine noise hits both alike.
@@ -462,6 +463,56 @@ def bench_cluster_replay(quick: bool) -> list[Row]:
             Row("today's fair replay, 8 links: requests/s", n / seconds["links"], "req/s")]
 
 
+_MAIN_JOB = ("import resource, runpy, sys\nsys.argv = ['perfmodel', 'sweep', '--out', sys.argv[1]]\ntry:\n"
+             "    runpy.run_module('perfmodel', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+
+
+def _versus_round(env: dict, tree: Path, work: Path, quick: bool) -> dict[str, float]:
+    """One side's measures in fresh processes: bench/versus_probe.py, then the main job (timed once warm)."""
+    probe = subprocess.run([sys.executable, str(ROOT / "bench" / "versus_probe.py"), *(["--quick"] if quick else [])],
+                           env=env, cwd=work, capture_output=True, text=True, check=True)
+    measures = json.loads(probe.stdout.strip().splitlines()[-1])
+    if Path(measures.pop("perfmodel")) != tree / "perfmodel":
+        raise RuntimeError(f"the probe imported perfmodel from elsewhere than {tree}")
+    job = [sys.executable, "-c", _MAIN_JOB, str(work / "out")]
+    subprocess.run(job, env=env, cwd=work, capture_output=True, check=True)  # the cache filled
+    start = time.perf_counter()
+    done = subprocess.run(job, env=env, cwd=work, capture_output=True, text=True, check=True)
+    measures["main_job_s"] = time.perf_counter() - start
+    measures["main_job_peak_mib"] = int(done.stdout.strip().splitlines()[-1]) / 1024  # ru_maxrss: KiB on Linux
+    return measures
+
+
+def bench_versus(rev: str, quick: bool) -> list[Row]:
+    """This checkout against its revision ``rev``, side by side: the kernel over the memory floor (1M rows),
+    the per-call edge (10 rows), the main job (``perfmodel sweep`` on its defaults, numba cache filled, and its
+    peak memory) and a fair replay of 1M requests. Each side runs in fresh processes with its own numba cache,
+    the sides alternating round by round; a ratio is this checkout's median over ``rev``'s."""
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        old = work / "old"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        trees = {"this checkout": ROOT, rev: old}
+        runs: dict[str, list[dict[str, float]]] = {side: [] for side in trees}
+        for k in range(2 if quick else 5):
+            for i, side in enumerate(trees if k % 2 == 0 else reversed(list(trees))):
+                env = {**os.environ, "PYTHONPATH": str(trees[side]),
+                       "NUMBA_CACHE_DIR": str(work / f"cache-{list(trees).index(side)}")}
+                runs[side].append(_versus_round(env, trees[side], work, quick))
+    rows = []
+    for key, what, unit in (("kernel_over_floor", "kernel / memory floor, 1M rows", "x floor"),
+                            ("edge_us", "per-call edge, 10 rows", "us"),
+                            ("main_job_s", "the main job (perfmodel sweep, defaults, cache filled)", "s"),
+                            ("main_job_peak_mib", "the main job's peak memory", "MiB"),
+                            ("replay_s", "fair replay, 1M requests, 4 decode workers, 4 links", "s")):
+        new, before = (statistics.median(r[key] for r in runs[side]) for side in trees)
+        rows.append(Row(f"{what}: this checkout / {rev}", new, unit, new / before, *at_most(new / before, 1.05)))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "cluster": bench_cluster,
     "cluster_replay": bench_cluster_replay,
@@ -502,19 +553,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (< 60 s)")
     parser.add_argument("--only", nargs="+", choices=list(SECTIONS), help="run only these sections")
+    parser.add_argument("--vs", metavar="REV", help="measure this checkout against git revision REV, side by side (the "
+                        "kernel, the per-call edge, the main job and a replay), and no section but --only's")
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the JSON results (default: bench/results/latest.json for a full run, "
                              "quick.json with --quick, partial.json with --only: only a full run replaces the full one)")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = ROOT / "bench" / "results" / ("quick.json" if args.quick else "partial.json" if args.only else
+        args.out = ROOT / "bench" / "results" / ("quick.json" if args.quick else "partial.json" if args.only or args.vs else
                                                  "latest.json")
     env = environment()
     print("  ".join(f"{k}={v}" for k, v in env.items()))
     rows: list[Row] = []
     started = time.perf_counter()
     for name, section in SECTIONS.items():
-        if args.only and name not in args.only:
+        if (args.only or args.vs) and name not in (args.only or ()):
             continue
         try:
             section_rows = section(args.quick)
@@ -523,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
                                 float("nan"), "")]
         print(format_table(section_rows), flush=True)
         rows += section_rows
+    if args.vs:
+        versus = bench_versus(args.vs, args.quick)
+        print(format_table(versus), flush=True)
+        rows += versus
     elapsed = time.perf_counter() - started
     print(f"\n{len(rows)} measures in {elapsed:.0f} s; "
           f"targets met: {sum(r.met is True for r in rows)}/{sum(r.met is not None for r in rows)}")

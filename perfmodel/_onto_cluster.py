@@ -46,10 +46,10 @@ def is_cluster(value: Any) -> bool:
 
 def holds_clusters(value: Any) -> bool:
     """Whether ``kv_transfer_bandwidth`` is a column (list, array, Series) holding clusters or their names."""
-    if _resolve.is_one(value) or isinstance(value, Cluster):
-        return False
     if isinstance(getattr(value, "dtype", None), np.dtype) and value.dtype.kind in "iufb":
-        return False  # (numbers: no pass over them)
+        return False  # (numbers, one or many: no pass over them)
+    if isinstance(value, (int, float, Cluster)) or _resolve.is_one(value):
+        return False
     column = as_column(value)
     if not _resolve.holds_labels(column) and not (len(column) and isinstance(column[0] if not hasattr(
             column, "iloc") else column.iloc[0], Cluster)):
