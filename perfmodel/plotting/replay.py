@@ -38,7 +38,8 @@ def delay_cdf(
         (a replay, the facade's output assigned), or a mapping label -> either.
         Missing delays (no handoff) are left out.
     percentiles
-        Percentiles marked on each line (default p50, p90, p99).
+        Percentiles marked on each line (default p50, p90, p99); their values are written beside
+        the marks of one line, and in the legend when there are several.
     ax
         Axes to draw on (default: the current Axes).
 
@@ -54,22 +55,24 @@ def delay_cdf(
     >>> import numpy as np, perfmodel.plotting as pp
     >>> ax = pp.delay_cdf({"ib-ndr": np.linspace(1, 100, 50), "nvlink4": np.linspace(0.1, 10, 50)}, ax=ax)
     >>> [text.get_text() for text in ax.get_legend().get_texts()]
-    ['ib-ndr', 'nvlink4']
+    ['ib-ndr: p50 50.5, p90 90.1, p99 99 ms', 'nvlink4: p50 5.05, p90 9.01, p99 9.9 ms']
     """
     ax = _ax(ax)
-    for (label, values), style in zip(_series(data).items(), _styles()):
-        if values.size == 0:
-            continue
+    curves = {label: values for label, values in _series(data).items() if values.size}
+    for (label, values), style in zip(curves.items(), _styles()):
         ordered = np.sort(values)
         fraction = np.arange(1, ordered.size + 1) / ordered.size
         zero = float(np.mean(ordered <= 0))
         if zero:  # a log axis cannot show 0 ms (e.g. full prefix-cache hits): say how many there are
             label = f"{label} ({zero:.1%} at 0 ms)"
-        line, = ax.step(ordered, fraction, where="post", label=label, linestyle=style["linestyle"])
         marks = np.percentile(ordered, percentiles)
+        values_ms = ", ".join(f"p{p:g} {value:.3g}" for p, value in zip(percentiles, marks))
+        if len(curves) > 1 and len(percentiles):  # values in the legend: on the plot, curves' labels collide
+            label = f"{label}: {values_ms} ms"
+        line, = ax.step(ordered, fraction, where="post", label=label, linestyle=style["linestyle"])
         ax.plot(marks, np.asarray(percentiles) / 100, linestyle="none", marker=style["marker"],
                 color=line.get_color())
-        for p, value in zip(percentiles, marks):
+        for p, value in zip(percentiles, marks) if len(curves) == 1 else ():
             ax.annotate(f"p{p:g} {value:.3g} ms", (value, p / 100), textcoords="offset points", xytext=(4, -10),
                         fontsize="x-small", color=line.get_color())
     ax.set_xscale("log")
@@ -78,7 +81,10 @@ def delay_cdf(
     ax.set_xlabel(_AXIS_LABELS["handoff_delay_ms"])
     ax.set_ylabel("fraction of handoffs")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    if len(curves) > 1 and len(percentiles):  # long entries: below the axes, where they hide no curve
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+    else:
+        ax.legend(fontsize="small")
     return ax
 
 
