@@ -145,7 +145,7 @@ def route(values: dict[str, Any], options: Any) -> Route:
         codes, labels = distinct(model if isinstance(model, Coded) else np.asarray(model, dtype=object))
         if len(labels) == 1:
             model, one, column = labels[0], True, False
-    tp, decode_tp = options.tp, options.decode_tp or options.tp
+    tp, decode_tp = options.tp, options.decode_degree
     if number and (tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
         raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
                          "kv_bytes_per_token is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for "

@@ -61,12 +61,12 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     >>> round(flows.attrs["delay_ms"], 7), flows.attrs["bottleneck"]
     (53.6870912, 'node0/nic0/out')
     """
-    from .models import kv_messages
+    from .models import ModelShape, kv_messages
 
     c = get_cluster(cluster)
     n = check_whole("num_input_tokens", num_input_tokens)
-    tp = check_whole("tp", tp, smallest=1)
-    d = tp if decode_tp is None else check_whole("decode_tp", decode_tp, smallest=1)
+    shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp)
+    tp, d = shape.tp, shape.decode_degree
     number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)
     if number:
         if tp != 1 or d != 1:

@@ -533,7 +533,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
 
         terms = HeadTerms(1, float(one))
     else:
-        terms = head_terms(one, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_tp or options.tp)
+        terms = head_terms(one, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_degree)
     if all(f.nvlink for f in alone(base, terms, options.tp, options.decode_tp).flows):
         return np.full(tokens.shape, np.nan)
     top = np.float64(np.inf).view(np.int64)

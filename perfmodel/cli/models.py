@@ -17,7 +17,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..models import MODELS, kv_bytes, kv_terms, model_config, model_source, save_model, user_models
+    from ..models import MODELS, ModelShape, kv_bytes, kv_terms, model_config, model_source, save_model, user_models
 
     if args.replace and not args.add:
         raise UsageError("--replace replaces a user model saved under --add's NAME. Fix: give --add NAME CONFIG")
@@ -30,7 +30,8 @@ def _models(args: argparse.Namespace) -> int:
     users = user_models()
     rows = []
     shaped = args.tp is not None or args.decode_tp is not None
-    tp, decode_tp = args.tp or 1, args.decode_tp or args.tp or 1
+    shape = ModelShape(kv_cache_dtype=args.kv_cache_dtype, tp=args.tp or 1, decode_tp=args.decode_tp)
+    tp, decode_tp = shape.tp, shape.decode_degree
     label = f"tp{tp}->tp{decode_tp}" + (f" {args.kv_cache_dtype}" if args.kv_cache_dtype else "")
 
     def pair(name: str) -> dict[str, float]:
