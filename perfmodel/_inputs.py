@@ -303,8 +303,8 @@ API_INPUTS: tuple[Input, ...] = (
           "name", default=None, axis=True, grid_axis=True, alias_of="kv_transfer_bandwidth",
           example="hgx-h100-8x400g"),
     *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
-            grid_axis=True,
-            choices=choices, group="cluster_field", example=example)
+            grid_axis=True, cli=f"--{name.replace('_', '-')}", choices=choices, group="cluster_field",
+            example=example)
       for name, doc, kind, valid, choices, example in (
           ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
           ("nics_per_node", "NICs per node", "degree", None, (), 4),
@@ -354,6 +354,11 @@ LABEL_AXES: frozenset[str] = frozenset(entry.name for entry in _ORDER if (entry.
                                        and entry.kind in ("name", "choice", "option", "code"))
 #: The options of the edge among the sweep axes: one value per call (a grid makes one call per combination).
 OPTION_AXES: frozenset[str] = frozenset(entry.name for entry in OPTIONS if entry.axis)
+#: The inputs that other inputs name in other words (bytes per token: a model; a bandwidth: a link or a
+#: cluster), each with those names: in a sweep's frame, its column holds the numbers they resolve to.
+NAMED_BY: dict[str, tuple[str, ...]] = {
+    target: tuple(e.name for e in _ORDER if e.alias_of == target) for target in dict.fromkeys(
+        e.alias_of for e in _ORDER if e.alias_of)}
 
 
 def flags(command: str) -> tuple[str, ...]:
@@ -367,7 +372,7 @@ def flags(command: str) -> tuple[str, ...]:
     """
     check_choice("command", command, ("sweep", "trace", "delay"))
     takes = {"sweep": lambda e: e.axis, "trace": lambda e: e.replay is not None,
-             "delay": lambda e: e in ROW_INPUTS or e.axis}[command]
+             "delay": lambda e: e in ROW_INPUTS or e.axis and e.group != "cluster_field"}[command]
     own = {e.name for e in INPUTS.values() if e.required or e.alias_of} | {"cache_hit_ratio"}
     return tuple(e.name for e in _ORDER if e.cli and takes(e) and e.name not in own)
 #: The per-row inputs' names, in the kernel's order.

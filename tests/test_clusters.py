@@ -477,6 +477,26 @@ def test_the_command_line_takes_a_cluster_and_its_fields(tmp_path, capsys):
     assert all(name in listing for name in perfmodel.CLUSTERS) and "Sources:" in listing
 
 
+def test_the_main_job_sweeps_clusters_and_their_fields(tmp_path, capsys):
+    import pandas as pd
+
+    from perfmodel.cli import main
+
+    out = tmp_path / "results"
+    assert main(["sweep", "--cluster", "hgx-h100-8x400g", "aws-p5", "--nics-per-node", "1", "8", "--model",
+                 LLAMA_70B, "--tp", "8", "--tokens", "1k,32k", "--out", str(out)]) == 0
+    summary = capsys.readouterr().out
+    table = pd.read_csv(out / "sweep.csv")
+    assert len(table) == 8 and {"cluster", "nics_per_node"} <= set(table.columns)
+    for (name, nics), part in table.groupby(["cluster", "nics_per_node"]):
+        cluster = dataclasses.replace(perfmodel.CLUSTERS[name], nics_per_node=nics)
+        np.testing.assert_allclose(part["handoff_delay_ms"], perfmodel.handoff_delay_ms(
+            part["num_input_tokens"].to_numpy(), cluster, LLAMA_70B, tp=8), rtol=1e-12)
+    assert "kv_transfer_bandwidth" not in summary  # (a cluster's NIC rate is not what the rows differ by)
+    assert main(["sweep", "--nics-per-node", "4", "--out", str(tmp_path / "other")]) == 2
+    assert "give --cluster NAME too" in capsys.readouterr().err
+
+
 def test_the_figure_of_resource_loads_marks_the_bottleneck():
     import matplotlib
 

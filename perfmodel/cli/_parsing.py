@@ -194,10 +194,21 @@ def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, man
         entry = INPUTS[name]
         pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
         target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
-        kind = (dict(choices=list(entry.choices or entry.labels)) if entry.choices or entry.labels else
-                dict(type=_reader(name), metavar=name.split("_")[-1].upper()))
         target.add_argument(entry.cli, nargs="+" if many else None, dest=name,
-                            help=help.get(name, plain(entry.doc.split(". ")[0])), **kind)
+                            help=help.get(name, plain(entry.doc.split(". ")[0])), **value_kind(name))
+
+
+def value_kind(name: str) -> dict[str, Any]:
+    """How a flag of input ``name`` takes its value: its choices, or its reader and a metavar saying its unit.
+
+    >>> value_kind("hop_latency_ms")["metavar"], value_kind("nics_per_node")["metavar"]
+    ('MS', 'N')
+    """
+    entry = INPUTS[name]
+    if entry.choices or entry.labels:
+        return dict(choices=list(entry.choices or entry.labels))
+    unit = next((u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS")) if name.endswith(suffix)), None)
+    return dict(type=_reader(name), metavar=unit or ("N" if entry.kind == "degree" else name.split("_")[-1].upper()))
 
 
 def plain(text: str) -> str:

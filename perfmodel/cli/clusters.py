@@ -8,31 +8,33 @@ import argparse
 import dataclasses
 from typing import Any
 
-from ._parsing import UsageError, _positive_int
+from .._inputs import CLUSTER_FIELDS, INPUTS
+from ._parsing import UsageError, plain, value_kind
 
-#: The fields a command line may change of a named cluster: flag, field, how it is read.
-FIELD_FLAGS = (("--nic", "nic", str), ("--nics-per-node", "nics_per_node", _positive_int),
-               ("--gpus-per-node", "gpus_per_node", _positive_int), ("--nodes", "nodes", _positive_int),
-               ("--transport", "transport", str), ("--nvlink-domain", "nvlink_domain", _positive_int),
-               ("--fabric", "fabric", str), ("--oversubscription", "oversubscription", float),
-               ("--hop-latency-ms", "hop_latency_ms", float))
+#: The fields a command line may change of a named cluster (the input table's): flag and field.
+FIELD_FLAGS = tuple((INPUTS[name].cli, name) for name in CLUSTER_FIELDS)
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser, group: Any) -> None:
     """``--cluster NAME`` (in ``group``, beside the bandwidth flags) and a flag per field of it."""
     group.add_argument("--cluster", metavar="NAME", help="a cluster preset or saved cluster (perfmodel clusters)")
     fields = parser.add_argument_group("cluster fields", "change a field of --cluster")
-    for flag, name, kind in FIELD_FLAGS:
-        fields.add_argument(flag, dest=f"cluster_{name}", type=kind, metavar=name.split("_")[-1].upper())
+    for flag, name in FIELD_FLAGS:
+        fields.add_argument(flag, dest=f"cluster_{name}", help=field_help(name), **value_kind(name))
+
+
+def field_help(name: str) -> str:
+    """A cluster field's flag help: its line in the input table, without the words that make it an axis."""
+    return plain(INPUTS[name].doc.split(": ", 1)[1].rstrip("."))
 
 
 def cluster_of(args: argparse.Namespace) -> Any:
     """The cluster the flags describe (None without --cluster); field flags without it are refused."""
-    changes = {name: getattr(args, f"cluster_{name}") for _, name, _ in FIELD_FLAGS
+    changes = {name: getattr(args, f"cluster_{name}") for _, name in FIELD_FLAGS
                if getattr(args, f"cluster_{name}", None) is not None}
     if getattr(args, "cluster", None) is None:
         if changes:
-            flags = ", ".join(flag for flag, name, _ in FIELD_FLAGS if name in changes)
+            flags = ", ".join(flag for flag, name in FIELD_FLAGS if name in changes)
             raise UsageError(f"{flags} change a cluster's fields: give --cluster NAME too")
         return None
     from .._onto_cluster import get_cluster

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._inputs import INPUTS
+from .._inputs import CLUSTER_FIELDS, INPUTS, NAMED_BY, flags
 from ..links import DEFAULT_LINKS
 from ._draw import _alongside, _save
-from .._inputs import flags
 from ._parsing import UsageError, _floats, _given, _table_options, parse_tokens
 
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
@@ -36,6 +35,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         axes["model"] = args.model or DEFAULT_MODELS
     if args.bandwidth:
         axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
+    elif args.cluster:
+        axes["cluster"] = args.cluster
     else:
         axes["link"] = args.link or list(DEFAULT_LINKS)
     if args.cache_hit:
@@ -44,6 +45,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for name in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
         if name in axes and "model" not in axes:
             raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
+    fields = [INPUTS[name].cli for name in CLUSTER_FIELDS if name in axes]
+    if fields and "cluster" not in axes:
+        raise UsageError(f"{', '.join(fields)} vary a cluster's fields: give --cluster NAME too")
     links = [perfmodel.get_link(name) for name in axes.get("link", [])]
     if (args.cache_hit or "per_block_ms" in axes or "per_message_ms" in axes
             or any(link.per_block_ms or link.per_message_ms for link in links)):
@@ -74,7 +78,7 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
     write_table(df, stage / table_name, rounded=[c for c in df.columns if c not in axes])  # (results: 13 digits)
     draw_heatmap = None
     if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
-        grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth")}
+        grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth", "cluster", *CLUSTER_FIELDS)}
         grid["kv_transfer_bandwidth"] = np.geomspace(1, 1000, 61)
         draw_heatmap = functools.partial(_draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png",
                                          axes.get("link", []))
@@ -97,9 +101,9 @@ def _summary(df: Any, tokens: list[int]) -> str:
     more than one value (each a labelled level), the options with one value in the heading."""
     from ..sweeps import AXES
 
-    derived = {"kv_bytes_per_token": "model", "kv_transfer_bandwidth": "link"}
-    options = [c for c in AXES if c in df.columns and c != "num_input_tokens" and derived.get(c) not in df.columns]
-    levels = [c for c in options if c in ("model", "link") or df[c].nunique() > 1]
+    options = [c for c in AXES if c in df.columns and c != "num_input_tokens"
+               and not any(name in df.columns for name in NAMED_BY.get(c, ()))]  # (bytes of a model: its name)
+    levels = [c for c in options if c in ("model", "link", "cluster") or df[c].nunique() > 1]
     fixed = [c for c in options if c not in levels]
     wanted = [t for t in (1024, 8192, 32768, 131072) if t in tokens] or tokens[:: max(1, len(tokens) // 4)][:4]
     part = df[df["num_input_tokens"].isin(wanted)]
@@ -123,6 +127,9 @@ def register(sub: Any) -> None:
     how = sweep.add_mutually_exclusive_group()
     how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. nvlink4 '8x ib-ndr' (default: all)")
     how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")
+    how.add_argument("--cluster", nargs="+", metavar="NAME", help="cluster presets or saved clusters instead (perfmodel "
+                     "clusters): every handoff's flows share their NICs, switches and NVLink ports; the flags of "
+                     "its fields (--nics-per-node 4 8 ...) vary them")
     sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
                        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")

@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
 
-from .._inputs import SWEEP_AXES
+from .._inputs import NAMED_BY, SWEEP_AXES
 
 _STYLES = ["-", "--", "-.", ":"]
 #: The same styles for a colour bar's budget marks, in short dashes: at least two periods across the bar (the
@@ -125,13 +125,12 @@ _OUTPUTS = ("handoff_delay_ms", "transfer_bytes")
 
 
 #: Columns a sweep derives from another axis (bytes per token from the model, bandwidth from the link).
-_DERIVED = {"kv_bytes_per_token": "model", "kv_transfer_bandwidth": "link"}
 
 
 def _varying(df: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     """The axes with more than one value, in the frame's order (a sweep's axis order); a column
     derived from an axis of the frame (bytes per token of ``model``) is not an axis of its own."""
-    derived = [c for c, source in _DERIVED.items() if source in df.columns]
+    derived = [c for c, names in NAMED_BY.items() if any(name in df.columns for name in names)]
     return [c for c in df.columns if c not in (*_OUTPUTS, *exclude, *derived) and df[c].nunique(dropna=False) > 1]
 
 
@@ -139,7 +138,7 @@ def _default_hue(df: pd.DataFrame, x: str) -> str | None:
     """The one column that tells the lines apart when ``hue`` is not given (None: one line).
 
     A column that is a function of another (``kv_bytes_per_token`` of ``model``,
-    ``kv_transfer_bandwidth`` of ``link``) does not count as a second varying axis.
+    ``kv_transfer_bandwidth`` of ``link`` or ``cluster``) does not count as a second varying axis.
     """
     varying = _varying(df, exclude=[x])
     if not varying:

@@ -354,8 +354,8 @@ def delay_vs_tokens_figure(
     df
         A sweep frame.
     hue
-        The column that tells the lines apart (default ``link``, else ``kv_transfer_bandwidth``,
-        when it varies).
+        The column that tells the lines apart (default ``link``, else ``cluster``, else
+        ``kv_transfer_bandwidth``, the first that varies).
     budgets_ms
         Horizontal reference lines (ms).
     max_panels
@@ -376,7 +376,7 @@ def delay_vs_tokens_figure(
     ['llama-3.1-8b, KV bf16', 'llama-3.1-8b, KV fp8', 'deepseek-v3, KV bf16', 'deepseek-v3, KV fp8']
     """
     if hue is None:
-        hue = next((c for c in ("link", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
+        hue = next((c for c in ("link", "cluster", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
     panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
     # the legend's room, in inches: its longest entry (small type) or its title (medium type)
     labels_width = max([len(_label_of(hue, v)) for v in df[hue].unique()] + [1.25 * len(hue)] if hue else [0]) \
