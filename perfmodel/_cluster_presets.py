@@ -51,14 +51,16 @@ SOURCES: dict[str, dict[str, str]] = {
                      "fabric": "not published: flat (non-blocking); its RoCE network has one subnet per NIC "
                                "(GKE DRANET set-up for A3 Ultra/A4)"},
     "aws-p5": {"node": "AWS EC2 p5.48xlarge: 8 H100 GPUs, up to 32 network cards and 3,200 Gb/s of EFA bandwidth "
-                       "(AWS EC2 user guide 'Maximize network bandwidth ... with EFA'): 32 x 100 Gb/s",
+                       "(AWS EC2 user guide 'Maximize network bandwidth ... with EFA', whose P5 example launches 32 EFA "
+                       "devices): 32 x 100 Gb/s",
                "nvlink": "NVIDIA H100: NVLink 4, 900 GB/s per GPU both directions"},
     "aws-p5en": {"node": "AWS EC2 p5en.48xlarge: 8 H200 GPUs, 16 x 200 Gb/s EFA (kvcache-ai/Mooncake docs, "
                          "'EFA transport')",
                  "nvlink": "NVIDIA H200: NVLink 4, 900 GB/s per GPU both directions"},
     "gb200-nvl72": {"node": "NVIDIA GB200 NVL72: 18 compute trays of 4 Blackwell GPUs in one NVLink domain of 72, "
-                            "NVLink 5 at 1.8 TB/s per GPU both directions; one 400 Gb/s ConnectX-7 per GPU "
-                            "(NVIDIA DGX GB200 user guide)"},
+                            "NVLink 5 at 1.8 TB/s per GPU both directions; a compute tray's cluster network is "
+                            "4 x ConnectX-7 single-port 400G OSFP, one per GPU (NVIDIA DGX GB200 user guide, "
+                            "'Hardware', compute tray configuration)"},
 }
 
 
