@@ -54,10 +54,9 @@ def shared_data(tmp_path_factory) -> Path:
 @pytest.fixture(params=["handoff_delay_ms", "handoff_delays", "accessor", "sweep", "replay_handoffs", "dask", "cli"])
 def entry_point(request, tmp_path):
     """A case through one entry point a user has (each in turn): ``entry_point(tokens, bandwidth, per_token,
-    **keywords)`` returns the delays (ms) as that entry point computes them (see ``tests/entry_points.py``)."""
-    import functools
-
-    from tests.entry_points import ENTRY_POINTS, delays
+    **keywords)`` returns the delays (ms) as that entry point computes them, ``entry_point.refusal(...)`` the
+    line with which it refuses them (see ``tests/entry_points.py``)."""
+    from tests.entry_points import ENTRY_POINTS, EntryPoint
 
     assert request.param in ENTRY_POINTS
-    return functools.partial(delays, request.param, tmp_path=tmp_path)
+    return EntryPoint(request.param, tmp_path)

@@ -41,7 +41,7 @@ def test_figures_honour_every_option():
     fig = pp.delay_vs_tokens_figure(df)
     assert [ax.get_title() for ax in fig.axes] == ["llama-3.1-70b, KV bf16", "llama-3.1-70b, KV fp8",
                                                    "deepseek-v3, KV bf16", "deepseek-v3, KV fp8"]
-    assert "TP8" in fig._suptitle.get_text() and "+0.5 ms latency" in fig._suptitle.get_text()
+    assert "TP8" in fig.get_suptitle() and "+0.5 ms latency" in fig.get_suptitle()
     assert len(fig.legends) == 1  # one legend for all panels
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ib-ndr = roce-400g", "nvlink4"]
     grid = perfmodel.sweep(model=["llama-3.1-70b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"], tp=8,

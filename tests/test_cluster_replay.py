@@ -14,7 +14,7 @@ import perfmodel
 from perfmodel import Cluster, InputError, Link, replay_handoffs
 
 from . import reference_cluster_replay as ref
-from .test_clusters import _as_reference, clusters
+from .test_clusters import as_reference, clusters
 
 LLAMA_70B = "llama-3.1-70b"
 TOKENS = 32_768
@@ -148,7 +148,7 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
     got = replay_handoffs(trace, cluster, model, tp=tp, decode_tp=decode_tp, prefill_workers=P, decode_workers=D,
                           routing=routing, contention=contention, mode=mode, block_size=16,
                           decode_cache_blocks=capacity, latency_ms=latency, per_block_ms=per_block)
-    want = ref.replay_reference(_as_reference(cluster), heads, head_bpt, 0.0, trace["arrival_ms"].tolist(),
+    want = ref.replay_reference(as_reference(cluster), heads, head_bpt, 0.0, trace["arrival_ms"].tolist(),
                                 [r[1] for r in rows], [r[2] for r in rows], tp=tp, decode_tp=decode_tp,
                                 prefill_workers=P, decode_workers=D, prefill_of=prefill_of, routing=routing,
                                 contention=contention, mode=mode, block_size=16, hash_block_tokens=16,

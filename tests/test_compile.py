@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,21 +71,21 @@ def test_a_warm_cache_compiles_nothing(replay_compiles):
     assert warm == []
 
 
-@pytest.mark.parametrize("labels", [
-    ["prefill", "decode", "prefill"],
-    "object", "category", "str", "string[pyarrow]",
-])
-def test_worker_type_labels_reach_the_kernel_as_one_code_dtype(labels):
+def test_worker_type_labels_of_every_form_compile_one_kernel(tmp_path):
     """Label columns of every form are one compiled form: their codes as int8 (a list gave int64 codes and
     pandas' text columns int32, each a specialization of its own: seconds on a cold cache)."""
-    import pandas as pd
-
-    from perfmodel._args import _coerce
-
-    column = ["prefill", "decode", "prefill"]
-    value = column if isinstance(labels, list) else pd.Series(column, dtype=labels)
-    arg = _coerce("worker_type", value)
-    assert arg.value.dtype == "int8" and arg.masks is not None
+    code = """
+import numpy as np, pandas as pd, perfmodel
+labels = ["prefill", "decode", "prefill"]
+forms = [labels, pd.Series(labels, dtype=object), pd.Series(labels, dtype="category"), pd.Series(labels, dtype="str"),
+         pd.Series(labels, dtype="string[pyarrow]")]
+delays = [perfmodel.handoff_delay_ms([1000, 2000, 3000], 1.0, 1000, worker_type=form) for form in forms]
+assert all(np.array_equal(d, delays[0], equal_nan=True) for d in delays), delays
+assert delays[0][0] == 1.0 and delays[0][2] == 3.0, delays  # (the prefill rows: 1000 and 3000 kB at 1 GB/s)
+"""
+    kernels = [signature for name, signature in _compiled(code, tmp_path) if name == "handoff_serial"]
+    assert len(kernels) == 1, kernels
+    assert "Array(int8, 1" in kernels[0], kernels  # the worker types' codes (numba's name of an int8 array)
 
 
 def test_small_calls_mixing_scalars_and_arrays_compile_one_form(tmp_path):
@@ -150,7 +151,7 @@ def _entry(root: Path, version: str, install: str, source: str | None = None, da
     import time
 
     folder = root / "numba" / version / install
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "kernel-10.py311.nbi").write_bytes(b"x" * 100)
     if source is not None:
         (folder / "perfmodel-source.txt").write_text(source + "\n")
@@ -159,47 +160,76 @@ def _entry(root: Path, version: str, install: str, source: str | None = None, da
     return folder
 
 
-def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch):
+def _cache(*flags: str, capsys) -> str:
+    """What ``perfmodel cache FLAGS`` prints (the cache: ``$PERFMODEL_CACHE_DIR``)."""
+    from perfmodel.cli import main
+
+    assert main(["cache", *flags]) == 0
+    return capsys.readouterr().out
+
+
+def _states(listing: str) -> dict[str, str]:
+    """``perfmodel cache``'s listing: each entry ("version/install") and its state."""
+    return dict(re.findall(r"^ +[\d,.]+ MB  (\S+/\S+)  (.+)$", listing, flags=re.MULTILINE))
+
+
+def _name(folder: Path) -> str:
+    return f"{folder.parent.name}/{folder.name}"
+
+
+def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch, capsys):
     """Entries of another version at this install location (unused for a week), of an install location
     that is gone, and unmarked ones unused for 90 days go; another live install, a recently used other
     version and anything that is not perfmodel's stay."""
-    from perfmodel import _compat
+    import perfmodel
 
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    here = _compat._install_folder()
+    assert "removed 0 stale entries" in _cache("--prune", capsys=capsys)  # an empty cache: this install's folder
+    (made,) = [note.parent for note in tmp_path.glob("numba/*/*/perfmodel-source.txt")]
+    version, here = made.parent.name, made.name
     live = tmp_path / "live-install" / "perfmodel"
     live.mkdir(parents=True)
     (live / "__init__.py").write_text("")
-    current = _entry(tmp_path, _compat._version_folder(), here)
+    current = _entry(tmp_path, version, here)
     upgraded = _entry(tmp_path, "0.0.1-numba0.60.0", here, days=8)
     second_venv = _entry(tmp_path, "0.1.0-numba0.61.2", here, days=1)
-    gone = _entry(tmp_path, _compat._version_folder(), "perfmodel_gone", str(tmp_path / "deleted" / "perfmodel"))
-    other = _entry(tmp_path, _compat._version_folder(), "perfmodel_live", str(live))
+    gone = _entry(tmp_path, version, "perfmodel_gone", str(tmp_path / "deleted" / "perfmodel"))
+    other = _entry(tmp_path, version, "perfmodel_live", str(live))
     old_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_old", days=100)
     new_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_new", days=3)
     foreign = tmp_path / "numba" / "not-ours"
     foreign.mkdir()
-    states = {folder: state for folder, _, state in _compat.cache_entries()}
-    assert states[current] == "current" and states[other] == "kept" and states[second_venv] == "kept"
-    assert all(states[f].startswith("stale") for f in (upgraded, gone, old_unmarked)), states
-    removed = _compat.prune_cache()
-    assert sorted(removed) == sorted([upgraded, gone, old_unmarked])
+    states = _states(_cache(capsys=capsys))
+    assert set(states) == {_name(f) for f in (current, upgraded, second_venv, gone, other, old_unmarked,
+                                               new_unmarked)}, states
+    assert states[_name(current)] == "current" and states[_name(other)] == "kept", states
+    assert states[_name(second_venv)] == "kept" and states[_name(new_unmarked)] == "kept", states
+    assert all(states[_name(f)].startswith("stale") for f in (upgraded, gone, old_unmarked)), states
+    assert "removed 3 stale entries" in _cache("--prune", capsys=capsys)
+    assert not upgraded.exists() and not gone.exists() and not old_unmarked.exists()
     assert not upgraded.parent.exists()  # an emptied version folder goes too
     for kept in (current, second_venv, other, new_unmarked, foreign):
         assert kept.exists(), kept
-    assert (current / "perfmodel-source.txt").read_text().strip() == str(Path(_compat.__file__).resolve().parent)
-    assert _compat.clear_cache() > 0 and foreign.exists()
-    assert not [f for f, _, _ in _compat.cache_entries()]
+    assert (current / "perfmodel-source.txt").read_text().strip() == str(Path(perfmodel.__file__).resolve().parent)
+    cleared = _cache("--clear", capsys=capsys)  # (the entries' few hundred bytes: 0.0 MB)
+    assert cleared.startswith(f"removed 0.0 MB of compiled kernels from {tmp_path / 'numba'}"), cleared
+    assert foreign.exists() and not current.exists() and not other.exists() and not new_unmarked.exists()
+    assert _states(_cache(capsys=capsys)) == {}
 
 
 def test_the_cache_command_lists_and_clears(tmp_path):
-    from perfmodel import _compat
-
-    entry = _entry(tmp_path, _compat._version_folder(), _compat._install_folder())
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path)}
-    listing = subprocess.run([sys.executable, "-m", "perfmodel", "cache"], capture_output=True, text=True, env=env)
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def cache(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "perfmodel", "cache", *flags], capture_output=True, text=True,
+                              env=env)
+
+    assert cache("--prune").returncode == 0  # (makes this install's folder)
+    (entry,) = [note.parent for note in tmp_path.glob("numba/*/*/perfmodel-source.txt")]
+    _entry(tmp_path, entry.parent.name, entry.name)
+    listing = cache()
     assert listing.returncode == 0 and f"{entry.parent.name}/{entry.name}  current" in listing.stdout, listing
-    cleared = subprocess.run([sys.executable, "-m", "perfmodel", "cache", "--clear"], capture_output=True, text=True,
-                             env=env)
+    cleared = cache("--clear")
     assert cleared.returncode == 0 and "removed" in cleared.stdout and not entry.exists(), cleared

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import perfmodel
-from perfmodel import TransferMode, WorkerType, handoff_delay_ms
-from perfmodel.handoff import InputError, _coerce
+from perfmodel import InputError, TransferMode, WorkerType, handoff_delay_ms
+from perfmodel._args import _coerce  # (what reaches the kernel: no copies, codes and masks; no public view)
 
 from .reference import destination_missing_tokens_row, handoff_delay_row, row_problems, InvalidRow
 

@@ -29,9 +29,8 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import InputError
-from perfmodel._fs import atomic_file
+from perfmodel._fs import atomic_file  # (a signal in its every window: no public call reaches them)
 from perfmodel.io import MANIFEST, delay_file, output_folder
-from perfmodel.trace import _EXACT_FLOATS  # pandas 2 reads CSV floats exactly only when asked
 
 KEYWORDS = dict(kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
 
@@ -270,7 +269,7 @@ def signalled(*args, **kwargs):  # the parent, while the child draws: Ctrl-C to 
     else:
         os.kill(os.getpid(), getattr(signal, signame))
     time.sleep(5)
-draw._fork_is_safe_and_useful = lambda: drawing == "fork"
+draw._fork_is_safe_and_useful = lambda: drawing == "fork"  # (both paths, as test_cli's drawing fixture)
 pp.heatmap_figure, pp.delay_vs_tokens_figure = slow_heatmap, signalled
 sys.argv = ["perfmodel", "sweep", "--tokens", "1k:32k", "--out", str(out)]
 cli.console()
@@ -363,6 +362,10 @@ FLOAT = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, wi
                   st.sampled_from([0.1 + 0.2, 5e-324, 1e308, -0.0]))
 TEXT = st.one_of(st.none(), st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"),
                                     max_size=8).filter(lambda t: t != ""))
+
+
+#: pandas 2 reads CSV floats exactly only when asked (as perfmodel.read_trace asks; from pandas 3 on, unasked)
+_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
 
 
 def _read_back(path: Path) -> list[dict]:

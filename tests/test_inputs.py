@@ -8,8 +8,10 @@ valid range, its sweep and replay-grid axes, its replay form and its command-lin
 
 from __future__ import annotations
 
+import enum
 import inspect
 import math
+import re
 import warnings
 
 import numpy as np
@@ -118,22 +120,40 @@ def _names(error: InputError, entry: Input) -> bool:
     return entry.name in (error.argument or "") or entry.name in str(error)
 
 
-# --- the numpy API, the facade, the accessor, Dask ---------------------------------------------------
+# --- every entry point that takes a row's inputs: the numpy API, the facade, the accessor, Dask, the command line
 
-# (the parallel kernel runs the serial loop on each thread's rows: it is tested where the input is an array)
-@pytest.mark.parametrize(("form", "kernel"), [("scalar", "serial"), ("array", "serial"), ("array", "parallel")],
-                         indirect=["kernel"])
+#: The entry points a case of every input goes through (``tests/entry_points.py``; a sweep and a replay take
+#: lists of values and replay forms instead: their own tests below).
+IN_PROCESS = ("handoff_delay_ms", "handoff_delays", "accessor", "dask")
+#: (form, kernel, entry point): the parallel kernel where it runs in this process (it runs the serial loop on
+#: each thread's rows: tested where the input is an array).
+CASES = [*((form, "serial", entry) for form in ("scalar", "array") for entry in (*IN_PROCESS, "cli")),
+         *(("array", "parallel", entry) for entry in IN_PROCESS)]
+
+
+def _through(call_entry_point, call: dict):
+    """``call`` (the numpy API's keywords) through an entry point (the fixture, or its ``refusal``)."""
+    rest = dict(call)
+    return call_entry_point(rest.pop("num_input_tokens"), rest.pop("kv_transfer_bandwidth"),
+                            rest.pop("kv_bytes_per_token"), **rest)
+
+
+@pytest.mark.parametrize(("form", "kernel", "entry_point"), CASES, indirect=["kernel", "entry_point"])
 @pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
-def test_every_input_at_the_array_entry_points(entry, form, kernel):
+def test_every_input_at_every_entry_point(entry, form, kernel, entry_point):
     value = entry.example if form == "scalar" and entry.name != "num_input_tokens" else array_of(entry)
     call = {**BASE, **context(entry), entry.name: value}
-    want = expected(call)
-    _assert_close(handoff_delay_ms(**call), want)
-    arrays = {k: v for k, v in call.items() if isinstance(v, list)}
-    df = pd.DataFrame({f"col {k}": v for k, v in arrays.items()})
-    keywords = {k: (f"col {k}" if k in arrays else v) for k, v in call.items()}
-    _assert_close(handoff_delays(df, **keywords).to_numpy(dtype=float, na_value=np.nan), want)
-    _assert_close(df.perfmodel.handoff_delay(**keywords).to_numpy(dtype=float, na_value=np.nan), want)
+    _assert_close(_through(entry_point, call), expected(call))
+
+
+@pytest.mark.parametrize("entry_point", [*IN_PROCESS, "cli"], indirect=True)
+@pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
+def test_an_invalid_value_of_every_input_is_refused_at_every_entry_point(entry, entry_point):
+    """One line naming the input (the command line: its flag or column, exit code 2, nothing written)."""
+    bad = invalid_values(entry)[0]
+    call = {**BASE, **context(entry), entry.name: TOKENS[:-1] + [bad] if entry.name == "num_input_tokens" else bad}
+    message = _through(entry_point.refusal, call)
+    assert entry.name in message or (entry.cli and entry.cli in message), message
 
 
 @pytest.mark.parametrize("kernel", ["serial"], indirect=True)  # (both kernels count invalid rows: test_handoff)
@@ -153,23 +173,6 @@ def test_an_invalid_value_of_every_input_is_refused_naming_it(entry, kernel):
             assert "'bad'" in str(raised.value) and _names(raised.value, entry), str(raised.value)
             coerced = handoff_delay_ms(**call, errors="coerce")
             assert np.isnan(coerced).all() if np.ndim(value) == 0 else np.isnan(coerced[-1])
-
-
-@pytest.mark.parametrize("entry", ROW_INPUTS, ids=lambda e: e.name)
-def test_every_input_through_dask(entry):
-    dd = pytest.importorskip("dask.dataframe")
-    import perfmodel.dask
-
-    call = {**BASE, **context(entry), entry.name: array_of(entry)}
-    arrays = {k: v for k, v in call.items() if isinstance(v, list)}
-    pdf = pd.DataFrame({f"col {k}": v for k, v in arrays.items()})
-    keywords = {k: (f"col {k}" if k in arrays else v) for k, v in call.items()}
-    got = perfmodel.dask.handoff_delays(dd.from_pandas(pdf, npartitions=2), **keywords).compute(scheduler="sync")
-    _assert_close(got.to_numpy(dtype=float, na_value=np.nan), expected(call))
-    bad = {**keywords, entry.name: invalid_values(entry)[0]}
-    with pytest.raises(InputError) as raised:
-        perfmodel.dask.handoff_delays(dd.from_pandas(pdf, npartitions=2), **bad).compute(scheduler="sync")
-    assert _names(raised.value, entry)
 
 
 def _documented_names(function) -> set[str]:
@@ -230,15 +233,18 @@ def test_the_public_signatures_are_the_tables():
     import dataclasses
     import inspect
 
-    from perfmodel.handoff import Options
-    from perfmodel.replay import GRID_AXES, _CONFIG
+    from perfmodel.handoff import Options  # (internal: the options record the facade and the sweep share)
+    from perfmodel.replay import GRID_AXES
     from perfmodel.sweeps import AXES
 
     for field in dataclasses.fields(Options):
         assert field.default == INPUTS[field.name].default, field.name
-    assert set(_CONFIG) == {name for name, entry in INPUTS.items() if entry.replay}
-    for name, default in _CONFIG.items():
-        assert default == REPLAY_DEFAULTS.get(name, INPUTS[name].default), name
+    replay = dict(inspect.signature(replay_handoffs).parameters)
+    assert [replay.pop(name).kind for name in ("trace", "ready_ms")] == [inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                                         inspect.Parameter.KEYWORD_ONLY]
+    assert set(replay) == {name for name, entry in INPUTS.items() if entry.replay}
+    for name, parameter in replay.items():
+        assert parameter.default == REPLAY_DEFAULTS.get(name, INPUTS[name].default), name
     assert set(AXES) | set(GRID_AXES) <= set(INPUTS)
     numpy_api = set(inspect.signature(handoff_delay_ms).parameters)
     assert numpy_api == {*(e.name for e in ROW_INPUTS), *(e.name for e in OPTIONS)}
@@ -327,14 +333,21 @@ def test_every_replay_input(entry, form, trace):
         assert _names(raised.value, entry), (bad, str(raised.value))
 
 
-@pytest.mark.parametrize("entry", [e for e in (*ROW_INPUTS, *OPTIONS) if e.grid_axis], ids=lambda e: e.name)
-def test_every_replay_grid_axis(entry, trace):
-    """Each configuration of a grid is the replay of that configuration; an invalid value is refused."""
-    given = {**context(entry)}
-    given.pop(entry.name, None)
-    base = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **given}
+GRIDDED = [e for e in (*ROW_INPUTS, *OPTIONS) if e.grid_axis]
+
+
+def _grid_base(entry: Input) -> dict:
+    """What a grid over ``entry`` replays with (its group's other inputs, the model it shapes)."""
+    base = {"kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0, **context(entry)}
     base.pop(entry.name, None)
     base.update(OPTION_CONTEXT.get(entry.name, {}))
+    return base
+
+
+@pytest.mark.parametrize("entry", GRIDDED, ids=lambda e: e.name)
+def test_every_replay_grid_axis(entry, trace):
+    """Each configuration of a grid is the replay of that configuration; an invalid value is refused."""
+    base = _grid_base(entry)
     values = [entry.default if entry.kind in ("choice", "degree", "option") else array_of(entry)[1], entry.example]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -344,68 +357,67 @@ def test_every_replay_grid_axis(entry, trace):
                                                           and k in LAYERWISE)}  # (a grid's rows without streaming)
             alone = perfmodel.summarize(replay_handoffs(trace, **call, **{entry.name: value}))
             assert grid.iloc[i]["p50_ms"] == pytest.approx(alone["p50_ms"], rel=1e-12, nan_ok=True)
-    if entry.valid is not None:
-        with pytest.raises(InputError) as raised:
-            replay_grid(trace, **base, **{entry.name: [entry.example, invalid_values(entry)[0]]})
-        assert _names(raised.value, entry), str(raised.value)
+    bad = invalid_values(entry)[0] if entry.valid is not None else "bogus"  # (a choice, an option: a name)
+    with pytest.raises(InputError) as raised:
+        replay_grid(trace, **base, **{entry.name: [entry.example, bad]})
+    assert _names(raised.value, entry), str(raised.value)
 
 
 # --- the command line --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("entry", [e for e in (*ROW_INPUTS, *OPTIONS) if e.grid_axis], ids=lambda e: e.name)
-def test_every_grid_axis_reads_from_the_command_line_as_the_api_takes_it(entry):
+#: A value other than the example where the default (None: the model's own) has no text.
+OTHER_VALUE = {"kv_cache_dtype": "bf16", "decode_tp": 8}
+
+
+def _text(value) -> str:
+    return value.name.lower() if isinstance(value, enum.Enum) else str(value)
+
+
+@pytest.mark.parametrize("entry", GRIDDED, ids=lambda e: e.name)
+def test_every_grid_axis_reads_from_the_command_line_as_the_api_takes_it(entry, trace, tmp_path, capsys):
     """``perfmodel trace --grid AXIS=A,B`` reads each axis by its kind in the table (a number as a number,
-    never as text, which the replay would take for a trace column's name)."""
-    from perfmodel.cli.trace import _grid_axes
+    never as text, which the replay would take for a trace column's name): it writes the grid the API
+    replays, value for value and type for type (``16``, not ``16.0``)."""
+    from perfmodel.cli import main
+    from perfmodel.io import write_table
 
-    values = _grid_axes([f"{entry.name}={entry.example},{entry.example}"])[entry.name]
-    assert values == [entry.example] * 2
-    assert all(type(value) is type(entry.example) or isinstance(entry.example, float) for value in values)
+    base = _grid_base(entry)
+    if isinstance(base.get("kv_bytes_per_token"), str):  # a model's name: --model, as the API's model=
+        base["model"] = base.pop("kv_bytes_per_token")
+    other = OTHER_VALUE.get(entry.name, entry.default if entry.kind in ("choice", "degree") else array_of(entry)[1])
+    values = [other, entry.example]
+    trace.to_csv(tmp_path / "trace.csv", index=False)
+    words = ["trace", str(tmp_path / "trace.csv"), "--out", str(tmp_path / "out"),
+             "--grid", f"{entry.name}={','.join(map(_text, values))}"]
+    for name, value in base.items():
+        flag = {"kv_transfer_bandwidth": "--bandwidth", "kv_bytes_per_token": "--kv-bytes-per-token",
+                "model": "--model"}.get(name)
+        words += [flag or INPUTS[name].cli, _text(value)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(words) == 0, capsys.readouterr().err
+        grid = replay_grid(trace, **base, **{entry.name: values}, progress=False)
+    want = write_table(grid, tmp_path / "api.csv", rounded=[c for c in grid.columns if c != entry.name])
+    assert (tmp_path / "out" / "grid.csv").read_text() == want.read_text()
 
 
-def test_every_flag_in_the_table_is_a_flag_of_the_command_line():
-    from perfmodel.cli import build_parser
+def test_every_flag_in_the_table_is_a_flag_of_the_command_line(capsys):
+    """Each flag the table names is an option of some command (as ``perfmodel COMMAND --help`` lists it)."""
+    from perfmodel.cli import main
 
-    parser = build_parser()
+    def help_of(*command: str) -> str:
+        assert main([*command, "--help"]) == 0
+        return capsys.readouterr().out
+
+    commands = re.findall(r"^    ([a-z]+)\b", help_of().partition("COMMAND\n")[2], flags=re.MULTILINE)
+    assert {"sweep", "delay", "trace", "calibrate"} <= set(commands), commands
     flags = set()
-    for action in parser._subparsers._group_actions[0].choices.values():  # every subcommand's options
-        for option in action._actions:
-            flags.update(option.option_strings)
+    for command in commands:  # every option line of its help: "  -h, --help", "  --tp TP   For models..."
+        for options in re.findall(r"^  (-.*?)(?:[ \t]{2,}|$)", help_of(command), flags=re.MULTILINE):
+            flags.update(re.findall(r"(?<![\w-])--?[a-z][\w-]*", options))
     for entry in (*ROW_INPUTS, *OPTIONS):
         if entry.cli:
             assert entry.cli in flags, entry.name
-
-
-DELAY_FLAGS = [e for e in ROW_INPUTS if e.cli and e.cli not in ("--tokens", "--bandwidth", "--kv-bytes-per-token")]
-
-
-@pytest.mark.parametrize("entry", DELAY_FLAGS, ids=lambda e: e.name)
-def test_every_delay_flag_and_its_invalid_value(entry, tmp_path, capsys):
-    """``perfmodel delay`` takes each input's flag as the API takes the value; an invalid value is one line
-    and exit code 2."""
-    from perfmodel.cli import main
-
-    source = tmp_path / "requests.csv"
-    pd.DataFrame({"num_input_tokens": TOKENS}).to_csv(source, index=False)
-    call = {**BASE, **context(entry), entry.name: entry.example}
-    args = ["delay", str(source), "--out", str(tmp_path / "out.csv"), "--bandwidth", "50",
-            "--kv-bytes-per-token", "1000"]
-    for name, value in call.items():
-        flag = INPUTS[name].cli if name in INPUTS else None
-        if name in BASE or flag is None:
-            continue
-        args += [flag, str(value)]
-    if "destination_missing_tokens" not in call or entry.name == "mode":
-        args += ["--column", "destination_missing_tokens=num_input_tokens"]
-        call["destination_missing_tokens"] = TOKENS
-    assert main(args) == 0
-    got = pd.read_csv(tmp_path / "out.csv")["handoff_delay_ms"]
-    _assert_close(got, expected(call))
-    bad = str(invalid_values(entry)[0])
-    capsys.readouterr()
-    assert main([bad if a == str(entry.example) else a for a in args]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and (entry.name in lines[0] or entry.cli in lines[0]), lines
 
 
 @pytest.mark.parametrize("indent", ["", "    ", "\t"])

@@ -34,8 +34,7 @@ def _entry_points():
 @pytest.mark.parametrize("entry", list(_entry_points()))
 @pytest.mark.parametrize("layers", [-1, -np.inf, 0.5, np.nan, np.inf, [32, -1]])
 def test_a_bad_layer_count_is_refused_everywhere(entry, layers):
-    if entry in ("replay", "sweep") and np.ndim(layers):
-        pytest.skip("one value per replay; a sweep's axis values are each checked below")
+    """(An array: a sweep's axis values are each checked; a replay takes one value, and says so.)"""
     with pytest.raises(InputError, match="num_layers"):
         result = _entry_points()[entry](num_layers=layers, **MESSAGES)
         print(result)
@@ -43,8 +42,19 @@ def test_a_bad_layer_count_is_refused_everywhere(entry, layers):
 
 @pytest.mark.parametrize("entry", list(_entry_points()))
 def test_a_good_layer_count_is_taken_alike(entry):
+    """The same count of layers, hence messages, everywhere: the numpy API's delay (which it changes)."""
+    def delay(tokens=1000, bandwidth=50.0, layers=32):
+        return perfmodel.handoff_delay_ms(tokens, bandwidth, 131072, num_layers=layers, **MESSAGES)
+
+    assert delay() != delay(layers=16)  # (a message per block, layer and K or V: the count matters)
     result = _entry_points()[entry](num_layers=32, **MESSAGES)
-    assert result is not None
+    if entry == "required_bandwidth":  # the least bandwidth within 10 ms
+        assert delay(bandwidth=result) <= 10.0 < delay(bandwidth=np.nextafter(result, 0))
+    elif entry == "max_tokens_within":  # the longest prompt within 10 ms
+        assert delay(tokens=result) <= 10.0 < delay(tokens=result + 1)
+    else:
+        got = result if entry == "numpy" else (result if entry == "facade" else result["handoff_delay_ms"]).iloc[0]
+        assert got == delay(), (entry, got, delay())
 
 
 @pytest.mark.parametrize("per_message", [0.0, np.array([0.0]), [0.0]])

@@ -294,7 +294,7 @@ def test_the_colour_bar_tells_the_budgets_apart():
         width_pt = bar.get_window_extent().width * 72 / fig.dpi
         patterns = set()
         for line in marks:
-            offset, dashes = line._dash_pattern if hasattr(line, "_dash_pattern") else (0, None)
+            offset, dashes = line._dash_pattern  # (matplotlib's drawn pattern, scaled: it has no public getter)
             period = sum(dashes) if dashes else 0.0
             assert dashes is None or period * 2 <= width_pt, (line.get_linestyle(), period, width_pt)  # 2 periods
             patterns.add(tuple(dashes) if dashes else None)

@@ -108,7 +108,7 @@ def test_errors_come_before_any_work():
 
 
 def test_interrupt_returns_nothing(monkeypatch):
-    import perfmodel.replay as replay_module
+    import perfmodel.replay as replay_module  # (its one configuration's step: no public hook runs per configuration)
 
     calls = []
     real = replay_module.grid_row

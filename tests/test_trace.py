@@ -263,7 +263,7 @@ def test_replay_shares_no_memory_with_the_trace(sample):
 
 
 def test_more_block_ids_than_the_caches_can_name_is_refused(sample, monkeypatch):
-    import perfmodel._prepared as prepared
+    import perfmodel._prepared as prepared  # (a trace of 2**31 distinct block ids is tens of GB: their count faked)
 
     monkeypatch.setattr(prepared, "_flat_hashes",
                         lambda trace: (np.zeros(0, np.int64), np.zeros(len(trace) + 1, np.int64), 2**31))
@@ -498,26 +498,31 @@ def test_summarize_and_cli(tmp_path, sample):
     assert (tmp_path / "out" / "replay.png").stat().st_size > 10_000
 
 
+def _assert_replay_is_the_reference(replay: pd.DataFrame, trace: pd.DataFrame, **kw) -> None:
+    """``replay`` (of ``trace`` at 50 GB/s and 1000 B/token) is the plain-Python reference's, request by request."""
+    expected = pd.DataFrame(replay_reference(trace["arrival_ms"].tolist(), trace["num_input_tokens"].tolist(),
+                                             [list(h) for h in trace["hash_ids"]], bytes_per_token=1000,
+                                             bandwidth_gb_s=50.0, **kw))
+    assert 0 < replay["cached_tokens"].sum() < trace["num_input_tokens"].sum()  # hits and misses both
+    for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
+        assert replay[column].tolist() == expected[column].tolist(), column
+    for column in ("transfer_bytes", "start_ms", "end_ms", "handoff_delay_ms"):
+        np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
+
+
 def test_block_ids_are_remapped_the_same_way_whatever_their_range():
     # small integer ids (Mooncake's) are ranked through a bitmap, 64-bit hashes go through pandas' factorize: the
     # dense ids may be numbered differently (value order, first appearance) but name the same blocks, so every
-    # replay is the same
-    from perfmodel._prepared import _flat_hashes
-
+    # replay is the same: the reference's, which reads the ids as given
     trace = synthetic_trace(3000, rate_per_s=50, seed=11)
     small = trace.assign(hash_ids=[[int(h) % 5000 for h in ids] for ids in trace["hash_ids"]])
     hashed = small.assign(hash_ids=[[(h * 0x9E3779B97F4A7C15) % 2**63 for h in ids] for ids in small["hash_ids"]])
-    dense_small, offsets_small, unique_small = _flat_hashes(small)
-    dense_hashed, offsets_hashed, unique_hashed = _flat_hashes(hashed)
-    flat = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in small["hash_ids"]])
-    np.testing.assert_array_equal(dense_small, np.unique(flat, return_inverse=True)[1])  # ranks of the values
-    np.testing.assert_array_equal(dense_hashed, pd.factorize(flat)[0])  # first appearance
-    pairs = np.unique(np.stack([dense_small, dense_hashed]), axis=1)  # one-to-one: the same partition of blocks
-    assert pairs.shape[1] == len(np.unique(dense_small)) == len(np.unique(dense_hashed))
-    np.testing.assert_array_equal(offsets_small, offsets_hashed)
-    assert unique_small == unique_hashed == len(np.unique(flat))
+    assert max(max(ids) for ids in hashed["hash_ids"] if ids) > 2**62  # (far beyond any bitmap)
     kw = dict(mode="destination_missing", decode_workers=3, decode_cache_blocks=200, contention="fifo")
-    pd.testing.assert_frame_equal(replay_handoffs(small, 50.0, 1000, **kw), replay_handoffs(hashed, 50.0, 1000, **kw))
+    replay = replay_handoffs(small, 50.0, 1000, **kw)
+    pd.testing.assert_frame_equal(replay_handoffs(hashed, 50.0, 1000, **kw), replay)
+    _assert_replay_is_the_reference(replay, small, mode="destination_missing", workers=3, capacity=200,
+                                    contention="fifo")
 
 
 @settings(max_examples=100, deadline=None)
@@ -559,19 +564,15 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
 
 
 def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypatch):
-    """Above the parallel threshold the ranking runs on two threads: the same dense ids as numpy's
-    ranking, and the same as on one thread."""
+    """Above the parallel threshold the block ids are ranked on two threads: the same replay as on one
+    thread, and the reference's."""
     import perfmodel.handoff as handoff
-    from perfmodel._prepared import _flat_hashes
-
-    from perfmodel import synthetic_trace
 
     trace = synthetic_trace(8000, rate_per_s=100, seed=3)
-    serial = _flat_hashes(trace)
-    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 50_000)
-    dense, offsets, unique = _flat_hashes(trace)
-    assert dense.size >= handoff.PARALLEL_MIN_ROWS
-    flat = np.concatenate(trace["hash_ids"].to_list())
-    np.testing.assert_array_equal(dense, np.unique(flat, return_inverse=True)[1].reshape(-1))
-    assert unique == len(np.unique(flat)) == serial[2]
-    np.testing.assert_array_equal(serial[0], dense)
+    kw = dict(mode="destination_missing", decode_workers=2, decode_cache_blocks=3000, contention="fifo")
+    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 1 << 62)
+    serial = replay_handoffs(trace, 50.0, 1000, **kw)
+    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 0)
+    pd.testing.assert_frame_equal(replay_handoffs(trace, 50.0, 1000, **kw), serial)
+    _assert_replay_is_the_reference(serial, trace, mode="destination_missing", workers=2, capacity=3000,
+                                    contention="fifo")
