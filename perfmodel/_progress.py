@@ -6,6 +6,7 @@ redirected (tqdm's ``disable=None``), and never drawn for work too small to repo
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -19,12 +20,19 @@ def progress_bar(total: int | None, *, unit: str, desc: str, progress: bool | No
     >>> with progress_bar(3, unit="configs", desc="replay grid", progress=False) as bar:
     ...     bar.update(3)
     """
-    from tqdm.auto import tqdm
-
     if progress is not None and not isinstance(progress, bool):
         from .errors import InputError
 
         raise InputError("progress", f"{progress!r} is not True, False or None", "pass progress=True, False or None")
     hidden = progress is False or (progress is None and total is not None and total <= at_least)
-    return tqdm(total=total, unit=unit, unit_scale=True, delay=1.0, desc=desc,
-                disable=True if hidden else (None if progress is None else False))
+    return _bar()(total=total, unit=unit, unit_scale=True, delay=1.0, desc=desc,
+                  disable=True if hidden else (None if progress is None else False))
+
+
+@functools.cache
+def _bar() -> type:
+    """tqdm's bar (a notebook's where one runs) without its monitor thread, which any bar would start, hidden
+    or not: a second thread stops the command line from drawing its figures beside the work (a fork)."""
+    from tqdm.auto import tqdm
+
+    return type("Bar", (tqdm,), {"monitor_interval": 0})

@@ -258,7 +258,7 @@ def test_nothing_is_forked_beside_another_python_thread():
     """A Python thread could hold a lock a forked child would wait on forever (a notebook has several)."""
     import threading
 
-    # (the decision itself: perfmodel sweep's own effect of it is the xfail test below)
+    # (the decision itself: perfmodel sweep's own effect of it is the test below)
     from perfmodel.cli._draw import _fork_is_safe_and_useful
 
     stop = threading.Event()
@@ -273,8 +273,6 @@ def test_nothing_is_forked_beside_another_python_thread():
 
 @pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
                     reason="the heatmap is drawn beside the computation on Linux with two cores or more")
-@pytest.mark.xfail(strict=True, reason="the sweep's progress bar (even hidden) starts tqdm's monitor thread before "
-                                       "the figures are drawn, so perfmodel sweep never forks its drawing child")
 def test_perfmodel_sweep_draws_its_heatmap_in_a_child_unless_another_thread_runs(tmp_path, monkeypatch):
     """With nothing else running, ``perfmodel sweep`` draws its heatmap in a forked child, on a second core;
     with another Python thread running (a notebook), in this process."""
