@@ -219,6 +219,18 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
     ("line 7" of a text file, "row 3" of a Parquet file, "row <label>" of a DataFrame), and the
     source's name.
 
+    Parameters
+    ----------
+    table
+        A DataFrame, a CSV, JSON-lines or Parquet file, perftest's text output, or ``"dataset:NAME"``.
+
+    Returns
+    -------
+    tuple
+        The frame, each row's place, and the source's name.
+
+    Examples
+    --------
     >>> frame, places, where = read_measurements("dataset:fastdeploy-rdma-blocksize")
     >>> places[:2], where
     (['line 2', 'line 3'], 'dataset:fastdeploy-rdma-blocksize')

@@ -20,7 +20,8 @@ from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, head_terms
 from .errors import InputError, check_whole
 
-__all__ = ["cluster_summary", "replay_on_cluster", "resource_table", "with_cluster"]
+# (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
+__all__ = ["resource_table"]
 
 
 def with_cluster(given: dict[str, Any]) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from . import _maxmin
 from .errors import InputError, check_choice
 from .links import Link, Transport, get_link, get_transport
 
-__all__ = ["FABRICS", "Alone", "Cluster", "Flow", "HeadTerms", "Resources", "alone", "alone_ms", "flow_bytes", "flow_terms",
-           "handoff_flow_list", "handoffs_at_once", "head_terms", "kv_heads",
-           "split_heads"]
+# (the rest is the machinery of flows, paths and placement that handoff_flows, the cluster route and the
+# replay on a cluster share: importable, not the API)
+__all__ = ["FABRICS", "Cluster", "kv_heads", "split_heads"]
 
 FABRICS = ("flat", "rail")
 _IDEAL = Transport()
@@ -243,6 +243,22 @@ def split_heads(t: int, heads: int, side: str = "tensor-parallel group") -> tupl
     """The KV heads each of ``t`` ranks holds (precise rule 1): contiguous ranges when ``t`` divides
     ``heads``, one replicated head (rank ``i``: ``floor(i * heads / t)``) when ``heads`` divides ``t``.
 
+    Parameters
+    ----------
+    t
+        The tensor-parallel degree (ranks).
+    heads
+        The model's KV heads (:func:`perfmodel.kv_heads`).
+    side
+        Which group the ranks are, for the error when neither divides the other.
+
+    Returns
+    -------
+    tuple of tuple of int
+        Per rank, the indices of the heads it holds.
+
+    Examples
+    --------
     >>> split_heads(4, 8), split_heads(4, 2)
     (((0, 1), (2, 3), (4, 5), (6, 7)), ((0,), (0,), (1,), (1,)))
     """

@@ -21,4 +21,4 @@ renamed into place only when complete.
 from ._main import build_parser, console, main
 from ._parsing import UsageError, parse_tokens
 
-__all__ = ["UsageError", "build_parser", "console", "main", "parse_tokens"]
+__all__ = ["console", "main"]

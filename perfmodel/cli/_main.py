@@ -129,6 +129,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     0: done. 2: a failure caused by the input, the files or the machine (one line on
     stderr; ``--debug`` shows the traceback). 1: an internal error (a bug: the traceback
     is shown). 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP): interrupted, outputs untouched.
+
+    Parameters
+    ----------
+    argv
+        The arguments after ``perfmodel`` (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code.
+
+    Examples
+    --------
+    >>> main(["links", "--help"])  # doctest: +ELLIPSIS
+    usage: perfmodel links ...
+    0
     """
     previous = {}
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
