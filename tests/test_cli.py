@@ -273,37 +273,46 @@ def test_nothing_is_forked_beside_another_python_thread():
 
 @pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
                     reason="the heatmap is drawn beside the computation on Linux with two cores or more")
-def test_perfmodel_sweep_draws_its_heatmap_in_a_child_unless_another_thread_runs(tmp_path, monkeypatch):
+def test_perfmodel_sweep_draws_its_heatmap_in_a_child_unless_another_thread_runs(tmp_path):
     """With nothing else running, ``perfmodel sweep`` draws its heatmap in a forked child, on a second core;
-    with another Python thread running (a notebook), in this process."""
-    import threading
+    with another Python thread running (a notebook), in this process. Each in a fresh interpreter, as a
+    command starts (this test process holds other tests' thread pools)."""
+    script = """
+import os, sys, threading
+from pathlib import Path
+import perfmodel.plotting as pp
+from perfmodel.cli import main
 
-    import perfmodel.plotting as pp
-    from perfmodel.cli import main
+notes, beside_a_thread = Path(sys.argv[1]), sys.argv[2] == "thread"
+real = pp.heatmap_figure
 
-    real = pp.heatmap_figure
+def noting_the_process(*args, **kwargs):
+    (notes / f"drawn-by-{os.getpid()}").write_text("")
+    return real(*args, **kwargs)
 
-    def noting_the_process(*args, **kwargs):
-        (tmp_path / f"drawn-by-{os.getpid()}").write_text("")
-        return real(*args, **kwargs)
-
-    def drawn_by(out: str) -> set[int]:
-        for note in tmp_path.glob("drawn-by-*"):
-            note.unlink()
-        assert main(["sweep", "--tokens", "1k:32k", "--model", "qwen3-32b", "--out", str(tmp_path / out)]) == 0
-        return {int(note.name.removeprefix("drawn-by-")) for note in tmp_path.glob("drawn-by-*")}
-
-    monkeypatch.setattr(pp, "heatmap_figure", noting_the_process)
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
+pp.heatmap_figure = noting_the_process
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+if beside_a_thread:
     thread.start()
-    try:
-        assert drawn_by("beside-a-thread") == {os.getpid()}
-    finally:
-        stop.set()
-        thread.join()
-    alone = drawn_by("alone")
-    assert len(alone) == 1 and os.getpid() not in alone, alone
+code = main(["sweep", "--tokens", "1k:32k", "--model", "qwen3-32b", "--out", str(notes / "out")])
+stop.set()
+print(os.getpid(), code)
+"""
+
+    def drawn_by(how: str) -> tuple[int, set[int]]:
+        notes = tmp_path / how
+        notes.mkdir()
+        done = subprocess.run([sys.executable, "-c", script, str(notes), how], capture_output=True, text=True,
+                              timeout=300)
+        pid, code = map(int, done.stdout.split()[-2:])
+        assert code == 0, done.stderr
+        return pid, {int(note.name.removeprefix("drawn-by-")) for note in notes.glob("drawn-by-*")}
+
+    pid, drawers = drawn_by("thread")
+    assert drawers == {pid}
+    pid, drawers = drawn_by("alone")
+    assert len(drawers) == 1 and pid not in drawers, drawers
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="forks on Linux only")
