@@ -1,0 +1,946 @@
+"""Numba kernel of the replay on a cluster: flows sharing resources max-min fairly, in one event loop.
+
+:mod:`perfmodel._cluster_replay` resolves the cluster into arrays (:class:`Structure`); this module
+replays the requests on them. Flows of one path (and one decode worker) always get the same max-min
+rate, so they move as one *class*: progressive filling runs over classes with counts, never over
+the flows piled on them, and each class keeps processor-sharing virtual time: ``served`` (the bytes
+every flow of the class has received since the class was last empty), the moment it was brought up
+to date, and a heap of its flows by target (``served`` at its start plus its bytes), so that a start,
+an end or a change of rate touches the class, not every flow in it. The class's next end is
+``since + (smallest target - served) / (rate * 1e9) * 1000`` (ms; rates in decimal GB/s, bytes),
+in the operation order of :func:`perfmodel._maxmin.simulate`.
+
+Each class's flows form a pairing heap threaded through the flow pool (``child``/``sibling`` slots):
+no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
+heap by next end; flows paying their fixed costs in another, by the moment their bytes may move.
+Whenever flows start or end, the classes connected to them through shared resources (transitively,
+and only those) get new rates. Prefix caches, routing depths and the charged tokens are
+:mod:`perfmodel._replay`'s. No pandas, no validation.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._kernels import current_chunk, jit, loop_helper, messages_of
+from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
+
+PREFIX, ROUND_ROBIN, LEAST_LOADED, TOPOLOGY = 0, 1, 2, 3
+_SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity within this (relative)
+_NIL = -1
+# the replay's counters (one int64 array): classes in the heap, flows in the heap of those not yet moving,
+# requests pending for a cache, free pool slots, flows started, batches, the round-robin turn
+_HEAP, _WAITING, _PENDING, _FREE, _FLOW, _BATCH, _RR = range(7)
+
+
+class Structure(NamedTuple):
+    """A cluster resolved into arrays: resources, classes (a path and a decode worker) and each
+    (prefill worker, decode worker) pair's flows (in the order of :func:`perfmodel.clusters.handoff_flow_list`)."""
+
+    capacities: np.ndarray  # float64 (R,): GB/s
+    class_off: np.ndarray  # int64 (C + 1,): class c's path is class_res[class_off[c]:class_off[c + 1]]
+    class_res: np.ndarray
+    class_worker: np.ndarray  # int64 (C,): its decode worker
+    class_copies: np.ndarray  # float64 (C,): the copies of its component it stands for (1: none but itself)
+    res_off: np.ndarray  # int64 (R + 1,): the classes crossing resource r: res_classes[res_off[r]:res_off[r + 1]]
+    res_classes: np.ndarray
+    worker_off: np.ndarray  # int64 (D + 1,): decode worker w's classes: worker_classes[worker_off[w]:...]
+    worker_classes: np.ndarray
+    pair_off: np.ndarray  # int64 (P * D + 1,): pair (a, b)'s flows are pair_off[a * D + b]:pair_off[a * D + b + 1]
+    flow_class: np.ndarray  # int64 (F,)
+    flow_terms: np.ndarray  # float64 (F, 4): bytes per token of full, window and chunked layers; state bytes
+    flow_costs: np.ndarray  # float64 (F, 3): its own fixed cost (ms), its link's cost per message and per block
+    flow_position: np.ndarray  # int64 (F,): its position in the pair's flows (of its copies: the lowest)
+    flow_view: np.ndarray  # int64 (F,): the copy of that position (a row of ``views``)
+    pair_hops: np.ndarray  # int64 (P * D,): hops summed over the pair's flows
+    views: np.ndarray  # int64 (V, R): per copy, each resource of the simulated copy -> its own (row 0: itself)
+    mirror: np.ndarray  # int64 (R,): each resource's copy in the simulated copy of its component
+
+
+class Config(NamedTuple):
+    """The scalars of one replay on a cluster."""
+
+    workers: int  # decode workers
+    n_unique: int  # distinct block ids
+    hash_block_tokens: int
+    block_size: int
+    destination_missing: bool
+    capacity: int  # LRU blocks per decode worker; < 0: unbounded
+    routing: int  # PREFIX, ROUND_ROBIN, LEAST_LOADED or TOPOLOGY
+    fair: bool  # contention "fair"; else "none" (each handoff alone)
+    latency_ms: float  # the caller's
+    per_message_ms: float  # the caller's and the transport's
+    per_block_ms: float
+    message_terms: np.ndarray  # float64 (6,): messages_of's full, window, chunk, state, window and chunk tokens
+    blocks_per_message: float
+    window_tokens: float
+    chunk_tokens: float
+    origin_ms: float  # where time bin 0 starts
+    bin_ms: float  # the width of the time bins (inf: none)
+
+
+class Outputs(NamedTuple):
+    """Per-request outputs, filled in place (``prefill_worker`` is the caller's)."""
+
+    decode_worker: np.ndarray
+    cached: np.ndarray
+    charged: np.ndarray
+    bytes: np.ndarray
+    saved: np.ndarray
+    alone_ms: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    flows: np.ndarray
+    bottleneck: np.ndarray  # resource index, -1: none saturated (or no flow)
+
+    @classmethod
+    def empty(cls, n: int) -> Outputs:
+        ints = np.zeros(n, np.int64)
+        return cls(ints, ints.copy(), ints.copy(), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n),
+                   np.zeros(n), ints.copy(), np.full(n, -1, np.int64))
+
+
+class Classes(NamedTuple):
+    """Each class's flows moving: how many, their virtual time and rate, their bytes, their heap."""
+
+    count: np.ndarray
+    served: np.ndarray  # bytes each of its flows received since the class was last empty
+    since: np.ndarray  # when ``served`` was brought up to date (ms)
+    rate: np.ndarray  # each flow's (GB/s); NaN: no flow moves
+    bytes: np.ndarray  # its flows' bytes together
+    delivered: np.ndarray  # of which delivered
+    root: np.ndarray  # the pool slot of its flow of the smallest target (-1: none)
+    end: np.ndarray  # when its next flow ends
+    heap: np.ndarray  # classes with flows, an indexed heap by (end, class)
+    where: np.ndarray  # each class's position in ``heap`` (-1: not in it)
+    touched: np.ndarray  # the batch (event time) in which its flows last changed
+    neck: np.ndarray  # its flows' bottleneck when they end (this batch)
+
+
+class Pool(NamedTuple):
+    """Flows paying their fixed costs or moving, by slot (recycled): a flow's target or start, its
+    heap links, its request (by position in ready order), its index in the pair, class and bytes;
+    the free slots; and the heap of the flows not yet moving (or, alone, of flows not yet ended)."""
+
+    key: np.ndarray
+    child: np.ndarray
+    sibling: np.ndarray
+    seq: np.ndarray
+    position: np.ndarray
+    copy_id: np.ndarray  # the copy of its position (a row of Structure.views)
+    cls: np.ndarray
+    nbytes: np.ndarray
+    free: np.ndarray
+    times: np.ndarray
+    seqs: np.ndarray
+    items: np.ndarray
+
+
+class Loads(NamedTuple):
+    """Each resource's load (GB/s), since when, its integral (GB/s x ms), its peak, and its time bins."""
+
+    load: np.ndarray
+    since: np.ndarray
+    busy: np.ndarray
+    peak: np.ndarray
+    bins: np.ndarray  # (R, bins): the load's integral per time bin
+    touched: np.ndarray  # bool (R,): a bin of the resource was written
+
+
+class Scratch(NamedTuple):
+    """Work arrays of one max-min filling over local indices (a connected set, or a handoff alone)."""
+
+    res_stamp: np.ndarray  # (R,): the filling in which a resource was last collected
+    local: np.ndarray  # (R,): its local index then
+    members: np.ndarray  # (R,): the local resources' global indices
+    cls_stamp: np.ndarray  # (C,)
+    items: np.ndarray  # the items' classes (a connected set's classes, or a handoff's flows' classes)
+    counts: np.ndarray  # flows per item
+    rates: np.ndarray
+    frozen: np.ndarray
+    path_off: np.ndarray  # item k's local path: path[path_off[k]:path_off[k + 1]]
+    path: np.ndarray
+    res_off: np.ndarray  # local resource j's items: res_items[res_off[j]:res_off[j + 1]]
+    res_items: np.ndarray
+    caps: np.ndarray
+    left: np.ndarray
+    free: np.ndarray
+    ties: np.ndarray
+    seeds: np.ndarray  # resources whose flows changed in this batch
+    seeded: np.ndarray  # (R,): the batch in which a resource was last made a seed
+    covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
+    ending: np.ndarray  # classes whose flows end in this batch
+    counters: np.ndarray  # [filling stamp]
+
+
+# --- max-min fair rates by progressive filling ----------------------------------------------------------
+
+@loop_helper
+def _fill(m, q, sc):
+    """Max-min rates (``sc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
+    smallest fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them
+    (:func:`perfmodel._maxmin.maxmin_rates` with an item of ``count`` equal flows). No resource: ``inf``."""
+    left, free, frozen, rates = sc.left, sc.free, sc.frozen, sc.rates
+    for j in range(m):
+        left[j] = sc.caps[j]
+        free[j] = 0
+    for k in range(q):
+        frozen[k] = False
+        rates[k] = np.inf
+        for x in range(sc.path_off[k], sc.path_off[k + 1]):
+            free[sc.path[x]] += sc.counts[k]
+    while True:
+        share = np.inf
+        for j in range(m):
+            if free[j] > 0 and left[j] / free[j] < share:
+                share = left[j] / free[j]
+        if share == np.inf:  # no resource left, or of unlimited capacity: the flows left are unlimited too
+            return
+        ties = 0
+        for j in range(m):
+            if free[j] > 0 and left[j] / free[j] == share:
+                sc.ties[ties] = j
+                ties += 1
+        for t in range(ties):
+            j = sc.ties[t]
+            for x in range(sc.res_off[j], sc.res_off[j + 1]):
+                k = sc.res_items[x]
+                if frozen[k]:
+                    continue
+                frozen[k] = True
+                rates[k] = share
+                for y in range(sc.path_off[k], sc.path_off[k + 1]):
+                    s = sc.path[y]
+                    if free[s] > 0:
+                        left[s] = max(left[s] - share * sc.counts[k], 0.0)
+                        free[s] -= sc.counts[k]
+
+
+@loop_helper
+def _local_paths(q, st, sc, stamp, m):
+    """Local paths of the items ``sc.items[:q]`` (classes) and each local resource's items; resources not yet
+    collected under ``stamp`` are added after the first ``m``. Returns the number of local resources."""
+    sc.path_off[0] = 0
+    x = 0
+    for k in range(q):
+        c = sc.items[k]
+        for y in range(st.class_off[c], st.class_off[c + 1]):
+            r = st.class_res[y]
+            if sc.res_stamp[r] != stamp:
+                sc.res_stamp[r] = stamp
+                sc.local[r] = m
+                sc.members[m] = r
+                m += 1
+            sc.path[x] = sc.local[r]
+            x += 1
+        sc.path_off[k + 1] = x
+    for j in range(m + 1):
+        sc.res_off[j] = 0
+    for y in range(x):
+        sc.res_off[sc.path[y] + 1] += 1
+    for j in range(m):
+        sc.res_off[j + 1] += sc.res_off[j]
+        sc.caps[j] = st.capacities[sc.members[j]]
+        sc.free[j] = sc.res_off[j]  # (a cursor while the lists are written)
+    for k in range(q):
+        for y in range(sc.path_off[k], sc.path_off[k + 1]):
+            j = sc.path[y]
+            sc.res_items[sc.free[j]] = k
+            sc.free[j] += 1
+    return m
+
+
+@loop_helper
+def _neck_of(k, m, sc, st):
+    """Precise rule 9 for item ``k`` in the interval of rates ``sc.rates``: the first resource on its path
+    that its items fill (within ``_SATURATED``) and on which no item moves faster; -1 if none."""
+    mine = sc.rates[k]
+    for y in range(sc.path_off[k], sc.path_off[k + 1]):
+        j = sc.path[y]
+        used = 0.0
+        faster = False
+        for x in range(sc.res_off[j], sc.res_off[j + 1]):
+            o = sc.res_items[x]
+            used += sc.rates[o] * sc.counts[o]
+            faster |= sc.rates[o] > mine * (1 + 1e-12)
+        if used >= sc.caps[j] * (1 - _SATURATED) and not faster:
+            return sc.members[j]
+    return -1
+
+
+# --- a handoff alone in the cluster ------------------------------------------------------------------
+
+class Alone(NamedTuple):
+    """Work arrays of one handoff's flows alone (:func:`_alone`), by kept flow."""
+
+    start: np.ndarray
+    nbytes: np.ndarray
+    left: np.ndarray
+    anchor: np.ndarray
+    rate: np.ndarray
+    ends: np.ndarray
+    neck: np.ndarray
+    order: np.ndarray
+    active: np.ndarray
+    finish: np.ndarray
+
+
+@loop_helper
+def _alone_rates(na, t, al, st, sc, kept):
+    """New rates at ``t`` of the ``na`` active flows (``al.active``): bytes so far carried at the old rate."""
+    stamp = sc.counters[0] + 1
+    sc.counters[0] = stamp
+    for x in range(na):
+        sc.items[x] = kept[0][al.active[x]]
+        sc.counts[x] = 1
+    m = _local_paths(na, st, sc, stamp, 0)
+    _fill(m, na, sc)
+    for x in range(na):
+        f = al.active[x]
+        new = sc.rates[x]
+        if new != al.rate[f]:
+            if al.rate[f] == al.rate[f]:  # it was moving: its bytes so far at the old rate
+                al.left[f] -= al.rate[f] * 1e9 * (t - al.anchor[f]) / 1000.0
+                al.anchor[f] = t
+            al.rate[f] = new
+        al.finish[f] = al.anchor[f] + max(al.left[f], 0.0) / (al.rate[f] * 1e9) * 1000.0
+    return m
+
+
+@loop_helper
+def _alone(q, al, st, sc, kept):
+    """:func:`perfmodel._maxmin.simulate` of ``q`` flows (starts ``al.start``, bytes ``al.nbytes``, classes
+    ``kept[0]``): each flow's end (``al.ends``) and its bottleneck when it ended (``al.neck``); returns
+    the index of the last-ending flow (ties: the lowest position, ``kept[1]``)."""
+    for f in range(q):  # by start, ties in index order (insertion sort: a handful of flows)
+        al.order[f] = f
+        x = f
+        while x > 0 and al.start[al.order[x - 1]] > al.start[f]:
+            al.order[x] = al.order[x - 1]
+            x -= 1
+        al.order[x] = f
+        al.left[f], al.anchor[f], al.rate[f] = al.nbytes[f], al.start[f], np.nan
+    pending, na = 0, 0
+    t = al.start[al.order[0]]
+    while pending < q or na > 0:
+        while pending < q and al.start[al.order[pending]] <= t:
+            al.active[na] = al.order[pending]
+            na += 1
+            pending += 1
+        if na == 0:
+            t = al.start[al.order[pending]]
+            continue
+        m = _alone_rates(na, t, al, st, sc, kept)
+        t_end = np.inf
+        for x in range(na):
+            t_end = min(t_end, al.finish[al.active[x]])
+        t_next = min(t_end, al.start[al.order[pending]]) if pending < q else t_end
+        if t_next == t_end:
+            still = 0
+            for x in range(na):
+                f = al.active[x]
+                if al.finish[f] == t_end:
+                    al.ends[f] = t_end
+                    al.neck[f] = _neck_of(x, m, sc, st)
+                else:
+                    al.active[still] = f
+                    still += 1
+            na = still
+        t = t_next
+    last = 0
+    for f in range(1, q):
+        if al.ends[f] > al.ends[last] or (al.ends[f] == al.ends[last] and kept[1][f] < kept[1][last]):
+            last = f
+    return last
+
+
+# --- the heaps of the classes and of their flows ----------------------------------------------------
+
+@loop_helper
+def _meld(a, b, key, child, sibling):
+    """The pairing heap of roots ``a`` and ``b`` (either -1: none) by ``key`` (ties: the lower slot)."""
+    if a < 0:
+        return b
+    if b < 0:
+        return a
+    if key[b] < key[a] or (key[b] == key[a] and b < a):
+        a, b = b, a
+    sibling[b] = child[a]
+    child[a] = b
+    return a
+
+
+@loop_helper
+def _pop_root(root, key, child, sibling):
+    """The pairing heap of ``root`` without ``root`` (two passes: pairs left to right, then melded back)."""
+    pairs = _NIL  # the melded pairs, listed in reverse through their sibling links
+    x = child[root]
+    while x >= 0:
+        y = sibling[x]
+        after = _NIL
+        if y >= 0:
+            after = sibling[y]
+            sibling[y] = _NIL
+        sibling[x] = _NIL
+        m = _meld(x, y, key, child, sibling)
+        sibling[m] = pairs
+        pairs = m
+        x = after
+    result = _NIL
+    while pairs >= 0:
+        after = sibling[pairs]
+        sibling[pairs] = _NIL
+        result = _meld(result, pairs, key, child, sibling)
+        pairs = after
+    child[root] = _NIL
+    return result
+
+
+@loop_helper
+def _sift(cl, at, size):
+    """Move the class at heap position ``at`` up or down to its place (by (end, class))."""
+    heap, end, where = cl.heap, cl.end, cl.where
+    c = heap[at]
+    while at > 0:
+        parent = (at - 1) // 2
+        p = heap[parent]
+        if end[p] < end[c] or (end[p] == end[c] and p < c):
+            break
+        heap[at] = p
+        where[p] = at
+        at = parent
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            break
+        o = heap[child]
+        if child + 1 < size:
+            o2 = heap[child + 1]
+            if end[o2] < end[o] or (end[o2] == end[o] and o2 < o):
+                child, o = child + 1, o2
+        if end[c] < end[o] or (end[c] == end[o] and c < o):
+            break
+        heap[at] = o
+        where[o] = at
+        at = child
+    heap[at] = c
+    where[c] = at
+
+
+@loop_helper
+def _heap_remove(cl, c, size):
+    """Remove class ``c`` from the heap of ``size`` classes; returns the new size."""
+    at = cl.where[c]
+    cl.where[c] = _NIL
+    size -= 1
+    if at != size:
+        cl.heap[at] = cl.heap[size]
+        cl.where[cl.heap[at]] = at
+        _sift(cl, at, size)
+    return size
+
+
+@loop_helper
+def _schedule(cl, c, size, key):
+    """Class ``c``'s next end from its virtual time (``key``: the flows' targets), placed in the heap (or
+    taken out of it when it has no flow); returns the heap's new size."""
+    if cl.count[c] == 0:
+        return _heap_remove(cl, c, size) if cl.where[c] >= 0 else size
+    cl.end[c] = cl.since[c] + max(key[cl.root[c]] - cl.served[c], 0.0) / (cl.rate[c] * 1e9) * 1000.0
+    if cl.where[c] < 0:
+        cl.heap[size] = c
+        cl.where[c] = size
+        size += 1
+    _sift(cl, cl.where[c], size)
+    return size
+
+
+# --- classes: virtual time, flows joining and ending -----------------------------------------------------
+
+@loop_helper
+def _advance_class(cl, c, t):
+    """Bring class ``c``'s virtual time to ``t`` at its rate."""
+    if t > cl.since[c]:
+        d = cl.rate[c] * 1e9 * (t - cl.since[c]) / 1000.0
+        cl.served[c] += d
+        cl.delivered[c] += cl.count[c] * d
+        cl.since[c] = t
+
+
+@loop_helper
+def _join(slot, t, cl, pool):
+    """The flow in ``slot`` starts moving its bytes at ``t`` in its class; returns its class."""
+    c = pool.cls[slot]
+    if cl.count[c] == 0:
+        cl.served[c], cl.delivered[c], cl.bytes[c], cl.since[c], cl.rate[c] = 0.0, 0.0, 0.0, t, np.nan
+    else:
+        _advance_class(cl, c, t)
+    pool.key[slot] = cl.served[c] + pool.nbytes[slot]
+    pool.child[slot] = _NIL
+    pool.sibling[slot] = _NIL
+    cl.root[c] = _meld(cl.root[c], slot, pool.key, pool.child, pool.sibling)
+    cl.count[c] += 1
+    cl.bytes[c] += pool.nbytes[slot]
+    return c
+
+
+@loop_helper
+def _class_neck(c, st, cl, loads):
+    """Precise rule 9 for class ``c``'s flows ending now (their final rate interval): the first resource on
+    their path that is saturated and on which no flow moves faster; -1 if none."""
+    mine = cl.rate[c]
+    for y in range(st.class_off[c], st.class_off[c + 1]):
+        r = st.class_res[y]
+        if loads.load[r] >= st.capacities[r] * (1 - _SATURATED):
+            faster = False
+            for x in range(st.res_off[r], st.res_off[r + 1]):
+                o = st.res_classes[x]
+                faster |= cl.count[o] > 0 and cl.rate[o] > mine * (1 + 1e-12)
+            if not faster:
+                return r
+    return -1
+
+
+@loop_helper
+def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending, state):
+    """The flow in ``slot`` ends at ``t``: its request's last end and bottleneck so far (ties: the first flow),
+    and the request's end when it was its last flow (then pending for its decode worker's cache)."""
+    i = pool.seq[slot]
+    r = order[i]
+    position = pool.position[slot]
+    if t > out.end[r] or (t == out.end[r] and position < last_pos[r]):
+        out.end[r] = t
+        last_pos[r] = position
+        out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else _NIL
+    remaining[r] -= 1
+    if remaining[r] == 0:
+        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, r)
+
+
+@loop_helper
+def _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, state):
+    """Class ``c``'s flows of the smallest target end at ``t`` (its virtual time reaches that target)."""
+    root = cl.root[c]
+    target = pool.key[root]
+    cl.delivered[c] += cl.count[c] * (target - cl.served[c])
+    cl.served[c] = target
+    cl.since[c] = t
+    while root >= 0 and pool.key[root] == target:
+        slot = root
+        root = _pop_root(root, pool.key, pool.child, pool.sibling)
+        _flow_ends(slot, t, cl.neck[c], st, pool, out, order, remaining, last_pos, pending, state)
+        cl.count[c] -= 1
+        cl.bytes[c] -= pool.nbytes[slot]
+        cl.delivered[c] -= pool.nbytes[slot]
+        pool.free[state[_FREE]] = slot
+        state[_FREE] += 1
+    cl.root[c] = root
+    if cl.count[c] == 0:
+        cl.served[c], cl.delivered[c], cl.bytes[c], cl.rate[c] = 0.0, 0.0, 0.0, np.nan
+
+
+# --- one moment at which flows start or end ------------------------------------------------------------
+
+@loop_helper
+def _account(loads, r, t, origin, width):
+    """Resource ``r``'s load since its last change, up to ``t``: its integral, time bins and peak (over
+    intervals of positive length); the load then starts again from 0."""
+    since, load = loads.since[r], loads.load[r]
+    if t > since:
+        loads.busy[r] += load * (t - since)
+        if load != 0 and width != np.inf:
+            k = int((since - origin) // width)
+            t0 = since
+            while t0 < t:
+                edge = min(origin + (k + 1) * width, t)
+                loads.bins[r, k] += load * (edge - t0)
+                loads.touched[r] = True
+                t0 = edge
+                k += 1
+        if load > loads.peak[r]:
+            loads.peak[r] = load
+    loads.since[r] = t
+    loads.load[r] = 0.0
+
+
+@loop_helper
+def _collect(seed, st, cl, sc, stamp):
+    """The resources and classes with flows connected to resource ``seed`` (transitively): (resources, classes)."""
+    sc.res_stamp[seed] = stamp
+    sc.local[seed] = 0
+    sc.members[0] = seed
+    m, q, head = 1, 0, 0
+    while head < m:
+        r = sc.members[head]
+        head += 1
+        for x in range(st.res_off[r], st.res_off[r + 1]):
+            c = st.res_classes[x]
+            if cl.count[c] == 0 or sc.cls_stamp[c] == stamp:
+                continue
+            sc.cls_stamp[c] = stamp
+            sc.items[q] = c
+            sc.counts[q] = cl.count[c]
+            q += 1
+            for y in range(st.class_off[c], st.class_off[c + 1]):
+                s = st.class_res[y]
+                if sc.res_stamp[s] != stamp:
+                    sc.res_stamp[s] = stamp
+                    sc.local[s] = m
+                    sc.members[m] = s
+                    m += 1
+    return m, q
+
+
+@loop_helper
+def _recompute(seed, t, batch, st, cl, pool, loads, sc, state, origin, width):
+    """New max-min rates at ``t`` of the classes connected to resource ``seed``; each touched resource's load
+    accounted; the classes whose rate or flows changed rescheduled."""
+    stamp = sc.counters[0] + 1
+    sc.counters[0] = stamp
+    m, q = _collect(seed, st, cl, sc, stamp)
+    _local_paths(q, st, sc, stamp, m)
+    _fill(m, q, sc)
+    for j in range(m):
+        r = sc.members[j]
+        sc.covered[r] = batch
+        _account(loads, r, t, origin, width)
+    size = state[_HEAP]
+    for k in range(q):
+        c = sc.items[k]
+        new = sc.rates[k]
+        for y in range(st.class_off[c], st.class_off[c + 1]):
+            loads.load[st.class_res[y]] += new * cl.count[c]
+        old = cl.rate[c]
+        if new != old:
+            if old == old:  # it was moving: its flows' bytes so far at the old rate
+                _advance_class(cl, c, t)
+            cl.rate[c] = new
+            size = _schedule(cl, c, size, pool.key)
+        elif cl.touched[c] == batch:
+            size = _schedule(cl, c, size, pool.key)
+    state[_HEAP] = size
+
+
+@loop_helper
+def _seed(c, st, sc, count, batch):
+    """Class ``c``'s resources among the batch's ``count`` seeds (once each); returns the new count."""
+    for y in range(st.class_off[c], st.class_off[c + 1]):
+        r = st.class_res[y]
+        if sc.seeded[r] != batch:
+            sc.seeded[r] = batch
+            sc.seeds[count] = r
+            count += 1
+    return count
+
+
+@loop_helper
+def _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width):
+    """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
+    start moving, then the rates of the classes connected to them."""
+    batch = state[_BATCH] + 1
+    state[_BATCH] = batch
+    ending = 0
+    while state[_HEAP] > 0 and cl.end[cl.heap[0]] <= t:
+        c = cl.heap[0]
+        state[_HEAP] = _heap_remove(cl, c, state[_HEAP])
+        sc.ending[ending] = c
+        ending += 1
+    for e in range(ending):
+        cl.neck[sc.ending[e]] = _class_neck(sc.ending[e], st, cl, loads)
+    seeds = 0
+    for e in range(ending):
+        c = sc.ending[e]
+        _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, state)
+        cl.touched[c] = batch
+        seeds = _seed(c, st, sc, seeds, batch)
+    while state[_WAITING] > 0 and pool.times[0] <= t:
+        state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
+        slot = pool.items[state[_WAITING]]
+        c = _join(slot, t, cl, pool)
+        w = st.class_worker[c]
+        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[c]
+        waiting[1][w] -= 1
+        if waiting[1][w] == 0:
+            waiting[0][w] = 0.0
+        cl.touched[c] = batch
+        seeds = _seed(c, st, sc, seeds, batch)
+    for s in range(seeds):
+        if sc.covered[sc.seeds[s]] != batch:
+            _recompute(sc.seeds[s], t, batch, st, cl, pool, loads, sc, state, origin, width)
+
+
+@loop_helper
+def _next_time(cl, pool, state):
+    """When the next flow ends or starts moving (inf: none)."""
+    t = cl.end[cl.heap[0]] if state[_HEAP] > 0 else np.inf
+    if state[_WAITING] > 0 and pool.times[0] < t:
+        t = pool.times[0]
+    return t
+
+
+# --- a request: routed, charged, alone, its flows started -------------------------------------------------
+
+@loop_helper
+def _worker_load(w, now, st, cl, waiting):
+    """The bytes routed to decode worker ``w`` and not yet delivered at ``now``."""
+    total = waiting[0][w]
+    for x in range(st.worker_off[w], st.worker_off[w + 1]):
+        c = st.worker_classes[x]
+        if cl.count[c] > 0:
+            d = cl.rate[c] * 1e9 * (now - cl.since[c]) / 1000.0 if now > cl.since[c] else 0.0
+            total += (cl.bytes[c] - cl.delivered[c] - cl.count[c] * d) * st.class_copies[c]
+    return total
+
+
+@loop_helper
+def _delivered_alone(now, st, pool, state, waiting):
+    """Under contention "none": the flows that ended (alone) by ``now`` leave their workers' loads."""
+    while state[_WAITING] > 0 and pool.times[0] <= now:
+        state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
+        slot = pool.items[state[_WAITING]]
+        w = st.class_worker[pool.cls[slot]]
+        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[pool.cls[slot]]
+        waiting[1][w] -= 1
+        if waiting[1][w] == 0:
+            waiting[0][w] = 0.0
+        pool.free[state[_FREE]] = slot
+        state[_FREE] += 1
+
+
+@loop_helper
+def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, alive, loads):
+    """(decode worker, its cached prefix in blocks) of request ``r`` from prefill worker ``a``."""
+    workers = loads.shape[0]
+    if routing == PREFIX or routing == ROUND_ROBIN:
+        return _route(r, blocks, offsets, holders, alive, workers, rr, routing == PREFIX)
+    for x in range(workers):
+        loads[x] = _worker_load(x, now, st, cl, waiting)
+    best = 0
+    if routing == LEAST_LOADED:
+        for x in range(1, workers):
+            if loads[x] < loads[best]:
+                best = x
+        return _route(r, blocks, offsets, holders, alive, workers, best, False)
+    # topology: the fewest hops, then the longest cached prefix, then least loaded, then the lowest index
+    _, depth = _route(r, blocks, offsets, holders, alive, workers, 0, False)
+    for x in range(1, workers):
+        _, d = _route(r, blocks, offsets, holders, alive, workers, x, False)
+        h, hb = st.pair_hops[a * workers + x], st.pair_hops[a * workers + best]
+        if h < hb or (h == hb and (d > depth or (d == depth and loads[x] < loads[best]))):
+            best, depth = x, d
+    return best, depth
+
+
+@loop_helper
+def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
+    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt (:func:`perfmodel.clusters.flow_bytes`)."""
+    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
+    current = current_chunk(tokens, chunk_tokens)
+    return (charged * full + (window * min(charged, window_tokens) if window else 0.0)
+            + (chunk * min(charged, current) if chunk else 0.0) + state)  # (a state moves with every handoff)
+
+
+@loop_helper
+def _charge(r, pair, hit, tokens, st, cfg, out, al, kept):
+    """Request ``r``'s charged tokens and each flow's bytes and fixed cost (ms) on ``pair``; the simulated flows
+    of more than 0 bytes go to ``al`` (bytes, start) and ``kept`` (class, position, view); returns how many."""
+    n_tokens = tokens[r]
+    cached, charged, n_blocks, cached_blocks = charged_tokens(n_tokens, hit, cfg.hash_block_tokens, cfg.block_size,
+                                                              cfg.destination_missing)
+    out.cached[r], out.charged[r] = cached, charged
+    cold = n_blocks * cfg.block_size if cfg.destination_missing else n_tokens
+    moved = np.float64(n_blocks - cached_blocks if cfg.destination_missing else n_blocks)
+    messages = 0.0
+    mt = cfg.message_terms
+    if mt.shape[0] > 0:
+        messages = messages_of(np.float64(charged), np.float64(n_tokens), np.float64(cfg.block_size), mt[0], mt[1],
+                               mt[2], mt[3], mt[4], mt[5], cfg.blocks_per_message)
+    common = cfg.latency_ms + messages * cfg.per_message_ms + moved * cfg.per_block_ms
+    total, cold_total, moving, simulated = 0.0, 0.0, 0, 0
+    for f in range(st.pair_off[pair], st.pair_off[pair + 1]):
+        b = _flow_bytes(st.flow_terms, f, np.float64(charged), np.float64(n_tokens), cfg.window_tokens,
+                        cfg.chunk_tokens)
+        total += b
+        if cold != charged:
+            cold_total += _flow_bytes(st.flow_terms, f, np.float64(cold), np.float64(n_tokens), cfg.window_tokens,
+                                      cfg.chunk_tokens)
+        moving += b > 0
+        if b > 0 and st.flow_class[f] >= 0:
+            x = simulated
+            al.nbytes[x] = b
+            al.start[x] = common + st.flow_costs[f, 0] + messages * st.flow_costs[f, 1] + moved * st.flow_costs[f, 2]
+            kept[0][x], kept[1][x], kept[2][x] = st.flow_class[f], st.flow_position[f], st.flow_view[f]
+            simulated += 1
+    out.bytes[r] = total
+    out.saved[r] = cold_total - total if cold != charged else 0.0
+    out.flows[r] = moving
+    return simulated
+
+
+@loop_helper
+def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiting, remaining, out):
+    """The kept flows of request ``r`` (the ``i``-th in ready order) take pool slots: under fair sharing they
+    wait for their fixed costs; alone, until their end (for the workers' loads)."""
+    if fair:
+        remaining[r] = simulated
+        out.end[r] = -np.inf  # its last flow's end so far
+    for x in range(simulated):
+        state[_FREE] -= 1
+        slot = pool.free[state[_FREE]]
+        pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept[0][x], kept[1][x], kept[2][x]
+        pool.nbytes[slot] = al.nbytes[x]
+        at = now + (al.start[x] if fair else al.ends[x])
+        state[_WAITING] = heap_push(pool.times, pool.seqs, pool.items, state[_WAITING], at, state[_FLOW], slot)
+        state[_FLOW] += 1
+        waiting[0][w] += al.nbytes[x] * st.class_copies[kept[0][x]]
+        waiting[1][w] += 1
+
+
+@loop_helper
+def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, sc, al, kept, caches,
+             loads, waiting, remaining, pending, state):
+    """The ``i``-th request in ready order at ``now``: routed, charged, alone in the cluster, its flows started."""
+    r = order[i]
+    a = prefill_of[r]
+    if not cfg.fair and (cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY):
+        _delivered_alone(now, st, pool, state, waiting)
+    w, hit = _choose(r, a, now, cfg.routing, state[_RR], st, cl, waiting, blocks, offsets, caches[0], caches[1],
+                     loads)
+    state[_RR] = w + 1 if w + 1 < cfg.workers else 0
+    out.decode_worker[r] = w
+    out.start[r] = now
+    simulated = _charge(r, a * cfg.workers + w, hit, tokens, st, cfg, out, al, kept)
+    if simulated == 0:
+        out.end[r] = now
+        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], now, i, r)
+        return
+    last = _alone(simulated, al, st, sc, kept)
+    out.alone_ms[r] = al.ends[last]
+    if cfg.fair:
+        _start_flows(i, r, w, now, simulated, True, st, al, kept, pool, state, waiting, remaining, out)
+        return
+    out.bottleneck[r] = st.views[kept[2][last], al.neck[last]] if al.neck[last] >= 0 else _NIL
+    out.end[r] = now + al.ends[last]
+    state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], out.end[r], i, r)
+    if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
+        _start_flows(i, r, w, now, simulated, False, st, al, kept, pool, state, waiting, remaining, out)
+
+
+# --- the replay ---------------------------------------------------------------------------------------
+
+@jit
+def _new_state(st, slots, bins, kmax):
+    """Empty classes, a pool of ``slots`` flows, resources without load (``bins`` time bins), work arrays
+    (for handoffs of at most ``kmax`` flows)."""
+    R, C = st.capacities.shape[0], st.class_worker.shape[0]
+    items = max(C, kmax)
+    longest = 0
+    for c in range(C):
+        longest = max(longest, st.class_off[c + 1] - st.class_off[c])
+    cl = Classes(np.zeros(C, np.int64), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C),
+                 np.full(C, _NIL, np.int64), np.full(C, np.inf), np.zeros(C, np.int64), np.full(C, _NIL, np.int64),
+                 np.zeros(C, np.int64), np.full(C, _NIL, np.int64))
+    pool = _new_pool(slots)
+    for s in range(slots):
+        pool.free[s] = slots - 1 - s  # (the lowest slots first)
+    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_))
+    paths = st.class_res.shape[0] + kmax * longest
+    sc = Scratch(np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
+                 np.zeros(items, np.int64), np.zeros(items, np.int64), np.zeros(items), np.zeros(items, np.bool_),
+                 np.zeros(items + 1, np.int64), np.zeros(paths, np.int64), np.zeros(R + 1, np.int64),
+                 np.zeros(paths, np.int64), np.zeros(R), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
+                 np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
+                 np.zeros(1, np.int64))
+    return cl, pool, loads, sc
+
+
+@jit
+def _new_pool(slots):
+    return Pool(np.zeros(slots), np.full(slots, _NIL, np.int64), np.full(slots, _NIL, np.int64),
+                np.zeros(slots, np.int64), np.zeros(slots, np.int64), np.zeros(slots, np.int64),
+                np.zeros(slots, np.int64), np.zeros(slots),
+                np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64), np.zeros(slots, np.int64))
+
+
+@jit
+def _grown_pool(pool, state):
+    """``pool`` with twice the slots (element by element: a slice assignment compiles numba's shape-mismatch
+    message, seconds of the first compile); the new slots are free."""
+    old = pool.key.shape[0]
+    new = _new_pool(2 * old)
+    for s in range(old):
+        new.key[s], new.child[s], new.sibling[s], new.seq[s] = pool.key[s], pool.child[s], pool.sibling[s], pool.seq[s]
+        new.position[s], new.copy_id[s], new.cls[s] = pool.position[s], pool.copy_id[s], pool.cls[s]
+        new.nbytes[s] = pool.nbytes[s]
+        new.times[s], new.seqs[s], new.items[s] = pool.times[s], pool.seqs[s], pool.items[s]
+    free = state[_FREE]
+    for s in range(free):
+        new.free[s] = pool.free[s]
+    for s in range(2 * old - 1, old - 1, -1):
+        new.free[free] = s
+        free += 1
+    state[_FREE] = free
+    return new
+
+
+@jit
+def _grown_bins(loads, bins):
+    """``loads`` with room for at least ``bins`` time bins (twice as many as before at least)."""
+    R, old = loads.bins.shape
+    grown = np.zeros((R, max(bins, 2 * old)))
+    for r in range(R):
+        for k in range(old):
+            grown[r, k] = loads.bins[r, k]
+    return Loads(loads.load, loads.since, loads.busy, loads.peak, grown, loads.touched)
+
+
+@jit
+def _new_alone(k):
+    return Alone(np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k),
+                 np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k))
+
+
+@jit
+def replay(order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out):
+    """Replay the requests in ``order`` (ready order) on the cluster ``st`` (a :class:`Structure`) with the
+    configuration ``cfg`` (a :class:`Config`); fill ``out`` (:class:`Outputs`). Returns each resource's
+    load integral (GB/s x ms), peak load (GB/s), load integral per time bin, and whether a bin was written.
+
+    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids."""
+    n, D = order.shape[0], cfg.workers
+    holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(cfg.n_unique, D, cfg.capacity)
+    pending = (np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
+    kmax = 1
+    for q in range(st.pair_off.shape[0] - 1):
+        kmax = max(kmax, st.pair_off[q + 1] - st.pair_off[q])
+    width, origin = cfg.bin_ms, cfg.origin_ms
+    cl, pool, loads, sc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and width != np.inf else 1, kmax)
+    al, kept = _new_alone(kmax), (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
+    state = np.zeros(7, np.int64)
+    state[_FREE] = pool.key.shape[0]
+    remaining, last_pos = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    waiting = (np.zeros(D), np.zeros(D, np.int64))  # per decode worker: bytes (and flows) not yet moving or ended
+    worker_loads = np.zeros(D)
+    for i in range(n + 1):
+        now = ready[order[i]] if i < n else np.inf
+        while cfg.fair:
+            t = _next_time(cl, pool, state)
+            if t > now or t == np.inf:
+                break
+            if width != np.inf and (t - origin) // width + 2 > loads.bins.shape[1]:
+                loads = _grown_bins(loads, int((t - origin) // width) + 2)
+            _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width)
+        while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
+            state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
+            r = pending[2][state[_PENDING]]
+            _insert_blocks(r, out.decode_worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size,
+                           capacity)
+        if i == n:
+            break
+        if state[_FREE] < kmax:
+            pool = _grown_pool(pool, state)
+        _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, sc, al, kept,
+                 (holders, alive), worker_loads, waiting, remaining, pending, state)
+    return loads.busy, loads.peak, loads.bins, loads.touched
