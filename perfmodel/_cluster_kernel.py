@@ -32,7 +32,7 @@ _SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity
 _NIL = -1
 # the replay's counters (one int64 array): classes in the heap, flows in the heap of those not yet moving,
 # requests pending for a cache, free pool slots, flows started, batches, the round-robin turn
-_HEAP, _WAITING, _PENDING, _FREE, _FLOW, _BATCH, _RR = range(7)
+_HEAP, _WAITING, _PENDING, _FREE, _FLOW, _BATCH, _RR, _BINS = range(8)
 
 
 class Structure(NamedTuple):
@@ -112,6 +112,7 @@ class Classes(NamedTuple):
     bytes: np.ndarray  # its flows' bytes together
     delivered: np.ndarray  # of which delivered
     root: np.ndarray  # the pool slot of its flow of the smallest target (-1: none)
+    first: np.ndarray  # that target
     end: np.ndarray  # when its next flow ends
     heap: np.ndarray  # classes with flows, an indexed heap by (end, class)
     where: np.ndarray  # each class's position in ``heap`` (-1: not in it)
@@ -147,6 +148,7 @@ class Loads(NamedTuple):
     peak: np.ndarray
     bins: np.ndarray  # (R, bins): the load's integral per time bin
     touched: np.ndarray  # bool (R,): a bin of the resource was written
+    bin_of: np.ndarray  # (R,): the bin of ``since`` when it was last spread (bins are found by stepping from it)
 
 
 class Scratch(NamedTuple):
@@ -173,6 +175,10 @@ class Scratch(NamedTuple):
     covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
     ending: np.ndarray  # classes whose flows end in this batch
     counters: np.ndarray  # [filling stamp]
+    ratio: np.ndarray  # (R,): a connected set's filling: each resource's fair share (capacity left / flows)
+    live: np.ndarray  # its resources with flows not yet frozen
+    changed: np.ndarray  # its resources whose share changed in a step
+    changed_stamp: np.ndarray  # (R,): the step in which a resource's share last changed
 
 
 # --- max-min fair rates by progressive filling ----------------------------------------------------------
@@ -443,12 +449,12 @@ def _heap_remove(cl, c, size):
 
 
 @loop_helper
-def _schedule(cl, c, size, key):
-    """Class ``c``'s next end from its virtual time (``key``: the flows' targets), placed in the heap (or
-    taken out of it when it has no flow); returns the heap's new size."""
+def _schedule(cl, c, size):
+    """Class ``c``'s next end from its virtual time, placed in the heap (or taken out of it when it has no
+    flow); returns the heap's new size."""
     if cl.count[c] == 0:
         return _heap_remove(cl, c, size) if cl.where[c] >= 0 else size
-    cl.end[c] = cl.since[c] + max(key[cl.root[c]] - cl.served[c], 0.0) / (cl.rate[c] * 1e9) * 1000.0
+    cl.end[c] = cl.since[c] + max(cl.first[c] - cl.served[c], 0.0) / (cl.rate[c] * 1e9) * 1000.0
     if cl.where[c] < 0:
         cl.heap[size] = c
         cl.where[c] = size
@@ -481,6 +487,7 @@ def _join(slot, t, cl, pool):
     pool.child[slot] = _NIL
     pool.sibling[slot] = _NIL
     cl.root[c] = _meld(cl.root[c], slot, pool.key, pool.child, pool.sibling)
+    cl.first[c] = pool.key[cl.root[c]]
     cl.count[c] += 1
     cl.bytes[c] += pool.nbytes[slot]
     return c
@@ -537,6 +544,8 @@ def _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, 
         pool.free[state[_FREE]] = slot
         state[_FREE] += 1
     cl.root[c] = root
+    if root >= 0:
+        cl.first[c] = pool.key[root]
     if cl.count[c] == 0:
         cl.served[c], cl.delivered[c], cl.bytes[c], cl.rate[c] = 0.0, 0.0, 0.0, np.nan
 
@@ -551,7 +560,9 @@ def _account(loads, r, t, origin, width):
     if t > since:
         loads.busy[r] += load * (t - since)
         if load != 0 and width != np.inf:
-            k = int((since - origin) // width)
+            k = loads.bin_of[r]
+            while origin + (k + 1) * width <= since:
+                k += 1
             t0 = since
             while t0 < t:
                 edge = min(origin + (k + 1) * width, t)
@@ -559,6 +570,7 @@ def _account(loads, r, t, origin, width):
                 loads.touched[r] = True
                 t0 = edge
                 k += 1
+            loads.bin_of[r] = k - 1
         if load > loads.peak[r]:
             loads.peak[r] = load
     loads.since[r] = t
@@ -567,10 +579,12 @@ def _account(loads, r, t, origin, width):
 
 @loop_helper
 def _collect(seed, st, cl, sc, stamp):
-    """The resources and classes with flows connected to resource ``seed`` (transitively): (resources, classes)."""
+    """The resources and classes with flows connected to resource ``seed`` (transitively): (resources, classes);
+    each resource's capacity and flows are ready for the filling (``sc.left``, ``sc.free``)."""
     sc.res_stamp[seed] = stamp
-    sc.local[seed] = 0
     sc.members[0] = seed
+    sc.left[seed] = st.capacities[seed]
+    sc.free[seed] = 0
     m, q, head = 1, 0, 0
     while head < m:
         r = sc.members[head]
@@ -581,16 +595,66 @@ def _collect(seed, st, cl, sc, stamp):
                 continue
             sc.cls_stamp[c] = stamp
             sc.items[q] = c
-            sc.counts[q] = cl.count[c]
+            sc.frozen[c] = False
+            sc.rates[c] = np.inf
             q += 1
+            count = cl.count[c]
             for y in range(st.class_off[c], st.class_off[c + 1]):
                 s = st.class_res[y]
                 if sc.res_stamp[s] != stamp:
                     sc.res_stamp[s] = stamp
-                    sc.local[s] = m
                     sc.members[m] = s
+                    sc.left[s] = st.capacities[s]
+                    sc.free[s] = 0
                     m += 1
+                sc.free[s] += count
     return m, q
+
+
+@loop_helper
+def _fill_classes(m, q, st, cl, sc):
+    """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, as :func:`_collect`
+    left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is recomputed only when a step changed
+    it, and only resources with flows not yet frozen are scanned (the same numbers as recomputing them all)."""
+    left, free, frozen, rates, ratio, live = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live
+    n = 0
+    for j in range(m):
+        r = sc.members[j]
+        if free[r] > 0:
+            ratio[r] = left[r] / free[r]
+            live[n] = r
+            n += 1
+    while n > 0:
+        share, ties, kept = np.inf, 0, 0
+        for j in range(n):  # the resources with flows not yet frozen: the smallest share, and each of it
+            r = live[j]
+            if free[r] == 0:
+                continue
+            live[kept] = r
+            kept += 1
+            if ratio[r] < share:
+                share, ties = ratio[r], 0
+            if ratio[r] == share:
+                sc.ties[ties] = r
+                ties += 1
+        n = kept
+        if share == np.inf:  # none left, or of unlimited capacity: the flows left are unlimited too
+            return
+        for x in range(ties):
+            r = sc.ties[x]
+            for y in range(st.res_off[r], st.res_off[r + 1]):
+                c = st.res_classes[y]
+                if cl.count[c] == 0 or frozen[c]:
+                    continue
+                frozen[c] = True
+                rates[c] = share
+                for z in range(st.class_off[c], st.class_off[c + 1]):
+                    s = st.class_res[z]
+                    if free[s] > 0:
+                        left[s] = max(left[s] - share * cl.count[c], 0.0)
+                        free[s] -= cl.count[c]
+                        if free[s] > 0:
+                            ratio[s] = left[s] / free[s]
 
 
 @loop_helper
@@ -600,8 +664,7 @@ def _recompute(seed, t, batch, st, cl, pool, loads, sc, state, origin, width):
     stamp = sc.counters[0] + 1
     sc.counters[0] = stamp
     m, q = _collect(seed, st, cl, sc, stamp)
-    _local_paths(q, st, sc, stamp, m)
-    _fill(m, q, sc)
+    _fill_classes(m, q, st, cl, sc)
     for j in range(m):
         r = sc.members[j]
         sc.covered[r] = batch
@@ -609,7 +672,7 @@ def _recompute(seed, t, batch, st, cl, pool, loads, sc, state, origin, width):
     size = state[_HEAP]
     for k in range(q):
         c = sc.items[k]
-        new = sc.rates[k]
+        new = sc.rates[c]
         for y in range(st.class_off[c], st.class_off[c + 1]):
             loads.load[st.class_res[y]] += new * cl.count[c]
         old = cl.rate[c]
@@ -617,9 +680,9 @@ def _recompute(seed, t, batch, st, cl, pool, loads, sc, state, origin, width):
             if old == old:  # it was moving: its flows' bytes so far at the old rate
                 _advance_class(cl, c, t)
             cl.rate[c] = new
-            size = _schedule(cl, c, size, pool.key)
+            size = _schedule(cl, c, size)
         elif cl.touched[c] == batch:
-            size = _schedule(cl, c, size, pool.key)
+            size = _schedule(cl, c, size)
     state[_HEAP] = size
 
 
@@ -840,19 +903,21 @@ def _new_state(st, slots, bins, kmax):
     for c in range(C):
         longest = max(longest, st.class_off[c + 1] - st.class_off[c])
     cl = Classes(np.zeros(C, np.int64), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C),
-                 np.full(C, _NIL, np.int64), np.full(C, np.inf), np.zeros(C, np.int64), np.full(C, _NIL, np.int64),
+                 np.full(C, _NIL, np.int64), np.zeros(C), np.full(C, np.inf), np.zeros(C, np.int64), np.full(C, _NIL, np.int64),
                  np.zeros(C, np.int64), np.full(C, _NIL, np.int64))
     pool = _new_pool(slots)
     for s in range(slots):
         pool.free[s] = slots - 1 - s  # (the lowest slots first)
-    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_))
+    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_),
+                  np.zeros(R, np.int64))
     paths = st.class_res.shape[0] + kmax * longest
     sc = Scratch(np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
                  np.zeros(items, np.int64), np.zeros(items, np.int64), np.zeros(items), np.zeros(items, np.bool_),
                  np.zeros(items + 1, np.int64), np.zeros(paths, np.int64), np.zeros(R + 1, np.int64),
                  np.zeros(paths, np.int64), np.zeros(R), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
                  np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
-                 np.zeros(1, np.int64))
+                 np.zeros(2, np.int64), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
+                 np.zeros(R, np.int64))
     return cl, pool, loads, sc
 
 
@@ -893,13 +958,46 @@ def _grown_bins(loads, bins):
     for r in range(R):
         for k in range(old):
             grown[r, k] = loads.bins[r, k]
-    return Loads(loads.load, loads.since, loads.busy, loads.peak, grown, loads.touched)
+    return Loads(loads.load, loads.since, loads.busy, loads.peak, grown, loads.touched, loads.bin_of)
 
 
 @jit
 def _new_alone(k):
     return Alone(np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k),
                  np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k))
+
+
+@loop_helper
+def _run(i, order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, loads, sc, al, kept, caches,
+         capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
+    """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
+    and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
+    the pool needs more slots, or (``state[_BINS]`` set) the time bins more bins."""
+    n, width, origin = order.shape[0], cfg.bin_ms, cfg.origin_ms
+    limit = origin + (loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
+    while i <= n:
+        now = ready[order[i]] if i < n else np.inf
+        while cfg.fair:
+            t = _next_time(cl, pool, state)
+            if t > now or t == np.inf:
+                break
+            if t >= limit:
+                state[_BINS] = int((t - origin) // width) + 2
+                return i
+            _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width)
+        while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
+            state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
+            r = pending[2][state[_PENDING]]
+            _insert_blocks(r, out.decode_worker[r], blocks, offsets, caches[0], caches[2], caches[3], caches[4],
+                           caches[5], caches[6], capacity)
+        if i == n:
+            return n + 1
+        if state[_FREE] < kmax:
+            return i
+        _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, sc, al, kept,
+                 (caches[0], caches[1]), worker_loads, waiting, remaining, pending, state)
+        i += 1
+    return i
 
 
 @jit
@@ -918,29 +1016,18 @@ def replay(order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out):
     width, origin = cfg.bin_ms, cfg.origin_ms
     cl, pool, loads, sc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and width != np.inf else 1, kmax)
     al, kept = _new_alone(kmax), (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
-    state = np.zeros(7, np.int64)
+    state = np.zeros(8, np.int64)
     state[_FREE] = pool.key.shape[0]
     remaining, last_pos = np.zeros(n, np.int32), np.zeros(n, np.int32)
     waiting = (np.zeros(D), np.zeros(D, np.int64))  # per decode worker: bytes (and flows) not yet moving or ended
-    worker_loads = np.zeros(D)
-    for i in range(n + 1):
-        now = ready[order[i]] if i < n else np.inf
-        while cfg.fair:
-            t = _next_time(cl, pool, state)
-            if t > now or t == np.inf:
-                break
-            if width != np.inf and (t - origin) // width + 2 > loads.bins.shape[1]:
-                loads = _grown_bins(loads, int((t - origin) // width) + 2)
-            _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width)
-        while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
-            state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
-            r = pending[2][state[_PENDING]]
-            _insert_blocks(r, out.decode_worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size,
-                           capacity)
-        if i == n:
-            break
-        if state[_FREE] < kmax:
+    caches = (holders, alive, slot_of, log, log_first, log_end, size)
+    i = 0
+    while i <= n:  # (the loop stops where the pool or the time bins need room, which needs reference counting)
+        i = _run(i, order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, loads, sc, al, kept,
+                 caches, capacity, np.zeros(D), waiting, remaining, last_pos, pending, state, kmax)
+        if state[_BINS] > 0:
+            loads = _grown_bins(loads, state[_BINS])
+            state[_BINS] = 0
+        elif i <= n:
             pool = _grown_pool(pool, state)
-        _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, sc, al, kept,
-                 (holders, alive), worker_loads, waiting, remaining, pending, state)
     return loads.busy, loads.peak, loads.bins, loads.touched
