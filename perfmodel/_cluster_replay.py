@@ -17,7 +17,7 @@ arithmetic: the frame is built from the kernel's arrays by :mod:`perfmodel.clust
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -114,6 +114,28 @@ def _mirrors(keys: list, flows: list[list[tuple]], capacities: list[float]) -> t
     return copies, used
 
 
+def _copy_views(copies: dict, used: dict, flows: list[list[tuple]], R: int) -> tuple:
+    """(each resource's copy in its component's first copy; per copy, the first copy's resources -> its own;
+    per pair's flow, the lowest position among its copies and that copy's view)."""
+    mirror, views = np.arange(R), [np.arange(R)]
+    position = [list(range(len(pair))) for pair in flows]
+    view = [[0] * len(pair) for pair in flows]
+    for x, (_, order, rows) in used.items():
+        if copies[x] == x:
+            continue
+        _, origin, origin_rows = used[copies[x]]
+        back = {i: r for r, i in origin.items()}
+        views.append(np.arange(R))
+        for r, i in order.items():
+            mirror[r] = back[i]
+            views[-1][back[i]] = r
+        for q, (mine, theirs) in enumerate(zip(rows, origin_rows)):
+            for (*_, k), (*_, k0) in zip(mine, theirs):
+                if k < position[q][k0]:
+                    position[q][k0], view[q][k0] = k, len(views) - 1
+    return mirror, views, position, view
+
+
 def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Structure:
     """The kernel's arrays of a cluster's pairs of workers: flows of one path to one decode worker form a
     class (they always get the same max-min rate); each resource lists the classes crossing it. Components
@@ -138,21 +160,7 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
     copies, used = _mirrors(keys, flows, resources.capacities)
     component = {c: x for x, (order, _, _) in used.items() for c in order}
     simulated = {c: i for i, c in enumerate(c for c in range(len(keys)) if copies[component[c]] == component[c])}
-    mirror, views = np.arange(R), [np.arange(R)]  # each resource's copy in the first; per copy, the reverse
-    position = [list(range(len(pair))) for pair in flows]
-    view = [[0] * len(pair) for pair in flows]
-    for x, (_, order, rows) in used.items():
-        if copies[x] != x:
-            _, origin, origin_rows = used[copies[x]]
-            back = {i: r for r, i in origin.items()}
-            views.append(np.arange(R))
-            for r, i in order.items():
-                mirror[r] = back[i]
-                views[-1][back[i]] = r
-            for q, (mine, theirs) in enumerate(zip(rows, origin_rows)):
-                for (*_, k), (*_, k0) in zip(mine, theirs):
-                    if k < position[q][k0]:
-                        position[q][k0], view[q][k0] = k, len(views) - 1
+    mirror, views, position, view = _copy_views(copies, used, flows, R)
     n_copies = {x: sum(1 for y in copies.values() if y == x) for x in copies}
     on: list[list[int]] = [[] for _ in range(R)]
     workers: list[list[int]] = [[] for _ in range(len(pairs[0]) if pairs else 0)]
