@@ -131,18 +131,16 @@ class Classes(NamedTuple):
 
 
 class Pool(NamedTuple):
-    """Flows paying their fixed costs or moving, by slot (recycled): a flow's target or start, its
-    heap links, its request (by position in ready order), its index in the pair, class and bytes;
-    the free slots; and the heap of the flows not yet moving (or, alone, of flows not yet ended)."""
+    """Flows paying their fixed costs or moving, by slot (recycled): a flow's target, heap links and bytes
+    (``node``, see :func:`perfmodel._sharing._meld`), its request (by position in ready order), its position
+    in the pair, the copy of that position and its class; the free slots; and the heap of the flows not yet
+    moving (alone: not yet ended) by when they start (end)."""
 
-    key: np.ndarray
-    child: np.ndarray
-    sibling: np.ndarray
+    node: np.ndarray  # float64 (slots, 4): target, first child, next sibling, bytes
     seq: np.ndarray
-    position: np.ndarray
-    copy_id: np.ndarray  # the copy of its position (a row of Structure.views)
-    cls: np.ndarray
-    nbytes: np.ndarray
+    position: np.ndarray  # int32
+    copy_id: np.ndarray  # int32: a row of Structure.views
+    cls: np.ndarray  # int32
     free: np.ndarray
     times: np.ndarray
     seqs: np.ndarray
@@ -206,18 +204,18 @@ def _advance_class(cl, c, t):
 @loop_helper
 def _join(slot, t, cl, pool):
     """The flow in ``slot`` starts moving its bytes at ``t`` in its class; returns its class."""
-    c = pool.cls[slot]
+    c = np.int64(pool.cls[slot])
     if cl.count[c] == 0:
         cl.served[c], cl.delivered[c], cl.bytes[c], cl.since[c], cl.rate[c] = 0.0, 0.0, 0.0, t, np.nan
     else:
         _advance_class(cl, c, t)
-    pool.key[slot] = cl.served[c] + pool.nbytes[slot]
-    pool.child[slot] = _NIL
-    pool.sibling[slot] = _NIL
-    cl.root[c] = _meld(cl.root[c], slot, pool.key, pool.child, pool.sibling)
-    cl.first[c] = pool.key[cl.root[c]]
+    pool.node[slot, 0] = cl.served[c] + pool.node[slot, 3]
+    pool.node[slot, 1] = _NIL
+    pool.node[slot, 2] = _NIL
+    cl.root[c] = _meld(cl.root[c], slot, pool.node)
+    cl.first[c] = pool.node[cl.root[c], 0]
     cl.count[c] += 1
-    cl.bytes[c] += pool.nbytes[slot]
+    cl.bytes[c] += pool.node[slot, 3]
     return c
 
 
@@ -244,7 +242,7 @@ def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending
     and the request's end when it was its last flow (then pending for its decode worker's cache)."""
     i = pool.seq[slot]
     r = order[i]
-    position = pool.position[slot]
+    position = np.int64(pool.position[slot])
     if t > out.end[r] or (t == out.end[r] and position < last_pos[r]):
         out.end[r] = t
         last_pos[r] = position
@@ -258,22 +256,22 @@ def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending
 def _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, state):
     """Class ``c``'s flows of the smallest target end at ``t`` (its virtual time reaches that target)."""
     root = cl.root[c]
-    target = pool.key[root]
+    target = pool.node[root, 0]
     cl.delivered[c] += cl.count[c] * (target - cl.served[c])
     cl.served[c] = target
     cl.since[c] = t
-    while root >= 0 and pool.key[root] == target:
+    while root >= 0 and pool.node[root, 0] == target:
         slot = root
-        root = _pop_root(root, pool.key, pool.child, pool.sibling)
+        root = _pop_root(root, pool.node)
         _flow_ends(slot, t, cl.neck[c], st, pool, out, order, remaining, last_pos, pending, state)
         cl.count[c] -= 1
-        cl.bytes[c] -= pool.nbytes[slot]
-        cl.delivered[c] -= pool.nbytes[slot]
+        cl.bytes[c] -= pool.node[slot, 3]
+        cl.delivered[c] -= pool.node[slot, 3]
         pool.free[state[_FREE]] = slot
         state[_FREE] += 1
     cl.root[c] = root
     if root >= 0:
-        cl.first[c] = pool.key[root]
+        cl.first[c] = pool.node[root, 0]
     if cl.count[c] == 0:
         cl.served[c], cl.delivered[c], cl.bytes[c], cl.rate[c] = 0.0, 0.0, 0.0, np.nan
 
@@ -371,7 +369,7 @@ def _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending,
         slot = pool.items[state[_WAITING]]
         c = _join(slot, t, cl, pool)
         w = st.class_worker[c]
-        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[c]
+        waiting[0][w] -= pool.node[slot, 3] * st.class_copies[c]
         waiting[1][w] -= 1
         if waiting[1][w] == 0:
             waiting[0][w] = 0.0
@@ -412,7 +410,7 @@ def _delivered_alone(now, st, pool, state, waiting):
         state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
         slot = pool.items[state[_WAITING]]
         w = st.class_worker[pool.cls[slot]]
-        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[pool.cls[slot]]
+        waiting[0][w] -= pool.node[slot, 3] * st.class_copies[pool.cls[slot]]
         waiting[1][w] -= 1
         if waiting[1][w] == 0:
             waiting[0][w] = 0.0
@@ -501,7 +499,7 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
         state[_FREE] -= 1
         slot = pool.free[state[_FREE]]
         pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept[0][x], kept[1][x], kept[2][x]
-        pool.nbytes[slot] = al.nbytes[x]
+        pool.node[slot, 3] = al.nbytes[x]
         at = now + (al.start[x] if fair else al.ends[x])
         state[_WAITING] = heap_push(pool.times, pool.seqs, pool.items, state[_WAITING], at, state[_FLOW], slot)
         state[_FLOW] += 1
@@ -571,22 +569,22 @@ def _new_state(st, slots, bins, kmax):
 
 @jit
 def _new_pool(slots):
-    return Pool(np.zeros(slots), np.full(slots, _NIL, np.int64), np.full(slots, _NIL, np.int64),
-                np.zeros(slots, np.int64), np.zeros(slots, np.int64), np.zeros(slots, np.int64),
-                np.zeros(slots, np.int64), np.zeros(slots),
-                np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64), np.zeros(slots, np.int64))
+    return Pool(np.zeros((slots, 4)), np.zeros(slots, np.int64), np.zeros(slots, np.int32), np.zeros(slots, np.int32),
+                np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
+                np.zeros(slots, np.int64))
 
 
 @jit
 def _grown_pool(pool, state):
     """``pool`` with twice the slots (element by element: a slice assignment compiles numba's shape-mismatch
     message, seconds of the first compile); the new slots are free."""
-    old = pool.key.shape[0]
+    old = pool.node.shape[0]
     new = _new_pool(2 * old)
     for s in range(old):
-        new.key[s], new.child[s], new.sibling[s], new.seq[s] = pool.key[s], pool.child[s], pool.sibling[s], pool.seq[s]
+        for x in range(4):
+            new.node[s, x] = pool.node[s, x]
+        new.seq[s] = pool.seq[s]
         new.position[s], new.copy_id[s], new.cls[s] = pool.position[s], pool.copy_id[s], pool.cls[s]
-        new.nbytes[s] = pool.nbytes[s]
         new.times[s], new.seqs[s], new.items[s] = pool.times[s], pool.seqs[s], pool.items[s]
     free = state[_FREE]
     for s in range(free):
@@ -664,7 +662,7 @@ def replay(order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out):
     cl, pool, loads, sc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1, kmax)
     al, kept = _new_alone(kmax), (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(8, np.int64)
-    state[_FREE] = pool.key.shape[0]
+    state[_FREE] = pool.node.shape[0]
     remaining, last_pos = np.zeros(n, np.int32), np.zeros(n, np.int32)
     waiting = (np.zeros(D), np.zeros(D, np.int64))  # per decode worker: bytes (and flows) not yet moving or ended
     caches = (holders, alive, slot_of, log, log_first, log_end, size)

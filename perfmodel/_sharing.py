@@ -204,42 +204,43 @@ def _alone(q, al, st, sc, kept):
 # --- the heaps of the classes and of their flows ----------------------------------------------------
 
 @loop_helper
-def _meld(a, b, key, child, sibling):
-    """The pairing heap of roots ``a`` and ``b`` (either -1: none) by ``key`` (ties: the lower slot)."""
+def _meld(a, b, node):
+    """The pairing heap of roots ``a`` and ``b`` (either -1: none) by target (ties: the lower slot). ``node[x]``:
+    slot ``x``'s target, first child and next sibling (links as floats, -1: none: a node is one cache line)."""
     if a < 0:
         return b
     if b < 0:
         return a
-    if key[b] < key[a] or (key[b] == key[a] and b < a):
+    if node[b, 0] < node[a, 0] or (node[b, 0] == node[a, 0] and b < a):
         a, b = b, a
-    sibling[b] = child[a]
-    child[a] = b
+    node[b, 2] = node[a, 1]
+    node[a, 1] = b
     return a
 
 
 @loop_helper
-def _pop_root(root, key, child, sibling):
+def _pop_root(root, node):
     """The pairing heap of ``root`` without ``root`` (two passes: pairs left to right, then melded back)."""
     pairs = _NIL  # the melded pairs, listed in reverse through their sibling links
-    x = child[root]
+    x = np.int64(node[root, 1])
     while x >= 0:
-        y = sibling[x]
+        y = np.int64(node[x, 2])
         after = _NIL
         if y >= 0:
-            after = sibling[y]
-            sibling[y] = _NIL
-        sibling[x] = _NIL
-        m = _meld(x, y, key, child, sibling)
-        sibling[m] = pairs
+            after = np.int64(node[y, 2])
+            node[y, 2] = _NIL
+        node[x, 2] = _NIL
+        m = _meld(x, y, node)
+        node[m, 2] = pairs
         pairs = m
         x = after
     result = _NIL
     while pairs >= 0:
-        after = sibling[pairs]
-        sibling[pairs] = _NIL
-        result = _meld(result, pairs, key, child, sibling)
+        after = np.int64(node[pairs, 2])
+        node[pairs, 2] = _NIL
+        result = _meld(result, pairs, node)
         pairs = after
-    child[root] = _NIL
+    node[root, 1] = _NIL
     return result
 
 
