@@ -185,8 +185,7 @@ class Scratch(NamedTuple):
     counters: np.ndarray  # [filling stamp]
     ratio: np.ndarray  # (R,): a connected set's filling: each resource's fair share (capacity left / flows)
     live: np.ndarray  # its resources with flows not yet frozen
-    changed: np.ndarray  # its resources whose share changed in a step
-    changed_stamp: np.ndarray  # (R,): the step in which a resource's share last changed
+    stale: np.ndarray  # bool (R,): its share changed since last computed
 
 
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
@@ -562,8 +561,7 @@ def _new_state(st, slots, bins, kmax):
                  np.zeros(items + 1, np.int64), np.zeros(paths, np.int64), np.zeros(R + 1, np.int64),
                  np.zeros(paths, np.int64), np.zeros(R), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
                  np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
-                 np.zeros(2, np.int64), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
-                 np.zeros(R, np.int64))
+                 np.zeros(2, np.int64), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.bool_))
     return cl, pool, loads, sc
 
 

@@ -342,12 +342,13 @@ def _fill_classes(m, q, st, cl, sc):
     """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, as :func:`_collect`
     left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is recomputed only when a step changed
     it, and only resources with flows not yet frozen are scanned (the same numbers as recomputing them all)."""
-    left, free, frozen, rates, ratio, live = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live
+    left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
     n = 0
     for j in range(m):
         r = sc.members[j]
         if free[r] > 0:
             ratio[r] = left[r] / free[r]
+            stale[r] = False
             live[n] = r
             n += 1
     while n > 0:
@@ -358,6 +359,9 @@ def _fill_classes(m, q, st, cl, sc):
                 continue
             live[kept] = r
             kept += 1
+            if stale[r]:  # (its share is recomputed once after a step changed it, however often)
+                ratio[r] = left[r] / free[r]
+                stale[r] = False
             if ratio[r] < share:
                 share, ties = ratio[r], 0
             if ratio[r] == share:
@@ -379,5 +383,4 @@ def _fill_classes(m, q, st, cl, sc):
                     if free[s] > 0:
                         left[s] = max(left[s] - share * cl.count[c], 0.0)
                         free[s] -= cl.count[c]
-                        if free[s] > 0:
-                            ratio[s] = left[s] / free[s]
+                        stale[s] = True
