@@ -24,12 +24,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._kernels import current_chunk, jit, loop_helper, messages_of
+from ._kernels import current_chunk, loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
 from ._sharing import (
     _NIL,
     _SATURATED,
     Alone,
+    Local,
+    Paths,
     _alone,
     _collect,
     _fill_classes,
@@ -160,32 +162,26 @@ class Loads(NamedTuple):
 
 
 class Scratch(NamedTuple):
-    """Work arrays of one max-min filling over local indices (a connected set, or a handoff alone)."""
+    """Work arrays of the batches: the seeds and ending classes of one, and the filling of a connected set
+    (in the cluster's own indices, :func:`perfmodel._sharing._fill_classes`)."""
 
     res_stamp: np.ndarray  # (R,): the filling in which a resource was last collected
-    local: np.ndarray  # (R,): its local index then
-    members: np.ndarray  # (R,): the local resources' global indices
+    members: np.ndarray  # (R,): the connected set's resources
     cls_stamp: np.ndarray  # (C,)
-    items: np.ndarray  # the items' classes (a connected set's classes, or a handoff's flows' classes)
-    counts: np.ndarray  # flows per item
-    rates: np.ndarray
-    frozen: np.ndarray
-    path_off: np.ndarray  # item k's local path: path[path_off[k]:path_off[k + 1]]
-    path: np.ndarray
-    res_off: np.ndarray  # local resource j's items: res_items[res_off[j]:res_off[j + 1]]
-    res_items: np.ndarray
-    caps: np.ndarray
-    left: np.ndarray
-    free: np.ndarray
+    items: np.ndarray  # (C,): its classes
+    rates: np.ndarray  # (C,): each class's new rate
+    frozen: np.ndarray  # (C,)
+    left: np.ndarray  # (R,): capacity left
+    free: np.ndarray  # (R,): flows not yet frozen
+    ratio: np.ndarray  # (R,): each resource's fair share (capacity left / flows)
+    live: np.ndarray  # its resources with flows not yet frozen
+    stale: np.ndarray  # bool (R,): its share changed since last computed
     ties: np.ndarray
     seeds: np.ndarray  # resources whose flows changed in this batch
     seeded: np.ndarray  # (R,): the batch in which a resource was last made a seed
     covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
     ending: np.ndarray  # classes whose flows end in this batch
     counters: np.ndarray  # [filling stamp]
-    ratio: np.ndarray  # (R,): a connected set's filling: each resource's fair share (capacity left / flows)
-    live: np.ndarray  # its resources with flows not yet frozen
-    stale: np.ndarray  # bool (R,): its share changed since last computed
 
 
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
@@ -303,13 +299,13 @@ def _account(loads, r, t, origin, width):
 
 
 @loop_helper
-def _recompute(seed, t, batch, st, cl, pool, loads, sc, state, origin, width):
+def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
     """New max-min rates at ``t`` of the classes connected to resource ``seed``; each touched resource's load
     accounted; the classes whose rate or flows changed rescheduled."""
     stamp = sc.counters[0] + 1
     sc.counters[0] = stamp
-    m, q = _collect(seed, st, cl, sc, stamp)
-    _fill_classes(m, q, st, cl, sc)
+    m, q = _collect(seed, paths, cl.count, sc, stamp)
+    _fill_classes(m, q, paths, cl.count, sc)
     for j in range(m):
         r = sc.members[j]
         sc.covered[r] = batch
@@ -344,7 +340,7 @@ def _seed(c, st, sc, count, batch):
 
 
 @loop_helper
-def _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width):
+def _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width):
     """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
     start moving, then the rates of the classes connected to them."""
     batch = state[_BATCH] + 1
@@ -376,7 +372,7 @@ def _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending,
         seeds = _seed(c, st, sc, seeds, batch)
     for s in range(seeds):
         if sc.covered[sc.seeds[s]] != batch:
-            _recompute(sc.seeds[s], t, batch, st, cl, pool, loads, sc, state, origin, width)
+            _recompute(sc.seeds[s], t, batch, st, paths, cl, loads, sc, state, origin, width)
 
 
 @loop_helper
@@ -507,7 +503,7 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
 
 
 @loop_helper
-def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, sc, al, kept, caches,
+def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, lc, al, kept, caches,
              loads, waiting, remaining, pending, state):
     """The ``i``-th request in ready order at ``now``: routed, charged, alone in the cluster, its flows started."""
     r = order[i]
@@ -524,96 +520,66 @@ def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, c
         out.end[r] = now
         state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], now, i, r)
         return
-    last = _alone(simulated, al, st, sc, kept)
+    last = _alone(simulated, al, paths, lc, kept[0], kept[1])
     out.alone_ms[r] = al.ends[last]
     if cfg.fair:
-        _start_flows(i, r, w, now, simulated, True, st, al, kept, pool, state, waiting, remaining, out)
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, remaining, out)
         return
     out.bottleneck[r] = st.views[kept[2][last], al.neck[last]] if al.neck[last] >= 0 else _NIL
     out.end[r] = now + al.ends[last]
     state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], out.end[r], i, r)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
-        _start_flows(i, r, w, now, simulated, False, st, al, kept, pool, state, waiting, remaining, out)
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, remaining, out)
 
 
 # --- the replay ---------------------------------------------------------------------------------------
 
-@jit
-def _new_state(st, slots, bins, kmax):
+def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
     """Empty classes, a pool of ``slots`` flows, resources without load (``bins`` time bins), work arrays
     (for handoffs of at most ``kmax`` flows)."""
-    R, C = st.capacities.shape[0], st.class_worker.shape[0]
-    items = max(C, kmax)
-    longest = 0
-    for c in range(C):
-        longest = max(longest, st.class_off[c + 1] - st.class_off[c])
-    cl = Classes(np.zeros(C, np.int64), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C),
-                 np.full(C, _NIL, np.int64), np.zeros(C), np.full(C, np.inf), np.zeros(C, np.int64), np.full(C, _NIL, np.int64),
-                 np.zeros(C, np.int64), np.full(C, _NIL, np.int64))
-    pool = _new_pool(slots)
-    for s in range(slots):
-        pool.free[s] = slots - 1 - s  # (the lowest slots first)
-    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_),
-                  np.zeros(R, np.int64))
-    paths = st.class_res.shape[0] + kmax * longest
-    sc = Scratch(np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
-                 np.zeros(items, np.int64), np.zeros(items, np.int64), np.zeros(items), np.zeros(items, np.bool_),
-                 np.zeros(items + 1, np.int64), np.zeros(paths, np.int64), np.zeros(R + 1, np.int64),
-                 np.zeros(paths, np.int64), np.zeros(R), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
-                 np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(C, np.int64),
-                 np.zeros(2, np.int64), np.zeros(R), np.zeros(R, np.int64), np.zeros(R, np.bool_))
-    return cl, pool, loads, sc
+    R, C = len(st.capacities), len(st.class_worker)
+    longest = int(np.diff(st.class_off).max(initial=0))
+    ints, none = (lambda k: np.zeros(k, np.int64)), (lambda k: np.full(k, _NIL, np.int64))
+    cl = Classes(ints(C), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C), none(C), np.zeros(C),
+                 np.full(C, np.inf), ints(C), none(C), ints(C), none(C))
+    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_), ints(R))
+    sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
+                 np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(1))
+    entries = kmax * longest
+    lc = Local(ints(R), ints(R), ints(R), ints(kmax), ints(kmax), np.zeros(kmax), np.zeros(kmax, np.bool_),
+               ints(kmax + 1), ints(entries), ints(R + 1), ints(entries), np.zeros(R), np.zeros(R), ints(R), ints(R),
+               ints(1))
+    return cl, _grown_pool(None, slots, None), loads, sc, lc
 
 
-@jit
-def _new_pool(slots):
-    return Pool(np.zeros((slots, 4)), np.zeros(slots, np.int64), np.zeros(slots, np.int32), np.zeros(slots, np.int32),
-                np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
-                np.zeros(slots, np.int64))
-
-
-@jit
-def _grown_pool(pool, state):
-    """``pool`` with twice the slots (element by element: a slice assignment compiles numba's shape-mismatch
-    message, seconds of the first compile); the new slots are free."""
-    old = pool.node.shape[0]
-    new = _new_pool(2 * old)
-    for s in range(old):
-        for x in range(4):
-            new.node[s, x] = pool.node[s, x]
-        new.seq[s] = pool.seq[s]
-        new.position[s], new.copy_id[s], new.cls[s] = pool.position[s], pool.copy_id[s], pool.cls[s]
-        new.times[s], new.seqs[s], new.items[s] = pool.times[s], pool.seqs[s], pool.items[s]
-    free = state[_FREE]
-    for s in range(free):
-        new.free[s] = pool.free[s]
-    for s in range(2 * old - 1, old - 1, -1):
-        new.free[free] = s
-        free += 1
-    state[_FREE] = free
+def _grown_pool(pool: Pool | None, slots: int, state: np.ndarray | None) -> Pool:
+    """A pool of ``slots`` slots holding ``pool``'s (its free slots and the new ones free, the lowest first)."""
+    new = Pool(np.zeros((slots, 4)), np.zeros(slots, np.int64), np.zeros(slots, np.int32), np.zeros(slots, np.int32),
+               np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
+               np.zeros(slots, np.int64))
+    old, free = (0, 0) if pool is None else (len(pool.seq), int(state[_FREE]))
+    for field, grown in zip(pool or (), new):
+        if field is not pool.free:
+            grown[:old] = field
+    if pool is not None:
+        new.free[:free] = pool.free[:free]
+    new.free[free:free + slots - old] = np.arange(slots - 1, old - 1, -1)
+    if state is not None:
+        state[_FREE] = free + slots - old
     return new
 
 
-@jit
-def _grown_bins(loads, bins):
+def _grown_bins(loads: Loads, bins: int) -> Loads:
     """``loads`` with room for at least ``bins`` time bins (twice as many as before at least)."""
     R, old = loads.bins.shape
     grown = np.zeros((R, max(bins, 2 * old)))
-    for r in range(R):
-        for k in range(old):
-            grown[r, k] = loads.bins[r, k]
-    return Loads(loads.load, loads.since, loads.busy, loads.peak, grown, loads.touched, loads.bin_of)
-
-
-@jit
-def _new_alone(k):
-    return Alone(np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k),
-                 np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k))
+    grown[:, :old] = loads.bins
+    return loads._replace(bins=grown)
 
 
 @loop_helper
-def _run(i, order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, loads, sc, al, kept, caches,
-         capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
+def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, loads, sc, lc, al, kept,
+         caches, capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
     """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
     and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
     the pool needs more slots, or (``state[_BINS]`` set) the time bins more bins."""
@@ -628,7 +594,8 @@ def _run(i, order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out, cl,
             if t >= limit:
                 state[_BINS] = int((t - origin) // width) + 2
                 return i
-            _batch(t, st, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width)
+            _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin,
+                   width)
         while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
             state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
             r = pending[2][state[_PENDING]]
@@ -638,39 +605,45 @@ def _run(i, order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out, cl,
             return n + 1
         if state[_FREE] < kmax:
             return i
-        _request(i, now, order, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, sc, al, kept,
+        _request(i, now, order, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, lc, al, kept,
                  (caches[0], caches[1]), worker_loads, waiting, remaining, pending, state)
         i += 1
     return i
 
 
-@jit
-def replay(order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out):
+def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
+           prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> tuple:
     """Replay the requests in ``order`` (ready order) on the cluster ``st`` (a :class:`Structure`) with the
     configuration ``cfg`` (a :class:`Config`); fill ``out`` (:class:`Outputs`). Returns each resource's
     load integral (GB/s x ms), peak load (GB/s), load integral per time bin, and whether a bin was written.
 
-    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids."""
-    n, D = order.shape[0], cfg.workers
+    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids. The arrays are made here and
+    the kernel (:func:`replay_pass`) runs until the pool or the time bins need room, then resumes.
+
+    >>> Outputs.empty(2).bottleneck.tolist()
+    [-1, -1]
+    """
+    n, D = len(order), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(cfg.n_unique, D, cfg.capacity)
     pending = (np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
-    kmax = 1
-    for q in range(st.pair_off.shape[0] - 1):
-        kmax = max(kmax, st.pair_off[q + 1] - st.pair_off[q])
-    cl, pool, loads, sc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1, kmax)
-    al, kept = _new_alone(kmax), (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
+    kmax = max(int(np.diff(st.pair_off).max(initial=1)), 1)
+    cl, pool, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1, kmax)
+    paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
+    al = Alone(*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)), np.zeros(kmax))
+    kept = (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(8, np.int64)
-    state[_FREE] = pool.node.shape[0]
+    state[_FREE] = len(pool.seq)
     remaining, last_pos = np.zeros(n, np.int32), np.zeros(n, np.int32)
     waiting = (np.zeros(D), np.zeros(D, np.int64))  # per decode worker: bytes (and flows) not yet moving or ended
     caches = (holders, alive, slot_of, log, log_first, log_end, size)
     i = 0
-    while i <= n:  # (the loop stops where the pool or the time bins need room, which needs reference counting)
-        i = _run(i, order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out, cl, pool, loads, sc, al, kept,
-                 caches, capacity, np.zeros(D), waiting, remaining, last_pos, pending, state, kmax)
+    while i <= n:
+        i = int(replay_pass(np.int64(i), order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl,
+                            pool, loads, sc, lc, al, kept, caches, np.int64(capacity), np.zeros(D), waiting, remaining,
+                            last_pos, pending, state, np.int64(kmax)))
         if state[_BINS] > 0:
-            loads = _grown_bins(loads, state[_BINS])
+            loads = _grown_bins(loads, int(state[_BINS]))
             state[_BINS] = 0
         elif i <= n:
-            pool = _grown_pool(pool, state)
+            pool = _grown_pool(pool, 2 * len(pool.seq), state)
     return loads.busy, loads.peak, loads.bins, loads.touched

@@ -23,19 +23,19 @@ _NIL = -1
 # --- max-min fair rates by progressive filling ----------------------------------------------------------
 
 @loop_helper
-def _fill(m, q, sc):
-    """Max-min rates (``sc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
+def _fill(m, q, lc):
+    """Max-min rates (``lc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
     smallest fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them
     (:func:`perfmodel._maxmin.maxmin_rates` with an item of ``count`` equal flows). No resource: ``inf``."""
-    left, free, frozen, rates = sc.left, sc.free, sc.frozen, sc.rates
+    left, free, frozen, rates = lc.left, lc.free, lc.frozen, lc.rates
     for j in range(m):
-        left[j] = sc.caps[j]
+        left[j] = lc.caps[j]
         free[j] = 0
     for k in range(q):
         frozen[k] = False
         rates[k] = np.inf
-        for x in range(sc.path_off[k], sc.path_off[k + 1]):
-            free[sc.path[x]] += sc.counts[k]
+        for x in range(lc.path_off[k], lc.path_off[k + 1]):
+            free[lc.path[x]] += lc.counts[k]
     while True:
         share = np.inf
         for j in range(m):
@@ -46,76 +46,110 @@ def _fill(m, q, sc):
         ties = 0
         for j in range(m):
             if free[j] > 0 and left[j] / free[j] == share:
-                sc.ties[ties] = j
+                lc.ties[ties] = j
                 ties += 1
         for t in range(ties):
-            j = sc.ties[t]
-            for x in range(sc.res_off[j], sc.res_off[j + 1]):
-                k = sc.res_items[x]
+            j = lc.ties[t]
+            for x in range(lc.res_off[j], lc.res_off[j + 1]):
+                k = lc.res_items[x]
                 if frozen[k]:
                     continue
                 frozen[k] = True
                 rates[k] = share
-                for y in range(sc.path_off[k], sc.path_off[k + 1]):
-                    s = sc.path[y]
+                for y in range(lc.path_off[k], lc.path_off[k + 1]):
+                    s = lc.path[y]
                     if free[s] > 0:
-                        left[s] = max(left[s] - share * sc.counts[k], 0.0)
-                        free[s] -= sc.counts[k]
+                        left[s] = max(left[s] - share * lc.counts[k], 0.0)
+                        free[s] -= lc.counts[k]
 
 
 @loop_helper
-def _local_paths(q, st, sc, stamp, m):
-    """Local paths of the items ``sc.items[:q]`` (classes) and each local resource's items; resources not yet
+def _local_paths(q, paths, lc, stamp, m):
+    """Local paths of the items ``lc.items[:q]`` (classes) and each local resource's items; resources not yet
     collected under ``stamp`` are added after the first ``m``. Returns the number of local resources."""
-    sc.path_off[0] = 0
+    lc.path_off[0] = 0
     x = 0
     for k in range(q):
-        c = sc.items[k]
-        for y in range(st.class_off[c], st.class_off[c + 1]):
-            r = st.class_res[y]
-            if sc.res_stamp[r] != stamp:
-                sc.res_stamp[r] = stamp
-                sc.local[r] = m
-                sc.members[m] = r
+        c = lc.items[k]
+        for y in range(paths.class_off[c], paths.class_off[c + 1]):
+            r = paths.class_res[y]
+            if lc.stamp[r] != stamp:
+                lc.stamp[r] = stamp
+                lc.local[r] = m
+                lc.members[m] = r
                 m += 1
-            sc.path[x] = sc.local[r]
+            lc.path[x] = lc.local[r]
             x += 1
-        sc.path_off[k + 1] = x
+        lc.path_off[k + 1] = x
     for j in range(m + 1):
-        sc.res_off[j] = 0
+        lc.res_off[j] = 0
     for y in range(x):
-        sc.res_off[sc.path[y] + 1] += 1
+        lc.res_off[lc.path[y] + 1] += 1
     for j in range(m):
-        sc.res_off[j + 1] += sc.res_off[j]
-        sc.caps[j] = st.capacities[sc.members[j]]
-        sc.free[j] = sc.res_off[j]  # (a cursor while the lists are written)
+        lc.res_off[j + 1] += lc.res_off[j]
+        lc.caps[j] = paths.capacities[lc.members[j]]
+        lc.free[j] = lc.res_off[j]  # (a cursor while the lists are written)
     for k in range(q):
-        for y in range(sc.path_off[k], sc.path_off[k + 1]):
-            j = sc.path[y]
-            sc.res_items[sc.free[j]] = k
-            sc.free[j] += 1
+        for y in range(lc.path_off[k], lc.path_off[k + 1]):
+            j = lc.path[y]
+            lc.res_items[lc.free[j]] = k
+            lc.free[j] += 1
     return m
 
 
 @loop_helper
-def _neck_of(k, m, sc, st):
-    """Precise rule 9 for item ``k`` in the interval of rates ``sc.rates``: the first resource on its path
+def _neck_of(k, lc):
+    """Precise rule 9 for item ``k`` in the interval of rates ``lc.rates``: the first resource on its path
     that its items fill (within ``_SATURATED``) and on which no item moves faster; -1 if none."""
-    mine = sc.rates[k]
-    for y in range(sc.path_off[k], sc.path_off[k + 1]):
-        j = sc.path[y]
+    mine = lc.rates[k]
+    for y in range(lc.path_off[k], lc.path_off[k + 1]):
+        j = lc.path[y]
         used = 0.0
         faster = False
-        for x in range(sc.res_off[j], sc.res_off[j + 1]):
-            o = sc.res_items[x]
-            used += sc.rates[o] * sc.counts[o]
-            faster |= sc.rates[o] > mine * (1 + 1e-12)
-        if used >= sc.caps[j] * (1 - _SATURATED) and not faster:
-            return sc.members[j]
+        for x in range(lc.res_off[j], lc.res_off[j + 1]):
+            o = lc.res_items[x]
+            used += lc.rates[o] * lc.counts[o]
+            faster |= lc.rates[o] > mine * (1 + 1e-12)
+        if used >= lc.caps[j] * (1 - _SATURATED) and not faster:
+            return lc.members[j]
     return -1
 
 
 # --- a handoff alone in the cluster ------------------------------------------------------------------
+
+class Local(NamedTuple):
+    """Work arrays of a filling over local indices (a handoff's flows alone): each resource's stamp (the
+    filling that last collected it) and local index; the local resources' global indices; per item its
+    class, flows, rate and state, and its local path; per local resource its items, capacity, capacity
+    left, unfrozen flows; the resources of the smallest share in a step; the fillings so far."""
+
+    stamp: np.ndarray
+    local: np.ndarray
+    members: np.ndarray
+    items: np.ndarray
+    counts: np.ndarray
+    rates: np.ndarray
+    frozen: np.ndarray
+    path_off: np.ndarray
+    path: np.ndarray
+    res_off: np.ndarray
+    res_items: np.ndarray
+    caps: np.ndarray
+    left: np.ndarray
+    free: np.ndarray
+    ties: np.ndarray
+    counter: np.ndarray
+
+
+class Paths(NamedTuple):
+    """The cluster's resources and classes (:class:`perfmodel._cluster_kernel.Structure`'s first arrays)."""
+
+    capacities: np.ndarray
+    class_off: np.ndarray
+    class_res: np.ndarray
+    res_off: np.ndarray
+    res_classes: np.ndarray
+
 
 class Alone(NamedTuple):
     """Work arrays of one handoff's flows alone (:func:`_alone`), by kept flow."""
@@ -133,32 +167,31 @@ class Alone(NamedTuple):
 
 
 @loop_helper
-def _alone_rates(na, t, al, st, sc, kept):
+def _alone_rates(na, t, al, paths, lc, classes):
     """New rates at ``t`` of the ``na`` active flows (``al.active``): bytes so far carried at the old rate."""
-    stamp = sc.counters[0] + 1
-    sc.counters[0] = stamp
+    stamp = lc.counter[0] + 1
+    lc.counter[0] = stamp
     for x in range(na):
-        sc.items[x] = kept[0][al.active[x]]
-        sc.counts[x] = 1
-    m = _local_paths(na, st, sc, stamp, 0)
-    _fill(m, na, sc)
+        lc.items[x] = classes[al.active[x]]
+        lc.counts[x] = 1
+    m = _local_paths(na, paths, lc, stamp, 0)
+    _fill(m, na, lc)
     for x in range(na):
         f = al.active[x]
-        new = sc.rates[x]
+        new = lc.rates[x]
         if new != al.rate[f]:
             if al.rate[f] == al.rate[f]:  # it was moving: its bytes so far at the old rate
                 al.left[f] -= al.rate[f] * 1e9 * (t - al.anchor[f]) / 1000.0
                 al.anchor[f] = t
             al.rate[f] = new
         al.finish[f] = al.anchor[f] + max(al.left[f], 0.0) / (al.rate[f] * 1e9) * 1000.0
-    return m
 
 
 @loop_helper
-def _alone(q, al, st, sc, kept):
+def _alone(q, al, paths, lc, classes, positions):
     """:func:`perfmodel._maxmin.simulate` of ``q`` flows (starts ``al.start``, bytes ``al.nbytes``, classes
-    ``kept[0]``): each flow's end (``al.ends``) and its bottleneck when it ended (``al.neck``); returns
-    the index of the last-ending flow (ties: the lowest position, ``kept[1]``)."""
+    ``classes``): each flow's end (``al.ends``) and its bottleneck when it ended (``al.neck``); returns
+    the index of the last-ending flow (ties: the lowest of ``positions``)."""
     for f in range(q):  # by start, ties in index order (insertion sort: a handful of flows)
         al.order[f] = f
         x = f
@@ -177,7 +210,7 @@ def _alone(q, al, st, sc, kept):
         if na == 0:
             t = al.start[al.order[pending]]
             continue
-        m = _alone_rates(na, t, al, st, sc, kept)
+        _alone_rates(na, t, al, paths, lc, classes)
         t_end = np.inf
         for x in range(na):
             t_end = min(t_end, al.finish[al.active[x]])
@@ -188,7 +221,7 @@ def _alone(q, al, st, sc, kept):
                 f = al.active[x]
                 if al.finish[f] == t_end:
                     al.ends[f] = t_end
-                    al.neck[f] = _neck_of(x, m, sc, st)
+                    al.neck[f] = _neck_of(x, lc)
                 else:
                     al.active[still] = f
                     still += 1
@@ -196,7 +229,7 @@ def _alone(q, al, st, sc, kept):
         t = t_next
     last = 0
     for f in range(1, q):
-        if al.ends[f] > al.ends[last] or (al.ends[f] == al.ends[last] and kept[1][f] < kept[1][last]):
+        if al.ends[f] > al.ends[last] or (al.ends[f] == al.ends[last] and positions[f] < positions[last]):
             last = f
     return last
 
@@ -304,41 +337,41 @@ def _schedule(cl, c, size):
 
 
 @loop_helper
-def _collect(seed, st, cl, sc, stamp):
+def _collect(seed, paths, counts, sc, stamp):
     """The resources and classes with flows connected to resource ``seed`` (transitively): (resources, classes);
     each resource's capacity and flows are ready for the filling (``sc.left``, ``sc.free``)."""
     sc.res_stamp[seed] = stamp
     sc.members[0] = seed
-    sc.left[seed] = st.capacities[seed]
+    sc.left[seed] = paths.capacities[seed]
     sc.free[seed] = 0
     m, q, head = 1, 0, 0
     while head < m:
         r = sc.members[head]
         head += 1
-        for x in range(st.res_off[r], st.res_off[r + 1]):
-            c = st.res_classes[x]
-            if cl.count[c] == 0 or sc.cls_stamp[c] == stamp:
+        for x in range(paths.res_off[r], paths.res_off[r + 1]):
+            c = paths.res_classes[x]
+            if counts[c] == 0 or sc.cls_stamp[c] == stamp:
                 continue
             sc.cls_stamp[c] = stamp
             sc.items[q] = c
             sc.frozen[c] = False
             sc.rates[c] = np.inf
             q += 1
-            count = cl.count[c]
-            for y in range(st.class_off[c], st.class_off[c + 1]):
-                s = st.class_res[y]
+            flows = counts[c]
+            for y in range(paths.class_off[c], paths.class_off[c + 1]):
+                s = paths.class_res[y]
                 if sc.res_stamp[s] != stamp:
                     sc.res_stamp[s] = stamp
                     sc.members[m] = s
-                    sc.left[s] = st.capacities[s]
+                    sc.left[s] = paths.capacities[s]
                     sc.free[s] = 0
                     m += 1
-                sc.free[s] += count
+                sc.free[s] += flows
     return m, q
 
 
 @loop_helper
-def _fill_classes(m, q, st, cl, sc):
+def _fill_classes(m, q, paths, counts, sc):
     """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, as :func:`_collect`
     left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is recomputed only when a step changed
     it, and only resources with flows not yet frozen are scanned (the same numbers as recomputing them all)."""
@@ -372,15 +405,15 @@ def _fill_classes(m, q, st, cl, sc):
             return
         for x in range(ties):
             r = sc.ties[x]
-            for y in range(st.res_off[r], st.res_off[r + 1]):
-                c = st.res_classes[y]
-                if cl.count[c] == 0 or frozen[c]:
+            for y in range(paths.res_off[r], paths.res_off[r + 1]):
+                c = paths.res_classes[y]
+                if counts[c] == 0 or frozen[c]:
                     continue
                 frozen[c] = True
                 rates[c] = share
-                for z in range(st.class_off[c], st.class_off[c + 1]):
-                    s = st.class_res[z]
+                for z in range(paths.class_off[c], paths.class_off[c + 1]):
+                    s = paths.class_res[z]
                     if free[s] > 0:
-                        left[s] = max(left[s] - share * cl.count[c], 0.0)
-                        free[s] -= cl.count[c]
+                        left[s] = max(left[s] - share * counts[c], 0.0)
+                        free[s] -= counts[c]
                         stale[s] = True
