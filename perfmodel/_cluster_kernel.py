@@ -10,12 +10,14 @@ an end or a change of rate touches the class, not every flow in it. The class's 
 ``since + (smallest target - served) / (rate * 1e9) * 1000`` (ms; rates in decimal GB/s, bytes),
 in the operation order of :func:`perfmodel._maxmin.simulate`.
 
-Each class's flows form a pairing heap threaded through the flow pool (``child``/``sibling`` slots):
-no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
+Each class's flows form a pairing heap threaded through the flow pool (each slot's ``node``: target,
+links, bytes): no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
 heap by next end; flows paying their fixed costs in another, by the moment their bytes may move.
 Whenever flows start or end, the classes connected to them through shared resources (transitively,
 and only those) get new rates. Prefix caches, routing depths and the charged tokens are
-:mod:`perfmodel._replay`'s. No pandas, no validation.
+:mod:`perfmodel._replay`'s. No pandas, no validation. :func:`replay` makes the arrays; the kernel,
+:func:`replay_pass`, allocates nothing (no reference counting) and stops where the flow pool or the
+time bins need room, to resume once they have it.
 """
 
 from __future__ import annotations
