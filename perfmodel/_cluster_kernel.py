@@ -71,6 +71,11 @@ class Structure(NamedTuple):
     pair_hops: np.ndarray  # int64 (P * D,): hops summed over the pair's flows
     views: np.ndarray  # int64 (V, R): per copy, each resource of the simulated copy -> its own (row 0: itself)
     mirror: np.ndarray  # int64 (R,): each resource's copy in the simulated copy of its component
+    res_component: np.ndarray  # int64 (R,): the component (of the simulated classes, connected) of each (-1: none)
+    component_off: np.ndarray  # int64 (K + 1,): component k's resources: component_res[component_off[k]:...]
+    component_res: np.ndarray
+    component_cls_off: np.ndarray  # its classes: component_classes[component_cls_off[k]:...]
+    component_classes: np.ndarray
 
 
 class Config(NamedTuple):
@@ -184,6 +189,8 @@ class Scratch(NamedTuple):
     covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
     ending: np.ndarray  # classes whose flows end in this batch
     counters: np.ndarray  # [filling stamp]
+    active: np.ndarray  # (K,): each component's classes with flows
+    flows_on: np.ndarray  # (R,): each resource's flows moving
 
 
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
@@ -301,12 +308,37 @@ def _account(loads, r, t, origin, width):
 
 
 @loop_helper
+def _whole(k, st, sc):
+    """Component ``k`` as :func:`perfmodel._sharing._collect` leaves a connected set, when all its classes
+    have flows (then it is one connected set): (resources, classes)."""
+    m = 0
+    for x in range(st.component_off[k], st.component_off[k + 1]):
+        r = st.component_res[x]
+        sc.members[m] = r
+        sc.left[r] = st.capacities[r]
+        sc.free[r] = sc.flows_on[r]
+        m += 1
+    q = 0
+    for x in range(st.component_cls_off[k], st.component_cls_off[k + 1]):
+        c = st.component_classes[x]
+        sc.items[q] = c
+        sc.frozen[c] = False
+        sc.rates[c] = np.inf
+        q += 1
+    return m, q
+
+
+@loop_helper
 def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
     """New max-min rates at ``t`` of the classes connected to resource ``seed``; each touched resource's load
     accounted; the classes whose rate or flows changed rescheduled."""
     stamp = sc.counters[0] + 1
     sc.counters[0] = stamp
-    m, q = _collect(seed, paths, cl.count, sc, stamp)
+    k = st.res_component[seed]
+    if sc.active[k] == st.component_cls_off[k + 1] - st.component_cls_off[k]:  # every class moves: all of it
+        m, q = _whole(k, st, sc)
+    else:
+        m, q = _collect(seed, paths, cl.count, sc, stamp)
     _fill_classes(m, q, paths, cl.count, sc)
     for j in range(m):
         r = sc.members[j]
@@ -327,6 +359,18 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
         elif cl.touched[c] == batch:
             size = _schedule(cl, c, size)
     state[_HEAP] = size
+
+
+@loop_helper
+def _moving(c, change, st, cl, sc):
+    """Class ``c``'s flows changed by ``change``: its resources' flows and its component's classes with flows."""
+    for y in range(st.class_off[c], st.class_off[c + 1]):
+        sc.flows_on[st.class_res[y]] += change
+    k = st.res_component[st.class_res[st.class_off[c]]]
+    if cl.count[c] == 0 and change < 0:
+        sc.active[k] -= 1
+    elif cl.count[c] == change and change > 0:
+        sc.active[k] += 1
 
 
 @loop_helper
@@ -358,13 +402,16 @@ def _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, p
     seeds = 0
     for e in range(ending):
         c = sc.ending[e]
+        before = cl.count[c]
         _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, state)
+        _moving(c, cl.count[c] - before, st, cl, sc)
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
     while state[_WAITING] > 0 and pool.times[0] <= t:
         state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
         slot = pool.items[state[_WAITING]]
         c = _join(slot, t, cl, pool)
+        _moving(c, 1, st, cl, sc)
         w = st.class_worker[c]
         waiting[0][w] -= pool.node[slot, 3] * st.class_copies[c]
         waiting[1][w] -= 1
@@ -546,7 +593,8 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
                  np.full(C, np.inf), ints(C), none(C), ints(C), none(C))
     loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_), ints(R))
     sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
-                 np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(1))
+                 np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(1),
+                 ints(len(st.component_off) - 1), ints(R))
     entries = kmax * longest
     lc = Local(ints(R), ints(R), ints(R), ints(kmax), ints(kmax), np.zeros(kmax), np.zeros(kmax, np.bool_),
                ints(kmax + 1), ints(entries), ints(R + 1), ints(entries), np.zeros(R), np.zeros(R), ints(R), ints(R),

@@ -178,7 +178,16 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
         np.array([f[0] for f in flat], **ints), np.array([f[1] for f in flat], **floats).reshape(-1, 4),
         np.array([f[2] for f in flat], **floats).reshape(-1, 3), np.array([f[3] for f in flat], **ints),
         np.array([f[4] for f in flat], **ints), np.array([pair.hops for row in pairs for pair in row], **ints),
-        np.array(views, **ints).reshape(-1, R), mirror.astype(np.int64))
+        np.array(views, **ints).reshape(-1, R), mirror.astype(np.int64), *_simulated_components(used, copies, simulated, R))
+
+
+def _simulated_components(used: dict, copies: dict, simulated: dict, R: int) -> tuple:
+    """Each resource's simulated component (-1: none), and each component's resources and classes."""
+    firsts = [x for x in used if copies[x] == x]
+    of = np.full(R, -1, np.int64)
+    for k, x in enumerate(firsts):
+        of[list(used[x][1])] = k
+    return (of, *_csr([list(used[x][1]) for x in firsts]), *_csr([[simulated[c] for c in used[x][0]] for x in firsts]))
 
 
 def _csr(lists: list) -> tuple[np.ndarray, np.ndarray]:
