@@ -339,17 +339,18 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
         m, q = _whole(k, st, sc)
     else:
         m, q = _collect(seed, paths, cl.count, sc, stamp)
-    _fill_classes(m, q, paths, cl.count, sc)
     for j in range(m):
         r = sc.members[j]
         sc.covered[r] = batch
         _account(loads, r, t, origin, width)
+    _fill_classes(m, q, paths, cl.count, sc, loads.load)
     size = state[_HEAP]
     for k in range(q):
         c = sc.items[k]
         new = sc.rates[c]
-        for y in range(st.class_off[c], st.class_off[c + 1]):
-            loads.load[st.class_res[y]] += new * cl.count[c]
+        if not sc.frozen[c]:  # (unlimited: no resource limits it)
+            for y in range(st.class_off[c], st.class_off[c + 1]):
+                loads.load[st.class_res[y]] += new * cl.count[c]
         old = cl.rate[c]
         if new != old:
             if old == old:  # it was moving: its flows' bytes so far at the old rate
@@ -411,7 +412,7 @@ def _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, p
         state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
         slot = pool.items[state[_WAITING]]
         c = _join(slot, t, cl, pool)
-        _moving(c, 1, st, cl, sc)
+        _moving(c, np.int64(1), st, cl, sc)
         w = st.class_worker[c]
         waiting[0][w] -= pool.node[slot, 3] * st.class_copies[c]
         waiting[1][w] -= 1

@@ -371,10 +371,11 @@ def _collect(seed, paths, counts, sc, stamp):
 
 
 @loop_helper
-def _fill_classes(m, q, paths, counts, sc):
+def _fill_classes(m, q, paths, counts, sc, load):
     """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, as :func:`_collect`
-    left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is recomputed only when a step changed
-    it, and only resources with flows not yet frozen are scanned (the same numbers as recomputing them all)."""
+    left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``, each frozen class's flows
+    added to ``load`` on its path. A resource's share is recomputed only when a step changed it, and only
+    resources with flows not yet frozen are scanned (the same numbers as recomputing them all)."""
     left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
     n = 0
     for j in range(m):
@@ -413,6 +414,7 @@ def _fill_classes(m, q, paths, counts, sc):
                 rates[c] = share
                 for z in range(paths.class_off[c], paths.class_off[c + 1]):
                     s = paths.class_res[z]
+                    load[s] += share * counts[c]
                     if free[s] > 0:
                         left[s] = max(left[s] - share * counts[c], 0.0)
                         free[s] -= counts[c]
