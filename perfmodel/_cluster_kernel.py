@@ -10,8 +10,8 @@ an end or a change of rate touches the class, not every flow in it. The class's 
 ``since + (smallest target - served) / (rate * 1e9) * 1000`` (ms; rates in decimal GB/s, bytes),
 in the operation order of :func:`perfmodel._maxmin.simulate`.
 
-Each class's flows form a pairing heap threaded through the flow pool (each slot's ``node``: target,
-links, bytes): no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
+Each class's flows form a binary heap by target, in chunks of a shared store (:class:`perfmodel._sharing.Heaps`):
+no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
 heap by next end; flows paying their fixed costs in another, by the moment their bytes may move.
 Whenever flows start or end, the classes connected to them through shared resources (transitively,
 and only those) get new rates. Prefix caches, routing depths and the charged tokens are
@@ -29,24 +29,27 @@ import numpy as np
 from ._kernels import current_chunk, loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
 from ._sharing import (
+    _CHUNK,
     _NIL,
     _SATURATED,
     Alone,
+    Heaps,
     Local,
     Paths,
     _alone,
     _collect,
     _fill_classes,
     _heap_remove,
-    _meld,
-    _pop_root,
+    _pop_flow,
+    _push_flow,
     _schedule,
 )
 
 PREFIX, ROUND_ROBIN, LEAST_LOADED, TOPOLOGY = 0, 1, 2, 3
 # the replay's counters (one int64 array): classes in the heap, flows in the heap of those not yet moving,
 # requests pending for a cache, free pool slots, flows started, batches, the round-robin turn
-_HEAP, _WAITING, _PENDING, _FREE, _FLOW, _BATCH, _RR, _BINS = range(8)
+# (and what needs room: time bins, chunks of the flows' heaps; the most flows a class has had)
+_HEAP, _WAITING, _PENDING, _FREE, _FLOW, _BATCH, _RR, _BINS, _CHUNKS, _MOST = range(10)
 
 
 class Structure(NamedTuple):
@@ -130,8 +133,7 @@ class Classes(NamedTuple):
     rate: np.ndarray  # each flow's (GB/s); NaN: no flow moves
     bytes: np.ndarray  # its flows' bytes together
     delivered: np.ndarray  # of which delivered
-    root: np.ndarray  # the pool slot of its flow of the smallest target (-1: none)
-    first: np.ndarray  # that target
+    first: np.ndarray  # its flows' smallest target
     end: np.ndarray  # when its next flow ends
     heap: np.ndarray  # classes with flows, an indexed heap by (end, class)
     where: np.ndarray  # each class's position in ``heap`` (-1: not in it)
@@ -140,12 +142,11 @@ class Classes(NamedTuple):
 
 
 class Pool(NamedTuple):
-    """Flows paying their fixed costs or moving, by slot (recycled): a flow's target, heap links and bytes
-    (``node``, see :func:`perfmodel._sharing._meld`), its request (by position in ready order), its position
-    in the pair, the copy of that position and its class; the free slots; and the heap of the flows not yet
-    moving (alone: not yet ended) by when they start (end)."""
+    """Flows paying their fixed costs or moving, by slot (recycled): a flow's bytes, its request (by position
+    in ready order), its position in the pair, the copy of that position and its class; the free slots; and
+    the heap of the flows not yet moving (alone: not yet ended) by when they start (end)."""
 
-    node: np.ndarray  # float64 (slots, 4): target, first child, next sibling, bytes
+    nbytes: np.ndarray
     seq: np.ndarray
     position: np.ndarray  # int32
     copy_id: np.ndarray  # int32: a row of Structure.views
@@ -206,20 +207,17 @@ def _advance_class(cl, c, t):
 
 
 @loop_helper
-def _join(slot, t, cl, pool):
+def _join(slot, t, cl, pool, heaps):
     """The flow in ``slot`` starts moving its bytes at ``t`` in its class; returns its class."""
     c = np.int64(pool.cls[slot])
     if cl.count[c] == 0:
         cl.served[c], cl.delivered[c], cl.bytes[c], cl.since[c], cl.rate[c] = 0.0, 0.0, 0.0, t, np.nan
     else:
         _advance_class(cl, c, t)
-    pool.node[slot, 0] = cl.served[c] + pool.node[slot, 3]
-    pool.node[slot, 1] = _NIL
-    pool.node[slot, 2] = _NIL
-    cl.root[c] = _meld(cl.root[c], slot, pool.node)
-    cl.first[c] = pool.node[cl.root[c], 0]
+    _push_flow(c, cl.count[c], cl.served[c] + pool.nbytes[slot], slot, heaps)
+    cl.first[c] = heaps.keys[heaps.table[c, 0], 0]
     cl.count[c] += 1
-    cl.bytes[c] += pool.node[slot, 3]
+    cl.bytes[c] += pool.nbytes[slot]
     return c
 
 
@@ -257,26 +255,24 @@ def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending
 
 
 @loop_helper
-def _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, state):
+def _finish_class(c, t, st, cl, pool, heaps, out, order, remaining, last_pos, pending, state):
     """Class ``c``'s flows of the smallest target end at ``t`` (its virtual time reaches that target)."""
-    root = cl.root[c]
-    target = pool.node[root, 0]
+    target = cl.first[c]
     cl.delivered[c] += cl.count[c] * (target - cl.served[c])
     cl.served[c] = target
     cl.since[c] = t
-    while root >= 0 and pool.node[root, 0] == target:
-        slot = root
-        root = _pop_root(root, pool.node)
+    while cl.count[c] > 0 and heaps.keys[heaps.table[c, 0], 0] == target:
+        slot = heaps.slots[heaps.table[c, 0], 0]
+        _pop_flow(c, cl.count[c], heaps)
         _flow_ends(slot, t, cl.neck[c], st, pool, out, order, remaining, last_pos, pending, state)
         cl.count[c] -= 1
-        cl.bytes[c] -= pool.node[slot, 3]
-        cl.delivered[c] -= pool.node[slot, 3]
+        cl.bytes[c] -= pool.nbytes[slot]
+        cl.delivered[c] -= pool.nbytes[slot]
         pool.free[state[_FREE]] = slot
         state[_FREE] += 1
-    cl.root[c] = root
-    if root >= 0:
-        cl.first[c] = pool.node[root, 0]
-    if cl.count[c] == 0:
+    if cl.count[c] > 0:
+        cl.first[c] = heaps.keys[heaps.table[c, 0], 0]
+    else:
         cl.served[c], cl.delivered[c], cl.bytes[c], cl.rate[c] = 0.0, 0.0, 0.0, np.nan
 
 
@@ -387,7 +383,8 @@ def _seed(c, st, sc, count, batch):
 
 
 @loop_helper
-def _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin, width):
+def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin,
+           width):
     """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
     start moving, then the rates of the classes connected to them."""
     batch = state[_BATCH] + 1
@@ -404,17 +401,18 @@ def _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, p
     for e in range(ending):
         c = sc.ending[e]
         before = cl.count[c]
-        _finish_class(c, t, st, cl, pool, out, order, remaining, last_pos, pending, state)
+        _finish_class(c, t, st, cl, pool, heaps, out, order, remaining, last_pos, pending, state)
         _moving(c, cl.count[c] - before, st, cl, sc)
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
     while state[_WAITING] > 0 and pool.times[0] <= t:
         state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
         slot = pool.items[state[_WAITING]]
-        c = _join(slot, t, cl, pool)
+        c = _join(slot, t, cl, pool, heaps)
+        state[_MOST] = max(state[_MOST], cl.count[c])
         _moving(c, np.int64(1), st, cl, sc)
         w = st.class_worker[c]
-        waiting[0][w] -= pool.node[slot, 3] * st.class_copies[c]
+        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[c]
         waiting[1][w] -= 1
         if waiting[1][w] == 0:
             waiting[0][w] = 0.0
@@ -455,7 +453,7 @@ def _delivered_alone(now, st, pool, state, waiting):
         state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
         slot = pool.items[state[_WAITING]]
         w = st.class_worker[pool.cls[slot]]
-        waiting[0][w] -= pool.node[slot, 3] * st.class_copies[pool.cls[slot]]
+        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[pool.cls[slot]]
         waiting[1][w] -= 1
         if waiting[1][w] == 0:
             waiting[0][w] = 0.0
@@ -544,7 +542,7 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
         state[_FREE] -= 1
         slot = pool.free[state[_FREE]]
         pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept[0][x], kept[1][x], kept[2][x]
-        pool.node[slot, 3] = al.nbytes[x]
+        pool.nbytes[slot] = al.nbytes[x]
         at = now + (al.start[x] if fair else al.ends[x])
         state[_WAITING] = heap_push(pool.times, pool.seqs, pool.items, state[_WAITING], at, state[_FLOW], slot)
         state[_FLOW] += 1
@@ -590,7 +588,7 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
     R, C = len(st.capacities), len(st.class_worker)
     longest = int(np.diff(st.class_off).max(initial=0))
     ints, none = (lambda k: np.zeros(k, np.int64)), (lambda k: np.full(k, _NIL, np.int64))
-    cl = Classes(ints(C), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C), none(C), np.zeros(C),
+    cl = Classes(ints(C), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C), np.zeros(C),
                  np.full(C, np.inf), ints(C), none(C), ints(C), none(C))
     loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_), ints(R))
     sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
@@ -600,12 +598,29 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
     lc = Local(ints(R), ints(R), ints(R), ints(kmax), ints(kmax), np.zeros(kmax), np.zeros(kmax, np.bool_),
                ints(kmax + 1), ints(entries), ints(R + 1), ints(entries), np.zeros(R), np.zeros(R), ints(R), ints(R),
                ints(1))
-    return cl, _grown_pool(None, slots, None), loads, sc, lc
+    return cl, _grown_pool(None, slots, None), _grown_heaps(None, C, 2 * C + 64, 4), loads, sc, lc
+
+
+def _grown_heaps(heaps: Heaps | None, C: int, chunks: int, width: int) -> Heaps:
+    """Room for ``chunks`` chunks of the ``C`` classes' heaps of flows, ``width`` chunks per class, holding
+    ``heaps``'s."""
+    if heaps is not None:
+        chunks, width = max(chunks, len(heaps.keys)), max(width, heaps.table.shape[1])
+    new = Heaps(np.zeros((C, width), np.int64), np.zeros((chunks, _CHUNK)), np.zeros((chunks, _CHUNK), np.int64),
+                np.zeros(chunks, np.int64), np.zeros(1, np.int64))
+    old, free = 0, 0
+    if heaps is not None:
+        old, free = len(heaps.keys), int(heaps.counter[0])
+        new.table[:, :heaps.table.shape[1]] = heaps.table
+        new.keys[:old], new.slots[:old], new.free[:free] = heaps.keys, heaps.slots, heaps.free[:free]
+    new.free[free:free + chunks - old] = np.arange(chunks - 1, old - 1, -1)
+    new.counter[0] = free + chunks - old
+    return new
 
 
 def _grown_pool(pool: Pool | None, slots: int, state: np.ndarray | None) -> Pool:
     """A pool of ``slots`` slots holding ``pool``'s (its free slots and the new ones free, the lowest first)."""
-    new = Pool(np.zeros((slots, 4)), np.zeros(slots, np.int64), np.zeros(slots, np.int32), np.zeros(slots, np.int32),
+    new = Pool(np.zeros(slots), np.zeros(slots, np.int64), np.zeros(slots, np.int32), np.zeros(slots, np.int32),
                np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
                np.zeros(slots, np.int64))
     old, free = (0, 0) if pool is None else (len(pool.seq), int(state[_FREE]))
@@ -629,8 +644,8 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
 
 
 @loop_helper
-def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, loads, sc, lc, al, kept,
-         caches, capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
+def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, heaps, loads, sc, lc,
+                al, kept, caches, capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
     """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
     and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
     the pool needs more slots, or (``state[_BINS]`` set) the time bins more bins."""
@@ -645,8 +660,11 @@ def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths,
             if t >= limit:
                 state[_BINS] = int((t - origin) // width) + 2
                 return i
-            _batch(t, st, paths, cl, pool, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin,
-                   width)
+            if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * _CHUNK:
+                state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
+                return i
+            _batch(t, st, paths, cl, pool, heaps, loads, sc, out, order, remaining, last_pos, pending, state, waiting,
+                   origin, width)
         while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
             state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
             r = pending[2][state[_PENDING]]
@@ -669,7 +687,8 @@ def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.
     load integral (GB/s x ms), peak load (GB/s), load integral per time bin, and whether a bin was written.
 
     ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids. The arrays are made here and
-    the kernel (:func:`replay_pass`) runs until the pool or the time bins need room, then resumes.
+    the kernel (:func:`replay_pass`) runs until the pool, the heaps' chunks or the time bins need room,
+    then resumes.
 
     >>> Outputs.empty(2).bottleneck.tolist()
     [-1, -1]
@@ -678,11 +697,12 @@ def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.
     holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(cfg.n_unique, D, cfg.capacity)
     pending = (np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
     kmax = max(int(np.diff(st.pair_off).max(initial=1)), 1)
-    cl, pool, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1, kmax)
+    cl, pool, heaps, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1,
+                                                kmax)
     paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
     al = Alone(*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)), np.zeros(kmax))
     kept = (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
-    state = np.zeros(8, np.int64)
+    state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
     remaining, last_pos = np.zeros(n, np.int32), np.zeros(n, np.int32)
     waiting = (np.zeros(D), np.zeros(D, np.int64))  # per decode worker: bytes (and flows) not yet moving or ended
@@ -690,11 +710,15 @@ def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.
     i = 0
     while i <= n:
         i = int(replay_pass(np.int64(i), order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl,
-                            pool, loads, sc, lc, al, kept, caches, np.int64(capacity), np.zeros(D), waiting, remaining,
-                            last_pos, pending, state, np.int64(kmax)))
+                            pool, heaps, loads, sc, lc, al, kept, caches, np.int64(capacity), np.zeros(D), waiting,
+                            remaining, last_pos, pending, state, np.int64(kmax)))
         if state[_BINS] > 0:
             loads = _grown_bins(loads, int(state[_BINS]))
             state[_BINS] = 0
+        elif state[_CHUNKS] > 0:
+            need = int(state[_MOST] + state[_WAITING]) // _CHUNK + 1
+            heaps = _grown_heaps(heaps, len(cl.count), 2 * len(heaps.keys), max(need, 2 * heaps.table.shape[1]))
+            state[_CHUNKS] = 0
         elif i <= n:
             pool = _grown_pool(pool, 2 * len(pool.seq), state)
     return loads.busy, loads.peak, loads.bins, loads.touched

@@ -3,8 +3,8 @@
 Progressive filling over items that stand for ``count`` equal flows each (a class of flows of one
 path; or one flow of a handoff alone), in the operation order of :func:`perfmodel._maxmin.maxmin_rates`
 (repeatedly, the resources of the smallest fair share fix the rate of every unfrozen item on them);
-a handoff alone in the cluster (:func:`perfmodel._maxmin.simulate`); the pairing heap of a class's
-flows (threaded through the flow pool's slots) and the indexed heap of the classes by next end.
+a handoff alone in the cluster (:func:`perfmodel._maxmin.simulate`); the heaps of each class's flows
+(in chunks) and the indexed heap of the classes by next end.
 Helpers read their arguments' fields by name (the records are :mod:`perfmodel._cluster_kernel`'s).
 """
 
@@ -236,45 +236,70 @@ def _alone(q, al, paths, lc, classes, positions):
 
 # --- the heaps of the classes and of their flows ----------------------------------------------------
 
-@loop_helper
-def _meld(a, b, node):
-    """The pairing heap of roots ``a`` and ``b`` (either -1: none) by target (ties: the lower slot). ``node[x]``:
-    slot ``x``'s target, first child and next sibling (links as floats, -1: none: a node is one cache line)."""
-    if a < 0:
-        return b
-    if b < 0:
-        return a
-    if node[b, 0] < node[a, 0] or (node[b, 0] == node[a, 0] and b < a):
-        a, b = b, a
-    node[b, 2] = node[a, 1]
-    node[a, 1] = b
-    return a
+class Heaps(NamedTuple):
+    """Each class's flows as a binary heap by target, in chunks of ``_CHUNK`` entries: position ``p`` of class
+    ``c``'s heap is entry ``p % _CHUNK`` of chunk ``table[c, p // _CHUNK]`` (a heap's top levels share one
+    chunk, and its entries are apart from the flows' other fields: few cache lines a push or a pop)."""
+
+    table: np.ndarray  # int64 (C, T): each class's chunks
+    keys: np.ndarray  # float64 (chunks, _CHUNK): targets
+    slots: np.ndarray  # int64 (chunks, _CHUNK): the flows' pool slots
+    free: np.ndarray  # int64 (chunks,): the free chunks, ``counter[0]`` of them
+    counter: np.ndarray
+
+
+_CHUNK = 256
 
 
 @loop_helper
-def _pop_root(root, node):
-    """The pairing heap of ``root`` without ``root`` (two passes: pairs left to right, then melded back)."""
-    pairs = _NIL  # the melded pairs, listed in reverse through their sibling links
-    x = np.int64(node[root, 1])
-    while x >= 0:
-        y = np.int64(node[x, 2])
-        after = _NIL
-        if y >= 0:
-            after = np.int64(node[y, 2])
-            node[y, 2] = _NIL
-        node[x, 2] = _NIL
-        m = _meld(x, y, node)
-        node[m, 2] = pairs
-        pairs = m
-        x = after
-    result = _NIL
-    while pairs >= 0:
-        after = np.int64(node[pairs, 2])
-        node[pairs, 2] = _NIL
-        result = _meld(result, pairs, node)
-        pairs = after
-    node[root, 1] = _NIL
-    return result
+def _push_flow(c, n, key, slot, heaps):
+    """Add (``key``, ``slot``) to class ``c``'s heap of ``n`` flows (a new chunk when its last is full)."""
+    table, keys, slots = heaps.table, heaps.keys, heaps.slots
+    if n % _CHUNK == 0:
+        heaps.counter[0] -= 1
+        table[c, n // _CHUNK] = heaps.free[heaps.counter[0]]
+    p = n
+    while p > 0:
+        parent = (p - 1) // 2
+        up, at = table[c, parent // _CHUNK], parent % _CHUNK
+        if keys[up, at] <= key:
+            break
+        here, there = table[c, p // _CHUNK], p % _CHUNK
+        keys[here, there], slots[here, there] = keys[up, at], slots[up, at]
+        p = parent
+    here, there = table[c, p // _CHUNK], p % _CHUNK
+    keys[here, there], slots[here, there] = key, slot
+
+
+@loop_helper
+def _pop_flow(c, n, heaps):
+    """Remove the smallest of class ``c``'s heap of ``n`` flows (its chunk freed when the last empties)."""
+    table, keys, slots = heaps.table, heaps.keys, heaps.slots
+    size = n - 1
+    last, at = table[c, size // _CHUNK], size % _CHUNK
+    key, slot = keys[last, at], slots[last, at]
+    if at == 0:
+        heaps.free[heaps.counter[0]] = last
+        heaps.counter[0] += 1
+    if size == 0:
+        return
+    p = 0
+    while True:
+        child = 2 * p + 1
+        if child >= size:
+            break
+        down, off = table[c, child // _CHUNK], child % _CHUNK
+        if child + 1 < size:
+            right, r_off = table[c, (child + 1) // _CHUNK], (child + 1) % _CHUNK
+            if keys[right, r_off] < keys[down, off]:
+                child, down, off = child + 1, right, r_off
+        if key <= keys[down, off]:
+            break
+        here, there = table[c, p // _CHUNK], p % _CHUNK
+        keys[here, there], slots[here, there] = keys[down, off], slots[down, off]
+        p = child
+    here, there = table[c, p // _CHUNK], p % _CHUNK
+    keys[here, there], slots[here, there] = key, slot
 
 
 @loop_helper
