@@ -189,9 +189,10 @@ class Scratch(NamedTuple):
     seeded: np.ndarray  # (R,): the batch in which a resource was last made a seed
     covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
     ending: np.ndarray  # classes whose flows end in this batch
-    counters: np.ndarray  # [filling stamp]
+    counters: np.ndarray  # [filling stamp, filling step]
     active: np.ndarray  # (K,): each component's classes with flows
     flows_on: np.ndarray  # (R,): each resource's flows moving
+    tie_step: np.ndarray  # (R,): the filling step in which a resource last had the smallest share
 
 
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
@@ -339,14 +340,19 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
         r = sc.members[j]
         sc.covered[r] = batch
         _account(loads, r, t, origin, width)
-    _fill_classes(m, q, paths, cl.count, sc, loads.load)
+    _fill_classes(m, q, paths, cl.count, sc)
+    for j in range(m):  # each resource's new load, summed where it is (not scattered from each class)
+        r = sc.members[j]
+        load = 0.0
+        for x in range(st.res_off[r], st.res_off[r + 1]):
+            c = st.res_classes[x]
+            if cl.count[c] > 0:
+                load += sc.rates[c] * cl.count[c]
+        loads.load[r] = load
     size = state[_HEAP]
     for k in range(q):
         c = sc.items[k]
         new = sc.rates[c]
-        if not sc.frozen[c]:  # (unlimited: no resource limits it)
-            for y in range(st.class_off[c], st.class_off[c + 1]):
-                loads.load[st.class_res[y]] += new * cl.count[c]
         old = cl.rate[c]
         if new != old:
             if old == old:  # it was moving: its flows' bytes so far at the old rate
@@ -592,8 +598,8 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
                  np.full(C, np.inf), ints(C), none(C), ints(C), none(C))
     loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_), ints(R))
     sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
-                 np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(1),
-                 ints(len(st.component_off) - 1), ints(R))
+                 np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(2),
+                 ints(len(st.component_off) - 1), ints(R), ints(R))
     entries = kmax * longest
     lc = Local(ints(R), ints(R), ints(R), ints(kmax), ints(kmax), np.zeros(kmax), np.zeros(kmax, np.bool_),
                ints(kmax + 1), ints(entries), ints(R + 1), ints(entries), np.zeros(R), np.zeros(R), ints(R), ints(R),

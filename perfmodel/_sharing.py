@@ -396,11 +396,11 @@ def _collect(seed, paths, counts, sc, stamp):
 
 
 @loop_helper
-def _fill_classes(m, q, paths, counts, sc, load):
+def _fill_classes(m, q, paths, counts, sc):
     """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, as :func:`_collect`
-    left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``, each frozen class's flows
-    added to ``load`` on its path. A resource's share is recomputed only when a step changed it, and only
-    resources with flows not yet frozen are scanned (the same numbers as recomputing them all)."""
+    left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is
+    recomputed only when a step changed it, and only resources with flows not yet frozen are scanned (the
+    same numbers as recomputing them all)."""
     left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
     n = 0
     for j in range(m):
@@ -429,6 +429,10 @@ def _fill_classes(m, q, paths, counts, sc, load):
         n = kept
         if share == np.inf:  # none left, or of unlimited capacity: the flows left are unlimited too
             return
+        step = sc.counters[1] + 1
+        sc.counters[1] = step
+        for x in range(ties):
+            sc.tie_step[sc.ties[x]] = step
         for x in range(ties):
             r = sc.ties[x]
             for y in range(paths.res_off[r], paths.res_off[r + 1]):
@@ -439,8 +443,9 @@ def _fill_classes(m, q, paths, counts, sc, load):
                 rates[c] = share
                 for z in range(paths.class_off[c], paths.class_off[c + 1]):
                     s = paths.class_res[z]
-                    load[s] += share * counts[c]
-                    if free[s] > 0:
+                    if free[s] > 0 and sc.tie_step[s] != step:  # (a tie's own flows all freeze in this step)
                         left[s] = max(left[s] - share * counts[c], 0.0)
                         free[s] -= counts[c]
                         stale[s] = True
+        for x in range(ties):
+            free[sc.ties[x]] = 0
