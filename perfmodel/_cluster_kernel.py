@@ -37,9 +37,9 @@ from ._sharing import (
     Local,
     Paths,
     _alone,
-    _collect,
     _fill_classes,
     _heap_remove,
+    _label,
     _pop_flow,
     _push_flow,
     _schedule,
@@ -190,7 +190,12 @@ class Scratch(NamedTuple):
     covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
     ending: np.ndarray  # classes whose flows end in this batch
     counters: np.ndarray  # [filling stamp, filling step]
-    active: np.ndarray  # (K,): each component's classes with flows
+    labelled: np.ndarray  # bool (K,): each component's connected sets are up to date
+    group: np.ndarray  # (R,): where each resource's connected set starts in ``group_res``
+    group_res: np.ndarray  # (R,): each component's resources, set by set (:func:`perfmodel._sharing._label`)
+    group_end: np.ndarray  # (R,): by a set's start: its end
+    group_cls: np.ndarray  # (C,): the sets' classes with flows
+    group_cls_span: np.ndarray  # (R, 2): by a set's start: its classes in ``group_cls``
     flows_on: np.ndarray  # (R,): each resource's flows moving
     tie_step: np.ndarray  # (R,): the filling step in which a resource last had the smallest share
 
@@ -305,19 +310,27 @@ def _account(loads, r, t, origin, width):
 
 
 @loop_helper
-def _whole(k, st, sc):
-    """Component ``k`` as :func:`perfmodel._sharing._collect` leaves a connected set, when all its classes
-    have flows (then it is one connected set): (resources, classes)."""
+def _connected(seed, st, paths, counts, sc, stamp):
+    """The connected set of resource ``seed`` (its resources in ``sc.members``, classes with flows in
+    ``sc.items``, capacities and flows ready for the filling): from its component's sets, labelled again only
+    when a class there started or stopped having flows. Returns (resources, classes)."""
+    k = st.res_component[seed]
+    if not sc.labelled[k]:
+        first = st.component_off[k]
+        sc.group_cls_span[first, 0] = st.component_cls_off[k]
+        _label(first, st.component_off[k + 1], st.component_res, paths, counts, sc, stamp)
+        sc.labelled[k] = True
+    g = sc.group[seed]
     m = 0
-    for x in range(st.component_off[k], st.component_off[k + 1]):
-        r = st.component_res[x]
+    for x in range(g, sc.group_end[g]):
+        r = sc.group_res[x]
         sc.members[m] = r
         sc.left[r] = st.capacities[r]
         sc.free[r] = sc.flows_on[r]
         m += 1
     q = 0
-    for x in range(st.component_cls_off[k], st.component_cls_off[k + 1]):
-        c = st.component_classes[x]
+    for x in range(sc.group_cls_span[g, 0], sc.group_cls_span[g, 1]):
+        c = sc.group_cls[x]
         sc.items[q] = c
         sc.frozen[c] = False
         sc.rates[c] = np.inf
@@ -331,11 +344,7 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
     accounted; the classes whose rate or flows changed rescheduled."""
     stamp = sc.counters[0] + 1
     sc.counters[0] = stamp
-    k = st.res_component[seed]
-    if sc.active[k] == st.component_cls_off[k + 1] - st.component_cls_off[k]:  # every class moves: all of it
-        m, q = _whole(k, st, sc)
-    else:
-        m, q = _collect(seed, paths, cl.count, sc, stamp)
+    m, q = _connected(seed, st, paths, cl.count, sc, stamp)
     for j in range(m):
         r = sc.members[j]
         sc.covered[r] = batch
@@ -366,14 +375,12 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
 
 @loop_helper
 def _moving(c, change, st, cl, sc):
-    """Class ``c``'s flows changed by ``change``: its resources' flows and its component's classes with flows."""
+    """Class ``c``'s flows changed by ``change``: its resources' flows (and its component's connected sets,
+    when it started or stopped having flows)."""
     for y in range(st.class_off[c], st.class_off[c + 1]):
         sc.flows_on[st.class_res[y]] += change
-    k = st.res_component[st.class_res[st.class_off[c]]]
-    if cl.count[c] == 0 and change < 0:
-        sc.active[k] -= 1
-    elif cl.count[c] == change and change > 0:
-        sc.active[k] += 1
+    if cl.count[c] == 0 or cl.count[c] == change:  # it stopped or started having flows: its sets change
+        sc.labelled[st.res_component[st.class_res[st.class_off[c]]]] = False
 
 
 @loop_helper
@@ -599,7 +606,8 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
     loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_), ints(R))
     sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
                  np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(2),
-                 ints(len(st.component_off) - 1), ints(R), ints(R))
+                 np.zeros(len(st.component_off) - 1, np.bool_), ints(R), ints(R), ints(R), ints(C),
+                 np.zeros((R, 2), np.int64), ints(R), ints(R))
     entries = kmax * longest
     lc = Local(ints(R), ints(R), ints(R), ints(kmax), ints(kmax), np.zeros(kmax), np.zeros(kmax, np.bool_),
                ints(kmax + 1), ints(entries), ints(R + 1), ints(entries), np.zeros(R), np.zeros(R), ints(R), ints(R),

@@ -362,43 +362,47 @@ def _schedule(cl, c, size):
 
 
 @loop_helper
-def _collect(seed, paths, counts, sc, stamp):
-    """The resources and classes with flows connected to resource ``seed`` (transitively): (resources, classes);
-    each resource's capacity and flows are ready for the filling (``sc.left``, ``sc.free``)."""
-    sc.res_stamp[seed] = stamp
-    sc.members[0] = seed
-    sc.left[seed] = paths.capacities[seed]
-    sc.free[seed] = 0
-    m, q, head = 1, 0, 0
-    while head < m:
-        r = sc.members[head]
-        head += 1
-        for x in range(paths.res_off[r], paths.res_off[r + 1]):
-            c = paths.res_classes[x]
-            if counts[c] == 0 or sc.cls_stamp[c] == stamp:
-                continue
-            sc.cls_stamp[c] = stamp
-            sc.items[q] = c
-            sc.frozen[c] = False
-            sc.rates[c] = np.inf
-            q += 1
-            flows = counts[c]
-            for y in range(paths.class_off[c], paths.class_off[c + 1]):
-                s = paths.class_res[y]
-                if sc.res_stamp[s] != stamp:
-                    sc.res_stamp[s] = stamp
-                    sc.members[m] = s
-                    sc.left[s] = paths.capacities[s]
-                    sc.free[s] = 0
-                    m += 1
-                sc.free[s] += flows
-    return m, q
+def _label(first, last, members, paths, counts, sc, stamp):
+    """The connected sets of classes with flows among resources ``members[first:last]`` (a component of the
+    cluster): ``sc.group_res[first:last]`` lists them set by set (``sc.group_cls`` their classes, from the
+    component's first class position ``sc.group[first]``); each resource's set starts at ``sc.group[r]``,
+    the set starting at position ``g`` ends at ``sc.group_end[g]`` and its classes span
+    ``sc.group_cls_span[g, 0]:sc.group_cls_span[g, 1]``."""
+    pos_r, pos_c = first, sc.group_cls_span[first, 0]
+    for x in range(first, last):
+        r0 = members[x]
+        if sc.res_stamp[r0] == stamp:
+            continue
+        g, head = pos_r, pos_r
+        sc.res_stamp[r0] = stamp
+        sc.group_res[pos_r] = r0
+        pos_r += 1
+        sc.group_cls_span[g, 0] = pos_c
+        while head < pos_r:
+            r = sc.group_res[head]
+            head += 1
+            sc.group[r] = g
+            for y in range(paths.res_off[r], paths.res_off[r + 1]):
+                c = paths.res_classes[y]
+                if counts[c] == 0 or sc.cls_stamp[c] == stamp:
+                    continue
+                sc.cls_stamp[c] = stamp
+                sc.group_cls[pos_c] = c
+                pos_c += 1
+                for z in range(paths.class_off[c], paths.class_off[c + 1]):
+                    s = paths.class_res[z]
+                    if sc.res_stamp[s] != stamp:
+                        sc.res_stamp[s] = stamp
+                        sc.group_res[pos_r] = s
+                        pos_r += 1
+        sc.group_end[g] = pos_r
+        sc.group_cls_span[g, 1] = pos_c
 
 
 @loop_helper
 def _fill_classes(m, q, paths, counts, sc):
-    """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, as :func:`_collect`
-    left them) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is
+    """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, capacities in
+    ``sc.left`` and flows in ``sc.free``) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is
     recomputed only when a step changed it, and only resources with flows not yet frozen are scanned (the
     same numbers as recomputing them all)."""
     left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
