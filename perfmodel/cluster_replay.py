@@ -22,7 +22,7 @@ from .errors import InputError, check_whole
 
 __all__ = ["cluster_summary", "replay_on_cluster", "resource_table", "with_cluster"]
 
-FIRST_COMPILE_S = 20  # about how long the replay's kernel takes to compile on a cold cache (s)
+FIRST_COMPILE_S = 25  # about how long the replay's kernel takes to compile on a cold cache (s)
 
 
 def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
