@@ -257,7 +257,8 @@ def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else _NIL
     remaining[r] -= 1
     if remaining[r] == 0:
-        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, r)
+        item = r * (st.worker_off.shape[0] - 1) + st.class_worker[pool.cls[slot]]  # (its decode worker too)
+        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, item)
 
 
 @loop_helper
@@ -500,7 +501,8 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
 
 @loop_helper
 def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
-    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt (:func:`perfmodel.clusters.flow_bytes`)."""
+    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
+    (:func:`perfmodel.clusters.flow_bytes`)."""
     full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
     current = current_chunk(tokens, chunk_tokens)
     return (charged * full + (window * min(charged, window_tokens) if window else 0.0)
@@ -579,7 +581,7 @@ def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, paths, cfg,
     simulated = _charge(r, a * cfg.workers + w, hit, tokens, st, cfg, out, al, kept)
     if simulated == 0:
         out.end[r] = now
-        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], now, i, r)
+        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], now, i, r * cfg.workers + w)
         return
     last = _alone(simulated, al, paths, lc, kept[0], kept[1])
     out.alone_ms[r] = al.ends[last]
@@ -588,7 +590,7 @@ def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, paths, cfg,
         return
     out.bottleneck[r] = st.views[kept[2][last], al.neck[last]] if al.neck[last] >= 0 else _NIL
     out.end[r] = now + al.ends[last]
-    state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], out.end[r], i, r)
+    state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], out.end[r], i, r * cfg.workers + w)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
         _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, remaining, out)
 
@@ -603,7 +605,8 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
     ints, none = (lambda k: np.zeros(k, np.int64)), (lambda k: np.full(k, _NIL, np.int64))
     cl = Classes(ints(C), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C), np.zeros(C),
                  np.full(C, np.inf), ints(C), none(C), ints(C), none(C))
-    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_), ints(R))
+    loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_),
+                  ints(R))
     sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
                  np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(2),
                  np.zeros(len(st.component_off) - 1, np.bool_), ints(R), ints(R), ints(R), ints(C),
@@ -658,8 +661,8 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
 
 
 @loop_helper
-def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, heaps, loads, sc, lc,
-                al, kept, caches, capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
+def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, heaps, loads, sc,
+                lc, al, kept, caches, capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
     """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
     and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
     the pool needs more slots, or (``state[_BINS]`` set) the time bins more bins."""
@@ -681,9 +684,9 @@ def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths,
                    origin, width)
         while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
             state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
-            r = pending[2][state[_PENDING]]
-            _insert_blocks(r, out.decode_worker[r], blocks, offsets, caches[0], caches[2], caches[3], caches[4],
-                           caches[5], caches[6], capacity)
+            item = pending[2][state[_PENDING]]  # (request, decode worker), as one number
+            _insert_blocks(item // cfg.workers, item % cfg.workers, blocks, offsets, caches[0], caches[2], caches[3],
+                           caches[4], caches[5], caches[6], capacity)
         if i == n:
             return n + 1
         if state[_FREE] < kmax:

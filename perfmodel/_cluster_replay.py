@@ -173,12 +173,14 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
             for q, pair in enumerate(flows) for k, (c, vector, cost) in enumerate(pair)]
     return kernel.Structure(
         np.array(resources.capacities, **floats), *_csr([keys[c][0] for c in simulated]),
-        np.array([keys[c][1] for c in simulated], **ints), np.array([n_copies[component[c]] for c in simulated], **floats),
+        np.array([keys[c][1] for c in simulated], **ints),
+        np.array([n_copies[component[c]] for c in simulated], **floats),
         *_csr(on), *_csr(workers), np.cumsum([0] + [len(pair) for pair in flows]).astype(np.int64),
         np.array([f[0] for f in flat], **ints), np.array([f[1] for f in flat], **floats).reshape(-1, 4),
         np.array([f[2] for f in flat], **floats).reshape(-1, 3), np.array([f[3] for f in flat], **ints),
         np.array([f[4] for f in flat], **ints), np.array([pair.hops for row in pairs for pair in row], **ints),
-        np.array(views, **ints).reshape(-1, R), mirror.astype(np.int64), *_simulated_components(used, copies, simulated, R))
+        np.array(views, **ints).reshape(-1, R), mirror.astype(np.int64),
+        *_simulated_components(used, copies, simulated, R))
 
 
 def _simulated_components(used: dict, copies: dict, simulated: dict, R: int) -> tuple:

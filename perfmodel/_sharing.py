@@ -402,9 +402,9 @@ def _label(first, last, members, paths, counts, sc, stamp):
 @loop_helper
 def _fill_classes(m, q, paths, counts, sc):
     """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, capacities in
-    ``sc.left`` and flows in ``sc.free``) in the cluster's own indices: ``sc.rates[c]`` for each class ``c``. A resource's share is
-    recomputed only when a step changed it, and only resources with flows not yet frozen are scanned (the
-    same numbers as recomputing them all)."""
+    ``sc.left`` and flows in ``sc.free``) in the cluster's own indices: ``sc.rates[c]`` for each class
+    ``c``. A resource's share is recomputed only when a step changed it, and only resources with flows not
+    yet frozen are scanned (the same numbers as recomputing them all)."""
     left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
     n = 0
     for j in range(m):
