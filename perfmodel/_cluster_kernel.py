@@ -148,6 +148,8 @@ class Pool(NamedTuple):
 
     nbytes: np.ndarray
     seq: np.ndarray
+    req: np.ndarray  # its request (``order[seq]``)
+    sole: np.ndarray  # bool: its request's only flow simulated
     position: np.ndarray  # int32
     copy_id: np.ndarray  # int32: a row of Structure.views
     cls: np.ndarray  # int32
@@ -245,11 +247,17 @@ def _class_neck(c, st, cl, loads):
 
 
 @loop_helper
-def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending, state):
+def _flow_ends(slot, t, neck, st, pool, out, remaining, last_pos, pending, state):
     """The flow in ``slot`` ends at ``t``: its request's last end and bottleneck so far (ties: the first flow),
-    and the request's end when it was its last flow (then pending for its decode worker's cache)."""
-    i = pool.seq[slot]
-    r = order[i]
+    and the request's end when it was its last flow (then pending for its decode worker's cache). A request's
+    only flow ends it without reading the request's row (an old row: a cache miss)."""
+    i, r = pool.seq[slot], pool.req[slot]
+    item = r * (st.worker_off.shape[0] - 1) + st.class_worker[pool.cls[slot]]  # (its decode worker too)
+    if pool.sole[slot]:
+        out.end[r] = t
+        out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else _NIL
+        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, item)
+        return
     position = np.int64(pool.position[slot])
     if t > out.end[r] or (t == out.end[r] and position < last_pos[r]):
         out.end[r] = t
@@ -257,12 +265,11 @@ def _flow_ends(slot, t, neck, st, pool, out, order, remaining, last_pos, pending
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else _NIL
     remaining[r] -= 1
     if remaining[r] == 0:
-        item = r * (st.worker_off.shape[0] - 1) + st.class_worker[pool.cls[slot]]  # (its decode worker too)
         state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, item)
 
 
 @loop_helper
-def _finish_class(c, t, st, cl, pool, heaps, out, order, remaining, last_pos, pending, state):
+def _finish_class(c, t, st, cl, pool, heaps, out, remaining, last_pos, pending, state):
     """Class ``c``'s flows of the smallest target end at ``t`` (its virtual time reaches that target)."""
     target = cl.first[c]
     cl.delivered[c] += cl.count[c] * (target - cl.served[c])
@@ -271,7 +278,7 @@ def _finish_class(c, t, st, cl, pool, heaps, out, order, remaining, last_pos, pe
     while cl.count[c] > 0 and heaps.keys[heaps.table[c, 0], 0] == target:
         slot = heaps.slots[heaps.table[c, 0], 0]
         _pop_flow(c, cl.count[c], heaps)
-        _flow_ends(slot, t, cl.neck[c], st, pool, out, order, remaining, last_pos, pending, state)
+        _flow_ends(slot, t, cl.neck[c], st, pool, out, remaining, last_pos, pending, state)
         cl.count[c] -= 1
         cl.bytes[c] -= pool.nbytes[slot]
         cl.delivered[c] -= pool.nbytes[slot]
@@ -397,8 +404,7 @@ def _seed(c, st, sc, count, batch):
 
 
 @loop_helper
-def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, order, remaining, last_pos, pending, state, waiting, origin,
-           width):
+def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, remaining, last_pos, pending, state, waiting, origin, width):
     """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
     start moving, then the rates of the classes connected to them."""
     batch = state[_BATCH] + 1
@@ -415,7 +421,7 @@ def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, order, remaining, last
     for e in range(ending):
         c = sc.ending[e]
         before = cl.count[c]
-        _finish_class(c, t, st, cl, pool, heaps, out, order, remaining, last_pos, pending, state)
+        _finish_class(c, t, st, cl, pool, heaps, out, remaining, last_pos, pending, state)
         _moving(c, cl.count[c] - before, st, cl, sc)
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
@@ -557,6 +563,7 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
         state[_FREE] -= 1
         slot = pool.free[state[_FREE]]
         pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept[0][x], kept[1][x], kept[2][x]
+        pool.req[slot], pool.sole[slot] = r, simulated == 1
         pool.nbytes[slot] = al.nbytes[x]
         at = now + (al.start[x] if fair else al.ends[x])
         state[_WAITING] = heap_push(pool.times, pool.seqs, pool.items, state[_WAITING], at, state[_FLOW], slot)
@@ -637,7 +644,8 @@ def _grown_heaps(heaps: Heaps | None, C: int, chunks: int, width: int) -> Heaps:
 
 def _grown_pool(pool: Pool | None, slots: int, state: np.ndarray | None) -> Pool:
     """A pool of ``slots`` slots holding ``pool``'s (its free slots and the new ones free, the lowest first)."""
-    new = Pool(np.zeros(slots), np.zeros(slots, np.int64), np.zeros(slots, np.int32), np.zeros(slots, np.int32),
+    new = Pool(np.zeros(slots), np.zeros(slots, np.int64), np.zeros(slots, np.int64), np.zeros(slots, np.bool_),
+               np.zeros(slots, np.int32), np.zeros(slots, np.int32),
                np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
                np.zeros(slots, np.int64))
     old, free = (0, 0) if pool is None else (len(pool.seq), int(state[_FREE]))
@@ -680,8 +688,8 @@ def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths,
             if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * _CHUNK:
                 state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
                 return i
-            _batch(t, st, paths, cl, pool, heaps, loads, sc, out, order, remaining, last_pos, pending, state, waiting,
-                   origin, width)
+            _batch(t, st, paths, cl, pool, heaps, loads, sc, out, remaining, last_pos, pending, state, waiting, origin,
+                   width)
         while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
             state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
             item = pending[2][state[_PENDING]]  # (request, decode worker), as one number
