@@ -436,31 +436,86 @@ def bench_cluster(quick: bool) -> list[Row]:
                 *at_most(ratio, 1.2))]
 
 
+def _cluster_replay_setups() -> dict[str, dict]:
+    """The two sides of bench_cluster_replay: 16 nodes (8 prefill and 8 decode workers at TP8, 8 NICs per node),
+    and today's fair replay with 8 decode workers and 8 links."""
+    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, name="16 nodes")
+    return {"cluster": dict(link=cluster, model="llama-3.1-70b", tp=8, prefill_workers=8, decode_workers=8,
+                            contention="fair"),
+            "links": dict(link="roce-400g", model="llama-3.1-70b", tp=8, decode_workers=8, links=8, contention="fair")}
+
+
+def _replay_memory(n: int, side: str) -> None:
+    """(Run in a child process.) Print as JSON the peak memory (GB) of one replay of ``n`` requests on ``side``
+    beyond what the process held before it (the trace, the compiled kernels): Linux's peak resident set,
+    reset after the trace is made (/proc/self/clear_refs); elsewhere the process' whole peak."""
+    import gc
+    import resource
+
+    keywords = _cluster_replay_setups()[side]
+    trace = perfmodel.synthetic_trace(n, rate_per_s=4000, seed=0)
+    perfmodel.replay_handoffs(trace.head(100), **keywords)  # compiled (or loaded) before the baseline
+    gc.collect()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # the peak resident set starts again from the current one
+        status = Path("/proc/self/status")
+        baseline = int(next(x for x in status.read_text().splitlines() if x.startswith("VmRSS")).split()[1])
+    except OSError:
+        status, baseline = None, 0
+    start = time.perf_counter()
+    perfmodel.replay_handoffs(trace, **keywords)
+    seconds = time.perf_counter() - start
+    if status is not None:
+        peak = int(next(x for x in status.read_text().splitlines() if x.startswith("VmHWM")).split()[1])
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"peak_gb": (peak - baseline) / 1e6, "seconds": seconds}))
+
+
 def bench_cluster_replay(quick: bool) -> list[Row]:
     """A replay on 16 nodes (8 prefill and 8 decode workers at TP8, 8 NICs per node, every handoff's flows
-    sharing max-min fairly) against the same trace on today's fair replay (8 decode workers, 8 links).
+    sharing max-min fairly) against the same trace on today's fair replay (8 decode workers, 8 links):
+    time for 1M requests (2,000 with --quick), and the peak memory of 10M (1M with --quick), each side in a
+    process of its own.
 
-    The trace overloads the decode nodes' NICs (utilisation ~1), so flows pile up and every start or end
-    recomputes many of them: the plain-Python replay ran 2,000 requests at ~13 requests/s against ~26,000
-    on today's replay (2026-12-01), so the full 1M takes hours until the simulation has a numba kernel."""
+    The trace overloads the decode nodes' NICs (utilisation ~1), so flows pile up without bound (handoff
+    delays grow to minutes): every start or end of a flow recomputes the max-min rates of its rail's
+    connected set (8 prefill and 8 decode NICs, up to 64 classes of flows). The kernel groups flows by path
+    (one rate per class, virtual time per class), so that cost does not grow with the pile; the 8 rails are
+    copies of one another and are simulated once."""
     n = 2_000 if quick else 1_000_000
     trace = perfmodel.synthetic_trace(n, rate_per_s=4000, seed=0)
-    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, name="16 nodes")
-    on_cluster = dict(link=cluster, model="llama-3.1-70b", tp=8, prefill_workers=8, decode_workers=8,
-                      contention="fair")
-    on_links = dict(link="roce-400g", model="llama-3.1-70b", tp=8, decode_workers=8, links=8, contention="fair")
-    perfmodel.replay_handoffs(trace.head(100), **on_links)  # compile
+    setups = _cluster_replay_setups()
+    for keywords in setups.values():
+        perfmodel.replay_handoffs(trace.head(100), **keywords)  # compile
     seconds = {}
-    for name, keywords in (("links", on_links), ("cluster", on_cluster)):
+    for name in ("links", "cluster"):
         start = time.perf_counter()
-        perfmodel.replay_handoffs(trace, **keywords)
+        perfmodel.replay_handoffs(trace, **setups[name])
         seconds[name] = time.perf_counter() - start
     ratio = seconds["cluster"] / seconds["links"]
-    return [Row(f"{n / 1e6:g}M requests of synthetic_trace(rate_per_s=4000) on 16 nodes (8 prefill and 8 decode "
+    rows = [Row(f"{n / 1e6:g}M requests of synthetic_trace(rate_per_s=4000) on 16 nodes (8 prefill and 8 decode "
                 "workers at TP8, 8 NICs per node), fair / the same trace on today's fair replay with 8 decode workers "
                 "and 8 links", seconds["cluster"], "s", ratio, *at_most(ratio, 3)),
             Row("replay on that cluster: requests/s", n / seconds["cluster"], "req/s"),
             Row("today's fair replay, 8 links: requests/s", n / seconds["links"], "req/s")]
+    return rows + _cluster_replay_memory(1_000_000 if quick else 10_000_000)
+
+
+def _cluster_replay_memory(n: int) -> list[Row]:
+    """Peak memory of a replay of ``n`` requests on the cluster and on today's fair replay, each in a child."""
+    peaks = {}
+    for side in ("links", "cluster"):
+        code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]; import run; "
+                f"run._replay_memory({n}, {side!r})")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise RuntimeError(f"the {side} replay's child failed: {done.stderr.strip().splitlines()[-1:]}")
+        peaks[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_gb"]
+    ratio = peaks["cluster"] / peaks["links"]
+    return [Row(f"{n / 1e6:g}M requests: peak memory of the replay on that cluster / of today's fair replay (8 links), "
+                "each in a child process", peaks["cluster"], "GB", ratio, *at_most(ratio, 2)),
+            Row("today's fair replay, 8 links: peak memory of the replay", peaks["links"], "GB")]
 
 
 _MAIN_JOB = ("import resource, runpy, sys\nsys.argv = ['perfmodel', 'sweep', '--out', sys.argv[1]]\ntry:\n"

@@ -306,6 +306,17 @@ def _new_caches(n_unique, workers, capacity):
             np.zeros(workers, dtype=np.int64), capacity)
 
 
+@jit(inline="always")
+def charged_tokens(n_tokens, hit_blocks, hash_block_tokens, block_size, destination_missing):
+    """(cached tokens, charged tokens, the prompt's blocks, its cached blocks) of a ``n_tokens``-token prompt
+    whose first ``hit_blocks`` block ids (of ``hash_block_tokens`` tokens each) the destination holds: only
+    full KV blocks hit (upstream); destination_missing charges the blocks not cached, else the prompt."""
+    n_blocks = (n_tokens + block_size - 1) // block_size
+    cached_blocks = min(hit_blocks * hash_block_tokens // block_size, n_tokens // block_size)
+    charged = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
+    return cached_blocks * block_size, charged, n_blocks, cached_blocks
+
+
 @loop_helper
 def _charge(r, hit_blocks, requests, cluster, results):
     """Request ``r``'s charged tokens, bytes and time alone on a link (fixed costs included), written to
@@ -313,11 +324,9 @@ def _charge(r, hit_blocks, requests, cluster, results):
     tokens, kv_terms, model_of = requests.tokens, requests.kv_terms, requests.model_of
     block_size, destination_missing = cluster.block_size, cluster.destination_missing
     n_tokens = tokens[r]
-    n_blocks = (n_tokens + block_size - 1) // block_size
-    # only full blocks hit (upstream)
-    cached_blocks = min(hit_blocks * cluster.hash_block_tokens // block_size, n_tokens // block_size)
-    results.cached[r] = cached_blocks * block_size
-    charged = (n_blocks - cached_blocks) * block_size if destination_missing else n_tokens
+    cached, charged, n_blocks, cached_blocks = charged_tokens(n_tokens, hit_blocks, cluster.hash_block_tokens,
+                                                              block_size, destination_missing)
+    results.cached[r] = cached
     results.charged[r] = charged
     k = model_of[r]
     nbytes = _request_bytes(kv_terms, k, n_tokens, charged)

@@ -15,13 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _cluster_replay
+from . import _cluster_kernel, _cluster_replay, _compat
 from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, head_terms
 from .errors import InputError, check_whole
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
 __all__ = ["resource_table"]
+
+FIRST_COMPILE_S = 25  # about how long the replay's kernel takes to compile on a cold cache (s)
 
 
 def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +125,6 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
     """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
     ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
     ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms)."""
-    from ._kernels import messages_of
     from .handoff import checked
 
     _cluster_replay.refuse_on_cluster(c)
@@ -144,39 +145,26 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
     resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
     posts = per_message > 0 or cluster.nic.per_message_ms > 0 or (cluster.nvlink is not None
                                                                     and cluster.nvlink.per_message_ms > 0)
-    kv = None
-    if posts:
-        shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=tp, scope="rank", decode_tp=d)
-        kv = message_terms(shape)
-    hash_tokens = prepared.hash_block_tokens
-
-    def charge(r: int, hit: int) -> tuple[int, int, int]:
-        n = int(tokens[r])
-        n_blocks = -(-n // block_size)
-        cached_blocks = min(hit * hash_tokens // block_size, n // block_size)
-        if destination_missing:
-            return cached_blocks * block_size, (n_blocks - cached_blocks) * block_size, n_blocks * block_size
-        return cached_blocks * block_size, n, n
-
-    def costs(r: int, charged: int, cold: int) -> tuple[float, float, float]:
-        n = int(tokens[r])
-        moved = (-(-charged // block_size)) if destination_missing else -(-n // block_size)
-        messages = 0.0
-        if kv is not None:
-            messages = float(messages_of(np.float64(charged), np.float64(n), np.float64(block_size), kv[6], kv[7],
-                                         kv[8], kv[9], kv[2], kv[4], blocks_per_message))
-        return messages, float(moved), latency + messages * per_message + moved * per_block
-
-    out = _cluster_replay.simulate_replay(
+    messages = np.zeros(0)  # (none: messages cost nothing)
+    if posts:  # messages_of's terms: full, window, chunk and state messages; window and chunk tokens
+        kv = message_terms(dict(kv_cache_dtype=c.kv_cache_dtype, tp=tp, scope="rank", decode_tp=d))
+        messages = np.array([kv[6], kv[7], kv[8], kv[9], kv[2], kv[4]], dtype=np.float64)
+    config = dict(hash_block_tokens=int(prepared.hash_block_tokens), block_size=int(block_size),
+                  destination_missing=bool(destination_missing), capacity=capacity, routing=c.routing,
+                  fair=c.contention == "fair", latency_ms=latency, per_message_ms=float(per_message),
+                  per_block_ms=float(per_block), message_terms=messages, blocks_per_message=blocks_per_message)
+    if not getattr(_cluster_kernel.replay_pass, "overloads", True):  # (no such attribute: the JIT is off)
+        _compat.notice_first_compile("cluster replay", _cluster_kernel.replay_pass, FIRST_COMPILE_S)
+    replayed = _cluster_replay.simulate_replay(
         order=np.argsort(ready, kind="stable"), ready=ready, tokens=tokens, blocks=prepared.blocks,
-        offsets=prepared.offsets, prefill_of=prefill_of, resources=resources, pairs=pairs, terms=terms,
-        charge=charge, costs=costs, routing=c.routing, fair=c.contention == "fair", decode_workers=decode_workers,
-        capacity=capacity)
-    return _frame(trace, tokens, ready, out, resources, c, cluster, p, decode_workers, destination_missing)
+        offsets=prepared.offsets, n_unique=prepared.n_unique, prefill_of=prefill_of, resources=resources,
+        pairs=pairs, terms=terms, config=config)
+    return _frame(trace, tokens, ready, replayed, resources, c, cluster, p, decode_workers, destination_missing)
 
 
-def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any, resources: Any,
+def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, replayed: Any, resources: Any,
            c: SimpleNamespace, cluster: Any, p: int, decode_workers: int, destination_missing: bool) -> pd.DataFrame:
+    out = replayed.out
     # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff
     # that others sped up (max-min can: another flow slows one of its flows' rivals) keeps its own end
     raw = out.end - ready
@@ -188,7 +176,7 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any,
     names = list(resources.names)
     columns = {
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
-        "prefill_worker": out.prefill_worker, "decode_worker": out.decode_worker,
+        "prefill_worker": replayed.prefill_worker, "decode_worker": out.decode_worker,
         "link": np.full(len(trace), -1, np.int64), "cached_tokens": out.cached, "charged_tokens": out.charged,
         "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
@@ -205,19 +193,20 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any,
         cluster=cluster.name, routing=c.routing, prefill_workers=p, decode_workers=decode_workers,
         block_size=c.block_size, overlap="none", kv_layout=c.kv_layout,
         resources={name: {"kind": resources.kinds[k], "capacity_gb_s": resources.capacities[k],
-                          "busy_gb_ms": out.busy[k] if out.busy else 0.0, "peak_gb_s": out.peak[k] if out.peak else 0.0}
+                          "busy_gb_ms": float(replayed.busy[k]), "peak_gb_s": float(replayed.peak[k])}
                    for k, name in enumerate(names)}, span_ms=span,
-        utilisation=_binned(out, resources) if out.binned else None)
+        utilisation=_binned(replayed, resources) if replayed.touched.any() else None)
     return result
 
 
-def _binned(out: Any, resources: Any) -> dict[str, Any]:
-    """Each resource's mean utilisation per time bin (its load's integral over capacity x bin width)."""
-    bins = 1 + max(k for _, k in out.binned)
-    series = {}
-    for (r, k), integral in out.binned.items():
-        series.setdefault(resources.names[r], [0.0] * bins)[k] = integral / (resources.capacities[r] * out.bin_ms)
-    return {"start_ms": out.origin_ms, "bin_ms": out.bin_ms, "series": series}
+def _binned(replayed: Any, resources: Any) -> dict[str, Any]:
+    """Each resource's mean utilisation per time bin (its load's integral over capacity x bin width), for the
+    resources that carried a load, over the bins up to the last one any of them reached."""
+    written = replayed.bins[replayed.touched]
+    bins = 1 + int(np.flatnonzero((written != 0).any(axis=0)).max(initial=0))
+    series = {resources.names[r]: (replayed.bins[r, :bins] / (resources.capacities[r] * replayed.bin_ms)).tolist()
+              for r in np.flatnonzero(replayed.touched)}
+    return {"start_ms": replayed.origin_ms, "bin_ms": replayed.bin_ms, "series": series}
 
 
 def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
