@@ -88,12 +88,12 @@ def _small(args: list[_Arg], n: int) -> bool:
     return n <= SPREAD_MAX_ROWS and any(args[i].is_array for i in _MAIN)
 
 
-def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1) -> tuple:
+def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1, small: bool = False) -> tuple:
     """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
-    if _small(args, n):
+    if small:  # (the one compiled form of small calls: every row input an array)
         for i in _MAIN:
             if not args[i].is_array:
                 values[i] = _spread(values[i], n) if i == _MAIN[0] else _read_only(np.full(n, values[i]))
@@ -555,10 +555,12 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
     """The one kernel pass into ``out`` (and ``missing``, ``bytes_out`` when asked for), then the diagnosis of
     invalid rows when the kernel counted any and errors raise."""
     written_missing, written_bytes = missing, bytes_out
-    if _small(args, n):  # (and its every output written: a form without them would be another compile)
+    small = _small(args, n)
+    if small:  # (and its every output written: a form without them would be another compile)
         written_missing = np.empty(n, dtype=np.bool_) if missing is None else missing
         written_bytes = np.empty(n) if bytes_out is None else bytes_out
-    n_invalid = _run_kernel(_kernel_record(args, capped, n), out, written_missing, parallel, num_threads, written_bytes)
+    n_invalid = _run_kernel(_kernel_record(args, capped, n, small), out, written_missing, parallel, num_threads,
+                            written_bytes)
     if n_invalid and errors == "raise":
         raise _diagnose(args, n)
 
