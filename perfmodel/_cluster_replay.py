@@ -23,7 +23,8 @@ import numpy as np
 
 from . import _cluster_kernel as kernel
 from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list
-from .errors import InputError
+from ._inputs import INPUTS
+from .errors import InputError, check_choice
 
 __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]
 
@@ -245,6 +246,7 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
 
 def refuse_on_cluster(c: Any) -> None:
     """One clear line for each option a cluster decides (docs: "Replaying a trace on a cluster")."""
+    check_choice("contention", c.contention, INPUTS["contention"].choices)  # (not a mode at all: said so first)
     if c.contention not in ("none", "fair"):
         raise InputError("contention", f"{c.contention!r} queues transfers for identical links, but a cluster decides "
                          "which NICs and switches each flow shares", "pass contention='fair' (flows share max-min "

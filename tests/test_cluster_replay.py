@@ -261,3 +261,25 @@ def test_ready_times_a_hair_apart_keep_the_time_bins_small():
     """(Hostile: arrivals 5e-324 ms apart once made bins of no width, and the replay filled memory.)"""
     got = replay_handoffs(trace_of([0.0, 5e-324, 1e-300], [3000] * 3), hgx(), LLAMA_70B, tp=8, contention="fair")
     assert len(got.attrs["utilisation"]["series"]["node0/nic0/out"]) <= 200
+
+
+def test_the_command_line_replays_on_a_cluster_and_refuses_in_one_line(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    base = ["trace", "dataset:mooncake-synthetic", "--cluster", "hgx-h100-8x400g", "--model", "llama-3.1-70b",
+            "--tp", "8", "--contention", "fair"]
+    assert main([*base, "--decode-workers", "2", "--out", str(tmp_path / "one")]) == 0  # (it printed text with ',')
+    shown = capsys.readouterr().out
+    assert "busiest_resource" in shown and "\nwrote " in shown
+    for flags, said in ((["--grid", "nics_per_node=0,8"], "--grid nics_per_node: 0 is below 1"),
+                        (["--cluster", "nope"], "unknown cluster 'nope'")):
+        assert main([*base, *flags, "--out", str(tmp_path / "other")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_contention_that_is_no_mode_is_said_to_be_none():
+    trace = perfmodel.synthetic_trace(20, 20, seed=0)
+    with pytest.raises(InputError, match="'bogus' is not one of 'none', 'fifo', 'fair'"):
+        replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", tp=8, contention="bogus")

@@ -50,6 +50,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
               file=sys.stderr)
+    if args.cluster:  # a name that is no cluster: said as a cluster's, not as a link's
+        from .._onto_cluster import get_cluster
+
+        get_cluster(args.cluster)
     config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or args.cluster,
               "kv_transfer_bandwidth": args.bandwidth, **_given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
@@ -83,7 +87,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         plt.close(fig)
     width = max(map(len, summary))
     for key, value in summary.items():
-        print(f"{key:<{width}}  {value:,.4g}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
+        shown = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else value
+        print(f"{key:<{width}}  {shown}")  # (text, such as the busiest resource's name, as it is)
     print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
     return 0
 
@@ -98,7 +103,10 @@ def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
         values: list[Any] = []
         for part in (p.strip() for p in text.split(",") if p.strip()):
             unbounded = name == "decode_cache_blocks" and part.lower() in ("none", "unbounded")
-            values.append(None if unbounded else _reader(name, f"--grid {name}")(part))
+            try:
+                values.append(None if unbounded else _reader(name, f"--grid {name}")(part))
+            except argparse.ArgumentTypeError as error:  # (a flag's reader: argparse would say it in one line)
+                raise UsageError(f"--grid {name}: {error}") from None
         if name in axes:
             raise UsageError(f"--grid: axis {name} is given twice; give its values once, e.g. {name}=A,B")
         axes[name] = values
