@@ -105,6 +105,10 @@ _MODE_NAMES = {m.name.lower(): m.value for m in TransferMode}
 #: Token counts: whole, and below 2**53, where float64 (the kernel's arithmetic) still tells one count from the next.
 _TOKENS = Valid(high=2.0**53, whole=True)
 
+#: How to give a cluster field that has a range (the fix of an error naming a value outside it).
+_FIELD_RULES = {"oversubscription": "pass oversubscription as a number >= 1 (1: non-blocking)",
+                "hop_latency_ms": "pass hop_latency_ms as a finite number of ms >= 0",
+                "pcie_switch_gb_s": "pass pcie_switch_gb_s as a finite number of GB/s > 0"}
 #: The per-row inputs, in the kernel's record order.
 ROW_INPUTS: tuple[Input, ...] = (
     Input("num_input_tokens", "Prompt tokens, whole numbers >= 0; NaN marks a missing count.", "count",
@@ -304,7 +308,7 @@ API_INPUTS: tuple[Input, ...] = (
           example="hgx-h100-8x400g"),
     *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
             grid_axis=True, cli=f"--{name.replace('_', '-')}", choices=choices, group="cluster_field",
-            example=example)
+            example=example, rule=_FIELD_RULES.get(name, ""))
       for name, doc, kind, valid, choices, example in (
           ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
           ("nics_per_node", "NICs per node", "degree", None, (), 4),

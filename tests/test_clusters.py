@@ -512,3 +512,10 @@ def test_the_figure_of_resource_loads_marks_the_bottleneck():
     hatched = [bar for bar in ax.patches if bar.get_hatch()]
     assert len(hatched) == 1 and hatched[0].get_width() == max(bar.get_width() for bar in ax.patches)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("field, value", [("oversubscription", 0.5), ("hop_latency_ms", -1.0),
+                                          ("pcie_switch_gb_s", 0.0)])
+def test_a_cluster_field_axis_outside_its_range_says_how_to_give_it(field, value):
+    with pytest.raises(perfmodel.InputError, match=rf"Fix: pass {field} as a"):
+        perfmodel.sweep(cluster="hgx-h100-8x400g", **{field: [value]}, model=LLAMA_70B, tp=8, num_input_tokens=1024)
