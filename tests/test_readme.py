@@ -162,9 +162,11 @@ def test_the_sdist_runs_its_own_tests(tmp_path):
     citation: unpacked, a few of its tests run against its own package."""
     import tarfile
 
-    pytest.importorskip("build")
-    subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "dist"), str(ROOT)], check=True,
-                   capture_output=True, timeout=600)
+    # (from another folder: the ``build/`` folder that ``pip install .`` leaves in the tree would otherwise be
+    # imported as the ``build`` package)
+    done = subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "dist"), str(ROOT)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     archive = next((tmp_path / "dist").glob("perfmodel-*.tar.gz"))
     with tarfile.open(archive) as sdist:
         sdist.extractall(tmp_path / "src", filter="data")
