@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import _cluster_kernel, _cluster_replay, _compat
 from ._onto_cluster import get_cluster
-from .clusters import HeadTerms, head_terms
+from .clusters import HeadTerms, head_terms, with_fields
 from .errors import InputError, check_whole
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
@@ -36,9 +36,6 @@ def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
     >>> c["kv_transfer_bandwidth"].nics_per_node, c["kv_transfer_bandwidth"].name
     (4, 'cluster (nics_per_node=4)')
     """
-    import dataclasses
-
-    from . import _resolve
     from ._inputs import CLUSTER_FIELDS
     from ._onto_cluster import is_cluster
 
@@ -56,9 +53,7 @@ def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
             raise InputError(", ".join(fields), f"vary a cluster's fields, but the link is {base!r}",
                              "give a cluster (a perfmodel.Cluster or a cluster preset) as the link or a cluster axis")
     cluster = get_cluster(base)
-    if fields:
-        label = ", ".join(f"{k}={_resolve.label_of(v)}" for k, v in fields.items())
-        cluster = dataclasses.replace(cluster, **fields, name=f"{cluster.name} ({label})")
+    cluster = with_fields(cluster, fields)
     given["kv_transfer_bandwidth"] = cluster
     return given
 

@@ -11,13 +11,15 @@ flows, resources and :mod:`perfmodel._maxmin`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import _maxmin
 from .errors import InputError, check_choice
-from .links import Link, Transport, get_link, get_transport
+from .links import _MULTIPLE, Link, Transport, get_link, get_transport
 
 # (the rest is the machinery of flows, paths and placement that handoff_flows, the cluster route and the
 # replay on a cluster share: importable, not the API)
@@ -27,15 +29,23 @@ FABRICS = ("flat", "rail")
 _IDEAL = Transport()
 
 
+def _number(value: Any) -> Any:
+    """A real number (numpy's too) as a Python one; anything else (bools included) as it is."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):  # (numpy's bool is no numbers.Real)
+        return int(value) if isinstance(value, numbers.Integral) else float(value)
+    return value
+
+
 def _whole(where: str, name: str, value: Any, smallest: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (math.inf, -math.inf) \
-            or value != int(value) or value < smallest:
+    value = _number(value)
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value) or value < smallest:
         raise InputError(where, f"{name} {value!r} is not a whole number >= {smallest}", f"pass {name} >= {smallest}")
     return int(value)
 
 
 def _real(where: str, name: str, value: Any, smallest: float = 0.0, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    value = _number(value)
+    if not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value < smallest or (open_low and value == smallest):
         rule = f"> {smallest:g}" if open_low else f">= {smallest:g}"
         raise InputError(where, f"{name} {value!r} is not a finite number {rule}", f"pass {name} {rule}")
@@ -111,11 +121,18 @@ class Cluster:
     name: str = field(default="cluster", compare=True)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError("cluster name", f"{self.name!r} is {'empty' if isinstance(self.name, str) else 'not text'}",
+                             "pass name='our-cluster' (text), or leave it out")
         where = f"cluster {self.name!r}"
         put = object.__setattr__
         if not isinstance(self.nic, (Link, str)):
             raise InputError(where, f"nic {self.nic!r} is not a Link or a link name", "pass nic='ib-ndr' or a Link")
-        put(self, "nic", get_link(self.nic))
+        several = _MULTIPLE.match(self.nic) if isinstance(self.nic, str) else None
+        if several:
+            raise InputError(where, f"nic {self.nic!r} is {several.group(1)} NICs, and a cluster's nic is one NIC",
+                             f"pass nic={several.group(2)!r} and the count as nics_per_node (NICs per node)")
+        put(self, "nic", _link("nic", self.nic))
         g = _whole(where, "gpus_per_node", self.gpus_per_node)
         n = _whole(where, "nics_per_node", self.nics_per_node)
         put(self, "gpus_per_node", g)
@@ -144,7 +161,11 @@ class Cluster:
         if self.nvlink is not None:
             if not isinstance(self.nvlink, (Link, str)):
                 raise InputError(where, f"nvlink {self.nvlink!r} is not a Link or a link name", "pass nvlink='nvlink5'")
-            put(self, "nvlink", get_link(self.nvlink))
+            put(self, "nvlink", _link("nvlink", self.nvlink))
+            if domain == 1:
+                raise InputError(where, f"nvlink {self.nvlink.name!r} is given, but nvlink_domain is 1 (no GPUs joined "
+                                 "by NVLink), so it would never be used", "pass nvlink_domain, the GPUs one NVLink "
+                                 f"domain joins (e.g. {g}: one node), or leave nvlink out")
         check_choice("fabric", self.fabric, FABRICS)
         r = _real(where, "oversubscription", self.oversubscription, 1.0)
         put(self, "oversubscription", r)
@@ -160,7 +181,7 @@ class Cluster:
             return
         if per_switch is None or rate is None:
             raise InputError(where, "gpus_per_pcie_switch and pcie_switch_gb_s go together",
-                             "pass both (e.g. gpus_per_pcie_switch=2, pcie_switch_gb_s=64.0) or neither")
+                             "give both (e.g. 2 GPUs per PCIe switch of 64 GB/s) or neither")
         per_switch = _whole(where, "gpus_per_pcie_switch", per_switch)
         object.__setattr__(self, "gpus_per_pcie_switch", per_switch)
         object.__setattr__(self, "pcie_switch_gb_s", _real(where, "pcie_switch_gb_s", rate, open_low=True))
@@ -237,6 +258,32 @@ class Cluster:
         if self.transport is not _IDEAL and self.transport != _IDEAL:
             parts.append(f"transport {self.transport.name}")
         return f"{self.name}: " + ", ".join(parts)
+
+
+def _link(field_name: str, link: Link | str) -> Link:
+    """The NIC or NVLink Link a field names; an unknown name's error names the field."""
+    try:
+        return get_link(link)
+    except InputError as error:
+        raise InputError(field_name, error.problem, error.fix) from None
+
+
+def with_fields(cluster: Cluster, changes: dict[str, Any]) -> Cluster:
+    """``cluster`` with some fields changed (a sweep's, a replay grid's or the command line's axes), named after
+    them; an ``nvlink_domain`` of 1 (no NVLink domain) leaves its ``nvlink`` out.
+
+    >>> from perfmodel import CLUSTERS
+    >>> c = with_fields(CLUSTERS["hgx-h100-8x400g"], {"nvlink_domain": 1, "nics_per_node": 4})
+    >>> c.name, c.nvlink
+    ('hgx-h100-8x400g (nvlink_domain=1, nics_per_node=4)', None)
+    """
+    if not changes:
+        return cluster
+    from ._resolve import label_of
+
+    label = ", ".join(f"{k}={label_of(v)}" for k, v in changes.items())
+    unlinked = {"nvlink": None} if _number(changes.get("nvlink_domain")) == 1 else {}
+    return dataclasses.replace(cluster, **changes, **unlinked, name=f"{cluster.name} ({label})")
 
 
 def split_heads(t: int, heads: int, side: str = "tensor-parallel group") -> tuple[tuple[int, ...], ...]:

@@ -344,6 +344,7 @@ def _clusters(values: dict[str, Any], given: tuple[str, ...]) -> list[Any]:
     if "cluster" not in given:
         return []
     from ._onto_cluster import get_cluster
+    from .clusters import with_fields
 
     fields = [name for name in given if name in CLUSTER_FIELDS]
     found = []
@@ -351,10 +352,7 @@ def _clusters(values: dict[str, Any], given: tuple[str, ...]) -> list[Any]:
         cluster = get_cluster(base)
         changes = {name: value.item() if isinstance(value, np.generic) else value
                    for name, value in zip(fields, chosen)}
-        if changes:
-            label = ", ".join(f"{k}={_resolve.label_of(v)}" for k, v in changes.items())
-            cluster = dataclasses.replace(cluster, **changes, name=f"{cluster.name} ({label})")
-        found.append(cluster)
+        found.append(with_fields(cluster, changes))
     return found
 
 

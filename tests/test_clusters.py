@@ -212,13 +212,42 @@ def test_replicated_heads_reach_each_decode_rank_once_spread_over_holders():
     (dict(nics_per_node=2, gpus_per_pcie_switch=2, pcie_switch_gb_s=64.0), "4 GPUs share each NIC"),
     (dict(gpus_per_pcie_switch=2, pcie_switch_gb_s=0.0), "pcie_switch_gb_s 0.0 is not a finite number > 0"),
     (dict(nic=12), "is not a Link or a link name"),
-    (dict(nic="no-such-nic"), "unknown link"),
+    (dict(nic="no-such-nic"), "^nic: unknown link 'no-such-nic'"),
+    (dict(nvlink_domain=8, nvlink="no-such-nvlink"), "^nvlink: unknown link"),
+    (dict(nic="2x ib-ndr"), r"nic '2x ib-ndr' is 2 NICs.*Fix: pass nic='ib-ndr' and the count as nics_per_node"),
+    (dict(nvlink="nvlink4"), "nvlink 'nvlink4' is given, but nvlink_domain is 1.*Fix: pass nvlink_domain"),
+    (dict(name=5), "cluster name: 5 is not text"),
+    (dict(name="  "), "cluster name: '  ' is empty"),
+    (dict(nics_per_node=np.float64(8.5)), "nics_per_node 8.5 is not a whole number"),
+    (dict(nodes=np.int64(0)), "nodes 0 is not a whole number >= 1"),
     (dict(transport=0.8), "is not a perfmodel.Transport"),
 ])
 def test_hostile_cluster_fields_are_refused_with_one_clear_error(fields, message):
     base = dict(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
     with pytest.raises(perfmodel.InputError, match=message):
         Cluster(**{**base, **fields})
+
+
+def test_numpy_numbers_are_taken_as_the_numbers_they_are():
+    python = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, nodes=2, nvlink_domain=8, nvlink="nvlink4",
+                     fabric="rail", oversubscription=2.0, hop_latency_ms=0.5, gpus_per_pcie_switch=2,
+                     pcie_switch_gb_s=64.0)
+    numpy = Cluster(nic="ib-ndr", nics_per_node=np.int64(8), gpus_per_node=np.int32(8), nodes=np.uint8(2),
+                    nvlink_domain=np.float64(8.0), nvlink="nvlink4", fabric="rail", oversubscription=np.float32(2.0),
+                    hop_latency_ms=np.float64(0.5), gpus_per_pcie_switch=np.int16(2), pcie_switch_gb_s=np.float32(64))
+    assert numpy == python
+    assert all(type(getattr(numpy, f)) is int for f in ("nics_per_node", "gpus_per_node", "nodes", "nvlink_domain",
+                                                          "gpus_per_pcie_switch"))
+    assert python.placement(np.int64(8), np.float64(4.0)) == python.placement(8, 4)
+
+
+def test_an_nvlink_domain_axis_of_1_is_a_cluster_without_nvlink():
+    df = perfmodel.sweep(cluster="hgx-h100-8x400g", nvlink_domain=[1, 8], model=LLAMA_70B, tp=4,
+                         num_input_tokens=TOKENS)
+    no_domain = dataclasses.replace(perfmodel.CLUSTERS["hgx-h100-8x400g"], nvlink_domain=1, nvlink=None)
+    assert df["handoff_delay_ms"].tolist() == [
+        float(perfmodel.handoff_delay_ms(TOKENS, c, LLAMA_70B, tp=4))
+        for c in (no_domain, perfmodel.CLUSTERS["hgx-h100-8x400g"])]
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from .._inputs import CLUSTER_FIELDS, INPUTS
@@ -38,12 +37,10 @@ def cluster_of(args: argparse.Namespace) -> Any:
             raise UsageError(f"{flags} change a cluster's fields: give --cluster NAME too")
         return None
     from .._onto_cluster import get_cluster
+    from ..clusters import with_fields
 
     cluster = get_cluster(args.cluster)
-    if changes:
-        label = ", ".join(f"{k}={v}" for k, v in changes.items())
-        cluster = dataclasses.replace(cluster, **changes, name=f"{cluster.name} ({label})")
-    return cluster
+    return with_fields(cluster, changes)
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
