@@ -28,7 +28,7 @@ CLUSTERS: dict[str, Cluster] = {
                                fabric="rail", name="hgx-h200-8x400g"),
     "gcp-a3-ultra": Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
                             name="gcp-a3-ultra"),
-    "aws-p5": Cluster(nic=Link("efa-100g", 12.5), nics_per_node=32, gpus_per_node=8, nvlink_domain=8,
+    "aws-p5": Cluster(nic="efa-100g", nics_per_node=32, gpus_per_node=8, nvlink_domain=8,
                       nvlink="nvlink4", name="aws-p5"),
     "aws-p5en": Cluster(nic="efa-200g", nics_per_node=16, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
                         name="aws-p5en"),

@@ -22,7 +22,10 @@ roce-100g     12.5       RDMA over Converged Ethernet v2 on IEEE 802.3ba 100 Gig
 roce-200g     25         RoCE v2 on IEEE 802.3bs 200 Gigabit Ethernet
 roce-400g     50         RoCE v2 on IEEE 802.3bs 400 Gigabit Ethernet
 roce-800g     100        RoCE v2 on IEEE 802.3df-2024 800 Gb/s Ethernet
-efa-200g      25         AWS Elastic Fabric Adapter, 200 Gb/s per adapter (p5/p5en: 16 or 32 of them)
+efa-100g      12.5       AWS Elastic Fabric Adapter, 100 Gb/s per network card (p5: 32 of them, 3,200 Gb/s;
+                         AWS EC2 user guide, "Maximize network bandwidth ... with EFA")
+efa-200g      25         AWS Elastic Fabric Adapter, 200 Gb/s per adapter (p5en: 16 of them; kvcache-ai/Mooncake
+                         docs, "EFA transport")
 ============  =========  ==================================================================
 
 Real transfers reach less than line rate, the more so the smaller they are: measure yours
@@ -242,7 +245,8 @@ LINKS: dict[str, Link] = {
     "roce-100g": Link("roce-100g", 12.5),
     "roce-200g": Link("roce-200g", 25.0),
     "roce-800g": Link("roce-800g", 100.0),
-    # AWS EFA: 200 Gb/s per adapter (p5: 32 x 100 Gb/s... see docs/clusters.rst; p5en: 16 x 200 Gb/s).
+    # AWS EFA: p5 has 32 network cards of 100 Gb/s (3,200 Gb/s, AWS EC2 user guide), p5en 16 of 200 Gb/s.
+    "efa-100g": Link("efa-100g", 12.5),
     "efa-200g": Link("efa-200g", 25.0),
 }
 

@@ -404,9 +404,21 @@ def test_a_transport_on_a_nic_of_its_benchmarks_speed_is_its_profile_as_a_link()
 @pytest.mark.parametrize("name, rate", [("eth-100g", 12.5), ("eth-200g", 25.0), ("eth-400g", 50.0),
                                         ("eth-800g", 100.0), ("roce-100g", 12.5), ("roce-200g", 25.0),
                                         ("roce-400g", 50.0), ("roce-800g", 100.0), ("ib-hdr", 25.0),
-                                        ("ib-ndr", 50.0), ("ib-xdr", 100.0)])
+                                        ("ib-ndr", 50.0), ("ib-xdr", 100.0), ("efa-100g", 12.5),
+                                        ("efa-200g", 25.0)])
 def test_nic_presets_at_their_line_rate(name, rate):
     assert perfmodel.get_link(name).bandwidth_gb_s == rate
+
+
+@pytest.mark.parametrize("name", list(perfmodel.CLUSTERS))
+def test_every_cluster_preset_uses_nic_and_nvlink_presets_one_can_name(name):
+    preset = perfmodel.CLUSTERS[name]
+    assert preset.nic == perfmodel.LINKS[preset.nic.name]
+    assert preset.nvlink is None or preset.nvlink == perfmodel.LINKS[preset.nvlink.name]
+    again = Cluster(nic=preset.nic.name, nics_per_node=preset.nics_per_node, gpus_per_node=preset.gpus_per_node,
+                    nvlink_domain=preset.nvlink_domain, nvlink=preset.nvlink and preset.nvlink.name,
+                    fabric=preset.fabric, name=name)
+    assert again == preset and f"x {preset.nic.name} per node" in preset.describe()
 
 
 def test_cluster_presets_by_name_and_user_presets(tmp_path, monkeypatch):
