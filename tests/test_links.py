@@ -12,7 +12,8 @@ from perfmodel import LINKS, Link, fit_link, get_link
 
 EXPECTED_GB_S = {"nvlink4": 450, "nvlink5": 900, "pcie4": 32, "pcie5": 64, "ib-ndr": 50, "ib-xdr": 100,
                  "roce-400g": 50, "eth-100g": 12.5, "ib-hdr": 25, "eth-200g": 25, "eth-400g": 50, "eth-800g": 100,
-                 "roce-100g": 12.5, "roce-200g": 25, "roce-800g": 100, "efa-200g": 25}
+                 "roce-100g": 12.5, "roce-200g": 25, "roce-800g": 100, "efa-100g": 12.5,
+                 "efa-200g": 25}
 
 
 def test_presets():
