@@ -7,34 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import warnings
 from pathlib import Path
 from typing import Any
 
 from . import _presets
+from ._cluster_specs import SPECS
 from .clusters import Cluster
 from .errors import InputError
-from .links import LINKS, Link, Transport, get_transport
+from .links import _MULTIPLE, _PROFILES, LINKS, Link, Transport, get_transport
 
-__all__ = ["CLUSTERS", "SOURCES", "cluster_names", "get_cluster", "save_cluster", "user_clusters"]
+__all__ = ["CLUSTERS", "SOURCES", "check_cluster_name", "cluster_names", "get_cluster", "remove_cluster", "save_cluster",
+           "user_clusters"]
 
 _DGX_H100 = ("NVIDIA DGX H100 user guide: 8 H100 GPUs, 8 single-port ConnectX-7 400 Gb/s NICs for the compute "
              "fabric (one per GPU), NVLink 4 (900 GB/s per GPU, both directions) through NVSwitch within the node")
 
 #: Built-in clusters by name (ideal transport: give one with ``dataclasses.replace(c, transport=...)``).
-CLUSTERS: dict[str, Cluster] = {
-    "hgx-h100-8x400g": Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
-                               fabric="rail", name="hgx-h100-8x400g"),
-    "hgx-h200-8x400g": Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
-                               fabric="rail", name="hgx-h200-8x400g"),
-    "gcp-a3-ultra": Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
-                            name="gcp-a3-ultra"),
-    "aws-p5": Cluster(nic="efa-100g", nics_per_node=32, gpus_per_node=8, nvlink_domain=8,
-                      nvlink="nvlink4", name="aws-p5"),
-    "aws-p5en": Cluster(nic="efa-200g", nics_per_node=16, gpus_per_node=8, nvlink_domain=8, nvlink="nvlink4",
-                        name="aws-p5en"),
-    "gb200-nvl72": Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=4, nvlink_domain=72, nvlink="nvlink5",
-                           name="gb200-nvl72"),
-}
+CLUSTERS: dict[str, Cluster] = {name: Cluster(**fields, name=name) for name, fields in SPECS.items()}
 
 #: Each preset's sources, field by field.
 SOURCES: dict[str, dict[str, str]] = {
@@ -86,14 +76,14 @@ def get_cluster(name: str) -> Cluster:
     >>> get_cluster("gb200-nvl72").nvlink_domain
     72
     """
-    key = name.strip().lower() if isinstance(name, str) else ""
+    key = _presets.key_of(name)
     if key in CLUSTERS:
         return CLUSTERS[key]
-    users, bad = _presets.load("clusters")
+    users, bad = _user_clusters()
     if key in bad:
         raise bad[key]
     if key in users:
-        return _from_entry(key, users[key])
+        return users[key]
     close = difflib.get_close_matches(key, [*CLUSTERS, *users], n=3, cutoff=0.4)
     raise InputError("cluster", f"unknown cluster {name!r}", (f"did you mean {', '.join(close)}? " if close else "")
                      + f"use one of {', '.join([*CLUSTERS, *users])}, or a perfmodel.Cluster")
@@ -102,11 +92,33 @@ def get_cluster(name: str) -> Cluster:
 def user_clusters() -> dict[str, Cluster]:
     """The clusters saved with :func:`save_cluster`, by name.
 
+    A user cluster that cannot be used (or a presets file that cannot be read) is left out with a
+    ``UserWarning`` naming the file, the entry and what is wrong.
+
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> user_clusters()
     {}
     """
-    return {name: _from_entry(name, entry) for name, entry in _presets.load("clusters")[0].items()}
+    try:
+        clusters, bad = _user_clusters()
+    except InputError as error:
+        warnings.warn(str(error), UserWarning, stacklevel=2)
+        return {}
+    _presets.warn_unusable(bad)
+    return clusters
+
+
+def _user_clusters() -> tuple[dict[str, Cluster], dict[str, InputError]]:
+    """The usable user clusters, and the error of each that is not (by name); a file that cannot be read as
+    presets raises its error."""
+    entries, bad = _presets.load("clusters")
+    clusters = {}
+    for name, entry in entries.items():
+        try:
+            clusters[name] = _from_entry(name, entry)
+        except InputError as error:
+            bad[name] = error
+    return clusters, bad
 
 
 def _link_entry(link: Link | None) -> Any:
@@ -122,7 +134,24 @@ def _transport_entry(transport: Transport) -> Any:
     return {f.name: getattr(transport, f.name) for f in dataclasses.fields(Transport)}
 
 
+def _taken(key: str) -> str:
+    """What a name a user cluster cannot take already is ("" if it is free of built-ins)."""
+    if key in CLUSTERS:
+        return "a built-in cluster preset"
+    if key in LINKS:
+        return "a built-in link preset (a cluster goes where a link goes)"
+    if key in _PROFILES:
+        return "a transport profile (a link and a transport's name)"
+    if _MULTIPLE.match(key):
+        return "read as a multiple of a link ('8x ib-ndr': eight of them)"
+    return ""
+
+
 def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
+    taken = _taken(name)
+    if taken:
+        raise _presets.entry_error(name, "clusters", f"takes the name of {taken.split(' (')[0]}, which comes first: "
+                                   "this entry is never used (rename it)")
     try:
         fields = dict(entry)
         fields.pop("source", None)
@@ -139,6 +168,35 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
         raise _presets.entry_error(name, "clusters", f"is not a valid cluster ({error})") from None
 
 
+def check_cluster_name(name: str, *, replace: bool = False) -> None:
+    """Refuse a name a user cluster cannot take: empty, the name every :class:`perfmodel.Cluster` given none
+    has (``"cluster"``), a built-in cluster's, link's or transport's, one that reads as a multiple of a link
+    (``"8x ib-ndr"``), a user link's, or one already saved (unless ``replace``); or a presets file it could
+    not be saved to.
+
+    Parameters
+    ----------
+    name
+        The name (names ignore case and surrounding spaces).
+    replace
+        Whether a user cluster of that name may be replaced.
+
+    Examples
+    --------
+    >>> check_cluster_name("ib-ndr")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: cluster name: 'ib-ndr' is a built-in link preset (a cluster goes where a link goes). Fix: choose another name.
+    """
+    key = _presets.key_of(name)
+    if key == "cluster":
+        raise InputError("cluster name", f"{name!r} is the name of every Cluster given none",
+                         "name it: perfmodel.Cluster(..., name='our-cluster')")
+    if _taken(key):
+        raise InputError("cluster name", f"{name!r} is {_taken(key)}", "choose another name")
+    _presets.check_free("clusters", name, builtin=set(CLUSTERS), replace=replace)
+
+
 def save_cluster(cluster: Cluster, *, source: str = "", replace: bool = False) -> Path:
     """Save ``cluster`` as a user preset under its name: every entry point then accepts the name
     (``kv_transfer_bandwidth="our-cluster"``). Returns the presets file.
@@ -146,7 +204,9 @@ def save_cluster(cluster: Cluster, *, source: str = "", replace: bool = False) -
     Parameters
     ----------
     cluster
-        The :class:`perfmodel.Cluster` (saved under its ``name``, which no built-in preset may have).
+        The :class:`perfmodel.Cluster`, saved under its ``name``: not ``"cluster"`` (every unnamed
+        cluster's), nor a name :func:`check_cluster_name` refuses (a built-in cluster's, link's or
+        transport's, a user link's).
     source
         Where its figures come from.
     replace
@@ -167,9 +227,34 @@ def save_cluster(cluster: Cluster, *, source: str = "", replace: bool = False) -
     """
     if not isinstance(cluster, Cluster):
         raise InputError("cluster", f"got {type(cluster).__name__}", "pass a perfmodel.Cluster")
+    check_cluster_name(cluster.name, replace=replace)
     entry = {f.name: getattr(cluster, f.name) for f in dataclasses.fields(Cluster) if f.name != "name"}
     entry["nic"], entry["nvlink"] = _link_entry(cluster.nic), _link_entry(cluster.nvlink)
     entry["transport"] = _transport_entry(cluster.transport)
     entry["source"] = source
     return _presets.save("clusters", cluster.name, entry, builtin=set(CLUSTERS), replace=replace)
 
+
+def remove_cluster(name: str) -> Path:
+    """Remove a user cluster that perfmodel saved (:func:`save_cluster`); returns the presets file. An entry
+    perfmodel did not save (written by hand) is refused and left as it is.
+
+    Parameters
+    ----------
+    name
+        The user cluster's name (any case).
+
+    Returns
+    -------
+    pathlib.Path
+        The presets file.
+
+    Examples
+    --------
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> from perfmodel import Cluster
+    >>> _ = save_cluster(Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8, name="our-cluster"))
+    >>> _ = remove_cluster("Our-Cluster"); user_clusters()
+    {}
+    """
+    return _presets.remove("clusters", name)

@@ -33,6 +33,8 @@ from .errors import InputError
 
 #: The kinds of user preset the file holds, and the word for one of each.
 KINDS = {"links": "link", "models": "model", "clusters": "cluster"}
+#: Kinds of one namespace: a link and a cluster go where one another go, so a name is one or the other.
+RIVALS = {"links": "clusters", "clusters": "links"}
 #: The field that marks an entry perfmodel saved itself (only such entries can be removed by perfmodel).
 SAVED_BY = "saved_by"
 _REPAIR = "repair it, or move it away to start afresh"
@@ -122,10 +124,14 @@ def entry_error(name: str, kind: str, problem: str) -> InputError:
 
 
 def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
-    """The user presets of one kind (``"links"`` or ``"models"``) by name (as :func:`key_of` makes it), and
-    the error of each entry that is not an object of fields (reported when that name is used: the others
-    still work). A file that cannot be read as presets raises its error."""
-    section = _read(presets_path()).get(kind, {})
+    """The user presets of one kind (``"links"``, ``"models"`` or ``"clusters"``) by name (as :func:`key_of`
+    makes it), and the error of each entry that is not an object of fields or whose name a user preset of its
+    rival kind (:data:`RIVALS`) also has (reported when that name is used: the others still work). A file that
+    cannot be read as presets raises its error."""
+    data = _read(presets_path())
+    section = data.get(kind, {})
+    rival = RIVALS.get(kind, "")
+    rivals = {key_of(n) for n in data.get(rival, {})}
     good: dict[str, dict[str, Any]] = {}
     bad: dict[str, InputError] = {}
     spelled: dict[str, str] = {}
@@ -139,6 +145,9 @@ def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
         spelled[key] = name
         if not key:
             bad[key] = entry_error(name, kind, "has an empty name")
+        elif key in rivals:
+            bad[key] = entry_error(name, kind, f"is also the name of a user {KINDS[rival]} in the file (a name is one "
+                                   "link or one cluster, which go where one another go): rename or remove one")
         elif isinstance(entry, dict):
             good[key] = entry
         else:
@@ -170,13 +179,22 @@ def warn_unusable(bad: dict[str, InputError]) -> None:
 
 
 def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False) -> str:
-    """The key ``name`` is saved under; refuses an empty or built-in name, a taken one (unless ``replace``),
-    and a presets file it could not save to (which it never overwrites)."""
+    """The key ``name`` is saved under; refuses an empty or built-in name, a name of a user preset of the rival
+    kind (:data:`RIVALS`), a taken one (unless ``replace``), and a presets file it could not save to (which it
+    never overwrites)."""
     key = key_of(name)
     if not key or key in builtin:
         raise InputError(f"{KINDS[kind]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}",
                          "choose another name")
-    section = _read(presets_path()).get(kind, {})
+    data = _read(presets_path())
+    other = RIVALS.get(kind, "")
+    clash = [n for n in data.get(other, {}) if key_of(n) == key]
+    if clash:
+        raise InputError(f"{KINDS[kind]} name", f"a user {KINDS[other]} {clash[0]!r} exists already in "
+                         f"{presets_path()} (a name is one link or one cluster, which go where one another go)",
+                         f"choose another name, or remove that {KINDS[other]} first (perfmodel presets remove "
+                         f"{clash[0]} --kind {KINDS[other]})")
+    section = data.get(kind, {})
     taken = [n for n in section if key_of(n) == key]
     if taken and not replace:
         entry = section[taken[0]]

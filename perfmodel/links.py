@@ -50,6 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
+from ._cluster_specs import SPECS as _CLUSTERS
 from ._fitting import FitReport, _ms_per_byte_floor, _nonnegative_least_squares
 from ._inputs import nonnegative
 from .errors import InputError, check_whole
@@ -526,6 +527,9 @@ def _link_entry(name: str, entry: dict) -> Link:
     if name in LINKS or name in _PROFILES:
         raise _presets.entry_error(name, "links", "takes the name of a built-in preset, which comes first: this "
                                    "entry is never used (rename it)")
+    if name in _CLUSTERS:
+        raise _presets.entry_error(name, "links", "takes the name of a built-in cluster preset, which goes where a "
+                                   "link goes and comes first (rename it)")
     if _MULTIPLE.match(name):
         raise _presets.entry_error(name, "links", "reads as a multiple of a link ('8x ib-ndr'): this entry is "
                                    "never used (rename it)")
@@ -609,9 +613,9 @@ def remove_link(name: str) -> Path:
 
 
 def check_link_name(name: str, *, replace: bool = False) -> None:
-    """Refuse a name a user link cannot take (a built-in's, one that reads as a multiple such as
-    ``"8x ib-ndr"``, one already saved unless ``replace``), or a presets file it could not be saved to,
-    before anything is computed or written.
+    """Refuse a name a user link cannot take (a built-in link's or cluster's, one that reads as a multiple such
+    as ``"8x ib-ndr"``, a user cluster's, one already saved unless ``replace``), or a presets file it could not
+    be saved to, before anything is computed or written.
 
     >>> check_link_name("ib-ndr")
     Traceback (most recent call last):
@@ -621,6 +625,9 @@ def check_link_name(name: str, *, replace: bool = False) -> None:
     key = name.strip().lower() if isinstance(name, str) else ""
     if key in LINKS or key in _PROFILES or not key:
         raise InputError("link name", f"{name!r} is {'a built-in preset' if key else 'empty'}", "choose another name")
+    if key in _CLUSTERS:
+        raise InputError("link name", f"{name!r} is a built-in cluster preset (a cluster goes where a link goes)",
+                         "choose another name")
     if _MULTIPLE.match(key):
         raise InputError("link name", f"{name!r} reads as a multiple of a link ('8x ib-ndr': eight of them)",
                          "choose a name that does not start with a count and 'x'")

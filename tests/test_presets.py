@@ -239,3 +239,55 @@ def test_models_add_refuses_a_taken_name_unless_replace(presets, tmp_path, capsy
     assert main(["models", "--add", "MINE", str(config)]) == 2 and "exists already" in capsys.readouterr().err
     assert main(["models", "--add", "MINE", str(config), "--replace"]) == 0
     assert main(["models"]) == 0 and str(presets) in capsys.readouterr().out  # where the user preset comes from
+
+
+# --- one name, one thing: a link and a cluster go where one another go -----------------------------------
+
+def _cluster(name):
+    return perfmodel.Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=8, name=name)
+
+
+@pytest.mark.parametrize("name, phrase", [
+    ("ib-ndr", "'ib-ndr' is a built-in link preset"), (" IB-NDR ", "built-in link preset"),
+    ("mooncake-te-rdma", "is a transport profile"), ("8x ib-ndr", "is read as a multiple of a link"),
+    ("cluster", "the name of every Cluster given none"), ("Cluster", "given none"),
+    ("aws-p5", "'aws-p5' is a built-in cluster preset"), ("efa-100g", "built-in link preset")])
+def test_a_cluster_may_not_be_saved_under_a_link_transport_or_placeholder_name(presets, name, phrase):
+    with pytest.raises(InputError, match=phrase):
+        perfmodel.save_cluster(_cluster(name))
+    assert not presets.exists()
+
+
+def test_a_user_link_and_a_user_cluster_never_share_a_name(presets):
+    perfmodel.links.save_link(Link("ours", 10.0))
+    with pytest.raises(InputError, match="a user link 'ours' exists already"):
+        perfmodel.save_cluster(_cluster("OURS"))
+    perfmodel.save_cluster(_cluster("lab"))
+    with pytest.raises(InputError, match="a user cluster 'lab' exists already"):
+        perfmodel.links.save_link(Link("Lab", 10.0))
+    with pytest.raises(InputError, match="a user link 'ours' exists already"):  # replace is for one's own kind
+        perfmodel.save_cluster(_cluster("ours"), replace=True)
+    for name in ("aws-p5", "GB200-NVL72"):
+        with pytest.raises(InputError, match="is a built-in cluster preset"):
+            perfmodel.links.save_link(Link(name, 10.0))
+    assert sorted(json.loads(presets.read_text())["links"]) == ["ours"]
+    assert sorted(json.loads(presets.read_text())["clusters"]) == ["lab"]
+
+
+def test_a_name_written_by_hand_as_a_link_and_a_cluster_is_refused_where_it_is_used(presets):
+    cluster = {"nic": "ib-ndr", "nics_per_node": 1, "gpus_per_node": 8}
+    presets.write_text(json.dumps({"links": {"twice": {"bandwidth_gb_s": 5.0}}, "clusters": {
+        "twice": cluster, "ib-ndr": cluster, "aws-p5": cluster, "fine": cluster}}))
+    for use in (lambda: perfmodel.handoff_delay_ms(1024, "twice", 327_680),
+                lambda: perfmodel.get_link("twice"), lambda: perfmodel.get_cluster("twice"),
+                lambda: perfmodel.required_bandwidth(1024, "llama-3.1-70b", budget_ms=10.0, tp=8, cluster="twice")):
+        with pytest.raises(InputError, match="also the name of a user"):
+            use()
+    with pytest.raises(InputError, match="'ib-ndr'.* takes the name of a built-in link preset"):
+        perfmodel.get_cluster("ib-ndr")
+    assert perfmodel.get_cluster("aws-p5") == perfmodel.CLUSTERS["aws-p5"]  # (the built-in comes first)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert list(perfmodel.user_clusters()) == ["fine"]
+    said = " ".join(str(w.message) for w in caught)
+    assert "'twice'" in said and "'ib-ndr'" in said and "built-in cluster preset" in said, said
