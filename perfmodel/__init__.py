@@ -60,6 +60,7 @@ _LAZY = {
     "CLUSTERS": "_cluster_presets",
     "get_cluster": "_cluster_presets",
     "save_cluster": "_cluster_presets",
+    "remove_cluster": "_cluster_presets",
     "user_clusters": "_cluster_presets",
     "transports": "links",
     "handoff_flows": "flows",

@@ -291,3 +291,30 @@ def test_a_name_written_by_hand_as_a_link_and_a_cluster_is_refused_where_it_is_u
         assert list(perfmodel.user_clusters()) == ["fine"]
     said = " ".join(str(w.message) for w in caught)
     assert "'twice'" in said and "'ib-ndr'" in said and "built-in cluster preset" in said, said
+
+
+def test_saved_clusters_are_listed_shown_and_removed_as_links_and_models_are(presets, capsys):
+    perfmodel.save_cluster(_cluster("lab"), source="our racks")
+    perfmodel.models.save_model("lab", _CONFIG)  # (a model may share a cluster's name: they go in other places)
+    data = json.loads(presets.read_text())
+    data["clusters"]["by-hand"] = {"nic": "ib-ndr", "nics_per_node": 1, "gpus_per_node": 8}
+    data["clusters"]["broken"] = {"nic": "ib-ndr", "nics_per_node": 3, "gpus_per_node": 8}
+    presets.write_text(json.dumps(data))
+    assert main(["presets", "list"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"cluster +lab +our racks +perfmodel +yes", out) and "by-hand" in out, out
+    assert "nics_per_node 3 neither divides" in out
+    assert main(["presets", "show", "lab"]) == 2 and "--kind cluster" in capsys.readouterr().err
+    assert main(["presets", "show", "lab", "--kind", "cluster"]) == 0
+    assert "8 GPUs and 1 x ib-ndr per node" in capsys.readouterr().out
+    assert main(["presets", "remove", "by-hand", "--kind", "cluster"]) == 2
+    assert "perfmodel did not save it" in capsys.readouterr().err
+    assert main(["presets", "remove", "LAB", "--kind", "cluster"]) == 0
+    assert "removed the user cluster 'lab'" in capsys.readouterr().out
+    assert sorted(json.loads(presets.read_text())["clusters"]) == ["broken", "by-hand"]
+    perfmodel.save_cluster(_cluster("again"))
+    assert perfmodel.remove_cluster("Again") == presets
+    with pytest.warns(UserWarning, match="'broken'"):
+        assert "again" not in perfmodel.user_clusters()
+    with pytest.raises(InputError, match="no user cluster 'again'"):
+        perfmodel.remove_cluster("again")

@@ -1,5 +1,5 @@
-"""``perfmodel presets list|show|remove``: the user presets (links and models saved by perfmodel, or written by
-hand), where they come from, and removing those perfmodel saved.
+"""``perfmodel presets list|show|remove``: the user presets (links, models and clusters saved by perfmodel, or
+written by hand), where they come from, and removing those perfmodel saved.
 """
 
 from __future__ import annotations
@@ -10,17 +10,18 @@ from typing import Any
 
 from ._parsing import UsageError
 
-_KINDS = {"link": "links", "model": "models"}
+_KINDS = {"link": "links", "model": "models", "cluster": "clusters"}
 
 
 def _entries() -> list[dict[str, Any]]:
     """Every user preset: its kind, name, source, whether perfmodel saved it, and what is wrong with it."""
     from .. import _presets
+    from .._cluster_presets import _user_clusters
     from ..links import _user_links
     from ..models import _user_models
 
     rows = []
-    for kind, (usable, bad) in (("link", _user_links()), ("model", _user_models())):
+    for kind, (usable, bad) in (("link", _user_links()), ("model", _user_models()), ("cluster", _user_clusters())):
         entries = _presets.load(_KINDS[kind])[0]
         for name in [*usable, *bad]:
             entry = entries.get(name, {})
@@ -41,7 +42,9 @@ def _one(name: str, kind: str | None) -> dict[str, Any]:
         raise UsageError(f"no user preset {name!r}" + (f" of kind {kind}" if kind else "")
                          + f" in {_presets.presets_path()}. Fix: perfmodel presets list shows them")
     if len(found) > 1:
-        raise UsageError(f"{name!r} is a user link and a user model. Fix: add --kind link or --kind model")
+        kinds = [row["kind"] for row in found]
+        raise UsageError(f"{name!r} is a user {' and a user '.join(kinds)}. Fix: add "
+                         + " or ".join(f"--kind {k}" for k in kinds))
     return found[0]
 
 
@@ -56,10 +59,11 @@ def cmd_presets(args: argparse.Namespace) -> int:
     row = _one(args.name, args.kind)
     if args.action == "show":
         return _show(row, path)
+    from .._cluster_presets import remove_cluster
     from ..links import remove_link
     from ..models import remove_model
 
-    (remove_link if row["kind"] == "link" else remove_model)(row["name"])
+    {"link": remove_link, "model": remove_model, "cluster": remove_cluster}[row["kind"]](row["name"])
     print(f"removed the user {row['kind']} {row['name']!r} from {path}")
     return 0
 
@@ -69,8 +73,8 @@ def _list(path: Any) -> int:
 
     rows = _entries()
     if not rows:
-        print(f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, or "
-              "perfmodel models --add NAME config.json")
+        print(f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, "
+              "perfmodel models --add NAME config.json, or perfmodel.save_cluster(cluster)")
         return 0
     print(f"user presets in {path}:")
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
@@ -92,6 +96,10 @@ def _show(row: dict[str, Any], path: Any) -> int:
         link = get_link(row["name"])
         print(f"\n{link.effective_bandwidth_gb_s:,.4g} GB/s per direction"
               + (f"; fit: {link.fit.describe()}" if link.fit else ""))
+    elif row["usable"] == "yes" and row["kind"] == "cluster":
+        from .._cluster_presets import get_cluster
+
+        print(f"\n{get_cluster(row['name']).describe()}")
     elif row["usable"] == "yes":
         from ..models import kv_terms
 
@@ -103,10 +111,11 @@ def register(sub: Any) -> None:
     """Add ``perfmodel presets`` to the subcommands ``sub``."""
     presets = sub.add_parser("presets", help="your presets: list them, show one, remove one perfmodel saved",
                              description="The user presets (links saved by perfmodel calibrate --save, models by "
-                                         "perfmodel models --add, or written by hand in presets.json): where they "
+                                         "perfmodel models --add, clusters by perfmodel.save_cluster, or written "
+                                         "by hand in presets.json): where they "
                                          "come from and whether they can be used. remove takes away only an entry "
                                          "perfmodel saved.")
     presets.add_argument("action", choices=["list", "show", "remove"], help="what to do")
     presets.add_argument("name", nargs="?", help="with show and remove: the preset's name")
-    presets.add_argument("--kind", choices=list(_KINDS), help="link or model, when a name is of both")
+    presets.add_argument("--kind", choices=list(_KINDS), help="link, model or cluster, when a name is of several")
     presets.set_defaults(run=cmd_presets)
