@@ -150,6 +150,7 @@ def route(values: dict[str, Any], options: Any) -> Route:
         raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
                          "kv_bytes_per_token is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for "
                          "tp/decode_tp, or tp=1 for one GPU's bytes")
+    _block_size_needed(cluster, values.get("block_size"))
     state = values["state_bytes"]
     if state is not None and np.ndim(state) != 0:
         raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
@@ -167,6 +168,22 @@ def route(values: dict[str, Any], options: Any) -> Route:
     resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
                          tp, decode_tp, state)
     return Route(cluster, resolved)
+
+
+def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
+    """Refuse a cluster whose transport, NIC or NVLink costs something per message or block (counted from KV
+    blocks) when no block size is given, naming that cost (the caller gave no per-message cost of their own)."""
+    if block_size is not None:
+        return
+    for what, costs in ((f"transport {cluster.transport.name!r}", cluster.transport),
+                        (f"NIC {cluster.nic.name!r}", cluster.nic), (f"NVLink {getattr(cluster.nvlink, 'name', '')!r}",
+                                                                      cluster.nvlink)):
+        for unit in ("message", "block"):
+            cost = getattr(costs, f"per_{unit}_ms", 0.0)
+            if cost:
+                raise InputError("block_size", f"the cluster's {what} costs {cost:.3g} ms per {unit}, counted from "
+                                 "the KV blocks, but no block size is given", "give the KV block size in tokens "
+                                 "(block_size=, or --block-size on the command line)")
 
 
 def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:

@@ -230,9 +230,28 @@ def _reader(name: str, where: str = "") -> Callable[[str], Any]:
         return _positive_int
     if entry.kind == "count" and entry.valid.whole:
         return _count
+    if entry.kind == "real" and entry.group == "cluster_field":
+        return lambda text: _ruled(where, name, text)
     if entry.kind in ("count", "real"):
         return lambda text: _floats(where, [text])[0]
     return str
+
+
+def _ruled(where: str, name: str, text: str) -> float:
+    """A number of a cluster field ``name`` within its valid range, or its rule in words (not ``[0, inf]``:
+    ``--hop-latency-ms inf`` is refused as the cluster refuses ``hop_latency_ms=inf``).
+
+    >>> _ruled("", "oversubscription", "0.5")
+    Traceback (most recent call last):
+    ...
+    perfmodel.cli._parsing.UsageError: 0.5: pass oversubscription as a number >= 1 (1: non-blocking)
+    """
+    from .._inputs import outside
+
+    value = _floats(where, [text], low=-math.inf)[0]
+    if not math.isfinite(value) or outside(value, INPUTS[name].valid):  # (no cluster field takes NaN or inf)
+        raise UsageError(f"{where + ': ' if where else ''}{value:g}: {INPUTS[name].rule}")
+    return value
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
