@@ -448,21 +448,23 @@ def get_link(link: Link | str) -> Link:
         if found is None:
             raise InputError("link", f"unknown link {link!r}", f"{_suggest(base, users, bad)}use a preset "
                              f"({', '.join(LINKS)}), a transport profile ({', '.join(_PROFILES)}), a multiple such "
-                             "as '8x ib-ndr', or a perfmodel.Link")
+                             "as '8x ib-ndr', or a perfmodel.Link; where a link goes, a cluster too (perfmodel "
+                             "clusters lists them)")
     return found.times(int(match.group(1))) if match else found
 
 
 def _suggest(key: str, users: dict[str, Link], bad: dict[str, InputError]) -> str:
-    """"did you mean ...? " for an unknown link name: built-ins, and user presets with their file (and, for one
-    that cannot be used, what is wrong with it)."""
-    names = [*LINKS, *_PROFILES, *users, *bad]
-    close = difflib.get_close_matches(key, names, n=3, cutoff=0.4)
-    if not close:
-        return ""
+    """"did you mean ...? " for an unknown link name, each with its kind: link presets, transport profiles,
+    clusters (which go where a link goes), and user presets with their file (and, for one that cannot be used,
+    what is wrong with it)."""
     file = _presets.presets_path()
-    said = [f"{n} (a user preset in {file}, which cannot be used: {bad[n].problem})" if n in bad else
-            f"{n} (a user preset in {file})" if n in users else n for n in close]
-    return f"did you mean {', '.join(said)}? "
+    user_clusters = _presets.load("clusters")[0]
+    kinds = {**{n: "a link preset" for n in LINKS}, **{n: "a transport profile" for n in _PROFILES},
+             **{n: "a cluster preset" for n in _CLUSTERS}, **{n: f"a user cluster in {file}" for n in user_clusters},
+             **{n: f"a user link in {file}" for n in users},
+             **{n: f"a user link in {file}, which cannot be used: {bad[n].problem}" for n in bad}}
+    close = difflib.get_close_matches(key, list(kinds), n=3, cutoff=0.4)
+    return f"did you mean {', '.join(f'{n} ({kinds[n]})' for n in close)}? " if close else ""
 
 
 def user_links() -> dict[str, Link]:

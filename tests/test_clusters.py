@@ -560,3 +560,45 @@ def test_the_figure_of_resource_loads_marks_the_bottleneck():
 def test_a_cluster_field_axis_outside_its_range_says_how_to_give_it(field, value):
     with pytest.raises(perfmodel.InputError, match=rf"Fix: pass {field} as a"):
         perfmodel.sweep(cluster="hgx-h100-8x400g", **{field: [value]}, model=LLAMA_70B, tp=8, num_input_tokens=1024)
+
+
+def _delay_error(tmp_path, capsys, *flags):
+    from perfmodel.cli import main
+
+    requests = tmp_path / "requests.csv"
+    requests.write_text("num_input_tokens\n1024\n")
+    code = main(["delay", str(requests), "--out", str(tmp_path / "out.csv"), "--model", LLAMA_70B, "--tp", "8",
+                 "--cluster", "hgx-h100-8x400g", *flags])
+    return code, capsys.readouterr().err
+
+
+def test_the_command_line_names_the_flag_behind_each_cluster_error(tmp_path, capsys):
+    code, err = _delay_error(tmp_path, capsys, "--transport", "mooncake-te-rdma")
+    assert code == 2 and "--per-message-ms" not in err, err
+    assert "transport 'mooncake-te-rdma' costs 0.00046" in err and "ms per message" in err and "--block-size" in err
+    code, err = _delay_error(tmp_path, capsys, "--nic", "efa-999")
+    assert code == 2 and "error: --nic (nic): unknown link 'efa-999'" in err, err
+    for value in ("inf", "-1"):
+        code, err = _delay_error(tmp_path, capsys, "--hop-latency-ms", value)
+        assert code == 2 and "[0, inf]" not in err and "finite number of ms >= 0" in err, err
+    code, err = _delay_error(tmp_path, capsys, "--oversubscription", "0.5")
+    assert code == 2 and "a number >= 1" in err, err
+    code, err = _delay_error(tmp_path, capsys, "--gpus-per-pcie-switch", "2")
+    assert code == 2 and "go together" in err and "=" not in err.split("Fix:")[1], err
+
+
+def test_a_transports_per_message_cost_without_a_block_size_is_said_as_such():
+    with pytest.raises(perfmodel.InputError, match="^block_size: the cluster's transport 'mooncake-te-rdma' costs"):
+        perfmodel.handoff_delay_ms(TOKENS, Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8,
+                                                   transport="mooncake-te-rdma"), LLAMA_70B, tp=8)
+
+
+def test_an_unknown_name_where_a_link_goes_suggests_clusters_and_links_by_kind(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path))
+    perfmodel.save_cluster(Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, name="hgx-h998"))
+    with pytest.raises(perfmodel.InputError) as raised:
+        perfmodel.handoff_delay_ms(TOKENS, "hgx-h999", LLAMA_70B, tp=8)
+    said = str(raised.value)
+    assert "hgx-h998 (a user cluster in" in said and "hgx-h100-8x400g (a cluster preset)" in said, said
+    with pytest.raises(perfmodel.InputError, match=r"ib-ndr \(a link preset\)"):
+        perfmodel.handoff_delay_ms(TOKENS, "ib-ndx", LLAMA_70B, tp=8)
