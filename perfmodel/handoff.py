@@ -567,9 +567,18 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
 
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
                 num_threads: int | None, with_missing: bool, bytes_out: Any) -> _Result:
-    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct one, on its rows."""
+    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
+    rows, and one for all the other rows (links, bandwidths, missing ones), as a column of their own, so that
+    links, numbers and ``errors`` go as they go without clusters."""
     codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
     codes = np.asarray(codes)
+    every = np.array([*labels, np.nan], dtype=object)
+    clusters = [k for k, label in enumerate(labels) if _onto_cluster.is_cluster(label)]
+    groups = [(np.flatnonzero(codes == k), labels[k]) for k in clusters]
+    rest = np.flatnonzero(~np.isin(codes, clusters))
+    if rest.size:
+        column = every[codes[rest]]  # (code -1, a missing value: NaN)
+        groups.append((rest, column if _resolve.holds_labels(column) else column.astype(np.float64)))
     n = len(codes)
     for name, value in values.items():
         if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
@@ -577,10 +586,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    for k, label in [*enumerate(labels), (-1, np.nan)]:
-        rows = np.flatnonzero(codes == k)
-        if not rows.size:
-            continue
+    for rows, label in groups:
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
         part["kv_transfer_bandwidth"] = label
         moved = None if bytes_out is None else np.empty(rows.size)
