@@ -97,7 +97,8 @@ class Route(NamedTuple):
     cluster: Cluster
     resolved: Alone | None
     codes: Any = None
-    many: list[Alone | None] | None = None
+    many: list[Alone | None] | None = None  # (None: an unknown model, missing)
+    per_token: Any = None  # a column of numbers of bytes: ``resolved`` is one byte's handoff
 
 
 def _model_key(model: Any) -> Any:
@@ -121,11 +122,13 @@ def _resolved(cluster: Cluster, model_key: Any, number: bool, kv_cache_dtype: An
     return alone(cluster, terms, tp, decode_tp)
 
 
-def route(values: dict[str, Any], options: Any) -> Route:
+def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     """Resolve ``values["kv_transfer_bandwidth"]`` (a cluster) for the call's model and options; in
     place, the bandwidth, bytes-per-token, state and fixed-cost inputs become the kernel's terms of the
-    linear case (see :func:`apply`). Refuses what the cluster decides (``scope="group"``,
-    ``overlap="layerwise"``), columns of models, and numbers of bytes with tensor parallelism."""
+    linear case (see :func:`apply`). Numbers of bytes (alone, a column of them, or among models) are one
+    GPU's: one head sent from prefill GPU 0 to decode GPU 0, with ``tp=1`` only. Refuses what the cluster
+    decides (``scope="group"``, ``overlap="layerwise"``); with ``errors="coerce"`` an unknown model in a
+    column is missing."""
     cluster = get_cluster(values["kv_transfer_bandwidth"])
     where = "kv_transfer_bandwidth"
     if options.scope != "rank":
@@ -137,19 +140,18 @@ def route(values: dict[str, Any], options: Any) -> Route:
     model = values["kv_bytes_per_token"]
     one = isinstance(model, (str, Mapping, os.PathLike))
     number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
-    column = not one and not number
-    if column:
-        if not _resolve.holds_labels(model):
-            raise InputError(where, "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token holds "
-                             "numbers of bytes", "pass a model (e.g. 'llama-3.1-70b'), or one number of bytes with tp=1")
+    numbers = not one and not number and not _resolve.holds_labels(model)  # a column of numbers of bytes
+    codes = labels = None
+    if not (one or number or numbers):
         codes, labels = distinct(model if isinstance(model, Coded) else np.asarray(model, dtype=object))
-        if len(labels) == 1:
-            model, one, column = labels[0], True, False
+        if len(labels) == 1 and not _resolve._is_number(labels[0]):
+            model, one, codes = labels[0], True, None
     tp, decode_tp = options.tp, options.decode_degree
-    if number and (tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
+    if (number or numbers or any(map(_resolve._is_number, () if labels is None else labels))) and (
+            tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
         raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
-                         "kv_bytes_per_token is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for "
-                         "tp/decode_tp, or tp=1 for one GPU's bytes")
+                         "kv_bytes_per_token is a number of bytes (or a column that holds some)", "pass the model (e.g. 'llama-3.1-70b') "
+                         "for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes")
     state = values["state_bytes"]
     if state is not None and np.ndim(state) != 0:
         raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
@@ -157,13 +159,17 @@ def route(values: dict[str, Any], options: Any) -> Route:
     state = None if state is None else float(state)
     if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
         return Route(cluster, None)
-    if column:
-        many = [_resolved(cluster, _model_key(label), False, options.kv_cache_dtype, tp, decode_tp, state)
-                for label in labels]
-        if not all(r.linear for r in many):
+    byte = _resolved(cluster, 1.0, True, None, 1, 1, state) if number or numbers or codes is not None else None
+    if numbers:  # one byte's handoff, its byte terms times each row's bytes (apply)
+        return Route(cluster, byte, per_token=np.asarray(model, dtype=np.float64))
+    if codes is not None:
+        many = [byte._replace(full=float(label) * byte.full) if _resolve._is_number(label)
+                else _resolve._per_label(lambda m: _resolved(cluster, _model_key(m), False, options.kv_cache_dtype, tp,
+                                                             decode_tp, state), errors)(label) for label in labels]
+        if not all(r.linear for r in many if isinstance(r, Alone)):
             raise InputError(where, "a column of models on a cluster whose handoffs are not linear in their bytes "
                              "(state split unevenly, or flows of unequal fixed costs)", "call once per model")
-        return Route(cluster, None, codes, many)
+        return Route(cluster, None, codes, [r if isinstance(r, Alone) else None for r in many])
     resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
                          tp, decode_tp, state)
     return Route(cluster, resolved)
@@ -174,7 +180,7 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
     last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
     bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
-    c, r, codes, many = found
+    c, r, codes, many, per_token = found
     if many is not None:
         return _apply_many(values, c, codes, many)
     if r is None:
@@ -195,29 +201,31 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
             values[name] = _resolve.add(0.0 if values[name] is None else values[name], extra)
     if state or values["state_bytes"] is not None:
         values["state_bytes"] = np.float64(state)
-    terms = {"bytes_per_token": np.float64(full)}
+    terms = {"bytes_per_token": np.float64(full) if per_token is None else np.multiply(per_token, full)}
     if window or chunk:
         terms.update(window_bytes_per_token=np.float64(window), window_tokens=np.float64(r.terms.window_tokens),
                      chunk_bytes_per_token=np.float64(chunk), chunk_tokens=np.float64(r.terms.chunk_tokens))
     return terms
 
 
-def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone]) -> dict[str, Any]:
+def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone | None]) -> dict[str, Any]:
     """:func:`apply` for a column of models (each linear): each term a lookup by model, spread over the rows."""
-    def column(get: Any, missing: float) -> np.ndarray:
-        return spread(codes, np.array([get(r) for r in many] + [missing], dtype=np.float64))
+    def column(get: Any, missing: float) -> np.ndarray:  # (an unknown model's rows: missing)
+        return spread(codes, np.array([missing if r is None else get(r) for r in many] + [missing], dtype=np.float64))
+
+    known = [r for r in many if r is not None]
 
     t = c.transport
     for name, get in (("latency_ms", lambda r: r.latency_ms), ("per_message_ms", lambda r: t.per_message_ms
                                                                  + r.per_message_ms),
                       ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms)):
-        if any(get(r) for r in many):
+        if any(get(r) for r in known):
             values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0))
     values["kv_transfer_bandwidth"] = column(lambda r: r.bandwidth_gb_s, np.nan)
-    if any(r.state for r in many) or values["state_bytes"] is not None:
+    if any(r.state for r in known) or values["state_bytes"] is not None:
         values["state_bytes"] = column(lambda r: r.state, 0.0)
     terms = {"bytes_per_token": column(lambda r: r.full, np.nan)}
-    if any(r.window or r.chunk for r in many):
+    if any(r.window or r.chunk for r in known):
         terms.update(window_bytes_per_token=column(lambda r: r.window, 0.0),
                      window_tokens=column(lambda r: r.terms.window_tokens, 0.0),
                      chunk_bytes_per_token=column(lambda r: r.chunk, 0.0),

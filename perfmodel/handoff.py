@@ -510,7 +510,7 @@ def _handoff(
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
-    found = _onto_cluster.route(values, options) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
+    found = _onto_cluster.route(values, options, errors) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
     if found is None:
         _resolve_links(values, errors)
     layerwise_given(values, options.overlap)

@@ -301,7 +301,7 @@ def test_a_nonlinear_handoff_is_simulated_row_by_row():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(scope="group"), "scope does not apply"),
     (dict(tp=8, kv_bytes_per_token=40960.0), "kv_bytes_per_token is a number of bytes"),
-    (dict(kv_bytes_per_token=[40960.0, 1000.0]), "holds numbers of bytes"),
+    (dict(tp=8, kv_bytes_per_token=[40960.0, 1000.0]), "holds some"),  # (at tp=1: one GPU's bytes each)
     (dict(tp=3), "cannot split the model's 8 KV heads"),
     (dict(tp=8, decode_tp=16, kv_bytes_per_token="llama-3.1-70b"), None),
 ])
@@ -564,12 +564,12 @@ def _per_flows(flows):
 ])
 def test_a_sweeps_columns_on_a_cluster_mean_all_the_handoffs_bytes_and_their_rate(clusters, model, tp, decode_tp):
     df = perfmodel.sweep(cluster=clusters, model=model, tp=tp, decode_tp=decode_tp, num_input_tokens=[1024, TOKENS],
-                         latency_ms=0.25)
+                         latency_ms=0.25, block_size=64)
     assert df["transfer_bytes"].dtype == np.int64
     for row in df.itertuples():
         cluster = clusters[list(df["cluster"].cat.categories).index(row.cluster)]
         flows = perfmodel.handoff_flows(row.num_input_tokens, cluster, model, tp=tp, decode_tp=row.decode_tp,
-                                        latency_ms=0.25)
+                                        latency_ms=0.25, block_size=64)
         moved, rate = _per_flows(flows)
         assert row.transfer_bytes == moved
         assert row.kv_transfer_bandwidth == pytest.approx(rate, rel=1e-9)
