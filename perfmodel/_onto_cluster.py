@@ -239,10 +239,12 @@ def group_terms(r: Alone) -> tuple[float, float, float, float]:
     return tuple(float(sum(v[k] for v in vectors)) for k in range(4))
 
 
-def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
+def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bool = False) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
-    once). The links' own per-message and per-block costs are the caller's (common to all flows)."""
+    once). The links' own per-message and per-block costs are the caller's (common to all flows). With
+    ``after_fixed``: the handoff's rate, its bytes over its time after its last-ending flow's own fixed
+    costs (NaN where it moves no bytes)."""
     c, r = found.cluster, found.resolved
     group = group_terms(r)
     tokens = np.asarray(tokens, dtype=np.float64)
@@ -256,7 +258,38 @@ def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
         if m < 0 or n < 0:
             out[k] = np.nan
             continue
-        sim_ms = alone_ms(r, c, m, n)[0]
+        sim_ms, outcome, sizes = alone_ms(r, c, m, n)
         nbytes = flow_bytes(group, r.terms, m, n)
+        if after_fixed:
+            kept = [f for f, b in enumerate(sizes) if b > 0]
+            last = kept[int(np.argmax(outcome.ends_ms))] if kept else 0
+            sim_ms -= c.transport.setup_ms + r.flows[last].own_latency_ms(c) if kept else 0.0
+            out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if nbytes > 0 else np.nan
+            continue
         out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
     return out[np.asarray(inverse).ravel()].reshape(tokens.shape)
+
+
+def _all_over_last(r: Alone) -> float:
+    """A linear handoff's bytes over its last-ending flow's (every flow's terms in one ratio)."""
+    last = sum(flow_terms(r.flows[r.last], r.terms))
+    return sum(sum(flow_terms(f, r.terms)) for f in r.flows) / last if last > 0 else 1.0
+
+
+def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, all the bytes the handoff moves (the sum over its flows; ``nbytes``: the kernel's bytes of
+    each row) and its rate (GB/s): those bytes over its time after its last-ending flow's fixed costs
+    (the transport's setup, latencies and hops, the messages' and blocks' costs), NaN where no bytes move."""
+    c, r, codes, many, _ = found
+    if many is not None:
+        factor = spread(codes, np.array([np.nan if a is None else _all_over_last(a) for a in many] + [np.nan]))
+        rate = spread(codes, np.array([np.nan if a is None else a.bandwidth_gb_s for a in many] + [np.nan])) * factor
+    elif r is None:
+        factor, rate = 1.0, np.nan
+    elif r.linear:
+        factor = _all_over_last(r)
+        rate = r.bandwidth_gb_s * factor
+    else:  # (the kernel's bytes are the group's already)
+        factor, rate = 1.0, nonlinear_bandwidth(found, tokens, charged, after_fixed=True)
+    total = np.multiply(nbytes, factor)
+    return total, np.where(total > 0, np.broadcast_to(rate, total.shape), np.nan)

@@ -413,14 +413,18 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
 
 def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg]) -> _Arg:
     """The bandwidth per row at which a cluster's handoff takes its simulated time (the nonlinear case)."""
-    tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
-    missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
-    mode = np.asarray(args[_MODE_INDEX].kernel_values())
-    charged = np.where(mode == 1, missing, tokens)
-    bandwidth = _onto_cluster.nonlinear_bandwidth(found, tokens, charged)
+    bandwidth = _onto_cluster.nonlinear_bandwidth(found, *_charged(args))
     value = bandwidth.reshape(-1)[0] if bandwidth.ndim == 0 or (bandwidth.size == 1 and not any(
         a.is_array for a in args)) else bandwidth
     return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
+
+
+def _charged(args: list[_Arg]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's prompt tokens and charged tokens (the destination's missing ones where its mode says so)."""
+    tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
+    missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
+    mode = np.asarray(args[_MODE_INDEX].kernel_values())
+    return tokens, np.where(mode == 1, missing, tokens)
 
 
 _BANDWIDTH_INDEX = ARGUMENTS.index("kv_transfer_bandwidth")
@@ -495,18 +499,21 @@ def _handoff(
     num_threads: int | None = None,
     with_missing: bool = False,
     bytes_out: NDArray[np.float64] | None = None,
+    rate_out: NDArray[np.float64] | None = None,
 ) -> _Result:
     """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name; absent or None: not
     given), the one route of every entry point: options checked, the rules that tie inputs together,
     names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
-    written by the kernel in the same pass."""
+    written by the kernel in the same pass; on a cluster, all the bytes its flows move, and (into
+    ``rate_out``) the rate of its handoff (:func:`perfmodel._onto_cluster.whole_handoff`; on a link, its
+    bandwidth)."""
     _check_how(errors, parallel, num_threads)
     options = _PLAIN if options is None else options
     values = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
-        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out)
+        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
@@ -532,7 +539,16 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    if rate_out is not None and bytes_out is None:
+        bytes_out = np.empty(n)
     _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
+    if found is not None and bytes_out is not None:  # a cluster: its whole handoff's bytes, and their rate
+        total, rate = _onto_cluster.whole_handoff(found, bytes_out, *_charged(args))
+        bytes_out[:] = total
+        if rate_out is not None:
+            rate_out[:] = rate
+    elif rate_out is not None:
+        rate_out[:] = args[_BANDWIDTH_INDEX].kernel_values()
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
 
 
@@ -566,7 +582,7 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
 
 
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
-                num_threads: int | None, with_missing: bool, bytes_out: Any) -> _Result:
+                num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None) -> _Result:
     """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
     rows, and one for all the other rows (links, bandwidths, missing ones), as a column of their own, so that
     links, numbers and ``errors`` go as they go without clusters."""
@@ -590,9 +606,10 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
         part["kv_transfer_bandwidth"] = label
         moved = None if bytes_out is None else np.empty(rows.size)
+        rate = None if rate_out is None else np.empty(rows.size)
         try:
             result = _handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
-                              with_missing=with_missing, bytes_out=moved)
+                              with_missing=with_missing, bytes_out=moved, rate_out=rate)
         except InputError as error:
             if error.position is None:
                 raise
@@ -603,6 +620,8 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
             missing[rows] = result.missing
         if bytes_out is not None:
             bytes_out[rows] = moved
+        if rate_out is not None:
+            rate_out[rows] = rate
     return _Result(delays, missing, False)
 
 

@@ -60,7 +60,12 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
       configs) with optional ``kv_cache_dtype`` and ``tp`` axes (sliding-window,
       chunked-attention and hybrid models move the bytes of :class:`perfmodel.KVTerms`).
     - bandwidth: ``kv_transfer_bandwidth`` (decimal GB/s), or ``link`` (preset names
-      such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added).
+      such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added),
+      or ``cluster`` (:class:`perfmodel.Cluster` objects or cluster preset names such as
+      ``"hgx-h100-8x400g"``: each handoff's flows share its NICs, switches and NVLink ports)
+      with axes of its fields: ``nic``, ``nics_per_node``, ``gpus_per_node``, ``nodes``,
+      ``transport``, ``nvlink_domain``, ``fabric``, ``oversubscription``, ``hop_latency_ms``,
+      ``gpus_per_pcie_switch``, ``pcie_switch_gb_s`` (see :doc:`clusters`).
     - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer that moves
       tokens; with a model, it replaces the model's own state).
     - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
@@ -95,11 +100,26 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     pandas.DataFrame
         One column per given axis (names and labels as categoricals), then
         ``kv_transfer_bandwidth`` (effective GB/s; with ``link``), ``transfer_bytes``
-        (the bytes each handoff moves) and ``handoff_delay_ms``.
+        (the bytes each handoff moves) and ``handoff_delay_ms``. On a link they are one
+        rank's bytes (the busiest GPU's; the group's with ``scope="group"``) and the link's
+        effective bandwidth. On a cluster ``transfer_bytes`` is all the bytes the handoff moves
+        (the sum over its flows, as a replay reports it) and ``kv_transfer_bandwidth`` the
+        handoff's rate: those bytes over its delay less its last-ending flow's fixed costs,
+        ``transfer_bytes / (handoff_delay_ms - start_ms) / 1e6`` in the terms of
+        :func:`perfmodel.handoff_flows` (its flows' aggregate rate; NaN where no byte moves).
 
     Examples
     --------
     >>> from perfmodel import sweep
+    >>> df = sweep(cluster=["hgx-h100-8x400g", "aws-p5"], model="llama-3.1-70b", tp=8, decode_tp=[8, 2],
+    ...            num_input_tokens=32768)
+    >>> df[["decode_tp", "cluster", "kv_transfer_bandwidth", "transfer_bytes"]]
+       decode_tp          cluster  kv_transfer_bandwidth  transfer_bytes
+    0          8  hgx-h100-8x400g                  400.0     10737418240
+    1          8           aws-p5                  400.0     10737418240
+    2          2  hgx-h100-8x400g                  100.0     10737418240
+    3          2           aws-p5                  100.0     10737418240
+
     >>> df = sweep(link=["nvlink4", "ib-ndr"], model="llama-3.1-70b", num_input_tokens=[1024, 32768])
     >>> df[["link", "num_input_tokens", "handoff_delay_ms"]]
          link  num_input_tokens  handoff_delay_ms
@@ -248,10 +268,9 @@ class SweepPlan:
                                       [len(self.values[name]) for name in option_axes]) if option_axes else None
         cluster_axes = [name for name in self.axes if name in ("cluster", *CLUSTER_FIELDS)]
         if cluster_axes:  # one call of the edge per cluster (each resolved once)
-            # (a cluster's equivalent bandwidth is not one number: the column gives its NIC's capacity)
+            # (the handoff's rate: the edge's, per row, with its bytes)
             which = np.ravel_multi_index([digits[name] for name in cluster_axes],
                                          [len(self.values[name]) for name in cluster_axes])
-            bandwidth[part] = np.array([c.nic_capacity_gb_s for c in self.clusters])[which]
             combos = which if combos is None else combos * len(self.clusters) + which
         for combo in range(len(self.options) * max(len(self.clusters), 1)):
             options, off = self.options[combo // max(len(self.clusters), 1)]
@@ -262,9 +281,11 @@ class SweepPlan:
             if combos is None:
                 _handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
             elif rows.size:
-                moved = np.empty(rows.size)
-                delay[part.start + rows] = _handoff(given, options, bytes_out=moved).delays
+                moved, rate = np.empty(rows.size), np.empty(rows.size) if self.clusters else None
+                delay[part.start + rows] = _handoff(given, options, bytes_out=moved, rate_out=rate).delays
                 transfer_bytes[part.start + rows] = moved
+                if rate is not None:
+                    bandwidth[part.start + rows] = rate
 
 
 def _check_axis_names(axes: dict[str, Any]) -> dict[str, Any]:
