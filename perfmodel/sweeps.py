@@ -503,6 +503,8 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     np.float64(24.253563)
     >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=250.0, per_message_ms=0.0005, block_size=16)
     np.float64(124.62185)
+    >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=50.0, tp=8, cluster="hgx-h100-8x400g")  # NIC line rate
+    np.float64(26.8435456)
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
@@ -639,7 +641,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
     the longest N for which *every* prompt of up to N tokens fits (never counting on a drop).
     ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency and
-    per-block and per-message costs are added), ``kv_bytes_per_token`` a model name, config or
+    per-block and per-message costs are added), or one :class:`perfmodel.Cluster` or cluster
+    preset name (its handoff's flows simulated), ``kv_bytes_per_token`` a model name, config or
     path, each or an array of these; every other input is taken as
     :func:`perfmodel.handoff_delay_ms` takes it. Inputs broadcast; scalars in, a numpy scalar out.
 
@@ -666,6 +669,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     np.int64(1769)
     >>> max_tokens_within(float("inf"), "llama-3.1-70b", budget_ms=50.0)  # every prompt fits
     np.float64(inf)
+    >>> max_tokens_within("hgx-h100-8x400g", "llama-3.1-70b", budget_ms=50.0, tp=8)  # 8 NICs, one per rank
+    np.int64(61035)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(budget_ms=budget, kv_transfer_bandwidth=kv_transfer_bandwidth,
