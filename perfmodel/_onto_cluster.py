@@ -130,13 +130,7 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     decides (``scope="group"``, ``overlap="layerwise"``); with ``errors="coerce"`` an unknown model in a
     column is missing."""
     cluster = get_cluster(values["kv_transfer_bandwidth"])
-    where = "kv_transfer_bandwidth"
-    if options.scope != "rank":
-        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
-                         "drop scope (the cluster's flows carry each rank's bytes)")
-    if options.overlap != "none":
-        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
-                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
+    _refuse_what_it_decides(options)
     model = values["kv_bytes_per_token"]
     one = isinstance(model, (str, Mapping, os.PathLike))
     number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
@@ -152,27 +146,49 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
         raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
                          "kv_bytes_per_token is a number of bytes (or a column that holds some)", "pass the model (e.g. 'llama-3.1-70b') "
                          "for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes")
-    state = values["state_bytes"]
-    if state is not None and np.ndim(state) != 0:
-        raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
-                         "pass one number of state bytes (each decode rank receives it)")
-    state = None if state is None else float(state)
+    state = _one_state(values["state_bytes"])
     if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
         return Route(cluster, None)
     byte = _resolved(cluster, 1.0, True, None, 1, 1, state) if number or numbers or codes is not None else None
     if numbers:  # one byte's handoff, its byte terms times each row's bytes (apply)
         return Route(cluster, byte, per_token=np.asarray(model, dtype=np.float64))
     if codes is not None:
-        many = [byte._replace(full=float(label) * byte.full) if _resolve._is_number(label)
-                else _resolve._per_label(lambda m: _resolved(cluster, _model_key(m), False, options.kv_cache_dtype, tp,
-                                                             decode_tp, state), errors)(label) for label in labels]
-        if not all(r.linear for r in many if isinstance(r, Alone)):
-            raise InputError(where, "a column of models on a cluster whose handoffs are not linear in their bytes "
-                             "(state split unevenly, or flows of unequal fixed costs)", "call once per model")
-        return Route(cluster, None, codes, [r if isinstance(r, Alone) else None for r in many])
+        def model_of(m: Any) -> Alone:
+            return _resolved(cluster, _model_key(m), False, options.kv_cache_dtype, tp, decode_tp, state)
+
+        return Route(cluster, None, codes, _many(labels, byte, model_of, errors))
     resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
                          tp, decode_tp, state)
     return Route(cluster, resolved)
+
+
+def _refuse_what_it_decides(options: Any) -> None:
+    """Refuse the options a cluster decides: ``scope="group"`` and ``overlap="layerwise"``."""
+    if options.scope != "rank":
+        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
+                         "drop scope (the cluster's flows carry each rank's bytes)")
+    if options.overlap != "none":
+        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
+                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
+
+
+def _one_state(state: Any) -> float | None:
+    """The call's one state size (bytes each decode rank receives), or None; a column is refused."""
+    if state is not None and np.ndim(state) != 0:
+        raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
+                         "pass one number of state bytes (each decode rank receives it)")
+    return None if state is None else float(state)
+
+
+def _many(labels: Any, byte: Alone, model_of: Any, errors: str) -> list[Alone | None]:
+    """Each distinct label's resolved handoff: a number of bytes is one byte's handoff scaled, a model its own
+    (None: unknown, with ``errors="coerce"``); every one linear, or the column is refused."""
+    many = [byte._replace(full=float(label) * byte.full) if _resolve._is_number(label)
+            else _resolve._per_label(model_of, errors)(label) for label in labels]
+    if not all(r.linear for r in many if isinstance(r, Alone)):
+        raise InputError("kv_transfer_bandwidth", "a column of models on a cluster whose handoffs are not linear in "
+                         "their bytes (state split unevenly, or flows of unequal fixed costs)", "call once per model")
+    return [r if isinstance(r, Alone) else None for r in many]
 
 
 def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:

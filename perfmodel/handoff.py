@@ -419,6 +419,19 @@ def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg]) -> _Arg:
     return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
 
 
+def _whole_handoff(found: _onto_cluster.Route | None, args: list[_Arg], bytes_out: np.ndarray | None,
+                   rate_out: np.ndarray | None) -> None:
+    """In place, after the kernel: on a cluster, all the bytes of each row's handoff and (when asked) its rate;
+    on a link, the rate asked for is its bandwidth."""
+    if found is not None and bytes_out is not None:
+        total, rate = _onto_cluster.whole_handoff(found, bytes_out, *_charged(args))
+        bytes_out[:] = total
+        if rate_out is not None:
+            rate_out[:] = rate
+    elif rate_out is not None:
+        rate_out[:] = args[_BANDWIDTH_INDEX].kernel_values()
+
+
 def _charged(args: list[_Arg]) -> tuple[np.ndarray, np.ndarray]:
     """Each row's prompt tokens and charged tokens (the destination's missing ones where its mode says so)."""
     tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
@@ -539,16 +552,9 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    if rate_out is not None and bytes_out is None:
-        bytes_out = np.empty(n)
+    bytes_out = np.empty(n) if rate_out is not None and bytes_out is None else bytes_out
     _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
-    if found is not None and bytes_out is not None:  # a cluster: its whole handoff's bytes, and their rate
-        total, rate = _onto_cluster.whole_handoff(found, bytes_out, *_charged(args))
-        bytes_out[:] = total
-        if rate_out is not None:
-            rate_out[:] = rate
-    elif rate_out is not None:
-        rate_out[:] = args[_BANDWIDTH_INDEX].kernel_values()
+    _whole_handoff(found, args, bytes_out, rate_out)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
 
 

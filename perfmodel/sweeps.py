@@ -272,6 +272,12 @@ class SweepPlan:
             which = np.ravel_multi_index([digits[name] for name in cluster_axes],
                                          [len(self.values[name]) for name in cluster_axes])
             combos = which if combos is None else combos * len(self.clusters) + which
+        self._run(inputs, combos, part, bandwidth, transfer_bytes, delay)
+
+    def _run(self, inputs: dict[str, Any], combos: np.ndarray | None, part: slice, bandwidth: np.ndarray,
+             transfer_bytes: np.ndarray, delay: np.ndarray) -> None:
+        """One call of the edge per combination of the option and cluster axes (``combos``: each row's), on its
+        rows of the chunk ``part``; on a cluster the edge also gives each handoff's rate (the bandwidth column)."""
         for combo in range(len(self.options) * max(len(self.clusters), 1)):
             options, off = self.options[combo // max(len(self.clusters), 1)]
             rows = slice(None) if combos is None else np.flatnonzero(combos == combo)
