@@ -33,7 +33,17 @@ class PerfmodelAccessor:
         self._df = df
 
     def handoff_delay(self, **keywords: Any) -> pd.Series:
-        """The ``handoff_delay_ms`` Series of :func:`perfmodel.handoff_delays` for this frame."""
+        """The ``handoff_delay_ms`` Series (ms) of :func:`perfmodel.handoff_delays` for this frame.
+
+        ``kv_transfer_bandwidth`` is a bandwidth (GB/s), a link, or a :class:`perfmodel.Cluster` or cluster
+        preset name (a column may mix them), as for :func:`perfmodel.handoff_delays`.
+
+        >>> import pandas as pd, perfmodel
+        >>> df = pd.DataFrame({"num_input_tokens": [32768]})
+        >>> df.perfmodel.handoff_delay(kv_transfer_bandwidth="hgx-h100-8x400g", kv_bytes_per_token="llama-3.1-70b",
+        ...                            tp=8).round(6).tolist()
+        [26.843546]
+        """
         from .frame import handoff_delays
 
         return handoff_delays(self._df, **keywords)

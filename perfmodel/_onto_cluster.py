@@ -97,7 +97,8 @@ class Route(NamedTuple):
     cluster: Cluster
     resolved: Alone | None
     codes: Any = None
-    many: list[Alone | None] | None = None
+    many: list[Alone | None] | None = None  # (None: an unknown model, missing)
+    per_token: Any = None  # a column of numbers of bytes: ``resolved`` is one byte's handoff
 
 
 def _model_key(model: Any) -> Any:
@@ -121,53 +122,74 @@ def _resolved(cluster: Cluster, model_key: Any, number: bool, kv_cache_dtype: An
     return alone(cluster, terms, tp, decode_tp)
 
 
-def route(values: dict[str, Any], options: Any) -> Route:
+def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     """Resolve ``values["kv_transfer_bandwidth"]`` (a cluster) for the call's model and options; in
     place, the bandwidth, bytes-per-token, state and fixed-cost inputs become the kernel's terms of the
-    linear case (see :func:`apply`). Refuses what the cluster decides (``scope="group"``,
-    ``overlap="layerwise"``), columns of models, and numbers of bytes with tensor parallelism."""
+    linear case (see :func:`apply`). Numbers of bytes (alone, a column of them, or among models) are one
+    GPU's: one head sent from prefill GPU 0 to decode GPU 0, with ``tp=1`` only. Refuses what the cluster
+    decides (``scope="group"``, ``overlap="layerwise"``); with ``errors="coerce"`` an unknown model in a
+    column is missing."""
     cluster = get_cluster(values["kv_transfer_bandwidth"])
-    where = "kv_transfer_bandwidth"
+    _refuse_what_it_decides(options)
+    model = values["kv_bytes_per_token"]
+    one = isinstance(model, (str, Mapping, os.PathLike))
+    number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
+    numbers = not one and not number and not _resolve.holds_labels(model)  # a column of numbers of bytes
+    codes = labels = None
+    if not (one or number or numbers):
+        codes, labels = distinct(model if isinstance(model, Coded) else np.asarray(model, dtype=object))
+        if len(labels) == 1 and not _resolve._is_number(labels[0]):
+            model, one, codes = labels[0], True, None
+    tp, decode_tp = options.tp, options.decode_degree
+    if (number or numbers or any(map(_resolve._is_number, () if labels is None else labels))) and (
+            tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
+        raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
+                         "kv_bytes_per_token is a number of bytes (or a column that holds some)", "pass the model (e.g. 'llama-3.1-70b') "
+                         "for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes")
+    _block_size_needed(cluster, values.get("block_size"))
+    state = _one_state(values["state_bytes"])
+    if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
+        return Route(cluster, None)
+    byte = _resolved(cluster, 1.0, True, None, 1, 1, state) if number or numbers or codes is not None else None
+    if numbers:  # one byte's handoff, its byte terms times each row's bytes (apply)
+        return Route(cluster, byte, per_token=np.asarray(model, dtype=np.float64))
+    if codes is not None:
+        def model_of(m: Any) -> Alone:
+            return _resolved(cluster, _model_key(m), False, options.kv_cache_dtype, tp, decode_tp, state)
+
+        return Route(cluster, None, codes, _many(labels, byte, model_of, errors))
+    resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
+                         tp, decode_tp, state)
+    return Route(cluster, resolved)
+
+
+def _refuse_what_it_decides(options: Any) -> None:
+    """Refuse the options a cluster decides: ``scope="group"`` and ``overlap="layerwise"``."""
     if options.scope != "rank":
         raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
                          "drop scope (the cluster's flows carry each rank's bytes)")
     if options.overlap != "none":
         raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
                          "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
-    model = values["kv_bytes_per_token"]
-    one = isinstance(model, (str, Mapping, os.PathLike))
-    number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
-    column = not one and not number
-    if column:
-        if not _resolve.holds_labels(model):
-            raise InputError(where, "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token holds "
-                             "numbers of bytes", "pass a model (e.g. 'llama-3.1-70b'), or one number of bytes with tp=1")
-        codes, labels = distinct(model if isinstance(model, Coded) else np.asarray(model, dtype=object))
-        if len(labels) == 1:
-            model, one, column = labels[0], True, False
-    tp, decode_tp = options.tp, options.decode_degree
-    if number and (tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
-        raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
-                         "kv_bytes_per_token is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for "
-                         "tp/decode_tp, or tp=1 for one GPU's bytes")
-    _block_size_needed(cluster, values.get("block_size"))
-    state = values["state_bytes"]
+
+
+def _one_state(state: Any) -> float | None:
+    """The call's one state size (bytes each decode rank receives), or None; a column is refused."""
     if state is not None and np.ndim(state) != 0:
         raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
                          "pass one number of state bytes (each decode rank receives it)")
-    state = None if state is None else float(state)
-    if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
-        return Route(cluster, None)
-    if column:
-        many = [_resolved(cluster, _model_key(label), False, options.kv_cache_dtype, tp, decode_tp, state)
-                for label in labels]
-        if not all(r.linear for r in many):
-            raise InputError(where, "a column of models on a cluster whose handoffs are not linear in their bytes "
-                             "(state split unevenly, or flows of unequal fixed costs)", "call once per model")
-        return Route(cluster, None, codes, many)
-    resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
-                         tp, decode_tp, state)
-    return Route(cluster, resolved)
+    return None if state is None else float(state)
+
+
+def _many(labels: Any, byte: Alone, model_of: Any, errors: str) -> list[Alone | None]:
+    """Each distinct label's resolved handoff: a number of bytes is one byte's handoff scaled, a model its own
+    (None: unknown, with ``errors="coerce"``); every one linear, or the column is refused."""
+    many = [byte._replace(full=float(label) * byte.full) if _resolve._is_number(label)
+            else _resolve._per_label(model_of, errors)(label) for label in labels]
+    if not all(r.linear for r in many if isinstance(r, Alone)):
+        raise InputError("kv_transfer_bandwidth", "a column of models on a cluster whose handoffs are not linear in "
+                         "their bytes (state split unevenly, or flows of unequal fixed costs)", "call once per model")
+    return [r if isinstance(r, Alone) else None for r in many]
 
 
 def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
@@ -191,7 +213,7 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
     last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
     bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
-    c, r, codes, many = found
+    c, r, codes, many, per_token = found
     if many is not None:
         return _apply_many(values, c, codes, many)
     if r is None:
@@ -212,29 +234,31 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
             values[name] = _resolve.add(0.0 if values[name] is None else values[name], extra)
     if state or values["state_bytes"] is not None:
         values["state_bytes"] = np.float64(state)
-    terms = {"bytes_per_token": np.float64(full)}
+    terms = {"bytes_per_token": np.float64(full) if per_token is None else np.multiply(per_token, full)}
     if window or chunk:
         terms.update(window_bytes_per_token=np.float64(window), window_tokens=np.float64(r.terms.window_tokens),
                      chunk_bytes_per_token=np.float64(chunk), chunk_tokens=np.float64(r.terms.chunk_tokens))
     return terms
 
 
-def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone]) -> dict[str, Any]:
+def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone | None]) -> dict[str, Any]:
     """:func:`apply` for a column of models (each linear): each term a lookup by model, spread over the rows."""
-    def column(get: Any, missing: float) -> np.ndarray:
-        return spread(codes, np.array([get(r) for r in many] + [missing], dtype=np.float64))
+    def column(get: Any, missing: float) -> np.ndarray:  # (an unknown model's rows: missing)
+        return spread(codes, np.array([missing if r is None else get(r) for r in many] + [missing], dtype=np.float64))
+
+    known = [r for r in many if r is not None]
 
     t = c.transport
     for name, get in (("latency_ms", lambda r: r.latency_ms), ("per_message_ms", lambda r: t.per_message_ms
                                                                  + r.per_message_ms),
                       ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms)):
-        if any(get(r) for r in many):
+        if any(get(r) for r in known):
             values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0))
     values["kv_transfer_bandwidth"] = column(lambda r: r.bandwidth_gb_s, np.nan)
-    if any(r.state for r in many) or values["state_bytes"] is not None:
+    if any(r.state for r in known) or values["state_bytes"] is not None:
         values["state_bytes"] = column(lambda r: r.state, 0.0)
     terms = {"bytes_per_token": column(lambda r: r.full, np.nan)}
-    if any(r.window or r.chunk for r in many):
+    if any(r.window or r.chunk for r in known):
         terms.update(window_bytes_per_token=column(lambda r: r.window, 0.0),
                      window_tokens=column(lambda r: r.terms.window_tokens, 0.0),
                      chunk_bytes_per_token=column(lambda r: r.chunk, 0.0),
@@ -248,10 +272,12 @@ def group_terms(r: Alone) -> tuple[float, float, float, float]:
     return tuple(float(sum(v[k] for v in vectors)) for k in range(4))
 
 
-def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
+def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bool = False) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
-    once). The links' own per-message and per-block costs are the caller's (common to all flows)."""
+    once). The links' own per-message and per-block costs are the caller's (common to all flows). With
+    ``after_fixed``: the handoff's rate, its bytes over its time after its last-ending flow's own fixed
+    costs (NaN where it moves no bytes)."""
     c, r = found.cluster, found.resolved
     group = group_terms(r)
     tokens = np.asarray(tokens, dtype=np.float64)
@@ -265,7 +291,38 @@ def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any) -> np.ndarray:
         if m < 0 or n < 0:
             out[k] = np.nan
             continue
-        sim_ms = alone_ms(r, c, m, n)[0]
+        sim_ms, outcome, sizes = alone_ms(r, c, m, n)
         nbytes = flow_bytes(group, r.terms, m, n)
+        if after_fixed:
+            kept = [f for f, b in enumerate(sizes) if b > 0]
+            last = kept[int(np.argmax(outcome.ends_ms))] if kept else 0
+            sim_ms -= c.transport.setup_ms + r.flows[last].own_latency_ms(c) if kept else 0.0
+            out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if nbytes > 0 else np.nan
+            continue
         out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
     return out[np.asarray(inverse).ravel()].reshape(tokens.shape)
+
+
+def _all_over_last(r: Alone) -> float:
+    """A linear handoff's bytes over its last-ending flow's (every flow's terms in one ratio)."""
+    last = sum(flow_terms(r.flows[r.last], r.terms))
+    return sum(sum(flow_terms(f, r.terms)) for f in r.flows) / last if last > 0 else 1.0
+
+
+def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, all the bytes the handoff moves (the sum over its flows; ``nbytes``: the kernel's bytes of
+    each row) and its rate (GB/s): those bytes over its time after its last-ending flow's fixed costs
+    (the transport's setup, latencies and hops, the messages' and blocks' costs), NaN where no bytes move."""
+    c, r, codes, many, _ = found
+    if many is not None:
+        factor = spread(codes, np.array([np.nan if a is None else _all_over_last(a) for a in many] + [np.nan]))
+        rate = spread(codes, np.array([np.nan if a is None else a.bandwidth_gb_s for a in many] + [np.nan])) * factor
+    elif r is None:
+        factor, rate = 1.0, np.nan
+    elif r.linear:
+        factor = _all_over_last(r)
+        rate = r.bandwidth_gb_s * factor
+    else:  # (the kernel's bytes are the group's already)
+        factor, rate = 1.0, nonlinear_bandwidth(found, tokens, charged, after_fixed=True)
+    total = np.multiply(nbytes, factor)
+    return total, np.where(total > 0, np.broadcast_to(rate, total.shape), np.nan)

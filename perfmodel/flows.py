@@ -16,6 +16,12 @@ from .errors import InputError, check_whole
 __all__ = ["handoff_flows", "resource_loads"]
 
 
+#: The columns of :func:`handoff_flows` and their types (``bytes``: float64 where a flow carries part of a byte).
+_COLUMNS = dict(src_rank=np.int64, dst_rank=np.int64, sub=np.int64, src_gpu=np.int64, dst_gpu=np.int64,
+                heads=np.int64, bytes=np.int64, messages=np.float64, path=str, start_ms=np.float64,
+                rate_gb_s=np.float64, time_ms=np.float64, bottleneck=str)
+
+
 def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, *, tp: int = 1,
                   decode_tp: int | None = None, kv_cache_dtype: str | None = None, state_bytes: float | None = None,
                   latency_ms: float = 0.0, per_message_ms: float = 0.0, per_block_ms: float = 0.0,
@@ -25,11 +31,11 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
 
     One row per (sub-)flow, in order of source rank, destination rank and sub-flow: who sends
     whom (ranks and global GPUs), the KV heads and bytes it carries, the messages its sending rank
-    posts, its path (the resources it crosses, in order), when it starts moving bytes (its fixed
-    costs, ms), its rate in its final rate interval (GB/s), when it ends (ms) and the resource
-    that held it back then (precise rule 9; empty where none is saturated). The handoff's delay
-    (its last flow's end) and bottleneck are in ``attrs``; :func:`resource_loads` gives each
-    resource's load.
+    posts (NaN without a ``block_size``: not counted), its path (the resources it crosses, in
+    order), when it starts moving bytes (its fixed costs, ms), its rate in its final rate interval
+    (GB/s), when it ends (ms) and the resource that held it back then (precise rule 9; empty where
+    none is saturated). The handoff's delay (its last flow's end) and bottleneck are in ``attrs``;
+    :func:`resource_loads` gives each resource's load.
 
     Parameters
     ----------
@@ -45,8 +51,9 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     Returns
     -------
     pandas.DataFrame
-        Columns ``src_rank``, ``dst_rank``, ``sub``, ``src_gpu``, ``dst_gpu``, ``heads``, ``bytes``,
-        ``messages``, ``path``, ``start_ms``, ``rate_gb_s``, ``time_ms``, ``bottleneck``;
+        Columns ``src_rank``, ``dst_rank``, ``sub``, ``src_gpu``, ``dst_gpu``, ``heads``, ``bytes`` (integers;
+        floats where a replicated head's bytes are split over its holders), ``messages`` (float, NaN where not
+        counted), ``path``, ``start_ms``, ``rate_gb_s``, ``time_ms``, ``bottleneck``;
         ``attrs["delay_ms"]``, ``attrs["bottleneck"]``, ``attrs["resources"]`` (name -> capacity GB/s).
 
     Examples
@@ -76,19 +83,19 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     else:
         terms = head_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, decode_tp=d, state_bytes=state_bytes)
     resolved = alone(c, terms, tp, d)
-    blocks = messages = 0.0
+    blocks, messages = 0.0, math.nan  # (no block size: no blocks, messages not counted)
     if block_size:
         block = check_whole("block_size", block_size, smallest=1)
         blocks = float(-(-n // block))
-        if per_message_ms or c.transport.per_message_ms or any(f.link.per_message_ms for f in resolved.flows):
-            messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
-                                         blocks_per_message=blocks_per_message)) if not number else blocks
+        messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
+                                     blocks_per_message=blocks_per_message)) if not number else blocks
+    counted = 0.0 if math.isnan(messages) else messages
     t = c.transport
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
     kept = [k for k, b in enumerate(sizes) if b > 0]
     starts = [latency_ms + t.setup_ms + flows[k].own_latency_ms(c)
-              + messages * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
+              + counted * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
               + blocks * (per_block_ms + t.per_block_ms + flows[k].link.per_block_ms) for k in kept]
     outcome = _maxmin.simulate(starts, [sizes[k] for k in kept], [flows[k].path for k in kept],
                                resolved.resources.capacities)
@@ -101,8 +108,8 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
                          heads=len(f.heads), bytes=sizes[k], messages=messages, path=" > ".join(names[r] for r in f.path),
                          start_ms=starts[position], rate_gb_s=outcome.final_rates[position],
                          time_ms=outcome.ends_ms[position], bottleneck="" if neck is None else names[neck]))
-    table = pd.DataFrame(rows, columns=["src_rank", "dst_rank", "sub", "src_gpu", "dst_gpu", "heads", "bytes",
-                                        "messages", "path", "start_ms", "rate_gb_s", "time_ms", "bottleneck"])
+    whole = all(float(row["bytes"]).is_integer() for row in rows)  # (else heads spread over holders: parts of bytes)
+    table = pd.DataFrame(rows, columns=list(_COLUMNS)).astype({**_COLUMNS, "bytes": np.int64 if whole else np.float64})
     last = max(range(len(rows)), key=lambda i: (rows[i]["time_ms"], -i)) if rows else None
     table.attrs.update(delay_ms=0.0 if last is None else rows[last]["time_ms"],
                        bottleneck="" if last is None else rows[last]["bottleneck"], cluster=c.name,

@@ -65,7 +65,7 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     if spec == argument and not INPUTS[argument].required:  # the default column, absent: the default value
         return INPUTS[argument].default, None
     if spec == argument:  # a required input, neither given nor a column of the frame
-        what = {"num_input_tokens": "prompt tokens", "kv_transfer_bandwidth": "GB/s, a link name or a Link",
+        what = {"num_input_tokens": "prompt tokens", "kv_transfer_bandwidth": "GB/s, a link name, a Link or a cluster",
                 "kv_bytes_per_token": "bytes, a model name or a config"}.get(argument, "a value")
         raise InputError(argument, f"was not given, and the frame has no column {argument!r} "
                          f"(it has {list(df.columns)})", f"pass {argument}=<{what}, or a column name>")

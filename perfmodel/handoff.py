@@ -413,14 +413,31 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
 
 def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg]) -> _Arg:
     """The bandwidth per row at which a cluster's handoff takes its simulated time (the nonlinear case)."""
-    tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
-    missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
-    mode = np.asarray(args[_MODE_INDEX].kernel_values())
-    charged = np.where(mode == 1, missing, tokens)
-    bandwidth = _onto_cluster.nonlinear_bandwidth(found, tokens, charged)
+    bandwidth = _onto_cluster.nonlinear_bandwidth(found, *_charged(args))
     value = bandwidth.reshape(-1)[0] if bandwidth.ndim == 0 or (bandwidth.size == 1 and not any(
         a.is_array for a in args)) else bandwidth
     return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
+
+
+def _whole_handoff(found: _onto_cluster.Route | None, args: list[_Arg], bytes_out: np.ndarray | None,
+                   rate_out: np.ndarray | None) -> None:
+    """In place, after the kernel: on a cluster, all the bytes of each row's handoff and (when asked) its rate;
+    on a link, the rate asked for is its bandwidth."""
+    if found is not None and bytes_out is not None:
+        total, rate = _onto_cluster.whole_handoff(found, bytes_out, *_charged(args))
+        bytes_out[:] = total
+        if rate_out is not None:
+            rate_out[:] = rate
+    elif rate_out is not None:
+        rate_out[:] = args[_BANDWIDTH_INDEX].kernel_values()
+
+
+def _charged(args: list[_Arg]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's prompt tokens and charged tokens (the destination's missing ones where its mode says so)."""
+    tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
+    missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
+    mode = np.asarray(args[_MODE_INDEX].kernel_values())
+    return tokens, np.where(mode == 1, missing, tokens)
 
 
 _BANDWIDTH_INDEX = ARGUMENTS.index("kv_transfer_bandwidth")
@@ -495,22 +512,25 @@ def _handoff(
     num_threads: int | None = None,
     with_missing: bool = False,
     bytes_out: NDArray[np.float64] | None = None,
+    rate_out: NDArray[np.float64] | None = None,
 ) -> _Result:
     """:func:`handoff_delay_ms` of ``inputs`` (the :data:`ARGUMENTS` by name; absent or None: not
     given), the one route of every entry point: options checked, the rules that tie inputs together,
     names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
-    written by the kernel in the same pass."""
+    written by the kernel in the same pass; on a cluster, all the bytes its flows move, and (into
+    ``rate_out``) the rate of its handoff (:func:`perfmodel._onto_cluster.whole_handoff`; on a link, its
+    bandwidth)."""
     _check_how(errors, parallel, num_threads)
     options = _PLAIN if options is None else options
     values = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
-        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out)
+        return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
-    found = _onto_cluster.route(values, options) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
+    found = _onto_cluster.route(values, options, errors) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
     if found is None:
         _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
@@ -532,7 +552,9 @@ def _handoff(
     out = np.empty(n, dtype=np.float64) if out is None else _check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    bytes_out = np.empty(n) if rate_out is not None and bytes_out is None else bytes_out
     _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
+    _whole_handoff(found, args, bytes_out, rate_out)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
 
 
@@ -566,10 +588,19 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
 
 
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
-                num_threads: int | None, with_missing: bool, bytes_out: Any) -> _Result:
-    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct one, on its rows."""
+                num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None) -> _Result:
+    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
+    rows, and one for all the other rows (links, bandwidths, missing ones), as a column of their own, so that
+    links, numbers and ``errors`` go as they go without clusters."""
     codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
     codes = np.asarray(codes)
+    every = np.array([*labels, np.nan], dtype=object)
+    clusters = [k for k, label in enumerate(labels) if _onto_cluster.is_cluster(label)]
+    groups = [(np.flatnonzero(codes == k), labels[k]) for k in clusters]
+    rest = np.flatnonzero(~np.isin(codes, clusters))
+    if rest.size:
+        column = every[codes[rest]]  # (code -1, a missing value: NaN)
+        groups.append((rest, column if _resolve.holds_labels(column) else column.astype(np.float64)))
     n = len(codes)
     for name, value in values.items():
         if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
@@ -577,16 +608,14 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
-    for k, label in [*enumerate(labels), (-1, np.nan)]:
-        rows = np.flatnonzero(codes == k)
-        if not rows.size:
-            continue
+    for rows, label in groups:
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
         part["kv_transfer_bandwidth"] = label
         moved = None if bytes_out is None else np.empty(rows.size)
+        rate = None if rate_out is None else np.empty(rows.size)
         try:
             result = _handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
-                              with_missing=with_missing, bytes_out=moved)
+                              with_missing=with_missing, bytes_out=moved, rate_out=rate)
         except InputError as error:
             if error.position is None:
                 raise
@@ -597,6 +626,8 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
             missing[rows] = result.missing
         if bytes_out is not None:
             bytes_out[rows] = moved
+        if rate_out is not None:
+            rate_out[rows] = rate
     return _Result(delays, missing, False)
 
 

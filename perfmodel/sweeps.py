@@ -60,7 +60,12 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
       configs) with optional ``kv_cache_dtype`` and ``tp`` axes (sliding-window,
       chunked-attention and hybrid models move the bytes of :class:`perfmodel.KVTerms`).
     - bandwidth: ``kv_transfer_bandwidth`` (decimal GB/s), or ``link`` (preset names
-      such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added).
+      such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added),
+      or ``cluster`` (:class:`perfmodel.Cluster` objects or cluster preset names such as
+      ``"hgx-h100-8x400g"``: each handoff's flows share its NICs, switches and NVLink ports)
+      with axes of its fields: ``nic``, ``nics_per_node``, ``gpus_per_node``, ``nodes``,
+      ``transport``, ``nvlink_domain``, ``fabric``, ``oversubscription``, ``hop_latency_ms``,
+      ``gpus_per_pcie_switch``, ``pcie_switch_gb_s`` (see :doc:`clusters`).
     - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer that moves
       tokens; with a model, it replaces the model's own state).
     - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
@@ -95,11 +100,26 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     pandas.DataFrame
         One column per given axis (names and labels as categoricals), then
         ``kv_transfer_bandwidth`` (effective GB/s; with ``link``), ``transfer_bytes``
-        (the bytes each handoff moves) and ``handoff_delay_ms``.
+        (the bytes each handoff moves) and ``handoff_delay_ms``. On a link they are one
+        rank's bytes (the busiest GPU's; the group's with ``scope="group"``) and the link's
+        effective bandwidth. On a cluster ``transfer_bytes`` is all the bytes the handoff moves
+        (the sum over its flows, as a replay reports it) and ``kv_transfer_bandwidth`` the
+        handoff's rate: those bytes over its delay less its last-ending flow's fixed costs,
+        ``transfer_bytes / (handoff_delay_ms - start_ms) / 1e6`` in the terms of
+        :func:`perfmodel.handoff_flows` (its flows' aggregate rate; NaN where no byte moves).
 
     Examples
     --------
     >>> from perfmodel import sweep
+    >>> df = sweep(cluster=["hgx-h100-8x400g", "aws-p5"], model="llama-3.1-70b", tp=8, decode_tp=[8, 2],
+    ...            num_input_tokens=32768)
+    >>> df[["decode_tp", "cluster", "kv_transfer_bandwidth", "transfer_bytes"]]
+       decode_tp          cluster  kv_transfer_bandwidth  transfer_bytes
+    0          8  hgx-h100-8x400g                  400.0     10737418240
+    1          8           aws-p5                  400.0     10737418240
+    2          2  hgx-h100-8x400g                  100.0     10737418240
+    3          2           aws-p5                  100.0     10737418240
+
     >>> df = sweep(link=["nvlink4", "ib-ndr"], model="llama-3.1-70b", num_input_tokens=[1024, 32768])
     >>> df[["link", "num_input_tokens", "handoff_delay_ms"]]
          link  num_input_tokens  handoff_delay_ms
@@ -248,11 +268,16 @@ class SweepPlan:
                                       [len(self.values[name]) for name in option_axes]) if option_axes else None
         cluster_axes = [name for name in self.axes if name in ("cluster", *CLUSTER_FIELDS)]
         if cluster_axes:  # one call of the edge per cluster (each resolved once)
-            # (a cluster's equivalent bandwidth is not one number: the column gives its NIC's capacity)
+            # (the handoff's rate: the edge's, per row, with its bytes)
             which = np.ravel_multi_index([digits[name] for name in cluster_axes],
                                          [len(self.values[name]) for name in cluster_axes])
-            bandwidth[part] = np.array([c.nic_capacity_gb_s for c in self.clusters])[which]
             combos = which if combos is None else combos * len(self.clusters) + which
+        self._run(inputs, combos, part, bandwidth, transfer_bytes, delay)
+
+    def _run(self, inputs: dict[str, Any], combos: np.ndarray | None, part: slice, bandwidth: np.ndarray,
+             transfer_bytes: np.ndarray, delay: np.ndarray) -> None:
+        """One call of the edge per combination of the option and cluster axes (``combos``: each row's), on its
+        rows of the chunk ``part``; on a cluster the edge also gives each handoff's rate (the bandwidth column)."""
         for combo in range(len(self.options) * max(len(self.clusters), 1)):
             options, off = self.options[combo // max(len(self.clusters), 1)]
             rows = slice(None) if combos is None else np.flatnonzero(combos == combo)
@@ -262,9 +287,11 @@ class SweepPlan:
             if combos is None:
                 _handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
             elif rows.size:
-                moved = np.empty(rows.size)
-                delay[part.start + rows] = _handoff(given, options, bytes_out=moved).delays
+                moved, rate = np.empty(rows.size), np.empty(rows.size) if self.clusters else None
+                delay[part.start + rows] = _handoff(given, options, bytes_out=moved, rate_out=rate).delays
                 transfer_bytes[part.start + rows] = moved
+                if rate is not None:
+                    bandwidth[part.start + rows] = rate
 
 
 def _check_axis_names(axes: dict[str, Any]) -> dict[str, Any]:
@@ -480,6 +507,8 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     np.float64(24.253563)
     >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=250.0, per_message_ms=0.0005, block_size=16)
     np.float64(124.62185)
+    >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=50.0, tp=8, cluster="hgx-h100-8x400g")  # NIC line rate
+    np.float64(26.8435456)
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
@@ -616,7 +645,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
     the longest N for which *every* prompt of up to N tokens fits (never counting on a drop).
     ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency and
-    per-block and per-message costs are added), ``kv_bytes_per_token`` a model name, config or
+    per-block and per-message costs are added), or one :class:`perfmodel.Cluster` or cluster
+    preset name (its handoff's flows simulated), ``kv_bytes_per_token`` a model name, config or
     path, each or an array of these; every other input is taken as
     :func:`perfmodel.handoff_delay_ms` takes it. Inputs broadcast; scalars in, a numpy scalar out.
 
@@ -643,6 +673,8 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     np.int64(1769)
     >>> max_tokens_within(float("inf"), "llama-3.1-70b", budget_ms=50.0)  # every prompt fits
     np.float64(inf)
+    >>> max_tokens_within("hgx-h100-8x400g", "llama-3.1-70b", budget_ms=50.0, tp=8)  # 8 NICs, one per rank
+    np.int64(61035)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(budget_ms=budget, kv_transfer_bandwidth=kv_transfer_bandwidth,

@@ -330,7 +330,7 @@ def test_a_nonlinear_handoff_is_simulated_row_by_row():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(scope="group"), "scope does not apply"),
     (dict(tp=8, kv_bytes_per_token=40960.0), "kv_bytes_per_token is a number of bytes"),
-    (dict(kv_bytes_per_token=[40960.0, 1000.0]), "holds numbers of bytes"),
+    (dict(tp=8, kv_bytes_per_token=[40960.0, 1000.0]), "holds some"),  # (at tp=1: one GPU's bytes each)
     (dict(tp=3), "cannot split the model's 8 KV heads"),
     (dict(tp=8, decode_tp=16, kv_bytes_per_token="llama-3.1-70b"), None),
 ])
@@ -602,3 +602,77 @@ def test_an_unknown_name_where_a_link_goes_suggests_clusters_and_links_by_kind(t
     assert "hgx-h998 (a user cluster in" in said and "hgx-h100-8x400g (a cluster preset)" in said, said
     with pytest.raises(perfmodel.InputError, match=r"ib-ndr \(a link preset\)"):
         perfmodel.handoff_delay_ms(TOKENS, "ib-ndx", LLAMA_70B, tp=8)
+
+
+# --- the tester's findings on clusters as tables --------------------------------------------------------
+
+def test_coerce_turns_an_unknown_name_missing_in_a_column_of_clusters_and_links_too():
+    import pandas as pd
+
+    df = pd.DataFrame({"num_input_tokens": [TOKENS] * 3, "kv_bytes_per_token": [LLAMA_70B] * 3,
+                       "kv_transfer_bandwidth": ["hgx-h100-8x400g", "ib-ndx", "ib-ndr"]}, index=["a", "b", "c"])
+    got = perfmodel.handoff_delays(df, tp=8, errors="coerce")
+    assert got.isna().tolist() == [False, True, False]
+    assert got["a"] == perfmodel.handoff_delay_ms(TOKENS, "hgx-h100-8x400g", LLAMA_70B, tp=8)
+    assert got["c"] == perfmodel.handoff_delay_ms(TOKENS, "ib-ndr", LLAMA_70B, tp=8)
+    with pytest.raises(perfmodel.InputError, match="ib-ndx"):
+        perfmodel.handoff_delays(df, tp=8)
+
+
+def test_a_column_mixing_models_and_bytes_on_a_cluster_is_each_alone_or_one_clear_error():
+    c = "hgx-h100-8x400g"
+    got = perfmodel.handoff_delay_ms(TOKENS, c, [LLAMA_70B, 40_960.0, "1000"])
+    assert got.tolist() == [perfmodel.handoff_delay_ms(TOKENS, c, m) for m in (LLAMA_70B, 40_960.0, 1000.0)]
+    numbers = perfmodel.handoff_delay_ms(TOKENS, c, [40_960.0, 100.0])
+    assert numbers.tolist() == [perfmodel.handoff_delay_ms(TOKENS, c, b) for b in (40_960.0, 100.0)]
+    with pytest.raises(perfmodel.InputError, match="kv_bytes_per_token: .*number"):
+        perfmodel.handoff_delay_ms(TOKENS, c, [LLAMA_70B, 40_960.0], tp=8)
+    with pytest.raises(perfmodel.InputError, match="row 1"):
+        perfmodel.handoff_delay_ms(TOKENS, c, [LLAMA_70B, -1.0])
+    got = perfmodel.handoff_delay_ms(TOKENS, c, [LLAMA_70B, -1.0, "no-such-model"], errors="coerce")
+    assert np.isnan(got[1:]).all() and got[0] == perfmodel.handoff_delay_ms(TOKENS, c, LLAMA_70B)
+
+
+def _per_flows(flows):
+    """All bytes the handoff moves, and the rate at which it moves them after its last flow's fixed costs."""
+    last = flows["time_ms"].idxmax()
+    moved = int(flows["bytes"].sum())
+    return moved, moved / ((flows.attrs["delay_ms"] - flows["start_ms"][last]) / 1000.0) / 1e9
+
+
+@pytest.mark.parametrize("clusters, model, tp, decode_tp", [
+    (["hgx-h100-8x400g", "aws-p5", "gb200-nvl72"], LLAMA_70B, 8, [8, 2]),
+    (["hgx-h100-8x400g", "aws-p5"], "qwen3-next-80b-a3b", 2, [2, 1]),  # (state: simulated row by row)
+    ([dataclasses.replace(perfmodel.CLUSTERS["aws-p5"], transport="mooncake-te-rdma")], LLAMA_70B, 8, [8, 4]),
+])
+def test_a_sweeps_columns_on_a_cluster_mean_all_the_handoffs_bytes_and_their_rate(clusters, model, tp, decode_tp):
+    df = perfmodel.sweep(cluster=clusters, model=model, tp=tp, decode_tp=decode_tp, num_input_tokens=[1024, TOKENS],
+                         latency_ms=0.25, block_size=64)
+    assert df["transfer_bytes"].dtype == np.int64
+    for row in df.itertuples():
+        cluster = clusters[list(df["cluster"].cat.categories).index(row.cluster)]
+        flows = perfmodel.handoff_flows(row.num_input_tokens, cluster, model, tp=tp, decode_tp=row.decode_tp,
+                                        latency_ms=0.25, block_size=64)
+        moved, rate = _per_flows(flows)
+        assert row.transfer_bytes == moved
+        assert row.kv_transfer_bandwidth == pytest.approx(rate, rel=1e-9)
+        assert row.handoff_delay_ms == pytest.approx(flows.attrs["delay_ms"], rel=1e-12)
+
+
+def test_handoff_flows_bytes_and_ranks_are_integers_and_messages_missing_unless_counted():
+    for tokens in (TOKENS, 0):
+        flows = perfmodel.handoff_flows(tokens, "aws-p5", LLAMA_70B, tp=8)
+        for column in ("src_rank", "dst_rank", "sub", "src_gpu", "dst_gpu", "heads", "bytes"):
+            assert flows[column].dtype == np.int64, column
+        assert flows["messages"].isna().all()
+    counted = perfmodel.handoff_flows(TOKENS, "aws-p5", LLAMA_70B, tp=8, block_size=16)
+    assert (counted["messages"] == perfmodel.kv_messages(LLAMA_70B, TOKENS, 16)).all()
+
+
+@pytest.mark.parametrize("name", ["handoff_delay_ms", "sweep", "max_tokens_within", "handoff_delays"])
+def test_every_entry_point_that_takes_a_link_says_it_takes_a_cluster(name):
+    from perfmodel._accessor import PerfmodelAccessor
+
+    assert "perfmodel.Cluster" in getattr(perfmodel, name).__doc__
+    assert "perfmodel.Cluster" in PerfmodelAccessor.handoff_delay.__doc__
+    assert "cluster=" in perfmodel.required_bandwidth.__doc__.split("Examples")[1]

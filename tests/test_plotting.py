@@ -356,3 +356,19 @@ def test_delay_cdfs_of_coinciding_percentiles_keep_their_labels_apart(curves):
                 assert f"{np.percentile(values, p):.3g}" in shown
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("cluster, tp", [("aws-p5", 8), ("gb200-nvl72", 64)])
+def test_the_figure_of_resource_loads_on_many_resources_stays_readable(cluster, tp):
+    flows = perfmodel.handoff_flows(32768, cluster, "llama-3.1-70b", tp=tp)
+    fig, ax = plt.subplots()
+    pp.resource_loads(flows, ax=ax)
+    try:
+        assert len(ax.patches) <= 25  # (aws-p5: 64 resources; gb200-nvl72 at tp=64: 128)
+        hatched = [bar for bar in ax.patches if bar.get_hatch()]
+        assert len(hatched) == 1 and hatched[0].get_width() == max(bar.get_width() for bar in ax.patches)
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert any(flows.attrs["bottleneck"] in label for label in labels)
+        _check_layout(fig)
+    finally:
+        plt.close(fig)
