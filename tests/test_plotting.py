@@ -82,7 +82,7 @@ def test_delay_vs_tokens_picks_the_one_varying_axis_and_names_several(ax):
 def test_coinciding_series_stay_visible(ax):
     df = perfmodel.sweep(model="llama-3.1-70b", link=["ib-ndr", "roce-400g", "nvlink4"], num_input_tokens=TOKENS)
     pp.delay_vs_tokens(df, ax=ax, linewidth=3)
-    assert [line.get_label() for line in ax.get_lines()] == ["ib-ndr = roce-400g", "nvlink4"]
+    assert [line.get_label() for line in ax.get_lines()] == ["ib-ndr\n= roce-400g", "nvlink4"]
     assert ax.get_lines()[0].get_linewidth() == 3  # **kwargs reach matplotlib
 
 
@@ -258,10 +258,23 @@ def _check_layout(fig) -> None:
         if True:
             assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, \
                 f"title {text.get_text()!r} is cut off: {box} outside {frame}"
+    for legend in fig.legends:
+        box = legend.get_window_extent(renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, f"the legend is cut off: {box} outside {frame}"
+    gap = 2.0  # pixels between two labels side by side, so that they never read as one
     for k, (a, box_a) in enumerate(boxes):
         for b, box_b in boxes[k + 1:]:
-            overlap = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0), min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-            assert min(overlap) <= 1.0, f"{a.get_text()!r} and {b.get_text()!r} overlap"
+            across = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            up = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            assert min(across, up) <= 1.0 and not (up > 0 and across > -gap), \
+                f"{a.get_text()!r} and {b.get_text()!r} touch or overlap"
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.images + ax.collections]  # heatmaps: text hides there
+    for text, box in boxes:
+        for ax in panels:
+            if text.axes is not ax:
+                area = ax.get_window_extent(renderer)
+                inside = min(box.x1, area.x1) - max(box.x0, area.x0), min(box.y1, area.y1) - max(box.y0, area.y0)
+                assert min(inside) <= 1.0, f"{text.get_text()!r} is drawn over a panel it does not belong to"
 
 
 def _readme_sweep_grid(**axes):
@@ -299,6 +312,27 @@ def test_the_colour_bar_tells_the_budgets_apart():
             assert dashes is None or period * 2 <= width_pt, (line.get_linestyle(), period, width_pt)  # 2 periods
             patterns.add(tuple(dashes) if dashes else None)
         assert len(patterns) == 3
+    finally:
+        plt.close(fig)
+
+
+def test_a_heatmap_of_one_panel_with_a_long_title_keeps_its_title_and_budget_labels_off_the_data():
+    """``perfmodel sweep --cluster ... --model llama-3.1-70b --tp 8``: one panel, a title longer than it."""
+    df = _readme_sweep_grid(model="llama-3.1-70b", tp=8)
+    fig = pp.heatmap_figure(df, budgets_ms=(10, 50, 100))
+    try:
+        _check_layout(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_a_legend_of_coinciding_links_fits_in_the_figure():
+    """Links of one bandwidth share one legend entry, which stays inside the figure."""
+    df = perfmodel.sweep(model="llama-3.1-70b", link=["nvlink4", "8x ib-ndr", "ib-ndr", "roce-400g", "eth-400g",
+                                                      "2x eth-200g"], num_input_tokens=2 ** np.arange(7, 18))
+    fig = pp.delay_vs_tokens_figure(df, budgets_ms=[50])
+    try:
+        _check_layout(fig)
     finally:
         plt.close(fig)
 

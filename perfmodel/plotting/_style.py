@@ -227,11 +227,12 @@ def _defaults(df: pd.DataFrame) -> list[str]:
 _MARGINS = dict(left=0.8, bottom=0.6, top=0.75, wspace=0.15, hspace=0.5)
 
 
-def _grid(n: int, width: float, height: float, right: float) -> tuple[Any, np.ndarray]:
-    """``n`` panels of ``width`` x ``height`` inches on a grid, with ``right`` inches kept for a legend or colour bar."""
+def _grid(n: int, width: float, height: float, right: float, gap: float | None = None) -> tuple[Any, np.ndarray]:
+    """``n`` panels of ``width`` x ``height`` inches on a grid, ``gap`` inches apart side by side (default: the
+    margins'), with ``right`` inches kept for a legend or colour bar."""
     columns = min(n, 2 if n <= 4 else 3)
     rows = -(-n // columns)
-    m = _MARGINS
+    m = {**_MARGINS, **({} if gap is None else {"wspace": gap})}
     fig_width = m["left"] + columns * width + (columns - 1) * m["wspace"] + right
     fig_height = m["bottom"] + rows * height + (rows - 1) * m["hspace"] + m["top"]
     fig, axs = plt.subplots(rows, columns, figsize=(fig_width, fig_height), squeeze=False, sharex=True, sharey=True)
@@ -270,6 +271,21 @@ def _side(fig: Any, right: float) -> tuple[float, float]:
     return 1 - right / width, right / width
 
 
+def _text_width_in(text: str, size: str = "small") -> float:
+    """How wide ``text`` is drawn at font ``size``, in inches (measured on its glyphs, no drawing)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    font = FontProperties(size=size)
+    glyphs = max((TextPath((0, 0), line, prop=font).get_extents().width for line in text.splitlines()), default=0.0)
+    return 1.1 * glyphs / 72  # (the glyphs' ink; drawn text also keeps each glyph's side bearings)
+
+
 def _suptitle(fig: Any, text: str) -> None:
-    """The figure's title, in the top margin above the panels' titles."""
+    """The figure's title, in the top margin above the panels' titles, on two lines where one is wider
+    than the figure (broken at the comma nearest the middle)."""
+    if _text_width_in(text, "medium") > fig.get_figwidth() - 0.3 and ", " in text:
+        middle = len(text) // 2
+        cut = min((i for i in range(len(text)) if text.startswith(", ", i)), key=lambda i: abs(i - middle))
+        text = text[:cut + 1] + "\n" + text[cut + 2:]
     fig.suptitle(text, fontsize="medium", y=1 - 0.12 / fig.get_figheight(), va="top")

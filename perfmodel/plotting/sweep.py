@@ -37,6 +37,7 @@ from ._style import (
     _side,
     _styles,
     _suptitle,
+    _text_width_in,
     _tokens,
     _tokens_axis,
 )
@@ -100,8 +101,8 @@ def delay_vs_tokens(
         label = _label_of(hue, key)
         same = next((line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys,
                                                                                                  equal_nan=True)), None)
-        if same is not None:  # coincides with a line already drawn: one line, both names
-            same.set_label(f"{same.get_label()} = {label}")
+        if same is not None:  # coincides with a line already drawn: one line, both names (a line each)
+            same.set_label(f"{same.get_label()}\n= {label}")
             continue
         line, = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
         drawn.append((line, xs, ys))
@@ -379,8 +380,8 @@ def delay_vs_tokens_figure(
         hue = next((c for c in ("link", "cluster", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
     panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
     # the legend's room, in inches: its longest entry (small type) or its title (medium type)
-    labels_width = max([len(_label_of(hue, v)) for v in df[hue].unique()] + [1.25 * len(hue)] if hue else [0]) \
-        * 0.09 + 1.0
+    labels_width = max([_text_width_in("= " + _label_of(hue, v)) for v in df[hue].unique()]
+                       + [_text_width_in(hue, "medium")] if hue else [0]) + 0.9
     fig, axs = _grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
@@ -395,6 +396,10 @@ def delay_vs_tokens_figure(
                    fontsize="small")
     _suptitle(fig, "handoff delay" + (f" ({title})" if title else ""))
     return fig
+
+
+#: Inches kept right of a heatmap figure's panels (and their link names) for the colour bar.
+_BAR_ROOM = 1.7
 
 
 def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (),
@@ -430,9 +435,8 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     """
     _require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
     panel_axes, keys, title = _panels(df, ["kv_transfer_bandwidth", "link"], max_panels)
-    names = max(map(len, _link_names(links).values()), default=0) * 0.075 + 0.15 if links else 0.0
-    fig, axs = _grid(len(keys), 4.4, 3.2, right=1.3 + names)
-    fig.subplots_adjust(wspace=(_MARGINS["wspace"] + names) / 4.4)
+    names = max(map(_text_width_in, _link_names(links).values()), default=0) + 0.2 if links else 0.0
+    fig, axs = _grid(len(keys), 4.4, 3.2, right=_BAR_ROOM + names, gap=_MARGINS["wspace"] + names)
     delays = df["handoff_delay_ms"].to_numpy(float)
     positive = delays[np.isfinite(delays) & (delays > 0)]
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
@@ -447,9 +451,9 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
         ax.label_outer()
     _fixed_positions(axs)
     if mesh is not None:
-        left, width = _side(fig, 1.3)
-        bottom, top = fig.subplotpars.bottom, fig.subplotpars.top
-        bar = _colorbar(fig, mesh, cax=fig.add_axes((left + 0.2 * width, bottom, 0.15 * width, top - bottom)),
+        left, _ = _side(fig, _BAR_ROOM)  # the budgets' names (0.6 in), the bar (0.2 in), its ticks and label
+        bottom, top, inch = fig.subplotpars.bottom, fig.subplotpars.top, 1 / fig.get_figwidth()
+        bar = _colorbar(fig, mesh, cax=fig.add_axes((left + 0.6 * inch, bottom, 0.2 * inch, top - bottom)),
                         label=_AXIS_LABELS["handoff_delay_ms"])
         _budget_colorbar(bar, [b for b in sorted(budgets_ms) if norm is not None and norm.vmin < b < norm.vmax])
     _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
