@@ -99,7 +99,9 @@ def _mirrors(keys: list, flows: list[list[tuple]], capacities: list[float]) -> t
     used: dict[int, tuple[dict, dict, list]] = {}  # component -> (class order, resource order, flows per pair)
     for q, pair in enumerate(flows):
         for k, (c, vector, cost) in enumerate(pair):
-            classes, resources, rows = used.setdefault(component[c], ({}, {}, [[] for _ in flows]))
+            if component[c] not in used:  # (a default built at every call cost a list per pair each time)
+                used[component[c]] = ({}, {}, [[] for _ in flows])
+            classes, resources, rows = used[component[c]]
             if c not in classes:
                 classes[c] = len(classes)
                 for r in keys[c][0]:
