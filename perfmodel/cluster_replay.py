@@ -209,8 +209,9 @@ def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
     share of handoffs it bottlenecked.
 
     Mean utilisation: the bytes it carried over its capacity times the replay's span (first handoff's
-    start to last end; under ``contention="none"`` the loads are not simulated and read 0); peak: its
-    largest load over its capacity (loads change only when flows start or end).
+    start to last end); peak: its largest load over its capacity (loads change only when flows start or
+    end). Under ``contention="none"`` handoffs do not share the cluster, so no load is simulated: both
+    are missing (NaN), and only the bottleneck shares are known.
 
     Parameters
     ----------
@@ -236,26 +237,29 @@ def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
         raise InputError("replay", "has no resources (it was not replayed on a cluster)",
                          "pass a replay_handoffs(...) result whose link is a perfmodel.Cluster")
     span = float(replay.attrs.get("span_ms", 0.0))
+    shared = replay.attrs.get("contention") != "none"  # (each handoff alone: no load to speak of)
     handoffs = max(int((replay["flows"] > 0).sum()), 1)
     counts = replay["bottleneck"].value_counts()
     rows = {name: {"kind": v["kind"], "capacity_gb_s": v["capacity_gb_s"],
-                   "mean_utilisation": v["busy_gb_ms"] / (v["capacity_gb_s"] * span) if span > 0 else 0.0,
-                   "peak_utilisation": v["peak_gb_s"] / v["capacity_gb_s"],
+                   "mean_utilisation": (v["busy_gb_ms"] / (v["capacity_gb_s"] * span) if span > 0 else 0.0)
+                   if shared else np.nan,
+                   "peak_utilisation": v["peak_gb_s"] / v["capacity_gb_s"] if shared else np.nan,
                    "bottleneck_share": float(counts.get(name, 0)) / handoffs} for name, v in found.items()}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def cluster_summary(replay: pd.DataFrame) -> dict[str, float]:
     """Per-resource figures for :func:`perfmodel.summarize`: ``util_mean:NAME``, ``util_peak:NAME`` and
-    ``bottleneck_share:NAME`` for every resource, and the busiest resource's name and mean utilisation."""
+    ``bottleneck_share:NAME`` for every resource, and the busiest resource's name and mean utilisation
+    (None and NaN where no load was simulated: ``contention="none"``, or no handoff moved a byte)."""
     table = resource_table(replay)
     result: dict[str, Any] = {}
     for name, row in table.iterrows():
         result[f"util_mean:{name}"] = float(row["mean_utilisation"])
         result[f"util_peak:{name}"] = float(row["peak_utilisation"])
         result[f"bottleneck_share:{name}"] = float(row["bottleneck_share"])
-    if len(table):
-        busiest = table["mean_utilisation"].idxmax()
-        result["busiest_resource"] = busiest
-        result["busiest_utilisation"] = float(table.loc[busiest, "mean_utilisation"])
+    loaded = table["mean_utilisation"][table["mean_utilisation"] > 0] if len(table) else table
+    busiest = loaded.idxmax() if len(loaded) else None
+    result["busiest_resource"] = busiest
+    result["busiest_utilisation"] = float(loaded[busiest]) if busiest is not None else np.nan
     return result

@@ -470,8 +470,13 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 
     ``link_utilisation`` is the offered load: the transfers' time alone on a link,
     summed, over the replayed span (first start to last end) times the number of links
-    (above 1 means the links cannot keep up). ``bytes_saved_by_prefix_reuse`` counts the
-    cached prefix blocks a destination_missing replay did not send (0 in full_prompt mode).
+    (above 1 means the links cannot keep up); on a cluster, which has resources rather than
+    links, it is missing (NaN) and ``busiest_utilisation`` says how loaded the cluster is.
+    ``bytes_saved_by_prefix_reuse`` counts the cached prefix blocks a destination_missing
+    replay did not send (0 in full_prompt mode). A replay on a cluster adds each resource's
+    ``util_mean:NAME``, ``util_peak:NAME`` and ``bottleneck_share:NAME``, and
+    ``busiest_resource`` and ``busiest_utilisation``
+    (:func:`perfmodel.cluster_replay.resource_table` has them as a table).
 
     Parameters
     ----------
@@ -515,7 +520,7 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
         "mean_ms": float(delay.mean()) if delay.size else np.nan,
         "max_ms": float(delay.max()) if delay.size else np.nan,
         "mean_queue_ms": float(replay["queue_ms"].mean()) if delay.size else np.nan,
-        "link_utilisation": load,
+        "link_utilisation": np.nan if "resources" in replay.attrs else load,
         "bytes_moved": float(replay["transfer_bytes"].sum()),
         "bytes_saved_by_prefix_reuse": saved,
     } | on_cluster
@@ -552,8 +557,8 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
              ) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """One configuration of a grid: :func:`summarize`'s figures plus the share of zero-delay handoffs
     (and the replay itself, when asked)."""
-    replay = _replay_prepared(prepared, **config)
-    stats = summarize(replay)
+    replay = _replay_prepared(prepared, **config)  # (a grid keeps no figure per resource: their names vary)
+    stats = {name: value for name, value in summarize(replay).items() if ":" not in name}
     delays = replay["handoff_delay_ms"].to_numpy()
     stats["zero_delay_share"] = float(np.mean(delays == 0)) if delays.size else float("nan")
     return stats, replay if keep_requests else None
@@ -614,7 +619,9 @@ def replay_grid(
         (labels as categoricals), then :func:`summarize`'s figures (``handoffs``,
         ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ``max_ms``, ``mean_queue_ms``,
         ``link_utilisation``, ``bytes_moved``, ``bytes_saved_by_prefix_reuse``) and
-        ``zero_delay_share`` (handoffs that cost 0 ms: their whole prompt was cached).
+        ``zero_delay_share`` (handoffs that cost 0 ms: their whole prompt was cached); on a
+        cluster also ``busiest_resource`` and ``busiest_utilisation`` (the figures of each
+        resource are :func:`summarize`'s of one replay: their names differ between clusters).
         With ``keep="requests"``, also every request's replay in long format, the
         configuration's columns first (``(summary, requests)``; the replay's own ``link``,
         the index of the link used, is called ``link_index`` there).

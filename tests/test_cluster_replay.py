@@ -283,3 +283,48 @@ def test_a_contention_that_is_no_mode_is_said_to_be_none():
     trace = perfmodel.synthetic_trace(20, 20, seed=0)
     with pytest.raises(InputError, match="'bogus' is not one of 'none', 'fifo', 'fair'"):
         replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", tp=8, contention="bogus")
+
+
+# --- summaries and grids on a cluster --------------------------------------------------------------------------
+
+def _small_cluster_replay(**options):
+    trace = perfmodel.synthetic_trace(300, rate_per_s=80, seed=2)
+    keywords = dict(tp=8, prefill_workers=2, decode_workers=2, contention="fair") | options
+    return perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", **keywords)
+
+
+def test_a_summary_on_a_cluster_has_no_link_utilisation_and_none_without_contention():
+    """A cluster has resources, not links: link_utilisation (each handoff alone over one link) is missing
+    there, and the busiest resource says the load; each handoff alone (contention="none") simulates no load,
+    so no utilisation is claimed (it read 0.0 while naming a bottleneck)."""
+    shared = perfmodel.summarize(_small_cluster_replay())
+    assert np.isnan(shared["link_utilisation"])
+    assert 0 < shared["busiest_utilisation"] <= 1 and shared["busiest_resource"]
+    alone = perfmodel.summarize(_small_cluster_replay(contention="none"))
+    loads = [v for k, v in alone.items() if k.startswith("util_")]
+    assert loads and np.isnan(loads).all()
+    assert alone["busiest_resource"] is None and np.isnan(alone["busiest_utilisation"])
+    assert sum(v for k, v in alone.items() if k.startswith("bottleneck_share:")) == pytest.approx(1.0)
+
+
+def test_a_grid_on_a_cluster_has_its_axes_and_headline_figures_only(tmp_path):
+    """Per-resource figures are not grid columns (the figure took them for axes: panels of NaN)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import perfmodel.plotting as pp
+
+    trace = perfmodel.synthetic_trace(300, rate_per_s=80, seed=2)
+    grid = perfmodel.replay_grid(trace, cluster="hgx-h100-8x400g", model="llama-3.1-70b", tp=8, prefill_workers=2,
+                                 decode_workers=2, contention="fair", nics_per_node=[4, 8],
+                                 routing=["round_robin", "topology"])
+    assert not [c for c in grid.columns if ":" in c]
+    assert grid["link_utilisation"].isna().all() and grid["busiest_utilisation"].between(0, 1).all()
+    fig = pp.replay_grid_figure(grid, budget_ms=100)
+    try:
+        assert len([ax for ax in fig.axes if ax.get_visible()]) == 3  # two panels and a colour bar
+        titles = " ".join(ax.get_title() for ax in fig.axes) + fig.get_suptitle()
+        assert "util" not in titles and "busiest" not in titles
+    finally:
+        plt.close(fig)

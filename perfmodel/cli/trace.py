@@ -136,7 +136,8 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
         fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
         _save(fig, stage / "grid.png")
         plt.close(fig)
-    shown = [c for c in axes] + ["p50_ms", "p99_ms", "mean_queue_ms", "link_utilisation", "zero_delay_share"]
+    load = "busiest_utilisation" if "busiest_utilisation" in grid else "link_utilisation"  # (a cluster has no links)
+    shown = [c for c in axes] + ["p50_ms", "p99_ms", "mean_queue_ms", load, "zero_delay_share"]
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
         print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))

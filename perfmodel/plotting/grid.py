@@ -15,7 +15,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from ._style import _ax, _colorbar, _plain_log_axis, _require, _styles
 
 _STATS = ("handoffs", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "mean_queue_ms", "link_utilisation",
-          "bytes_moved", "bytes_saved_by_prefix_reuse", "zero_delay_share")
+          "bytes_moved", "bytes_saved_by_prefix_reuse", "zero_delay_share", "busiest_resource", "busiest_utilisation")
 
 
 #: How a figure names a replay grid's columns (others: their name with spaces).
