@@ -10,9 +10,10 @@ pairing (round robin) with topology-aware pairing (the fewest fabric hops), and 
 NIC per node against one NIC per GPU (1:1).
 
 Assumptions: an ideal transport (line rate, no per-message cost), arrivals Poisson at 45 per second,
-every prompt 5,000 tokens, 2.5 us per switch crossed, leaf uplinks not oversubscribed or 8:1, handoffs ready at arrival (no
-prefill queueing or compute), full-prompt transfers. The rest of TTFT (queueing for a prefill worker, prefill compute, the first decode step)
-is outside this model. Run ``python examples/topology_pairing.py --out results``.
+every prompt 5,000 tokens, 2.5 us per switch crossed, leaf uplinks not oversubscribed or 8:1 (the cluster is
+the two nodes, so each leaf holds two NICs), handoffs ready at arrival (no prefill queueing or compute),
+full-prompt transfers. The rest of TTFT (queueing for a prefill worker, prefill compute, the first decode
+step) is outside this model. Run ``python examples/topology_pairing.py --out results``.
 """
 
 import argparse
@@ -58,10 +59,30 @@ delay_cdf(runs, ax=ax)
 ax.set_title("gpt-oss-120b, 8 x TP1 prefill -> 2 x TP4 decode, 45 QPS of 5,000-token prompts")
 fig.savefig(out / "topology_pairing.png", dpi=130)
 print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-print('''
-What a handoff model explains: moving from one shared NIC per node to one NIC per GPU shortens the
-handoff itself (mean 4.6 -> 3.8 ms, p99 11.0 -> 3.8 ms: the eight prefill GPUs no longer queue on one
-port), and pairing matters only where leaf uplinks are oversubscribed (8:1: p99 15.1 -> 11.4 ms; a
-TP1 -> TP4 fan-out crosses rails for three of its four flows whatever the pairing). Every effect is
-milliseconds; llm-d's seconds of TTFT are queueing and compute, which this model leaves out.''')
+
+
+def figure(mapping: str, ratio: str, pairing: str, stat: str) -> float:
+    """One replay's figure from the table."""
+    row = table[(table["NIC mapping"] == mapping) & (table["leaf uplinks"] == ratio) & (table["pairing"] == pairing)]
+    return float(row[stat].iloc[0])
+
+
+shared = figure("shared NIC", "1:1", "topology-blind", "mean_ms"), figure("shared NIC", "1:1", "topology-blind", "p99_ms")
+one_to_one = figure("1:1 NIC", "1:1", "topology-aware", "mean_ms"), figure("1:1 NIC", "1:1", "topology-aware", "p99_ms")
+blind, aware = (figure("1:1 NIC", "8:1", p, "mean_ms") for p in ("topology-blind", "topology-aware"))
+blind99, aware99 = (figure("1:1 NIC", "8:1", p, "p99_ms") for p in ("topology-blind", "topology-aware"))
+uplink = 2 * perfmodel.get_link("roce-400g").bandwidth_gb_s / 8  # a leaf holds the two nodes' NICs of its rail
+print(f"""
+What a handoff model explains, from the table above:
+- With leaf uplinks not oversubscribed, one NIC per GPU instead of one shared NIC per node shortens the
+  handoff: mean {shared[0]:.1f} -> {one_to_one[0]:.1f} ms, p99 {shared[1]:.1f} -> {one_to_one[1]:.1f} ms (the eight prefill GPUs
+  no longer queue on one port); pairing moves the mean by {abs(one_to_one[0] - figure("1:1 NIC", "1:1",
+  "topology-blind", "mean_ms")):.3f} ms there.
+- With 8:1 leaf uplinks ({uplink:g} GB/s each: the cluster is these two nodes, so a leaf holds two NICs), one NIC
+  per GPU is slower than one shared NIC (mean {blind:.1f} or {aware:.1f} ms against {shared[0]:.1f} ms): with one NIC per
+  node every flow stays on rail 0 (one leaf, no uplink), while a TP1 prefill GPU's four flows to a TP4
+  decode worker cross rails, three of four when the decode worker sits on its rail's half of the node
+  (topology-aware pairing always picks it) and all four otherwise (round robin, half the handoffs).
+  Pairing is worth p99 {blind99:.1f} -> {aware99:.1f} ms there.
+Every effect is milliseconds; llm-d's seconds of TTFT are queueing and compute, which this model leaves out.""")
 print("\nmeasured by llm-d (mean TTFT): 2.15 s -> 1.16 s (NIC mapping) -> 0.33 s (and topology-aware pairing)")
