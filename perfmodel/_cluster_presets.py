@@ -56,7 +56,8 @@ SOURCES: dict[str, dict[str, str]] = {
 
 def cluster_names() -> set[str]:
     """The names of the built-in and saved clusters."""
-    return set(CLUSTERS) | set(_presets.load("clusters")[0])
+    good, bad = _presets.load("clusters")
+    return set(CLUSTERS) | set(good) | {name for name in bad if name}  # (an unusable entry: its error where used)
 
 
 def get_cluster(name: str) -> Cluster:
@@ -152,6 +153,15 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
     if taken:
         raise _presets.entry_error(name, "clusters", f"takes the name of {taken.split(' (')[0]}, which comes first: "
                                    "this entry is never used (rename it)")
+    known = [f.name for f in dataclasses.fields(Cluster) if f.name != "name"]
+    unknown = sorted(set(entry) - {*known, "source", _presets.SAVED_BY})
+    if unknown:
+        raise _presets.entry_error(name, "clusters", f"has the unknown field(s) {', '.join(map(repr, unknown))} (a "
+                                   f"cluster's fields: {', '.join(known)})")
+    missing = [f.name for f in dataclasses.fields(Cluster) if f.name not in entry and f.name != "name"
+               and f.default is dataclasses.MISSING]
+    if missing:
+        raise _presets.entry_error(name, "clusters", f"misses the field(s) {', '.join(map(repr, missing))}")
     try:
         fields = dict(entry)
         fields.pop("source", None)

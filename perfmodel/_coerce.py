@@ -97,17 +97,30 @@ def _pandas_to_numpy(data: Any) -> np.ndarray:
     return np.asarray(data, dtype=object)
 
 
+def no_booleans(name: str, value: Any) -> None:
+    """Refuse booleans (a bool, numpy's, an array or column of them, nullable ones too) where numbers go: never
+    read as 0/1. The one check every numeric input passes.
+
+    >>> no_booleans("num_layers", True)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: num_layers: got booleans where numbers were expected. Fix: pass numbers, e.g. .astype('int64').
+    """
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, (bool, np.bool_)) or getattr(dtype, "kind", "") == "b" or (
+            dtype is None and isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value)):
+        raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+
+
 def _to_numeric(name: str, data: Any) -> np.ndarray:
     """Numbers as int64 or float64; entries that are not numbers as ``UNPARSEABLE``."""
     if not isinstance(data, np.ndarray):
-        if getattr(data.dtype, "kind", "") == "b":  # nullable booleans too: never read as 0/1
-            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+        no_booleans(name, data)  # (nullable booleans too)
         data = _pandas_to_numpy(data)
     dtype = data.dtype
     if dtype == np.int64 or dtype == np.float64:
         return data
-    if dtype.kind == "b":
-        raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+    no_booleans(name, data)
     if dtype.kind in "mMc":  # would otherwise parse as nanoseconds or lose an imaginary part: never a silent number
         raise InputError(name, f"got {dtype} values where plain numbers were expected",
                          "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._codes import TransferMode, WorkerType
-from .errors import InputError, check_choice
+from .errors import InputError, check_choice, check_whole
 
 __all__ = ["GRID_AXES", "INPUTS", "OPTIONS", "ROW_INPUTS", "SWEEP_AXES", "Input", "Valid", "documented", "flags"]
 
@@ -105,6 +105,23 @@ _MODE_NAMES = {m.name.lower(): m.value for m in TransferMode}
 #: Token counts: whole, and below 2**53, where float64 (the kernel's arithmetic) still tells one count from the next.
 _TOKENS = Valid(high=2.0**53, whole=True)
 
+#: The largest count of things a replay or a cluster builds a table of (links, workers, nodes, GPUs and NICs
+#: per node, NVLink domains, tensor-parallel degrees): 2**20. The largest clusters built hold about 10**5 GPUs;
+#: 2**20 leaves ten times that, and keeps every table such a count sizes within a machine's memory (a
+#: larger value is refused up front, never a MemoryError).
+MAX_COUNT = 2**20
+_COUNT = Valid(low=1, high=MAX_COUNT, whole=True, nan_ok=False)
+#: The largest layer count: models have at most a few hundred layers; 2**16 leaves a hundred times that.
+MAX_LAYERS = 2**16
+
+
+def _count_rule(name: str, what: str) -> str:
+    return f"pass {name} as a whole number of {what} from 1 to 1,048,576 (2**20, ten times the largest clusters built)"
+
+
+#: What a cluster field that is a count counts.
+_COUNTED = {"nics_per_node": "NICs", "gpus_per_node": "GPUs", "nodes": "nodes", "nvlink_domain": "GPUs",
+            "gpus_per_pcie_switch": "GPUs"}
 #: How to give a cluster field that has a range (the fix of an error naming a value outside it).
 _FIELD_RULES = {"oversubscription": "pass oversubscription as a number >= 1 (1: non-blocking)",
                 "hop_latency_ms": "pass hop_latency_ms as a finite number of ms >= 0",
@@ -207,8 +224,10 @@ ROW_INPUTS: tuple[Input, ...] = (
           grid_axis=True,
           example=200_000.0, replay="request", instead_of="prefill_ms"),
     Input("num_layers", "Layer-wise streaming and per-message costs: the model's layer count (whole number "
-          ">= 0; default: the model's, when ``kv_bytes_per_token`` names one).", "count", default=None, kernel_default=0,
-          valid=Valid(whole=True, nan_ok=False), rule="layer counts are whole numbers >= 0 (0: no layer-wise streaming)",
+          "from 0 to 2**16; default: the model's, when ``kv_bytes_per_token`` names one).", "count", default=None, kernel_default=0,
+          valid=Valid(high=MAX_LAYERS, whole=True, nan_ok=False),
+          rule="layer counts are whole numbers from 0 to 65,536 (2**16: models have at most a few hundred layers; 0: "
+               "no layer-wise streaming)",
           group="layerwise", off=0, cli="--num-layers", axis=True, grid_axis=True,
           example=32, replay="request"),
     Input("layer_group", "Layer-wise streaming: layers sent together (whole number from 1 to the layer count).",
@@ -237,11 +256,13 @@ OPTIONS: tuple[Input, ...] = (
           example="fp8", replay="one"),
     Input("tp", "For models given by name or config: the (prefill side's) tensor-parallel degree (whole number "
           ">= 1).",
-          "degree", default=1, group="shape", cli="--tp", axis=True, grid_axis=True,
+          "degree", valid=_COUNT, rule=_count_rule("tp", "GPUs"), default=1, group="shape", cli="--tp", axis=True,
+          grid_axis=True,
           example=2, replay="one"),
     Input("decode_tp", "For models given by name or config: the decode side's tensor-parallel degree "
           "(default: ``tp``). Each decode rank receives the KV heads it serves (an MLA latent whole), so the "
           "group moves ``decode_tp`` times one decode rank's bytes, shared by the ``tp`` senders.", "degree",
+          valid=_COUNT, rule=_count_rule("decode_tp", "GPUs"),
           default=None, group="shape", cli="--decode-tp", axis=True, grid_axis=True,
           example=2, replay="one"),
     Input("scope", "``\"rank\"`` (default): the busiest GPU's bytes; ``\"group\"``: the tensor-parallel "
@@ -281,14 +302,16 @@ API_INPUTS: tuple[Input, ...] = (
           "with it, ``mode`` defaults to destination_missing.", "real", valid=Valid(high=1.0, nan_ok=False),
           rule="cache hit ratios are fractions of the prompt within [0, 1]", cli="--cache-hit", axis=True,
           example=0.5),
-    Input("links", "Identical links the transfers share (whole number >= 1).", "degree", default=1,
+    Input("links", "Identical links the transfers share (whole number >= 1).", "degree",
+          valid=_COUNT, rule=_count_rule("links", "links"), default=1,
           cli="--links", grid_axis=True, replay="one", example=2),
     Input("contention", "``\"none\"`` (default: every transfer at line rate, as upstream), ``\"fifo\"`` "
           "(transfers queue for the first free link) or ``\"fair\"`` (transfers on a link share it equally).",
           "choice", default="none", choices=("none", "fifo", "fair"), cli="--contention", grid_axis=True,
           replay="one", example="fair"),
     Input("decode_workers", "Decode workers, each with its own prefix cache (whole number >= 1).",
-          "degree", default=1, cli="--decode-workers", grid_axis=True, replay="one", example=4),
+          "degree", valid=_COUNT, rule=_count_rule("decode_workers", "workers"), default=1, cli="--decode-workers",
+          grid_axis=True, replay="one", example=4),
     Input("decode_cache_blocks", "Each decode worker's LRU cache capacity in blocks (whole number; "
           "default: unbounded).", "count", default=None, valid=Valid(whole=True, nan_ok=False),
           rule="cache capacities are whole numbers of blocks >= 0", cli="--cache-blocks", grid_axis=True,
@@ -301,15 +324,17 @@ API_INPUTS: tuple[Input, ...] = (
           cli="--routing", grid_axis=True, replay="one", example="round_robin"),
     Input("prefill_workers", "On a cluster: prefill workers of ``tp`` GPUs each, taking requests round robin "
           "in trace order, or as a trace column ``prefill_worker`` says (default: 1, or that column's largest "
-          "worker + 1).", "degree", default=None, cli="--prefill-workers", grid_axis=True, replay="one",
+          "worker + 1).", "degree", valid=_COUNT, rule=_count_rule("prefill_workers", "workers"), default=None,
+          cli="--prefill-workers", grid_axis=True, replay="one",
           example=2),
     Input("cluster", "Clusters (:class:`perfmodel.Cluster` or preset names such as ``\"hgx-h100-8x400g\"``): "
           "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
           "name", default=None, axis=True, grid_axis=True, alias_of="kv_transfer_bandwidth",
           example="hgx-h100-8x400g"),
-    *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True, valid=valid,
-            grid_axis=True, cli=f"--{name.replace('_', '-')}", choices=choices, group="cluster_field",
-            example=example, rule=_FIELD_RULES.get(name, ""))
+    *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True,
+            valid=_COUNT if kind == "degree" else valid, grid_axis=True, cli=f"--{name.replace('_', '-')}",
+            choices=choices, group="cluster_field", example=example,
+            rule=_count_rule(name, _COUNTED.get(name, "")) if kind == "degree" else _FIELD_RULES.get(name, ""))
       for name, doc, kind, valid, choices, example in (
           ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
           ("nics_per_node", "NICs per node", "degree", None, (), 4),
@@ -542,6 +567,21 @@ def check_range(name: str, value: Any, where: str) -> np.ndarray:
         position = int(np.argmax(bad))
         raise InputError(where, f"{np.reshape(numbers, -1)[position].item()!r} is outside its range", entry.rule)
     return numbers
+
+
+def check_count(name: str, value: Any, *, optional: bool = False) -> int | None:
+    """A count of the table (``links``, ``decode_workers``, ``tp``, a cluster's ``nodes``...) as a Python int:
+    a whole number from 1 to its bound (:data:`MAX_COUNT`), or :class:`InputError` with the table's rule. Every
+    entry point reads such a count here, before it sizes anything by it.
+
+    >>> check_count("links", 10**9)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: links: 1,000,000,000 is above 1,048,576. Fix: pass links as a whole number of links from 1 to 1,048,576 (2**20, ten times the largest clusters built).
+    """
+    entry = INPUTS[name]
+    return check_whole(name, value, smallest=int(entry.valid.low), optional=optional, largest=int(entry.valid.high),
+                       above=entry.rule)
 
 
 def check_option(name: str, value: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._coerce import Coded, distinct, map_distinct, spread
+from ._coerce import Coded, distinct, map_distinct, no_booleans, spread
 from .links import Link, get_link
 from ._inputs import check_option
 from .errors import InputError
@@ -189,6 +189,7 @@ def checked_layers(layers: Any, errors: str = "raise") -> Any:
     from ._inputs import INPUTS, outside
 
     entry = INPUTS["num_layers"]
+    no_booleans("num_layers", layers)
     try:
         values = np.asarray(layers, dtype=np.float64)
     except (TypeError, ValueError):

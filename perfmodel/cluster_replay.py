@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import _cluster_kernel, _cluster_replay, _compat
+from ._inputs import check_count
 from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, head_terms, with_fields
 from .errors import InputError, check_whole
@@ -126,11 +127,11 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
     cluster = get_cluster(cluster_spec)
     trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
     block_size = check_whole("block_size", scalars["block_size"], smallest=1)
-    decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
-    prefill_workers = check_whole("prefill_workers", c.prefill_workers, smallest=1, optional=True)
+    decode_workers = check_count("decode_workers", c.decode_workers)
+    prefill_workers = check_count("prefill_workers", c.prefill_workers, optional=True)
     capacity = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
-    tp = check_whole("tp", c.tp, smallest=1)
-    d = tp if c.decode_tp is None else check_whole("decode_tp", c.decode_tp, smallest=1)
+    tp = check_count("tp", c.tp)
+    d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
     latency = _scalar_ms("latency_ms", c.latency_ms)
     per_block = _scalar_ms("per_block_ms", c.per_block_ms) + cluster.transport.per_block_ms
     per_message = _scalar_ms("per_message_ms", c.per_message_ms) + cluster.transport.per_message_ms

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import _maxmin
+from ._inputs import MAX_COUNT
 from .errors import InputError, check_choice
 from .links import _MULTIPLE, Link, Transport, get_link, get_transport
 
@@ -37,9 +38,18 @@ def _number(value: Any) -> Any:
 
 
 def _whole(where: str, name: str, value: Any, smallest: int = 1) -> int:
+    """A count of the cluster's, whole and >= ``smallest``; a count of the input table (``nodes``, ``tp``...) also
+    within its bound there (:data:`perfmodel._inputs.MAX_COUNT`), refused with the table's rule."""
+    from ._inputs import INPUTS
+
     value = _number(value)
     if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value) or value < smallest:
         raise InputError(where, f"{name} {value!r} is not a whole number >= {smallest}", f"pass {name} >= {smallest}")
+    entry = INPUTS.get(name)
+    largest = int(entry.valid.high) if entry is not None and entry.valid is not None else MAX_COUNT
+    if value > largest:
+        raise InputError(where, f"{name} {int(value):,} is above {largest:,}",
+                         entry.rule if entry is not None else f"pass {name} <= {largest:,}")
     return int(value)
 
 
@@ -230,12 +240,21 @@ class Cluster:
         p = _whole(where, "tp", tp)
         d = p if decode_tp is None else _whole(where, "decode_tp", decode_tp)
         g = self.gpus_per_node
+        counts = _whole(where, "prefill_workers", prefill_workers), _whole(where, "decode_workers", decode_workers)
+        need, room = counts[0] * p + counts[1] * d, g * self.nodes if self.nodes is not None else MAX_COUNT
+        if need > room:  # (before a GPU is placed: the counts may be absurd)
+            raise InputError(where, f"{counts[0]:,} prefill worker(s) of {p} GPUs and {counts[1]:,} decode worker(s) of "
+                             f"{d} GPUs need {need:,} GPUs or more, the cluster has " + (
+                                 f"{room:,} ({self.nodes:,} nodes of {g})" if self.nodes is not None else
+                                 f"at most {MAX_COUNT:,} (2**20, ten times the largest clusters built)"),
+                             "pass a smaller tensor-parallel degree or fewer workers" + (
+                                 ", or a larger nodes" if self.nodes is not None else ""))
         cursor = 0
         sides: list[list[tuple[int, ...]]] = [[], []]
-        for side, size, count in ((0, p, prefill_workers), (1, d, decode_workers)):
+        for side, size, count in ((0, p, counts[0]), (1, d, counts[1])):
             if side == 1:
                 cursor = -(-cursor // g) * g
-            for _ in range(_whole(where, "workers", count)):
+            for _ in range(count):
                 if (size <= g and cursor % g + size > g) or (size > g and cursor % g):
                     cursor = -(-cursor // g) * g
                 sides[side].append(tuple(range(cursor, cursor + size)))

@@ -9,6 +9,7 @@ process boundaries, e.g. from Dask workers).
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -49,8 +50,8 @@ class InputError(ValueError):
         counts: dict[str, int] | None = None,
         coerce_hint: str | None = None,
     ) -> None:
-        self.where, self.problem, self.fix = where, problem, fix
-        self.n_invalid, self.row, self.value = n_invalid, row, value
+        self.where, self.problem, self.fix = plain_text(where), plain_text(problem), plain_text(fix)
+        self.n_invalid, self.row, self.value = n_invalid, plain(row), plain(value)
         self.argument = argument or where
         self.position = position
         self.counts = dict(counts or {})
@@ -84,13 +85,38 @@ class InputError(ValueError):
                           **{**self._fields(), "row": row, **changes})
 
 
+#: numpy's repr of a scalar (``np.float64(1.5)``, ``np.str_('a')``, ``np.True_``) inside a message's text.
+_NUMPY_REPR = re.compile(r"\bnp\.(?:(?:float|int|uint|complex)\d+|longdouble|str_|bytes_|bool_?)\(((?:[^()]|\([^()]*\))*)\)"
+                         r"|\bnp\.(True|False)_")
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (shown as ``1.5``, never ``np.float64(1.5)``); else as is."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def plain_text(text: Any) -> Any:
+    """A message's text with numpy's scalar reprs written as plain values (``np.float64(1.5)``: ``1.5``): the
+    one place every :class:`InputError` passes, whichever ``!r`` formatted a numpy number into it.
+
+    >>> plain_text("got np.float64(-1.5) and np.int64(3) and np.True_")
+    'got -1.5 and 3 and True'
+    """
+    if not isinstance(text, str) or "np." not in text:
+        return text
+    return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+
+
 def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, Any]) -> InputError:
     return InputError(where, problem, fix, **fields)
 
 
-def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = False) -> int | None:
-    """``value`` as a Python int, or :class:`InputError`: a whole number >= ``smallest``
-    (bools and fractions refused, never truncated); ``None`` passes when ``optional``.
+def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = False, largest: int | None = None,
+                above: str = "") -> int | None:
+    """``value`` as a Python int, or :class:`InputError`: a whole number >= ``smallest`` (and <= ``largest``,
+    refused with the fix ``above``) (bools and fractions refused, never truncated); ``None`` passes when ``optional``.
 
     Parameters
     ----------
@@ -102,6 +128,10 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
         The smallest value allowed.
     optional : bool
         Whether None is allowed.
+    largest : int, optional
+        The largest value allowed (default: none).
+    above : str
+        The fix of a value above ``largest``.
 
     Examples
     --------
@@ -121,6 +151,8 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
     if not whole or value < smallest:
         raise InputError(name, f"{value!r} is not a whole number >= {smallest}",
                          f"pass a whole number >= {smallest}, e.g. {name}={max(smallest, 1)}")
+    if largest is not None and value > largest:
+        raise InputError(name, f"{int(value):,} is above {largest:,}", above or f"pass a whole number <= {largest:,}")
     return int(value)
 
 

@@ -24,7 +24,7 @@ from . import _presets
 from ._layers import _LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
 from ._model_presets import MODELS
 from ._coerce import whole_numbers
-from ._inputs import INPUTS, check_option, documented
+from ._inputs import INPUTS, check_count, check_option, documented
 from .errors import InputError, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
@@ -242,9 +242,9 @@ class ModelShape:
     kv_layout: str = INPUTS["kv_layout"].default
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tp", check_whole("tp", self.tp, smallest=1))
+        object.__setattr__(self, "tp", check_count("tp", self.tp))
         if self.decode_tp is not None:
-            object.__setattr__(self, "decode_tp", check_whole("decode_tp", self.decode_tp, smallest=1))
+            object.__setattr__(self, "decode_tp", check_count("decode_tp", self.decode_tp))
         check_option("scope", self.scope)
         check_option("kv_layout", self.kv_layout)
         _dtype_bytes({}, self.kv_cache_dtype)

@@ -18,7 +18,8 @@ import pandas as pd
 
 from . import _coerce, _inputs, _resolve
 from ._codes import TransferMode
-from ._inputs import INPUTS, LAYERWISE, _group_beyond_layers, check_option, layerwise_given, layerwise_overlaps
+from ._inputs import (INPUTS, LAYERWISE, _group_beyond_layers, check_count, check_option, layerwise_given,
+                      layerwise_overlaps)
 from .errors import InputError, check_choice, check_whole
 from ._prepared import PreparedTrace, _notice_first_compile, _request_values, prepare_trace
 from .handoff import checked
@@ -217,8 +218,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     check_option("routing", c.routing)
     check_option("contention", c.contention)
     c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
-    c.decode_workers = check_whole("decode_workers", c.decode_workers, smallest=1)
-    c.links = check_whole("links", c.links, smallest=1)
+    c.decode_workers = check_count("decode_workers", c.decode_workers)
+    c.links = check_count("links", c.links)
     c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
     _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
     check_option("overlap", c.overlap)
@@ -250,7 +251,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,
         destination_missing=destination_missing, workers=c.decode_workers,
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
-        contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention], n_links=c.links,
+        contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention],
+        n_links=min(c.links, max(n, 1)),  # (more links than requests: each transfer has one of its own all the same)
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
         fallback_delay_ms=fallback,
         blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
@@ -533,9 +535,15 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
 GRID_AXES = _inputs.GRID_AXES
 
 
+#: The most configurations a replay grid takes (each replays the whole trace): ten thousand replays are hours of
+#: work; a million, a grid that was not meant.
+MAX_CONFIGS = 10**6
+
+
 def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     """Every combination of the axes, as keyword dicts, in the grid's row order (the last axis fastest)."""
     import itertools
+    import math
 
     unknown = sorted(set(axes) - set(GRID_AXES))
     if unknown:
@@ -544,6 +552,16 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
     for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused
         _resolve.axis_labels("replay_grid", name, given)
+        if INPUTS[name].kind == "degree":  # counts by their bound, before any replay
+            for value in given:
+                if value is not None:
+                    check_count(name, value)
+    size = math.prod(len(v) for v in values)
+    if size > MAX_CONFIGS:
+        shape = " x ".join(f"{len(v):,} {name}" for name, v in zip(names, values))
+        raise InputError("replay_grid", f"{size:,} configurations ({shape}), more than {MAX_CONFIGS:,}, each of which "
+                         "replays the whole trace", "give the axes fewer values, or run the grid in parts (one call per "
+                         "value of its longest axis)")
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)

@@ -436,6 +436,11 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
 
 # --- synthetic traces ----------------------------------------------------------------------
 
+#: The most requests :func:`synthetic_trace` makes at once: 10**8, ten times the largest bench run (its trace
+#: takes some GB of memory at that size).
+MAX_REQUESTS = 10**8
+
+
 def synthetic_trace(
     n: int,
     rate_per_s: float,
@@ -496,7 +501,8 @@ def synthetic_trace(
     >>> len(trace), bool(trace["arrival_ms"].is_monotonic_increasing)
     (1000, True)
     """
-    n = check_whole("n", n)
+    n = check_whole("n", n, largest=MAX_REQUESTS, above=f"pass n <= {MAX_REQUESTS:,} (a synthetic trace is held in "
+                    "memory, some hundred bytes a request with its hash ids: generate a larger one in parts)")
     apps = check_whole("apps", apps, smallest=1)
     hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
     max_input_tokens = check_whole("max_input_tokens", max_input_tokens, smallest=1)
