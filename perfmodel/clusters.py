@@ -241,14 +241,12 @@ class Cluster:
         d = p if decode_tp is None else _whole(where, "decode_tp", decode_tp)
         g = self.gpus_per_node
         counts = _whole(where, "prefill_workers", prefill_workers), _whole(where, "decode_workers", decode_workers)
-        need, room = counts[0] * p + counts[1] * d, g * self.nodes if self.nodes is not None else MAX_COUNT
-        if need > room:  # (before a GPU is placed: the counts may be absurd)
-            raise InputError(where, f"{counts[0]:,} prefill worker(s) of {p} GPUs and {counts[1]:,} decode worker(s) of "
-                             f"{d} GPUs need {need:,} GPUs or more, the cluster has " + (
-                                 f"{room:,} ({self.nodes:,} nodes of {g})" if self.nodes is not None else
-                                 f"at most {MAX_COUNT:,} (2**20, ten times the largest clusters built)"),
-                             "pass a smaller tensor-parallel degree or fewer workers" + (
-                                 ", or a larger nodes" if self.nodes is not None else ""))
+        need = counts[0] * p + counts[1] * d
+        if need > MAX_COUNT:  # (before a GPU is placed: the counts may be absurd; within the cap, nodes below)
+            raise InputError(where, f"{counts[0]:,} prefill worker(s) of {p} GPUs and {counts[1]:,} decode worker(s) "
+                             f"of {d} GPUs need {need:,} GPUs or more, more than the {MAX_COUNT:,} (2**20) a cluster "
+                             "may have (ten times the largest built)", "pass a smaller tensor-parallel degree or "
+                             "fewer workers")
         cursor = 0
         sides: list[list[tuple[int, ...]]] = [[], []]
         for side, size, count in ((0, p, counts[0]), (1, d, counts[1])):
