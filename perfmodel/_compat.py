@@ -144,6 +144,16 @@ def is_cold(dispatcher: object) -> bool:
     return isinstance(index, str) and not os.path.exists(index)
 
 
+def uncompiled(dispatcher: object) -> bool:
+    """Whether nothing of ``dispatcher`` (a numba function) is compiled in this process yet; False for a plain
+    function (``NUMBA_DISABLE_JIT=1`` leaves kernels so: there is nothing to compile).
+
+    >>> uncompiled(lambda x: x)
+    False
+    """
+    return not getattr(dispatcher, "overloads", True)
+
+
 def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream: object = None) -> bool:
     """Before the first call of a kernel whose cache is cold: on a terminal (``stream``, default standard
     error; nothing when piped), say once per process and kernel that it compiles, once, and about how long

@@ -139,7 +139,7 @@ def _notice_first_compile() -> None:
     """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
     from . import _compat, _replay
 
-    if not _replay.replay.overloads:
+    if _compat.uncompiled(_replay.replay):
         _compat.notice_first_compile("replay", _replay.replay, FIRST_COMPILE_S)
 
 

@@ -149,7 +149,7 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
                   destination_missing=bool(destination_missing), capacity=capacity, routing=c.routing,
                   fair=c.contention == "fair", latency_ms=latency, per_message_ms=float(per_message),
                   per_block_ms=float(per_block), message_terms=messages, blocks_per_message=blocks_per_message)
-    if not getattr(_cluster_kernel.replay_pass, "overloads", True):  # (no such attribute: the JIT is off)
+    if _compat.uncompiled(_cluster_kernel.replay_pass):
         _compat.notice_first_compile("cluster replay", _cluster_kernel.replay_pass, FIRST_COMPILE_S)
     replayed = _cluster_replay.simulate_replay(
         order=np.argsort(ready, kind="stable"), ready=ready, tokens=tokens, blocks=prepared.blocks,

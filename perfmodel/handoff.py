@@ -219,7 +219,7 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
     """One kernel pass: the compiled loop over every row, or over each thread's share of the rows for
     large inputs (:func:`in_shares`)."""
     n = out.shape[0]
-    if not _kernels.handoff_serial.overloads:  # (the first call of this process: quick from then on)
+    if _compat.uncompiled(_kernels.handoff_serial):  # (the first call of this process: quick from then on)
         _compat.notice_first_compile("handoff", _kernels.handoff_serial, FIRST_COMPILE_S)
     threads = num_threads or numba.config.NUMBA_NUM_THREADS
     if parallel is None:
