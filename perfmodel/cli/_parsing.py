@@ -108,8 +108,9 @@ def _positive_int(text: str) -> int:
 
 
 def _data_file(text: str) -> Path:
-    """argparse type: a file, or ``dataset:NAME`` for a dataset shipped with perfmodel (a trace or a table)."""
-    return Path(_dataset_or(text, None))
+    """argparse type: a file, or ``dataset:NAME`` for a table of measurements shipped with perfmodel (a shipped
+    trace, which holds no measurements, is refused by name)."""
+    return Path(_dataset_or(text, False))
 
 
 def _trace_file(text: str) -> Path:
