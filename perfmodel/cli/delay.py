@@ -60,11 +60,13 @@ def register(sub: Any) -> None:
                             "its input_length or ContextTokens column")
     delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
     per_token = delay.add_mutually_exclusive_group()
-    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
+                           help="KV-cache bytes per prompt token, instead of --model")
     per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
     bw = delay.add_mutually_exclusive_group()
-    bw.add_argument("--bandwidth", type=float, metavar="GBPS")
-    bw.add_argument("--link", metavar="NAME")
+    bw.add_argument("--bandwidth", type=float, metavar="GBPS",
+                    help="the link's bandwidth per direction, decimal GB/s, instead of --link")
+    bw.add_argument("--link", metavar="NAME", help="link preset, built-in or yours (perfmodel links lists them)")
     add_cluster_flags(delay, bw)
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
