@@ -634,20 +634,29 @@ class Report:
 _RESULT = "handoff_delay_ms"
 
 
-def _reading(source: Path, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """``chunks``, with a damaged file (truncated or corrupt compression) reported with its name."""
+@contextlib.contextmanager
+def damage_named(source: Path) -> Iterator[None]:
+    """Inside: a damaged file (truncated or corrupt compression), whose error names no file, is reported with
+    ``source``'s name (an error naming a file, such as a missing one, passes as it is)."""
     import zlib
 
+    try:
+        yield
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
+        if isinstance(error, OSError) and error.filename:
+            raise
+        raise InputError(str(source), f"could not be read ({error})", "check that the file is complete and "
+                         "in the format (and compression) its name says") from None
+
+
+def _reading(source: Path, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """``chunks``, with a damaged file (truncated or corrupt compression) reported with its name."""
     while True:
-        try:
-            chunk = next(chunks)
-        except StopIteration:
-            return
-        except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
-            if isinstance(error, OSError) and error.filename:
-                raise
-            raise InputError(str(source), f"could not be read ({error})", "check that the file is complete and "
-                             "in the format (and compression) its name says") from None
+        with damage_named(source):
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
         yield chunk
 
 

@@ -51,17 +51,18 @@ _EXACT_FLOATS: dict[str, str] = {"float_precision": "round_trip"} if int(pd.__ve
 def _detect(path: Path) -> str:
     """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`), a CSV's header
     and the keys of a JSON-lines file's first object (none of Mooncake's: a generic table, ``"jsonl"``)."""
-    from .io import _csv_header, _json_lines, detect
+    from .io import _csv_header, _json_lines, damage_named, detect
 
     kind = detect(path)
-    if kind.format == "csv":
-        return "azure" if {"TIMESTAMP", "ContextTokens"} <= set(_csv_header(path, kind.compression)) else "csv"
-    if kind.format == "jsonl":
-        try:
-            keys = set(next(_json_lines(path, kind.compression), (0, {"timestamp": None}))[1])
-        except (InputError, UnicodeDecodeError):  # (a malformed first line: the Mooncake reader names it)
-            return "mooncake"
-        return "mooncake" if keys & set(FORMAT_COLUMNS["mooncake"].values()) - {"hash_ids"} else "jsonl"
+    with damage_named(path):
+        if kind.format == "csv":
+            return "azure" if {"TIMESTAMP", "ContextTokens"} <= set(_csv_header(path, kind.compression)) else "csv"
+        if kind.format == "jsonl":
+            try:
+                keys = set(next(_json_lines(path, kind.compression), (0, {"timestamp": None}))[1])
+            except (InputError, UnicodeDecodeError):  # (a malformed first line: the Mooncake reader names it)
+                return "mooncake"
+            return "mooncake" if keys & set(FORMAT_COLUMNS["mooncake"].values()) - {"hash_ids"} else "jsonl"
     return kind.format
 
 

@@ -147,3 +147,11 @@ def test_a_json_lines_trace_in_perfmodels_columns_reads_as_the_csv_does(tmp_path
     with pytest.raises(InputError, match=r"b.jsonl, line 2, column 'num_input_tokens': '3,180' is not a number; "
                                          r"it has a thousands separator: write 3180"):
         read_trace(bad)
+
+
+@pytest.mark.parametrize("name", ["bad.csv.gz", "bad.jsonl.gz"])
+def test_a_damaged_compressed_trace_is_named(tmp_path, name):
+    """The format's detection read the header first: 'Truncated compressed stream', naming no file."""
+    path = _write(tmp_path, name, b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(InputError, match=f"{name}: could not be read"):
+        read_trace(path)
