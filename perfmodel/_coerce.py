@@ -22,7 +22,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from ._inputs import INPUTS
-from .errors import InputError, check_choice
+from .errors import InputError, check_choice, not_a_number
 
 # Stand-in for an entry that could not be parsed at all (a string, an unknown label):
 # invalid under every rule, so the kernel counts it and errors="coerce" yields NaN.
@@ -308,7 +308,7 @@ def _count_problem(original: Any, number: float, smallest: int) -> str:
     try:
         float(original)
     except (TypeError, ValueError):
-        return "not a number"
+        return not_a_number(original)
     if number < 0:
         return "negative"
     if number < smallest:

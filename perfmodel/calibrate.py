@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from . import _presets
-from .errors import InputError
+from .errors import InputError, not_a_number
 from .links import FitReport, Link, check_link_name, fit_link, get_link, save_link
 
 __all__ = ["Calibration", "Measurements", "calibrate", "read_measurements"]
@@ -407,7 +407,8 @@ class _Columns:
         if bad.any():
             row = int(np.argmax(bad))
             raise InputError(f"{self.where}, {self.places[row]}", f"column {column!r} holds "
-                             f"{cells.iloc[row]!r}, not a number", "repair it, or leave the cell empty")
+                             f"{cells.iloc[row]!r}, {not_a_number(cells.iloc[row])}", "repair it, or leave the cell "
+                             "empty")
         return values
 
     def first(self, columns: Any) -> str | None:

@@ -24,7 +24,8 @@ class InputError(ValueError):
 
     ``where`` names the argument (the pandas facade puts the column name there, the
     command line the file) and ``row`` the first bad row (a position in the numpy
-    layer, a row label in pandas, a 1-based row number in files). ``counts`` maps
+    layer, a row label in pandas, a 1-based row number in files); ``place`` says where
+    that row is when a row number would not (``"line 3"`` of a text file). ``counts`` maps
     each argument with invalid rows to how many it has, when known.
 
     >>> error = InputError("num_input_tokens", "negative", "pass counts >= 0", n_invalid=2, row=5, value=-1)
@@ -49,9 +50,10 @@ class InputError(ValueError):
         position: int | None = None,
         counts: dict[str, int] | None = None,
         coerce_hint: str | None = None,
+        place: str | None = None,
     ) -> None:
         self.where, self.problem, self.fix = plain_text(where), plain_text(problem), plain_text(fix)
-        self.n_invalid, self.row, self.value = n_invalid, plain(row), plain(value)
+        self.n_invalid, self.row, self.value, self.place = n_invalid, plain(row), plain(value), place
         self.argument = argument or where
         self.position = position
         self.counts = dict(counts or {})
@@ -67,20 +69,21 @@ class InputError(ValueError):
         also = ("; other invalid rows: " + ", ".join(f"{k} {v:,}" for k, v in others.items())) if others else ""
         coerce = f", or pass {self.coerce_hint} to get NaN for those rows" if self.coerce_hint else ""
         return (
-            f"{self.where}: {self.n_invalid:,} invalid {rows}; first at row {self.row!r}: "
+            f"{self.where}: {self.n_invalid:,} invalid {rows}; first at {self.place or f'row {self.row!r}'}: "
             f"{self.value!r} ({self.problem}){also}. Fix: {self.fix}{coerce}."
         )
 
     def _fields(self) -> dict[str, Any]:
         return dict(n_invalid=self.n_invalid, row=self.row, value=self.value, argument=self.argument,
-                    position=self.position, counts=self.counts, coerce_hint=self.coerce_hint)
+                    position=self.position, counts=self.counts, coerce_hint=self.coerce_hint, place=self.place)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Picklable with all its fields."""
         return _rebuild_input_error, (self.where, self.problem, self.fix, self._fields())
 
     def relocated(self, where: str, row: Any, **changes: Any) -> InputError:
-        """The same error, reported at another place (a column, a file) and row (a label, a line)."""
+        """The same error, reported at another place (a column, a file) and row (a label, a row number; ``place``
+        among ``changes``: a line of a file)."""
         return InputError(self.where if where is None else where, self.problem, self.fix,
                           **{**self._fields(), "row": row, **changes})
 
@@ -107,6 +110,37 @@ def plain_text(text: Any) -> Any:
     if not isinstance(text, str) or "np." not in text:
         return text
     return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+
+
+#: A number written with a thousands separator: 3,180 or -1,234,567.5 (never a number to Python or pandas).
+_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
+
+
+def not_a_number(value: Any) -> str:
+    """Why a value that does not read as a number is not one, in words: a thousands separator is named, with
+    the number to write instead (every reader says it so: the file's cell, a frame's).
+
+    Parameters
+    ----------
+    value : Any
+        The value (a file's cell, usually text) that is not a number.
+
+    Returns
+    -------
+    str
+        ``"not a number"``, and what to write when it is a number with thousands separators.
+
+    Examples
+    --------
+    >>> not_a_number("3,180")
+    'not a number; it has a thousands separator: write 3180'
+    >>> not_a_number("ten")
+    'not a number'
+    """
+    text = value.strip() if isinstance(value, str) else ""
+    if _THOUSANDS.fullmatch(text):
+        return f"not a number; it has a thousands separator: write {text.replace(',', '')}"
+    return "not a number"
 
 
 def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, Any]) -> InputError:

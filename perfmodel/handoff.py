@@ -30,7 +30,7 @@ from ._inputs import (
 )
 from ._args import _Arg, _coerce
 from ._coerce import _plain, _read_only, check_errors, distinct, whole_numbers
-from .errors import Errors, InputError, check_flag, check_whole
+from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .links import Link
 from .models import ModelShape
 
@@ -185,7 +185,7 @@ def _why(name: str, value: Any) -> str:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        return "not a number"
+        return not_a_number(value)
     if number != number:
         return "missing"
     if number < 0:

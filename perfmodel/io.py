@@ -634,29 +634,55 @@ class Report:
 _RESULT = "handoff_delay_ms"
 
 
-def _reading(source: Path, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """``chunks``, with a damaged file (truncated or corrupt compression) reported with its name."""
+@contextlib.contextmanager
+def damage_named(source: Path) -> Iterator[None]:
+    """Inside: a damaged file (truncated or corrupt compression), whose error names no file, is reported with
+    ``source``'s name (an error naming a file, such as a missing one, passes as it is)."""
     import zlib
 
+    try:
+        yield
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
+        if isinstance(error, OSError) and error.filename:
+            raise
+        raise InputError(str(source), f"could not be read ({error})", "check that the file is complete and "
+                         "in the format (and compression) its name says") from None
+
+
+def _reading(source: Path, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """``chunks``, with a damaged file (truncated or corrupt compression) reported with its name."""
     while True:
-        try:
-            chunk = next(chunks)
-        except StopIteration:
-            return
-        except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
-            if isinstance(error, OSError) and error.filename:
-                raise
-            raise InputError(str(source), f"could not be read ({error})", "check that the file is complete and "
-                             "in the format (and compression) its name says") from None
+        with damage_named(source):
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
         yield chunk
+
+
+def _place(path: Path, row: int) -> str:
+    """Where data row ``row`` (from 1) of a file is, in words: its line in a CSV file (the header and blank lines
+    counted, as an editor counts them) or in a JSON-lines file, its row in a Parquet file."""
+    kind = detect(path)
+    if kind.format == "parquet":
+        return f"row {row}"
+    seen = -1 if kind.format == "csv" else 0  # (a CSV file's first line is its header)
+    with _open_input(path, kind.compression) as raw, _io.BufferedReader(raw) as lines:
+        for number, line in enumerate(lines, start=1):
+            blank = not line.rstrip(b"\r\n") if kind.format == "csv" else not line.strip()  # (as each reader skips)
+            seen += not blank
+            if seen == row:
+                return f"line {number}"
+    return f"row {row}"
 
 
 def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_rows: int, errors: Errors,
                progress: bool | None, keywords: dict[str, Any]) -> Report:
     """Compute ``handoff_delay_ms`` for every row of ``source``, appending to ``writer``.
 
-    Rows are numbered from 1. Invalid rows (with ``errors="raise"``) stop the writing but
-    not the reading, so the report counts them over the whole file.
+    Rows are numbered from 1; the first invalid one is said at its line of a CSV or JSON-lines file.
+    Invalid rows (with ``errors="raise"``) stop the writing but not the reading, so the report
+    counts them over the whole file.
     """
     from ._progress import progress_bar
     from .frame import handoff_delays
@@ -676,7 +702,8 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
             except InputError as error:
                 if error.n_invalid is None:  # one bad value (an option) for every row: the option is at fault
                     raise
-                report.add(error.relocated(f"{source}: {error.where}", error.row))
+                place = _place(source, error.row) if report.error is None else None  # (the first is reported)
+                report.add(error.relocated(f"{source}: {error.where}", error.row, place=place))
                 continue
             if report.error is None and writer is not None:
                 writer.write(chunk.assign(**{_RESULT: delays}))
@@ -691,8 +718,8 @@ def delay_file(
 
     ``keywords`` are those of :func:`perfmodel.handoff_delays` (column names or values,
     model and link names included). Every other column is passed through losslessly.
-    Rows are numbered from 1 in error messages, which count invalid rows over the
-    whole file. The output is written atomically: on any error, nothing is written.
+    Error messages name the first invalid row by its line of a CSV or JSON-lines file (by its
+    row, from 1, of a Parquet file), and count invalid rows over the whole file. The output is written atomically: on any error, nothing is written.
 
     Parameters
     ----------

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .errors import InputError, check_whole
+from .errors import InputError, check_whole, not_a_number
 from ._coerce import check_errors
 
 __all__ = ["read_trace", "synthetic_trace"]
@@ -32,6 +32,13 @@ __all__ = ["read_trace", "synthetic_trace"]
 MOONCAKE_BLOCK_TOKENS = 512
 _CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
 _HASH_TYPE = pa.list_(pa.int64())
+
+#: The columns of the trace formats that name them their own way: canonical name -> the format's column.
+FORMAT_COLUMNS = {
+    "mooncake": {"arrival_ms": "timestamp", "num_input_tokens": "input_length", "num_output_tokens": "output_length",
+                 "hash_ids": "hash_ids"},
+    "azure": {"arrival_ms": "TIMESTAMP", "num_input_tokens": "ContextTokens", "num_output_tokens": "GeneratedTokens"},
+}
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -42,13 +49,45 @@ _EXACT_FLOATS: dict[str, str] = {"float_precision": "round_trip"} if int(pd.__ve
 
 
 def _detect(path: Path) -> str:
-    """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`) and a CSV's header."""
-    from .io import _csv_header, detect
+    """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`), a CSV's header
+    and the keys of a JSON-lines file's first object (none of Mooncake's: a generic table, ``"jsonl"``)."""
+    from .io import _csv_header, _json_lines, damage_named, detect
 
     kind = detect(path)
-    if kind.format == "csv":
-        return "azure" if {"TIMESTAMP", "ContextTokens"} <= set(_csv_header(path, kind.compression)) else "csv"
-    return {"jsonl": "mooncake", "parquet": "parquet"}[kind.format]
+    with damage_named(path):
+        if kind.format == "csv":
+            return "azure" if {"TIMESTAMP", "ContextTokens"} <= set(_csv_header(path, kind.compression)) else "csv"
+        if kind.format == "jsonl":
+            try:
+                keys = set(next(_json_lines(path, kind.compression), (0, {"timestamp": None}))[1])
+            except (InputError, UnicodeDecodeError):  # (a malformed first line: the Mooncake reader names it)
+                return "mooncake"
+            return "mooncake" if keys & set(FORMAT_COLUMNS["mooncake"].values()) - {"hash_ids"} else "jsonl"
+    return kind.format
+
+
+def format_columns(path: str | os.PathLike) -> dict[str, str]:
+    """The columns of a trace file in a format that names them its own way (Mooncake JSON lines, the Azure
+    CSV), as :func:`read_trace` reads them: canonical name -> the file's column; ``{}`` for a generic table
+    (its columns go by perfmodel's names, or by a mapping).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A trace file (CSV, Parquet or JSON lines).
+
+    Returns
+    -------
+    dict of str to str
+        E.g. ``{"num_input_tokens": "input_length", ...}`` for a Mooncake trace.
+
+    Examples
+    --------
+    >>> from perfmodel import datasets
+    >>> format_columns(datasets.path("azure-code-2023"))["num_input_tokens"]
+    'ContextTokens'
+    """
+    return dict(FORMAT_COLUMNS.get(_detect(Path(path)), {}))
 
 
 def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
@@ -130,7 +169,7 @@ def _line_problem(line: bytes) -> str | None:
 
 def read_trace(
     path: str | os.PathLike,
-    format: Literal["mooncake", "azure", "csv", "parquet"] | None = None,
+    format: Literal["mooncake", "azure", "csv", "parquet", "jsonl"] | None = None,
     *,
     columns: dict[str, str] | None = None,
     errors: Literal["raise", "skip"] = "raise",
@@ -144,7 +183,8 @@ def read_trace(
       ``output_length`` and ``hash_ids`` (one id per 512-token block).
     - ``azure``: the Azure LLM inference trace CSV (``TIMESTAMP`` datetime,
       ``ContextTokens``, ``GeneratedTokens``).
-    - ``csv`` / ``parquet``: any table; ``columns`` maps canonical names to its columns,
+    - ``csv`` / ``parquet`` / ``jsonl``: any table (a JSON-lines file whose first object has none
+      of Mooncake's keys is one); ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
       datetimes is converted to ms); columns already named ``arrival_ms``,
       ``num_input_tokens``, ``num_output_tokens``, ``ready_ms`` or ``hash_ids`` are found by
@@ -205,15 +245,13 @@ def read_trace(
             "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
         })
     elif fmt == "azure":
-        raw = _read_csv(path, dtype={"ContextTokens": "float64", "GeneratedTokens": "float64"})
-        df = _canonical(raw, {"arrival_ms": "TIMESTAMP", "num_input_tokens": "ContextTokens",
-                              "num_output_tokens": "GeneratedTokens"}, path, errors)
-    elif fmt in ("csv", "parquet"):
-        raw = _read_parquet(path) if fmt == "parquet" else _read_csv(path)
+        df = _canonical(_read_csv(path), FORMAT_COLUMNS["azure"], path, errors)  # (counts read by _counts)
+    elif fmt in ("csv", "parquet", "jsonl"):
+        raw = {"csv": _read_csv, "parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
         found = {c: c for c in (*_CANONICAL, "ready_ms", "hash_ids") if c in raw}  # columns under their own names
         df = _canonical(raw, {**found, **(columns or {})}, path, errors)
     else:
-        raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv' or 'parquet'")
+        raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
     df, bad_rows = _check_rows(df, path, errors)
     skipped += bad_rows
     first = df["arrival_ms"].min() if len(df) else 0.0
@@ -243,6 +281,24 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     return raw
 
 
+def _read_json_lines(path: Path) -> pd.DataFrame:
+    """A generic JSON-lines trace as a frame of the values as written (perfmodel.io's reader: a malformed line
+    is named), whole-number and float columns typed."""
+    from .io import read_chunks
+
+    chunks, _ = read_chunks(path, chunk_rows=1 << 40, output_format="jsonl")
+    return pd.concat(list(chunks), ignore_index=True).infer_objects()
+
+
+def _place(path: Any, i: int) -> str:
+    """Where the trace's row ``i`` (from 0) is: its line in a CSV file (the header is line 1) or a JSON-lines
+    file, its row (from 1) in a Parquet file."""
+    from .io import detect
+
+    fmt = detect(path).format
+    return f"line {i + 2}" if fmt == "csv" else f"line {i + 1}" if fmt == "jsonl" else f"row {i + 1}"
+
+
 def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa.Array, np.ndarray]:
     """A hash_ids column as Arrow lists of integers (lists as they are, or text such as ``[1, 2, 3]``, a CSV
     file's) and which rows are malformed (an empty cell, text that is no list, an id outside 64 bits):
@@ -258,8 +314,7 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
             values.append(_id_cell(value))
         except ValueError as error:
             if errors == "raise":
-                line = f"line {i + 2}" if Path(str(path)).suffix.lower() == ".csv" else f"row {i + 1}"
-                raise InputError(f"{path}, {line}, column {column.name!r}", f"{error}",
+                raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{error}",
                                  "write hash_ids as lists of 64-bit integers, e.g. [12, 13, 14], or pass "
                                  "errors='skip' (--skip-bad-lines) to leave such lines out") from None
             values.append(None)
@@ -400,9 +455,7 @@ def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
         if unread.any():
             i = int(np.argmax(unread))
             text = str(column.iloc[i])
-            line = f"line {i + 2}" if Path(str(path)).suffix.lower() == ".csv" else f"row {i + 1}"
-            hint = " (a thousands separator? numbers are written without them: 1000)" if "," in text else ""
-            raise InputError(f"{path}, {line}, column {column.name!r}", f"{text!r} is not a number{hint}",
+            raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{text!r} is {not_a_number(text)}",
                              "repair the cell, or pass errors='skip' (--skip-bad-lines) to leave such lines out")
     return numbers
 
@@ -423,10 +476,7 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     if bad.any():
         if errors == "raise":
             i = int(np.argmax(bad))
-            suffix = path.suffix.lower()
-            where = f"line {i + 2}" if suffix == ".csv" else f"line {i + 1}" if suffix in (".jsonl", ".json", ".ndjson") \
-                else f"row {i + 1}"
-            raise ValueError(f"{path}, {where}: {int(bad.sum())} malformed row(s) (missing or impossible time, invalid "
+            raise ValueError(f"{path}, {_place(path, i)}: {int(bad.sum())} malformed row(s) (missing or impossible time, invalid "
                              f"token count, or a null hash id), first: {df.iloc[i].to_dict()}. Fix: repair them, or "
                              "pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)

@@ -272,3 +272,17 @@ def test_perfmodel_calibrate_is_the_function_even_once_its_module_is_imported():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert perfmodel.calibrate("dataset:mooncake-te-efa", nic="8x ib-xdr").report.points > 2
+
+
+def test_a_fit_under_a_built_in_name_is_not_told_to_save_under_it(tmp_path, presets, capsys):
+    """'add --save to use it as --link ib-ndr' was suggested, which --save then refuses (a built-in name)."""
+    table = _write(tmp_path / "a.csv", "nbytes,measured_ms\n1e6,0.1\n1e7,0.3\n1e8,2.3\n")
+    assert main(["calibrate", str(table), "--name", "ib-ndr", "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert "add --save" not in out and "'ib-ndr' is a built-in preset" in out and "choose another" in out, out
+    perfmodel.links.save_link(Link("ours", 20.0))
+    assert main(["calibrate", str(table), "--name", "OURS", "--out", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "exists already" in out and "--replace" in out, out  # taken by a user link: --save --replace replaces it
+    assert main(["calibrate", str(table), "--name", "fresh", "--out", str(tmp_path / "e")]) == 0
+    assert "add --save to use it as --link fresh" in capsys.readouterr().out

@@ -92,7 +92,7 @@ def test_models_and_links():
     (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1",
       "--column", "num_input_tokens=tokens"], "no column 'tokens'; the frame has ['prompt_tokens', 'worker_type']"),
     (["delay", "{bad}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
-     "column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at row 2: 'ten' (not a number)"),
+     "column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at line 3: 'ten' (not a number)"),
     (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "-1", "--kv-bytes-per-token", "1",
       "--column", "num_input_tokens=prompt_tokens"], "--bandwidth/--link (kv_transfer_bandwidth): -1.0 is negative"),
     (["delay", "{csv}", "--out", "{dir}/o.csv", "--link", "ib-nrd", "--kv-bytes-per-token", "1",
@@ -140,7 +140,7 @@ def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     out.write_text("precious\n")
     done = run("delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1",
                "--chunk-rows", "1000")
-    assert done.returncode == 2 and "1 invalid row; first at row 5001: '-1'" in done.stderr
+    assert done.returncode == 2 and "1 invalid row; first at line 5002: '-1'" in done.stderr
     assert out.read_text() == "precious\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "o.csv"]
 
 
@@ -368,3 +368,69 @@ def test_result_columns_carry_no_float_noise(tmp_path):
     text = (tmp_path / "sweep.csv").read_text()
     assert "6.7108864," in text or "6.7108864\n" in text, text
     assert not re.search(r"\d\.\d*0000000\d\b|\d\.\d*9999999\d\b", text), text
+
+
+# --- a closed pipe, the file's line, the flags' help ---------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["links"], ["presets", "list"], ["trace", "dataset:mooncake-synthetic",
+                                                                       "--model", "llama-3.1-8b", "--link", "ib-ndr"]])
+def test_a_closed_pipe_ends_quietly_with_141(tmp_path, command):
+    """``perfmodel links | head -1``: 'error: [Errno 32] Broken pipe' and exit 2 before. head reads the line
+    echoed first and exits, so perfmodel (a second later) writes into a pipe nobody reads: every time."""
+    import shlex
+
+    argv = [sys.executable, "-m", "perfmodel", *command] + (["--out", str(tmp_path / "t")] if command[0] == "trace"
+                                                           else [])
+    script = f"{{ echo first; {shlex.join(argv)}; }} | head -1; exit ${{PIPESTATUS[0]}}"
+    env = {**os.environ, "PERFMODEL_CONFIG_DIR": str(tmp_path)}
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.stdout == "first\n"
+    assert done.stderr == "" and done.returncode == 141, (done.returncode, done.stderr)
+
+
+def test_a_closed_pipe_in_process_returns_141(monkeypatch, capsys):
+    from perfmodel.cli import main
+
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert main(["links"]) == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_delay_names_the_line_of_the_file_and_a_thousands_separator(tmp_path):
+    """'row 2' (a data row) where calibrate and trace say 'line 3' (the file's line); '3,180' said only
+    'not a number'."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text('num_input_tokens\n100\n"3,180"\n')
+    done = run("delay", str(bad), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "bad.csv" in done.stderr and "column 'num_input_tokens'" in done.stderr
+    assert "first at line 3: '3,180'" in done.stderr and "thousands separator" in done.stderr
+    assert "write 3180" in done.stderr
+    jsonl = tmp_path / "bad.jsonl"
+    jsonl.write_text('{"num_input_tokens": 100}\n\n{"num_input_tokens": -1}\n')
+    done = run("delay", str(jsonl), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    assert done.returncode == 2 and "first at line 3: -1 (negative)" in done.stderr, done.stderr
+    assert not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("command", ["delay", "trace"])
+def test_every_flag_of_delay_and_trace_says_what_it_takes(command):
+    """--kv-bytes-per-token, --bandwidth and --link had no help; --blocks-per-message read 'MESSAGE'."""
+    done = run(command, "--help")
+    text = re.sub(r"\s+", " ", done.stdout)
+    for flag in ("--kv-bytes-per-token BYTES", "--bandwidth GBPS", "--link NAME", "--kv-cache-dtype DTYPE"):
+        after = text.split(f" {flag} ", 2)[-1]  # (the options list, after the usage line)
+        assert not after.startswith("--"), (flag, after[:80])
+    assert "--blocks-per-message BLOCKS" in text and "MESSAGE" not in text
+
+
+def test_a_bad_layer_count_is_said_as_a_layer_count(tmp_path):
+    done = run("delay", "x.csv", "--out", "y.csv", "--num-layers", "-1")
+    assert done.returncode == 2 and "layer counts are whole numbers" in done.stderr and "token" not in done.stderr, done.stderr

@@ -41,6 +41,27 @@ def test_delay_reads_a_shipped_trace(capsys, tmp_path):
     assert len(pd.read_csv(out)) == 3993
 
 
+@pytest.mark.parametrize("name, column", [("mooncake-synthetic", "input_length"), ("azure-code-2023", "ContextTokens")])
+def test_delay_reads_a_shipped_trace_in_its_formats_columns(capsys, tmp_path, name, column):
+    """'no column num_input_tokens (it has ['timestamp', 'input_length', ...])' before, though --help says
+    dataset:NAME works: the prompt lengths are the format's column, as perfmodel trace reads them."""
+    out = tmp_path / "delays.csv"
+    code, err = _run(capsys, "delay", f"dataset:{name}", "--out", str(out), "--model", "llama-3.1-70b",
+                     "--link", "ib-ndr")
+    assert code == 0, err
+    delays = pd.read_csv(out)
+    trace = perfmodel.read_trace(perfmodel.datasets.path(name))
+    expected = perfmodel.handoff_delay_ms(trace["num_input_tokens"], "ib-ndr", "llama-3.1-70b")
+    assert delays[column].tolist() == trace["num_input_tokens"].tolist()
+    assert delays["handoff_delay_ms"].to_numpy() == pytest.approx(expected, rel=1e-12)
+
+
+def test_calibrate_refuses_a_shipped_trace_by_name(capsys, tmp_path):
+    code, err = _run(capsys, "calibrate", "dataset:mooncake-synthetic", "--name", "mine", "--out", str(tmp_path / "c"))
+    assert code == 2 and "is a trace, not a table of measurements" in err and "dataset:fastdeploy" in err, err
+    assert not (tmp_path / "c").exists()
+
+
 @pytest.mark.parametrize("axis, values", [
     ("link", ["ib-ndr", "IB-NDR"]), ("link", ["ib-ndr", " ib-ndr "]), ("link", ["ib-ndr", "1x ib-ndr"]),
     ("decode_workers", [1, 1.0]), ("contention", ["fifo", "FIFO"]),

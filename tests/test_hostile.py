@@ -586,7 +586,7 @@ def test_cli_counts_invalid_rows_over_the_whole_file(tmp_path):
     done = run("delay", str(tmp_path / "r.csv"), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1",
                "--kv-bytes-per-token", "1", "--chunk-rows", "1000")
     line = one_line_error(done)
-    assert "3 invalid rows; first at row 1501: '-1'" in line and "--errors coerce" in line
+    assert "3 invalid rows; first at line 1502: '-1'" in line and "--errors coerce" in line
     assert "errors='coerce'" not in line and not (tmp_path / "o.csv").exists()
 
 

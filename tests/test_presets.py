@@ -318,3 +318,44 @@ def test_saved_clusters_are_listed_shown_and_removed_as_links_and_models_are(pre
         assert "again" not in perfmodel.user_clusters()
     with pytest.raises(InputError, match="no user cluster 'again'"):
         perfmodel.remove_cluster("again")
+
+
+# --- presets list lines up; a name saved again in other letters is said as it is kept ------------------------
+
+def test_presets_list_columns_line_up(presets, capsys):
+    """The columns of the table were misaligned (pandas right-aligned long text under left-aligned names)."""
+    perfmodel.links.save_link(Link("a", 20.0), source="short")
+    perfmodel.links.save_link(Link("a-much-longer-name", 20.0), source="perfmodel calibrate " + "x" * 90 + ".csv")
+    perfmodel.models.save_model("m", _CONFIG)
+    assert main(["presets", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("kind"))
+    rows = [line for line in lines[header + 1:] if line.strip()][:3]
+    starts = [lines[header].index(title) for title in ("name", "source", "saved by", "usable")]
+    for row in rows:
+        for start in starts:
+            assert row[start - 1] == " " and row[start] != " ", (row, start)
+
+
+@pytest.mark.parametrize("command", ["calibrate", "models"])
+def test_a_replaced_preset_is_said_under_the_name_it_is_kept(presets, tmp_path, capsys, command):
+    """Replacing 'mylink' as 'MyLink' kept the key 'mylink' and said 'saved link MyLink ... --link MyLink'."""
+    table = tmp_path / "a.csv"
+    table.write_text("nbytes,measured_ms\n1e6,0.1\n1e7,0.3\n1e8,2.3\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(_CONFIG))
+
+    def save(name, *more):
+        if command == "calibrate":
+            return main(["calibrate", str(table), "--name", name, "--save", *more, "--out", str(tmp_path / name)])
+        return main(["models", "--add", name, str(config), *more])
+
+    kind = "links" if command == "calibrate" else "models"
+    assert save("mylink") == 0
+    capsys.readouterr()
+    assert save("MyLink", "--replace") == 0
+    out = capsys.readouterr().out
+    kept = list(json.loads(presets.read_text())[kind])
+    assert len(kept) == 1
+    assert f"'{kept[0]}'" in out and f"--{'link' if command == 'calibrate' else 'model'} {kept[0]}" in out, out
+    assert kept[0] == "mylink" or "'MyLink'" not in out.replace(f"'{kept[0]}'", "")

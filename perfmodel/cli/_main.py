@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import signal
 import sys
 import traceback
@@ -129,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     0: done. 2: a failure caused by the input, the files or the machine (one line on
     stderr; ``--debug`` shows the traceback). 1: an internal error (a bug: the traceback
     is shown). 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP): interrupted, outputs untouched.
+    141 (as SIGPIPE): the reader of the output closed it (``perfmodel links | head -1``); nothing is said.
 
     Parameters
     ----------
@@ -157,11 +159,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args = parser.parse_args(argv)
         except SystemExit as done:  # --help, --version, or a usage error (said in one line)
+            sys.stdout.flush()  # (a closed pipe is found here)
             return done.code if isinstance(done.code, int) else 2
         command = args.command
         _preload(command)
         try:
-            return args.run(args)
+            code = args.run(args)
+            sys.stdout.flush()  # (a closed pipe is found here, when the last of the output is written)
+            return code
+        except BrokenPipeError:
+            raise  # (not the input's fault: below)
         except _user_errors() as error:
             if args.debug:
                 raise
@@ -175,6 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as interrupt:
         print(interrupted_message(interrupt), file=sys.stderr)
         return 128 + int(getattr(interrupt, "signum", signal.SIGINT))
+    except BrokenPipeError:  # the reader stopped reading (| head): end quietly, as a shell tool does on SIGPIPE
+        _stdout_to_devnull()
+        return 128 + 13
     except SystemExit:
         raise
     except Exception:  # a bug in perfmodel, not the user's input: say so, with the traceback
@@ -184,6 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _stdout_to_devnull() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush of what is left in its
+    buffer finds no closed pipe (Python's "Note on SIGPIPE", in the signal module's documentation)."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # (a stdout without a file: nothing to do)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def console() -> None:

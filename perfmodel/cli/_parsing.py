@@ -22,14 +22,15 @@ class UsageError(argparse.ArgumentTypeError):
     value cannot be read)."""
 
 
-def _count(text: str) -> int:
-    """'32k' -> 32768 (tokens are counted in binary k), '1M' -> 1048576, '4096' -> 4096."""
+def _count(text: str, rule: str = "") -> int:
+    """'32k' -> 32768 (tokens are counted in binary k), '1M' -> 1048576, '4096' -> 4096; a text that is no count
+    is refused as a token count, or, given the input's ``rule`` (a count of layers, of blocks...), with it."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
     if not match:
-        raise UsageError(f"{text!r} is not a token count (examples: 4096, 32k, 1M)")
+        raise UsageError(f"{text!r}: {rule}" if rule else f"{text!r} is not a token count (examples: 4096, 32k, 1M)")
     value = float(match.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[match.group(2).lower()]
     if value != int(value):
-        raise UsageError(f"{text!r} is not a whole number of tokens")
+        raise UsageError(f"{text!r}: {rule}" if rule else f"{text!r} is not a whole number of tokens")
     return int(value)
 
 
@@ -108,8 +109,9 @@ def _positive_int(text: str) -> int:
 
 
 def _data_file(text: str) -> Path:
-    """argparse type: a file, or ``dataset:NAME`` for a dataset shipped with perfmodel (a trace or a table)."""
-    return Path(_dataset_or(text, None))
+    """argparse type: a file, or ``dataset:NAME`` for a table of measurements shipped with perfmodel (a shipped
+    trace, which holds no measurements, is refused by name)."""
+    return Path(_dataset_or(text, False))
 
 
 def _trace_file(text: str) -> Path:
@@ -203,12 +205,16 @@ def value_kind(name: str) -> dict[str, Any]:
 
     >>> value_kind("hop_latency_ms")["metavar"], value_kind("nics_per_node")["metavar"]
     ('MS', 'N')
+    >>> value_kind("blocks_per_message")["metavar"], value_kind("prefill_tokens_per_s")["metavar"]
+    ('BLOCKS', 'RATE')
     """
     entry = INPUTS[name]
     if entry.choices or entry.labels:
         return dict(choices=list(entry.choices or entry.labels))
-    unit = next((u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS")) if name.endswith(suffix)), None)
-    return dict(type=_reader(name), metavar=unit or ("N" if entry.kind == "degree" else name.split("_")[-1].upper()))
+    unit = next((u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS"), ("_per_s", "RATE")) if name.endswith(suffix)),
+                None)
+    counted = name.split("_per_")[0].split("_")[-1].upper()  # (what is counted: blocks_per_message, BLOCKS)
+    return dict(type=_reader(name), metavar=unit or ("N" if entry.kind == "degree" else counted))
 
 
 def plain(text: str) -> str:
@@ -229,7 +235,7 @@ def _reader(name: str, where: str = "") -> Callable[[str], Any]:
     if entry.kind == "degree":
         return _positive_int
     if entry.kind == "count" and entry.valid.whole:
-        return _count
+        return _count if name == "num_input_tokens" else lambda text: _count(text, entry.rule)
     if entry.kind == "real" and entry.group == "cluster_field":
         return lambda text: _ruled(where, name, text)
     if entry.kind in ("count", "real"):

@@ -62,11 +62,26 @@ def _calibrate(args: argparse.Namespace) -> int:
         path = save_link(link, source=f"perfmodel calibrate {args.measurements}", replace=args.replace) \
             if args.save else None
     print(f"\nwrote {args.out / 'calibration.png'}")
-    if path is not None:
-        print(f"saved link {link.name!r} to {path}: use --link {link.name} (or kv_transfer_bandwidth={link.name!r})")
-    else:
-        print(f"(not saved as a preset: add --save to use it as --link {link.name})")
+    print(_saved(link.name, path))
     return 0
+
+
+def _saved(name: str, path: Path | None) -> str:
+    """What became of the fit: saved (under the name it is kept by: names ignore case), or how to save it, which
+    never proposes a name --save would refuse (a built-in one, or one taken)."""
+    from .. import _presets
+    from ..errors import InputError
+    from ..links import check_link_name
+
+    key = _presets.key_of(name)
+    if path is not None:
+        spelled = "" if key == name else f" (names ignore case: {name!r} is kept as {key!r})"
+        return f"saved link {key!r}{spelled} to {path}: use --link {key} (or kv_transfer_bandwidth={key!r})"
+    try:
+        check_link_name(name)
+    except InputError as refused:
+        return f"(not saved as a preset; --save would refuse --name {name}: {refused.problem}. Fix: {refused.fix})"
+    return f"(not saved as a preset: add --save to use it as --link {key})"
 
 
 def _positive_float(text: str) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from .._inputs import flags
@@ -16,6 +17,12 @@ def cmd_delay(args: argparse.Namespace) -> int:
     from .. import io
 
     columns = _columns(args.column)
+    if "num_input_tokens" not in columns and Path(args.input).is_file():
+        from ..trace import format_columns
+
+        # a trace in a format of its own (Mooncake, Azure; dataset:NAME): its prompt lengths, as perfmodel trace reads them
+        prompt = format_columns(args.input).get("num_input_tokens")
+        columns.update({"num_input_tokens": prompt} if prompt else {})
     keywords: dict[str, Any] = {name: column for name, column in columns.items()}
     if args.kv_bytes_per_token is not None:
         keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
@@ -49,14 +56,17 @@ def register(sub: Any) -> None:
                                        "extension). Large files are processed in chunks.")
     delay.add_argument("input", type=_requests_source,
                        help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob), "
-                            "or dataset:NAME for a shipped trace")
+                            "or dataset:NAME for a shipped trace; a Mooncake or Azure trace's prompt lengths are "
+                            "its input_length or ContextTokens column")
     delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
     per_token = delay.add_mutually_exclusive_group()
-    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
+                           help="KV-cache bytes per prompt token, instead of --model")
     per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
     bw = delay.add_mutually_exclusive_group()
-    bw.add_argument("--bandwidth", type=float, metavar="GBPS")
-    bw.add_argument("--link", metavar="NAME")
+    bw.add_argument("--bandwidth", type=float, metavar="GBPS",
+                    help="the link's bandwidth per direction, decimal GB/s, instead of --link")
+    bw.add_argument("--link", metavar="NAME", help="link preset, built-in or yours (perfmodel links lists them)")
     add_cluster_flags(delay, bw)
     delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
                        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")

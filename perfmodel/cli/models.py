@@ -17,6 +17,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from .._presets import key_of
     from ..models import MODELS, ModelShape, kv_bytes, kv_terms, model_config, model_source, save_model, user_models
 
     if args.replace and not args.add:
@@ -24,8 +25,10 @@ def _models(args: argparse.Namespace) -> int:
     if args.add:
         name, config = args.add
         path = save_model(name, config, replace=args.replace)
-        print(f"saved model {name!r} ({kv_terms(name).describe()}; {kv_bytes(name, 32_768) / 1e6:,.1f} MB at 32k "
-              f"tokens) to {path}; use --model {name}")
+        key = key_of(name)  # (names ignore case: the preset is kept in lower case)
+        spelled = "" if key == name else f"; names ignore case: {name!r} is kept as {key!r}"
+        print(f"saved model {key!r} ({kv_terms(key).describe()}; {kv_bytes(key, 32_768) / 1e6:,.1f} MB at 32k "
+              f"tokens{spelled}) to {path}; use --model {key}")
         return 0
     users = user_models()
     rows = []

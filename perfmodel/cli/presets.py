@@ -69,16 +69,15 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def _list(path: Any) -> int:
-    import pandas as pd
-
     rows = _entries()
     if not rows:
         print(f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, "
               "perfmodel models --add NAME config.json, or perfmodel.save_cluster(cluster)")
         return 0
     print(f"user presets in {path}:")
-    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
-        print(pd.DataFrame(rows).to_string(index=False))
+    widths = {title: max(len(title), *(len(row[title]) for row in rows)) for title in rows[0]}
+    for cells in [dict(zip(widths, widths)), *rows]:  # (the titles, then each preset: text left-aligned, as read)
+        print("  ".join(cells[title].ljust(width) for title, width in widths.items()).rstrip())
     print("\nperfmodel presets show NAME: its fields; perfmodel presets remove NAME: removes one perfmodel saved "
           "(one written by hand stays: edit the file)")
     return 0

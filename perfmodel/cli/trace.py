@@ -178,15 +178,20 @@ def smallest_first(rows: Any, axes: dict[str, list[Any]]) -> Any:
 def register(sub: Any) -> None:
     """Add ``perfmodel trace`` to the subcommands ``sub``."""
     trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
-                           description="Replay a Mooncake JSON-lines or Azure CSV trace through the handoff model.")
-    trace.add_argument("trace", type=_trace_file, help="trace file (.jsonl Mooncake, .csv Azure or generic), or "
+                           description="Replay a request trace (Mooncake JSON lines, the Azure CSV, or any CSV, "
+                                       "Parquet or JSON-lines table of requests) through the handoff model.")
+    trace.add_argument("trace", type=_trace_file, help="trace file (.jsonl Mooncake or generic, .csv Azure or "
+                       "generic, .parquet), or "
                        "dataset:NAME for a shipped trace (dataset:mooncake-synthetic, dataset:azure-code-2023)")
     tm = trace.add_mutually_exclusive_group()
     tm.add_argument("--model", metavar="NAME", help="model preset (or --grid model=...)")
-    tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES")
+    tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
+                    help="KV-cache bytes per prompt token, instead of --model")
     tl = trace.add_mutually_exclusive_group()
-    tl.add_argument("--link", metavar="NAME", help="link preset (or --grid link=...)")
-    tl.add_argument("--bandwidth", type=float, metavar="GBPS")
+    tl.add_argument("--link", metavar="NAME", help="link preset, built-in or yours (perfmodel links lists them; "
+                    "or --grid link=...)")
+    tl.add_argument("--bandwidth", type=float, metavar="GBPS",
+                    help="the link's bandwidth per direction, decimal GB/s, instead of --link")
     tl.add_argument("--cluster", metavar="NAME", help="cluster preset: every handoff's flows share its NICs, switches "
                     "and NVLink max-min fairly (with --contention fair; --grid nics_per_node=4,8 varies its fields)")
     trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
@@ -198,7 +203,7 @@ def register(sub: Any) -> None:
                    "trace's hash block, so a cached prefix is whole blocks; perfmodel sweep defaults to 64)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
-                       help="for a generic CSV/Parquet trace: where arrival_ms, num_input_tokens, num_output_tokens, "
+                       help="for a generic CSV/Parquet/JSON-lines trace: where arrival_ms, num_input_tokens, num_output_tokens, "
                             "hash_ids and ready_ms (prefill completion, ms or datetime) are (repeatable)")
     trace.add_argument("--out", type=Path, required=True, metavar="DIR")
     trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
