@@ -19,6 +19,9 @@ class WorkerType(enum.IntEnum):
     PREFILL = 1
     DECODE = 2
 
+    def __str__(self) -> str:  # its code, as from Python 3.11 on (3.10 wrote the member's name into files)
+        return str(int(self))
+
 
 class TransferMode(enum.IntEnum):
     """Which tokens a handoff is charged for.
@@ -33,3 +36,6 @@ class TransferMode(enum.IntEnum):
 
     FULL_PROMPT = 0
     DESTINATION_MISSING = 1
+
+    def __str__(self) -> str:  # its code, as from Python 3.11 on (3.10 wrote the member's name into files)
+        return str(int(self))
