@@ -43,7 +43,7 @@ def test_figures_honour_every_option():
                                                    "deepseek-v3, KV bf16", "deepseek-v3, KV fp8"]
     assert "TP8" in fig.get_suptitle() and "+0.5 ms latency" in fig.get_suptitle()
     assert len(fig.legends) == 1  # one legend for all panels
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ib-ndr = roce-400g", "nvlink4"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ib-ndr\n= roce-400g", "nvlink4"]
     grid = perfmodel.sweep(model=["llama-3.1-70b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"], tp=8,
                            kv_transfer_bandwidth=[10.0, 100.0, 1000.0], num_input_tokens=[1024, 8192, 32768])
     heat = pp.heatmap_figure(grid)

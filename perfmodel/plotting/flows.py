@@ -60,10 +60,11 @@ def resource_loads(flows: Any, ax: Axes | None = None) -> Axes:
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
-    >>> import perfmodel
+    >>> import matplotlib.pyplot as plt, perfmodel
     >>> from perfmodel.plotting.flows import resource_loads
     >>> c = perfmodel.Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8)
-    >>> ax = resource_loads(perfmodel.handoff_flows(32_768, c, "llama-3.1-70b", tp=8, decode_tp=2))
+    >>> ax = resource_loads(perfmodel.handoff_flows(32_768, c, "llama-3.1-70b", tp=8, decode_tp=2),
+    ...                     ax=plt.subplots()[1])
     >>> ax.get_title()
     'handoff of 8 flows: 214.7 ms, bottleneck node1/nic0/in'
     >>> [t.get_text() for t in ax.get_yticklabels()]
