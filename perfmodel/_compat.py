@@ -168,7 +168,8 @@ def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream
     stream = sys.stderr if stream is None else stream
     try:
         if stream.isatty():
-            print(f"perfmodel: compiling kernels, once: about {seconds:.0f} s (cached in {cache_dir()})",
+            print(f"perfmodel: compiling kernels, once: about {seconds:.0f} s for the {kernel} (cached in "
+                  f"{cache_dir()})",
                   file=stream, flush=True)
     except (AttributeError, ValueError, OSError):  # a closed or unusual stream: say nothing
         pass

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfmodel.cli import UsageError, parse_tokens
+from perfmodel.cli import UsageError, main, parse_tokens
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -434,3 +434,12 @@ def test_every_flag_of_delay_and_trace_says_what_it_takes(command):
 def test_a_bad_layer_count_is_said_as_a_layer_count(tmp_path):
     done = run("delay", "x.csv", "--out", "y.csv", "--num-layers", "-1")
     assert done.returncode == 2 and "layer counts are whole numbers" in done.stderr and "token" not in done.stderr, done.stderr
+
+
+def test_a_trace_without_contention_says_what_its_figures_leave_out(tmp_path, capsys):
+    """The default replay prices each handoff alone: its summary says so, and how to make transfers share."""
+    args = ["trace", "dataset:azure-code-2023", "--model", "llama-3.1-70b", "--link", "ib-ndr"]
+    assert main([*args, "--out", str(tmp_path / "alone")]) == 0
+    assert "contention none: each handoff as if alone" in capsys.readouterr().out
+    assert main([*args, "--contention", "fifo", "--out", str(tmp_path / "queued")]) == 0
+    assert "contention none" not in capsys.readouterr().out

@@ -139,7 +139,7 @@ TWO_CALLS = "import perfmodel; perfmodel.handoff_delay_ms(1, 1.0, 1); perfmodel.
 
 def test_the_first_run_says_once_that_it_compiles_on_a_terminal_only(tmp_path):
     cold = _stderr_on_a_terminal(TWO_CALLS, tmp_path / "cache")
-    assert cold.count("compiling kernels, once: about") == 1, cold
+    assert cold.count("compiling kernels, once: about") == 1 and "s for the handoff (cached in" in cold, cold
     warm = _stderr_on_a_terminal(TWO_CALLS, tmp_path / "cache")
     assert "compiling" not in warm, warm
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "other")}

@@ -89,6 +89,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for key, value in summary.items():
         shown = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else value
         print(f"{key:<{width}}  {shown}")  # (text, such as the busiest resource's name, as it is)
+    if replay.attrs.get("contention") == "none":  # (the default: say what the figures leave out)
+        print("\ncontention none: each handoff as if alone on its link; overlapping transfers queue or share "
+              "with --contention fifo or fair")
     print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
     return 0
 
