@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _cluster_kernel as kernel
-from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list
+from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list, refuse_what_it_decides
 from ._inputs import INPUTS
 from .errors import InputError, check_choice
 
@@ -265,11 +265,6 @@ def refuse_on_cluster(c: Any) -> None:
     if c.links != 1:
         raise InputError("links", f"{c.links} links, but a cluster decides which resources each flow crosses",
                          "drop links (set the cluster's nics_per_node instead)")
-    if c.scope != "rank":
-        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
-                         "drop scope (the cluster's flows carry each rank's bytes)")
-    if c.overlap != "none":
-        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
-                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
+    refuse_what_it_decides(c)
     if c.routing not in ROUTINGS:
         raise InputError("routing", f"{c.routing!r} is not a routing policy", f"pass one of {', '.join(ROUTINGS)}")

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _resolve
 from ._coerce import Coded, distinct, spread
-from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms
+from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms, refuse_what_it_decides
 from .errors import InputError
 
 __all__ = ["Route", "is_cluster", "route"]
@@ -130,7 +130,7 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     decides (``scope="group"``, ``overlap="layerwise"``); with ``errors="coerce"`` an unknown model in a
     column is missing."""
     cluster = get_cluster(values["kv_transfer_bandwidth"])
-    _refuse_what_it_decides(options)
+    refuse_what_it_decides(options)
     model = values["kv_bytes_per_token"]
     one = isinstance(model, (str, Mapping, os.PathLike))
     number = not one and np.ndim(model) == 0 and not isinstance(model, bool)
@@ -161,16 +161,6 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
                          tp, decode_tp, state)
     return Route(cluster, resolved)
-
-
-def _refuse_what_it_decides(options: Any) -> None:
-    """Refuse the options a cluster decides: ``scope="group"`` and ``overlap="layerwise"``."""
-    if options.scope != "rank":
-        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
-                         "drop scope (the cluster's flows carry each rank's bytes)")
-    if options.overlap != "none":
-        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
-                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
 
 
 def _one_state(state: Any) -> float | None:

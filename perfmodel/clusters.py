@@ -662,3 +662,14 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
     outcome = _maxmin.simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
     return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)
             for number in range(len(pairs))]
+
+
+def refuse_what_it_decides(options: Any) -> None:
+    """Refuse the options a cluster decides, for a handoff alone and in replay: ``scope="group"`` and
+    ``overlap="layerwise"`` (``options``: anything with ``scope`` and ``overlap``)."""
+    if options.scope != "rank":
+        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
+                         "drop scope (the cluster's flows carry each rank's bytes)")
+    if options.overlap != "none":
+        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
+                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
