@@ -137,7 +137,8 @@ ROW_INPUTS: tuple[Input, ...] = (
           "modeled (NaN, or ``fallback_delay_ms``); +inf: 0 ms. Also a link preset name (``\"ib-ndr\"``, "
           "``\"8x ib-ndr\"``), a :class:`perfmodel.Link` (its latency and per-block cost are added), a "
           ":class:`perfmodel.Cluster` or cluster preset name (``\"hgx-h100-8x400g\"``: the handoff's flows share "
-          "its NICs, switches and NVLink ports; see :doc:`clusters`) or an array of these.", "real", valid=Valid(inf_ok=True),
+          "its NICs, switches and NVLink ports; see :doc:`the clusters page </clusters>`) or an array of these.",
+          "real", valid=Valid(inf_ok=True),
           rule="bandwidth is in decimal GB/s and >= 0 (0 or NaN: no delay modeled; +inf: free transfer)",
           cli="--bandwidth", axis=True, grid_axis=True,
           example=50.0, replay="one"),

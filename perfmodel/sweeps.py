@@ -65,7 +65,7 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
       ``"hgx-h100-8x400g"``: each handoff's flows share its NICs, switches and NVLink ports)
       with axes of its fields: ``nic``, ``nics_per_node``, ``gpus_per_node``, ``nodes``,
       ``transport``, ``nvlink_domain``, ``fabric``, ``oversubscription``, ``hop_latency_ms``,
-      ``gpus_per_pcie_switch``, ``pcie_switch_gb_s`` (see :doc:`clusters`).
+      ``gpus_per_pcie_switch``, ``pcie_switch_gb_s`` (see :doc:`the clusters page </clusters>`).
     - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer that moves
       tokens; with a model, it replaces the model's own state).
     - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the

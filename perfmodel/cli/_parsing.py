@@ -222,7 +222,10 @@ def plain(text: str) -> str:
 
     >>> plain("a :class:`perfmodel.TransferMode` or ``'prefill'`` (see :func:`~perfmodel.sweep`)")
     "a TransferMode or 'prefill' (see sweep)"
+    >>> plain("see :doc:`the clusters page </clusters>`")
+    'see the clusters page'
     """
+    text = re.sub(r":doc:`([^`<]+?)\s*<[^`>]+>`", r"\1", text)  # a page by its title
     text = re.sub(r":[a-z]+:`~?(?:[^`<]*<)?([^`>]+)>?`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
     return text.replace("``", "")
 
