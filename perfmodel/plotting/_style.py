@@ -272,13 +272,14 @@ def _side(fig: Any, right: float) -> tuple[float, float]:
 
 
 def _text_width_in(text: str, size: str = "small") -> float:
-    """How wide ``text`` is drawn at font ``size``, in inches (measured on its glyphs, no drawing)."""
+    """How wide ``text`` is drawn at font ``size``, in inches (from the font's metrics, nothing drawn), with a
+    margin of a tenth for the renderer's own rounding and padding."""
     from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import TextPath
+    from matplotlib.textpath import text_to_path
 
     font = FontProperties(size=size)
-    glyphs = max((TextPath((0, 0), line, prop=font).get_extents().width for line in text.splitlines()), default=0.0)
-    return 1.1 * glyphs / 72  # (the glyphs' ink; drawn text also keeps each glyph's side bearings)
+    widths = [text_to_path.get_text_width_height_descent(line, font, ismath=False)[0] for line in text.splitlines()]
+    return 1.1 * max(widths, default=0.0) / 72
 
 
 def _suptitle(fig: Any, text: str) -> None:
