@@ -104,6 +104,10 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
         p = 1 if workers is None else workers
         return np.arange(n, dtype=np.int64) % p, p
     column = trace["prefill_worker"]
+    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
+        raise InputError("trace column 'prefill_worker'", f"holds {column.dtype} values, not worker numbers",
+                         "give every row a whole number below prefill_workers (e.g. .astype('int64'), or drop the "
+                         "column: round robin)")
     values = column.to_numpy(dtype=np.float64, na_value=np.nan) if n else np.zeros(0)
     bad = ~((values >= 0) & (values == np.floor(values)) & np.isfinite(values))
     p = workers if workers is not None else (int(values.max()) + 1 if n and not bad.any() else 1)

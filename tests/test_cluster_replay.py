@@ -328,3 +328,11 @@ def test_a_grid_on_a_cluster_has_its_axes_and_headline_figures_only(tmp_path):
         assert "util" not in titles and "busiest" not in titles
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("values", [["0", "1"], [True, False]], ids=["text", "booleans"])
+def test_a_prefill_worker_column_of_text_or_booleans_is_refused(values):
+    """Worker numbers are numbers: text ("0") and booleans were read as 0 and 1 without a word."""
+    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 2048], "prefill_worker": values})
+    with pytest.raises(InputError, match="prefill_worker.*not worker numbers"):
+        replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", tp=8, prefill_workers=2, contention="fair")
