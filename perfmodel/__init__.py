@@ -64,6 +64,7 @@ _LAZY = {
     "user_clusters": "_cluster_presets",
     "transports": "links",
     "handoff_flows": "flows",
+    "required_nics_per_node": "flows",
     "resource_loads": "flows",
     "kv_heads": "clusters",
     "calibrate": "calibrate",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -13,7 +14,7 @@ from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms
 from .errors import InputError, check_whole
 
-__all__ = ["handoff_flows", "resource_loads"]
+__all__ = ["handoff_flows", "required_nics_per_node", "resource_loads"]
 
 
 #: The columns of :func:`handoff_flows` and their types (``bytes``: float64 where a flow carries part of a byte).
@@ -155,3 +156,70 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
                        bottleneck=name == flows.attrs["bottleneck"])
             for name, sizes in carried.items() if sizes}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+#: The most NICs per GPU :func:`required_nics_per_node` tries (AWS p5 nodes have four EFA devices per GPU).
+MAX_NICS_PER_GPU = 4
+
+
+def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_token: Any, *, budget_ms: float,
+                           **inputs: Any) -> np.ndarray:
+    """The fewest NICs per node with which a full-prompt handoff alone in ``cluster`` meets ``budget_ms``.
+
+    Every NIC count the cluster's nodes can take is tried, the cluster otherwise as it is: the divisors of
+    ``gpus_per_node`` (GPUs sharing a NIC), then 2 to :data:`MAX_NICS_PER_GPU` NICs per GPU; counts its PCIe
+    switches cannot take are skipped. The answer is the smallest count whose delay
+    (:func:`perfmodel.handoff_delay_ms` with the same inputs) is within the budget. A handoff that crosses no
+    NIC (both workers in one NVLink domain) meets it with any count: the answer is then the smallest. This
+    prices each handoff alone; under load, replay the trace on the candidates (:func:`perfmodel.replay_grid`
+    with a ``nics_per_node`` axis).
+
+    Parameters
+    ----------
+    num_input_tokens
+        Prompt tokens (a number or an array).
+    cluster
+        A :class:`perfmodel.Cluster` or a cluster preset name.
+    kv_bytes_per_token
+        The model (a preset name or config), as :func:`perfmodel.handoff_delay_ms` takes it.
+    budget_ms
+        The handoff delay to stay within (ms, > 0).
+    **inputs
+        Any other input of :func:`perfmodel.handoff_delay_ms` (``tp``, ``decode_tp``, ``kv_cache_dtype``,
+        ``block_size``...).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 NICs per node for each prompt: ``inf`` where no count meets the budget (even
+        :data:`MAX_NICS_PER_GPU` NICs per GPU are too slow, or the fixed costs alone exceed it), NaN where
+        no handoff is modeled.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> perfmodel.required_nics_per_node([4096, 32_768, 131_072], "hgx-h100-8x400g", "llama-3.1-70b",
+    ...                                  tp=8, budget_ms=50).tolist()
+    [1.0, 8.0, 24.0]
+    """
+    from .handoff import handoff_delay_ms
+
+    base = get_cluster(cluster)
+    number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
+    budget = float(budget_ms) if number else math.nan
+    if not (math.isfinite(budget) and budget > 0):
+        raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
+    g = base.gpus_per_node
+    counts = [c for c in range(1, g + 1) if g % c == 0] + [g * k for k in range(2, MAX_NICS_PER_GPU + 1)]
+    answer, missing = None, None
+    for count in reversed(counts):  # from the most down: each count that meets the budget replaces the answer
+        try:
+            candidate = dataclasses.replace(base, nics_per_node=count)
+        except InputError:  # (a count its PCIe switches cannot take)
+            continue
+        delay = np.asarray(handoff_delay_ms(num_input_tokens, candidate, kv_bytes_per_token, **inputs),
+                           dtype=np.float64)
+        if answer is None:
+            answer, missing = np.full(delay.shape, np.inf), np.isnan(delay)
+        answer = np.where(delay <= budget, float(count), answer)
+    return np.where(missing, np.nan, answer)

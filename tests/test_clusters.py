@@ -678,3 +678,33 @@ def test_every_entry_point_that_takes_a_link_says_it_takes_a_cluster(name):
     assert "perfmodel.Cluster" in getattr(perfmodel, name).__doc__
     assert "perfmodel.Cluster" in PerfmodelAccessor.handoff_delay.__doc__
     assert "cluster=" in perfmodel.required_bandwidth.__doc__.split("Examples")[1]
+
+
+# --- the fewest NICs per node for a budget -----------------------------------------------------------------
+
+@pytest.mark.parametrize("cluster, tp, decode_tp", [(hgx(), 8, None), (hgx(), 8, 2), (hgx(), 2, None),
+                                                    (Cluster(nic="ib-ndr", nics_per_node=2, gpus_per_node=4,
+                                                             fabric="rail", oversubscription=2.0), 4, None)])
+def test_required_nics_per_node_is_the_smallest_count_within_budget(cluster, tp, decode_tp):
+    """Against trying every count by hand, one prompt at a time (no monotonicity assumed)."""
+    tokens = [0, 1, 512, 4096, 32_768, 131_072, 1_000_000]
+    budget = 40.0
+    got = perfmodel.required_nics_per_node(tokens, cluster, LLAMA_70B, tp=tp, decode_tp=decode_tp, budget_ms=budget)
+    g = cluster.gpus_per_node
+    counts = [c for c in range(1, g + 1) if g % c == 0] + [g * k for k in (2, 3, 4)]
+    for n, answer in zip(tokens, got):
+        fits = [c for c in counts if perfmodel.handoff_delay_ms(n, dataclasses.replace(cluster, nics_per_node=c),
+                                                                LLAMA_70B, tp=tp, decode_tp=decode_tp) <= budget]
+        assert answer == (min(fits) if fits else math.inf), (n, answer, fits)
+
+
+def test_required_nics_per_node_says_what_it_cannot_answer():
+    got = perfmodel.required_nics_per_node([32_768, 32_768], "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=50,
+                                           worker_type=["prefill", "decode"], latency_ms=0.0)
+    assert got[0] == 8 and np.isnan(got[1])  # a decode worker hands nothing off
+    assert perfmodel.required_nics_per_node(32_768, "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=5,
+                                            latency_ms=6.0) == math.inf  # fixed costs alone exceed it
+    assert perfmodel.required_nics_per_node(32_768, "gb200-nvl72", LLAMA_70B, tp=8, budget_ms=5) == 1  # NVLink only
+    for budget in (0, -1, math.nan, math.inf, "50", True):
+        with pytest.raises(perfmodel.InputError, match="budget_ms"):
+            perfmodel.required_nics_per_node(32_768, "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=budget)
