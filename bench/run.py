@@ -26,9 +26,9 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -37,9 +37,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import numba  # noqa: E402
 import pandas as pd  # noqa: E402
+from baselines import floor_parallel, floor_serial, handoff_numpy  # noqa: E402
 
 import perfmodel  # noqa: E402
-from baselines import floor_parallel, floor_serial, handoff_numpy  # noqa: E402
 from tests.reference import handoff_delay_row  # noqa: E402
 
 
@@ -161,8 +161,7 @@ def bench_kernel(quick: bool) -> list[Row]:
 def bench_edge(quick: bool) -> Row:
     """The per-call edge: a 10-row call through handoff_delay_ms (coercion and checks of every argument)
     against the compiled kernel called directly on the same, already coerced, inputs."""
-    from perfmodel import _kernels
-    import perfmodel.handoff as handoff
+    from perfmodel import _kernels, handoff
 
     inputs = natural_inputs(10, seed=3)
     out = np.empty(10)
@@ -553,7 +552,7 @@ def bench_versus(rev: str, quick: bool) -> list[Row]:
         trees = {"this checkout": ROOT, rev: old}
         runs: dict[str, list[dict[str, float]]] = {side: [] for side in trees}
         for k in range(2 if quick else 5):
-            for i, side in enumerate(trees if k % 2 == 0 else reversed(list(trees))):
+            for side in trees if k % 2 == 0 else reversed(list(trees)):
                 env = {**os.environ, "PYTHONPATH": str(trees[side]),
                        "NUMBA_CACHE_DIR": str(work / f"cache-{list(trees).index(side)}")}
                 runs[side].append(_versus_round(env, trees[side], work, quick))
@@ -626,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             section_rows = section(args.quick)
-        except Exception as error:  # a busy machine (a cluster slow to start...) is reported, never fatal
+        except Exception as error:  # noqa: BLE001 (reported in the table): a busy machine (a cluster slow to start...) is reported, never fatal
             section_rows = [Row(f"{name}: not measured ({type(error).__name__}: {str(error).splitlines()[0][:80]})",
                                 float("nan"), "")]
         print(format_table(section_rows), flush=True)

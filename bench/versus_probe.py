@@ -20,8 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import perfmodel  # noqa: E402
-from baselines import floor_parallel, floor_serial  # noqa: E402
+from baselines import floor_parallel, floor_serial
+
+import perfmodel
 
 
 def median_seconds(call, repeats: int, warmups: int = 2) -> float:

@@ -116,9 +116,9 @@ def _bench_table() -> None:
 
     results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
     env = results["environment"]
-    lines = [f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
+    lines = [(f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
              f"{env['pandas']}, {env['cpu_count']} cores ({env.get('kernel_threads', env['cpu_count'])} kernel "
-             "threads).", "",
+             "threads)."), "",
              ".. list-table::", "   :header-rows: 1", "   :widths: 60 15 10 10 5", "",
              "   * - measure", "     - value", "     - ratio", "     - target", "     - met"]
     for row in results["rows"]:

@@ -11,11 +11,10 @@ np.float64(214.7483648)
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
 import os as _os
 import sys as _sys
 import types as _types
+from typing import Any
 
 try:
     from . import _accessor  # noqa: F401  (registers df.perfmodel; imports pandas, the slow part of start-up)
@@ -70,7 +69,7 @@ _LAZY = {
     "calibrate": "calibrate",
 }
 
-__all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
+__all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]  # noqa: PLE0604 (the lazy names, written once)
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",

@@ -20,7 +20,7 @@ from ._inputs import INPUTS, ROW_INPUTS
 class _Arg:
     """One coerced argument: ``value`` for the kernel, ``original`` for error messages."""
 
-    __slots__ = ("name", "value", "original", "masks", "is_array")
+    __slots__ = ("is_array", "masks", "name", "original", "value")
 
     def __init__(self, name: str, value: Any, original: Any, masks: tuple[np.uint64, np.uint64] | None = None):
         self.name = name
@@ -108,7 +108,7 @@ def _holds_text(data: Any) -> bool:
     """Whether a column holds labels to encode (categories, strings, objects), not numeric codes."""
     dtype = data.dtype
     return isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)) or dtype.kind in "OUS" or (
-        isinstance(dtype, pd.ArrowDtype) and not dtype.kind in "iufb")
+        isinstance(dtype, pd.ArrowDtype) and dtype.kind not in "iufb")
 
 
 def _label_codes(name: str, data: Any) -> _Arg | None:
@@ -119,7 +119,7 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     values before it. More labels are spread to their values; None for labels that cannot be hashed."""
     try:
         codes, labels = distinct(data)
-        if getattr(data, "dtype", None) == object and not all(isinstance(label, str) for label in labels):
+        if getattr(data, "dtype", None) == np.dtype(object) and not all(isinstance(label, str) for label in labels):
             apart = _booleans_apart(data)  # (numbers among the labels: booleans may hide there)
             if apart is not None:
                 codes, labels = distinct(apart)

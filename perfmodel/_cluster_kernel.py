@@ -311,8 +311,7 @@ def _account(loads, r, t, origin, width):
                 t0 = edge
                 k += 1
             loads.bin_of[r] = k - 1
-        if load > loads.peak[r]:
-            loads.peak[r] = load
+        loads.peak[r] = max(loads.peak[r], load)
     loads.since[r] = t
     loads.load[r] = 0.0
 
@@ -372,7 +371,7 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
         new = sc.rates[c]
         old = cl.rate[c]
         if new != old:
-            if old == old:  # it was moving: its flows' bytes so far at the old rate
+            if old == old:  # noqa: PLR0124 (numba) it was moving: its flows' bytes so far at the old rate
                 _advance_class(cl, c, t)
             cl.rate[c] = new
             size = _schedule(cl, c, size)
@@ -485,7 +484,7 @@ def _delivered_alone(now, st, pool, state, waiting):
 def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, alive, loads):
     """(decode worker, its cached prefix in blocks) of request ``r`` from prefill worker ``a``."""
     workers = loads.shape[0]
-    if routing == PREFIX or routing == ROUND_ROBIN:
+    if routing in (PREFIX, ROUND_ROBIN):
         return _route(r, blocks, offsets, holders, alive, workers, rr, routing == PREFIX)
     for x in range(workers):
         loads[x] = _worker_load(x, now, st, cl, waiting)

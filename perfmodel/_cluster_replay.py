@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _cluster_kernel as kernel
-from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list, refuse_what_it_decides
 from ._inputs import INPUTS
+from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list, refuse_what_it_decides
 from .errors import InputError, check_choice
 
 __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]

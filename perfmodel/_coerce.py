@@ -14,6 +14,7 @@ input form is accepted, or refused, the same way everywhere:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -152,8 +153,8 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     for kind in kinds:
         if issubclass(kind, (bool, np.bool_)):
             raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
-        if issubclass(kind, (np.timedelta64, np.datetime64)) or kind.__module__.startswith(("datetime", "pandas")) \
-                and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp"):
+        if issubclass(kind, (np.timedelta64, np.datetime64)) or (kind.__module__.startswith(("datetime", "pandas")) \
+                and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp")):
             raise InputError(name, f"got {kind.__name__} values where plain numbers were expected",
                              "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
     if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
@@ -163,7 +164,7 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
             pass  # beyond int64, or missing values among them: float64 below
     text = pd.Series(data, dtype=object)
     if any(issubclass(k, str) for k in kinds):
-        is_text = text.map(type) == str
+        is_text = text.map(type) == str  # noqa: E721 (elementwise: exactly str, not a subclass)
         missing_text = text[is_text].str.strip().str.lower().isin(MISSING_TEXT)
         text[missing_text[missing_text].index] = None
     parsed = pd.to_numeric(text, errors="coerce")
@@ -303,7 +304,7 @@ def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:
 
 def _count_problem(original: Any, number: float, smallest: int) -> str:
     """Why one entry is not a whole number >= ``smallest``, in words."""
-    if number != number:
+    if math.isnan(number):
         return "missing"
     try:
         float(original)

@@ -16,6 +16,7 @@ only for files of this package.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -48,7 +49,7 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False)) / "numba"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -173,10 +174,8 @@ def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream
                   file=stream, flush=True)
     except (AttributeError, ValueError, OSError):  # a closed or unusual stream: say nothing
         pass
-    try:
+    with contextlib.suppress(OSError):  # upkeep never stops a computation
         prune_cache()
-    except OSError:  # upkeep never stops a computation
-        pass
     return True
 
 

@@ -226,9 +226,9 @@ def _move_in(staging: Path, target: Path, written: list[str], command: str, mani
         if (target / stale).is_file() and not (target / stale).is_symlink():
             (target / stale).unlink()
     manifest[command] = set(written)
-    for other in manifest:
+    for other, names in manifest.items():
         if other != command:
-            manifest[other] = {n for n in manifest[other] if n not in written and (target / n).exists()}
+            manifest[other] = {n for n in names if n not in written and (target / n).exists()}
     commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
     with atomic_file(target / MANIFEST) as tmp:
         tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))

@@ -59,7 +59,7 @@ def outside(x: Any, valid: tuple) -> Any:
     """
     low, high, whole, nan_ok, inf_ok, open_low = valid
     return (
-        ((x != x) & (not nan_ok))
+        ((x != x) & (not nan_ok))  # noqa: PLR0124 (NaN test in one body for numpy and numba, see above)
         | (x < low) | ((x == low) & open_low) | (x > high)
         | ((x == _INF) & (not inf_ok))
         | ((x - np.floor(x) > 0) & whole)  # (False for NaN and inf)
@@ -403,7 +403,7 @@ def flags(command: str) -> tuple[str, ...]:
     """
     check_choice("command", command, ("sweep", "trace", "delay"))
     takes = {"sweep": lambda e: e.axis, "trace": lambda e: e.replay is not None,
-             "delay": lambda e: e in ROW_INPUTS or e.axis and e.group != "cluster_field"}[command]
+             "delay": lambda e: e in ROW_INPUTS or (e.axis and e.group != "cluster_field")}[command]
     own = {e.name for e in INPUTS.values() if e.required or e.alias_of} | {"cache_hit_ratio"}
     return tuple(e.name for e in _ORDER if e.cli and takes(e) and e.name not in own)
 #: The per-row inputs' names, in the kernel's order.
@@ -413,13 +413,21 @@ GROUPS: dict[str, tuple[Input, ...]] = {
     group: tuple(e for e in ROW_INPUTS if e.group == group) for group in ("block", "layerwise")}
 
 
+def _nan(value: Any) -> bool:
+    """Whether ``value`` is a NaN (False for what is not a number)."""
+    try:
+        return bool(np.isnan(value))
+    except TypeError:
+        return False
+
+
 def group_off(group: str, values: dict[str, Any]) -> bool:
     """Whether every input of an extension ``group`` is one value equal to its off value (NaN equals NaN)."""
     for entry in GROUPS[group]:
         value = values[entry.name]
         if isinstance(value, np.ndarray) and value.ndim:
             return False
-        if not (value == entry.off or (value != value and entry.off != entry.off)):
+        if not (value == entry.off or (_nan(value) and _nan(entry.off))):
             return False
     return True
 

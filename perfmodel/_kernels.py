@@ -9,7 +9,6 @@ validation of every row is fused into the same pass as a count of invalid rows.
 
 from __future__ import annotations
 
-
 import numba
 import numpy as np
 from numba import types
@@ -186,10 +185,10 @@ def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_g
     invalid = (_outside(pre, _PRE) | _outside(rate, _RATE) | _outside(layers, _LAYERS)
                | _outside(group, _GROUP) | _outside(lw_min, _MIN) | _beyond_layers(group, layers))
     # of the full transfer X, only what could not hide behind the prefill's compute
-    compute = pre if rate != rate else tokens / rate * 1000.0
+    compute = pre if rate != rate else tokens / rate * 1000.0  # noqa: PLR0124 (NaN tests: numba kernel)
     streamed = (layers > 0) & (tokens >= lw_min)
     hidden = max(full * group / layers, full - compute * (layers - group) / layers) if streamed else full
-    return ((hidden if compute == compute else np.nan) if streamed else full), invalid  # unknown prefill: unknown
+    return ((hidden if compute == compute else np.nan) if streamed else full), invalid  # noqa: PLR0124 (numba): unknown prefill: unknown
 
 
 @overload(_exposed)
@@ -279,9 +278,9 @@ def _handoff_row(inputs, i):
     exposed, stream_invalid = _exposed(full, t, _at(pre, i), _at(rate, i), _at(layers, i), _at(group, i),
                                        _at(lw_min, i))
     invalid = invalid | block_invalid | message_invalid | stream_invalid
-    unknown = (p != p) | (s != s) | (b != b) | (b == 0)
+    unknown = (p != p) | (s != s) | (b != b) | (b == 0)  # noqa: PLR0124 (NaN tests: numba kernel)
     value = fb if unknown else exposed
-    applies = (w == 1) & (c != 0) & (t == t) & (charged == charged) & (not invalid)
+    applies = (w == 1) & (c != 0) & (t == t) & (charged == charged) & (not invalid)  # noqa: PLR0124 (NaN tests: numba kernel)
     return (value if applies else np.nan), invalid, nbytes
 
 
@@ -295,7 +294,7 @@ def handoff_serial(inputs, out, missing_out=None, bytes_out=None):
     for i in range(out.shape[0]):
         value, invalid, nbytes = _handoff_row(inputs, i)
         out[i] = value
-        _put(missing_out, i, value != value)
+        _put(missing_out, i, value != value)  # noqa: PLR0124 (NaN tests: numba kernel)
         _put(bytes_out, i, nbytes)
         n_invalid += invalid
     return n_invalid

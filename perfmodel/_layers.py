@@ -12,7 +12,6 @@ from typing import Any
 
 from .errors import InputError
 
-
 _DTYPE_BYTES = {
     **dict.fromkeys(["float32", "fp32", "float"], 4),
     **dict.fromkeys(["bfloat16", "bf16", "float16", "fp16", "half"], 2),

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ._coerce import Coded, distinct, map_distinct, no_booleans, spread
-from .links import Link, get_link
 from ._inputs import check_option
 from .errors import InputError
+from .links import Link, get_link
 from .models import KVTerms, ModelShape, kv_terms, layer_count
 
 
@@ -218,7 +218,7 @@ def own_layers(value: Any, layers: Any) -> None:
         own, given = np.broadcast_arrays(own, given)
     except ValueError:
         return  # (lengths are refused where the rows are broadcast)
-    differs = (own == own) & (given != own)
+    differs = ~np.isnan(own) & (given != own)
     if differs.any():
         first = int(np.argmax(differs.reshape(-1)))
         at = f" at row {first}" if differs.ndim else ""

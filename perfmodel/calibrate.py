@@ -201,14 +201,14 @@ def _above_what_was_measured(link: Link, m: Measurements, cap: float | None) -> 
     margin = max(error, _ABOVE_BEST)
     if cap is not None:
         if best > cap:
-            return (f"{m.source}: the best measured throughput, {best:.4g} GB/s, is above the line rate given, "
-                    f"{cap:.4g} GB/s: check the units of the table and the NIC",)
+            return ((f"{m.source}: the best measured throughput, {best:.4g} GB/s, is above the line rate given, "
+                     f"{cap:.4g} GB/s: check the units of the table and the NIC"),)
         return ()
     if link.bandwidth_gb_s > best * (1.0 + margin):
-        return (f"{m.source}: the fitted bandwidth, {link.bandwidth_gb_s:.4g} GB/s, is above the best measured "
+        return ((f"{m.source}: the fitted bandwidth, {link.bandwidth_gb_s:.4g} GB/s, is above the best measured "
                 f"throughput, {best:.4g} GB/s, by more than the fit's own error ({error:.1%}): it extrapolates "
                 "beyond the measurements. Fix: give the line rate (line_rate_gb_s=, --line-rate-gb-s or --nic) to "
-                "cap it, or measure larger transfers",)
+                "cap it, or measure larger transfers"),)
     return ()
 
 
@@ -443,7 +443,7 @@ def _refuse_unclear_units(table: _Columns) -> None:
     known = {*TIMES, *THROUGHPUTS}
     for column in table.frame.columns:
         text = str(column)
-        if text not in known and (text.startswith("measured") or text.startswith("BW average")):
+        if text not in known and text.startswith(("measured", "BW average")):
             raise InputError(table.where, f"column {text!r} has a unit calibrate cannot tell",
                              "rename it measured_ms (milliseconds), measured_us (microseconds), measured_gb_s "
                              "(decimal GB/s, 1e9 bytes/s) or measured_gib_s (binary GiB/s, 2**30 bytes/s)")

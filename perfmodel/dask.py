@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
 import pandas as pd
 
 try:
@@ -25,7 +24,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ImportError('perfmodel.dask needs Dask: pip install "perfmodel[dask]"') from error
 
 from .errors import InputError
-from .frame import RESULT_NAME, handoff_delays as _pandas_handoff_delays
+from .frame import RESULT_NAME
+from .frame import handoff_delays as _pandas_handoff_delays
 from .sweeps import SweepPlan
 
 __all__ = ["delay_files", "handoff_delays", "sweep"]
@@ -177,7 +177,7 @@ def _delay_part(source: str, target: str, chunk_rows: int, errors: str, keywords
         else:
             writer.abort()
         return report
-    except Exception as error:  # reported by the client, in input order, without a worker traceback in the logs
+    except Exception as error:  # noqa: BLE001 (sent back, not swallowed): reported by the client, in input order, without a worker traceback in the logs
         import traceback
 
         writer.abort()
@@ -253,7 +253,7 @@ def delay_files(
                                  chunk_rows=chunk_rows, errors=errors, keywords=keywords, pure=False)
             results = _gather(client, futures, unit="files", desc="delay", progress=progress)
         total = Report()  # reported once the cluster is closed: no worker chatter after the error line
-        for file, result in zip(files, results):
+        for result in results:
             if isinstance(result, BaseException):
                 raise result
             total.merge(result)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import operator
 import os
 from collections.abc import Callable, Mapping
@@ -23,13 +24,22 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _compat, _kernels, _onto_cluster, _resolve
+from ._args import _Arg, _coerce
 from ._codes import TransferMode, WorkerType
+from ._coerce import _plain, _read_only, check_errors, distinct, whole_numbers
 from ._inputs import (
-    CROSS, GROUPS, INPUTS, ROW_INPUTS, ROW_NAMES, check_option, documented, group_off, is_default, layerwise_given,
+    CROSS,
+    GROUPS,
+    INPUTS,
+    ROW_INPUTS,
+    ROW_NAMES,
+    check_option,
+    documented,
+    group_off,
+    is_default,
+    layerwise_given,
     outside,
 )
-from ._args import _Arg, _coerce
-from ._coerce import _plain, _read_only, check_errors, distinct, whole_numbers
 from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .links import Link
 from .models import ModelShape
@@ -65,7 +75,7 @@ _GROUP_SLICES = {group: _group_slice(group) for group in GROUPS}
 _NONES = {group: [None] * (where.stop - where.start) for group, where in _GROUP_SLICES.items()}
 _WORKER_INDEX = ARGUMENTS.index("worker_type")
 _MESSAGES = _resolve.MessageTerms._fields
-assert _kernels.FIELDS == (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks")
+assert (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks") == _kernels.FIELDS
 
 
 #: Up to this many rows, a scalar among the three main inputs beside an array of them is spread to an array
@@ -79,7 +89,7 @@ _MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandw
 
 def _spread(value: Any, n: int) -> np.ndarray:
     """A scalar as a read-only array of ``n`` rows, a whole number as int64 (as a column of counts comes)."""
-    whole = value == value and abs(value) < 2**53 and float(value).is_integer()
+    whole = abs(value) < 2**53 and float(value).is_integer()  # (False for NaN)
     return _read_only(np.full(n, value, dtype=np.int64 if whole else np.float64))
 
 
@@ -186,7 +196,7 @@ def _why(name: str, value: Any) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return not_a_number(value)
-    if number != number:
+    if math.isnan(number):
         return "missing"
     if number < 0:
         return "negative"
@@ -387,7 +397,7 @@ class _Result(NamedTuple):
 def _names_in(value: Any) -> bool:
     """Whether a bandwidth or bytes-per-token value holds names (models, links) or objects to resolve."""
     kind = type(value)
-    if kind is np.ndarray and value.dtype.kind in "iuf" or kind in (int, float, np.float64, np.int64):
+    if (kind is np.ndarray and value.dtype.kind in "iuf") or kind in (int, float, np.float64, np.int64):
         return False
     if isinstance(value, (str, Mapping, os.PathLike, Link)):
         return True
@@ -650,7 +660,7 @@ def checked(name: str, value: Any) -> Any:
     return arg.kernel_values()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default_args() -> tuple[_Arg, ...]:
     """Each per-row input's argument when it is not given (its kernel default), in the kernel's order."""
     return tuple(_coerce(e.name, e.kernel_default if e.default is None or e.required else e.default)

@@ -158,11 +158,12 @@ def read_chunks(path: str | os.PathLike, chunk_rows: int = 1_000_000, *, output_
 
 
 def _parquet_chunks(path: Path, chunk_rows: int) -> tuple[Iterator[pd.DataFrame], int]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         file = pq.ParquetFile(path)
-    except Exception as error:  # pyarrow raises several types for a damaged file
+    except (OSError, pa.ArrowException) as error:  # pyarrow raises several types for a damaged file
         raise InputError(str(path), f"not a readable Parquet file ({error})", "check the file") from None
     def batches() -> Iterator[pd.DataFrame]:
         produced = False
@@ -401,7 +402,7 @@ def _nested_as_json(df: pd.DataFrame) -> pd.DataFrame:
         if isinstance(dtype, pd.ArrowDtype) and pa.types.is_nested(dtype.pyarrow_dtype):
             changed[name] = pd.array([None if v is None else json.dumps(v) for v in
                                       pa.array(column).to_pylist()], dtype=pd.ArrowDtype(pa.string()))
-        elif dtype == object and any(isinstance(v, (list, dict)) for v in column):
+        elif dtype == np.dtype(object) and any(isinstance(v, (list, dict)) for v in column):
             changed[name] = column.map(lambda v: json.dumps(v) if isinstance(v, (list, dict)) else v)
     return df.assign(**changed) if changed else df
 

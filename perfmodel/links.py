@@ -459,9 +459,9 @@ def _suggest(key: str, users: dict[str, Link], bad: dict[str, InputError]) -> st
     what is wrong with it)."""
     file = _presets.presets_path()
     user_clusters = _presets.load("clusters")[0]
-    kinds = {**{n: "a link preset" for n in LINKS}, **{n: "a transport profile" for n in _PROFILES},
-             **{n: "a cluster preset" for n in _CLUSTERS}, **{n: f"a user cluster in {file}" for n in user_clusters},
-             **{n: f"a user link in {file}" for n in users},
+    kinds = {**dict.fromkeys(LINKS, "a link preset"), **dict.fromkeys(_PROFILES, "a transport profile"),
+             **dict.fromkeys(_CLUSTERS, "a cluster preset"), **dict.fromkeys(user_clusters, f"a user cluster in {file}"),
+             **dict.fromkeys(users, f"a user link in {file}"),
              **{n: f"a user link in {file}, which cannot be used: {bad[n].problem}" for n in bad}}
     close = difflib.get_close_matches(key, list(kinds), n=3, cutoff=0.4)
     return f"did you mean {', '.join(f'{n} ({kinds[n]})' for n in close)}? " if close else ""

@@ -13,18 +13,18 @@ import math
 import os
 import warnings
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
-from ._layers import _LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
-from ._model_presets import MODELS
 from ._coerce import whole_numbers
 from ._inputs import INPUTS, check_count, check_option, documented
+from ._layers import _LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
+from ._model_presets import MODELS
 from .errors import InputError, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
@@ -57,7 +57,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         key = str(config).strip().lower()
         user = _user_model(key) if key not in MODELS else None
         if key in MODELS or user is not None:
-            data = dict(MODELS[key] if key in MODELS else user)
+            data = dict(MODELS.get(key, user))
         else:
             users, bad = _user_models()
             path = Path(config)

@@ -18,10 +18,17 @@ import pandas as pd
 
 from . import _coerce, _inputs, _resolve
 from ._codes import TransferMode
-from ._inputs import (INPUTS, LAYERWISE, _group_beyond_layers, check_count, check_option, layerwise_given,
-                      layerwise_overlaps)
-from .errors import InputError, check_choice, check_whole
+from ._inputs import (
+    INPUTS,
+    LAYERWISE,
+    _group_beyond_layers,
+    check_count,
+    check_option,
+    layerwise_given,
+    layerwise_overlaps,
+)
 from ._prepared import PreparedTrace, _notice_first_compile, _request_values, prepare_trace
+from .errors import InputError, check_choice, check_whole
 from .handoff import checked
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -689,7 +696,7 @@ def replay_grid(
     if keep == "summary":
         return summary
     parts = []
-    for i, (config, (_, replay)) in enumerate(zip(configs, results)):
+    for config, (_, replay) in zip(configs, results):
         labelled = replay.rename_axis(replay.index.name or "request").reset_index()
         labelled = labelled.rename(columns={"link": "link_index"})  # the config's link axis takes the name "link"
         for name in reversed(names):

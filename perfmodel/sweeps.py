@@ -10,7 +10,6 @@ the sweep takes more than a second.
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import math
 import os
@@ -25,8 +24,19 @@ from . import _progress, _resolve
 from ._codes import TransferMode
 from ._coerce import Coded, whole_numbers
 from ._inputs import (
-    API_INPUTS, INPUTS, LABEL_AXES, LAYERWISE, OPTION_AXES, OPTIONS, ROW_NAMES, SWEEP_AXES, check_cross, check_range, documented,
-    layerwise_overlaps, nonnegative,
+    API_INPUTS,
+    INPUTS,
+    LABEL_AXES,
+    LAYERWISE,
+    OPTION_AXES,
+    OPTIONS,
+    ROW_NAMES,
+    SWEEP_AXES,
+    check_cross,
+    check_range,
+    documented,
+    layerwise_overlaps,
+    nonnegative,
 )
 from .errors import InputError
 from .handoff import Options, _handoff, checked, destination_missing_tokens
@@ -693,7 +703,7 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     latency = np.broadcast_to(_resolve.add(nonnegative("latency_ms", inputs.get("latency_ms", 0.0)), link.latency_ms),
                               shape).reshape(-1)
     terms = (np.broadcast_to(t, budget.shape) for t in forward.terms())  # (flat, as the forward's inputs)
-    per_token, window_bytes, window, chunk_bytes, chunk, state = terms
+    per_token, _, window, _, chunk, _ = terms
     with np.errstate(divide="ignore", invalid="ignore"):
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
         tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)  # the closed form of bytes

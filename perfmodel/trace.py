@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .errors import InputError, check_whole, not_a_number
 from ._coerce import check_errors
+from .errors import InputError, check_whole, not_a_number
 
 __all__ = ["read_trace", "synthetic_trace"]
 
@@ -147,7 +147,7 @@ def _line_problem(line: bytes) -> str | None:
         return "not a JSON object"
     for name in ("timestamp", "input_length", "output_length"):
         value = record.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
             return f"{name} is missing or not a number ({value!r})"
         if not -1.7976931348623157e308 <= value <= 1.7976931348623157e308:
             return f"{name} is too large for a double ({str(value)[:30]})"
@@ -324,7 +324,7 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
 
 def _id_cell(value: Any) -> list[int]:
     """One hash_ids cell as a list of 64-bit integers, or a ValueError saying what it holds."""
-    if value is None or (isinstance(value, float) and value != value) or (isinstance(value, str) and not value.strip()):
+    if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
         raise ValueError("the cell is empty (a request's block ids are unknown: write [] for none)")
     try:
         ids = _id_list(value) if isinstance(value, str) else list(value)
@@ -562,7 +562,7 @@ def synthetic_trace(
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1000.0 / rate_per_s, n))
     arrival -= arrival[0] if n else 0.0
-    sessions = max(1, int(round(n / mean_turns)))
+    sessions = max(1, round(n / mean_turns))
     session = rng.integers(0, sessions, n)
     app_of_session = rng.integers(0, apps, sessions)
     system_blocks = rng.integers(system_prompt_blocks[0], system_prompt_blocks[1] + 1, apps)

@@ -96,7 +96,7 @@ def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, deco
         t = t_next
 
     def finish_due():
-        live, rates = rates_now()
+        live, _ = rates_now()
         for m in live:
             due = m["left"] <= 1e-9 * m["bytes"]
             if due:
@@ -124,7 +124,7 @@ def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, deco
                     break
                 step_to(t_next)
                 finish_due()
-        for end, seq, q in sorted(pending):
+        for end, _seq, q in sorted(pending):
             if end <= now:
                 insert(out[q]["decode_worker"], q)
         pending[:] = [x for x in pending if x[0] > now]

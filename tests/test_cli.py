@@ -67,7 +67,7 @@ def test_delay_csv_to_parquet(tmp_path, requests_csv):
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
 def test_delay_in_chunks_matches_one_pass(tmp_path, requests_csv, suffix):
     source = tmp_path / f"big.{suffix}"
-    big = pd.DataFrame({"num_input_tokens": range(0, 25_000)})
+    big = pd.DataFrame({"num_input_tokens": range(25_000)})
     big.to_csv(source, index=False) if suffix == "csv" else big.to_json(source, orient="records", lines=True)
     out = tmp_path / f"out.{suffix}"
     done = run("delay", str(source), "--out", str(out), "--bandwidth", "10", "--kv-bytes-per-token", "1000",

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 matplotlib.use("Agg")
-import perfmodel  # noqa: E402
-import perfmodel.plotting as pp  # noqa: E402
+import perfmodel
+import perfmodel.plotting as pp
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -313,6 +313,7 @@ def test_a_grid_on_a_cluster_has_its_axes_and_headline_figures_only(tmp_path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     import perfmodel.plotting as pp
 
     trace = perfmodel.synthetic_trace(300, rate_per_s=80, seed=2)

@@ -147,7 +147,7 @@ def test_a_handoff_alone_matches_the_reference(cluster, heads, data, tokens, sta
     reference_flows = ref.flows(as_reference(cluster), heads, head_bytes * tokens, p, d, state)
     moving = [resolved.flows[k] for k, b in enumerate(nbytes) if b > 0]  # (a flow of 0 bytes does not exist)
     assert len(moving) == len(reference_flows)
-    assert sorted(nbytes[k] for k, b in enumerate(nbytes) if b > 0) == pytest.approx(
+    assert sorted(b for k, b in enumerate(nbytes) if b > 0) == pytest.approx(
         sorted(f["bytes"] for f in reference_flows), rel=1e-12)
     if tokens and resolved.linear:  # the kernel's closed form of the resolved terms
         nbytes = resolved.full * tokens + resolved.state

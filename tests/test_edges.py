@@ -13,7 +13,6 @@ import perfmodel
 from perfmodel import InputError, fit_link, handoff_delay_ms, handoff_delays, read_trace, replay_handoffs, sweep
 from perfmodel.cli import main
 
-
 # 1. a value is never taken for a column label ---------------------------------------------------
 
 @pytest.mark.parametrize("value", [np.int64(1), np.int32(1), np.float64(1.0), 1, 1.0])  # (booleans: refused, below)

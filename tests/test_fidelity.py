@@ -92,7 +92,7 @@ def _tables(shared_data: Path):
 
 def test_fitted_links_describe_published_transfers_where_line_rate_does_not(shared_data):
     fits = 0
-    for name, engine, nbytes, measured, messages, nominal in _tables(shared_data):
+    for _name, engine, nbytes, measured, messages, nominal in _tables(shared_data):
         line_rate = nbytes / (nominal * 1e9) * 1000
         line_error = np.max(np.abs(line_rate - measured) / measured)
         fitted = perfmodel.fit_link(nbytes, measured, n_blocks=messages, name=engine)

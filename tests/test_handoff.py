@@ -14,7 +14,7 @@ import perfmodel
 from perfmodel import InputError, TransferMode, WorkerType, handoff_delay_ms
 from perfmodel._args import _coerce  # (what reaches the kernel: no copies, codes and masks; no public view)
 
-from .reference import destination_missing_tokens_row, handoff_delay_row, row_problems, InvalidRow
+from .reference import InvalidRow, destination_missing_tokens_row, handoff_delay_row, row_problems
 
 ARGUMENTS = [
     "num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",

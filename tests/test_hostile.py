@@ -188,9 +188,8 @@ def test_a_signal_right_after_the_temporary_file_is_made_leaves_no_file(tmp_path
     target = tmp_path / "out.csv"
     target.write_text("previous output\n")
     _signalling_after(monkeypatch, tempfile, "mkstemp")
-    with pytest.raises(KeyboardInterrupt):
-        with atomic_file(target) as tmp:
-            tmp.write_text("new")
+    with pytest.raises(KeyboardInterrupt), atomic_file(target) as tmp:
+        tmp.write_text("new")
     assert target.read_text() == "previous output\n" and not leftovers(tmp_path)
 
 
@@ -199,9 +198,8 @@ def test_a_signal_right_after_the_staging_folder_is_made_leaves_no_folder(tmp_pa
     out.mkdir()
     (out / "mine.txt").write_text("mine")
     _signalling_after(monkeypatch, tempfile, "mkdtemp")
-    with pytest.raises(KeyboardInterrupt):
-        with output_folder(out, command="sweep") as stage:
-            (stage / "sweep.csv").write_text("new")
+    with pytest.raises(KeyboardInterrupt), output_folder(out, command="sweep") as stage:
+        (stage / "sweep.csv").write_text("new")
     assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
 
 
@@ -211,10 +209,9 @@ def test_a_signal_while_an_output_folder_is_moved_in_completes_it_and_says_so(tm
         for name in ("a.csv", "b.png", "c.png"):
             (stage / name).write_text("old")
     _signalling_after(monkeypatch, os, "replace")  # after the first of the three files is moved in
-    with pytest.raises(KeyboardInterrupt) as interrupted:
-        with output_folder(out, command="sweep") as stage:
-            for name in ("a.csv", "b.png", "c.png"):
-                (stage / name).write_text("new")
+    with pytest.raises(KeyboardInterrupt) as interrupted, output_folder(out, command="sweep") as stage:
+        for name in ("a.csv", "b.png", "c.png"):
+            (stage / name).write_text("new")
     assert {p.name: p.read_text() for p in out.glob("*.*") if p.name != MANIFEST} == dict.fromkeys(
         ("a.csv", "b.png", "c.png"), "new")  # all three, not one new and two old
     assert interrupted.value.output_complete == str(out) and not leftovers(out)
@@ -302,7 +299,7 @@ def test_compression_follows_the_output_suffix(tmp_path, suffix, opener):
     raw = out.read_bytes()
     magic = {".gz": b"\x1f\x8b", ".xz": b"\xfd7zXZ", ".bz2": b"BZh", ".zst": b"\x28\xb5\x2f\xfd"}[out.suffix]
     assert raw.startswith(magic)
-    back = list(perfmodel.io.read_chunks(out)[0])[0]  # and perfmodel reads its own output back
+    back = next(iter(perfmodel.io.read_chunks(out)[0]))  # and perfmodel reads its own output back
     expected = perfmodel.handoff_delay_ms([1024, 2048], 10.0, 1000)
     if ".csv" in suffix:  # (CSV carries computed columns to 13 significant digits)
         expected = perfmodel.io.significant(expected)

@@ -19,8 +19,7 @@ import pandas as pd
 import pytest
 
 import perfmodel
-import perfmodel.handoff as handoff
-from perfmodel import InputError, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
+from perfmodel import InputError, handoff, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
 from perfmodel._inputs import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, Input
 
 from .reference import destination_missing_tokens_row, handoff_delay_row

@@ -137,7 +137,7 @@ def test_decode_tp_bytes_equal_an_enumeration_of_heads(heads, tp, decode_tp, lay
     else:
         per_rank = [len(served) * 2 * head_dim * 2 * layers for served in _served_heads(heads, decode_tp)]
     group = sum(per_rank)
-    busiest = max(max(per_rank), math.ceil(group / tp))  # the busiest receiver, or sender (they share evenly)
+    busiest = max(*per_rank, math.ceil(group / tp))  # the busiest receiver, or sender (they share evenly)
     assert kv_bytes_per_token(config, tp=tp, decode_tp=decode_tp, scope="group") == group
     assert kv_bytes_per_token(config, tp=tp, decode_tp=decode_tp) == busiest
 

@@ -6,13 +6,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
 
-import perfmodel  # noqa: E402
-import perfmodel.plotting as pp  # noqa: E402
+import perfmodel
+import perfmodel.plotting as pp
 
 
 @pytest.fixture
@@ -307,7 +307,7 @@ def test_the_colour_bar_tells_the_budgets_apart():
         width_pt = bar.get_window_extent().width * 72 / fig.dpi
         patterns = set()
         for line in marks:
-            offset, dashes = line._dash_pattern  # (matplotlib's drawn pattern, scaled: it has no public getter)
+            _, dashes = line._dash_pattern  # (matplotlib's drawn pattern, scaled: it has no public getter)
             period = sum(dashes) if dashes else 0.0
             assert dashes is None or period * 2 <= width_pt, (line.get_linestyle(), period, width_pt)  # 2 periods
             patterns.add(tuple(dashes) if dashes else None)
@@ -358,7 +358,7 @@ def test_replay_grid_figure_reads_as_it_should(readme_grid):
     fig = pp.replay_grid_figure(readme_grid, budget_ms=100)
     try:
         _check_layout(fig)
-        lines, cells = fig.axes[0], fig.axes[1]
+        lines = fig.axes[0]
         ticks = [t for t in lines.get_xticks() if lines.get_xlim()[0] <= t <= lines.get_xlim()[1]]
         assert all(float(t).is_integer() for t in ticks), ticks  # decode workers are whole
         labels = [ax.get_ylabel() for ax in fig.axes] + [ax.get_xlabel() for ax in fig.axes]

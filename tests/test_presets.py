@@ -104,7 +104,7 @@ def test_a_malformed_presets_file_is_named_and_never_stops_the_built_ins(presets
     capsys.readouterr()
     for command in ("links", "models"):
         assert main([command]) == 0, command
-        out, err = capsys.readouterr()
+        _, err = capsys.readouterr()
         assert "internal error" not in err and str(presets) in err, err
     with pytest.raises(InputError):
         perfmodel.links.save_link(Link("mine", 1.0))

@@ -317,14 +317,14 @@ def test_cli_state_bytes_replaces_the_model_s_everywhere(tmp_path):
 
 
 @pytest.mark.parametrize("call, fragment", [
-    (lambda: kv_bytes("gpt-oss-20b", -5), r"num_input_tokens: 1 invalid row; first at row 0: -5 \(negative\)\. Fix: "
+    (lambda: kv_bytes("gpt-oss-20b", -5), (r"num_input_tokens: 1 invalid row; first at row 0: -5 \(negative\)\. Fix: "
                                           r"num_input_tokens must be whole numbers >= 0 \(fill or drop missing counts "
-                                          r"first\)\.$"),
+                                          r"first\)\.$")),
     (lambda: kv_bytes("gpt-oss-20b", [10, 20], charged_tokens=[1, 2, 3]), "charged_tokens: 3 values for 2 prompts"),
     (lambda: kv_terms("gpt-oss-20b", tp=0), "tp: 0 is not a whole number >= 1"),
     (lambda: perfmodel.replay_handoffs(perfmodel.synthetic_trace(5, rate_per_s=1), "ib-ndr", "qwen3-next-80b-a3b",
-                                       state_bytes=-1), r"state_bytes: 5 invalid rows; first at row 0: -1.0 \(negative\)\. Fix: state bytes "
-                                                       r"are finite numbers >= 0 \(NaN marks unknown\)\.$"),
+                                       state_bytes=-1), (r"state_bytes: 5 invalid rows; first at row 0: -1.0 \(negative\)\. Fix: state bytes "
+                                                       r"are finite numbers >= 0 \(NaN marks unknown\)\.$")),
 ])
 def test_bad_inputs_name_the_fix_that_applies(call, fragment):
     # kv_bytes has no errors="coerce": its messages must not offer one

@@ -11,9 +11,14 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import perfmodel
-from perfmodel import sweep
-from perfmodel import destination_missing_tokens, handoff_delay_ms, kv_bytes_per_token, max_tokens_within
-from perfmodel import required_bandwidth
+from perfmodel import (
+    destination_missing_tokens,
+    handoff_delay_ms,
+    kv_bytes_per_token,
+    max_tokens_within,
+    required_bandwidth,
+    sweep,
+)
 from perfmodel.sweeps import AXES
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -167,7 +168,7 @@ def test_ready_times_from_a_generic_trace(tmp_path):
     replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, ready_ms="ready_ms")
     assert replay["start_ms"].tolist() == [500.0, 1100.0] and replay["end_ms"].tolist() == [510.0, 1110.0]
     done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--kv-bytes-per-token", "1000",
-                           "--bandwidth", "1", *sum((["--column", f"{k}={v}"] for k, v in mapping.items()), []),
+                           "--bandwidth", "1", *[a for k, v in mapping.items() for a in ("--column", f"{k}={v}")],
                            "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert pd.read_csv(tmp_path / "out" / "replay.csv")["start_ms"].tolist() == [500.0, 1100.0]
@@ -234,7 +235,7 @@ def test_larger_cache_never_saves_less(sample):
     saved = [summarize(replay_handoffs(sample, kv_bytes_per_token=1000, kv_transfer_bandwidth=50.0,
                                        mode="destination_missing", decode_cache_blocks=capacity))
              ["bytes_saved_by_prefix_reuse"] for capacity in (0, 10, 100, 1000, 10_000, None)]
-    assert saved[0] == 0 and all(a <= b for a, b in zip(saved, saved[1:])) and saved[-1] > 0
+    assert saved[0] == 0 and all(a <= b for a, b in itertools.pairwise(saved)) and saved[-1] > 0
 
 
 def test_one_link_queues_at_least_as_much_as_two(sample):
@@ -566,7 +567,7 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
 def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypatch):
     """Above the parallel threshold the block ids are ranked on two threads: the same replay as on one
     thread, and the reference's."""
-    import perfmodel.handoff as handoff
+    from perfmodel import handoff
 
     trace = synthetic_trace(8000, rate_per_s=100, seed=3)
     kw = dict(mode="destination_missing", decode_workers=2, decode_cache_blocks=3000, contention="fifo")

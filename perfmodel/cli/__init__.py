@@ -18,7 +18,7 @@ the entry point. Heavy modules (numba, matplotlib, pyarrow) are imported inside 
 renamed into place only when complete.
 """
 
-from ._main import build_parser, console, main
-from ._parsing import UsageError, parse_tokens
+from ._main import build_parser, console, main  # noqa: F401 (build_parser: for the tests and the docs)
+from ._parsing import UsageError, parse_tokens  # noqa: F401 (for the tests)
 
 __all__ = ["console", "main"]

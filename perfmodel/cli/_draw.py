@@ -101,7 +101,7 @@ def _run_and_report(task: Callable[[], None], send: Any, signals: frozenset[int]
         error = raised
     try:
         send.send(error)
-    except Exception:  # an error that does not pickle: its type and message
+    except Exception:  # noqa: BLE001 (pickling raises any type): an error that does not pickle: its type and message
         send.send(RuntimeError(f"{type(error).__name__}: {error}"))
 
 

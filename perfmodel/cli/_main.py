@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + 13
     except SystemExit:
         raise
-    except Exception:  # a bug in perfmodel, not the user's input: say so, with the traceback
+    except Exception:  # noqa: BLE001 (the last resort) a bug in perfmodel, not the user's input: say so, with the traceback
         print(f"perfmodel {command}: internal error (please report it, with this traceback):\n"
               f"{traceback.format_exc()}", file=sys.stderr)
         return 1

@@ -68,7 +68,7 @@ def parse_tokens(spec: str) -> list[int]:
         _check_range_size(spec, math.log(stop / start) / math.log(factor) + 1 if stop > start else 1)
         value = float(start)
         while value <= stop * (1 + 1e-12):
-            values.append(int(round(value)))
+            values.append(round(value))
             value *= factor
     else:
         increment = _count(step)
@@ -213,7 +213,7 @@ def value_kind(name: str) -> dict[str, Any]:
         return dict(choices=list(entry.choices or entry.labels))
     unit = next((u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS"), ("_per_s", "RATE")) if name.endswith(suffix)),
                 None)
-    counted = name.split("_per_")[0].split("_")[-1].upper()  # (what is counted: blocks_per_message, BLOCKS)
+    counted = name.split("_per_", maxsplit=1)[0].rsplit("_", maxsplit=1)[-1].upper()  # (what is counted: blocks_per_message, BLOCKS)
     return dict(type=_reader(name), metavar=unit or ("N" if entry.kind == "degree" else counted))
 
 

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ._draw import _save
 from .._inputs import INPUTS
+from ._draw import _save
 from ._parsing import UsageError, _data_file, _table_options, one_line_warnings
 
 #: The model's inputs that turn a table's prompt lengths into bytes and messages (flags from the input table).

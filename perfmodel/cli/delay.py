@@ -23,7 +23,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
         # a trace in a format of its own (Mooncake, Azure; dataset:NAME): its prompt lengths, as perfmodel trace reads them
         prompt = format_columns(args.input).get("num_input_tokens")
         columns.update({"num_input_tokens": prompt} if prompt else {})
-    keywords: dict[str, Any] = {name: column for name, column in columns.items()}
+    keywords: dict[str, Any] = dict(columns)
     if args.kv_bytes_per_token is not None:
         keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
     elif args.model:

@@ -12,15 +12,7 @@ from typing import Any
 
 from .._inputs import flags
 from ._draw import _save
-from ._parsing import (
-    UsageError,
-    _columns,
-    _trace_file,
-    _given,
-    _name_value,
-    _reader,
-    _table_options,
-)
+from ._parsing import UsageError, _columns, _given, _name_value, _reader, _table_options, _trace_file
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
@@ -60,9 +52,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     axes = _grid_axes(args.grid) if args.grid else {}
     for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
                              ("link", "kv_transfer_bandwidth", "--bandwidth")):
-        if not {one, other} & {*config, *axes}:
-            if one != "link" or "cluster" not in axes:
-                raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
+        if not {one, other} & {*config, *axes} and (one != "link" or "cluster" not in axes):
+            raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
         if {one, other} & set(config) and {one, other} & set(axes):
             raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and {flag}: give one of them")
     twice = sorted(set(config) & set(axes))
@@ -140,7 +131,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
         _save(fig, stage / "grid.png")
         plt.close(fig)
     load = "busiest_utilisation" if "busiest_utilisation" in grid else "link_utilisation"  # (a cluster has no links)
-    shown = [c for c in axes] + ["p50_ms", "p99_ms", "mean_queue_ms", load, "zero_delay_share"]
+    shown = [*axes, "p50_ms", "p99_ms", "mean_queue_ms", load, "zero_delay_share"]
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
         print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))

@@ -261,7 +261,7 @@ def _fixed_positions(axs: np.ndarray) -> None:
         ax.yaxis.set_label_coords(0.0, 0.5, transform=ax.transAxes + left)
         for axis in (ax.xaxis, ax.yaxis):
             low, high = axis.get_view_interval()
-            if not (axis.get_scale() == "log" and 0 < low and high < 100 * low):  # few decades: minor labels
+            if not (axis.get_scale() == "log" and low > 0 and high < 100 * low):  # few decades: minor labels
                 axis.set_minor_locator(NullLocator())
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.font_manager import FontProperties
 from matplotlib.colors import LogNorm
+from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..links import DEFAULT_LINKS, LINKS, Link, get_link
