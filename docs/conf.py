@@ -1,4 +1,5 @@
-"""Sphinx configuration of perfmodel's documentation (no network at build time)."""
+"""Sphinx configuration of perfmodel's documentation (no network at build time, none when read: every page
+loads only its own files; tests/test_docs.py checks)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ release = version = perfmodel.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
 ]
@@ -79,6 +79,7 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "plot_gallery": "True",
     "abort_on_example_error": True,
+    "write_computation_times": False,  # (its page loads scripts and styles from CDNs: the docs are read offline)
 }
 os.environ.setdefault("PERFMODEL_CONFIG_DIR", tempfile.mkdtemp(prefix="perfmodel-docs-config-"))
 

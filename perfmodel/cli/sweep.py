@@ -119,7 +119,8 @@ def register(sub: Any) -> None:
     """Add ``perfmodel sweep`` to the subcommands ``sub``."""
     sweep = sub.add_parser("sweep", help="what-if grid: models/bytes x links/bandwidths x prompt lengths (the main job)",
                            description="Sweep handoff delays over models x links x prompt lengths; write a table, "
-                                       "plots and a summary. With no options: popular models x every link preset "
+                                       "plots and a summary. With no options: popular models x "
+                                       f"{len(DEFAULT_LINKS)} link presets ({', '.join(DEFAULT_LINKS)}) "
                                        "x 128 to 128k tokens.")
     what = sweep.add_mutually_exclusive_group()
     what.add_argument("--model", nargs="+", metavar="NAME", help=f"model presets (default: {' '.join(DEFAULT_MODELS)})")

@@ -308,7 +308,7 @@ def required_bandwidth(
     latency_ms
         Per-transfer latency included in the requirement (ms).
     links
-        Links drawn as horizontal reference lines (default: every preset).
+        Links drawn as horizontal reference lines (default: the sweep's, :data:`perfmodel.links.DEFAULT_LINKS`).
     ax
         Axes to draw on (default: the current Axes).
 
