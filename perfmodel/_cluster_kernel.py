@@ -488,15 +488,19 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
         return _route(r, blocks, offsets, holders, alive, workers, rr, routing == PREFIX)
     for x in range(workers):
         loads[x] = _worker_load(x, now, st, cl, waiting)
-    best = 0
+    # the last tie goes round robin: the workers are tried from ``rr`` (the one after the worker chosen last) on,
+    # and only a strictly better one replaces the best so far
+    best = rr
     if routing == LEAST_LOADED:
-        for x in range(1, workers):
+        for j in range(1, workers):
+            x = rr + j if rr + j < workers else rr + j - workers
             if loads[x] < loads[best]:
                 best = x
         return _route(r, blocks, offsets, holders, alive, workers, best, False)
-    # topology: the fewest hops, then the longest cached prefix, then least loaded, then the lowest index
-    _, depth = _route(r, blocks, offsets, holders, alive, workers, 0, False)
-    for x in range(1, workers):
+    # topology: the fewest hops, then the longest cached prefix, then least loaded, then round robin
+    _, depth = _route(r, blocks, offsets, holders, alive, workers, rr, False)
+    for j in range(1, workers):
+        x = rr + j if rr + j < workers else rr + j - workers
         _, d = _route(r, blocks, offsets, holders, alive, workers, x, False)
         h, hb = st.pair_hops[a * workers + x], st.pair_hops[a * workers + best]
         if h < hb or (h == hb and (d > depth or (d == depth and loads[x] < loads[best]))):

@@ -319,8 +319,9 @@ API_INPUTS: tuple[Input, ...] = (
           replay="one", example=1000),
     Input("routing", "``\"prefix\"`` (default: the decode worker caching the longest prefix, ties round "
           "robin) or ``\"round_robin\"``; on a cluster also ``\"least_loaded\"`` (fewest bytes routed to it "
-          "and not yet delivered, ties lowest index) and ``\"topology\"`` (fewest hops summed over the "
-          "handoff's flows, ties by the longest cached prefix, then least loaded, then lowest index).",
+          "and not yet delivered, ties round robin among the tied: the first after the worker chosen last) and "
+          "``\"topology\"`` (fewest hops summed over the handoff's flows, ties by the longest cached prefix, then "
+          "least loaded, then round robin).",
           "choice", default="prefix", choices=("prefix", "round_robin", "least_loaded", "topology"),
           cli="--routing", grid_axis=True, replay="one", example="round_robin"),
     Input("prefill_workers", "On a cluster: prefill workers of ``tp`` GPUs each, taking requests round robin "

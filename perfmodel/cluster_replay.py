@@ -129,7 +129,8 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
 
     _cluster_replay.refuse_on_cluster(c)
     cluster = get_cluster(cluster_spec)
-    trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
+    trace, tokens = prepared.trace, prepared.tokens
+    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
     block_size = check_whole("block_size", scalars["block_size"], smallest=1)
     decode_workers = check_count("decode_workers", c.decode_workers)
     prefill_workers = check_count("prefill_workers", c.prefill_workers, optional=True)
@@ -159,12 +160,15 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
         order=np.argsort(ready, kind="stable"), ready=ready, tokens=tokens, blocks=prepared.blocks,
         offsets=prepared.offsets, n_unique=prepared.n_unique, prefill_of=prefill_of, resources=resources,
         pairs=pairs, terms=terms, config=config)
-    return _frame(trace, tokens, ready, replayed, resources, c, cluster, p, decode_workers, destination_missing)
+    return _frame(trace, tokens, (ready, base), replayed, resources, c, cluster, p, decode_workers, destination_missing)
 
 
-def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, replayed: Any, resources: Any,
+def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], replayed: Any, resources: Any,
            c: SimpleNamespace, cluster: Any, p: int, decode_workers: int, destination_missing: bool) -> pd.DataFrame:
+    """The per-request table; ``times``: the ready times from the earliest, and the earliest (durations from the
+    former, timestamps shifted back by the latter)."""
     out = replayed.out
+    ready, base = times
     # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff
     # that others sped up (max-min can: another flow slows one of its flows' rivals) keeps its own end
     raw = out.end - ready
@@ -181,32 +185,34 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, replayed:
         "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
         "transfer_ms": out.alone_ms, "queue_ms": queue, "handoff_delay_ms": delay,
-        "start_ms": out.start, "end_ms": out.end, "flows": out.flows,
+        "start_ms": out.start + base if base else out.start, "end_ms": out.end + base if base else out.end,
+        "flows": out.flows,
         "bottleneck": pd.Categorical.from_codes(out.bottleneck, categories=names) if names else
         pd.Categorical([None] * len(trace)),
     }
     result = pd.DataFrame(columns, index=trace.index, copy=False)
     moving = out.bytes > 0
-    span = float(out.end[moving].max() - out.start[moving].min()) if moving.any() else 0.0
+    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
     result.attrs.update(
         contention=c.contention, links=1, mode="destination_missing" if destination_missing else "full_prompt",
         cluster=cluster.name, routing=c.routing, prefill_workers=p, decode_workers=decode_workers,
         block_size=c.block_size, overlap="none", kv_layout=c.kv_layout,
         resources={name: {"kind": resources.kinds[k], "capacity_gb_s": resources.capacities[k],
                           "busy_gb_ms": float(replayed.busy[k]), "peak_gb_s": float(replayed.peak[k])}
-                   for k, name in enumerate(names)}, span_ms=span,
-        utilisation=_binned(replayed, resources) if replayed.touched.any() else None)
+                   for k, name in enumerate(names)}, span_ms=last - first, span_ends_ms=max(abs(first), abs(last)),
+        requests=len(trace), utilisation=_binned(replayed, resources, base) if replayed.touched.any() else None)
     return result
 
 
-def _binned(replayed: Any, resources: Any) -> dict[str, Any]:
+def _binned(replayed: Any, resources: Any, base: float) -> dict[str, Any]:
     """Each resource's mean utilisation per time bin (its load's integral over capacity x bin width), for the
-    resources that carried a load, over the bins up to the last one any of them reached."""
+    resources that carried a load, over the bins up to the last one any of them reached (the first bin starting
+    ``base`` ms after the replay's relative time 0)."""
     written = replayed.bins[replayed.touched]
     bins = 1 + int(np.flatnonzero((written != 0).any(axis=0)).max(initial=0))
     series = {resources.names[r]: (replayed.bins[r, :bins] / (resources.capacities[r] * replayed.bin_ms)).tolist()
               for r in np.flatnonzero(replayed.touched)}
-    return {"start_ms": replayed.origin_ms, "bin_ms": replayed.bin_ms, "series": series}
+    return {"start_ms": replayed.origin_ms + base, "bin_ms": replayed.bin_ms, "series": series}
 
 
 def resource_table(replay: pd.DataFrame) -> pd.DataFrame:

@@ -248,6 +248,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
     lead, last_fraction = _layerwise(trace, tokens, bytes_spec, c, per_message)
+    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
     available = ready - lead  # when each transfer may start
     n = len(trace)
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
@@ -271,13 +272,18 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         first = int(np.argmax(~np.isfinite(out.transfer)))
         raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s gives request {trace.index[first]!r} a "
                          f"transfer time of {out.transfer[first]!r} ms", "pass a realistic bandwidth in GB/s")
-    return _replay_frame(trace, tokens, ready, out, kv_terms, c, (bandwidth, latency, per_block, per_message))
+    return _replay_frame(trace, tokens, (ready, base), out, kv_terms, c, (bandwidth, latency, per_block, per_message))
 
 
-def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, out: Any, kv_terms: np.ndarray,
-                  c: SimpleNamespace, link: tuple[float, float, float, float]) -> pd.DataFrame:
-    """The replay's per-request table (indexed like the trace) from the kernel's results, with the link in attrs."""
+def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], out: Any,
+                  kv_terms: np.ndarray, c: SimpleNamespace, link: tuple[float, float, float, float]) -> pd.DataFrame:
+    """The replay's per-request table (indexed like the trace) from the kernel's results, with the link in attrs.
+    ``times``: the ready times from the earliest, and the earliest (durations from the former, timestamps
+    shifted back by the latter)."""
     bandwidth, latency, per_block, per_message = link
+    ready, base = times
+    moving = out.bytes > 0
+    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
     whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
     columns = {
         # copies of the trace's own columns (the frame below shares every array it is given)
@@ -289,12 +295,13 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, ready: np.ndarray, ou
         "transfer_ms": out.transfer, "queue_ms": out.queue,
         # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
         "handoff_delay_ms": (out.end - ready) if c.overlap == "layerwise" else out.queue + out.transfer,
-        "start_ms": out.start, "end_ms": out.end,
+        "start_ms": out.start + base if base else out.start, "end_ms": out.end + base if base else out.end,
     }
     result = pd.DataFrame(columns, index=trace.index, copy=False)  # this call's own arrays: not stacked into copies
     result.attrs.update(contention=c.contention, links=c.links, mode=c.mode, bandwidth_gb_s=bandwidth,
                         latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
-                        block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout)
+                        block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout,
+                        span_ms=last - first, span_ends_ms=max(abs(first), abs(last)), requests=len(trace))
     return result
 
 
@@ -507,13 +514,12 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     """
     delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
     moving = replay[replay["transfer_bytes"] > 0]
-    span = float(moving["end_ms"].max() - moving["start_ms"].min()) if len(moving) else 0.0
+    span, ends = _span(replay, moving)
     links = int(replay.attrs.get("links", 1))
     load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
     # a load above 1 by float noise alone is 1: a sum of n terms is off by at most ~n ulps of the sum, the span
     # (a difference of two times) by an ulp of the larger time; beyond that an offered load above 1 is real
     if load > 1.0 and len(moving):
-        ends = float(np.abs(moving[["start_ms", "end_ms"]].to_numpy()).max())
         noise = (len(moving) + 2) * np.finfo(np.float64).eps * (1.0 + ends / span)
         load = 1.0 if load - 1.0 <= noise else load
     saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
@@ -533,6 +539,18 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
         "bytes_moved": float(replay["transfer_bytes"].sum()),
         "bytes_saved_by_prefix_reuse": saved,
     } | on_cluster
+
+
+def _span(replay: pd.DataFrame, moving: pd.DataFrame) -> tuple[float, float]:
+    """(first start to last end of the handoffs that move bytes, the largest time it was taken from): the
+    replay's own, from its relative times, for a whole replay; else from the timestamp columns."""
+    if "span_ms" in replay.attrs and replay.attrs.get("requests") == len(replay):
+        span = float(replay.attrs["span_ms"])
+        return span, float(replay.attrs.get("span_ends_ms", span))
+    if not len(moving):
+        return 0.0, 0.0
+    return (float(moving["end_ms"].max() - moving["start_ms"].min()),
+            float(np.abs(moving[["start_ms", "end_ms"]].to_numpy()).max()))
 
 
 # --- replay grids: many cluster configurations against one trace ------------------------------

@@ -137,10 +137,10 @@ def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, deco
             w = next((rr + j) % D for j in range(D) if depths[(rr + j) % D] == best)
         elif routing == "round_robin":
             w = rr
-        elif routing == "least_loaded":
-            w = min(range(D), key=lambda x: (undelivered(x), x))
+        elif routing == "least_loaded":  # (the last tie: the first tied worker after the one chosen last)
+            w = min(range(D), key=lambda x: (undelivered(x), (x - rr) % D))
         else:
-            w = min(range(D), key=lambda x: (hops[(a, x)], -depths[x], undelivered(x), x))
+            w = min(range(D), key=lambda x: (hops[(a, x)], -depths[x], undelivered(x), (x - rr) % D))
         rr = (w + 1) % D
         tokens_r = tokens[r]
         n_blocks = -(-tokens_r // block_size)
