@@ -273,18 +273,13 @@ def _results(where: str, text: str) -> list[dict[str, Any]]:
     """The result objects of a benchmark file: one JSON object (``vllm bench serve --save-result``), or one a
     line (SGLang's JSONL; vLLM's ``--append-result``)."""
     try:
-        return [json.loads(text)] if text.lstrip().startswith("{") and _one_object(text) else \
-            [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as error:
-        raise _refuse(where, f"not JSON or JSON lines ({error.msg}, line {error.lineno})") from None
-
-
-def _one_object(text: str) -> bool:
-    try:
-        json.loads(text)
+        return [json.loads(text)]
     except json.JSONDecodeError:
-        return False
-    return True
+        pass
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as error:
+        raise _refuse(where, f"not JSON or JSON lines ({error.msg})") from None
 
 
 def _is_benchmark(result: Any) -> bool:
