@@ -17,6 +17,7 @@ version 2, commit 002a1057) and ``vllm/benchmarks/serve.py`` (commit 009e6d4a).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -199,9 +200,16 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
     (0.0, 0.01, 0.01)
     """
     where, text = _text_of(path_or_text)
-    rows = []
+    rows, seen = [], set()
     for family in _families(where, text):
-        rows.extend(_family_rows(family))
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            if key in seen:
+                raise InputError(f"{where}: {sample.name}{{{_labels_text(sample.labels)}}}", "appears twice (two "
+                                 "scrapes in one file?), so one would overwrite or add to the other",
+                                 "scrape a server a file, and give the files one by one")
+            seen.add(key)
+        rows.extend(_family_rows(where, family))
     frame = pd.DataFrame(rows, columns=_COLUMNS)
     frame.attrs["source"] = where
     return frame
@@ -215,28 +223,43 @@ _COLUMNS = ["metric", "type", "stage", "labels", "value", "count", "sum", "mean"
 _TOTALS = {"_count": "count", "_sum": "sum", "_gcount": "count", "_gsum": "sum"}
 
 
-def _family_rows(family: Any) -> list[dict[str, Any]]:
+def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
     """One row per label set of a parsed metric family."""
     groups: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
     for sample in family.samples:
         if sample.name.endswith("_created"):  # (a counter's or histogram's creation time, not a measurement)
             continue
-        labels = {key: value for key, value in sample.labels.items() if key not in ("le", "quantile")}
+        bucketed = {"histogram": "le", "gaugehistogram": "le", "summary": "quantile"}.get(family.type)
+        labels = {key: value for key, value in sample.labels.items() if key != bucketed}
         group = groups.setdefault(tuple(labels.items()), {"labels": labels, "buckets": [], "quantiles": {},
                                                           "name": sample.name})
         suffix = sample.name[len(family.name):]
         if family.type in ("histogram", "gaugehistogram") and suffix == "_bucket":
             group["buckets"].append((float(sample.labels["le"]), float(sample.value)))
-        elif suffix in _TOTALS and family.type != "gauge":
+        elif suffix in _TOTALS and bucketed:
             group[_TOTALS[suffix]] = float(sample.value)
-        elif "quantile" in sample.labels:
+        elif family.type == "summary" and "quantile" in sample.labels:
             group["quantiles"][float(sample.labels["quantile"])] = float(sample.value)
         else:
             group["value"], group["name"] = float(sample.value), sample.name
-    return [_row(family, group) for group in groups.values()]
+    return [_row(where, family, group) for group in groups.values()]
 
 
-def _row(family: Any, group: dict[str, Any]) -> dict[str, Any]:
+def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float) -> None:
+    """A histogram's buckets as the exposition format requires them: cumulative (never decreasing), the last
+    ``+Inf``, equal to ``_count``; else its quantiles would mean nothing, and it is refused."""
+    counts = [n for _, n in buckets]
+    problem = ("bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
+               if any(b < a for a, b in itertools.pairwise(counts)) else
+               "no +Inf bucket" if not math.isinf(buckets[-1][0]) else
+               f"_count {count:g} is not the +Inf bucket's {counts[-1]:g}"
+               if not math.isnan(count) and count != counts[-1] else "")
+    if problem:
+        raise InputError(where, problem, "give the scrape as the engine wrote it (a histogram's buckets are "
+                         "cumulative, end with le=\"+Inf\" and add up to its _count)")
+
+
+def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     labels = dict(group["labels"])
     stage = labels.pop("stage", "")
     kind = family.type
@@ -245,6 +268,8 @@ def _row(family: Any, group: dict[str, Any]) -> dict[str, Any]:
                            "value": group.get("value", math.nan), "count": group.get("count", math.nan),
                            "sum": group.get("sum", math.nan)}
     buckets = sorted(group["buckets"])
+    if buckets:
+        _check_buckets(f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"])
     if buckets and math.isnan(row["count"]):
         row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
     row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
@@ -313,9 +338,9 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     Returns
     -------
     pandas.DataFrame
-        One row per request, in the benchmark's order: ``num_input_tokens``, ``num_output_tokens``,
-        ``ttft_ms`` (NaN for a failed request), ``completed`` (no error), and where the file has them
-        ``latency_ms`` and ``arrival_ms`` (send times from the first request's, ms). ``attrs``: ``source``,
+        One row per request, in the benchmark's order: ``num_input_tokens``, ``num_output_tokens`` (where the
+        file has ``output_lens``), ``ttft_ms`` (NaN for a failed request), ``completed`` (no error), and where
+        the file has them ``latency_ms`` and ``arrival_ms`` (send times from the first request's, ms). ``attrs``: ``source``,
         ``tool``, ``request_rate`` (requests/s, ``inf`` for all at once), ``max_concurrency`` (None:
         unbounded), ``duration_s``, ``arrivals`` (where ``arrival_ms`` comes from, or why there is none) and
         ``reported`` (the file's own summary figures: ``mean_ttft_ms``, ``median_ttft_ms``, ...).
@@ -362,7 +387,8 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
     errors = columns["errors"]
     completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
     trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["num_input_tokens"], int)})
-    trace["num_output_tokens"] = _numbers(where, "output_lens", columns["num_output_tokens"] or [0] * n, int)
+    if columns["num_output_tokens"] is not None:
+        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["num_output_tokens"], int)
     trace["ttft_ms"] = np.where(completed, _numbers(where, "ttfts", columns["ttft_s"], float) * 1e3, np.nan)
     trace["completed"] = completed
     if columns["latency_s"] is not None:

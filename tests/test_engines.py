@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,14 @@ import pytest
 
 from perfmodel import handoff_delay_ms, replay_handoffs
 from perfmodel.cli import main
-from perfmodel.engines import (FORMATS, bucket_quantile, compare_measured, measured_fits, read_benchmark,
-                               read_engine_metrics)
+from perfmodel.engines import (
+    FORMATS,
+    bucket_quantile,
+    compare_measured,
+    measured_fits,
+    read_benchmark,
+    read_engine_metrics,
+)
 from perfmodel.errors import InputError
 
 DATA = Path(__file__).resolve().parent / "data" / "engines"
@@ -303,3 +310,48 @@ def test_the_command_prints_the_tables(capsys):
         assert text in out, text
     assert main(["measured", "--help"]) == 0
     assert "Prometheus text exposition" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("buckets, count, problem", [
+    ([("0.01", 3), ("0.02", 2), ("+Inf", 4)], 4, "bucket counts decrease"),
+    ([("0.01", 1), ("0.02", 3)], 3, "no +Inf bucket"),
+    ([("0.01", 1), ("+Inf", 3)], 5, "_count 5 is not the +Inf bucket's 3"),
+])
+def test_a_broken_histogram_is_refused_not_summarized(buckets, count, problem):
+    """A histogram whose buckets do not add up would give quantiles that mean nothing: refused, naming it."""
+    text = "# TYPE vllm:nixl_xfer_time_seconds histogram\n" + "".join(
+        f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="{le}"}} {n}\n' for le, n in buckets) + (
+        f'vllm:nixl_xfer_time_seconds_count{{engine="0"}} {count}\nvllm:nixl_xfer_time_seconds_sum{{engine="0"}} 0.1\n')
+    with pytest.raises(InputError, match=r"vllm:nixl_xfer_time_seconds\{engine=\"0\"\}: " + re.escape(problem)):
+        read_engine_metrics(text)
+
+
+def test_a_benchmark_without_output_lengths_has_no_output_column(tmp_path):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    del result["output_lens"]
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    assert "num_output_tokens" not in read_benchmark(tmp_path / "r.json")   # never zeros made up
+
+
+def test_a_gauge_with_le_and_quantile_labels_keeps_every_series():
+    """SGLang's gauge histograms are gauges labelled le and gt: each series its own row, none merged away."""
+    text = ("# TYPE sglang:routing_key_running_req_count gauge\n"
+            'sglang:routing_key_running_req_count{gt="0",le="1"} 4\n'
+            'sglang:routing_key_running_req_count{gt="1",le="2"} 2\n'
+            "# TYPE my_gauge gauge\n"
+            'my_gauge{quantile="0.5"} 1\nmy_gauge{quantile="0.9"} 7\n')
+    frame = read_engine_metrics(text)
+    assert frame["value"].tolist() == [4, 2, 1, 7]
+    assert frame["labels"].tolist() == ['gt="0",le="1"', 'gt="1",le="2"', 'quantile="0.5"', 'quantile="0.9"']
+
+
+@pytest.mark.parametrize("text", [
+    ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 3\n"
+     "vllm:num_requests_running{engine=\"0\"} 5\n"),
+    (DATA / "vllm_nixl.prom").read_text() + (DATA / "vllm_nixl.prom").read_text(),   # two scrapes in one file
+])
+def test_a_series_given_twice_is_refused(text):
+    """The same series twice (two servers' scrapes pasted into one file) would have one overwrite the other, or
+    sum two servers' buckets into one: refused, naming the series."""
+    with pytest.raises(InputError, match=r"appears twice.*scrape a server a file"):
+        read_engine_metrics(text)

@@ -30,25 +30,27 @@ def _measured(args: argparse.Namespace) -> int:
             benchmarks.append(read_benchmark(path, run=args.benchmark_run))
         else:
             scrapes.append(read_engine_metrics(path))
+    if args.model is not None and len(benchmarks) > 1:
+        raise UsageError("the model takes its prompts from one benchmark file; give one with --model")
+    table = None
+    if args.model is not None:  # (before anything is printed: a bad model or link is the one line said)
+        options = {name: getattr(args, name) for name in MEASURED_FLAGS if getattr(args, name) is not None}
+        table = compare_measured(benchmarks[0] if benchmarks else None, scrapes, model=args.model, link=args.link,
+                                 **options)
     for i, trace in enumerate(benchmarks):
         print(("\n" if i else "") + _benchmark_text(trace))
     for i, frame in enumerate(scrapes):
         print(("\n" if i or benchmarks else "") + _scrape_text(frame))
-    if args.model is None:
-        print("\n(--model NAME --link NAME: the model's handoff delay over the benchmark's prompts, beside these)")
-        return 0
-    if len(benchmarks) > 1:
-        raise UsageError("the model takes its prompts from one benchmark file; give one")
-    options = {name: getattr(args, name) for name in MEASURED_FLAGS if getattr(args, name) is not None}
-    table = compare_measured(benchmarks[0] if benchmarks else None, scrapes, model=args.model, link=args.link,
-                             **options)
-    print(f"\nthe model ({args.model} over {args.link}) beside the measurements, ms "
-          "(bucket-bounded: the value interpolated in its bucket, as histogram_quantile does, [bucket]):")
-    print(_compare_text(table))
+    if table is not None:
+        print(f"\nthe model ({args.model} over {args.link}) beside the measurements, ms "
+              "(bucket-bounded: the value interpolated in its bucket, as histogram_quantile does, [bucket]):")
+        print(_compare_text(table))
     fits = measured_fits(scrapes, benchmarks[0] if benchmarks else None)
     print()
     for note in fits.notes:
         print(note)
+    if table is None:
+        print("\n(--model NAME --link NAME: the model's handoff delay over the benchmark's prompts, beside these)")
     return 0
 
 
