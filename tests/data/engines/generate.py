@@ -19,8 +19,12 @@ SGLANG_TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 8
 NIXL_TIME_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0]
 NIXL_BYTES_BUCKETS = [2 ** (10 + i) for i in range(1, 25, 2)]
 NIXL_DESC_BUCKETS = [10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000]
-#: Request-latency buckets for vLLM's request histograms (illustrative bounds: the tests do not depend on them).
-VLLM_LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
+#: vLLM's TTFT buckets and its request_latency_buckets (queue, prefill, e2e) (PrometheusStatLogger,
+#: vllm/v1/metrics/loggers.py).
+VLLM_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                     40.0, 80.0, 160.0, 640.0, 2560.0]
+VLLM_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+                        480.0, 960.0, 1920.0, 7680.0]
 
 #: The observations (seconds) of the scrapes, by metric (and stage), the same for every label set unless said.
 PREFILL_STAGES = {
@@ -85,7 +89,7 @@ def _vllm(path: Path) -> None:
     descs = histogram("vllm:nixl_num_descriptors", "Histogram of number of descriptors per NIXL  KV Cache transfers.",
                       NIXL_DESC_BUCKETS)
     ttft = histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                     VLLM_LATENCY_BUCKETS)
+                     VLLM_TTFT_BUCKETS)
     queue = histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
                       VLLM_LATENCY_BUCKETS)
     prefill = histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
@@ -112,8 +116,8 @@ def _vllm(path: Path) -> None:
         running.labels(**labels).set(3)
     header = ("# vLLM decode-side scrape with the NIXL connector (curl host:port/metrics), written by prometheus_client\n"
               "# from the names and buckets of vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py\n"
-              "# (NixlPromMetrics, NIXL_CONNECTOR_VERSION 2, commit 002a1057); request histograms with illustrative\n"
-              "# bounds; observations chosen by hand (tests/data/engines/generate.py).\n")
+              "# (NixlPromMetrics, NIXL_CONNECTOR_VERSION 2, commit 002a1057) and vllm/v1/metrics/loggers.py\n"
+              "# (PrometheusStatLogger, commit a6f0308c); observations chosen by hand (tests/data/engines/generate.py).\n")
     path.write_text(header + _without_created(generate_latest(registry).decode()))
 
 
