@@ -12,7 +12,8 @@ results, and the model put beside what they measured.
 Sources of the formats (the shapes the readers and the test files follow): SGLang's
 ``python/sglang/srt/metrics/collector.py`` and ``python/sglang/bench_serving.py`` (commits 00ae9c15 and 0033168f),
 vLLM's ``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`` (``NixlPromMetrics``, connector
-version 2, commit 002a1057) and ``vllm/benchmarks/serve.py`` (commit 009e6d4a).
+version 2, commit 002a1057), ``vllm/v1/metrics/loggers.py`` (commit a6f0308c) and ``vllm/benchmarks/serve.py``
+(commit 009e6d4a).
 """
 
 from __future__ import annotations
@@ -558,7 +559,20 @@ def _bucketed(row: pd.Series) -> dict[str, Any]:
 
 
 class MeasuredFits(NamedTuple):
-    """What the files fit: a link (or None) and, in words, what was and was not fitted and why."""
+    """What the files fit (:func:`measured_fits`): a link, or None, and in words what was and was not fitted.
+
+    Attributes
+    ----------
+    link
+        A :class:`perfmodel.Link` fitted to vLLM's NIXL means (named ``"nixl-means"``), or None.
+    notes
+        One sentence each: the link's fit or why there is none, the prefill's.
+
+    Examples
+    --------
+    >>> MeasuredFits(None, ["link: not fitted"]).link is None
+    True
+    """
 
     link: Any
     notes: list[str]
