@@ -67,13 +67,17 @@ _LAZY = {
     "resource_loads": "flows",
     "kv_heads": "clusters",
     "calibrate": "calibrate",
+    "read_engine_metrics": "engines",
+    "read_benchmark": "engines",
+    "compare_measured": "engines",
+    "measured_fits": "engines",
 }
 
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]  # noqa: PLE0604 (the lazy names, written once)
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters", "flows"}
+               "datasets", "clusters", "flows", "engines"}
 
 
 class _Package(_types.ModuleType):

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._fs import interrupts_deferred
 from .._inputs import INPUTS
-from . import cache, calibrate, clusters, delay, links, models, presets, sweep, trace
+from . import cache, calibrate, clusters, delay, links, measured, models, presets, sweep, trace
 from ._parsing import UsageError
 
 
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for command in (sweep, delay, models, links, presets, clusters, calibrate, trace, cache):
+    for command in (sweep, delay, models, links, presets, clusters, calibrate, trace, measured, cache):
         command.register(sub)
     return parser
 

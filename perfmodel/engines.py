@@ -1,0 +1,649 @@
+"""Engines' own files: Prometheus scrapes of SGLang and vLLM, ``vllm bench serve`` and SGLang ``bench_serving``
+results, and the model put beside what they measured.
+
+- :func:`read_engine_metrics`: a Prometheus text exposition (``curl host:port/metrics``), parsed by
+  ``prometheus_client``'s parser, as one row per metric and label set: counters and gauges as their values,
+  histograms as count, sum, mean and bucket-bounded quantiles.
+- :func:`read_benchmark`: a benchmark's result file as a trace (``num_input_tokens``, ``num_output_tokens``,
+  ``ttft_ms``, ``arrival_ms`` when the file has send times) that :func:`perfmodel.replay_handoffs` replays.
+- :func:`compare_measured`: the model's handoff delay over a benchmark's prompts beside the measured transfer
+  stage and TTFT, each with the window it covers; :func:`measured_fits` says what the files can fit.
+
+Sources of the formats (the shapes the readers and the test files follow): SGLang's
+``python/sglang/srt/metrics/collector.py`` and ``python/sglang/bench_serving.py`` (commits 00ae9c15 and 0033168f),
+vLLM's ``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`` (``NixlPromMetrics``, connector
+version 2, commit 002a1057), ``vllm/v1/metrics/loggers.py`` (commit a6f0308c) and ``vllm/benchmarks/serve.py``
+(commit 009e6d4a).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+__all__ = ["FORMATS", "WINDOWS", "MeasuredFits", "bucket_quantile", "compare_measured", "detect", "measured_fits",
+           "read_benchmark", "read_engine_metrics"]
+
+#: The formats perfmodel reads from engines, as every refusal names them.
+FORMATS = ("Prometheus text exposition (a /metrics scrape of SGLang or vLLM), vllm bench serve --save-result JSON, "
+           "SGLang bench_serving JSONL")
+
+#: The quantiles a histogram is summarized by (percent).
+QUANTILES = (50, 90, 99)
+
+#: What each metric perfmodel interprets measures: the window of a request's life it covers. A key is a metric's
+#: name, or ``name{stage}`` for SGLang's per-stage histogram. Every other metric is kept and listed as read.
+WINDOWS = {
+    "sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}":
+        "prefill side: from entering the transfer queue (prefill done) to the KV transfer's end",
+    "sglang:per_stage_req_latency_seconds{decode_transferred}":
+        "decode side: from entering the transfer queue to the KV cache received (can include the prefill itself)",
+    "sglang:per_stage_req_latency_seconds{prefill_bootstrap}": "prefill side: the bootstrap (handshake) queue",
+    "sglang:per_stage_req_latency_seconds{prefill_forward}": "prefill side: the prefill forward pass(es)",
+    "sglang:per_stage_req_latency_seconds{decode_bootstrap}":
+        "decode side: the prealloc queue (bootstrap and memory allocation wait)",
+    "sglang:per_stage_req_latency_seconds{decode_prepare}": "decode side: received to the prealloc queue",
+    "sglang:per_stage_req_latency_seconds{decode_waiting}": "decode side: waiting queue to the forward pass",
+    "sglang:time_to_first_token_seconds": "this server: request received to first token",
+    "sglang:queue_time_seconds": "this server: waiting queue to the forward pass",
+    "sglang:e2e_request_latency_seconds": "this server: request received to last token",
+    "vllm:time_to_first_token_seconds": "this engine: request received to first token",
+    "vllm:request_queue_time_seconds": "this engine: the WAITING phase",
+    "vllm:request_prefill_time_seconds": "this engine: the PREFILL phase (scheduled to first token)",
+    "vllm:e2e_request_latency_seconds": "this engine: request received to last token",
+    "vllm:nixl_xfer_time_seconds":
+        "one NIXL transfer (a decode worker's READ), posted to done: the wire time, no queueing before the post",
+    "vllm:nixl_post_time_seconds": "one NIXL transfer: the time to post it",
+    "vllm:nixl_bytes_transferred": "bytes of one NIXL transfer",
+    "vllm:nixl_num_descriptors": "descriptors (messages) of one NIXL transfer",
+}
+
+#: The measured windows that hold the KV transfer, and the TTFTs, that :func:`compare_measured` shows.
+TRANSFER_METRICS = ("sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}",
+                    "sglang:per_stage_req_latency_seconds{decode_transferred}", "vllm:nixl_xfer_time_seconds")
+TTFT_METRICS = ("sglang:time_to_first_token_seconds", "vllm:time_to_first_token_seconds")
+
+
+def _refuse(where: str, problem: str) -> InputError:
+    return InputError(where, problem, f"give one of the formats perfmodel reads from engines: {FORMATS}")
+
+
+def _text_of(path_or_text: str | os.PathLike[str]) -> tuple[str, str]:
+    """(where, text): a path's text (read only, never changed), or a text given as such (a str with a newline)."""
+    if isinstance(path_or_text, str) and "\n" in path_or_text:
+        return "<text>", path_or_text
+    path = Path(path_or_text)
+    data = path.read_bytes()  # (a missing file: OSError, said in one line by the command)
+    if b"\x00" in data[:4096]:
+        raise _refuse(str(path), "a binary file, not text")
+    try:
+        return str(path), data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _refuse(str(path), f"not UTF-8 text (byte {error.start})") from None
+
+
+def bucket_quantile(q: float, upper_bounds: Sequence[float], cumulative: Sequence[float]) -> tuple[float, float, float]:
+    """The ``q`` quantile of a Prometheus histogram, as ``histogram_quantile`` computes it, with its bucket.
+
+    The quantile lies in the first bucket whose cumulative count reaches ``q * total``; inside it, the value is
+    interpolated linearly between the bucket's bounds (Prometheus's rule: the lowest bucket starts at 0 when its
+    upper bound is above 0; a quantile in the ``+Inf`` bucket is the highest finite bound).
+
+    Parameters
+    ----------
+    q
+        The quantile, 0 to 1.
+    upper_bounds
+        Each bucket's ``le``, ascending, the last ``inf``.
+    cumulative
+        Each bucket's cumulative count.
+
+    Returns
+    -------
+    tuple of float
+        ``(value, low, high)``: the interpolated value and the bounds of the bucket it lies in (``high`` is
+        ``inf`` in the ``+Inf`` bucket); NaN for an empty histogram.
+
+    Examples
+    --------
+    >>> bucket_quantile(0.5, [0, 0.5, 1, float("inf")], [6, 11, 14, 19])  # (rank 9.5: 3.5 of the 5 in (0, 0.5])
+    (0.35, 0.0, 0.5)
+    >>> bucket_quantile(0.99, [0.1, 1.0, float("inf")], [0, 5, 10])       # in +Inf: the highest finite bound
+    (1.0, 1.0, inf)
+    """
+    bounds = np.asarray(upper_bounds, dtype=np.float64)
+    counts = np.asarray(cumulative, dtype=np.float64)
+    if not (0.0 <= q <= 1.0) or bounds.size < 2 or not np.isinf(bounds[-1]) or counts[-1] <= 0:
+        return math.nan, math.nan, math.nan
+    rank = q * counts[-1]
+    b = int(np.searchsorted(counts[:-1], rank, side="left"))  # the first bucket whose count reaches the rank
+    if b == bounds.size - 1:
+        return float(bounds[-2]), float(bounds[-2]), math.inf
+    if b == 0 and bounds[0] <= 0:
+        return float(bounds[0]), -math.inf, float(bounds[0])
+    start, count = (0.0, counts[0]) if b == 0 else (bounds[b - 1], counts[b] - counts[b - 1])
+    below = 0.0 if b == 0 else counts[b - 1]
+    value = start + (bounds[b] - start) * ((rank - below) / count) if count > 0 else bounds[b]
+    return float(value), float(start), float(bounds[b])
+
+
+def _labels_text(labels: dict[str, str]) -> str:
+    return ",".join(f'{key}="{value}"' for key, value in labels.items())
+
+
+def _families(where: str, text: str) -> list[Any]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if not text.strip():
+        raise _refuse(where, "an empty file")
+    if text.lstrip()[:1] in "{[":
+        raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, IndexError, KeyError, TypeError) as error:
+        line = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
+        raise _refuse(where, f"not a Prometheus text exposition ({line})") from None
+    if not any(family.samples for family in families):
+        raise _refuse(where, "no metric samples")
+    return families
+
+
+def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
+    """An engine's Prometheus scrape as one row per metric and label set (SGLang, vLLM, or any other).
+
+    Parsed by ``prometheus_client``'s parser (``text_string_to_metric_families``). Counters and gauges give
+    their ``value``; histograms give ``count``, ``sum``, ``mean`` and, for each of p50, p90 and p99, the
+    bucket the quantile lies in (``p50_low`` to ``p50_high``: all a histogram knows) and ``p50``, the value
+    interpolated linearly inside that bucket as Prometheus's ``histogram_quantile`` does
+    (:func:`bucket_quantile`); summaries give the quantiles they publish. Values are in the metric's own
+    unit (seconds for ``*_seconds``). Each label set (``engine``, ``model_name``, ``stage``, ...) is its own row;
+    metrics perfmodel does not interpret are kept (``window`` empty), never dropped. Nothing is written.
+
+    Parameters
+    ----------
+    path_or_text
+        A file of Prometheus text exposition (as ``curl http://host:port/metrics`` saves it), or the text
+        itself (a str with a newline).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``metric`` (as the engine names it; a counter with its ``_total``), ``type``, ``stage`` (the
+        ``stage`` label, or empty), ``labels`` (the other labels, as in the file), ``value``, ``count``,
+        ``sum``, ``mean``, ``p50``, ``p50_low``, ``p50_high`` (and the same for p90 and p99), ``window`` (what
+        the metric measures, from :data:`WINDOWS`; empty for metrics perfmodel does not interpret).
+        ``attrs["source"]`` names the file.
+
+    Examples
+    --------
+    >>> from perfmodel.engines import read_engine_metrics
+    >>> scrape = '''# TYPE vllm:nixl_xfer_time_seconds histogram
+    ... vllm:nixl_xfer_time_seconds_bucket{engine="0",le="0.01"} 2.0
+    ... vllm:nixl_xfer_time_seconds_bucket{engine="0",le="0.025"} 4.0
+    ... vllm:nixl_xfer_time_seconds_bucket{engine="0",le="+Inf"} 4.0
+    ... vllm:nixl_xfer_time_seconds_count{engine="0"} 4.0
+    ... vllm:nixl_xfer_time_seconds_sum{engine="0"} 0.05
+    ... '''
+    >>> row = read_engine_metrics(scrape).iloc[0]
+    >>> row["metric"], row["labels"], float(row["count"]), float(row["mean"])
+    ('vllm:nixl_xfer_time_seconds', 'engine="0"', 4.0, 0.0125)
+    >>> float(row["p50_low"]), float(row["p50_high"]), float(row["p50"])  # rank 2 of 4: the top of (0, 0.01]
+    (0.0, 0.01, 0.01)
+    """
+    where, text = _text_of(path_or_text)
+    rows, seen = [], set()
+    for family in _families(where, text):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            if key in seen:
+                raise InputError(f"{where}: {sample.name}{{{_labels_text(sample.labels)}}}", "appears twice (two "
+                                 "scrapes in one file?), so one would overwrite or add to the other",
+                                 "scrape a server a file, and give the files one by one")
+            seen.add(key)
+        rows.extend(_family_rows(where, family))
+    frame = pd.DataFrame(rows, columns=_COLUMNS)
+    frame.attrs["source"] = where
+    return frame
+
+
+_COLUMNS = ["metric", "type", "stage", "labels", "value", "count", "sum", "mean",
+            *[f"p{q}{end}" for q in QUANTILES for end in ("", "_low", "_high")], "window"]
+
+
+#: A histogram's (or gauge histogram's, or summary's) count and sum samples.
+_TOTALS = {"_count": "count", "_sum": "sum", "_gcount": "count", "_gsum": "sum"}
+
+
+def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
+    """One row per label set of a parsed metric family."""
+    groups: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    for sample in family.samples:
+        if sample.name.endswith("_created"):  # (a counter's or histogram's creation time, not a measurement)
+            continue
+        bucketed = {"histogram": "le", "gaugehistogram": "le", "summary": "quantile"}.get(family.type)
+        labels = {key: value for key, value in sample.labels.items() if key != bucketed}
+        group = groups.setdefault(tuple(labels.items()), {"labels": labels, "buckets": [], "quantiles": {},
+                                                          "name": sample.name})
+        suffix = sample.name[len(family.name):]
+        if family.type in ("histogram", "gaugehistogram") and suffix == "_bucket":
+            group["buckets"].append((float(sample.labels["le"]), float(sample.value)))
+        elif suffix in _TOTALS and bucketed:
+            group[_TOTALS[suffix]] = float(sample.value)
+        elif family.type == "summary" and "quantile" in sample.labels:
+            group["quantiles"][float(sample.labels["quantile"])] = float(sample.value)
+        else:
+            group["value"], group["name"] = float(sample.value), sample.name
+    return [_row(where, family, group) for group in groups.values()]
+
+
+def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float) -> None:
+    """A histogram's buckets as the exposition format requires them: cumulative (never decreasing), the last
+    ``+Inf``, equal to ``_count``; else its quantiles would mean nothing, and it is refused."""
+    counts = [n for _, n in buckets]
+    problem = ("bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
+               if any(b < a for a, b in itertools.pairwise(counts)) else
+               "no +Inf bucket" if not math.isinf(buckets[-1][0]) else
+               f"_count {count:g} is not the +Inf bucket's {counts[-1]:g}"
+               if not math.isnan(count) and count != counts[-1] else "")
+    if problem:
+        raise InputError(where, problem, "give the scrape as the engine wrote it (a histogram's buckets are "
+                         "cumulative, end with le=\"+Inf\" and add up to its _count)")
+
+
+def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
+    labels = dict(group["labels"])
+    stage = labels.pop("stage", "")
+    kind = family.type
+    name = family.name if kind in ("histogram", "gaugehistogram", "summary") else group["name"]
+    row: dict[str, Any] = {"metric": name, "type": kind, "stage": stage, "labels": _labels_text(labels),
+                           "value": group.get("value", math.nan), "count": group.get("count", math.nan),
+                           "sum": group.get("sum", math.nan)}
+    buckets = sorted(group["buckets"])
+    if buckets:
+        _check_buckets(f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"])
+    if buckets and math.isnan(row["count"]):
+        row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
+    row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
+    for q in QUANTILES:
+        if buckets:
+            bounds, counts = zip(*buckets)
+            value, low, high = bucket_quantile(q / 100, bounds, counts)
+        else:
+            value = group["quantiles"].get(q / 100, math.nan)
+            low = high = value  # (a summary's quantile is the engine's own, not bucketed)
+        row.update({f"p{q}": value, f"p{q}_low": low, f"p{q}_high": high})
+    row["window"] = WINDOWS.get(f"{family.name}{{{stage}}}" if stage else family.name, "")
+    return row
+
+
+# --- benchmark results -----------------------------------------------------------------------------------------
+
+#: Keys by which a result object is told to be vLLM's or SGLang's (vllm/benchmarks/serve.py writes ``burstiness``,
+#: ``endpoint_type`` and ``mean_e2el_ms``; sglang/bench_serving.py ``dataset_name``, ``mean_e2e_latency_ms`` and
+#: ``total_output_tokens_retokenized``).
+_VLLM_KEYS = ("burstiness", "endpoint_type", "mean_e2el_ms", "tokenizer_id")
+_SGLANG_KEYS = ("total_output_tokens_retokenized", "mean_e2e_latency_ms", "dataset_name")
+
+
+def _results(where: str, text: str) -> list[dict[str, Any]]:
+    """The result objects of a benchmark file: one JSON object (``vllm bench serve --save-result``), or one a
+    line (SGLang's JSONL; vLLM's ``--append-result``)."""
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        pass
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as error:
+        raise _refuse(where, f"not JSON or JSON lines ({error.msg})") from None
+
+
+def _is_benchmark(result: Any) -> bool:
+    return isinstance(result, dict) and "completed" in result and "duration" in result
+
+
+def _tool(result: dict[str, Any]) -> str:
+    if any(key in result for key in _SGLANG_KEYS):
+        return "sglang bench_serving"
+    if any(key in result for key in _VLLM_KEYS):
+        return "vllm bench serve"
+    return "benchmark"
+
+
+def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> pd.DataFrame:
+    """A benchmark's requests as a trace: ``vllm bench serve`` result JSON or SGLang ``bench_serving`` JSONL.
+
+    Both tools keep per-request lists only when asked (``vllm bench serve --save-result --save-detailed``;
+    ``python -m sglang.bench_serving --output-details``): ``input_lens``, ``output_lens``, ``ttfts`` (seconds),
+    ``errors``, and vLLM's ``start_times`` (when each request was sent, ``time.perf_counter`` seconds) and
+    ``latencies``. A file of several runs (SGLang appends one line a run; so does vLLM's ``--append-result``)
+    needs ``run``. Nothing is written.
+
+    Parameters
+    ----------
+    path
+        The result file.
+    run
+        Which run of a file of several (0 the first, -1 the last); default: the file's only run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per request, in the benchmark's order: ``num_input_tokens``, ``num_output_tokens`` (where the
+        file has ``output_lens``), ``ttft_ms`` (NaN for a failed request), ``completed`` (no error), and where
+        the file has them ``latency_ms`` and ``arrival_ms`` (send times from the first request's, ms). ``attrs``: ``source``,
+        ``tool``, ``request_rate`` (requests/s, ``inf`` for all at once), ``max_concurrency`` (None:
+        unbounded), ``duration_s``, ``arrivals`` (where ``arrival_ms`` comes from, or why there is none) and
+        ``reported`` (the file's own summary figures: ``mean_ttft_ms``, ``median_ttft_ms``, ...).
+
+    Examples
+    --------
+    >>> from perfmodel.engines import read_benchmark
+    >>> trace = read_benchmark(_fixture("vllm_bench_serve.json"))
+    >>> list(trace.columns)
+    ['num_input_tokens', 'num_output_tokens', 'ttft_ms', 'completed', 'latency_ms', 'arrival_ms']
+    >>> trace.attrs["tool"], trace.attrs["request_rate"], trace.attrs["max_concurrency"]
+    ('vllm bench serve', 4.0, 8)
+    """
+    where, text = _text_of(Path(path))
+    results = _results(where, text)
+    if not results or not all(_is_benchmark(result) for result in results):
+        raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
+    if run is None and len(results) > 1:
+        raise InputError(f"{where}: run", f"the file holds {len(results)} benchmark runs",
+                         f"choose one: run=0 to {len(results) - 1} (the command's --run), -1 the last")
+    try:
+        result = results[run or 0]
+    except IndexError:
+        raise InputError(f"{where}: run", f"no run {run}: the file holds {len(results)}",
+                         f"pass run=0 to {len(results) - 1}") from None
+    return _trace_of(where, result)
+
+
+def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
+    tool = _tool(result)
+    if "input_lens" not in result or "ttfts" not in result:
+        flag = "--output-details" if tool.startswith("sglang") else "--save-detailed (with --save-result)"
+        raise InputError(where, f"a {tool} result without per-request lists (input_lens, ttfts)",
+                         f"rerun the benchmark with {flag}")
+    n = len(result["input_lens"])
+    columns = {"num_input_tokens": result["input_lens"], "num_output_tokens": result.get("output_lens"),
+               "ttft_s": result["ttfts"], "errors": result.get("errors"), "latency_s": result.get("latencies"),
+               "start_s": result.get("start_times")}
+    for name, values in columns.items():
+        if values is not None and (not isinstance(values, list) or len(values) != n):
+            got = len(values) if isinstance(values, list) else type(values).__name__
+            raise InputError(f"{where}: {name}", f"{got} values for {n} requests (input_lens)",
+                             "give the file as the benchmark wrote it")
+    errors = columns["errors"]
+    completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
+    trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["num_input_tokens"], int)})
+    if columns["num_output_tokens"] is not None:
+        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["num_output_tokens"], int)
+    trace["ttft_ms"] = np.where(completed, _numbers(where, "ttfts", columns["ttft_s"], float) * 1e3, np.nan)
+    trace["completed"] = completed
+    if columns["latency_s"] is not None:
+        trace["latency_ms"] = np.where(completed, _numbers(where, "latencies", columns["latency_s"], float) * 1e3,
+                                       np.nan)
+    if columns["start_s"] is not None and n:
+        start = _numbers(where, "start_times", columns["start_s"], float)
+        trace["arrival_ms"] = (start - start.min()) * 1e3
+        arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
+    else:
+        arrivals = "none in the file: the benchmark ran at " + _load(result)
+    trace.attrs.update(source=where, tool=tool, request_rate=_rate(result.get("request_rate")),
+                       max_concurrency=result.get("max_concurrency"), duration_s=float(result["duration"]),
+                       arrivals=arrivals, reported={k: v for k, v in result.items() if k.endswith("_ms")
+                                                    and isinstance(v, (int, float))})
+    return trace
+
+
+def _numbers(where: str, key: str, values: list[Any], kind: type) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {key}", "holds values that are not numbers", "give the file as the benchmark "
+                         "wrote it") from None
+    bad = ~np.isfinite(array) | (array < 0) | ((array != np.round(array)) if kind is int else False)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{where}: {key}", f"request {i} has {values[i]!r}, not a "
+                         + ("whole number >= 0" if kind is int else "finite number >= 0"),
+                         "give the file as the benchmark wrote it")
+    return array.astype(np.int64) if kind is int else array
+
+
+def _rate(value: Any) -> float:
+    if value is None:
+        return math.nan
+    return math.inf if str(value).lower() in ("inf", "infinity") else float(value)
+
+
+def _load(result: dict[str, Any]) -> str:
+    """The load a benchmark ran at, in words."""
+    rate, concurrency = _rate(result.get("request_rate")), result.get("max_concurrency")
+    said = ["all requests at once" if rate == math.inf else "an unknown rate" if math.isnan(rate)
+            else f"{rate:g} requests/s"]
+    if concurrency:
+        said.append(f"at most {concurrency} in flight")
+    return ", ".join(said)
+
+
+def detect(path: str | os.PathLike[str]) -> str:
+    """Which engine file ``path`` is: ``"benchmark"`` (JSON or JSON lines) or ``"metrics"`` (anything else, which
+    :func:`read_engine_metrics` then reads or refuses); reads the file's first bytes only.
+
+    Parameters
+    ----------
+    path
+        The file.
+
+    Returns
+    -------
+    str
+        ``"benchmark"`` or ``"metrics"``.
+
+    Examples
+    --------
+    >>> detect(_fixture("sglang_bench_serving.jsonl")), detect(_fixture("vllm_nixl.prom"))
+    ('benchmark', 'metrics')
+    """
+    with open(path, "rb") as file:
+        head = file.read(4096).lstrip()
+    return "benchmark" if head[:1] == b"{" else "metrics"
+
+
+# --- the model beside what was measured ------------------------------------------------------------------------
+
+#: The comparison's columns: each percentile exact (a benchmark's requests, the model) or bucket-bounded.
+COMPARE_COLUMNS = ["what", "labels", "window", "quantiles", "count", "mean_ms",
+                   *[f"p{q}{end}_ms" for q in QUANTILES for end in ("", "_low", "_high")]]
+
+
+def compare_measured(benchmark: pd.DataFrame | None = None, metrics: Sequence[pd.DataFrame] = (), *,
+                     model: Any = None, link: Any = None, **options: Any) -> pd.DataFrame:
+    """The model's handoff delay over a benchmark's prompts, beside the measured transfer stage and TTFT.
+
+    Each row says which window of a request's life it covers: the model's handoff runs from the prefill's end
+    to the KV cache's arrival, alone on the link (no queueing behind other transfers); SGLang's
+    ``prefill_transfer_kv_cache`` stage adds the wait in the prefill's transfer queue, vLLM's
+    ``nixl_xfer_time_seconds`` is one NIXL transfer's wire time (a request may take several), and a TTFT holds
+    everything before the first token. A histogram's percentiles are bucket-bounded (the ``_low`` and ``_high``
+    columns); a benchmark's and the model's are exact over the requests.
+
+    Parameters
+    ----------
+    benchmark
+        From :func:`read_benchmark`: its completed requests' ``num_input_tokens`` are the model's prompts, its
+        ``ttft_ms`` the client's TTFT.
+    metrics
+        Scrapes from :func:`read_engine_metrics` (SGLang's prefill or decode side, vLLM's).
+    model, link
+        The model (a preset name, config dict or ``config.json``) and the link (a preset name, decimal GB/s, a
+        :class:`perfmodel.Link`, a cluster), as in :func:`perfmodel.handoff_delay_ms`; both or neither.
+    **options
+        More keywords of :func:`perfmodel.handoff_delay_ms` (``kv_cache_dtype``, ``tp``, ``decode_tp``, ...).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per figure (:data:`COMPARE_COLUMNS`): ``what`` (the metric as the engine names it, with its
+        stage), ``labels`` (the metric's other labels), ``window``, ``quantiles`` (``"exact"`` or ``"bucket-bounded"``), ``count``, and in
+        ms ``mean_ms``, ``p50_ms`` with ``p50_low_ms`` and ``p50_high_ms`` (the same for p90 and p99).
+
+    Examples
+    --------
+    >>> from perfmodel.engines import compare_measured, read_benchmark, read_engine_metrics
+    >>> table = compare_measured(read_benchmark(_fixture("vllm_bench_serve.json")),
+    ...                          [read_engine_metrics(_fixture("sglang_prefill.prom"))],
+    ...                          model="llama-3.1-8b", link="ib-ndr")
+    >>> table["what"].tolist()[:2]
+    ['model: handoff delay', 'sglang:per_stage_req_latency_seconds{stage="prefill_transfer_kv_cache"}']
+    >>> round(float(table["p50_ms"].iloc[0]), 3)   # the median prompt (4,096 tokens) over 400G IB: 0.5 GB in 10.7 ms
+    10.737
+    """
+    if (model is None) != (link is None):
+        raise InputError("compare_measured", "the model needs both a model and a link",
+                         "pass model= and link= (the command's --model and --link), or neither")
+    rows = []
+    if model is not None:
+        if benchmark is None or not benchmark["completed"].any():
+            raise InputError("compare_measured: benchmark", "the model needs the prompts of a benchmark's "
+                             "completed requests", "give a benchmark result (read_benchmark) with the scrapes")
+        from .handoff import handoff_delay_ms
+
+        tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"].to_numpy()
+        delay = np.asarray(handoff_delay_ms(tokens, link, model, **options), dtype=np.float64)
+        rows.append(_exact("model: handoff delay", "prefill end to KV cache at the decode worker, alone on the link "
+                           "(no queueing behind other transfers)", delay))
+    for frame in metrics:
+        for _, row in frame.iterrows():
+            key = f"{row['metric']}{{{row['stage']}}}" if row["stage"] else row["metric"]
+            if row["type"] == "histogram" and key in TRANSFER_METRICS + TTFT_METRICS:
+                rows.append(_bucketed(row))
+    if benchmark is not None and benchmark["completed"].any():
+        rows.append(_exact(f"measured TTFT ({benchmark.attrs.get('tool', 'benchmark')})",
+                           "client: request sent to first token received (queue, prefill, handoff, first decode "
+                           "step, network)", benchmark.loc[benchmark["completed"], "ttft_ms"].to_numpy()))
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def _exact(what: str, window: str, values_ms: np.ndarray) -> dict[str, Any]:
+    values = values_ms[np.isfinite(values_ms)]
+    row: dict[str, Any] = {"what": what, "labels": "", "window": window, "quantiles": "exact", "count": float(values.size),
+                           "mean_ms": float(values.mean()) if values.size else math.nan}
+    for q in QUANTILES:
+        value = float(np.percentile(values, q)) if values.size else math.nan
+        row.update({f"p{q}_ms": value, f"p{q}_low_ms": value, f"p{q}_high_ms": value})
+    return row
+
+
+def _bucketed(row: pd.Series) -> dict[str, Any]:
+    """A histogram row of :func:`read_engine_metrics`, in ms."""
+    out = {"what": f'{row["metric"]}{{stage="{row["stage"]}"}}' if row["stage"] else row["metric"],
+           "labels": row["labels"], "window": row["window"],
+           "quantiles": "bucket-bounded", "count": row["count"], "mean_ms": row["mean"] * 1e3}
+    for column in COMPARE_COLUMNS[6:]:
+        out[column] = row[column.removesuffix("_ms")] * 1e3
+    return out
+
+
+class MeasuredFits(NamedTuple):
+    """What the files fit (:func:`measured_fits`): a link, or None, and in words what was and was not fitted.
+
+    Attributes
+    ----------
+    link
+        A :class:`perfmodel.Link` fitted to vLLM's NIXL means (named ``"nixl-means"``), or None.
+    notes
+        One sentence each: the link's fit or why there is none, the prefill's.
+
+    Examples
+    --------
+    >>> MeasuredFits(None, ["link: not fitted"]).link is None
+    True
+    """
+
+    link: Any
+    notes: list[str]
+
+
+def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame | None = None) -> MeasuredFits:
+    """The fits the files allow, and what they cannot fit, in words.
+
+    :func:`perfmodel.fit_link` needs each transfer's bytes and time; no engine file here pairs them per
+    request. vLLM's NIXL histograms give one point per scrape and label set, the mean bytes against the mean
+    time (and the mean descriptors, the messages): for an affine link (latency plus bytes over bandwidth, plus a
+    cost per message) the mean transfer follows the same line, so two points or more at different mean sizes
+    (scrapes of runs with different prompt lengths) fit a link to the means. That is a fit of run means, not of
+    single transfers: its errors say how well the means line up, nothing of the spread within a run. SGLang's
+    stage times carry no bytes; a benchmark has no transfer times.
+
+    Parameters
+    ----------
+    metrics
+        Scrapes from :func:`read_engine_metrics`.
+    benchmark
+        From :func:`read_benchmark` (only to say what it cannot fit).
+
+    Returns
+    -------
+    MeasuredFits
+        ``link``: a :class:`perfmodel.Link` fitted to the NIXL means, or None; ``notes``: one sentence each.
+
+    Examples
+    --------
+    >>> from perfmodel.engines import measured_fits, read_engine_metrics
+    >>> fits = measured_fits([read_engine_metrics(_fixture("vllm_nixl.prom"))])
+    >>> fits.link is None, fits.notes[0][:60]
+    (True, 'link: not fitted: the NIXL histograms give 1 mean size (67.1')
+    """
+    points = []
+    for frame in metrics:
+        hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
+        for labels in hist.index.get_level_values("labels").unique():
+            try:
+                nbytes = hist.loc[("vllm:nixl_bytes_transferred", labels)]
+                time = hist.loc[("vllm:nixl_xfer_time_seconds", labels)]
+            except KeyError:
+                continue
+            descriptors = hist.loc[("vllm:nixl_num_descriptors", labels), "mean"] \
+                if ("vllm:nixl_num_descriptors", labels) in hist.index else math.nan
+            if nbytes["count"] > 0 and time["count"] > 0:
+                points.append((nbytes["mean"], time["mean"] * 1e3, descriptors))
+    notes, link = [], None
+    sizes = sorted({round(p[0]) for p in points})
+    if len(sizes) >= 2:
+        from .links import fit_link
+
+        x, t, d = (np.array(column) for column in zip(*points))
+        link = fit_link(x, t, n_messages=d if np.isfinite(d).all() else None, name="nixl-means")
+        notes.append(f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at {len(sizes)} "
+                     f"sizes: {link.fit.describe()}; a fit of run "
+                     "means, not of single transfers")
+    elif points:
+        notes.append(f"link: not fitted: the NIXL histograms give {len(sizes)} mean size ({sizes[0] / 1e6:.1f} MB) "
+                     "and fit_link needs two or more; scrape runs of different prompt lengths (a fit of their "
+                     "means, not of single transfers)")
+    else:
+        notes.append("link: not fitted: no file pairs bytes with transfer times (vLLM's NIXL histograms do, as "
+                     "means; SGLang's stages and a benchmark's requests carry no bytes)")
+    notes.append("prefill: not fitted: prefill times are histograms (SGLang's prefill_forward, vLLM's "
+                 "request_prefill_time_seconds), not paired with each request's prompt length"
+                 + ("; the benchmark's TTFT holds more than the prefill" if benchmark is not None else ""))
+    return MeasuredFits(link, notes)
+
+
+def _fixture(name: str) -> str:
+    """A test file shipped with the tests (for the examples)."""
+    return str(Path(__file__).resolve().parents[1] / "tests" / "data" / "engines" / name)

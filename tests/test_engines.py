@@ -1,0 +1,357 @@
+"""Engines' own files (perfmodel.engines, ``perfmodel measured``): every figure against a hand computation or a slow
+reference from the observations the test files were written from (tests/data/engines/generate.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfmodel import handoff_delay_ms, replay_handoffs
+from perfmodel.cli import main
+from perfmodel.engines import (
+    FORMATS,
+    bucket_quantile,
+    compare_measured,
+    measured_fits,
+    read_benchmark,
+    read_engine_metrics,
+)
+from perfmodel.errors import InputError
+
+DATA = Path(__file__).resolve().parent / "data" / "engines"
+FILES = sorted(p for p in DATA.iterdir() if p.suffix in (".prom", ".json", ".jsonl"))
+
+
+def _generate():
+    spec = importlib.util.spec_from_file_location("engines_generate", DATA / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+G = _generate()
+
+
+def _reference_quantile(q, bounds, observations):
+    """histogram_quantile from the raw observations: count them into the buckets, find the bucket by walking
+    up, interpolate linearly (Prometheus's rule, written out plainly)."""
+    bounds = [*bounds, math.inf]
+    cumulative = [sum(1 for x in observations if x <= b) for b in bounds]
+    rank = q * cumulative[-1]
+    for i, count in enumerate(cumulative):
+        if count >= rank:
+            break
+    if i == len(bounds) - 1:
+        return bounds[-2], bounds[-2], math.inf
+    low = 0.0 if i == 0 else bounds[i - 1]
+    below = 0 if i == 0 else cumulative[i - 1]
+    return low + (bounds[i] - low) * (rank - below) / (cumulative[i] - below), low, bounds[i]
+
+
+def _row(frame, metric, stage="", labels=None):
+    rows = frame[(frame["metric"] == metric) & (frame["stage"] == stage)]
+    if labels is not None:
+        rows = rows[rows["labels"].str.contains(labels, regex=False)]
+    assert len(rows) == 1, (metric, stage, labels, len(rows))
+    return rows.iloc[0]
+
+
+# --- quantiles -----------------------------------------------------------------------------------------------
+
+def test_bucket_quantile_by_hand():
+    # ClickHouse's documented example of histogram_quantile's rule: le 0, 0.5, 1, +Inf with 6, 11, 14, 19:
+    # rank 9.5 lies in (0, 0.5], 3.5 of its 5 observations in: 0.5 * 3.5 / 5 = 0.35
+    assert bucket_quantile(0.5, [0, 0.5, 1, math.inf], [6, 11, 14, 19]) == pytest.approx((0.35, 0.0, 0.5))
+    # the lowest bucket starts at 0: rank 1 of 4 in (0, 0.1] holding 2: 0.05
+    assert bucket_quantile(0.25, [0.1, 1, math.inf], [2, 4, 4]) == pytest.approx((0.05, 0.0, 0.1))
+    # in the +Inf bucket: the highest finite bound, and the bucket unbounded above
+    assert bucket_quantile(0.99, [0.1, 1, math.inf], [0, 5, 10]) == (1.0, 1.0, math.inf)
+    # an empty histogram has no quantile
+    assert all(math.isnan(v) for v in bucket_quantile(0.5, [0.1, math.inf], [0, 0]))
+
+
+@pytest.mark.parametrize("file, stages", [("sglang_prefill.prom", G.PREFILL_STAGES),
+                                          ("sglang_decode.prom", G.DECODE_STAGES)])
+def test_sglang_stages_equal_the_hand_computation(file, stages):
+    frame = read_engine_metrics(DATA / file)
+    for stage, observations in stages.items():
+        row = _row(frame, "sglang:per_stage_req_latency_seconds", stage)
+        assert row["type"] == "histogram"
+        assert row["count"] == len(observations)
+        assert row["sum"] == pytest.approx(sum(observations))
+        assert row["mean"] == pytest.approx(sum(observations) / len(observations))
+        for q in (50, 90, 99):
+            expected = _reference_quantile(q / 100, G.SGLANG_STAGE_BUCKETS, observations)
+            assert (row[f"p{q}"], row[f"p{q}_low"], row[f"p{q}_high"]) == pytest.approx(expected)
+            # the bucket holds the sample quantile (the ceil(q n)-th smallest observation)
+            kth = sorted(observations)[math.ceil(q / 100 * len(observations)) - 1]
+            assert row[f"p{q}_low"] <= kth <= row[f"p{q}_high"]
+
+
+def test_the_transfer_stage_by_hand():
+    """prefill_transfer_kv_cache observed 11, 13, 17, 29 ms; buckets 1.62**i ms: 11.16 < 13 < 17 < 18.08 < 29 <
+    29.28, so 11 ms lies in (6.887, 11.16] and p50 (rank 2) in (11.16, 18.08], holding 13 and 17: 11.16 + 6.92/2."""
+    row = _row(read_engine_metrics(DATA / "sglang_prefill.prom"), "sglang:per_stage_req_latency_seconds",
+               "prefill_transfer_kv_cache")
+    low, high = 0.001 * 1.62**5, 0.001 * 1.62**6
+    assert (row["p50_low"], row["p50_high"]) == pytest.approx((low, high))
+    assert row["p50"] == pytest.approx(low + (high - low) * 1 / 2)
+    assert row["mean"] == pytest.approx(0.0175)
+    assert "transfer queue" in row["window"]
+
+
+def test_vllm_nixl_by_hand_and_label_sets_apart():
+    frame = read_engine_metrics(DATA / "vllm_nixl.prom")
+    zero = _row(frame, "vllm:nixl_xfer_time_seconds", labels='engine="0"')
+    one = _row(frame, "vllm:nixl_xfer_time_seconds", labels='engine="1"')
+    # engine 0: 4, 8, 12, 30, 60, 90 ms; p50 rank 3 is the top of (10, 25] (holding 12 alone): 25 ms;
+    # p90 rank 5.4 is 0.4 into (75, 100] (holding 90 alone): 85 ms
+    assert (zero["count"], zero["sum"]) == (6, pytest.approx(0.204))
+    assert (zero["p50"], zero["p50_low"], zero["p50_high"]) == pytest.approx((0.025, 0.01, 0.025))
+    assert (zero["p90"], zero["p90_low"], zero["p90_high"]) == pytest.approx((0.085, 0.075, 0.1))
+    assert (one["count"], one["mean"]) == (3, pytest.approx(0.022))
+    assert zero["labels"] == 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"'
+    failed = frame[frame["metric"] == "vllm:nixl_num_failed_transfers_total"]
+    assert sorted(failed["value"]) == [0.0, 1.0] and failed["type"].eq("counter").all()
+    nbytes = _row(frame, "vllm:nixl_bytes_transferred", labels='engine="0"')
+    assert nbytes["mean"] == 64 * 2**20
+    for name in ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
+                 "vllm:request_prefill_time_seconds", "vllm:e2e_request_latency_seconds"):
+        row = _row(frame, name, labels='engine="0"')
+        assert row["count"] == len(G.VLLM_TTFT["0"]) and row["window"]
+
+
+def test_unknown_metrics_are_kept_and_listed(capsys):
+    text = ("# TYPE my_queue_depth gauge\nmy_queue_depth{pool=\"a\"} 3\nmy_queue_depth{pool=\"b\"} 5\n"
+            "untyped_thing 7\n# TYPE rpc_seconds summary\nrpc_seconds{quantile=\"0.5\"} 0.2\n"
+            "rpc_seconds_sum 4.0\nrpc_seconds_count 10\n")
+    frame = read_engine_metrics(text)
+    assert sorted(frame["metric"]) == ["my_queue_depth", "my_queue_depth", "rpc_seconds", "untyped_thing"]
+    assert (frame["window"] == "").all()
+    rpc = _row(frame, "rpc_seconds")
+    assert (rpc["count"], rpc["mean"], rpc["p50"]) == (10, 0.4, 0.2)
+    assert sorted(_row(frame, "my_queue_depth", labels=p)["value"] for p in ('"a"', '"b"')) == [3, 5]
+    frame = read_engine_metrics(DATA / "sglang_prefill.prom")
+    assert "sglang:gen_throughput" in set(frame["metric"])
+    assert main(["measured", str(DATA / "sglang_prefill.prom")]) == 0
+    out = capsys.readouterr().out
+    assert "not interpreted by perfmodel (kept above, as read): sglang:gen_throughput" in out
+
+
+# --- benchmarks ----------------------------------------------------------------------------------------------
+
+def test_vllm_bench_serve_as_a_trace():
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    requests = G.REQUESTS
+    assert trace["num_input_tokens"].tolist() == [r[0] for r in requests]
+    assert trace["num_output_tokens"].tolist() == [r[1] for r in requests]
+    assert trace["completed"].tolist() == [not r[5] for r in requests]
+    expected = [r[2] * 1000 if not r[5] else math.nan for r in requests]
+    np.testing.assert_allclose(trace["ttft_ms"], expected, rtol=1e-12)
+    np.testing.assert_allclose(trace["arrival_ms"], [(r[4] - 100.0) * 1000 for r in requests], rtol=1e-12)
+    assert trace.attrs["request_rate"] == 4.0 and trace.attrs["max_concurrency"] == 8
+    assert trace.attrs["reported"]["mean_ttft_ms"] == pytest.approx(np.nanmean(expected))
+    # the trace replays
+    done = trace[trace["completed"]]
+    replay = replay_handoffs(done, model="llama-3.1-8b", link="ib-ndr")
+    np.testing.assert_allclose(replay["handoff_delay_ms"],
+                               handoff_delay_ms(done["num_input_tokens"].to_numpy(), "ib-ndr", "llama-3.1-8b"))
+
+
+def test_sglang_bench_serving_runs():
+    path = DATA / "sglang_bench_serving.jsonl"
+    with pytest.raises(InputError, match="holds 2 benchmark runs.*run=0 to 1"):
+        read_benchmark(path)
+    first, last = read_benchmark(path, run=0), read_benchmark(path, run=-1)
+    assert first.attrs["tool"] == "sglang bench_serving" and "arrival_ms" not in first
+    assert last.attrs["arrivals"] == "none in the file: the benchmark ran at 8 requests/s"
+    np.testing.assert_allclose(last["ttft_ms"], first["ttft_ms"] * 1.5, rtol=1e-9)
+    with pytest.raises(InputError, match="no run 2"):
+        read_benchmark(path, run=2)
+
+
+def test_a_benchmark_without_per_request_lists_says_the_flag(tmp_path):
+    for result, flag in (({"completed": 3, "duration": 1.0, "burstiness": 1.0}, "--save-detailed"),
+                         ({"completed": 3, "duration": 1.0, "dataset_name": "random"}, "--output-details")):
+        path = tmp_path / "result.json"
+        path.write_text(json.dumps(result))
+        with pytest.raises(InputError, match=flag):
+            read_benchmark(path)
+
+
+def test_a_benchmark_with_a_bad_list_is_refused(tmp_path):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    result["ttfts"] = result["ttfts"][:-1]
+    (tmp_path / "short.json").write_text(json.dumps(result))
+    with pytest.raises(InputError, match="ttft_s: 7 values for 8 requests"):
+        read_benchmark(tmp_path / "short.json")
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    result["input_lens"][2] = -5
+    (tmp_path / "negative.json").write_text(json.dumps(result))
+    with pytest.raises(InputError, match="input_lens: request 2 has -5"):
+        read_benchmark(tmp_path / "negative.json")
+
+
+# --- the model beside the measurements -----------------------------------------------------------------------
+
+def test_compare_measured_against_a_reference():
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    scrapes = [read_engine_metrics(DATA / f) for f in ("sglang_prefill.prom", "vllm_nixl.prom")]
+    table = compare_measured(trace, scrapes, model="llama-3.1-8b", link="ib-ndr").set_index(["what", "labels"])
+    tokens = trace.loc[trace["completed"], "num_input_tokens"].to_numpy()
+    delays = [float(handoff_delay_ms(int(n), "ib-ndr", "llama-3.1-8b")) for n in tokens]  # one at a time
+    model = table.loc[("model: handoff delay", "")]
+    assert model["count"] == len(tokens) and model["quantiles"] == "exact"
+    assert model["mean_ms"] == pytest.approx(np.mean(delays))
+    for q in (50, 90, 99):
+        assert model[f"p{q}_ms"] == pytest.approx(np.percentile(delays, q))
+    stage = table.loc['sglang:per_stage_req_latency_seconds{stage="prefill_transfer_kv_cache"}'].iloc[0]
+    assert stage["quantiles"] == "bucket-bounded"
+    assert (stage["p50_ms"], stage["p50_low_ms"], stage["p50_high_ms"]) == pytest.approx(
+        tuple(1000 * v for v in _reference_quantile(0.5, G.SGLANG_STAGE_BUCKETS,
+                                                    G.PREFILL_STAGES["prefill_transfer_kv_cache"])))
+    assert len(table.loc["vllm:nixl_xfer_time_seconds"]) == 2  # engines 0 and 1 apart
+    ttft = table.loc[("measured TTFT (vllm bench serve)", "")]
+    assert ttft["p99_ms"] == pytest.approx(np.percentile([r[2] * 1000 for r in G.REQUESTS if not r[5]], 99))
+    with pytest.raises(InputError, match="model= and link="):
+        compare_measured(trace, model="llama-3.1-8b")
+    with pytest.raises(InputError, match="prompts of a benchmark"):
+        compare_measured(None, scrapes, model="llama-3.1-8b", link="ib-ndr")
+
+
+def _nixl_scrape(transfers):
+    """A vLLM scrape of NIXL transfers: (bytes, seconds) each, as _sum and _count."""
+    lines = []
+    for name, column in (("vllm:nixl_xfer_time_seconds", 1), ("vllm:nixl_bytes_transferred", 0)):
+        lines += [f"# TYPE {name} histogram", f'{name}_bucket{{le="+Inf"}} {len(transfers)}', f"{name}_count {len(transfers)}",
+                  f"{name}_sum {sum(t[column] for t in transfers)!r}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_measured_fits_a_link_to_nixl_means_and_says_what_it_cannot():
+    def time_s(nbytes):
+        return (0.1 + nbytes / 40e9 * 1000) / 1000  # 0.1 ms latency, 40 GB/s
+
+    small = _nixl_scrape([(1e7, time_s(1e7)), (3e7, time_s(3e7))])   # mean 2e7 bytes
+    large = _nixl_scrape([(4e8, time_s(4e8))])
+    fits = measured_fits([read_engine_metrics(small), read_engine_metrics(large)])
+    assert fits.link.bandwidth_gb_s == pytest.approx(40.0, rel=1e-9)
+    assert fits.link.latency_ms == pytest.approx(0.1, rel=1e-9)
+    assert "run means, not of single transfers" in fits.notes[0]
+    assert "prefill: not fitted" in fits.notes[1]
+    one = measured_fits([read_engine_metrics(DATA / "vllm_nixl.prom")])
+    assert one.link is None and "needs two or more" in one.notes[0]
+    none = measured_fits([read_engine_metrics(DATA / "sglang_prefill.prom")])
+    assert none.link is None and "no file pairs bytes with transfer times" in none.notes[0]
+
+
+# --- files: refused in one line, never changed ---------------------------------------------------------------
+
+@pytest.mark.parametrize("name, content", [
+    ("trace.csv", b"arrival_ms,num_input_tokens,num_output_tokens\n0,1024,128\n250,2048,64\n"),
+    ("random.json", b'{"model": "llama", "layers": [1, 2]}'),
+    ("list.json", b"[1, 2, 3]\n"),
+    ("empty.prom", b""),
+    ("comments.prom", b"# HELP nothing here\n"),
+    ("binary.bin", bytes(range(256)) * 4),
+    ("latin1.txt", "caf\xe9 1\n".encode("latin-1")),
+])
+def test_another_format_is_refused_in_one_line(name, content, tmp_path, capsys):
+    path = tmp_path / name
+    path.write_bytes(content)
+    from perfmodel.engines import detect
+
+    reader = read_benchmark if detect(path) == "benchmark" else read_engine_metrics
+    with pytest.raises(InputError) as refused:
+        reader(path)
+    assert FORMATS in str(refused.value)
+    assert main(["measured", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"perfmodel measured: error: {path}: ")
+    assert "Prometheus text exposition" in err and "bench serve" in err and "bench_serving" in err
+
+
+def test_bad_paths_one_line(tmp_path, capsys):
+    assert main(["measured", str(tmp_path / "missing.prom")]) == 2
+    assert capsys.readouterr().err == f"perfmodel measured: error: {tmp_path / 'missing.prom'}: No such file or directory\n"
+    assert main(["measured", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["measured", str(DATA / "vllm_nixl.prom"), "--model", "llama-3.1-8b"]) == 2
+    assert "--model and --link" in capsys.readouterr().err
+
+
+def test_the_readers_and_the_command_change_no_file(capsys):
+    before = {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in FILES}
+    for path in FILES:
+        if path.suffix == ".prom":
+            read_engine_metrics(path)
+        else:
+            read_benchmark(path, run=-1)
+    assert main(["measured", *map(str, [p for p in FILES if p.suffix != ".jsonl"]), "--model", "llama-3.1-8b",
+                 "--link", "ib-ndr"]) == 0
+    assert main(["measured", str(DATA / "sglang_bench_serving.jsonl"), "--run", "1"]) == 0
+    capsys.readouterr()
+    assert {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in FILES} == before
+
+
+def test_the_command_prints_the_tables(capsys):
+    files = [str(DATA / f) for f in ("sglang_prefill.prom", "sglang_decode.prom", "vllm_bench_serve.json")]
+    assert main(["measured", *files, "--model", "llama-3.1-8b", "--link", "ib-ndr"]) == 0
+    out = capsys.readouterr().out
+    for text in ("prefill_transfer_kv_cache", "decode_transferred", "bucket-bounded", "model: handoff delay",
+                 "measured TTFT (vllm bench serve)", "windows (what each row covers):", "link: not fitted",
+                 "arrivals: start_times"):
+        assert text in out, text
+    assert main(["measured", "--help"]) == 0
+    assert "Prometheus text exposition" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("buckets, count, problem", [
+    ([("0.01", 3), ("0.02", 2), ("+Inf", 4)], 4, "bucket counts decrease"),
+    ([("0.01", 1), ("0.02", 3)], 3, "no +Inf bucket"),
+    ([("0.01", 1), ("+Inf", 3)], 5, "_count 5 is not the +Inf bucket's 3"),
+])
+def test_a_broken_histogram_is_refused_not_summarized(buckets, count, problem):
+    """A histogram whose buckets do not add up would give quantiles that mean nothing: refused, naming it."""
+    text = "# TYPE vllm:nixl_xfer_time_seconds histogram\n" + "".join(
+        f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="{le}"}} {n}\n' for le, n in buckets) + (
+        f'vllm:nixl_xfer_time_seconds_count{{engine="0"}} {count}\nvllm:nixl_xfer_time_seconds_sum{{engine="0"}} 0.1\n')
+    with pytest.raises(InputError, match=r"vllm:nixl_xfer_time_seconds\{engine=\"0\"\}: " + re.escape(problem)):
+        read_engine_metrics(text)
+
+
+def test_a_benchmark_without_output_lengths_has_no_output_column(tmp_path):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    del result["output_lens"]
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    assert "num_output_tokens" not in read_benchmark(tmp_path / "r.json")   # never zeros made up
+
+
+def test_a_gauge_with_le_and_quantile_labels_keeps_every_series():
+    """SGLang's gauge histograms are gauges labelled le and gt: each series its own row, none merged away."""
+    text = ("# TYPE sglang:routing_key_running_req_count gauge\n"
+            'sglang:routing_key_running_req_count{gt="0",le="1"} 4\n'
+            'sglang:routing_key_running_req_count{gt="1",le="2"} 2\n'
+            "# TYPE my_gauge gauge\n"
+            'my_gauge{quantile="0.5"} 1\nmy_gauge{quantile="0.9"} 7\n')
+    frame = read_engine_metrics(text)
+    assert frame["value"].tolist() == [4, 2, 1, 7]
+    assert frame["labels"].tolist() == ['gt="0",le="1"', 'gt="1",le="2"', 'quantile="0.5"', 'quantile="0.9"']
+
+
+@pytest.mark.parametrize("text", [
+    ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 3\n"
+     "vllm:num_requests_running{engine=\"0\"} 5\n"),
+    (DATA / "vllm_nixl.prom").read_text() + (DATA / "vllm_nixl.prom").read_text(),   # two scrapes in one file
+])
+def test_a_series_given_twice_is_refused(text):
+    """The same series twice (two servers' scrapes pasted into one file) would have one overwrite the other, or
+    sum two servers' buckets into one: refused, naming the series."""
+    with pytest.raises(InputError, match=r"appears twice.*scrape a server a file"):
+        read_engine_metrics(text)
