@@ -116,7 +116,28 @@ MAX_LAYERS = 2**16
 
 
 def _count_rule(name: str, what: str) -> str:
+    if name in CLUSTER_BOUNDS:
+        bound, why = CLUSTER_BOUNDS[name]
+        return f"pass {name} as a whole number of {what} from 1 to {bound:,} ({why})"
     return f"pass {name} as a whole number of {what} from 1 to 1,048,576 (2**20, ten times the largest clusters built)"
+
+
+#: The bound of each count of a cluster's node that sizes a handoff's flows (its GPUs' NICs split each flow into
+#: sub-flows, which share resources max-min fairly: work that grows faster than their number), with its reason:
+#: the largest systems shipping, and room above them.
+CLUSTER_BOUNDS: dict[str, tuple[int, str]] = {
+    "nics_per_node": (64, "AWS p5 nodes carry 32 NICs, the most shipping; 64 leaves twice that"),
+    "gpus_per_node": (64, "the largest nodes shipping hold 16 GPUs (DGX-2, HGX-2); 64 leaves four times that"),
+    "nvlink_domain": (1152, "the largest NVLink domain announced joins 576 GPUs (NVL576); 1,152 leaves twice that"),
+    "gpus_per_pcie_switch": (64, "at most a node's GPUs"),
+}
+#: The most NICs per GPU a cluster takes (each of a GPU's flows is that many sub-flows): AWS p5 gives each GPU
+#: four EFA cards, the most shipping; 8 leaves twice that.
+MAX_NICS_PER_GPU = 8
+#: The largest tensor-parallel degree of a worker on a cluster (a handoff is up to that many flows per NIC of a
+#: GPU): a tensor-parallel group spans at most an NVLink domain in practice (72 GPUs shipping, 576 announced:
+#: NVL576). At the bounds (576 ranks, 8 NICs each) a handoff alone is 4,608 flows, a few seconds.
+MAX_CLUSTER_TP = 576
 
 
 #: What a cluster field that is a count counts.
@@ -334,7 +355,8 @@ API_INPUTS: tuple[Input, ...] = (
           "name", default=None, axis=True, grid_axis=True, alias_of="kv_transfer_bandwidth",
           example="hgx-h100-8x400g"),
     *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True,
-            valid=_COUNT if kind == "degree" else valid, grid_axis=True, cli=f"--{name.replace('_', '-')}",
+            valid=(_COUNT if name not in CLUSTER_BOUNDS else _COUNT._replace(high=CLUSTER_BOUNDS[name][0]))
+            if kind == "degree" else valid, grid_axis=True, cli=f"--{name.replace('_', '-')}",
             choices=choices, group="cluster_field", example=example,
             rule=_count_rule(name, _COUNTED.get(name, "")) if kind == "degree" else _FIELD_RULES.get(name, ""))
       for name, doc, kind, valid, choices, example in (

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import _maxmin
-from ._inputs import MAX_COUNT
-from .errors import InputError, check_choice
+from ._inputs import MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
+from .errors import InputError, check_choice, check_number, finite_at_least
 from .links import _MULTIPLE, Link, Transport, get_link, get_transport
 
 # (the rest is the machinery of flows, paths and placement that handoff_flows, the cluster route and the
@@ -31,7 +31,8 @@ _IDEAL = Transport()
 
 
 def _number(value: Any) -> Any:
-    """A real number (numpy's too) as a Python one; anything else (bools included) as it is."""
+    """A real number (numpy's too) as a Python one; anything else (bools, Python's and numpy's, included) as it
+    is, for the check that refuses it."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):  # (numpy's bool is no numbers.Real)
         return int(value) if isinstance(value, numbers.Integral) else float(value)
     return value
@@ -39,12 +40,11 @@ def _number(value: Any) -> Any:
 
 def _whole(where: str, name: str, value: Any, smallest: int = 1) -> int:
     """A count of the cluster's, whole and >= ``smallest``; a count of the input table (``nodes``, ``tp``...) also
-    within its bound there (:data:`perfmodel._inputs.MAX_COUNT`), refused with the table's rule."""
+    within its bound there (:data:`perfmodel._inputs.MAX_COUNT`, or the field's own), refused with the table's rule."""
     from ._inputs import INPUTS
 
-    value = _number(value)
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value) or value < smallest:
-        raise InputError(where, f"{name} {value!r} is not a whole number >= {smallest}", f"pass {name} >= {smallest}")
+    value = check_number(where, name, value, lambda v: math.isfinite(v) and v == int(v) and v >= smallest,
+                         f"is not a whole number >= {smallest}", f"pass {name} >= {smallest}")
     entry = INPUTS.get(name)
     largest = int(entry.valid.high) if entry is not None and entry.valid is not None else MAX_COUNT
     if value > largest:
@@ -54,12 +54,9 @@ def _whole(where: str, name: str, value: Any, smallest: int = 1) -> int:
 
 
 def _real(where: str, name: str, value: Any, smallest: float = 0.0, open_low: bool = False) -> float:
-    value = _number(value)
-    if not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < smallest or (open_low and value == smallest):
-        rule = f"> {smallest:g}" if open_low else f">= {smallest:g}"
-        raise InputError(where, f"{name} {value!r} is not a finite number {rule}", f"pass {name} {rule}")
-    return float(value)
+    rule = f"> {smallest:g}" if open_low else f">= {smallest:g}"
+    return float(check_number(where, name, value, finite_at_least(smallest, open_low),
+                              f"is not a finite number {rule}", f"pass {name} {rule}"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +144,11 @@ class Cluster:
         n = _whole(where, "nics_per_node", self.nics_per_node)
         put(self, "gpus_per_node", g)
         put(self, "nics_per_node", n)
+        if n > MAX_NICS_PER_GPU * g:
+            raise InputError(where, f"nics_per_node {n} gives each of the {g} GPUs per node {n // g} NICs, more than "
+                             f"the {MAX_NICS_PER_GPU} a cluster takes (AWS p5, the most shipping, gives each GPU 4; "
+                             "each NIC of a GPU is a sub-flow of each of its flows)",
+                             f"pass nics_per_node <= {MAX_NICS_PER_GPU * g:,} ({MAX_NICS_PER_GPU} per GPU)")
         if g % n and n % g:
             counts = sorted({d for d in range(1, g + 1) if g % d == 0} | {2 * g})
             raise InputError(where, f"nics_per_node {n} neither divides nor is a multiple of the {g} GPUs per node",
@@ -239,6 +241,12 @@ class Cluster:
         where = f"cluster {self.name!r}"
         p = _whole(where, "tp", tp)
         d = p if decode_tp is None else _whole(where, "decode_tp", decode_tp)
+        for name, degree in (("tp", p), ("decode_tp", d)):
+            if degree > MAX_CLUSTER_TP:
+                raise InputError(name, f"{degree:,} GPUs per worker on cluster {self.name!r} is above {MAX_CLUSTER_TP:,} "
+                                 "(a handoff is a flow per rank pair and NIC: a tensor-parallel group spans at most an "
+                                 "NVLink domain in practice: 72 GPUs shipping, 576 announced)",
+                                 f"pass {name} <= {MAX_CLUSTER_TP:,}")
         g = self.gpus_per_node
         counts = _whole(where, "prefill_workers", prefill_workers), _whole(where, "decode_workers", decode_workers)
         need = counts[0] * p + counts[1] * d

@@ -8,12 +8,13 @@ process boundaries, e.g. from Dask workers).
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_whole"]
+__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_number", "check_whole"]
 
 #: What an entry point does with invalid rows: raise an :class:`InputError`, or give NaN for them.
 Errors = Literal["raise", "coerce"]
@@ -188,6 +189,63 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
     if largest is not None and value > largest:
         raise InputError(name, f"{int(value):,} is above {largest:,}", above or f"pass a whole number <= {largest:,}")
     return int(value)
+
+
+def check_number(where: str, name: str, value: Any, ok: Callable[[float], bool], rule: str, fix: str) -> int | float:
+    """A numeric field of a public object (a :class:`perfmodel.Link`'s, :class:`perfmodel.Transport`'s,
+    :class:`perfmodel.Cluster`'s): a real number, numpy's scalars read as the Python numbers they are, for which
+    ``ok`` holds; booleans (Python's and numpy's: never 0/1), text and anything else refused, as is a value
+    outside the range (``rule`` says what it is not, ``fix`` how to give it). The one check of every such field.
+
+    Parameters
+    ----------
+    where : str
+        The object, for the message (``"link 'ib-ndr'"``).
+    name : str
+        The field's name.
+    value : Any
+        What was given.
+    ok : callable
+        Whether a number is in the field's range (NaN reaches it: refuse it there unless it is allowed).
+    rule : str
+        What a refused number is not (``"is not > 0"``).
+    fix : str
+        How to give the field.
+
+    Returns
+    -------
+    int or float
+        ``value`` as a Python int (a whole-number type) or float.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_number("transport 'te'", "efficiency", np.float32(0.5), lambda v: 0 < v <= 1, "is not in (0, 1]", "pass 0.8")
+    0.5
+    >>> check_number("link 'x'", "bandwidth_gb_s", True, lambda v: v > 0, "is not > 0", "pass a bandwidth in GB/s > 0")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: link 'x': bandwidth_gb_s True is a boolean, not a number. Fix: pass a bandwidth in GB/s > 0.
+    """
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)):  # (numpy's bool is no numbers.Real either)
+        raise InputError(where, f"{name} {value!r} is a boolean, not a number", fix)
+    if isinstance(value, numbers.Integral):
+        number: int | float = int(value)
+    elif isinstance(value, numbers.Real):
+        number = float(value)
+    else:
+        raise InputError(where, f"{name} {value!r} is not a number", fix)
+    if not ok(number):
+        shown = "nan (not a number)" if number != number else repr(number)
+        raise InputError(where, f"{name} {shown} {rule}", fix)
+    return number
+
+
+def finite_at_least(low: float, open_low: bool = False) -> Callable[[float], bool]:
+    """The range test of :func:`check_number` for finite numbers >= ``low`` (> with ``open_low``)."""
+    return lambda v: math.isfinite(v) and (v > low if open_low else v >= low)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:

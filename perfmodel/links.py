@@ -53,7 +53,7 @@ from . import _presets
 from ._cluster_specs import SPECS as _CLUSTERS
 from ._fitting import FitReport, _ms_per_byte_floor, _nonnegative_least_squares
 from ._inputs import nonnegative
-from .errors import InputError, check_whole
+from .errors import InputError, check_number, check_whole, finite_at_least
 
 __all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
            "transport_profiles", "transports", "user_links"]
@@ -118,17 +118,21 @@ class Link:
 
     def __post_init__(self) -> None:
         where = f"link {self.name!r}"
-        if not self.bandwidth_gb_s > 0:
-            raise InputError(where, f"bandwidth_gb_s {self.bandwidth_gb_s!r} is not > 0", "pass a bandwidth in GB/s > 0")
-        if not 0 <= self.latency_ms < np.inf:
-            raise InputError(where, f"latency_ms {self.latency_ms!r} is not a finite number >= 0",
-                             "pass a latency in ms >= 0")
-        if not 0 < self.efficiency <= 1:
-            raise InputError(where, f"efficiency {self.efficiency!r} is not in (0, 1]", "pass a fraction of line rate")
+        put = object.__setattr__
+        put(self, "bandwidth_gb_s", check_number(where, "bandwidth_gb_s", self.bandwidth_gb_s, lambda v: v > 0,
+                                                 "is not > 0", "pass a bandwidth in GB/s > 0"))
+        put(self, "latency_ms", check_number(where, "latency_ms", self.latency_ms, finite_at_least(0.0),
+                                             "is not a finite number >= 0", "pass a latency in ms >= 0"))
+        put(self, "efficiency", check_number(where, "efficiency", self.efficiency, lambda v: 0 < v <= 1,
+                                             "is not in (0, 1]", "pass a fraction of line rate"))
         for term in ("per_block_ms", "per_message_ms"):
-            if not 0 <= getattr(self, term) < np.inf:
-                raise InputError(where, f"{term} {getattr(self, term)!r} is not a finite number >= 0",
-                                 f"pass a cost per {term[4:-3].replace('_', ' ')} in ms >= 0")
+            put(self, term, check_number(where, term, getattr(self, term), finite_at_least(0.0),
+                                         "is not a finite number >= 0",
+                                         f"pass a cost per {term[4:-3].replace('_', ' ')} in ms >= 0"))
+        if self.max_relative_error is not None:
+            put(self, "max_relative_error", check_number(where, "max_relative_error", self.max_relative_error,
+                                                         lambda v: v >= 0, "is not a number >= 0",
+                                                         "pass the fit's largest relative error (>= 0), or None"))
 
     @property
     def effective_bandwidth_gb_s(self) -> float:
@@ -205,17 +209,17 @@ class Transport:
 
     def __post_init__(self) -> None:
         where = f"transport {self.name!r}"
-        if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
-            raise InputError(where, f"efficiency {self.efficiency!r} is not in (0, 1]",
-                             "pass the fraction of a NIC's line rate its large transfers reach, e.g. 0.81")
+        put = object.__setattr__
+        put(self, "efficiency", check_number(where, "efficiency", self.efficiency, lambda v: 0 < v <= 1,
+                                             "is not in (0, 1]", "pass the fraction of a NIC's line rate its large "
+                                             "transfers reach, e.g. 0.81"))
         for term in ("per_message_ms", "per_block_ms", "setup_ms"):
-            value = getattr(self, term)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < np.inf):
-                raise InputError(where, f"{term} {value!r} is not a finite number >= 0", f"pass {term} in ms >= 0")
-        if self.line_rate_gb_s is not None and not (isinstance(self.line_rate_gb_s, (int, float))
-                                                    and 0 < self.line_rate_gb_s < np.inf):
-            raise InputError(where, f"line_rate_gb_s {self.line_rate_gb_s!r} is not a finite number > 0",
-                             "pass the benchmark hardware's line rate in GB/s, or None")
+            put(self, term, check_number(where, term, getattr(self, term), finite_at_least(0.0),
+                                         "is not a finite number >= 0", f"pass {term} in ms >= 0"))
+        if self.line_rate_gb_s is not None:
+            put(self, "line_rate_gb_s", check_number(where, "line_rate_gb_s", self.line_rate_gb_s,
+                                                     finite_at_least(0.0, open_low=True), "is not a finite number > 0",
+                                                     "pass the benchmark hardware's line rate in GB/s, or None"))
 
 
 #: Interconnect presets at nominal line rate per direction, per GPU or NIC (sources: module docstring).

@@ -115,7 +115,7 @@ def as_reference(c: Cluster) -> dict:
 @st.composite
 def clusters(draw):
     g = draw(st.sampled_from([1, 2, 4, 8]))
-    n = draw(st.sampled_from(sorted({x for x in (1, 2, 4, 8, 16) if g % x == 0 or x % g == 0})))
+    n = draw(st.sampled_from(sorted({x for x in (1, 2, 4, 8, 16) if (g % x == 0 or x % g == 0) and x <= 8 * g})))
     fabric = draw(st.sampled_from(["flat", "rail"]))
     sharing = g // n if n <= g else 1
     switch = draw(st.sampled_from([None, *[s for s in (1, 2, 4, 8) if g % s == 0 and s % sharing == 0]]))

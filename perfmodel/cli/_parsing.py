@@ -147,8 +147,9 @@ def _fail(message: str) -> Any:
 
 
 def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf"),
-            positive: bool = False) -> list[float]:
-    """Numbers from comma-separated texts, within [low, high] (> 0 with ``positive``); errors begin with ``name``."""
+            positive: bool = False, rule: str = "") -> list[float]:
+    """Numbers from comma-separated texts, within [low, high] (> 0 with ``positive``); errors begin with ``name``;
+    NaN is refused as not a number, with the range the flag takes (or its input's ``rule``)."""
     values = []
     name = f"{name}: " if name else ""
     for text in texts:
@@ -157,6 +158,9 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
                 value = float(part)
             except ValueError:
                 raise UsageError(f"{name}{part!r} is not a number") from None
+            if value != value:  # NaN is no number at all: said as what it is, with the range the flag takes
+                taken = rule or "pass a number " + ("> 0" if positive and low <= 0 else f"in [{low:g}, {high:g}]")
+                raise UsageError(f"{name}{part.strip()!r} is not a number (NaN): {taken}")
             if not low <= value <= high or (positive and not value > 0):
                 raise UsageError(f"{name}{value:g} is " + ("not > 0" if positive and low <= value <= high else
                                                               f"outside [{low:g}, {high:g}]"))
@@ -242,7 +246,7 @@ def _reader(name: str, where: str = "") -> Callable[[str], Any]:
     if entry.kind == "real" and entry.group == "cluster_field":
         return lambda text: _ruled(where, name, text)
     if entry.kind in ("count", "real"):
-        return lambda text: _floats(where, [text])[0]
+        return lambda text: _floats(where, [text], rule=entry.rule)[0]
     return str
 
 
@@ -257,6 +261,8 @@ def _ruled(where: str, name: str, text: str) -> float:
     """
     from .._inputs import outside
 
+    if text.strip().lower() in ("nan", "+nan", "-nan"):
+        raise UsageError(f"{where + ': ' if where else ''}{text.strip()!r} is not a number (NaN): {INPUTS[name].rule}")
     value = _floats(where, [text], low=-math.inf)[0]
     if not math.isfinite(value) or outside(value, INPUTS[name].valid):  # (no cluster field takes NaN or inf)
         raise UsageError(f"{where + ': ' if where else ''}{value:g}: {INPUTS[name].rule}")
