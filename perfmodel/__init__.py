@@ -65,6 +65,7 @@ _LAZY = {
     "transports": "links",
     "handoff_flows": "flows",
     "required_nics_per_node": "flows",
+    "required_nics": "sizing",
     "resource_loads": "flows",
     "kv_heads": "clusters",
     "calibrate": "calibrate",
@@ -74,7 +75,7 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters", "flows"}
+               "datasets", "clusters", "flows", "sizing"}
 
 
 class _Package(_types.ModuleType):
