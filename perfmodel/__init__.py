@@ -64,6 +64,7 @@ _LAZY = {
     "transports": "links",
     "handoff_flows": "flows",
     "required_nics_per_node": "flows",
+    "required_nics": "sizing",
     "resource_loads": "flows",
     "kv_heads": "clusters",
     "calibrate": "calibrate",
@@ -77,7 +78,7 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]  # noqa: PLE0604
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters", "flows", "engines"}
+               "datasets", "clusters", "flows", "engines", "sizing"}
 
 
 class _Package(_types.ModuleType):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _maxmin
+from . import _maxmin, _questions
 from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms
 from .errors import InputError, check_whole
@@ -158,13 +158,16 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-#: The most NICs per GPU :func:`required_nics_per_node` tries (AWS p5 nodes have four EFA devices per GPU).
-MAX_NICS_PER_GPU = 4
+#: The most NICs per GPU :func:`required_nics_per_node` tries (AWS p5 nodes have four EFA devices per GPU), as
+#: :func:`perfmodel.required_nics` does.
+MAX_NICS_PER_GPU = _questions.MAX_NICS_PER_GPU
 
 
 def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_token: Any, *, budget_ms: float,
                            **inputs: Any) -> np.ndarray:
-    """The fewest NICs per node with which a full-prompt handoff alone in ``cluster`` meets ``budget_ms``.
+    """The fewest NICs per node with which a full-prompt handoff alone in ``cluster`` meets ``budget_ms``: per
+    prompt, each handoff alone (no contention), the whole TP group's flows over the node's NICs. For a trace's
+    p99 under load, :func:`perfmodel.required_nics` replays it on each count.
 
     Every NIC count the cluster's nodes can take is tried, the cluster otherwise as it is: the divisors of
     ``gpus_per_node`` (GPUs sharing a NIC), then 2 to :data:`MAX_NICS_PER_GPU` NICs per GPU; counts its PCIe
@@ -209,8 +212,7 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     budget = float(budget_ms) if number else math.nan
     if not (math.isfinite(budget) and budget > 0):
         raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
-    g = base.gpus_per_node
-    counts = [c for c in range(1, g + 1) if g % c == 0] + [g * k for k in range(2, MAX_NICS_PER_GPU + 1)]
+    counts = _questions.nic_counts(base.gpus_per_node)  # (the counts perfmodel.required_nics tries on a cluster too)
     answer, missing = None, None
     for count in reversed(counts):  # from the most down: each count that meets the budget replaces the answer
         try:

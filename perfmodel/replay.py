@@ -30,6 +30,7 @@ from ._inputs import (
 from ._prepared import PreparedTrace, _notice_first_compile, _request_values, prepare_trace
 from .errors import InputError, check_choice, check_whole
 from .handoff import checked
+from ._questions import percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
 
@@ -484,6 +485,10 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], st
 def summarize(replay: pd.DataFrame) -> dict[str, float]:
     """Headline figures of a replay: delay percentiles (ms), link utilisation, bytes moved and saved.
 
+    ``p50_ms``, ``p90_ms`` and ``p99_ms`` are percentiles of the per-request handoff delays under the
+    replay's own contention (:func:`perfmodel.sizing.percentile_ms`: numpy's ``"linear"`` method, as
+    :func:`perfmodel.required_nics` takes them).
+
     ``link_utilisation`` is the offered load: the transfers' time alone on a link,
     summed, over the replayed span (first start to last end) times the number of links
     (above 1 means the links cannot keep up); on a cluster, which has resources rather than
@@ -523,7 +528,7 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
         noise = (len(moving) + 2) * np.finfo(np.float64).eps * (1.0 + ends / span)
         load = 1.0 if load - 1.0 <= noise else load
     saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
-    percentiles = np.percentile(delay, [50, 90, 99]) if delay.size else [np.nan] * 3
+    percentiles = percentile_ms(delay, [50, 90, 99])  # (the one percentile of every sizing answer)
     on_cluster = {}
     if "resources" in replay.attrs:  # a replay on a cluster: each resource's utilisation and bottleneck share
         from .cluster_replay import cluster_summary
@@ -618,6 +623,14 @@ def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd
     return summary
 
 
+def grid_question(configs: list[dict[str, Any]], *, cluster: bool) -> str:
+    """What a grid's ``p99_ms`` is the p99 of, in words (its contention and scope, or "each row's")."""
+    contentions = {str(c.get("contention", _CONFIG["contention"])) for c in configs}
+    scopes = {str(c.get("scope", _CONFIG["scope"])) for c in configs}
+    return replay_percentile_question(99, contentions.pop() if len(contentions) == 1 else None,
+                                      scopes.pop() if len(scopes) == 1 else None, cluster=cluster)
+
+
 def replay_grid(
     trace: pd.DataFrame,
     *,
@@ -627,7 +640,9 @@ def replay_grid(
     ready_ms: Any = None,
     **axes: Any,
 ) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
-    """Replay one trace under every combination of cluster configurations, in parallel: one row each.
+    """Replay one trace under every combination of cluster configurations, in parallel: one row each, its
+    ``p99_ms`` the p99 of the replay's per-request handoff delays (``attrs["question"]`` says with which
+    contention and bytes; :func:`perfmodel.required_nics` reads the fewest NICs off such replays).
 
     Capacity planning's question ("which configuration keeps the handoff's p99 under budget
     for our traffic?") in one call. Each keyword of :data:`GRID_AXES` is a value or a list
@@ -711,6 +726,7 @@ def replay_grid(
                 future.cancel()
             raise
     summary = grid_frame(configs, [stats for stats, _ in results])
+    summary.attrs["question"] = grid_question(configs, cluster="busiest_utilisation" in summary)
     if keep == "summary":
         return summary
     parts = []

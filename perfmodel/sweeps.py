@@ -61,7 +61,8 @@ def _mode(value: Any) -> TransferMode:
 
 
 def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
-    """Handoff delay over every combination of the given axes (their Cartesian product).
+    """Handoff delay over every combination of the given axes (their Cartesian product), each handoff priced
+    alone (no contention), per prompt: ``attrs["question"]`` says so in words.
 
     Each keyword is an axis, a scalar or a list of values:
 
@@ -138,9 +139,14 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     2  ib-ndr              1024          6.710886
     3  ib-ndr             32768        214.748365
     """
+    from ._questions import alone_question
+
     plan = SweepPlan.of(axes)
     _check_fits_in_memory(plan)
-    return plan.rows(0, plan.n, progress=progress)
+    table = plan.rows(0, plan.n, progress=progress)
+    scopes = {str(s) for s in np.atleast_1d(np.asarray(axes.get("scope", "rank"), dtype=object))}
+    table.attrs["question"] = alone_question(scopes.pop() if len(scopes) == 1 else None, cluster="cluster" in axes)
+    return table
 
 
 def _physical_memory_bytes() -> int | None:
@@ -485,7 +491,8 @@ _REQUIRED_BANDWIDTH = dict(_INVERSE, cluster="A :class:`perfmodel.Cluster` or a 
 @documented(extra=_REQUIRED_BANDWIDTH)
 def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
                        cluster: Any = None, **inputs: Any) -> np.float64 | NDArray[np.float64]:
-    """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``.
+    """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``: one handoff alone
+    (no contention), per prompt; for a trace's p99 under load, :func:`perfmodel.required_nics`.
 
     The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the bytes and
     the fixed costs (latency, and with a ``block_size`` the blocks' and messages' costs) being the
@@ -643,7 +650,8 @@ def _every_or_none(forward: _Forward, spec: Any, budget: np.ndarray, window: np.
 @documented(extra={name: _INVERSE[name] for name in ("budget_ms", "inputs")})
 def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
                       **inputs: Any) -> np.int64 | np.float64 | NDArray[np.int64] | NDArray[np.float64]:
-    """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``.
+    """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``, each
+    handoff alone (no contention).
 
     A count of tokens, int64: ``-1`` where not even an empty prompt fits (a state and its latency
     alone exceed the budget). float64 when some answer is not a count: ``inf`` where every prompt

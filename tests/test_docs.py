@@ -26,7 +26,7 @@ def test_the_pages_examples_run(page, tmp_path, monkeypatch):
 MODULES = ("perfmodel", "perfmodel.io", "perfmodel.datasets", "perfmodel.dask", "perfmodel.plotting", "perfmodel.trace",
            "perfmodel.replay", "perfmodel.sweeps", "perfmodel.links", "perfmodel.models", "perfmodel.frame",
            "perfmodel.handoff", "perfmodel.errors", "perfmodel.clusters", "perfmodel.flows", "perfmodel.cluster_replay",
-           "perfmodel.calibrate", "perfmodel.engines", "perfmodel.cli")
+           "perfmodel.calibrate", "perfmodel.engines", "perfmodel.cli", "perfmodel.sizing")
 
 
 def _public_functions():

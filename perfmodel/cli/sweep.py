@@ -112,7 +112,7 @@ def _summary(df: Any, tokens: list[int]) -> str:
     table.columns = [f"{t // 1024}k" if t % 1024 == 0 else str(t) for t in table.columns]
     heading = ", ".join(f"{c}={df[c].iloc[0]}" for c in fixed)
     return (f"handoff delay (ms) at prompt length{f' ({heading})' if heading else ''}:\n"
-            + table.to_string(float_format=lambda v: f"{v:,.3g}"))
+            + table.to_string(float_format=lambda v: f"{v:,.3g}") + f"\n({df.attrs['question']})")
 
 
 def register(sub: Any) -> None:

@@ -30,6 +30,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from .._fs import check_not_overlapping, output_folder
     from ..io import write_table
     from ..replay import replay_handoffs, summarize
+    from ..sizing import replay_percentile_question
     from ..trace import read_trace
 
     check_not_overlapping(args.out, [args.trace])  # before the (long) replay
@@ -80,6 +81,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for key, value in summary.items():
         shown = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else value
         print(f"{key:<{width}}  {shown}")  # (text, such as the busiest resource's name, as it is)
+    print("\n" + replay_percentile_question(99, replay.attrs.get("contention"), config.get("scope", "rank"),
+                                             cluster="resources" in replay.attrs).replace("p99", "p50_ms, p90_ms, p99_ms: "
+                                                                                          "percentiles", 1))
     if replay.attrs.get("contention") == "none":  # (the default: say what the figures leave out)
         print("\ncontention none: each handoff as if alone on its link; overlapping transfers queue or share "
               "with --contention fifo or fair")
@@ -135,14 +139,42 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
         print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+        question = _grid_question(grid, config, axes)
+        print(f"\np99_ms: {question}")
+        counts = [name for name in ("links", "nics_per_node") if len(axes.get(name, ())) > 1]
         for budget in sorted(args.budget_ms):
             meeting = smallest_first(grid[grid["p99_ms"] <= budget], axes)
             print(f"\np99 within {budget:g} ms: {len(meeting)} of {len(grid)} configurations"
                   + (", the smallest first (numbers ascending, names in the order given):" if len(meeting) else ""))
             if len(meeting):
                 print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+            if len(counts) == 1 and all(len(v) == 1 for k, v in axes.items() if k != counts[0]):
+                print(_fewest(grid, counts[0], budget, question))
     print(f"\nwrote {out / names[0]} and {out / names[1]}")
     return 0
+
+
+def _grid_question(grid: Any, config: dict[str, Any], axes: dict[str, list[Any]]) -> str:
+    """What the grid's ``p99_ms`` is the p99 of, in words (contention and scope: the flags', or each row's)."""
+    from ..sizing import replay_percentile_question
+
+    varied = {name for name, values in axes.items() if len(values) > 1}
+    contention = None if "contention" in varied else str(config.get("contention", "none"))
+    scope = None if "scope" in varied else str(config.get("scope", "rank"))
+    return replay_percentile_question(99, contention, scope, cluster="busiest_utilisation" in grid)
+
+
+def _fewest(grid: Any, axis: str, budget: float, question: str) -> str:
+    """The grid's one count axis (``links`` or ``nics_per_node``) read off, beside the question it answers: the
+    fewest whose p99 meets ``budget`` (:func:`perfmodel.sizing.fewest_meeting`, as :func:`perfmodel.required_nics`
+    decides it)."""
+    from ..sizing import counted, fewest_meeting
+
+    tried = [int(c) for c in grid[axis]]
+    count = fewest_meeting(tried, grid["p99_ms"].tolist(), budget)
+    unit, over = ("NICs per node", "with N NICs per node") if axis == "nics_per_node" else ("links", "over N links")
+    return (f"{question}, {over}, within {budget:g} ms: {counted(count, unit)} "
+            f"(the fewest of {axis}={','.join(map(str, tried))})")
 
 
 def smallest_first(rows: Any, axes: dict[str, list[Any]]) -> Any:
