@@ -340,7 +340,8 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     -------
     pandas.DataFrame
         One row per request, in the benchmark's order: ``num_input_tokens``, ``num_output_tokens`` (where the
-        file has ``output_lens``), ``ttft_ms`` (NaN for a failed request), ``completed`` (no error), and where
+        file has ``output_lens``), ``ttft_ms`` (NaN for a failed request, and for one that received no token:
+        the tools leave its ttft at 0), ``completed`` (no error), and where
         the file has them ``latency_ms`` and ``arrival_ms`` (send times from the first request's, ms). ``attrs``: ``source``,
         ``tool``, ``request_rate`` (requests/s, ``inf`` for all at once), ``max_concurrency`` (None:
         unbounded), ``duration_s``, ``arrivals`` (where ``arrival_ms`` comes from, or why there is none) and
@@ -390,11 +391,12 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
     trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["num_input_tokens"], int)})
     if columns["num_output_tokens"] is not None:
         trace["num_output_tokens"] = _numbers(where, "output_lens", columns["num_output_tokens"], int)
-    trace["ttft_ms"] = np.where(completed, _numbers(where, "ttfts", columns["ttft_s"], float) * 1e3, np.nan)
+    ttft = _numbers(where, "ttfts", columns["ttft_s"], float, failed=~completed)
+    trace["ttft_ms"] = np.where(completed & (ttft > 0), ttft * 1e3, np.nan)  # (0: no first token came)
     trace["completed"] = completed
     if columns["latency_s"] is not None:
-        trace["latency_ms"] = np.where(completed, _numbers(where, "latencies", columns["latency_s"], float) * 1e3,
-                                       np.nan)
+        latency = _numbers(where, "latencies", columns["latency_s"], float, failed=~completed)
+        trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
     if columns["start_s"] is not None and n:
         start = _numbers(where, "start_times", columns["start_s"], float)
         trace["arrival_ms"] = (start - start.min()) * 1e3
@@ -408,13 +410,17 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
     return trace
 
 
-def _numbers(where: str, key: str, values: list[Any], kind: type) -> np.ndarray:
+def _numbers(where: str, key: str, values: list[Any], kind: type, failed: np.ndarray | None = None) -> np.ndarray:
+    """A per-request list as numbers, each finite and >= 0 (whole for ``int``), except for ``failed`` requests,
+    whose values may be missing (None, NaN)."""
     try:
-        array = np.asarray(values, dtype=np.float64)
+        array = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError(f"{where}: {key}", "holds values that are not numbers", "give the file as the benchmark "
                          "wrote it") from None
     bad = ~np.isfinite(array) | (array < 0) | ((array != np.round(array)) if kind is int else False)
+    if failed is not None:
+        bad &= ~(failed & np.isnan(array))
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(f"{where}: {key}", f"request {i} has {values[i]!r}, not a "

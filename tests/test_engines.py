@@ -355,3 +355,19 @@ def test_a_series_given_twice_is_refused(text):
     sum two servers' buckets into one: refused, naming the series."""
     with pytest.raises(InputError, match=r"appears twice.*scrape a server a file"):
         read_engine_metrics(text)
+
+
+def test_a_request_without_a_first_token_has_no_ttft(tmp_path):
+    """Both tools leave a request's ttft at 0.0 until a token arrives, and may write None for a failed one: no
+    TTFT of 0 ms enters the figures, and a failed request's missing values are no error."""
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    result["ttfts"][6] = None          # the failed request
+    result["latencies"][6] = None
+    result["ttfts"][0] = 0.0           # a request that streamed no token
+    del result["errors"]
+    result["errors"] = ["", "", "", "", "", "", "Server disconnected", ""]
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    trace = read_benchmark(tmp_path / "r.json")
+    assert math.isnan(trace["ttft_ms"][0]) and math.isnan(trace["ttft_ms"][6]) and trace["completed"][0]
+    table = compare_measured(trace)
+    assert table["count"].iloc[0] == 6   # seven completed, one without a first token
