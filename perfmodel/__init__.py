@@ -32,6 +32,8 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it (imported on first access, PEP 562)
 _LAZY = {
+    "set_options": "options",
+    "get_options": "options",
     "handoff_delay_ms": "handoff",
     "destination_missing_tokens": "handoff",
     "InputError": "errors",
@@ -74,7 +76,7 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters", "flows"}
+               "datasets", "clusters", "flows", "options"}
 
 
 class _Package(_types.ModuleType):
