@@ -31,6 +31,8 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it (imported on first access, PEP 562)
 _LAZY = {
+    "set_options": "options",
+    "get_options": "options",
     "handoff_delay_ms": "handoff",
     "destination_missing_tokens": "handoff",
     "InputError": "errors",
@@ -78,7 +80,7 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]  # noqa: PLE0604
 
 
 _SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters", "flows", "engines", "sizing"}
+               "datasets", "clusters", "flows", "engines", "sizing", "options"}
 
 
 class _Package(_types.ModuleType):

@@ -25,12 +25,12 @@ from . import _cluster_kernel as kernel
 from ._inputs import INPUTS
 from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list, refuse_what_it_decides
 from .errors import InputError, check_choice
+from .options import option
 
 __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]
 
 #: The most (prefill worker, decode worker) pairs a replay on a cluster resolves the flows of (each in Python,
 #: before the replay): 2**18, a thousand workers by 256, or 512 of each.
-MAX_PAIRS = 2**18
 
 #: Decode routing policies on a cluster (docs: "Replaying a trace on a cluster").
 ROUTINGS = ("prefix", "round_robin", "least_loaded", "topology")
@@ -59,11 +59,12 @@ def pairs_of(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefil
     (8, 22, 22)
     """
     prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
-    if prefill_workers * decode_workers > MAX_PAIRS:  # (resolved one by one, in Python: refused before the first)
+    most = option("max_worker_pairs")
+    if prefill_workers * decode_workers > most:  # (resolved one by one, in Python: refused before the first)
         raise InputError("prefill_workers", f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "
                          f"{prefill_workers * decode_workers:,} pairs, each with flows of its own, more than the "
-                         f"{MAX_PAIRS:,} a replay on a cluster resolves", "pass fewer workers (a replay of a few hundred "
-                         "of each shows how they share the cluster)")
+                         f"{most:,} a replay on a cluster resolves", "pass fewer workers (a replay of a few hundred "
+                         "of each shows how they share the cluster), or raise perfmodel.set_options(max_worker_pairs=)")
     g = cluster.gpus_per_node
     nodes = cluster.nodes or len({x // g for w in (*prefill, *decode) for x in w})
     resources = Resources()

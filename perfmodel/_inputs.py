@@ -305,7 +305,7 @@ OPTIONS: tuple[Input, ...] = (
     Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
           default=None, group="option"),
     Input("parallel", "Share the kernel pass between threads (True) or run it in the calling thread (False); "
-          "default: shared from :data:`perfmodel.handoff.PARALLEL_MIN_ROWS` rows on when numba's thread count "
+          "default: shared from the option ``parallel_min_rows`` (:func:`perfmodel.set_options`) rows on when numba's thread count "
           "(``NUMBA_NUM_THREADS``) is above one.", "option", default=None, group="option"),
     Input("num_threads", "Threads sharing a kernel pass (default: numba's thread count).", "option", default=None,
           group="option"),

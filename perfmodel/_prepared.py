@@ -132,9 +132,9 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         # integer ids in a range at most 64x their count (Mooncake's are 0, 1, 2...; a synthetic trace's
         # leave gaps): ranked through a bitmap of the range (at most 16 bytes per id), 4-9x faster than pandas'
         # hashing (11.4M synthetic ids: 0.08-0.11 s on two threads, 0.16 s on one, against 0.7-0.9 s)
-        from .handoff import PARALLEL_MIN_ROWS
+        from .options import option
 
-        threads = 2 if values.size >= PARALLEL_MIN_ROWS and numba.config.NUMBA_NUM_THREADS > 1 else 1
+        threads = 2 if values.size >= option("parallel_min_rows") and numba.config.NUMBA_NUM_THREADS > 1 else 1
         dense, unique = ranked_ids(values.astype(np.int64, copy=False), threads)  # (two threads: most of the gain)
         return dense, offsets, unique
     dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted

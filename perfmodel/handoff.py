@@ -43,17 +43,17 @@ from ._inputs import (
 from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .links import Link
 from .models import ModelShape
+from .options import deprecated_constant, option
 
 __all__ = [
     "InputError",
-    "PARALLEL_MIN_ROWS",
     "destination_missing_tokens",
     "handoff_delay_ms",
 ]
 
-#: Rows from which a kernel pass is shared between threads by default. On 2 cores sharing starts
-#: to win at ~100k rows (bench/run.py checks the ratio at this threshold).
-PARALLEL_MIN_ROWS = 200_000
+# (PARALLEL_MIN_ROWS and SPREAD_MAX_ROWS were constants here: they are options now, perfmodel.set_options)
+__getattr__ = deprecated_constant("perfmodel.handoff", {"PARALLEL_MIN_ROWS": "parallel_min_rows",
+                                                        "SPREAD_MAX_ROWS": "spread_max_rows"})
 
 #: About how long the handoff kernel's first form takes to compile on a cold cache (2 cores, measured).
 FIRST_COMPILE_S = 2
@@ -78,11 +78,10 @@ _MESSAGES = _resolve.MessageTerms._fields
 assert (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks") == _kernels.FIELDS
 
 
-#: Up to this many rows, a scalar among the three main inputs beside an array of them is spread to an array
-#: (:func:`_kernel_record`) and every optional output is written: one compiled form for the small calls
-#: instead of one per mix (each a compile of 1-3 s on a cold cache), for copies that cost microseconds.
-#: Larger calls keep their scalars and write only the outputs asked for.
-SPREAD_MAX_ROWS = 65_536
+# Up to the option spread_max_rows, a scalar among the three main inputs beside an array of them is spread to an
+# array (:func:`_kernel_record`) and every optional output is written: one compiled form for the small calls
+# instead of one per mix (each a compile of 1-3 s on a cold cache), for copies that cost microseconds.
+# Larger calls keep their scalars and write only the outputs asked for.
 _MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandwidth"),
          ARGUMENTS.index("kv_bytes_per_token"))
 
@@ -95,7 +94,7 @@ def _spread(value: Any, n: int) -> np.ndarray:
 
 def _small(args: list[_Arg], n: int) -> bool:
     """Whether a call is small enough to take the one compiled form of small calls (arrays among its inputs)."""
-    return n <= SPREAD_MAX_ROWS and any(args[i].is_array for i in _MAIN)
+    return n <= option("spread_max_rows") and any(args[i].is_array for i in _MAIN)
 
 
 def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1, small: bool = False) -> tuple:
@@ -233,7 +232,7 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
         _compat.notice_first_compile("handoff", _kernels.handoff_serial, FIRST_COMPILE_S)
     threads = num_threads or numba.config.NUMBA_NUM_THREADS
     if parallel is None:
-        parallel = n >= PARALLEL_MIN_ROWS and threads > 1
+        parallel = n >= option("parallel_min_rows") and threads > 1
     if not parallel or threads == 1:
         return int(_kernels.handoff_serial(values, out, missing_out, bytes_out))
 

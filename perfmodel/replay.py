@@ -28,9 +28,10 @@ from ._inputs import (
     layerwise_overlaps,
 )
 from ._prepared import PreparedTrace, _notice_first_compile, _request_values, prepare_trace
+from ._questions import percentile_ms, replay_percentile_question
 from .errors import InputError, check_choice, check_whole
 from .handoff import checked
-from ._questions import percentile_ms, replay_percentile_question
+from .options import deprecated_constant, option
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
 
@@ -565,9 +566,9 @@ def _span(replay: pd.DataFrame, moving: pd.DataFrame) -> tuple[float, float]:
 GRID_AXES = _inputs.GRID_AXES
 
 
-#: The most configurations a replay grid takes (each replays the whole trace): ten thousand replays are hours of
-#: work; a million, a grid that was not meant.
-MAX_CONFIGS = 10**6
+# The most configurations a replay grid takes is the option max_grid_configs (each replays the whole trace: ten
+# thousand replays are hours of work; a million, a grid that was not meant). MAX_CONFIGS was a constant here.
+__getattr__ = deprecated_constant("perfmodel.replay", {"MAX_CONFIGS": "max_grid_configs"})
 
 
 def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
@@ -587,9 +588,10 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
                 if value is not None:
                     check_count(name, value)
     size = math.prod(len(v) for v in values)
-    if size > MAX_CONFIGS:
+    most = option("max_grid_configs")
+    if size > most:
         shape = " x ".join(f"{len(v):,} {name}" for name, v in zip(names, values))
-        raise InputError("replay_grid", f"{size:,} configurations ({shape}), more than {MAX_CONFIGS:,}, each of which "
+        raise InputError("replay_grid", f"{size:,} configurations ({shape}), more than {most:,}, each of which "
                          "replays the whole trace", "give the axes fewer values, or run the grid in parts (one call per "
                          "value of its longest axis)")
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]

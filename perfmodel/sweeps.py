@@ -42,6 +42,7 @@ from .errors import InputError
 from .handoff import Options, _handoff, checked, destination_missing_tokens
 from .links import Link, get_link
 from .models import kv_terms
+from .options import option
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
@@ -50,7 +51,6 @@ __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "swee
 AXES = SWEEP_AXES
 #: The fields of a :class:`perfmodel.Cluster` a sweep may vary (axes beside a ``cluster`` axis).
 CLUSTER_FIELDS = tuple(entry.name for entry in API_INPUTS if entry.group == "cluster_field")
-_CHUNK_ROWS = 1 << 18  # rows per chunk: temporaries stay small next to the result (peak memory)
 
 
 def _mode(value: Any) -> TransferMode:
@@ -237,9 +237,10 @@ class SweepPlan:
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
         transfer_bytes = np.empty(n)  # whole byte counts become integers below (exact up to 2**53)
         delay = np.empty(n)
-        with _progress.progress_bar(n, unit="cells", desc="sweep", progress=progress, at_least=_CHUNK_ROWS) as bar:
-            for first in range(0, n, _CHUNK_ROWS):
-                part = slice(first, min(n, first + _CHUNK_ROWS))
+        chunk = option("sweep_chunk_rows")  # rows per chunk: temporaries stay small next to the result (peak memory)
+        with _progress.progress_bar(n, unit="cells", desc="sweep", progress=progress, at_least=chunk) as bar:
+            for first in range(0, n, chunk):
+                part = slice(first, min(n, first + chunk))
                 self._fill(np.arange(start + part.start, start + part.stop, dtype=np.int64), part,
                            columns, bandwidth, transfer_bytes, delay)
                 bar.update(part.stop - part.start)
@@ -249,8 +250,8 @@ class SweepPlan:
         result["kv_transfer_bandwidth"] = bandwidth
         if whole and n and transfer_bytes.max() < 2.0**53:  # (NaN: not whole) in place, a chunk at a time
             as_integers = transfer_bytes.view(np.int64)
-            for first in range(0, n, _CHUNK_ROWS):
-                as_integers[first:first + _CHUNK_ROWS] = transfer_bytes[first:first + _CHUNK_ROWS].astype(np.int64)
+            for first in range(0, n, chunk):
+                as_integers[first:first + chunk] = transfer_bytes[first:first + chunk].astype(np.int64)
             transfer_bytes = as_integers
         result["transfer_bytes"] = transfer_bytes
         result["handoff_delay_ms"] = delay

@@ -13,13 +13,14 @@ import inspect
 import math
 import re
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import perfmodel
-from perfmodel import InputError, handoff, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
+from perfmodel import InputError, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
 from perfmodel._inputs import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, Input
 
 from .reference import destination_missing_tokens_row, handoff_delay_row
@@ -104,11 +105,11 @@ def expected(call: dict, n: int = len(TOKENS)) -> np.ndarray:
 
 
 @pytest.fixture(params=["serial", "parallel"])
-def kernel(request, monkeypatch) -> bool:
+def kernel(request) -> Iterator[bool]:
     """Both kernels at every entry point: the threshold of the parallel one lowered to every call."""
     parallel = request.param == "parallel"
-    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 0 if parallel else 1 << 62)
-    return parallel
+    with perfmodel.set_options(parallel_min_rows=0 if parallel else 1 << 62):
+        yield parallel
 
 
 def _assert_close(got, want) -> None:

@@ -164,7 +164,9 @@ def test_max_tokens_within_special_cases():
 def test_a_progress_bar_only_where_there_is_progress_to_show():
     # (tqdm draws nothing before a second of work: whether a path's bar could show is seen only on the bar)
     from perfmodel._progress import progress_bar
-    from perfmodel.sweeps import _CHUNK_ROWS
+    from perfmodel import get_options
+
+    _CHUNK_ROWS = get_options()["sweep_chunk_rows"]
 
     with progress_bar(_CHUNK_ROWS, unit="cells", desc="sweep", at_least=_CHUNK_ROWS) as bar:  # one chunk: nothing
         assert bar.disable  # to report

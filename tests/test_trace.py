@@ -564,16 +564,16 @@ def test_a_saved_trace_reads_back_with_its_prefixes(tmp_path, suffix):
         read_trace(bad)
 
 
-def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial(monkeypatch):
+def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial():
     """Above the parallel threshold the block ids are ranked on two threads: the same replay as on one
     thread, and the reference's."""
-    from perfmodel import handoff
+    import perfmodel
 
     trace = synthetic_trace(8000, rate_per_s=100, seed=3)
     kw = dict(mode="destination_missing", decode_workers=2, decode_cache_blocks=3000, contention="fifo")
-    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 1 << 62)
-    serial = replay_handoffs(trace, 50.0, 1000, **kw)
-    monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 0)
-    pd.testing.assert_frame_equal(replay_handoffs(trace, 50.0, 1000, **kw), serial)
+    with perfmodel.set_options(parallel_min_rows=1 << 62):
+        serial = replay_handoffs(trace, 50.0, 1000, **kw)
+    with perfmodel.set_options(parallel_min_rows=0):
+        pd.testing.assert_frame_equal(replay_handoffs(trace, 50.0, 1000, **kw), serial)
     _assert_replay_is_the_reference(serial, trace, mode="destination_missing", workers=2, capacity=3000,
                                     contention="fifo")

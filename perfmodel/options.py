@@ -1,0 +1,153 @@
+"""perfmodel's knobs in one place: where a kernel pass is shared between threads, how large calls are cut, and
+how much work one call may ask for (as xarray's ``set_options``).
+
+Each knob has a default, a check and a line of documentation (:data:`KNOBS`). :func:`set_options` changes
+some for the rest of the process, or, as a context manager, for a ``with`` block only; :func:`get_options` reads
+them. The modules that use a knob read it here at each call, so a change takes effect at the next call. The
+options are one mapping of the process, as xarray's are: a ``with`` block changes them for every thread.
+
+>>> import perfmodel
+>>> perfmodel.get_options()["parallel_min_rows"]
+200000
+>>> with perfmodel.set_options(parallel_min_rows=0):       # every kernel pass shared between threads
+...     perfmodel.get_options()["parallel_min_rows"]
+0
+>>> perfmodel.get_options()["parallel_min_rows"]
+200000
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from typing import Any, NamedTuple
+
+from .errors import InputError, check_whole
+
+__all__ = ["KNOBS", "get_options", "set_options"]
+
+
+class Option(NamedTuple):
+    """A knob: its default, the smallest value it takes (a whole number), and what it is for."""
+
+    default: int
+    smallest: int
+    doc: str
+
+
+#: Every knob: name -> (default, smallest value, what it is for).
+KNOBS: dict[str, Option] = {
+    "parallel_min_rows": Option(200_000, 0, "rows from which a kernel pass (and a trace's hashing) is shared between "
+                                "threads by default, when numba has more than one (on 2 cores sharing starts to win at "
+                                "about 100k rows; ``bench/run.py`` measures the ratio at this threshold)"),
+    "spread_max_rows": Option(65_536, 0, "up to this many rows, a scalar beside arrays among the three main inputs is "
+                              "spread to an array, so that small calls share one compiled form of the kernel"),
+    "sweep_chunk_rows": Option(1 << 18, 1, "rows of a sweep's kernel pass at a time (temporaries stay small next "
+                               "to the result)"),
+    "max_worker_pairs": Option(2**18, 1, "the most pairs of prefill and decode workers a replay on a cluster "
+                               "resolves (each pair's flows are resolved once, in Python)"),
+    "max_grid_configs": Option(10**6, 1, "the most configurations one replay grid takes (each replays the whole "
+                               "trace)"),
+}
+
+_VALUES: dict[str, int] = {name: option.default for name, option in KNOBS.items()}
+
+
+def get_options() -> dict[str, int]:
+    """Every knob's value now, as a new dict (changing it changes nothing; :func:`set_options` does).
+
+    Returns
+    -------
+    dict of str to int
+        Each option's name and current value (the options are described in :data:`KNOBS`).
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> sorted(perfmodel.get_options())
+    ['max_grid_configs', 'max_worker_pairs', 'parallel_min_rows', 'spread_max_rows', 'sweep_chunk_rows']
+    """
+    return dict(_VALUES)
+
+
+def option(name: str) -> int:
+    """One knob's value now (what the package's modules read at each call)."""
+    return _VALUES[name]
+
+
+def _checked(changes: dict[str, Any]) -> dict[str, int]:
+    """The changes, each checked (an unknown name refused with the closest known one), or :class:`InputError`."""
+    checked = {}
+    for name, value in changes.items():
+        if name not in KNOBS:
+            close = difflib.get_close_matches(name, KNOBS, n=1)
+            raise InputError("set_options", f"unknown option {name!r}",
+                             f"did you mean {close[0]!r}? " if close else f"use one of {', '.join(KNOBS)}")
+        smallest = KNOBS[name].smallest
+        checked[name] = int(check_whole(name, value, smallest=smallest))  # (bools refused there)
+    return checked
+
+
+class set_options:  # (lower case: a function to its users, as xarray's set_options)
+    """Change perfmodel's knobs (:data:`KNOBS`): for the rest of the process, or, used as a context manager,
+    for a ``with`` block only (the values before it come back at its end, however it ends).
+
+    Every change is checked before any is made: a call that refuses one changes nothing.
+
+    Parameters
+    ----------
+    **changes : int
+        Options to change and their new values (whole numbers): ``parallel_min_rows`` (rows from which a kernel
+        pass is shared between threads, default 200,000), ``spread_max_rows`` (rows up to which small calls share
+        one compiled form, 65,536), ``sweep_chunk_rows`` (rows of a sweep's pass at a time, 262,144),
+        ``max_worker_pairs`` (worker pairs a replay on a cluster resolves, 262,144), ``max_grid_configs``
+        (configurations one replay grid takes, 1,000,000).
+
+    Returns
+    -------
+    set_options
+        An object that restores the previous values when used as a context manager and its block ends.
+
+    Raises
+    ------
+    perfmodel.InputError
+        An unknown option (with the closest known name) or a value that is not a whole number in its range.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> with perfmodel.set_options(parallel_min_rows=10**12):   # every kernel pass in the calling thread
+    ...     float(perfmodel.handoff_delay_ms(128, 1.0, 1_000_000))
+    128.0
+    >>> perfmodel.set_options(parallel_min_rows=-1)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: parallel_min_rows: -1 is not a whole number >= 0. Fix: pass a whole number >= 0, e.g. parallel_min_rows=1.
+    """
+
+    def __init__(self, **changes: Any) -> None:
+        checked = _checked(changes)
+        self._before = {name: _VALUES[name] for name in checked}
+        _VALUES.update(checked)
+
+    def __enter__(self) -> set_options:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _VALUES.update(self._before)
+
+
+def deprecated_constant(module: str, names: dict[str, str]) -> Any:
+    """A module's ``__getattr__`` for its old constants that are knobs now: ``names`` maps each old name to its
+    option; reading one warns (once per name, as Python's default filters show a warning) and gives the option's
+    current value."""
+
+    def __getattr__(name: str) -> int:
+        if name in names:
+            warnings.warn(f"{module}.{name} is an option now: read perfmodel.get_options()[{names[name]!r}] and "
+                          f"change it with perfmodel.set_options({names[name]}=...)", DeprecationWarning, stacklevel=2)
+            return _VALUES[names[name]]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
