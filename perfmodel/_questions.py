@@ -159,7 +159,7 @@ def fewest_meeting(counts: Sequence[float], percentiles_ms: Sequence[float], bud
     >>> fewest_meeting([1, 2, 3, 4], [113.1, 54.0, 48.7, 48.7], 50.0)
     3
     """
-    meeting = [c for c, p in zip(counts, percentiles_ms) if p <= budget_ms]
+    meeting = [c for c, p in zip(counts, percentiles_ms, strict=True) if p <= budget_ms]
     return min(meeting) if meeting else math.inf
 
 
@@ -192,7 +192,8 @@ def alone_question(scope: str | None, *, cluster: bool = False) -> str:
 
 def _bytes_words(scope: str | None, cluster: bool, bytes_of: str = "bytes of each request") -> str:
     if cluster:
-        return "its flows on the cluster's NICs" if bytes_of == "bytes" else "each handoff's flows on the cluster's NICs"
+        owner = "its" if bytes_of == "bytes" else "each handoff's"
+        return f"{owner} flows on the cluster's NICs"
     if scope is None:
         return "with each row's scope"
     return f"{'one rank' if scope == 'rank' else 'the whole group'}'s {bytes_of} (scope {scope})"

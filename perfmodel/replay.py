@@ -615,13 +615,15 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
 
 
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
-    """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats."""
+    """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats;
+    ``attrs["question"]``: what its ``p99_ms`` is the p99 of."""
     summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _inputs.LABEL_AXES else _resolve.label_of(v)
                                 for k, v in config.items()}, **row}
                             for config, row in zip(configs, stats)])
     for name in configs[0] if configs else ():
         if name in _inputs.LABEL_AXES:
             summary[name] = pd.Categorical(summary[name], categories=list(dict.fromkeys(summary[name])))
+    summary.attrs["question"] = grid_question(configs, cluster="busiest_utilisation" in summary)
     return summary
 
 
@@ -728,7 +730,6 @@ def replay_grid(
                 future.cancel()
             raise
     summary = grid_frame(configs, [stats for stats, _ in results])
-    summary.attrs["question"] = grid_question(configs, cluster="busiest_utilisation" in summary)
     if keep == "summary":
         return summary
     parts = []

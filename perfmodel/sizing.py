@@ -29,7 +29,7 @@ from ._questions import (
     percentile_ms,
     replay_percentile_question,
 )
-from .errors import InputError, check_choice
+from .errors import InputError, check_choice, check_whole
 
 __all__ = [
     "MAX_NICS_PER_GPU",
@@ -97,14 +97,21 @@ def _candidates(link: Any, counts: Sequence[int] | None, striped: bool, tp: int,
     from ._onto_cluster import get_cluster, is_cluster
     from .links import get_link
 
+    if counts is not None:
+        counts = [check_whole("counts", c, smallest=1) for c in np.atleast_1d(np.asarray(counts, dtype=object))]
+        if not counts:
+            raise InputError("counts", "is empty", "pass the counts to try, e.g. counts=[1, 2, 4, 8]")
     if is_cluster(link):
+        if striped:
+            raise InputError("striped", "applies to a link, but a cluster's NICs are its own", "drop striped=True")
         base = get_cluster(link)
         options = []
         for count in counts or nic_counts(base.gpus_per_node):
             try:
                 options.append((count, dict(link=dataclasses.replace(base, nics_per_node=int(count)))))
-            except InputError:  # (a count its PCIe switches cannot take)
-                continue
+            except InputError:  # (a count its PCIe switches cannot take: refused when asked for by name)
+                if counts:
+                    raise
         return ("nics_per_node", "NICs per node", options, f"on {base.name or 'the cluster'} with N NICs per node",
                 f"each TP{tp} handoff's flows over the node's NICs")
     if not isinstance(link, str):

@@ -152,7 +152,10 @@ def test_no_count_meets_the_budget(azure):
 @pytest.mark.parametrize("bad, words", [
     (dict(budget_ms=0), "budget_ms"), (dict(budget_ms=float("nan")), "budget_ms"),
     (dict(contention="queue"), "contention"), (dict(percent=120), "percent"),
-    (dict(links=2), "set by required_nics itself"), (dict(link_spec=3.0), "not a link preset's name")])
+    (dict(links=2), "set by required_nics itself"), (dict(link_spec=3.0), "not a link preset's name"),
+    (dict(counts=[1, 0]), "counts"), (dict(counts=[1.5]), "counts"), (dict(counts=[]), "counts"),
+    (dict(link_spec="hgx-h100-8x400g", striped=True), "striped"),
+    (dict(link_spec="hgx-h100-8x400g", counts=[3]), "nics_per_node 3 neither divides")])
 def test_bad_input_is_one_clear_line(bad, words):
     trace = perfmodel.synthetic_trace(20, rate_per_s=5, seed=0)
     given = dict(budget_ms=50.0, contention="fifo") | bad
@@ -166,3 +169,29 @@ def test_contention_has_no_default():
     """The contention decides the answer (1, 3 or 4 NICs here): it is asked, never defaulted."""
     with pytest.raises(TypeError, match="contention"):
         required_nics(perfmodel.synthetic_trace(20, rate_per_s=5, seed=0), "ib-ndr", MODEL, budget_ms=50.0)
+
+
+def test_the_command_line_says_what_its_figures_price(tmp_path, capsys):
+    """perfmodel sweep prices each handoff alone; perfmodel trace gives the percentiles of per-request delays under
+    its contention: each says so beside its numbers."""
+    assert main(["sweep", "--cluster", "hgx-h100-8x400g", "--nics-per-node", "1", "2", "--model", MODEL, "--tp", "8",
+                 "--tokens", "7436", "--out", str(tmp_path / "sweep")]) == 0
+    assert "(each handoff alone, no contention, per prompt, its flows on the cluster's NICs)" in capsys.readouterr().out
+    assert main(["trace", "dataset:azure-code-2023", "--model", MODEL, "--link", "ib-ndr", "--contention", "fair",
+                 "--out", str(tmp_path / "trace")]) == 0
+    out = capsys.readouterr().out
+    assert "p50_ms, p90_ms, p99_ms: percentiles of per-request handoff delays in the replay, transfers sharing" in out
+
+
+def test_a_node_tries_the_counts_its_switches_can_take():
+    """The counts a cluster's PCIe switches cannot take are skipped, as required_nics_per_node skips them: both
+    answer from the same counts (a one-request trace, each handoff alone: the same question)."""
+    node = perfmodel.Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8, gpus_per_pcie_switch=2,
+                             pcie_switch_gb_s=64)
+    trace = perfmodel.synthetic_trace(1, rate_per_s=1, seed=0)
+    prompt = int(trace["num_input_tokens"].iloc[0])
+    for budget in (1.0, 3.5, 50.0):  # none, 8, 4
+        answer = required_nics(trace, node, MODEL, budget_ms=budget, contention="none", tp=8)
+        assert answer.tried["nics_per_node"].tolist() == [4, 8, 16, 24, 32]
+        inverse = perfmodel.required_nics_per_node(prompt, node, MODEL, tp=8, budget_ms=budget)
+        assert answer.count == float(inverse), (budget, answer.tried)

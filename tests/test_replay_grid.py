@@ -134,6 +134,7 @@ def test_dask_grid_equals_the_in_process_grid():
     local = replay_grid(TRACE, progress=False, **axes)
     distributed_grid = perfmodel.dask.replay_grid(TRACE, workers=2, **axes)
     pd.testing.assert_frame_equal(distributed_grid, local)
+    assert distributed_grid.attrs["question"] == local.attrs["question"] and "queued" in local.attrs["question"]
 
 
 def test_cli_grid(tmp_path):
