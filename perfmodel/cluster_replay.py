@@ -167,6 +167,8 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, flo
            c: SimpleNamespace, cluster: Any, p: int, decode_workers: int, destination_missing: bool) -> pd.DataFrame:
     """The per-request table; ``times``: the ready times from the earliest, and the earliest (durations from the
     former, timestamps shifted back by the latter)."""
+    from .replay import link_column
+
     out = replayed.out
     ready, base = times
     # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff
@@ -181,7 +183,8 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, flo
     columns = {
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
         "prefill_worker": replayed.prefill_worker, "decode_worker": out.decode_worker,
-        "link": np.full(len(trace), -1, np.int64), "cached_tokens": out.cached, "charged_tokens": out.charged,
+        "link": link_column(np.full(len(trace), -1, np.int64)), "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
         "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
         "transfer_ms": out.alone_ms, "queue_ms": queue, "handoff_delay_ms": delay,

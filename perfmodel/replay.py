@@ -151,7 +151,8 @@ def replay_handoffs(
     -------
     pandas.DataFrame
         Indexed like the trace: ``arrival_ms`` and ``num_input_tokens`` (from the trace),
-        ``decode_worker``, ``link`` (-1: none used), ``cached_tokens``,
+        ``decode_worker``, ``link`` (the link it used, a nullable integer: missing where it used none,
+        under ``contention="none"``, for 0 bytes, and on a cluster, which has no links), ``cached_tokens``,
         ``charged_tokens``, ``transfer_bytes`` (integers when bytes per token are),
         ``saved_bytes`` (destination_missing: what a cold destination would have been
         sent, block-rounded, minus ``transfer_bytes``; 0 in full_prompt mode),
@@ -281,7 +282,8 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
     columns = {
         # copies of the trace's own columns (the frame below shares every array it is given)
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
-        "decode_worker": out.worker, "link": out.link, "cached_tokens": out.cached, "charged_tokens": out.charged,
+        "decode_worker": out.worker, "link": link_column(out.link), "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
         # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
         "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole_bytes else out.saved,
@@ -296,6 +298,15 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
                         block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout,
                         span_ms=last - first, span_ends_ms=max(abs(first), abs(last)), requests=len(trace))
     return result
+
+
+def link_column(links: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """The ``link`` column: each request's link, missing (not -1, which looks like an index) where none was used.
+
+    >>> link_column(np.array([0, -1, 1])).tolist()
+    [0, <NA>, 1]
+    """
+    return pd.arrays.IntegerArray(links, links < 0)
 
 
 def _is_cluster(spec: Any) -> bool:
