@@ -18,6 +18,7 @@ import pandas as pd
 from . import _cluster_kernel, _cluster_replay, _compat
 from ._inputs import check_count
 from ._onto_cluster import get_cluster
+from ._prepared import link_column
 from .clusters import HeadTerms, head_terms, with_fields
 from .errors import InputError, check_whole
 
@@ -167,8 +168,6 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, flo
            c: SimpleNamespace, cluster: Any, p: int, decode_workers: int, destination_missing: bool) -> pd.DataFrame:
     """The per-request table; ``times``: the ready times from the earliest, and the earliest (durations from the
     former, timestamps shifted back by the latter)."""
-    from .replay import link_column
-
     out = replayed.out
     ready, base = times
     # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff

@@ -21,7 +21,7 @@ from ._codes import TransferMode
 from ._inputs import (INPUTS, LAYERWISE, _group_beyond_layers, check_count, check_option, layerwise_given,
                       layerwise_overlaps)
 from .errors import InputError, check_choice, check_whole
-from ._prepared import PreparedTrace, _notice_first_compile, _request_values, prepare_trace
+from ._prepared import PreparedTrace, _notice_first_compile, _request_values, link_column, prepare_trace
 from .handoff import checked
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -242,9 +242,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
     lead, last_fraction = _layerwise(trace, tokens, bytes_spec, c, per_message)
-    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
+    (ready, base), n = prepared.relative_ready(), len(trace)  # (durations from relative times: timestamps shifted back)
     available = ready - lead  # when each transfer may start
-    n = len(trace)
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
                                 tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
                                 model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
@@ -298,15 +297,6 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
                         block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout,
                         span_ms=last - first, span_ends_ms=max(abs(first), abs(last)), requests=len(trace))
     return result
-
-
-def link_column(links: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """The ``link`` column: each request's link, missing (not -1, which looks like an index) where none was used.
-
-    >>> link_column(np.array([0, -1, 1])).tolist()
-    [0, <NA>, 1]
-    """
-    return pd.arrays.IntegerArray(links, links < 0)
 
 
 def _is_cluster(spec: Any) -> bool:
