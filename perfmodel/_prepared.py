@@ -101,6 +101,16 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens)
 
 
+def link_column(links: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """A replay's ``link`` column: each request's link, missing (not -1, which looks like an index) where none
+    was used.
+
+    >>> link_column(np.array([0, -1, 1])).tolist()
+    [0, <NA>, 1]
+    """
+    return pd.arrays.IntegerArray(links, links < 0)
+
+
 def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """Dense block ids (0..U-1), offsets, U: one vectorized pass over the hash_ids column."""
     if "hash_ids" not in trace:

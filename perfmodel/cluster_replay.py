@@ -18,6 +18,7 @@ import pandas as pd
 from . import _cluster_kernel, _cluster_replay, _compat
 from ._inputs import check_count
 from ._onto_cluster import get_cluster
+from ._prepared import link_column
 from .clusters import HeadTerms, head_terms, with_fields
 from .errors import InputError, check_whole
 
@@ -181,7 +182,8 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, flo
     columns = {
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
         "prefill_worker": replayed.prefill_worker, "decode_worker": out.decode_worker,
-        "link": np.full(len(trace), -1, np.int64), "cached_tokens": out.cached, "charged_tokens": out.charged,
+        "link": link_column(np.full(len(trace), -1, np.int64)), "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
         "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
         "transfer_ms": out.alone_ms, "queue_ms": queue, "handoff_delay_ms": delay,

@@ -34,7 +34,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     whom (ranks and global GPUs), the KV heads and bytes it carries, the messages its sending rank
     posts (NaN without a ``block_size``: not counted), its path (the resources it crosses, in
     order), when it starts moving bytes (its fixed costs, ms), its rate in its final rate interval
-    (GB/s), when it ends (ms) and the resource that held it back then (precise rule 9; empty where
+    (GB/s), when it ends (ms) and the resource that held it back then (precise rule 9; missing where
     none is saturated). The handoff's delay (its last flow's end) and bottleneck are in ``attrs``;
     :func:`resource_loads` gives each resource's load.
 
@@ -111,9 +111,10 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
                          time_ms=outcome.ends_ms[position], bottleneck="" if neck is None else names[neck]))
     whole = all(float(row["bytes"]).is_integer() for row in rows)  # (else heads spread over holders: parts of bytes)
     table = pd.DataFrame(rows, columns=list(_COLUMNS)).astype({**_COLUMNS, "bytes": np.int64 if whole else np.float64})
+    table["bottleneck"] = table["bottleneck"].mask(table["bottleneck"] == "")  # (none saturated: missing, not "")
     last = max(range(len(rows)), key=lambda i: (rows[i]["time_ms"], -i)) if rows else None
     table.attrs.update(delay_ms=0.0 if last is None else rows[last]["time_ms"],
-                       bottleneck="" if last is None else rows[last]["bottleneck"], cluster=c.name,
+                       bottleneck=None if last is None else rows[last]["bottleneck"] or None, cluster=c.name,
                        resources=dict(zip(names, resolved.resources.capacities)))
     return table
 

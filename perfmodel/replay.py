@@ -27,7 +27,7 @@ from ._inputs import (
     layerwise_given,
     layerwise_overlaps,
 )
-from ._prepared import PreparedTrace, _notice_first_compile, _request_values, prepare_trace
+from ._prepared import PreparedTrace, _notice_first_compile, _request_values, link_column, prepare_trace
 from ._questions import percentile_ms, replay_percentile_question
 from .errors import InputError, check_choice, check_whole
 from .handoff import checked
@@ -160,7 +160,8 @@ def replay_handoffs(
     -------
     pandas.DataFrame
         Indexed like the trace: ``arrival_ms`` and ``num_input_tokens`` (from the trace),
-        ``decode_worker``, ``link`` (-1: none used), ``cached_tokens``,
+        ``decode_worker``, ``link`` (the link it used, a nullable integer: missing where it used none,
+        under ``contention="none"``, for 0 bytes, and on a cluster, which has no links), ``cached_tokens``,
         ``charged_tokens``, ``transfer_bytes`` (integers when bytes per token are),
         ``saved_bytes`` (destination_missing: what a cold destination would have been
         sent, block-rounded, minus ``transfer_bytes``; 0 in full_prompt mode),
@@ -250,9 +251,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                       "destination_missing charges every block, block-rounded, which costs slightly more than "
                       "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
     lead, last_fraction = _layerwise(trace, tokens, bytes_spec, c, per_message)
-    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
+    (ready, base), n = prepared.relative_ready(), len(trace)  # (durations from relative times: timestamps shifted back)
     available = ready - lead  # when each transfer may start
-    n = len(trace)
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
                                 tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
                                 model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
@@ -290,7 +290,8 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
     columns = {
         # copies of the trace's own columns (the frame below shares every array it is given)
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
-        "decode_worker": out.worker, "link": out.link, "cached_tokens": out.cached, "charged_tokens": out.charged,
+        "decode_worker": out.worker, "link": link_column(out.link), "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
         # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
         "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole_bytes else out.saved,

@@ -23,7 +23,7 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
     order = sorted(range(n), key=lambda r: (available[r], r))
     caches = [OrderedDict() for _ in range(workers)]
     rate = bandwidth_gb_s * 1e6  # bytes per ms
-    out = [dict(decode_worker=0, link=-1, cached_tokens=0, charged_tokens=0, transfer_bytes=0.0, transfer_ms=0.0,
+    out = [dict(decode_worker=0, link=None, cached_tokens=0, charged_tokens=0, transfer_bytes=0.0, transfer_ms=0.0,
                 start_ms=0.0, end_ms=0.0) for _ in range(n)]
     pending = []  # (end, seq, request): blocks enter the cache when the transfer ends
     link_free = [-math.inf] * links  # free from the start, even a layer-wise start before the first arrival
