@@ -168,6 +168,25 @@ class SweepPlan:
     digit of ``i`` in the mixed radix of the axis lengths. :func:`sweep` materializes
     all rows, :func:`perfmodel.dask.sweep` one range per partition.
 
+    Parameters
+    ----------
+    axes : tuple of str
+        The axes, in the documented order.
+    values : dict
+        Each axis' values.
+    shape : tuple of int
+        Each axis' length.
+    labels : dict of str to list of str
+        Each named axis' labels (model and link names).
+    links : list of Link
+        The links of the link axis.
+    options : list
+        Per combination of the option axes: its options, and the inputs it drops.
+    mode_codes : numpy.ndarray
+        The transfer mode's code of each value of its axis.
+    clusters : list
+        Per combination of the cluster axes: its cluster.
+
     Examples
     --------
     >>> from perfmodel.sweeps import SweepPlan
