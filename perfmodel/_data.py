@@ -28,7 +28,7 @@ def names() -> list[str]:
     Returns
     -------
     list of str
-        The names :func:`perfmodel.datasets.load` takes, in the order of the table.
+        The names :func:`perfmodel.datasets.load` takes.
 
     Examples
     --------

@@ -177,13 +177,13 @@ class SweepPlan:
     shape : tuple of int
         Each axis' length.
     labels : dict of str to list of str
-        Each named axis' labels (model and link names).
+        The labels of each axis of names (models, links, modes...): its output column's categories.
     links : list of Link
         The links of the link axis.
     options : list
         Per combination of the option axes: its options, and the inputs it drops.
     mode_codes : numpy.ndarray
-        The transfer mode's code of each value of its axis.
+        The code of each value of the mode axis (empty without one).
     clusters : list
         Per combination of the cluster axes: its cluster.
 
