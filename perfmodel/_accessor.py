@@ -77,7 +77,7 @@ class _Signed:
     def __init__(self, function: Any) -> None:
         self._function = function
         functools.update_wrapper(self, function)
-        del self.__wrapped__  # inspect must read __signature__, not unwrap to the **keywords function
+        del self.__wrapped__  # type: ignore[attr-defined]  # (set by update_wrapper) inspect must read __signature__, not unwrap to the **keywords function
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         return self if instance is None else types.MethodType(self, instance)

@@ -51,6 +51,7 @@ def _scalar(name: str, value: Any) -> Any:
     if isinstance(value, (float, np.floating)) and rule.kind in ("count", "real"):
         return np.float64(value)
     if isinstance(value, str) and rule.kind == "code":
+        assert rule.labels is not None, name  # (every code has its names)
         return np.int8(_code_of(value, rule.labels, rule.code_limit, False))
     return None
 
@@ -81,7 +82,7 @@ def _coerce(name: str, value: Any) -> _Arg:
         if isinstance(value.dtype, np.dtype) and value.dtype in _KERNEL_DTYPES[name]:
             return _Arg(name, _read_only(value.to_numpy()), value)
     elif kind in _CACHED_SCALARS:  # the common case for the other arguments: no array round trip
-        arg = _scalar_arg(name, kind, value)  # the type is part of the key: 0 and 0.0 are equal
+        arg = _scalar_arg(name, kind, value)  # type: ignore[arg-type]  # (a class is hashable) the type is part of the key: 0 and 0.0 are equal
         if arg is not None:
             return arg
     scalar_value = _scalar(name, value)
@@ -98,6 +99,7 @@ def _coerce(name: str, value: Any) -> _Arg:
     elif rule.kind == "real":
         converted = _to_numeric(name, data).astype(np.float64, copy=False)
     else:
+        assert rule.labels is not None, name  # (codes and flags have their names)
         converted = _to_codes(data, rule.labels, rule.code_limit, rule.kind == "flag")
     if scalar:
         return _Arg(name, converted[0], data)
@@ -150,4 +152,5 @@ def _booleans_apart(data: Any) -> np.ndarray | None:
 def _label_values(name: str, labels: Any) -> list[int]:
     """The code of each label (:data:`UNPARSEABLE` for one that is not a worker type or mode)."""
     rule = INPUTS[name]
+    assert rule.labels is not None, name  # (worker types and modes have their names)
     return [_code_of(label, rule.labels, rule.code_limit, False) for label in labels]

@@ -71,6 +71,7 @@ def get_cluster(name: str) -> Cluster:
     Returns
     -------
     perfmodel.Cluster
+        The cluster, as defined (built in or saved).
 
     Examples
     --------
@@ -96,6 +97,13 @@ def user_clusters() -> dict[str, Cluster]:
     A user cluster that cannot be used (or a presets file that cannot be read) is left out with a
     ``UserWarning`` naming the file, the entry and what is wrong.
 
+    Returns
+    -------
+    dict of str to Cluster
+        The usable user clusters, by name (empty when none is saved).
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> user_clusters()
     {}

@@ -5,12 +5,14 @@ from __future__ import annotations
 import enum
 
 
-class WorkerType(enum.IntEnum):
+class WorkerType(enum.IntEnum):  # numpydoc ignore=PR01
     """Which kind of worker emitted a request's terminal token.
 
     Only a completed ``PREFILL`` hands its KV cache to a decode worker; aggregated
     workers (prefill and decode on one GPU) and decode workers never pay a handoff.
 
+    Examples
+    --------
     >>> WorkerType.PREFILL, int(WorkerType.DECODE), WorkerType["AGGREGATED"].value
     (<WorkerType.PREFILL: 1>, 2, 0)
     """
@@ -23,13 +25,15 @@ class WorkerType(enum.IntEnum):
         return str(int(self))
 
 
-class TransferMode(enum.IntEnum):
+class TransferMode(enum.IntEnum):  # numpydoc ignore=PR01
     """Which tokens a handoff is charged for.
 
     ``FULL_PROMPT`` charges the whole prompt (upstream's default);
     ``DESTINATION_MISSING`` charges only the tokens the decode worker lacks,
     block-rounded (see :func:`perfmodel.destination_missing_tokens`).
 
+    Examples
+    --------
     >>> TransferMode(1).name.lower()
     'destination_missing'
     """

@@ -78,10 +78,10 @@ def _unmask(name: str, value: np.ma.MaskedArray) -> np.ndarray:
     if not np.ma.getmask(value).any():
         return np.ma.getdata(value)
     if value.dtype.kind in "iuf":
-        return value.astype(np.float64).filled(np.nan)
+        return value.astype(np.float64).filled(np.nan)  # type: ignore[attr-defined]  # (numpy's stubs type a MaskedArray's astype as an ndarray)
     if value.dtype.kind in "b":
         raise InputError(name, "got a masked boolean array", "pass a pandas 'boolean' array, or fill the mask")
-    return value.astype(object).filled(None)
+    return value.astype(object).filled(None)  # type: ignore[attr-defined]  # (numpy's stubs type a MaskedArray's astype as an ndarray)
 
 
 def _pandas_to_numpy(data: Any) -> np.ndarray:

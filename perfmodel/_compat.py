@@ -24,6 +24,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import numba
 
@@ -74,7 +75,7 @@ def _install_folder() -> str:
     return f"{_PACKAGE.name}_{hashlib.sha1(str(_PACKAGE).encode()).hexdigest()}"
 
 
-class _PerfmodelCacheLocator(*_Base):
+class _PerfmodelCacheLocator(*_Base):  # type: ignore[misc]  # (numba's private classes, or object: chosen at import)
     """numba cache locator for this package's source files only."""
 
     def __init__(self, py_func, py_file):
@@ -155,7 +156,7 @@ def uncompiled(dispatcher: object) -> bool:
     return not getattr(dispatcher, "overloads", True)
 
 
-def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream: object = None) -> bool:
+def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream: TextIO | None = None) -> bool:
     """Before the first call of a kernel whose cache is cold: on a terminal (``stream``, default standard
     error; nothing when piped), say once per process and kernel that it compiles, once, and about how long
     that takes; then prune the cache's stale entries (:func:`prune_cache`). Whether the cache was cold.
@@ -200,7 +201,7 @@ def cache_entries() -> list[tuple[Path, int, str]]:
     True
     """
     root, here = cache_dir(), _install_folder()
-    entries = []
+    entries: list[tuple[Path, int, str]] = []
     if not root.is_dir():
         return entries
     for version in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()

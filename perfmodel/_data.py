@@ -25,6 +25,13 @@ PREFIX = "dataset:"
 def names() -> list[str]:
     """The shipped datasets' names.
 
+    Returns
+    -------
+    list of str
+        The names :func:`perfmodel.datasets.load` takes.
+
+    Examples
+    --------
     >>> from perfmodel import datasets
     >>> datasets.names()[:2]
     ['mooncake-synthetic', 'azure-code-2023']
@@ -39,6 +46,11 @@ def path(name: str) -> Path:
     ----------
     name : str
         A name of :func:`perfmodel.datasets.names` (``dataset:`` in front is allowed).
+
+    Returns
+    -------
+    pathlib.Path
+        The installed file (read only: copy it to change it).
 
     Examples
     --------

@@ -15,7 +15,26 @@ from .errors import InputError
 
 @dataclass(frozen=True)
 class FitReport:
-    """How well a :func:`perfmodel.fit_link` result describes its measurements (relative errors, fractions)."""
+    """How well a :func:`perfmodel.fit_link` result describes its measurements (relative errors, fractions).
+
+    Parameters
+    ----------
+    points : int
+        How many measurements were fitted.
+    max_relative_error, mean_relative_error : float
+        The largest and the mean ``|predicted - measured| / measured`` (fractions).
+    note : str
+        What the data could not tell apart (empty: nothing).
+    parameters : dict of str to float, optional
+        Each fitted parameter's value (held ones: 0), by name.
+
+    Examples
+    --------
+    >>> from perfmodel import fit_link
+    >>> report = fit_link([1e6, 1e7, 1e8], [0.03, 0.21, 2.01]).fit
+    >>> report.points, report.max_relative_error < 0.05
+    (3, True)
+    """
 
     points: int
     max_relative_error: float

@@ -168,6 +168,11 @@ def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[st
     inputs : iterable of paths
         Files it reads, which it must not overwrite.
 
+    Yields
+    ------
+    pathlib.Path
+        The staging folder: write the command's files there.
+
     Examples
     --------
     >>> import tempfile, pathlib
@@ -208,7 +213,7 @@ def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[st
             with interrupts_deferred():  # every file moved in and the manifest written, or none moved
                 _move_in(staging, target, written, command, manifest)
         except KeyboardInterrupt as interrupt:  # it came while they were moved in: the output is complete
-            interrupt.output_complete = str(target)
+            interrupt.output_complete = str(target)  # type: ignore[attr-defined]  # (ours, read by the CLI)
             raise
     except BaseException:
         with interrupts_deferred():

@@ -83,8 +83,8 @@ class Input:
     # an extension's inputs (block, layerwise) are off together
     off: Any = None  # the value that turns its extension off (compiled away when all of a group are)
     cli: str | None = None  # its command-line flag
-    axis: bool = False  # a sweep axis (and a flag of perfmodel sweep)
-    grid_axis: bool = False  # a replay-grid axis
+    axis: bool | str = False  # a sweep axis (and a flag of perfmodel sweep): True, or the axis' own name
+    grid_axis: bool | str = False  # a replay-grid axis: True, or the axis' own name
     replay: str | None = None  # in a replay: "request" (a value, array or trace column), "one" (one value), None
     example: Any = None  # a valid value that is not the default (the generated tests use it)
     instead_of: str | None = None  # another input this one replaces (given one or the other)
@@ -97,6 +97,7 @@ class Input:
     @property
     def code_limit(self) -> int:
         """The largest valid code of a code or flag."""
+        assert self.valid is not None, self.name  # (every code and flag has a range)
         return int(self.valid.high)
 
 
@@ -514,7 +515,7 @@ def is_default(name: str, value: Any) -> bool:
     default = INPUTS[name].default
     if value is None or value is default:
         return True
-    if default is None or isinstance(value, str) or getattr(value, "ndim", 0) or isinstance(value, (list, tuple)):
+    if default is None or isinstance(value, str) or getattr(value, "ndim", 0) > 0 or isinstance(value, (list, tuple)):
         return False
     try:
         return bool(value == default)
@@ -589,6 +590,7 @@ def check_range(name: str, value: Any, where: str) -> np.ndarray:
     array([0. , 0.5])
     """
     entry = INPUTS[name]
+    assert entry.valid is not None, name  # (only numbers are checked here)
     try:
         numbers = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -612,6 +614,7 @@ def check_count(name: str, value: Any, *, optional: bool = False) -> int | None:
     perfmodel.errors.InputError: links: 1,000,000,000 is above 1,048,576. Fix: pass links as a whole number of links from 1 to 1,048,576 (2**20, ten times the largest clusters built).
     """
     entry = INPUTS[name]
+    assert entry.valid is not None, name  # (every count has a range)
     return check_whole(name, value, smallest=int(entry.valid.low), optional=optional, largest=int(entry.valid.high),
                        above=entry.rule)
 
@@ -634,13 +637,14 @@ def documented(*, extra: dict[str, str] | None = None, skip: tuple[str, ...] = (
     def decorate(function: Any) -> Any:
         own = extra or {}
         lines = []
-        for name in inspect.signature(function).parameters:
+        for name, parameter in inspect.signature(function).parameters.items():
             if name in skip:
                 continue
             text = own.get(name) or (INPUTS[name].doc if name in INPUTS else None)
             if text is None:
                 raise AssertionError(f"{function.__qualname__}: parameter {name!r} is not documented")
-            lines.append(name)
+            stars = "**" if parameter.kind is parameter.VAR_KEYWORD else "*" if parameter.kind is parameter.VAR_POSITIONAL else ""
+            lines.append(stars + name)
             lines.extend(textwrap.wrap(text, 92, initial_indent="    ", subsequent_indent="    "))
         doc = function.__doc__ or ""
         # The marker's own indentation is the section's (Python 3.13 strips a docstring's common

@@ -127,7 +127,7 @@ def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0
 # formula at the memory floor) and only their users pay.
 
 _T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PM, _BPM, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
-    tuple(INPUTS[name].valid) for name in ROW_NAMES)
+    tuple(INPUTS[name].valid or ()) for name in ROW_NAMES)
 _outside = jit(outside)
 _no_block = jit(_per_block_without_block)
 _beyond_layers = jit(_group_beyond_layers)

@@ -24,7 +24,31 @@ __all__ = ["PreparedTrace", "prepare_trace", "ranked_ids"]
 @dataclass(frozen=True)
 class PreparedTrace:
     """A trace checked and turned into the replay kernel's arrays, once (shared read-only by every
-    configuration of a :func:`replay_grid`)."""
+    configuration of a :func:`replay_grid`).
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        The trace as given (read only).
+    tokens : numpy.ndarray
+        Each request's prompt tokens (int64).
+    ready_ms : numpy.ndarray
+        When each request's prefill completes, ms (float64).
+    blocks, offsets : numpy.ndarray
+        The requests' block ids, dense, and where each request's ids start (CSR).
+    n_unique : int
+        How many distinct blocks the trace holds.
+    hash_block_tokens : int
+        Tokens per block of the trace's hashes.
+
+    Examples
+    --------
+    >>> from perfmodel import synthetic_trace
+    >>> from perfmodel._prepared import prepare_trace
+    >>> prepared = prepare_trace(synthetic_trace(4, rate_per_s=1.0))
+    >>> prepared.tokens.shape, prepared.tokens.dtype.name
+    ((4,), 'int64')
+    """
 
     trace: pd.DataFrame
     tokens: np.ndarray  # int64
@@ -58,6 +82,11 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
         A trace as :func:`perfmodel.read_trace` reads it.
     ready_ms : array-like or str, optional
         When each handoff may start (a column name or values); default: arrivals.
+
+    Returns
+    -------
+    PreparedTrace
+        The checked trace with its dense block ids, for replays to share.
 
     Examples
     --------

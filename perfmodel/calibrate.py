@@ -72,6 +72,29 @@ class Measurements:
     ``places`` says where each measurement is in its source ("line 7", "row 3"), ``left_out``
     how many rows had no size or no measurement, ``setup`` the model, parallelism and blocks
     that turned tokens into bytes (empty when the table gave bytes).
+
+    Parameters
+    ----------
+    source : str
+        Where the table came from (a file, or a description).
+    nbytes, measured_ms : numpy.ndarray
+        Each transfer's bytes and measured time (ms).
+    n_blocks, n_messages : numpy.ndarray, optional
+        Each transfer's blocks and messages, when the table gives them.
+    places : tuple of str
+        Where each measurement is in its source (``"line 7"``, ``"row 3"``).
+    left_out : int
+        How many rows had no size or no measurement.
+    setup : str
+        The model, parallelism and blocks that turned tokens into bytes (empty: the table gave bytes).
+
+    Examples
+    --------
+    >>> import pandas as pd, perfmodel
+    >>> table = pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": [0.03, 0.21, 2.01]})
+    >>> measured = perfmodel.calibrate(table).measurements
+    >>> measured.measured_ms.tolist(), measured.left_out
+    ([0.03, 0.21, 2.01], 0)
     """
 
     source: str
@@ -95,6 +118,28 @@ class Calibration:
 
     ``warnings`` holds what the fit could not vouch for (each also issued as a ``UserWarning``);
     ``saved_to`` is the presets file when the link was saved (``save=True``), else None.
+
+    Parameters
+    ----------
+    link : Link
+        The fitted link.
+    report : FitReport
+        How well it describes the measurements.
+    measurements : Measurements
+        What was fitted.
+    line_rate_gb_s : float, optional
+        The hardware's line rate the fit was bounded by (decimal GB/s), if given.
+    warnings : tuple of str
+        What the fit could not vouch for (each also issued as a ``UserWarning``).
+    saved_to : pathlib.Path, optional
+        The presets file when the link was saved (``save=True``), else None.
+
+    Examples
+    --------
+    >>> import pandas as pd, perfmodel
+    >>> fitted = perfmodel.calibrate(pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": [0.03, 0.21, 2.01]}))
+    >>> type(fitted.link).__name__, fitted.report.points, fitted.measurements.nbytes.size
+    ('Link', 3, 3)
     """
 
     link: Link

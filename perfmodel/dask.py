@@ -23,7 +23,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError('perfmodel.dask needs Dask: pip install "perfmodel[dask]"') from error
 
-from .errors import InputError
+from .errors import Errors, InputError
 from .frame import RESULT_NAME
 from .frame import handoff_delays as _pandas_handoff_delays
 from .sweeps import SweepPlan
@@ -48,6 +48,11 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
         The requests, one row each.
     **keywords
         The inputs of :func:`perfmodel.handoff_delay_ms` (values or column names).
+
+    Returns
+    -------
+    dask.dataframe.Series
+        Lazy ``Float64`` handoff delays in ms, one per row, partitioned as ``ddf``.
 
     Examples
     --------
@@ -77,6 +82,11 @@ def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:
         Rows of the grid in each partition.
     **axes
         The axes of :func:`perfmodel.sweep`.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Lazy: the rows of :func:`perfmodel.sweep`, in its order, ``partition_rows`` per partition.
 
     Examples
     --------
@@ -165,7 +175,7 @@ def input_files(source: str | os.PathLike) -> list[Path]:
     return files
 
 
-def _delay_part(source: str, target: str, chunk_rows: int, errors: str, keywords: dict[str, Any]) -> Any:
+def _delay_part(source: str, target: str, chunk_rows: int, errors: Errors, keywords: dict[str, Any]) -> Any:
     """One input file -> one Parquet part (on a worker); returns its report, never raises a user error."""
     from .io import FileFormat, TableWriter, delay_rows
 
@@ -181,7 +191,7 @@ def _delay_part(source: str, target: str, chunk_rows: int, errors: str, keywords
         import traceback
 
         writer.abort()
-        error.__perfmodel_traceback__ = traceback.format_exc()
+        error.__perfmodel_traceback__ = traceback.format_exc()  # type: ignore[attr-defined]  # (ours, for the client)
         return error
 
 
@@ -226,6 +236,11 @@ def delay_files(
         A progress bar (default: on a terminal).
     **keywords
         The inputs of :func:`perfmodel.handoff_delay_ms` (values or column names).
+
+    Returns
+    -------
+    int
+        The number of rows written, over all files.
 
     Examples
     --------
@@ -288,9 +303,25 @@ def replay_grid(
     """:func:`perfmodel.replay_grid` on a Dask cluster: one task per configuration, the prepared
     trace scattered to the workers once. The same table as the in-process grid, row for row.
 
-    ``scheduler`` is an existing cluster's address; otherwise a local cluster of
-    ``workers`` processes runs the grid. ``progress``: a bar of the configurations done, on a terminal
-    (None, the default), always (True) or never (False).
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace as :func:`perfmodel.read_trace` reads it.
+    scheduler : str, optional
+        An existing cluster's address; otherwise a local cluster of ``workers`` processes runs the grid.
+    workers : int, optional
+        The local cluster's worker processes (default: one per core).
+    connect_timeout_s : float
+        How long to wait for the scheduler (s).
+    progress : bool, optional
+        A bar of the configurations done: on a terminal (None, the default), always (True) or never (False).
+    **axes
+        The axes and fixed inputs of :func:`perfmodel.replay_grid`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per configuration, as :func:`perfmodel.replay_grid` returns it.
 
     Examples
     --------

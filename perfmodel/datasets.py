@@ -46,6 +46,11 @@ def load(name: str) -> pd.DataFrame:
     name : str
         A name of :func:`perfmodel.datasets.names` (``dataset:`` in front is allowed).
 
+    Returns
+    -------
+    pandas.DataFrame
+        A fresh copy: changing it changes nothing shipped.
+
     Examples
     --------
     >>> from perfmodel import datasets

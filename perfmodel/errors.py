@@ -12,7 +12,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 __all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_number", "check_whole"]
 
@@ -29,6 +29,31 @@ class InputError(ValueError):
     that row is when a row number would not (``"line 3"`` of a text file). ``counts`` maps
     each argument with invalid rows to how many it has, when known.
 
+    Parameters
+    ----------
+    where : str
+        The argument, column or file the error is about.
+    problem : str
+        What is wrong, in words.
+    fix : str
+        How to fix it.
+    n_invalid : int, optional
+        How many rows are invalid (None: one value, not rows).
+    row, value : Any, optional
+        The first bad row (position, label or 1-based row number) and its value.
+    argument : str, optional
+        The argument's own name (default: ``where``).
+    position : int, optional
+        The first bad row's position (0-based), when ``row`` is a label.
+    counts : dict of str to int, optional
+        Each argument with invalid rows and how many it has.
+    coerce_hint : str, optional
+        How the message asks for NaN instead of an error (default ``errors='coerce'``).
+    place : str, optional
+        Where the row is when a row number would not say (``"line 3"``).
+
+    Examples
+    --------
     >>> error = InputError("num_input_tokens", "negative", "pass counts >= 0", n_invalid=2, row=5, value=-1)
     >>> str(error)
     "num_input_tokens: 2 invalid rows; first at row 5: -1 (negative). Fix: pass counts >= 0, or pass errors='coerce' to get NaN for those rows."
@@ -148,6 +173,12 @@ def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, A
     return InputError(where, problem, fix, **fields)
 
 
+@overload
+def check_whole(name: str, value: Any, *, smallest: int = ..., optional: Literal[False] = ...,
+                largest: int | None = ..., above: str = ...) -> int: ...
+@overload
+def check_whole(name: str, value: Any, *, smallest: int = ..., optional: bool = ..., largest: int | None = ...,
+                above: str = ...) -> int | None: ...
 def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = False, largest: int | None = None,
                 above: str = "") -> int | None:
     """``value`` as a Python int, or :class:`InputError`: a whole number >= ``smallest`` (and <= ``largest``,
@@ -167,6 +198,11 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
         The largest value allowed (default: none).
     above : str
         The fix of a value above ``largest``.
+
+    Returns
+    -------
+    int or None
+        ``value`` as a Python int (``None`` only when ``optional``).
 
     Examples
     --------
@@ -260,6 +296,11 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     choices : sequence of str
         The values allowed.
 
+    Returns
+    -------
+    str
+        ``value`` itself, one of ``choices``.
+
     Examples
     --------
     >>> check_choice("contention", "fifo", ("none", "fifo", "fair"))
@@ -282,6 +323,11 @@ def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
         What was given.
     optional : bool
         Whether None is allowed.
+
+    Returns
+    -------
+    bool or None
+        ``value`` itself (``None`` only when ``optional``).
 
     Examples
     --------

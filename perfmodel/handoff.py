@@ -143,7 +143,9 @@ def _invalid_rows(arg: _Arg, n: int) -> np.ndarray:
     """Where one argument breaks its range in the table (the kernel's rule, in numpy)."""
     with np.errstate(invalid="ignore"):
         values = np.asarray(arg.kernel_values(), dtype=np.float64)
-        return np.broadcast_to(outside(values, INPUTS[arg.name].valid), (n,))
+        limits = INPUTS[arg.name].valid
+        assert limits is not None, arg.name  # (the table's numbers have ranges)
+        return np.broadcast_to(outside(values, limits), (n,))
 
 
 def _diagnose(args: list[_Arg], n: int) -> InputError:
@@ -189,7 +191,7 @@ def _why(name: str, value: Any) -> str:
     """What is wrong with one invalid value, in words."""
     entry = INPUTS[name]
     if entry.kind in ("code", "flag"):
-        valid = ", ".join(repr(k) for k in entry.labels)
+        valid = ", ".join(repr(k) for k in entry.labels or ())
         return f"not a valid {name.replace('_', ' ')}; valid: {valid}"
     try:
         number = float(value)
@@ -201,10 +203,12 @@ def _why(name: str, value: Any) -> str:
         return "negative"
     if number in (np.inf, -np.inf):
         return "infinite"
-    if number > entry.valid.high:
-        return f"above {entry.valid.high:.17g}"
-    if number < entry.valid.low or (number == entry.valid.low and entry.valid.open_low):
-        return f"below {entry.valid.low:g}" if not entry.valid.open_low else f"not above {entry.valid.low:g}"
+    limits = entry.valid
+    assert limits is not None, name  # (a number's input has a range)
+    if number > limits.high:
+        return f"above {limits.high:.17g}"
+    if number < limits.low or (number == limits.low and limits.open_low):
+        return f"below {limits.low:g}" if not limits.open_low else f"not above {limits.low:g}"
     return "not a whole number"
 
 

@@ -2,21 +2,18 @@
 
 Rules every command follows (user files are precious):
 
-- **Formats** come from the name: ``.csv``, ``.parquet``/``.pq``, ``.jsonl``/``.json``/
-  ``.ndjson``, text formats optionally compressed (``.gz``, ``.bz2``, ``.xz``, ``.zst``),
-  for reading and writing alike. Anything else is refused, never guessed.
-- **Lossless pass-through**: columns perfmodel does not compute come out with the values
-  (and, where the output format has types, the types) they went in with: Parquet columns
-  keep their Arrow types (nullable integers stay integers); CSV fields are carried as text
-  (typed only for a typed output, and then only where the whole column converts without
-  loss); JSON values are Python's own (any integer exact), with the union of the keys of
-  all lines as columns. Floats are written with round-trip precision, except the results perfmodel
-  computed, which CSV carries to 13 significant digits (the model's precision; Parquet, JSON lines: every bit).
-- **Atomic outputs**: a file is written to a temporary name beside its target and renamed
-  onto it when complete; an output folder receives only perfmodel's own files (listed in
-  its ``.perfmodel-output.json``), staged in a hidden folder and moved in when all are
-  complete. A file perfmodel did not write is never replaced or removed, and an output
-  may not be, contain or lie inside one of the inputs.
+- **Formats** come from the name: ``.csv``, ``.parquet``/``.pq``, ``.jsonl``/``.json``/``.ndjson``, text formats
+  optionally compressed (``.gz``, ``.bz2``, ``.xz``, ``.zst``), for reading and writing alike; any other is refused.
+- **Lossless pass-through**: columns perfmodel does not compute come out with the values (and, where the output
+  format has types, the types) they went in with: Parquet columns keep their Arrow types (nullable integers stay
+  integers); CSV fields are carried as text (typed only for a typed output, and then only where the whole column
+  converts without loss); JSON values are Python's own (any integer exact), with the union of the keys of all lines
+  as columns. Floats are written with round-trip precision, except the results perfmodel computed, which CSV carries
+  to 13 significant digits (the model's precision; Parquet, JSON lines: every bit).
+- **Atomic outputs**: a file is written to a temporary name beside its target and renamed onto it when complete; an
+  output folder receives only perfmodel's own files (listed in its ``.perfmodel-output.json``), staged in a hidden
+  folder and moved in when all are complete. A file perfmodel did not write is never replaced or removed, and an
+  output may not be, contain or lie inside one of the inputs.
 """
 
 from __future__ import annotations
@@ -52,7 +49,20 @@ _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 
 @dataclass(frozen=True)
 class FileFormat:
-    """A file's format (``csv``, ``parquet`` or ``jsonl``) and compression (None or a codec name)."""
+    """A file's format (``csv``, ``parquet`` or ``jsonl``) and compression (None or a codec name).
+
+    Parameters
+    ----------
+    format : str
+        ``"csv"``, ``"parquet"`` or ``"jsonl"``.
+    compression : str, optional
+        None, or ``"gzip"``, ``"bz2"``, ``"xz"`` or ``"zstd"``.
+
+    Examples
+    --------
+    >>> FileFormat("csv", "gzip") == detect("trace.csv.gz")
+    True
+    """
 
     format: str
     compression: str | None = None
@@ -65,6 +75,11 @@ def detect(path: str | os.PathLike) -> FileFormat:
     ----------
     path : str or os.PathLike
         A file name.
+
+    Returns
+    -------
+    FileFormat
+        The format (``"csv"``, ``"parquet"`` or ``"jsonl"``) and compression (or None).
 
     Examples
     --------
@@ -132,6 +147,11 @@ def read_chunks(path: str | os.PathLike, chunk_rows: int = 1_000_000, *, output_
         Rows per chunk.
     output_format : str
         The format the chunks will be written in (how text columns are kept).
+
+    Returns
+    -------
+    tuple of (iterator of pandas.DataFrame, int or None)
+        The chunks, read lazily, and the file's row count when its format tells it up front (None otherwise).
 
     Examples
     --------
@@ -573,6 +593,11 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, *, rounded: Sequence[
     rounded : sequence of str
         Float columns CSV writes to :data:`SIGNIFICANT_DIGITS` significant digits.
 
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
     Examples
     --------
     >>> import pandas as pd, pyarrow.csv, tempfile, pathlib
@@ -668,7 +693,7 @@ def _place(path: Path, row: int) -> str:
     if kind.format == "parquet":
         return f"row {row}"
     seen = -1 if kind.format == "csv" else 0  # (a CSV file's first line is its header)
-    with _open_input(path, kind.compression) as raw, _io.BufferedReader(raw) as lines:
+    with _open_input(path, kind.compression) as raw, _io.BufferedReader(raw) as lines:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
         for number, line in enumerate(lines, start=1):
             blank = not line.rstrip(b"\r\n") if kind.format == "csv" else not line.strip()  # (as each reader skips)
             seen += not blank

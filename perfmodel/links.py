@@ -372,6 +372,13 @@ def transports() -> dict[str, Transport]:
     rate; 1, i.e. off, where the line rate is not published), its per-message cost, and ``setup_ms`` 0
     (no microbenchmark shows an engine's per-transfer cost: calibrate it from an end-to-end table).
 
+    Returns
+    -------
+    dict of str to Transport
+        The profiles, by name.
+
+    Examples
+    --------
     >>> from perfmodel.links import transports
     >>> te = transports()["mooncake-te-rdma"]
     >>> round(te.efficiency, 4), te.line_rate_gb_s, te.setup_ms
@@ -430,6 +437,11 @@ def get_link(link: Link | str) -> Link:
         A :class:`Link`, a preset name (built-in, a transport profile or saved with
         :func:`save_link`), or ``"8x ib-ndr"`` for eight of a preset side by side.
 
+    Returns
+    -------
+    Link
+        The link (``"8x ib-ndr"``: one link eight times as fast as ``"ib-ndr"``).
+
     Examples
     --------
     >>> from perfmodel import get_link
@@ -477,6 +489,13 @@ def user_links() -> dict[str, Link]:
     A user preset that cannot be used (or a presets file that cannot be read) is left out with a
     ``UserWarning`` naming the file, the entry and what is wrong.
 
+    Returns
+    -------
+    dict of str to Link
+        The usable user links, by name (empty when none is saved).
+
+    Examples
+    --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
     >>> user_links()
     {}
@@ -584,6 +603,11 @@ def save_link(link: Link, *, source: str = "", replace: bool = False) -> Path:
     replace : bool
         Replace a preset of that name.
 
+    Returns
+    -------
+    pathlib.Path
+        The presets file written.
+
     Examples
     --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
@@ -607,6 +631,11 @@ def remove_link(name: str) -> Path:
     ----------
     name : str
         The user link's name.
+
+    Returns
+    -------
+    pathlib.Path
+        The presets file the entry was removed from.
 
     Examples
     --------
@@ -689,6 +718,11 @@ def fit_link(
     line_rate_gb_s
         The line rate of the hardware measured (decimal GB/s): the fitted bandwidth never exceeds
         it (the fit is constrained, and the report says when the bound holds it). Default: no bound.
+
+    Returns
+    -------
+    Link
+        The fitted link, its :class:`FitReport` in ``fit``.
 
     Examples
     --------

@@ -45,6 +45,11 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         A dict, a preset name (built-in or saved with :func:`save_model`), a ``config.json``
         path or the folder holding one.
 
+    Returns
+    -------
+    dict
+        A fresh copy of the config (the language model's part of a multimodal one).
+
     Examples
     --------
     >>> from perfmodel import model_config
@@ -57,7 +62,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         key = str(config).strip().lower()
         user = _user_model(key) if key not in MODELS else None
         if key in MODELS or user is not None:
-            data = dict(MODELS.get(key, user))
+            data = dict(MODELS[key]) if key in MODELS else dict(user or {})
         else:
             users, bad = _user_models()
             path = Path(config)
@@ -80,7 +85,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         raise TypeError(f"model config must be a dict, preset name or path, got {type(config).__name__}")
     text = data.get("text_config")
     if isinstance(text, Mapping) and not any(k in data for k in _LAYERS):
-        dtype = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
+        dtype: dict[str, Any] = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
         data = {**dtype, **text}
     return data
 
@@ -100,6 +105,18 @@ def user_models() -> dict[str, dict[str, Any]]:
 
     A user preset that cannot be used (or a presets file that cannot be read) is left out with a
     ``UserWarning`` naming the file, the entry and what is wrong.
+
+    Returns
+    -------
+    dict of str to dict
+        The usable user model configs, by name (empty when none is saved).
+
+    Examples
+    --------
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> from perfmodel.models import user_models
+    >>> user_models()
+    {}
     """
     try:
         users, bad = _user_models()
@@ -168,6 +185,11 @@ def save_model(name: str, config: ModelConfig, *, source: str = "", replace: boo
     replace : bool
         Replace a user model of that name.
 
+    Returns
+    -------
+    pathlib.Path
+        The presets file written.
+
     Examples
     --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
@@ -190,6 +212,11 @@ def remove_model(name: str) -> Path:
     name : str
         The user model's name.
 
+    Returns
+    -------
+    pathlib.Path
+        The presets file the entry was removed from.
+
     Examples
     --------
     >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
@@ -207,6 +234,11 @@ def model_source(name: str) -> str:
     ----------
     name : str
         A model preset's name (built in or yours).
+
+    Returns
+    -------
+    str
+        ``"built-in"`` or ``"user: <source> (<file>)"``.
 
     Examples
     --------
@@ -375,6 +407,21 @@ class KVTerms:
       ``kv_cache_dtype`` does not apply to states (serving engines keep them in the model's
       dtype); pass an explicit ``state_bytes`` to the delay functions to override.
 
+    Parameters
+    ----------
+    full_bytes_per_token : int
+        Bytes per charged token of the full-attention layers.
+    window_bytes_per_token, window_tokens : int
+        Bytes per token of the sliding-window layers, and their window (tokens).
+    chunk_bytes_per_token, chunk_tokens : int
+        Bytes per token of the chunked-attention layers, and their chunk (tokens).
+    state_bytes : int
+        Bytes of the fixed state of the linear-attention and SSM layers, per request.
+    full_layers, window_layers, chunk_layers, state_layers : int
+        How many layers of each kind the model has.
+    kv_tensors : int
+        Tensors a layer keeps per token: 2, keys and values (1: an MLA latent).
+
     Examples
     --------
     >>> from perfmodel import kv_terms
@@ -457,7 +504,7 @@ class KVTerms:
 
 def _prompts(num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None) -> tuple[bool, np.ndarray, np.ndarray]:
     """(whether both are scalars, prompt lengths, charged tokens: default all) as whole int64 numbers, broadcast."""
-    scalar = np.ndim(num_input_tokens) == 0 and np.ndim(charged_tokens) == 0
+    scalar = np.ndim(num_input_tokens) == 0 and (charged_tokens is None or np.ndim(charged_tokens) == 0)
     n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
     m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
     try:
@@ -523,6 +570,11 @@ def kv_terms(
     Parameters
     ----------
     @inputs
+
+    Returns
+    -------
+    KVTerms
+        The terms, each in bytes per token, tokens or bytes as its field says.
 
     Examples
     --------
@@ -660,6 +712,11 @@ def layer_count(config: ModelConfig) -> int:
     ----------
     config : ModelConfig
         A Hugging Face config (a mapping).
+
+    Returns
+    -------
+    int
+        The number of layers.
 
     Examples
     --------

@@ -222,8 +222,8 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars, lambda shape: (
             _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]))
     if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
-        given = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
-        raise InputError(given.split("=")[0], f"{given} needs a cluster (which workers sit where)",
+        asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
+        raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where)",
                          "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
     check_option("routing", c.routing)
     check_option("contention", c.contention)

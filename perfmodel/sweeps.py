@@ -174,6 +174,25 @@ class SweepPlan:
     digit of ``i`` in the mixed radix of the axis lengths. :func:`sweep` materializes
     all rows, :func:`perfmodel.dask.sweep` one range per partition.
 
+    Parameters
+    ----------
+    axes : tuple of str
+        The axes, in the documented order.
+    values : dict
+        Each axis' values.
+    shape : tuple of int
+        Each axis' length.
+    labels : dict of str to list of str
+        The labels of each axis of names (models, links, modes...): its output column's categories.
+    links : list of Link
+        The links of the link axis.
+    options : list
+        Per combination of the option axes: its options, and the inputs it drops.
+    mode_codes : numpy.ndarray
+        The code of each value of the mode axis (empty without one).
+    clusters : list
+        Per combination of the cluster axes: its cluster.
+
     Examples
     --------
     >>> from perfmodel.sweeps import SweepPlan

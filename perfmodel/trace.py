@@ -109,7 +109,7 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
     good, skipped, first_bad = [], 0, None
     from .io import _open_input, detect
 
-    with _open_input(path, detect(path).compression) as raw, io.BufferedReader(raw) as handle:
+    with _open_input(path, detect(path).compression) as raw, io.BufferedReader(raw) as handle:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -308,7 +308,8 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
             return pa.array(column, _HASH_TYPE), np.zeros(len(column), dtype=bool)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
             pass  # (the cell by cell path below names the first bad one)
-    values, bad = [], np.zeros(len(column), dtype=bool)
+    values: list[list[int] | None] = []
+    bad = np.zeros(len(column), dtype=bool)
     for i, value in enumerate(column.tolist()):
         try:
             values.append(_id_cell(value))

@@ -198,8 +198,9 @@ def test_every_public_parameter_is_documented_from_the_table():
     for function in (handoff_delay_ms, frame.handoff_delays, perfmodel.required_bandwidth,
                      perfmodel.max_tokens_within):
         doc = inspect.getdoc(function)  # (indentation as Python 3.13 keeps it: none)
-        for name in inspect.signature(function).parameters:
-            assert f"\n{name}\n" in doc, (function.__name__, name)
+        for name, parameter in inspect.signature(function).parameters.items():
+            stars = "**" if parameter.kind is parameter.VAR_KEYWORD else ""  # (numpydoc writes **inputs)
+            assert f"\n{stars}{name}\n" in doc, (function.__name__, name)
         for entry in (*ROW_INPUTS, *OPTIONS):
             if entry.name in inspect.signature(function).parameters and not (
                     entry.name == "num_input_tokens" and function.__name__ != "handoff_delay_ms"

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._fs import interrupts_deferred
 from .._inputs import INPUTS
+from ..errors import InputError
 from . import cache, calibrate, clusters, delay, links, measured, models, presets, sweep, trace
 from ._parsing import UsageError
 
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except _user_errors() as error:
             if args.debug:
                 raise
-            if hasattr(error, "coerce_hint"):  # an InputError: speak of the command's flags, not of arguments
+            if isinstance(error, InputError):  # speak of the command's flags, not of arguments
                 error.coerce_hint = "--errors coerce" if command == "delay" else ""
                 flags = _flags()
                 if error.where in flags:
@@ -212,6 +213,19 @@ def console() -> None:
     collections over everything pandas, numba and matplotlib allocated (0.2-0.4 s, measured on the
     main job) would only free memory the operating system reclaims anyway. Every file perfmodel writes is
     closed by then, and the standard streams are still flushed.
+
+    Examples
+    --------
+    >>> import sys
+    >>> from unittest import mock
+    >>> from perfmodel.cli import console
+    >>> with mock.patch.object(sys, "argv", ["perfmodel", "--help"]), mock.patch("gc.freeze"):
+    ...     try:
+    ...         console()  # doctest: +ELLIPSIS
+    ...     except SystemExit as exit:
+    ...         print("exit code", exit.code)
+    usage: perfmodel ...
+    exit code 0
     """
     code = main()
     gc.freeze()

@@ -45,7 +45,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for name in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
         if name in axes and "model" not in axes:
             raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
-    fields = [INPUTS[name].cli for name in CLUSTER_FIELDS if name in axes]
+    fields = [INPUTS[name].cli or name for name in CLUSTER_FIELDS if name in axes]
     if fields and "cluster" not in axes:
         raise UsageError(f"{', '.join(fields)} vary a cluster's fields: give --cluster NAME too")
     links = [perfmodel.get_link(name) for name in axes.get("link", [])]

@@ -72,7 +72,7 @@ def _colorbar(fig: Any, mesh: Any, **kwargs: Any) -> Any:
     norm = mesh.norm
     if isinstance(norm, LogNorm):
         _plain_log_axis(bar.ax.yaxis)
-        if norm.vmax / norm.vmin >= 100:
+        if norm.vmax is not None and norm.vmin is not None and norm.vmax / norm.vmin >= 100:
             bar.minorticks_off()
     return bar
 

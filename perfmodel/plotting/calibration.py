@@ -40,6 +40,11 @@ def calibration(
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.plot` for the measurements.
 
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")

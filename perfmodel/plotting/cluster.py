@@ -31,6 +31,7 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------
@@ -78,6 +79,7 @@ def routing_cdf(data: Any, *, by: str = "routing", ax: Axes | None = None) -> Ax
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------

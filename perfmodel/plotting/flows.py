@@ -56,6 +56,7 @@ def resource_loads(flows: Any, ax: Axes | None = None) -> Axes:
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------

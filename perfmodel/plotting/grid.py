@@ -78,6 +78,11 @@ def grid_percentiles(
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.plot`.
 
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
@@ -153,6 +158,11 @@ def grid_budget(
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.imshow`.
 
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
@@ -211,6 +221,11 @@ def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_m
         The budget.
     stat : str
         A summary column (default the p99 handoff delay).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A new figure (close it with ``matplotlib.pyplot.close`` when done).
 
     Examples
     --------

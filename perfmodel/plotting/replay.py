@@ -46,6 +46,7 @@ def delay_cdf(
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------
@@ -112,6 +113,7 @@ def compare(
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------
@@ -165,6 +167,11 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
     ax : matplotlib.axes.Axes, optional
         Where to draw (default: the current Axes).
 
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
     Examples
     --------
     >>> import matplotlib; matplotlib.use("Agg")
@@ -211,6 +218,11 @@ def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
         From :func:`perfmodel.replay_handoffs`.
     label : str, optional
         The replay's name in the title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A new figure (close it with ``matplotlib.pyplot.close`` when done).
 
     Examples
     --------

@@ -74,6 +74,7 @@ def delay_vs_tokens(
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------
@@ -237,6 +238,7 @@ def heatmap(
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------
@@ -315,6 +317,7 @@ def required_bandwidth(
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
 
     Examples
     --------
@@ -365,6 +368,7 @@ def delay_vs_tokens_figure(
     Returns
     -------
     matplotlib.figure.Figure
+        A new figure (close it with ``matplotlib.pyplot.close`` when done).
 
     Examples
     --------
@@ -423,6 +427,7 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     Returns
     -------
     matplotlib.figure.Figure
+        A new figure (close it with ``matplotlib.pyplot.close`` when done).
 
     Examples
     --------
