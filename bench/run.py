@@ -189,7 +189,7 @@ def bench_crossover(quick: bool) -> Row:
     """The parallel kernel against the serial one at the option parallel_min_rows, where dispatch switches to it."""
     from perfmodel import get_options
 
-    PARALLEL_MIN_ROWS = get_options()["parallel_min_rows"]  # noqa: N806 (the threshold, read once)
+    PARALLEL_MIN_ROWS = get_options()["parallel_min_rows"]
     inputs = natural_inputs(PARALLEL_MIN_ROWS, seed=5)
     out = np.empty(PARALLEL_MIN_ROWS)
     t = interleaved({

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -16,7 +16,7 @@ __all__ = ["MAX_NICS_PER_GPU", "QUANTILE_METHOD", "alone_question", "counted", "
            "nic_counts", "percentile_ms", "replay_percentile_question"]
 
 #: How every percentile of delays is taken (numpy's and pandas' default: between two order statistics).
-QUANTILE_METHOD = "linear"
+QUANTILE_METHOD: Final = "linear"
 
 #: The most NICs per GPU a node's NIC count is tried up to (AWS p5 nodes have four EFA devices per GPU).
 MAX_NICS_PER_GPU = 4

@@ -634,6 +634,7 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
 
         x, t, d = (np.array(column) for column in zip(*points))
         link = fit_link(x, t, n_messages=d if np.isfinite(d).all() else None, name="nixl-means")
+        assert link.fit is not None  # (a fitted link carries its report)
         notes.append(f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at {len(sizes)} "
                      f"sizes: {link.fit.describe()}; a fit of run "
                      "means, not of single transfers")

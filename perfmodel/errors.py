@@ -274,7 +274,7 @@ def check_number(where: str, name: str, value: Any, ok: Callable[[float], bool],
     else:
         raise InputError(where, f"{name} {value!r} is not a number", fix)
     if not ok(number):
-        shown = "nan (not a number)" if number != number else repr(number)
+        shown = "nan (not a number)" if isinstance(number, float) and math.isnan(number) else repr(number)
         raise InputError(where, f"{name} {shown} {rule}", fix)
     return number
 

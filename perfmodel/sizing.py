@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -188,7 +189,7 @@ def required_nics(trace: pd.DataFrame, link: Any, model: Any, *, budget_ms: floa
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     if not (number and math.isfinite(budget_ms) and budget_ms > 0):
         raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
-    if not (isinstance(percent, (int, float)) and 0 <= percent <= 100):
+    if isinstance(percent, (bool, np.bool_)) or not (isinstance(percent, numbers.Real) and 0 <= percent <= 100):
         raise InputError("percent", f"{percent!r} is not a percentile in [0, 100]", "pass e.g. percent=99")
     for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
         if name in replay_options:
@@ -202,7 +203,7 @@ def required_nics(trace: pd.DataFrame, link: Any, model: Any, *, budget_ms: floa
         p = float(percentile_ms(replay["handoff_delay_ms"].to_numpy(dtype=np.float64), percent))
         rows.append({axis: count, f"p{percent:g}_ms": p, "meets_budget": bool(p <= budget_ms)})
     tried = pd.DataFrame(rows, columns=[axis, f"p{percent:g}_ms", "meets_budget"])
-    count = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percent:g}_ms"], budget_ms)
-    return NicSizing(count=count, unit=unit, axis=axis, percent=float(percent), budget_ms=float(budget_ms),
+    fewest = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percent:g}_ms"], budget_ms)
+    return NicSizing(count=fewest, unit=unit, axis=axis, percent=float(percent), budget_ms=float(budget_ms),
                      contention=contention, scope="cluster" if axis == "nics_per_node" else scope,
                      question=_question(percent, budget_ms, contention, carried, over), tried=tried)

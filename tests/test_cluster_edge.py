@@ -5,7 +5,6 @@ every route."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import subprocess
 import sys
 

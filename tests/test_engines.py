@@ -44,7 +44,7 @@ def _reference_quantile(q, bounds, observations):
     bounds = [*bounds, math.inf]
     cumulative = [sum(1 for x in observations if x <= b) for b in bounds]
     rank = q * cumulative[-1]
-    for i, count in enumerate(cumulative):
+    for i, count in enumerate(cumulative):  # noqa: B007 (the bucket's index is read after the loop)
         if count >= rank:
             break
     if i == len(bounds) - 1:

@@ -163,8 +163,8 @@ def test_max_tokens_within_special_cases():
 
 def test_a_progress_bar_only_where_there_is_progress_to_show():
     # (tqdm draws nothing before a second of work: whether a path's bar could show is seen only on the bar)
-    from perfmodel._progress import progress_bar
     from perfmodel import get_options
+    from perfmodel._progress import progress_bar
 
     _CHUNK_ROWS = get_options()["sweep_chunk_rows"]
 

@@ -158,7 +158,7 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
                 value = float(part)
             except ValueError:
                 raise UsageError(f"{name}{part!r} is not a number") from None
-            if value != value:  # NaN is no number at all: said as what it is, with the range the flag takes
+            if math.isnan(value):  # NaN is no number at all: said as what it is, with the range the flag takes
                 taken = rule or "pass a number " + ("> 0" if positive and low <= 0 else f"in [{low:g}, {high:g}]")
                 raise UsageError(f"{name}{part.strip()!r} is not a number (NaN): {taken}")
             if not low <= value <= high or (positive and not value > 0):
