@@ -556,16 +556,18 @@ def _handoff(
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
-    found = _onto_cluster.route(values, options, errors) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
+    cluster = _onto_cluster.is_cluster(values["kv_transfer_bandwidth"])
+    if cluster and np.ndim(values["state_bytes"]):  # (one state per call; None is no column)
+        return _by_state(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
+    found = _onto_cluster.route(values, options, errors) if cluster else None
     if found is None:
         _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
     # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read; a handoff
     # whose flows pay unequal costs is simulated, each flow with its own link's costs per message and block
-    simulated = found is not None and found.resolved is not None and not found.resolved.linear  # (one model)
-    own_costs = simulated and _onto_cluster.link_costs(found.resolved)
+    simulated, own_costs, messages_needed = _simulated(found)
     capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found),
-                             messages_needed=own_costs and any(f.link.per_message_ms for f in found.resolved.flows))
+                             messages_needed=messages_needed)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
             else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
@@ -587,6 +589,25 @@ def _handoff(
     _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
     _whole_handoff(found, args, bytes_out, rate_out, counts)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _simulated(found: _onto_cluster.Route | None) -> tuple[bool, bool, bool]:
+    """Whether a cluster's handoff (of one model) is simulated (its flows' costs or bytes unequal), whether
+    some flow's link costs something per message or block (each flow paying its own), and per message."""
+    simulated = found is not None and found.resolved is not None and not found.resolved.linear
+    own_costs = simulated and _onto_cluster.link_costs(found.resolved)
+    return simulated, own_costs, own_costs and any(f.link.per_message_ms for f in found.resolved.flows)
+
+
+def _by_state(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
+              num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any) -> _Result:
+    """:func:`_handoff` on a cluster of a column of state sizes (a cluster takes one per call): checked as on a
+    link (the column's error), then one call per distinct size on its rows."""
+    if errors == "raise":
+        checked("state_bytes", values["state_bytes"])
+    values["state_bytes"] = np.asarray(_coerce("state_bytes", values["state_bytes"]).kernel_values(), np.float64)
+    return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out,
+                       by="state_bytes")
 
 
 def _check_how(errors: Errors, parallel: bool | None, num_threads: int | None) -> None:
@@ -619,29 +640,33 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
 
 
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
-                num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None) -> _Result:
+                num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None,
+                by: str = "kv_transfer_bandwidth") -> _Result:
     """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
     rows, and one for all the other rows (links, bandwidths, missing ones), as a column of their own, so that
-    links, numbers and ``errors`` go as they go without clusters."""
-    codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
+    links, numbers and ``errors`` go as they go without clusters. ``by="state_bytes"``: on one cluster, one call
+    per distinct state size (a cluster takes one per call), each on its rows."""
+    codes, labels = distinct(_onto_cluster.as_column(values[by]))
     codes = np.asarray(codes)
     every = np.array([*labels, np.nan], dtype=object)
-    clusters = [k for k, label in enumerate(labels) if _onto_cluster.is_cluster(label)]
+    clusters = [k for k, label in enumerate(labels) if by != "kv_transfer_bandwidth" or _onto_cluster.is_cluster(label)]
     groups = [(np.flatnonzero(codes == k), labels[k]) for k in clusters]
     rest = np.flatnonzero(~np.isin(codes, clusters))
     if rest.size:
         column = every[codes[rest]]  # (code -1, a missing value: NaN)
         groups.append((rest, column if _resolve.holds_labels(column) else column.astype(np.float64)))
+    if by != "kv_transfer_bandwidth":  # (missing sizes: NaN, unknown, as on a link)
+        groups = [(rows, np.float64(np.nan) if np.ndim(label) else label) for rows, label in groups]
     n = len(codes)
     for name, value in values.items():
-        if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
-            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {n} rows, {name} "
+        if name != by and np.ndim(value) and len(value) != n:
+            raise InputError("inputs", f"arrays of different lengths ({by} has {n} rows, {name} "
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     for rows, label in groups:
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
-        part["kv_transfer_bandwidth"] = label
+        part[by] = label
         moved = None if bytes_out is None else np.empty(rows.size)
         rate = None if rate_out is None else np.empty(rows.size)
         try:

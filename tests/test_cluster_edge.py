@@ -307,3 +307,24 @@ def test_a_replay_on_a_cluster_refuses_an_infinite_link_as_a_replay_on_a_link_do
     # the numpy API keeps the link path's rule: +inf moves bytes in 0 ms (the fixed costs remain)
     alone = float(perfmodel.handoff_delay_ms(4096, c, _MODEL, tp=8))
     assert alone == float(perfmodel.handoff_delay_ms(4096, infinite, _MODEL, tp=8)) == 0.0
+
+
+def test_a_column_of_states_on_a_cluster_is_each_row_its_own_state():
+    """A cluster takes one state per handoff: a column goes one call per distinct size, each row as alone."""
+    states = [0.0, 1e6, math.nan, 1e6]
+    got = perfmodel.handoff_delay_ms([4096, 10, 4096, 4096], _C, _MODEL, tp=8, state_bytes=states)
+    want = [float(perfmodel.handoff_delay_ms(t, _C, _MODEL, tp=8, state_bytes=s))
+            for t, s in zip([4096, 10, 4096, 4096], states)]
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(perfmodel.InputError) as on_link:
+        perfmodel.handoff_delay_ms([4096, 10], 50.0, _MODEL, state_bytes=[5, -5])
+    with pytest.raises(perfmodel.InputError) as on_cluster:
+        perfmodel.handoff_delay_ms([4096, 10], _C, _MODEL, tp=8, state_bytes=[5, -5])
+    assert str(on_cluster.value) == str(on_link.value)
+
+
+def test_a_sweep_over_states_on_a_cluster_equals_direct_calls():
+    table = perfmodel.sweep(num_input_tokens=[4096, 10], cluster=_C, model=_MODEL, state_bytes=[0, 1e6], tp=8)
+    for row in table.itertuples():
+        assert row.handoff_delay_ms == float(perfmodel.handoff_delay_ms(
+            row.num_input_tokens, _C, _MODEL, tp=8, state_bytes=row.state_bytes))
