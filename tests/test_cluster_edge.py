@@ -328,3 +328,26 @@ def test_a_sweep_over_states_on_a_cluster_equals_direct_calls():
     for row in table.itertuples():
         assert row.handoff_delay_ms == float(perfmodel.handoff_delay_ms(
             row.num_input_tokens, _C, _MODEL, tp=8, state_bytes=row.state_bytes))
+
+
+def test_a_replay_whose_pairs_hold_too_many_flows_is_refused_before_any_work():
+    import pandas as pd
+
+    from perfmodel._cluster_replay import MAX_PAIR_FLOWS
+
+    trace = pd.DataFrame(dict(arrival_ms=[0.0], num_input_tokens=[4096]))
+    c = Cluster(nic="ib-ndr", nics_per_node=64, gpus_per_node=8)
+    with pytest.raises(perfmodel.InputError, match=rf"^decode_workers: .*pairs of up to 4,096 flows each, more than "
+                                                   rf"the {MAX_PAIR_FLOWS:,}"):
+        perfmodel.replay_handoffs(trace, c, _MODEL, tp=512, decode_tp=512, decode_workers=1000, contention="fair")
+
+
+def test_handoffs_at_once_charge_each_flow_its_own_links_costs():
+    from perfmodel.clusters import handoffs_at_once, head_terms
+
+    nic = Link("nic", 50.0, per_message_ms=0.001, per_block_ms=0.0005)
+    c = Cluster(nic=nic, nics_per_node=4, gpus_per_node=4, nvlink_domain=8, nvlink=Link("slow", 10.0))
+    flows = perfmodel.handoff_flows(4096, c, _MODEL, tp=4, decode_tp=8, block_size=16)
+    (one,) = handoffs_at_once(c, head_terms(_MODEL, decode_tp=8), 4, 8, [(0, 0)], 4096,
+                              messages=float(flows["messages"].iloc[0]), blocks=4096 / 16)
+    assert one == pytest.approx(flows.attrs["delay_ms"], rel=1e-12)
