@@ -351,3 +351,16 @@ def test_handoffs_at_once_charge_each_flow_its_own_links_costs():
     (one,) = handoffs_at_once(c, head_terms(_MODEL, decode_tp=8), 4, 8, [(0, 0)], 4096,
                               messages=float(flows["messages"].iloc[0]), blocks=4096 / 16)
     assert one == pytest.approx(flows.attrs["delay_ms"], rel=1e-12)
+
+
+@pytest.mark.parametrize("command, flag", [("trace", "--budget-ms"), ("delay", "--connect-timeout")])
+@pytest.mark.parametrize("text", ["nan", "inf", "-5"])
+def test_a_budget_or_timeout_flag_takes_finite_numbers_above_zero_only(tmp_path, command, flag, text):
+    source = tmp_path / "in.csv"
+    source.write_text("arrival_ms,num_input_tokens,worker_type,completed\n0,100,prefill,true\n")
+    done = _cli(command, str(source), "--out", str(tmp_path / "out"), "--model", "llama-3.1-8b", "--bandwidth", "50",
+                flag, text)
+    line = done.stderr.strip()
+    assert done.returncode != 0 and "\n" not in line and flag in line and "pass a finite number > 0" in line, line
+    if text == "nan":
+        assert "not a number (NaN)" in line
