@@ -11,6 +11,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import Cluster, Link, Transport
@@ -147,9 +149,6 @@ def test_nan_on_a_float_flag_is_named_not_a_number_with_its_range(flag, said):
 
 
 # --- one handoff alone: one answer by every route ----------------------------------------------------------------
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _MODEL = "llama-3.1-8b"  # 8 KV heads, 32 layers
 
