@@ -31,6 +31,9 @@ __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "struc
 
 #: The most (prefill worker, decode worker) pairs a replay on a cluster resolves the flows of (each in Python,
 #: before the replay): 2**18, a thousand workers by 256, or 512 of each.
+#: The most flows those pairs hold together (each a Python record resolved before the replay): 2**21, e.g. the
+#: most pairs with 8 flows each (TP8 on a NIC per GPU).
+MAX_PAIR_FLOWS = 2**21
 
 #: Decode routing policies on a cluster (docs: "Replaying a trace on a cluster").
 ROUTINGS = ("prefix", "round_robin", "least_loaded", "topology")
@@ -67,6 +70,13 @@ def pairs_of(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefil
                          "of each shows how they share the cluster), or raise perfmodel.set_options(max_worker_pairs=)")
     g = cluster.gpus_per_node
     nodes = cluster.nodes or len({x // g for w in (*prefill, *decode) for x in w})
+    first = handoff_flow_list(cluster, terms.heads, prefill[0], decode[0], Resources(), nodes_on_leaf=nodes)
+    each = len({(f.src_rank, f.dst_rank) for f in first}) * max(1, cluster.nics_per_node // g)  # (NIC sub-flows)
+    if each * prefill_workers * decode_workers > MAX_PAIR_FLOWS:  # (every pair has as many rank pairs as the first)
+        raise InputError("decode_workers", f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "
+                         f"{prefill_workers * decode_workers:,} pairs of up to {each:,} flows each, more than the "
+                         f"{MAX_PAIR_FLOWS:,} flows a replay on a cluster resolves", "pass fewer workers, or a smaller "
+                         "tp/decode_tp or fewer NICs per GPU")
     resources = Resources()
     setup = cluster.transport.setup_ms
     table = []

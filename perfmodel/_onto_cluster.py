@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -99,6 +100,7 @@ class Route(NamedTuple):
     codes: Any = None
     many: list[Alone | None] | None = None  # (None: an unknown model, missing)
     per_token: Any = None  # a column of numbers of bytes: ``resolved`` is one byte's handoff
+    state: Any = None  # a state size the kernel refuses (negative, not a number) or gives NaN for: as given
 
 
 def _model_key(model: Any) -> Any:
@@ -147,9 +149,11 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
                          "kv_bytes_per_token is a number of bytes (or a column that holds some)", "pass the model (e.g. 'llama-3.1-70b') "
                          "for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes")
     _block_size_needed(cluster, values.get("block_size"))
-    state = _one_state(values["state_bytes"])
+    state, bad = _one_state(values["state_bytes"])
     if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
         return Route(cluster, None)
+    if bad is not None:  # (resolved without it; the kernel refuses it, or gives NaN, as on a link)
+        return route({**values, "state_bytes": None}, options, errors)._replace(state=bad)
     byte = _resolved(cluster, 1.0, True, None, 1, 1, state) if number or numbers or codes is not None else None
     if numbers:  # one byte's handoff, its byte terms times each row's bytes (apply)
         return Route(cluster, byte, per_token=np.asarray(model, dtype=np.float64))
@@ -163,12 +167,18 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     return Route(cluster, resolved)
 
 
-def _one_state(state: Any) -> float | None:
-    """The call's one state size (bytes each decode rank receives), or None; a column is refused."""
+def _one_state(state: Any) -> tuple[float | None, Any]:
+    """The call's one state size (bytes each decode rank receives), or None; and the value as given where it is
+    not a finite number >= 0 (for the kernel to refuse, or to give NaN for, as on a link); a column is refused."""
     if state is not None and np.ndim(state) != 0:
         raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
                          "pass one number of state bytes (each decode rank receives it)")
-    return None if state is None else float(state)
+    if state is None:
+        return None, None
+    if isinstance(state, (bool, np.bool_, str, bytes)) or not isinstance(state, (int, float, np.number)):
+        return None, state
+    value = float(state)
+    return (value, None) if math.isfinite(value) and value >= 0 else (None, state)
 
 
 def _many(labels: Any, byte: Alone, model_of: Any, errors: str) -> list[Alone | None]:
@@ -203,17 +213,21 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
     last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
     bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
-    c, r, codes, many, per_token = found
+    c, r, codes, many, per_token, bad_state = found
+    if bad_state is not None:
+        terms = apply(values, found._replace(state=None))
+        values["state_bytes"] = bad_state
+        return terms
     if many is not None:
         return _apply_many(values, c, codes, many)
     if r is None:
         values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
         return {"bytes_per_token": values["kv_bytes_per_token"]}
     transport = c.transport
-    extras = [("per_message_ms", transport.per_message_ms + r.per_message_ms),
-              ("per_block_ms", transport.per_block_ms + r.per_block_ms)]
-    if r.linear:
-        extras.append(("latency_ms", r.latency_ms))
+    extras = [("per_message_ms", transport.per_message_ms), ("per_block_ms", transport.per_block_ms)]
+    if r.linear:  # (every flow's own costs are the last's: the kernel adds them; otherwise each flow's are simulated)
+        extras = [("per_message_ms", transport.per_message_ms + r.per_message_ms),
+                  ("per_block_ms", transport.per_block_ms + r.per_block_ms), ("latency_ms", r.latency_ms)]
         full, window, chunk, state = r.full, r.window, r.chunk, r.state
         values["kv_transfer_bandwidth"] = np.float64(r.bandwidth_gb_s)
     else:
@@ -262,31 +276,42 @@ def group_terms(r: Alone) -> tuple[float, float, float, float]:
     return tuple(float(sum(v[k] for v in vectors)) for k in range(4))
 
 
-def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bool = False) -> np.ndarray:
+def link_costs(r: Alone) -> bool:
+    """Whether some flow's link (NIC or NVLink) costs something per message or per block."""
+    return any(f.link.per_message_ms or f.link.per_block_ms for f in r.flows)
+
+
+def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bool = False,
+                        counts: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
-    once). The links' own per-message and per-block costs are the caller's (common to all flows). With
-    ``after_fixed``: the handoff's rate, its bytes over its time after its last-ending flow's own fixed
-    costs (NaN where it moves no bytes)."""
+    once). Each flow pays its own link's per-message and per-block costs for the row's messages and blocks
+    (``counts``: each row's, when a link costs something per message or block); the transport's and the
+    caller's (common to all flows) are the kernel's. With ``after_fixed``: the handoff's rate, its bytes over
+    its time after its last-ending flow's own fixed costs (NaN where it moves no bytes)."""
     c, r = found.cluster, found.resolved
     group = group_terms(r)
     tokens = np.asarray(tokens, dtype=np.float64)
     charged = np.asarray(charged, dtype=np.float64)
     tokens, charged = np.broadcast_arrays(tokens, charged)
     keyed = tokens if r.terms.chunk_tokens > 0 else np.zeros_like(tokens)
-    pairs, inverse = np.unique(np.stack([np.nan_to_num(charged.ravel(), nan=-1.0),
-                                         np.nan_to_num(keyed.ravel(), nan=-1.0)]), axis=1, return_inverse=True)
-    out = np.empty(pairs.shape[1])
-    for k, (m, n) in enumerate(pairs.T):
-        if m < 0 or n < 0:
+    columns = [charged, keyed] if counts is None else [charged, keyed, *np.broadcast_arrays(*counts, tokens)[:2]]
+    keys, inverse = np.unique(np.stack([np.nan_to_num(np.ravel(x), nan=-1.0) for x in columns]), axis=1,
+                              return_inverse=True)
+    out = np.empty(keys.shape[1])
+    for k, key in enumerate(keys.T):
+        m, n = key[0], key[1]
+        messages, blocks = (key[2], key[3]) if counts is not None else (0.0, 0.0)
+        if m < 0 or n < 0 or messages < 0 or blocks < 0:
             out[k] = np.nan
             continue
-        sim_ms, outcome, sizes = alone_ms(r, c, m, n)
+        sim_ms, outcome, sizes = alone_ms(r, c, m, n, messages=messages, blocks=blocks)
         nbytes = flow_bytes(group, r.terms, m, n)
         if after_fixed:
             kept = [f for f, b in enumerate(sizes) if b > 0]
-            last = kept[int(np.argmax(outcome.ends_ms))] if kept else 0
-            sim_ms -= c.transport.setup_ms + r.flows[last].own_latency_ms(c) if kept else 0.0
+            last = r.flows[kept[int(np.argmax(outcome.ends_ms))]] if kept else None
+            sim_ms -= (c.transport.setup_ms + last.own_latency_ms(c) + messages * last.link.per_message_ms
+                       + blocks * last.link.per_block_ms) if kept else 0.0
             out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if nbytes > 0 else np.nan
             continue
         out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
@@ -299,7 +324,8 @@ def _all_over_last(r: Alone) -> float:
     return sum(sum(flow_terms(f, r.terms)) for f in r.flows) / last if last > 0 else 1.0
 
 
-def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any) -> tuple[np.ndarray, np.ndarray]:
+def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any,
+                  counts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per row, all the bytes the handoff moves (the sum over its flows; ``nbytes``: the kernel's bytes of
     each row) and its rate (GB/s): those bytes over its time after its last-ending flow's fixed costs
     (the transport's setup, latencies and hops, the messages' and blocks' costs), NaN where no bytes move."""
@@ -313,6 +339,6 @@ def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any) -
         factor = _all_over_last(r)
         rate = r.bandwidth_gb_s * factor
     else:  # (the kernel's bytes are the group's already)
-        factor, rate = 1.0, nonlinear_bandwidth(found, tokens, charged, after_fixed=True)
+        factor, rate = 1.0, nonlinear_bandwidth(found, tokens, charged, after_fixed=True, counts=counts)
     total = np.multiply(nbytes, factor)
     return total, np.where(total > 0, np.broadcast_to(rate, total.shape), np.nan)

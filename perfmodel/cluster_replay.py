@@ -61,13 +61,23 @@ def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scalar_ms(name: str, value: Any) -> float:
-    if np.ndim(value) != 0 or isinstance(value, bool):
+    """One cost of the replay's (ms), checked by the edge every entry point shares (the input table's rule)."""
+    from .handoff import checked
+
+    if np.ndim(value) != 0:
         raise InputError(name, "a replay on a cluster takes one value (not an array or a column)",
                          f"pass one {name} for every request")
-    x = float(value)
-    if not (math.isfinite(x) and x >= 0):
-        raise InputError(name, f"{value!r} is not a finite number >= 0", f"pass {name} >= 0")
-    return x
+    return float(checked(name, value))
+
+
+def _finite(cluster: Any) -> None:
+    """Refuse a cluster with a link of infinite bandwidth, as a replay on a link refuses one."""
+    for what, link in (("nic", cluster.nic), ("nvlink", cluster.nvlink)):
+        if link is not None and not math.isfinite(link.bandwidth_gb_s):
+            raise InputError(f"cluster {cluster.name!r}", f"{what} {link.name!r} has a bandwidth of inf GB/s: a replay "
+                             "needs a finite bandwidth (upstream's replay refuses +inf)",
+                             f"pass a {what} of finite bandwidth (a handoff alone, handoff_delay_ms, takes +inf: "
+                             "its bytes move in 0 ms)")
 
 
 def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
@@ -80,9 +90,12 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
         if isinstance(state, str) or np.ndim(state) != 0:
             raise InputError("state_bytes", "a replay on a cluster takes one state size (not a column or array)",
                              "pass one number of state bytes (each decode rank receives it)")
-        state = float(state)
-        if not (math.isfinite(state) and state >= 0):
-            raise InputError("state_bytes", f"{c.state_bytes!r} is not a finite number >= 0", "pass state_bytes >= 0")
+        from .handoff import checked
+
+        state = float(checked("state_bytes", state))
+        if not (math.isfinite(state) and state >= 0):  # (NaN: unknown, which a replay cannot move)
+            raise InputError("state_bytes", f"{c.state_bytes!r} is unknown (NaN), and a replay moves every state",
+                             "pass state_bytes >= 0, or leave it out (the model's own)")
     if isinstance(bytes_spec, (str, Mapping)) or hasattr(bytes_spec, "__fspath__"):
         return head_terms(bytes_spec, kv_cache_dtype=c.kv_cache_dtype, decode_tp=d, state_bytes=state)
     if np.ndim(bytes_spec) != 0 or isinstance(bytes_spec, bool):
@@ -130,6 +143,7 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
 
     _cluster_replay.refuse_on_cluster(c)
     cluster = get_cluster(cluster_spec)
+    _finite(cluster)
     trace, tokens = prepared.trace, prepared.tokens
     ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
     block_size = check_whole("block_size", scalars["block_size"], smallest=1)

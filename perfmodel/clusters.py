@@ -640,9 +640,11 @@ def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, c
 def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None,
                      pairs: list[tuple[int, int]], charged: float, tokens: float | None = None,
                      *, prefill_workers: int | None = None, decode_workers: int | None = None,
-                     common_ms: float = 0.0) -> list[float]:
+                     common_ms: float = 0.0, messages: float = 0.0, blocks: float = 0.0) -> list[float]:
     """Each handoff's delay (ms) when the handoffs ``pairs`` ((prefill worker, decode worker) each) all
-    start at one instant and share the cluster max-min fairly (the same simulation as a handoff alone).
+    start at one instant and share the cluster max-min fairly (the same simulation as a handoff alone: each
+    flow pays ``common_ms`` and its own fixed costs, its link's per-message and per-block costs among them for
+    ``messages`` and ``blocks``).
 
     >>> from perfmodel import Cluster
     >>> from perfmodel.clusters import handoffs_at_once, head_terms
@@ -666,7 +668,8 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
                 flows.append(f)
                 owner.append(number)
                 nbytes.append(size)
-    starts = [common_ms + cluster.transport.setup_ms + f.own_latency_ms(cluster) for f in flows]
+    starts = [common_ms + cluster.transport.setup_ms + f.own_latency_ms(cluster) + messages * f.link.per_message_ms
+              + blocks * f.link.per_block_ms for f in flows]
     outcome = _maxmin.simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
     return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)
             for number in range(len(pairs))]

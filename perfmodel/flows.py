@@ -69,10 +69,21 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     >>> round(flows.attrs["delay_ms"], 7), flows.attrs["bottleneck"]
     (53.6870912, 'node0/nic0/out')
     """
+    from .handoff import handoff_delay_ms
     from .models import ModelShape, kv_messages
 
     c = get_cluster(cluster)
     n = check_whole("num_input_tokens", num_input_tokens)
+    # every input checked through the edge every entry point shares, as handoff_delay_ms checks it
+    asked = handoff_delay_ms(n, c, kv_bytes_per_token, tp=tp, decode_tp=decode_tp, kv_cache_dtype=kv_cache_dtype,
+                             state_bytes=state_bytes, latency_ms=latency_ms, per_message_ms=per_message_ms,
+                             per_block_ms=per_block_ms, block_size=block_size, blocks_per_message=blocks_per_message,
+                             kv_layout=kv_layout)
+    if math.isnan(asked):
+        unknown = "state_bytes" if state_bytes is not None and math.isnan(float(state_bytes)) \
+            else "kv_bytes_per_token"
+        raise InputError(unknown, "is NaN (unknown), so the flows' bytes are unknown", f"pass a number for {unknown} "
+                         "(>= 0)" + (", or leave it out (the model's own)" if unknown == "state_bytes" else ""))
     shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp)
     tp, d = shape.tp, shape.decode_degree
     number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)

@@ -424,20 +424,43 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
     values.update(_resolve.with_link_costs(values, link))
 
 
-def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg]) -> _Arg:
+def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg], counts: Any) -> _Arg:
     """The bandwidth per row at which a cluster's handoff takes its simulated time (the nonlinear case)."""
-    bandwidth = _onto_cluster.nonlinear_bandwidth(found, *_charged(args))
+    bandwidth = _onto_cluster.nonlinear_bandwidth(found, *_charged(args), counts=counts)
     value = bandwidth.reshape(-1)[0] if bandwidth.ndim == 0 or (bandwidth.size == 1 and not any(
         a.is_array for a in args)) else bandwidth
     return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
 
 
+def _flow_counts(found: _onto_cluster.Route, args: list[_Arg], capped: dict[str, Any],
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per row, the messages one rank posts and the blocks it moves (as the kernel counts them), for a cluster
+    handoff whose flows' links cost something per message or block, each flow its own link's (None: none does)."""
+    tokens, charged = _charged(args)
+    bs = np.asarray(args[_BLOCK_SIZE_INDEX].kernel_values(), dtype=np.float64)
+    bpm = np.asarray(args[_BLOCKS_PER_MESSAGE_INDEX].kernel_values(), dtype=np.float64)
+    tokens, charged, bs, bpm = np.broadcast_arrays(tokens, charged, bs, bpm)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        blocks = np.where(bs > 0, np.ceil(charged / bs), 0.0)
+    messages = np.zeros(blocks.shape)
+    if capped.get("full_messages") is not None:  # (each distinct row's messages counted once)
+        names = ("full_messages", "window_messages", "chunk_messages", "state_messages", "window_tokens",
+                 "chunk_tokens")
+        terms = [np.broadcast_to(np.asarray(capped[k], dtype=np.float64), blocks.shape) for k in names]
+        rows = np.stack([np.ravel(x) for x in (charged, tokens, bs, bpm, *terms)])
+        keys, inverse = np.unique(np.nan_to_num(rows, nan=-1.0), axis=1, return_inverse=True)
+        counted = np.array([np.nan if np.any(key[[0, 1, 3]] < 0) else _kernels.messages_of(
+            key[0], key[1], max(key[2], 0.0), *key[4:8], *key[8:10], key[3]) for key in keys.T])
+        messages = counted[np.asarray(inverse).ravel()].reshape(blocks.shape)
+    return messages, blocks
+
+
 def _whole_handoff(found: _onto_cluster.Route | None, args: list[_Arg], bytes_out: np.ndarray | None,
-                   rate_out: np.ndarray | None) -> None:
+                   rate_out: np.ndarray | None, counts: Any = None) -> None:
     """In place, after the kernel: on a cluster, all the bytes of each row's handoff and (when asked) its rate;
     on a link, the rate asked for is its bandwidth."""
     if found is not None and bytes_out is not None:
-        total, rate = _onto_cluster.whole_handoff(found, bytes_out, *_charged(args))
+        total, rate = _onto_cluster.whole_handoff(found, bytes_out, *_charged(args), counts)
         bytes_out[:] = total
         if rate_out is not None:
             rate_out[:] = rate
@@ -455,22 +478,25 @@ def _charged(args: list[_Arg]) -> tuple[np.ndarray, np.ndarray]:
 
 _BANDWIDTH_INDEX = ARGUMENTS.index("kv_transfer_bandwidth")
 _MISSING_INDEX = ARGUMENTS.index("destination_missing_tokens")
+_BLOCK_SIZE_INDEX = ARGUMENTS.index("block_size")
+_BLOCKS_PER_MESSAGE_INDEX = ARGUMENTS.index("blocks_per_message")
 
 
 def _resolve_models(values: dict[str, Any], options: Options, errors: str,
-                    cluster_terms: dict[str, Any] | None = None) -> dict[str, Any]:
+                    cluster_terms: dict[str, Any] | None = None, messages_needed: bool = False) -> dict[str, Any]:
     """In place, once per distinct name: models (names, configs) to bytes per token, to their message
     terms where messages cost (``per_message_ms``), and to layer counts for layer-wise streaming.
     Returns the capped byte terms of sliding-window and chunked-attention models and the message terms
     (None each when there are none); a model's fixed state becomes ``state_bytes`` unless the caller
-    gave one."""
+    gave one (``messages_needed``: the message terms even when the caller's messages cost nothing, for a
+    cluster's links that cost something per message)."""
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
     terms = dict.fromkeys((*_resolve._CAPPED, *_MESSAGES))
     try:
         if model_given:
             _resolve.own_layers(per_token, values["num_layers"])
-        if not _all_off("per_message_ms", values["per_message_ms"]):
+        if messages_needed or not _all_off("per_message_ms", values["per_message_ms"]):
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
                                                 errors=errors)._asdict())
         if options.overlap == "none":
@@ -543,20 +569,27 @@ def _handoff(
     for entry in REQUIRED:
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
-    found = _onto_cluster.route(values, options, errors) if _onto_cluster.is_cluster(values["kv_transfer_bandwidth"]) else None
+    cluster = _onto_cluster.is_cluster(values["kv_transfer_bandwidth"])
+    if cluster and values["state_bytes"] is not None and np.ndim(values["state_bytes"]):  # (one state per call)
+        return _by_state(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
+    found = _onto_cluster.route(values, options, errors) if cluster else None
     if found is None:
         _resolve_links(values, errors)
     layerwise_given(values, options.overlap)
-    # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read
-    capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found))
+    # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read; a handoff
+    # whose flows pay unequal costs is simulated, each flow with its own link's costs per message and block
+    simulated, own_costs, messages_needed = _simulated(found)
+    capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found),
+                             messages_needed=messages_needed)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
             else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
-    if found is not None and found.resolved is not None and not found.resolved.linear:  # (one model)
-        args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args)
+    counts = _flow_counts(found, args, capped) if own_costs and found is not None else None
+    if simulated and found is not None:
+        args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args, counts)
     if inputs.get("destination_missing_tokens") is None and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
@@ -567,8 +600,29 @@ def _handoff(
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     bytes_out = np.empty(n) if rate_out is not None and bytes_out is None else bytes_out
     _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
-    _whole_handoff(found, args, bytes_out, rate_out)
+    _whole_handoff(found, args, bytes_out, rate_out, counts)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _simulated(found: _onto_cluster.Route | None) -> tuple[bool, bool, bool]:
+    """Whether a cluster's handoff (of one model) is simulated (its flows' costs or bytes unequal), whether
+    some flow's link costs something per message or block (each flow paying its own), and per message."""
+    resolved = None if found is None else found.resolved
+    if resolved is None or resolved.linear:
+        return False, False, False
+    own_costs = bool(_onto_cluster.link_costs(resolved))
+    return True, own_costs, own_costs and any(f.link.per_message_ms for f in resolved.flows)
+
+
+def _by_state(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
+              num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any) -> _Result:
+    """:func:`_handoff` on a cluster of a column of state sizes (a cluster takes one per call): checked as on a
+    link (the column's error), then one call per distinct size on its rows."""
+    if errors == "raise":
+        checked("state_bytes", values["state_bytes"])
+    values["state_bytes"] = np.asarray(_coerce("state_bytes", values["state_bytes"]).kernel_values(), np.float64)
+    return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out,
+                       by="state_bytes")
 
 
 def _check_how(errors: Errors, parallel: bool | None, num_threads: int | None) -> None:
@@ -601,29 +655,33 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
 
 
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
-                num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None) -> _Result:
+                num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None,
+                by: str = "kv_transfer_bandwidth") -> _Result:
     """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
     rows, and one for all the other rows (links, bandwidths, missing ones), as a column of their own, so that
-    links, numbers and ``errors`` go as they go without clusters."""
-    codes, labels = distinct(_onto_cluster.as_column(values["kv_transfer_bandwidth"]))
+    links, numbers and ``errors`` go as they go without clusters. ``by="state_bytes"``: on one cluster, one call
+    per distinct state size (a cluster takes one per call), each on its rows."""
+    codes, labels = distinct(_onto_cluster.as_column(values[by]))
     codes = np.asarray(codes)
     every = np.array([*labels, np.nan], dtype=object)
-    clusters = [k for k, label in enumerate(labels) if _onto_cluster.is_cluster(label)]
+    clusters = [k for k, label in enumerate(labels) if by != "kv_transfer_bandwidth" or _onto_cluster.is_cluster(label)]
     groups = [(np.flatnonzero(codes == k), labels[k]) for k in clusters]
     rest = np.flatnonzero(~np.isin(codes, clusters))
     if rest.size:
         column = every[codes[rest]]  # (code -1, a missing value: NaN)
         groups.append((rest, column if _resolve.holds_labels(column) else column.astype(np.float64)))
+    if by != "kv_transfer_bandwidth":  # (missing sizes: NaN, unknown, as on a link)
+        groups = [(rows, np.float64(np.nan) if np.ndim(label) else label) for rows, label in groups]
     n = len(codes)
     for name, value in values.items():
-        if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
-            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {n} rows, {name} "
+        if name != by and np.ndim(value) and len(value) != n:
+            raise InputError("inputs", f"arrays of different lengths ({by} has {n} rows, {name} "
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     for rows, label in groups:
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
-        part["kv_transfer_bandwidth"] = label
+        part[by] = label
         moved = None if bytes_out is None else np.empty(rows.size)
         rate = None if rate_out is None else np.empty(rows.size)
         try:

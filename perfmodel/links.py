@@ -131,7 +131,7 @@ class Link:
                                          f"pass a cost per {term[4:-3].replace('_', ' ')} in ms >= 0"))
         if self.max_relative_error is not None:
             put(self, "max_relative_error", check_number(where, "max_relative_error", self.max_relative_error,
-                                                         lambda v: v >= 0, "is not a number >= 0",
+                                                         lambda v: not v < 0, "is negative",
                                                          "pass the fit's largest relative error (>= 0), or None"))
 
     @property

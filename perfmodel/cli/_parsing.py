@@ -168,6 +168,26 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
     return values
 
 
+def finite_above_zero(text: str) -> float:
+    """argparse type of a flag that takes a finite number > 0 (a budget, a timeout): NaN and inf refused by name.
+
+    >>> finite_above_zero("nan")
+    Traceback (most recent call last):
+    ...
+    perfmodel.cli._parsing.UsageError: 'nan' is not a number (NaN): pass a finite number > 0
+    """
+    rule = "pass a finite number > 0"
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a number: {rule}") from None
+    if math.isnan(value):
+        raise UsageError(f"{text.strip()!r} is not a number (NaN): {rule}")
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{value:g}: {rule}")
+    return value
+
+
 #: The model's per-row inputs (the input table's), each of which ``--column NAME=COLUMN`` may read from the file.
 COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 

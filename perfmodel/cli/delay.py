@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._inputs import flags
-from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options
+from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options, finite_above_zero
 from .clusters import add_cluster_flags, cluster_of
 
 
@@ -78,7 +78,7 @@ def register(sub: Any) -> None:
     delay.add_argument("--workers", type=_positive_int, metavar="N",
                        help="run on a local Dask cluster of N worker processes")
     delay.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask cluster")
-    delay.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+    delay.add_argument("--connect-timeout", type=finite_above_zero, default=10.0, metavar="SECONDS",
                        help="how long to wait for --scheduler before giving up (default %(default)s)")
     delay.set_defaults(run=cmd_delay)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._inputs import flags
 from ._draw import _save
-from ._parsing import UsageError, _columns, _given, _name_value, _reader, _table_options, _trace_file
+from ._parsing import UsageError, _columns, _given, _name_value, _reader, _table_options, _trace_file, finite_above_zero
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
@@ -223,7 +223,7 @@ def register(sub: Any) -> None:
     trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
                        help="replay every combination: e.g. --grid decode_workers=4,8,16 link=ib-ndr,nvlink4 "
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
-    trace.add_argument("--budget-ms", type=float, nargs="+", default=[50.0, 100.0], metavar="MS",
+    trace.add_argument("--budget-ms", type=finite_above_zero, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
     _table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512: the Mooncake "
                    "trace's hash block, so a cached prefix is whole blocks; perfmodel sweep defaults to 64)")
