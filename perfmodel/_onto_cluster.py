@@ -329,7 +329,7 @@ def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any,
     """Per row, all the bytes the handoff moves (the sum over its flows; ``nbytes``: the kernel's bytes of
     each row) and its rate (GB/s): those bytes over its time after its last-ending flow's fixed costs
     (the transport's setup, latencies and hops, the messages' and blocks' costs), NaN where no bytes move."""
-    _, r, codes, many, _ = found
+    _, r, codes, many = found[:4]
     if many is not None:
         factor = spread(codes, np.array([np.nan if a is None else _all_over_last(a) for a in many] + [np.nan]))
         rate = spread(codes, np.array([np.nan if a is None else a.bandwidth_gb_s for a in many] + [np.nan])) * factor
