@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -512,7 +513,7 @@ def _fit_entry(name: str, report: object) -> FitReport | None:
     _presets.unknown_fields(name, "links", report, set(_FIT_FIELDS))
     values = {f: _number(name, f"'fit' field {f!r}", report[f]) for f in ("max_relative_error", "mean_relative_error")}
     points = _number(name, "'fit' field 'points'", report["points"])
-    if points != int(points) or points < 0:
+    if not (math.isfinite(points) and points == int(points) and points >= 0):
         raise _presets.entry_error(name, "links", f"'fit' field 'points' is {points!r}, not a count")
     parameters = report.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
@@ -555,14 +556,7 @@ def _link_entry(name: str, entry: dict) -> Link:
 def _user_links() -> tuple[dict[str, Link], dict[str, InputError]]:
     """The well-formed user links, and the error of each malformed one (by name); a file that cannot be
     read as presets raises its error."""
-    entries, bad = _presets.load("links")
-    links = {}
-    for name, entry in entries.items():
-        try:
-            links[name] = _link_entry(name, entry)
-        except InputError as error:
-            bad[name] = error
-    return links, bad
+    return _presets.parse_each("links", _link_entry)
 
 
 def save_link(link: Link, *, source: str = "", replace: bool = False) -> Path:

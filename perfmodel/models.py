@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _presets
-from ._layers import _LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
+from ._layers import _LAYERS, _MOST_LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
 from ._model_presets import MODELS
 from ._coerce import whole_numbers
 from ._inputs import INPUTS, check_count, check_option, documented
@@ -134,14 +134,7 @@ def _model_entry(name: str, entry: dict[str, Any]) -> dict[str, Any]:
 def _user_models() -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
     """The usable user models' configs, and the error of each malformed one (by name); a file that cannot
     be read as presets raises its error."""
-    entries, bad = _presets.load("models")
-    users = {}
-    for name, entry in entries.items():
-        try:
-            users[name] = _model_entry(name, entry)
-        except InputError as error:
-            bad[name] = error
-    return users, bad
+    return _presets.parse_each("models", _model_entry)
 
 
 def _user_model(key: str) -> dict[str, Any] | None:
@@ -666,7 +659,7 @@ def layer_count(config: ModelConfig) -> int:
     >>> layer_count("llama-3.1-70b")
     80
     """
-    return _field(model_config(config), _LAYERS)
+    return _field(model_config(config), _LAYERS, largest=_MOST_LAYERS)
 
 
 def _name_of(config: ModelConfig) -> str:
