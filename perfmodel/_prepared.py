@@ -101,9 +101,8 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         if isinstance(lists.type, (pa.ListType, pa.LargeListType)) and pa.types.is_floating(lists.type.value_type):
             _whole_block_ids(trace, lists)  # (a cast would truncate 1.5 and 1.7 to one id: invented cache hits)
         lists = lists.cast(_HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
-        raise InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
-                         "of whole block ids (one per block, within 64-bit integers)") from None
+    except (pa.ArrowException, TypeError, OverflowError):
+        raise _first_bad_cell(column) from None
     if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
         lists = lists.combine_chunks()
     if lists.null_count:
@@ -129,6 +128,26 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return dense, offsets, unique
     dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
+
+
+def _first_bad_cell(column: pd.Series) -> InputError:
+    """The error of the first request whose hash_ids the replay cannot take, naming its row and what it holds
+    (ids beyond 64-bit integers are refused, never wrapped: -1 and 2**64 - 1 would become one block)."""
+    from .trace import _id_cell
+
+    for label, value in column.items():
+        if value is None:  # (no block ids: taken as none)
+            continue
+        try:
+            if isinstance(value, str):  # (text such as "[1, 2]" is how a CSV file holds lists: read_trace parses it)
+                raise ValueError(f"holds {value!r}, not a list of block ids (text: read the file with "
+                                 "perfmodel.read_trace)")
+            _id_cell(value.tolist() if isinstance(value, np.ndarray) else value)
+        except ValueError as error:
+            return InputError(f"trace column 'hash_ids', row {label!r}", str(error), "give each request a list of "
+                              "whole block ids within 64-bit integers (one per block; [] for none)")
+    return InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
+                      "of whole block ids (one per block, within 64-bit integers)")
 
 
 #: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
