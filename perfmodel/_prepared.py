@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ._words import count
 from ._coerce import whole_numbers
 from .errors import InputError, check_whole
 from .handoff import checked
@@ -109,7 +110,7 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         lists = pc_fill_empty(lists)
     null_rows = _null_hash_rows(lists)
     if null_rows.size:
-        raise InputError("trace column 'hash_ids'", f"{null_rows.size} request(s) have a null block id, first at row "
+        raise InputError("trace column 'hash_ids'", f"{count(null_rows.size, 'request')} {'has' if null_rows.size == 1 else 'have'} a null block id, first at row "
                          f"{trace.index[null_rows[0]]!r}", "drop those requests or repair their hash_ids (a block "
                          "whose identity is unknown cannot be a cache hit)")
     lists = lists.cast(pa.large_list(pa.int64()))
@@ -176,7 +177,7 @@ def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
     if bad.any():
         first = int(np.argmax(bad))
         row = int(pc.list_parent_indices(lists).to_numpy()[first])
-        raise InputError("trace column 'hash_ids'", f"{int(bad.sum())} block id(s) are not whole numbers, first at "
+        raise InputError("trace column 'hash_ids'", f"{count(int(bad.sum()), 'block id')} {'is' if bad.sum() == 1 else 'are'} not whole numbers, first at "
                          f"row {trace.index[row]!r}: {values[first]!r}", "give whole block ids (a fractional id "
                          "would be truncated into another block's, inventing cache hits)")
 
@@ -228,4 +229,4 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
 
 
 def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
-    raise InputError(name, f"{values.size} values for {n} requests", "pass one value per request, or one for all")
+    raise InputError(name, f"{count(values.size, 'value')} for {count(n, 'request')}", "pass one value per request, or one for all")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._words import count
 from . import _cluster_kernel, _cluster_replay, _compat
 from ._inputs import check_count
 from ._onto_cluster import get_cluster
@@ -114,7 +115,7 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
     bad |= values >= p
     if bad.any():
         first = int(np.argmax(bad))
-        raise InputError("trace column 'prefill_worker'", f"{int(bad.sum())} rows are not a prefill worker 0..{p - 1}, "
+        raise InputError("trace column 'prefill_worker'", f"{count(int(bad.sum()), 'row')} {'is' if bad.sum() == 1 else 'are'} not a prefill worker 0..{p - 1}, "
                          f"first at row {trace.index[first]!r}: {column.iloc[first]!r}",
                          "give every row a whole number below prefill_workers (or drop the column: round robin)")
     return values.astype(np.int64), p

@@ -17,6 +17,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ._words import count
 from . import _maxmin
 from ._inputs import MAX_COUNT
 from .errors import InputError, check_choice
@@ -243,7 +244,8 @@ class Cluster:
         counts = _whole(where, "prefill_workers", prefill_workers), _whole(where, "decode_workers", decode_workers)
         need = counts[0] * p + counts[1] * d
         if need > MAX_COUNT:  # (before a GPU is placed: the counts may be absurd; within the cap, nodes below)
-            raise InputError(where, f"{counts[0]:,} prefill worker(s) of {p} GPUs and {counts[1]:,} decode worker(s) "
+            raise InputError(where, f"{count(counts[0], 'prefill worker')} of {p} GPUs and "
+                             f"{count(counts[1], 'decode worker')} "
                              f"of {d} GPUs need {need:,} GPUs or more, more than the {MAX_COUNT:,} (2**20) a cluster "
                              "may have (ten times the largest built)", "pass a smaller tensor-parallel degree or "
                              "fewer workers")
@@ -259,8 +261,9 @@ class Cluster:
                 cursor += size
         used = -(-cursor // g)
         if self.nodes is not None and used > self.nodes:
-            raise InputError(where, f"{prefill_workers} prefill worker(s) of {p} GPUs and {decode_workers} decode "
-                             f"worker(s) of {d} GPUs need {used} nodes of {g} GPUs, the cluster has {self.nodes}",
+            raise InputError(where, f"{count(prefill_workers, 'prefill worker')} of {p} GPUs and "
+                             f"{count(decode_workers, 'decode worker')} of {d} GPUs need {used} nodes of {g} GPUs, "
+                             f"the cluster has {self.nodes}",
                              "pass a smaller tensor-parallel degree or fewer workers, or a larger nodes")
         return tuple(sides[0]), tuple(sides[1])
 

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._words import count
 from . import _compat, _kernels, _onto_cluster, _resolve
 from ._codes import TransferMode, WorkerType
 from ._inputs import (
@@ -604,7 +605,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
     n = len(codes)
     for name, value in values.items():
         if name != "kv_transfer_bandwidth" and np.ndim(value) and len(value) != n:
-            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {n} rows, {name} "
+            raise InputError("inputs", f"arrays of different lengths (kv_transfer_bandwidth has {count(n, 'row')}, {name} "
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None

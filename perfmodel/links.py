@@ -50,6 +50,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._words import count
 from . import _presets
 from ._cluster_specs import SPECS as _CLUSTERS
 from ._fitting import FitReport, _ms_per_byte_floor, _nonnegative_least_squares
@@ -712,13 +713,13 @@ def fit_link(
             try:
                 counts[label] = np.broadcast_to(np.asarray(given, dtype=np.float64), x.shape).ravel()
             except ValueError:
-                raise InputError(f"fit_link: {label}", f"{np.size(given)} values for {x.size} measurements",
+                raise InputError(f"fit_link: {label}", f"{count(np.size(given), 'value')} for {count(x.size, 'measurement')}",
                                  "pass one count per measurement, or one for all") from None
     for label, values in (("nbytes", x), ("measured_ms", t), *counts.items()):
         bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
             i = int(np.argmax(bad))
-            raise InputError(f"fit_link: {label}", f"{int(bad.sum())} value(s) not finite and > 0, first at "
+            raise InputError(f"fit_link: {label}", f"{count(int(bad.sum()), 'value')} not finite and > 0, first at "
                              f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
     # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
     terms = {"bandwidth": x, "per-block cost": counts.get("n_blocks"), "per-message cost": counts.get("n_messages"),

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._words import count
 from . import _presets
 from ._layers import _LAYERS, _MOST_LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
 from ._model_presets import MODELS
@@ -456,7 +457,7 @@ def _prompts(num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None) -> t
     try:
         n, m = np.broadcast_arrays(n, m)
     except ValueError:
-        raise InputError("charged_tokens", f"{m.size} values for {n.size} prompts",
+        raise InputError("charged_tokens", f"{count(m.size, 'value')} for {count(n.size, 'prompt')}",
                          "pass one charged count per prompt, or one for all") from None
     return scalar, n, m
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ._words import count
 from .errors import InputError, check_whole, not_a_number
 from ._coerce import check_errors
 
@@ -260,7 +261,7 @@ def read_trace(
         df["ready_ms"] = df["ready_ms"] - first
     df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
     if skipped:
-        warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
+        warnings.warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}", stacklevel=2)
     return df
 
 
@@ -490,7 +491,7 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     if bad.any():
         if errors == "raise":
             i = int(np.argmax(bad))
-            raise ValueError(f"{path}, {_place(path, i)}: {int(bad.sum())} malformed row(s) (missing or impossible time, invalid "
+            raise ValueError(f"{path}, {_place(path, i)}: {count(int(bad.sum()), 'malformed row')} (missing or impossible time, invalid "
                              f"token count, or a null hash id), first: {df.iloc[i].to_dict()}. Fix: repair them, or "
                              "pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)
