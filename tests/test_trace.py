@@ -77,13 +77,13 @@ def test_malformed_line_is_named_or_skipped(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"t.jsonl, line 2: not valid JSON"):
         read_trace(path)
-    with pytest.warns(UserWarning, match=r"t.jsonl: skipped 2 malformed line\(s\) of 4"):
+    with pytest.warns(UserWarning, match=r"t.jsonl: skipped 2 malformed lines of 4"):
         trace = read_trace(path, errors="skip")
     assert len(trace) == 2 and trace.attrs["skipped_lines"] == 2
     done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--kv-bytes-per-token", "10",
                            "--bandwidth", "1", "--skip-bad-lines", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True)
-    assert done.returncode == 0 and "skipped 2 malformed line(s)" in done.stderr
+    assert done.returncode == 0 and "skipped 2 malformed lines" in done.stderr
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "input_length": -4}) + "\n")
     with pytest.raises(ValueError, match=r"t.jsonl, line 2: 1 malformed row.*num_input_tokens.: -4"):
         read_trace(path)
