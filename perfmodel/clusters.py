@@ -251,10 +251,10 @@ class Cluster:
                              "fewer workers")
         cursor = 0
         sides: list[list[tuple[int, ...]]] = [[], []]
-        for side, size, count in ((0, p, counts[0]), (1, d, counts[1])):
+        for side, size, many in ((0, p, counts[0]), (1, d, counts[1])):
             if side == 1:
                 cursor = -(-cursor // g) * g
-            for _ in range(count):
+            for _ in range(many):
                 if (size <= g and cursor % g + size > g) or (size > g and cursor % g):
                     cursor = -(-cursor // g) * g
                 sides[side].append(tuple(range(cursor, cursor + size)))
