@@ -120,14 +120,7 @@ def user_clusters() -> dict[str, Cluster]:
 def _user_clusters() -> tuple[dict[str, Cluster], dict[str, InputError]]:
     """The usable user clusters, and the error of each that is not (by name); a file that cannot be read as
     presets raises its error."""
-    entries, bad = _presets.load("clusters")
-    clusters = {}
-    for name, entry in entries.items():
-        try:
-            clusters[name] = _from_entry(name, entry)
-        except InputError as error:
-            bad[name] = error
-    return clusters, bad
+    return _presets.parse_each("clusters", _from_entry)
 
 
 def _link_entry(link: Link | None) -> Any:

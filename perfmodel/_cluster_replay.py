@@ -64,7 +64,7 @@ def pairs_of(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefil
     prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
     most = option("max_worker_pairs")
     if prefill_workers * decode_workers > most:  # (resolved one by one, in Python: refused before the first)
-        raise InputError("prefill_workers", f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "
+        raise InputError("prefill_workers", f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
                          f"{prefill_workers * decode_workers:,} pairs, each with flows of its own, more than the "
                          f"{most:,} a replay on a cluster resolves", "pass fewer workers (a replay of a few hundred "
                          "of each shows how they share the cluster), or raise perfmodel.set_options(max_worker_pairs=)")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._words import count
 from .errors import InputError
 
 
@@ -48,7 +49,7 @@ class FitReport:
                  "per_message_ms": ("us per message", 1e3)}
         shown = [f"{value * units[name][1]:,.4g} {units[name][0]}" for name, value in (self.parameters or {}).items()
                  if value and name in units]
-        return (", ".join(shown) + f"; {self.points} points, max error {self.max_relative_error:.1%}, mean "
+        return (", ".join(shown) + f"; {count(self.points, 'point')}, max error {self.max_relative_error:.1%}, mean "
                 f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else ""))
 
 

@@ -25,9 +25,18 @@ _HEADS = ("num_attention_heads", "n_head")
 _HIDDEN = ("hidden_size", "n_embd", "d_model")
 
 
-def _field(config: Mapping[str, Any], names: tuple[str, ...], smallest: int = 1, default: int | None = None) -> int:
-    """A count of the config (the first of ``names`` it has): a whole number >= ``smallest``, never read
-    leniently (2.7 layers, 0 heads, a negative window, a boolean or text are errors naming the field)."""
+#: The largest count a config's field may hold: every count sizes work or memory (a list of its layers; bytes as
+#: 64-bit integers), and the largest real ones are in the tens of thousands (vocabulary, window and chunk sizes).
+_LARGEST = 2**31 - 1
+#: The most layers a config may have (one entry of work per layer; real models have at most a few hundred).
+_MOST_LAYERS = 100_000
+
+
+def _field(config: Mapping[str, Any], names: tuple[str, ...], smallest: int = 1, default: int | None = None,
+           largest: int = _LARGEST) -> int:
+    """A count of the config (the first of ``names`` it has): a whole number from ``smallest`` to ``largest``,
+    never read leniently (2.7 layers, 0 heads, a negative window, 1e308 layers, a boolean or text are errors
+    naming the field)."""
     for name in names:
         value = config.get(name)
         if value is not None:
@@ -36,6 +45,9 @@ def _field(config: Mapping[str, Any], names: tuple[str, ...], smallest: int = 1,
             if not whole or value < smallest:
                 raise InputError(f"model config field {name!r}", f"{value!r} is not a whole number >= {smallest}",
                                  f"correct {name} in the config")
+            if value > largest:
+                raise InputError(f"model config field {name!r}", f"{value:.6g} is above {largest:,}",
+                                 f"correct {name} in the config (no real model has so many)")
             return int(value)
     if default is not None:
         return default
@@ -71,7 +83,7 @@ _PATTERN_TYPES = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
 
 def _layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
     """The KV kind of every layer: full, window, chunk, linear, mamba or none (no cache)."""
-    layers = _field(cfg, _LAYERS)
+    layers = _field(cfg, _LAYERS, largest=_MOST_LAYERS)
     types = cfg.get("layer_types")
     if types is not None:
         if len(types) != layers:

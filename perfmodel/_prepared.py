@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ._coerce import whole_numbers
+from ._words import count
 from .errors import InputError, check_whole
 from .handoff import checked
 from .trace import _HASH_TYPE, MOONCAKE_BLOCK_TOKENS, _null_hash_rows, pc_fill_empty
@@ -150,16 +151,15 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         if isinstance(lists.type, (pa.ListType, pa.LargeListType)) and pa.types.is_floating(lists.type.value_type):
             _whole_block_ids(trace, lists)  # (a cast would truncate 1.5 and 1.7 to one id: invented cache hits)
         lists = lists.cast(_HASH_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
-        raise InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
-                         "of whole block ids (one per block, within 64-bit integers)") from None
+    except (pa.ArrowException, TypeError, OverflowError):
+        raise _first_bad_cell(column) from None
     if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
         lists = lists.combine_chunks()
     if lists.null_count:
         lists = pc_fill_empty(lists)
     null_rows = _null_hash_rows(lists)
     if null_rows.size:
-        raise InputError("trace column 'hash_ids'", f"{null_rows.size} request(s) have a null block id, first at row "
+        raise InputError("trace column 'hash_ids'", f"{count(null_rows.size, 'request')} {'has' if null_rows.size == 1 else 'have'} a null block id, first at row "
                          f"{trace.index[null_rows[0]]!r}", "drop those requests or repair their hash_ids (a block "
                          "whose identity is unknown cannot be a cache hit)")
     lists = lists.cast(pa.large_list(pa.int64()))
@@ -178,6 +178,26 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         return dense, offsets, unique
     dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
     return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
+
+
+def _first_bad_cell(column: pd.Series) -> InputError:
+    """The error of the first request whose hash_ids the replay cannot take, naming its row and what it holds
+    (ids beyond 64-bit integers are refused, never wrapped: -1 and 2**64 - 1 would become one block)."""
+    from .trace import _id_cell
+
+    for label, value in column.items():
+        if value is None:  # (no block ids: taken as none)
+            continue
+        try:
+            if isinstance(value, str):  # (text such as "[1, 2]" is how a CSV file holds lists: read_trace parses it)
+                raise ValueError(f"holds {value!r}, not a list of block ids (text: read the file with "
+                                 "perfmodel.read_trace)")
+            _id_cell(value.tolist() if isinstance(value, np.ndarray) else value)
+        except ValueError as error:
+            return InputError(f"trace column 'hash_ids', row {label!r}", str(error), "give each request a list of "
+                              "whole block ids within 64-bit integers (one per block; [] for none)")
+    return InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
+                      "of whole block ids (one per block, within 64-bit integers)")
 
 
 #: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
@@ -206,7 +226,7 @@ def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
     if bad.any():
         first = int(np.argmax(bad))
         row = int(pc.list_parent_indices(lists).to_numpy()[first])
-        raise InputError("trace column 'hash_ids'", f"{int(bad.sum())} block id(s) are not whole numbers, first at "
+        raise InputError("trace column 'hash_ids'", f"{count(int(bad.sum()), 'block id')} {'is' if bad.sum() == 1 else 'are'} not whole numbers, first at "
                          f"row {trace.index[row]!r}: {values[first]!r}", "give whole block ids (a fractional id "
                          "would be truncated into another block's, inventing cache hits)")
 
@@ -258,4 +278,4 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
 
 
 def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
-    raise InputError(name, f"{values.size} values for {n} requests", "pass one value per request, or one for all")
+    raise InputError(name, f"{count(values.size, 'value')} for {count(n, 'request')}", "pass one value per request, or one for all")

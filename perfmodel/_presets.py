@@ -25,11 +25,14 @@ import difflib
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ._fs import atomic_file
 from .errors import InputError
+
+T = TypeVar("T")
 
 #: The kinds of user preset the file holds, and the word for one of each.
 KINDS = {"links": "link", "models": "model", "clusters": "cluster"}
@@ -81,17 +84,34 @@ def json_type(value: object) -> str:
     return {"list": "a list", "dict": "an object"}.get(type(value).__name__, f"a {type(value).__name__}")
 
 
-class _Twice(ValueError):
-    pass
+class _Repeated(dict):
+    """A JSON object in which a key appears twice (JSON keeps only the last): ``repeated`` is that key. Inside an
+    entry it is that entry's error only; in the file's own object or a kind's section, the file's."""
+
+    repeated = ""
 
 
 def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
-        if key in seen:
-            raise _Twice(key)
+        if key in seen and not isinstance(seen, _Repeated):
+            seen = _Repeated(seen)
+            seen.repeated = key
         seen[key] = value
     return seen
+
+
+def _repeated_inside(value: Any) -> str:
+    """The first key given twice in one object anywhere inside ``value`` ("" if none)."""
+    if isinstance(value, _Repeated):
+        return value.repeated
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((key for key in map(_repeated_inside, items) if key), "")
+
+
+def _twice(path: Path, key: str) -> InputError:
+    return InputError(str(path), f"the key {key!r} appears twice in one object (JSON keeps only the last)",
+                      "keep one of them")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -100,14 +120,13 @@ def _read(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_repeats)
     except FileNotFoundError:
         return {}
-    except _Twice as twice:
-        raise InputError(str(path), f"the key {twice.args[0]!r} appears twice in one object (JSON keeps only the "
-                         "last)", "keep one of them") from None
     except (OSError, ValueError) as error:
         raise InputError(str(path), f"the user presets file cannot be read ({error})", _REPAIR) from None
     if not isinstance(data, dict):
-        raise InputError(str(path), f"the user presets file holds {json_type(data)}, not an object of 'links' and "
-                         "'models'", _REPAIR)
+        raise InputError(str(path), f"the user presets file holds {json_type(data)}, not an object of "
+                         f"{', '.join(map(repr, KINDS))}", _REPAIR)
+    if isinstance(data, _Repeated):
+        raise _twice(path, data.repeated)
     for kind, section in data.items():
         if kind not in KINDS:
             close = difflib.get_close_matches(kind, list(KINDS), n=1, cutoff=0.6)
@@ -115,6 +134,8 @@ def _read(path: Path) -> dict[str, Any]:
                              f"rename it {close[0]!r}" if close else "remove it, or move the file away")
         if not isinstance(section, dict):
             raise InputError(str(path), f"{kind!r} is {json_type(section)}, not an object of presets by name", _REPAIR)
+        if isinstance(section, _Repeated):
+            raise _twice(path, section.repeated)
     return data
 
 
@@ -148,11 +169,31 @@ def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
         elif key in rivals:
             bad[key] = entry_error(name, kind, f"is also the name of a user {KINDS[rival]} in the file (a name is one "
                                    "link or one cluster, which go where one another go): rename or remove one")
+        elif _repeated_inside(entry):
+            bad[key] = entry_error(name, kind, f"the key {_repeated_inside(entry)!r} appears twice in one object of "
+                                   "the entry (JSON keeps only the last; keep one of them)")
         elif isinstance(entry, dict):
             good[key] = entry
         else:
             bad[key] = entry_error(name, kind, f"is {json_type(entry)}, not an object of fields")
     return good, bad
+
+
+def parse_each(kind: str, parse: Callable[[str, dict[str, Any]], T]) -> tuple[dict[str, T], dict[str, InputError]]:
+    """:func:`load`, then each well-shaped entry made into what it describes by ``parse(name, entry)``: an entry
+    it cannot make (an error of ``parse`` or of what it calls, whatever its type) goes with the others that cannot
+    be used, named with the file and the entry, and never stops the rest. A file that cannot be read as presets
+    raises its error (then no entry can be trusted: which of them the damage touches is unknown)."""
+    entries, bad = load(kind)
+    made: dict[str, T] = {}
+    for name, entry in entries.items():
+        try:
+            made[name] = parse(name, entry)
+        except InputError as error:
+            bad[name] = error
+        except (ValueError, TypeError, ArithmeticError, LookupError) as error:  # (a value no check foresaw)
+            bad[name] = entry_error(name, kind, f"cannot be used ({str(error).strip() or type(error).__name__})")
+    return made, bad
 
 
 def unknown_fields(name: str, kind: str, entry: dict[str, Any], known: set[str]) -> None:

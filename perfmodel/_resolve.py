@@ -17,6 +17,7 @@ import pandas as pd
 
 from ._coerce import Coded, distinct, map_distinct, no_booleans, spread
 from ._inputs import check_option
+from ._words import count
 from .errors import InputError
 from .links import Link, get_link
 from .models import KVTerms, ModelShape, kv_terms, layer_count
@@ -202,7 +203,7 @@ def checked_layers(layers: Any, errors: str = "raise") -> Any:
         return np.where(bad, np.nan, values) if values.ndim else np.float64(np.nan)
     first = int(np.argmax(bad.reshape(-1)))
     where = f"first at row {first}: " if values.ndim else ""
-    raise InputError("num_layers", f"{int(bad.sum())} invalid value(s); {where}{values.reshape(-1)[first].item()!r}",
+    raise InputError("num_layers", f"{count(int(bad.sum()), 'invalid value')}; {where}{values.reshape(-1)[first].item()!r}",
                      f"{entry.rule}, or pass errors='coerce' to get NaN for those rows")
 
 

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from . import _presets
+from ._words import count
 from .errors import InputError, not_a_number
 from .links import FitReport, Link, check_link_name, fit_link, get_link, save_link
 
@@ -222,7 +223,7 @@ def calibrate(
                     n_messages=measurements.n_messages, name=name, line_rate_gb_s=cap)
     said = _above_what_was_measured(link, measurements, cap)
     if measurements.left_out:
-        said += (f"{where}: left out {measurements.left_out} row(s) without a size or a measurement",)
+        said += (f"{where}: left out {count(measurements.left_out, 'row')} without a size or a measurement",)
     for text in said:
         warnings.warn(text, UserWarning, stacklevel=2)
     saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
@@ -421,7 +422,7 @@ def _read_perftest(path: Path, where: str, compression: str | None) -> tuple[pd.
             elif inside and stripped[:1].isdigit():
                 cells = stripped.split()
                 if len(cells) != len(header):
-                    raise InputError(f"{where}, line {number}", f"{len(cells)} values under a header of "
+                    raise InputError(f"{where}, line {number}", f"{count(len(cells), 'value')} under a header of "
                                      f"{len(header)} columns", "repair the line, or remove it")
                 rows.append(cells)
                 places.append(f"line {number}")

@@ -19,6 +19,7 @@ from . import _cluster_kernel, _cluster_replay, _compat
 from ._inputs import check_count
 from ._onto_cluster import get_cluster
 from ._prepared import link_column
+from ._words import count
 from .clusters import HeadTerms, head_terms, with_fields
 from .errors import InputError, check_whole
 
@@ -128,7 +129,7 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
     bad |= values >= p
     if bad.any():
         first = int(np.argmax(bad))
-        raise InputError("trace column 'prefill_worker'", f"{int(bad.sum())} rows are not a prefill worker 0..{p - 1}, "
+        raise InputError("trace column 'prefill_worker'", f"{count(int(bad.sum()), 'row')} {'is' if bad.sum() == 1 else 'are'} not a prefill worker 0..{p - 1}, "
                          f"first at row {trace.index[first]!r}: {column.iloc[first]!r}",
                          "give every row a whole number below prefill_workers (or drop the column: round robin)")
     return values.astype(np.int64), p

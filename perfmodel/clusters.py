@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from . import _maxmin
 from ._inputs import MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
+from ._words import count
 from .errors import InputError, check_choice, check_number, finite_at_least
 from .links import _MULTIPLE, Link, Transport, get_link, get_transport
 
@@ -251,24 +252,26 @@ class Cluster:
         counts = _whole(where, "prefill_workers", prefill_workers), _whole(where, "decode_workers", decode_workers)
         need = counts[0] * p + counts[1] * d
         if need > MAX_COUNT:  # (before a GPU is placed: the counts may be absurd; within the cap, nodes below)
-            raise InputError(where, f"{counts[0]:,} prefill worker(s) of {p} GPUs and {counts[1]:,} decode worker(s) "
+            raise InputError(where, f"{count(counts[0], 'prefill worker')} of {p} GPUs and "
+                             f"{count(counts[1], 'decode worker')} "
                              f"of {d} GPUs need {need:,} GPUs or more, more than the {MAX_COUNT:,} (2**20) a cluster "
                              "may have (ten times the largest built)", "pass a smaller tensor-parallel degree or "
                              "fewer workers")
         cursor = 0
         sides: list[list[tuple[int, ...]]] = [[], []]
-        for side, size, count in ((0, p, counts[0]), (1, d, counts[1])):
+        for side, size, many in ((0, p, counts[0]), (1, d, counts[1])):
             if side == 1:
                 cursor = -(-cursor // g) * g
-            for _ in range(count):
+            for _ in range(many):
                 if (size <= g and cursor % g + size > g) or (size > g and cursor % g):
                     cursor = -(-cursor // g) * g
                 sides[side].append(tuple(range(cursor, cursor + size)))
                 cursor += size
         used = -(-cursor // g)
         if self.nodes is not None and used > self.nodes:
-            raise InputError(where, f"{prefill_workers} prefill worker(s) of {p} GPUs and {decode_workers} decode "
-                             f"worker(s) of {d} GPUs need {used} nodes of {g} GPUs, the cluster has {self.nodes}",
+            raise InputError(where, f"{count(prefill_workers, 'prefill worker')} of {p} GPUs and "
+                             f"{count(decode_workers, 'decode worker')} of {d} GPUs need {used} nodes of {g} GPUs, "
+                             f"the cluster has {self.nodes}",
                              "pass a smaller tensor-parallel degree or fewer workers, or a larger nodes")
         return tuple(sides[0]), tuple(sides[1])
 

@@ -18,6 +18,7 @@ import pandas as pd
 from ._codes import TransferMode, WorkerType
 from ._coerce import check_errors
 from ._inputs import INPUTS, ROW_INPUTS, documented
+from ._words import count
 from .errors import Errors, InputError
 from .handoff import ARGUMENTS, Options, _handoff
 
@@ -186,6 +187,6 @@ def handoff_delays(
     delays, missing = result.delays, result.missing
     if len(delays) != len(df):
         arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]
-        raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {len(delays)} rows but the "
+        raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {count(len(delays), 'row')} but the "
                          f"frame has {len(df)}", "pass arrays as long as the frame, or column names")
     return pd.Series(pd.arrays.FloatingArray(delays, missing), index=df.index, name=RESULT_NAME, copy=False)

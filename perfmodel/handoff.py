@@ -40,6 +40,7 @@ from ._inputs import (
     layerwise_given,
     outside,
 )
+from ._words import count
 from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .links import Link
 from .models import ModelShape
@@ -675,7 +676,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
     n = len(codes)
     for name, value in values.items():
         if name != by and np.ndim(value) and len(value) != n:
-            raise InputError("inputs", f"arrays of different lengths ({by} has {n} rows, {name} "
+            raise InputError("inputs", f"arrays of different lengths ({by} has {count(n, 'row')}, {name} "
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None

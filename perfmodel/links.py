@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from . import _presets
 from ._cluster_specs import SPECS as _CLUSTERS
 from ._fitting import FitReport, _ms_per_byte_floor, _nonnegative_least_squares
 from ._inputs import nonnegative
+from ._words import count
 from .errors import InputError, check_number, check_whole, finite_at_least
 
 __all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
@@ -535,7 +537,7 @@ def _fit_entry(name: str, report: object) -> FitReport | None:
     _presets.unknown_fields(name, "links", report, set(_FIT_FIELDS))
     values = {f: _number(name, f"'fit' field {f!r}", report[f]) for f in ("max_relative_error", "mean_relative_error")}
     points = _number(name, "'fit' field 'points'", report["points"])
-    if points != int(points) or points < 0:
+    if not (math.isfinite(points) and points == int(points) and points >= 0):
         raise _presets.entry_error(name, "links", f"'fit' field 'points' is {points!r}, not a count")
     parameters = report.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
@@ -578,14 +580,7 @@ def _link_entry(name: str, entry: dict) -> Link:
 def _user_links() -> tuple[dict[str, Link], dict[str, InputError]]:
     """The well-formed user links, and the error of each malformed one (by name); a file that cannot be
     read as presets raises its error."""
-    entries, bad = _presets.load("links")
-    links = {}
-    for name, entry in entries.items():
-        try:
-            links[name] = _link_entry(name, entry)
-        except InputError as error:
-            bad[name] = error
-    return links, bad
+    return _presets.parse_each("links", _link_entry)
 
 
 def save_link(link: Link, *, source: str = "", replace: bool = False) -> Path:
@@ -756,13 +751,13 @@ def fit_link(
             try:
                 counts[label] = np.broadcast_to(np.asarray(given, dtype=np.float64), x.shape).ravel()
             except ValueError:
-                raise InputError(f"fit_link: {label}", f"{np.size(given)} values for {x.size} measurements",
+                raise InputError(f"fit_link: {label}", f"{count(np.size(given), 'value')} for {count(x.size, 'measurement')}",
                                  "pass one count per measurement, or one for all") from None
     for label, values in (("nbytes", x), ("measured_ms", t), *counts.items()):
         bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
             i = int(np.argmax(bad))
-            raise InputError(f"fit_link: {label}", f"{int(bad.sum())} value(s) not finite and > 0, first at "
+            raise InputError(f"fit_link: {label}", f"{count(int(bad.sum()), 'value')} not finite and > 0, first at "
                              f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
     # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
     terms = {"bandwidth": x, "per-block cost": counts.get("n_blocks"), "per-message cost": counts.get("n_messages"),

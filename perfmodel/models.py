@@ -23,8 +23,9 @@ from numpy.typing import ArrayLike, NDArray
 from . import _presets
 from ._coerce import whole_numbers
 from ._inputs import INPUTS, check_count, check_option, documented
-from ._layers import _LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
+from ._layers import _LAYERS, _MOST_LAYERS, _dtype_bytes, _field, _layer_bytes, _layer_kinds, _state_bytes
 from ._model_presets import MODELS
+from ._words import count
 from .errors import InputError, check_whole
 
 __all__ = ["KVTerms", "MODELS", "ModelConfig", "kv_bytes", "kv_bytes_per_token", "kv_messages", "kv_terms",
@@ -151,14 +152,7 @@ def _model_entry(name: str, entry: dict[str, Any]) -> dict[str, Any]:
 def _user_models() -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
     """The usable user models' configs, and the error of each malformed one (by name); a file that cannot
     be read as presets raises its error."""
-    entries, bad = _presets.load("models")
-    users = {}
-    for name, entry in entries.items():
-        try:
-            users[name] = _model_entry(name, entry)
-        except InputError as error:
-            bad[name] = error
-    return users, bad
+    return _presets.parse_each("models", _model_entry)
 
 
 def _user_model(key: str) -> dict[str, Any] | None:
@@ -510,7 +504,7 @@ def _prompts(num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None) -> t
     try:
         n, m = np.broadcast_arrays(n, m)
     except ValueError:
-        raise InputError("charged_tokens", f"{m.size} values for {n.size} prompts",
+        raise InputError("charged_tokens", f"{count(m.size, 'value')} for {count(n.size, 'prompt')}",
                          "pass one charged count per prompt, or one for all") from None
     return scalar, n, m
 
@@ -723,7 +717,7 @@ def layer_count(config: ModelConfig) -> int:
     >>> layer_count("llama-3.1-70b")
     80
     """
-    return _field(model_config(config), _LAYERS)
+    return _field(model_config(config), _LAYERS, largest=_MOST_LAYERS)
 
 
 def _name_of(config: ModelConfig) -> str:

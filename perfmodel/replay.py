@@ -29,6 +29,7 @@ from ._inputs import (
 )
 from ._prepared import PreparedTrace, _notice_first_compile, _request_values, link_column, prepare_trace
 from ._questions import percentile_ms, replay_percentile_question
+from ._words import count
 from .errors import InputError, check_choice, check_whole
 from .handoff import checked
 from .options import deprecated_constant, option
@@ -335,8 +336,8 @@ def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
     except (ImportError, OSError, ValueError):
         pass
     if need > memory:
-        raise InputError("decode_workers", f"{workers:,} decode workers with {n_unique:,} distinct blocks"
-                         + (f" and {capacity:,} blocks each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
+        raise InputError("decode_workers", f"{count(workers, 'decode worker')} with {count(n_unique, 'distinct block')}"
+                         + (f" and {count(capacity, 'block')} each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
                          f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
                          "pass fewer decode_workers (or a smaller decode_cache_blocks)")
 
@@ -422,7 +423,7 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: Simp
     if unknown.any():
         first = int(np.argmax(unknown))
         raise InputError("prefill_ms" if prefill_ms is not None else "prefill_tokens_per_s",
-                         f"{int(unknown.sum())} request(s) without a known prefill time, first at row "
+                         f"{count(int(unknown.sum()), 'request')} without a known prefill time, first at row "
                          f"{trace.index[first]!r}: a replay must know when each transfer may start",
                          "give every request a prefill time (a value, an array or a trace column)")
     streamed = (tokens >= minimum) & (layers > 0)
@@ -445,13 +446,13 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], st
     where = f"trace column {column!r}" if column else "kv_bytes_per_token"
     if np.ndim(spec) and not isinstance(spec, Mapping):
         if len(spec) != n:
-            raise InputError(where, f"{len(spec)} values for {n} requests", "pass one number or model per request "
+            raise InputError(where, f"{count(len(spec), 'value')} for {count(n, 'request')}", "pass one number or model per request "
                              "(or one for all)")
         codes, distinct = _coerce.distinct(spec if isinstance(spec, (pd.Series, np.ndarray)) else np.asarray(
             spec, dtype=object))
         if (codes < 0).any():
             first = int(np.argmax(codes < 0))
-            raise InputError(where, f"{int((codes < 0).sum())} requests without bytes per token or a model, first at "
+            raise InputError(where, f"{count(int((codes < 0).sum()), 'request')} without bytes per token or a model, first at "
                              f"row {trace.index[first]!r}", "pass one number or model per request (or one for all)")
         model_of, values = np.ascontiguousarray(codes, dtype=np.int64), list(distinct)
     else:
@@ -477,7 +478,7 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], st
         bad = ~ok[model_of]
         if bad.any():
             row = int(np.argmax(bad))
-            raise InputError(name, f"{int(bad.sum())} requests without a finite number of bytes >= 0, first at row "
+            raise InputError(name, f"{count(int(bad.sum()), 'request')} without a finite number of bytes >= 0, first at row "
                              f"{trace.index[row]!r}: {table[model_of[row], 0 if name == where else 5]!r}",
                              "pass one number or model per request (or one for all)" if name == where else
                              "pass state bytes >= 0 (a value, an array or a trace column)")

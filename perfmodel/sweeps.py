@@ -161,7 +161,7 @@ def _check_fits_in_memory(plan: SweepPlan) -> None:
     row_bytes = 8 * (len(plan.axes) + 4)  # at most 8 bytes per column and row (labels take less)
     memory = _physical_memory_bytes()
     if memory is not None and plan.n * row_bytes > memory:
-        raise InputError("sweep", f"{plan.n:,} rows need about {plan.n * row_bytes / 1e9:,.1f} GB, more than this "
+        raise InputError("sweep", f"{plan.n:,} rows need about {plan.n * row_bytes / 1e9:,.1f} GB, more than this "  # (never one)
                          f"machine's {memory / 1e9:,.1f} GB of memory",
                          "sweep fewer values, or use perfmodel.dask.sweep(...).to_parquet(folder) for grids this large")
 

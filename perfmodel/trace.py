@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ._coerce import check_errors
+from ._words import count
 from .errors import InputError, check_whole, not_a_number
 
 __all__ = ["read_trace", "synthetic_trace"]
@@ -260,7 +261,7 @@ def read_trace(
         df["ready_ms"] = df["ready_ms"] - first
     df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
     if skipped:
-        warnings.warn(f"{path}: skipped {skipped} malformed line(s) of {skipped + len(df)}", stacklevel=2)
+        warnings.warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}", stacklevel=2)
     return df
 
 
@@ -305,8 +306,9 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
     with ``errors="raise"`` the first is an error naming the file, the column and its line."""
     if not (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
         try:
-            return pa.array(column, _HASH_TYPE), np.zeros(len(column), dtype=bool)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            lists = pa.array(column, _HASH_TYPE)  # (pyarrow 14 keeps an Arrow column's own type here: cast)
+            return lists.cast(_HASH_TYPE), np.zeros(len(column), dtype=bool)
+        except (pa.ArrowException, TypeError, OverflowError):  # (a column of empty cells: NotImplemented)
             pass  # (the cell by cell path below names the first bad one)
     values: list[list[int] | None] = []
     bad = np.zeros(len(column), dtype=bool)
@@ -356,7 +358,16 @@ def _read_parquet(path: Any) -> pd.DataFrame:
         return pd.ArrowDtype(arrow_type) if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) \
             else None
 
-    return pq.read_table(path).to_pandas(types_mapper=lists)
+    table = pq.read_table(path)
+    meta = json.loads((table.schema.metadata or {}).get(b"pandas", b"null"))
+    if isinstance(meta, dict) and isinstance(meta.get("columns"), list):
+        # pandas' record of an Arrow list column's dtype ("list<item: int64>[pyarrow]") is text that pandas
+        # before 2.2 cannot parse back (TypeError: data type not understood): the types_mapper gives it instead
+        for column in meta["columns"]:
+            if isinstance(column, dict) and str(column.get("numpy_type", "")).startswith(("list<", "large_list<")):
+                column["numpy_type"] = "object"
+        table = table.replace_schema_metadata({**table.schema.metadata, b"pandas": json.dumps(meta).encode()})
+    return table.to_pandas(types_mapper=lists)
 
 
 def _null_hash_rows(hashes: Any) -> np.ndarray:
@@ -394,8 +405,12 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
         if pd.api.types.is_numeric_dtype(column):
             return numbers, None
         try:
-            parsed = pd.to_datetime(column, errors="coerce", format="mixed")
-        except ValueError:  # time zones that pandas will not mix in one column
+            with warnings.catch_warnings():  # (pandas 2.x: mixed time zones warn, then give objects)
+                warnings.simplefilter("ignore", FutureWarning)
+                parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+            if not pd.api.types.is_datetime64_any_dtype(parsed):  # pandas < 3: time zones it would not mix
+                raise ValueError("mixed time zones")
+        except ValueError:  # time zones that pandas will not mix in one column (pandas 3 raises)
             text = column.astype("string").str.strip()
             aware = text.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$", regex=True).fillna(False).to_numpy(dtype=bool)
             if aware.all():
@@ -477,7 +492,7 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     if bad.any():
         if errors == "raise":
             i = int(np.argmax(bad))
-            raise ValueError(f"{path}, {_place(path, i)}: {int(bad.sum())} malformed row(s) (missing or impossible time, invalid "
+            raise ValueError(f"{path}, {_place(path, i)}: {count(int(bad.sum()), 'malformed row')} (missing or impossible time, invalid "
                              f"token count, or a null hash id), first: {df.iloc[i].to_dict()}. Fix: repair them, or "
                              "pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)

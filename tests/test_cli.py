@@ -443,3 +443,104 @@ def test_a_trace_without_contention_says_what_its_figures_leave_out(tmp_path, ca
     assert "contention none: each handoff as if alone" in capsys.readouterr().out
     assert main([*args, "--contention", "fifo", "--out", str(tmp_path / "queued")]) == 0
     assert "contention none" not in capsys.readouterr().out
+
+
+# --- a mistyped subcommand, flag or choice: the close match, generated over the whole parser -------------------
+
+def _mistyped(word: str) -> str:
+    """``word`` with one inner letter dropped (``--clear`` -> ``--cler``)."""
+    letters = [i for i, c in enumerate(word) if c.isalpha()]
+    i = letters[len(letters) // 2]
+    return word[:i] + word[i + 1:]
+
+
+def _subcommands():
+    import argparse
+
+    from perfmodel.cli._main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, sub.choices
+
+
+def test_every_mistyped_subcommand_flag_and_choice_suggests_the_close_match():
+    import argparse
+
+    from perfmodel.cli._main import _flag_hint
+
+    parser, commands = _subcommands()
+    checked = 0
+    for name, command in commands.items():
+        said = _error_of(["perfmodel", _mistyped(name)]) if _mistyped(name) not in commands else None
+        if said is not None:
+            assert f"maybe you meant {name!r}" in said, said
+            checked += 1
+        for action in command._actions:
+            for flag in (f for f in action.option_strings if f.startswith("--") and f != "--help"):
+                wrong = _mistyped(flag)
+                if any(f.startswith(wrong) for a in command._actions for f in a.option_strings):
+                    continue  # (an abbreviation argparse takes)
+                hint = _flag_hint(parser, argparse.Namespace(command=name), [wrong])
+                assert repr(flag) in hint and "maybe you meant" in hint, (name, flag, hint)
+                checked += 1
+            for choice in (c for c in action.choices or () if isinstance(c, str) and len(c) > 3):
+                if _mistyped(choice) in action.choices:
+                    continue
+                with pytest.raises(argparse.ArgumentError) as raised:
+                    command._check_value(action, _mistyped(choice))
+                assert "maybe you meant" in str(raised.value), (name, action.dest, str(raised.value))
+                checked += 1
+    assert checked > 100
+
+
+def _error_of(argv):
+    import contextlib
+    import io
+
+    from perfmodel.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv[1:]) == 2
+    return err.getvalue()
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["cache", "--clean"], "maybe you meant '--clear'?"),
+    (["swep"], "maybe you meant 'sweep'?"),
+    (["trace", "t.csv", "--contention", "fiffo", "--out", "o"], "maybe you meant 'fifo'?"),
+    (["--debgu", "links"], "maybe you meant '--debug'?"),
+    (["delay", "in.csv", "--out", "o.csv", "--model", "llama-3.1-8b", "--link", "ib-nrd"], "did you mean ib-ndr"),
+])
+def test_the_close_match_of_a_mistyped_word_is_said_in_one_line(argv, hint, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.csv").write_text("num_input_tokens\n1000\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert hint in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_one_row_is_one_row(tmp_path, capsys):
+    table = tmp_path / "one.csv"
+    table.write_text("num_input_tokens\n1000\n")
+    assert main(["delay", str(table), "--out", str(tmp_path / "o.csv"), "--link", "ib-ndr", "--model",
+                 "llama-3.1-8b"]) == 0
+    assert "(1 row)" in capsys.readouterr().err
+
+
+def test_every_printed_count_goes_through_the_one_helper():
+    """A count written straight into a message ("{n} rows", "row(s)") says "1 rows" for one: every count of
+    perfmodel's messages goes through perfmodel._words.count."""
+    nouns = "rows|requests|lines|values|blocks|cells|points|chunks|entries|measurements|configurations|flows|ids" \
+            "|workers|prompts"
+    counted = r"\{(?:len\([^{}]*\)|int\([^{}]*\)|[\w.\[\]]*(?:\.size|count|counts\[\d\]|rows|n|workers|capacity|" \
+              r"points|skipped|left_out|n_unique))(?::[^{}]*)?\}"
+    pattern = re.compile(counted + r" (?:[a-z]+ )?(?:" + nouns + r")\b|\} [a-z ]*\w\(s\)")
+    found = []
+    for path in sorted(Path(__file__).parent.parent.joinpath("perfmodel").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if pattern.search(line) and "(never one)" not in line:
+                found.append(f"{path.name}:{number}: {line.strip()}")
+    assert len(list(Path(__file__).parent.parent.joinpath("perfmodel").rglob("*.py"))) > 20
+    assert not found, "\n".join(found)

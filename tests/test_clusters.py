@@ -481,7 +481,7 @@ def test_required_bandwidth_on_a_cluster_is_the_least_nic_line_rate_that_meets_t
 def test_max_tokens_within_on_a_cluster():
     got = perfmodel.max_tokens_within(hgx(4), LLAMA_70B, budget_ms=[10.0, 50.0], tp=8)
     assert got.tolist() == perfmodel.max_tokens_within(25.0, LLAMA_70B, budget_ms=[10.0, 50.0], tp=8).tolist()
-    for n, budget in zip(got, [10.0, 50.0]):
+    for n, budget in zip(got, [10.0, 50.0], strict=True):
         assert perfmodel.handoff_delay_ms(n, hgx(4), LLAMA_70B, tp=8) <= budget
         assert perfmodel.handoff_delay_ms(n + 1, hgx(4), LLAMA_70B, tp=8) > budget
 
@@ -692,7 +692,7 @@ def test_required_nics_per_node_is_the_smallest_count_within_budget(cluster, tp,
     got = perfmodel.required_nics_per_node(tokens, cluster, LLAMA_70B, tp=tp, decode_tp=decode_tp, budget_ms=budget)
     g = cluster.gpus_per_node
     counts = [c for c in range(1, g + 1) if g % c == 0] + [g * k for k in (2, 3, 4)]
-    for n, answer in zip(tokens, got):
+    for n, answer in zip(tokens, got, strict=True):  # (a shorter answer checked nothing more)
         fits = [c for c in counts if perfmodel.handoff_delay_ms(n, dataclasses.replace(cluster, nics_per_node=c),
                                                                 LLAMA_70B, tp=tp, decode_tp=decode_tp) <= budget]
         assert answer == (min(fits) if fits else math.inf), (n, answer, fits)

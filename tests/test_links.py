@@ -80,8 +80,8 @@ def test_fit_describes_a_real_measurement_where_line_rate_does_not():
 @pytest.mark.parametrize("nbytes, times, fragment", [
     ([1e6], [1.0], "at least two"),
     ([1e6, 2e6], [1.0], "one time per"),
-    ([1e6, -2e6], [1.0, 2.0], "nbytes: 1 value.s. not finite and > 0, first at position 1: -2000000.0"),
-    ([1e6, 2e6], [1.0, 0.0], "measured_ms: 1 value.s. not finite and > 0"),
+    ([1e6, -2e6], [1.0, 2.0], "nbytes: 1 value not finite and > 0, first at position 1: -2000000.0"),
+    ([1e6, 2e6], [1.0, 0.0], "measured_ms: 1 value not finite and > 0"),
     ([1e6, 2e6], [1.0, 2.0, 3.0], "2 sizes but 3 times"),
 ])
 def test_fit_errors(nbytes, times, fragment):

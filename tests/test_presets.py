@@ -359,3 +359,106 @@ def test_a_replaced_preset_is_said_under_the_name_it_is_kept(presets, tmp_path, 
     assert len(kept) == 1
     assert f"'{kept[0]}'" in out and f"--{'link' if command == 'calibrate' else 'model'} {kept[0]}" in out, out
     assert kept[0] == "mylink" or "'MyLink'" not in out.replace(f"'{kept[0]}'", "")
+
+
+# --- every malformed shape of an entry, generated over every field: one line naming the file and the entry, and
+# the other presets still usable --------------------------------------------------------------------------------
+
+_GOOD = {"links": ("good-link", {"bandwidth_gb_s": 20.0}),
+         "models": ("good-model", {"config": _CONFIG}),
+         "clusters": ("good-cluster", {"nic": "ib-ndr", "nics_per_node": 4, "gpus_per_node": 8})}
+_FIT = {"points": 3, "max_relative_error": 0.1, "mean_relative_error": 0.05}
+#: Values no field takes as they are (or takes, when they are valid: then the entry must simply work).
+_HOSTILE = [None, True, False, "", "x", "10", [], [1], {}, {"nested": {"deeper": 1}}, float("nan"), float("inf"),
+            -float("inf"), -1, 0, 1.5, 1e308, 2**63, 2**70]
+
+
+def _hostile_entries(kind: str):
+    """(label, entry) pairs: the entry not an object, each field missing, wrong in every way, and unknown."""
+    good = _GOOD[kind][1]
+    yield "an empty object", {}
+    for value in (None, True, 3, 2.5, "text", [], [good]):
+        yield f"the entry {value!r}", value
+    fields = {"links": {**good, "latency_ms": 0.0, "efficiency": 1.0, "per_block_ms": 0.0, "per_message_ms": 0.0,
+                        "source": "", "saved_by": "perfmodel", "fit": _FIT},
+              "models": {**good, "source": ""},
+              "clusters": {**good, "nodes": 2, "transport": "mooncake-te-rdma", "nvlink_domain": 8, "nvlink": "nvlink4",
+                           "fabric": "rail", "oversubscription": 1.0, "hop_latency_ms": 0.0, "source": ""}}[kind]
+    for field in [*fields, "unknown_field"]:
+        yield f"no {field!r}", {k: v for k, v in fields.items() if k != field}
+        for value in _HOSTILE:
+            yield f"{field!r}: {value!r}", {**fields, field: value}
+    nested = {"links": ("fit", _FIT), "models": ("config", _CONFIG), "clusters": ("nic", {"name": "n", "bandwidth_gb_s": 10.0})}
+    name, inner = nested[kind]
+    for field in [*inner, "unknown_field"]:
+        yield f"{name!r} without {field!r}", {**fields, name: {k: v for k, v in inner.items() if k != field}}
+        for value in _HOSTILE:
+            yield f"{name!r} field {field!r}: {value!r}", {**fields, name: {**inner, field: value}}
+
+
+def _lookups():
+    return {"links": perfmodel.get_link, "models": perfmodel.model_config, "clusters": perfmodel.get_cluster}
+
+
+@pytest.mark.parametrize("kind", list(_GOOD))
+def test_every_malformed_entry_shape_is_one_line_about_its_entry_and_the_others_still_work(presets, kind, capsys):
+    """A NaN or infinite fit's point count, a config of 1e308 layers, ... ended in ValueError, OverflowError or an
+    internal error, and made every other user preset unusable (the error then spoke of kv_transfer_bandwidth)."""
+    cases = list(_hostile_entries(kind))
+    assert len(cases) > 100
+    failures = []
+    for label, entry in cases:
+        data = {k: {name: good} for k, (name, good) in _GOOD.items()}
+        data[kind]["hostile"] = entry
+        presets.write_text(json.dumps(data))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                _lookups()[kind]("hostile")
+            except InputError as error:
+                said = str(error)
+                if str(presets) not in said or "'hostile'" not in said or "\n" in said or "Fix:" not in said:
+                    failures.append((label, said))
+            except Exception as error:  # noqa: BLE001 (what the test is about)
+                failures.append((label, f"{type(error).__name__}: {error}"))
+            for other, (name, _) in _GOOD.items():
+                try:
+                    _lookups()[other](name)
+                except Exception as error:  # noqa: BLE001
+                    failures.append((label, f"the valid {other} {name!r} became unusable: {error}"))
+    assert not failures, "\n".join(f"{label}: {said}" for label, said in failures[:20])
+
+
+@pytest.mark.parametrize("kind", list(_GOOD))
+def test_every_reader_command_lists_the_others_beside_a_malformed_entry(presets, kind, capsys):
+    """The listings and a command resolving a valid name, beside a few of the hostile shapes of each kind."""
+    shapes = [entry for label, entry in _hostile_entries(kind)
+              if "nan" in label or "inf" in label or "1e+308" in label or "2**70" in label or "2**63" in label
+              or label.startswith("the entry")][::5]
+    assert len(shapes) > 5
+    for entry in shapes:
+        data = {k: {name: good} for k, (name, good) in _GOOD.items()}
+        data[kind]["hostile"] = entry
+        presets.write_text(json.dumps(data))
+        for command in (["presets", "list"], ["links"], ["models"], ["clusters"]):
+            code = main(command)
+            out, err = capsys.readouterr()
+            assert code == 0 and "internal error" not in err, (entry, command, err)
+            if command == ["presets", "list"]:
+                assert all(name in out for name, _ in _GOOD.values()), (entry, out)
+
+
+def test_a_key_given_twice_inside_an_entry_is_that_entry_s_error_only(presets):
+    """A repeated field made the whole file unreadable: every user preset of every kind was refused."""
+    presets.write_text('{"links": {"twice": {"bandwidth_gb_s": 1.0, "bandwidth_gb_s": 2.0}, '
+                       '"nested": {"bandwidth_gb_s": 1.0, "fit": {"points": 3, "points": 4, "max_relative_error": 0.1, '
+                       '"mean_relative_error": 0.1}}, "good": {"bandwidth_gb_s": 20.0}}}')
+    assert perfmodel.get_link("good").bandwidth_gb_s == 20.0
+    for name in ("twice", "nested"):
+        with pytest.raises(InputError) as raised:
+            perfmodel.get_link(name)
+        said = str(raised.value)
+        assert str(presets) in said and f"'{name}'" in said and "appears twice" in said, said
+    presets.write_text('{"links": {"good": {"bandwidth_gb_s": 20.0}}, "links": {}}')  # (the file's own keys)
+    with pytest.raises(InputError, match="'links' appears twice"):
+        perfmodel.get_link("good")

@@ -233,7 +233,7 @@ def test_inverse_questions_stay_exact(model):
     np.testing.assert_allclose(perfmodel.handoff_delay_ms(tokens, needed, model, latency_ms=0.5), 50.0, rtol=1e-12)
     budgets = np.array([0.2, 1.0, 5.0, 20.0, 60.0])
     longest = perfmodel.max_tokens_within("ib-ndr", model, budget_ms=budgets)
-    for budget, n in zip(budgets, longest):
+    for budget, n in zip(budgets, longest, strict=True):
         if np.isinf(n):  # a window model: its bytes stop growing
             assert perfmodel.handoff_delay_ms(10**9, "ib-ndr", model) <= budget
             continue

@@ -155,3 +155,95 @@ def test_a_damaged_compressed_trace_is_named(tmp_path, name):
     path = _write(tmp_path, name, b"\x1f\x8b\x08\x00garbage")
     with pytest.raises(InputError, match=f"{name}: could not be read"):
         read_trace(path)
+
+
+# --- block ids: a column of empty cells, ids beyond 64 bits, negative ids, at every reader and at the replay ----
+
+@pytest.mark.parametrize("name, data, fragment", [
+    ("all-empty.csv", b"arrival_ms,num_input_tokens,hash_ids\n0,10,\n1,20,\n", "line 2, column 'hash_ids': the cell is empty"),
+    ("bare.csv", b"arrival_ms,num_input_tokens,hash_ids\n0,10,5\n1,20,6\n", "line 2, column 'hash_ids': holds 5"),
+    ("bare-huge.csv", b"arrival_ms,num_input_tokens,hash_ids\n0,10,9223372036854775808\n", "line 2, column 'hash_ids'"),
+    ("huge.csv", b"arrival_ms,num_input_tokens,hash_ids\n0,10,[1]\n1,20,[9223372036854775808]\n",
+     "line 3, column 'hash_ids': holds a block id outside 64-bit integers"),
+    ("huge.jsonl", (b'{"arrival_ms": 0, "num_input_tokens": 5, "hash_ids": [18446744073709551616]}\n'
+     b'{"arrival_ms": 1, "num_input_tokens": 5, "hash_ids": [1]}\n'),
+     "line 1, column 'hash_ids': holds a block id outside 64-bit integers"),
+    ("mooncake.jsonl", (b'{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [9223372036854775808]}\n'
+     b'{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'),
+     "line 1: hash_ids must be 64-bit integers"),
+])
+def test_block_ids_that_are_no_lists_or_beyond_64_bits_are_named_by_line_and_column(tmp_path, name, data, fragment):
+    """A column of empty cells ended in ArrowNotImplementedError; so did a column of bare numbers."""
+    with pytest.raises(ValueError) as raised:
+        read_trace(_write(tmp_path, name, data))
+    said = str(raised.value)
+    assert name in said and fragment in said and "Fix:" in said and "\n" not in said, said
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if data.count(b"\n") > 2:  # (a line left to read)
+            assert len(read_trace(_write(tmp_path, name, data), errors="skip")) < data.count(b"\n")
+
+
+def test_block_ids_of_a_parquet_trace_beyond_64_bits_are_named_by_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"arrival_ms": [0.0, 1.0], "num_input_tokens": [5, 6],
+                             "hash_ids": pa.array([[1], [2**63]], pa.list_(pa.uint64()))}), path)
+    with pytest.raises(InputError, match=r"row 2, column 'hash_ids': holds a block id outside 64-bit integers"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize("ids, fragment", [
+    ([[1], [2**63]], "row 'b': holds a block id outside 64-bit integers"),
+    ([[1], [2**64 + 5]], "row 'b': holds a block id outside 64-bit integers"),
+    ([[1], float("nan")], "row 'b': the cell is empty"),
+    ([[1], "[2]"], "row 'b': holds '[2]', not a list of block ids"),
+    ([[1], [True]], "row 'b': holds [True], not a list of whole block ids"),
+])
+def test_the_replay_names_the_row_of_block_ids_it_cannot_take(ids, fragment):
+    """A frame's ids of 2**63 or more were 'does not hold lists of integers', with no row."""
+    import perfmodel
+
+    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 2048], "hash_ids": ids},
+                         index=["a", "b"])
+    with pytest.raises(InputError) as raised:
+        perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b")
+    said = str(raised.value)
+    assert "trace column 'hash_ids'" in said and fragment in said and "Fix:" in said, said
+
+
+def test_negative_and_empty_block_ids_are_identities_like_any_other(tmp_path):
+    """Negative ids are signed 64-bit hashes: they share a prefix exactly as positive ones do; empty lists are
+    requests with no block ids. Every reader agrees."""
+    import perfmodel
+
+    csv = read_trace(_write(tmp_path, "n.csv", b"arrival_ms,num_input_tokens,hash_ids\n0,1024,\"[-5, -6]\"\n"
+                                               b"1,1024,\"[-5, -6]\"\n2,1024,[]\n"))
+    lines = read_trace(_write(tmp_path, "n.jsonl", b'{"timestamp": 0, "input_length": 1024, "output_length": 0, '
+                                                   b'"hash_ids": [-5, -6]}\n{"timestamp": 1, "input_length": 1024, '
+                                                   b'"output_length": 0, "hash_ids": [-5, -6]}\n{"timestamp": 2, '
+                                                   b'"input_length": 1024, "output_length": 0, "hash_ids": []}\n'))
+    assert csv["hash_ids"].tolist() == lines["hash_ids"].tolist() == [[-5, -6], [-5, -6], []]
+    shifted = csv.assign(hash_ids=pd.Series([[7, 8], [7, 8], []], dtype=csv["hash_ids"].dtype))
+    kwargs = dict(mode="destination_missing", block_size=512, decode_workers=1)
+    negative = perfmodel.replay_handoffs(csv, "ib-ndr", "llama-3.1-8b", **kwargs)["handoff_delay_ms"]
+    positive = perfmodel.replay_handoffs(shifted, "ib-ndr", "llama-3.1-8b", **kwargs)["handoff_delay_ms"]
+    assert negative.tolist() == positive.tolist()
+
+
+@pytest.mark.parametrize("second, code", [("2023-11-16 19:15:47.5+01:00", 0), ("2023-11-16 18:15:47.5", 2)])
+def test_an_azure_trace_mixing_time_zones_is_read_or_refused_in_one_line(tmp_path, capsys, second, code):
+    """On pandas before 3 a mix of offsets gave objects, not datetimes: the command ended in a traceback (exit 1)."""
+    from perfmodel.cli import main
+
+    path = _write(tmp_path, "azure.csv", b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5+00:00,100,5\n"
+                  + second.encode() + b",200,5\n")
+    assert main(["trace", str(path), "--link", "ib-ndr", "--model", "llama-3.1-8b", "--out", str(tmp_path / "o")]) == code
+    err = capsys.readouterr().err
+    if code:
+        assert "azure.csv: column 'TIMESTAMP', line 3" in err and "has no time zone" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    else:
+        assert read_trace(path)["arrival_ms"].tolist() == [0.0, 1000.0]

@@ -159,18 +159,43 @@ def test_the_complexity_count_is_mccabes():
     assert _complexity(ast.parse(source).body[0]) == 6  # 1 + if + and + comprehension (+ its if) + for
 
 
-def test_no_test_leaves_the_next_one_another_presets_folder():
-    """(The doctests of save_link and save_model point PERFMODEL_CONFIG_DIR at folders of their own; the
-    project's conftest.py restores the session's folder after each.)"""
-    import os
+_LEAVING = """
+import os
 
-    os.environ["PERFMODEL_CONFIG_DIR"] = "/nonexistent/left-behind"  # undone by the autouse fixture
+def test_{first}_leaves_another_folder():
+    os.environ["PERFMODEL_CONFIG_DIR"] = "/nonexistent/left-behind"
 
-
-def test_and_the_next_test_sees_the_sessions_folder_again():
-    import os
-
+def test_{second}_sees_the_sessions_folder():
     assert os.environ["PERFMODEL_CONFIG_DIR"] != "/nonexistent/left-behind"
+    assert os.environ["PERFMODEL_CONFIG_DIR"].startswith(os.environ["SESSION_TMP"])
+"""
+
+
+@pytest.mark.parametrize("order", ["leaver first", "leaver last"])
+def test_no_test_leaves_the_next_one_another_presets_folder(tmp_path, order):
+    """A test (a doctest of save_link or save_model) that points PERFMODEL_CONFIG_DIR at a folder of its own
+    leaves the next test the session's folder: the project's conftest.py, in a session of its own, with the
+    test that leaves another folder run before and after the one that checks (pytest runs a file's tests in
+    order; the names make the order)."""
+    import os
+    import subprocess
+    import sys
+
+    first, second = ("a", "b") if order == "leaver first" else ("b", "a")
+    (tmp_path / "test_leaving.py").write_text(_LEAVING.format(first=first, second=second))
+    root = Path(__file__).parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_leaving.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root), "SESSION_TMP": str(tmp_path / "base")})
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    broken = (tmp_path / "conftest.py")  # and without the project's fixture, the check fails: it can fail
+    broken.write_text("")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--basetemp", str(tmp_path / "base2"), str(tmp_path / "test_leaving.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "SESSION_TMP": str(tmp_path / "base2")})
+    assert done.returncode != 0 and "failed" in done.stdout, done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("function", ["perfmodel.handoff.handoff_delay_ms", "perfmodel.frame.handoff_delays",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import gc
 import os
 import signal
@@ -21,10 +22,52 @@ from ._parsing import UsageError
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors in one line (what was wrong, and where the usage is), exit code 2."""
+    """argparse, with its errors in one line (what was wrong, and where the usage is), exit code 2, and the close
+    match of a mistyped subcommand, choice or flag: argparse's own ``suggest_on_error`` for choices where the
+    Python has it (3.14+), the same words from :mod:`difflib` where it does not; flags on every Python."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if _OWN_SUGGESTIONS:
+            kwargs.setdefault("suggest_on_error", True)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if _OWN_SUGGESTIONS or choices is None or not isinstance(value, str) or value in choices \
+                or not all(isinstance(choice, str) for choice in choices):
+            return super()._check_value(action, value)
+        close = difflib.get_close_matches(value, list(choices), n=1)
+        if not close:
+            return super()._check_value(action, value)
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}, maybe you meant {close[0]!r}? (choose "
+                                             f"from {', '.join(map(repr, choices))})")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}{_flag_hint(self, parsed, unknown)}")
+        return parsed
+
+
+#: Whether argparse suggests close choices itself (Python 3.14+: ``suggest_on_error``).
+_OWN_SUGGESTIONS = sys.version_info >= (3, 14)
+
+
+def _flag_hint(parser: argparse.ArgumentParser, parsed: Any, unknown: list[str]) -> str:
+    """" (maybe you meant '--clear'?)" for the first unrecognized flag close to one of the command's flags (the
+    subcommand's and the main parser's), or ""."""
+    flags = [f for action in parser._actions for f in action.option_strings]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
+            flags += [f for a in action.choices[getattr(parsed, action.dest)]._actions for f in a.option_strings]
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=")[0], sorted(set(flags)), n=2) if word.startswith("-") else []
+        if close:
+            return f" (maybe you meant {' or '.join(map(repr, close))}?)"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -93,7 +93,7 @@ MAX_TOKEN_VALUES = 1_000_000
 
 def _check_range_size(spec: str, count: float) -> None:
     if count > MAX_TOKEN_VALUES:
-        raise UsageError(f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "
+        raise UsageError(f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "  # (never one)
                          "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._inputs import flags
+from .._words import count
 from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options, finite_above_zero
 from .clusters import add_cluster_flags, cluster_of
 
@@ -45,7 +46,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
     else:
         rows = io.delay_file(args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors,
                              progress=None, **keywords)
-    print(f"wrote {args.out} ({rows:,} rows)", file=sys.stderr)
+    print(f"wrote {args.out} ({count(rows, 'row')})", file=sys.stderr)
     return 0
 
 

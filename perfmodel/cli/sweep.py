@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._inputs import CLUSTER_FIELDS, INPUTS, NAMED_BY, flags
+from .._words import count
 from ..links import DEFAULT_LINKS
 from ._draw import _alongside, _save
 from ._parsing import UsageError, _floats, _given, _table_options, parse_tokens
@@ -60,7 +61,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     names = [table_name, "delay_vs_tokens.png"] + (["heatmap.png"] if len(tokens) > 1 else [])
     with output_folder(out, command="sweep", names=names) as stage:  # refuses a folder holding files of these names not ours
         rows = _sweep_outputs(axes, tokens, stage, table_name)
-    print(f"\nwrote {out / table_name} ({rows:,} rows) and {', '.join(str(out / n) for n in names[1:])}")
+    print(f"\nwrote {out / table_name} ({count(rows, 'row')}) and {', '.join(str(out / n) for n in names[1:])}")
     return 0
 
 

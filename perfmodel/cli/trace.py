@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._inputs import flags
+from .._words import count
 from ._draw import _save
 from ._parsing import UsageError, _columns, _given, _name_value, _reader, _table_options, _trace_file, finite_above_zero
 
@@ -41,7 +42,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
                            columns=_columns(args.column, TRACE_COLUMNS) or None)
     if trace.attrs.get("skipped_lines"):
-        print(f"perfmodel trace: skipped {trace.attrs['skipped_lines']} malformed line(s) of {args.trace}",
+        print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
               file=sys.stderr)
     if args.cluster:  # a name that is no cluster: said as a cluster's, not as a link's
         from .._onto_cluster import get_cluster
@@ -137,14 +138,14 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     load = "busiest_utilisation" if "busiest_utilisation" in grid else "link_utilisation"  # (a cluster has no links)
     shown = [*axes, "p50_ms", "p99_ms", "mean_queue_ms", load, "zero_delay_share"]
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(f"{len(grid)} configurations replayed on {len(trace):,} requests:")
+        print(f"{count(len(grid), 'configuration')} replayed on {count(len(trace), 'request')}:")
         print(grid[shown].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
         question = _grid_question(grid, config, axes)
         print(f"\np99_ms: {question}")
         counts = [name for name in ("links", "nics_per_node") if len(axes.get(name, ())) > 1]
         for budget in sorted(args.budget_ms):
             meeting = smallest_first(grid[grid["p99_ms"] <= budget], axes)
-            print(f"\np99 within {budget:g} ms: {len(meeting)} of {len(grid)} configurations"
+            print(f"\np99 within {budget:g} ms: {len(meeting)} of {count(len(grid), 'configuration')}"
                   + (", the smallest first (numbers ascending, names in the order given):" if len(meeting) else ""))
             if len(meeting):
                 print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))

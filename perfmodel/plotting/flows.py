@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
+from .._words import count
 from ._style import _ax
 
 #: Bars drawn at most (the heaviest loads; the bottleneck always among them).
@@ -85,6 +86,6 @@ def resource_loads(flows: Any, ax: Axes | None = None) -> Axes:
     ax.axvline(delay, color="0.2", linestyle="--", linewidth=0.8)
     more = f"; {left_out} resource{'s' if left_out != 1 else ''} of lighter load not shown" if left_out else ""
     ax.set_xlabel(f"busy time at capacity (ms): bytes carried / capacity\n(dashed: the handoff ends{more})")
-    ax.set_title(f"handoff of {len(flows)} flows: {delay:.1f} ms, bottleneck {flows.attrs['bottleneck'] or 'none'}")
+    ax.set_title(f"handoff of {count(len(flows), 'flow')}: {delay:.1f} ms, bottleneck {flows.attrs['bottleneck'] or 'none'}")
     ax.grid(True, axis="x", alpha=0.3)
     return ax

@@ -243,7 +243,7 @@ def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_m
     rest = varying[2:]
     keys = list(df[rest].drop_duplicates().itertuples(index=False, name=None)) if rest else [()]
     if len(keys) > 8:
-        raise ValueError(f"{len(keys)} rows of panels ({' x '.join(rest)}) are too many for one figure. Fix: give "
+        raise ValueError(f"{len(keys)} rows of panels ({' x '.join(rest)}) are too many for one figure. Fix: give "  # (never one)
                          "fewer values, or plot parts of the grid with grid_percentiles and grid_budget")
     fig, axs = plt.subplots(len(keys), 2 if hue else 1, figsize=(12 if hue else 6, 4.2 * len(keys)), squeeze=False,
                             layout="constrained")
