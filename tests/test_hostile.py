@@ -294,7 +294,7 @@ def test_the_signal_tests_hold_when_the_suite_runs_with_sigint_ignored(tmp_path)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", __file__, "-k",
                            ("ctrl_c_during_start_up and imports or signal_mid_write and 2 "
                            "or right_after_the_temporary_file")],
-                          preexec_fn=ignored, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)  # noqa: PLW1509 (as above)
+                          preexec_fn=ignored, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0 and " passed" in done.stdout and "deselected" in done.stdout, done.stdout[-2000:]
 
 
