@@ -119,20 +119,24 @@ def at_least(ratio: float, target: float) -> tuple[str, bool]:
 
 # --- (a)-(c): the kernel --------------------------------------------------------------------
 
+
 def bench_kernel(quick: bool) -> list[Row]:
     rows = []
     sizes = [1_000_000, 4_000_000] if quick else [1_000_000, 4_000_000, 10_000_000]
     for n in sizes:
         inputs = natural_inputs(n)
         out = np.empty(n)
-        t = interleaved({
-            "floor serial": lambda: floor_serial(*inputs, out),
-            "floor parallel": lambda: floor_parallel(*inputs, out),
-            "kernel serial": lambda: delay(*inputs, out=out, parallel=False),
-            "kernel parallel": lambda: delay(*inputs, out=out, parallel=True),
-            "kernel auto": lambda: delay(*inputs, out=out),
-            "kernel auto, new output": lambda: delay(*inputs),
-        }, repeats=7 if quick else 21)
+        t = interleaved(
+            {
+                "floor serial": lambda: floor_serial(*inputs, out),
+                "floor parallel": lambda: floor_parallel(*inputs, out),
+                "kernel serial": lambda: delay(*inputs, out=out, parallel=False),
+                "kernel parallel": lambda: delay(*inputs, out=out, parallel=True),
+                "kernel auto": lambda: delay(*inputs, out=out),
+                "kernel auto, new output": lambda: delay(*inputs),
+            },
+            repeats=7 if quick else 21,
+        )
         floor = t.best_of("floor serial", "floor parallel")
         label = f"{n / 1e6:g}M rows"
         for side in ("kernel serial", "kernel parallel", "kernel auto"):
@@ -140,20 +144,36 @@ def bench_kernel(quick: bool) -> list[Row]:
             # the call users make (numpy-level, 1M rows: issue 15's 1.15; the kernel at 4M+ rows: 1.1)
             target, met = at_most(ratio, 1.15 if n == 1_000_000 else 1.1) if side == "kernel auto" else ("", None)
             rows.append(Row(f"{side} / memory floor, {label}", t[side] * 1e3, "ms", ratio, target, met))
-        rows.append(Row(f"kernel auto with a new output / memory floor, {label}",
-                        t["kernel auto, new output"] * 1e3, "ms", t.ratio("kernel auto, new output", floor)))
+        rows.append(
+            Row(
+                f"kernel auto with a new output / memory floor, {label}",
+                t["kernel auto, new output"] * 1e3,
+                "ms",
+                t.ratio("kernel auto, new output", floor),
+            )
+        )
         rows.append(Row(f"memory floor (best of serial, parallel), {label}", statistics.median(floor) * 1e3, "ms"))
         if n == sizes[0]:
             rows.append(bench_crossover(quick))
             rows.append(bench_edge(quick))
         if n == 4_000_000:
-            numpy_t = interleaved({
-                "numpy": lambda: handoff_numpy(*inputs, out),
-                "kernel": lambda: delay(*inputs, out=out),
-            }, repeats=5 if quick else 11)
+            numpy_t = interleaved(
+                {
+                    "numpy": lambda: handoff_numpy(*inputs, out),
+                    "kernel": lambda: delay(*inputs, out=out),
+                },
+                repeats=5 if quick else 11,
+            )
             ratio = numpy_t.ratio("numpy", "kernel")
-            rows.append(Row(f"speed-up over plain numpy, {label}", numpy_t["numpy"] * 1e3, "ms (numpy)", ratio,
-                            *at_least(ratio, 10)))
+            rows.append(
+                Row(
+                    f"speed-up over plain numpy, {label}",
+                    numpy_t["numpy"] * 1e3,
+                    "ms (numpy)",
+                    ratio,
+                    *at_least(ratio, 10),
+                )
+            )
             rows.append(bench_python_reference(inputs, numpy_t["kernel"], quick))
     return rows
 
@@ -177,12 +197,19 @@ def bench_edge(quick: bool) -> Row:
         delay(*inputs)
     finally:
         handoff._run_kernel = real
-    t = interleaved({
-        "call": lambda: [delay(*inputs, out=out) for _ in range(100)],
-        "kernel": lambda: [_kernels.handoff_serial(record, out, None, None) for _ in range(100)],
-    }, repeats=11 if quick else 31)
-    return Row("per-call edge, 10 rows: handoff_delay_ms / the compiled kernel alone", t["call"] / 100 * 1e6, "us",
-               t.ratio("call", "kernel"))
+    t = interleaved(
+        {
+            "call": lambda: [delay(*inputs, out=out) for _ in range(100)],
+            "kernel": lambda: [_kernels.handoff_serial(record, out, None, None) for _ in range(100)],
+        },
+        repeats=11 if quick else 31,
+    )
+    return Row(
+        "per-call edge, 10 rows: handoff_delay_ms / the compiled kernel alone",
+        t["call"] / 100 * 1e6,
+        "us",
+        t.ratio("call", "kernel"),
+    )
 
 
 def bench_crossover(quick: bool) -> Row:
@@ -192,13 +219,21 @@ def bench_crossover(quick: bool) -> Row:
     PARALLEL_MIN_ROWS = get_options()["parallel_min_rows"]
     inputs = natural_inputs(PARALLEL_MIN_ROWS, seed=5)
     out = np.empty(PARALLEL_MIN_ROWS)
-    t = interleaved({
-        "serial": lambda: delay(*inputs, out=out, parallel=False),
-        "parallel": lambda: delay(*inputs, out=out, parallel=True),
-    }, repeats=21 if quick else 61)
+    t = interleaved(
+        {
+            "serial": lambda: delay(*inputs, out=out, parallel=False),
+            "parallel": lambda: delay(*inputs, out=out, parallel=True),
+        },
+        repeats=21 if quick else 61,
+    )
     ratio = t.ratio("parallel", "serial")
-    return Row(f"parallel / serial kernel at the dispatch threshold ({PARALLEL_MIN_ROWS:,} rows)",
-               t["parallel"] * 1e6, "us", ratio, *at_most(ratio, 1.0))
+    return Row(
+        f"parallel / serial kernel at the dispatch threshold ({PARALLEL_MIN_ROWS:,} rows)",
+        t["parallel"] * 1e6,
+        "us",
+        ratio,
+        *at_most(ratio, 1.0),
+    )
 
 
 def bench_python_reference(inputs, kernel_seconds: float, quick: bool) -> Row:
@@ -211,64 +246,108 @@ def bench_python_reference(inputs, kernel_seconds: float, quick: bool) -> Row:
         handoff_delay_row(tokens, bw, per_token, worker, completed)
     python_seconds = (time.perf_counter() - start) * n / sample
     ratio = python_seconds / kernel_seconds
-    return Row(f"speed-up over the plain-Python reference, {n / 1e6:g}M rows (extrapolated from {sample:,})",
-               python_seconds * 1e3, "ms (python)", ratio, *at_least(ratio, 300))
+    return Row(
+        f"speed-up over the plain-Python reference, {n / 1e6:g}M rows (extrapolated from {sample:,})",
+        python_seconds * 1e3,
+        "ms (python)",
+        ratio,
+        *at_least(ratio, 300),
+    )
 
 
 def bench_compile(quick: bool) -> list[Row]:
     """First call in a fresh process with an empty cache, then with the cache filled."""
-    code = ("import time, numpy as np; t = time.perf_counter(); import perfmodel; "
-            "perfmodel.handoff_delay_ms(np.arange(10), 1.0, 10); print(time.perf_counter() - t)")
+    code = (
+        "import time, numpy as np; t = time.perf_counter(); import perfmodel; "
+        "perfmodel.handoff_delay_ms(np.arange(10), 1.0, 10); print(time.perf_counter() - t)"
+    )
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        cold, warm = (float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                                           text=True, check=True).stdout) for _ in range(2))
-    return [Row("import + first call, empty numba cache (compiles)", cold * 1e3, "ms"),
-            Row("import + first call, numba cache filled", warm * 1e3, "ms")]
+        cold, warm = (
+            float(
+                subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            )
+            for _ in range(2)
+        )
+    return [
+        Row("import + first call, empty numba cache (compiles)", cold * 1e3, "ms"),
+        Row("import + first call, numba cache filled", warm * 1e3, "ms"),
+    ]
 
 
 def bench_facade(quick: bool) -> list[Row]:
     """(d) the pandas facade against the numpy-level call on the same data, 1M rows."""
     n = 1_000_000
     tokens, bw, per_token, worker, completed = natural_inputs(n, seed=1)
-    df = pd.DataFrame({"num_input_tokens": tokens, "kv_transfer_bandwidth": bw, "kv_bytes_per_token": per_token,
-                       "worker_type": worker, "completed": completed})
+    df = pd.DataFrame(
+        {
+            "num_input_tokens": tokens,
+            "kv_transfer_bandwidth": bw,
+            "kv_bytes_per_token": per_token,
+            "worker_type": worker,
+            "completed": completed,
+        }
+    )
     categorical = df.assign(worker_type=pd.Categorical.from_codes(worker, ["aggregated", "prefill", "decode"]))
     labels = np.array(["aggregated", "prefill", "decode"], dtype=object)[worker]
     natural = df.assign(worker_type=pd.Categorical(labels))  # categories sorted alphabetically, as pandas makes them
     strings = df.assign(worker_type=labels)
-    t = interleaved({
-        "numpy": lambda: perfmodel.handoff_delay_ms(tokens, bw, per_token, worker_type=worker, completed=completed),
-        "facade": lambda: perfmodel.handoff_delays(df),
-        "facade, categorical worker types in code order": lambda: perfmodel.handoff_delays(categorical),
-        "facade, natural categorical worker types": lambda: perfmodel.handoff_delays(natural),
-    }, repeats=9 if quick else 31)
+    t = interleaved(
+        {
+            "numpy": lambda: perfmodel.handoff_delay_ms(tokens, bw, per_token, worker_type=worker, completed=completed),
+            "facade": lambda: perfmodel.handoff_delays(df),
+            "facade, categorical worker types in code order": lambda: perfmodel.handoff_delays(categorical),
+            "facade, natural categorical worker types": lambda: perfmodel.handoff_delays(natural),
+        },
+        repeats=9 if quick else 31,
+    )
     rows = [Row("numpy-level call, 1M rows", t["numpy"] * 1e3, "ms")]
-    for side in ("facade", "facade, categorical worker types in code order", "facade, natural categorical worker types"):
+    for side in (
+        "facade",
+        "facade, categorical worker types in code order",
+        "facade, natural categorical worker types",
+    ):
         ratio = t.ratio(side, "numpy")
-        target, met = at_most(ratio, 1.5) if side == "facade" else at_most(ratio, 1.2) if "natural" in side else \
-            ("", None)
+        target, met = (
+            at_most(ratio, 1.5) if side == "facade" else at_most(ratio, 1.2) if "natural" in side else ("", None)
+        )
         rows.append(Row(f"pandas {side} / numpy-level call, 1M rows", t[side] * 1e3, "ms", ratio, target, met))
     objects = df.assign(worker_type=pd.Series(labels, index=df.index, dtype=object))  # pandas 2's default for text
     for label, frame in (("Python string worker types", strings), ("object-dtype string worker types", objects)):
-        s = interleaved({
-            "factorize + numpy-level call": lambda: (pd.factorize(frame["worker_type"]), perfmodel.handoff_delay_ms(
-                tokens, bw, per_token, worker_type=worker, completed=completed)),
-            "facade": lambda: perfmodel.handoff_delays(frame),
-        }, repeats=5 if quick else 15)
+        s = interleaved(
+            {
+                "factorize + numpy-level call": lambda: (
+                    pd.factorize(frame["worker_type"]),
+                    perfmodel.handoff_delay_ms(tokens, bw, per_token, worker_type=worker, completed=completed),
+                ),
+                "facade": lambda: perfmodel.handoff_delays(frame),
+            },
+            repeats=5 if quick else 15,
+        )
         ratio = s.ratio("facade", "factorize + numpy-level call")
         # issue 15's target is on plain Python strings, which pandas 3 keeps in Arrow (its "str" dtype); the
         # object column is shown beside it (both hash Python strings with pandas' own factorize)
-        rows.append(Row(f"pandas facade, {label} / (pandas factorize + numpy-level call), 1M rows",
-                        s["facade"] * 1e3, "ms", ratio, *(at_most(ratio, 1.0) if frame is strings else ("", None))))
+        rows.append(
+            Row(
+                f"pandas facade, {label} / (pandas factorize + numpy-level call), 1M rows",
+                s["facade"] * 1e3,
+                "ms",
+                ratio,
+                *(at_most(ratio, 1.0) if frame is strings else ("", None)),
+            )
+        )
     return rows
 
 
 def bench_sweep(quick: bool) -> list[Row]:
     """(e) a 10M-cell sweep (2.5M with --quick): time, and peak traced memory against the result's size."""
     tokens = np.arange(1, (312_501 if not quick else 78_126))
-    axes = dict(model=["llama-3.1-8b", "llama-3.1-70b"], link=list(perfmodel.LINKS), kv_cache_dtype=["bf16", "fp8"],
-                num_input_tokens=tokens)
+    axes = dict(
+        model=["llama-3.1-8b", "llama-3.1-70b"],
+        link=list(perfmodel.LINKS),
+        kv_cache_dtype=["bf16", "fp8"],
+        num_input_tokens=tokens,
+    )
     perfmodel.sweep(**axes, progress=False)  # compile (serial and parallel kernels) outside the measurement
     start = time.perf_counter()
     perfmodel.sweep(**axes, progress=False)
@@ -280,8 +359,10 @@ def bench_sweep(quick: bool) -> list[Row]:
     size = df.memory_usage(deep=True).sum()
     ratio = peak / size
     label = f"{len(df) / 1e6:g}M-cell sweep"
-    return [Row(f"{label}: time", seconds * 1e3, "ms"),
-            Row(f"{label}: peak memory / result size", peak / 1e6, "MB (peak)", ratio, *at_most(ratio, 1.5))]
+    return [
+        Row(f"{label}: time", seconds * 1e3, "ms"),
+        Row(f"{label}: peak memory / result size", peak / 1e6, "MB (peak)", ratio, *at_most(ratio, 1.5)),
+    ]
 
 
 def _command_seconds(args: list[str], env: dict | None = None) -> float:
@@ -292,18 +373,34 @@ def _command_seconds(args: list[str], env: dict | None = None) -> float:
 
 def bench_cli(quick: bool) -> list[Row]:
     """(f) cold start of `perfmodel --help`, and a `perfmodel sweep` with the numba cache filled."""
-    code = "import sys, runpy; sys.argv=['perfmodel','--help']\ntry: runpy.run_module('perfmodel', run_name='__main__')\n" \
-           "except SystemExit: pass\nprint(int('numba' in sys.modules or 'matplotlib' in sys.modules))"
+    code = (
+        "import sys, runpy; sys.argv=['perfmodel','--help']\ntry: runpy.run_module('perfmodel', run_name='__main__')\n"
+        "except SystemExit: pass\nprint(int('numba' in sys.modules or 'matplotlib' in sys.modules))"
+    )
     heavy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()[-1]
     helps = [_command_seconds(["--help"]) for _ in range(3 if quick else 7)]
     with tempfile.TemporaryDirectory() as out:
         _command_seconds(["sweep", "--out", out])  # fills the numba cache
         sweeps = [_command_seconds(["sweep", "--out", out]) for _ in range(1 if quick else 3)]
     help_ms = statistics.median(helps) * 1e3
-    return [Row("perfmodel --help (imports neither numba nor matplotlib: " + ("yes" if heavy == "0" else "NO") + ")",
-                help_ms, "ms", None, "< 1000", help_ms < 1000 and heavy == "0"),
-            Row("perfmodel sweep, defaults, numba cache filled", statistics.median(sweeps) * 1e3, "ms", None,
-                "<= 2000", bool(statistics.median(sweeps) <= 2))]
+    return [
+        Row(
+            "perfmodel --help (imports neither numba nor matplotlib: " + ("yes" if heavy == "0" else "NO") + ")",
+            help_ms,
+            "ms",
+            None,
+            "< 1000",
+            help_ms < 1000 and heavy == "0",
+        ),
+        Row(
+            "perfmodel sweep, defaults, numba cache filled",
+            statistics.median(sweeps) * 1e3,
+            "ms",
+            None,
+            "<= 2000",
+            bool(statistics.median(sweeps) <= 2),
+        ),
+    ]
 
 
 def bench_trace(quick: bool) -> list[Row]:
@@ -316,11 +413,16 @@ def bench_trace(quick: bool) -> list[Row]:
     trace = perfmodel.synthetic_trace(n, rate_per_s=100, seed=0)
     rows = []
     kw = dict(model="llama-3.1-8b", link="ib-ndr", decode_cache_blocks=50_000, links=4)
-    for mode, contention, workers in [("full_prompt", "none", 4), ("destination_missing", "fifo", 4),
-                                      ("destination_missing", "fair", 4), ("destination_missing", "fifo", 8),
-                                      ("destination_missing", "fair", 8)]:
-        perfmodel.replay_handoffs(trace.head(100), mode=mode, contention=contention, decode_workers=workers,
-                                  **kw)  # compile
+    for mode, contention, workers in [
+        ("full_prompt", "none", 4),
+        ("destination_missing", "fifo", 4),
+        ("destination_missing", "fair", 4),
+        ("destination_missing", "fifo", 8),
+        ("destination_missing", "fair", 8),
+    ]:
+        perfmodel.replay_handoffs(
+            trace.head(100), mode=mode, contention=contention, decode_workers=workers, **kw
+        )  # compile
         times = []
         for _ in range(1 if quick else 3):  # the median of three: one run on this shared machine moves by ~10%
             start = time.perf_counter()
@@ -328,9 +430,17 @@ def bench_trace(quick: bool) -> list[Row]:
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
         load = perfmodel.summarize(replay)["link_utilisation"]
-        rows.append(Row(f"replay {n / 1e6:g}M requests, {mode}, {contention}, {workers} decode workers "
-                        f"(link load {load:.2f}): requests/s", n / seconds, "req/s", None, ">= 1e6",
-                        bool(n / seconds >= 1e6)))
+        rows.append(
+            Row(
+                f"replay {n / 1e6:g}M requests, {mode}, {contention}, {workers} decode workers "
+                f"(link load {load:.2f}): requests/s",
+                n / seconds,
+                "req/s",
+                None,
+                ">= 1e6",
+                bool(n / seconds >= 1e6),
+            )
+        )
     # the kernel alone on a prepared trace: time per block operation (a block probed by routing and
     # entering a cache), by number of decode workers
     from perfmodel.replay import _replay_prepared, prepare_trace
@@ -343,26 +453,52 @@ def bench_trace(quick: bool) -> list[Row]:
         start = time.perf_counter()
         _replay_prepared(prepared, **args)
         seconds = time.perf_counter() - start
-        rows.append(Row(f"replay kernel, prepared trace, {workers} decode workers: ns per block "
-                        f"({block_ops / n:.1f} blocks/request; {n / seconds / 1e6:.2f}M requests/s)",
-                        seconds / block_ops * 1e9, "ns/block"))
+        rows.append(
+            Row(
+                f"replay kernel, prepared trace, {workers} decode workers: ns per block "
+                f"({block_ops / n:.1f} blocks/request; {n / seconds / 1e6:.2f}M requests/s)",
+                seconds / block_ops * 1e9,
+                "ns/block",
+            )
+        )
     sample = trace.head(5000 if quick else 20_000)
     ready = sample["arrival_ms"].tolist()
     tokens = sample["num_input_tokens"].tolist()
     hashes = sample["hash_ids"].tolist()
     for contention in ("fifo", "fair"):
-        args = dict(mode="destination_missing", contention=contention, decode_workers=4, decode_cache_blocks=50_000,
-                    links=4)
-        t = interleaved({
-            "kernel": lambda: perfmodel.replay_handoffs(sample, kv_bytes_per_token=131_072, kv_transfer_bandwidth=50.0,
-                                                        **args),
-            "python": lambda: replay_reference(ready, tokens, hashes, bytes_per_token=131_072, bandwidth_gb_s=50.0,
-                                               workers=4, capacity=50_000, mode="destination_missing",
-                                               contention=contention, links=4),
-        }, repeats=1 if quick else 3)
+        args = dict(
+            mode="destination_missing", contention=contention, decode_workers=4, decode_cache_blocks=50_000, links=4
+        )
+        t = interleaved(
+            {
+                "kernel": lambda: perfmodel.replay_handoffs(
+                    sample, kv_bytes_per_token=131_072, kv_transfer_bandwidth=50.0, **args
+                ),
+                "python": lambda: replay_reference(
+                    ready,
+                    tokens,
+                    hashes,
+                    bytes_per_token=131_072,
+                    bandwidth_gb_s=50.0,
+                    workers=4,
+                    capacity=50_000,
+                    mode="destination_missing",
+                    contention=contention,
+                    links=4,
+                ),
+            },
+            repeats=1 if quick else 3,
+        )
         ratio = t.ratio("python", "kernel")
-        rows.append(Row(f"replay speed-up over plain Python, {len(sample):,} requests, destination_missing, {contention}",
-                        t["python"] * 1e3, "ms (python)", ratio, *at_least(ratio, 100)))
+        rows.append(
+            Row(
+                f"replay speed-up over plain Python, {len(sample):,} requests, destination_missing, {contention}",
+                t["python"] * 1e3,
+                "ms (python)",
+                ratio,
+                *at_least(ratio, 100),
+            )
+        )
     return rows
 
 
@@ -370,17 +506,33 @@ def bench_replay_grid(quick: bool) -> list[Row]:
     """Replay grids: configurations on threads against the same configurations one by one (one run each, interleaved)."""
     n = 100_000 if quick else 400_000
     trace = perfmodel.synthetic_trace(n, rate_per_s=100, seed=3)
-    axes = dict(model="llama-3.1-8b", link=["ib-ndr", "2x ib-ndr"], decode_workers=[2, 4, 8],
-                mode="destination_missing", contention="fifo", links=2)
+    axes = dict(
+        model="llama-3.1-8b",
+        link=["ib-ndr", "2x ib-ndr"],
+        decode_workers=[2, 4, 8],
+        mode="destination_missing",
+        contention="fifo",
+        links=2,
+    )
     perfmodel.replay_grid(trace.head(200), progress=False, **axes)  # compile
     threads = os.cpu_count() or 1
-    t = interleaved({
-        "one by one": lambda: perfmodel.replay_grid(trace, num_threads=1, progress=False, **axes),
-        "threads": lambda: perfmodel.replay_grid(trace, num_threads=threads, progress=False, **axes),
-    }, repeats=1 if quick else 3)
+    t = interleaved(
+        {
+            "one by one": lambda: perfmodel.replay_grid(trace, num_threads=1, progress=False, **axes),
+            "threads": lambda: perfmodel.replay_grid(trace, num_threads=threads, progress=False, **axes),
+        },
+        repeats=1 if quick else 3,
+    )
     ratio = t.ratio("one by one", "threads")
-    return [Row(f"replay grid of 6 configurations x {n / 1e6:g}M requests, {threads} threads / one by one: speed-up",
-                t["threads"] * 1e3, "ms", ratio, *at_least(ratio, 1.7))]
+    return [
+        Row(
+            f"replay grid of 6 configurations x {n / 1e6:g}M requests, {threads} threads / one by one: speed-up",
+            t["threads"] * 1e3,
+            "ms",
+            ratio,
+            *at_least(ratio, 1.7),
+        )
+    ]
 
 
 def bench_dask(quick: bool) -> list[Row]:
@@ -390,30 +542,57 @@ def bench_dask(quick: bool) -> list[Row]:
 
     import perfmodel.dask as pmd
 
-    n, parts = (4_000_000, 2) if quick else (16_000_000, 8)  # 2M-row partitions: tasks long enough to amortize scheduling
+    n, parts = (
+        (4_000_000, 2) if quick else (16_000_000, 8)
+    )  # 2M-row partitions: tasks long enough to amortize scheduling
     rows_per_part = n // parts
     pdf = pd.concat([_bench_partition(i, rows_per_part) for i in range(parts)], ignore_index=True)
     # results stay where they are computed (a row count comes back), so no side pays for moving them
     pandas_t = interleaved({"pandas": lambda: len(perfmodel.handoff_delays(pdf))}, repeats=3 if quick else 7)["pandas"]
     rows = [Row(f"pandas facade in process, {n / 1e6:g}M rows in one frame: rows/s", n / pandas_t, "rows/s")]
     for workers in (1, 2):
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=50) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             # partitions made on the workers, as data read from storage would be
-            ddf = client.persist(dd.from_map(_bench_partition, range(parts), [rows_per_part] * parts,
-                                             meta=pdf.iloc[:0]))
+            ddf = client.persist(
+                dd.from_map(_bench_partition, range(parts), [rows_per_part] * parts, meta=pdf.iloc[:0])
+            )
             runs = itertools.count()  # a fresh key per run: identical keys could be answered from memory
-            t = interleaved({"dask": lambda: pmd.handoff_delays(ddf).map_partitions(
-                len, token=f"count-{next(runs)}").compute().sum()}, repeats=3 if quick else 7)["dask"]
-        rows.append(Row(f"dask, {workers} worker process(es), {n / 1e6:g}M rows in {parts} partitions: rows/s "
-                        "(ratio: vs pandas)", n / t, "rows/s", pandas_t / t))
+            t = interleaved(
+                {
+                    "dask": lambda: (
+                        pmd.handoff_delays(ddf).map_partitions(len, token=f"count-{next(runs)}").compute().sum()
+                    )
+                },
+                repeats=3 if quick else 7,
+            )["dask"]
+        rows.append(
+            Row(
+                f"dask, {workers} worker process(es), {n / 1e6:g}M rows in {parts} partitions: rows/s "
+                "(ratio: vs pandas)",
+                n / t,
+                "rows/s",
+                pandas_t / t,
+            )
+        )
     return rows
 
 
 def _bench_partition(i: int, n: int) -> pd.DataFrame:
     tokens, bw, per_token, worker, completed = natural_inputs(n, seed=1000 + i)
-    return pd.DataFrame({"num_input_tokens": tokens, "kv_transfer_bandwidth": bw, "kv_bytes_per_token": per_token,
-                         "worker_type": worker, "completed": completed})
+    return pd.DataFrame(
+        {
+            "num_input_tokens": tokens,
+            "kv_transfer_bandwidth": bw,
+            "kv_bytes_per_token": per_token,
+            "worker_type": worker,
+            "completed": completed,
+        }
+    )
 
 
 def bench_cluster(quick: bool) -> list[Row]:
@@ -427,22 +606,35 @@ def bench_cluster(quick: bool) -> list[Row]:
     on_cluster = perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", **options)
     on_link = perfmodel.handoff_delay_ms(tokens, link, "llama-3.1-70b", **options)
     assert np.allclose(on_cluster, on_link, rtol=1e-12, atol=0), "the equivalent link differs from the cluster"
-    t = interleaved({
-        "cluster": lambda: perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", **options),
-        "link": lambda: perfmodel.handoff_delay_ms(tokens, link, "llama-3.1-70b", **options),
-    }, repeats=9 if quick else 31)
+    t = interleaved(
+        {
+            "cluster": lambda: perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", **options),
+            "link": lambda: perfmodel.handoff_delay_ms(tokens, link, "llama-3.1-70b", **options),
+        },
+        repeats=9 if quick else 31,
+    )
     ratio = t.ratio("cluster", "link")
-    return [Row("1M rows on a cluster / the same rows on its equivalent bandwidth", t["cluster"] * 1e3, "ms", ratio,
-                *at_most(ratio, 1.2))]
+    return [
+        Row(
+            "1M rows on a cluster / the same rows on its equivalent bandwidth",
+            t["cluster"] * 1e3,
+            "ms",
+            ratio,
+            *at_most(ratio, 1.2),
+        )
+    ]
 
 
 def _cluster_replay_setups() -> dict[str, dict]:
     """The two sides of bench_cluster_replay: 16 nodes (8 prefill and 8 decode workers at TP8, 8 NICs per node),
     and today's fair replay with 8 decode workers and 8 links."""
     cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, name="16 nodes")
-    return {"cluster": dict(link=cluster, model="llama-3.1-70b", tp=8, prefill_workers=8, decode_workers=8,
-                            contention="fair"),
-            "links": dict(link="roce-400g", model="llama-3.1-70b", tp=8, decode_workers=8, links=8, contention="fair")}
+    return {
+        "cluster": dict(
+            link=cluster, model="llama-3.1-70b", tp=8, prefill_workers=8, decode_workers=8, contention="fair"
+        ),
+        "links": dict(link="roce-400g", model="llama-3.1-70b", tp=8, decode_workers=8, links=8, contention="fair"),
+    }
 
 
 def _replay_memory(n: int, side: str) -> None:
@@ -494,11 +686,19 @@ def bench_cluster_replay(quick: bool) -> list[Row]:
         perfmodel.replay_handoffs(trace, **setups[name])
         seconds[name] = time.perf_counter() - start
     ratio = seconds["cluster"] / seconds["links"]
-    rows = [Row(f"{n / 1e6:g}M requests of synthetic_trace(rate_per_s=4000) on 16 nodes (8 prefill and 8 decode "
-                "workers at TP8, 8 NICs per node), fair / the same trace on today's fair replay with 8 decode workers "
-                "and 8 links", seconds["cluster"], "s", ratio, *at_most(ratio, 3)),
-            Row("replay on that cluster: requests/s", n / seconds["cluster"], "req/s"),
-            Row("today's fair replay, 8 links: requests/s", n / seconds["links"], "req/s")]
+    rows = [
+        Row(
+            f"{n / 1e6:g}M requests of synthetic_trace(rate_per_s=4000) on 16 nodes (8 prefill and 8 decode "
+            "workers at TP8, 8 NICs per node), fair / the same trace on today's fair replay with 8 decode workers "
+            "and 8 links",
+            seconds["cluster"],
+            "s",
+            ratio,
+            *at_most(ratio, 3),
+        ),
+        Row("replay on that cluster: requests/s", n / seconds["cluster"], "req/s"),
+        Row("today's fair replay, 8 links: requests/s", n / seconds["links"], "req/s"),
+    ]
     return rows + _cluster_replay_memory(1_000_000 if quick else 10_000_000)
 
 
@@ -506,27 +706,45 @@ def _cluster_replay_memory(n: int) -> list[Row]:
     """Peak memory of a replay of ``n`` requests on the cluster and on today's fair replay, each in a child."""
     peaks = {}
     for side in ("links", "cluster"):
-        code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]; import run; "
-                f"run._replay_memory({n}, {side!r})")
+        code = (
+            f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]; import run; "
+            f"run._replay_memory({n}, {side!r})"
+        )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise RuntimeError(f"the {side} replay's child failed: {done.stderr.strip().splitlines()[-1:]}")
         peaks[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_gb"]
     ratio = peaks["cluster"] / peaks["links"]
-    return [Row(f"{n / 1e6:g}M requests: peak memory of the replay on that cluster / of today's fair replay (8 links), "
-                "each in a child process", peaks["cluster"], "GB", ratio, *at_most(ratio, 2)),
-            Row("today's fair replay, 8 links: peak memory of the replay", peaks["links"], "GB")]
+    return [
+        Row(
+            f"{n / 1e6:g}M requests: peak memory of the replay on that cluster / of today's fair replay (8 links), "
+            "each in a child process",
+            peaks["cluster"],
+            "GB",
+            ratio,
+            *at_most(ratio, 2),
+        ),
+        Row("today's fair replay, 8 links: peak memory of the replay", peaks["links"], "GB"),
+    ]
 
 
-_MAIN_JOB = ("import resource, runpy, sys\nsys.argv = ['perfmodel', 'sweep', '--out', sys.argv[1]]\ntry:\n"
-             "    runpy.run_module('perfmodel', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+_MAIN_JOB = (
+    "import resource, runpy, sys\nsys.argv = ['perfmodel', 'sweep', '--out', sys.argv[1]]\ntry:\n"
+    "    runpy.run_module('perfmodel', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
 
 
 def _versus_round(env: dict, tree: Path, work: Path, quick: bool) -> dict[str, float]:
     """One side's measures in fresh processes: bench/versus_probe.py, then the main job (timed once warm)."""
-    probe = subprocess.run([sys.executable, str(ROOT / "bench" / "versus_probe.py"), *(["--quick"] if quick else [])],
-                           env=env, cwd=work, capture_output=True, text=True, check=True)
+    probe = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "versus_probe.py"), *(["--quick"] if quick else [])],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     measures = json.loads(probe.stdout.strip().splitlines()[-1])
     if Path(measures.pop("perfmodel")) != tree / "perfmodel":
         raise RuntimeError(f"the probe imported perfmodel from elsewhere than {tree}")
@@ -554,15 +772,20 @@ def bench_versus(rev: str, quick: bool) -> list[Row]:
         runs: dict[str, list[dict[str, float]]] = {side: [] for side in trees}
         for k in range(2 if quick else 5):
             for side in trees if k % 2 == 0 else reversed(list(trees)):
-                env = {**os.environ, "PYTHONPATH": str(trees[side]),
-                       "NUMBA_CACHE_DIR": str(work / f"cache-{list(trees).index(side)}")}
+                env = {
+                    **os.environ,
+                    "PYTHONPATH": str(trees[side]),
+                    "NUMBA_CACHE_DIR": str(work / f"cache-{list(trees).index(side)}"),
+                }
                 runs[side].append(_versus_round(env, trees[side], work, quick))
     rows = []
-    for key, what, unit in (("kernel_over_floor", "kernel / memory floor, 1M rows", "x floor"),
-                            ("edge_us", "per-call edge, 10 rows", "us"),
-                            ("main_job_s", "the main job (perfmodel sweep, defaults, cache filled)", "s"),
-                            ("main_job_peak_mib", "the main job's peak memory", "MiB"),
-                            ("replay_s", "fair replay, 1M requests, 4 decode workers, 4 links", "s")):
+    for key, what, unit in (
+        ("kernel_over_floor", "kernel / memory floor, 1M rows", "x floor"),
+        ("edge_us", "per-call edge, 10 rows", "us"),
+        ("main_job_s", "the main job (perfmodel sweep, defaults, cache filled)", "s"),
+        ("main_job_peak_mib", "the main job's peak memory", "MiB"),
+        ("replay_s", "fair replay, 1M requests, 4 decode workers, 4 links", "s"),
+    ):
         new, before = (statistics.median(r[key] for r in runs[side]) for side in trees)
         rows.append(Row(f"{what}: this checkout / {rev}", new, unit, new / before, *at_most(new / before, 1.05)))
     return rows
@@ -608,15 +831,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (< 60 s)")
     parser.add_argument("--only", nargs="+", choices=list(SECTIONS), help="run only these sections")
-    parser.add_argument("--vs", metavar="REV", help="measure this checkout against git revision REV, side by side (the "
-                        "kernel, the per-call edge, the main job and a replay), and no section but --only's")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where to write the JSON results (default: bench/results/latest.json for a full run, "
-                             "quick.json with --quick, partial.json with --only: only a full run replaces the full one)")
+    parser.add_argument(
+        "--vs",
+        metavar="REV",
+        help="measure this checkout against git revision REV, side by side (the "
+        "kernel, the per-call edge, the main job and a replay), and no section but --only's",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write the JSON results (default: bench/results/latest.json for a full run, "
+        "quick.json with --quick, partial.json with --only: only a full run replaces the full one)",
+    )
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = ROOT / "bench" / "results" / ("quick.json" if args.quick else "partial.json" if args.only or args.vs else
-                                                 "latest.json")
+        args.out = (
+            ROOT
+            / "bench"
+            / "results"
+            / ("quick.json" if args.quick else "partial.json" if args.only or args.vs else "latest.json")
+        )
     env = environment()
     print("  ".join(f"{k}={v}" for k, v in env.items()))
     rows: list[Row] = []
@@ -627,8 +862,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             section_rows = section(args.quick)
         except Exception as error:  # noqa: BLE001 (reported in the table): a busy machine (a cluster slow to start...) is reported, never fatal
-            section_rows = [Row(f"{name}: not measured ({type(error).__name__}: {str(error).splitlines()[0][:80]})",
-                                float("nan"), "")]
+            section_rows = [
+                Row(
+                    f"{name}: not measured ({type(error).__name__}: {str(error).splitlines()[0][:80]})",
+                    float("nan"),
+                    "",
+                )
+            ]
         print(format_table(section_rows), flush=True)
         rows += section_rows
     if args.vs:
@@ -636,13 +876,19 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(versus), flush=True)
         rows += versus
     elapsed = time.perf_counter() - started
-    print(f"\n{len(rows)} measures in {elapsed:.0f} s; "
-          f"targets met: {sum(r.met is True for r in rows)}/{sum(r.met is not None for r in rows)}")
+    print(
+        f"\n{len(rows)} measures in {elapsed:.0f} s; "
+        f"targets met: {sum(r.met is True for r in rows)}/{sum(r.met is not None for r in rows)}"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"environment": env, "quick": args.quick, "seconds": elapsed,
-                               "rows": [asdict(r) for r in rows]}, indent=1,
-                              default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+    tmp.write_text(
+        json.dumps(
+            {"environment": env, "quick": args.quick, "seconds": elapsed, "rows": [asdict(r) for r in rows]},
+            indent=1,
+            default=lambda o: o.item() if hasattr(o, "item") else str(o),
+        )
+    )
     tmp.replace(args.out)
     return 0
 

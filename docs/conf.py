@@ -41,8 +41,15 @@ numpydoc_validation_checks = {"GL08", "GL02", "PR01", "PR02", "RT01", "RT03", "Y
 # Left to their one-line docstrings: classes' members (methods, properties, dataclass __init__s, the int
 # methods the enums inherit), and two helpers of links.py, a module at its 800-line limit.
 numpydoc_validation_exclude = {r"\.[A-Z]\w*\.\w+$", r"^perfmodel\.links\.(check_link_name|link_source)$"}
-exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
-                    "auto_examples/*.json", "auto_examples/*.md5", "auto_examples/*.codeobj.json"]
+exclude_patterns = [
+    "_build",
+    "auto_examples/*.ipynb",
+    "auto_examples/*.py",
+    "auto_examples/*.zip",
+    "auto_examples/*.json",
+    "auto_examples/*.md5",
+    "auto_examples/*.codeobj.json",
+]
 html_theme = "furo"
 html_title = f"perfmodel {release}"
 html_static_path = ["_static"]
@@ -103,10 +110,14 @@ def _inputs_table() -> None:
     rows = []
     for entry in (*ROW_INPUTS, *OPTIONS):
         default = entry.default
-        shown = "required" if entry.required else repr(default.name.lower() if isinstance(default, enum.Enum)
-                                                        else default)
-        names = ", ".join(f"{label} {cell(value)}" for label, value in
-                          (("flag", entry.cli), ("sweep", entry.axis), ("grid", entry.grid_axis)) if value)
+        shown = (
+            "required" if entry.required else repr(default.name.lower() if isinstance(default, enum.Enum) else default)
+        )
+        names = ", ".join(
+            f"{label} {cell(value)}"
+            for label, value in (("flag", entry.cli), ("sweep", entry.axis), ("grid", entry.grid_axis))
+            if value
+        )
         rows.append((f"``{entry.name}``", entry.doc, f"``{shown}``", entry.rule or ", ".join(entry.choices), names))
     header = ("input", "meaning", "default", "valid values", "elsewhere")
     lines = [".. list-table::", "   :header-rows: 1", "   :widths: 16 40 10 20 14", ""]
@@ -124,16 +135,33 @@ def _bench_table() -> None:
 
     results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
     env = results["environment"]
-    lines = [(f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
-             f"{env['pandas']}, {env['cpu_count']} cores ({env.get('kernel_threads', env['cpu_count'])} kernel "
-             "threads)."), "",
-             ".. list-table::", "   :header-rows: 1", "   :widths: 60 15 10 10 5", "",
-             "   * - measure", "     - value", "     - ratio", "     - target", "     - met"]
+    lines = [
+        (
+            f"Measured with Python {env['python']}, numba {env['numba']}, numpy {env['numpy']}, pandas "
+            f"{env['pandas']}, {env['cpu_count']} cores ({env.get('kernel_threads', env['cpu_count'])} kernel "
+            "threads)."
+        ),
+        "",
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 60 15 10 10 5",
+        "",
+        "   * - measure",
+        "     - value",
+        "     - ratio",
+        "     - target",
+        "     - met",
+    ]
     for row in results["rows"]:
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.3g}"
         met = "" if row["met"] is None else ("yes" if row["met"] else "no")
-        lines += [f"   * - {row['measure']}", f"     - {row['value']:,.4g} {row['unit']}", f"     - {ratio}",
-                  f"     - {row['target']}", f"     - {met}"]
+        lines += [
+            f"   * - {row['measure']}",
+            f"     - {row['value']:,.4g} {row['unit']}",
+            f"     - {ratio}",
+            f"     - {row['target']}",
+            f"     - {met}",
+        ]
     (Path(__file__).parent / "_generated" / "bench.rst").write_text("\n".join(lines) + "\n")
 
 

@@ -21,8 +21,11 @@ parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help
 out = parser.parse_args().out
 out.mkdir(parents=True, exist_ok=True)
 model = "llama-3.1-70b"
-df = perfmodel.sweep(model=model, kv_transfer_bandwidth=np.geomspace(5, 1000, 60),
-                     num_input_tokens=np.unique(np.geomspace(128, 131072, 60).astype(int)))
+df = perfmodel.sweep(
+    model=model,
+    kv_transfer_bandwidth=np.geomspace(5, 1000, 60),
+    num_input_tokens=np.unique(np.geomspace(128, 131072, 60).astype(int)),
+)
 fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
 pp.heatmap(df, budgets_ms=(10, 50, 100), links=["ib-ndr", "nvlink4", "pcie5", "8x ib-ndr"], ax=ax)
 ax.set_title(f"{model}: handoff delay (bf16 KV, TP1, one GPU's bytes)", fontsize="medium")

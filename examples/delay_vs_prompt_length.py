@@ -30,7 +30,8 @@ for ax, model in zip(axes, models):
     ax.set_title(f"{model} ({perfmodel.kv_bytes_per_token(model):,} B/token, bf16)")
 fig.suptitle("KV-cache handoff delay: bytes / line rate")
 fig.savefig(out / "delay_vs_prompt_length.png", dpi=130)
-at_32k = df[df["num_input_tokens"] == 32768].pivot_table(index="link", columns="model", values="handoff_delay_ms",
-                                                          observed=True)
+at_32k = df[df["num_input_tokens"] == 32768].pivot_table(
+    index="link", columns="model", values="handoff_delay_ms", observed=True
+)
 print("handoff delay at 32k tokens (ms):")
 print(at_32k.round(2).to_string())

@@ -33,10 +33,10 @@ fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
 for model, tp, marker in (("llama-3.1-70b", 8, "o"), ("llama-3.1-8b", 1, "s")):
     p99 = []
     for nics in counts:
-        node = perfmodel.Cluster(nic="roce-400g", nics_per_node=nics, gpus_per_node=8, transport="mooncake-te-rdma",
-                                 name=f"{nics} x 400G")
-        delays = perfmodel.handoff_delay_ms(prompts, node, model, tp=tp, block_size=16,
-                                            blocks_per_message=math.inf)
+        node = perfmodel.Cluster(
+            nic="roce-400g", nics_per_node=nics, gpus_per_node=8, transport="mooncake-te-rdma", name=f"{nics} x 400G"
+        )
+        delays = perfmodel.handoff_delay_ms(prompts, node, model, tp=tp, block_size=16, blocks_per_message=math.inf)
         p99.append(float(np.percentile(delays, 99)))
         rows.append((model, tp, nics, float(np.percentile(delays, 50)), p99[-1]))
     ax.plot(counts, p99, marker=marker, label=f"{model}, TP{tp}")

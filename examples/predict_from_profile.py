@@ -35,8 +35,10 @@ out = parser.parse_args().out
 out.mkdir(parents=True, exist_ok=True)
 profiles = ["fastdeploy-rdma", "mooncake-te-rdma", "nixl-ucx-rdma"]
 tokens = 2 ** np.arange(10, 18)
-setups = {"qwen3-8b, TP 1": dict(model="qwen3-8b", tp=1, decode_tp=1),
-          "qwen3-235b-a22b, TP 4 to 8": dict(model="qwen3-235b-a22b", tp=4, decode_tp=8)}
+setups = {
+    "qwen3-8b, TP 1": dict(model="qwen3-8b", tp=1, decode_tp=1),
+    "qwen3-235b-a22b, TP 4 to 8": dict(model="qwen3-235b-a22b", tp=4, decode_tp=8),
+}
 
 fig, axes = plt.subplots(1, len(setups), figsize=(11, 4.3), layout="constrained", sharey=True)
 tables = []
@@ -48,11 +50,15 @@ for ax, (title, setup) in zip(axes, setups.items()):
     tables.append(df[df["link"] != "roce-400g"].assign(setup=title))
 axes[0].set_ylabel("predicted handoff delay (ms)")
 axes[1].set_ylabel("")
-fig.suptitle("Transport profiles against line rate (roce-400g): bf16, 16-token blocks, layer_kv messages, one "
-             "400G RDMA port per rank", fontsize="medium")
+fig.suptitle(
+    "Transport profiles against line rate (roce-400g): bf16, 16-token blocks, layer_kv messages, one "
+    "400G RDMA port per rank",
+    fontsize="medium",
+)
 fig.savefig(out / "predict_from_profile.png", dpi=130)
 
-table = pd.concat(tables).pivot_table(index=["setup", "num_input_tokens"], columns="link",
-                                      values="handoff_delay_ms", observed=True)
+table = pd.concat(tables).pivot_table(
+    index=["setup", "num_input_tokens"], columns="link", values="handoff_delay_ms", observed=True
+)
 print("predicted handoff delay (ms):")
 print(table.round(2).to_string())

@@ -20,14 +20,26 @@ parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help
 out = parser.parse_args().out
 out.mkdir(parents=True, exist_ok=True)
 ratios = np.linspace(0, 1, 21)
-df = perfmodel.sweep(model="llama-3.1-70b", link="ib-ndr", mode=["full_prompt", "destination_missing"],
-                     cache_hit_ratio=ratios, block_size=[16, 512], num_input_tokens=[8192, 32768])
+df = perfmodel.sweep(
+    model="llama-3.1-70b",
+    link="ib-ndr",
+    mode=["full_prompt", "destination_missing"],
+    cache_hit_ratio=ratios,
+    block_size=[16, 512],
+    num_input_tokens=[8192, 32768],
+)
 fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
 styles = iter([("-", "o"), ("--", "s"), ("-.", "^"), (":", "D")])
 for (tokens, block), part in df[df["mode"] == "destination_missing"].groupby(["num_input_tokens", "block_size"]):
     linestyle, marker = next(styles)
-    ax.plot(part["cache_hit_ratio"], part["handoff_delay_ms"], linestyle=linestyle, marker=marker, markersize=4,
-            label=f"{tokens // 1024}k tokens, {block}-token blocks")
+    ax.plot(
+        part["cache_hit_ratio"],
+        part["handoff_delay_ms"],
+        linestyle=linestyle,
+        marker=marker,
+        markersize=4,
+        label=f"{tokens // 1024}k tokens, {block}-token blocks",
+    )
 for tokens in (8192, 32768):
     full = df[(df["mode"] == "full_prompt") & (df["num_input_tokens"] == tokens)]["handoff_delay_ms"].iloc[0]
     ax.axhline(full, color="0.4", linewidth=0.8, linestyle=":")

@@ -25,11 +25,17 @@ out = parser.parse_args().out
 out.mkdir(parents=True, exist_ok=True)
 trace = perfmodel.datasets.load("mooncake-synthetic")
 budget_ms = 100.0
-grid = perfmodel.replay_grid(trace, model="llama-3.1-70b", link=["ib-ndr", "2x ib-ndr", "4x ib-ndr", "8x ib-ndr"],
-                             links=[1, 2, 4], decode_workers=8, mode="destination_missing", contention="fair")
+grid = perfmodel.replay_grid(
+    trace,
+    model="llama-3.1-70b",
+    link=["ib-ndr", "2x ib-ndr", "4x ib-ndr", "8x ib-ndr"],
+    links=[1, 2, 4],
+    decode_workers=8,
+    mode="destination_missing",
+    contention="fair",
+)
 fig = pp.replay_grid_figure(grid, budget_ms=budget_ms)
-fig.suptitle("Mooncake sample trace, llama-3.1-70b (bf16, TP 1), 8 decode workers, fair sharing",
-             fontsize="medium")
+fig.suptitle("Mooncake sample trace, llama-3.1-70b (bf16, TP 1), 8 decode workers, fair sharing", fontsize="medium")
 fig.savefig(out / "replay_grid_sizing.png", dpi=130)
 plt.close(fig)
 grid.to_csv(out / "replay_grid_sizing.csv", index=False)

@@ -46,29 +46,49 @@ out.mkdir(parents=True, exist_ok=True)
 
 ROUTINGS = ("round_robin", "least_loaded", "topology")
 rng = np.random.default_rng(0)
-fixed = pd.DataFrame({"arrival_ms": np.cumsum(rng.exponential(1000 / 45, 3000)),
-                      "num_input_tokens": np.full(3000, 5000, dtype=np.int64)})  # 45 QPS of 5,000 tokens
+fixed = pd.DataFrame(
+    {"arrival_ms": np.cumsum(rng.exponential(1000 / 45, 3000)), "num_input_tokens": np.full(3000, 5000, dtype=np.int64)}
+)  # 45 QPS of 5,000 tokens
 
 
 def rail(ratio: float) -> perfmodel.Cluster:
-    return perfmodel.Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, fabric="rail", oversubscription=ratio,
-                             hop_latency_ms=0.0025, name=f"HGX rail {ratio:g}:1")
+    return perfmodel.Cluster(
+        nic="roce-400g",
+        nics_per_node=8,
+        gpus_per_node=8,
+        fabric="rail",
+        oversubscription=ratio,
+        hop_latency_ms=0.0025,
+        name=f"HGX rail {ratio:g}:1",
+    )
 
 
 CASES = {
     "NVL72, 2 of 4 decode workers in the prefill's NVLink domain": (
-        perfmodel.synthetic_trace(3000, rate_per_s=200, seed=0), "gb200-nvl72",
-        dict(model="llama-3.1-70b", tp=4, prefill_workers=16, decode_workers=4)),
+        perfmodel.synthetic_trace(3000, rate_per_s=200, seed=0),
+        "gb200-nvl72",
+        dict(model="llama-3.1-70b", tp=4, prefill_workers=16, decode_workers=4),
+    ),
     "HGX rail 8:1 uplinks, TP1 x8 -> TP4 x2": (
-        fixed, rail(8.0), dict(model="gpt-oss-120b", tp=1, decode_tp=4, prefill_workers=8, decode_workers=2)),
+        fixed,
+        rail(8.0),
+        dict(model="gpt-oss-120b", tp=1, decode_tp=4, prefill_workers=8, decode_workers=2),
+    ),
     "HGX rail 1:1 uplinks, TP1 x8 -> TP4 x2": (
-        fixed, rail(1.0), dict(model="gpt-oss-120b", tp=1, decode_tp=4, prefill_workers=8, decode_workers=2)),
+        fixed,
+        rail(1.0),
+        dict(model="gpt-oss-120b", tp=1, decode_tp=4, prefill_workers=8, decode_workers=2),
+    ),
     "HGX TP8 -> TP8, full_prompt": (
-        perfmodel.synthetic_trace(3000, rate_per_s=40, seed=0), "hgx-h100-8x400g",
-        dict(model="llama-3.1-70b", tp=8, prefill_workers=2, decode_workers=2)),
+        perfmodel.synthetic_trace(3000, rate_per_s=40, seed=0),
+        "hgx-h100-8x400g",
+        dict(model="llama-3.1-70b", tp=8, prefill_workers=2, decode_workers=2),
+    ),
     "HGX TP8 -> TP8, destination_missing": (
-        perfmodel.synthetic_trace(3000, rate_per_s=40, seed=0), "hgx-h100-8x400g",
-        dict(model="llama-3.1-70b", tp=8, prefill_workers=2, decode_workers=2, mode="destination_missing")),
+        perfmodel.synthetic_trace(3000, rate_per_s=40, seed=0),
+        "hgx-h100-8x400g",
+        dict(model="llama-3.1-70b", tp=8, prefill_workers=2, decode_workers=2, mode="destination_missing"),
+    ),
 }
 
 rows = []
@@ -76,8 +96,15 @@ for case, (trace, cluster, setup) in CASES.items():
     for routing in ROUTINGS:
         replay = perfmodel.replay_handoffs(trace, cluster, **setup, routing=routing, contention="fair")
         summary = perfmodel.summarize(replay)
-        rows.append({"case": case, "routing": routing, "mean_ms": summary["mean_ms"], "p99_ms": summary["p99_ms"],
-                     "busiest worker's share": replay["decode_worker"].value_counts(normalize=True).max()})
+        rows.append(
+            {
+                "case": case,
+                "routing": routing,
+                "mean_ms": summary["mean_ms"],
+                "p99_ms": summary["p99_ms"],
+                "busiest worker's share": replay["decode_worker"].value_counts(normalize=True).max(),
+            }
+        )
 table = pd.DataFrame(rows)
 wide = table.pivot(index="case", columns="routing", values="p99_ms").loc[list(CASES), list(ROUTINGS)]
 

@@ -28,8 +28,9 @@ out = parser.parse_args().out
 out.mkdir(parents=True, exist_ok=True)
 models = ["llama-3.1-8b", "gpt-oss-120b", "gemma-3-27b", "llama-4-scout", "qwen3-next-80b-a3b"]
 chunk_ends = np.arange(1, 17) * 8192  # Llama 4 Scout's bytes drop right after each of them
-tokens = np.unique(np.concatenate([np.geomspace(256, 131_072, 300).astype(int), [1024, 32_768],
-                                   chunk_ends, chunk_ends + 1]))
+tokens = np.unique(
+    np.concatenate([np.geomspace(256, 131_072, 300).astype(int), [1024, 32_768], chunk_ends, chunk_ends + 1])
+)
 df = perfmodel.sweep(model=models, link="ib-ndr", num_input_tokens=tokens)
 
 fig, (bytes_ax, delay_ax) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")

@@ -79,8 +79,25 @@ _LAZY = {
 __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]  # noqa: PLE0604 (the lazy names, written once)
 
 
-_SUBMODULES = {"plotting", "frame", "handoff", "links", "models", "sweeps", "trace", "replay", "io", "errors", "dask",
-               "datasets", "clusters", "flows", "engines", "sizing", "options"}
+_SUBMODULES = {
+    "plotting",
+    "frame",
+    "handoff",
+    "links",
+    "models",
+    "sweeps",
+    "trace",
+    "replay",
+    "io",
+    "errors",
+    "dask",
+    "datasets",
+    "clusters",
+    "flows",
+    "engines",
+    "sizing",
+    "options",
+}
 
 
 class _Package(_types.ModuleType):

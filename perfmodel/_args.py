@@ -43,8 +43,11 @@ def _scalar(name: str, value: Any) -> Any:
         return np.bool_(value) if rule.kind == "flag" else None
     if isinstance(value, (int, np.integer)):
         if rule.kind == "count":  # float64, as the kernel computes (exact to 2**53): one compiled type, not two
-            return np.float64(value) if -(2**53) <= value <= 2**53 else (
-                np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value))
+            return (
+                np.float64(value)
+                if -(2**53) <= value <= 2**53
+                else (np.int64(value) if -(2**63) <= value < 2**63 else np.float64(value))
+            )
         if rule.kind == "real":
             return np.float64(value)
         return np.int8(value) if 0 <= value <= rule.code_limit else np.int8(UNPARSEABLE)
@@ -68,9 +71,17 @@ def _scalar_arg(name: str, kind: type, value: Any) -> _Arg | None:
 
 
 #: Per argument, the dtypes in which a 1-D numpy array reaches the kernel as it is (a read-only view).
-_KERNEL_DTYPES = {name: frozenset(map(np.dtype, {"count": (np.int64, np.float64), "real": (np.float64,),
-                                                 "code": (np.int8,), "flag": (np.bool_,)}[rule.kind]))
-                  for name, rule in ((e.name, e) for e in ROW_INPUTS)}
+_KERNEL_DTYPES = {
+    name: frozenset(
+        map(
+            np.dtype,
+            {"count": (np.int64, np.float64), "real": (np.float64,), "code": (np.int8,), "flag": (np.bool_,)}[
+                rule.kind
+            ],
+        )
+    )
+    for name, rule in ((e.name, e) for e in ROW_INPUTS)
+}
 
 
 def _coerce(name: str, value: Any) -> _Arg:
@@ -109,8 +120,11 @@ def _coerce(name: str, value: Any) -> _Arg:
 def _holds_text(data: Any) -> bool:
     """Whether a column holds labels to encode (categories, strings, objects), not numeric codes."""
     dtype = data.dtype
-    return isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)) or dtype.kind in "OUS" or (
-        isinstance(dtype, pd.ArrowDtype) and dtype.kind not in "iufb")
+    return (
+        isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype))
+        or dtype.kind in "OUS"
+        or (isinstance(dtype, pd.ArrowDtype) and dtype.kind not in "iufb")
+    )
 
 
 def _label_codes(name: str, data: Any) -> _Arg | None:
@@ -134,8 +148,9 @@ def _label_codes(name: str, data: Any) -> _Arg | None:
     valid = sum(1 << position for position, value in enumerate(values) if value != UNPARSEABLE)
     # the codes of up to 64 labels fit in int8: one compiled form whatever gave them (a categorical's int8,
     # Arrow's int32, pandas' int64 factorization), at the cost of one narrowing pass for the wider ones
-    return _Arg(name, _read_only(np.asarray(codes).astype(np.int8, copy=False)), data,
-                (np.uint64(one), np.uint64(valid)))
+    return _Arg(
+        name, _read_only(np.asarray(codes).astype(np.int8, copy=False)), data, (np.uint64(one), np.uint64(valid))
+    )
 
 
 def _booleans_apart(data: Any) -> np.ndarray | None:

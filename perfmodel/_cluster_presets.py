@@ -17,40 +17,60 @@ from .clusters import Cluster
 from .errors import InputError
 from .links import _MULTIPLE, _PROFILES, LINKS, Link, Transport, get_transport
 
-__all__ = ["CLUSTERS", "SOURCES", "check_cluster_name", "cluster_names", "get_cluster", "remove_cluster", "save_cluster",
-           "user_clusters"]
+__all__ = [
+    "CLUSTERS",
+    "SOURCES",
+    "check_cluster_name",
+    "cluster_names",
+    "get_cluster",
+    "remove_cluster",
+    "save_cluster",
+    "user_clusters",
+]
 
-_DGX_H100 = ("NVIDIA DGX H100 user guide: 8 H100 GPUs, 8 single-port ConnectX-7 400 Gb/s NICs for the compute "
-             "fabric (one per GPU), NVLink 4 (900 GB/s per GPU, both directions) through NVSwitch within the node")
+_DGX_H100 = (
+    "NVIDIA DGX H100 user guide: 8 H100 GPUs, 8 single-port ConnectX-7 400 Gb/s NICs for the compute "
+    "fabric (one per GPU), NVLink 4 (900 GB/s per GPU, both directions) through NVSwitch within the node"
+)
 
 #: Built-in clusters by name (ideal transport: give one with ``dataclasses.replace(c, transport=...)``).
 CLUSTERS: dict[str, Cluster] = {name: Cluster(**fields, name=name) for name, fields in SPECS.items()}
 
 #: Each preset's sources, field by field.
 SOURCES: dict[str, dict[str, str]] = {
-    "hgx-h100-8x400g": {"node": _DGX_H100,
-                        "fabric": "NVIDIA DGX SuperPOD reference architecture: rail-optimized compute fabric "
-                                  "(NIC k of every node on leaf k)"},
-    "hgx-h200-8x400g": {"node": "NVIDIA HGX H200: the H100 baseboard's NVLink 4 and 8 x 400 Gb/s ConnectX-7; "
-                                "see " + _DGX_H100,
-                        "fabric": "NVIDIA DGX SuperPOD reference architecture: rail-optimized"},
-    "gcp-a3-ultra": {"node": "Google Cloud a3-ultragpu-8g: 8 NVIDIA H200 GPUs, each with a dedicated ConnectX-7 "
-                             "400 Gb/s NIC, RDMA over RoCE (GoogleCloudPlatform/cluster-toolkit release v1.44.1)",
-                     "pcie": "no public figure of its PCIe switches' count and bandwidth was found: not modeled "
-                             "(give gpus_per_pcie_switch and pcie_switch_gb_s to model them)",
-                     "fabric": "not published: flat (non-blocking); its RoCE network has one subnet per NIC "
-                               "(GKE DRANET set-up for A3 Ultra/A4)"},
-    "aws-p5": {"node": "AWS EC2 p5.48xlarge: 8 H100 GPUs, up to 32 network cards and 3,200 Gb/s of EFA bandwidth "
-                       "(AWS EC2 user guide 'Maximize network bandwidth ... with EFA', whose P5 example launches 32 EFA "
-                       "devices): 32 x 100 Gb/s",
-               "nvlink": "NVIDIA H100: NVLink 4, 900 GB/s per GPU both directions"},
-    "aws-p5en": {"node": "AWS EC2 p5en.48xlarge: 8 H200 GPUs, 16 x 200 Gb/s EFA (kvcache-ai/Mooncake docs, "
-                         "'EFA transport')",
-                 "nvlink": "NVIDIA H200: NVLink 4, 900 GB/s per GPU both directions"},
-    "gb200-nvl72": {"node": "NVIDIA GB200 NVL72: 18 compute trays of 4 Blackwell GPUs in one NVLink domain of 72, "
-                            "NVLink 5 at 1.8 TB/s per GPU both directions; a compute tray's cluster network is "
-                            "4 x ConnectX-7 single-port 400G OSFP, one per GPU (NVIDIA DGX GB200 user guide, "
-                            "'Hardware', compute tray configuration)"},
+    "hgx-h100-8x400g": {
+        "node": _DGX_H100,
+        "fabric": "NVIDIA DGX SuperPOD reference architecture: rail-optimized compute fabric "
+        "(NIC k of every node on leaf k)",
+    },
+    "hgx-h200-8x400g": {
+        "node": "NVIDIA HGX H200: the H100 baseboard's NVLink 4 and 8 x 400 Gb/s ConnectX-7; see " + _DGX_H100,
+        "fabric": "NVIDIA DGX SuperPOD reference architecture: rail-optimized",
+    },
+    "gcp-a3-ultra": {
+        "node": "Google Cloud a3-ultragpu-8g: 8 NVIDIA H200 GPUs, each with a dedicated ConnectX-7 "
+        "400 Gb/s NIC, RDMA over RoCE (GoogleCloudPlatform/cluster-toolkit release v1.44.1)",
+        "pcie": "no public figure of its PCIe switches' count and bandwidth was found: not modeled "
+        "(give gpus_per_pcie_switch and pcie_switch_gb_s to model them)",
+        "fabric": "not published: flat (non-blocking); its RoCE network has one subnet per NIC "
+        "(GKE DRANET set-up for A3 Ultra/A4)",
+    },
+    "aws-p5": {
+        "node": "AWS EC2 p5.48xlarge: 8 H100 GPUs, up to 32 network cards and 3,200 Gb/s of EFA bandwidth "
+        "(AWS EC2 user guide 'Maximize network bandwidth ... with EFA', whose P5 example launches 32 EFA "
+        "devices): 32 x 100 Gb/s",
+        "nvlink": "NVIDIA H100: NVLink 4, 900 GB/s per GPU both directions",
+    },
+    "aws-p5en": {
+        "node": "AWS EC2 p5en.48xlarge: 8 H200 GPUs, 16 x 200 Gb/s EFA (kvcache-ai/Mooncake docs, 'EFA transport')",
+        "nvlink": "NVIDIA H200: NVLink 4, 900 GB/s per GPU both directions",
+    },
+    "gb200-nvl72": {
+        "node": "NVIDIA GB200 NVL72: 18 compute trays of 4 Blackwell GPUs in one NVLink domain of 72, "
+        "NVLink 5 at 1.8 TB/s per GPU both directions; a compute tray's cluster network is "
+        "4 x ConnectX-7 single-port 400G OSFP, one per GPU (NVIDIA DGX GB200 user guide, "
+        "'Hardware', compute tray configuration)"
+    },
 }
 
 
@@ -87,8 +107,12 @@ def get_cluster(name: str) -> Cluster:
     if key in users:
         return users[key]
     close = difflib.get_close_matches(key, [*CLUSTERS, *users], n=3, cutoff=0.4)
-    raise InputError("cluster", f"unknown cluster {name!r}", (f"did you mean {', '.join(close)}? " if close else "")
-                     + f"use one of {', '.join([*CLUSTERS, *users])}, or a perfmodel.Cluster")
+    raise InputError(
+        "cluster",
+        f"unknown cluster {name!r}",
+        (f"did you mean {', '.join(close)}? " if close else "")
+        + f"use one of {', '.join([*CLUSTERS, *users])}, or a perfmodel.Cluster",
+    )
 
 
 def user_clusters() -> dict[str, Cluster]:
@@ -128,8 +152,14 @@ def _link_entry(link: Link | None) -> Any:
         return None
     if link.name in LINKS and LINKS[link.name] == link:
         return link.name
-    return {"name": link.name, "bandwidth_gb_s": link.bandwidth_gb_s, "latency_ms": link.latency_ms,
-            "efficiency": link.efficiency, "per_block_ms": link.per_block_ms, "per_message_ms": link.per_message_ms}
+    return {
+        "name": link.name,
+        "bandwidth_gb_s": link.bandwidth_gb_s,
+        "latency_ms": link.latency_ms,
+        "efficiency": link.efficiency,
+        "per_block_ms": link.per_block_ms,
+        "per_message_ms": link.per_message_ms,
+    }
 
 
 def _transport_entry(transport: Transport) -> Any:
@@ -152,15 +182,24 @@ def _taken(key: str) -> str:
 def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
     taken = _taken(name)
     if taken:
-        raise _presets.entry_error(name, "clusters", f"takes the name of {taken.split(' (')[0]}, which comes first: "
-                                   "this entry is never used (rename it)")
+        raise _presets.entry_error(
+            name,
+            "clusters",
+            f"takes the name of {taken.split(' (')[0]}, which comes first: this entry is never used (rename it)",
+        )
     known = [f.name for f in dataclasses.fields(Cluster) if f.name != "name"]
     unknown = sorted(set(entry) - {*known, "source", _presets.SAVED_BY})
     if unknown:
-        raise _presets.entry_error(name, "clusters", f"has the unknown field(s) {', '.join(map(repr, unknown))} (a "
-                                   f"cluster's fields: {', '.join(known)})")
-    missing = [f.name for f in dataclasses.fields(Cluster) if f.name not in entry and f.name != "name"
-               and f.default is dataclasses.MISSING]
+        raise _presets.entry_error(
+            name,
+            "clusters",
+            f"has the unknown field(s) {', '.join(map(repr, unknown))} (a cluster's fields: {', '.join(known)})",
+        )
+    missing = [
+        f.name
+        for f in dataclasses.fields(Cluster)
+        if f.name not in entry and f.name != "name" and f.default is dataclasses.MISSING
+    ]
     if missing:
         raise _presets.entry_error(name, "clusters", f"misses the field(s) {', '.join(map(repr, missing))}")
     try:
@@ -201,8 +240,11 @@ def check_cluster_name(name: str, *, replace: bool = False) -> None:
     """
     key = _presets.key_of(name)
     if key == "cluster":
-        raise InputError("cluster name", f"{name!r} is the name of every Cluster given none",
-                         "name it: perfmodel.Cluster(..., name='our-cluster')")
+        raise InputError(
+            "cluster name",
+            f"{name!r} is the name of every Cluster given none",
+            "name it: perfmodel.Cluster(..., name='our-cluster')",
+        )
     if _taken(key):
         raise InputError("cluster name", f"{name!r} is {_taken(key)}", "choose another name")
     _presets.check_free("clusters", name, builtin=set(CLUSTERS), replace=replace)

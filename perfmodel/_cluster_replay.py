@@ -50,8 +50,9 @@ class Pair(NamedTuple):
     hops: int  # summed over the flows (routing="topology")
 
 
-def pairs_of(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefill_workers: int,
-             decode_workers: int) -> tuple[Resources, list[list[Pair]]]:
+def pairs_of(
+    cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefill_workers: int, decode_workers: int
+) -> tuple[Resources, list[list[Pair]]]:
     """Every (prefill worker, decode worker) pair's flows on one resource registry.
 
     >>> from perfmodel import Cluster
@@ -64,31 +65,47 @@ def pairs_of(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefil
     prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
     most = option("max_worker_pairs")
     if prefill_workers * decode_workers > most:  # (resolved one by one, in Python: refused before the first)
-        raise InputError("prefill_workers", f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
-                         f"{prefill_workers * decode_workers:,} pairs, each with flows of its own, more than the "
-                         f"{most:,} a replay on a cluster resolves", "pass fewer workers (a replay of a few hundred "
-                         "of each shows how they share the cluster), or raise perfmodel.set_options(max_worker_pairs=)")
+        raise InputError(
+            "prefill_workers",
+            f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
+            f"{prefill_workers * decode_workers:,} pairs, each with flows of its own, more than the "
+            f"{most:,} a replay on a cluster resolves",
+            "pass fewer workers (a replay of a few hundred "
+            "of each shows how they share the cluster), or raise perfmodel.set_options(max_worker_pairs=)",
+        )
     g = cluster.gpus_per_node
     nodes = cluster.nodes or len({x // g for w in (*prefill, *decode) for x in w})
     first = handoff_flow_list(cluster, terms.heads, prefill[0], decode[0], Resources(), nodes_on_leaf=nodes)
     each = len({(f.src_rank, f.dst_rank) for f in first}) * max(1, cluster.nics_per_node // g)  # (NIC sub-flows)
     if each * prefill_workers * decode_workers > MAX_PAIR_FLOWS:  # (every pair has as many rank pairs as the first)
-        raise InputError("decode_workers", f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "
-                         f"{prefill_workers * decode_workers:,} pairs of up to {each:,} flows each, more than the "
-                         f"{MAX_PAIR_FLOWS:,} flows a replay on a cluster resolves", "pass fewer workers, or a smaller "
-                         "tp/decode_tp or fewer NICs per GPU")
+        raise InputError(
+            "decode_workers",
+            f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "
+            f"{prefill_workers * decode_workers:,} pairs of up to {each:,} flows each, more than the "
+            f"{MAX_PAIR_FLOWS:,} flows a replay on a cluster resolves",
+            "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU",
+        )
     resources = Resources()
     setup = cluster.transport.setup_ms
     table = []
     for a in range(prefill_workers):
         row = []
         for b in range(decode_workers):
-            flows = tuple(handoff_flow_list(cluster, terms.heads, prefill[a], decode[b], resources,
-                                            nodes_on_leaf=nodes, state=terms.state > 0))
-            row.append(Pair(flows, tuple(flow_terms(f, terms) for f in flows),
-                            tuple(setup + f.own_latency_ms(cluster) for f in flows),
-                            tuple(f.link.per_message_ms for f in flows), tuple(f.link.per_block_ms for f in flows),
-                            sum(f.hops for f in flows)))
+            flows = tuple(
+                handoff_flow_list(
+                    cluster, terms.heads, prefill[a], decode[b], resources, nodes_on_leaf=nodes, state=terms.state > 0
+                )
+            )
+            row.append(
+                Pair(
+                    flows,
+                    tuple(flow_terms(f, terms) for f in flows),
+                    tuple(setup + f.own_latency_ms(cluster) for f in flows),
+                    tuple(f.link.per_message_ms for f in flows),
+                    tuple(f.link.per_block_ms for f in flows),
+                    sum(f.hops for f in flows),
+                )
+            )
         table.append(row)
     return resources, table
 
@@ -130,9 +147,11 @@ def _mirrors(keys: list, flows: list[list[tuple]], capacities: list[float]) -> t
     first: dict[tuple, int] = {}
     copies: dict[int, int] = {}
     for x, (classes, resources, rows) in used.items():
-        signature = (tuple(tuple(row[:3] for row in pair) for pair in rows),
-                     tuple((tuple(resources[r] for r in keys[c][0]), keys[c][1]) for c in classes),
-                     tuple(capacities[r] for r in resources))
+        signature = (
+            tuple(tuple(row[:3] for row in pair) for pair in rows),
+            tuple((tuple(resources[r] for r in keys[c][0]), keys[c][1]) for c in classes),
+            tuple(capacities[r] for r in resources),
+        )
         copies[x] = first.setdefault(signature, x)
     return copies, used
 
@@ -175,9 +194,18 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
     (16, 2, [0, 0, -1, -1], [4.0, 4.0])
     """
     classes: dict[tuple[tuple[int, ...], int], int] = {}
-    flows = [[(classes.setdefault((f.path, b), len(classes)), pair.vectors[k],
-               (pair.own_ms[k], pair.per_message_ms[k], pair.per_block_ms[k])) for k, f in enumerate(pair.flows)]
-             for row in pairs for b, pair in enumerate(row)]
+    flows = [
+        [
+            (
+                classes.setdefault((f.path, b), len(classes)),
+                pair.vectors[k],
+                (pair.own_ms[k], pair.per_message_ms[k], pair.per_block_ms[k]),
+            )
+            for k, f in enumerate(pair.flows)
+        ]
+        for row in pairs
+        for b, pair in enumerate(row)
+    ]
     keys = list(classes)
     R = len(resources.capacities)
     copies, used = _mirrors(keys, flows, resources.capacities)
@@ -192,18 +220,29 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
             on[r].append(i)
         workers[keys[c][1]].append(i)
     ints, floats = dict(dtype=np.int64), dict(dtype=np.float64)
-    flat = [(simulated.get(c, -1), vector, cost, position[q][k], view[q][k])
-            for q, pair in enumerate(flows) for k, (c, vector, cost) in enumerate(pair)]
+    flat = [
+        (simulated.get(c, -1), vector, cost, position[q][k], view[q][k])
+        for q, pair in enumerate(flows)
+        for k, (c, vector, cost) in enumerate(pair)
+    ]
     return kernel.Structure(
-        np.array(resources.capacities, **floats), *_csr([keys[c][0] for c in simulated]),
+        np.array(resources.capacities, **floats),
+        *_csr([keys[c][0] for c in simulated]),
         np.array([keys[c][1] for c in simulated], **ints),
         np.array([n_copies[component[c]] for c in simulated], **floats),
-        *_csr(on), *_csr(workers), np.cumsum([0] + [len(pair) for pair in flows]).astype(np.int64),
-        np.array([f[0] for f in flat], **ints), np.array([f[1] for f in flat], **floats).reshape(-1, 4),
-        np.array([f[2] for f in flat], **floats).reshape(-1, 3), np.array([f[3] for f in flat], **ints),
-        np.array([f[4] for f in flat], **ints), np.array([pair.hops for row in pairs for pair in row], **ints),
-        np.array(views, **ints).reshape(-1, R), mirror.astype(np.int64),
-        *_simulated_components(used, copies, simulated, R))
+        *_csr(on),
+        *_csr(workers),
+        np.cumsum([0] + [len(pair) for pair in flows]).astype(np.int64),
+        np.array([f[0] for f in flat], **ints),
+        np.array([f[1] for f in flat], **floats).reshape(-1, 4),
+        np.array([f[2] for f in flat], **floats).reshape(-1, 3),
+        np.array([f[3] for f in flat], **ints),
+        np.array([f[4] for f in flat], **ints),
+        np.array([pair.hops for row in pairs for pair in row], **ints),
+        np.array(views, **ints).reshape(-1, R),
+        mirror.astype(np.int64),
+        *_simulated_components(used, copies, simulated, R),
+    )
 
 
 def _simulated_components(used: dict, copies: dict, simulated: dict, R: int) -> tuple:
@@ -236,9 +275,20 @@ class Replayed(NamedTuple):
     origin_ms: float = 0.0  # where bin 0 starts
 
 
-def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray,
-                    offsets: np.ndarray, n_unique: int, prefill_of: np.ndarray, resources: Resources,
-                    pairs: list[list[Pair]], terms: HeadTerms, config: dict) -> Replayed:
+def simulate_replay(
+    *,
+    order: np.ndarray,
+    ready: np.ndarray,
+    tokens: np.ndarray,
+    blocks: np.ndarray,
+    offsets: np.ndarray,
+    n_unique: int,
+    prefill_of: np.ndarray,
+    resources: Resources,
+    pairs: list[list[Pair]],
+    terms: HeadTerms,
+    config: dict,
+) -> Replayed:
     """Replay requests in ``order`` on the cluster's resources (see the module's docstring).
 
     ``config``: the fields of :class:`perfmodel._cluster_kernel.Config` but the decode workers, distinct
@@ -252,30 +302,50 @@ def simulate_replay(*, order: np.ndarray, ready: np.ndarray, tokens: np.ndarray,
         first, last = float(ready[order[0]]), float(ready[order[-1]])
         origin, width = first, max((last - first) / 200, 1.0)
     capacity = config["capacity"]
-    cfg = kernel.Config(**{**config, "routing": ROUTINGS.index(config["routing"]),
-                           "capacity": -1 if capacity is None else capacity}, workers=len(pairs[0]),
-                        n_unique=n_unique, window_tokens=float(terms.window_tokens),
-                        chunk_tokens=float(terms.chunk_tokens), origin_ms=origin, bin_ms=width)
+    cfg = kernel.Config(
+        **{**config, "routing": ROUTINGS.index(config["routing"]), "capacity": -1 if capacity is None else capacity},
+        workers=len(pairs[0]),
+        n_unique=n_unique,
+        window_tokens=float(terms.window_tokens),
+        chunk_tokens=float(terms.chunk_tokens),
+        origin_ms=origin,
+        bin_ms=width,
+    )
     out = kernel.Outputs.empty(n)
     structure = structure_of(resources, pairs)
-    busy, peak, bins, touched = kernel.replay(order.astype(np.int64), np.ascontiguousarray(ready, np.float64),
-                                              tokens.astype(np.int64), blocks, offsets, prefill_of.astype(np.int64),
-                                              structure, cfg, out)
+    busy, peak, bins, touched = kernel.replay(
+        order.astype(np.int64),
+        np.ascontiguousarray(ready, np.float64),
+        tokens.astype(np.int64),
+        blocks,
+        offsets,
+        prefill_of.astype(np.int64),
+        structure,
+        cfg,
+        out,
+    )
     mirror = structure.mirror  # a copied component's resources carry what their first copy's do
-    return Replayed(out, prefill_of.astype(np.int64), busy[mirror], peak[mirror], bins[mirror], touched[mirror], width,
-                    origin)
+    return Replayed(
+        out, prefill_of.astype(np.int64), busy[mirror], peak[mirror], bins[mirror], touched[mirror], width, origin
+    )
 
 
 def refuse_on_cluster(c: Any) -> None:
     """One clear line for each option a cluster decides (docs: "Replaying a trace on a cluster")."""
     check_choice("contention", c.contention, INPUTS["contention"].choices)  # (not a mode at all: said so first)
     if c.contention not in ("none", "fair"):
-        raise InputError("contention", f"{c.contention!r} queues transfers for identical links, but a cluster decides "
-                         "which NICs and switches each flow shares", "pass contention='fair' (flows share max-min "
-                         "fairly) or 'none' (each handoff alone in the cluster)")
+        raise InputError(
+            "contention",
+            f"{c.contention!r} queues transfers for identical links, but a cluster decides "
+            "which NICs and switches each flow shares",
+            "pass contention='fair' (flows share max-min fairly) or 'none' (each handoff alone in the cluster)",
+        )
     if c.links != 1:
-        raise InputError("links", f"{c.links} links, but a cluster decides which resources each flow crosses",
-                         "drop links (set the cluster's nics_per_node instead)")
+        raise InputError(
+            "links",
+            f"{c.links} links, but a cluster decides which resources each flow crosses",
+            "drop links (set the cluster's nics_per_node instead)",
+        )
     refuse_what_it_decides(c)
     if c.routing not in ROUTINGS:
         raise InputError("routing", f"{c.routing!r} is not a routing policy", f"pass one of {', '.join(ROUTINGS)}")

@@ -59,7 +59,8 @@ def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
         return array.reshape(1), True
     if array.ndim > 1:
         raise InputError(
-            name, f"must be a scalar or 1-D, got an array of shape {array.shape}",
+            name,
+            f"must be a scalar or 1-D, got an array of shape {array.shape}",
             "pass one column, or flatten it with .ravel()",
         )
     return array, False
@@ -68,8 +69,10 @@ def _as_1d(name: str, value: Any) -> tuple[Any, bool]:
 def _mixed(entries: Any) -> bool:
     """Whether a sequence mixes text, booleans and other values, which numpy would convert to one of
     them (1.0 -> '1.0', an enum member -> 'WorkerType.PREFILL' on Python 3.10, False -> 0)."""
-    kinds = {str if issubclass(kind, (str, bytes)) else bool if issubclass(kind, (bool, np.bool_)) else object
-             for kind in set(map(type, entries))}
+    kinds = {
+        str if issubclass(kind, (str, bytes)) else bool if issubclass(kind, (bool, np.bool_)) else object
+        for kind in set(map(type, entries))
+    }
     return len(kinds) > 1
 
 
@@ -108,8 +111,11 @@ def no_booleans(name: str, value: Any) -> None:
     perfmodel.errors.InputError: num_layers: got booleans where numbers were expected. Fix: pass numbers, e.g. .astype('int64').
     """
     dtype = getattr(value, "dtype", None)
-    if isinstance(value, (bool, np.bool_)) or getattr(dtype, "kind", "") == "b" or (
-            dtype is None and isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value)):
+    if (
+        isinstance(value, (bool, np.bool_))
+        or getattr(dtype, "kind", "") == "b"
+        or (dtype is None and isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value))
+    ):
         raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
 
 
@@ -123,8 +129,11 @@ def _to_numeric(name: str, data: Any) -> np.ndarray:
         return data
     no_booleans(name, data)
     if dtype.kind in "mMc":  # would otherwise parse as nanoseconds or lose an imaginary part: never a silent number
-        raise InputError(name, f"got {dtype} values where plain numbers were expected",
-                         "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
+        raise InputError(
+            name,
+            f"got {dtype} values where plain numbers were expected",
+            "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)",
+        )
     if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
         return data.astype(np.int64)
     if dtype.kind == "u":  # uint64 beyond int64's range stays exact enough as float64
@@ -153,10 +162,15 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     for kind in kinds:
         if issubclass(kind, (bool, np.bool_)):
             raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
-        if issubclass(kind, (np.timedelta64, np.datetime64)) or (kind.__module__.startswith(("datetime", "pandas")) \
-                and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp")):
-            raise InputError(name, f"got {kind.__name__} values where plain numbers were expected",
-                             "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)")
+        if issubclass(kind, (np.timedelta64, np.datetime64)) or (
+            kind.__module__.startswith(("datetime", "pandas"))
+            and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp")
+        ):
+            raise InputError(
+                name,
+                f"got {kind.__name__} values where plain numbers were expected",
+                "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)",
+            )
     if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
         try:
             return data.astype(np.int64)
@@ -221,8 +235,7 @@ def _content_codes(data: Any) -> tuple[np.ndarray, list]:
 
     values = list(data.to_numpy() if isinstance(data, (pd.Series, pd.Index)) else data)
     keys = np.empty(len(values), dtype=object)
-    keys[:] = [("config", json.dumps(v, sort_keys=True, default=str)) if isinstance(v, Mapping) else v
-               for v in values]
+    keys[:] = [("config", json.dumps(v, sort_keys=True, default=str)) if isinstance(v, Mapping) else v for v in values]
     codes, uniques = pd.factorize(keys, use_na_sentinel=True)
     first = {code: i for i, code in reversed(list(enumerate(codes.tolist()))) if code >= 0}
     return codes, [values[first[k]] for k in range(len(uniques))]
@@ -232,7 +245,8 @@ def _arrow_backed(data: Any) -> bool:
     """Whether a pandas column keeps its values in Arrow (``string[pyarrow]``, ``str``, ``ArrowDtype``)."""
     dtype = getattr(data, "dtype", None)
     return isinstance(dtype, pd.ArrowDtype) or (
-        isinstance(dtype, pd.StringDtype) and dtype.storage in ("pyarrow", "pyarrow_numpy"))
+        isinstance(dtype, pd.StringDtype) and dtype.storage in ("pyarrow", "pyarrow_numpy")
+    )
 
 
 def _arrow_codes(data: Any) -> tuple[np.ndarray, list]:
@@ -321,8 +335,13 @@ def _count_problem(original: Any, number: float, smallest: int) -> str:
     return "not a whole number"
 
 
-def whole_numbers(name: str, value: ArrayLike, smallest: int = 0, *, coerce_hint: str | None = None,
-                  ) -> NDArray[np.int64]:
+def whole_numbers(
+    name: str,
+    value: ArrayLike,
+    smallest: int = 0,
+    *,
+    coerce_hint: str | None = None,
+) -> NDArray[np.int64]:
     """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
     a whole number >= ``smallest`` (missing values included). ``coerce_hint``: how the caller turns
     bad rows into NaN (``""`` where it cannot: the error then offers only the fix).
@@ -342,7 +361,12 @@ def whole_numbers(name: str, value: ArrayLike, smallest: int = 0, *, coerce_hint
         original, number = _plain(np.asarray(data, dtype=object)[position]), numbers[position]
         problem = _count_problem(original, number, smallest)
         raise InputError(
-            name, problem, f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
-            n_invalid=int(invalid.sum()), row=position, value=original, coerce_hint=coerce_hint,
+            name,
+            problem,
+            f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
+            n_invalid=int(invalid.sum()),
+            row=position,
+            value=original,
+            coerce_hint=coerce_hint,
         )
     return numbers.astype(np.int64, copy=False)

@@ -170,9 +170,11 @@ def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream
     stream = sys.stderr if stream is None else stream
     try:
         if stream.isatty():
-            print(f"perfmodel: compiling kernels, once: about {seconds:.0f} s for the {kernel} (cached in "
-                  f"{cache_dir()})",
-                  file=stream, flush=True)
+            print(
+                f"perfmodel: compiling kernels, once: about {seconds:.0f} s for the {kernel} (cached in {cache_dir()})",
+                file=stream,
+                flush=True,
+            )
     except (AttributeError, ValueError, OSError):  # a closed or unusual stream: say nothing
         pass
     with contextlib.suppress(OSError):  # upkeep never stops a computation
@@ -204,8 +206,9 @@ def cache_entries() -> list[tuple[Path, int, str]]:
     entries: list[tuple[Path, int, str]] = []
     if not root.is_dir():
         return entries
-    for version in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
-                          and _VERSION_FOLDER.fullmatch(p.name)):
+    for version in sorted(
+        p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and _VERSION_FOLDER.fullmatch(p.name)
+    ):
         for folder in sorted(p for p in version.iterdir() if p.is_dir() and not p.is_symlink()):
             source = _source_of(folder)
             if version.name == _version_folder() and folder.name == here:

@@ -45,12 +45,21 @@ class FitReport:
 
     def describe(self) -> str:
         """The fit in one line: its parameters and errors, and what the data could not tell apart."""
-        units = {"bandwidth_gb_s": ("GB/s", 1.0), "latency_ms": ("ms", 1.0), "per_block_ms": ("us per block", 1e3),
-                 "per_message_ms": ("us per message", 1e3)}
-        shown = [f"{value * units[name][1]:,.4g} {units[name][0]}" for name, value in (self.parameters or {}).items()
-                 if value and name in units]
-        return (", ".join(shown) + f"; {count(self.points, 'point')}, max error {self.max_relative_error:.1%}, mean "
-                f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else ""))
+        units = {
+            "bandwidth_gb_s": ("GB/s", 1.0),
+            "latency_ms": ("ms", 1.0),
+            "per_block_ms": ("us per block", 1e3),
+            "per_message_ms": ("us per message", 1e3),
+        }
+        shown = [
+            f"{value * units[name][1]:,.4g} {units[name][0]}"
+            for name, value in (self.parameters or {}).items()
+            if value and name in units
+        ]
+        return (
+            ", ".join(shown) + f"; {count(self.points, 'point')}, max error {self.max_relative_error:.1%}, mean "
+            f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else "")
+        )
 
 
 def _nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -74,8 +83,14 @@ def _ms_per_byte_floor(line_rate_gb_s: float | None) -> float:
     """The least ms per byte a line rate allows (0: no line rate)."""
     if line_rate_gb_s is None:
         return 0.0
-    if isinstance(line_rate_gb_s, bool) or not isinstance(line_rate_gb_s, (int, float, np.number)) or not (
-            0 < line_rate_gb_s < np.inf):
-        raise InputError("line_rate_gb_s", f"{line_rate_gb_s!r} is not a number > 0", "pass the NIC's line rate in "
-                         "decimal GB/s (400 Gb/s = 50 GB/s)")
+    if (
+        isinstance(line_rate_gb_s, bool)
+        or not isinstance(line_rate_gb_s, (int, float, np.number))
+        or not (0 < line_rate_gb_s < np.inf)
+    ):
+        raise InputError(
+            "line_rate_gb_s",
+            f"{line_rate_gb_s!r} is not a number > 0",
+            "pass the NIC's line rate in decimal GB/s (400 Gb/s = 50 GB/s)",
+        )
     return 1e-6 / float(line_rate_gb_s)

@@ -86,8 +86,9 @@ def interrupts_deferred() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    previous = {signum: signal.signal(signum, lambda received, _frame: pending.append(received))
-                for signum in _INTERRUPTS}
+    previous = {
+        signum: signal.signal(signum, lambda received, _frame: pending.append(received)) for signum in _INTERRUPTS
+    }
     try:
         yield
     finally:
@@ -142,13 +143,17 @@ def _manifest(folder: Path) -> dict[str, set[str]]:
     if not isinstance(commands, dict):  # a manifest of one list: files of a command not named
         files = data.get("files", []) if isinstance(data, dict) else []
         commands = {"": files if isinstance(files, list) else []}
-    return {str(command): {n for n in names if _plain_name(n)} for command, names in commands.items()
-            if isinstance(names, list)}
+    return {
+        str(command): {n for n in names if _plain_name(n)}
+        for command, names in commands.items()
+        if isinstance(names, list)
+    }
 
 
 @contextlib.contextmanager
-def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[str] = (),
-                  inputs: Iterable[str | os.PathLike] = ()) -> Iterator[Path]:
+def output_folder(
+    target: str | os.PathLike, *, command: str, names: Sequence[str] = (), inputs: Iterable[str | os.PathLike] = ()
+) -> Iterator[Path]:
     """A staging folder for one command's output files; moved into ``target`` only when the block succeeds.
 
     ``target`` may be new, empty, or hold other files: the command adds its own and replaces
@@ -194,8 +199,11 @@ def output_folder(target: str | os.PathLike, *, command: str, names: Sequence[st
         if foreign:
             others = {n: c for c, files in manifest.items() if c != command for n in files}
             listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
-            raise InputError(str(target), f"holds {listing}, which perfmodel {command} did not write",
-                             "choose another --out folder, or move those files away")
+            raise InputError(
+                str(target),
+                f"holds {listing}, which perfmodel {command} did not write",
+                "choose another --out folder, or move those files away",
+            )
 
     refuse_foreign(names)
     created = not target.exists()

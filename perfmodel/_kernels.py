@@ -73,8 +73,19 @@ def _put_numba(target, i, value):
 #: scalar (broadcast) or a read-only 1-D array, or None for an extension that is off (then compiled out);
 #: then a model's capped byte terms, its message terms (:class:`perfmodel._resolve.MessageTerms`) and the
 #: label codes' masks.
-FIELDS = (*ROW_NAMES, "window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens",
-          "full_messages", "window_messages", "chunk_messages", "state_messages", "worker_type_masks", "mode_masks")
+FIELDS = (
+    *ROW_NAMES,
+    "window_bytes_per_token",
+    "window_tokens",
+    "chunk_bytes_per_token",
+    "chunk_tokens",
+    "full_messages",
+    "window_messages",
+    "chunk_messages",
+    "state_messages",
+    "worker_type_masks",
+    "mode_masks",
+)
 
 
 def decode_codes(codes, ones, valid):
@@ -127,7 +138,8 @@ def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0
 # formula at the memory floor) and only their users pay.
 
 _T, _B, _P, _W, _C, _M, _D, _S, _LAT, _FB, _PB, _BS, _PM, _BPM, _PRE, _RATE, _LAYERS, _GROUP, _MIN = (
-    tuple(INPUTS[name].valid or ()) for name in ROW_NAMES)
+    tuple(INPUTS[name].valid or ()) for name in ROW_NAMES
+)
 _outside = jit(outside)
 _no_block = jit(_per_block_without_block)
 _beyond_layers = jit(_group_beyond_layers)
@@ -139,8 +151,7 @@ def _block_cost(per_block_ms, block_size, blocks_per_message, charged):
     if per_block_ms is None:
         return 0.0, False
     pb, bs = np.float64(per_block_ms), np.float64(block_size)
-    invalid = _outside(pb, _PB) | _outside(bs, _BS) | _no_block(pb, bs) | _outside(np.float64(blocks_per_message),
-                                                                                    _BPM)
+    invalid = _outside(pb, _PB) | _outside(bs, _BS) | _no_block(pb, bs) | _outside(np.float64(blocks_per_message), _BPM)
     blocks = np.ceil(charged / bs) if bs > 0 else 0.0
     return blocks * pb, invalid
 
@@ -152,8 +163,19 @@ def _block_cost_numba(per_block_ms, block_size, blocks_per_message, charged):
     return _block_cost
 
 
-def _message_cost(per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens,
-                  chunk_tokens, charged, tokens):
+def _message_cost(
+    per_message_ms,
+    block_size,
+    blocks_per_message,
+    full,
+    window,
+    chunk,
+    state,
+    window_tokens,
+    chunk_tokens,
+    charged,
+    tokens,
+):
     """(messages posted * per-message cost in ms, invalid) of one row; (0, False) when the extension is off
     (its message terms None): each layer kind's charged tokens in blocks, merged ``blocks_per_message`` to a
     message, times its messages per block."""
@@ -161,18 +183,42 @@ def _message_cost(per_message_ms, block_size, blocks_per_message, full, window, 
         return 0.0, False
     pm, bs = np.float64(per_message_ms), np.float64(block_size)
     invalid = _outside(pm, _PM) | _no_block(pm, bs)
-    messages = messages_of(charged, tokens, bs, np.float64(full), np.float64(window), np.float64(chunk),
-                           np.float64(state), np.float64(window_tokens), np.float64(chunk_tokens),
-                           np.float64(blocks_per_message))
+    messages = messages_of(
+        charged,
+        tokens,
+        bs,
+        np.float64(full),
+        np.float64(window),
+        np.float64(chunk),
+        np.float64(state),
+        np.float64(window_tokens),
+        np.float64(chunk_tokens),
+        np.float64(blocks_per_message),
+    )
     return messages * pm, invalid
 
 
 @overload(_message_cost)
-def _message_cost_numba(per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens,
-                        chunk_tokens, charged, tokens):
+def _message_cost_numba(
+    per_message_ms,
+    block_size,
+    blocks_per_message,
+    full,
+    window,
+    chunk,
+    state,
+    window_tokens,
+    chunk_tokens,
+    charged,
+    tokens,
+):
     if isinstance(full, _is_none):
-        return lambda per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens, \
-            chunk_tokens, charged, tokens: (0.0, False)
+        return (
+            lambda per_message_ms, block_size, blocks_per_message, full, window, chunk, state, window_tokens, chunk_tokens, charged, tokens: (
+                0.0,
+                False,
+            )
+        )
     return _message_cost
 
 
@@ -182,8 +228,14 @@ def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_g
         return full, False
     pre, rate = np.float64(prefill_ms), np.float64(prefill_tokens_per_s)
     layers, group, lw_min = np.float64(num_layers), np.float64(layer_group), np.float64(layerwise_min_tokens)
-    invalid = (_outside(pre, _PRE) | _outside(rate, _RATE) | _outside(layers, _LAYERS)
-               | _outside(group, _GROUP) | _outside(lw_min, _MIN) | _beyond_layers(group, layers))
+    invalid = (
+        _outside(pre, _PRE)
+        | _outside(rate, _RATE)
+        | _outside(layers, _LAYERS)
+        | _outside(group, _GROUP)
+        | _outside(lw_min, _MIN)
+        | _beyond_layers(group, layers)
+    )
     # of the full transfer X, only what could not hide behind the prefill's compute
     compute = pre if rate != rate else tokens / rate * 1000.0  # noqa: PLR0124 (NaN tests: numba kernel)
     streamed = (layers > 0) & (tokens >= lw_min)
@@ -194,8 +246,10 @@ def _exposed(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_g
 @overload(_exposed)
 def _exposed_numba(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens):
     if isinstance(num_layers, _is_none):
-        return lambda full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, \
-            layerwise_min_tokens: (full, False)
+        return lambda full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens: (
+            full,
+            False,
+        )
     return _exposed
 
 
@@ -203,8 +257,14 @@ def _capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, 
     """Bytes of the sliding-window and chunked-attention layers of one row (0 when the model has none)."""
     if window_bytes_per_token is None:
         return 0.0
-    return capped_bytes(np.float64(window_bytes_per_token), np.float64(window_tokens),
-                        np.float64(chunk_bytes_per_token), np.float64(chunk_tokens), charged, tokens)
+    return capped_bytes(
+        np.float64(window_bytes_per_token),
+        np.float64(window_tokens),
+        np.float64(chunk_bytes_per_token),
+        np.float64(chunk_tokens),
+        charged,
+        tokens,
+    )
 
 
 @overload(_capped_bytes)
@@ -228,8 +288,9 @@ def regions(blocks, blocks_per_message):
 
 
 @jit
-def messages_of(charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens,
-                blocks_per_message=1.0):
+def messages_of(
+    charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens, blocks_per_message=1.0
+):
     """Messages one rank posts for ``charged`` tokens of a ``tokens``-token prompt (0 without a block size):
     each layer kind's kept tokens in blocks (a window or chunk layer's at most its window or current
     chunk), merged ``blocks_per_message`` to a message, times its messages per block, and the states'
@@ -240,9 +301,12 @@ def messages_of(charged, tokens, block_size, full, window, chunk, state, window_
     bpm = blocks_per_message
     if state < 0:  # kv_layout "block" with windows and chunks but no full attention: the longer-kept layer's blocks
         return regions(np.ceil(max(min(charged, window_tokens), min(charged, current)) / block_size), bpm)
-    return (regions(np.ceil(charged / block_size), bpm) * full
-            + regions(np.ceil(min(charged, window_tokens) / block_size), bpm) * window
-            + regions(np.ceil(min(charged, current) / block_size), bpm) * chunk + state)
+    return (
+        regions(np.ceil(charged / block_size), bpm) * full
+        + regions(np.ceil(min(charged, window_tokens) / block_size), bpm) * window
+        + regions(np.ceil(min(charged, current) / block_size), bpm) * chunk
+        + state
+    )
 
 
 @jit
@@ -257,26 +321,76 @@ def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, c
 @jit
 def _handoff_row(inputs, i):
     """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` of the record."""
-    (t, b, p, w, c, m, d, s, lat, fb, pb, bs, pm, bpm, pre, rate, layers, group, lw_min,
-     wb, wt, cb, ct, fm, wm, cm, sm, w_masks, m_masks) = inputs
+    (
+        t,
+        b,
+        p,
+        w,
+        c,
+        m,
+        d,
+        s,
+        lat,
+        fb,
+        pb,
+        bs,
+        pm,
+        bpm,
+        pre,
+        rate,
+        layers,
+        group,
+        lw_min,
+        wb,
+        wt,
+        cb,
+        ct,
+        fm,
+        wm,
+        cm,
+        sm,
+        w_masks,
+        m_masks,
+    ) = inputs
     t, b, p = np.float64(_at(t, i)), np.float64(_at(b, i)), np.float64(_at(p, i))
     w, c = np.float64(_decoded(_at(w, i), w_masks)), np.float64(_at(c, i))
     m, d, s = np.float64(_decoded(_at(m, i), m_masks)), np.float64(_at(d, i)), np.float64(_at(s, i))
     lat, fb = np.float64(_at(lat, i)), np.float64(_at(fb, i))
-    invalid = (_outside(t, _T) | _outside(b, _B) | _outside(p, _P) | _outside(w, _W) | _outside(c, _C)
-               | _outside(m, _M) | _outside(d, _D) | _outside(s, _S) | _outside(lat, _LAT) | _outside(fb, _FB))
+    invalid = (
+        _outside(t, _T)
+        | _outside(b, _B)
+        | _outside(p, _P)
+        | _outside(w, _W)
+        | _outside(c, _C)
+        | _outside(m, _M)
+        | _outside(d, _D)
+        | _outside(s, _S)
+        | _outside(lat, _LAT)
+        | _outside(fb, _FB)
+    )
     charged = d if m == 1 else t
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
     # chunked layers add their capped bytes; a fixed state moves once per handoff, even when no token is charged
     # (the newest upstream's rule).
-    nbytes = (charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t)
-              + s)
+    nbytes = charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t) + s
     block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), _at(bpm, i), charged)
-    message_cost, message_invalid = _message_cost(_at(pm, i), _at(bs, i), _at(bpm, i), _at(fm, i), _at(wm, i),
-                                                  _at(cm, i), _at(sm, i), _at(wt, i), _at(ct, i), charged, t)
+    message_cost, message_invalid = _message_cost(
+        _at(pm, i),
+        _at(bs, i),
+        _at(bpm, i),
+        _at(fm, i),
+        _at(wm, i),
+        _at(cm, i),
+        _at(sm, i),
+        _at(wt, i),
+        _at(ct, i),
+        charged,
+        t,
+    )
     full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost + message_cost) if nbytes > 0 else 0.0)
-    exposed, stream_invalid = _exposed(full, t, _at(pre, i), _at(rate, i), _at(layers, i), _at(group, i),
-                                       _at(lw_min, i))
+    exposed, stream_invalid = _exposed(
+        full, t, _at(pre, i), _at(rate, i), _at(layers, i), _at(group, i), _at(lw_min, i)
+    )
     invalid = invalid | block_invalid | message_invalid | stream_invalid
     unknown = (p != p) | (s != s) | (b != b) | (b == 0)  # noqa: PLR0124 (NaN tests: numba kernel)
     value = fb if unknown else exposed

@@ -53,8 +53,9 @@ def maxmin_rates(paths: Sequence[Sequence[int]], capacities: Sequence[float]) ->
     return rates
 
 
-def saturated(paths: Sequence[Sequence[int]], capacities: Sequence[float], rates: Sequence[float],
-              tolerance: float = 1e-9) -> set[int]:
+def saturated(
+    paths: Sequence[Sequence[int]], capacities: Sequence[float], rates: Sequence[float], tolerance: float = 1e-9
+) -> set[int]:
     """The resources whose flows' rates fill their capacity (within ``tolerance``, relative).
 
     >>> sorted(saturated([[0], [0, 1]], [10.0, 40.0], [5.0, 5.0]))
@@ -77,8 +78,9 @@ class Outcome(NamedTuple):
     rate_changed: list[bool]
 
 
-def simulate(starts_ms: Sequence[float], nbytes: Sequence[float], paths: Sequence[Sequence[int]],
-             capacities: Sequence[float]) -> Outcome:
+def simulate(
+    starts_ms: Sequence[float], nbytes: Sequence[float], paths: Sequence[Sequence[int]], capacities: Sequence[float]
+) -> Outcome:
     """Flows that start at ``starts_ms`` and move ``nbytes`` each, sharing resources max-min fairly,
     rates recomputed whenever a flow starts or ends. A flow of 0 bytes ends at its start.
 

@@ -7,8 +7,14 @@ from typing import Any
 
 
 def _gqa(layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int | None = None, **extra: Any) -> dict:
-    config = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-              "num_key_value_heads": kv_heads, "torch_dtype": "bfloat16", **extra}
+    config = {
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "torch_dtype": "bfloat16",
+        **extra,
+    }
     if head_dim is not None:
         config["head_dim"] = head_dim
     return config
@@ -16,9 +22,16 @@ def _gqa(layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int | No
 
 _DEEPSEEK_V3 = {
     # deepseek-ai/DeepSeek-V3 (and -R1, same architecture): Multi-head Latent Attention
-    "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
-    "num_key_value_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
-    "v_head_dim": 128, "torch_dtype": "bfloat16",
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "hidden_size": 7168,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "torch_dtype": "bfloat16",
 }
 
 #: Model presets: name -> the KV-relevant fields of the model's published ``config.json``.
@@ -44,20 +57,47 @@ MODELS: dict[str, dict[str, Any]] = {
     # mistralai/Mistral-7B-v0.1: every layer a 4096-token sliding window
     "mistral-7b-v0.1": _gqa(32, 4096, 32, 8, model_type="mistral", sliding_window=4096),
     # openai/gpt-oss-{20b,120b}: sliding (128 tokens) and full attention alternate
-    "gpt-oss-20b": _gqa(24, 2880, 64, 8, 64, model_type="gpt_oss", sliding_window=128,
-                        layer_types=["sliding_attention", "full_attention"] * 12),
-    "gpt-oss-120b": _gqa(36, 2880, 64, 8, 64, model_type="gpt_oss", sliding_window=128,
-                         layer_types=["sliding_attention", "full_attention"] * 18),
+    "gpt-oss-20b": _gqa(
+        24,
+        2880,
+        64,
+        8,
+        64,
+        model_type="gpt_oss",
+        sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"] * 12,
+    ),
+    "gpt-oss-120b": _gqa(
+        36,
+        2880,
+        64,
+        8,
+        64,
+        model_type="gpt_oss",
+        sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"] * 18,
+    ),
     # google/gemma-3-27b-it (text_config): five 1024-token local layers, then one global
-    "gemma-3-27b": _gqa(62, 5376, 32, 16, 128, model_type="gemma3_text", sliding_window=1024,
-                        sliding_window_pattern=6),
+    "gemma-3-27b": _gqa(62, 5376, 32, 16, 128, model_type="gemma3_text", sliding_window=1024, sliding_window_pattern=6),
     # meta-llama/Llama-4-Scout-17B-16E (text_config): 8192-token chunked attention on RoPE layers,
     # every 4th layer global (no RoPE)
-    "llama-4-scout": _gqa(48, 5120, 40, 8, 128, model_type="llama4_text", attention_chunk_size=8192,
-                          no_rope_layers=[1, 1, 1, 0] * 12),
+    "llama-4-scout": _gqa(
+        48, 5120, 40, 8, 128, model_type="llama4_text", attention_chunk_size=8192, no_rope_layers=[1, 1, 1, 0] * 12
+    ),
     # Qwen/Qwen3-Next-80B-A3B-Instruct: Gated DeltaNet (linear attention, a fixed state) in three of
     # every four layers, full attention in the fourth
-    "qwen3-next-80b-a3b": _gqa(48, 2048, 16, 2, 256, model_type="qwen3_next", full_attention_interval=4,
-                               linear_num_key_heads=16, linear_key_head_dim=128, linear_num_value_heads=32,
-                               linear_value_head_dim=128, linear_conv_kernel_dim=4),
+    "qwen3-next-80b-a3b": _gqa(
+        48,
+        2048,
+        16,
+        2,
+        256,
+        model_type="qwen3_next",
+        full_attention_interval=4,
+        linear_num_key_heads=16,
+        linear_key_head_dim=128,
+        linear_num_value_heads=32,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+    ),
 }

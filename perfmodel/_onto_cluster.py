@@ -52,8 +52,9 @@ def holds_clusters(value: Any) -> bool:
     if isinstance(value, (int, float, Cluster)) or _resolve.is_one(value):
         return False
     column = as_column(value)
-    if not _resolve.holds_labels(column) and not (len(column) and isinstance(column[0] if not hasattr(
-            column, "iloc") else column.iloc[0], Cluster)):
+    if not _resolve.holds_labels(column) and not (
+        len(column) and isinstance(column[0] if not hasattr(column, "iloc") else column.iloc[0], Cluster)
+    ):
         return False
     _, labels = distinct(column)
     return any(isinstance(label, Cluster) or is_cluster(label) for label in labels)
@@ -112,8 +113,15 @@ def _model_key(model: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=256)
-def _resolved(cluster: Cluster, model_key: Any, number: bool, kv_cache_dtype: Any, tp: int, decode_tp: int,
-              state_bytes: float | None) -> Alone:
+def _resolved(
+    cluster: Cluster,
+    model_key: Any,
+    number: bool,
+    kv_cache_dtype: Any,
+    tp: int,
+    decode_tp: int,
+    state_bytes: float | None,
+) -> Alone:
     model = json.loads(model_key) if isinstance(model_key, str) and model_key.startswith("{") else model_key
     if number:
         from .clusters import HeadTerms
@@ -144,10 +152,14 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
             model, one, codes = labels[0], True, None
     tp, decode_tp = options.tp, options.decode_degree
     if (number or numbers or any(map(_resolve._is_number, () if labels is None else labels))) and (
-            tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None):
-        raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
-                         "kv_bytes_per_token is a number of bytes (or a column that holds some)", "pass the model (e.g. 'llama-3.1-70b') "
-                         "for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes")
+        tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None
+    ):
+        raise InputError(
+            "kv_bytes_per_token",
+            "a cluster splits a model's KV heads over ranks, but "
+            "kv_bytes_per_token is a number of bytes (or a column that holds some)",
+            "pass the model (e.g. 'llama-3.1-70b') for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes",
+        )
     _block_size_needed(cluster, values.get("block_size"))
     state, bad = _one_state(values["state_bytes"])
     if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
@@ -158,12 +170,14 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     if numbers:  # one byte's handoff, its byte terms times each row's bytes (apply)
         return Route(cluster, byte, per_token=np.asarray(model, dtype=np.float64))
     if codes is not None:
+
         def model_of(m: Any) -> Alone:
             return _resolved(cluster, _model_key(m), False, options.kv_cache_dtype, tp, decode_tp, state)
 
         return Route(cluster, None, codes, _many(labels, byte, model_of, errors))
-    resolved = _resolved(cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype,
-                         tp, decode_tp, state)
+    resolved = _resolved(
+        cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype, tp, decode_tp, state
+    )
     return Route(cluster, resolved)
 
 
@@ -171,8 +185,11 @@ def _one_state(state: Any) -> tuple[float | None, Any]:
     """The call's one state size (bytes each decode rank receives), or None; and the value as given where it is
     not a finite number >= 0 (for the kernel to refuse, or to give NaN for, as on a link); a column is refused."""
     if state is not None and np.ndim(state) != 0:
-        raise InputError("state_bytes", "a cluster takes one state size per call (state_bytes holds a column)",
-                         "pass one number of state bytes (each decode rank receives it)")
+        raise InputError(
+            "state_bytes",
+            "a cluster takes one state size per call (state_bytes holds a column)",
+            "pass one number of state bytes (each decode rank receives it)",
+        )
     if state is None:
         return None, None
     if isinstance(state, (bool, np.bool_, str, bytes)) or not isinstance(state, (int, float, np.number)):
@@ -184,11 +201,19 @@ def _one_state(state: Any) -> tuple[float | None, Any]:
 def _many(labels: Any, byte: Alone, model_of: Any, errors: str) -> list[Alone | None]:
     """Each distinct label's resolved handoff: a number of bytes is one byte's handoff scaled, a model its own
     (None: unknown, with ``errors="coerce"``); every one linear, or the column is refused."""
-    many = [byte._replace(full=float(label) * byte.full) if _resolve._is_number(label)
-            else _resolve._per_label(model_of, errors)(label) for label in labels]
+    many = [
+        byte._replace(full=float(label) * byte.full)
+        if _resolve._is_number(label)
+        else _resolve._per_label(model_of, errors)(label)
+        for label in labels
+    ]
     if not all(r.linear for r in many if isinstance(r, Alone)):
-        raise InputError("kv_transfer_bandwidth", "a column of models on a cluster whose handoffs are not linear in "
-                         "their bytes (state split unevenly, or flows of unequal fixed costs)", "call once per model")
+        raise InputError(
+            "kv_transfer_bandwidth",
+            "a column of models on a cluster whose handoffs are not linear in "
+            "their bytes (state split unevenly, or flows of unequal fixed costs)",
+            "call once per model",
+        )
     return [r if isinstance(r, Alone) else None for r in many]
 
 
@@ -197,15 +222,20 @@ def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
     blocks) when no block size is given, naming that cost (the caller gave no per-message cost of their own)."""
     if block_size is not None:
         return
-    for what, costs in ((f"transport {cluster.transport.name!r}", cluster.transport),
-                        (f"NIC {cluster.nic.name!r}", cluster.nic), (f"NVLink {getattr(cluster.nvlink, 'name', '')!r}",
-                                                                      cluster.nvlink)):
+    for what, costs in (
+        (f"transport {cluster.transport.name!r}", cluster.transport),
+        (f"NIC {cluster.nic.name!r}", cluster.nic),
+        (f"NVLink {getattr(cluster.nvlink, 'name', '')!r}", cluster.nvlink),
+    ):
         for unit in ("message", "block"):
             cost = getattr(costs, f"per_{unit}_ms", 0.0)
             if cost:
-                raise InputError("block_size", f"the cluster's {what} costs {cost:.3g} ms per {unit}, counted from "
-                                 "the KV blocks, but no block size is given", "give the KV block size in tokens "
-                                 "(block_size=, or --block-size on the command line)")
+                raise InputError(
+                    "block_size",
+                    f"the cluster's {what} costs {cost:.3g} ms per {unit}, counted from "
+                    "the KV blocks, but no block size is given",
+                    "give the KV block size in tokens (block_size=, or --block-size on the command line)",
+                )
 
 
 def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
@@ -226,8 +256,11 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     transport = c.transport
     extras = [("per_message_ms", transport.per_message_ms), ("per_block_ms", transport.per_block_ms)]
     if r.linear:  # (every flow's own costs are the last's: the kernel adds them; otherwise each flow's are simulated)
-        extras = [("per_message_ms", transport.per_message_ms + r.per_message_ms),
-                  ("per_block_ms", transport.per_block_ms + r.per_block_ms), ("latency_ms", r.latency_ms)]
+        extras = [
+            ("per_message_ms", transport.per_message_ms + r.per_message_ms),
+            ("per_block_ms", transport.per_block_ms + r.per_block_ms),
+            ("latency_ms", r.latency_ms),
+        ]
         full, window, chunk, state = r.full, r.window, r.chunk, r.state
         values["kv_transfer_bandwidth"] = np.float64(r.bandwidth_gb_s)
     else:
@@ -240,22 +273,29 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
         values["state_bytes"] = np.float64(state)
     terms = {"bytes_per_token": np.float64(full) if per_token is None else np.multiply(per_token, full)}
     if window or chunk:
-        terms.update(window_bytes_per_token=np.float64(window), window_tokens=np.float64(r.terms.window_tokens),
-                     chunk_bytes_per_token=np.float64(chunk), chunk_tokens=np.float64(r.terms.chunk_tokens))
+        terms.update(
+            window_bytes_per_token=np.float64(window),
+            window_tokens=np.float64(r.terms.window_tokens),
+            chunk_bytes_per_token=np.float64(chunk),
+            chunk_tokens=np.float64(r.terms.chunk_tokens),
+        )
     return terms
 
 
 def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone | None]) -> dict[str, Any]:
     """:func:`apply` for a column of models (each linear): each term a lookup by model, spread over the rows."""
+
     def column(get: Any, missing: float) -> np.ndarray:  # (an unknown model's rows: missing)
         return spread(codes, np.array([missing if r is None else get(r) for r in many] + [missing], dtype=np.float64))
 
     known = [r for r in many if r is not None]
 
     t = c.transport
-    for name, get in (("latency_ms", lambda r: r.latency_ms), ("per_message_ms", lambda r: t.per_message_ms
-                                                                 + r.per_message_ms),
-                      ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms)):
+    for name, get in (
+        ("latency_ms", lambda r: r.latency_ms),
+        ("per_message_ms", lambda r: t.per_message_ms + r.per_message_ms),
+        ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms),
+    ):
         if any(get(r) for r in known):
             values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0))
     values["kv_transfer_bandwidth"] = column(lambda r: r.bandwidth_gb_s, np.nan)
@@ -263,10 +303,12 @@ def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone
         values["state_bytes"] = column(lambda r: r.state, 0.0)
     terms = {"bytes_per_token": column(lambda r: r.full, np.nan)}
     if any(r.window or r.chunk for r in known):
-        terms.update(window_bytes_per_token=column(lambda r: r.window, 0.0),
-                     window_tokens=column(lambda r: r.terms.window_tokens, 0.0),
-                     chunk_bytes_per_token=column(lambda r: r.chunk, 0.0),
-                     chunk_tokens=column(lambda r: r.terms.chunk_tokens, 0.0))
+        terms.update(
+            window_bytes_per_token=column(lambda r: r.window, 0.0),
+            window_tokens=column(lambda r: r.terms.window_tokens, 0.0),
+            chunk_bytes_per_token=column(lambda r: r.chunk, 0.0),
+            chunk_tokens=column(lambda r: r.terms.chunk_tokens, 0.0),
+        )
     return terms
 
 
@@ -281,8 +323,13 @@ def link_costs(r: Alone) -> bool:
     return any(f.link.per_message_ms or f.link.per_block_ms for f in r.flows)
 
 
-def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bool = False,
-                        counts: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def nonlinear_bandwidth(
+    found: Route,
+    tokens: Any,
+    charged: Any,
+    after_fixed: bool = False,
+    counts: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
     once). Each flow pays its own link's per-message and per-block costs for the row's messages and blocks
@@ -296,8 +343,9 @@ def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bo
     tokens, charged = np.broadcast_arrays(tokens, charged)
     keyed = tokens if r.terms.chunk_tokens > 0 else np.zeros_like(tokens)
     columns = [charged, keyed] if counts is None else [charged, keyed, *np.broadcast_arrays(*counts, tokens)[:2]]
-    keys, inverse = np.unique(np.stack([np.nan_to_num(np.ravel(x), nan=-1.0) for x in columns]), axis=1,
-                              return_inverse=True)
+    keys, inverse = np.unique(
+        np.stack([np.nan_to_num(np.ravel(x), nan=-1.0) for x in columns]), axis=1, return_inverse=True
+    )
     out = np.empty(keys.shape[1])
     for k, key in enumerate(keys.T):
         m, n = key[0], key[1]
@@ -310,8 +358,16 @@ def nonlinear_bandwidth(found: Route, tokens: Any, charged: Any, after_fixed: bo
         if after_fixed:
             kept = [f for f, b in enumerate(sizes) if b > 0]
             last = r.flows[kept[int(np.argmax(outcome.ends_ms))]] if kept else None
-            sim_ms -= (c.transport.setup_ms + last.own_latency_ms(c) + messages * last.link.per_message_ms
-                       + blocks * last.link.per_block_ms) if kept else 0.0
+            sim_ms -= (
+                (
+                    c.transport.setup_ms
+                    + last.own_latency_ms(c)
+                    + messages * last.link.per_message_ms
+                    + blocks * last.link.per_block_ms
+                )
+                if kept
+                else 0.0
+            )
             out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if nbytes > 0 else np.nan
             continue
         out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
@@ -324,8 +380,9 @@ def _all_over_last(r: Alone) -> float:
     return sum(sum(flow_terms(f, r.terms)) for f in r.flows) / last if last > 0 else 1.0
 
 
-def whole_handoff(found: Route, nbytes: np.ndarray, tokens: Any, charged: Any,
-                  counts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def whole_handoff(
+    found: Route, nbytes: np.ndarray, tokens: Any, charged: Any, counts: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per row, all the bytes the handoff moves (the sum over its flows; ``nbytes``: the kernel's bytes of
     each row) and its rate (GB/s): those bytes over its time after its last-ending flow's fixed costs
     (the transport's setup, latencies and hops, the messages' and blocks' costs), NaN where no bytes move."""

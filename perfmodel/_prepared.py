@@ -97,14 +97,21 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     (100,)
     """
     if not isinstance(trace, pd.DataFrame):
-        raise InputError("trace", f"expected a pandas DataFrame, got {type(trace).__name__}",
-                         "read it with perfmodel.read_trace or make one with perfmodel.synthetic_trace")
-    hash_block_tokens = check_whole("trace.attrs['hash_block_tokens']",
-                                    trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS), smallest=1)
+        raise InputError(
+            "trace",
+            f"expected a pandas DataFrame, got {type(trace).__name__}",
+            "read it with perfmodel.read_trace or make one with perfmodel.synthetic_trace",
+        )
+    hash_block_tokens = check_whole(
+        "trace.attrs['hash_block_tokens']", trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS), smallest=1
+    )
     for column in ("arrival_ms", "num_input_tokens"):
         if column not in trace:
-            raise InputError("trace", f"has no {column!r} column (it has {list(trace.columns)})",
-                             "read it with perfmodel.read_trace, or name the columns arrival_ms and num_input_tokens")
+            raise InputError(
+                "trace",
+                f"has no {column!r} column (it has {list(trace.columns)})",
+                "read it with perfmodel.read_trace, or name the columns arrival_ms and num_input_tokens",
+            )
     try:
         tokens = np.ascontiguousarray(whole_numbers("num_input_tokens", trace["num_input_tokens"]))
         _request_values(trace, "num_input_tokens", tokens)
@@ -116,16 +123,25 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     except (TypeError, ValueError) as error:
         if isinstance(error, InputError):
             raise
-        raise InputError("ready_ms", f"is not one time in ms per request ({error})",
-                         "pass a trace column name, an array or a number of ms") from None
+        raise InputError(
+            "ready_ms",
+            f"is not one time in ms per request ({error})",
+            "pass a trace column name, an array or a number of ms",
+        ) from None
     if not np.isfinite(ready).all():
         first = int(np.argmax(~np.isfinite(ready)))
-        raise InputError("ready_ms", f"ready times must be finite, got {ready[first]!r} at row {trace.index[first]!r}",
-                         "pass one finite time in ms per request (default: the arrival times)")
+        raise InputError(
+            "ready_ms",
+            f"ready times must be finite, got {ready[first]!r} at row {trace.index[first]!r}",
+            "pass one finite time in ms per request (default: the arrival times)",
+        )
     blocks, offsets, n_unique = _flat_hashes(trace)
     if n_unique >= 2**31:  # the caches keep block ids in 32 bits
-        raise InputError("trace column 'hash_ids'", f"{n_unique:,} distinct block ids (the replay handles up to "
-                         f"{2**31 - 1:,})", "replay the trace in parts, e.g. by time window")
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"{n_unique:,} distinct block ids (the replay handles up to {2**31 - 1:,})",
+            "replay the trace in parts, e.g. by time window",
+        )
     for array in (tokens, ready, blocks, offsets):
         array.flags.writeable = False  # shared by threads: nobody writes
     return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens)
@@ -159,12 +175,15 @@ def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
         lists = pc_fill_empty(lists)
     null_rows = _null_hash_rows(lists)
     if null_rows.size:
-        raise InputError("trace column 'hash_ids'", f"{count(null_rows.size, 'request')} {'has' if null_rows.size == 1 else 'have'} a null block id, first at row "
-                         f"{trace.index[null_rows[0]]!r}", "drop those requests or repair their hash_ids (a block "
-                         "whose identity is unknown cannot be a cache hit)")
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"{count(null_rows.size, 'request')} {'has' if null_rows.size == 1 else 'have'} a null block id, first at row "
+            f"{trace.index[null_rows[0]]!r}",
+            "drop those requests or repair their hash_ids (a block whose identity is unknown cannot be a cache hit)",
+        )
     lists = lists.cast(pa.large_list(pa.int64()))
     offsets = lists.offsets.to_numpy().astype(np.int64)
-    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
     offsets = offsets - offsets[0]
     span = int(values.max()) - int(values.min()) if values.size else -1
     if 0 <= span < max(64 * values.size, 1 << 24):
@@ -190,14 +209,21 @@ def _first_bad_cell(column: pd.Series) -> InputError:
             continue
         try:
             if isinstance(value, str):  # (text such as "[1, 2]" is how a CSV file holds lists: read_trace parses it)
-                raise ValueError(f"holds {value!r}, not a list of block ids (text: read the file with "
-                                 "perfmodel.read_trace)")
+                raise ValueError(
+                    f"holds {value!r}, not a list of block ids (text: read the file with perfmodel.read_trace)"
+                )
             _id_cell(value.tolist() if isinstance(value, np.ndarray) else value)
         except ValueError as error:
-            return InputError(f"trace column 'hash_ids', row {label!r}", str(error), "give each request a list of "
-                              "whole block ids within 64-bit integers (one per block; [] for none)")
-    return InputError("trace column 'hash_ids'", "does not hold lists of integers", "give each request a list "
-                      "of whole block ids (one per block, within 64-bit integers)")
+            return InputError(
+                f"trace column 'hash_ids', row {label!r}",
+                str(error),
+                "give each request a list of whole block ids within 64-bit integers (one per block; [] for none)",
+            )
+    return InputError(
+        "trace column 'hash_ids'",
+        "does not hold lists of integers",
+        "give each request a list of whole block ids (one per block, within 64-bit integers)",
+    )
 
 
 #: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
@@ -226,9 +252,12 @@ def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
     if bad.any():
         first = int(np.argmax(bad))
         row = int(pc.list_parent_indices(lists).to_numpy()[first])
-        raise InputError("trace column 'hash_ids'", f"{count(int(bad.sum()), 'block id')} {'is' if bad.sum() == 1 else 'are'} not whole numbers, first at "
-                         f"row {trace.index[row]!r}: {values[first]!r}", "give whole block ids (a fractional id "
-                         "would be truncated into another block's, inventing cache hits)")
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"{count(int(bad.sum()), 'block id')} {'is' if bad.sum() == 1 else 'are'} not whole numbers, first at "
+            f"row {trace.index[row]!r}: {values[first]!r}",
+            "give whole block ids (a fractional id would be truncated into another block's, inventing cache hits)",
+        )
 
 
 def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
@@ -268,14 +297,23 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
     """A value, array or trace column name as one float64 per request."""
     if isinstance(value, str):
         if value not in trace.columns:
-            raise InputError(name, f"no trace column {value!r} (the trace has {list(trace.columns)})",
-                             f"pass {name} as a number, an array or a column name")
+            raise InputError(
+                name,
+                f"no trace column {value!r} (the trace has {list(trace.columns)})",
+                f"pass {name} as a number, an array or a column name",
+            )
         value = trace[value]
-    values = np.asarray(pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan) if np.ndim(value) else value,
-                        dtype=np.float64)
-    return np.broadcast_to(values, (len(trace),)) if values.ndim == 0 or values.shape == (len(trace),) else \
-        _wrong_length(name, values, len(trace))
+    values = np.asarray(
+        pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan) if np.ndim(value) else value, dtype=np.float64
+    )
+    return (
+        np.broadcast_to(values, (len(trace),))
+        if values.ndim == 0 or values.shape == (len(trace),)
+        else _wrong_length(name, values, len(trace))
+    )
 
 
 def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
-    raise InputError(name, f"{count(values.size, 'value')} for {count(n, 'request')}", "pass one value per request, or one for all")
+    raise InputError(
+        name, f"{count(values.size, 'value')} for {count(n, 'request')}", "pass one value per request, or one for all"
+    )

@@ -110,8 +110,9 @@ def _repeated_inside(value: Any) -> str:
 
 
 def _twice(path: Path, key: str) -> InputError:
-    return InputError(str(path), f"the key {key!r} appears twice in one object (JSON keeps only the last)",
-                      "keep one of them")
+    return InputError(
+        str(path), f"the key {key!r} appears twice in one object (JSON keeps only the last)", "keep one of them"
+    )
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -123,15 +124,21 @@ def _read(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as error:
         raise InputError(str(path), f"the user presets file cannot be read ({error})", _REPAIR) from None
     if not isinstance(data, dict):
-        raise InputError(str(path), f"the user presets file holds {json_type(data)}, not an object of "
-                         f"{', '.join(map(repr, KINDS))}", _REPAIR)
+        raise InputError(
+            str(path),
+            f"the user presets file holds {json_type(data)}, not an object of {', '.join(map(repr, KINDS))}",
+            _REPAIR,
+        )
     if isinstance(data, _Repeated):
         raise _twice(path, data.repeated)
     for kind, section in data.items():
         if kind not in KINDS:
             close = difflib.get_close_matches(kind, list(KINDS), n=1, cutoff=0.6)
-            raise InputError(str(path), f"holds {kind!r}, which is no kind of preset ({', '.join(KINDS)})",
-                             f"rename it {close[0]!r}" if close else "remove it, or move the file away")
+            raise InputError(
+                str(path),
+                f"holds {kind!r}, which is no kind of preset ({', '.join(KINDS)})",
+                f"rename it {close[0]!r}" if close else "remove it, or move the file away",
+            )
         if not isinstance(section, dict):
             raise InputError(str(path), f"{kind!r} is {json_type(section)}, not an object of presets by name", _REPAIR)
         if isinstance(section, _Repeated):
@@ -159,19 +166,30 @@ def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
     for name, entry in section.items():
         key = key_of(name)
         if key in spelled:
-            bad[key] = entry_error(name, kind, f"{spelled[key]!r} and {name!r} name the same preset (names ignore "
-                                   "case and surrounding spaces)")
+            bad[key] = entry_error(
+                name,
+                kind,
+                f"{spelled[key]!r} and {name!r} name the same preset (names ignore case and surrounding spaces)",
+            )
             good.pop(key, None)
             continue
         spelled[key] = name
         if not key:
             bad[key] = entry_error(name, kind, "has an empty name")
         elif key in rivals:
-            bad[key] = entry_error(name, kind, f"is also the name of a user {KINDS[rival]} in the file (a name is one "
-                                   "link or one cluster, which go where one another go): rename or remove one")
+            bad[key] = entry_error(
+                name,
+                kind,
+                f"is also the name of a user {KINDS[rival]} in the file (a name is one "
+                "link or one cluster, which go where one another go): rename or remove one",
+            )
         elif _repeated_inside(entry):
-            bad[key] = entry_error(name, kind, f"the key {_repeated_inside(entry)!r} appears twice in one object of "
-                                   "the entry (JSON keeps only the last; keep one of them)")
+            bad[key] = entry_error(
+                name,
+                kind,
+                f"the key {_repeated_inside(entry)!r} appears twice in one object of "
+                "the entry (JSON keeps only the last; keep one of them)",
+            )
         elif isinstance(entry, dict):
             good[key] = entry
         else:
@@ -201,8 +219,9 @@ def unknown_fields(name: str, kind: str, entry: dict[str, Any], known: set[str])
     for field in entry:
         if field not in known:
             close = difflib.get_close_matches(field, sorted(known), n=1, cutoff=0.6)
-            raise entry_error(name, kind, f"has an unknown field {field!r}" + (f" (did you mean {close[0]!r}?)"
-                                                                               if close else ""))
+            raise entry_error(
+                name, kind, f"has an unknown field {field!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            )
 
 
 def text_field(name: str, kind: str, entry: dict[str, Any], field: str) -> str:
@@ -225,25 +244,31 @@ def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False
     never overwrites)."""
     key = key_of(name)
     if not key or key in builtin:
-        raise InputError(f"{KINDS[kind]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}",
-                         "choose another name")
+        raise InputError(
+            f"{KINDS[kind]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}", "choose another name"
+        )
     data = _read(presets_path())
     other = RIVALS.get(kind, "")
     clash = [n for n in data.get(other, {}) if key_of(n) == key]
     if clash:
-        raise InputError(f"{KINDS[kind]} name", f"a user {KINDS[other]} {clash[0]!r} exists already in "
-                         f"{presets_path()} (a name is one link or one cluster, which go where one another go)",
-                         f"choose another name, or remove that {KINDS[other]} first (perfmodel presets remove "
-                         f"{clash[0]} --kind {KINDS[other]})")
+        raise InputError(
+            f"{KINDS[kind]} name",
+            f"a user {KINDS[other]} {clash[0]!r} exists already in "
+            f"{presets_path()} (a name is one link or one cluster, which go where one another go)",
+            f"choose another name, or remove that {KINDS[other]} first (perfmodel presets remove "
+            f"{clash[0]} --kind {KINDS[other]})",
+        )
     section = data.get(kind, {})
     taken = [n for n in section if key_of(n) == key]
     if taken and not replace:
         entry = section[taken[0]]
         source = entry.get("source") if isinstance(entry, dict) else None
-        raise InputError(f"{KINDS[kind]} name", f"a user {KINDS[kind]} {taken[0]!r} exists already in "
-                         f"{presets_path()}" + (f" (from {source})" if isinstance(source, str) and source else ""),
-                         "choose another name, or replace it explicitly (replace=True; on the command line "
-                         "--replace)")
+        raise InputError(
+            f"{KINDS[kind]} name",
+            f"a user {KINDS[kind]} {taken[0]!r} exists already in "
+            f"{presets_path()}" + (f" (from {source})" if isinstance(source, str) and source else ""),
+            "choose another name, or replace it explicitly (replace=True; on the command line --replace)",
+        )
     return key
 
 
@@ -269,13 +294,18 @@ def remove(kind: str, name: str) -> Path:
     spelled = [n for n in section if key_of(n) == key]
     if not spelled:
         close = difflib.get_close_matches(key, [key_of(n) for n in section], n=3, cutoff=0.5)
-        raise InputError(f"{KINDS[kind]} name", f"no user {KINDS[kind]} {name!r} in {path}",
-                         (f"did you mean {', '.join(close)}? " if close else "")
-                         + "perfmodel presets list shows the user presets")
+        raise InputError(
+            f"{KINDS[kind]} name",
+            f"no user {KINDS[kind]} {name!r} in {path}",
+            (f"did you mean {', '.join(close)}? " if close else "") + "perfmodel presets list shows the user presets",
+        )
     entry = section[spelled[0]]
     if len(spelled) > 1 or not (isinstance(entry, dict) and entry.get(SAVED_BY) == "perfmodel"):
-        raise InputError(f"{path}: {kind} {spelled[0]!r}", "perfmodel did not save it (it has no "
-                         f"'{SAVED_BY}': 'perfmodel'), so it leaves it alone", "remove it from the file by hand")
+        raise InputError(
+            f"{path}: {kind} {spelled[0]!r}",
+            f"perfmodel did not save it (it has no '{SAVED_BY}': 'perfmodel'), so it leaves it alone",
+            "remove it from the file by hand",
+        )
     del section[spelled[0]]
     _write(path, data)
     return path

@@ -25,8 +25,14 @@ def progress_bar(total: int | None, *, unit: str, desc: str, progress: bool | No
 
         raise InputError("progress", f"{progress!r} is not True, False or None", "pass progress=True, False or None")
     hidden = progress is False or (progress is None and total is not None and total <= at_least)
-    return _bar()(total=total, unit=unit, unit_scale=True, delay=1.0, desc=desc,
-                  disable=True if hidden else (None if progress is None else False))
+    return _bar()(
+        total=total,
+        unit=unit,
+        unit_scale=True,
+        delay=1.0,
+        desc=desc,
+        disable=True if hidden else (None if progress is None else False),
+    )
 
 
 @functools.cache

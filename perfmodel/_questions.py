@@ -12,8 +12,17 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["MAX_NICS_PER_GPU", "QUANTILE_METHOD", "alone_question", "counted", "fewest_meeting", "meets_budget",
-           "nic_counts", "percentile_ms", "replay_percentile_question"]
+__all__ = [
+    "MAX_NICS_PER_GPU",
+    "QUANTILE_METHOD",
+    "alone_question",
+    "counted",
+    "fewest_meeting",
+    "meets_budget",
+    "nic_counts",
+    "percentile_ms",
+    "replay_percentile_question",
+]
 
 #: How every percentile of delays is taken (numpy's and pandas' default: between two order statistics).
 QUANTILE_METHOD: Final = "linear"
@@ -21,9 +30,11 @@ QUANTILE_METHOD: Final = "linear"
 #: The most NICs per GPU a node's NIC count is tried up to (AWS p5 nodes have four EFA devices per GPU).
 MAX_NICS_PER_GPU = 4
 
-_CONTENTION_WORDS = {"none": "each handoff alone, no contention",
-                     "fifo": "transfers queued first come first served on each link",
-                     "fair": "transfers sharing each link or NIC max-min fairly"}
+_CONTENTION_WORDS = {
+    "none": "each handoff alone, no contention",
+    "fifo": "transfers queued first come first served on each link",
+    "fair": "transfers sharing each link or NIC max-min fairly",
+}
 
 
 def percentile_ms(delays: Any, percent: float | Sequence[float]) -> Any:
@@ -199,8 +210,9 @@ def _bytes_words(scope: str | None, cluster: bool, bytes_of: str = "bytes of eac
     return f"{'one rank' if scope == 'rank' else 'the whole group'}'s {bytes_of} (scope {scope})"
 
 
-def replay_percentile_question(percent: float, contention: str | None, scope: str | None, *,
-                               cluster: bool = False) -> str:
+def replay_percentile_question(
+    percent: float, contention: str | None, scope: str | None, *, cluster: bool = False
+) -> str:
     """In words, what a replay's percentile (``p99_ms``...) is the percentile of: the per-request handoff
     delays, with which contention and which bytes.
 

@@ -41,6 +41,7 @@ def _popcount(x):
 # cache line (a quarter of a byte per value of the range). perfmodel.replay shares the two passes over
 # the ids between threads, each marking its share in a bitmap of its own.
 
+
 @jit
 def mark_ids(values, lowest, marks):
     """Mark each of ``values`` (less ``lowest``) in the bitmap ``marks`` (64 values a word)."""
@@ -80,6 +81,7 @@ def rank_ids(values, lowest, table, out):
 # The heap's comparisons and swaps are written out rather than called: as nested ``inline="always"``
 # helpers taking the arrays, the same operations took ~4x the time (measured).
 
+
 @loop_helper
 def heap_push(times, seqs, items, size, time, seq, item):
     """Push (time, seq, item) onto the array heap of ``size`` entries ordered by (time, seq); return the new size."""
@@ -105,8 +107,9 @@ def heap_pop(times, seqs, items, size):
         child = 2 * i + 1
         if child >= last:
             break
-        if child + 1 < last and (times[child + 1] < times[child] or
-                                 (times[child + 1] == times[child] and seqs[child + 1] < seqs[child])):
+        if child + 1 < last and (
+            times[child + 1] < times[child] or (times[child + 1] == times[child] and seqs[child + 1] < seqs[child])
+        ):
             child += 1
         if time < times[child] or (time == times[child] and seq < seqs[child]):
             break
@@ -122,8 +125,9 @@ def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
     kernel's formula: tokens times bytes per token, the capped layers, and the state, which always moves)."""
     m, n = np.float64(charged), np.float64(tokens)
-    nbytes = m * kv_terms[model, 0] + capped_bytes(kv_terms[model, 1], kv_terms[model, 2], kv_terms[model, 3],
-                                                   kv_terms[model, 4], m, n)
+    nbytes = m * kv_terms[model, 0] + capped_bytes(
+        kv_terms[model, 1], kv_terms[model, 2], kv_terms[model, 3], kv_terms[model, 4], m, n
+    )
     return nbytes + kv_terms[model, 5]
 
 
@@ -302,8 +306,16 @@ def _new_caches(n_unique, workers, capacity):
     slot_of = np.zeros((workers, max(n_unique, 1) if slots else 1), dtype=np.int32)
     # each log has room for its live entries and as many more (positions stay within int32)
     log = np.empty((workers, min(2 * slots, 2**31 - 1) if slots else 1), dtype=np.int32)
-    return (holders, alive, slot_of, log, np.zeros(workers, dtype=np.int64), np.zeros(workers, dtype=np.int64),
-            np.zeros(workers, dtype=np.int64), capacity)
+    return (
+        holders,
+        alive,
+        slot_of,
+        log,
+        np.zeros(workers, dtype=np.int64),
+        np.zeros(workers, dtype=np.int64),
+        np.zeros(workers, dtype=np.int64),
+        capacity,
+    )
 
 
 @jit(inline="always")
@@ -324,8 +336,9 @@ def _charge(r, hit_blocks, requests, cluster, results):
     tokens, kv_terms, model_of = requests.tokens, requests.kv_terms, requests.model_of
     block_size, destination_missing = cluster.block_size, cluster.destination_missing
     n_tokens = tokens[r]
-    cached, charged, n_blocks, cached_blocks = charged_tokens(n_tokens, hit_blocks, cluster.hash_block_tokens,
-                                                              block_size, destination_missing)
+    cached, charged, n_blocks, cached_blocks = charged_tokens(
+        n_tokens, hit_blocks, cluster.hash_block_tokens, block_size, destination_missing
+    )
     results.cached[r] = cached
     results.charged[r] = charged
     k = model_of[r]
@@ -336,12 +349,23 @@ def _charge(r, hit_blocks, requests, cluster, results):
     moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
     setup = moved_blocks * cluster.per_block_ms
     if cluster.per_message_ms > 0:
-        setup += cluster.per_message_ms * messages_of(np.float64(charged), np.float64(n_tokens),
-                                                      np.float64(block_size), kv_terms[k, 6], kv_terms[k, 7],
-                                                      kv_terms[k, 8], kv_terms[k, 9], kv_terms[k, 2], kv_terms[k, 4],
-                                                      cluster.blocks_per_message)
-    alone = transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup) \
-        if cluster.bandwidth_gb_s > 0 else cluster.fallback_delay_ms  # (0: no delay is modeled)
+        setup += cluster.per_message_ms * messages_of(
+            np.float64(charged),
+            np.float64(n_tokens),
+            np.float64(block_size),
+            kv_terms[k, 6],
+            kv_terms[k, 7],
+            kv_terms[k, 8],
+            kv_terms[k, 9],
+            kv_terms[k, 2],
+            kv_terms[k, 4],
+            cluster.blocks_per_message,
+        )
+    alone = (
+        transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup)
+        if cluster.bandwidth_gb_s > 0
+        else cluster.fallback_delay_ms
+    )  # (0: no delay is modeled)
     results.transfer[r] = alone
     return nbytes, setup, alone
 
@@ -363,6 +387,7 @@ def _fifo_start(now, alone, link_free):
 # it was last brought up to date, and a heap of them by (virtual finish tag, sequence) (`Fair`). Transfers
 # paying their fixed costs wait in a heap by (the time those end, sequence): they hold no share meanwhile.
 
+
 class Fair(NamedTuple):
     """The state of fair sharing (see above); ``tags``, ``seqs`` and ``items`` grow when a link's heap is full."""
 
@@ -379,10 +404,17 @@ class Fair(NamedTuple):
 
 @jit
 def _new_fair(n_links, n, origin, capacity):
-    return Fair(np.zeros(n_links), np.zeros(n_links, dtype=np.int64), np.full(n_links, origin),
-                np.empty((n_links, capacity)), np.empty((n_links, capacity), dtype=np.int64),
-                np.empty((n_links, capacity), dtype=np.int64), np.empty(n), np.empty(n, dtype=np.int64),
-                np.empty(n, dtype=np.int64))
+    return Fair(
+        np.zeros(n_links),
+        np.zeros(n_links, dtype=np.int64),
+        np.full(n_links, origin),
+        np.empty((n_links, capacity)),
+        np.empty((n_links, capacity), dtype=np.int64),
+        np.empty((n_links, capacity), dtype=np.int64),
+        np.empty(n),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+    )
 
 
 @jit
@@ -396,8 +428,9 @@ def _grown(fair):
             tags[link, k] = fair.tags[link, k]
             seqs[link, k] = fair.seqs[link, k]
             items[link, k] = fair.items[link, k]
-    return Fair(fair.virtual, fair.active, fair.last_update, tags, seqs, items, fair.start_time, fair.start_seq,
-                fair.start_item)
+    return Fair(
+        fair.virtual, fair.active, fair.last_update, tags, seqs, items, fair.start_time, fair.start_seq, fair.start_item
+    )
 
 
 @loop_helper
@@ -437,8 +470,9 @@ def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
     if count > 0:
         fair.virtual[best] += (t - fair.last_update[best]) * rate / count
     fair.last_update[best] = t
-    fair.active[best] = heap_push(fair.tags[best], fair.seqs[best], fair.items[best], count,
-                                  fair.virtual[best] + out_bytes[r], seq, r)
+    fair.active[best] = heap_push(
+        fair.tags[best], fair.seqs[best], fair.items[best], count, fair.virtual[best] + out_bytes[r], seq, r
+    )
     out_link[r] = best
     return starting
 
@@ -472,8 +506,9 @@ def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_se
                 return True
             counts[1] = starting
         elif next_link >= 0 and next_time <= now:
-            counts[0] = _finish_moving(fair, next_link, next_time, requests, results, pend_time, pend_seq,
-                                       pend_item, counts[0])
+            counts[0] = _finish_moving(
+                fair, next_link, next_time, requests, results, pend_time, pend_seq, pend_item, counts[0]
+            )
         else:
             return False
 
@@ -488,8 +523,9 @@ def replay(requests, cluster, results):
     order, ready_ms, blocks, offsets = requests.order, requests.ready_ms, requests.blocks, requests.offsets
     workers, contention = cluster.workers, cluster.contention
     n = order.shape[0]
-    holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(cluster.n_unique, workers,
-                                                                                   cluster.capacity)
+    holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(
+        cluster.n_unique, workers, cluster.capacity
+    )
     # pending cache insertions, a heap ordered by (end time, processing sequence) holding requests
     pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     counts = np.zeros(2, dtype=np.int64)  # [pending insertions, fair: transfers paying their fixed costs]
@@ -510,8 +546,9 @@ def replay(requests, cluster, results):
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
             r = pend_item[pending]
-            _insert_blocks(r, results.worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size,
-                           capacity)
+            _insert_blocks(
+                r, results.worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size, capacity
+            )
         if i == n:
             break
         r = order[i]
@@ -523,8 +560,9 @@ def replay(requests, cluster, results):
         earliest_end = requests.prefill_end_ms[r] + alone * requests.last_fraction[r]
         results.start[r] = now
         if contention == FAIR and nbytes > 0:  # fixed costs first, then the bytes share a link
-            counts[1] = heap_push(fair.start_time, fair.start_seq, fair.start_item, counts[1],
-                                  now + cluster.latency_ms + setup, i, r)
+            counts[1] = heap_push(
+                fair.start_time, fair.start_seq, fair.start_item, counts[1], now + cluster.latency_ms + setup, i, r
+            )
             results.end[r] = np.nan  # set when its last byte arrives
             counts[0] = pending
             continue

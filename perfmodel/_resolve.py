@@ -84,8 +84,15 @@ class ModelTerms(NamedTuple):
 _CAPPED = ("window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens")
 
 
-def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, scope: str = "rank",
-                decode_tp: int | None = None, errors: str = "raise") -> ModelTerms:
+def model_terms(
+    value: Any,
+    *,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+    scope: str = "rank",
+    decode_tp: int | None = None,
+    errors: str = "raise",
+) -> ModelTerms:
     """``kv_bytes_per_token`` as the kernel's byte terms: a model name, config or path (or an array
     of them) becomes its :class:`~perfmodel.models.KVTerms` (one GPU's, or with ``scope="group"``
     the whole TP group's); numbers pass through as bytes per token. With ``errors="coerce"`` an
@@ -99,9 +106,11 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
     if isinstance(value, (Mapping, str, os.PathLike)):  # one model: its terms as scalars
         one = terms_of(value)
         capped = bool(one.window_bytes_per_token or one.chunk_bytes_per_token)
-        return ModelTerms(np.float64(one.full_bytes_per_token),
-                          *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
-                          np.float64(one.state_bytes) if one.state_bytes else None)
+        return ModelTerms(
+            np.float64(one.full_bytes_per_token),
+            *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
+            np.float64(one.state_bytes) if one.state_bytes else None,
+        )
     shaped = shape.shapes_bytes
     if np.ndim(value) == 0 or not holds_labels(value):
         _numbers_unshaped(shaped)
@@ -110,10 +119,13 @@ def model_terms(value: Any, *, kv_cache_dtype: str | None = None, tp: int = 1, s
     numbers = {i: label for i, label in enumerate(uniques) if _is_number(label)}  # bytes per token among models
     if numbers:
         _numbers_unshaped(shaped)
-    found = [KVTerms(float(numbers[i])) if i in numbers else _per_label(terms_of, errors)(label)
-             for i, label in enumerate(uniques)]
-    return _terms_of_lookups([[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan]
-                              for name in _FIELDS], codes)
+    found = [
+        KVTerms(float(numbers[i])) if i in numbers else _per_label(terms_of, errors)(label)
+        for i, label in enumerate(uniques)
+    ]
+    return _terms_of_lookups(
+        [[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan] for name in _FIELDS], codes
+    )
 
 
 def _is_number(label: Any) -> bool:
@@ -126,9 +138,12 @@ def _is_number(label: Any) -> bool:
 
 def _numbers_unshaped(shaped: bool) -> None:
     if shaped:
-        raise InputError("kv_bytes_per_token", "kv_cache_dtype, tp, decode_tp and scope apply to model names or "
-                         "configs, but kv_bytes_per_token holds numbers of bytes",
-                         "pass models (e.g. 'llama-3.1-70b') or drop them")
+        raise InputError(
+            "kv_bytes_per_token",
+            "kv_cache_dtype, tp, decode_tp and scope apply to model names or "
+            "configs, but kv_bytes_per_token holds numbers of bytes",
+            "pass models (e.g. 'llama-3.1-70b') or drop them",
+        )
 
 
 #: The fields of KVTerms the kernel reads, in ModelTerms' order.
@@ -148,8 +163,9 @@ def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray) -> ModelTerms
         return spread(codes, table)
 
     capped = used(1, 3)
-    return ModelTerms(shaped(tables[0]), *(shaped(t) if capped else None for t in tables[1:5]),
-                      shaped(tables[5]) if used(5) else None)
+    return ModelTerms(
+        shaped(tables[0]), *(shaped(t) if capped else None for t in tables[1:5]), shaped(tables[5]) if used(5) else None
+    )
 
 
 class MessageTerms(NamedTuple):
@@ -173,9 +189,12 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
         if kv_layout == "block":  # numbers: full-attention layers, one message per block of the request
             return MessageTerms(1.0, 0.0, 0.0, 0.0)
         if layers is None:
-            raise InputError("per_message_ms", f"kv_layout={kv_layout!r} posts messages per layer, and "
-                             "kv_bytes_per_token is a number of bytes with no layers",
-                             "pass num_layers (--num-layers), a model name or config, or kv_layout='block'")
+            raise InputError(
+                "per_message_ms",
+                f"kv_layout={kv_layout!r} posts messages per layer, and "
+                "kv_bytes_per_token is a number of bytes with no layers",
+                "pass num_layers (--num-layers), a model name or config, or kv_layout='block'",
+            )
         per_layer = 2.0 if kv_layout == "layer_kv" else 1.0
         return MessageTerms(np.multiply(checked_layers(layers, errors), per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
     codes, uniques = distinct(_array(value))
@@ -203,8 +222,11 @@ def checked_layers(layers: Any, errors: str = "raise") -> Any:
         return np.where(bad, np.nan, values) if values.ndim else np.float64(np.nan)
     first = int(np.argmax(bad.reshape(-1)))
     where = f"first at row {first}: " if values.ndim else ""
-    raise InputError("num_layers", f"{count(int(bad.sum()), 'invalid value')}; {where}{values.reshape(-1)[first].item()!r}",
-                     f"{entry.rule}, or pass errors='coerce' to get NaN for those rows")
+    raise InputError(
+        "num_layers",
+        f"{count(int(bad.sum()), 'invalid value')}; {where}{values.reshape(-1)[first].item()!r}",
+        f"{entry.rule}, or pass errors='coerce' to get NaN for those rows",
+    )
 
 
 def own_layers(value: Any, layers: Any) -> None:
@@ -223,9 +245,12 @@ def own_layers(value: Any, layers: Any) -> None:
     if differs.any():
         first = int(np.argmax(differs.reshape(-1)))
         at = f" at row {first}" if differs.ndim else ""
-        raise InputError("num_layers", f"{given.reshape(-1)[first]:g} layers{at}, but the model given has "
-                         f"{own.reshape(-1)[first]:g}", "drop num_layers (a named model's layers come from its "
-                         "config), or pass bytes per token as a number with num_layers")
+        raise InputError(
+            "num_layers",
+            f"{given.reshape(-1)[first]:g} layers{at}, but the model given has {own.reshape(-1)[first]:g}",
+            "drop num_layers (a named model's layers come from its "
+            "config), or pass bytes per token as a number with num_layers",
+        )
 
 
 def num_layers(value: Any, *, errors: str = "raise") -> Any:
@@ -256,10 +281,15 @@ def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
         return LinkTerms(value, None, None, None)
     data = _array(value)
     terms = []
-    for attribute, missing in (("effective_bandwidth_gb_s", np.nan), ("latency_ms", 0.0), ("per_block_ms", 0.0),
-                               ("per_message_ms", 0.0)):
-        column = map_distinct(data, _per_label(lambda v, a=attribute: _link_attribute(v, a), errors), np.float64,
-                              missing)
+    for attribute, missing in (
+        ("effective_bandwidth_gb_s", np.nan),
+        ("latency_ms", 0.0),
+        ("per_block_ms", 0.0),
+        ("per_message_ms", 0.0),
+    ):
+        column = map_distinct(
+            data, _per_label(lambda v, a=attribute: _link_attribute(v, a), errors), np.float64, missing
+        )
         if attribute != "effective_bandwidth_gb_s":
             column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth
         terms.append(column)
@@ -289,8 +319,10 @@ def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
     """
     from ._inputs import INPUTS
 
-    return {name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(link, name))
-            for name in LINK_COSTS}
+    return {
+        name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(link, name))
+        for name in LINK_COSTS
+    }
 
 
 def add(value: Any, extra: Any) -> Any:
@@ -345,8 +377,11 @@ def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
         key = _identity(value)
         if key in seen:
             same = f"{seen[key]!r} and {label!r} are the same value" if seen[key] != label else f"{label!r} twice"
-            raise InputError(where, f"axis {name} has a repeated value: {same} (its configurations would run twice)",
-                             "give each value once")
+            raise InputError(
+                where,
+                f"axis {name} has a repeated value: {same} (its configurations would run twice)",
+                "give each value once",
+            )
         seen[key] = label
     return labels
 

@@ -22,6 +22,7 @@ _NIL = -1
 
 # --- max-min fair rates by progressive filling ----------------------------------------------------------
 
+
 @loop_helper
 def _fill(m, q, lc):
     """Max-min rates (``lc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
@@ -116,6 +117,7 @@ def _neck_of(k, lc):
 
 
 # --- a handoff alone in the cluster ------------------------------------------------------------------
+
 
 class Local(NamedTuple):
     """Work arrays of a filling over local indices (a handoff's flows alone): each resource's stamp (the
@@ -235,6 +237,7 @@ def _alone(q, al, paths, lc, classes, positions):
 
 
 # --- the heaps of the classes and of their flows ----------------------------------------------------
+
 
 class Heaps(NamedTuple):
     """Each class's flows as a binary heap by target, in chunks of ``_CHUNK`` entries: position ``p`` of class

@@ -1,5 +1,4 @@
-"""Words for counts in messages: one helper, so that every count printed agrees in number ("1 row", "2 rows").
-"""
+"""Words for counts in messages: one helper, so that every count printed agrees in number ("1 row", "2 rows")."""
 
 from __future__ import annotations
 

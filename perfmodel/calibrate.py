@@ -51,11 +51,21 @@ from .links import FitReport, Link, check_link_name, fit_link, get_link, save_li
 __all__ = ["Calibration", "Measurements", "calibrate", "read_measurements"]
 
 #: Time columns, first present first, and the milliseconds of their unit.
-TIMES = {"measured_ms": 1.0, "measured_us": 1e-3, "t_typical_us": 1e-3, "t_avg_us": 1e-3, "t_typical[usec]": 1e-3,
-         "t_avg[usec]": 1e-3}
+TIMES = {
+    "measured_ms": 1.0,
+    "measured_us": 1e-3,
+    "t_typical_us": 1e-3,
+    "t_avg_us": 1e-3,
+    "t_typical[usec]": 1e-3,
+    "t_avg[usec]": 1e-3,
+}
 #: Throughput columns and the bytes per second of their unit.
-THROUGHPUTS = {"measured_gb_s": 1e9, "measured_gib_s": 2.0**30, "BW average[MB/sec]": 2.0**20,
-               "BW average[Gb/sec]": 1.25e8}
+THROUGHPUTS = {
+    "measured_gb_s": 1e9,
+    "measured_gib_s": 2.0**30,
+    "BW average[MB/sec]": 2.0**20,
+    "BW average[Gb/sec]": 1.25e8,
+}
 #: Size columns (bytes per measured transfer), first present first.
 SIZES = ("nbytes", "#bytes")
 #: The arguments that turn tokens into bytes and messages (only with num_input_tokens).
@@ -154,16 +164,31 @@ class Calibration:
         """Each measurement's relative error under ``link`` (default: the fitted one)."""
         chosen = self.link if link is None else get_link(link)
         m = self.measurements
-        predicted = np.asarray(chosen.transfer_ms(m.nbytes, 0 if m.n_blocks is None else m.n_blocks,
-                                                  0 if m.n_messages is None else m.n_messages), dtype=float)
+        predicted = np.asarray(
+            chosen.transfer_ms(
+                m.nbytes, 0 if m.n_blocks is None else m.n_blocks, 0 if m.n_messages is None else m.n_messages
+            ),
+            dtype=float,
+        )
         return np.abs(predicted - m.measured_ms) / m.measured_ms
 
 
 def calibrate(
-    table: pd.DataFrame | str | os.PathLike, *, name: str = "fitted", model: str | None = None,
-    kv_cache_dtype: str | None = None, tp: int | None = None, decode_tp: int | None = None, scope: str | None = None,
-    block_size: int | None = None, kv_layout: str = "layer_kv", line_rate_gb_s: float | None = None,
-    nic: Link | str | None = None, save: bool = False, replace: bool = False, source: str = "",
+    table: pd.DataFrame | str | os.PathLike,
+    *,
+    name: str = "fitted",
+    model: str | None = None,
+    kv_cache_dtype: str | None = None,
+    tp: int | None = None,
+    decode_tp: int | None = None,
+    scope: str | None = None,
+    block_size: int | None = None,
+    kv_layout: str = "layer_kv",
+    line_rate_gb_s: float | None = None,
+    nic: Link | str | None = None,
+    save: bool = False,
+    replace: bool = False,
+    source: str = "",
 ) -> Calibration:
     """Fit a link to a table of measured transfers and say how well it describes them.
 
@@ -217,10 +242,26 @@ def calibrate(
         check_link_name(name, replace=replace)  # before anything is read: a refused name costs nothing
     cap = _line_rate(line_rate_gb_s, nic)
     frame, places, where = read_measurements(table)
-    measurements = _measurements(frame, places, where, model=model, kv_cache_dtype=kv_cache_dtype, tp=tp,
-                                 decode_tp=decode_tp, scope=scope, block_size=block_size, kv_layout=kv_layout)
-    link = fit_link(measurements.nbytes, measurements.measured_ms, n_blocks=measurements.n_blocks,
-                    n_messages=measurements.n_messages, name=name, line_rate_gb_s=cap)
+    measurements = _measurements(
+        frame,
+        places,
+        where,
+        model=model,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        decode_tp=decode_tp,
+        scope=scope,
+        block_size=block_size,
+        kv_layout=kv_layout,
+    )
+    link = fit_link(
+        measurements.nbytes,
+        measurements.measured_ms,
+        n_blocks=measurements.n_blocks,
+        n_messages=measurements.n_messages,
+        name=name,
+        line_rate_gb_s=cap,
+    )
     said = _above_what_was_measured(link, measurements, cap)
     if measurements.left_out:
         said += (f"{where}: left out {count(measurements.left_out, 'row')} without a size or a measurement",)
@@ -235,8 +276,11 @@ def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | 
     if nic is None:
         return line_rate_gb_s
     if line_rate_gb_s is not None:
-        raise InputError("line_rate_gb_s", f"given ({line_rate_gb_s!r}) beside nic={nic!r}, which sets it too",
-                         "give one of them (--line-rate-gb-s or --nic)")
+        raise InputError(
+            "line_rate_gb_s",
+            f"given ({line_rate_gb_s!r}) beside nic={nic!r}, which sets it too",
+            "give one of them (--line-rate-gb-s or --nic)",
+        )
     return get_link(nic).bandwidth_gb_s
 
 
@@ -247,18 +291,27 @@ def _above_what_was_measured(link: Link, m: Measurements, cap: float | None) -> 
     margin = max(error, _ABOVE_BEST)
     if cap is not None:
         if best > cap:
-            return ((f"{m.source}: the best measured throughput, {best:.4g} GB/s, is above the line rate given, "
-                     f"{cap:.4g} GB/s: check the units of the table and the NIC"),)
+            return (
+                (
+                    f"{m.source}: the best measured throughput, {best:.4g} GB/s, is above the line rate given, "
+                    f"{cap:.4g} GB/s: check the units of the table and the NIC"
+                ),
+            )
         return ()
     if link.bandwidth_gb_s > best * (1.0 + margin):
-        return ((f"{m.source}: the fitted bandwidth, {link.bandwidth_gb_s:.4g} GB/s, is above the best measured "
+        return (
+            (
+                f"{m.source}: the fitted bandwidth, {link.bandwidth_gb_s:.4g} GB/s, is above the best measured "
                 f"throughput, {best:.4g} GB/s, by more than the fit's own error ({error:.1%}): it extrapolates "
                 "beyond the measurements. Fix: give the line rate (line_rate_gb_s=, --line-rate-gb-s or --nic) to "
-                "cap it, or measure larger transfers"),)
+                "cap it, or measure larger transfers"
+            ),
+        )
     return ()
 
 
 # --- reading a table ---------------------------------------------------------------------------------
+
 
 def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataFrame, list[str], str]:
     """A measurements table as read (text cells stay text), the place of each row in its source
@@ -310,15 +363,18 @@ def _read_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
     except InputError as error:
         if _is_perftest(path, None):
             return _read_perftest(path, where, None)
-        raise InputError(where, f"{error.problem}, and it is not perftest's output (no '#bytes' header)",
-                         error.fix) from None
+        raise InputError(
+            where, f"{error.problem}, and it is not perftest's output (no '#bytes' header)", error.fix
+        ) from None
     if kind.format == "parquet":
         frame = pd.read_parquet(path)
         return frame, [f"row {i + 1}" for i in range(len(frame))]
     if kind.format == "jsonl":
         numbered = list(_json_lines(path, kind.compression))
-        return (pd.DataFrame.from_records([record for _, record in numbered]),
-                [f"line {number}" for number, _ in numbered])
+        return (
+            pd.DataFrame.from_records([record for _, record in numbered]),
+            [f"line {number}" for number, _ in numbered],
+        )
     if _is_perftest(path, kind.compression):
         return _read_perftest(path, where, kind.compression)
     return _read_csv(path, where, kind.compression)
@@ -364,8 +420,11 @@ def _read_csv(path: Path, where: str, compression: str | None) -> tuple[pd.DataF
                 first = numbers[row[0]]
                 cells = [c.strip() for c in row[1]]
                 if len(cells) > len(header):
-                    raise InputError(f"{where}, line {first}", f"{len(cells)} fields where the header has "
-                                     f"{len(header)}", "repair the line (a comma too many, or a value not quoted)")
+                    raise InputError(
+                        f"{where}, line {first}",
+                        f"{len(cells)} fields where the header has {len(header)}",
+                        "repair the line (a comma too many, or a value not quoted)",
+                    )
                 rows.append(cells + [""] * (len(header) - len(cells)))
                 places.append(f"line {first}")
         except (csv.Error, UnicodeDecodeError) as error:
@@ -414,16 +473,20 @@ def _read_perftest(path: Path, where: str, compression: str | None) -> tuple[pd.
             if _PERFTEST_HEADER.match(line):
                 columns = _perftest_columns(line)
                 if header and columns != header:
-                    raise InputError(f"{where}, line {number}", "a second table of other columns",
-                                     "keep one perftest run per file")
+                    raise InputError(
+                        f"{where}, line {number}", "a second table of other columns", "keep one perftest run per file"
+                    )
                 header, inside = columns, True
             elif inside and stripped.startswith("---"):
                 inside = False
             elif inside and stripped[:1].isdigit():
                 cells = stripped.split()
                 if len(cells) != len(header):
-                    raise InputError(f"{where}, line {number}", f"{count(len(cells), 'value')} under a header of "
-                                     f"{len(header)} columns", "repair the line, or remove it")
+                    raise InputError(
+                        f"{where}, line {number}",
+                        f"{count(len(cells), 'value')} under a header of {len(header)} columns",
+                        "repair the line, or remove it",
+                    )
                 rows.append(cells)
                 places.append(f"line {number}")
     if not header:
@@ -432,6 +495,7 @@ def _read_perftest(path: Path, where: str, compression: str | None) -> tuple[pd.
 
 
 # --- bytes, times, blocks and messages ------------------------------------------------------------------
+
 
 class _Columns:
     """A table's columns as numbers, each bad value reported at its place in the source."""
@@ -452,9 +516,11 @@ class _Columns:
         bad = np.isnan(values) & ~empty
         if bad.any():
             row = int(np.argmax(bad))
-            raise InputError(f"{self.where}, {self.places[row]}", f"column {column!r} holds "
-                             f"{cells.iloc[row]!r}, {not_a_number(cells.iloc[row])}", "repair it, or leave the cell "
-                             "empty")
+            raise InputError(
+                f"{self.where}, {self.places[row]}",
+                f"column {column!r} holds {cells.iloc[row]!r}, {not_a_number(cells.iloc[row])}",
+                "repair it, or leave the cell empty",
+            )
         return values
 
     def first(self, columns: Any) -> str | None:
@@ -471,16 +537,22 @@ def _measurements(frame: pd.DataFrame, places: list[str], where: str, **shape: A
     if size is not None:
         given = [a for a in _SHAPE if shape.get(a)]
         if given:
-            raise InputError(where, f"gives bytes ({size!r}), so {', '.join(given)} (which turn num_input_tokens "
-                             "into bytes and messages) have nothing to do", "drop them, or give num_input_tokens "
-                             "instead of bytes")
+            raise InputError(
+                where,
+                f"gives bytes ({size!r}), so {', '.join(given)} (which turn num_input_tokens "
+                "into bytes and messages) have nothing to do",
+                "drop them, or give num_input_tokens instead of bytes",
+            )
         nbytes, setup = table.numbers(size), ""
     elif "num_input_tokens" in table and (shape["model"] or "model" in table):
         nbytes, messages, setup = _bytes_of_tokens(table, messages, **shape)
     else:
-        raise InputError(where, f"needs an nbytes column (or perftest's #bytes), or num_input_tokens with a model "
-                         f"(model= / --model, or a model column); it has {list(frame.columns)}",
-                         "add the column, or name the model")
+        raise InputError(
+            where,
+            f"needs an nbytes column (or perftest's #bytes), or num_input_tokens with a model "
+            f"(model= / --model, or a model column); it has {list(frame.columns)}",
+            "add the column, or name the model",
+        )
     measured = _times(table, nbytes)
     return _kept(table, nbytes, measured, blocks, messages, setup)
 
@@ -490,14 +562,26 @@ def _refuse_unclear_units(table: _Columns) -> None:
     for column in table.frame.columns:
         text = str(column)
         if text not in known and text.startswith(("measured", "BW average")):
-            raise InputError(table.where, f"column {text!r} has a unit calibrate cannot tell",
-                             "rename it measured_ms (milliseconds), measured_us (microseconds), measured_gb_s "
-                             "(decimal GB/s, 1e9 bytes/s) or measured_gib_s (binary GiB/s, 2**30 bytes/s)")
+            raise InputError(
+                table.where,
+                f"column {text!r} has a unit calibrate cannot tell",
+                "rename it measured_ms (milliseconds), measured_us (microseconds), measured_gb_s "
+                "(decimal GB/s, 1e9 bytes/s) or measured_gib_s (binary GiB/s, 2**30 bytes/s)",
+            )
 
 
-def _bytes_of_tokens(table: _Columns, messages: np.ndarray | None, *, model: str | None, kv_cache_dtype: str | None,
-                     tp: int | None, decode_tp: int | None, scope: str | None, block_size: int | None,
-                     kv_layout: str) -> tuple[np.ndarray, np.ndarray | None, str]:
+def _bytes_of_tokens(
+    table: _Columns,
+    messages: np.ndarray | None,
+    *,
+    model: str | None,
+    kv_cache_dtype: str | None,
+    tp: int | None,
+    decode_tp: int | None,
+    scope: str | None,
+    block_size: int | None,
+    kv_layout: str,
+) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Bytes (and, with a block size, messages) of each row's prompt under its model and setup."""
     from .models import kv_bytes, kv_messages
 
@@ -513,10 +597,13 @@ def _bytes_of_tokens(table: _Columns, messages: np.ndarray | None, *, model: str
         nbytes[rows] = kv_bytes(name, tokens[rows], **shape)
         if counted:
             messages[rows] = kv_messages(name, tokens[rows], block_size, kv_layout=kv_layout)
-    setup = (f"{', '.join(dict.fromkeys(models))}; tp {shape['tp']}"
-             + (f" to decode tp {decode_tp}" if decode_tp else "") + f", {shape['scope']} bytes"
-             + (f", {kv_cache_dtype}" if kv_cache_dtype else "")
-             + (f"; {block_size}-token blocks, {kv_layout} messages" if block_size else ""))
+    setup = (
+        f"{', '.join(dict.fromkeys(models))}; tp {shape['tp']}"
+        + (f" to decode tp {decode_tp}" if decode_tp else "")
+        + f", {shape['scope']} bytes"
+        + (f", {kv_cache_dtype}" if kv_cache_dtype else "")
+        + (f"; {block_size}-token blocks, {kv_layout} messages" if block_size else "")
+    )
     return nbytes, messages, setup
 
 
@@ -529,11 +616,17 @@ def _models_of(table: _Columns, model: str | None) -> np.ndarray:
     names = [None if pd.isna(c) or not str(c).strip() else str(c).strip() for c in cells]
     for row, name in enumerate(names):
         if model is not None and name is not None and _presets.key_of(name) != _presets.key_of(model):
-            raise InputError(f"{table.where}, {table.places[row]}", f"the model column says {name!r}, but the "
-                             f"model given is {model!r}", "drop the model given, or the column")
+            raise InputError(
+                f"{table.where}, {table.places[row]}",
+                f"the model column says {name!r}, but the model given is {model!r}",
+                "drop the model given, or the column",
+            )
         if model is None and name is None:
-            raise InputError(f"{table.where}, {table.places[row]}", "the model cell is empty",
-                             "name the row's model, or give one model for every row (model= / --model)")
+            raise InputError(
+                f"{table.where}, {table.places[row]}",
+                "the model cell is empty",
+                "name the row's model, or give one model for every row (model= / --model)",
+            )
     return np.array([model] * len(names) if model is not None else names, dtype=object)
 
 
@@ -545,16 +638,25 @@ def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
         if column in table:
             with np.errstate(divide="ignore", invalid="ignore"):
                 from_throughput = nbytes / (table.numbers(column) * unit) * 1000.0
-            measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput,
-                                                                         measured)
+            measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
     if measured is None:
-        raise InputError(table.where, f"needs a time column ({', '.join(TIMES)}) or a throughput column "
-                         f"({', '.join(THROUGHPUTS)}); it has {list(table.frame.columns)}", "add one")
+        raise InputError(
+            table.where,
+            f"needs a time column ({', '.join(TIMES)}) or a throughput column "
+            f"({', '.join(THROUGHPUTS)}); it has {list(table.frame.columns)}",
+            "add one",
+        )
     return measured
 
 
-def _kept(table: _Columns, nbytes: np.ndarray, measured: np.ndarray, blocks: np.ndarray | None,
-          messages: np.ndarray | None, setup: str) -> Measurements:
+def _kept(
+    table: _Columns,
+    nbytes: np.ndarray,
+    measured: np.ndarray,
+    blocks: np.ndarray | None,
+    messages: np.ndarray | None,
+    setup: str,
+) -> Measurements:
     """The rows with a size and a measurement (and counts, when given), each value checked > 0 at its place."""
     columns = {"the size": nbytes, "the time": measured, "n_blocks": blocks, "n_messages": messages}
     keep = np.ones(len(nbytes), dtype=bool)
@@ -567,10 +669,21 @@ def _kept(table: _Columns, nbytes: np.ndarray, measured: np.ndarray, blocks: np.
         bad = keep & ~(np.isfinite(values) & (values > 0))
         if bad.any():
             row = int(np.argmax(bad))
-            raise InputError(f"{table.where}, {table.places[row]}", f"{label} is {float(values[row])!r}, not a "
-                             "finite number > 0", "drop failed or empty measurements (an empty cell is left out)")
+            raise InputError(
+                f"{table.where}, {table.places[row]}",
+                f"{label} is {float(values[row])!r}, not a finite number > 0",
+                "drop failed or empty measurements (an empty cell is left out)",
+            )
     if not keep.any():
         raise InputError(table.where, "has no row with both a size and a measurement", "fill in the table")
     places = tuple(p for p, k in zip(table.places, keep) if k)
-    return Measurements(table.where, nbytes[keep], measured[keep], None if blocks is None else blocks[keep],
-                        None if messages is None else messages[keep], places, int((~keep).sum()), setup)
+    return Measurements(
+        table.where,
+        nbytes[keep],
+        measured[keep],
+        None if blocks is None else blocks[keep],
+        None if messages is None else messages[keep],
+        places,
+        int((~keep).sum()),
+        setup,
+    )

@@ -47,14 +47,20 @@ def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
     fields = {name: given.pop(name) for name in CLUSTER_FIELDS if name in given}
     fields = {k: v.item() if isinstance(v, np.generic) else v for k, v in fields.items()}
     if base is not None and (given.get("link") is not None or given.get("kv_transfer_bandwidth") is not None):
-        raise InputError("cluster", "a cluster and a link are both given (a cluster goes where the link goes)",
-                         "give the cluster, or the link, once")
+        raise InputError(
+            "cluster",
+            "a cluster and a link are both given (a cluster goes where the link goes)",
+            "give the cluster, or the link, once",
+        )
     if base is None:
         key = "link" if given.get("link") is not None else "kv_transfer_bandwidth"
         base = given.pop(key, None)
         if base is None or np.ndim(base) != 0 or not is_cluster(base):
-            raise InputError(", ".join(fields), f"vary a cluster's fields, but the link is {base!r}",
-                             "give a cluster (a perfmodel.Cluster or a cluster preset) as the link or a cluster axis")
+            raise InputError(
+                ", ".join(fields),
+                f"vary a cluster's fields, but the link is {base!r}",
+                "give a cluster (a perfmodel.Cluster or a cluster preset) as the link or a cluster axis",
+            )
     cluster = get_cluster(base)
     cluster = with_fields(cluster, fields)
     given["kv_transfer_bandwidth"] = cluster
@@ -66,8 +72,11 @@ def _scalar_ms(name: str, value: Any) -> float:
     from .handoff import checked
 
     if np.ndim(value) != 0:
-        raise InputError(name, "a replay on a cluster takes one value (not an array or a column)",
-                         f"pass one {name} for every request")
+        raise InputError(
+            name,
+            "a replay on a cluster takes one value (not an array or a column)",
+            f"pass one {name} for every request",
+        )
     return float(checked(name, value))
 
 
@@ -75,40 +84,62 @@ def _finite(cluster: Any) -> None:
     """Refuse a cluster with a link of infinite bandwidth, as a replay on a link refuses one."""
     for what, link in (("nic", cluster.nic), ("nvlink", cluster.nvlink)):
         if link is not None and not math.isfinite(link.bandwidth_gb_s):
-            raise InputError(f"cluster {cluster.name!r}", f"{what} {link.name!r} has a bandwidth of inf GB/s: a replay "
-                             "needs a finite bandwidth (upstream's replay refuses +inf)",
-                             f"pass a {what} of finite bandwidth (a handoff alone, handoff_delay_ms, takes +inf: "
-                             "its bytes move in 0 ms)")
+            raise InputError(
+                f"cluster {cluster.name!r}",
+                f"{what} {link.name!r} has a bandwidth of inf GB/s: a replay "
+                "needs a finite bandwidth (upstream's replay refuses +inf)",
+                f"pass a {what} of finite bandwidth (a handoff alone, handoff_delay_ms, takes +inf: "
+                "its bytes move in 0 ms)",
+            )
 
 
 def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
     """The model's bytes by KV head (a number of bytes: one head, with tp = decode_tp = 1)."""
     if isinstance(bytes_spec, str) and bytes_spec in trace.columns:
-        raise InputError("kv_bytes_per_token", f"trace column {bytes_spec!r} mixes models, but a replay on a cluster "
-                         "places one model's KV heads on its ranks", "replay each model's requests in a call of its own")
+        raise InputError(
+            "kv_bytes_per_token",
+            f"trace column {bytes_spec!r} mixes models, but a replay on a cluster "
+            "places one model's KV heads on its ranks",
+            "replay each model's requests in a call of its own",
+        )
     state = c.state_bytes
     if state is not None:
         if isinstance(state, str) or np.ndim(state) != 0:
-            raise InputError("state_bytes", "a replay on a cluster takes one state size (not a column or array)",
-                             "pass one number of state bytes (each decode rank receives it)")
+            raise InputError(
+                "state_bytes",
+                "a replay on a cluster takes one state size (not a column or array)",
+                "pass one number of state bytes (each decode rank receives it)",
+            )
         from .handoff import checked
 
         state = float(checked("state_bytes", state))
         if not (math.isfinite(state) and state >= 0):  # (NaN: unknown, which a replay cannot move)
-            raise InputError("state_bytes", f"{c.state_bytes!r} is unknown (NaN), and a replay moves every state",
-                             "pass state_bytes >= 0, or leave it out (the model's own)")
+            raise InputError(
+                "state_bytes",
+                f"{c.state_bytes!r} is unknown (NaN), and a replay moves every state",
+                "pass state_bytes >= 0, or leave it out (the model's own)",
+            )
     if isinstance(bytes_spec, (str, Mapping)) or hasattr(bytes_spec, "__fspath__"):
         return head_terms(bytes_spec, kv_cache_dtype=c.kv_cache_dtype, decode_tp=d, state_bytes=state)
     if np.ndim(bytes_spec) != 0 or isinstance(bytes_spec, bool):
-        raise InputError("kv_bytes_per_token", "a replay on a cluster takes one model (not an array of bytes)",
-                         "pass a model (e.g. 'llama-3.1-70b') or one number of bytes per token")
+        raise InputError(
+            "kv_bytes_per_token",
+            "a replay on a cluster takes one model (not an array of bytes)",
+            "pass a model (e.g. 'llama-3.1-70b') or one number of bytes per token",
+        )
     value = float(bytes_spec)
     if not (math.isfinite(value) and value >= 0):
-        raise InputError("kv_bytes_per_token", f"{bytes_spec!r} is not a finite number of bytes >= 0",
-                         "pass a model or a number of bytes per token >= 0")
+        raise InputError(
+            "kv_bytes_per_token",
+            f"{bytes_spec!r} is not a finite number of bytes >= 0",
+            "pass a model or a number of bytes per token >= 0",
+        )
     if c.tp != 1 or d != 1 or c.kv_cache_dtype is not None:
-        raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token "
-                         "is a number of bytes", "pass the model (e.g. 'llama-3.1-70b') for tp/decode_tp, or tp=1")
+        raise InputError(
+            "kv_bytes_per_token",
+            "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token is a number of bytes",
+            "pass the model (e.g. 'llama-3.1-70b') for tp/decode_tp, or tp=1",
+        )
     return HeadTerms(1, value, state=float(state or 0.0))
 
 
@@ -120,23 +151,36 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
         return np.arange(n, dtype=np.int64) % p, p
     column = trace["prefill_worker"]
     if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
-        raise InputError("trace column 'prefill_worker'", f"holds {column.dtype} values, not worker numbers",
-                         "give every row a whole number below prefill_workers (e.g. .astype('int64'), or drop the "
-                         "column: round robin)")
+        raise InputError(
+            "trace column 'prefill_worker'",
+            f"holds {column.dtype} values, not worker numbers",
+            "give every row a whole number below prefill_workers (e.g. .astype('int64'), or drop the "
+            "column: round robin)",
+        )
     values = column.to_numpy(dtype=np.float64, na_value=np.nan) if n else np.zeros(0)
     bad = ~((values >= 0) & (values == np.floor(values)) & np.isfinite(values))
     p = workers if workers is not None else (int(values.max()) + 1 if n and not bad.any() else 1)
     bad |= values >= p
     if bad.any():
         first = int(np.argmax(bad))
-        raise InputError("trace column 'prefill_worker'", f"{count(int(bad.sum()), 'row')} {'is' if bad.sum() == 1 else 'are'} not a prefill worker 0..{p - 1}, "
-                         f"first at row {trace.index[first]!r}: {column.iloc[first]!r}",
-                         "give every row a whole number below prefill_workers (or drop the column: round robin)")
+        raise InputError(
+            "trace column 'prefill_worker'",
+            f"{count(int(bad.sum()), 'row')} {'is' if bad.sum() == 1 else 'are'} not a prefill worker 0..{p - 1}, "
+            f"first at row {trace.index[first]!r}: {column.iloc[first]!r}",
+            "give every row a whole number below prefill_workers (or drop the column: round robin)",
+        )
     return values.astype(np.int64), p
 
 
-def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, bytes_spec: Any,
-                      destination_missing: bool, scalars: dict[str, Any], message_terms: Any) -> pd.DataFrame:
+def replay_on_cluster(
+    prepared: Any,
+    c: SimpleNamespace,
+    cluster_spec: Any,
+    bytes_spec: Any,
+    destination_missing: bool,
+    scalars: dict[str, Any],
+    message_terms: Any,
+) -> pd.DataFrame:
     """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
     ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
     ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms)."""
@@ -160,27 +204,58 @@ def replay_on_cluster(prepared: Any, c: SimpleNamespace, cluster_spec: Any, byte
     terms = _terms(c, trace, bytes_spec, d)
     prefill_of, p = _prefill_of(trace, prefill_workers)
     resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
-    posts = per_message > 0 or cluster.nic.per_message_ms > 0 or (cluster.nvlink is not None
-                                                                    and cluster.nvlink.per_message_ms > 0)
+    posts = (
+        per_message > 0
+        or cluster.nic.per_message_ms > 0
+        or (cluster.nvlink is not None and cluster.nvlink.per_message_ms > 0)
+    )
     messages = np.zeros(0)  # (none: messages cost nothing)
     if posts:  # messages_of's terms: full, window, chunk and state messages; window and chunk tokens
         kv = message_terms(dict(kv_cache_dtype=c.kv_cache_dtype, tp=tp, scope="rank", decode_tp=d))
         messages = np.array([kv[6], kv[7], kv[8], kv[9], kv[2], kv[4]], dtype=np.float64)
-    config = dict(hash_block_tokens=int(prepared.hash_block_tokens), block_size=int(block_size),
-                  destination_missing=bool(destination_missing), capacity=capacity, routing=c.routing,
-                  fair=c.contention == "fair", latency_ms=latency, per_message_ms=float(per_message),
-                  per_block_ms=float(per_block), message_terms=messages, blocks_per_message=blocks_per_message)
+    config = dict(
+        hash_block_tokens=int(prepared.hash_block_tokens),
+        block_size=int(block_size),
+        destination_missing=bool(destination_missing),
+        capacity=capacity,
+        routing=c.routing,
+        fair=c.contention == "fair",
+        latency_ms=latency,
+        per_message_ms=float(per_message),
+        per_block_ms=float(per_block),
+        message_terms=messages,
+        blocks_per_message=blocks_per_message,
+    )
     if _compat.uncompiled(_cluster_kernel.replay_pass):
         _compat.notice_first_compile("cluster replay", _cluster_kernel.replay_pass, FIRST_COMPILE_S)
     replayed = _cluster_replay.simulate_replay(
-        order=np.argsort(ready, kind="stable"), ready=ready, tokens=tokens, blocks=prepared.blocks,
-        offsets=prepared.offsets, n_unique=prepared.n_unique, prefill_of=prefill_of, resources=resources,
-        pairs=pairs, terms=terms, config=config)
+        order=np.argsort(ready, kind="stable"),
+        ready=ready,
+        tokens=tokens,
+        blocks=prepared.blocks,
+        offsets=prepared.offsets,
+        n_unique=prepared.n_unique,
+        prefill_of=prefill_of,
+        resources=resources,
+        pairs=pairs,
+        terms=terms,
+        config=config,
+    )
     return _frame(trace, tokens, (ready, base), replayed, resources, c, cluster, p, decode_workers, destination_missing)
 
 
-def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], replayed: Any, resources: Any,
-           c: SimpleNamespace, cluster: Any, p: int, decode_workers: int, destination_missing: bool) -> pd.DataFrame:
+def _frame(
+    trace: pd.DataFrame,
+    tokens: np.ndarray,
+    times: tuple[np.ndarray, float],
+    replayed: Any,
+    resources: Any,
+    c: SimpleNamespace,
+    cluster: Any,
+    p: int,
+    decode_workers: int,
+    destination_missing: bool,
+) -> pd.DataFrame:
     """The per-request table; ``times``: the ready times from the earliest, and the earliest (durations from the
     former, timestamps shifted back by the latter)."""
     out = replayed.out
@@ -195,29 +270,53 @@ def _frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, flo
     whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
     names = list(resources.names)
     columns = {
-        "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
-        "prefill_worker": replayed.prefill_worker, "decode_worker": out.decode_worker,
-        "link": link_column(np.full(len(trace), -1, np.int64)), "cached_tokens": out.cached,
+        "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True),
+        "num_input_tokens": tokens.copy(),
+        "prefill_worker": replayed.prefill_worker,
+        "decode_worker": out.decode_worker,
+        "link": link_column(np.full(len(trace), -1, np.int64)),
+        "cached_tokens": out.cached,
         "charged_tokens": out.charged,
         "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
         "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
-        "transfer_ms": out.alone_ms, "queue_ms": queue, "handoff_delay_ms": delay,
-        "start_ms": out.start + base if base else out.start, "end_ms": out.end + base if base else out.end,
+        "transfer_ms": out.alone_ms,
+        "queue_ms": queue,
+        "handoff_delay_ms": delay,
+        "start_ms": out.start + base if base else out.start,
+        "end_ms": out.end + base if base else out.end,
         "flows": out.flows,
-        "bottleneck": pd.Categorical.from_codes(out.bottleneck, categories=names) if names else
-        pd.Categorical([None] * len(trace)),
+        "bottleneck": pd.Categorical.from_codes(out.bottleneck, categories=names)
+        if names
+        else pd.Categorical([None] * len(trace)),
     }
     result = pd.DataFrame(columns, index=trace.index, copy=False)
     moving = out.bytes > 0
     first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
     result.attrs.update(
-        contention=c.contention, links=1, mode="destination_missing" if destination_missing else "full_prompt",
-        cluster=cluster.name, routing=c.routing, prefill_workers=p, decode_workers=decode_workers,
-        block_size=c.block_size, overlap="none", kv_layout=c.kv_layout,
-        resources={name: {"kind": resources.kinds[k], "capacity_gb_s": resources.capacities[k],
-                          "busy_gb_ms": float(replayed.busy[k]), "peak_gb_s": float(replayed.peak[k])}
-                   for k, name in enumerate(names)}, span_ms=last - first, span_ends_ms=max(abs(first), abs(last)),
-        requests=len(trace), utilisation=_binned(replayed, resources, base) if replayed.touched.any() else None)
+        contention=c.contention,
+        links=1,
+        mode="destination_missing" if destination_missing else "full_prompt",
+        cluster=cluster.name,
+        routing=c.routing,
+        prefill_workers=p,
+        decode_workers=decode_workers,
+        block_size=c.block_size,
+        overlap="none",
+        kv_layout=c.kv_layout,
+        resources={
+            name: {
+                "kind": resources.kinds[k],
+                "capacity_gb_s": resources.capacities[k],
+                "busy_gb_ms": float(replayed.busy[k]),
+                "peak_gb_s": float(replayed.peak[k]),
+            }
+            for k, name in enumerate(names)
+        },
+        span_ms=last - first,
+        span_ends_ms=max(abs(first), abs(last)),
+        requests=len(trace),
+        utilisation=_binned(replayed, resources, base) if replayed.touched.any() else None,
+    )
     return result
 
 
@@ -227,8 +326,10 @@ def _binned(replayed: Any, resources: Any, base: float) -> dict[str, Any]:
     ``base`` ms after the replay's relative time 0)."""
     written = replayed.bins[replayed.touched]
     bins = 1 + int(np.flatnonzero((written != 0).any(axis=0)).max(initial=0))
-    series = {resources.names[r]: (replayed.bins[r, :bins] / (resources.capacities[r] * replayed.bin_ms)).tolist()
-              for r in np.flatnonzero(replayed.touched)}
+    series = {
+        resources.names[r]: (replayed.bins[r, :bins] / (resources.capacities[r] * replayed.bin_ms)).tolist()
+        for r in np.flatnonzero(replayed.touched)
+    }
     return {"start_ms": replayed.origin_ms + base, "bin_ms": replayed.bin_ms, "series": series}
 
 
@@ -262,17 +363,27 @@ def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
     """
     found = replay.attrs.get("resources")
     if found is None:
-        raise InputError("replay", "has no resources (it was not replayed on a cluster)",
-                         "pass a replay_handoffs(...) result whose link is a perfmodel.Cluster")
+        raise InputError(
+            "replay",
+            "has no resources (it was not replayed on a cluster)",
+            "pass a replay_handoffs(...) result whose link is a perfmodel.Cluster",
+        )
     span = float(replay.attrs.get("span_ms", 0.0))
     shared = replay.attrs.get("contention") != "none"  # (each handoff alone: no load to speak of)
     handoffs = max(int((replay["flows"] > 0).sum()), 1)
     counts = replay["bottleneck"].value_counts()
-    rows = {name: {"kind": v["kind"], "capacity_gb_s": v["capacity_gb_s"],
-                   "mean_utilisation": (v["busy_gb_ms"] / (v["capacity_gb_s"] * span) if span > 0 else 0.0)
-                   if shared else np.nan,
-                   "peak_utilisation": v["peak_gb_s"] / v["capacity_gb_s"] if shared else np.nan,
-                   "bottleneck_share": float(counts.get(name, 0)) / handoffs} for name, v in found.items()}
+    rows = {
+        name: {
+            "kind": v["kind"],
+            "capacity_gb_s": v["capacity_gb_s"],
+            "mean_utilisation": (v["busy_gb_ms"] / (v["capacity_gb_s"] * span) if span > 0 else 0.0)
+            if shared
+            else np.nan,
+            "peak_utilisation": v["peak_gb_s"] / v["capacity_gb_s"] if shared else np.nan,
+            "bottleneck_share": float(counts.get(name, 0)) / handoffs,
+        }
+        for name, v in found.items()
+    }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 

@@ -102,8 +102,9 @@ def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:
     bounds = [(start, min(plan.n, start + rows_per_partition)) for start in range(0, plan.n, rows_per_partition)]
     meta = plan.rows(0, 0)
     divisions = [b[0] for b in bounds] + [plan.n - 1] if bounds else None
-    return dd.from_map(functools.partial(_sweep_rows, plan), bounds, meta=meta, divisions=divisions,
-                       enforce_metadata=False)
+    return dd.from_map(
+        functools.partial(_sweep_rows, plan), bounds, meta=meta, divisions=divisions, enforce_metadata=False
+    )
 
 
 def _sweep_rows(plan: SweepPlan, bounds: tuple[int, int]) -> pd.DataFrame:
@@ -125,17 +126,26 @@ def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float
         try:
             client = Client(scheduler, timeout=connect_timeout_s)
         except (OSError, TimeoutError, ValueError) as error:
-            raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler} within {connect_timeout_s:g} s "
-                                  f"({str(error).splitlines()[0] if str(error) else type(error).__name__}). Fix: "
-                                  "check the address and that 'dask scheduler' runs there") from None
+            raise ConnectionError(
+                f"cannot reach the Dask scheduler at {scheduler} within {connect_timeout_s:g} s "
+                f"({str(error).splitlines()[0] if str(error) else type(error).__name__}). Fix: "
+                "check the address and that 'dask scheduler' runs there"
+            ) from None
         with client:
             yield client
     else:
-        with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                          dashboard_address=None, silence_logs=logging.CRITICAL,
-                          # no dashboard, and its health routes on a free local port (never "8787 in use")
-                          scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"}
-                          ) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
+                # no dashboard, and its health routes on a free local port (never "8787 in use")
+                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             yield client
 
 
@@ -196,9 +206,16 @@ def _delay_part(source: str, target: str, chunk_rows: int, errors: Errors, keywo
 
 
 def delay_files(
-    source: str | os.PathLike, target: str | os.PathLike, *, scheduler: str | None = None, workers: int | None = None,
-    errors: str = "raise", chunk_rows: int = 1_000_000, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-    progress: bool | None = None, **keywords: Any,
+    source: str | os.PathLike,
+    target: str | os.PathLike,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    errors: str = "raise",
+    chunk_rows: int = 1_000_000,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    progress: bool | None = None,
+    **keywords: Any,
 ) -> int:
     """Add ``handoff_delay_ms`` to the rows of many files (a file, folder or glob) on a Dask cluster.
 
@@ -256,16 +273,28 @@ def delay_files(
     check_errors(errors)
     target = Path(target)
     if target.suffix.lower() in (".csv", ".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".gz"):
-        raise InputError(str(target), "with --workers/--scheduler the output is a folder of Parquet parts",
-                         "name a folder, e.g. --out delays/")
+        raise InputError(
+            str(target),
+            "with --workers/--scheduler the output is a folder of Parquet parts",
+            "name a folder, e.g. --out delays/",
+        )
     files = input_files(source)
     for file in files:
         detect(file)
     names = [f"part-{i:05d}.parquet" for i in range(len(files))]
-    with output_folder(target, command="delay", names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]) as stage:
+    with output_folder(
+        target, command="delay", names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]
+    ) as stage:
         with _client(scheduler, workers, connect_timeout_s) as client:
-            futures = client.map(_delay_part, [str(f) for f in files], [str(stage / n) for n in names],
-                                 chunk_rows=chunk_rows, errors=errors, keywords=keywords, pure=False)
+            futures = client.map(
+                _delay_part,
+                [str(f) for f in files],
+                [str(stage / n) for n in names],
+                chunk_rows=chunk_rows,
+                errors=errors,
+                keywords=keywords,
+                pure=False,
+            )
             results = _gather(client, futures, unit="files", desc="delay", progress=progress)
         total = Report()  # reported once the cluster is closed: no worker chatter after the error line
         for result in results:
@@ -297,8 +326,13 @@ def _grid_config(prepared: Any, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def replay_grid(
-    trace: pd.DataFrame, *, scheduler: str | None = None, workers: int | None = None,
-    connect_timeout_s: float = CONNECT_TIMEOUT_S, progress: bool | None = None, **axes: Any,
+    trace: pd.DataFrame,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    progress: bool | None = None,
+    **axes: Any,
 ) -> pd.DataFrame:
     """:func:`perfmodel.replay_grid` on a Dask cluster: one task per configuration, the prepared
     trace scattered to the workers once. The same table as the in-process grid, row for row.

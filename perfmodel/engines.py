@@ -31,12 +31,23 @@ import pandas as pd
 
 from .errors import InputError
 
-__all__ = ["FORMATS", "WINDOWS", "MeasuredFits", "bucket_quantile", "compare_measured", "detect", "measured_fits",
-           "read_benchmark", "read_engine_metrics"]
+__all__ = [
+    "FORMATS",
+    "WINDOWS",
+    "MeasuredFits",
+    "bucket_quantile",
+    "compare_measured",
+    "detect",
+    "measured_fits",
+    "read_benchmark",
+    "read_engine_metrics",
+]
 
 #: The formats perfmodel reads from engines, as every refusal names them.
-FORMATS = ("Prometheus text exposition (a /metrics scrape of SGLang or vLLM), vllm bench serve --save-result JSON, "
-           "SGLang bench_serving JSONL")
+FORMATS = (
+    "Prometheus text exposition (a /metrics scrape of SGLang or vLLM), vllm bench serve --save-result JSON, "
+    "SGLang bench_serving JSONL"
+)
 
 #: The quantiles a histogram is summarized by (percent).
 QUANTILES = (50, 90, 99)
@@ -44,14 +55,11 @@ QUANTILES = (50, 90, 99)
 #: What each metric perfmodel interprets measures: the window of a request's life it covers. A key is a metric's
 #: name, or ``name{stage}`` for SGLang's per-stage histogram. Every other metric is kept and listed as read.
 WINDOWS = {
-    "sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}":
-        "prefill side: from entering the transfer queue (prefill done) to the KV transfer's end",
-    "sglang:per_stage_req_latency_seconds{decode_transferred}":
-        "decode side: from entering the transfer queue to the KV cache received (can include the prefill itself)",
+    "sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}": "prefill side: from entering the transfer queue (prefill done) to the KV transfer's end",
+    "sglang:per_stage_req_latency_seconds{decode_transferred}": "decode side: from entering the transfer queue to the KV cache received (can include the prefill itself)",
     "sglang:per_stage_req_latency_seconds{prefill_bootstrap}": "prefill side: the bootstrap (handshake) queue",
     "sglang:per_stage_req_latency_seconds{prefill_forward}": "prefill side: the prefill forward pass(es)",
-    "sglang:per_stage_req_latency_seconds{decode_bootstrap}":
-        "decode side: the prealloc queue (bootstrap and memory allocation wait)",
+    "sglang:per_stage_req_latency_seconds{decode_bootstrap}": "decode side: the prealloc queue (bootstrap and memory allocation wait)",
     "sglang:per_stage_req_latency_seconds{decode_prepare}": "decode side: received to the prealloc queue",
     "sglang:per_stage_req_latency_seconds{decode_waiting}": "decode side: waiting queue to the forward pass",
     "sglang:time_to_first_token_seconds": "this server: request received to first token",
@@ -61,16 +69,18 @@ WINDOWS = {
     "vllm:request_queue_time_seconds": "this engine: the WAITING phase",
     "vllm:request_prefill_time_seconds": "this engine: the PREFILL phase (scheduled to first token)",
     "vllm:e2e_request_latency_seconds": "this engine: request received to last token",
-    "vllm:nixl_xfer_time_seconds":
-        "one NIXL transfer (a decode worker's READ), posted to done: the wire time, no queueing before the post",
+    "vllm:nixl_xfer_time_seconds": "one NIXL transfer (a decode worker's READ), posted to done: the wire time, no queueing before the post",
     "vllm:nixl_post_time_seconds": "one NIXL transfer: the time to post it",
     "vllm:nixl_bytes_transferred": "bytes of one NIXL transfer",
     "vllm:nixl_num_descriptors": "descriptors (messages) of one NIXL transfer",
 }
 
 #: The measured windows that hold the KV transfer, and the TTFTs, that :func:`compare_measured` shows.
-TRANSFER_METRICS = ("sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}",
-                    "sglang:per_stage_req_latency_seconds{decode_transferred}", "vllm:nixl_xfer_time_seconds")
+TRANSFER_METRICS = (
+    "sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}",
+    "sglang:per_stage_req_latency_seconds{decode_transferred}",
+    "vllm:nixl_xfer_time_seconds",
+)
 TTFT_METRICS = ("sglang:time_to_first_token_seconds", "vllm:time_to_first_token_seconds")
 
 
@@ -206,9 +216,11 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
         for sample in family.samples:
             key = (sample.name, tuple(sorted(sample.labels.items())))
             if key in seen:
-                raise InputError(f"{where}: {sample.name}{{{_labels_text(sample.labels)}}}", "appears twice (two "
-                                 "scrapes in one file?), so one would overwrite or add to the other",
-                                 "scrape a server a file, and give the files one by one")
+                raise InputError(
+                    f"{where}: {sample.name}{{{_labels_text(sample.labels)}}}",
+                    "appears twice (two scrapes in one file?), so one would overwrite or add to the other",
+                    "scrape a server a file, and give the files one by one",
+                )
             seen.add(key)
         rows.extend(_family_rows(where, family))
     frame = pd.DataFrame(rows, columns=_COLUMNS)
@@ -216,8 +228,18 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
     return frame
 
 
-_COLUMNS = ["metric", "type", "stage", "labels", "value", "count", "sum", "mean",
-            *[f"p{q}{end}" for q in QUANTILES for end in ("", "_low", "_high")], "window"]
+_COLUMNS = [
+    "metric",
+    "type",
+    "stage",
+    "labels",
+    "value",
+    "count",
+    "sum",
+    "mean",
+    *[f"p{q}{end}" for q in QUANTILES for end in ("", "_low", "_high")],
+    "window",
+]
 
 
 #: A histogram's (or gauge histogram's, or summary's) count and sum samples.
@@ -232,9 +254,10 @@ def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
             continue
         bucketed = {"histogram": "le", "gaugehistogram": "le", "summary": "quantile"}.get(family.type)
         labels = {key: value for key, value in sample.labels.items() if key != bucketed}
-        group = groups.setdefault(tuple(labels.items()), {"labels": labels, "buckets": [], "quantiles": {},
-                                                          "name": sample.name})
-        suffix = sample.name[len(family.name):]
+        group = groups.setdefault(
+            tuple(labels.items()), {"labels": labels, "buckets": [], "quantiles": {}, "name": sample.name}
+        )
+        suffix = sample.name[len(family.name) :]
         if family.type in ("histogram", "gaugehistogram") and suffix == "_bucket":
             group["buckets"].append((float(sample.labels["le"]), float(sample.value)))
         elif suffix in _TOTALS and bucketed:
@@ -250,14 +273,22 @@ def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float)
     """A histogram's buckets as the exposition format requires them: cumulative (never decreasing), the last
     ``+Inf``, equal to ``_count``; else its quantiles would mean nothing, and it is refused."""
     counts = [n for _, n in buckets]
-    problem = ("bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
-               if any(b < a for a, b in itertools.pairwise(counts)) else
-               "no +Inf bucket" if not math.isinf(buckets[-1][0]) else
-               f"_count {count:g} is not the +Inf bucket's {counts[-1]:g}"
-               if not math.isnan(count) and count != counts[-1] else "")
+    problem = (
+        "bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
+        if any(b < a for a, b in itertools.pairwise(counts))
+        else "no +Inf bucket"
+        if not math.isinf(buckets[-1][0])
+        else f"_count {count:g} is not the +Inf bucket's {counts[-1]:g}"
+        if not math.isnan(count) and count != counts[-1]
+        else ""
+    )
     if problem:
-        raise InputError(where, problem, "give the scrape as the engine wrote it (a histogram's buckets are "
-                         "cumulative, end with le=\"+Inf\" and add up to its _count)")
+        raise InputError(
+            where,
+            problem,
+            "give the scrape as the engine wrote it (a histogram's buckets are "
+            'cumulative, end with le="+Inf" and add up to its _count)',
+        )
 
 
 def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
@@ -265,9 +296,15 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     stage = labels.pop("stage", "")
     kind = family.type
     name = family.name if kind in ("histogram", "gaugehistogram", "summary") else group["name"]
-    row: dict[str, Any] = {"metric": name, "type": kind, "stage": stage, "labels": _labels_text(labels),
-                           "value": group.get("value", math.nan), "count": group.get("count", math.nan),
-                           "sum": group.get("sum", math.nan)}
+    row: dict[str, Any] = {
+        "metric": name,
+        "type": kind,
+        "stage": stage,
+        "labels": _labels_text(labels),
+        "value": group.get("value", math.nan),
+        "count": group.get("count", math.nan),
+        "sum": group.get("sum", math.nan),
+    }
     buckets = sorted(group["buckets"])
     if buckets:
         _check_buckets(f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"])
@@ -361,13 +398,17 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     if not results or not all(_is_benchmark(result) for result in results):
         raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
     if run is None and len(results) > 1:
-        raise InputError(f"{where}: run", f"the file holds {len(results)} benchmark runs",
-                         f"choose one: run=0 to {len(results) - 1} (the command's --run), -1 the last")
+        raise InputError(
+            f"{where}: run",
+            f"the file holds {len(results)} benchmark runs",
+            f"choose one: run=0 to {len(results) - 1} (the command's --run), -1 the last",
+        )
     try:
         result = results[run or 0]
     except IndexError:
-        raise InputError(f"{where}: run", f"no run {run}: the file holds {len(results)}",
-                         f"pass run=0 to {len(results) - 1}") from None
+        raise InputError(
+            f"{where}: run", f"no run {run}: the file holds {len(results)}", f"pass run=0 to {len(results) - 1}"
+        ) from None
     return _trace_of(where, result)
 
 
@@ -375,17 +416,26 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
     tool = _tool(result)
     if "input_lens" not in result or "ttfts" not in result:
         flag = "--output-details" if tool.startswith("sglang") else "--save-detailed (with --save-result)"
-        raise InputError(where, f"a {tool} result without per-request lists (input_lens, ttfts)",
-                         f"rerun the benchmark with {flag}")
+        raise InputError(
+            where, f"a {tool} result without per-request lists (input_lens, ttfts)", f"rerun the benchmark with {flag}"
+        )
     n = len(result["input_lens"])
-    columns = {"num_input_tokens": result["input_lens"], "num_output_tokens": result.get("output_lens"),
-               "ttft_s": result["ttfts"], "errors": result.get("errors"), "latency_s": result.get("latencies"),
-               "start_s": result.get("start_times")}
+    columns = {
+        "num_input_tokens": result["input_lens"],
+        "num_output_tokens": result.get("output_lens"),
+        "ttft_s": result["ttfts"],
+        "errors": result.get("errors"),
+        "latency_s": result.get("latencies"),
+        "start_s": result.get("start_times"),
+    }
     for name, values in columns.items():
         if values is not None and (not isinstance(values, list) or len(values) != n):
             got = len(values) if isinstance(values, list) else type(values).__name__
-            raise InputError(f"{where}: {name}", f"{got} values for {n} requests (input_lens)",
-                             "give the file as the benchmark wrote it")
+            raise InputError(
+                f"{where}: {name}",
+                f"{got} values for {n} requests (input_lens)",
+                "give the file as the benchmark wrote it",
+            )
     errors = columns["errors"]
     completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
     trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["num_input_tokens"], int)})
@@ -403,10 +453,15 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
     else:
         arrivals = "none in the file: the benchmark ran at " + _load(result)
-    trace.attrs.update(source=where, tool=tool, request_rate=_rate(result.get("request_rate")),
-                       max_concurrency=result.get("max_concurrency"), duration_s=float(result["duration"]),
-                       arrivals=arrivals, reported={k: v for k, v in result.items() if k.endswith("_ms")
-                                                    and isinstance(v, (int, float))})
+    trace.attrs.update(
+        source=where,
+        tool=tool,
+        request_rate=_rate(result.get("request_rate")),
+        max_concurrency=result.get("max_concurrency"),
+        duration_s=float(result["duration"]),
+        arrivals=arrivals,
+        reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
+    )
     return trace
 
 
@@ -416,16 +471,19 @@ def _numbers(where: str, key: str, values: list[Any], kind: type, failed: np.nda
     try:
         array = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError(f"{where}: {key}", "holds values that are not numbers", "give the file as the benchmark "
-                         "wrote it") from None
+        raise InputError(
+            f"{where}: {key}", "holds values that are not numbers", "give the file as the benchmark wrote it"
+        ) from None
     bad = ~np.isfinite(array) | (array < 0) | ((array != np.round(array)) if kind is int else False)
     if failed is not None:
         bad &= ~(failed & np.isnan(array))
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{where}: {key}", f"request {i} has {values[i]!r}, not a "
-                         + ("whole number >= 0" if kind is int else "finite number >= 0"),
-                         "give the file as the benchmark wrote it")
+        raise InputError(
+            f"{where}: {key}",
+            f"request {i} has {values[i]!r}, not a " + ("whole number >= 0" if kind is int else "finite number >= 0"),
+            "give the file as the benchmark wrote it",
+        )
     return array.astype(np.int64) if kind is int else array
 
 
@@ -438,8 +496,13 @@ def _rate(value: Any) -> float:
 def _load(result: dict[str, Any]) -> str:
     """The load a benchmark ran at, in words."""
     rate, concurrency = _rate(result.get("request_rate")), result.get("max_concurrency")
-    said = ["all requests at once" if rate == math.inf else "an unknown rate" if math.isnan(rate)
-            else f"{rate:g} requests/s"]
+    said = [
+        "all requests at once"
+        if rate == math.inf
+        else "an unknown rate"
+        if math.isnan(rate)
+        else f"{rate:g} requests/s"
+    ]
     if concurrency:
         said.append(f"at most {concurrency} in flight")
     return ", ".join(said)
@@ -472,12 +535,25 @@ def detect(path: str | os.PathLike[str]) -> str:
 # --- the model beside what was measured ------------------------------------------------------------------------
 
 #: The comparison's columns: each percentile exact (a benchmark's requests, the model) or bucket-bounded.
-COMPARE_COLUMNS = ["what", "labels", "window", "quantiles", "count", "mean_ms",
-                   *[f"p{q}{end}_ms" for q in QUANTILES for end in ("", "_low", "_high")]]
+COMPARE_COLUMNS = [
+    "what",
+    "labels",
+    "window",
+    "quantiles",
+    "count",
+    "mean_ms",
+    *[f"p{q}{end}_ms" for q in QUANTILES for end in ("", "_low", "_high")],
+]
 
 
-def compare_measured(benchmark: pd.DataFrame | None = None, metrics: Sequence[pd.DataFrame] = (), *,
-                     model: Any = None, link: Any = None, **options: Any) -> pd.DataFrame:
+def compare_measured(
+    benchmark: pd.DataFrame | None = None,
+    metrics: Sequence[pd.DataFrame] = (),
+    *,
+    model: Any = None,
+    link: Any = None,
+    **options: Any,
+) -> pd.DataFrame:
     """The model's handoff delay over a benchmark's prompts, beside the measured transfer stage and TTFT.
 
     Each row says which window of a request's life it covers: the model's handoff runs from the prefill's end
@@ -519,35 +595,56 @@ def compare_measured(benchmark: pd.DataFrame | None = None, metrics: Sequence[pd
     10.737
     """
     if (model is None) != (link is None):
-        raise InputError("compare_measured", "the model needs both a model and a link",
-                         "pass model= and link= (the command's --model and --link), or neither")
+        raise InputError(
+            "compare_measured",
+            "the model needs both a model and a link",
+            "pass model= and link= (the command's --model and --link), or neither",
+        )
     rows = []
     if model is not None:
         if benchmark is None or not benchmark["completed"].any():
-            raise InputError("compare_measured: benchmark", "the model needs the prompts of a benchmark's "
-                             "completed requests", "give a benchmark result (read_benchmark) with the scrapes")
+            raise InputError(
+                "compare_measured: benchmark",
+                "the model needs the prompts of a benchmark's completed requests",
+                "give a benchmark result (read_benchmark) with the scrapes",
+            )
         from .handoff import handoff_delay_ms
 
         tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"].to_numpy()
         delay = np.asarray(handoff_delay_ms(tokens, link, model, **options), dtype=np.float64)
-        rows.append(_exact("model: handoff delay", "prefill end to KV cache at the decode worker, alone on the link "
-                           "(no queueing behind other transfers)", delay))
+        rows.append(
+            _exact(
+                "model: handoff delay",
+                "prefill end to KV cache at the decode worker, alone on the link (no queueing behind other transfers)",
+                delay,
+            )
+        )
     for frame in metrics:
         for _, row in frame.iterrows():
             key = f"{row['metric']}{{{row['stage']}}}" if row["stage"] else row["metric"]
             if row["type"] == "histogram" and key in TRANSFER_METRICS + TTFT_METRICS:
                 rows.append(_bucketed(row))
     if benchmark is not None and benchmark["completed"].any():
-        rows.append(_exact(f"measured TTFT ({benchmark.attrs.get('tool', 'benchmark')})",
-                           "client: request sent to first token received (queue, prefill, handoff, first decode "
-                           "step, network)", benchmark.loc[benchmark["completed"], "ttft_ms"].to_numpy()))
+        rows.append(
+            _exact(
+                f"measured TTFT ({benchmark.attrs.get('tool', 'benchmark')})",
+                "client: request sent to first token received (queue, prefill, handoff, first decode step, network)",
+                benchmark.loc[benchmark["completed"], "ttft_ms"].to_numpy(),
+            )
+        )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
 
 
 def _exact(what: str, window: str, values_ms: np.ndarray) -> dict[str, Any]:
     values = values_ms[np.isfinite(values_ms)]
-    row: dict[str, Any] = {"what": what, "labels": "", "window": window, "quantiles": "exact", "count": float(values.size),
-                           "mean_ms": float(values.mean()) if values.size else math.nan}
+    row: dict[str, Any] = {
+        "what": what,
+        "labels": "",
+        "window": window,
+        "quantiles": "exact",
+        "count": float(values.size),
+        "mean_ms": float(values.mean()) if values.size else math.nan,
+    }
     for q in QUANTILES:
         value = float(np.percentile(values, q)) if values.size else math.nan
         row.update({f"p{q}_ms": value, f"p{q}_low_ms": value, f"p{q}_high_ms": value})
@@ -556,9 +653,14 @@ def _exact(what: str, window: str, values_ms: np.ndarray) -> dict[str, Any]:
 
 def _bucketed(row: pd.Series) -> dict[str, Any]:
     """A histogram row of :func:`read_engine_metrics`, in ms."""
-    out = {"what": f'{row["metric"]}{{stage="{row["stage"]}"}}' if row["stage"] else row["metric"],
-           "labels": row["labels"], "window": row["window"],
-           "quantiles": "bucket-bounded", "count": row["count"], "mean_ms": row["mean"] * 1e3}
+    out = {
+        "what": f'{row["metric"]}{{stage="{row["stage"]}"}}' if row["stage"] else row["metric"],
+        "labels": row["labels"],
+        "window": row["window"],
+        "quantiles": "bucket-bounded",
+        "count": row["count"],
+        "mean_ms": row["mean"] * 1e3,
+    }
     for column in COMPARE_COLUMNS[6:]:
         out[column] = row[column.removesuffix("_ms")] * 1e3
     return out
@@ -623,8 +725,11 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
                 time = hist.loc[("vllm:nixl_xfer_time_seconds", labels)]
             except KeyError:
                 continue
-            descriptors = hist.loc[("vllm:nixl_num_descriptors", labels), "mean"] \
-                if ("vllm:nixl_num_descriptors", labels) in hist.index else math.nan
+            descriptors = (
+                hist.loc[("vllm:nixl_num_descriptors", labels), "mean"]
+                if ("vllm:nixl_num_descriptors", labels) in hist.index
+                else math.nan
+            )
             if nbytes["count"] > 0 and time["count"] > 0:
                 points.append((nbytes["mean"], time["mean"] * 1e3, descriptors))
     notes, link = [], None
@@ -635,19 +740,27 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
         x, t, d = (np.array(column) for column in zip(*points))
         link = fit_link(x, t, n_messages=d if np.isfinite(d).all() else None, name="nixl-means")
         assert link.fit is not None  # (a fitted link carries its report)
-        notes.append(f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at {len(sizes)} "
-                     f"sizes: {link.fit.describe()}; a fit of run "
-                     "means, not of single transfers")
+        notes.append(
+            f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at {len(sizes)} "
+            f"sizes: {link.fit.describe()}; a fit of run "
+            "means, not of single transfers"
+        )
     elif points:
-        notes.append(f"link: not fitted: the NIXL histograms give {len(sizes)} mean size ({sizes[0] / 1e6:.1f} MB) "
-                     "and fit_link needs two or more; scrape runs of different prompt lengths (a fit of their "
-                     "means, not of single transfers)")
+        notes.append(
+            f"link: not fitted: the NIXL histograms give {len(sizes)} mean size ({sizes[0] / 1e6:.1f} MB) "
+            "and fit_link needs two or more; scrape runs of different prompt lengths (a fit of their "
+            "means, not of single transfers)"
+        )
     else:
-        notes.append("link: not fitted: no file pairs bytes with transfer times (vLLM's NIXL histograms do, as "
-                     "means; SGLang's stages and a benchmark's requests carry no bytes)")
-    notes.append("prefill: not fitted: prefill times are histograms (SGLang's prefill_forward, vLLM's "
-                 "request_prefill_time_seconds), not paired with each request's prompt length"
-                 + ("; the benchmark's TTFT holds more than the prefill" if benchmark is not None else ""))
+        notes.append(
+            "link: not fitted: no file pairs bytes with transfer times (vLLM's NIXL histograms do, as "
+            "means; SGLang's stages and a benchmark's requests carry no bytes)"
+        )
+    notes.append(
+        "prefill: not fitted: prefill times are histograms (SGLang's prefill_forward, vLLM's "
+        "request_prefill_time_seconds), not paired with each request's prompt length"
+        + ("; the benchmark's TTFT holds more than the prefill" if benchmark is not None else "")
+    )
     return MeasuredFits(link, notes)
 
 

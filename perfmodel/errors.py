@@ -100,8 +100,16 @@ class InputError(ValueError):
         )
 
     def _fields(self) -> dict[str, Any]:
-        return dict(n_invalid=self.n_invalid, row=self.row, value=self.value, argument=self.argument,
-                    position=self.position, counts=self.counts, coerce_hint=self.coerce_hint, place=self.place)
+        return dict(
+            n_invalid=self.n_invalid,
+            row=self.row,
+            value=self.value,
+            argument=self.argument,
+            position=self.position,
+            counts=self.counts,
+            coerce_hint=self.coerce_hint,
+            place=self.place,
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Picklable with all its fields."""
@@ -110,13 +118,16 @@ class InputError(ValueError):
     def relocated(self, where: str, row: Any, **changes: Any) -> InputError:
         """The same error, reported at another place (a column, a file) and row (a label, a row number; ``place``
         among ``changes``: a line of a file)."""
-        return InputError(self.where if where is None else where, self.problem, self.fix,
-                          **{**self._fields(), "row": row, **changes})
+        return InputError(
+            self.where if where is None else where, self.problem, self.fix, **{**self._fields(), "row": row, **changes}
+        )
 
 
 #: numpy's repr of a scalar (``np.float64(1.5)``, ``np.str_('a')``, ``np.True_``) inside a message's text.
-_NUMPY_REPR = re.compile(r"\bnp\.(?:(?:float|int|uint|complex)\d+|longdouble|str_|bytes_|bool_?)\(((?:[^()]|\([^()]*\))*)\)"
-                         r"|\bnp\.(True|False)_")
+_NUMPY_REPR = re.compile(
+    r"\bnp\.(?:(?:float|int|uint|complex)\d+|longdouble|str_|bytes_|bool_?)\(((?:[^()]|\([^()]*\))*)\)"
+    r"|\bnp\.(True|False)_"
+)
 
 
 def plain(value: Any) -> Any:
@@ -174,13 +185,22 @@ def _rebuild_input_error(where: str, problem: str, fix: str, fields: dict[str, A
 
 
 @overload
-def check_whole(name: str, value: Any, *, smallest: int = ..., optional: Literal[False] = ...,
-                largest: int | None = ..., above: str = ...) -> int: ...
+def check_whole(
+    name: str,
+    value: Any,
+    *,
+    smallest: int = ...,
+    optional: Literal[False] = ...,
+    largest: int | None = ...,
+    above: str = ...,
+) -> int: ...
 @overload
-def check_whole(name: str, value: Any, *, smallest: int = ..., optional: bool = ..., largest: int | None = ...,
-                above: str = ...) -> int | None: ...
-def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = False, largest: int | None = None,
-                above: str = "") -> int | None:
+def check_whole(
+    name: str, value: Any, *, smallest: int = ..., optional: bool = ..., largest: int | None = ..., above: str = ...
+) -> int | None: ...
+def check_whole(
+    name: str, value: Any, *, smallest: int = 0, optional: bool = False, largest: int | None = None, above: str = ""
+) -> int | None:
     """``value`` as a Python int, or :class:`InputError`: a whole number >= ``smallest`` (and <= ``largest``,
     refused with the fix ``above``) (bools and fractions refused, never truncated); ``None`` passes when ``optional``.
 
@@ -218,10 +238,14 @@ def check_whole(name: str, value: Any, *, smallest: int = 0, optional: bool = Fa
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy scalars read as Python numbers
         value = value.item()
     whole = (isinstance(value, numbers.Integral) and not isinstance(value, bool)) or (
-        isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer())
+        isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer()
+    )
     if not whole or value < smallest:
-        raise InputError(name, f"{value!r} is not a whole number >= {smallest}",
-                         f"pass a whole number >= {smallest}, e.g. {name}={max(smallest, 1)}")
+        raise InputError(
+            name,
+            f"{value!r} is not a whole number >= {smallest}",
+            f"pass a whole number >= {smallest}, e.g. {name}={max(smallest, 1)}",
+        )
     if largest is not None and value > largest:
         raise InputError(name, f"{int(value):,} is above {largest:,}", above or f"pass a whole number <= {largest:,}")
     return int(value)
@@ -307,8 +331,11 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     'fifo'
     """
     if not isinstance(value, str) or value not in choices:
-        raise InputError(name, f"{value!r} is not one of {', '.join(map(repr, choices))}",
-                         f"pass {name}={choices[0]!r} or another of those")
+        raise InputError(
+            name,
+            f"{value!r} is not one of {', '.join(map(repr, choices))}",
+            f"pass {name}={choices[0]!r} or another of those",
+        )
     return value
 
 
@@ -337,6 +364,9 @@ def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
     if value is None and optional:
         return None
     if not isinstance(value, bool) and type(value).__name__ != "bool_":
-        raise InputError(name, f"{value!r} is not True or False", f"pass {name}=True or {name}=False"
-                         + (" (or None for the default)" if optional else ""))
+        raise InputError(
+            name,
+            f"{value!r} is not True or False",
+            f"pass {name}=True or {name}=False" + (" (or None for the default)" if optional else ""),
+        )
     return bool(value)

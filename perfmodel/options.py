@@ -37,17 +37,31 @@ class Option(NamedTuple):
 
 #: Every knob: name -> (default, smallest value, what it is for).
 KNOBS: dict[str, Option] = {
-    "parallel_min_rows": Option(200_000, 0, "rows from which a kernel pass (and a trace's hashing) is shared between "
-                                "threads by default, when numba has more than one (on 2 cores sharing starts to win at "
-                                "about 100k rows; ``bench/run.py`` measures the ratio at this threshold)"),
-    "spread_max_rows": Option(65_536, 0, "up to this many rows, a scalar beside arrays among the three main inputs is "
-                              "spread to an array, so that small calls share one compiled form of the kernel"),
-    "sweep_chunk_rows": Option(1 << 18, 1, "rows of a sweep's kernel pass at a time (temporaries stay small next "
-                               "to the result)"),
-    "max_worker_pairs": Option(2**18, 1, "the most pairs of prefill and decode workers a replay on a cluster "
-                               "resolves (each pair's flows are resolved once, in Python)"),
-    "max_grid_configs": Option(10**6, 1, "the most configurations one replay grid takes (each replays the whole "
-                               "trace)"),
+    "parallel_min_rows": Option(
+        200_000,
+        0,
+        "rows from which a kernel pass (and a trace's hashing) is shared between "
+        "threads by default, when numba has more than one (on 2 cores sharing starts to win at "
+        "about 100k rows; ``bench/run.py`` measures the ratio at this threshold)",
+    ),
+    "spread_max_rows": Option(
+        65_536,
+        0,
+        "up to this many rows, a scalar beside arrays among the three main inputs is "
+        "spread to an array, so that small calls share one compiled form of the kernel",
+    ),
+    "sweep_chunk_rows": Option(
+        1 << 18, 1, "rows of a sweep's kernel pass at a time (temporaries stay small next to the result)"
+    ),
+    "max_worker_pairs": Option(
+        2**18,
+        1,
+        "the most pairs of prefill and decode workers a replay on a cluster "
+        "resolves (each pair's flows are resolved once, in Python)",
+    ),
+    "max_grid_configs": Option(
+        10**6, 1, "the most configurations one replay grid takes (each replays the whole trace)"
+    ),
 }
 
 _VALUES: dict[str, int] = {name: option.default for name, option in KNOBS.items()}
@@ -81,8 +95,11 @@ def _checked(changes: dict[str, Any]) -> dict[str, int]:
     for name, value in changes.items():
         if name not in KNOBS:
             close = difflib.get_close_matches(name, KNOBS, n=1)
-            raise InputError("set_options", f"unknown option {name!r}",
-                             f"did you mean {close[0]!r}? " if close else f"use one of {', '.join(KNOBS)}")
+            raise InputError(
+                "set_options",
+                f"unknown option {name!r}",
+                f"did you mean {close[0]!r}? " if close else f"use one of {', '.join(KNOBS)}",
+            )
         smallest = KNOBS[name].smallest
         checked[name] = int(check_whole(name, value, smallest=smallest))  # (bools refused there)
     return checked
@@ -144,10 +161,13 @@ def deprecated_constant(module: str, names: dict[str, str]) -> Any:
 
     def __getattr__(name: str) -> int:
         if name in names:
-            warnings.warn(f"{module}.{name} is an option now: read perfmodel.get_options()[{names[name]!r}] and "
-                          f"change it with perfmodel.set_options({names[name]}=...)", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"{module}.{name} is an option now: read perfmodel.get_options()[{names[name]!r}] and "
+                f"change it with perfmodel.set_options({names[name]}=...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             return _VALUES[names[name]]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
-

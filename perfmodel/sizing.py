@@ -87,12 +87,19 @@ class NicSizing:
 
 
 def _question(percent: float, budget_ms: float, contention: str, scope: str, over: str) -> str:
-    return (f"p{percent:g} of per-request handoff delays within {budget_ms:g} ms, replayed {over}, "
-            f"{_CONTENTION_WORDS[contention]}, {scope}")
+    return (
+        f"p{percent:g} of per-request handoff delays within {budget_ms:g} ms, replayed {over}, "
+        f"{_CONTENTION_WORDS[contention]}, {scope}"
+    )
 
 
-def _candidates(link: Any, counts: Sequence[int] | None, striped: bool, tp: int, scope: str,
-                ) -> tuple[str, str, list[tuple[int, dict[str, Any]]], str, str]:
+def _candidates(
+    link: Any,
+    counts: Sequence[int] | None,
+    striped: bool,
+    tp: int,
+    scope: str,
+) -> tuple[str, str, list[tuple[int, dict[str, Any]]], str, str]:
     """(axis, unit, [(count, the replay's keywords)], where the transfers go, the bytes each carries)."""
     bytes_of = _bytes_words(scope, False)
     from ._onto_cluster import get_cluster, is_cluster
@@ -113,22 +120,49 @@ def _candidates(link: Any, counts: Sequence[int] | None, striped: bool, tp: int,
             except InputError:  # (a count its PCIe switches cannot take: refused when asked for by name)
                 if counts:
                     raise
-        return ("nics_per_node", "NICs per node", options, f"on {base.name or 'the cluster'} with N NICs per node",
-                f"each TP{tp} handoff's flows over the node's NICs")
+        return (
+            "nics_per_node",
+            "NICs per node",
+            options,
+            f"on {base.name or 'the cluster'} with N NICs per node",
+            f"each TP{tp} handoff's flows over the node's NICs",
+        )
     if not isinstance(link, str):
-        raise InputError("link", f"{link!r} is not a link preset's name or a cluster", "pass a name such as "
-                         "'ib-ndr', or a perfmodel.Cluster")
+        raise InputError(
+            "link",
+            f"{link!r} is not a link preset's name or a cluster",
+            "pass a name such as 'ib-ndr', or a perfmodel.Cluster",
+        )
     name = get_link(link).name
     if striped:
-        return ("link", "NICs striped", [(n, dict(link=f"{n}x {name}")) for n in counts or DEFAULT_LINK_COUNTS],
-                f"over one '{name}' link N times as fast (N NICs striped)", f"{bytes_of} striped over the N")
-    return ("links", "links", [(n, dict(link=name, links=n)) for n in counts or DEFAULT_LINK_COUNTS],
-            f"over N separate '{name}' links", f"{bytes_of} over one link whole")
+        return (
+            "link",
+            "NICs striped",
+            [(n, dict(link=f"{n}x {name}")) for n in counts or DEFAULT_LINK_COUNTS],
+            f"over one '{name}' link N times as fast (N NICs striped)",
+            f"{bytes_of} striped over the N",
+        )
+    return (
+        "links",
+        "links",
+        [(n, dict(link=name, links=n)) for n in counts or DEFAULT_LINK_COUNTS],
+        f"over N separate '{name}' links",
+        f"{bytes_of} over one link whole",
+    )
 
 
-def required_nics(trace: pd.DataFrame, link: Any, model: Any, *, budget_ms: float, contention: str,
-                  percent: float = 99, counts: Sequence[int] | None = None, striped: bool = False,
-                  **replay_options: Any) -> NicSizing:
+def required_nics(
+    trace: pd.DataFrame,
+    link: Any,
+    model: Any,
+    *,
+    budget_ms: float,
+    contention: str,
+    percent: float = 99,
+    counts: Sequence[int] | None = None,
+    striped: bool = False,
+    **replay_options: Any,
+) -> NicSizing:
     """The fewest NICs with which the ``percent``-th percentile of a trace's replayed, per-request handoff
     delays meets ``budget_ms``, with ``contention`` as the replay takes it; the answer says which question it
     answers.
@@ -204,6 +238,14 @@ def required_nics(trace: pd.DataFrame, link: Any, model: Any, *, budget_ms: floa
         rows.append({axis: count, f"p{percent:g}_ms": p, "meets_budget": bool(p <= budget_ms)})
     tried = pd.DataFrame(rows, columns=[axis, f"p{percent:g}_ms", "meets_budget"])
     fewest = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percent:g}_ms"], budget_ms)
-    return NicSizing(count=fewest, unit=unit, axis=axis, percent=float(percent), budget_ms=float(budget_ms),
-                     contention=contention, scope="cluster" if axis == "nics_per_node" else scope,
-                     question=_question(percent, budget_ms, contention, carried, over), tried=tried)
+    return NicSizing(
+        count=fewest,
+        unit=unit,
+        axis=axis,
+        percent=float(percent),
+        budget_ms=float(budget_ms),
+        contention=contention,
+        scope="cluster" if axis == "nics_per_node" else scope,
+        question=_question(percent, budget_ms, contention, carried, over),
+        tried=tried,
+    )

@@ -7,14 +7,21 @@ import pytest
 hypothesis.settings.register_profile("ci", deadline=None, max_examples=30, print_blob=True)
 hypothesis.settings.register_profile("thorough", deadline=None, max_examples=400, print_blob=True)  # .ci/run
 hypothesis.settings.register_profile("nojit", deadline=None, max_examples=40)
-hypothesis.settings.load_profile("nojit" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else
-                                 "thorough" if os.environ.get("PERFMODEL_THOROUGH") == "1" else "ci")
-
+hypothesis.settings.load_profile(
+    "nojit"
+    if os.environ.get("NUMBA_DISABLE_JIT") == "1"
+    else "thorough"
+    if os.environ.get("PERFMODEL_THOROUGH") == "1"
+    else "ci"
+)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--exhaustive", action="store_true",
-                     help="add the slow end-to-end checks (marked exhaustive) to the run; -m exhaustive runs only them")
+    parser.addoption(
+        "--exhaustive",
+        action="store_true",
+        help="add the slow end-to-end checks (marked exhaustive) to the run; -m exhaustive runs only them",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -25,8 +32,6 @@ def pytest_collection_modifyitems(config, items):
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if "exhaustive" in item.keywords])
         items[:] = kept
-
-
 
 
 @pytest.fixture(scope="session")

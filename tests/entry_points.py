@@ -55,8 +55,11 @@ def _sweep(tokens: Any, bandwidth: Any, per_token: Any, keywords: dict[str, Any]
         pytest.skip("a sweep's axes are lists of values, not per-row columns")
     if set(keywords) - set(AXES):
         pytest.skip(f"a sweep has no axis {sorted(set(keywords) - set(AXES))}")
-    axes = {("link" if isinstance(bandwidth, (str, Link)) else "kv_transfer_bandwidth"): [bandwidth],
-            ("model" if _names_a_model(per_token) else "kv_bytes_per_token"): [per_token], **keywords}
+    axes = {
+        ("link" if isinstance(bandwidth, (str, Link)) else "kv_transfer_bandwidth"): [bandwidth],
+        ("model" if _names_a_model(per_token) else "kv_bytes_per_token"): [per_token],
+        **keywords,
+    }
     swept = perfmodel.sweep(num_input_tokens=list(tokens), **axes)
     by_tokens = dict(zip(swept["num_input_tokens"], swept["handoff_delay_ms"]))
     return np.array([by_tokens[t] for t in tokens], dtype=float)
@@ -94,12 +97,15 @@ def _flag_value(value: Any) -> str:
     return str(value)
 
 
-def _cli(tokens: Any, bandwidth: Any, per_token: Any, keywords: dict[str, Any], tmp_path: Path,
-         refused: bool = False) -> Any:
+def _cli(
+    tokens: Any, bandwidth: Any, per_token: Any, keywords: dict[str, Any], tmp_path: Path, refused: bool = False
+) -> Any:
     """``perfmodel delay`` on a CSV of the case's rows: one flag per value, ``--column`` per column (an input
     without a flag: a column of its one value). The delays; with ``refused``, the one line of the refusal."""
-    keywords = {name: ([value] * len(tokens) if INPUTS[name].cli is None and not _is_column(value) else value)
-                for name, value in keywords.items()}
+    keywords = {
+        name: ([value] * len(tokens) if INPUTS[name].cli is None and not _is_column(value) else value)
+        for name, value in keywords.items()
+    }
     frame, named = _frame(tokens, bandwidth, per_token, keywords)
     source, target = tmp_path / "requests.csv", tmp_path / "delays.csv"
     frame.to_csv(source, index=False)
@@ -122,16 +128,20 @@ def _cli(tokens: Any, bandwidth: Any, per_token: Any, keywords: dict[str, Any], 
     return pd.read_csv(target)["handoff_delay_ms"].to_numpy(dtype=float)
 
 
-def delays(entry: str, tokens: Any, bandwidth: Any, per_token: Any, *, tmp_path: Path | None = None,
-           **keywords: Any) -> np.ndarray:
+def delays(
+    entry: str, tokens: Any, bandwidth: Any, per_token: Any, *, tmp_path: Path | None = None, **keywords: Any
+) -> np.ndarray:
     """The delays (ms) of the prompts ``tokens`` through ``entry`` (one of :data:`ENTRY_POINTS`)."""
     tokens = list(tokens)
     if entry == "handoff_delay_ms":
         return np.asarray(perfmodel.handoff_delay_ms(tokens, bandwidth, per_token, **keywords), dtype=float)
     if entry in ("handoff_delays", "accessor"):
         frame, named = _frame(tokens, bandwidth, per_token, keywords)
-        got = (perfmodel.handoff_delays(frame, **named) if entry == "handoff_delays"
-               else frame.perfmodel.handoff_delay(**named))
+        got = (
+            perfmodel.handoff_delays(frame, **named)
+            if entry == "handoff_delays"
+            else frame.perfmodel.handoff_delay(**named)
+        )
         return got.to_numpy(dtype=float, na_value=np.nan)
     if entry == "sweep":
         return _sweep(tokens, bandwidth, per_token, keywords)
@@ -143,8 +153,9 @@ def delays(entry: str, tokens: Any, bandwidth: Any, per_token: Any, *, tmp_path:
     return _cli(tokens, bandwidth, per_token, keywords, tmp_path)
 
 
-def refusal(entry: str, tokens: Any, bandwidth: Any, per_token: Any, *, tmp_path: Path | None = None,
-            **keywords: Any) -> str:
+def refusal(
+    entry: str, tokens: Any, bandwidth: Any, per_token: Any, *, tmp_path: Path | None = None, **keywords: Any
+) -> str:
     """The one line with which ``entry`` refuses the case: the InputError's message (the command line's
     standard error, with exit code 2 and nothing written)."""
     if entry == "cli":

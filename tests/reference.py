@@ -34,7 +34,12 @@ def _code(value, names: dict[str, int]) -> int | None:
         return names.get(value.lower())
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)) and not math.isnan(value) and value == int(value) and int(value) in names.values():
+    if (
+        isinstance(value, (int, float))
+        and not math.isnan(value)
+        and value == int(value)
+        and int(value) in names.values()
+    ):
         return int(value)
     return None
 
@@ -44,10 +49,27 @@ def _is_count(x: float) -> bool:
     return math.isnan(x) or (0 <= x <= 2**53 and x == math.floor(x))
 
 
-def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
-                 state_bytes, latency_ms, fallback_ms, per_block_ms=0.0, block_size=None, per_message_ms=0.0,
-                 prefill_ms=None, prefill_tokens_per_s=None, num_layers=None, layer_group=1,
-                 layerwise_min_tokens=0, blocks_per_message=1) -> list[str]:
+def row_problems(
+    tokens,
+    bandwidth,
+    bytes_per_token,
+    worker,
+    completed,
+    mode,
+    missing_tokens,
+    state_bytes,
+    latency_ms,
+    fallback_ms,
+    per_block_ms=0.0,
+    block_size=None,
+    per_message_ms=0.0,
+    prefill_ms=None,
+    prefill_tokens_per_s=None,
+    num_layers=None,
+    layer_group=1,
+    layerwise_min_tokens=0,
+    blocks_per_message=1,
+) -> list[str]:
     """The arguments of one row that break rule 6 (and the extensions' rules), in signature order."""
     t, b, p = _number(tokens), _number(bandwidth), _number(bytes_per_token)
     d, s, lat = _number(missing_tokens), _number(state_bytes), _number(latency_ms)
@@ -70,8 +92,11 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
         ("per_block_ms", 0 <= pb < math.inf and (pb == 0 or bs > 0)),
         ("block_size", math.isnan(bs) or (0 <= bs < math.inf and bs == math.floor(bs))),
         ("per_message_ms", 0 <= pm < math.inf and (pm == 0 or bs > 0)),
-        ("blocks_per_message", _number(blocks_per_message) == math.inf
-         or (_number(blocks_per_message) >= 1 and _number(blocks_per_message) == math.floor(blocks_per_message))),
+        (
+            "blocks_per_message",
+            _number(blocks_per_message) == math.inf
+            or (_number(blocks_per_message) >= 1 and _number(blocks_per_message) == math.floor(blocks_per_message)),
+        ),
         ("prefill_ms", math.isnan(pre) or 0 <= pre < math.inf),
         ("prefill_tokens_per_s", math.isnan(rate) or 0 < rate < math.inf),
         ("num_layers", 0 <= layers < math.inf and layers == math.floor(layers)),
@@ -81,22 +106,60 @@ def row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, mi
     return [argument for argument, ok in checks if not ok]
 
 
-def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=True, mode=0,
-                      missing_tokens=None, state_bytes=0, latency_ms=0.0, fallback_ms=None, per_block_ms=0.0,
-                      block_size=None, per_message_ms=0.0, prefill_ms=None, prefill_tokens_per_s=None,
-                      num_layers=None, layer_group=1, layerwise_min_tokens=0, window_bytes_per_token=0,
-                      window_tokens=0, chunk_bytes_per_token=0, chunk_tokens=0, message_layers=(),
-                      kv_layout="layer_kv", blocks_per_message=1):
+def handoff_delay_row(
+    tokens,
+    bandwidth,
+    bytes_per_token,
+    worker=1,
+    completed=True,
+    mode=0,
+    missing_tokens=None,
+    state_bytes=0,
+    latency_ms=0.0,
+    fallback_ms=None,
+    per_block_ms=0.0,
+    block_size=None,
+    per_message_ms=0.0,
+    prefill_ms=None,
+    prefill_tokens_per_s=None,
+    num_layers=None,
+    layer_group=1,
+    layerwise_min_tokens=0,
+    window_bytes_per_token=0,
+    window_tokens=0,
+    chunk_bytes_per_token=0,
+    chunk_tokens=0,
+    message_layers=(),
+    kv_layout="layer_kv",
+    blocks_per_message=1,
+):
     """The handoff delay of one row in ms, or None where no delay applies.
 
     ``bytes_per_token`` is the full-attention layers' bytes; the window/chunk terms are those of
     sliding-window and chunked-attention layers (a model's KVTerms). ``message_layers``: the model's
     layers as :func:`messages` takes them, for a per-message cost. Raises InvalidRow for invalid input.
     """
-    problems = row_problems(tokens, bandwidth, bytes_per_token, worker, completed, mode, missing_tokens,
-                            state_bytes, latency_ms, fallback_ms, per_block_ms, block_size, per_message_ms,
-                            prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens,
-                            blocks_per_message)
+    problems = row_problems(
+        tokens,
+        bandwidth,
+        bytes_per_token,
+        worker,
+        completed,
+        mode,
+        missing_tokens,
+        state_bytes,
+        latency_ms,
+        fallback_ms,
+        per_block_ms,
+        block_size,
+        per_message_ms,
+        prefill_ms,
+        prefill_tokens_per_s,
+        num_layers,
+        layer_group,
+        layerwise_min_tokens,
+        blocks_per_message,
+    )
     if problems:
         raise InvalidRow(problems[0])
     # 1. only a completed prefill hands off
@@ -114,21 +177,29 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
     # 5. bytes over line rate, upstream's operation order
     n = int(_number(tokens))
     current_chunk = 0 if n == 0 or not chunk_tokens else (n - 1) % int(chunk_tokens) + 1
-    nbytes = (float(charged) * float(per_token) + (window_bytes_per_token * min(charged, window_tokens)
-                                                   + chunk_bytes_per_token * min(charged, current_chunk))
-              + float(state))  # the state moves even when no token is charged
+    nbytes = (
+        float(charged) * float(per_token)
+        + (window_bytes_per_token * min(charged, window_tokens) + chunk_bytes_per_token * min(charged, current_chunk))
+        + float(state)
+    )  # the state moves even when no token is charged
     delay = nbytes / (bw * 1e9) * 1000.0
     if nbytes > 0:  # extensions: setup latency, and a cost per block moved (blocks = ceil(charged / block))
         sized = block_size and not math.isnan(_number(block_size))
         blocks = math.ceil(charged / block_size) if sized else 0
-        posted = messages(n, int(charged), int(block_size), message_layers, kv_layout,
-                          blocks_per_message) if sized and per_message_ms else 0
+        posted = (
+            messages(n, int(charged), int(block_size), message_layers, kv_layout, blocks_per_message)
+            if sized and per_message_ms
+            else 0
+        )
         delay += float(latency_ms) + blocks * float(per_block_ms) + posted * float(per_message_ms)
     # extension: layer-wise streaming exposes only what could not hide behind the prefill's compute
     layers = 0 if num_layers is None else int(num_layers)
     if layers > 0 and _number(tokens) >= layerwise_min_tokens:
-        compute = (_number(prefill_ms) if prefill_tokens_per_s is None or math.isnan(_number(prefill_tokens_per_s))
-                   else _number(tokens) / prefill_tokens_per_s * 1000.0)
+        compute = (
+            _number(prefill_ms)
+            if prefill_tokens_per_s is None or math.isnan(_number(prefill_tokens_per_s))
+            else _number(tokens) / prefill_tokens_per_s * 1000.0
+        )
         if math.isnan(compute):
             return None
         g = int(layer_group)
@@ -136,14 +207,21 @@ def handoff_delay_row(tokens, bandwidth, bytes_per_token, worker=1, completed=Tr
     return delay
 
 
-def messages(num_input_tokens: int, charged_tokens: int, block_size: int, layers, kv_layout: str = "layer_kv",
-             blocks_per_message=1) -> int:
+def messages(
+    num_input_tokens: int,
+    charged_tokens: int,
+    block_size: int,
+    layers,
+    kv_layout: str = "layer_kv",
+    blocks_per_message=1,
+) -> int:
     """Messages one rank posts, layer by layer: ``layers`` is a list of ``(kind, length, tensors)``
     with kind full, window, chunk or state and tensors 2 (K and V) or 1 (an MLA latent). In the
     layer layouts each layer sends its kept tokens (as :func:`layer_bytes` keeps them) block by
     block, one message per block and tensor (``"layer_kv"``) or per block (``"layer"``), and a
     state layer its state as one message; ``"block"`` sends the charged tokens' blocks, every
     layer of a block in one message."""
+
     def blocks(tokens: int) -> int:
         """Messages of the blocks of ``tokens``: runs of ``blocks_per_message`` blocks (inf: one run)."""
         count = 0
@@ -156,8 +234,11 @@ def messages(num_input_tokens: int, charged_tokens: int, block_size: int, layers
         return runs
 
     if kv_layout == "block":  # a block holds every layer that keeps it: the longest-kept layer's blocks
-        kept = [layer_bytes([(kind, 1, length, 0)], num_input_tokens, charged_tokens)
-                for kind, length, _ in layers if kind != "state"]
+        kept = [
+            layer_bytes([(kind, 1, length, 0)], num_input_tokens, charged_tokens)
+            for kind, length, _ in layers
+            if kind != "state"
+        ]
         return blocks(max(kept, default=0)) if layers else blocks(charged_tokens)
     total = 0
     for kind, length, tensors in layers:

@@ -130,8 +130,20 @@ def flows(c, H, head_bytes, p, d, state_bytes=0.0, prefill_gpus=None, decode_gpu
             continue
         subs = subflow_paths(prefill_gpus[i], decode_gpus[j], c, nodes_on_leaf)
         for m, (path, caps, hops, latency) in enumerate(subs):
-            result.append(dict(i=i, j=j, m=m, src=prefill_gpus[i], dst=decode_gpus[j], bytes=nbytes / len(subs),
-                               path=path, caps=caps, hops=hops, latency=latency))
+            result.append(
+                dict(
+                    i=i,
+                    j=j,
+                    m=m,
+                    src=prefill_gpus[i],
+                    dst=decode_gpus[j],
+                    bytes=nbytes / len(subs),
+                    path=path,
+                    caps=caps,
+                    hops=hops,
+                    latency=latency,
+                )
+            )
     return result
 
 

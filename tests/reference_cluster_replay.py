@@ -17,20 +17,42 @@ from . import reference_cluster as rc
 
 def _pair_flows(c, H, p, d, a, b, prefill, decode, nodes):
     """The flows' structure of prefill worker a -> decode worker b (bytes of one head per token, state marks)."""
-    return rc.flows(c, H, 1.0, p, d, state_bytes=0.0, prefill_gpus=prefill[a], decode_gpus=decode[b],
-                    nodes_on_leaf=nodes)
+    return rc.flows(
+        c, H, 1.0, p, d, state_bytes=0.0, prefill_gpus=prefill[a], decode_gpus=decode[b], nodes_on_leaf=nodes
+    )
 
 
-def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, decode_tp, prefill_workers,
-                     decode_workers, prefill_of=None, routing="prefix", contention="fair", mode="full_prompt",
-                     block_size=16, hash_block_tokens=16, capacity=None, latency_ms=0.0, per_block_ms=0.0):
+def replay_reference(
+    c,
+    H,
+    head_bpt,
+    state,
+    ready,
+    tokens,
+    hash_ids,
+    *,
+    tp,
+    decode_tp,
+    prefill_workers,
+    decode_workers,
+    prefill_of=None,
+    routing="prefix",
+    contention="fair",
+    mode="full_prompt",
+    block_size=16,
+    hash_block_tokens=16,
+    capacity=None,
+    latency_ms=0.0,
+    per_block_ms=0.0,
+):
     """Per request: dict(decode_worker, cached_tokens, charged_tokens, transfer_bytes, delay_ms, flows)."""
     n = len(ready)
     P, D = prefill_workers, decode_workers
     prefill, decode = rc.place(c, tp, decode_tp, P, D)
     nodes = c.get("nodes") or len({rc.node_of(x, c) for w in prefill + decode for x in w})
-    structure = {(a, b): _pair_flows(c, H, tp, decode_tp, a, b, prefill, decode, nodes)
-                 for a in range(P) for b in range(D)}
+    structure = {
+        (a, b): _pair_flows(c, H, tp, decode_tp, a, b, prefill, decode, nodes) for a in range(P) for b in range(D)
+    }
     hops = {key: sum(f["hops"] for f in fl) for key, fl in structure.items()}
     order = sorted(range(n), key=lambda r: (ready[r], r))
     prefill_of = prefill_of or [r % P for r in range(n)]
@@ -85,8 +107,11 @@ def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, deco
     def undelivered(w):
         """Bytes routed to w not yet delivered: a moving flow's bytes left, a waiting one's in full (alone,
         contention none: a flow's bytes count in full until it ends)."""
-        return sum(m["left"] for m in moving if (m["end"] is None or m["end"] > now)
-                   and out[m["request"]]["decode_worker"] == w)
+        return sum(
+            m["left"]
+            for m in moving
+            if (m["end"] is None or m["end"] > now) and out[m["request"]]["decode_worker"] == w
+        )
 
     def step_to(t_next):
         nonlocal t
@@ -150,16 +175,23 @@ def replay_reference(c, H, head_bpt, state, ready, tokens, hash_ids, *, tp, deco
         fl = structure[(a, w)]
         fl_now[0] = fl
         sizes = [flow_bytes_of(f, charged) for f in fl]
-        out[r] = dict(decode_worker=w, cached_tokens=cached_blocks * block_size, charged_tokens=charged,
-                      transfer_bytes=sum(sizes), seq=i, start=now, end=now, flows=sum(1 for s in sizes if s > 0))
+        out[r] = dict(
+            decode_worker=w,
+            cached_tokens=cached_blocks * block_size,
+            charged_tokens=charged,
+            transfer_bytes=sum(sizes),
+            seq=i,
+            start=now,
+            end=now,
+            flows=sum(1 for s in sizes if s > 0),
+        )
         fixed = latency_ms + moved_blocks * per_block_ms + c.get("setup_ms", 0.0)
         mine = []
         for f, size in zip(fl, sizes):
             if size <= 0:
                 continue
             start = now + fixed + f["latency"] + f["hops"] * c.get("hop_latency_ms", 0.0)
-            mine.append(dict(request=r, bytes=size, left=size, path=f["path"], caps=f["caps"], start=start,
-                             end=None))
+            mine.append(dict(request=r, bytes=size, left=size, path=f["path"], caps=f["caps"], start=start, end=None))
         if not mine:
             pending.append((now, i, r))
             continue

@@ -11,9 +11,26 @@ import math
 from collections import OrderedDict
 
 
-def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s, latency_ms=0.0,
-                     mode="full_prompt", block_size=512, hash_block_tokens=512, workers=1, capacity=None,
-                     routing="prefix", contention="none", links=1, per_block_ms=0.0, lead=None, last_fraction=None):
+def replay_reference(
+    ready,
+    tokens,
+    hash_ids,
+    *,
+    bytes_per_token,
+    bandwidth_gb_s,
+    latency_ms=0.0,
+    mode="full_prompt",
+    block_size=512,
+    hash_block_tokens=512,
+    workers=1,
+    capacity=None,
+    routing="prefix",
+    contention="none",
+    links=1,
+    per_block_ms=0.0,
+    lead=None,
+    last_fraction=None,
+):
     """``lead[r]``: how long before its prefill ends request r's transfer may start (layer-wise
     streaming); ``last_fraction[r]``: the share of its transfer that cannot start before then."""
     n = len(ready)
@@ -23,8 +40,19 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
     order = sorted(range(n), key=lambda r: (available[r], r))
     caches = [OrderedDict() for _ in range(workers)]
     rate = bandwidth_gb_s * 1e6  # bytes per ms
-    out = [dict(decode_worker=0, link=None, cached_tokens=0, charged_tokens=0, transfer_bytes=0.0, transfer_ms=0.0,
-                start_ms=0.0, end_ms=0.0) for _ in range(n)]
+    out = [
+        dict(
+            decode_worker=0,
+            link=None,
+            cached_tokens=0,
+            charged_tokens=0,
+            transfer_bytes=0.0,
+            transfer_ms=0.0,
+            start_ms=0.0,
+            end_ms=0.0,
+        )
+        for _ in range(n)
+    ]
     pending = []  # (end, seq, request): blocks enter the cache when the transfer ends
     link_free = [-math.inf] * links  # free from the start, even a layer-wise start before the first arrival
     active = [[] for _ in range(links)]  # fair: [remaining bytes, seq, request] per link
@@ -128,8 +156,21 @@ def replay_reference(ready, tokens, hash_ids, *, bytes_per_token, bandwidth_gb_s
     return out
 
 
-def contention_reference(ready, tokens, *, bytes_per_token, bandwidth_gb_s, contention, links=1, latency_ms=0.0,
-                         per_block_ms=0.0, per_message_ms=0.0, block_size=512, num_layers=1, kv_layout="layer_kv"):
+def contention_reference(
+    ready,
+    tokens,
+    *,
+    bytes_per_token,
+    bandwidth_gb_s,
+    contention,
+    links=1,
+    latency_ms=0.0,
+    per_block_ms=0.0,
+    per_message_ms=0.0,
+    block_size=512,
+    num_layers=1,
+    kv_layout="layer_kv",
+):
     """Each request's handoff delay (ms) on shared links, simulated in global time: no caches (full_prompt), a
     uniform full-attention model of ``num_layers`` layers, bytes given per token.
 
@@ -187,8 +228,12 @@ def contention_reference(ready, tokens, *, bytes_per_token, bandwidth_gb_s, cont
                     if t < finish:
                         finish, finish_link, finish_request = t, k, r
             start = starts[0][0] if starts else math.inf
-            if links > 1 and finish < math.inf and start < math.inf and \
-                    abs(start - finish) <= 1e-9 * max(1.0, abs(start)):
+            if (
+                links > 1
+                and finish < math.inf
+                and start < math.inf
+                and abs(start - finish) <= 1e-9 * max(1.0, abs(start))
+            ):
                 ambiguous = True
             t = min(start, finish)
             for k in range(links):

@@ -31,6 +31,7 @@ def _refused(call, *words):
 
 # --- 1. counts that size an allocation ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("contention", ["fifo", "fair", "none"])
 def test_absurd_link_counts_are_refused_with_the_cap(trace, contention):
     _refused(lambda: replay_handoffs(trace, 50.0, 1000, links=10**9, contention=contention), "links", "1,048,576")
@@ -44,10 +45,15 @@ def test_links_beyond_the_requests_give_the_answer_of_one_link_per_request(trace
     assert many.attrs["links"] == 1000
 
 
-@pytest.mark.parametrize("keywords", [dict(prefill_workers=10**9, decode_workers=1),
-                                      dict(prefill_workers=1, decode_workers=10**9),
-                                      dict(prefill_workers=2**19, decode_workers=2**19),
-                                      dict(tp=10**9)])
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        dict(prefill_workers=10**9, decode_workers=1),
+        dict(prefill_workers=1, decode_workers=10**9),
+        dict(prefill_workers=2**19, decode_workers=2**19),
+        dict(tp=10**9),
+    ],
+)
 def test_absurd_worker_counts_on_a_cluster_are_refused(trace, keywords):
     keywords = {"tp": 8, **keywords}
     _refused(lambda: replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", contention="fair", **keywords))
@@ -66,18 +72,35 @@ def test_absurd_cluster_sizes_are_refused(field):
 
 
 def test_a_cluster_axis_of_absurd_size_is_refused_in_a_replay_grid(trace):
-    _refused(lambda: replay_grid(trace, cluster="hgx-h100-8x400g", model="llama-3.1-8b", nodes=[2, 10**9],
-                                 contention="fair", progress=False), "nodes")
+    _refused(
+        lambda: replay_grid(
+            trace, cluster="hgx-h100-8x400g", model="llama-3.1-8b", nodes=[2, 10**9], contention="fair", progress=False
+        ),
+        "nodes",
+    )
 
 
 def test_a_links_axis_of_absurd_size_is_refused_in_a_replay_grid(trace):
-    _refused(lambda: replay_grid(trace, kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000, links=[1, 10**9],
-                                 contention="fifo", progress=False), "links")
+    _refused(
+        lambda: replay_grid(
+            trace,
+            kv_transfer_bandwidth=50.0,
+            kv_bytes_per_token=1000,
+            links=[1, 10**9],
+            contention="fifo",
+            progress=False,
+        ),
+        "links",
+    )
 
 
 def test_a_replay_grid_of_absurdly_many_configurations_is_refused(trace):
-    _refused(lambda: replay_grid(trace, kv_transfer_bandwidth=list(range(1, 10**4)),
-                                 kv_bytes_per_token=list(range(1, 10**4)), progress=False), "configurations")
+    _refused(
+        lambda: replay_grid(
+            trace, kv_transfer_bandwidth=list(range(1, 10**4)), kv_bytes_per_token=list(range(1, 10**4)), progress=False
+        ),
+        "configurations",
+    )
 
 
 def test_an_absurd_synthetic_trace_is_refused():
@@ -88,8 +111,22 @@ def test_the_command_line_refuses_absurd_links_in_one_line(trace, tmp_path, caps
     from perfmodel.cli import main
 
     trace.to_csv(tmp_path / "trace.csv", index=False)
-    code = main(["trace", str(tmp_path / "trace.csv"), "--model", "llama-3.1-70b", "--link", "ib-ndr",
-                 "--contention", "fifo", "--links", "1000000000", "--out", str(tmp_path / "x")])
+    code = main(
+        [
+            "trace",
+            str(tmp_path / "trace.csv"),
+            "--model",
+            "llama-3.1-70b",
+            "--link",
+            "ib-ndr",
+            "--contention",
+            "fifo",
+            "--links",
+            "1000000000",
+            "--out",
+            str(tmp_path / "x"),
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "links" in err and len(err.splitlines()) == 1, err
 
@@ -99,15 +136,21 @@ def test_the_command_line_refuses_absurd_links_in_one_line(trace, tmp_path, caps
 _LAYERED = dict(per_message_ms=0.001, block_size=16)
 
 
-@pytest.mark.parametrize("call", [
-    lambda n: perfmodel.handoff_delay_ms(1000, 50.0, 1000, num_layers=n, **_LAYERED),
-    lambda n: perfmodel.required_bandwidth(1000, 1000, budget_ms=10.0, num_layers=n, **_LAYERED),
-    lambda n: perfmodel.max_tokens_within(50.0, 1000, budget_ms=10.0, num_layers=n, **_LAYERED),
-    lambda n: pd.DataFrame({"num_input_tokens": [1000]}).perfmodel.handoff_delay(
-        kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000, num_layers=n, **_LAYERED),
-    lambda n: perfmodel.sweep(num_input_tokens=[1000], kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000,
-                              num_layers=n, **_LAYERED),
-], ids=["handoff_delay_ms", "required_bandwidth", "max_tokens_within", "accessor", "sweep"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda n: perfmodel.handoff_delay_ms(1000, 50.0, 1000, num_layers=n, **_LAYERED),
+        lambda n: perfmodel.required_bandwidth(1000, 1000, budget_ms=10.0, num_layers=n, **_LAYERED),
+        lambda n: perfmodel.max_tokens_within(50.0, 1000, budget_ms=10.0, num_layers=n, **_LAYERED),
+        lambda n: pd.DataFrame({"num_input_tokens": [1000]}).perfmodel.handoff_delay(
+            kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000, num_layers=n, **_LAYERED
+        ),
+        lambda n: perfmodel.sweep(
+            num_input_tokens=[1000], kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000, num_layers=n, **_LAYERED
+        ),
+    ],
+    ids=["handoff_delay_ms", "required_bandwidth", "max_tokens_within", "accessor", "sweep"],
+)
 @pytest.mark.parametrize("layers", [True, 10**20, 2**16 + 1])
 def test_num_layers_is_a_whole_number_of_layers_within_its_bound(call, layers):
     _refused(lambda: call(layers), "num_layers")
@@ -119,17 +162,25 @@ def test_num_layers_up_to_its_bound_is_taken():
 
 # --- 3. plain values in error texts ----------------------------------------------------------------
 
+
 def test_error_texts_show_numpy_numbers_as_plain_values(trace):
     c = Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=1)
     text = _refused(lambda: replay_handoffs(trace, c, 1000, latency_ms=np.float64(-1.5)), "-1.5")
     assert "np." not in text
-    error = InputError("x", f"{np.int64(3)!r} and {np.float64(1.5)!r} and {np.str_('a')!r} and {np.True_!r}",
-                       "fix", n_invalid=1, row=np.int64(2), value=np.float64(1.5))
+    error = InputError(
+        "x",
+        f"{np.int64(3)!r} and {np.float64(1.5)!r} and {np.str_('a')!r} and {np.True_!r}",
+        "fix",
+        n_invalid=1,
+        row=np.int64(2),
+        value=np.float64(1.5),
+    )
     assert "np." not in str(error) and "3 and 1.5 and 'a' and True" in str(error), str(error)
     assert "row 2: 1.5 (" in str(error)
 
 
 # --- 4. a malformed saved cluster ------------------------------------------------------------------
+
 
 @pytest.fixture
 def presets(tmp_path, monkeypatch):
@@ -138,6 +189,7 @@ def presets(tmp_path, monkeypatch):
     def write(clusters):
         (tmp_path / "presets.json").write_text(json.dumps({"clusters": clusters}))
         return str(tmp_path / "presets.json")
+
     return write
 
 

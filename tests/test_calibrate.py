@@ -34,15 +34,19 @@ def _write(path: Path, text: str) -> Path:
 
 # --- places: a bad value at its line of the file ------------------------------------------------------
 
-@pytest.mark.parametrize("text, line, phrase", [
-    ("nbytes,measured_ms\n1000,0.5\n2000,abc\n", 3, "column 'measured_ms' holds 'abc', not a number"),
-    ("# a comment\n# another\nnbytes,measured_ms\n1000,0.5\n2000,abc\n", 5, "'abc', not a number"),
-    ("nbytes,measured_ms\n1000,\n,0.4\n2000,0.5\n3000,-1\n", 5, "the time is -1.0, not a finite number > 0"),
-    ("nbytes,measured_ms\n1000,0.5\n\n# gap\n0,0.7\n", 5, "the size is 0.0"),
-    ("nbytes,measured_us\n1000,5\n2000,inf\n", 3, "the time is inf"),
-    ("nbytes,measured_ms\n1000,0.5\n2000,0.6,7\n", 3, "3 fields where the header has 2"),
-    ('nbytes,measured_ms,notes\n1000,0.5,"two\nlines"\n2000,x,\n', 4, "'x', not a number"),
-])
+
+@pytest.mark.parametrize(
+    "text, line, phrase",
+    [
+        ("nbytes,measured_ms\n1000,0.5\n2000,abc\n", 3, "column 'measured_ms' holds 'abc', not a number"),
+        ("# a comment\n# another\nnbytes,measured_ms\n1000,0.5\n2000,abc\n", 5, "'abc', not a number"),
+        ("nbytes,measured_ms\n1000,\n,0.4\n2000,0.5\n3000,-1\n", 5, "the time is -1.0, not a finite number > 0"),
+        ("nbytes,measured_ms\n1000,0.5\n\n# gap\n0,0.7\n", 5, "the size is 0.0"),
+        ("nbytes,measured_us\n1000,5\n2000,inf\n", 3, "the time is inf"),
+        ("nbytes,measured_ms\n1000,0.5\n2000,0.6,7\n", 3, "3 fields where the header has 2"),
+        ('nbytes,measured_ms,notes\n1000,0.5,"two\nlines"\n2000,x,\n', 4, "'x', not a number"),
+    ],
+)
 def test_a_bad_value_is_reported_at_its_line_of_the_file(tmp_path, text, line, phrase):
     table = _write(tmp_path / "m.csv", text)
     with pytest.raises(InputError) as raised:
@@ -51,8 +55,9 @@ def test_a_bad_value_is_reported_at_its_line_of_the_file(tmp_path, text, line, p
 
 
 def test_a_bad_value_of_a_json_lines_or_a_frame_is_reported_at_its_line_or_label(tmp_path):
-    table = _write(tmp_path / "m.jsonl", '{"nbytes": 1000, "measured_ms": 0.5}\n\n{"nbytes": 2000, '
-                   '"measured_ms": "slow"}\n')
+    table = _write(
+        tmp_path / "m.jsonl", '{"nbytes": 1000, "measured_ms": 0.5}\n\n{"nbytes": 2000, "measured_ms": "slow"}\n'
+    )
     with pytest.raises(InputError, match=r"m.jsonl, line 3: column 'measured_ms' holds 'slow'"):
         calibrate(table)
     frame = pd.DataFrame({"nbytes": [1e3, 2e3, 3e3], "measured_ms": [0.5, np.nan, -2.0]}, index=[10, 20, 30])
@@ -69,8 +74,10 @@ def test_the_cli_names_the_file_and_line(tmp_path, capsys):
 
 
 def test_an_empty_model_cell_is_a_clear_error(tmp_path, capsys):
-    table = _write(tmp_path / "e2e.csv", "num_input_tokens,model,measured_ms\n1000,llama-3.1-8b,1.0\n"
-                   "4000,,3.0\n16000,llama-3.1-8b,9.0\n")
+    table = _write(
+        tmp_path / "e2e.csv",
+        "num_input_tokens,model,measured_ms\n1000,llama-3.1-8b,1.0\n4000,,3.0\n16000,llama-3.1-8b,9.0\n",
+    )
     with pytest.raises(InputError, match=r"e2e.csv, line 3: the model cell is empty"):
         calibrate(table)
     assert main(["calibrate", str(table), "--name", "x", "--out", str(tmp_path / "c")]) == 2
@@ -82,16 +89,25 @@ def test_an_empty_model_cell_is_a_clear_error(tmp_path, capsys):
 def test_tokens_become_the_bytes_and_messages_of_their_setup():
     tokens = np.array([1000, 4000, 16000, 64000])
     truth = Link("truth", 40.0, per_message_ms=0.0005)
-    measured = truth.transfer_ms(perfmodel.kv_bytes("llama-3.1-70b", tokens, tp=8, decode_tp=2),
-                                 messages=perfmodel.kv_messages("llama-3.1-70b", tokens, 16))
-    fitted = calibrate(pd.DataFrame({"num_input_tokens": tokens, "measured_ms": measured}), model="llama-3.1-70b",
-                       tp=8, decode_tp=2, block_size=16, line_rate_gb_s=50.0)
+    measured = truth.transfer_ms(
+        perfmodel.kv_bytes("llama-3.1-70b", tokens, tp=8, decode_tp=2),
+        messages=perfmodel.kv_messages("llama-3.1-70b", tokens, 16),
+    )
+    fitted = calibrate(
+        pd.DataFrame({"num_input_tokens": tokens, "measured_ms": measured}),
+        model="llama-3.1-70b",
+        tp=8,
+        decode_tp=2,
+        block_size=16,
+        line_rate_gb_s=50.0,
+    )
     assert fitted.link.bandwidth_gb_s == pytest.approx(40.0) and fitted.link.per_message_ms == pytest.approx(5e-4)
     with pytest.raises(InputError, match="gives bytes"):
         calibrate(pd.DataFrame({"nbytes": [1e6, 1e7], "measured_ms": [1.0, 2.0]}), model="llama-3.1-8b")
 
 
 # --- taken names: refused unless replace --------------------------------------------------------------
+
 
 def test_calibrating_under_a_taken_name_is_refused_and_its_fit_never_replaced(tmp_path, presets, capsys):
     first = _write(tmp_path / "a.csv", "nbytes,measured_ms\n1e6,0.1\n1e7,0.3\n1e8,2.3\n")
@@ -122,6 +138,7 @@ def test_calibrate_saves_only_when_asked(tmp_path, presets, capsys):
 
 # --- never above line rate ---------------------------------------------------------------------------
 
+
 def _plateau() -> pd.DataFrame:
     """A perftest-style throughput table of a 400G NIC (50 GB/s) measured up to 4 MiB: 10 us of fixed cost, and
     a bandwidth that the measurements never reach (52.84 GB/s, as a fit of such a table gives): the best
@@ -136,8 +153,11 @@ def test_a_line_rate_caps_the_fitted_bandwidth():
     with pytest.warns(UserWarning, match="above the best measured throughput"):
         free = calibrate(table)
     assert free.link.bandwidth_gb_s > 50.0 and free.warnings  # above every measurement, and said
-    for capped in (calibrate(table, line_rate_gb_s=50.0), calibrate(table, nic="ib-ndr"),
-                   calibrate(table, nic="roce-400g")):
+    for capped in (
+        calibrate(table, line_rate_gb_s=50.0),
+        calibrate(table, nic="ib-ndr"),
+        calibrate(table, nic="roce-400g"),
+    ):
         assert capped.link.bandwidth_gb_s <= 50.0 and capped.warnings == () and capped.line_rate_gb_s == 50.0
         assert "line rate" in capped.report.note
     with pytest.raises(InputError, match="give one of them"):
@@ -157,8 +177,23 @@ def test_the_cli_caps_and_warns_in_one_line(tmp_path, capsys):
         out, err = capsys.readouterr()
         assert "warning" not in err and "held at the line rate, 50 GB/s" in out, (out, err)
     assert main(["calibrate", str(table), "--name", "x", "--line-rate-gb-s", "0", "--out", str(tmp_path / "c")]) == 2
-    assert main(["calibrate", str(table), "--name", "x", "--line-rate-gb-s", "50", "--nic", "ib-ndr",
-                 "--out", str(tmp_path / "c")]) == 2
+    assert (
+        main(
+            [
+                "calibrate",
+                str(table),
+                "--name",
+                "x",
+                "--line-rate-gb-s",
+                "50",
+                "--nic",
+                "ib-ndr",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 2
+    )
 
 
 def _reference_fit(nbytes: np.ndarray, measured: np.ndarray, cap: float) -> float:
@@ -174,8 +209,12 @@ def _reference_fit(nbytes: np.ndarray, measured: np.ndarray, cap: float) -> floa
 
 
 @settings(max_examples=40, deadline=None)
-@given(bandwidth=st.floats(5.0, 200.0), latency=st.floats(0.0, 0.5), cap=st.floats(5.0, 200.0),
-       noise=st.lists(st.floats(-0.05, 0.05), min_size=6, max_size=6))
+@given(
+    bandwidth=st.floats(5.0, 200.0),
+    latency=st.floats(0.0, 0.5),
+    cap=st.floats(5.0, 200.0),
+    noise=st.lists(st.floats(-0.05, 0.05), min_size=6, max_size=6),
+)
 def test_a_capped_fit_is_the_best_fit_below_the_line_rate(bandwidth, latency, cap, noise):
     nbytes = np.geomspace(1e4, 1e9, 6)
     measured = (latency + nbytes / (bandwidth * 1e6)) * (1 + np.array(noise))
@@ -197,6 +236,7 @@ def test_no_line_rate_keeps_the_fit_bit_for_bit():
 
 # --- perftest's own output ----------------------------------------------------------------------------
 
+
 def test_perftest_text_and_its_csv_form_are_read_as_is():
     text, places, _ = read_measurements(DATA / "ib_write_bw_hdr.txt")
     assert len(text) == 23 and places[0] == "line 46" and places[-1] == "line 68"  # not the row printed again
@@ -211,17 +251,23 @@ def test_perftest_text_and_its_csv_form_are_read_as_is():
 
 
 def test_perftest_latency_output_and_gbits_are_read(tmp_path):
-    lat = _write(tmp_path / "lat.txt", " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
-                 "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
-                 " 2       1000          0.85           4.10         0.89     \t       0.91        \t0.05\t\t1.10 "
-                 "\t\t4.10\n 4096    1000          4.90           8.20         5.03     \t       5.07        \t0.06\t\t"
-                 "5.40 \t\t8.20\n 65536   1000          22.9           30.1         23.09     \t       23.2      \t0.1"
-                 "\t\t24.0 \t\t30.1\n---------------------------------------------------------------------------\n")
+    lat = _write(
+        tmp_path / "lat.txt",
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+        "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+        " 2       1000          0.85           4.10         0.89     \t       0.91        \t0.05\t\t1.10 "
+        "\t\t4.10\n 4096    1000          4.90           8.20         5.03     \t       5.07        \t0.06\t\t"
+        "5.40 \t\t8.20\n 65536   1000          22.9           30.1         23.09     \t       23.2      \t0.1"
+        "\t\t24.0 \t\t30.1\n---------------------------------------------------------------------------\n",
+    )
     m = calibrate(lat).measurements
     assert list(m.measured_ms * 1000) == pytest.approx([0.89, 5.03, 23.09])  # t_typical, the median
-    gbits = _write(tmp_path / "g.txt", " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   "
-                   "MsgRate[Mpps]\n 65536      5000           95.00              90.00              0.17\n"
-                   " 1048576    5000           97.00              96.00              0.011\n")
+    gbits = _write(
+        tmp_path / "g.txt",
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   "
+        "MsgRate[Mpps]\n 65536      5000           95.00              90.00              0.17\n"
+        " 1048576    5000           97.00              96.00              0.011\n",
+    )
     m = calibrate(gbits).measurements
     assert m.nbytes[0] / (m.measured_ms[0] / 1000) == pytest.approx(90e9 / 8)
     odd = _write(tmp_path / "odd.csv", "#bytes,BW average[KB/sec]\n65536,9000\n")
@@ -229,15 +275,18 @@ def test_perftest_latency_output_and_gbits_are_read(tmp_path):
         calibrate(odd)
 
 
-@pytest.mark.parametrize("text, phrase", [
-    ("nbytes,measured_ms,measured_ms\n1,2,3\n", "the column 'measured_ms' appears twice"),
-    ("nbytes,measured_ms\n", "has no row with both a size and a measurement"),
-    ("nbytes,measured_ms\n1000,\n", "has no row with both a size and a measurement"),
-    ("", "holds no table"),
-    ("bytes,measured_ms\n1,2\n", "needs an nbytes column"),
-    ("nbytes,time\n1,2\n", "needs a time column"),
-    ("nbytes,measured_gbps\n1,2\n", "'measured_gbps' has a unit calibrate cannot tell"),
-])
+@pytest.mark.parametrize(
+    "text, phrase",
+    [
+        ("nbytes,measured_ms,measured_ms\n1,2,3\n", "the column 'measured_ms' appears twice"),
+        ("nbytes,measured_ms\n", "has no row with both a size and a measurement"),
+        ("nbytes,measured_ms\n1000,\n", "has no row with both a size and a measurement"),
+        ("", "holds no table"),
+        ("bytes,measured_ms\n1,2\n", "needs an nbytes column"),
+        ("nbytes,time\n1,2\n", "needs a time column"),
+        ("nbytes,measured_gbps\n1,2\n", "'measured_gbps' has a unit calibrate cannot tell"),
+    ],
+)
 def test_tables_calibrate_cannot_use_are_refused_in_one_line(tmp_path, text, phrase):
     with pytest.raises(InputError) as raised:
         calibrate(_write(tmp_path / "m.csv", text))

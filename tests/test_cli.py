@@ -15,23 +15,27 @@ from perfmodel.cli import UsageError, main, parse_tokens
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 @pytest.fixture
 def requests_csv(tmp_path: Path) -> Path:
     path = tmp_path / "requests.csv"
     pd.DataFrame({"prompt_tokens": [1024, 32768, 4096], "worker_type": ["prefill", "decode", "prefill"]}).to_csv(
-        path, index=False)
+        path, index=False
+    )
     return path
 
 
 def test_help_does_not_import_numba_or_matplotlib():
-    code = ("import sys, runpy; sys.argv = ['perfmodel', '--help']\n"
-            "try: runpy.run_module('perfmodel', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "print(sorted(m for m in ('numba', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys, runpy; sys.argv = ['perfmodel', '--help']\n"
+        "try: runpy.run_module('perfmodel', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in ('numba', 'matplotlib') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "usage: perfmodel" in done.stdout and done.stdout.strip().endswith("[]")
 
@@ -48,8 +52,25 @@ def test_sweep_defaults(tmp_path):
 
 
 def test_sweep_options_and_parquet(tmp_path):
-    done = run("sweep", "--model", "deepseek-v3", "--bandwidth", "50", "450", "--tokens", "1k,32k",
-               "--mode", "destination_missing", "--cache-hit", "0", "0.5", "--format", "parquet", "--out", str(tmp_path))
+    done = run(
+        "sweep",
+        "--model",
+        "deepseek-v3",
+        "--bandwidth",
+        "50",
+        "450",
+        "--tokens",
+        "1k,32k",
+        "--mode",
+        "destination_missing",
+        "--cache-hit",
+        "0",
+        "0.5",
+        "--format",
+        "parquet",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stderr
     df = pd.read_parquet(tmp_path / "sweep.parquet")
     assert len(df) == 2 * 2 * 2 and set(df["cache_hit_ratio"]) == {0.0, 0.5}
@@ -57,8 +78,18 @@ def test_sweep_options_and_parquet(tmp_path):
 
 def test_delay_csv_to_parquet(tmp_path, requests_csv):
     out = tmp_path / "delays.parquet"
-    done = run("delay", str(requests_csv), "--out", str(out), "--model", "llama-3.1-70b", "--link", "ib-ndr",
-               "--column", "num_input_tokens=prompt_tokens")
+    done = run(
+        "delay",
+        str(requests_csv),
+        "--out",
+        str(out),
+        "--model",
+        "llama-3.1-70b",
+        "--link",
+        "ib-ndr",
+        "--column",
+        "num_input_tokens=prompt_tokens",
+    )
     assert done.returncode == 0, done.stderr
     df = pd.read_parquet(out)
     assert df["handoff_delay_ms"].round(3).tolist()[::2] == [6.711, 26.844] and pd.isna(df["handoff_delay_ms"][1])
@@ -70,13 +101,24 @@ def test_delay_in_chunks_matches_one_pass(tmp_path, requests_csv, suffix):
     big = pd.DataFrame({"num_input_tokens": range(25_000)})
     big.to_csv(source, index=False) if suffix == "csv" else big.to_json(source, orient="records", lines=True)
     out = tmp_path / f"out.{suffix}"
-    done = run("delay", str(source), "--out", str(out), "--bandwidth", "10", "--kv-bytes-per-token", "1000",
-               "--chunk-rows", "4096")
+    done = run(
+        "delay",
+        str(source),
+        "--out",
+        str(out),
+        "--bandwidth",
+        "10",
+        "--kv-bytes-per-token",
+        "1000",
+        "--chunk-rows",
+        "4096",
+    )
     assert done.returncode == 0, done.stderr
     result = pd.read_csv(out) if suffix == "csv" else pd.read_json(out, lines=True)
     assert len(result) == 25_000
-    pd.testing.assert_series_equal(result["handoff_delay_ms"], big["num_input_tokens"] * 1000 / 10e9 * 1e3,
-                                   check_names=False, check_dtype=False)
+    pd.testing.assert_series_equal(
+        result["handoff_delay_ms"], big["num_input_tokens"] * 1000 / 10e9 * 1e3, check_names=False, check_dtype=False
+    )
 
 
 def test_models_and_links():
@@ -86,30 +128,105 @@ def test_models_and_links():
     assert links.returncode == 0 and "ib-ndr" in links.stdout and "8x ib-ndr" in links.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["delay", "{dir}/missing.csv", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
-     "missing.csv: no such file"),
-    (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1",
-      "--column", "num_input_tokens=tokens"], "no column 'tokens'; the frame has ['prompt_tokens', 'worker_type']"),
-    (["delay", "{bad}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
-     "column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at line 3: 'ten' (not a number)"),
-    (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "-1", "--kv-bytes-per-token", "1",
-      "--column", "num_input_tokens=prompt_tokens"], "--bandwidth/--link (kv_transfer_bandwidth): -1.0 is negative"),
-    (["delay", "{csv}", "--out", "{dir}/o.csv", "--link", "ib-nrd", "--kv-bytes-per-token", "1",
-      "--column", "num_input_tokens=prompt_tokens"],
-     "unknown link 'ib-nrd'. Fix: did you mean ib-ndr"),
-    (["sweep", "--model", "lama-3.1-70b", "--out", "{dir}/s"], "did you mean llama-3.1-70b"),
-    (["delay", "{csv}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1",
-      "--column", "num_input_token=prompt_tokens"], "did you mean num_input_tokens?"),
-    (["trace", "{csv}", "--out", "{dir}/t", "--bandwidth", "1", "--kv-bytes-per-token", "1",
-      "--column", "arrival=when"], "'arrival' is not one of the names; did you mean arrival_ms?"),
-    (["sweep", "--tokens", "1k:zz", "--out", "{dir}/s"], "'zz' is not a token count"),
-    (["sweep", "--bandwidth", "fast", "--out", "{dir}/s"], "--bandwidth: 'fast' is not a number"),
-    (["delay", "{csv}", "--out", "{dir}/o.txt", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
-     "cannot tell the format from '.txt'"),
-    (["delay", "{unreadable}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
-     "not a readable Parquet file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["delay", "{dir}/missing.csv", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+            "missing.csv: no such file",
+        ),
+        (
+            [
+                "delay",
+                "{csv}",
+                "--out",
+                "{dir}/o.csv",
+                "--bandwidth",
+                "1",
+                "--kv-bytes-per-token",
+                "1",
+                "--column",
+                "num_input_tokens=tokens",
+            ],
+            "no column 'tokens'; the frame has ['prompt_tokens', 'worker_type']",
+        ),
+        (
+            ["delay", "{bad}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+            "column 'num_input_tokens' (num_input_tokens): 1 invalid row; first at line 3: 'ten' (not a number)",
+        ),
+        (
+            [
+                "delay",
+                "{csv}",
+                "--out",
+                "{dir}/o.csv",
+                "--bandwidth",
+                "-1",
+                "--kv-bytes-per-token",
+                "1",
+                "--column",
+                "num_input_tokens=prompt_tokens",
+            ],
+            "--bandwidth/--link (kv_transfer_bandwidth): -1.0 is negative",
+        ),
+        (
+            [
+                "delay",
+                "{csv}",
+                "--out",
+                "{dir}/o.csv",
+                "--link",
+                "ib-nrd",
+                "--kv-bytes-per-token",
+                "1",
+                "--column",
+                "num_input_tokens=prompt_tokens",
+            ],
+            "unknown link 'ib-nrd'. Fix: did you mean ib-ndr",
+        ),
+        (["sweep", "--model", "lama-3.1-70b", "--out", "{dir}/s"], "did you mean llama-3.1-70b"),
+        (
+            [
+                "delay",
+                "{csv}",
+                "--out",
+                "{dir}/o.csv",
+                "--bandwidth",
+                "1",
+                "--kv-bytes-per-token",
+                "1",
+                "--column",
+                "num_input_token=prompt_tokens",
+            ],
+            "did you mean num_input_tokens?",
+        ),
+        (
+            [
+                "trace",
+                "{csv}",
+                "--out",
+                "{dir}/t",
+                "--bandwidth",
+                "1",
+                "--kv-bytes-per-token",
+                "1",
+                "--column",
+                "arrival=when",
+            ],
+            "'arrival' is not one of the names; did you mean arrival_ms?",
+        ),
+        (["sweep", "--tokens", "1k:zz", "--out", "{dir}/s"], "'zz' is not a token count"),
+        (["sweep", "--bandwidth", "fast", "--out", "{dir}/s"], "--bandwidth: 'fast' is not a number"),
+        (
+            ["delay", "{csv}", "--out", "{dir}/o.txt", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+            "cannot tell the format from '.txt'",
+        ),
+        (
+            ["delay", "{unreadable}", "--out", "{dir}/o.csv", "--bandwidth", "1", "--kv-bytes-per-token", "1"],
+            "not a readable Parquet file",
+        ),
+    ],
+)
 def test_bad_input_one_line_exit_2_no_output(tmp_path, requests_csv, args, message):
     bad = tmp_path / "bad.csv"
     bad.write_text("num_input_tokens\n10\nten\n")
@@ -138,8 +255,9 @@ def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     bad.write_text("num_input_tokens\n" + "10\n" * 5000 + "-1\n")
     out = tmp_path / "o.csv"
     out.write_text("precious\n")
-    done = run("delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1",
-               "--chunk-rows", "1000")
+    done = run(
+        "delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1", "--chunk-rows", "1000"
+    )
     assert done.returncode == 2 and "1 invalid row; first at line 5002: '-1'" in done.stderr
     assert out.read_text() == "precious\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "o.csv"]
 
@@ -154,9 +272,16 @@ def test_argparse_errors_exit_2():
     assert done.returncode == 2 and "invalid choice" in done.stderr
 
 
-@pytest.mark.parametrize("spec, expected", [("1k,8k,32k", [1024, 8192, 32768]), ("128:1k", [128, 256, 512, 1024]),
-                                            ("1000:3000:1000", [1000, 2000, 3000]), ("1:100:x10", [1, 10, 100]),
-                                            ("1M", [1048576])])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("1k,8k,32k", [1024, 8192, 32768]),
+        ("128:1k", [128, 256, 512, 1024]),
+        ("1000:3000:1000", [1000, 2000, 3000]),
+        ("1:100:x10", [1, 10, 100]),
+        ("1M", [1048576]),
+    ],
+)
 def test_parse_tokens(spec, expected):
     assert parse_tokens(spec) == expected
 
@@ -177,13 +302,20 @@ def test_the_installed_command_exits_with_mains_code_and_all_its_output(tmp_path
         pytest.skip("perfmodel is not installed")
     assert scripts["perfmodel"] == "perfmodel.cli:console"
     code = "import sys; from perfmodel.cli import console; sys.argv[1:] = {args!r}; console()"
-    done = subprocess.run([sys.executable, "-c", code.format(args=["sweep", "--tokens", "1k,2k", "--out",
-                                                                  str(tmp_path / "r")])],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code.format(args=["sweep", "--tokens", "1k,2k", "--out", str(tmp_path / "r")])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and done.stdout.rstrip().endswith("heatmap.png"), done.stderr
     assert (tmp_path / "r" / "heatmap.png").stat().st_size > 0
-    done = subprocess.run([sys.executable, "-c", code.format(args=["sweep", "--tokens", "0"])], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code.format(args=["sweep", "--tokens", "0"])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and "error" in done.stderr
 
 
@@ -271,8 +403,10 @@ def test_nothing_is_forked_beside_another_python_thread():
         thread.join()
 
 
-@pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
-                    reason="the heatmap is drawn beside the computation on Linux with two cores or more")
+@pytest.mark.skipif(
+    sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
+    reason="the heatmap is drawn beside the computation on Linux with two cores or more",
+)
 def test_perfmodel_sweep_draws_its_heatmap_in_a_child_unless_another_thread_runs(tmp_path):
     """With nothing else running, ``perfmodel sweep`` draws its heatmap in a forked child, on a second core;
     with another Python thread running (a notebook), in this process. Each in a fresh interpreter, as a
@@ -303,8 +437,9 @@ print(os.getpid(), code)
     def drawn_by(how: str) -> tuple[int, set[int]]:
         notes = tmp_path / how
         notes.mkdir()
-        done = subprocess.run([sys.executable, "-c", script, str(notes), how], capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(notes), how], capture_output=True, text=True, timeout=300
+        )
         pid, code = map(int, done.stdout.split()[-2:])
         assert code == 0, done.stderr
         return pid, {int(note.name.removeprefix("drawn-by-")) for note in notes.glob("drawn-by-*")}
@@ -372,15 +507,23 @@ def test_result_columns_carry_no_float_noise(tmp_path):
 
 # --- a closed pipe, the file's line, the flags' help ---------------------------------------------------------
 
-@pytest.mark.parametrize("command", [["links"], ["presets", "list"], ["trace", "dataset:mooncake-synthetic",
-                                                                       "--model", "llama-3.1-8b", "--link", "ib-ndr"]])
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["links"],
+        ["presets", "list"],
+        ["trace", "dataset:mooncake-synthetic", "--model", "llama-3.1-8b", "--link", "ib-ndr"],
+    ],
+)
 def test_a_closed_pipe_ends_quietly_with_141(tmp_path, command):
     """``perfmodel links | head -1``: 'error: [Errno 32] Broken pipe' and exit 2 before. head reads the line
     echoed first and exits, so perfmodel (a second later) writes into a pipe nobody reads: every time."""
     import shlex
 
-    argv = [sys.executable, "-m", "perfmodel", *command] + (["--out", str(tmp_path / "t")] if command[0] == "trace"
-                                                           else [])
+    argv = [sys.executable, "-m", "perfmodel", *command] + (
+        ["--out", str(tmp_path / "t")] if command[0] == "trace" else []
+    )
     script = f"{{ echo first; {shlex.join(argv)}; }} | head -1; exit ${{PIPESTATUS[0]}}"
     env = {**os.environ, "PERFMODEL_CONFIG_DIR": str(tmp_path)}
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env=env)
@@ -433,7 +576,9 @@ def test_every_flag_of_delay_and_trace_says_what_it_takes(command):
 
 def test_a_bad_layer_count_is_said_as_a_layer_count(tmp_path):
     done = run("delay", "x.csv", "--out", "y.csv", "--num-layers", "-1")
-    assert done.returncode == 2 and "layer counts are whole numbers" in done.stderr and "token" not in done.stderr, done.stderr
+    assert done.returncode == 2 and "layer counts are whole numbers" in done.stderr and "token" not in done.stderr, (
+        done.stderr
+    )
 
 
 def test_a_trace_without_contention_says_what_its_figures_leave_out(tmp_path, capsys):
@@ -447,11 +592,12 @@ def test_a_trace_without_contention_says_what_its_figures_leave_out(tmp_path, ca
 
 # --- a mistyped subcommand, flag or choice: the close match, generated over the whole parser -------------------
 
+
 def _mistyped(word: str) -> str:
     """``word`` with one inner letter dropped (``--clear`` -> ``--cler``)."""
     letters = [i for i, c in enumerate(word) if c.isalpha()]
     i = letters[len(letters) // 2]
-    return word[:i] + word[i + 1:]
+    return word[:i] + word[i + 1 :]
 
 
 def _subcommands():
@@ -506,13 +652,16 @@ def _error_of(argv):
     return err.getvalue()
 
 
-@pytest.mark.parametrize("argv, hint", [
-    (["cache", "--clean"], "maybe you meant '--clear'?"),
-    (["swep"], "maybe you meant 'sweep'?"),
-    (["trace", "t.csv", "--contention", "fiffo", "--out", "o"], "maybe you meant 'fifo'?"),
-    (["--debgu", "links"], "maybe you meant '--debug'?"),
-    (["delay", "in.csv", "--out", "o.csv", "--model", "llama-3.1-8b", "--link", "ib-nrd"], "did you mean ib-ndr"),
-])
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["cache", "--clean"], "maybe you meant '--clear'?"),
+        (["swep"], "maybe you meant 'sweep'?"),
+        (["trace", "t.csv", "--contention", "fiffo", "--out", "o"], "maybe you meant 'fifo'?"),
+        (["--debgu", "links"], "maybe you meant '--debug'?"),
+        (["delay", "in.csv", "--out", "o.csv", "--model", "llama-3.1-8b", "--link", "ib-nrd"], "did you mean ib-ndr"),
+    ],
+)
 def test_the_close_match_of_a_mistyped_word_is_said_in_one_line(argv, hint, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.csv").write_text("num_input_tokens\n1000\n")
@@ -524,18 +673,24 @@ def test_the_close_match_of_a_mistyped_word_is_said_in_one_line(argv, hint, caps
 def test_one_row_is_one_row(tmp_path, capsys):
     table = tmp_path / "one.csv"
     table.write_text("num_input_tokens\n1000\n")
-    assert main(["delay", str(table), "--out", str(tmp_path / "o.csv"), "--link", "ib-ndr", "--model",
-                 "llama-3.1-8b"]) == 0
+    assert (
+        main(["delay", str(table), "--out", str(tmp_path / "o.csv"), "--link", "ib-ndr", "--model", "llama-3.1-8b"])
+        == 0
+    )
     assert "(1 row)" in capsys.readouterr().err
 
 
 def test_every_printed_count_goes_through_the_one_helper():
     """A count written straight into a message ("{n} rows", "row(s)") says "1 rows" for one: every count of
     perfmodel's messages goes through perfmodel._words.count."""
-    nouns = "rows|requests|lines|values|blocks|cells|points|chunks|entries|measurements|configurations|flows|ids" \
-            "|workers|prompts"
-    counted = r"\{(?:len\([^{}]*\)|int\([^{}]*\)|[\w.\[\]]*(?:\.size|count|counts\[\d\]|rows|n|workers|capacity|" \
-              r"points|skipped|left_out|n_unique))(?::[^{}]*)?\}"
+    nouns = (
+        "rows|requests|lines|values|blocks|cells|points|chunks|entries|measurements|configurations|flows|ids"
+        "|workers|prompts"
+    )
+    counted = (
+        r"\{(?:len\([^{}]*\)|int\([^{}]*\)|[\w.\[\]]*(?:\.size|count|counts\[\d\]|rows|n|workers|capacity|"
+        r"points|skipped|left_out|n_unique))(?::[^{}]*)?\}"
+    )
     pattern = re.compile(counted + r" (?:[a-z]+ )?(?:" + nouns + r")\b|\} [a-z ]*\w\(s\)")
     found = []
     for path in sorted(Path(__file__).parent.parent.joinpath("perfmodel").rglob("*.py")):

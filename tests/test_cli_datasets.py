@@ -19,13 +19,16 @@ def _run(capsys, *argv):
     return code, captured.err
 
 
-@pytest.mark.parametrize("argv", [
-    ("delay", "dataset:no-such", "--out", "x.csv", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
-    ("trace", "dataset:no-such", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
-    ("trace", "dataset:lmcache-nixl-iov", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
-    ("calibrate", "dataset:no-such", "--name", "mine"),
-    ("trace", "DATASET:no-such", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("delay", "dataset:no-such", "--out", "x.csv", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
+        ("trace", "dataset:no-such", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
+        ("trace", "dataset:lmcache-nixl-iov", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
+        ("calibrate", "dataset:no-such", "--name", "mine"),
+        ("trace", "DATASET:no-such", "--model", "llama-3.1-8b", "--link", "ib-ndr"),
+    ],
+)
 def test_an_unknown_dataset_is_refused_by_name(capsys, tmp_path, argv):
     code, err = _run(capsys, *argv)
     assert code == 2
@@ -35,8 +38,19 @@ def test_an_unknown_dataset_is_refused_by_name(capsys, tmp_path, argv):
 
 def test_delay_reads_a_shipped_trace(capsys, tmp_path):
     out = tmp_path / "delays.csv"
-    code, err = _run(capsys, "delay", "dataset:mooncake-synthetic", "--out", str(out), "--model", "llama-3.1-8b",
-                     "--link", "ib-ndr", "--column", "num_input_tokens=input_length")
+    code, err = _run(
+        capsys,
+        "delay",
+        "dataset:mooncake-synthetic",
+        "--out",
+        str(out),
+        "--model",
+        "llama-3.1-8b",
+        "--link",
+        "ib-ndr",
+        "--column",
+        "num_input_tokens=input_length",
+    )
     assert code == 0, err
     assert len(pd.read_csv(out)) == 3993
 
@@ -46,8 +60,9 @@ def test_delay_reads_a_shipped_trace_in_its_formats_columns(capsys, tmp_path, na
     """'no column num_input_tokens (it has ['timestamp', 'input_length', ...])' before, though --help says
     dataset:NAME works: the prompt lengths are the format's column, as perfmodel trace reads them."""
     out = tmp_path / "delays.csv"
-    code, err = _run(capsys, "delay", f"dataset:{name}", "--out", str(out), "--model", "llama-3.1-70b",
-                     "--link", "ib-ndr")
+    code, err = _run(
+        capsys, "delay", f"dataset:{name}", "--out", str(out), "--model", "llama-3.1-70b", "--link", "ib-ndr"
+    )
     assert code == 0, err
     delays = pd.read_csv(out)
     trace = perfmodel.read_trace(perfmodel.datasets.path(name))
@@ -62,10 +77,16 @@ def test_calibrate_refuses_a_shipped_trace_by_name(capsys, tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.parametrize("axis, values", [
-    ("link", ["ib-ndr", "IB-NDR"]), ("link", ["ib-ndr", " ib-ndr "]), ("link", ["ib-ndr", "1x ib-ndr"]),
-    ("decode_workers", [1, 1.0]), ("contention", ["fifo", "FIFO"]),
-])
+@pytest.mark.parametrize(
+    "axis, values",
+    [
+        ("link", ["ib-ndr", "IB-NDR"]),
+        ("link", ["ib-ndr", " ib-ndr "]),
+        ("link", ["ib-ndr", "1x ib-ndr"]),
+        ("decode_workers", [1, 1.0]),
+        ("contention", ["fifo", "FIFO"]),
+    ],
+)
 def test_a_grid_axis_refuses_one_value_spelt_twice(axis, values):
     trace = perfmodel.synthetic_trace(20, 10, seed=0)
     base = {"model": "llama-3.1-8b", "link": "ib-ndr"}
@@ -74,8 +95,17 @@ def test_a_grid_axis_refuses_one_value_spelt_twice(axis, values):
 
 
 def test_a_cli_grid_refuses_one_link_spelt_twice(capsys, tmp_path):
-    code, err = _run(capsys, "trace", "dataset:mooncake-synthetic", "--model", "llama-3.1-8b", "--out",
-                     str(tmp_path / "out"), "--grid", "link=ib-ndr,IB-NDR")
+    code, err = _run(
+        capsys,
+        "trace",
+        "dataset:mooncake-synthetic",
+        "--model",
+        "llama-3.1-8b",
+        "--out",
+        str(tmp_path / "out"),
+        "--grid",
+        "link=ib-ndr,IB-NDR",
+    )
     assert code == 2 and "repeated value" in err, err
 
 

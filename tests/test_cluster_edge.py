@@ -29,19 +29,29 @@ _BASES = {
 }
 #: A valid value of each numeric field (with the fields it needs beside it).
 _VALID = {
-    (Link, "bandwidth_gb_s"): (1.0, {}), (Link, "latency_ms"): (1.0, {}), (Link, "efficiency"): (1.0, {}),
-    (Link, "max_relative_error"): (1.0, {}), (Link, "per_block_ms"): (1.0, {}), (Link, "per_message_ms"): (1.0, {}),
-    (Transport, "per_message_ms"): (1.0, {}), (Transport, "per_block_ms"): (1.0, {}),
-    (Transport, "setup_ms"): (1.0, {}), (Transport, "efficiency"): (1.0, {}), (Transport, "line_rate_gb_s"): (1.0, {}),
-    (Cluster, "nics_per_node"): (1, {}), (Cluster, "gpus_per_node"): (8, {}), (Cluster, "nodes"): (1, {}),
+    (Link, "bandwidth_gb_s"): (1.0, {}),
+    (Link, "latency_ms"): (1.0, {}),
+    (Link, "efficiency"): (1.0, {}),
+    (Link, "max_relative_error"): (1.0, {}),
+    (Link, "per_block_ms"): (1.0, {}),
+    (Link, "per_message_ms"): (1.0, {}),
+    (Transport, "per_message_ms"): (1.0, {}),
+    (Transport, "per_block_ms"): (1.0, {}),
+    (Transport, "setup_ms"): (1.0, {}),
+    (Transport, "efficiency"): (1.0, {}),
+    (Transport, "line_rate_gb_s"): (1.0, {}),
+    (Cluster, "nics_per_node"): (1, {}),
+    (Cluster, "gpus_per_node"): (8, {}),
+    (Cluster, "nodes"): (1, {}),
     (Cluster, "nvlink_domain"): (8, {"nvlink": "nvlink4"}),
-    (Cluster, "oversubscription"): (1.0, {"fabric": "rail"}), (Cluster, "hop_latency_ms"): (1.0, {}),
+    (Cluster, "oversubscription"): (1.0, {"fabric": "rail"}),
+    (Cluster, "hop_latency_ms"): (1.0, {}),
     (Cluster, "gpus_per_pcie_switch"): (8, {"pcie_switch_gb_s": 64.0}),
     (Cluster, "pcie_switch_gb_s"): (1.0, {"gpus_per_pcie_switch": 8}),
-    (ModelShape, "tp"): (1, {}), (ModelShape, "decode_tp"): (1, {}),
+    (ModelShape, "tp"): (1, {}),
+    (ModelShape, "decode_tp"): (1, {}),
 }
-_NOT_NUMBERS = {"name", "nic", "transport", "nvlink", "fabric", "fit", "source", "kv_cache_dtype", "scope",
-                "kv_layout"}
+_NOT_NUMBERS = {"name", "nic", "transport", "nvlink", "fabric", "fit", "source", "kv_cache_dtype", "scope", "kv_layout"}
 
 
 def _numeric_fields():
@@ -56,8 +66,9 @@ def test_every_numeric_field_is_listed():
     assert set(_numeric_fields()) == set(_VALID)
 
 
-@pytest.mark.parametrize("kind, name", sorted(_VALID, key=lambda k: (k[0].__name__, k[1])),
-                         ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(
+    "kind, name", sorted(_VALID, key=lambda k: (k[0].__name__, k[1])), ids=lambda v: getattr(v, "__name__", v)
+)
 @pytest.mark.parametrize("boolean", [True, False, np.True_, np.False_], ids=repr)
 def test_every_numeric_field_refuses_booleans(kind, name, boolean):
     _, needs = _VALID[(kind, name)]
@@ -65,8 +76,9 @@ def test_every_numeric_field_refuses_booleans(kind, name, boolean):
         kind(**{**_BASES[kind], **needs, name: boolean})
 
 
-@pytest.mark.parametrize("kind, name", sorted(_VALID, key=lambda k: (k[0].__name__, k[1])),
-                         ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(
+    "kind, name", sorted(_VALID, key=lambda k: (k[0].__name__, k[1])), ids=lambda v: getattr(v, "__name__", v)
+)
 @pytest.mark.parametrize("as_numpy", [np.float32, np.float64, np.int64, np.int32], ids=lambda t: t.__name__)
 def test_every_numeric_field_takes_numpy_scalars_as_the_numbers_they_are(kind, name, as_numpy):
     value, needs = _VALID[(kind, name)]
@@ -78,11 +90,16 @@ def test_every_numeric_field_takes_numpy_scalars_as_the_numbers_they_are(kind, n
 
 def test_a_half_efficiency_of_numpy_is_a_half():
     assert Transport(efficiency=np.float32(0.5)).efficiency == 0.5
-    assert Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8,
-                   transport=Transport(efficiency=np.float32(0.5))).nic_capacity_gb_s == 25.0
+    assert (
+        Cluster(
+            nic="ib-ndr", nics_per_node=8, gpus_per_node=8, transport=Transport(efficiency=np.float32(0.5))
+        ).nic_capacity_gb_s
+        == 25.0
+    )
 
 
 # --- counts that size work: bounded ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(CLUSTER_BOUNDS))
 def test_each_cluster_count_is_bounded_in_one_line_naming_the_bound(name):
@@ -113,31 +130,38 @@ def test_nics_per_gpu_are_bounded():
 def test_a_tensor_parallel_degree_on_a_cluster_is_bounded(name):
     c = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
     inputs = {**dict(tp=1, decode_tp=1), name: 2 * MAX_CLUSTER_TP}
-    for call in (lambda: perfmodel.handoff_delay_ms(1000, c, "llama-3.1-8b", **inputs),
-                 lambda: perfmodel.handoff_flows(1000, c, "llama-3.1-8b", **inputs)):
+    for call in (
+        lambda: perfmodel.handoff_delay_ms(1000, c, "llama-3.1-8b", **inputs),
+        lambda: perfmodel.handoff_flows(1000, c, "llama-3.1-8b", **inputs),
+    ):
         with pytest.raises(perfmodel.InputError, match=rf"^{name}: 1,152 GPUs per worker.*above 576"):
             call()
 
 
 def test_a_sweep_over_an_absurd_nic_count_is_refused():
     with pytest.raises(perfmodel.InputError, match="nics_per_node"):
-        perfmodel.sweep(num_input_tokens=[1000], cluster="hgx-h100-8x400g", model="llama-3.1-8b",
-                        nics_per_node=[8, 2**20])
+        perfmodel.sweep(
+            num_input_tokens=[1000], cluster="hgx-h100-8x400g", model="llama-3.1-8b", nics_per_node=[8, 2**20]
+        )
 
 
 # --- NaN on the command line -------------------------------------------------------------------------------------
+
 
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("flag, said", [
-    ("--oversubscription", "pass oversubscription as a number >= 1"),
-    ("--hop-latency-ms", "pass hop_latency_ms as a finite number of ms >= 0"),
-    ("--latency-ms", "latency is a finite number of milliseconds >= 0"),
-    ("--cache-hit", "pass a number in [0, 1]"),
-    ("--bandwidth", "pass a number > 0"),
-])
+@pytest.mark.parametrize(
+    "flag, said",
+    [
+        ("--oversubscription", "pass oversubscription as a number >= 1"),
+        ("--hop-latency-ms", "pass hop_latency_ms as a finite number of ms >= 0"),
+        ("--latency-ms", "latency is a finite number of milliseconds >= 0"),
+        ("--cache-hit", "pass a number in [0, 1]"),
+        ("--bandwidth", "pass a number > 0"),
+    ],
+)
 def test_nan_on_a_float_flag_is_named_not_a_number_with_its_range(flag, said):
     link = ["--cluster", "hgx-h100-8x400g"] if flag in ("--oversubscription", "--hop-latency-ms") else []
     if flag != "--bandwidth" and not link:
@@ -164,17 +188,45 @@ def _mixed_clusters(draw):
     switch = draw(st.sampled_from([None, *[s for s in (1, 2, 4) if g % s == 0 and s % sharing == 0]]))
     domain = draw(st.sampled_from(sorted({1, g, 2 * g, 4 * g})))
     cost = st.sampled_from([0.0, 0.0005, 0.002])
-    nic = Link("nic", draw(st.sampled_from([12.5, 50.0])), latency_ms=draw(st.sampled_from([0.0, 0.01])),
-               efficiency=draw(st.sampled_from([1.0, 0.9])), per_message_ms=draw(cost), per_block_ms=draw(cost))
-    nvlink = Link("nv", draw(st.sampled_from([10.0, 450.0])), latency_ms=draw(st.sampled_from([0.0, 0.001])),
-                  per_message_ms=draw(cost), per_block_ms=draw(cost)) if domain > 1 else None
-    transport = Transport("t", efficiency=draw(st.sampled_from([1.0, 0.8])), setup_ms=draw(cost),
-                          per_message_ms=draw(cost), per_block_ms=draw(cost))
-    return Cluster(nic=nic, nics_per_node=n, gpus_per_node=g, fabric=fabric, transport=transport,
-                   oversubscription=draw(st.sampled_from([1.0, 2.0])) if fabric == "rail" else 1.0,
-                   hop_latency_ms=draw(st.sampled_from([0.0, 0.003])), gpus_per_pcie_switch=switch,
-                   pcie_switch_gb_s=draw(st.sampled_from([20.0, 64.0])) if switch else None,
-                   nvlink_domain=domain, nvlink=nvlink)
+    nic = Link(
+        "nic",
+        draw(st.sampled_from([12.5, 50.0])),
+        latency_ms=draw(st.sampled_from([0.0, 0.01])),
+        efficiency=draw(st.sampled_from([1.0, 0.9])),
+        per_message_ms=draw(cost),
+        per_block_ms=draw(cost),
+    )
+    nvlink = (
+        Link(
+            "nv",
+            draw(st.sampled_from([10.0, 450.0])),
+            latency_ms=draw(st.sampled_from([0.0, 0.001])),
+            per_message_ms=draw(cost),
+            per_block_ms=draw(cost),
+        )
+        if domain > 1
+        else None
+    )
+    transport = Transport(
+        "t",
+        efficiency=draw(st.sampled_from([1.0, 0.8])),
+        setup_ms=draw(cost),
+        per_message_ms=draw(cost),
+        per_block_ms=draw(cost),
+    )
+    return Cluster(
+        nic=nic,
+        nics_per_node=n,
+        gpus_per_node=g,
+        fabric=fabric,
+        transport=transport,
+        oversubscription=draw(st.sampled_from([1.0, 2.0])) if fabric == "rail" else 1.0,
+        hop_latency_ms=draw(st.sampled_from([0.0, 0.003])),
+        gpus_per_pcie_switch=switch,
+        pcie_switch_gb_s=draw(st.sampled_from([20.0, 64.0])) if switch else None,
+        nvlink_domain=domain,
+        nvlink=nvlink,
+    )
 
 
 def _replayed(trace, cluster, contention, **inputs):
@@ -185,13 +237,28 @@ def _replayed(trace, cluster, contention, **inputs):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_mixed_clusters(), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]), st.integers(1, 3000),
-       st.sampled_from([16, 64]), st.sampled_from([1.0, 4.0, math.inf]), st.sampled_from(["layer_kv", "block"]),
-       st.sampled_from([(0.0, 0.0, 0.0), (0.02, 0.0003, 0.0001)]))
+@given(
+    _mixed_clusters(),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(1, 3000),
+    st.sampled_from([16, 64]),
+    st.sampled_from([1.0, 4.0, math.inf]),
+    st.sampled_from(["layer_kv", "block"]),
+    st.sampled_from([(0.0, 0.0, 0.0), (0.02, 0.0003, 0.0001)]),
+)
 def test_one_handoff_alone_has_one_answer_by_every_route(cluster, p, d, tokens, block, merged, layout, caller):
     latency, per_message, per_block = caller
-    inputs = dict(tp=p, decode_tp=d, block_size=block, blocks_per_message=merged, kv_layout=layout,
-                  latency_ms=latency, per_message_ms=per_message, per_block_ms=per_block)
+    inputs = dict(
+        tp=p,
+        decode_tp=d,
+        block_size=block,
+        blocks_per_message=merged,
+        kv_layout=layout,
+        latency_ms=latency,
+        per_message_ms=per_message,
+        per_block_ms=per_block,
+    )
     delay = float(perfmodel.handoff_delay_ms(tokens, cluster, _MODEL, **inputs))
     flows = perfmodel.handoff_flows(tokens, cluster, _MODEL, **inputs)
     assert flows.attrs["delay_ms"] == pytest.approx(delay, rel=1e-9)
@@ -204,12 +271,22 @@ def test_one_handoff_alone_has_one_answer_by_every_route(cluster, p, d, tokens, 
 
 
 def _as_reference(c: Cluster) -> dict:
-    return dict(gpus_per_node=c.gpus_per_node, nics_per_node=c.nics_per_node, nvlink_domain=c.nvlink_domain,
-                nvlink_gb_s=c.nvlink.effective_bandwidth_gb_s if c.nvlink else None,
-                nvlink_latency_ms=c.nvlink.latency_ms if c.nvlink else 0.0, nic_gb_s=c.nic.bandwidth_gb_s,
-                nic_latency_ms=c.nic.latency_ms, efficiency=c.transport.efficiency * c.nic.efficiency,
-                fabric=c.fabric, oversubscription=c.oversubscription, hop_latency_ms=c.hop_latency_ms,
-                gpus_per_pcie_switch=c.gpus_per_pcie_switch, pcie_switch_gb_s=c.pcie_switch_gb_s, nodes=c.nodes)
+    return dict(
+        gpus_per_node=c.gpus_per_node,
+        nics_per_node=c.nics_per_node,
+        nvlink_domain=c.nvlink_domain,
+        nvlink_gb_s=c.nvlink.effective_bandwidth_gb_s if c.nvlink else None,
+        nvlink_latency_ms=c.nvlink.latency_ms if c.nvlink else 0.0,
+        nic_gb_s=c.nic.bandwidth_gb_s,
+        nic_latency_ms=c.nic.latency_ms,
+        efficiency=c.transport.efficiency * c.nic.efficiency,
+        fabric=c.fabric,
+        oversubscription=c.oversubscription,
+        hop_latency_ms=c.hop_latency_ms,
+        gpus_per_pcie_switch=c.gpus_per_pcie_switch,
+        pcie_switch_gb_s=c.pcie_switch_gb_s,
+        nodes=c.nodes,
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -219,14 +296,18 @@ def test_one_handoff_alone_matches_the_slow_reference(cluster, p, tokens, state)
     from tests import reference_cluster as ref
 
     plain = dataclasses.replace(
-        cluster, nic=dataclasses.replace(cluster.nic, per_message_ms=0.0, per_block_ms=0.0),
-        nvlink=None if cluster.nvlink is None else dataclasses.replace(cluster.nvlink, per_message_ms=0.0,
-                                                                       per_block_ms=0.0),
-        transport=dataclasses.replace(cluster.transport, per_message_ms=0.0, per_block_ms=0.0))
+        cluster,
+        nic=dataclasses.replace(cluster.nic, per_message_ms=0.0, per_block_ms=0.0),
+        nvlink=None
+        if cluster.nvlink is None
+        else dataclasses.replace(cluster.nvlink, per_message_ms=0.0, per_block_ms=0.0),
+        transport=dataclasses.replace(cluster.transport, per_message_ms=0.0, per_block_ms=0.0),
+    )
     head_bytes = perfmodel.clusters.head_terms(_MODEL).full
     got = float(perfmodel.handoff_delay_ms(tokens, plain, _MODEL, tp=p, decode_tp=8, state_bytes=state))
-    want = ref.handoff_ms(_as_reference(plain), 8, head_bytes * tokens, p, 8, fixed_ms=plain.transport.setup_ms,
-                          state_bytes=state)
+    want = ref.handoff_ms(
+        _as_reference(plain), 8, head_bytes * tokens, p, 8, fixed_ms=plain.transport.setup_ms, state_bytes=state
+    )
     assert got == pytest.approx(want, rel=1e-9)
 
 
@@ -244,8 +325,9 @@ def test_the_mixed_handoff_of_nvlink_and_nic_flows_pays_the_nics_messages():
     import pandas as pd
 
     for contention in ("none", "fair"):
-        table = perfmodel.replay_handoffs(pd.DataFrame(dict(arrival_ms=[0.0], num_input_tokens=[4096])), c, _MODEL,
-                                          contention=contention, **inputs)
+        table = perfmodel.replay_handoffs(
+            pd.DataFrame(dict(arrival_ms=[0.0], num_input_tokens=[4096])), c, _MODEL, contention=contention, **inputs
+        )
         assert table["handoff_delay_ms"].iloc[0] == pytest.approx(delay, rel=1e-12)
 
 
@@ -258,8 +340,10 @@ _C = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
 def test_a_bad_state_on_a_cluster_is_refused_as_on_a_link(state):
     with pytest.raises(perfmodel.InputError) as on_link:
         perfmodel.handoff_delay_ms(4096, 50.0, _MODEL, state_bytes=state)
-    for call in (lambda: perfmodel.handoff_delay_ms(4096, _C, _MODEL, tp=8, state_bytes=state),
-                 lambda: perfmodel.handoff_flows(4096, _C, _MODEL, tp=8, state_bytes=state)):
+    for call in (
+        lambda: perfmodel.handoff_delay_ms(4096, _C, _MODEL, tp=8, state_bytes=state),
+        lambda: perfmodel.handoff_flows(4096, _C, _MODEL, tp=8, state_bytes=state),
+    ):
         with pytest.raises(perfmodel.InputError) as on_cluster:
             call()
         assert str(on_cluster.value) == str(on_link.value)
@@ -278,9 +362,18 @@ def test_a_bad_state_with_coerce_is_missing_on_a_cluster():
     assert np.isnan(got).all()
 
 
-@pytest.mark.parametrize("name, value", [("latency_ms", -1.0), ("latency_ms", math.nan), ("latency_ms", True),
-                                         ("per_message_ms", -1.0), ("per_block_ms", -1.0),
-                                         ("per_message_ms", math.nan), ("per_block_ms", math.inf)])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("latency_ms", -1.0),
+        ("latency_ms", math.nan),
+        ("latency_ms", True),
+        ("per_message_ms", -1.0),
+        ("per_block_ms", -1.0),
+        ("per_message_ms", math.nan),
+        ("per_block_ms", math.inf),
+    ],
+)
 def test_handoff_flows_refuses_what_handoff_delay_ms_refuses(name, value):
     inputs = dict(tp=8, block_size=16, **{name: value})
     with pytest.raises(perfmodel.InputError) as delay:
@@ -312,8 +405,10 @@ def test_a_column_of_states_on_a_cluster_is_each_row_its_own_state():
     """A cluster takes one state per handoff: a column goes one call per distinct size, each row as alone."""
     states = [0.0, 1e6, math.nan, 1e6]
     got = perfmodel.handoff_delay_ms([4096, 10, 4096, 4096], _C, _MODEL, tp=8, state_bytes=states)
-    want = [float(perfmodel.handoff_delay_ms(t, _C, _MODEL, tp=8, state_bytes=s))
-            for t, s in zip([4096, 10, 4096, 4096], states)]
+    want = [
+        float(perfmodel.handoff_delay_ms(t, _C, _MODEL, tp=8, state_bytes=s))
+        for t, s in zip([4096, 10, 4096, 4096], states)
+    ]
     np.testing.assert_array_equal(got, want)
     with pytest.raises(perfmodel.InputError) as on_link:
         perfmodel.handoff_delay_ms([4096, 10], 50.0, _MODEL, state_bytes=[5, -5])
@@ -325,8 +420,9 @@ def test_a_column_of_states_on_a_cluster_is_each_row_its_own_state():
 def test_a_sweep_over_states_on_a_cluster_equals_direct_calls():
     table = perfmodel.sweep(num_input_tokens=[4096, 10], cluster=_C, model=_MODEL, state_bytes=[0, 1e6], tp=8)
     for row in table.itertuples():
-        assert row.handoff_delay_ms == float(perfmodel.handoff_delay_ms(
-            row.num_input_tokens, _C, _MODEL, tp=8, state_bytes=row.state_bytes))
+        assert row.handoff_delay_ms == float(
+            perfmodel.handoff_delay_ms(row.num_input_tokens, _C, _MODEL, tp=8, state_bytes=row.state_bytes)
+        )
 
 
 def test_a_replay_whose_pairs_hold_too_many_flows_is_refused_before_any_work():
@@ -336,8 +432,11 @@ def test_a_replay_whose_pairs_hold_too_many_flows_is_refused_before_any_work():
 
     trace = pd.DataFrame(dict(arrival_ms=[0.0], num_input_tokens=[4096]))
     c = Cluster(nic="ib-ndr", nics_per_node=64, gpus_per_node=8)
-    with pytest.raises(perfmodel.InputError, match=rf"^decode_workers: .*pairs of up to 4,096 flows each, more than "
-                                                   rf"the {MAX_PAIR_FLOWS:,}"):
+    with pytest.raises(
+        perfmodel.InputError,
+        match=rf"^decode_workers: .*pairs of up to 4,096 flows each, more than "
+        rf"the {MAX_PAIR_FLOWS:,}",
+    ):
         perfmodel.replay_handoffs(trace, c, _MODEL, tp=512, decode_tp=512, decode_workers=1000, contention="fair")
 
 
@@ -347,8 +446,16 @@ def test_handoffs_at_once_charge_each_flow_its_own_links_costs():
     nic = Link("nic", 50.0, per_message_ms=0.001, per_block_ms=0.0005)
     c = Cluster(nic=nic, nics_per_node=4, gpus_per_node=4, nvlink_domain=8, nvlink=Link("slow", 10.0))
     flows = perfmodel.handoff_flows(4096, c, _MODEL, tp=4, decode_tp=8, block_size=16)
-    (one,) = handoffs_at_once(c, head_terms(_MODEL, decode_tp=8), 4, 8, [(0, 0)], 4096,
-                              messages=float(flows["messages"].iloc[0]), blocks=4096 / 16)
+    (one,) = handoffs_at_once(
+        c,
+        head_terms(_MODEL, decode_tp=8),
+        4,
+        8,
+        [(0, 0)],
+        4096,
+        messages=float(flows["messages"].iloc[0]),
+        blocks=4096 / 16,
+    )
     assert one == pytest.approx(flows.attrs["delay_ms"], rel=1e-12)
 
 
@@ -357,8 +464,9 @@ def test_handoffs_at_once_charge_each_flow_its_own_links_costs():
 def test_a_budget_or_timeout_flag_takes_finite_numbers_above_zero_only(tmp_path, command, flag, text):
     source = tmp_path / "in.csv"
     source.write_text("arrival_ms,num_input_tokens,worker_type,completed\n0,100,prefill,true\n")
-    done = _cli(command, str(source), "--out", str(tmp_path / "out"), "--model", "llama-3.1-8b", "--bandwidth", "50",
-                flag, text)
+    done = _cli(
+        command, str(source), "--out", str(tmp_path / "out"), "--model", "llama-3.1-8b", "--bandwidth", "50", flag, text
+    )
     line = done.stderr.strip()
     assert done.returncode != 0 and "\n" not in line and flag in line and "pass a finite number > 0" in line, line
     if text == "nan":

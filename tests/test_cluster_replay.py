@@ -25,8 +25,9 @@ def hgx(nics=8):
 
 
 def trace_of(arrivals, tokens, hash_ids=None, block=16):
-    frame = pd.DataFrame({"arrival_ms": np.asarray(arrivals, dtype=float),
-                          "num_input_tokens": np.asarray(tokens, dtype=np.int64)})
+    frame = pd.DataFrame(
+        {"arrival_ms": np.asarray(arrivals, dtype=float), "num_input_tokens": np.asarray(tokens, dtype=np.int64)}
+    )
     if hash_ids is not None:
         frame["hash_ids"] = pd.Series(list(hash_ids), dtype=object)
     frame.attrs["hash_block_tokens"] = block
@@ -34,6 +35,7 @@ def trace_of(arrivals, tokens, hash_ids=None, block=16):
 
 
 # --- the contract's worked example --------------------------------------------------------------
+
 
 def test_incast_four_prefill_nodes_onto_one_decode_worker():
     trace = trace_of([0.0] * 4, [TOKENS] * 4)
@@ -49,8 +51,9 @@ def test_incast_four_prefill_nodes_onto_one_decode_worker():
 
 def test_incast_spread_over_four_decode_workers():
     trace = trace_of([0.0] * 4, [TOKENS] * 4)
-    got = replay_handoffs(trace, hgx(), LLAMA_70B, tp=8, prefill_workers=4, decode_workers=4, contention="fair",
-                          routing="round_robin")
+    got = replay_handoffs(
+        trace, hgx(), LLAMA_70B, tp=8, prefill_workers=4, decode_workers=4, contention="fair", routing="round_robin"
+    )
     assert got["handoff_delay_ms"].tolist() == pytest.approx([26.8435456] * 4, rel=1e-15)
     assert got["decode_worker"].tolist() == [0, 1, 2, 3]
 
@@ -65,33 +68,43 @@ def test_contention_none_is_each_handoff_alone():
 def test_least_loaded_and_topology_spread_the_incast():
     trace = trace_of([0.0] * 4, [TOKENS] * 4)
     for routing in ("least_loaded", "topology"):
-        got = replay_handoffs(trace, hgx(), LLAMA_70B, tp=8, prefill_workers=4, decode_workers=4,
-                              contention="fair", routing=routing)
+        got = replay_handoffs(
+            trace, hgx(), LLAMA_70B, tp=8, prefill_workers=4, decode_workers=4, contention="fair", routing=routing
+        )
         assert got["decode_worker"].tolist() == [0, 1, 2, 3], routing
         assert got["handoff_delay_ms"].tolist() == pytest.approx([26.8435456] * 4, rel=1e-15)
 
 
 def test_topology_prefers_the_nvlink_domain():
-    nvl = Cluster(nic=Link("nic50", 50.0), nics_per_node=4, gpus_per_node=4, nvlink_domain=8,
-                  nvlink=Link("nv", 900.0))
+    nvl = Cluster(nic=Link("nic50", 50.0), nics_per_node=4, gpus_per_node=4, nvlink_domain=8, nvlink=Link("nv", 900.0))
     # prefill worker 0 on GPUs 0-3 (node 0); decode workers on nodes 1 (same NVLink domain) and 2
     trace = trace_of([0.0, 100.0], [1000, 1000])
-    got = replay_handoffs(trace, nvl, LLAMA_70B, tp=4, prefill_workers=1, decode_workers=2, contention="fair",
-                          routing="topology")
+    got = replay_handoffs(
+        trace, nvl, LLAMA_70B, tp=4, prefill_workers=1, decode_workers=2, contention="fair", routing="topology"
+    )
     assert got["decode_worker"].tolist() == [0, 0]
-    blind = replay_handoffs(trace, nvl, LLAMA_70B, tp=4, prefill_workers=1, decode_workers=2, contention="fair",
-                            routing="round_robin")
+    blind = replay_handoffs(
+        trace, nvl, LLAMA_70B, tp=4, prefill_workers=1, decode_workers=2, contention="fair", routing="round_robin"
+    )
     assert blind["decode_worker"].tolist() == [0, 1]
     assert got["handoff_delay_ms"].iloc[1] < blind["handoff_delay_ms"].iloc[1]
 
 
 # --- the degenerate case: today's fair replay on one link ---------------------------------------------
 
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 20), st.integers(0, 3000), st.lists(st.integers(0, 6), max_size=6)),
-                min_size=1, max_size=25),
-       st.sampled_from(["full_prompt", "destination_missing"]), st.sampled_from([0.0, 0.05]),
-       st.sampled_from([0.0]), st.sampled_from([None, 0, 3]))
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 20), st.integers(0, 3000), st.lists(st.integers(0, 6), max_size=6)),
+        min_size=1,
+        max_size=25,
+    ),
+    st.sampled_from(["full_prompt", "destination_missing"]),
+    st.sampled_from([0.0, 0.05]),
+    st.sampled_from([0.0]),
+    st.sampled_from([None, 0, 3]),
+)
 def test_one_gpu_each_with_one_nic_is_todays_fair_replay_on_it(rows, mode, latency, per_block, capacity):
     """Equal fixed costs only: today's fair replay starts data phases in processing order (a transfer with
     a shorter per-block setup waits for an earlier one's data start; tests/reference_replay.py does the
@@ -99,8 +112,14 @@ def test_one_gpu_each_with_one_nic_is_todays_fair_replay_on_it(rows, mode, laten
     trace = trace_of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], block=16)
     nic = Link("nic", 12.5, latency_ms=latency)
     cluster = Cluster(nic=nic, nics_per_node=1, gpus_per_node=1)
-    keywords = dict(mode=mode, block_size=16, decode_cache_blocks=capacity, per_block_ms=per_block,
-                    contention="fair", latency_ms=0.002)
+    keywords = dict(
+        mode=mode,
+        block_size=16,
+        decode_cache_blocks=capacity,
+        per_block_ms=per_block,
+        contention="fair",
+        latency_ms=0.002,
+    )
     got = replay_handoffs(trace, cluster, 1000.0, **keywords)
     want = replay_handoffs(trace, nic, 1000.0, links=1, **keywords)
     for column in ("decode_worker", "cached_tokens", "charged_tokens", "transfer_bytes", "saved_bytes"):
@@ -112,9 +131,17 @@ def test_one_gpu_each_with_one_nic_is_todays_fair_replay_on_it(rows, mode, laten
 
 # --- every request against the reference event simulation ---------------------------------------------
 
+
 def _model(heads):
-    return {"model_type": "llama", "num_hidden_layers": 2, "num_key_value_heads": heads,
-            "num_attention_heads": 2 * heads, "head_dim": 64, "hidden_size": 128 * heads, "torch_dtype": "bfloat16"}
+    return {
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "num_key_value_heads": heads,
+        "num_attention_heads": 2 * heads,
+        "head_dim": 64,
+        "hidden_size": 128 * heads,
+        "torch_dtype": "bfloat16",
+    }
 
 
 def _degrees(heads):
@@ -134,9 +161,16 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
     capacity = data.draw(st.sampled_from([None, 4]), label="capacity")
     latency = data.draw(st.sampled_from([0.0, 0.01]), label="latency")
     per_block = data.draw(st.sampled_from([0.0, 0.0005]), label="per_block")
-    rows = data.draw(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), st.integers(0, 400),
-                                        st.lists(st.integers(0, 5), max_size=5)), min_size=1, max_size=14),
-                     label="rows")
+    rows = data.draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), st.integers(0, 400), st.lists(st.integers(0, 5), max_size=5)
+            ),
+            min_size=1,
+            max_size=14,
+        ),
+        label="rows",
+    )
     column = data.draw(st.booleans(), label="prefill_worker column")
     trace = trace_of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], block=16)
     prefill_of = None
@@ -145,16 +179,50 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
         trace["prefill_worker"] = prefill_of
     model = _model(heads)
     head_bpt = 2 * 2 * 64 * 2  # K and V, 2 layers, head_dim 64, bf16
-    got = replay_handoffs(trace, cluster, model, tp=tp, decode_tp=decode_tp, prefill_workers=P, decode_workers=D,
-                          routing=routing, contention=contention, mode=mode, block_size=16,
-                          decode_cache_blocks=capacity, latency_ms=latency, per_block_ms=per_block)
-    want = ref.replay_reference(as_reference(cluster), heads, head_bpt, 0.0, trace["arrival_ms"].tolist(),
-                                [r[1] for r in rows], [r[2] for r in rows], tp=tp, decode_tp=decode_tp,
-                                prefill_workers=P, decode_workers=D, prefill_of=prefill_of, routing=routing,
-                                contention=contention, mode=mode, block_size=16, hash_block_tokens=16,
-                                capacity=capacity, latency_ms=latency, per_block_ms=per_block)
-    for column_name, key in (("decode_worker", "decode_worker"), ("cached_tokens", "cached_tokens"),
-                             ("charged_tokens", "charged_tokens"), ("flows", "flows")):
+    got = replay_handoffs(
+        trace,
+        cluster,
+        model,
+        tp=tp,
+        decode_tp=decode_tp,
+        prefill_workers=P,
+        decode_workers=D,
+        routing=routing,
+        contention=contention,
+        mode=mode,
+        block_size=16,
+        decode_cache_blocks=capacity,
+        latency_ms=latency,
+        per_block_ms=per_block,
+    )
+    want = ref.replay_reference(
+        as_reference(cluster),
+        heads,
+        head_bpt,
+        0.0,
+        trace["arrival_ms"].tolist(),
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        tp=tp,
+        decode_tp=decode_tp,
+        prefill_workers=P,
+        decode_workers=D,
+        prefill_of=prefill_of,
+        routing=routing,
+        contention=contention,
+        mode=mode,
+        block_size=16,
+        hash_block_tokens=16,
+        capacity=capacity,
+        latency_ms=latency,
+        per_block_ms=per_block,
+    )
+    for column_name, key in (
+        ("decode_worker", "decode_worker"),
+        ("cached_tokens", "cached_tokens"),
+        ("charged_tokens", "charged_tokens"),
+        ("flows", "flows"),
+    ):
         assert got[column_name].tolist() == [w[key] for w in want], column_name
     np.testing.assert_allclose(got["transfer_bytes"], [w["transfer_bytes"] for w in want], rtol=1e-12)
     np.testing.assert_allclose(got["handoff_delay_ms"], [w["delay_ms"] for w in want], rtol=1e-9, atol=1e-12)
@@ -162,19 +230,26 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
 
 # --- hostile inputs: one clear line each -----------------------------------------------------------
 
-@pytest.mark.parametrize("keywords, name", [
-    (dict(contention="fifo"), "contention"), (dict(links=2), "links"), (dict(scope="group"), "scope"),
-    (dict(overlap="layerwise", prefill_ms=1.0), "overlap"), (dict(routing="nearest"), "routing"),
-    (dict(latency_ms=-1.0), "latency_ms"), (dict(prefill_workers=0), "prefill_workers"),
-])
+
+@pytest.mark.parametrize(
+    "keywords, name",
+    [
+        (dict(contention="fifo"), "contention"),
+        (dict(links=2), "links"),
+        (dict(scope="group"), "scope"),
+        (dict(overlap="layerwise", prefill_ms=1.0), "overlap"),
+        (dict(routing="nearest"), "routing"),
+        (dict(latency_ms=-1.0), "latency_ms"),
+        (dict(prefill_workers=0), "prefill_workers"),
+    ],
+)
 def test_what_a_cluster_decides_is_refused(keywords, name):
     trace = trace_of([0.0, 1.0], [100, 200])
     with pytest.raises(InputError, match=name):
         replay_handoffs(trace, hgx(), LLAMA_70B, tp=8, **{"contention": "fair", **keywords})
 
 
-@pytest.mark.parametrize("keywords", [dict(routing="least_loaded"), dict(routing="topology"),
-                                      dict(prefill_workers=2)])
+@pytest.mark.parametrize("keywords", [dict(routing="least_loaded"), dict(routing="topology"), dict(prefill_workers=2)])
 def test_cluster_options_on_a_link_are_refused(keywords):
     with pytest.raises(InputError, match="needs a cluster"):
         replay_handoffs(trace_of([0.0], [10]), "ib-ndr", LLAMA_70B, **keywords)
@@ -206,19 +281,38 @@ def test_without_a_cluster_the_replay_is_todays():
 
 # --- grids --------------------------------------------------------------------------------------------
 
+
 def test_a_grid_over_cluster_fields_and_routing_is_each_replay():
     trace = perfmodel.synthetic_trace(120, 200, seed=2)
     base = Cluster(nic=Link("nic50", 50.0), nics_per_node=8, gpus_per_node=8, fabric="rail", name="hgx")
-    grid, requests = perfmodel.replay_grid(trace, link=base, model=LLAMA_70B, tp=8, decode_tp=4, prefill_workers=2,
-                                           decode_workers=2, contention="fair", nics_per_node=[4, 8],
-                                           routing=["round_robin", "topology"], keep="requests")
+    grid, requests = perfmodel.replay_grid(
+        trace,
+        link=base,
+        model=LLAMA_70B,
+        tp=8,
+        decode_tp=4,
+        prefill_workers=2,
+        decode_workers=2,
+        contention="fair",
+        nics_per_node=[4, 8],
+        routing=["round_robin", "topology"],
+        keep="requests",
+    )
     combos = [(int(a), str(b)) for a, b in zip(grid["nics_per_node"], grid["routing"])]
     assert sorted(combos) == [(4, "round_robin"), (4, "topology"), (8, "round_robin"), (8, "topology")]
     assert len(requests) == 4 * len(trace)
     for (nics, routing), row in zip(combos, grid.itertuples()):
-        alone = replay_handoffs(trace, Cluster(nic=Link("nic50", 50.0), nics_per_node=nics, gpus_per_node=8,
-                                               fabric="rail"), LLAMA_70B, tp=8, decode_tp=4, prefill_workers=2,
-                                decode_workers=2, contention="fair", routing=routing)
+        alone = replay_handoffs(
+            trace,
+            Cluster(nic=Link("nic50", 50.0), nics_per_node=nics, gpus_per_node=8, fabric="rail"),
+            LLAMA_70B,
+            tp=8,
+            decode_tp=4,
+            prefill_workers=2,
+            decode_workers=2,
+            contention="fair",
+            routing=routing,
+        )
         assert row.p99_ms == perfmodel.summarize(alone)["p99_ms"]
 
 
@@ -232,8 +326,7 @@ def test_messages_and_blocks_cost_as_on_todays_link():
     phases in processing order) give today's fair replay on the degenerate cluster."""
     trace = trace_of([0.0, 0.0, 0.1, 0.3, 0.3], [3000] * 5)
     nic = Link("nic", 25.0, latency_ms=0.003, per_message_ms=0.0001)
-    keywords = dict(block_size=16, per_message_ms=0.0002, per_block_ms=0.00001, contention="fair",
-                    blocks_per_message=4)
+    keywords = dict(block_size=16, per_message_ms=0.0002, per_block_ms=0.00001, contention="fair", blocks_per_message=4)
     got = replay_handoffs(trace, Cluster(nic=nic, nics_per_node=1, gpus_per_node=1), "llama-3.1-8b", **keywords)
     want = replay_handoffs(trace, nic, "llama-3.1-8b", **keywords)
     np.testing.assert_allclose(got["handoff_delay_ms"], want["handoff_delay_ms"], rtol=1e-12, atol=0)
@@ -247,14 +340,42 @@ def test_the_command_line_replays_a_grid_on_a_cluster(tmp_path):
     trace = perfmodel.synthetic_trace(60, 50, seed=1)
     path = tmp_path / "t.csv"
     trace[["arrival_ms", "num_input_tokens"]].to_csv(path, index=False)
-    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--cluster", "hgx-h100-8x400g",
-                           "--model", "llama-3.1-70b", "--tp", "8", "--prefill-workers", "2", "--decode-workers", "2",
-                           "--contention", "fair", "--grid", "nics_per_node=4,8", "routing=round_robin,topology",
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "trace",
+            str(path),
+            "--cluster",
+            "hgx-h100-8x400g",
+            "--model",
+            "llama-3.1-70b",
+            "--tp",
+            "8",
+            "--prefill-workers",
+            "2",
+            "--decode-workers",
+            "2",
+            "--contention",
+            "fair",
+            "--grid",
+            "nics_per_node=4,8",
+            "routing=round_robin,topology",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     grid = pd.read_csv(tmp_path / "out" / "grid.csv")
     assert sorted(zip(grid["nics_per_node"], grid["routing"])) == [
-        (4, "round_robin"), (4, "topology"), (8, "round_robin"), (8, "topology")]
+        (4, "round_robin"),
+        (4, "topology"),
+        (8, "round_robin"),
+        (8, "topology"),
+    ]
 
 
 def test_ready_times_a_hair_apart_keep_the_time_bins_small():
@@ -266,13 +387,25 @@ def test_ready_times_a_hair_apart_keep_the_time_bins_small():
 def test_the_command_line_replays_on_a_cluster_and_refuses_in_one_line(tmp_path, capsys):
     from perfmodel.cli import main
 
-    base = ["trace", "dataset:mooncake-synthetic", "--cluster", "hgx-h100-8x400g", "--model", "llama-3.1-70b",
-            "--tp", "8", "--contention", "fair"]
+    base = [
+        "trace",
+        "dataset:mooncake-synthetic",
+        "--cluster",
+        "hgx-h100-8x400g",
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--contention",
+        "fair",
+    ]
     assert main([*base, "--decode-workers", "2", "--out", str(tmp_path / "one")]) == 0  # (it printed text with ',')
     shown = capsys.readouterr().out
     assert "busiest_resource" in shown and "\nwrote " in shown
-    for flags, said in ((["--grid", "nics_per_node=0,8"], "--grid nics_per_node: 0 is below 1"),
-                        (["--cluster", "nope"], "unknown cluster 'nope'")):
+    for flags, said in (
+        (["--grid", "nics_per_node=0,8"], "--grid nics_per_node: 0 is below 1"),
+        (["--cluster", "nope"], "unknown cluster 'nope'"),
+    ):
         assert main([*base, *flags, "--out", str(tmp_path / "other")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
@@ -286,6 +419,7 @@ def test_a_contention_that_is_no_mode_is_said_to_be_none():
 
 
 # --- summaries and grids on a cluster --------------------------------------------------------------------------
+
 
 def _small_cluster_replay(**options):
     trace = perfmodel.synthetic_trace(300, rate_per_s=80, seed=2)
@@ -317,9 +451,17 @@ def test_a_grid_on_a_cluster_has_its_axes_and_headline_figures_only(tmp_path):
     import perfmodel.plotting as pp
 
     trace = perfmodel.synthetic_trace(300, rate_per_s=80, seed=2)
-    grid = perfmodel.replay_grid(trace, cluster="hgx-h100-8x400g", model="llama-3.1-70b", tp=8, prefill_workers=2,
-                                 decode_workers=2, contention="fair", nics_per_node=[4, 8],
-                                 routing=["round_robin", "topology"])
+    grid = perfmodel.replay_grid(
+        trace,
+        cluster="hgx-h100-8x400g",
+        model="llama-3.1-70b",
+        tp=8,
+        prefill_workers=2,
+        decode_workers=2,
+        contention="fair",
+        nics_per_node=[4, 8],
+        routing=["round_robin", "topology"],
+    )
     assert not [c for c in grid.columns if ":" in c]
     assert grid["link_utilisation"].isna().all() and grid["busiest_utilisation"].between(0, 1).all()
     fig = pp.replay_grid_figure(grid, budget_ms=100)

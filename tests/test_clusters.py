@@ -34,6 +34,7 @@ def delay(cluster, tp, decode_tp=None, tokens=TOKENS, model=LLAMA_70B):
 
 # --- the worked examples ------------------------------------------------------------------------
 
+
 def test_tp8_to_tp8_on_8_nics_is_8_flows_of_their_own_nics():
     resolved = alone(hgx(), head_terms(LLAMA_70B), 8)
     assert len(resolved.flows) == 8 and {f.src_rank for f in resolved.flows} == set(range(8))
@@ -63,8 +64,9 @@ def test_incast_through_the_same_simulation():
 
 
 def test_nvl72_tp8_inside_the_domain_crosses_nvlink_only():
-    nvl72 = Cluster(nic=Link("nic50", 50.0), nics_per_node=4, gpus_per_node=4, nvlink_domain=72,
-                    nvlink=Link("nvl", 900.0))
+    nvl72 = Cluster(
+        nic=Link("nic50", 50.0), nics_per_node=4, gpus_per_node=4, nvlink_domain=72, nvlink=Link("nvl", 900.0)
+    )
     resolved = alone(nvl72, head_terms(LLAMA_70B), 8)
     assert all(f.nvlink and f.hops == 0 for f in resolved.flows)
     assert {resolved.resources.kinds[r] for f in resolved.flows for r in f.path} == {"nvlink"}
@@ -77,6 +79,7 @@ def test_hgx_nvlink_domain_of_one_node_is_never_used_by_a_handoff():
 
 
 # --- max-min fairness and the simulation ------------------------------------------------------------
+
 
 def test_progressive_filling_and_rates_that_rise_when_a_flow_ends():
     # (the simulation itself on hand-worked cases; through clusters: the tests against tests/reference_cluster.py)
@@ -103,13 +106,24 @@ def test_the_closed_form_overstates_when_unequal_flows_share_and_the_simulation_
 
 # --- the domain model against the reference ---------------------------------------------------------
 
+
 def as_reference(c: Cluster) -> dict:
-    return dict(gpus_per_node=c.gpus_per_node, nics_per_node=c.nics_per_node, nvlink_domain=c.nvlink_domain,
-                nvlink_gb_s=c.nvlink.effective_bandwidth_gb_s if c.nvlink else None,
-                nvlink_latency_ms=c.nvlink.latency_ms if c.nvlink else 0.0, nic_gb_s=c.nic.bandwidth_gb_s,
-                nic_latency_ms=c.nic.latency_ms, efficiency=c.transport.efficiency * c.nic.efficiency,
-                fabric=c.fabric, oversubscription=c.oversubscription, hop_latency_ms=c.hop_latency_ms,
-                gpus_per_pcie_switch=c.gpus_per_pcie_switch, pcie_switch_gb_s=c.pcie_switch_gb_s, nodes=c.nodes)
+    return dict(
+        gpus_per_node=c.gpus_per_node,
+        nics_per_node=c.nics_per_node,
+        nvlink_domain=c.nvlink_domain,
+        nvlink_gb_s=c.nvlink.effective_bandwidth_gb_s if c.nvlink else None,
+        nvlink_latency_ms=c.nvlink.latency_ms if c.nvlink else 0.0,
+        nic_gb_s=c.nic.bandwidth_gb_s,
+        nic_latency_ms=c.nic.latency_ms,
+        efficiency=c.transport.efficiency * c.nic.efficiency,
+        fabric=c.fabric,
+        oversubscription=c.oversubscription,
+        hop_latency_ms=c.hop_latency_ms,
+        gpus_per_pcie_switch=c.gpus_per_pcie_switch,
+        pcie_switch_gb_s=c.pcie_switch_gb_s,
+        nodes=c.nodes,
+    )
 
 
 @st.composite
@@ -122,12 +136,17 @@ def clusters(draw):
     domain = draw(st.sampled_from(sorted({1, g, 2 * g, max(g // 2, 1)})))
     return Cluster(
         nic=Link("nic", draw(st.sampled_from([12.5, 25.0, 50.0])), latency_ms=draw(st.sampled_from([0.0, 0.01]))),
-        nics_per_node=n, gpus_per_node=g, fabric=fabric,
+        nics_per_node=n,
+        gpus_per_node=g,
+        fabric=fabric,
         oversubscription=draw(st.sampled_from([1.0, 2.0, 3.0])) if fabric == "rail" else 1.0,
         hop_latency_ms=draw(st.sampled_from([0.0, 0.003])),
         transport=Transport("t", efficiency=draw(st.sampled_from([1.0, 0.8]))),
-        gpus_per_pcie_switch=switch, pcie_switch_gb_s=draw(st.sampled_from([20.0, 64.0])) if switch else None,
-        nvlink_domain=domain, nvlink=Link("nv", 450.0, latency_ms=0.001) if domain > 1 else None)
+        gpus_per_pcie_switch=switch,
+        pcie_switch_gb_s=draw(st.sampled_from([20.0, 64.0])) if switch else None,
+        nvlink_domain=domain,
+        nvlink=Link("nv", 450.0, latency_ms=0.001) if domain > 1 else None,
+    )
 
 
 def _degrees(heads):
@@ -148,7 +167,8 @@ def test_a_handoff_alone_matches_the_reference(cluster, heads, data, tokens, sta
     moving = [resolved.flows[k] for k, b in enumerate(nbytes) if b > 0]  # (a flow of 0 bytes does not exist)
     assert len(moving) == len(reference_flows)
     assert sorted(b for k, b in enumerate(nbytes) if b > 0) == pytest.approx(
-        sorted(f["bytes"] for f in reference_flows), rel=1e-12)
+        sorted(f["bytes"] for f in reference_flows), rel=1e-12
+    )
     if tokens and resolved.linear:  # the kernel's closed form of the resolved terms
         nbytes = resolved.full * tokens + resolved.state
         closed = nbytes / (resolved.bandwidth_gb_s * 1e9) * 1000 + resolved.latency_ms
@@ -167,8 +187,13 @@ def test_several_handoffs_at_once_match_the_reference(cluster, data):
     assert got == pytest.approx(want, rel=1e-9)
 
 
-@given(st.sampled_from([1, 2, 3, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 3), st.integers(1, 3),
-       st.sampled_from([2, 4, 8, 16]))
+@given(
+    st.sampled_from([1, 2, 3, 4, 8]),
+    st.sampled_from([1, 2, 4, 8, 16]),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.sampled_from([2, 4, 8, 16]),
+)
 def test_placement_matches_the_reference(tp, decode_tp, prefill_workers, decode_workers, g):
     c = Cluster(nic="ib-ndr", nics_per_node=g, gpus_per_node=g)
     want = ref.place(dict(gpus_per_node=g), tp, decode_tp, prefill_workers, decode_workers)
@@ -196,34 +221,38 @@ def test_replicated_heads_reach_each_decode_rank_once_spread_over_holders():
 
 # --- hostile values ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fields, message", [
-    (dict(nics_per_node=3), "neither divides nor is a multiple of the 8 GPUs"),
-    (dict(nics_per_node=0), "nics_per_node 0 is not a whole number >= 1"),
-    (dict(nics_per_node=2.5), "nics_per_node 2.5 is not a whole number"),
-    (dict(gpus_per_node=-8), "gpus_per_node -8"),
-    (dict(nodes=0), "nodes 0"),
-    (dict(fabric="torus"), "torus"),
-    (dict(oversubscription=2.0), "a flat fabric is non-blocking"),
-    (dict(fabric="rail", oversubscription=0.5), "oversubscription 0.5 is not a finite number >= 1"),
-    (dict(fabric="rail", oversubscription=math.nan), "oversubscription nan"),
-    (dict(hop_latency_ms=-0.001), "hop_latency_ms -0.001"),
-    (dict(nvlink_domain=3), "neither a multiple nor a divisor of the 8 GPUs"),
-    (dict(nvlink_domain=16), "no nvlink is given"),
-    (dict(gpus_per_pcie_switch=2), "go together"),
-    (dict(gpus_per_pcie_switch=3, pcie_switch_gb_s=64.0), "does not divide the 8 GPUs"),
-    (dict(nics_per_node=2, gpus_per_pcie_switch=2, pcie_switch_gb_s=64.0), "4 GPUs share each NIC"),
-    (dict(gpus_per_pcie_switch=2, pcie_switch_gb_s=0.0), "pcie_switch_gb_s 0.0 is not a finite number > 0"),
-    (dict(nic=12), "is not a Link or a link name"),
-    (dict(nic="no-such-nic"), "^nic: unknown link 'no-such-nic'"),
-    (dict(nvlink_domain=8, nvlink="no-such-nvlink"), "^nvlink: unknown link"),
-    (dict(nic="2x ib-ndr"), r"nic '2x ib-ndr' is 2 NICs.*Fix: pass nic='ib-ndr' and the count as nics_per_node"),
-    (dict(nvlink="nvlink4"), "nvlink 'nvlink4' is given, but nvlink_domain is 1.*Fix: pass nvlink_domain"),
-    (dict(name=5), "cluster name: 5 is not text"),
-    (dict(name="  "), "cluster name: '  ' is empty"),
-    (dict(nics_per_node=np.float64(8.5)), "nics_per_node 8.5 is not a whole number"),
-    (dict(nodes=np.int64(0)), "nodes 0 is not a whole number >= 1"),
-    (dict(transport=0.8), "is not a perfmodel.Transport"),
-])
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(nics_per_node=3), "neither divides nor is a multiple of the 8 GPUs"),
+        (dict(nics_per_node=0), "nics_per_node 0 is not a whole number >= 1"),
+        (dict(nics_per_node=2.5), "nics_per_node 2.5 is not a whole number"),
+        (dict(gpus_per_node=-8), "gpus_per_node -8"),
+        (dict(nodes=0), "nodes 0"),
+        (dict(fabric="torus"), "torus"),
+        (dict(oversubscription=2.0), "a flat fabric is non-blocking"),
+        (dict(fabric="rail", oversubscription=0.5), "oversubscription 0.5 is not a finite number >= 1"),
+        (dict(fabric="rail", oversubscription=math.nan), "oversubscription nan"),
+        (dict(hop_latency_ms=-0.001), "hop_latency_ms -0.001"),
+        (dict(nvlink_domain=3), "neither a multiple nor a divisor of the 8 GPUs"),
+        (dict(nvlink_domain=16), "no nvlink is given"),
+        (dict(gpus_per_pcie_switch=2), "go together"),
+        (dict(gpus_per_pcie_switch=3, pcie_switch_gb_s=64.0), "does not divide the 8 GPUs"),
+        (dict(nics_per_node=2, gpus_per_pcie_switch=2, pcie_switch_gb_s=64.0), "4 GPUs share each NIC"),
+        (dict(gpus_per_pcie_switch=2, pcie_switch_gb_s=0.0), "pcie_switch_gb_s 0.0 is not a finite number > 0"),
+        (dict(nic=12), "is not a Link or a link name"),
+        (dict(nic="no-such-nic"), "^nic: unknown link 'no-such-nic'"),
+        (dict(nvlink_domain=8, nvlink="no-such-nvlink"), "^nvlink: unknown link"),
+        (dict(nic="2x ib-ndr"), r"nic '2x ib-ndr' is 2 NICs.*Fix: pass nic='ib-ndr' and the count as nics_per_node"),
+        (dict(nvlink="nvlink4"), "nvlink 'nvlink4' is given, but nvlink_domain is 1.*Fix: pass nvlink_domain"),
+        (dict(name=5), "cluster name: 5 is not text"),
+        (dict(name="  "), "cluster name: '  ' is empty"),
+        (dict(nics_per_node=np.float64(8.5)), "nics_per_node 8.5 is not a whole number"),
+        (dict(nodes=np.int64(0)), "nodes 0 is not a whole number >= 1"),
+        (dict(transport=0.8), "is not a perfmodel.Transport"),
+    ],
+)
 def test_hostile_cluster_fields_are_refused_with_one_clear_error(fields, message):
     base = dict(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
     with pytest.raises(perfmodel.InputError, match=message):
@@ -231,34 +260,61 @@ def test_hostile_cluster_fields_are_refused_with_one_clear_error(fields, message
 
 
 def test_numpy_numbers_are_taken_as_the_numbers_they_are():
-    python = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, nodes=2, nvlink_domain=8, nvlink="nvlink4",
-                     fabric="rail", oversubscription=2.0, hop_latency_ms=0.5, gpus_per_pcie_switch=2,
-                     pcie_switch_gb_s=64.0)
-    numpy = Cluster(nic="ib-ndr", nics_per_node=np.int64(8), gpus_per_node=np.int32(8), nodes=np.uint8(2),
-                    nvlink_domain=np.float64(8.0), nvlink="nvlink4", fabric="rail", oversubscription=np.float32(2.0),
-                    hop_latency_ms=np.float64(0.5), gpus_per_pcie_switch=np.int16(2), pcie_switch_gb_s=np.float32(64))
+    python = Cluster(
+        nic="ib-ndr",
+        nics_per_node=8,
+        gpus_per_node=8,
+        nodes=2,
+        nvlink_domain=8,
+        nvlink="nvlink4",
+        fabric="rail",
+        oversubscription=2.0,
+        hop_latency_ms=0.5,
+        gpus_per_pcie_switch=2,
+        pcie_switch_gb_s=64.0,
+    )
+    numpy = Cluster(
+        nic="ib-ndr",
+        nics_per_node=np.int64(8),
+        gpus_per_node=np.int32(8),
+        nodes=np.uint8(2),
+        nvlink_domain=np.float64(8.0),
+        nvlink="nvlink4",
+        fabric="rail",
+        oversubscription=np.float32(2.0),
+        hop_latency_ms=np.float64(0.5),
+        gpus_per_pcie_switch=np.int16(2),
+        pcie_switch_gb_s=np.float32(64),
+    )
     assert numpy == python
-    assert all(type(getattr(numpy, f)) is int for f in ("nics_per_node", "gpus_per_node", "nodes", "nvlink_domain",
-                                                          "gpus_per_pcie_switch"))
+    assert all(
+        type(getattr(numpy, f)) is int
+        for f in ("nics_per_node", "gpus_per_node", "nodes", "nvlink_domain", "gpus_per_pcie_switch")
+    )
     assert python.placement(np.int64(8), np.float64(4.0)) == python.placement(8, 4)
 
 
 def test_an_nvlink_domain_axis_of_1_is_a_cluster_without_nvlink():
-    df = perfmodel.sweep(cluster="hgx-h100-8x400g", nvlink_domain=[1, 8], model=LLAMA_70B, tp=4,
-                         num_input_tokens=TOKENS)
+    df = perfmodel.sweep(
+        cluster="hgx-h100-8x400g", nvlink_domain=[1, 8], model=LLAMA_70B, tp=4, num_input_tokens=TOKENS
+    )
     no_domain = dataclasses.replace(perfmodel.CLUSTERS["hgx-h100-8x400g"], nvlink_domain=1, nvlink=None)
     assert df["handoff_delay_ms"].tolist() == [
         float(perfmodel.handoff_delay_ms(TOKENS, c, LLAMA_70B, tp=4))
-        for c in (no_domain, perfmodel.CLUSTERS["hgx-h100-8x400g"])]
+        for c in (no_domain, perfmodel.CLUSTERS["hgx-h100-8x400g"])
+    ]
 
 
-@pytest.mark.parametrize("fields, message", [
-    (dict(efficiency=0.0), r"efficiency 0.0 is not in \(0, 1\]"),
-    (dict(efficiency=1.2), r"efficiency 1.2 is not in \(0, 1\]"),
-    (dict(efficiency=math.nan), "efficiency nan"),
-    (dict(setup_ms=-1.0), "setup_ms -1.0"),
-    (dict(per_message_ms=math.inf), "per_message_ms inf"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(efficiency=0.0), r"efficiency 0.0 is not in \(0, 1\]"),
+        (dict(efficiency=1.2), r"efficiency 1.2 is not in \(0, 1\]"),
+        (dict(efficiency=math.nan), "efficiency nan"),
+        (dict(setup_ms=-1.0), "setup_ms -1.0"),
+        (dict(per_message_ms=math.inf), "per_message_ms inf"),
+    ],
+)
 def test_hostile_transports(fields, message):
     with pytest.raises(perfmodel.InputError, match=message):
         Transport("t", **fields)
@@ -288,9 +344,13 @@ def test_a_rail_fabric_across_rails_crosses_leaf_spine_leaf_and_pays_three_hops(
 
 # --- a cluster where a link goes (the numpy API) ------------------------------------------------------
 
-@given(st.sampled_from([1, 2, 4, 8]), st.lists(st.integers(0, 2**20), min_size=1, max_size=20),
-       st.sampled_from(["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b", "gemma-3-27b", "deepseek-v3"]),
-       st.sampled_from([12.5, 50.0, 100.0]))
+
+@given(
+    st.sampled_from([1, 2, 4, 8]),
+    st.lists(st.integers(0, 2**20), min_size=1, max_size=20),
+    st.sampled_from(["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b", "gemma-3-27b", "deepseek-v3"]),
+    st.sampled_from([12.5, 50.0, 100.0]),
+)
 def test_the_degenerate_cluster_equals_its_nic_as_a_link_bit_for_bit(tp, tokens, model, rate):
     """One NIC per GPU, flat, ideal transport, no hop latency, p = d, alone."""
     c = Cluster(nic=Link("nic", rate), nics_per_node=8, gpus_per_node=8)
@@ -311,8 +371,7 @@ def test_the_worked_examples_through_handoff_delay_ms():
 def test_fixed_costs_on_a_cluster_transport_caller_and_nic():
     transport = Transport("t", per_message_ms=0.001, setup_ms=0.5, efficiency=0.8)
     c = Cluster(nic=Link("nic", 50.0, latency_ms=0.01), nics_per_node=8, gpus_per_node=8, transport=transport)
-    got = perfmodel.handoff_delay_ms(7500, c, "llama-3.1-8b", tp=8, latency_ms=0.1, per_message_ms=0.002,
-                                     block_size=16)
+    got = perfmodel.handoff_delay_ms(7500, c, "llama-3.1-8b", tp=8, latency_ms=0.1, per_message_ms=0.002, block_size=16)
     messages = 30_016  # 32 layers * 2 * 469 blocks (each rank posts its own)
     nbytes = 7500 * perfmodel.kv_bytes_per_token("llama-3.1-8b", tp=8)
     want = 0.5 + 0.01 + 0.1 + messages * 0.003 + nbytes / (40e9) * 1000
@@ -329,13 +388,16 @@ def test_a_nonlinear_handoff_is_simulated_row_by_row():
     assert got == pytest.approx(want, rel=1e-12) and got[1] == pytest.approx(1e9 / 50e9 * 1000)  # the state moves
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(scope="group"), "scope does not apply"),
-    (dict(tp=8, kv_bytes_per_token=40960.0), "kv_bytes_per_token is a number of bytes"),
-    (dict(tp=8, kv_bytes_per_token=[40960.0, 1000.0]), "holds some"),  # (at tp=1: one GPU's bytes each)
-    (dict(tp=3), "cannot split the model's 8 KV heads"),
-    (dict(tp=8, decode_tp=16, kv_bytes_per_token="llama-3.1-70b"), None),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(scope="group"), "scope does not apply"),
+        (dict(tp=8, kv_bytes_per_token=40960.0), "kv_bytes_per_token is a number of bytes"),
+        (dict(tp=8, kv_bytes_per_token=[40960.0, 1000.0]), "holds some"),  # (at tp=1: one GPU's bytes each)
+        (dict(tp=3), "cannot split the model's 8 KV heads"),
+        (dict(tp=8, decode_tp=16, kv_bytes_per_token="llama-3.1-70b"), None),
+    ],
+)
 def test_what_a_cluster_decides_is_refused_with_it(kwargs, message):
     args = {"kv_bytes_per_token": "llama-3.1-70b", **kwargs}
     model = args.pop("kv_bytes_per_token")
@@ -363,8 +425,14 @@ def test_the_facade_takes_a_cluster():
 
 def test_a_sweep_over_a_cluster_and_its_fields():
     base = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, name="hgx")
-    df = perfmodel.sweep(cluster=base, nics_per_node=[1, 2, 4, 8], nic=["ib-ndr", "ib-xdr"], model=LLAMA_70B, tp=8,
-                         num_input_tokens=[1024, TOKENS])
+    df = perfmodel.sweep(
+        cluster=base,
+        nics_per_node=[1, 2, 4, 8],
+        nic=["ib-ndr", "ib-xdr"],
+        model=LLAMA_70B,
+        tp=8,
+        num_input_tokens=[1024, TOKENS],
+    )
     assert len(df) == 16 and list(df["nics_per_node"].unique()) == [1, 2, 4, 8]
     for row in df.itertuples():
         c = Cluster(nic=row.nic, nics_per_node=int(row.nics_per_node), gpus_per_node=8)
@@ -376,6 +444,7 @@ def test_a_sweep_over_a_cluster_and_its_fields():
 
 
 # --- transports, NIC presets, cluster presets --------------------------------------------------------
+
 
 def test_transports_are_rederived_from_their_benchmarks_line_rate():
     from perfmodel.links import transport_profiles, transports
@@ -396,18 +465,32 @@ def test_transports_are_rederived_from_their_benchmarks_line_rate():
 def test_a_transport_on_a_nic_of_its_benchmarks_speed_is_its_profile_as_a_link():
     c = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, transport="mooncake-te-rdma")
     on_cluster = perfmodel.handoff_delay_ms(32_768, c, "qwen3-235b-a22b", tp=4, decode_tp=8, block_size=16)
-    on_link = perfmodel.handoff_delay_ms(32_768, "mooncake-te-rdma", "qwen3-235b-a22b", tp=4, decode_tp=8,
-                                         block_size=16)
+    on_link = perfmodel.handoff_delay_ms(
+        32_768, "mooncake-te-rdma", "qwen3-235b-a22b", tp=4, decode_tp=8, block_size=16
+    )
     assert on_cluster == pytest.approx(on_link, rel=1e-12)
     faster = dataclasses.replace(c, nic="roce-800g")  # the same transport on a NIC twice as fast
     assert faster.nic_capacity_gb_s == pytest.approx(2 * 40.71)
 
 
-@pytest.mark.parametrize("name, rate", [("eth-100g", 12.5), ("eth-200g", 25.0), ("eth-400g", 50.0),
-                                        ("eth-800g", 100.0), ("roce-100g", 12.5), ("roce-200g", 25.0),
-                                        ("roce-400g", 50.0), ("roce-800g", 100.0), ("ib-hdr", 25.0),
-                                        ("ib-ndr", 50.0), ("ib-xdr", 100.0), ("efa-100g", 12.5),
-                                        ("efa-200g", 25.0)])
+@pytest.mark.parametrize(
+    "name, rate",
+    [
+        ("eth-100g", 12.5),
+        ("eth-200g", 25.0),
+        ("eth-400g", 50.0),
+        ("eth-800g", 100.0),
+        ("roce-100g", 12.5),
+        ("roce-200g", 25.0),
+        ("roce-400g", 50.0),
+        ("roce-800g", 100.0),
+        ("ib-hdr", 25.0),
+        ("ib-ndr", 50.0),
+        ("ib-xdr", 100.0),
+        ("efa-100g", 12.5),
+        ("efa-200g", 25.0),
+    ],
+)
 def test_nic_presets_at_their_line_rate(name, rate):
     assert perfmodel.get_link(name).bandwidth_gb_s == rate
 
@@ -417,9 +500,15 @@ def test_every_cluster_preset_uses_nic_and_nvlink_presets_one_can_name(name):
     preset = perfmodel.CLUSTERS[name]
     assert preset.nic == perfmodel.LINKS[preset.nic.name]
     assert preset.nvlink is None or preset.nvlink == perfmodel.LINKS[preset.nvlink.name]
-    again = Cluster(nic=preset.nic.name, nics_per_node=preset.nics_per_node, gpus_per_node=preset.gpus_per_node,
-                    nvlink_domain=preset.nvlink_domain, nvlink=preset.nvlink and preset.nvlink.name,
-                    fabric=preset.fabric, name=name)
+    again = Cluster(
+        nic=preset.nic.name,
+        nics_per_node=preset.nics_per_node,
+        gpus_per_node=preset.gpus_per_node,
+        nvlink_domain=preset.nvlink_domain,
+        nvlink=preset.nvlink and preset.nvlink.name,
+        fabric=preset.fabric,
+        name=name,
+    )
     assert again == preset and f"x {preset.nic.name} per node" in preset.describe()
 
 
@@ -427,14 +516,21 @@ def test_cluster_presets_by_name_and_user_presets(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path))
     for name, cluster in perfmodel.CLUSTERS.items():
         assert perfmodel.handoff_delay_ms(TOKENS, name, LLAMA_70B, tp=8) == perfmodel.handoff_delay_ms(
-            TOKENS, cluster, LLAMA_70B, tp=8)
+            TOKENS, cluster, LLAMA_70B, tp=8
+        )
     assert round(float(perfmodel.handoff_delay_ms(TOKENS, "gb200-nvl72", LLAMA_70B, tp=8)), 10) == 1.4913080889
-    ours = Cluster(nic=Link("our-nic", 40.0, latency_ms=0.01), nics_per_node=4, gpus_per_node=8,
-                   transport=Transport("ours", per_message_ms=0.001, efficiency=0.9), name="our-cluster")
+    ours = Cluster(
+        nic=Link("our-nic", 40.0, latency_ms=0.01),
+        nics_per_node=4,
+        gpus_per_node=8,
+        transport=Transport("ours", per_message_ms=0.001, efficiency=0.9),
+        name="our-cluster",
+    )
     perfmodel.save_cluster(ours, source="lab")
     assert perfmodel.get_cluster("our-cluster") == ours
-    assert perfmodel.handoff_delay_ms(TOKENS, "our-cluster", LLAMA_70B, tp=8, block_size=16) == \
-        perfmodel.handoff_delay_ms(TOKENS, ours, LLAMA_70B, tp=8, block_size=16)
+    assert perfmodel.handoff_delay_ms(
+        TOKENS, "our-cluster", LLAMA_70B, tp=8, block_size=16
+    ) == perfmodel.handoff_delay_ms(TOKENS, ours, LLAMA_70B, tp=8, block_size=16)
     with pytest.raises(perfmodel.InputError, match="built-in"):
         perfmodel.save_cluster(dataclasses.replace(ours, name="aws-p5"))
     with pytest.raises(perfmodel.InputError, match="unknown link"):
@@ -443,14 +539,14 @@ def test_cluster_presets_by_name_and_user_presets(tmp_path, monkeypatch):
 
 # --- explanations --------------------------------------------------------------------------------------
 
+
 @given(clusters(), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]), st.integers(0, 40_000))
 def test_handoff_flows_end_when_the_handoff_does(cluster, tp, decode_tp, tokens):
     flows = perfmodel.handoff_flows(tokens, cluster, LLAMA_70B, tp=tp, decode_tp=decode_tp, latency_ms=0.1)
     delay = perfmodel.handoff_delay_ms(tokens, cluster, LLAMA_70B, tp=tp, decode_tp=decode_tp, latency_ms=0.1)
     assert flows.attrs["delay_ms"] == pytest.approx(delay, rel=1e-12)
     if tokens:
-        assert flows["bytes"].sum() == tokens * perfmodel.kv_bytes_per_token(LLAMA_70B, tp=decode_tp,
-                                                                              scope="group")
+        assert flows["bytes"].sum() == tokens * perfmodel.kv_bytes_per_token(LLAMA_70B, tp=decode_tp, scope="group")
         assert flows.attrs["bottleneck"]  # some resource holds the last flow back
 
 
@@ -461,6 +557,7 @@ def test_resource_loads_name_the_bottleneck():
 
 # --- the inverse questions ------------------------------------------------------------------------------
 
+
 def test_required_bandwidth_on_a_cluster_is_the_least_nic_line_rate_that_meets_the_budget():
     import numpy as np
 
@@ -469,9 +566,11 @@ def test_required_bandwidth_on_a_cluster_is_the_least_nic_line_rate_that_meets_t
     got = perfmodel.required_bandwidth([TOKENS, TOKENS, TOKENS, 0], LLAMA_70B, budget_ms=budgets, tp=8, cluster=c)
     assert got[2] == np.inf and got[3] == 0.0
     for rate, budget in zip(got[:2], budgets):
+
         def delay(r):
             nic = dataclasses.replace(c.nic, bandwidth_gb_s=float(r))
             return perfmodel.handoff_delay_ms(TOKENS, dataclasses.replace(c, nic=nic), LLAMA_70B, tp=8)
+
         assert delay(rate) <= budget < delay(np.nextafter(rate, 0))
     assert got[0] == pytest.approx(2 * 26.8435456)  # two GPUs per NIC: twice the line rate of one
     nvl72 = perfmodel.required_bandwidth(TOKENS, LLAMA_70B, budget_ms=10.0, tp=8, cluster="gb200-nvl72")
@@ -489,17 +588,23 @@ def test_max_tokens_within_on_a_cluster():
 def test_a_column_of_cluster_names_and_links():
     import pandas as pd
 
-    df = pd.DataFrame({"num_input_tokens": [TOKENS, TOKENS, 1024, TOKENS, 7],
-                       "where": ["hgx-h100-8x400g", "gb200-nvl72", "ib-ndr", "aws-p5", None]})
+    df = pd.DataFrame(
+        {
+            "num_input_tokens": [TOKENS, TOKENS, 1024, TOKENS, 7],
+            "where": ["hgx-h100-8x400g", "gb200-nvl72", "ib-ndr", "aws-p5", None],
+        }
+    )
     got = perfmodel.handoff_delays(df, kv_transfer_bandwidth="where", kv_bytes_per_token=LLAMA_70B, tp=8)
-    want = [perfmodel.handoff_delay_ms(n, w, LLAMA_70B, tp=8) for n, w in zip(df["num_input_tokens"][:4],
-                                                                             df["where"][:4])]
+    want = [
+        perfmodel.handoff_delay_ms(n, w, LLAMA_70B, tp=8) for n, w in zip(df["num_input_tokens"][:4], df["where"][:4])
+    ]
     assert got[:4].tolist() == want and got.isna().tolist() == [False] * 4 + [True]
     with pytest.raises(perfmodel.InputError, match="row 1"):
         perfmodel.handoff_delay_ms([1, -1], ["aws-p5", "aws-p5"], LLAMA_70B, tp=8)
 
 
 # --- the command line and the figure ---------------------------------------------------------------------
+
 
 def test_the_command_line_takes_a_cluster_and_its_fields(tmp_path, capsys):
     import pandas as pd
@@ -509,13 +614,46 @@ def test_the_command_line_takes_a_cluster_and_its_fields(tmp_path, capsys):
     requests = tmp_path / "requests.csv"
     pd.DataFrame({"num_input_tokens": [1024, TOKENS]}).to_csv(requests, index=False)
     out = tmp_path / "out.csv"
-    assert main(["delay", str(requests), "--out", str(out), "--cluster", "hgx-h100-8x400g", "--nics-per-node", "4",
-                 "--model", LLAMA_70B, "--tp", "8"]) == 0
-    want = perfmodel.handoff_delay_ms([1024, TOKENS], dataclasses.replace(perfmodel.CLUSTERS["hgx-h100-8x400g"],
-                                                                          nics_per_node=4), LLAMA_70B, tp=8)
+    assert (
+        main(
+            [
+                "delay",
+                str(requests),
+                "--out",
+                str(out),
+                "--cluster",
+                "hgx-h100-8x400g",
+                "--nics-per-node",
+                "4",
+                "--model",
+                LLAMA_70B,
+                "--tp",
+                "8",
+            ]
+        )
+        == 0
+    )
+    want = perfmodel.handoff_delay_ms(
+        [1024, TOKENS], dataclasses.replace(perfmodel.CLUSTERS["hgx-h100-8x400g"], nics_per_node=4), LLAMA_70B, tp=8
+    )
     np.testing.assert_allclose(pd.read_csv(out)["handoff_delay_ms"], want, rtol=1e-12)  # (CSV: 13 digits)
-    assert main(["delay", str(requests), "--out", str(out), "--nics-per-node", "4", "--model", LLAMA_70B,
-                 "--bandwidth", "50"]) == 2
+    assert (
+        main(
+            [
+                "delay",
+                str(requests),
+                "--out",
+                str(out),
+                "--nics-per-node",
+                "4",
+                "--model",
+                LLAMA_70B,
+                "--bandwidth",
+                "50",
+            ]
+        )
+        == 2
+    )
     assert "give --cluster NAME too" in capsys.readouterr().err
     assert main(["clusters"]) == 0
     listing = capsys.readouterr().out
@@ -528,15 +666,38 @@ def test_the_main_job_sweeps_clusters_and_their_fields(tmp_path, capsys):
     from perfmodel.cli import main
 
     out = tmp_path / "results"
-    assert main(["sweep", "--cluster", "hgx-h100-8x400g", "aws-p5", "--nics-per-node", "1", "8", "--model",
-                 LLAMA_70B, "--tp", "8", "--tokens", "1k,32k", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--cluster",
+                "hgx-h100-8x400g",
+                "aws-p5",
+                "--nics-per-node",
+                "1",
+                "8",
+                "--model",
+                LLAMA_70B,
+                "--tp",
+                "8",
+                "--tokens",
+                "1k,32k",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = capsys.readouterr().out
     table = pd.read_csv(out / "sweep.csv")
     assert len(table) == 8 and {"cluster", "nics_per_node"} <= set(table.columns)
     for (name, nics), part in table.groupby(["cluster", "nics_per_node"]):
         cluster = dataclasses.replace(perfmodel.CLUSTERS[name], nics_per_node=nics)
-        np.testing.assert_allclose(part["handoff_delay_ms"], perfmodel.handoff_delay_ms(
-            part["num_input_tokens"].to_numpy(), cluster, LLAMA_70B, tp=8), rtol=1e-12)
+        np.testing.assert_allclose(
+            part["handoff_delay_ms"],
+            perfmodel.handoff_delay_ms(part["num_input_tokens"].to_numpy(), cluster, LLAMA_70B, tp=8),
+            rtol=1e-12,
+        )
     assert "kv_transfer_bandwidth" not in summary  # (a cluster's NIC rate is not what the rows differ by)
     assert main(["sweep", "--nics-per-node", "4", "--out", str(tmp_path / "other")]) == 2
     assert "give --cluster NAME too" in capsys.readouterr().err
@@ -557,8 +718,9 @@ def test_the_figure_of_resource_loads_marks_the_bottleneck():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("field, value", [("oversubscription", 0.5), ("hop_latency_ms", -1.0),
-                                          ("pcie_switch_gb_s", 0.0)])
+@pytest.mark.parametrize(
+    "field, value", [("oversubscription", 0.5), ("hop_latency_ms", -1.0), ("pcie_switch_gb_s", 0.0)]
+)
 def test_a_cluster_field_axis_outside_its_range_says_how_to_give_it(field, value):
     with pytest.raises(perfmodel.InputError, match=rf"Fix: pass {field} as a"):
         perfmodel.sweep(cluster="hgx-h100-8x400g", **{field: [value]}, model=LLAMA_70B, tp=8, num_input_tokens=1024)
@@ -569,8 +731,21 @@ def _delay_error(tmp_path, capsys, *flags):
 
     requests = tmp_path / "requests.csv"
     requests.write_text("num_input_tokens\n1024\n")
-    code = main(["delay", str(requests), "--out", str(tmp_path / "out.csv"), "--model", LLAMA_70B, "--tp", "8",
-                 "--cluster", "hgx-h100-8x400g", *flags])
+    code = main(
+        [
+            "delay",
+            str(requests),
+            "--out",
+            str(tmp_path / "out.csv"),
+            "--model",
+            LLAMA_70B,
+            "--tp",
+            "8",
+            "--cluster",
+            "hgx-h100-8x400g",
+            *flags,
+        ]
+    )
     return code, capsys.readouterr().err
 
 
@@ -591,8 +766,12 @@ def test_the_command_line_names_the_flag_behind_each_cluster_error(tmp_path, cap
 
 def test_a_transports_per_message_cost_without_a_block_size_is_said_as_such():
     with pytest.raises(perfmodel.InputError, match="^block_size: the cluster's transport 'mooncake-te-rdma' costs"):
-        perfmodel.handoff_delay_ms(TOKENS, Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8,
-                                                   transport="mooncake-te-rdma"), LLAMA_70B, tp=8)
+        perfmodel.handoff_delay_ms(
+            TOKENS,
+            Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, transport="mooncake-te-rdma"),
+            LLAMA_70B,
+            tp=8,
+        )
 
 
 def test_an_unknown_name_where_a_link_goes_suggests_clusters_and_links_by_kind(tmp_path, monkeypatch):
@@ -608,11 +787,18 @@ def test_an_unknown_name_where_a_link_goes_suggests_clusters_and_links_by_kind(t
 
 # --- the tester's findings on clusters as tables --------------------------------------------------------
 
+
 def test_coerce_turns_an_unknown_name_missing_in_a_column_of_clusters_and_links_too():
     import pandas as pd
 
-    df = pd.DataFrame({"num_input_tokens": [TOKENS] * 3, "kv_bytes_per_token": [LLAMA_70B] * 3,
-                       "kv_transfer_bandwidth": ["hgx-h100-8x400g", "ib-ndx", "ib-ndr"]}, index=["a", "b", "c"])
+    df = pd.DataFrame(
+        {
+            "num_input_tokens": [TOKENS] * 3,
+            "kv_bytes_per_token": [LLAMA_70B] * 3,
+            "kv_transfer_bandwidth": ["hgx-h100-8x400g", "ib-ndx", "ib-ndr"],
+        },
+        index=["a", "b", "c"],
+    )
     got = perfmodel.handoff_delays(df, tp=8, errors="coerce")
     assert got.isna().tolist() == [False, True, False]
     assert got["a"] == perfmodel.handoff_delay_ms(TOKENS, "hgx-h100-8x400g", LLAMA_70B, tp=8)
@@ -642,19 +828,30 @@ def _per_flows(flows):
     return moved, moved / ((flows.attrs["delay_ms"] - flows["start_ms"][last]) / 1000.0) / 1e9
 
 
-@pytest.mark.parametrize("clusters, model, tp, decode_tp", [
-    (["hgx-h100-8x400g", "aws-p5", "gb200-nvl72"], LLAMA_70B, 8, [8, 2]),
-    (["hgx-h100-8x400g", "aws-p5"], "qwen3-next-80b-a3b", 2, [2, 1]),  # (state: simulated row by row)
-    ([dataclasses.replace(perfmodel.CLUSTERS["aws-p5"], transport="mooncake-te-rdma")], LLAMA_70B, 8, [8, 4]),
-])
+@pytest.mark.parametrize(
+    "clusters, model, tp, decode_tp",
+    [
+        (["hgx-h100-8x400g", "aws-p5", "gb200-nvl72"], LLAMA_70B, 8, [8, 2]),
+        (["hgx-h100-8x400g", "aws-p5"], "qwen3-next-80b-a3b", 2, [2, 1]),  # (state: simulated row by row)
+        ([dataclasses.replace(perfmodel.CLUSTERS["aws-p5"], transport="mooncake-te-rdma")], LLAMA_70B, 8, [8, 4]),
+    ],
+)
 def test_a_sweeps_columns_on_a_cluster_mean_all_the_handoffs_bytes_and_their_rate(clusters, model, tp, decode_tp):
-    df = perfmodel.sweep(cluster=clusters, model=model, tp=tp, decode_tp=decode_tp, num_input_tokens=[1024, TOKENS],
-                         latency_ms=0.25, block_size=64)
+    df = perfmodel.sweep(
+        cluster=clusters,
+        model=model,
+        tp=tp,
+        decode_tp=decode_tp,
+        num_input_tokens=[1024, TOKENS],
+        latency_ms=0.25,
+        block_size=64,
+    )
     assert df["transfer_bytes"].dtype == np.int64
     for row in df.itertuples():
         cluster = clusters[list(df["cluster"].cat.categories).index(row.cluster)]
-        flows = perfmodel.handoff_flows(row.num_input_tokens, cluster, model, tp=tp, decode_tp=row.decode_tp,
-                                        latency_ms=0.25, block_size=64)
+        flows = perfmodel.handoff_flows(
+            row.num_input_tokens, cluster, model, tp=tp, decode_tp=row.decode_tp, latency_ms=0.25, block_size=64
+        )
         moved, rate = _per_flows(flows)
         assert row.transfer_bytes == moved
         assert row.kv_transfer_bandwidth == pytest.approx(rate, rel=1e-9)
@@ -682,9 +879,16 @@ def test_every_entry_point_that_takes_a_link_says_it_takes_a_cluster(name):
 
 # --- the fewest NICs per node for a budget -----------------------------------------------------------------
 
-@pytest.mark.parametrize("cluster, tp, decode_tp", [(hgx(), 8, None), (hgx(), 8, 2), (hgx(), 2, None),
-                                                    (Cluster(nic="ib-ndr", nics_per_node=2, gpus_per_node=4,
-                                                             fabric="rail", oversubscription=2.0), 4, None)])
+
+@pytest.mark.parametrize(
+    "cluster, tp, decode_tp",
+    [
+        (hgx(), 8, None),
+        (hgx(), 8, 2),
+        (hgx(), 2, None),
+        (Cluster(nic="ib-ndr", nics_per_node=2, gpus_per_node=4, fabric="rail", oversubscription=2.0), 4, None),
+    ],
+)
 def test_required_nics_per_node_is_the_smallest_count_within_budget(cluster, tp, decode_tp):
     """Against trying every count by hand, one prompt at a time (no monotonicity assumed)."""
     tokens = [0, 1, 512, 4096, 32_768, 131_072, 1_000_000]
@@ -693,17 +897,32 @@ def test_required_nics_per_node_is_the_smallest_count_within_budget(cluster, tp,
     g = cluster.gpus_per_node
     counts = [c for c in range(1, g + 1) if g % c == 0] + [g * k for k in (2, 3, 4)]
     for n, answer in zip(tokens, got, strict=True):  # (a shorter answer checked nothing more)
-        fits = [c for c in counts if perfmodel.handoff_delay_ms(n, dataclasses.replace(cluster, nics_per_node=c),
-                                                                LLAMA_70B, tp=tp, decode_tp=decode_tp) <= budget]
+        fits = [
+            c
+            for c in counts
+            if perfmodel.handoff_delay_ms(
+                n, dataclasses.replace(cluster, nics_per_node=c), LLAMA_70B, tp=tp, decode_tp=decode_tp
+            )
+            <= budget
+        ]
         assert answer == (min(fits) if fits else math.inf), (n, answer, fits)
 
 
 def test_required_nics_per_node_says_what_it_cannot_answer():
-    got = perfmodel.required_nics_per_node([32_768, 32_768], "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=50,
-                                           worker_type=["prefill", "decode"], latency_ms=0.0)
+    got = perfmodel.required_nics_per_node(
+        [32_768, 32_768],
+        "hgx-h100-8x400g",
+        LLAMA_70B,
+        tp=8,
+        budget_ms=50,
+        worker_type=["prefill", "decode"],
+        latency_ms=0.0,
+    )
     assert got[0] == 8 and np.isnan(got[1])  # a decode worker hands nothing off
-    assert perfmodel.required_nics_per_node(32_768, "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=5,
-                                            latency_ms=6.0) == math.inf  # fixed costs alone exceed it
+    assert (
+        perfmodel.required_nics_per_node(32_768, "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=5, latency_ms=6.0)
+        == math.inf
+    )  # fixed costs alone exceed it
     assert perfmodel.required_nics_per_node(32_768, "gb200-nvl72", LLAMA_70B, tp=8, budget_ms=5) == 1  # NVLink only
     for budget in (0, -1, math.nan, math.inf, "50", True):
         with pytest.raises(perfmodel.InputError, match="budget_ms"):

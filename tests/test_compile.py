@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 #: Records numba's compile events while running ``sys.argv[1]`` (Python source); prints them as JSON.
-RECORDER = r'''
+RECORDER = r"""
 import json, sys
 from numba.core import event
 with event.install_recorder("numba:compile") as recorder:
@@ -23,22 +23,21 @@ with event.install_recorder("numba:compile") as recorder:
 names = [(ev.data["dispatcher"].py_func.__qualname__, str(ev.data["args"])) for _, ev in recorder.buffer
          if ev.is_start and "dispatcher" in ev.data]
 print(json.dumps(names))
-'''
+"""
 
-REPLAY = '''
+REPLAY = """
 import perfmodel
 trace = perfmodel.synthetic_trace(300, rate_per_s=200, seed=1)
 for contention in ("none", "fifo", "fair"):
     perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", mode="destination_missing", decode_workers=3,
                               contention=contention, links=2)
-'''
+"""
 
 
 def _compiled(code: str, cache: Path) -> list[tuple[str, str]]:
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache)}
     env.pop("NUMBA_CACHE_DIR", None)
-    done = subprocess.run([sys.executable, "-c", RECORDER, code], capture_output=True, text=True, env=env,
-                          timeout=900)
+    done = subprocess.run([sys.executable, "-c", RECORDER, code], capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return [tuple(pair) for pair in json.loads(done.stdout.splitlines()[-1])]
 
@@ -91,7 +90,7 @@ assert delays[0][0] == 1.0 and delays[0][2] == 3.0, delays  # (the prefill rows:
 def test_small_calls_mixing_scalars_and_arrays_compile_one_form(tmp_path):
     """The README's small calls (an array of prompt lengths with one bandwidth, two arrays with one model...)
     compiled a specialization each; spread to arrays they share one, with the same numbers."""
-    code = '''
+    code = """
 import numpy as np, perfmodel
 tokens = np.array([1024, 32768, 7])
 a = perfmodel.handoff_delay_ms(tokens, 50.0, 327_680)
@@ -103,7 +102,7 @@ perfmodel.max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=50)
 assert a.tolist() == [1024 * 327_680 / (50.0 * 1e9) * 1000.0, 32768 * 327_680 / (50.0 * 1e9) * 1000.0,
                       7 * 327_680 / (50.0 * 1e9) * 1000.0], a
 assert d.tolist() == [4096 * 1e6 / (bw * 1e9) * 1000.0 for bw in (50.0, 25.0, 1.0)], d
-'''
+"""
     kernels = [s for name, s in _compiled(code, tmp_path) if name == "handoff_serial"]
     assert len(kernels) == 1, kernels
 
@@ -116,8 +115,9 @@ def _stderr_on_a_terminal(code: str, cache: Path) -> str:
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache)}
     env.pop("NUMBA_CACHE_DIR", None)
     try:
-        done = subprocess.run([sys.executable, "-c", code], stderr=follower, stdout=subprocess.PIPE, env=env,
-                              timeout=900)
+        done = subprocess.run(
+            [sys.executable, "-c", code], stderr=follower, stdout=subprocess.PIPE, env=env, timeout=900
+        )
         os.close(follower)
         assert done.returncode == 0
         chunks = []
@@ -201,8 +201,9 @@ def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch
     foreign = tmp_path / "numba" / "not-ours"
     foreign.mkdir()
     states = _states(_cache(capsys=capsys))
-    assert set(states) == {_name(f) for f in (current, upgraded, second_venv, gone, other, old_unmarked,
-                                               new_unmarked)}, states
+    assert set(states) == {
+        _name(f) for f in (current, upgraded, second_venv, gone, other, old_unmarked, new_unmarked)
+    }, states
     assert states[_name(current)] == "current" and states[_name(other)] == "kept", states
     assert states[_name(second_venv)] == "kept" and states[_name(new_unmarked)] == "kept", states
     assert all(states[_name(f)].startswith("stale") for f in (upgraded, gone, old_unmarked)), states
@@ -223,8 +224,9 @@ def test_the_cache_command_lists_and_clears(tmp_path):
     env.pop("NUMBA_CACHE_DIR", None)
 
     def cache(*flags: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "perfmodel", "cache", *flags], capture_output=True, text=True,
-                              env=env)
+        return subprocess.run(
+            [sys.executable, "-m", "perfmodel", "cache", *flags], capture_output=True, text=True, env=env
+        )
 
     assert cache("--prune").returncode == 0  # (makes this install's folder)
     (entry,) = [note.parent for note in tmp_path.glob("numba/*/*/perfmodel-source.txt")]

@@ -26,12 +26,15 @@ WORKERS = ["prefill", "decode", "aggregated", "prefill", "prefill"]
 
 def _requests(n: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "num_input_tokens": rng.integers(0, 131_072, n),
-        "model": pd.Categorical(rng.choice(["llama-3.1-70b", "deepseek-v3", "qwen3-32b"], n)),
-        "link": rng.choice(["nvlink4", "ib-ndr", "8x ib-ndr"], n),
-        "worker_type": rng.choice(WORKERS, n),
-    }, index=pd.Index([f"r{i}" for i in range(n)], name="request"))
+    return pd.DataFrame(
+        {
+            "num_input_tokens": rng.integers(0, 131_072, n),
+            "model": pd.Categorical(rng.choice(["llama-3.1-70b", "deepseek-v3", "qwen3-32b"], n)),
+            "link": rng.choice(["nvlink4", "ib-ndr", "8x ib-ndr"], n),
+            "worker_type": rng.choice(WORKERS, n),
+        },
+        index=pd.Index([f"r{i}" for i in range(n)], name="request"),
+    )
 
 
 KEYWORDS = dict(kv_bytes_per_token="model", kv_transfer_bandwidth="link")
@@ -39,8 +42,10 @@ KEYWORDS = dict(kv_bytes_per_token="model", kv_transfer_bandwidth="link")
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         yield client
 
 
@@ -107,16 +112,23 @@ def test_lost_worker_still_gives_the_complete_result(client, tmp_path):
 def test_errors_name_the_row_label(client):
     pdf = _requests(1000)
     pdf.loc["r777", "num_input_tokens"] = -3
-    with pytest.raises(perfmodel.InputError, match=r"column 'num_input_tokens' \(num_input_tokens\): 1 invalid row; "
-                                                  r"first at row 'r777'") as info:
+    with pytest.raises(
+        perfmodel.InputError,
+        match=r"column 'num_input_tokens' \(num_input_tokens\): 1 invalid row; "
+        r"first at row 'r777'",
+    ) as info:
         pmd.handoff_delays(dd.from_pandas(pdf, npartitions=3, sort=False), **KEYWORDS).compute()
     assert info.value.row == "r777" and info.value.value == -3  # the whole error crossed the process boundary
 
 
 def test_sweep_partitions_equal_the_in_memory_sweep(tmp_path):
-    axes = dict(model=["llama-3.1-8b", "deepseek-v3"], link=["nvlink4", "ib-ndr", "eth-100g"],
-                mode=["full_prompt", "destination_missing"], cache_hit_ratio=[0.0, 0.5],
-                num_input_tokens=np.arange(0, 2000, 7))
+    axes = dict(
+        model=["llama-3.1-8b", "deepseek-v3"],
+        link=["nvlink4", "ib-ndr", "eth-100g"],
+        mode=["full_prompt", "destination_missing"],
+        cache_hit_ratio=[0.0, 0.5],
+        num_input_tokens=np.arange(0, 2000, 7),
+    )
     expected = perfmodel.sweep(**axes)
     ddf = pmd.sweep(rows_per_partition=999, **axes)
     assert ddf.npartitions == -(-len(expected) // 999)
@@ -133,15 +145,33 @@ def test_cli_delay_on_parquet_folder_with_local_workers(tmp_path):
     for i, frame in enumerate(frames):
         frame.to_parquet(source / f"part-{i}.parquet")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "perfmodel", "delay", str(source / "*.parquet"), "--out", str(out),
-                           "--workers", "2", "--column", "kv_bytes_per_token=model",
-                           "--column", "kv_transfer_bandwidth=link"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "delay",
+            str(source / "*.parquet"),
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+            "--column",
+            "kv_bytes_per_token=model",
+            "--column",
+            "kv_transfer_bandwidth=link",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = pd.read_parquet(out)
     assert len(result) == 9000
     expected = pd.concat([perfmodel.handoff_delays(f, **KEYWORDS) for f in frames], ignore_index=True)
-    np.testing.assert_array_equal(result["handoff_delay_ms"].to_numpy(float, na_value=np.nan),
-                                  expected.to_numpy(float, na_value=np.nan))
+    np.testing.assert_array_equal(
+        result["handoff_delay_ms"].to_numpy(float, na_value=np.nan), expected.to_numpy(float, na_value=np.nan)
+    )
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]  # no staging left behind
 
 

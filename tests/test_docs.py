@@ -18,15 +18,38 @@ PAGES = sorted(p for p in DOCS.glob("*.rst") if p.name != "sg_execution_times.rs
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_the_pages_examples_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # from an empty folder, as a reader runs them
-    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE
-                              | doctest.ELLIPSIS, verbose=False, report=False)
+    result = doctest.testfile(
+        str(page),
+        module_relative=False,
+        optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS,
+        verbose=False,
+        report=False,
+    )
     assert result.failed == 0, f"{page.name}: {result.failed} of {result.attempted} examples failed (run pytest -s)"
 
 
-MODULES = ("perfmodel", "perfmodel.io", "perfmodel.datasets", "perfmodel.dask", "perfmodel.plotting", "perfmodel.trace",
-           "perfmodel.replay", "perfmodel.sweeps", "perfmodel.links", "perfmodel.models", "perfmodel.frame",
-           "perfmodel.handoff", "perfmodel.errors", "perfmodel.clusters", "perfmodel.flows", "perfmodel.cluster_replay",
-           "perfmodel.calibrate", "perfmodel.engines", "perfmodel.cli", "perfmodel.sizing")
+MODULES = (
+    "perfmodel",
+    "perfmodel.io",
+    "perfmodel.datasets",
+    "perfmodel.dask",
+    "perfmodel.plotting",
+    "perfmodel.trace",
+    "perfmodel.replay",
+    "perfmodel.sweeps",
+    "perfmodel.links",
+    "perfmodel.models",
+    "perfmodel.frame",
+    "perfmodel.handoff",
+    "perfmodel.errors",
+    "perfmodel.clusters",
+    "perfmodel.flows",
+    "perfmodel.cluster_replay",
+    "perfmodel.calibrate",
+    "perfmodel.engines",
+    "perfmodel.cli",
+    "perfmodel.sizing",
+)
 
 
 def _public_functions():
@@ -60,30 +83,44 @@ def _paged_objects() -> list:
         for i in range(1, len(parts)):
             obj = getattr(obj, parts[i], None)
             if obj is None or (i < len(parts) - 1 and not isinstance(obj, (types.ModuleType, type))):
-                obj = importlib.import_module(".".join(parts[:i + 1]))
+                obj = importlib.import_module(".".join(parts[: i + 1]))
         found.append(obj)
     return found
 
 
 @pytest.mark.skipif(not (DOCS / "api.rst").is_file(), reason="docs/ is not beside the tests (an installed package)")
-@pytest.mark.parametrize("name, obj", [
-    pytest.param(name, obj, marks=pytest.mark.xfail(strict=True, reason=NO_PAGE_YET[name])) if name in NO_PAGE_YET
-    else (name, obj) for name, obj in PUBLIC], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, obj",
+    [
+        pytest.param(name, obj, marks=pytest.mark.xfail(strict=True, reason=NO_PAGE_YET[name]))
+        if name in NO_PAGE_YET
+        else (name, obj)
+        for name, obj in PUBLIC
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_every_public_function_and_class_has_an_api_page(name, obj):
     """Every public name of every public module (not only the top level's) has a page in docs/api.rst: an
     entry that names that very object (perfmodel.dask.handoff_delays is not perfmodel.handoff_delays)."""
     assert any(paged is obj for paged in _paged_objects()), f"{name} has no page in docs/api.rst"
 
 
-@pytest.mark.parametrize("name, obj", [(name, obj) for name, obj in PUBLIC if inspect.isfunction(obj)],
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, obj",
+    [(name, obj) for name, obj in PUBLIC if inspect.isfunction(obj)],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_every_public_function_documents_each_parameter(name, obj):
     """Each public function documents each of its parameters in a numpydoc Parameters section."""
     doc = inspect.getdoc(obj) or ""
     section = doc.partition("Parameters\n----------\n")[2].split("\nReturns\n")[0].split("\nYields\n")[0]
     section = section.split("\nExamples\n")[0]
-    documented = {n.strip().lstrip("*") for line in section.splitlines() if line and not line.startswith(" ")
-                  for n in line.split(":")[0].split(",")}
+    documented = {
+        n.strip().lstrip("*")
+        for line in section.splitlines()
+        if line and not line.startswith(" ")
+        for n in line.split(":")[0].split(",")
+    }
     missing = set(inspect.signature(obj).parameters) - documented
     assert not missing, f"{name} does not document {sorted(missing)}"
 
@@ -109,9 +146,17 @@ class _Loads(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
-        wanted = {"script": ("src",), "link": ("href",), "img": ("src", "srcset"), "iframe": ("src",),
-                  "source": ("src", "srcset"), "video": ("src", "poster"), "audio": ("src",), "embed": ("src",),
-                  "object": ("data",)}.get(tag, ())
+        wanted = {
+            "script": ("src",),
+            "link": ("href",),
+            "img": ("src", "srcset"),
+            "iframe": ("src",),
+            "source": ("src", "srcset"),
+            "video": ("src", "poster"),
+            "audio": ("src",),
+            "embed": ("src",),
+            "object": ("data",),
+        }.get(tag, ())
         rel = (attributes.get("rel") or "").lower()
         for name in wanted:
             value = attributes.get(name) or ""
@@ -139,12 +184,14 @@ def remote_loads(html: str) -> list[str]:
 
 
 def test_the_scanner_finds_a_remote_script_a_style_a_font_and_an_image():
-    page = ('<html><head><script src="https://cdn.datatables.net/x.js"></script>'
-            '<link rel="stylesheet" href="//fonts.googleapis.com/css?family=Roboto">'
-            '<style>@import url("https://fonts.example/f.css");</style></head>'
-            '<body><img src="http://example.org/a.png"><a href="https://example.org/">a link is no load</a>'
-            '<link rel="canonical" href="https://example.org/page.html"><script src="_static/local.js"></script>'
-            '<img src="_images/local.png"></body></html>')
+    page = (
+        '<html><head><script src="https://cdn.datatables.net/x.js"></script>'
+        '<link rel="stylesheet" href="//fonts.googleapis.com/css?family=Roboto">'
+        '<style>@import url("https://fonts.example/f.css");</style></head>'
+        '<body><img src="http://example.org/a.png"><a href="https://example.org/">a link is no load</a>'
+        '<link rel="canonical" href="https://example.org/page.html"><script src="_static/local.js"></script>'
+        '<img src="_images/local.png"></body></html>'
+    )
     found = remote_loads(page)
     assert len(found) == 4, found
     assert not remote_loads('<script src="_static/a.js"></script><link rel="stylesheet" href="_static/a.css">')
@@ -156,7 +203,9 @@ def _conf() -> ast.Module:
 
 def _assigned(name: str) -> ast.expr | None:
     for node in _conf().body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return node.value
     return None
@@ -167,12 +216,14 @@ def test_the_configuration_loads_nothing_from_the_network():
     """Fast, from docs/conf.py alone: no MathJax (a CDN script by default), no gallery execution-times page
     (DataTables and Bootstrap from CDNs), no remote style sheet or script of our own."""
     extensions = ast.literal_eval(_assigned("extensions"))
-    assert "sphinx.ext.mathjax" not in extensions or _assigned("mathjax_path") is not None, \
+    assert "sphinx.ext.mathjax" not in extensions or _assigned("mathjax_path") is not None, (
         "sphinx.ext.mathjax loads MathJax from a CDN: drop it, or set mathjax_path to a local copy"
+    )
     gallery = _assigned("sphinx_gallery_conf")
     options = {ast.literal_eval(k): v for k, v in zip(gallery.keys, gallery.values) if isinstance(k, ast.Constant)}
-    assert "write_computation_times" in options and ast.literal_eval(options["write_computation_times"]) is False, \
+    assert "write_computation_times" in options and ast.literal_eval(options["write_computation_times"]) is False, (
         "sphinx-gallery's execution-times page loads jQuery, DataTables and Bootstrap from CDNs"
+    )
     for name in ("html_js_files", "html_css_files", "html_theme_options", "html_favicon", "html_logo"):
         value = _assigned(name)
         text = ast.get_source_segment((DOCS / "conf.py").read_text(), value) if value is not None else ""
@@ -199,7 +250,9 @@ _BUILT = os.environ.get("PERFMODEL_DOCS_HTML")
 def test_no_built_page_loads_anything_from_the_network():
     pages = sorted(Path(_BUILT).rglob("*.html"))
     assert pages, f"no HTML pages under {_BUILT}"
-    remote = {str(p.relative_to(_BUILT)): found for p in pages if (found := remote_loads(p.read_text(errors="replace")))}
+    remote = {
+        str(p.relative_to(_BUILT)): found for p in pages if (found := remote_loads(p.read_text(errors="replace")))
+    }
     assert not remote, f"{len(remote)} pages load from the network: {dict(list(remote.items())[:5])}"
 
 
@@ -216,8 +269,10 @@ def test_the_readme_says_how_many_presets_the_main_job_sweeps():
 
     text = " ".join(README.read_text().split())
     assert f"over {len(DEFAULT_LINKS)} of the {len(LINKS)} interconnect presets" in text
-    assert f"for {['no', 'one', 'two', 'three', 'four', 'five'][len(DEFAULT_MODELS)]} models and " \
-           f"{['', '', '', '', '', '', '', 'seven', 'eight', 'nine', 'ten'][len(DEFAULT_LINKS)]} interconnects" in text
+    assert (
+        f"for {['no', 'one', 'two', 'three', 'four', 'five'][len(DEFAULT_MODELS)]} models and "
+        f"{['', '', '', '', '', '', '', 'seven', 'eight', 'nine', 'ten'][len(DEFAULT_LINKS)]} interconnects" in text
+    )
 
 
 def test_the_help_of_sweep_names_the_presets_it_sweeps(capsys):
@@ -225,7 +280,9 @@ def test_the_help_of_sweep_names_the_presets_it_sweeps(capsys):
     from perfmodel.links import DEFAULT_LINKS
 
     assert main(["sweep", "--help"]) == 0
-    assert f"{len(DEFAULT_LINKS)} link presets ({', '.join(DEFAULT_LINKS)})" in " ".join(capsys.readouterr().out.split())
+    assert f"{len(DEFAULT_LINKS)} link presets ({', '.join(DEFAULT_LINKS)})" in " ".join(
+        capsys.readouterr().out.split()
+    )
 
 
 @pytest.mark.skipif(not (DOCS / "files.rst").is_file(), reason="docs/ is not beside the tests (an installed package)")
@@ -236,7 +293,9 @@ def test_the_files_page_names_every_compression_that_is_read_and_no_other():
     assert set(re.findall(r"``(\.\w+)``", line)) == set(_COMPRESSIONS), line
 
 
-@pytest.mark.skipif(not (DOCS / "messages.rst").is_file(), reason="docs/ is not beside the tests (an installed package)")
+@pytest.mark.skipif(
+    not (DOCS / "messages.rst").is_file(), reason="docs/ is not beside the tests (an installed package)"
+)
 def test_every_transport_profile_has_no_setup_cost_as_the_pages_say():
     from perfmodel.links import get_transport, transport_profiles
 

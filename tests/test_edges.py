@@ -15,6 +15,7 @@ from perfmodel.cli import main
 
 # 1. a value is never taken for a column label ---------------------------------------------------
 
+
 @pytest.mark.parametrize("value", [np.int64(1), np.int32(1), np.float64(1.0), 1, 1.0])  # (booleans: refused, below)
 def test_numbers_are_values_even_where_a_column_has_that_label(value):
     df = pd.DataFrame({"num_input_tokens": [4096, 8192], 1: [7.0, 9.0]})
@@ -33,10 +34,18 @@ def test_a_boolean_value_is_refused_not_read_as_a_column():
 _BASE = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("sliding_window", -4), ("num_hidden_layers", 2.7), ("num_key_value_heads", 0), ("num_attention_heads", 0),
-    ("num_hidden_layers", True), ("head_dim", "128"), ("num_hidden_layers", float("inf")),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("sliding_window", -4),
+        ("num_hidden_layers", 2.7),
+        ("num_key_value_heads", 0),
+        ("num_attention_heads", 0),
+        ("num_hidden_layers", True),
+        ("head_dim", "128"),
+        ("num_hidden_layers", float("inf")),
+    ],
+)
 def test_every_count_of_a_config_is_a_whole_number_in_range(tmp_path, field, value):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**_BASE, field: value}))
@@ -55,13 +64,18 @@ def test_a_config_file_that_is_not_an_object_is_refused_naming_it(tmp_path, cont
 
 
 def test_bytes_and_the_kernel_agree_on_an_accepted_config():
-    config = {**_BASE, "num_key_value_heads": 2, "sliding_window": 16, "layer_types": ["full_attention",
-                                                                                       "sliding_attention"]}
+    config = {
+        **_BASE,
+        "num_key_value_heads": 2,
+        "sliding_window": 16,
+        "layer_types": ["full_attention", "sliding_attention"],
+    }
     for tokens in (0, 10, 16, 17, 1000):
         assert handoff_delay_ms(tokens, 1.0, config) * 1e6 == pytest.approx(float(perfmodel.kv_bytes(config, tokens)))
 
 
 # 3. user presets ---------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def presets(tmp_path, monkeypatch):
@@ -83,9 +97,14 @@ def test_a_malformed_presets_file_never_crashes_and_built_ins_still_work(presets
 
 
 def test_one_bad_entry_does_not_break_the_others(presets):
-    presets.write_text(json.dumps({"links": {"good": {"bandwidth_gb_s": 10.0}, "bad": "fast",
-                                             "worse": {"bandwidth_gb_s": "fast"}},
-                                   "models": {"m": {"config": _BASE}, "broken": [1]}}))
+    presets.write_text(
+        json.dumps(
+            {
+                "links": {"good": {"bandwidth_gb_s": 10.0}, "bad": "fast", "worse": {"bandwidth_gb_s": "fast"}},
+                "models": {"m": {"config": _BASE}, "broken": [1]},
+            }
+        )
+    )
     assert perfmodel.get_link("good").bandwidth_gb_s == 10.0 and perfmodel.get_link("3x good").bandwidth_gb_s == 30.0
     for name in ("bad", "worse"):
         with pytest.raises(InputError) as raised:
@@ -105,6 +124,7 @@ def test_a_preset_name_that_would_shadow_or_mislead_is_refused_when_saved(preset
 
 # 4. integers near their limits --------------------------------------------------------------------
 
+
 def test_counts_beyond_exact_arithmetic_are_refused_not_wrapped():
     with pytest.raises(InputError, match="2\\*\\*53"):
         sweep(num_input_tokens=[2**62], kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0)
@@ -117,22 +137,28 @@ def test_counts_beyond_exact_arithmetic_are_refused_not_wrapped():
 
 def test_huge_ids_in_a_trace_name_the_file_and_line(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text('{"timestamp": 1, "input_length": 6, "output_length": 3, "hash_ids": [1]}\n'
-                    '{"timestamp": 2, "input_length": 6, "output_length": 3, "hash_ids": [99999999999999999999]}\n')
+    path.write_text(
+        '{"timestamp": 1, "input_length": 6, "output_length": 3, "hash_ids": [1]}\n'
+        '{"timestamp": 2, "input_length": 6, "output_length": 3, "hash_ids": [99999999999999999999]}\n'
+    )
     with pytest.raises(ValueError, match="line 2"):
         read_trace(path)
 
 
 # 5. traces ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, match", [
-    ("arrival_ms,num_input_tokens\n5,100,7\n6,200,8\n", "more fields than the header"),
-    ("arrival_ms,num_input_tokens\n5,100\n6,200,8\n", "line 3"),
-    ("arrival_ms,num_input_tokens\n5,100\ninf,200\n", "line 3"),
-    ("arrival_ms,num_input_tokens\n5,100\n-inf,200\n", "line 3"),
-    ("arrival_ms,num_input_tokens\n5,100\nnan,200\n", "line 3"),
-    ("arrival_ms,num_input_tokens,hash_ids\n5,100,[1.5]\n", "not a list of block ids"),
-])
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("arrival_ms,num_input_tokens\n5,100,7\n6,200,8\n", "more fields than the header"),
+        ("arrival_ms,num_input_tokens\n5,100\n6,200,8\n", "line 3"),
+        ("arrival_ms,num_input_tokens\n5,100\ninf,200\n", "line 3"),
+        ("arrival_ms,num_input_tokens\n5,100\n-inf,200\n", "line 3"),
+        ("arrival_ms,num_input_tokens\n5,100\nnan,200\n", "line 3"),
+        ("arrival_ms,num_input_tokens,hash_ids\n5,100,[1.5]\n", "not a list of block ids"),
+    ],
+)
 def test_a_malformed_csv_trace_is_refused_naming_where(tmp_path, text, match):
     path = tmp_path / "t.csv"
     path.write_text(text)
@@ -148,8 +174,10 @@ def test_a_trace_of_empty_hash_lists_and_float_counts_reads(tmp_path):
     lines = tmp_path / "t.jsonl"
     lines.write_text('{"timestamp": 1, "input_length": 600.0, "output_length": 3, "hash_ids": [1]}\n')
     assert read_trace(lines)["num_input_tokens"].tolist() == [600]
-    lines.write_text('{"timestamp": 1, "input_length": 600.5, "output_length": 3}\n'
-                     '{"timestamp": 2, "input_length": 7, "output_length": 3}\n')
+    lines.write_text(
+        '{"timestamp": 1, "input_length": 600.5, "output_length": 3}\n'
+        '{"timestamp": 2, "input_length": 7, "output_length": 3}\n'
+    )
     with pytest.raises(ValueError, match="line 1"):
         read_trace(lines)
     with pytest.warns(UserWarning, match="skipped 1"):
@@ -165,6 +193,7 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path):
 
 
 # 6. whole numbers and ranges at every entry point ---------------------------------------------------
+
 
 def test_a_fractional_block_size_is_refused():
     with pytest.raises(InputError, match="block_size"):
@@ -189,12 +218,18 @@ def test_every_row_is_validated_even_without_layers():
 
 # 7. replay options -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("keywords, name", [
-    (dict(latency_ms=np.array([0.1, 0.2])), "latency_ms"), (dict(per_block_ms=[0.1, 0.2]), "per_block_ms"),
-    (dict(ready_ms="nope"), "ready_ms"), (dict(kv_transfer_bandwidth=np.nan), "kv_transfer_bandwidth"),
-    (dict(kv_transfer_bandwidth=np.inf), "kv_transfer_bandwidth"),
-    (dict(kv_transfer_bandwidth=1e-320), "kv_transfer_bandwidth"),
-])
+
+@pytest.mark.parametrize(
+    "keywords, name",
+    [
+        (dict(latency_ms=np.array([0.1, 0.2])), "latency_ms"),
+        (dict(per_block_ms=[0.1, 0.2]), "per_block_ms"),
+        (dict(ready_ms="nope"), "ready_ms"),
+        (dict(kv_transfer_bandwidth=np.nan), "kv_transfer_bandwidth"),
+        (dict(kv_transfer_bandwidth=np.inf), "kv_transfer_bandwidth"),
+        (dict(kv_transfer_bandwidth=1e-320), "kv_transfer_bandwidth"),
+    ],
+)
 def test_replay_options_are_taken_or_refused_clearly(keywords, name):
     trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [100, 200]})
     with pytest.raises(InputError) as raised:
@@ -213,6 +248,7 @@ def test_layerwise_streaming_of_a_burst_at_zero_equals_the_same_burst_later(cont
 
 
 # 8. output folders hold what each command wrote -------------------------------------------------------
+
 
 def test_commands_keep_each_others_files(tmp_path, shared_data):
     out = tmp_path / "results"
@@ -242,6 +278,7 @@ def test_a_refused_calibration_writes_nothing(tmp_path, presets):
 
 # 9. fits never refuse describable data ---------------------------------------------------------------
 
+
 def test_blocks_proportional_to_bytes_fit_the_simpler_form():
     nbytes = np.array([1e5, 1e6, 1e7, 1e8])
     link = fit_link(nbytes, 0.2 + nbytes / 40e9 * 1000, n_blocks=nbytes / 65536)
@@ -256,12 +293,15 @@ def test_the_same_bytes_at_two_block_counts_fit_a_per_block_cost():
 
 # 10. the command line takes what its help shows ---------------------------------------------------------
 
+
 def test_grid_axes_after_one_flag_and_repeated(tmp_path, shared_data, capsys):
     trace = str(shared_data / "mooncake_synthetic_trace.jsonl")
     base = ["trace", trace, "--model", "llama-3.1-8b", "--link", "ib-ndr"]
     assert main([*base, "--grid", "decode_workers=1,2", "contention=none,fifo", "--out", str(tmp_path / "a")]) == 0
-    assert main([*base, "--grid", "decode_workers=1,2", "--grid", "contention=none,fifo",
-                 "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main([*base, "--grid", "decode_workers=1,2", "--grid", "contention=none,fifo", "--out", str(tmp_path / "b")])
+        == 0
+    )
     a, b = (pd.read_csv(tmp_path / f / "grid.csv") for f in "ab")
     assert len(a) == 4
     pd.testing.assert_frame_equal(a, b)
@@ -270,22 +310,32 @@ def test_grid_axes_after_one_flag_and_repeated(tmp_path, shared_data, capsys):
     assert "nothing to compare" in capsys.readouterr().err and not (tmp_path / "c").exists()
 
 
-@pytest.mark.parametrize("flags, grid", [(["--decode-workers", "4"], "decode_workers=1,2"),
-                                         (["--tp", "2"], "tp=1,2"), (["--contention", "fifo"], "contention=none,fair"),
-                                         ([], "model=llama-3.1-8b,qwen3-32b"), ([], "kv_bytes_per_token=1000,2000")])
+@pytest.mark.parametrize(
+    "flags, grid",
+    [
+        (["--decode-workers", "4"], "decode_workers=1,2"),
+        (["--tp", "2"], "tp=1,2"),
+        (["--contention", "fifo"], "contention=none,fair"),
+        ([], "model=llama-3.1-8b,qwen3-32b"),
+        ([], "kv_bytes_per_token=1000,2000"),
+    ],
+)
 def test_a_flag_and_a_grid_axis_for_one_option_are_refused(flags, grid, tmp_path, capsys):
     """``perfmodel trace --model M --grid model=...`` (or any flag with its own grid axis) is one line and exit 2:
     one of the two was silently dropped before."""
     trace = "dataset:mooncake-synthetic"
     out = tmp_path / "g"
-    assert main(["trace", trace, "--model", "llama-3.1-8b", "--link", "ib-ndr", *flags, "--grid", grid,
-                 "--out", str(out)]) == 2
+    assert (
+        main(["trace", trace, "--model", "llama-3.1-8b", "--link", "ib-ndr", *flags, "--grid", grid, "--out", str(out)])
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--grid" in err[0] and not out.exists(), err
 
 
-@pytest.mark.parametrize("args", [["sweep", "--bandwidth", "0"], ["sweep", "--bogus"], ["delay"],
-                                  ["sweep", "--mode", "sideways"]])
+@pytest.mark.parametrize(
+    "args", [["sweep", "--bandwidth", "0"], ["sweep", "--bogus"], ["delay"], ["sweep", "--mode", "sideways"]]
+)
 def test_usage_errors_are_one_line(args, capsys, tmp_path):
     assert main([*args, "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -294,6 +344,7 @@ def test_usage_errors_are_one_line(args, capsys, tmp_path):
 
 # 11. upstream's rules where perfmodel follows upstream -------------------------------------------------------
 
+
 def test_a_partial_last_block_always_moves():
     assert perfmodel.destination_missing_tokens(100, 1000, 64) == 64
     assert perfmodel.destination_missing_tokens(128, 1000, 64) == 0
@@ -301,19 +352,27 @@ def test_a_partial_last_block_always_moves():
 
 # --- class 12: errors that name where ------------------------------------------------------------------
 
+
 def test_times_with_and_without_a_time_zone_are_refused_naming_the_file_column_and_line(tmp_path):
     path = tmp_path / "azure.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68+00:00,100,5\n"
-                    "2023-11-16 18:15:47.68+00:00,100,5\n2023-11-16 18:15:48.68,200,5\n")
-    with pytest.raises(ValueError, match=r"azure\.csv: column 'TIMESTAMP', line 4: '2023-11-16 18:15:48\.68' has no "
-                                         r"time zone"):
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68+00:00,100,5\n"
+        "2023-11-16 18:15:47.68+00:00,100,5\n2023-11-16 18:15:48.68,200,5\n"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"azure\.csv: column 'TIMESTAMP', line 4: '2023-11-16 18:15:48\.68' has no "
+        r"time zone",
+    ):
         read_trace(path)
 
 
 def test_times_with_different_offsets_are_the_instants_they_name(tmp_path):
     path = tmp_path / "azure.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5+00:00,100,5\n"
-                    "2023-11-16 19:15:47.5+01:00,200,5\n")
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5+00:00,100,5\n"
+        "2023-11-16 19:15:47.5+01:00,200,5\n"
+    )
     assert read_trace(path)["arrival_ms"].tolist() == [0.0, 1000.0]
 
 
@@ -337,8 +396,10 @@ def test_a_column_mixing_models_and_numbers_means_the_same_everywhere(entry_poin
         perfmodel.handoff_delay_ms(tokens, 50.0, mix, tp=2)
 
 
-@pytest.mark.parametrize("axis, values", [("link", ["ib-ndr", "ib-ndr"]), ("model", ["llama-3.1-8b", "llama-3.1-8b"]),
-                                          ("scope", ["rank", "rank"])])
+@pytest.mark.parametrize(
+    "axis, values",
+    [("link", ["ib-ndr", "ib-ndr"]), ("model", ["llama-3.1-8b", "llama-3.1-8b"]), ("scope", ["rank", "rank"])],
+)
 def test_a_grid_axis_given_a_value_twice_is_refused_by_sweeps_and_replay_grids_alike(axis, values):
     base = {"model": "llama-3.1-8b", "link": "ib-ndr", axis: values}
     with pytest.raises(InputError, match=f"axis {axis} has a repeated value"):

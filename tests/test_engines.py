@@ -64,6 +64,7 @@ def _row(frame, metric, stage="", labels=None):
 
 # --- quantiles -----------------------------------------------------------------------------------------------
 
+
 def test_bucket_quantile_by_hand():
     # ClickHouse's documented example of histogram_quantile's rule: le 0, 0.5, 1, +Inf with 6, 11, 14, 19:
     # rank 9.5 lies in (0, 0.5], 3.5 of its 5 observations in: 0.5 * 3.5 / 5 = 0.35
@@ -76,8 +77,9 @@ def test_bucket_quantile_by_hand():
     assert all(math.isnan(v) for v in bucket_quantile(0.5, [0.1, math.inf], [0, 0]))
 
 
-@pytest.mark.parametrize("file, stages", [("sglang_prefill.prom", G.PREFILL_STAGES),
-                                          ("sglang_decode.prom", G.DECODE_STAGES)])
+@pytest.mark.parametrize(
+    "file, stages", [("sglang_prefill.prom", G.PREFILL_STAGES), ("sglang_decode.prom", G.DECODE_STAGES)]
+)
 def test_sglang_stages_equal_the_hand_computation(file, stages):
     frame = read_engine_metrics(DATA / file)
     for stage, observations in stages.items():
@@ -97,8 +99,11 @@ def test_sglang_stages_equal_the_hand_computation(file, stages):
 def test_the_transfer_stage_by_hand():
     """prefill_transfer_kv_cache observed 11, 13, 17, 29 ms; buckets 1.62**i ms: 11.16 < 13 < 17 < 18.08 < 29 <
     29.28, so 11 ms lies in (6.887, 11.16] and p50 (rank 2) in (11.16, 18.08], holding 13 and 17: 11.16 + 6.92/2."""
-    row = _row(read_engine_metrics(DATA / "sglang_prefill.prom"), "sglang:per_stage_req_latency_seconds",
-               "prefill_transfer_kv_cache")
+    row = _row(
+        read_engine_metrics(DATA / "sglang_prefill.prom"),
+        "sglang:per_stage_req_latency_seconds",
+        "prefill_transfer_kv_cache",
+    )
     low, high = 0.001 * 1.62**5, 0.001 * 1.62**6
     assert (row["p50_low"], row["p50_high"]) == pytest.approx((low, high))
     assert row["p50"] == pytest.approx(low + (high - low) * 1 / 2)
@@ -121,16 +126,22 @@ def test_vllm_nixl_by_hand_and_label_sets_apart():
     assert sorted(failed["value"]) == [0.0, 1.0] and failed["type"].eq("counter").all()
     nbytes = _row(frame, "vllm:nixl_bytes_transferred", labels='engine="0"')
     assert nbytes["mean"] == 64 * 2**20
-    for name in ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
-                 "vllm:request_prefill_time_seconds", "vllm:e2e_request_latency_seconds"):
+    for name in (
+        "vllm:time_to_first_token_seconds",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:e2e_request_latency_seconds",
+    ):
         row = _row(frame, name, labels='engine="0"')
         assert row["count"] == len(G.VLLM_TTFT["0"]) and row["window"]
 
 
 def test_unknown_metrics_are_kept_and_listed(capsys):
-    text = ("# TYPE my_queue_depth gauge\nmy_queue_depth{pool=\"a\"} 3\nmy_queue_depth{pool=\"b\"} 5\n"
-            "untyped_thing 7\n# TYPE rpc_seconds summary\nrpc_seconds{quantile=\"0.5\"} 0.2\n"
-            "rpc_seconds_sum 4.0\nrpc_seconds_count 10\n")
+    text = (
+        '# TYPE my_queue_depth gauge\nmy_queue_depth{pool="a"} 3\nmy_queue_depth{pool="b"} 5\n'
+        'untyped_thing 7\n# TYPE rpc_seconds summary\nrpc_seconds{quantile="0.5"} 0.2\n'
+        "rpc_seconds_sum 4.0\nrpc_seconds_count 10\n"
+    )
     frame = read_engine_metrics(text)
     assert sorted(frame["metric"]) == ["my_queue_depth", "my_queue_depth", "rpc_seconds", "untyped_thing"]
     assert (frame["window"] == "").all()
@@ -146,6 +157,7 @@ def test_unknown_metrics_are_kept_and_listed(capsys):
 
 # --- benchmarks ----------------------------------------------------------------------------------------------
 
+
 def test_vllm_bench_serve_as_a_trace():
     trace = read_benchmark(DATA / "vllm_bench_serve.json")
     requests = G.REQUESTS
@@ -160,8 +172,9 @@ def test_vllm_bench_serve_as_a_trace():
     # the trace replays
     done = trace[trace["completed"]]
     replay = replay_handoffs(done, model="llama-3.1-8b", link="ib-ndr")
-    np.testing.assert_allclose(replay["handoff_delay_ms"],
-                               handoff_delay_ms(done["num_input_tokens"].to_numpy(), "ib-ndr", "llama-3.1-8b"))
+    np.testing.assert_allclose(
+        replay["handoff_delay_ms"], handoff_delay_ms(done["num_input_tokens"].to_numpy(), "ib-ndr", "llama-3.1-8b")
+    )
 
 
 def test_sglang_bench_serving_runs():
@@ -177,8 +190,10 @@ def test_sglang_bench_serving_runs():
 
 
 def test_a_benchmark_without_per_request_lists_says_the_flag(tmp_path):
-    for result, flag in (({"completed": 3, "duration": 1.0, "burstiness": 1.0}, "--save-detailed"),
-                         ({"completed": 3, "duration": 1.0, "dataset_name": "random"}, "--output-details")):
+    for result, flag in (
+        ({"completed": 3, "duration": 1.0, "burstiness": 1.0}, "--save-detailed"),
+        ({"completed": 3, "duration": 1.0, "dataset_name": "random"}, "--output-details"),
+    ):
         path = tmp_path / "result.json"
         path.write_text(json.dumps(result))
         with pytest.raises(InputError, match=flag):
@@ -200,6 +215,7 @@ def test_a_benchmark_with_a_bad_list_is_refused(tmp_path):
 
 # --- the model beside the measurements -----------------------------------------------------------------------
 
+
 def test_compare_measured_against_a_reference():
     trace = read_benchmark(DATA / "vllm_bench_serve.json")
     scrapes = [read_engine_metrics(DATA / f) for f in ("sglang_prefill.prom", "vllm_nixl.prom")]
@@ -214,8 +230,11 @@ def test_compare_measured_against_a_reference():
     stage = table.loc['sglang:per_stage_req_latency_seconds{stage="prefill_transfer_kv_cache"}'].iloc[0]
     assert stage["quantiles"] == "bucket-bounded"
     assert (stage["p50_ms"], stage["p50_low_ms"], stage["p50_high_ms"]) == pytest.approx(
-        tuple(1000 * v for v in _reference_quantile(0.5, G.SGLANG_STAGE_BUCKETS,
-                                                    G.PREFILL_STAGES["prefill_transfer_kv_cache"])))
+        tuple(
+            1000 * v
+            for v in _reference_quantile(0.5, G.SGLANG_STAGE_BUCKETS, G.PREFILL_STAGES["prefill_transfer_kv_cache"])
+        )
+    )
     assert len(table.loc["vllm:nixl_xfer_time_seconds"]) == 2  # engines 0 and 1 apart
     ttft = table.loc[("measured TTFT (vllm bench serve)", "")]
     assert ttft["p99_ms"] == pytest.approx(np.percentile([r[2] * 1000 for r in G.REQUESTS if not r[5]], 99))
@@ -229,8 +248,12 @@ def _nixl_scrape(transfers):
     """A vLLM scrape of NIXL transfers: (bytes, seconds) each, as _sum and _count."""
     lines = []
     for name, column in (("vllm:nixl_xfer_time_seconds", 1), ("vllm:nixl_bytes_transferred", 0)):
-        lines += [f"# TYPE {name} histogram", f'{name}_bucket{{le="+Inf"}} {len(transfers)}', f"{name}_count {len(transfers)}",
-                  f"{name}_sum {sum(t[column] for t in transfers)!r}"]
+        lines += [
+            f"# TYPE {name} histogram",
+            f'{name}_bucket{{le="+Inf"}} {len(transfers)}',
+            f"{name}_count {len(transfers)}",
+            f"{name}_sum {sum(t[column] for t in transfers)!r}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -238,7 +261,7 @@ def test_measured_fits_a_link_to_nixl_means_and_says_what_it_cannot():
     def time_s(nbytes):
         return (0.1 + nbytes / 40e9 * 1000) / 1000  # 0.1 ms latency, 40 GB/s
 
-    small = _nixl_scrape([(1e7, time_s(1e7)), (3e7, time_s(3e7))])   # mean 2e7 bytes
+    small = _nixl_scrape([(1e7, time_s(1e7)), (3e7, time_s(3e7))])  # mean 2e7 bytes
     large = _nixl_scrape([(4e8, time_s(4e8))])
     fits = measured_fits([read_engine_metrics(small), read_engine_metrics(large)])
     assert fits.link.bandwidth_gb_s == pytest.approx(40.0, rel=1e-9)
@@ -253,15 +276,19 @@ def test_measured_fits_a_link_to_nixl_means_and_says_what_it_cannot():
 
 # --- files: refused in one line, never changed ---------------------------------------------------------------
 
-@pytest.mark.parametrize("name, content", [
-    ("trace.csv", b"arrival_ms,num_input_tokens,num_output_tokens\n0,1024,128\n250,2048,64\n"),
-    ("random.json", b'{"model": "llama", "layers": [1, 2]}'),
-    ("list.json", b"[1, 2, 3]\n"),
-    ("empty.prom", b""),
-    ("comments.prom", b"# HELP nothing here\n"),
-    ("binary.bin", bytes(range(256)) * 4),
-    ("latin1.txt", "caf\xe9 1\n".encode("latin-1")),
-])
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("trace.csv", b"arrival_ms,num_input_tokens,num_output_tokens\n0,1024,128\n250,2048,64\n"),
+        ("random.json", b'{"model": "llama", "layers": [1, 2]}'),
+        ("list.json", b"[1, 2, 3]\n"),
+        ("empty.prom", b""),
+        ("comments.prom", b"# HELP nothing here\n"),
+        ("binary.bin", bytes(range(256)) * 4),
+        ("latin1.txt", "caf\xe9 1\n".encode("latin-1")),
+    ],
+)
 def test_another_format_is_refused_in_one_line(name, content, tmp_path, capsys):
     path = tmp_path / name
     path.write_bytes(content)
@@ -279,7 +306,10 @@ def test_another_format_is_refused_in_one_line(name, content, tmp_path, capsys):
 
 def test_bad_paths_one_line(tmp_path, capsys):
     assert main(["measured", str(tmp_path / "missing.prom")]) == 2
-    assert capsys.readouterr().err == f"perfmodel measured: error: {tmp_path / 'missing.prom'}: No such file or directory\n"
+    assert (
+        capsys.readouterr().err
+        == f"perfmodel measured: error: {tmp_path / 'missing.prom'}: No such file or directory\n"
+    )
     assert main(["measured", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert main(["measured", str(DATA / "vllm_nixl.prom"), "--model", "llama-3.1-8b"]) == 2
@@ -293,8 +323,19 @@ def test_the_readers_and_the_command_change_no_file(capsys):
             read_engine_metrics(path)
         else:
             read_benchmark(path, run=-1)
-    assert main(["measured", *map(str, [p for p in FILES if p.suffix != ".jsonl"]), "--model", "llama-3.1-8b",
-                 "--link", "ib-ndr"]) == 0
+    assert (
+        main(
+            [
+                "measured",
+                *map(str, [p for p in FILES if p.suffix != ".jsonl"]),
+                "--model",
+                "llama-3.1-8b",
+                "--link",
+                "ib-ndr",
+            ]
+        )
+        == 0
+    )
     assert main(["measured", str(DATA / "sglang_bench_serving.jsonl"), "--run", "1"]) == 0
     capsys.readouterr()
     assert {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in FILES} == before
@@ -304,24 +345,38 @@ def test_the_command_prints_the_tables(capsys):
     files = [str(DATA / f) for f in ("sglang_prefill.prom", "sglang_decode.prom", "vllm_bench_serve.json")]
     assert main(["measured", *files, "--model", "llama-3.1-8b", "--link", "ib-ndr"]) == 0
     out = capsys.readouterr().out
-    for text in ("prefill_transfer_kv_cache", "decode_transferred", "bucket-bounded", "model: handoff delay",
-                 "measured TTFT (vllm bench serve)", "windows (what each row covers):", "link: not fitted",
-                 "arrivals: start_times"):
+    for text in (
+        "prefill_transfer_kv_cache",
+        "decode_transferred",
+        "bucket-bounded",
+        "model: handoff delay",
+        "measured TTFT (vllm bench serve)",
+        "windows (what each row covers):",
+        "link: not fitted",
+        "arrivals: start_times",
+    ):
         assert text in out, text
     assert main(["measured", "--help"]) == 0
     assert "Prometheus text exposition" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("buckets, count, problem", [
-    ([("0.01", 3), ("0.02", 2), ("+Inf", 4)], 4, "bucket counts decrease"),
-    ([("0.01", 1), ("0.02", 3)], 3, "no +Inf bucket"),
-    ([("0.01", 1), ("+Inf", 3)], 5, "_count 5 is not the +Inf bucket's 3"),
-])
+@pytest.mark.parametrize(
+    "buckets, count, problem",
+    [
+        ([("0.01", 3), ("0.02", 2), ("+Inf", 4)], 4, "bucket counts decrease"),
+        ([("0.01", 1), ("0.02", 3)], 3, "no +Inf bucket"),
+        ([("0.01", 1), ("+Inf", 3)], 5, "_count 5 is not the +Inf bucket's 3"),
+    ],
+)
 def test_a_broken_histogram_is_refused_not_summarized(buckets, count, problem):
     """A histogram whose buckets do not add up would give quantiles that mean nothing: refused, naming it."""
-    text = "# TYPE vllm:nixl_xfer_time_seconds histogram\n" + "".join(
-        f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="{le}"}} {n}\n' for le, n in buckets) + (
-        f'vllm:nixl_xfer_time_seconds_count{{engine="0"}} {count}\nvllm:nixl_xfer_time_seconds_sum{{engine="0"}} 0.1\n')
+    text = (
+        "# TYPE vllm:nixl_xfer_time_seconds histogram\n"
+        + "".join(f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="{le}"}} {n}\n' for le, n in buckets)
+        + (
+            f'vllm:nixl_xfer_time_seconds_count{{engine="0"}} {count}\nvllm:nixl_xfer_time_seconds_sum{{engine="0"}} 0.1\n'
+        )
+    )
     with pytest.raises(InputError, match=r"vllm:nixl_xfer_time_seconds\{engine=\"0\"\}: " + re.escape(problem)):
         read_engine_metrics(text)
 
@@ -330,26 +385,33 @@ def test_a_benchmark_without_output_lengths_has_no_output_column(tmp_path):
     result = json.loads((DATA / "vllm_bench_serve.json").read_text())
     del result["output_lens"]
     (tmp_path / "r.json").write_text(json.dumps(result))
-    assert "num_output_tokens" not in read_benchmark(tmp_path / "r.json")   # never zeros made up
+    assert "num_output_tokens" not in read_benchmark(tmp_path / "r.json")  # never zeros made up
 
 
 def test_a_gauge_with_le_and_quantile_labels_keeps_every_series():
     """SGLang's gauge histograms are gauges labelled le and gt: each series its own row, none merged away."""
-    text = ("# TYPE sglang:routing_key_running_req_count gauge\n"
-            'sglang:routing_key_running_req_count{gt="0",le="1"} 4\n'
-            'sglang:routing_key_running_req_count{gt="1",le="2"} 2\n'
-            "# TYPE my_gauge gauge\n"
-            'my_gauge{quantile="0.5"} 1\nmy_gauge{quantile="0.9"} 7\n')
+    text = (
+        "# TYPE sglang:routing_key_running_req_count gauge\n"
+        'sglang:routing_key_running_req_count{gt="0",le="1"} 4\n'
+        'sglang:routing_key_running_req_count{gt="1",le="2"} 2\n'
+        "# TYPE my_gauge gauge\n"
+        'my_gauge{quantile="0.5"} 1\nmy_gauge{quantile="0.9"} 7\n'
+    )
     frame = read_engine_metrics(text)
     assert frame["value"].tolist() == [4, 2, 1, 7]
     assert frame["labels"].tolist() == ['gt="0",le="1"', 'gt="1",le="2"', 'quantile="0.5"', 'quantile="0.9"']
 
 
-@pytest.mark.parametrize("text", [
-    ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 3\n"
-     "vllm:num_requests_running{engine=\"0\"} 5\n"),
-    (DATA / "vllm_nixl.prom").read_text() + (DATA / "vllm_nixl.prom").read_text(),   # two scrapes in one file
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        (
+            '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 3\n'
+            'vllm:num_requests_running{engine="0"} 5\n'
+        ),
+        (DATA / "vllm_nixl.prom").read_text() + (DATA / "vllm_nixl.prom").read_text(),  # two scrapes in one file
+    ],
+)
 def test_a_series_given_twice_is_refused(text):
     """The same series twice (two servers' scrapes pasted into one file) would have one overwrite the other, or
     sum two servers' buckets into one: refused, naming the series."""
@@ -361,13 +423,13 @@ def test_a_request_without_a_first_token_has_no_ttft(tmp_path):
     """Both tools leave a request's ttft at 0.0 until a token arrives, and may write None for a failed one: no
     TTFT of 0 ms enters the figures, and a failed request's missing values are no error."""
     result = json.loads((DATA / "vllm_bench_serve.json").read_text())
-    result["ttfts"][6] = None          # the failed request
+    result["ttfts"][6] = None  # the failed request
     result["latencies"][6] = None
-    result["ttfts"][0] = 0.0           # a request that streamed no token
+    result["ttfts"][0] = 0.0  # a request that streamed no token
     del result["errors"]
     result["errors"] = ["", "", "", "", "", "", "Server disconnected", ""]
     (tmp_path / "r.json").write_text(json.dumps(result))
     trace = read_benchmark(tmp_path / "r.json")
     assert math.isnan(trace["ttft_ms"][0]) and math.isnan(trace["ttft_ms"][6]) and trace["completed"][0]
     table = compare_measured(trace)
-    assert table["count"].iloc[0] == 6   # seven completed, one without a first token
+    assert table["count"].iloc[0] == 6  # seven completed, one without a first token

@@ -21,20 +21,29 @@ PAGED = Link("paged-nvlink", 450.0, per_block_ms=0.0025)
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={**os.environ})
+    return subprocess.run(
+        [sys.executable, "-m", "perfmodel", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={**os.environ},
+    )
 
 
 # --- the same extension at every entry point -------------------------------------------
+
 
 def test_every_entry_point_computes_the_same_per_block_and_layerwise_delay(entry_point):
     tokens = [512, 7500, 32768]
     keywords = dict(block_size=16, overlap="layerwise", prefill_tokens_per_s=12_000, layer_group=2)
     expected = perfmodel.handoff_delay_ms(tokens, PAGED, "llama-3.1-70b", **keywords)
-    np.testing.assert_allclose(entry_point(tokens, PAGED, "llama-3.1-70b", **keywords), expected,
-                               rtol=1e-9)  # (a replay computes (ready + x) - ready)
-    per_block = dict(block_size=16, per_block_ms=0.0025, overlap="layerwise", prefill_tokens_per_s=12_000,
-                     layer_group=2)  # the same link's terms as numbers and a name (the command line's forms)
+    np.testing.assert_allclose(
+        entry_point(tokens, PAGED, "llama-3.1-70b", **keywords), expected, rtol=1e-9
+    )  # (a replay computes (ready + x) - ready)
+    per_block = dict(
+        block_size=16, per_block_ms=0.0025, overlap="layerwise", prefill_tokens_per_s=12_000, layer_group=2
+    )  # the same link's terms as numbers and a name (the command line's forms)
     np.testing.assert_allclose(entry_point(tokens, 450.0, "llama-3.1-70b", **per_block), expected, rtol=1e-9)
 
 
@@ -44,13 +53,16 @@ def test_tp_group_bytes_everywhere():
     group = perfmodel.kv_bytes_per_token("qwen3-235b-a22b", tp=8, scope="group")
     assert group == 2 * model_bytes
     assert perfmodel.kv_bytes_per_token("deepseek-v3", tp=8, scope="group") == 8 * perfmodel.kv_bytes_per_token(
-        "deepseek-v3")  # the MLA latent sits on every rank
+        "deepseek-v3"
+    )  # the MLA latent sits on every rank
     assert perfmodel.kv_bytes_per_token("llama-3.1-70b", tp=8, scope="group") == perfmodel.kv_bytes_per_token(
-        "llama-3.1-70b")  # 8 KV heads over 8 ranks: nothing replicated
+        "llama-3.1-70b"
+    )  # 8 KV heads over 8 ranks: nothing replicated
     delay = perfmodel.handoff_delay_ms(1000, 1.0, "qwen3-235b-a22b", tp=8, scope="group")
     assert delay == 1000 * group / 1e9 * 1000
-    grid = perfmodel.sweep(model="qwen3-235b-a22b", tp=8, scope=["rank", "group"], kv_transfer_bandwidth=1.0,
-                           num_input_tokens=1000)
+    grid = perfmodel.sweep(
+        model="qwen3-235b-a22b", tp=8, scope=["rank", "group"], kv_transfer_bandwidth=1.0, num_input_tokens=1000
+    )
     assert grid["transfer_bytes"].tolist() == [1000 * group // 8, 1000 * group]
     with pytest.raises(InputError, match="scope"):
         perfmodel.handoff_delay_ms(1000, 1.0, 327_680, scope="group")  # bytes given as a number: no model to scale
@@ -97,7 +109,11 @@ def test_fitted_links_describe_published_transfers_where_line_rate_does_not(shar
         line_error = np.max(np.abs(line_rate - measured) / measured)
         fitted = perfmodel.fit_link(nbytes, measured, n_blocks=messages, name=engine)
         alpha_beta = perfmodel.fit_link(nbytes, measured, name=engine)
-        assert fitted.fit.points == len(nbytes) and fitted.per_block_ms > 0 and "latency cannot be told apart" in fitted.fit.note
+        assert (
+            fitted.fit.points == len(nbytes)
+            and fitted.per_block_ms > 0
+            and "latency cannot be told apart" in fitted.fit.note
+        )
         # one message count per table: a per-message cost and a latency are the same parameter here
         assert fitted.fit.max_relative_error == pytest.approx(alpha_beta.fit.max_relative_error, rel=1e-6)
         assert fitted.fit.max_relative_error < 0.5 and line_error > 0.65  # line rate: off by 3x and more
@@ -110,14 +126,35 @@ def test_calibrate_command_on_a_published_table(shared_data, tmp_path):
     table = pd.read_csv(shared_data / "measurements" / "fastdeploy_kvtransfer_vs_mooncake_blocksize.csv")
     table = table[table["notes"].str.startswith("KVTransferManager")]
     table.assign(nbytes=table["nbytes"] * 1538, n_blocks=1538).to_csv(tmp_path / "rdma.csv", index=False)
-    done = run("calibrate", str(tmp_path / "rdma.csv"), "--name", "our-fastdeploy", "--save", "--compare", "ib-ndr",
-               "--out", str(tmp_path / "cal"))
+    done = run(
+        "calibrate",
+        str(tmp_path / "rdma.csv"),
+        "--name",
+        "our-fastdeploy",
+        "--save",
+        "--compare",
+        "ib-ndr",
+        "--out",
+        str(tmp_path / "cal"),
+    )
     assert done.returncode == 0, done.stderr
     assert "our-fastdeploy" in done.stdout and "ib-ndr" in done.stdout and "us per block" in done.stdout
     assert (tmp_path / "cal" / "calibration.png").stat().st_size > 10_000
     assert "our-fastdeploy" in run("links").stdout  # saved, and listed with its source
-    done = run("sweep", "--model", "llama-3.1-8b", "--link", "our-fastdeploy", "--tokens", "1k,8k",
-               "--block-size", "16", "128", "--out", str(tmp_path / "sweep"))
+    done = run(
+        "sweep",
+        "--model",
+        "llama-3.1-8b",
+        "--link",
+        "our-fastdeploy",
+        "--tokens",
+        "1k,8k",
+        "--block-size",
+        "16",
+        "128",
+        "--out",
+        str(tmp_path / "sweep"),
+    )
     assert done.returncode == 0, done.stderr
     sweep = pd.read_csv(tmp_path / "sweep" / "sweep.csv")
     small, large = (sweep[sweep["block_size"] == b]["handoff_delay_ms"].to_numpy() for b in (16, 128))
@@ -125,6 +162,7 @@ def test_calibrate_command_on_a_published_table(shared_data, tmp_path):
 
 
 # --- user presets ----------------------------------------------------------------------
+
 
 def test_saved_links_and_models_work_everywhere(tmp_path):
     perfmodel.links.save_link(Link("lab-rdma", 40.0, latency_ms=0.2, per_block_ms=0.001), source="lab")
@@ -153,21 +191,73 @@ def test_a_damaged_presets_file_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_cli_fidelity_flags(tmp_path):
     (tmp_path / "r.csv").write_text("num_input_tokens\n7500\n32768\n")
-    done = run("delay", str(tmp_path / "r.csv"), "--out", str(tmp_path / "o.csv"), "--model", "llama-3.1-8b",
-               "--bandwidth", "450", "--per-block-ms", "0.0025", "--block-size", "16", "--overlap", "layerwise",
-               "--prefill-tokens-per-s", "20000")
+    done = run(
+        "delay",
+        str(tmp_path / "r.csv"),
+        "--out",
+        str(tmp_path / "o.csv"),
+        "--model",
+        "llama-3.1-8b",
+        "--bandwidth",
+        "450",
+        "--per-block-ms",
+        "0.0025",
+        "--block-size",
+        "16",
+        "--overlap",
+        "layerwise",
+        "--prefill-tokens-per-s",
+        "20000",
+    )
     assert done.returncode == 0, done.stderr
-    expected = perfmodel.handoff_delay_ms([7500, 32768], 450.0, "llama-3.1-8b", per_block_ms=0.0025, block_size=16,
-                                          overlap="layerwise", prefill_tokens_per_s=20000)
+    expected = perfmodel.handoff_delay_ms(
+        [7500, 32768],
+        450.0,
+        "llama-3.1-8b",
+        per_block_ms=0.0025,
+        block_size=16,
+        overlap="layerwise",
+        prefill_tokens_per_s=20000,
+    )
     np.testing.assert_allclose(pd.read_csv(tmp_path / "o.csv")["handoff_delay_ms"], expected, rtol=5e-13)  # 13 digits
-    done = run("delay", str(tmp_path / "r.csv"), "--out", str(tmp_path / "o2.csv"), "--model", "llama-3.1-8b",
-               "--bandwidth", "450", "--per-block-ms", "0.0025")
+    done = run(
+        "delay",
+        str(tmp_path / "r.csv"),
+        "--out",
+        str(tmp_path / "o2.csv"),
+        "--model",
+        "llama-3.1-8b",
+        "--bandwidth",
+        "450",
+        "--per-block-ms",
+        "0.0025",
+    )
     assert done.returncode == 2 and "--per-block-ms (per_block_ms)" in done.stderr and "--block-size" in done.stderr
-    done = run("sweep", "--model", "qwen3-235b-a22b", "--tp", "8", "--scope", "rank", "group", "--link", "ib-ndr",
-               "--tokens", "1k,2k", "--out", str(tmp_path / "s"))
+    done = run(
+        "sweep",
+        "--model",
+        "qwen3-235b-a22b",
+        "--tp",
+        "8",
+        "--scope",
+        "rank",
+        "group",
+        "--link",
+        "ib-ndr",
+        "--tokens",
+        "1k,2k",
+        "--out",
+        str(tmp_path / "s"),
+    )
     assert done.returncode == 0, done.stderr and "scope" in done.stdout
-    assert math.isclose(*pd.read_csv(tmp_path / "s" / "sweep.csv").groupby("scope")["handoff_delay_ms"].max()
-                        .loc[["group", "rank"]].to_numpy() / [8, 1])
+    assert math.isclose(
+        *pd.read_csv(tmp_path / "s" / "sweep.csv")
+        .groupby("scope")["handoff_delay_ms"]
+        .max()
+        .loc[["group", "rank"]]
+        .to_numpy()
+        / [8, 1]
+    )
 
 
 def test_mixed_fleet_replays_at_once():
@@ -177,9 +267,11 @@ def test_mixed_fleet_replays_at_once():
     per_token = trace["model"].map(perfmodel.kv_bytes_per_token).to_numpy()
     np.testing.assert_array_equal(mixed["transfer_bytes"], mixed["charged_tokens"] * per_token)
     np.testing.assert_array_equal(mixed["saved_bytes"], mixed["cached_tokens"] * per_token)
-    alone = perfmodel.replay_handoffs(trace[trace["model"] == "deepseek-v3"], "ib-ndr", "deepseek-v3",
-                                      mode="destination_missing")
+    alone = perfmodel.replay_handoffs(
+        trace[trace["model"] == "deepseek-v3"], "ib-ndr", "deepseek-v3", mode="destination_missing"
+    )
     assert alone["transfer_bytes"].sum() > 0 and perfmodel.summarize(mixed)["bytes_moved"] > 0
     with pytest.raises(InputError, match="trace column 'model'"):
-        perfmodel.replay_handoffs(trace.assign(model=trace["model"].where(np.arange(400) != 7, "gpt-9")), "ib-ndr",
-                                  "model")
+        perfmodel.replay_handoffs(
+            trace.assign(model=trace["model"].where(np.arange(400) != 7, "gpt-9")), "ib-ndr", "model"
+        )

@@ -17,27 +17,39 @@ from perfmodel._args import _coerce  # (what reaches the kernel: no copies, code
 from .reference import InvalidRow, destination_missing_tokens_row, handoff_delay_row, row_problems
 
 ARGUMENTS = [
-    "num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed",
-    "mode", "destination_missing_tokens", "state_bytes", "latency_ms", "fallback_delay_ms",
+    "num_input_tokens",
+    "kv_transfer_bandwidth",
+    "kv_bytes_per_token",
+    "worker_type",
+    "completed",
+    "mode",
+    "destination_missing_tokens",
+    "state_bytes",
+    "latency_ms",
+    "fallback_delay_ms",
 ]
 NAN, INF = math.nan, math.inf
 
 
 # --- upstream's golden cases, exactly ----------------------------------------------------
 
+
 def test_golden_prefill_completed():
     assert handoff_delay_ms(128, 1.0, 1_000_000, worker_type=WorkerType.PREFILL, completed=True) == 128.0
 
 
-@pytest.mark.parametrize("worker, completed", [(WorkerType.PREFILL, False), (WorkerType.DECODE, True),
-                                               (WorkerType.AGGREGATED, True)])
+@pytest.mark.parametrize(
+    "worker, completed", [(WorkerType.PREFILL, False), (WorkerType.DECODE, True), (WorkerType.AGGREGATED, True)]
+)
 def test_golden_no_handoff(worker, completed):
     assert np.isnan(handoff_delay_ms(128, 1.0, 1_000_000, worker_type=worker, completed=completed))
 
 
 def test_golden_destination_missing():
     kw = dict(destination_missing_tokens=20)
-    assert handoff_delay_ms(100, 1.0, 1000, mode=TransferMode.DESTINATION_MISSING, **kw) == pytest.approx(0.02, rel=1e-15)
+    assert handoff_delay_ms(100, 1.0, 1000, mode=TransferMode.DESTINATION_MISSING, **kw) == pytest.approx(
+        0.02, rel=1e-15
+    )
     assert handoff_delay_ms(100, 1.0, 1000, mode=TransferMode.FULL_PROMPT, **kw) == pytest.approx(0.1, rel=1e-15)
 
 
@@ -50,6 +62,7 @@ def test_upstream_operation_order_bit_for_bit():
 
 
 # --- special values ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bw", [NAN, 0.0])
 def test_unknown_or_disabled_bandwidth_gives_nan_or_fallback(bw):
@@ -78,8 +91,9 @@ def test_state_bytes_are_added_per_transfer():
     # SEMANTICS.md state_bytes), with its latency
     assert handoff_delay_ms(0, 1.0, 1000, state_bytes=1e6) == pytest.approx(1.0)
     assert handoff_delay_ms(1, 1.0, 1000, state_bytes=1e6) == pytest.approx(1.001)
-    assert handoff_delay_ms(100, 1.0, 1000, mode="destination_missing", destination_missing_tokens=0,
-                            state_bytes=1e6, latency_ms=5.0) == pytest.approx(6.0)
+    assert handoff_delay_ms(
+        100, 1.0, 1000, mode="destination_missing", destination_missing_tokens=0, state_bytes=1e6, latency_ms=5.0
+    ) == pytest.approx(6.0)
     assert handoff_delay_ms(0, 1.0, 1000, latency_ms=5.0) == 0.0  # nothing moves: no latency
     assert handoff_delay_ms(10, 2.0, 1000, state_bytes=1e6) == (10 * 1000.0 + 1e6) / 2e9 * 1000
 
@@ -90,8 +104,7 @@ def test_full_destination_hit_is_zero():
 
 
 def test_missing_destination_count_in_its_mode_only():
-    out = handoff_delay_ms(100, 1.0, 1000, mode=["full_prompt", "destination_missing"],
-                           destination_missing_tokens=NAN)
+    out = handoff_delay_ms(100, 1.0, 1000, mode=["full_prompt", "destination_missing"], destination_missing_tokens=NAN)
     assert out[0] == 0.1 and np.isnan(out[1])
 
 
@@ -103,8 +116,9 @@ VALUES = {
     "num_input_tokens": COUNT,
     "kv_transfer_bandwidth": REAL,
     "kv_bytes_per_token": st.one_of(st.integers(-2, 2_000_000), REAL),
-    "worker_type": st.sampled_from([0, 1, 2, -1, 3, "prefill", "decode", "aggregated", "Prefill", "bogus",
-                                    WorkerType.PREFILL]),
+    "worker_type": st.sampled_from(
+        [0, 1, 2, -1, 3, "prefill", "decode", "aggregated", "Prefill", "bogus", WorkerType.PREFILL]
+    ),
     "completed": st.sampled_from([True, False, 1, 0, 2]),
     "mode": st.sampled_from([0, 1, "full_prompt", "destination_missing", 2, TransferMode.DESTINATION_MISSING]),
     "destination_missing_tokens": COUNT,
@@ -153,8 +167,15 @@ def _row(columns, i):
 
 def _call(columns, **kw):
     c = dict(columns)
-    return handoff_delay_ms(c.pop("num_input_tokens"), c.pop("kv_transfer_bandwidth"), c.pop("kv_bytes_per_token"),
-                            worker_type=c.pop("worker_type"), completed=c.pop("completed"), **c, **kw)
+    return handoff_delay_ms(
+        c.pop("num_input_tokens"),
+        c.pop("kv_transfer_bandwidth"),
+        c.pop("kv_bytes_per_token"),
+        worker_type=c.pop("worker_type"),
+        completed=c.pop("completed"),
+        **c,
+        **kw,
+    )
 
 
 @given(case=cases())
@@ -198,6 +219,7 @@ def test_raise_names_first_invalid_argument_row_and_count(case):
 
 # --- inputs: broadcasting, dtypes, pandas, read-only, no copies ----------------------------
 
+
 def test_scalars_give_a_scalar_and_arrays_an_array():
     result = handoff_delay_ms(128, 1.0, 1e6)
     assert isinstance(result, np.float64) and result == 128.0
@@ -219,9 +241,13 @@ def test_numeric_dtypes_give_the_same_result(dtype):
 
 def test_supported_dtypes_are_never_copied():
     tokens = np.arange(10, dtype=np.int64)
-    for name, value in [("num_input_tokens", tokens), ("kv_transfer_bandwidth", np.ones(10)),
-                        ("worker_type", np.ones(10, np.int8)), ("completed", np.ones(10, bool)),
-                        ("num_input_tokens", pd.Series(tokens))]:
+    for name, value in [
+        ("num_input_tokens", tokens),
+        ("kv_transfer_bandwidth", np.ones(10)),
+        ("worker_type", np.ones(10, np.int8)),
+        ("completed", np.ones(10, bool)),
+        ("num_input_tokens", pd.Series(tokens)),
+    ]:
         assert np.shares_memory(_coerce(name, value).value, np.asarray(value)), name
 
 
@@ -252,7 +278,9 @@ def test_pandas_nullable_and_arrow_inputs():
 def test_names_enums_and_codes_are_equivalent():
     a = handoff_delay_ms([10, 10, 10], 1.0, 1000, worker_type=["aggregated", "prefill", "decode"])
     b = handoff_delay_ms([10, 10, 10], 1.0, 1000, worker_type=np.array([0, 1, 2], dtype=np.int8))
-    c = handoff_delay_ms([10, 10, 10], 1.0, 1000, worker_type=[WorkerType.AGGREGATED, WorkerType.PREFILL, WorkerType.DECODE])
+    c = handoff_delay_ms(
+        [10, 10, 10], 1.0, 1000, worker_type=[WorkerType.AGGREGATED, WorkerType.PREFILL, WorkerType.DECODE]
+    )
     d = handoff_delay_ms([10, 10, 10], 1.0, 1000, worker_type=pd.Categorical(["aggregated", "PREFILL", "decode"]))
     for other in (b, c, d):
         np.testing.assert_array_equal(a, other)
@@ -271,7 +299,9 @@ def test_serial_and_parallel_kernels_agree(n):
     bw = rng.choice([0.0, np.nan, np.inf, 25.0, 900.0], n)
     worker = rng.integers(0, 3, n).astype(np.int8)
     serial = handoff_delay_ms(tokens, bw, 70_000, worker_type=worker, fallback_delay_ms=1.0, parallel=False)
-    parallel = handoff_delay_ms(tokens, bw, 70_000, worker_type=worker, fallback_delay_ms=1.0, parallel=True, num_threads=2)
+    parallel = handoff_delay_ms(
+        tokens, bw, 70_000, worker_type=worker, fallback_delay_ms=1.0, parallel=True, num_threads=2
+    )
     np.testing.assert_array_equal(serial, parallel)
 
 
@@ -285,22 +315,26 @@ def test_parallel_and_serial_count_invalid_rows_alike():
 
 # --- errors ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argument, kwargs, value, problem", [
-    ("num_input_tokens", dict(num_input_tokens=[5, -2]), -2, "negative"),
-    ("num_input_tokens", dict(num_input_tokens=[5, 2.5]), 2.5, "not a whole number"),
-    ("num_input_tokens", dict(num_input_tokens=[5, "many"]), "many", "not a number"),
-    ("num_input_tokens", dict(num_input_tokens=[5, INF]), INF, "infinite"),
-    ("kv_transfer_bandwidth", dict(kv_transfer_bandwidth=[1.0, -INF]), -INF, "negative"),
-    ("kv_bytes_per_token", dict(kv_bytes_per_token=[1, INF]), INF, "infinite"),
-    ("worker_type", dict(worker_type=["prefill", "prefil"]), "prefil", "not a valid worker type"),
-    ("worker_type", dict(worker_type=[1, 7]), 7, "not a valid worker type"),
-    ("completed", dict(completed=[1, 2]), 2, "not a valid completed"),
-    ("mode", dict(mode=["full_prompt", "partial"]), "partial", "not a valid mode"),
-    ("destination_missing_tokens", dict(destination_missing_tokens=[1, -1]), -1, "negative"),
-    ("state_bytes", dict(state_bytes=[0, -5]), -5, "negative"),
-    ("latency_ms", dict(latency_ms=[0.0, NAN]), NAN, "missing"),
-    ("fallback_delay_ms", dict(fallback_delay_ms=[0.0, -1.0]), -1.0, "negative"),
-])
+
+@pytest.mark.parametrize(
+    "argument, kwargs, value, problem",
+    [
+        ("num_input_tokens", dict(num_input_tokens=[5, -2]), -2, "negative"),
+        ("num_input_tokens", dict(num_input_tokens=[5, 2.5]), 2.5, "not a whole number"),
+        ("num_input_tokens", dict(num_input_tokens=[5, "many"]), "many", "not a number"),
+        ("num_input_tokens", dict(num_input_tokens=[5, INF]), INF, "infinite"),
+        ("kv_transfer_bandwidth", dict(kv_transfer_bandwidth=[1.0, -INF]), -INF, "negative"),
+        ("kv_bytes_per_token", dict(kv_bytes_per_token=[1, INF]), INF, "infinite"),
+        ("worker_type", dict(worker_type=["prefill", "prefil"]), "prefil", "not a valid worker type"),
+        ("worker_type", dict(worker_type=[1, 7]), 7, "not a valid worker type"),
+        ("completed", dict(completed=[1, 2]), 2, "not a valid completed"),
+        ("mode", dict(mode=["full_prompt", "partial"]), "partial", "not a valid mode"),
+        ("destination_missing_tokens", dict(destination_missing_tokens=[1, -1]), -1, "negative"),
+        ("state_bytes", dict(state_bytes=[0, -5]), -5, "negative"),
+        ("latency_ms", dict(latency_ms=[0.0, NAN]), NAN, "missing"),
+        ("fallback_delay_ms", dict(fallback_delay_ms=[0.0, -1.0]), -1.0, "negative"),
+    ],
+)
 def test_error_messages_name_argument_row_value_and_fix(argument, kwargs, value, problem):
     args = dict(num_input_tokens=[5, 6], kv_transfer_bandwidth=1.0, kv_bytes_per_token=10)
     args.update(kwargs)
@@ -312,19 +346,24 @@ def test_error_messages_name_argument_row_value_and_fix(argument, kwargs, value,
     assert np.isnan(handoff_delay_ms(**args, errors="coerce")[1])
 
 
-@pytest.mark.parametrize("call, fragment", [
-    (lambda: handoff_delay_ms([1, 2], [1.0, 2.0, 3.0], 10), "different lengths"),
-    (lambda: handoff_delay_ms(np.ones((2, 2)), 1.0, 10), "shape (2, 2)"),
-    (lambda: handoff_delay_ms(pd.DataFrame({"a": [1]}), 1.0, 10), "DataFrame"),
-    (lambda: handoff_delay_ms([True, False], 1.0, 10), "booleans"),
-    (lambda: handoff_delay_ms(pd.Series(pd.to_timedelta([1, 2], unit="s")), 1.0, 10), "got timedelta64"),
-    (lambda: handoff_delay_ms(1, 1.0, 10, latency_ms=np.array(["2026-01-01"], dtype="datetime64[D]")),
-     "datetime64[D] values"),
-    (lambda: handoff_delay_ms(1, 1.0, 10, errors="ignore"), "errors"),
-    (lambda: handoff_delay_ms(1, 1.0, 10, mode="destination_missing"), "destination_missing_tokens: is required"),
-    (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(3)), "length 2"),
-    (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(2, np.float32)), "float64"),
-])
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda: handoff_delay_ms([1, 2], [1.0, 2.0, 3.0], 10), "different lengths"),
+        (lambda: handoff_delay_ms(np.ones((2, 2)), 1.0, 10), "shape (2, 2)"),
+        (lambda: handoff_delay_ms(pd.DataFrame({"a": [1]}), 1.0, 10), "DataFrame"),
+        (lambda: handoff_delay_ms([True, False], 1.0, 10), "booleans"),
+        (lambda: handoff_delay_ms(pd.Series(pd.to_timedelta([1, 2], unit="s")), 1.0, 10), "got timedelta64"),
+        (
+            lambda: handoff_delay_ms(1, 1.0, 10, latency_ms=np.array(["2026-01-01"], dtype="datetime64[D]")),
+            "datetime64[D] values",
+        ),
+        (lambda: handoff_delay_ms(1, 1.0, 10, errors="ignore"), "errors"),
+        (lambda: handoff_delay_ms(1, 1.0, 10, mode="destination_missing"), "destination_missing_tokens: is required"),
+        (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(3)), "length 2"),
+        (lambda: handoff_delay_ms([1, 2], 1.0, 10, out=np.empty(2, np.float32)), "float64"),
+    ],
+)
 def test_structural_errors_raise_even_when_coercing(call, fragment):
     with pytest.raises(ValueError, match="Fix:") as info:
         call()
@@ -348,7 +387,9 @@ def test_out_may_not_overlap_inputs():
 
 
 def test_invalid_scalar_is_reported_as_one_value():
-    with pytest.raises(ValueError, match=r"^kv_transfer_bandwidth: -1.0 is negative. Fix: bandwidth is in decimal GB/s"):
+    with pytest.raises(
+        ValueError, match=r"^kv_transfer_bandwidth: -1.0 is negative. Fix: bandwidth is in decimal GB/s"
+    ):
         handoff_delay_ms([1, 2, 3], -1.0, 10)
 
 
@@ -358,6 +399,7 @@ def test_validation_covers_rows_without_handoff():
 
 
 # --- destination_missing_tokens --------------------------------------------------------------
+
 
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(1, 4096)), min_size=1, max_size=20))
 def test_destination_missing_tokens_matches_reference(rows):
@@ -374,13 +416,16 @@ def test_destination_missing_tokens_examples():
     assert perfmodel.destination_missing_tokens(128, [1000], 64).tolist() == [0]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    ((10, -1, 64), "cached_tokens: 1 invalid row; first at row 0: -1 (negative)"),
-    ((10, 0, 0), "block_size: 1 invalid row; first at row 0: 0 (below 1)"),
-    ((NAN, 0, 64), "(missing)"),
-    ((pd.Series([5, 2.5], index=[10, 11]), 0, 64), "first at row 1: 2.5 (not a whole number)"),
-    (([1, 2], [1, 2, 3], 4), "broadcast"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ((10, -1, 64), "cached_tokens: 1 invalid row; first at row 0: -1 (negative)"),
+        ((10, 0, 0), "block_size: 1 invalid row; first at row 0: 0 (below 1)"),
+        ((NAN, 0, 64), "(missing)"),
+        ((pd.Series([5, 2.5], index=[10, 11]), 0, 64), "first at row 1: 2.5 (not a whole number)"),
+        (([1, 2], [1, 2, 3], 4), "broadcast"),
+    ],
+)
 def test_destination_missing_tokens_errors(args, fragment):
     with pytest.raises(ValueError) as info:
         perfmodel.destination_missing_tokens(*args)
@@ -426,20 +471,33 @@ def test_extensions_equal_the_reference(case):
     n, overlap, columns = case
     c = dict(columns)
     try:
-        out = np.atleast_1d(handoff_delay_ms(c.pop("num_input_tokens"), c.pop("kv_transfer_bandwidth"),
-                                             c.pop("kv_bytes_per_token"), overlap=overlap, errors="coerce", **c))
+        out = np.atleast_1d(
+            handoff_delay_ms(
+                c.pop("num_input_tokens"),
+                c.pop("kv_transfer_bandwidth"),
+                c.pop("kv_bytes_per_token"),
+                overlap=overlap,
+                errors="coerce",
+                **c,
+            )
+        )
     except InputError as error:  # a layer group larger than the model (a scalar): refused up front
         assert "layer" in str(error)
         return
     for i in range(n):
         try:
             expected = handoff_delay_row(
-                _at(columns, "num_input_tokens", i), _at(columns, "kv_transfer_bandwidth", i),
-                _at(columns, "kv_bytes_per_token", i), latency_ms=_at(columns, "latency_ms", i),
-                per_block_ms=_at(columns, "per_block_ms", i), block_size=_at(columns, "block_size", i),
-                prefill_ms=_at(columns, "prefill_ms", i), num_layers=_at(columns, "num_layers", i),
+                _at(columns, "num_input_tokens", i),
+                _at(columns, "kv_transfer_bandwidth", i),
+                _at(columns, "kv_bytes_per_token", i),
+                latency_ms=_at(columns, "latency_ms", i),
+                per_block_ms=_at(columns, "per_block_ms", i),
+                block_size=_at(columns, "block_size", i),
+                prefill_ms=_at(columns, "prefill_ms", i),
+                num_layers=_at(columns, "num_layers", i),
                 layer_group=_at(columns, "layer_group", i, 1),
-                layerwise_min_tokens=_at(columns, "layerwise_min_tokens", i, 0))
+                layerwise_min_tokens=_at(columns, "layerwise_min_tokens", i, 0),
+            )
         except InvalidRow:
             expected = None
         if expected is None:
@@ -448,13 +506,25 @@ def test_extensions_equal_the_reference(case):
             assert math.isclose(out[i], expected, rel_tol=1e-12, abs_tol=1e-300), (i, out[i], expected)
 
 
-@given(tokens=st.integers(1, 200_000), per_token=st.integers(1, 400_000), bandwidth=st.floats(1, 1000),
-       layers=st.sampled_from([8, 32, 61, 80, 126]), group=st.sampled_from([1, 2, 4, 8]),
-       compute=st.floats(0, 1e5))
+@given(
+    tokens=st.integers(1, 200_000),
+    per_token=st.integers(1, 400_000),
+    bandwidth=st.floats(1, 1000),
+    layers=st.sampled_from([8, 32, 61, 80, 126]),
+    group=st.sampled_from([1, 2, 4, 8]),
+    compute=st.floats(0, 1e5),
+)
 def test_layerwise_exposes_at_most_the_transfer(tokens, per_token, bandwidth, layers, group, compute):
     full = handoff_delay_ms(tokens, bandwidth, per_token)
-    exposed = handoff_delay_ms(tokens, bandwidth, per_token, overlap="layerwise", prefill_ms=[0.0, compute, 1e12],
-                               num_layers=layers, layer_group=group)
+    exposed = handoff_delay_ms(
+        tokens,
+        bandwidth,
+        per_token,
+        overlap="layerwise",
+        prefill_ms=[0.0, compute, 1e12],
+        num_layers=layers,
+        layer_group=group,
+    )
     assert exposed[0] == full  # no compute to hide behind: the whole transfer
     assert exposed[1] <= full * (1 + 1e-12)
     assert math.isclose(exposed[2], full * group / layers, rel_tol=1e-12)  # long prefill: only the last group
@@ -465,8 +535,9 @@ def test_per_block_cost_defaults_reproduce_upstream_bit_for_bit():
     tokens = np.arange(0, 100_000, 37)
     plain = handoff_delay_ms(tokens, 50.0, 327_680)
     np.testing.assert_array_equal(handoff_delay_ms(tokens, 50.0, 327_680, per_block_ms=0.0, block_size=16), plain)
-    np.testing.assert_array_equal(handoff_delay_ms(tokens, 50.0, 327_680, overlap="layerwise", prefill_ms=0.0,
-                                                   num_layers=80), plain)
+    np.testing.assert_array_equal(
+        handoff_delay_ms(tokens, 50.0, 327_680, overlap="layerwise", prefill_ms=0.0, num_layers=80), plain
+    )
 
 
 def test_per_block_cost_counts_blocks_and_needs_a_block_size():
@@ -483,8 +554,9 @@ def test_per_block_cost_counts_blocks_and_needs_a_block_size():
 
 def test_layerwise_takes_layers_from_the_model_and_checks_its_inputs():
     by_name = handoff_delay_ms(32768, "ib-ndr", "llama-3.1-70b", overlap="layerwise", prefill_tokens_per_s=10_000)
-    explicit = handoff_delay_ms(32768, "ib-ndr", 327_680, overlap="layerwise", prefill_ms=32768 / 10_000 * 1000,
-                                num_layers=80)
+    explicit = handoff_delay_ms(
+        32768, "ib-ndr", 327_680, overlap="layerwise", prefill_ms=32768 / 10_000 * 1000, num_layers=80
+    )
     assert by_name == explicit
     with pytest.raises(InputError, match="num_layers: is required"):
         handoff_delay_ms(32768, "ib-ndr", 327_680, overlap="layerwise", prefill_ms=100.0)
@@ -492,8 +564,9 @@ def test_layerwise_takes_layers_from_the_model_and_checks_its_inputs():
         handoff_delay_ms(32768, "ib-ndr", "llama-3.1-70b", overlap="layerwise")
     with pytest.raises(InputError, match="overlap: prefill_ms apply to layer-wise streaming, which is off"):
         handoff_delay_ms(32768, "ib-ndr", "llama-3.1-70b", prefill_ms=100.0)
-    short = handoff_delay_ms([512, 32768], "ib-ndr", "llama-3.1-70b", overlap="layerwise", prefill_ms=1e6,
-                             layerwise_min_tokens=1024)
+    short = handoff_delay_ms(
+        [512, 32768], "ib-ndr", "llama-3.1-70b", overlap="layerwise", prefill_ms=1e6, layerwise_min_tokens=1024
+    )
     assert short[0] == handoff_delay_ms(512, "ib-ndr", "llama-3.1-70b")  # below the threshold: after prefill
 
 
@@ -515,10 +588,14 @@ def test_categoricals_any_order_equal_their_labels(data, n, parallel):
     kw = dict(destination_missing_tokens=rng.integers(0, 5000, n), parallel=parallel)
     args = (rng.integers(0, 5000, n), rng.choice([0.0, 10.0, np.nan, np.inf], n), 1000)
     as_strings = dict(worker_type=np.array(workers, dtype=object), mode=np.array(modes, dtype=object))
-    as_categories = dict(worker_type=pd.Categorical(workers, categories=worker_categories),
-                         mode=pd.Categorical(modes, categories=mode_categories))
-    np.testing.assert_array_equal(handoff_delay_ms(*args, **as_categories, errors="coerce", **kw),
-                                  handoff_delay_ms(*args, **as_strings, errors="coerce", **kw))
+    as_categories = dict(
+        worker_type=pd.Categorical(workers, categories=worker_categories),
+        mode=pd.Categorical(modes, categories=mode_categories),
+    )
+    np.testing.assert_array_equal(
+        handoff_delay_ms(*args, **as_categories, errors="coerce", **kw),
+        handoff_delay_ms(*args, **as_strings, errors="coerce", **kw),
+    )
     try:
         expected = handoff_delay_ms(*args, **as_strings, **kw)
     except InputError as error:
@@ -537,8 +614,9 @@ def test_categorical_codes_reach_the_kernel_without_a_copy():
     np.testing.assert_array_equal(arg.kernel_values(), [1, 0, 0] * 4)  # prefill 1, the others 0 (valid)
     many = pd.Categorical(["prefill"] + [f"label {k}" for k in range(70)])
     assert _coerce("worker_type", pd.Series(many)).masks is None  # beyond 64 categories: spread as before
-    np.testing.assert_array_equal(handoff_delay_ms([10, 10], 1.0, 1000, worker_type=many[:2], errors="coerce"),
-                                  [0.01, np.nan])
+    np.testing.assert_array_equal(
+        handoff_delay_ms([10, 10], 1.0, 1000, worker_type=many[:2], errors="coerce"), [0.01, np.nan]
+    )
 
 
 # --- text labels: codes decoded in the kernel, no full-length pass before it ------------------
@@ -552,8 +630,10 @@ def _text_forms(labels: list) -> dict[str, object]:
     import pyarrow as pa
 
     half = len(labels) // 2
-    chunks = pa.chunked_array([pa.array(labels[:half], pa.string()), pa.array([], pa.string()),
-                               pa.array(labels[half:], pa.string())], pa.string())
+    chunks = pa.chunked_array(
+        [pa.array(labels[:half], pa.string()), pa.array([], pa.string()), pa.array(labels[half:], pa.string())],
+        pa.string(),
+    )
     forms = {
         "list": list(labels),
         "object array": np.array(labels, dtype=object),

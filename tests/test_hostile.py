@@ -43,8 +43,14 @@ def _default_signals() -> None:
 
 def _popen(argv, **options) -> subprocess.Popen:
     """``subprocess.Popen`` of a child that is to be signalled: default signal handling whatever this suite's."""
-    return subprocess.Popen(argv, preexec_fn=_default_signals, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # noqa: PLW1509 (signal dispositions are set only so)
-                            text=True, **options)
+    return subprocess.Popen(
+        argv,
+        preexec_fn=_default_signals,  # noqa: PLW1509 (signal dispositions are set only so)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -55,12 +61,14 @@ def _sigint_raises_keyboard_interrupt():
     yield
     signal.signal(signal.SIGINT, previous)
 
+
 KEYWORDS = dict(kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
 
 
 def run(*args: str, cwd: Path | None = None, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, **kwargs
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess) -> str:
@@ -76,6 +84,7 @@ def leftovers(folder: Path) -> list[str]:
 
 
 # --- 1. outputs never destroy anything but perfmodel's own output --------------------------
+
 
 @pytest.fixture
 def parquet_folder(tmp_path: Path) -> Path:
@@ -94,8 +103,18 @@ def test_dask_output_keeps_the_users_files(tmp_path, parquet_folder):
     (keep / "sub").mkdir()
     (keep / "sub" / "notes.md").write_text("also precious")
     for _ in range(2):  # the second run replaces its own parts only
-        done = run("delay", str(parquet_folder), "--out", str(keep), "--workers", "1", "--bandwidth", "10",
-                   "--kv-bytes-per-token", "1000")
+        done = run(
+            "delay",
+            str(parquet_folder),
+            "--out",
+            str(keep),
+            "--workers",
+            "1",
+            "--bandwidth",
+            "10",
+            "--kv-bytes-per-token",
+            "1000",
+        )
         assert done.returncode == 0, done.stderr
     assert (keep / "mine.txt").read_text() == "precious" and (keep / "sub" / "notes.md").read_text() == "also precious"
     assert sorted(p.name for p in keep.glob("part-*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
@@ -106,8 +125,19 @@ def test_dask_output_keeps_the_users_files(tmp_path, parquet_folder):
 def test_output_overlapping_an_input_is_refused(tmp_path, parquet_folder, where):
     before = {p: p.read_bytes() for p in parquet_folder.iterdir()}
     out = {"input": str(parquet_folder), "inside": str(parquet_folder / "sub"), "dot": "."}[where]
-    done = run("delay", str(parquet_folder), "--out", out, "--workers", "1", "--bandwidth", "10",
-               "--kv-bytes-per-token", "1000", cwd=parquet_folder if where == "dot" else None)
+    done = run(
+        "delay",
+        str(parquet_folder),
+        "--out",
+        out,
+        "--workers",
+        "1",
+        "--bandwidth",
+        "10",
+        "--kv-bytes-per-token",
+        "1000",
+        cwd=parquet_folder if where == "dot" else None,
+    )
     assert "input" in one_line_error(done)
     assert {p: p.read_bytes() for p in parquet_folder.iterdir()} == before
 
@@ -160,8 +190,23 @@ def test_a_signal_mid_write_leaves_no_temporary_file_and_the_old_output(tmp_path
     out = tmp_path / "out" / "delays.csv"
     out.parent.mkdir()
     out.write_text("previous output\n")
-    process = _popen([sys.executable, "-m", "perfmodel", "delay", str(source), "--out", str(out),
-                      "--bandwidth", "1", "--kv-bytes-per-token", "1", "--chunk-rows", "1000"])
+    process = _popen(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "delay",
+            str(source),
+            "--out",
+            str(out),
+            "--bandwidth",
+            "1",
+            "--kv-bytes-per-token",
+            "1",
+            "--chunk-rows",
+            "1000",
+        ]
+    )
     deadline = time.monotonic() + 120
     while not leftovers(out.parent) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -235,7 +280,8 @@ def test_a_signal_while_an_output_folder_is_moved_in_completes_it_and_says_so(tm
         for name in ("a.csv", "b.png", "c.png"):
             (stage / name).write_text("new")
     assert {p.name: p.read_text() for p in out.glob("*.*") if p.name != MANIFEST} == dict.fromkeys(
-        ("a.csv", "b.png", "c.png"), "new")  # all three, not one new and two old
+        ("a.csv", "b.png", "c.png"), "new"
+    )  # all three, not one new and two old
     assert interrupted.value.output_complete == str(out) and not leftovers(out)
 
 
@@ -245,8 +291,9 @@ def test_an_interrupt_after_the_output_was_complete_says_so():
     done = KeyboardInterrupt()
     done.output_complete = "results"
     assert interrupted_message(done) == "perfmodel: interrupted (SIGINT) after results was complete"
-    assert interrupted_message(KeyboardInterrupt()) == ("perfmodel: interrupted (SIGINT); no output was written "
-                                                        "or changed")
+    assert interrupted_message(KeyboardInterrupt()) == (
+        "perfmodel: interrupted (SIGINT); no output was written or changed"
+    )
 
 
 _SIGNAL_AT = """
@@ -288,13 +335,30 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path, point):
 def test_the_signal_tests_hold_when_the_suite_runs_with_sigint_ignored(tmp_path):
     """Under nohup or a CI runner's background shell SIGINT is ignored, and children inherit it: the signal
     tests, run so, still pass (their children get default handling; this process raises KeyboardInterrupt)."""
+
     def ignored() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", __file__, "-k",
-                           ("ctrl_c_during_start_up and imports or signal_mid_write and 2 "
-                           "or right_after_the_temporary_file")],
-                          preexec_fn=ignored, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "0",
+            "-p",
+            "no:randomly",
+            __file__,
+            "-k",
+            ("ctrl_c_during_start_up and imports or signal_mid_write and 2 or right_after_the_temporary_file"),
+        ],
+        preexec_fn=ignored,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).parent.parent,
+    )
     assert done.returncode == 0 and " passed" in done.stdout and "deselected" in done.stdout, done.stdout[-2000:]
 
 
@@ -325,8 +389,9 @@ cli.console()
 def test_a_signal_while_the_figures_are_drawn_leaves_nothing_behind(tmp_path, signame, drawing):
     """Interrupted while a child draws the heatmap: one line, the signal's exit code, no output folder,
     no staging folder, and no child writing anything afterwards."""
-    process = _popen([sys.executable, "-c", _SIGNAL_WHILE_DRAWING, str(tmp_path / "r"), signame, drawing],
-                     start_new_session=True)
+    process = _popen(
+        [sys.executable, "-c", _SIGNAL_WHILE_DRAWING, str(tmp_path / "r"), signame, drawing], start_new_session=True
+    )
     _, stderr = process.communicate(timeout=120)
     signum = getattr(signal, signame)
     assert process.returncode == 128 + signum, (process.returncode, stderr)
@@ -335,8 +400,9 @@ def test_a_signal_while_the_figures_are_drawn_leaves_nothing_behind(tmp_path, si
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("suffix, opener", [(".csv.gz", gzip.open), (".jsonl.xz", lzma.open), (".csv.bz2", None),
-                                            (".jsonl.zst", None)])
+@pytest.mark.parametrize(
+    "suffix, opener", [(".csv.gz", gzip.open), (".jsonl.xz", lzma.open), (".csv.bz2", None), (".jsonl.zst", None)]
+)
 def test_compression_follows_the_output_suffix(tmp_path, suffix, opener):
     source = tmp_path / "r.csv"
     source.write_text("num_input_tokens\n1024\n2048\n")
@@ -363,6 +429,7 @@ def test_unknown_or_unsupported_output_suffix_is_refused(tmp_path, name):
 
 # --- file faults: a full disk and a read-only folder (small tmpfs mounts, where allowed) ----
 
+
 @pytest.fixture
 def small_tmpfs(tmp_path: Path):
     mount = tmp_path / "small"
@@ -381,8 +448,18 @@ def test_full_disk_is_one_line_and_leaves_the_old_output(tmp_path, small_tmpfs):
     pd.DataFrame({"num_input_tokens": np.arange(200_000)}).to_csv(source, index=False)
     out = small_tmpfs / "delays.csv"
     out.write_text("previous output\n")
-    done = run("delay", str(source), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1",
-               "--chunk-rows", "10000")
+    done = run(
+        "delay",
+        str(source),
+        "--out",
+        str(out),
+        "--bandwidth",
+        "1",
+        "--kv-bytes-per-token",
+        "1",
+        "--chunk-rows",
+        "10000",
+    )
     assert "No space left on device" in one_line_error(done)
     assert out.read_text() == "previous output\n" and not leftovers(small_tmpfs)
 
@@ -391,20 +468,30 @@ def test_read_only_folder_is_one_line(tmp_path, small_tmpfs):
     source = tmp_path / "r.csv"
     source.write_text("num_input_tokens\n1\n")
     assert subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)]).returncode == 0
-    done = run("delay", str(source), "--out", str(small_tmpfs / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    done = run(
+        "delay", str(source), "--out", str(small_tmpfs / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1"
+    )
     assert "Read-only file system" in one_line_error(done)
-    done = run("sweep", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--tokens", "1k", "--out",
-               str(small_tmpfs / "results"))
+    done = run(
+        "sweep", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--tokens", "1k", "--out", str(small_tmpfs / "results")
+    )
     assert "Read-only file system" in one_line_error(done)
 
 
 # --- 2. lossless pass-through --------------------------------------------------------------
 
 INT64 = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**60 + 1, -(2**63), 2**53 + 1]))
-FLOAT = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, width=64),
-                  st.sampled_from([0.1 + 0.2, 5e-324, 1e308, -0.0]))
-TEXT = st.one_of(st.none(), st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"),
-                                    max_size=8).filter(lambda t: t != ""))
+FLOAT = st.one_of(
+    st.none(),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.sampled_from([0.1 + 0.2, 5e-324, 1e308, -0.0]),
+)
+TEXT = st.one_of(
+    st.none(),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=8).filter(
+        lambda t: t != ""
+    ),
+)
 
 
 #: pandas 2 reads CSV floats exactly only when asked (as perfmodel.read_trace asks; from pandas 3 on, unasked)
@@ -416,19 +503,27 @@ def _read_back(path: Path) -> list[dict]:
         return [json.loads(line) for line in path.read_text().split("\n") if line]  # not splitlines: \x85 is text
     if path.suffix == ".parquet":
         return pq.read_table(path).to_pylist()
-    frame = pd.read_csv(path, dtype={"id": "Int64", "text": "string"},
-                        keep_default_na=False, na_values=[""], **_EXACT_FLOATS)
+    frame = pd.read_csv(
+        path, dtype={"id": "Int64", "text": "string"}, keep_default_na=False, na_values=[""], **_EXACT_FLOATS
+    )
     return [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 @settings(max_examples=25, deadline=None)
-@given(rows=st.lists(st.tuples(INT64, FLOAT, TEXT), min_size=1, max_size=30), fmt=st.sampled_from(
-    ["csv", "parquet", "jsonl"]))
+@given(
+    rows=st.lists(st.tuples(INT64, FLOAT, TEXT), min_size=1, max_size=30),
+    fmt=st.sampled_from(["csv", "parquet", "jsonl"]),
+)
 def test_parquet_columns_pass_through_exactly(tmp_path_factory, rows, fmt):
     folder = tmp_path_factory.mktemp("lossless")
-    table = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()), "x": pa.array([r[1] for r in rows], pa.float64()),
-                      "text": pa.array([r[2] for r in rows], pa.string()),
-                      "num_input_tokens": pa.array(range(len(rows)), pa.int64())})
+    table = pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "x": pa.array([r[1] for r in rows], pa.float64()),
+            "text": pa.array([r[2] for r in rows], pa.string()),
+            "num_input_tokens": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
     pq.write_table(table, folder / "in.parquet")
     out = folder / f"out.{fmt}"
     delay_file(folder / "in.parquet", out, progress=False, chunk_rows=7, **KEYWORDS)
@@ -458,8 +553,11 @@ def test_csv_fields_pass_through_as_written(tmp_path):
 
 
 def test_json_lines_with_varying_keys_give_the_union(tmp_path):
-    lines = ['{"num_input_tokens": 1, "a": 1152921504606846977}', '{"num_input_tokens": 2, "b": "x"}',
-             '{"num_input_tokens": 3, "a": null, "c": [1, 2]}']
+    lines = [
+        '{"num_input_tokens": 1, "a": 1152921504606846977}',
+        '{"num_input_tokens": 2, "b": "x"}',
+        '{"num_input_tokens": 3, "a": null, "c": [1, 2]}',
+    ]
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     for fmt in ("csv", "jsonl", "parquet"):
         out = tmp_path / f"out.{fmt}"
@@ -467,7 +565,10 @@ def test_json_lines_with_varying_keys_give_the_union(tmp_path):
         if fmt == "csv":
             delay = perfmodel.io.significant(perfmodel.handoff_delay_ms([1, 2], 10.0, 1000)).tolist()
             assert out.read_text().splitlines()[:3] == [
-                "num_input_tokens,a,b,c,handoff_delay_ms", f"1,1152921504606846977,,,{delay[0]!r}", f"2,,x,,{delay[1]!r}"]
+                "num_input_tokens,a,b,c,handoff_delay_ms",
+                f"1,1152921504606846977,,,{delay[0]!r}",
+                f"2,,x,,{delay[1]!r}",
+            ]
         else:
             rows = _read_back(out)
             assert [r["a"] for r in rows] == [2**60 + 1, None, None] and [r["b"] for r in rows] == [None, "x", None]
@@ -476,7 +577,9 @@ def test_json_lines_with_varying_keys_give_the_union(tmp_path):
 
 def test_float_results_round_trip_in_json_lines(tmp_path):
     (tmp_path / "in.csv").write_text("num_input_tokens\n3\n")
-    delay_file(tmp_path / "in.csv", tmp_path / "o.jsonl", progress=False, kv_bytes_per_token=1, kv_transfer_bandwidth=7.0)
+    delay_file(
+        tmp_path / "in.csv", tmp_path / "o.jsonl", progress=False, kv_bytes_per_token=1, kv_transfer_bandwidth=7.0
+    )
     value = json.loads((tmp_path / "o.jsonl").read_text())["handoff_delay_ms"]
     assert value == perfmodel.handoff_delay_ms(3, 7.0, 1)  # all 17 digits, not 10
 
@@ -488,9 +591,14 @@ def test_replay_bytes_and_tokens_are_integers():
 
 # --- 3. replay never invents a cache hit ---------------------------------------------------
 
+
 def _mooncake(path: Path, hashes: list[str]) -> Path:
-    path.write_text("".join(f'{{"timestamp": {i}, "input_length": 1024, "output_length": 1, "hash_ids": {h}}}\n'
-                            for i, h in enumerate(hashes)))
+    path.write_text(
+        "".join(
+            f'{{"timestamp": {i}, "input_length": 1024, "output_length": 1, "hash_ids": {h}}}\n'
+            for i, h in enumerate(hashes)
+        )
+    )
     return path
 
 
@@ -504,8 +612,14 @@ def test_null_hash_id_in_a_file_is_an_error_naming_the_line(tmp_path):
 
 
 def test_null_hash_id_in_a_frame_is_an_error_naming_the_row():
-    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 1024],
-                          "hash_ids": pd.Series([[7, 8], [7, None]], index=["a", "b"]).to_numpy()}, index=["a", "b"])
+    trace = pd.DataFrame(
+        {
+            "arrival_ms": [0.0, 1.0],
+            "num_input_tokens": [1024, 1024],
+            "hash_ids": pd.Series([[7, 8], [7, None]], index=["a", "b"]).to_numpy(),
+        },
+        index=["a", "b"],
+    )
     trace.attrs["hash_block_tokens"] = 512
     with pytest.raises(InputError, match="null block id, first at row 'b'"):
         perfmodel.replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing")
@@ -523,8 +637,9 @@ def test_block_sizes_must_be_positive_whole_numbers(tmp_path, bad):
     with pytest.raises(InputError, match="hash_block_tokens"):
         perfmodel.replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0)
     with pytest.raises(InputError, match="block_size"):
-        perfmodel.replay_handoffs(perfmodel.read_trace(path), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0,
-                                  block_size=bad)
+        perfmodel.replay_handoffs(
+            perfmodel.read_trace(path), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, block_size=bad
+        )
 
 
 def test_fractional_counts_are_errors_not_truncated(tmp_path):
@@ -544,9 +659,18 @@ def test_fractional_counts_are_errors_not_truncated(tmp_path):
 
 # --- 4. no silent misreads in the API ------------------------------------------------------
 
-@pytest.mark.parametrize("value", [np.timedelta64(5, "ms"), pd.Timedelta(5, "ms"), datetime.timedelta(seconds=1),
-                                   pd.Timestamp("2024-01-01"), np.array([1, 2], dtype="timedelta64[s]"),
-                                   pd.Series(pd.to_timedelta([1, 2], unit="s"))])
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.timedelta64(5, "ms"),
+        pd.Timedelta(5, "ms"),
+        datetime.timedelta(seconds=1),
+        pd.Timestamp("2024-01-01"),
+        np.array([1, 2], dtype="timedelta64[s]"),
+        pd.Series(pd.to_timedelta([1, 2], unit="s")),
+    ],
+)
 @pytest.mark.parametrize("argument", ["num_input_tokens", "kv_transfer_bandwidth", "latency_ms"])
 def test_times_are_never_numbers(value, argument):
     inputs = {**dict(num_input_tokens=1, kv_transfer_bandwidth=1.0, kv_bytes_per_token=1), argument: value}
@@ -554,8 +678,10 @@ def test_times_are_never_numbers(value, argument):
         perfmodel.handoff_delay_ms(**inputs)
 
 
-@pytest.mark.parametrize("argument", ["num_input_tokens", "kv_bytes_per_token", "kv_transfer_bandwidth", "worker_type",
-                                      "mode", "state_bytes"])
+@pytest.mark.parametrize(
+    "argument",
+    ["num_input_tokens", "kv_bytes_per_token", "kv_transfer_bandwidth", "worker_type", "mode", "state_bytes"],
+)
 def test_nullable_booleans_are_never_numbers_or_codes(argument):
     flags = pd.array([True, None, False], dtype="boolean")
     inputs = {**dict(num_input_tokens=[1, 2, 3], kv_transfer_bandwidth=1.0, kv_bytes_per_token=1), argument: flags}
@@ -572,8 +698,10 @@ def test_masked_entries_are_missing(entries):
     masked = np.ma.masked_array(data, mask=mask)
     expected = perfmodel.handoff_delay_ms(np.where(mask, np.nan, data), 1.0, 1000)
     np.testing.assert_array_equal(perfmodel.handoff_delay_ms(masked, 1.0, 1000), expected)
-    np.testing.assert_array_equal(perfmodel.handoff_delay_ms(1000, np.ma.masked_array(data + 1.0, mask=mask), 1),
-                                  perfmodel.handoff_delay_ms(1000, np.where(mask, np.nan, data + 1.0), 1))
+    np.testing.assert_array_equal(
+        perfmodel.handoff_delay_ms(1000, np.ma.masked_array(data + 1.0, mask=mask), 1),
+        perfmodel.handoff_delay_ms(1000, np.where(mask, np.nan, data + 1.0), 1),
+    )
 
 
 def test_series_values_align_on_the_index_or_are_refused():
@@ -582,8 +710,9 @@ def test_series_values_align_on_the_index_or_are_refused():
     result = perfmodel.handoff_delays(df, num_input_tokens="n", kv_bytes_per_token=1e9, kv_transfer_bandwidth=shuffled)
     assert result.tolist() == [10_000.0, 10_000.0, 10_000.0]  # each row its own bandwidth, not by position
     with pytest.raises(InputError, match="index differs"):
-        perfmodel.handoff_delays(df, num_input_tokens=pd.Series([1, 2, 3]), kv_bytes_per_token=1,
-                                 kv_transfer_bandwidth=1.0)
+        perfmodel.handoff_delays(
+            df, num_input_tokens=pd.Series([1, 2, 3]), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0
+        )
 
 
 def test_integer_overflow_raises():
@@ -594,16 +723,23 @@ def test_integer_overflow_raises():
 
 
 def test_coerce_turns_unknown_names_in_a_column_into_missing_rows():
-    df = pd.DataFrame({"n": [1024, 1024, 1024], "model": ["llama-3.1-70b", "no-such-model", "qwen3-32b"],
-                       "link": ["ib-ndr", "ib-ndr", "warp-drive"]})
-    result = perfmodel.handoff_delays(df, num_input_tokens="n", kv_bytes_per_token="model", kv_transfer_bandwidth="link",
-                                      errors="coerce")
+    df = pd.DataFrame(
+        {
+            "n": [1024, 1024, 1024],
+            "model": ["llama-3.1-70b", "no-such-model", "qwen3-32b"],
+            "link": ["ib-ndr", "ib-ndr", "warp-drive"],
+        }
+    )
+    result = perfmodel.handoff_delays(
+        df, num_input_tokens="n", kv_bytes_per_token="model", kv_transfer_bandwidth="link", errors="coerce"
+    )
     assert result.isna().tolist() == [False, True, True]
     with pytest.raises(ValueError, match="no-such-model|warp-drive"):  # (the first found)
         perfmodel.handoff_delays(df, num_input_tokens="n", kv_bytes_per_token="model", kv_transfer_bandwidth="link")
     with pytest.raises(InputError, match="tp"):  # knobs are never coerced away
-        perfmodel.handoff_delays(df, num_input_tokens="n", kv_bytes_per_token="model", kv_transfer_bandwidth="link",
-                                 errors="coerce", tp=0)
+        perfmodel.handoff_delays(
+            df, num_input_tokens="n", kv_bytes_per_token="model", kv_transfer_bandwidth="link", errors="coerce", tp=0
+        )
 
 
 @pytest.mark.parametrize("missing", ["kv_transfer_bandwidth", "kv_bytes_per_token"])
@@ -613,8 +749,17 @@ def test_an_input_not_given_is_named_as_missing(missing):
         perfmodel.handoff_delays(pd.DataFrame({"num_input_tokens": [1]}), **given)
 
 
-@pytest.mark.parametrize("knob", [dict(num_threads=0), dict(num_threads=2.5), dict(num_threads="4"),
-                                  dict(num_threads=10**6), dict(parallel="yes"), dict(errors="ignore")])
+@pytest.mark.parametrize(
+    "knob",
+    [
+        dict(num_threads=0),
+        dict(num_threads=2.5),
+        dict(num_threads="4"),
+        dict(num_threads=10**6),
+        dict(parallel="yes"),
+        dict(errors="ignore"),
+    ],
+)
 def test_knobs_are_validated(knob):
     with pytest.raises(InputError, match=next(iter(knob))):
         perfmodel.handoff_delay_ms([1, 2], 1.0, 1, **knob)
@@ -622,12 +767,23 @@ def test_knobs_are_validated(knob):
 
 # --- 5. whole-input error reports ----------------------------------------------------------
 
+
 def test_cli_counts_invalid_rows_over_the_whole_file(tmp_path):
     tokens = np.arange(10_000)
     tokens[[1500, 7000, 9999]] = -1
     pd.DataFrame({"num_input_tokens": tokens}).to_csv(tmp_path / "r.csv", index=False)
-    done = run("delay", str(tmp_path / "r.csv"), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1",
-               "--kv-bytes-per-token", "1", "--chunk-rows", "1000")
+    done = run(
+        "delay",
+        str(tmp_path / "r.csv"),
+        "--out",
+        str(tmp_path / "o.csv"),
+        "--bandwidth",
+        "1",
+        "--kv-bytes-per-token",
+        "1",
+        "--chunk-rows",
+        "1000",
+    )
     line = one_line_error(done)
     assert "3 invalid rows; first at line 1502: '-1'" in line and "--errors coerce" in line
     assert "errors='coerce'" not in line and not (tmp_path / "o.csv").exists()
@@ -641,8 +797,18 @@ def test_dask_reports_the_total_and_first_bad_row_in_input_order(tmp_path):
         tokens = np.arange(100)
         tokens[bad_rows] = -5
         pd.DataFrame({"num_input_tokens": tokens}).to_parquet(source / f"p{i}.parquet")
-    done = run("delay", str(source), "--out", str(tmp_path / "out"), "--workers", "2", "--bandwidth", "1",
-               "--kv-bytes-per-token", "1")
+    done = run(
+        "delay",
+        str(source),
+        "--out",
+        str(tmp_path / "out"),
+        "--workers",
+        "2",
+        "--bandwidth",
+        "1",
+        "--kv-bytes-per-token",
+        "1",
+    )
     line = one_line_error(done)
     assert "p1.parquet" in line and "3 invalid rows; first at row 41: -5" in line
     assert not (tmp_path / "out").exists()
@@ -650,42 +816,62 @@ def test_dask_reports_the_total_and_first_bad_row_in_input_order(tmp_path):
 
 # --- 6. one line and exit 2 for every user-caused failure; bugs are exit 1 -----------------
 
+
 def test_unreachable_scheduler_is_bounded_and_one_line(tmp_path, parquet_folder):
     started = time.monotonic()
-    done = run("delay", str(parquet_folder), "--out", str(tmp_path / "o"), "--scheduler", "tcp://127.0.0.1:9",
-               "--connect-timeout", "2", "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    done = run(
+        "delay",
+        str(parquet_folder),
+        "--out",
+        str(tmp_path / "o"),
+        "--scheduler",
+        "tcp://127.0.0.1:9",
+        "--connect-timeout",
+        "2",
+        "--bandwidth",
+        "1",
+        "--kv-bytes-per-token",
+        "1",
+    )
     assert "cannot reach the Dask scheduler" in one_line_error(done)
     assert time.monotonic() - started < 60 and not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("name, content, fragment", [
-    ("bad.csv.gz", b"\x1f\x8b\x08\x00garbage", "bad.csv.gz"),
-    ("bad.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "bad.jsonl.gz"),
-    ("empty.jsonl", b"", "no JSON objects"),
-    ("blank.jsonl", b"\n\n", "no JSON objects"),
-    ("array.json", b'[{"num_input_tokens": 1}]\n', "a JSON list, not an object"),
-    ("scalar.jsonl", b'{"num_input_tokens": 1}\n42\n', "line 2: a JSON int, not an object"),
-    ("empty.csv", b"", "the file is empty"),
-    ("bad.parquet", b"PAR1 not really", "not a readable Parquet file"),
-])
+@pytest.mark.parametrize(
+    "name, content, fragment",
+    [
+        ("bad.csv.gz", b"\x1f\x8b\x08\x00garbage", "bad.csv.gz"),
+        ("bad.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "bad.jsonl.gz"),
+        ("empty.jsonl", b"", "no JSON objects"),
+        ("blank.jsonl", b"\n\n", "no JSON objects"),
+        ("array.json", b'[{"num_input_tokens": 1}]\n', "a JSON list, not an object"),
+        ("scalar.jsonl", b'{"num_input_tokens": 1}\n42\n', "line 2: a JSON int, not an object"),
+        ("empty.csv", b"", "the file is empty"),
+        ("bad.parquet", b"PAR1 not really", "not a readable Parquet file"),
+    ],
+)
 def test_bad_input_files_are_one_line(tmp_path, name, content, fragment):
     (tmp_path / name).write_bytes(content)
-    done = run("delay", str(tmp_path / name), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1",
-               "--kv-bytes-per-token", "1")
+    done = run(
+        "delay", str(tmp_path / name), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1"
+    )
     assert fragment in one_line_error(done)
     assert not (tmp_path / "o.csv").exists() and not leftovers(tmp_path)
 
 
 def test_internal_errors_are_not_disguised_as_user_errors():
-    code = ("import sys, perfmodel.cli as c, perfmodel.cli.models as models\n"
-            "def boom(args): raise KeyError('our bug')\n"
-            "models.cmd_models = boom  # (the command's module registers what it holds when the parser is built)\n"
-            "sys.exit(c.main(['models']))")
+    code = (
+        "import sys, perfmodel.cli as c, perfmodel.cli.models as models\n"
+        "def boom(args): raise KeyError('our bug')\n"
+        "models.cmd_models = boom  # (the command's module registers what it holds when the parser is built)\n"
+        "sys.exit(c.main(['models']))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "internal error" in done.stderr and "KeyError: 'our bug'" in done.stderr
 
 
 # --- 7. bounded memory on hostile sizes ----------------------------------------------------
+
 
 def test_huge_token_range_is_refused_at_once(tmp_path):
     started = time.monotonic()
@@ -696,11 +882,13 @@ def test_huge_token_range_is_refused_at_once(tmp_path):
 
 def test_a_sweep_larger_than_memory_is_refused_before_allocating():
     with pytest.raises(InputError, match="more than this machine's"):
-        perfmodel.sweep(num_input_tokens=np.arange(1, 10**6), kv_transfer_bandwidth=np.arange(1, 10**6),
-                        kv_bytes_per_token=1)
+        perfmodel.sweep(
+            num_input_tokens=np.arange(1, 10**6), kv_transfer_bandwidth=np.arange(1, 10**6), kv_bytes_per_token=1
+        )
 
 
 # --- 8. the install stays clean: compiled kernels live in a per-user cache ------------------
+
 
 def test_compiled_kernels_are_cached_outside_the_package(tmp_path):
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "cache")}

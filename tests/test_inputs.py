@@ -27,14 +27,19 @@ from .reference import destination_missing_tokens_row, handoff_delay_row
 
 TOKENS = [0, 100, 4096, 20_000]
 #: What every call passes (the model's required inputs, and the tokens a destination lacks).
-BASE = {"num_input_tokens": TOKENS, "kv_transfer_bandwidth": 50.0, "kv_bytes_per_token": 1000.0,
-        "destination_missing_tokens": 1024}
+BASE = {
+    "num_input_tokens": TOKENS,
+    "kv_transfer_bandwidth": 50.0,
+    "kv_bytes_per_token": 1000.0,
+    "destination_missing_tokens": 1024,
+}
 #: The option that switches an extension group on, where one does.
 SWITCH = {"layerwise": {"overlap": "layerwise"}, "block": {"kv_layout": "block"}}
 TESTED = [e for e in ROW_INPUTS if e.name != "num_input_tokens"]
 #: What makes each option matter (its model, or the inputs it shapes).
 OPTION_CONTEXT = {
-    "kv_cache_dtype": {"kv_bytes_per_token": "llama-3.1-8b"}, "tp": {"kv_bytes_per_token": "llama-3.1-8b"},
+    "kv_cache_dtype": {"kv_bytes_per_token": "llama-3.1-8b"},
+    "tp": {"kv_bytes_per_token": "llama-3.1-8b"},
     "scope": {"kv_bytes_per_token": "llama-3.1-8b"},
     "decode_tp": {"kv_bytes_per_token": "llama-3.1-70b", "tp": 8},
     "overlap": {"kv_bytes_per_token": "llama-3.1-8b", "prefill_ms": 5.0},
@@ -91,15 +96,28 @@ def expected(call: dict, n: int = len(TOKENS)) -> np.ndarray:
         value = {e.name: _at(call.get(e.name, e.default if not e.required else None), i) for e in ROW_INPUTS}
         value = {k: (None if v is inspect.Parameter.empty else v) for k, v in value.items()}
         delay = handoff_delay_row(
-            value["num_input_tokens"], value["kv_transfer_bandwidth"], value["kv_bytes_per_token"],
-            value["worker_type"], value["completed"], value["mode"], value["destination_missing_tokens"],
-            0 if value["state_bytes"] is None else value["state_bytes"], value["latency_ms"],
-            value["fallback_delay_ms"], value["per_block_ms"], value["block_size"], value["per_message_ms"],
+            value["num_input_tokens"],
+            value["kv_transfer_bandwidth"],
+            value["kv_bytes_per_token"],
+            value["worker_type"],
+            value["completed"],
+            value["mode"],
+            value["destination_missing_tokens"],
+            0 if value["state_bytes"] is None else value["state_bytes"],
+            value["latency_ms"],
+            value["fallback_delay_ms"],
+            value["per_block_ms"],
+            value["block_size"],
+            value["per_message_ms"],
             value["prefill_ms"],
-            value["prefill_tokens_per_s"], value["num_layers"] if layerwise else None, value["layer_group"],
-            value["layerwise_min_tokens"], kv_layout=call.get("kv_layout", "layer_kv"),
+            value["prefill_tokens_per_s"],
+            value["num_layers"] if layerwise else None,
+            value["layer_group"],
+            value["layerwise_min_tokens"],
+            kv_layout=call.get("kv_layout", "layer_kv"),
             message_layers=[("full", 0, 2)] * int(value["num_layers"] or 0),
-            blocks_per_message=value["blocks_per_message"])
+            blocks_per_message=value["blocks_per_message"],
+        )
         rows.append(math.nan if delay is None else delay)
     return np.array(rows)
 
@@ -127,15 +145,18 @@ def _names(error: InputError, entry: Input) -> bool:
 IN_PROCESS = ("handoff_delay_ms", "handoff_delays", "accessor", "dask")
 #: (form, kernel, entry point): the parallel kernel where it runs in this process (it runs the serial loop on
 #: each thread's rows: tested where the input is an array).
-CASES = [*((form, "serial", entry) for form in ("scalar", "array") for entry in (*IN_PROCESS, "cli")),
-         *(("array", "parallel", entry) for entry in IN_PROCESS)]
+CASES = [
+    *((form, "serial", entry) for form in ("scalar", "array") for entry in (*IN_PROCESS, "cli")),
+    *(("array", "parallel", entry) for entry in IN_PROCESS),
+]
 
 
 def _through(call_entry_point, call: dict):
     """``call`` (the numpy API's keywords) through an entry point (the fixture, or its ``refusal``)."""
     rest = dict(call)
-    return call_entry_point(rest.pop("num_input_tokens"), rest.pop("kv_transfer_bandwidth"),
-                            rest.pop("kv_bytes_per_token"), **rest)
+    return call_entry_point(
+        rest.pop("num_input_tokens"), rest.pop("kv_transfer_bandwidth"), rest.pop("kv_bytes_per_token"), **rest
+    )
 
 
 @pytest.mark.parametrize(("form", "kernel", "entry_point"), CASES, indirect=["kernel", "entry_point"])
@@ -180,8 +201,12 @@ def _documented_names(function) -> set[str]:
     doc = inspect.getdoc(function) or ""
     section = doc.partition("Parameters\n----------\n")[2]
     section = section.split("\nReturns\n")[0].split("\nExamples\n")[0]
-    return {name.strip().lstrip("*") for line in section.splitlines() if line and not line.startswith(" ")
-            for name in line.split(",")}
+    return {
+        name.strip().lstrip("*")
+        for line in section.splitlines()
+        if line and not line.startswith(" ")
+        for name in line.split(",")
+    }
 
 
 @pytest.mark.parametrize("name", [n for n in perfmodel.__all__ if inspect.isfunction(getattr(perfmodel, n))])
@@ -195,16 +220,17 @@ def test_every_public_parameter_is_documented_from_the_table():
     """Each input's docstring line is the table's, in every signature that takes it."""
     from perfmodel import frame
 
-    for function in (handoff_delay_ms, frame.handoff_delays, perfmodel.required_bandwidth,
-                     perfmodel.max_tokens_within):
+    for function in (handoff_delay_ms, frame.handoff_delays, perfmodel.required_bandwidth, perfmodel.max_tokens_within):
         doc = inspect.getdoc(function)  # (indentation as Python 3.13 keeps it: none)
         for name, parameter in inspect.signature(function).parameters.items():
             stars = "**" if parameter.kind is parameter.VAR_KEYWORD else ""  # (numpydoc writes **inputs)
             assert f"\n{stars}{name}\n" in doc, (function.__name__, name)
         for entry in (*ROW_INPUTS, *OPTIONS):
             if entry.name in inspect.signature(function).parameters and not (
-                    entry.name == "num_input_tokens" and function.__name__ != "handoff_delay_ms"
-                    and function.__name__ != "handoff_delays"):  # (the inverse questions take fractional counts)
+                entry.name == "num_input_tokens"
+                and function.__name__ != "handoff_delay_ms"
+                and function.__name__ != "handoff_delays"
+            ):  # (the inverse questions take fractional counts)
                 assert " ".join(entry.doc.split()[:4]) in " ".join(doc.split()), (function.__name__, entry.name)
 
 
@@ -216,15 +242,21 @@ def test_signatures_take_the_tables_inputs_with_its_defaults():
     for entry in (*ROW_INPUTS, *OPTIONS):
         assert entry.name in numpy_api, entry.name
         if not entry.required:
-            assert numpy_api[entry.name].default == entry.default or (
-                numpy_api[entry.name].default is entry.default), entry.name
+            assert numpy_api[entry.name].default == entry.default or (numpy_api[entry.name].default is entry.default), (
+                entry.name
+            )
         if entry in ROW_INPUTS or entry.name in ("overlap", "kv_cache_dtype", "tp", "scope", "errors", "parallel"):
             assert entry.name in facade, entry.name
 
 
 #: Where the replay's meaning of an input's default differs from the numpy API's (documented there).
-REPLAY_DEFAULTS = {"block_size": 512, "mode": "full_prompt", "kv_transfer_bandwidth": None, "kv_bytes_per_token": None,
-                   "fallback_delay_ms": 0.0}  # (upstream's replay: a fallback of 0.0 at a bandwidth of 0)
+REPLAY_DEFAULTS = {
+    "block_size": 512,
+    "mode": "full_prompt",
+    "kv_transfer_bandwidth": None,
+    "kv_bytes_per_token": None,
+    "fallback_delay_ms": 0.0,
+}  # (upstream's replay: a fallback of 0.0 at a bandwidth of 0)
 
 
 def test_the_public_signatures_are_the_tables():
@@ -241,8 +273,10 @@ def test_the_public_signatures_are_the_tables():
     for field in dataclasses.fields(Options):
         assert field.default == INPUTS[field.name].default, field.name
     replay = dict(inspect.signature(replay_handoffs).parameters)
-    assert [replay.pop(name).kind for name in ("trace", "ready_ms")] == [inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                                         inspect.Parameter.KEYWORD_ONLY]
+    assert [replay.pop(name).kind for name in ("trace", "ready_ms")] == [
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    ]
     assert set(replay) == {name for name, entry in INPUTS.items() if entry.replay}
     for name, parameter in replay.items():
         assert parameter.default == REPLAY_DEFAULTS.get(name, INPUTS[name].default), name
@@ -252,6 +286,7 @@ def test_the_public_signatures_are_the_tables():
 
 
 # --- sweeps ------------------------------------------------------------------------------------------
+
 
 def _sweep_expected(df: pd.DataFrame, given: dict) -> np.ndarray:
     """The reference's delays of each row of a sweep, from the row's own values."""
@@ -267,12 +302,16 @@ def _sweep_expected(df: pd.DataFrame, given: dict) -> np.ndarray:
     return np.array(rows)
 
 
-@pytest.mark.parametrize("entry", [e for e in ROW_INPUTS if e.axis and e.name != "num_input_tokens"],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "entry", [e for e in ROW_INPUTS if e.axis and e.name != "num_input_tokens"], ids=lambda e: e.name
+)
 def test_every_sweep_axis(entry, kernel):
     given = context(entry)
-    axes = {**{k: v for k, v in BASE.items() if k != "destination_missing_tokens"}, **given,
-            entry.name: array_of(entry)[:2]}
+    axes = {
+        **{k: v for k, v in BASE.items() if k != "destination_missing_tokens"},
+        **given,
+        entry.name: array_of(entry)[:2],
+    }
     df = sweep(**axes)
     assert len(df) == 2 * len(TOKENS)
     _assert_close(df["handoff_delay_ms"], _sweep_expected(df, {k: v for k, v in given.items() if k != entry.name}))
@@ -283,6 +322,7 @@ def test_every_sweep_axis(entry, kernel):
 
 
 # --- replay and replay grids -------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def trace() -> pd.DataFrame:
@@ -354,8 +394,9 @@ def test_every_replay_grid_axis(entry, trace):
         warnings.simplefilter("ignore")
         grid = replay_grid(trace, **base, **{entry.name: values})
         for i, value in enumerate(values):
-            call = {k: v for k, v in base.items() if not (entry.name == "overlap" and value == "none"
-                                                          and k in LAYERWISE)}  # (a grid's rows without streaming)
+            call = {
+                k: v for k, v in base.items() if not (entry.name == "overlap" and value == "none" and k in LAYERWISE)
+            }  # (a grid's rows without streaming)
             alone = perfmodel.summarize(replay_handoffs(trace, **call, **{entry.name: value}))
             assert grid.iloc[i]["p50_ms"] == pytest.approx(alone["p50_ms"], rel=1e-12, nan_ok=True)
     bad = invalid_values(entry)[0] if entry.valid is not None else "bogus"  # (a choice, an option: a name)
@@ -388,11 +429,20 @@ def test_every_grid_axis_reads_from_the_command_line_as_the_api_takes_it(entry, 
     other = OTHER_VALUE.get(entry.name, entry.default if entry.kind in ("choice", "degree") else array_of(entry)[1])
     values = [other, entry.example]
     trace.to_csv(tmp_path / "trace.csv", index=False)
-    words = ["trace", str(tmp_path / "trace.csv"), "--out", str(tmp_path / "out"),
-             "--grid", f"{entry.name}={','.join(map(_text, values))}"]
+    words = [
+        "trace",
+        str(tmp_path / "trace.csv"),
+        "--out",
+        str(tmp_path / "out"),
+        "--grid",
+        f"{entry.name}={','.join(map(_text, values))}",
+    ]
     for name, value in base.items():
-        flag = {"kv_transfer_bandwidth": "--bandwidth", "kv_bytes_per_token": "--kv-bytes-per-token",
-                "model": "--model"}.get(name)
+        flag = {
+            "kv_transfer_bandwidth": "--bandwidth",
+            "kv_bytes_per_token": "--kv-bytes-per-token",
+            "model": "--model",
+        }.get(name)
         words += [flag or INPUTS[name].cli, _text(value)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

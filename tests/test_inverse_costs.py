@@ -11,8 +11,15 @@ from hypothesis import strategies as st
 
 from perfmodel import handoff_delay_ms, max_tokens_within, required_bandwidth
 
-MODELS = [131_072, "llama-3.1-8b", "deepseek-v3", "mistral-7b-v0.1", "gemma-3-27b", "llama-4-scout",
-          "qwen3-next-80b-a3b"]
+MODELS = [
+    131_072,
+    "llama-3.1-8b",
+    "deepseek-v3",
+    "mistral-7b-v0.1",
+    "gemma-3-27b",
+    "llama-4-scout",
+    "qwen3-next-80b-a3b",
+]
 
 
 @st.composite
@@ -46,8 +53,11 @@ def _delay(tokens, bandwidth, model, kw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=costs(), bandwidth=st.sampled_from([np.inf, 50.0, 400.0, "ib-ndr", "nixl-ucx-rdma"]),
-       budget=st.sampled_from([0.001, 0.3, 5.0, 100.0]))
+@given(
+    case=costs(),
+    bandwidth=st.sampled_from([np.inf, 50.0, 400.0, "ib-ndr", "nixl-ucx-rdma"]),
+    budget=st.sampled_from([0.001, 0.3, 5.0, 100.0]),
+)
 def test_max_tokens_within_meets_the_budget_and_one_more_token_does_not(case, bandwidth, budget):
     model, kw = case
     kw = _messages_cost(kw, bandwidth)
@@ -69,8 +79,11 @@ def test_max_tokens_within_meets_the_budget_and_one_more_token_does_not(case, ba
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=costs(), tokens=st.sampled_from([0, 1, 100, 4096, 32_768, 1_000_000]),
-       budget=st.sampled_from([0.001, 0.3, 5.0, 100.0]))
+@given(
+    case=costs(),
+    tokens=st.sampled_from([0, 1, 100, 4096, 32_768, 1_000_000]),
+    budget=st.sampled_from([0.001, 0.3, 5.0, 100.0]),
+)
 def test_required_bandwidth_meets_the_budget_and_the_next_float_below_does_not(case, tokens, budget):
     model, kw = case
     kw = _messages_cost(kw, np.inf)
@@ -86,11 +99,14 @@ def test_required_bandwidth_meets_the_budget_and_the_next_float_below_does_not(c
         assert _delay(tokens, 5e-324, model, kw) == 0.0
 
 
-@pytest.mark.parametrize("kw, budget", [
-    (dict(latency_ms=200.0), 100.0),  # the latency alone exceeds the budget at an infinite bandwidth
-    (dict(per_block_ms=0.001, block_size=16), 100.0),  # blocks grow with the prompt
-    (dict(per_message_ms=0.0001, block_size=16), 100.0),
-])
+@pytest.mark.parametrize(
+    "kw, budget",
+    [
+        (dict(latency_ms=200.0), 100.0),  # the latency alone exceeds the budget at an infinite bandwidth
+        (dict(per_block_ms=0.001, block_size=16), 100.0),  # blocks grow with the prompt
+        (dict(per_message_ms=0.0001, block_size=16), 100.0),
+    ],
+)
 def test_the_issue_s_cases_are_not_every_prompt(kw, budget):
     assert max_tokens_within(np.inf, "llama-3.1-8b", budget_ms=budget, **kw) < np.inf
     # a model whose layers all keep a window, with per-block costs that grow with the prompt

@@ -10,10 +10,25 @@ import pytest
 
 from perfmodel import LINKS, Link, fit_link, get_link
 
-EXPECTED_GB_S = {"nvlink4": 450, "nvlink5": 900, "pcie4": 32, "pcie5": 64, "ib-ndr": 50, "ib-xdr": 100,
-                 "roce-400g": 50, "eth-100g": 12.5, "ib-hdr": 25, "eth-200g": 25, "eth-400g": 50, "eth-800g": 100,
-                 "roce-100g": 12.5, "roce-200g": 25, "roce-800g": 100, "efa-100g": 12.5,
-                 "efa-200g": 25}
+EXPECTED_GB_S = {
+    "nvlink4": 450,
+    "nvlink5": 900,
+    "pcie4": 32,
+    "pcie5": 64,
+    "ib-ndr": 50,
+    "ib-xdr": 100,
+    "roce-400g": 50,
+    "eth-100g": 12.5,
+    "ib-hdr": 25,
+    "eth-200g": 25,
+    "eth-400g": 50,
+    "eth-800g": 100,
+    "roce-100g": 12.5,
+    "roce-200g": 25,
+    "roce-800g": 100,
+    "efa-100g": 12.5,
+    "efa-200g": 25,
+}
 
 
 def test_presets():
@@ -37,9 +52,14 @@ def test_transfer_ms_rejects_negative_bytes():
         LINKS["pcie5"].transfer_ms([1, -5])
 
 
-@pytest.mark.parametrize("kwargs, fragment", [(dict(bandwidth_gb_s=0), "bandwidth_gb_s"),
-                                              (dict(bandwidth_gb_s=1, latency_ms=-1), "latency_ms"),
-                                              (dict(bandwidth_gb_s=1, efficiency=1.5), "efficiency")])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(bandwidth_gb_s=0), "bandwidth_gb_s"),
+        (dict(bandwidth_gb_s=1, latency_ms=-1), "latency_ms"),
+        (dict(bandwidth_gb_s=1, efficiency=1.5), "efficiency"),
+    ],
+)
 def test_link_validation(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         Link("bad", **kwargs)
@@ -77,13 +97,16 @@ def test_fit_describes_a_real_measurement_where_line_rate_does_not():
     assert np.max(time_ms[keep] / line_rate) > 4  # nominal line rate is off by a factor of several
 
 
-@pytest.mark.parametrize("nbytes, times, fragment", [
-    ([1e6], [1.0], "at least two"),
-    ([1e6, 2e6], [1.0], "one time per"),
-    ([1e6, -2e6], [1.0, 2.0], "nbytes: 1 value not finite and > 0, first at position 1: -2000000.0"),
-    ([1e6, 2e6], [1.0, 0.0], "measured_ms: 1 value not finite and > 0"),
-    ([1e6, 2e6], [1.0, 2.0, 3.0], "2 sizes but 3 times"),
-])
+@pytest.mark.parametrize(
+    "nbytes, times, fragment",
+    [
+        ([1e6], [1.0], "at least two"),
+        ([1e6, 2e6], [1.0], "one time per"),
+        ([1e6, -2e6], [1.0, 2.0], "nbytes: 1 value not finite and > 0, first at position 1: -2000000.0"),
+        ([1e6, 2e6], [1.0, 0.0], "measured_ms: 1 value not finite and > 0"),
+        ([1e6, 2e6], [1.0, 2.0, 3.0], "2 sizes but 3 times"),
+    ],
+)
 def test_fit_errors(nbytes, times, fragment):
     """What no term can describe is refused; data a term describes never is (see test_edges)."""
     with pytest.raises(ValueError, match=fragment):
@@ -116,8 +139,11 @@ def test_per_block_fit_recovers_known_parameters_and_beats_a_grid_search():
     n_blocks = np.round(nbytes / rng.choice([16, 64, 256], 12) / 1024) + 1
     truth = 0.01 + n_blocks * 0.002 + nbytes / 40e9 * 1000
     exact = fit_link(nbytes, truth, n_blocks=n_blocks)
-    assert (round(exact.latency_ms, 9), round(exact.per_block_ms, 9), round(exact.bandwidth_gb_s, 6)) == \
-        (0.01, 0.002, 40.0)
+    assert (round(exact.latency_ms, 9), round(exact.per_block_ms, 9), round(exact.bandwidth_gb_s, 6)) == (
+        0.01,
+        0.002,
+        40.0,
+    )
     noisy = truth * rng.uniform(0.95, 1.05, 12)
     fitted = fit_link(nbytes, noisy, n_blocks=n_blocks)
     error = lambda lat, pb, mpb: float(np.sum(((lat + n_blocks * pb + nbytes * mpb - noisy) / noisy) ** 2))  # noqa: E731

@@ -33,8 +33,11 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def test_the_lowest_pins_are_the_declared_floors():
-    pins = dict(line.split("==") for line in (ROOT / ".ci" / "lowest.txt").read_text().splitlines()
-                if line.strip() and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / ".ci" / "lowest.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
     floors = _floors()
     assert len(floors) > 8
     assert sorted(pins) == sorted(floors), (sorted(pins), sorted(floors))

@@ -27,20 +27,23 @@ LAYOUTS = ("layer_kv", "layer", "block")
 
 # --- the contract's examples ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("layout", "count"), [("layer_kv", 30_016), ("layer", 15_008), ("block", 469)])
 def test_the_contracts_message_counts(layout, count):
     # Llama-3.1-8B (32 layers), 7,500 tokens, 16-token blocks: 469 blocks
     assert kv_messages("llama-3.1-8b", 7500, 16, kv_layout=layout) == count
     # the kernel: at an unlimited bandwidth only the messages cost (1 ms each here)
-    assert handoff_delay_ms(7500, np.inf, "llama-3.1-8b", per_message_ms=1.0, block_size=16,
-                            kv_layout=layout) == count
+    assert handoff_delay_ms(7500, np.inf, "llama-3.1-8b", per_message_ms=1.0, block_size=16, kv_layout=layout) == count
 
 
-@pytest.mark.parametrize(("model", "tp", "decode_tp", "rank", "group"), [
-    ("llama-3.1-70b", 8, 2, 163_840, 327_680),
-    ("qwen3-235b-a22b", 8, 4, 48_128, 192_512),
-    ("qwen3-235b-a22b", 4, 8, 96_256, 385_024),
-])
+@pytest.mark.parametrize(
+    ("model", "tp", "decode_tp", "rank", "group"),
+    [
+        ("llama-3.1-70b", 8, 2, 163_840, 327_680),
+        ("qwen3-235b-a22b", 8, 4, 48_128, 192_512),
+        ("qwen3-235b-a22b", 4, 8, 96_256, 385_024),
+    ],
+)
 def test_the_contracts_decode_tp_bytes(model, tp, decode_tp, rank, group):
     assert kv_bytes_per_token(model, tp=tp, decode_tp=decode_tp) == rank
     assert kv_bytes_per_token(model, tp=tp, decode_tp=decode_tp, scope="group") == group
@@ -50,23 +53,41 @@ def test_the_contracts_decode_tp_bytes(model, tp, decode_tp, rank, group):
 def test_off_by_default_bit_for_bit():
     tokens = np.array([0, 1, 17, 4096, 131_072, 7_777_777])
     plain = handoff_delay_ms(tokens, 50.0, "gemma-3-27b", latency_ms=0.3, per_block_ms=0.002, block_size=16)
-    for extra in ({"per_message_ms": 0.0}, {"kv_layout": "block"}, {"decode_tp": 1}, {"per_message_ms": 0.0,
-                                                                                      "kv_layout": "layer"}):
-        same = handoff_delay_ms(tokens, 50.0, "gemma-3-27b", latency_ms=0.3, per_block_ms=0.002, block_size=16,
-                                **extra)
+    for extra in (
+        {"per_message_ms": 0.0},
+        {"kv_layout": "block"},
+        {"decode_tp": 1},
+        {"per_message_ms": 0.0, "kv_layout": "layer"},
+    ):
+        same = handoff_delay_ms(tokens, 50.0, "gemma-3-27b", latency_ms=0.3, per_block_ms=0.002, block_size=16, **extra)
         assert same.tobytes() == plain.tobytes(), extra
     assert kv_bytes_per_token("llama-3.1-70b", tp=8, decode_tp=8) == kv_bytes_per_token("llama-3.1-70b", tp=8)
 
 
 # --- the message count against the reference ---------------------------------------------------------
 
+
 def _config(kinds: list[str], window: int, chunk: int, mla: bool) -> dict:
-    names = {"full": "full_attention", "window": "sliding_attention", "chunk": "chunked_attention",
-             "state": "linear_attention"}
-    config = {"num_hidden_layers": len(kinds), "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2,
-              "layer_types": [names[k] for k in kinds], "sliding_window": window, "attention_chunk_size": chunk,
-              "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
-              "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4}
+    names = {
+        "full": "full_attention",
+        "window": "sliding_attention",
+        "chunk": "chunked_attention",
+        "state": "linear_attention",
+    }
+    config = {
+        "num_hidden_layers": len(kinds),
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "layer_types": [names[k] for k in kinds],
+        "sliding_window": window,
+        "attention_chunk_size": chunk,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+    }
     if mla:
         config.update(kv_lora_rank=64, qk_rope_head_dim=16)
     return config
@@ -75,23 +96,38 @@ def _config(kinds: list[str], window: int, chunk: int, mla: bool) -> dict:
 @st.composite
 def layer_mixes(draw):
     mla = draw(st.booleans())
-    kinds = draw(st.lists(st.sampled_from(["full"] if mla else ["full", "window", "chunk", "state"]),
-                          min_size=1, max_size=12))
+    kinds = draw(
+        st.lists(st.sampled_from(["full"] if mla else ["full", "window", "chunk", "state"]), min_size=1, max_size=12)
+    )
     window, chunk = draw(st.integers(1, 3000)), draw(st.integers(1, 3000))
     layers = [(kind, window if kind == "window" else chunk, 1 if mla else 2) for kind in kinds]
     return _config(kinds, window, chunk, mla), layers
 
 
-@given(mix=layer_mixes(), layout=st.sampled_from(LAYOUTS), block=st.sampled_from([1, 3, 16, 64, 512]),
-       tokens=st.lists(st.integers(0, 100_000), min_size=1, max_size=8), data=st.data())
+@given(
+    mix=layer_mixes(),
+    layout=st.sampled_from(LAYOUTS),
+    block=st.sampled_from([1, 3, 16, 64, 512]),
+    tokens=st.lists(st.integers(0, 100_000), min_size=1, max_size=8),
+    data=st.data(),
+)
 def test_message_counts_equal_the_layer_by_layer_reference(mix, layout, block, tokens, data):
     config, layers = mix
     charged = [data.draw(st.integers(0, t + block)) for t in tokens]  # a block-rounded tail may exceed the prompt
     want = [reference_messages(t, c, block, layers, layout) for t, c in zip(tokens, charged)]
     assert kv_messages(config, tokens, block, charged_tokens=charged, kv_layout=layout).tolist() == want
     for parallel in (False, True):
-        got = handoff_delay_ms(tokens, np.inf, config, mode="destination_missing", destination_missing_tokens=charged,
-                               per_message_ms=1.0, block_size=block, kv_layout=layout, parallel=parallel)
+        got = handoff_delay_ms(
+            tokens,
+            np.inf,
+            config,
+            mode="destination_missing",
+            destination_missing_tokens=charged,
+            per_message_ms=1.0,
+            block_size=block,
+            kv_layout=layout,
+            parallel=parallel,
+        )
         moved = np.asarray(perfmodel.kv_bytes(config, tokens, charged_tokens=charged)) > 0  # (no bytes: no cost)
         assert np.atleast_1d(got).tolist() == [w if m else 0.0 for w, m in zip(want, moved)], parallel
 
@@ -111,11 +147,13 @@ def test_a_links_per_message_cost_applies_everywhere(entry_point):
     link = perfmodel.Link("descriptors", 50.0, per_message_ms=0.001)
     expected = 7500 * 131_072 / 50e9 * 1000 + 30_016 * 0.001
     np.testing.assert_allclose(entry_point([7500], link, "llama-3.1-8b", block_size=16), [expected], rtol=1e-12)
-    np.testing.assert_allclose(entry_point([7500], 50.0, "llama-3.1-8b", block_size=16, per_message_ms=0.001),
-                               [expected], rtol=1e-12)  # (the command line's form: the link's terms as numbers)
+    np.testing.assert_allclose(
+        entry_point([7500], 50.0, "llama-3.1-8b", block_size=16, per_message_ms=0.001), [expected], rtol=1e-12
+    )  # (the command line's form: the link's terms as numbers)
 
 
 # --- different TP on the two sides, against an enumeration of heads -----------------------------------
+
 
 def _served_heads(heads: int, decode_tp: int) -> list[list[int]]:
     """The KV heads each decode rank holds: a share of them, or (more ranks than heads) one, replicated."""
@@ -125,12 +163,22 @@ def _served_heads(heads: int, decode_tp: int) -> list[list[int]]:
     return [[r * heads // decode_tp] for r in range(decode_tp)]
 
 
-@given(heads=st.sampled_from([1, 2, 4, 8, 16]), tp=st.sampled_from([1, 2, 4, 8, 16]),
-       decode_tp=st.sampled_from([1, 2, 4, 8, 16]), layers=st.integers(1, 100), head_dim=st.sampled_from([64, 128]),
-       mla=st.booleans())
+@given(
+    heads=st.sampled_from([1, 2, 4, 8, 16]),
+    tp=st.sampled_from([1, 2, 4, 8, 16]),
+    decode_tp=st.sampled_from([1, 2, 4, 8, 16]),
+    layers=st.integers(1, 100),
+    head_dim=st.sampled_from([64, 128]),
+    mla=st.booleans(),
+)
 def test_decode_tp_bytes_equal_an_enumeration_of_heads(heads, tp, decode_tp, layers, head_dim, mla):
-    config = {"num_hidden_layers": layers, "hidden_size": 4096, "num_attention_heads": 32,
-              "num_key_value_heads": heads, "head_dim": head_dim}
+    config = {
+        "num_hidden_layers": layers,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": heads,
+        "head_dim": head_dim,
+    }
     if mla:
         config.update(kv_lora_rank=512, qk_rope_head_dim=64)
         per_rank = [(512 + 64) * 2 * layers] * decode_tp  # every decode rank holds the whole latent
@@ -143,6 +191,7 @@ def test_decode_tp_bytes_equal_an_enumeration_of_heads(heads, tp, decode_tp, lay
 
 
 # --- fits with a per-message cost ---------------------------------------------------------------------
+
 
 def test_the_page_size_pair_fits_one_per_message_cost():
     # 7,500 tokens of a 32-layer model over NVLink: 20 ms at 16-token pages, 8 ms at 128 (the same bytes)
@@ -187,24 +236,27 @@ def test_every_shipped_microbenchmark_fits_at_least_as_well_with_messages(name):
 
 # --- transport profiles ---------------------------------------------------------------------------------
 
+
 def test_transport_profiles_carry_their_source_and_fit():
     profiles = transport_profiles()
     assert {"fastdeploy-rdma", "mooncake-te-rdma", "uccl-rdma", "nixl-ucx-rdma"} <= set(profiles)
     for name, link in profiles.items():
         assert link.source and link.fit is not None and link.per_message_ms > 0, name
         assert perfmodel.get_link(name) is link and perfmodel.get_link(f"2x {name}").bandwidth_gb_s == pytest.approx(
-            2 * link.bandwidth_gb_s)
+            2 * link.bandwidth_gb_s
+        )
     assert profiles["uccl-rdma"].per_message_ms == pytest.approx(0.186e-3, rel=0.01)
     with pytest.raises(InputError, match="built-in"):  # (a profile's name is taken, as a line rate's is)
         perfmodel.links.save_link(perfmodel.Link("uccl-rdma", 10.0))
 
 
-@pytest.mark.parametrize(("profile", "engine"), [("uccl-rdma", "Direct UCCL dual-rail"),
-                                                   ("nixl-uccl-rdma", "NIXL/UCCL dual-rail")])
+@pytest.mark.parametrize(
+    ("profile", "engine"), [("uccl-rdma", "Direct UCCL dual-rail"), ("nixl-uccl-rdma", "NIXL/UCCL dual-rail")]
+)
 def test_two_rails_of_a_profile_predict_the_held_out_dual_rail_table(profile, engine):
     """Fitted on one rail, the profile's multiple predicts the two-rail measurements it never saw."""
     two = perfmodel.get_link(f"2x {profile}")
-    (_, nbytes, measured, messages), = [row for row in _published("lmcache-nixl-iov") if row[0] == engine]
+    ((_, nbytes, measured, messages),) = [row for row in _published("lmcache-nixl-iov") if row[0] == engine]
     errors = np.abs(two.transfer_ms(nbytes, messages=messages) - measured) / measured
     assert errors.max() < 0.15 and errors.mean() < 0.05  # (the smallest transfer: 13.5%; the rest within 2%)
 
@@ -224,14 +276,34 @@ def test_models_shows_a_prefill_to_decode_pair():
 
 # --- calibrate ----------------------------------------------------------------------------------------
 
+
 def test_calibrate_turns_tokens_into_bytes_and_messages(tmp_path):
     tokens = np.array([1000, 4000, 16000, 64000])
     link = perfmodel.Link("truth", 40.0, per_message_ms=0.0005)
-    measured = link.transfer_ms(perfmodel.kv_bytes("llama-3.1-70b", tokens, tp=8, decode_tp=2),
-                                messages=kv_messages("llama-3.1-70b", tokens, 16))
+    measured = link.transfer_ms(
+        perfmodel.kv_bytes("llama-3.1-70b", tokens, tp=8, decode_tp=2),
+        messages=kv_messages("llama-3.1-70b", tokens, 16),
+    )
     pd.DataFrame({"num_input_tokens": tokens, "measured_ms": measured}).to_csv(tmp_path / "e2e.csv", index=False)
-    done = run("calibrate", str(tmp_path / "e2e.csv"), "--name", "ours", "--model", "llama-3.1-70b", "--tp", "8",
-               "--decode-tp", "2", "--block-size", "16", "--link", "ib-ndr", "--no-save", "--out", str(tmp_path / "c"))
+    done = run(
+        "calibrate",
+        str(tmp_path / "e2e.csv"),
+        "--name",
+        "ours",
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--decode-tp",
+        "2",
+        "--block-size",
+        "16",
+        "--link",
+        "ib-ndr",
+        "--no-save",
+        "--out",
+        str(tmp_path / "c"),
+    )
     assert done.returncode == 0, done.stderr
     assert "0.5 us per message" in done.stdout and "40 GB/s" in done.stdout, done.stdout
     assert "ib-ndr" in done.stdout  # the link named is the comparison
@@ -246,11 +318,18 @@ def test_calibrate_refuses_a_column_whose_unit_it_cannot_tell(tmp_path):
 
 # --- the inverse questions with per-block and per-message costs ---------------------------------------
 
-@given(tokens=st.integers(1, 200_000), budget=st.floats(1.0, 5000.0), block=st.sampled_from([16, 64, 256]),
-       per_message_us=st.floats(0.05, 2.0), layout=st.sampled_from(LAYOUTS),
-       model=st.sampled_from(["llama-3.1-8b", "deepseek-v3", "gemma-3-27b"]))
-def test_the_inverse_questions_answer_the_forward_model_with_messages(tokens, budget, block, per_message_us, layout,
-                                                                      model):
+
+@given(
+    tokens=st.integers(1, 200_000),
+    budget=st.floats(1.0, 5000.0),
+    block=st.sampled_from([16, 64, 256]),
+    per_message_us=st.floats(0.05, 2.0),
+    layout=st.sampled_from(LAYOUTS),
+    model=st.sampled_from(["llama-3.1-8b", "deepseek-v3", "gemma-3-27b"]),
+)
+def test_the_inverse_questions_answer_the_forward_model_with_messages(
+    tokens, budget, block, per_message_us, layout, model
+):
     costs = dict(per_message_ms=per_message_us / 1000, block_size=block, kv_layout=layout)
     needed = perfmodel.required_bandwidth(tokens, model, budget_ms=budget, **costs)
     if np.isfinite(needed):  # the least bandwidth that meets the budget

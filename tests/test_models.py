@@ -11,18 +11,18 @@ from perfmodel import MODELS, kv_bytes_per_token
 
 # 2 (K and V) * layers * kv_heads * head_dim * 2 bytes (bf16), worked out by hand
 HAND_COMPUTED = {
-    "llama-3.1-8b": 2 * 32 * 8 * 128 * 2,       # 131072
-    "llama-3.1-70b": 2 * 80 * 8 * 128 * 2,      # 327680
-    "llama-3.1-405b": 2 * 126 * 8 * 128 * 2,    # 516096
-    "qwen2.5-7b": 2 * 28 * 4 * 128 * 2,         # 57344 (3584 / 28 = 128)
+    "llama-3.1-8b": 2 * 32 * 8 * 128 * 2,  # 131072
+    "llama-3.1-70b": 2 * 80 * 8 * 128 * 2,  # 327680
+    "llama-3.1-405b": 2 * 126 * 8 * 128 * 2,  # 516096
+    "qwen2.5-7b": 2 * 28 * 4 * 128 * 2,  # 57344 (3584 / 28 = 128)
     "qwen2.5-72b": 2 * 80 * 8 * 128 * 2,
     "qwen3-8b": 2 * 36 * 8 * 128 * 2,
-    "qwen3-32b": 2 * 64 * 8 * 128 * 2,          # 262144; hidden/heads would give 80, not 128
+    "qwen3-32b": 2 * 64 * 8 * 128 * 2,  # 262144; hidden/heads would give 80, not 128
     "qwen3-30b-a3b": 2 * 48 * 4 * 128 * 2,
     "qwen3-235b-a22b": 2 * 94 * 4 * 128 * 2,
     "mixtral-8x7b": 2 * 32 * 8 * 128 * 2,
     "mixtral-8x22b": 2 * 56 * 8 * 128 * 2,
-    "deepseek-v3": 61 * (512 + 64) * 2,         # MLA latent, no factor 2: 70272
+    "deepseek-v3": 61 * (512 + 64) * 2,  # MLA latent, no factor 2: 70272
     "deepseek-r1": 61 * (512 + 64) * 2,
 }
 
@@ -55,8 +55,19 @@ def test_mla_is_replicated_across_tp_ranks():
     assert kv_bytes_per_token("deepseek-v3", tp=8) == kv_bytes_per_token("deepseek-v3") == 70_272
 
 
-@pytest.mark.parametrize("dtype, size", [("fp8", 1), ("fp8_e5m2", 1), ("float8_e4m3fn", 1), ("bf16", 2),
-                                         ("float16", 2), ("fp32", 4), ("auto", 2), (None, 2)])
+@pytest.mark.parametrize(
+    "dtype, size",
+    [
+        ("fp8", 1),
+        ("fp8_e5m2", 1),
+        ("float8_e4m3fn", 1),
+        ("bf16", 2),
+        ("float16", 2),
+        ("fp32", 4),
+        ("auto", 2),
+        (None, 2),
+    ],
+)
 def test_kv_cache_dtype(dtype, size):
     assert kv_bytes_per_token("llama-3.1-8b", kv_cache_dtype=dtype) == 2 * 32 * 8 * 128 * size
 
@@ -78,9 +89,16 @@ def test_multi_query():
 
 
 def test_text_config_of_multimodal_models():
-    config = {"architectures": ["LlavaForConditionalGeneration"], "torch_dtype": "float16",
-              "text_config": {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                              "num_key_value_heads": 8}}
+    config = {
+        "architectures": ["LlavaForConditionalGeneration"],
+        "torch_dtype": "float16",
+        "text_config": {
+            "num_hidden_layers": 32,
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+        },
+    }
     assert kv_bytes_per_token(config) == 2 * 32 * 8 * 128 * 2
 
 
@@ -89,14 +107,20 @@ def test_config_file_and_folder(tmp_path):
     assert kv_bytes_per_token(tmp_path) == kv_bytes_per_token(str(tmp_path / "config.json")) == 147_456
 
 
-@pytest.mark.parametrize("call, fragment", [
-    (lambda: kv_bytes_per_token({"hidden_size": 4096}), "no num_hidden_layers / n_layer / num_layers; it has: hidden_size"),
-    (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "hidden_size": 8}), "num_attention_heads"),
-    (lambda: kv_bytes_per_token("llama-3.1-7b"), "did you mean llama-3.1-70b, llama-3.1-8b"),
-    (lambda: kv_bytes_per_token("llama-3.1-8b", kv_cache_dtype="fp6"), "kv_cache_dtype: 'fp6' is not known"),
-    (lambda: kv_bytes_per_token("llama-3.1-8b", tp=0), "tp: 0 is not a whole number >= 1"),
-    (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "kv_lora_rank": 512}), "qk_rope_head_dim"),
-])
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (
+            lambda: kv_bytes_per_token({"hidden_size": 4096}),
+            "no num_hidden_layers / n_layer / num_layers; it has: hidden_size",
+        ),
+        (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "hidden_size": 8}), "num_attention_heads"),
+        (lambda: kv_bytes_per_token("llama-3.1-7b"), "did you mean llama-3.1-70b, llama-3.1-8b"),
+        (lambda: kv_bytes_per_token("llama-3.1-8b", kv_cache_dtype="fp6"), "kv_cache_dtype: 'fp6' is not known"),
+        (lambda: kv_bytes_per_token("llama-3.1-8b", tp=0), "tp: 0 is not a whole number >= 1"),
+        (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "kv_lora_rank": 512}), "qk_rope_head_dim"),
+    ],
+)
 def test_errors(call, fragment):
     with pytest.raises(ValueError) as info:
         call()

@@ -20,12 +20,15 @@ def _entry_points():
     frame = pd.DataFrame({"num_input_tokens": [1000]})
     return {
         "numpy": lambda **kw: perfmodel.handoff_delay_ms(1000, 50.0, 131072, **kw),
-        "facade": lambda **kw: perfmodel.handoff_delays(frame, kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072,
-                                                        **kw),
-        "sweep": lambda **kw: perfmodel.sweep(num_input_tokens=[1000], kv_transfer_bandwidth=50.0,
-                                              kv_bytes_per_token=131072, **kw),
-        "replay": lambda **kw: perfmodel.replay_handoffs(trace, kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072,
-                                                         **kw),
+        "facade": lambda **kw: perfmodel.handoff_delays(
+            frame, kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072, **kw
+        ),
+        "sweep": lambda **kw: perfmodel.sweep(
+            num_input_tokens=[1000], kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072, **kw
+        ),
+        "replay": lambda **kw: perfmodel.replay_handoffs(
+            trace, kv_transfer_bandwidth=50.0, kv_bytes_per_token=131072, **kw
+        ),
         "required_bandwidth": lambda **kw: perfmodel.required_bandwidth(1000, 131072, budget_ms=10.0, **kw),
         "max_tokens_within": lambda **kw: perfmodel.max_tokens_within(50.0, 131072, budget_ms=10.0, **kw),
     }
@@ -43,6 +46,7 @@ def test_a_bad_layer_count_is_refused_everywhere(entry, layers):
 @pytest.mark.parametrize("entry", list(_entry_points()))
 def test_a_good_layer_count_is_taken_alike(entry):
     """The same count of layers, hence messages, everywhere: the numpy API's delay (which it changes)."""
+
     def delay(tokens=1000, bandwidth=50.0, layers=32):
         return perfmodel.handoff_delay_ms(tokens, bandwidth, 131072, num_layers=layers, **MESSAGES)
 
@@ -72,5 +76,6 @@ def test_an_explicit_layer_count_that_differs_from_a_named_model_s_is_refused():
     with pytest.raises(InputError, match="num_layers"):
         perfmodel.replay_handoffs(trace, kv_transfer_bandwidth=50.0, model="llama-3.1-8b", num_layers=16, **MESSAGES)
     # the model's own count is the same model: accepted, and equal to leaving it out
-    assert perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", num_layers=32, **MESSAGES) == \
-        perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", **MESSAGES)
+    assert perfmodel.handoff_delay_ms(
+        1000, 50.0, "llama-3.1-8b", num_layers=32, **MESSAGES
+    ) == perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", **MESSAGES)

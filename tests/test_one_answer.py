@@ -58,14 +58,36 @@ def test_separate_links_under_fifo_one_answer_everywhere(azure, tmp_path, capsys
     hand = by_hand(azure, counts, lambda n: dict(link="ib-ndr", links=n), contention="fifo")
     grid = perfmodel.replay_grid(azure, model=MODEL, link="ib-ndr", links=counts, contention="fifo")
     read_off = fewest_meeting(grid["links"].tolist(), grid["p99_ms"].tolist(), BUDGET)
-    assert main(["trace", "dataset:azure-code-2023", "--model", MODEL, "--link", "ib-ndr", "--contention", "fifo",
-                 "--grid", "links=" + ",".join(map(str, counts)), "--budget-ms", str(BUDGET),
-                 "--out", str(tmp_path / "grid")]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "dataset:azure-code-2023",
+                "--model",
+                MODEL,
+                "--link",
+                "ib-ndr",
+                "--contention",
+                "fifo",
+                "--grid",
+                "links=" + ",".join(map(str, counts)),
+                "--budget-ms",
+                str(BUDGET),
+                "--out",
+                str(tmp_path / "grid"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert answer.count == hand == read_off == printed_count(out, "links") == 3
     assert str(answer).endswith(": 3 links") and answer.unit == "links" and answer.axis == "links"
-    for words in ("p99 of per-request handoff delays", "queued first come first served", "scope rank",
-                  "over N separate 'ib-ndr' links"):
+    for words in (
+        "p99 of per-request handoff delays",
+        "queued first come first served",
+        "scope rank",
+        "over N separate 'ib-ndr' links",
+    ):
         assert words in answer.question, answer.question
     for words in ("p99 of per-request handoff delays", "queued first come first served", "scope rank", "over N links"):
         assert words in out, out
@@ -81,11 +103,32 @@ def test_a_cluster_under_fair_sharing_one_answer_everywhere(azure, tmp_path, cap
     base = perfmodel.get_cluster("hgx-h100-8x400g")
     import dataclasses
 
-    hand = by_hand(azure, counts, lambda n: dict(link=dataclasses.replace(base, nics_per_node=n)),
-                   contention="fair", tp=8)
-    assert main(["trace", "dataset:azure-code-2023", "--model", MODEL, "--cluster", "hgx-h100-8x400g", "--tp", "8",
-                 "--contention", "fair", "--grid", "nics_per_node=1,2,4,8", "--budget-ms", str(BUDGET),
-                 "--out", str(tmp_path / "grid")]) == 0
+    hand = by_hand(
+        azure, counts, lambda n: dict(link=dataclasses.replace(base, nics_per_node=n)), contention="fair", tp=8
+    )
+    assert (
+        main(
+            [
+                "trace",
+                "dataset:azure-code-2023",
+                "--model",
+                MODEL,
+                "--cluster",
+                "hgx-h100-8x400g",
+                "--tp",
+                "8",
+                "--contention",
+                "fair",
+                "--grid",
+                "nics_per_node=1,2,4,8",
+                "--budget-ms",
+                str(BUDGET),
+                "--out",
+                str(tmp_path / "grid"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert answer.count == hand == printed_count(out, "NICs per node") == 4
     assert answer.tried["nics_per_node"].tolist() == [1, 2, 4, 8, 16, 24, 32]  # every count the node can take
@@ -100,8 +143,9 @@ def test_each_handoff_alone_one_answer_everywhere(azure):
     assert p99_prompt == azure["num_input_tokens"].quantile(0.99)  # (pandas' default: the same percentile)
     answer = required_nics(azure, "hgx-h100-8x400g", MODEL, budget_ms=BUDGET, contention="none", tp=8)
     inverse = perfmodel.required_nics_per_node(p99_prompt, "hgx-h100-8x400g", MODEL, tp=8, budget_ms=BUDGET)
-    swept = perfmodel.sweep(cluster="hgx-h100-8x400g", nics_per_node=[1, 2, 4, 8], model=MODEL, tp=8,
-                            num_input_tokens=int(p99_prompt))
+    swept = perfmodel.sweep(
+        cluster="hgx-h100-8x400g", nics_per_node=[1, 2, 4, 8], model=MODEL, tp=8, num_input_tokens=int(p99_prompt)
+    )
     read_off = fewest_meeting(swept["nics_per_node"].tolist(), swept["handoff_delay_ms"].tolist(), BUDGET)
     assert answer.count == float(inverse) == read_off == 1
     assert "each handoff alone, no contention" in answer.question
@@ -109,14 +153,18 @@ def test_each_handoff_alone_one_answer_everywhere(azure):
     links = required_nics(azure, "ib-ndr", MODEL, budget_ms=BUDGET, contention="none")
     assert links.count == 1 and str(links).endswith(": 1 link")  # one 400G NIC meets the p99 prompt's 48.7 ms
     assert float(perfmodel.required_bandwidth(p99_prompt, MODEL, budget_ms=BUDGET)) <= 50.0
-    for function in (perfmodel.required_bandwidth, perfmodel.required_nics_per_node, perfmodel.sweep,
-                     perfmodel.max_tokens_within):
+    for function in (
+        perfmodel.required_bandwidth,
+        perfmodel.required_nics_per_node,
+        perfmodel.sweep,
+        perfmodel.max_tokens_within,
+    ):
         first = " ".join(function.__doc__.split("\n\n")[0].split())
         assert "alone" in first and "no contention" in first, (function.__name__, first)
 
 
 def test_striped_links_say_so(azure):
-    """"Nx ib-ndr" (one link N times as fast) answers another question than links=N: its answer says so."""
+    """ "Nx ib-ndr" (one link N times as fast) answers another question than links=N: its answer says so."""
     striped = required_nics(azure, "ib-ndr", MODEL, budget_ms=BUDGET, contention="fifo", striped=True)
     hand = by_hand(azure, range(1, 9), lambda n: dict(link=f"{n}x ib-ndr"), contention="fifo")
     assert striped.count == hand == 2 and striped.unit == "NICs striped" and "N times as fast" in striped.question
@@ -140,7 +188,11 @@ def test_one_percentile_for_every_entry_point():
 
 def test_counts_said_singular_and_plural():
     assert [counted(1, "links"), counted(2, "links"), counted(1, "NICs per node"), counted(8, "NICs per node")] == [
-        "1 link", "2 links", "1 NIC per node", "8 NICs per node"]
+        "1 link",
+        "2 links",
+        "1 NIC per node",
+        "8 NICs per node",
+    ]
     assert counted(math.inf, "links") == "none of the counts tried (links)"
 
 
@@ -149,13 +201,22 @@ def test_no_count_meets_the_budget(azure):
     assert answer.count == math.inf and "none of the counts tried" in str(answer)
 
 
-@pytest.mark.parametrize("bad, words", [
-    (dict(budget_ms=0), "budget_ms"), (dict(budget_ms=float("nan")), "budget_ms"),
-    (dict(contention="queue"), "contention"), (dict(percent=120), "percent"),
-    (dict(links=2), "set by required_nics itself"), (dict(link_spec=3.0), "not a link preset's name"),
-    (dict(counts=[1, 0]), "counts"), (dict(counts=[1.5]), "counts"), (dict(counts=[]), "counts"),
-    (dict(link_spec="hgx-h100-8x400g", striped=True), "striped"),
-    (dict(link_spec="hgx-h100-8x400g", counts=[3]), "nics_per_node 3 neither divides")])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (dict(budget_ms=0), "budget_ms"),
+        (dict(budget_ms=float("nan")), "budget_ms"),
+        (dict(contention="queue"), "contention"),
+        (dict(percent=120), "percent"),
+        (dict(links=2), "set by required_nics itself"),
+        (dict(link_spec=3.0), "not a link preset's name"),
+        (dict(counts=[1, 0]), "counts"),
+        (dict(counts=[1.5]), "counts"),
+        (dict(counts=[]), "counts"),
+        (dict(link_spec="hgx-h100-8x400g", striped=True), "striped"),
+        (dict(link_spec="hgx-h100-8x400g", counts=[3]), "nics_per_node 3 neither divides"),
+    ],
+)
 def test_bad_input_is_one_clear_line(bad, words):
     trace = perfmodel.synthetic_trace(20, rate_per_s=5, seed=0)
     given = dict(budget_ms=50.0, contention="fifo") | bad
@@ -174,11 +235,45 @@ def test_contention_has_no_default():
 def test_the_command_line_says_what_its_figures_price(tmp_path, capsys):
     """perfmodel sweep prices each handoff alone; perfmodel trace gives the percentiles of per-request delays under
     its contention: each says so beside its numbers."""
-    assert main(["sweep", "--cluster", "hgx-h100-8x400g", "--nics-per-node", "1", "2", "--model", MODEL, "--tp", "8",
-                 "--tokens", "7436", "--out", str(tmp_path / "sweep")]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--cluster",
+                "hgx-h100-8x400g",
+                "--nics-per-node",
+                "1",
+                "2",
+                "--model",
+                MODEL,
+                "--tp",
+                "8",
+                "--tokens",
+                "7436",
+                "--out",
+                str(tmp_path / "sweep"),
+            ]
+        )
+        == 0
+    )
     assert "(each handoff alone, no contention, per prompt, its flows on the cluster's NICs)" in capsys.readouterr().out
-    assert main(["trace", "dataset:azure-code-2023", "--model", MODEL, "--link", "ib-ndr", "--contention", "fair",
-                 "--out", str(tmp_path / "trace")]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "dataset:azure-code-2023",
+                "--model",
+                MODEL,
+                "--link",
+                "ib-ndr",
+                "--contention",
+                "fair",
+                "--out",
+                str(tmp_path / "trace"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "p50_ms, p90_ms, p99_ms: percentiles of per-request handoff delays in the replay, transfers sharing" in out
 
@@ -186,8 +281,9 @@ def test_the_command_line_says_what_its_figures_price(tmp_path, capsys):
 def test_a_node_tries_the_counts_its_switches_can_take():
     """The counts a cluster's PCIe switches cannot take are skipped, as required_nics_per_node skips them: both
     answer from the same counts (a one-request trace, each handoff alone: the same question)."""
-    node = perfmodel.Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8, gpus_per_pcie_switch=2,
-                             pcie_switch_gb_s=64)
+    node = perfmodel.Cluster(
+        nic="ib-ndr", nics_per_node=4, gpus_per_node=8, gpus_per_pcie_switch=2, pcie_switch_gb_s=64
+    )
     trace = perfmodel.synthetic_trace(1, rate_per_s=1, seed=0)
     prompt = int(trace["num_input_tokens"].iloc[0])
     for budget in (1.0, 3.5, 50.0):  # none, 8, 4

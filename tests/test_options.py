@@ -37,16 +37,19 @@ def test_a_call_lasts_until_changed_back():
     assert get_options()["spread_max_rows"] == before
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"parallel_min_row": 1}, "did you mean 'parallel_min_rows'"),
-    ({"no_such_knob": 1}, "use one of parallel_min_rows"),
-    ({"parallel_min_rows": -1}, "is not a whole number >= 0"),
-    ({"sweep_chunk_rows": 0}, "is not a whole number >= 1"),
-    ({"max_grid_configs": 2.5}, "is not a whole number"),
-    ({"max_grid_configs": True}, "is not a whole number"),
-    ({"max_worker_pairs": "8"}, "is not a whole number"),
-    ({"max_worker_pairs": float("nan")}, "is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"parallel_min_row": 1}, "did you mean 'parallel_min_rows'"),
+        ({"no_such_knob": 1}, "use one of parallel_min_rows"),
+        ({"parallel_min_rows": -1}, "is not a whole number >= 0"),
+        ({"sweep_chunk_rows": 0}, "is not a whole number >= 1"),
+        ({"max_grid_configs": 2.5}, "is not a whole number"),
+        ({"max_grid_configs": True}, "is not a whole number"),
+        ({"max_worker_pairs": "8"}, "is not a whole number"),
+        ({"max_worker_pairs": float("nan")}, "is not a whole number"),
+    ],
+)
 def test_a_refused_change_is_one_line_and_changes_nothing(changes, message):
     before = get_options()
     with pytest.raises(InputError, match=message) as caught:
@@ -67,11 +70,14 @@ def test_get_options_is_a_copy():
     assert get_options()["parallel_min_rows"] == KNOBS["parallel_min_rows"].default
 
 
-@pytest.mark.parametrize("module, name, knob", [
-    ("handoff", "PARALLEL_MIN_ROWS", "parallel_min_rows"),
-    ("handoff", "SPREAD_MAX_ROWS", "spread_max_rows"),
-    ("replay", "MAX_CONFIGS", "max_grid_configs"),
-])
+@pytest.mark.parametrize(
+    "module, name, knob",
+    [
+        ("handoff", "PARALLEL_MIN_ROWS", "parallel_min_rows"),
+        ("handoff", "SPREAD_MAX_ROWS", "spread_max_rows"),
+        ("replay", "MAX_CONFIGS", "max_grid_configs"),
+    ],
+)
 def test_the_old_constants_still_read_with_a_warning(module, name, knob):
     import importlib
 

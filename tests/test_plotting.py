@@ -47,8 +47,9 @@ def test_delay_vs_tokens_bandwidth_hue_and_ambiguity(ax):
 
 
 def test_heatmap(ax):
-    df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(5, 900, 12),
-                         num_input_tokens=2 ** np.arange(7, 18))
+    df = perfmodel.sweep(
+        model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(5, 900, 12), num_input_tokens=2 ** np.arange(7, 18)
+    )
     assert pp.heatmap(df, budgets_ms=(10, 50, 100), ax=ax) is ax
     assert len(ax.collections) == 1 and len(ax.lines) == 3  # the mesh, and one budget curve each
     assert not ax.texts  # no label on the data: the colour bar names the budgets, beside its own ticks
@@ -56,13 +57,16 @@ def test_heatmap(ax):
     assert [t.get_text() for t in bar.child_axes[0].get_yticklabels()] == ["10 ms", "50 ms", "100 ms"]
     assert ax.get_ylabel() == "bandwidth (GB/s)" and ax.get_yscale() == "log"
     tokens, bandwidth = ax.lines[1].get_data()  # the 50 ms curve is the model's own answer, not interpolated
-    np.testing.assert_allclose(bandwidth, perfmodel.required_bandwidth(tokens, "llama-3.1-8b", budget_ms=50), rtol=1e-12)
+    np.testing.assert_allclose(
+        bandwidth, perfmodel.required_bandwidth(tokens, "llama-3.1-8b", budget_ms=50), rtol=1e-12
+    )
     np.testing.assert_allclose(ax.get_yticks(), df["kv_transfer_bandwidth"].unique())  # ticks at the swept values
 
 
 def test_heatmap_cells_sit_at_the_swept_values(ax):
-    df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=[10.0, 100.0, 1000.0],
-                         num_input_tokens=[1024, 4096, 16384, 65536])
+    df = perfmodel.sweep(
+        model="llama-3.1-8b", kv_transfer_bandwidth=[10.0, 100.0, 1000.0], num_input_tokens=[1024, 4096, 16384, 65536]
+    )
     mesh = pp.heatmap(df, budgets_ms=(), ax=ax).collections[0]
     xs, ys = mesh.get_coordinates()[0, :, 0], mesh.get_coordinates()[:, 0, 1]
     np.testing.assert_allclose(np.sqrt(xs[:-1] * xs[1:]), [1024, 4096, 16384, 65536])  # centred, geometrically
@@ -73,8 +77,9 @@ def test_delay_vs_tokens_picks_the_one_varying_axis_and_names_several(ax):
     df = perfmodel.sweep(num_input_tokens=TOKENS, kv_transfer_bandwidth=[12.5, 50, 450], kv_bytes_per_token=131072)
     pp.delay_vs_tokens(df, ax=ax)
     assert [line.get_label() for line in ax.get_lines()] == ["12.5 GB/s", "50 GB/s", "450 GB/s"]
-    both = perfmodel.sweep(model=["qwen3-8b", "qwen3-32b"], kv_transfer_bandwidth=[50.0, 450.0],
-                           num_input_tokens=TOKENS)
+    both = perfmodel.sweep(
+        model=["qwen3-8b", "qwen3-32b"], kv_transfer_bandwidth=[50.0, 450.0], num_input_tokens=TOKENS
+    )
     with pytest.raises(ValueError, match=r"several columns vary \(\['model', 'kv_transfer_bandwidth'\]\).*hue="):
         pp.delay_vs_tokens(both, ax=ax)
 
@@ -90,7 +95,9 @@ def test_required_bandwidth(ax):
     assert pp.required_bandwidth(TOKENS, "llama-3.1-70b", budgets_ms=[10, 50], links=["ib-ndr", "nvlink4"], ax=ax) is ax
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels[:2] == ["10 ms budget", "50 ms budget"]
-    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), perfmodel.required_bandwidth(TOKENS, "llama-3.1-70b", budget_ms=50))
+    np.testing.assert_allclose(
+        ax.get_lines()[1].get_ydata(), perfmodel.required_bandwidth(TOKENS, "llama-3.1-70b", budget_ms=50)
+    )
     assert {t.get_text() for t in ax.texts} == {"ib-ndr", "nvlink4"}
 
 
@@ -111,8 +118,10 @@ def test_compare_sweeps_and_distributions(ax):
     assert any("9x at 32k" in t.get_text() for t in ax.texts)
     fig, ax2 = plt.subplots()
     pp.compare(np.arange(1, 10.0), np.arange(1, 5.0), ax=ax2)
-    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["before: p50 5, p90 8.2, p99 8.92 ms",
-                                                                     "after: p50 2.5, p90 3.7, p99 3.97 ms"]
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == [
+        "before: p50 5, p90 8.2, p99 8.92 ms",
+        "after: p50 2.5, p90 3.7, p99 3.97 ms",
+    ]
     plt.close(fig)
 
 
@@ -146,23 +155,36 @@ def test_plotting_is_not_imported_by_the_package():
     import subprocess
     import sys
 
-    code = "import sys, perfmodel; perfmodel.sweep(link='ib-ndr', kv_bytes_per_token=1, num_input_tokens=1); " \
-           "print('matplotlib' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    code = (
+        "import sys, perfmodel; perfmodel.sweep(link='ib-ndr', kv_bytes_per_token=1, num_input_tokens=1); "
+        "print('matplotlib' in sys.modules)"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def _tick_texts(fig) -> list[str]:
     fig.canvas.draw()
-    return [label.get_text() for a in fig.axes for axis in (a.xaxis, a.yaxis)
-            for label in axis.get_ticklabels(which="both") if label.get_visible() and label.get_text()]
+    return [
+        label.get_text()
+        for a in fig.axes
+        for axis in (a.xaxis, a.yaxis)
+        for label in axis.get_ticklabels(which="both")
+        if label.get_visible() and label.get_text()
+    ]
 
 
 @pytest.mark.parametrize("figure", ["delay_vs_tokens_figure", "heatmap_figure", "delay_cdf", "grid_budget"])
 def test_log_axes_read_as_plain_numbers(figure):
     """Log axes (delays, bandwidths, the colour bar) say 0.1, 10, 1k, never mathtext powers like 10^2 (which
     also cost ~10 ms each to parse and render)."""
-    sweep = perfmodel.sweep(model=["llama-3.1-8b", "deepseek-v3"], kv_transfer_bandwidth=np.geomspace(1, 1000, 31),
-                            num_input_tokens=2 ** np.arange(7, 18))
+    sweep = perfmodel.sweep(
+        model=["llama-3.1-8b", "deepseek-v3"],
+        kv_transfer_bandwidth=np.geomspace(1, 1000, 31),
+        num_input_tokens=2 ** np.arange(7, 18),
+    )
     if figure == "delay_cdf":
         fig, ax = plt.subplots()
         pp.delay_cdf({"a": np.geomspace(0.01, 500, 100)}, ax=ax)
@@ -190,14 +212,17 @@ def test_a_log_axis_spanning_less_than_a_decade_keeps_labels(ax):
     fig = pp.delay_vs_tokens_figure(df)
     try:
         fig.canvas.draw()
-        labels = [t.get_text() for t in fig.axes[0].yaxis.get_ticklabels(which="both")
-                  if t.get_text() and t.get_visible()]
+        labels = [
+            t.get_text() for t in fig.axes[0].yaxis.get_ticklabels(which="both") if t.get_text() and t.get_visible()
+        ]
         assert len(labels) >= 2, labels
     finally:
         plt.close(fig)
 
 
-@pytest.mark.parametrize("hue_axis", [{"kv_transfer_bandwidth": [50.0, 60.0]}, {"link": ["ib-ndr", "roce-400g", "nvlink4"]}])
+@pytest.mark.parametrize(
+    "hue_axis", [{"kv_transfer_bandwidth": [50.0, 60.0]}, {"link": ["ib-ndr", "roce-400g", "nvlink4"]}]
+)
 def test_the_shared_legend_fits_in_the_figure(hue_axis):
     df = perfmodel.sweep(**hue_axis, kv_bytes_per_token=131072, num_input_tokens=[2048, 4096])
     fig = pp.delay_vs_tokens_figure(df)
@@ -210,8 +235,9 @@ def test_the_shared_legend_fits_in_the_figure(hue_axis):
 
 
 def test_a_heatmap_names_each_link_at_its_bandwidth(ax):
-    df = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(1, 1000, 20),
-                         num_input_tokens=[1024, 8192])
+    df = perfmodel.sweep(
+        model="llama-3.1-8b", kv_transfer_bandwidth=np.geomspace(1, 1000, 20), num_input_tokens=[1024, 8192]
+    )
     pp.heatmap(df, links=["ib-ndr", "nvlink4", "roce-400g", "nvlink5"], ax=ax)
     names = {text.get_text(): text.xy[1] for text in ax.texts}
     assert names == {"ib-ndr = roce-400g": 50.0, "nvlink4": 450.0, "nvlink5": 900.0}
@@ -220,6 +246,7 @@ def test_a_heatmap_names_each_link_at_its_bandwidth(ax):
 
 
 # --- figures as the README draws them: no two labels on top of each other, no title cut off ----------
+
 
 def _drawn_texts(fig) -> list:
     """Every text the figure draws (tick labels only of ticks within their axis' view), after a draw."""
@@ -256,18 +283,20 @@ def _check_layout(fig) -> None:
     assert titles
     for text, box in ((t, b) for t, b in boxes if t in titles):
         if True:
-            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, \
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, (
                 f"title {text.get_text()!r} is cut off: {box} outside {frame}"
+            )
     for legend in fig.legends:
         box = legend.get_window_extent(renderer)
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1, f"the legend is cut off: {box} outside {frame}"
     gap = 2.0  # pixels between two labels side by side, so that they never read as one
     for k, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[k + 1:]:
+        for b, box_b in boxes[k + 1 :]:
             across = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
             up = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-            assert min(across, up) <= 1.0 and not (up > 0 and across > -gap), \
+            assert min(across, up) <= 1.0 and not (up > 0 and across > -gap), (
                 f"{a.get_text()!r} and {b.get_text()!r} touch or overlap"
+            )
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.images + ax.collections]  # heatmaps: text hides there
     for text, box in boxes:
         for ax in panels:
@@ -279,15 +308,20 @@ def _check_layout(fig) -> None:
 
 def _readme_sweep_grid(**axes):
     """The grid 'perfmodel sweep' draws its heatmap from (its own bandwidths, the README's other axes)."""
-    return perfmodel.sweep(kv_transfer_bandwidth=np.geomspace(1, 1000, 61),
-                           num_input_tokens=[2 ** k for k in range(10, 18)], **axes)
+    return perfmodel.sweep(
+        kv_transfer_bandwidth=np.geomspace(1, 1000, 61), num_input_tokens=[2**k for k in range(10, 18)], **axes
+    )
 
 
-@pytest.mark.parametrize("axes, links", [
-    (dict(model=["llama-3.1-70b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"]), ["nvlink4", "8x ib-ndr"]),
-    (dict(model="llama-3.1-70b"), list(perfmodel.LINKS)),
-    (dict(model=["llama-3.1-70b", "deepseek-v3", "qwen3-32b", "llama-3.1-8b"]), list(perfmodel.LINKS)),
-], ids=["readme-sweep", "one-model", "main-job"])
+@pytest.mark.parametrize(
+    "axes, links",
+    [
+        (dict(model=["llama-3.1-70b", "deepseek-v3"], kv_cache_dtype=["bf16", "fp8"]), ["nvlink4", "8x ib-ndr"]),
+        (dict(model="llama-3.1-70b"), list(perfmodel.LINKS)),
+        (dict(model=["llama-3.1-70b", "deepseek-v3", "qwen3-32b", "llama-3.1-8b"]), list(perfmodel.LINKS)),
+    ],
+    ids=["readme-sweep", "one-model", "main-job"],
+)
 def test_heatmap_figure_labels_never_overlap_nor_leave_the_figure(axes, links):
     fig = pp.heatmap_figure(_readme_sweep_grid(**axes), budgets_ms=(10, 50, 100), links=links)
     try:
@@ -328,8 +362,11 @@ def test_a_heatmap_of_one_panel_with_a_long_title_keeps_its_title_and_budget_lab
 
 def test_a_legend_of_coinciding_links_fits_in_the_figure():
     """Links of one bandwidth share one legend entry, which stays inside the figure."""
-    df = perfmodel.sweep(model="llama-3.1-70b", link=["nvlink4", "8x ib-ndr", "ib-ndr", "roce-400g", "eth-400g",
-                                                      "2x eth-200g"], num_input_tokens=2 ** np.arange(7, 18))
+    df = perfmodel.sweep(
+        model="llama-3.1-70b",
+        link=["nvlink4", "8x ib-ndr", "ib-ndr", "roce-400g", "eth-400g", "2x eth-200g"],
+        num_input_tokens=2 ** np.arange(7, 18),
+    )
     fig = pp.delay_vs_tokens_figure(df, budgets_ms=[50])
     try:
         _check_layout(fig)
@@ -338,8 +375,12 @@ def test_a_legend_of_coinciding_links_fits_in_the_figure():
 
 
 def test_delay_vs_tokens_figure_of_the_readme():
-    df = perfmodel.sweep(model=["llama-3.1-70b", "deepseek-v3"], link=["nvlink4", "ib-ndr", "pcie5"],
-                         kv_cache_dtype=["bf16", "fp8"], num_input_tokens=2 ** np.arange(7, 18))
+    df = perfmodel.sweep(
+        model=["llama-3.1-70b", "deepseek-v3"],
+        link=["nvlink4", "ib-ndr", "pcie5"],
+        kv_cache_dtype=["bf16", "fp8"],
+        num_input_tokens=2 ** np.arange(7, 18),
+    )
     fig = pp.delay_vs_tokens_figure(df, budgets_ms=[50])
     try:
         _check_layout(fig)
@@ -350,8 +391,14 @@ def test_delay_vs_tokens_figure_of_the_readme():
 @pytest.fixture(scope="module")
 def readme_grid():
     trace = perfmodel.datasets.load("mooncake-synthetic")
-    return perfmodel.replay_grid(trace, model="llama-3.1-70b", contention="fair", decode_workers=[4, 8],
-                                 link=["ib-ndr", "4x ib-ndr"], mode="destination_missing")
+    return perfmodel.replay_grid(
+        trace,
+        model="llama-3.1-70b",
+        contention="fair",
+        decode_workers=[4, 8],
+        link=["ib-ndr", "4x ib-ndr"],
+        mode="destination_missing",
+    )
 
 
 def test_replay_grid_figure_reads_as_it_should(readme_grid):

@@ -27,8 +27,10 @@ def presets(tmp_path, monkeypatch):
 BAD_LINKS = {
     "a fit that is a list": ({"bandwidth_gb_s": 10.0, "fit": [1, 2]}, "'fit' is a list"),
     "a fit of unknown fields": ({"bandwidth_gb_s": 10.0, "fit": {"x": 1}}, "'fit'"),
-    "a fit whose error is text": ({"bandwidth_gb_s": 10.0, "fit": {"points": 3, "max_relative_error": "low",
-                                                                   "mean_relative_error": 0.1}}, "max_relative_error"),
+    "a fit whose error is text": (
+        {"bandwidth_gb_s": 10.0, "fit": {"points": 3, "max_relative_error": "low", "mean_relative_error": 0.1}},
+        "max_relative_error",
+    ),
     "a bare number": (5, "is a number, not an object of fields"),
     "a bandwidth as text": ({"bandwidth_gb_s": "fast"}, "'bandwidth_gb_s' is the text 'fast'"),
     "a bandwidth as numeric text": ({"bandwidth_gb_s": "10"}, "'bandwidth_gb_s' is the text '10'"),
@@ -80,8 +82,10 @@ BAD_FILES = {
     "invalid JSON": ("{not json", "cannot be read"),
     "an unknown kind": (json.dumps({"lnks": {"ours": {"bandwidth_gb_s": 1.0}}}), "'lnks', which is no kind of preset"),
     "links as a list": (json.dumps({"links": [1]}), "'links' is a list"),
-    "a name given twice": ('{"links": {"ours": {"bandwidth_gb_s": 1.0}, "ours": {"bandwidth_gb_s": 2.0}}}',
-                           "'ours' appears twice"),
+    "a name given twice": (
+        '{"links": {"ours": {"bandwidth_gb_s": 1.0}, "ours": {"bandwidth_gb_s": 2.0}}}',
+        "'ours' appears twice",
+    ),
     "a top-level number": ("3", "holds a number, not an object"),
 }
 
@@ -160,6 +164,7 @@ def test_a_malformed_model_entry_is_named_at_every_reader(presets, case, capsys)
 
 # --- saving: a taken name is refused unless replace=True ----------------------------------------------
 
+
 def test_saving_under_a_taken_name_is_refused_unless_asked_to_replace(presets, tmp_path):
     perfmodel.links.save_link(Link("ours", 10.0), source="first")
     before = presets.read_text()
@@ -190,6 +195,7 @@ def test_user_presets_say_where_they_come_from(presets, capsys):
 
 
 # --- removing: only what perfmodel saved -------------------------------------------------------------
+
 
 def test_remove_takes_away_only_entries_perfmodel_saved(presets):
     perfmodel.links.save_link(Link("ours", 10.0))
@@ -243,15 +249,24 @@ def test_models_add_refuses_a_taken_name_unless_replace(presets, tmp_path, capsy
 
 # --- one name, one thing: a link and a cluster go where one another go -----------------------------------
 
+
 def _cluster(name):
     return perfmodel.Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=8, name=name)
 
 
-@pytest.mark.parametrize("name, phrase", [
-    ("ib-ndr", "'ib-ndr' is a built-in link preset"), (" IB-NDR ", "built-in link preset"),
-    ("mooncake-te-rdma", "is a transport profile"), ("8x ib-ndr", "is read as a multiple of a link"),
-    ("cluster", "the name of every Cluster given none"), ("Cluster", "given none"),
-    ("aws-p5", "'aws-p5' is a built-in cluster preset"), ("efa-100g", "built-in link preset")])
+@pytest.mark.parametrize(
+    "name, phrase",
+    [
+        ("ib-ndr", "'ib-ndr' is a built-in link preset"),
+        (" IB-NDR ", "built-in link preset"),
+        ("mooncake-te-rdma", "is a transport profile"),
+        ("8x ib-ndr", "is read as a multiple of a link"),
+        ("cluster", "the name of every Cluster given none"),
+        ("Cluster", "given none"),
+        ("aws-p5", "'aws-p5' is a built-in cluster preset"),
+        ("efa-100g", "built-in link preset"),
+    ],
+)
 def test_a_cluster_may_not_be_saved_under_a_link_transport_or_placeholder_name(presets, name, phrase):
     with pytest.raises(InputError, match=phrase):
         perfmodel.save_cluster(_cluster(name))
@@ -276,11 +291,20 @@ def test_a_user_link_and_a_user_cluster_never_share_a_name(presets):
 
 def test_a_name_written_by_hand_as_a_link_and_a_cluster_is_refused_where_it_is_used(presets):
     cluster = {"nic": "ib-ndr", "nics_per_node": 1, "gpus_per_node": 8}
-    presets.write_text(json.dumps({"links": {"twice": {"bandwidth_gb_s": 5.0}}, "clusters": {
-        "twice": cluster, "ib-ndr": cluster, "aws-p5": cluster, "fine": cluster}}))
-    for use in (lambda: perfmodel.handoff_delay_ms(1024, "twice", 327_680),
-                lambda: perfmodel.get_link("twice"), lambda: perfmodel.get_cluster("twice"),
-                lambda: perfmodel.required_bandwidth(1024, "llama-3.1-70b", budget_ms=10.0, tp=8, cluster="twice")):
+    presets.write_text(
+        json.dumps(
+            {
+                "links": {"twice": {"bandwidth_gb_s": 5.0}},
+                "clusters": {"twice": cluster, "ib-ndr": cluster, "aws-p5": cluster, "fine": cluster},
+            }
+        )
+    )
+    for use in (
+        lambda: perfmodel.handoff_delay_ms(1024, "twice", 327_680),
+        lambda: perfmodel.get_link("twice"),
+        lambda: perfmodel.get_cluster("twice"),
+        lambda: perfmodel.required_bandwidth(1024, "llama-3.1-70b", budget_ms=10.0, tp=8, cluster="twice"),
+    ):
         with pytest.raises(InputError, match="also the name of a user"):
             use()
     with pytest.raises(InputError, match="'ib-ndr'.* takes the name of a built-in link preset"):
@@ -322,6 +346,7 @@ def test_saved_clusters_are_listed_shown_and_removed_as_links_and_models_are(pre
 
 # --- presets list lines up; a name saved again in other letters is said as it is kept ------------------------
 
+
 def test_presets_list_columns_line_up(presets, capsys):
     """The columns of the table were misaligned (pandas right-aligned long text under left-aligned names)."""
     perfmodel.links.save_link(Link("a", 20.0), source="short")
@@ -330,7 +355,7 @@ def test_presets_list_columns_line_up(presets, capsys):
     assert main(["presets", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("kind"))
-    rows = [line for line in lines[header + 1:] if line.strip()][:3]
+    rows = [line for line in lines[header + 1 :] if line.strip()][:3]
     starts = [lines[header].index(title) for title in ("name", "source", "saved by", "usable")]
     for row in rows:
         for start in starts:
@@ -364,13 +389,34 @@ def test_a_replaced_preset_is_said_under_the_name_it_is_kept(presets, tmp_path, 
 # --- every malformed shape of an entry, generated over every field: one line naming the file and the entry, and
 # the other presets still usable --------------------------------------------------------------------------------
 
-_GOOD = {"links": ("good-link", {"bandwidth_gb_s": 20.0}),
-         "models": ("good-model", {"config": _CONFIG}),
-         "clusters": ("good-cluster", {"nic": "ib-ndr", "nics_per_node": 4, "gpus_per_node": 8})}
+_GOOD = {
+    "links": ("good-link", {"bandwidth_gb_s": 20.0}),
+    "models": ("good-model", {"config": _CONFIG}),
+    "clusters": ("good-cluster", {"nic": "ib-ndr", "nics_per_node": 4, "gpus_per_node": 8}),
+}
 _FIT = {"points": 3, "max_relative_error": 0.1, "mean_relative_error": 0.05}
 #: Values no field takes as they are (or takes, when they are valid: then the entry must simply work).
-_HOSTILE = [None, True, False, "", "x", "10", [], [1], {}, {"nested": {"deeper": 1}}, float("nan"), float("inf"),
-            -float("inf"), -1, 0, 1.5, 1e308, 2**63, 2**70]
+_HOSTILE = [
+    None,
+    True,
+    False,
+    "",
+    "x",
+    "10",
+    [],
+    [1],
+    {},
+    {"nested": {"deeper": 1}},
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    -1,
+    0,
+    1.5,
+    1e308,
+    2**63,
+    2**70,
+]
 
 
 def _hostile_entries(kind: str):
@@ -379,16 +425,39 @@ def _hostile_entries(kind: str):
     yield "an empty object", {}
     for value in (None, True, 3, 2.5, "text", [], [good]):
         yield f"the entry {value!r}", value
-    fields = {"links": {**good, "latency_ms": 0.0, "efficiency": 1.0, "per_block_ms": 0.0, "per_message_ms": 0.0,
-                        "source": "", "saved_by": "perfmodel", "fit": _FIT},
-              "models": {**good, "source": ""},
-              "clusters": {**good, "nodes": 2, "transport": "mooncake-te-rdma", "nvlink_domain": 8, "nvlink": "nvlink4",
-                           "fabric": "rail", "oversubscription": 1.0, "hop_latency_ms": 0.0, "source": ""}}[kind]
+    fields = {
+        "links": {
+            **good,
+            "latency_ms": 0.0,
+            "efficiency": 1.0,
+            "per_block_ms": 0.0,
+            "per_message_ms": 0.0,
+            "source": "",
+            "saved_by": "perfmodel",
+            "fit": _FIT,
+        },
+        "models": {**good, "source": ""},
+        "clusters": {
+            **good,
+            "nodes": 2,
+            "transport": "mooncake-te-rdma",
+            "nvlink_domain": 8,
+            "nvlink": "nvlink4",
+            "fabric": "rail",
+            "oversubscription": 1.0,
+            "hop_latency_ms": 0.0,
+            "source": "",
+        },
+    }[kind]
     for field in [*fields, "unknown_field"]:
         yield f"no {field!r}", {k: v for k, v in fields.items() if k != field}
         for value in _HOSTILE:
             yield f"{field!r}: {value!r}", {**fields, field: value}
-    nested = {"links": ("fit", _FIT), "models": ("config", _CONFIG), "clusters": ("nic", {"name": "n", "bandwidth_gb_s": 10.0})}
+    nested = {
+        "links": ("fit", _FIT),
+        "models": ("config", _CONFIG),
+        "clusters": ("nic", {"name": "n", "bandwidth_gb_s": 10.0}),
+    }
     name, inner = nested[kind]
     for field in [*inner, "unknown_field"]:
         yield f"{name!r} without {field!r}", {**fields, name: {k: v for k, v in inner.items() if k != field}}
@@ -432,9 +501,16 @@ def test_every_malformed_entry_shape_is_one_line_about_its_entry_and_the_others_
 @pytest.mark.parametrize("kind", list(_GOOD))
 def test_every_reader_command_lists_the_others_beside_a_malformed_entry(presets, kind, capsys):
     """The listings and a command resolving a valid name, beside a few of the hostile shapes of each kind."""
-    shapes = [entry for label, entry in _hostile_entries(kind)
-              if "nan" in label or "inf" in label or "1e+308" in label or "2**70" in label or "2**63" in label
-              or label.startswith("the entry")][::5]
+    shapes = [
+        entry
+        for label, entry in _hostile_entries(kind)
+        if "nan" in label
+        or "inf" in label
+        or "1e+308" in label
+        or "2**70" in label
+        or "2**63" in label
+        or label.startswith("the entry")
+    ][::5]
     assert len(shapes) > 5
     for entry in shapes:
         data = {k: {name: good} for k, (name, good) in _GOOD.items()}
@@ -450,9 +526,11 @@ def test_every_reader_command_lists_the_others_beside_a_malformed_entry(presets,
 
 def test_a_key_given_twice_inside_an_entry_is_that_entry_s_error_only(presets):
     """A repeated field made the whole file unreadable: every user preset of every kind was refused."""
-    presets.write_text('{"links": {"twice": {"bandwidth_gb_s": 1.0, "bandwidth_gb_s": 2.0}, '
-                       '"nested": {"bandwidth_gb_s": 1.0, "fit": {"points": 3, "points": 4, "max_relative_error": 0.1, '
-                       '"mean_relative_error": 0.1}}, "good": {"bandwidth_gb_s": 20.0}}}')
+    presets.write_text(
+        '{"links": {"twice": {"bandwidth_gb_s": 1.0, "bandwidth_gb_s": 2.0}, '
+        '"nested": {"bandwidth_gb_s": 1.0, "fit": {"points": 3, "points": 4, "max_relative_error": 0.1, '
+        '"mean_relative_error": 0.1}}, "good": {"bandwidth_gb_s": 20.0}}}'
+    )
     assert perfmodel.get_link("good").bandwidth_gb_s == 20.0
     for name in ("twice", "nested"):
         with pytest.raises(InputError) as raised:

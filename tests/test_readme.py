@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 #: Runs the README's Python snippets in order and checks each ``# -> value`` (argv: the README's path).
-DRIVER = r'''
+DRIVER = r"""
 import ast, math, re, sys
 import numpy as np
 
@@ -57,18 +57,26 @@ for block in re.findall(r"```python\n(.*?)```", open(sys.argv[1]).read(), flags=
         else:
             exec(compile(ast.Module([statement], type_ignores=[]), "README.md", "exec"), namespace)
 print("checked", checked)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """perfmodel installed from a wheel of this tree into a folder of its own (its data files included)."""
     base = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                    str(base / "dist"), str(ROOT)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     wheel = next((base / "dist").glob("perfmodel-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(base / "site"),
-                    str(wheel)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(base / "site"), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return base / "site"
 
 
@@ -77,8 +85,9 @@ def _run_snippets(tmp_path: Path, site: Path | None) -> str:
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**_environment(), **({"PYTHONPATH": str(site)} if site else {})}
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(README)], cwd=empty, capture_output=True, text=True,
-                          env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(README)], cwd=empty, capture_output=True, text=True, env=env, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split("checked")[-1]) >= 12
     assert not [p for p in empty.iterdir() if p.name != "perfmodel-examples"], list(empty.iterdir())
@@ -114,8 +123,9 @@ def _commands() -> list[str]:
 def test_every_shell_command_runs_from_an_empty_folder(command, tmp_path):
     words = shlex.split(command)
     assert words[0] == "perfmodel"
-    done = subprocess.run([sys.executable, "-m", "perfmodel", *words[1:]], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "perfmodel", *words[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=600
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -150,7 +160,7 @@ def _in_repository(link: str) -> str | None:
         return link
     url = _repository_url()
     if url and link.startswith(url + "/"):
-        parts = link[len(url) + 1:].split("/", 2)
+        parts = link[len(url) + 1 :].split("/", 2)
         assert len(parts) == 3 and parts[0] in ("blob", "raw", "tree"), link
         return parts[2]
     return None
@@ -164,26 +174,77 @@ def test_the_sdist_runs_its_own_tests(tmp_path):
 
     # (from another folder: the ``build/`` folder that ``pip install .`` leaves in the tree would otherwise be
     # imported as the ``build`` package)
-    done = subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "dist"), str(ROOT)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     archive = next((tmp_path / "dist").glob("perfmodel-*.tar.gz"))
     with tarfile.open(archive) as sdist:
         sdist.extractall(tmp_path / "src", filter="data")
     tree = next((tmp_path / "src").iterdir())
-    for name in ("CHANGELOG.md", "CITATION.cff", "tests/conftest.py", "tests/__init__.py", "tests/reference.py",
-                 "tests/reference_replay.py", "tests/data", ".ci/run", "docs/_static/delay_vs_tokens.png"):
+    for name in (
+        "CHANGELOG.md",
+        "CITATION.cff",
+        "tests/conftest.py",
+        "tests/__init__.py",
+        "tests/reference.py",
+        "tests/reference_replay.py",
+        "tests/data",
+        ".ci/run",
+        "docs/_static/delay_vs_tokens.png",
+    ):
         assert (tree / name).exists(), name
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", "0", "-m", "not exhaustive",
-                           "tests/test_models.py", "tests/test_trace.py::test_read_mooncake_sample",
-                           "tests/test_readme.py::test_the_readme_is_a_short_users_guide", "-W", "ignore"],
-                          cwd=tree, capture_output=True, text=True, timeout=900, env={**_environment(), "PYTHONPATH": str(tree)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-n",
+            "0",
+            "-m",
+            "not exhaustive",
+            "tests/test_models.py",
+            "tests/test_trace.py::test_read_mooncake_sample",
+            "tests/test_readme.py::test_the_readme_is_a_short_users_guide",
+            "-W",
+            "ignore",
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**_environment(), "PYTHONPATH": str(tree)},
+    )
     assert done.returncode == 0 and " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
 
 
 def _collected(*options: str) -> int:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-n", "0",
-                           "tests/test_examples.py", *options], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-n",
+            "0",
+            "tests/test_examples.py",
+            *options,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return int(re.search(r"(\d+)(?:/\d+)? tests? collected", done.stdout).group(1))
 

@@ -23,8 +23,9 @@ def _equal_workers():
 def test_idle_equal_workers_take_requests_in_turn(routing, contention):
     """Eight requests far apart (every worker idle at each arrival), four equal decode workers."""
     trace = pd.DataFrame({"arrival_ms": np.arange(8) * 1000.0, "num_input_tokens": [4096] * 8})
-    got = replay_handoffs(trace, _equal_workers(), LLAMA_70B, tp=8, decode_workers=4, routing=routing,
-                          contention=contention)
+    got = replay_handoffs(
+        trace, _equal_workers(), LLAMA_70B, tp=8, decode_workers=4, routing=routing, contention=contention
+    )
     assert got["decode_worker"].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
 
 
@@ -32,8 +33,9 @@ def test_a_tie_goes_to_the_first_tied_worker_after_the_one_chosen_last():
     """Worker 1 busy with a long handoff when the third request arrives: workers 0, 2 and 3 tie (idle), and
     the worker chosen last was 1, so it goes to 2 (the lowest index would have said 0)."""
     trace = pd.DataFrame({"arrival_ms": [0.0, 1.0, 2.0], "num_input_tokens": [16, 131_072, 16]})
-    got = replay_handoffs(trace, _equal_workers(), LLAMA_70B, tp=8, decode_workers=4, routing="least_loaded",
-                          contention="fair")
+    got = replay_handoffs(
+        trace, _equal_workers(), LLAMA_70B, tp=8, decode_workers=4, routing="least_loaded", contention="fair"
+    )
     assert got["decode_worker"].tolist() == [0, 1, 2]
 
 
@@ -45,7 +47,15 @@ def test_equal_workers_share_a_long_trace_within_a_few_percent(routing):
     prefers the worker caching the longest prefix before the least loaded, so with prefix reuse the caches
     make the workers unequal (0.19 to 0.33 of this trace), by design."""
     trace = perfmodel.synthetic_trace(4000, rate_per_s=200, seed=3).drop(columns="hash_ids")
-    got = replay_handoffs(trace, "hgx-h100-8x400g", LLAMA_70B, tp=8, prefill_workers=1, decode_workers=4,
-                          routing=routing, contention="fair")
+    got = replay_handoffs(
+        trace,
+        "hgx-h100-8x400g",
+        LLAMA_70B,
+        tp=8,
+        prefill_workers=1,
+        decode_workers=4,
+        routing=routing,
+        contention="fair",
+    )
     shares = got["decode_worker"].value_counts(normalize=True).reindex(range(4), fill_value=0.0)
     assert np.abs(shares - 0.25).max() < 0.03, shares.to_dict()

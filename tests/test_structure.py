@@ -35,8 +35,7 @@ def _imports() -> dict[str, set[str]]:
                 candidates = [alias.name for alias in node.names]
             else:
                 continue
-            edges[name].update(c for c in candidates if c in MODULES and c != name
-                               and not name.startswith(c + "."))
+            edges[name].update(c for c in candidates if c in MODULES and c != name and not name.startswith(c + "."))
     return edges
 
 
@@ -63,12 +62,15 @@ def test_the_bottom_layer_imports_nothing_above_it():
         assert edges[name] <= bottom, (name, edges[name] - bottom)
 
 
-_PRIVATE = re.compile(r"pandas\.core|numba\.core|_nrt\s*=|\"_nrt\"|\._get_column_array|\._from_mgr|_locator_classes|SingleBlockManager")
+_PRIVATE = re.compile(
+    r"pandas\.core|numba\.core|_nrt\s*=|\"_nrt\"|\._get_column_array|\._from_mgr|_locator_classes|SingleBlockManager"
+)
 
 
 def test_private_apis_of_other_libraries_only_in_compat():
-    users = sorted(name for name, path in MODULES.items()
-                   if path.name != "_compat.py" and _PRIVATE.search(path.read_text()))
+    users = sorted(
+        name for name, path in MODULES.items() if path.name != "_compat.py" and _PRIVATE.search(path.read_text())
+    )
     assert not users, f"private pandas/numba APIs outside _compat.py: {users}"
 
 
@@ -78,16 +80,22 @@ def test_the_cache_locator_and_its_fallback_compile_the_same_kernel(tmp_path, mo
     import subprocess
     import sys
 
-    code = ("import numpy as np, perfmodel\n"
-            "print(repr(perfmodel.handoff_delay_ms(np.array([1, 4096]), 1.0, 1000.0).tolist()))\n")
+    code = (
+        "import numpy as np, perfmodel\n"
+        "print(repr(perfmodel.handoff_delay_ms(np.array([1, 4096]), 1.0, 1000.0).tolist()))\n"
+    )
     fallback = "import perfmodel._compat as c; c.install_cache_locator = lambda: False\n"
     outputs = []
     for prefix in ("", fallback):
-        env = {**__import__("os").environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "cache"),
-               "NUMBA_CACHE_DIR": str(tmp_path / "numba") if prefix else ""}
+        env = {
+            **__import__("os").environ,
+            "PERFMODEL_CACHE_DIR": str(tmp_path / "cache"),
+            "NUMBA_CACHE_DIR": str(tmp_path / "numba") if prefix else "",
+        }
         env = {k: v for k, v in env.items() if v}
-        done = subprocess.run([sys.executable, "-c", prefix + code], capture_output=True, text=True, env=env,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", prefix + code], capture_output=True, text=True, env=env, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1]
@@ -103,8 +111,9 @@ def test_every_module_imports_alone(module):
 
 def test_the_package_cites_its_documentation_never_files_users_do_not_have():
     """Docstrings and messages point to the documentation's pages, not to the project's working notes."""
-    cited = sorted(name for name, path in MODULES.items()
-                   if re.search(r"SEMANTICS|DESIGN\.md|\.\./shared", path.read_text()))
+    cited = sorted(
+        name for name, path in MODULES.items() if re.search(r"SEMANTICS|DESIGN\.md|\.\./shared", path.read_text())
+    )
     assert not cited, f"modules citing files outside the package and its docs: {cited}"
 
 
@@ -117,8 +126,9 @@ def _complexity(function: ast.AST) -> int:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
-        if isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.ExceptHandler,
-                             ast.comprehension)):
+        if isinstance(
+            node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.ExceptHandler, ast.comprehension)
+        ):
             count += 1 + (len(node.ifs) if isinstance(node, ast.comprehension) else 0)
         elif isinstance(node, ast.BoolOp):
             count += len(node.values) - 1
@@ -140,7 +150,9 @@ def _functions() -> list[tuple[str, ast.AST]]:
 def test_modules_and_functions_stay_small_enough_to_read():
     """No module over 800 lines, no function over 80 lines of code (its docstring aside), none of cyclomatic
     complexity 31 or more: where one grows, its steps become named helpers."""
-    assert not [(n, len(p.read_text().splitlines())) for n, p in MODULES.items() if len(p.read_text().splitlines()) > 800]
+    assert not [
+        (n, len(p.read_text().splitlines())) for n, p in MODULES.items() if len(p.read_text().splitlines()) > 800
+    ]
     long, tangled = [], []
     for name, node in _functions():
         lines = node.end_lineno - node.lineno + 1
@@ -184,23 +196,64 @@ def test_no_test_leaves_the_next_one_another_presets_folder(tmp_path, order):
     first, second = ("a", "b") if order == "leaver first" else ("b", "a")
     (tmp_path / "test_leaving.py").write_text(_LEAVING.format(first=first, second=second))
     root = Path(__file__).parent.parent
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
-                           "-p", "no:randomly", "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_leaving.py")],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(root), "SESSION_TMP": str(tmp_path / "base")})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "conftest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--basetemp",
+            str(tmp_path / "base"),
+            str(tmp_path / "test_leaving.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root), "SESSION_TMP": str(tmp_path / "base")},
+    )
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
-    broken = (tmp_path / "conftest.py")  # and without the project's fixture, the check fails: it can fail
+    broken = tmp_path / "conftest.py"  # and without the project's fixture, the check fails: it can fail
     broken.write_text("")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "--basetemp", str(tmp_path / "base2"), str(tmp_path / "test_leaving.py")],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "SESSION_TMP": str(tmp_path / "base2")})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--basetemp",
+            str(tmp_path / "base2"),
+            str(tmp_path / "test_leaving.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "SESSION_TMP": str(tmp_path / "base2")},
+    )
     assert done.returncode != 0 and "failed" in done.stdout, done.stdout[-3000:]
 
 
-@pytest.mark.parametrize("function", ["perfmodel.handoff.handoff_delay_ms", "perfmodel.frame.handoff_delays",
-                                      "perfmodel.replay.replay_handoffs", "perfmodel.sweeps.required_bandwidth",
-                                      "perfmodel.sweeps.max_tokens_within"])
+@pytest.mark.parametrize(
+    "function",
+    [
+        "perfmodel.handoff.handoff_delay_ms",
+        "perfmodel.frame.handoff_delays",
+        "perfmodel.replay.replay_handoffs",
+        "perfmodel.sweeps.required_bandwidth",
+        "perfmodel.sweeps.max_tokens_within",
+    ],
+)
 def test_every_parameter_of_an_entry_point_is_read(function):
     """The entry points pass their parameters on by name (no ``locals()``): one forgotten there would be
     silently dropped (a replay ignored ``blocks_per_message`` so)."""

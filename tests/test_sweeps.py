@@ -25,8 +25,14 @@ from perfmodel.sweeps import AXES
 def test_rows_order_and_values_match_the_core():
     models, links, tokens = ["llama-3.1-8b", "deepseek-v3"], ["nvlink4", "ib-ndr", "2x pcie5"], [1, 1000, 131072]
     df = sweep(num_input_tokens=tokens, link=links, model=models)  # keyword order does not matter
-    assert list(df.columns) == ["model", "link", "num_input_tokens", "kv_transfer_bandwidth", "transfer_bytes",
-                                "handoff_delay_ms"]
+    assert list(df.columns) == [
+        "model",
+        "link",
+        "num_input_tokens",
+        "kv_transfer_bandwidth",
+        "transfer_bytes",
+        "handoff_delay_ms",
+    ]
     expected = list(itertools.product(models, links, tokens))  # AXES order, last fastest
     assert list(zip(df["model"], df["link"], df["num_input_tokens"])) == expected
     for row in df.itertuples():
@@ -41,25 +47,40 @@ def test_fractional_bytes_per_token_are_allowed():
 
 
 def test_row_count_is_the_product():
-    df = sweep(kv_bytes_per_token=[1, 2], kv_transfer_bandwidth=[1.0, 2.0, 3.0], latency_ms=[0, 1],
-               num_input_tokens=np.arange(5))
+    df = sweep(
+        kv_bytes_per_token=[1, 2],
+        kv_transfer_bandwidth=[1.0, 2.0, 3.0],
+        latency_ms=[0, 1],
+        num_input_tokens=np.arange(5),
+    )
     assert len(df) == 2 * 3 * 2 * 5
 
 
 def test_kv_cache_dtype_and_tp_axes():
-    df = sweep(model="llama-3.1-70b", kv_cache_dtype=["bf16", "fp8"], tp=[1, 8], kv_transfer_bandwidth=50.0,
-               num_input_tokens=1000)
+    df = sweep(
+        model="llama-3.1-70b",
+        kv_cache_dtype=["bf16", "fp8"],
+        tp=[1, 8],
+        kv_transfer_bandwidth=50.0,
+        num_input_tokens=1000,
+    )
     assert df["transfer_bytes"].tolist() == [1000 * b for b in (327_680, 40_960, 163_840, 20_480)]
 
 
 def test_cache_hit_ratio_is_block_rounded_like_the_helper():
     ratios, tokens = [0.0, 0.3, 1.0], [100, 1000]
-    df = sweep(kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, cache_hit_ratio=ratios, block_size=64,
-               num_input_tokens=tokens)
+    df = sweep(
+        kv_bytes_per_token=1000,
+        kv_transfer_bandwidth=1.0,
+        cache_hit_ratio=ratios,
+        block_size=64,
+        num_input_tokens=tokens,
+    )
     assert (df["mode"] == "destination_missing").all()
     for row in df.itertuples():
-        charged = destination_missing_tokens(row.num_input_tokens, int(np.floor(row.cache_hit_ratio *
-                                                                                row.num_input_tokens)), 64)
+        charged = destination_missing_tokens(
+            row.num_input_tokens, int(np.floor(row.cache_hit_ratio * row.num_input_tokens)), 64
+        )
         assert row.handoff_delay_ms == handoff_delay_ms(charged, 1.0, 1000)
 
 
@@ -69,9 +90,11 @@ def test_link_latency_is_added():
     assert df["handoff_delay_ms"].tolist() == [0.0, 0.1 + 1.5, 0.0, 0.1 + 2.5]
 
 
-@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=5, unique=True),
-       st.lists(st.floats(0.01, 1e4), min_size=1, max_size=4, unique=True),
-       st.lists(st.integers(0, 10**6), min_size=1, max_size=3, unique=True))
+@given(
+    st.lists(st.integers(0, 10**6), min_size=1, max_size=5, unique=True),
+    st.lists(st.floats(0.01, 1e4), min_size=1, max_size=4, unique=True),
+    st.lists(st.integers(0, 10**6), min_size=1, max_size=3, unique=True),
+)
 def test_random_grids_equal_the_core(tokens, bandwidths, per_token):
     df = sweep(kv_bytes_per_token=per_token, kv_transfer_bandwidth=bandwidths, num_input_tokens=tokens)
     grid = np.array(list(itertools.product(per_token, bandwidths, tokens)), dtype=object)
@@ -80,27 +103,36 @@ def test_random_grids_equal_the_core(tokens, bandwidths, per_token):
 
 
 def test_large_sweep_is_chunked_and_exact():
-    df = sweep(kv_bytes_per_token=[70_272, 327_680], kv_transfer_bandwidth=np.linspace(1, 900, 50),
-               num_input_tokens=np.arange(0, 25_000), progress=False)
+    df = sweep(
+        kv_bytes_per_token=[70_272, 327_680],
+        kv_transfer_bandwidth=np.linspace(1, 900, 50),
+        num_input_tokens=np.arange(0, 25_000),
+        progress=False,
+    )
     assert len(df) == 2_500_000
     sample = df.sample(200, random_state=0)
-    np.testing.assert_array_equal(sample["handoff_delay_ms"].to_numpy(), handoff_delay_ms(
-        sample["num_input_tokens"], sample["kv_transfer_bandwidth"], sample["kv_bytes_per_token"]))
+    np.testing.assert_array_equal(
+        sample["handoff_delay_ms"].to_numpy(),
+        handoff_delay_ms(sample["num_input_tokens"], sample["kv_transfer_bandwidth"], sample["kv_bytes_per_token"]),
+    )
 
 
-@pytest.mark.parametrize("axes, fragment", [
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0), "num_input_tokens is required"),
-    (dict(num_input_tokens=1, kv_transfer_bandwidth=1.0), "kv_bytes_per_token (bytes) or model"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1), "kv_transfer_bandwidth (GB/s) or link"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, model="qwen3-8b", link="pcie4"), "not both"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", bandwith=2), "unknown axis ['bandwith']"),
-    (dict(num_input_tokens=[], kv_bytes_per_token=1, link="pcie4"), "is empty"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", cache_hit_ratio=1.5), "within [0, 1]"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", mode="partial"), "unknown mode"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie7"), "unknown link"),
-    (dict(num_input_tokens=1, kv_bytes_per_token=1, link=["pcie4", "pcie4"]), "repeated value"),
-    (dict(num_input_tokens=[-1], kv_bytes_per_token=1, link="pcie4"), "negative"),
-])
+@pytest.mark.parametrize(
+    "axes, fragment",
+    [
+        (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0), "num_input_tokens is required"),
+        (dict(num_input_tokens=1, kv_transfer_bandwidth=1.0), "kv_bytes_per_token (bytes) or model"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1), "kv_transfer_bandwidth (GB/s) or link"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1, model="qwen3-8b", link="pcie4"), "not both"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", bandwith=2), "unknown axis ['bandwith']"),
+        (dict(num_input_tokens=[], kv_bytes_per_token=1, link="pcie4"), "is empty"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", cache_hit_ratio=1.5), "within [0, 1]"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie4", mode="partial"), "unknown mode"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1, link="pcie7"), "unknown link"),
+        (dict(num_input_tokens=1, kv_bytes_per_token=1, link=["pcie4", "pcie4"]), "repeated value"),
+        (dict(num_input_tokens=[-1], kv_bytes_per_token=1, link="pcie4"), "negative"),
+    ],
+)
 def test_sweep_errors(axes, fragment):
     with pytest.raises(ValueError) as info:
         sweep(**axes)
@@ -119,8 +151,13 @@ def test_required_bandwidth_inverts_the_model():
     assert required_bandwidth(10, 1000, budget_ms=1.0, latency_ms=1.0) == np.inf
 
 
-@given(st.integers(1, 10**6), st.floats(0.01, 1e4), st.integers(1, 10**6), st.floats(0, 5),
-       st.sampled_from([None, "gpt-oss-120b", "qwen3-next-80b-a3b"]))
+@given(
+    st.integers(1, 10**6),
+    st.floats(0.01, 1e4),
+    st.integers(1, 10**6),
+    st.floats(0, 5),
+    st.sampled_from([None, "gpt-oss-120b", "qwen3-next-80b-a3b"]),
+)
 @example(1, 3.0, 3, 0.0, None)
 @example(1, 0.25, 1, 0.234375, "gpt-oss-120b")  # the latency dwarfs the transfer: 30 bandwidths give one delay
 def test_required_bandwidth_is_the_least_that_fits(tokens, budget, per_token, latency, model):
@@ -194,9 +231,15 @@ def test_every_long_path_reports_progress_through_the_one_bar(monkeypatch, tmp_p
 
     monkeypatch.setattr(progress_module, "progress_bar", spy)
     sweep(num_input_tokens=[1, 2], kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, progress=True)
-    perfmodel.replay_grid(perfmodel.synthetic_trace(20, rate_per_s=10, seed=0), model="llama-3.1-8b",
-                          link="ib-ndr", decode_workers=[1, 2], progress=True)
+    perfmodel.replay_grid(
+        perfmodel.synthetic_trace(20, rate_per_s=10, seed=0),
+        model="llama-3.1-8b",
+        link="ib-ndr",
+        decode_workers=[1, 2],
+        progress=True,
+    )
     pd.DataFrame({"num_input_tokens": [1, 2]}).to_csv(tmp_path / "r.csv", index=False)
-    io.delay_file(tmp_path / "r.csv", tmp_path / "o.csv", progress=True, kv_bytes_per_token=1,
-                  kv_transfer_bandwidth=1.0)
+    io.delay_file(
+        tmp_path / "r.csv", tmp_path / "o.csv", progress=True, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0
+    )
     assert seen == ["sweep", "replay grid", "r.csv"]

@@ -28,8 +28,13 @@ def _cells(column):
 
 
 def _trace(ready, tokens, hashes=None):
-    df = pd.DataFrame({"arrival_ms": np.asarray(ready, float), "num_input_tokens": np.asarray(tokens, np.int64),
-                       "num_output_tokens": 1})
+    df = pd.DataFrame(
+        {
+            "arrival_ms": np.asarray(ready, float),
+            "num_input_tokens": np.asarray(tokens, np.int64),
+            "num_output_tokens": 1,
+        }
+    )
     if hashes is not None:
         df["hash_ids"] = pd.Series(hashes, dtype=pd.ArrowDtype(pa.list_(pa.int64())))
     df.attrs["hash_block_tokens"] = 512
@@ -37,6 +42,7 @@ def _trace(ready, tokens, hashes=None):
 
 
 # --- reading ---------------------------------------------------------------------------------
+
 
 def test_read_mooncake_sample(shared_data):
     trace = read_trace(shared_data / "mooncake_synthetic_trace.jsonl")
@@ -55,12 +61,15 @@ def test_read_azure_sample(shared_data):
     assert trace["arrival_ms"].iloc[1] == pytest.approx(52.0) and trace["arrival_ms"].min() == 0
 
 
-@pytest.mark.parametrize("name, mode", [("mooncake_synthetic_trace.jsonl", "destination_missing"),
-                                        ("azure_llm_2023_code.csv", "full_prompt")])
+@pytest.mark.parametrize(
+    "name, mode",
+    [("mooncake_synthetic_trace.jsonl", "destination_missing"), ("azure_llm_2023_code.csv", "full_prompt")],
+)
 def test_replay_sample_traces(shared_data, name, mode):
     trace = read_trace(shared_data / name)
-    replay = replay_handoffs(trace, model="llama-3.1-70b", link="ib-ndr", mode=mode, decode_workers=4,
-                             contention="fair", links=2)
+    replay = replay_handoffs(
+        trace, model="llama-3.1-70b", link="ib-ndr", mode=mode, decode_workers=4, contention="fair", links=2
+    )
     assert len(replay) == len(trace) and replay["handoff_delay_ms"].notna().all()
     summary = summarize(replay)
     assert summary["p50_ms"] <= summary["p99_ms"] <= summary["max_ms"]
@@ -86,9 +95,24 @@ def test_malformed_line_is_named_or_skipped(tmp_path):
     with pytest.warns(UserWarning, match=r"t.jsonl: skipped 2 malformed lines of 4"):
         trace = read_trace(path, errors="skip")
     assert len(trace) == 2 and trace.attrs["skipped_lines"] == 2
-    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--kv-bytes-per-token", "10",
-                           "--bandwidth", "1", "--skip-bad-lines", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "trace",
+            str(path),
+            "--kv-bytes-per-token",
+            "10",
+            "--bandwidth",
+            "1",
+            "--skip-bad-lines",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0 and "skipped 2 malformed lines" in done.stderr
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "input_length": -4}) + "\n")
     with pytest.raises(ValueError, match=r"t.jsonl, line 2: 1 malformed row.*num_input_tokens.: -4"):
@@ -97,10 +121,14 @@ def test_malformed_line_is_named_or_skipped(tmp_path):
 
 def test_generic_csv_with_mapping_and_datetimes(tmp_path):
     path = tmp_path / "requests.csv"
-    pd.DataFrame({"when": ["2026-01-01 00:00:01", "2026-01-01 00:00:00.5"], "prompt": [100, 200]}).to_csv(path, index=False)
+    pd.DataFrame({"when": ["2026-01-01 00:00:01", "2026-01-01 00:00:00.5"], "prompt": [100, 200]}).to_csv(
+        path, index=False
+    )
     trace = read_trace(path, columns={"arrival_ms": "when", "num_input_tokens": "prompt"})
     assert trace["arrival_ms"].tolist() == [500.0, 0.0] and trace["num_input_tokens"].tolist() == [100, 200]
-    with pytest.raises(ValueError, match=r"no column for \['arrival_ms', 'num_input_tokens'\]; the file has \['when', 'prompt'\]"):
+    with pytest.raises(
+        ValueError, match=r"no column for \['arrival_ms', 'num_input_tokens'\]; the file has \['when', 'prompt'\]"
+    ):
         read_trace(path)
 
 
@@ -131,8 +159,9 @@ def test_a_ready_ms_column_is_kept_not_dropped(tmp_path, suffix):
 def test_one_bad_time_spoils_one_row_not_the_column(tmp_path, column):
     """A column of numbers with one stray word was read as datetimes: every row became malformed (and
     errors='skip' dropped them all). The word's row alone is malformed; the others keep their numbers."""
-    frame = pd.DataFrame({"arrival_ms": ["0", "10", "20"], "num_input_tokens": [100, 200, 300],
-                          "ready_ms": ["5", "15", "25"]})
+    frame = pd.DataFrame(
+        {"arrival_ms": ["0", "10", "20"], "num_input_tokens": [100, 200, 300], "ready_ms": ["5", "15", "25"]}
+    )
     frame.loc[1, column] = "abc"
     path = tmp_path / "requests.csv"
     frame.to_csv(path, index=False)
@@ -148,8 +177,9 @@ def test_one_bad_time_spoils_one_row_not_the_column(tmp_path, column):
 def test_a_parquet_trace_with_timestamp_columns(tmp_path, utc):
     """Timestamps (a datetime dtype, not text) are times from the earliest arrival, in ms."""
     when = pd.to_datetime(["2026-01-01 00:00:01.000", "2026-01-01 00:00:00.500"], utc=utc)
-    pd.DataFrame({"arrival_ms": when, "num_input_tokens": [1, 2], "ready_ms": when + pd.Timedelta("250ms")}) \
-        .to_parquet(tmp_path / "t.parquet")
+    pd.DataFrame({"arrival_ms": when, "num_input_tokens": [1, 2], "ready_ms": when + pd.Timedelta("250ms")}).to_parquet(
+        tmp_path / "t.parquet"
+    )
     trace = read_trace(tmp_path / "t.parquet")
     assert trace["arrival_ms"].tolist() == [500.0, 0.0] and trace["ready_ms"].tolist() == [750.0, 250.0]
 
@@ -157,24 +187,45 @@ def test_a_parquet_trace_with_timestamp_columns(tmp_path, utc):
 def test_arrival_and_ready_times_on_different_clocks_are_refused(tmp_path):
     """Arrivals in ms and completions as datetimes (or the reverse) cannot be put on one clock."""
     path = tmp_path / "requests.csv"
-    pd.DataFrame({"arrival_ms": [0, 10], "num_input_tokens": [1, 2],
-                  "ready_ms": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"]}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"arrival_ms": [0, 10], "num_input_tokens": [1, 2], "ready_ms": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"]}
+    ).to_csv(path, index=False)
     with pytest.raises(ValueError, match=r"ready_ms.*datetimes.*arrival_ms.*numbers"):
         read_trace(path)
 
 
 def test_ready_times_from_a_generic_trace(tmp_path):
     path = tmp_path / "requests.csv"
-    pd.DataFrame({"t": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"], "prompt": [10_000, 10_000],
-                  "done": ["2026-01-01 00:00:01.5", "2026-01-01 00:00:02.1"]}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "t": ["2026-01-01 00:00:01", "2026-01-01 00:00:02"],
+            "prompt": [10_000, 10_000],
+            "done": ["2026-01-01 00:00:01.5", "2026-01-01 00:00:02.1"],
+        }
+    ).to_csv(path, index=False)
     mapping = {"arrival_ms": "t", "num_input_tokens": "prompt", "ready_ms": "done"}
     trace = read_trace(path, columns=mapping)
     assert trace["arrival_ms"].tolist() == [0.0, 1000.0] and trace["ready_ms"].tolist() == [500.0, 1100.0]
     replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, ready_ms="ready_ms")
     assert replay["start_ms"].tolist() == [500.0, 1100.0] and replay["end_ms"].tolist() == [510.0, 1110.0]
-    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--kv-bytes-per-token", "1000",
-                           "--bandwidth", "1", *[a for k, v in mapping.items() for a in ("--column", f"{k}={v}")],
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "trace",
+            str(path),
+            "--kv-bytes-per-token",
+            "1000",
+            "--bandwidth",
+            "1",
+            *[a for k, v in mapping.items() for a in ("--column", f"{k}={v}")],
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert pd.read_csv(tmp_path / "out" / "replay.csv")["start_ms"].tolist() == [500.0, 1100.0]
     (tmp_path / "early.csv").write_text("t,prompt,done\n5,10,4\n")
@@ -215,6 +266,7 @@ def test_synthetic_trace_is_seeded_and_shares_prefixes():
 
 # --- replay: invariants ----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def sample():
     return synthetic_trace(4000, rate_per_s=40, seed=11)
@@ -223,8 +275,17 @@ def sample():
 @pytest.mark.parametrize("contention", ["none", "fifo", "fair"])
 @pytest.mark.parametrize("mode", ["full_prompt", "destination_missing"])
 def test_invariants(sample, contention, mode):
-    replay = replay_handoffs(sample, model="llama-3.1-8b", link="ib-ndr", mode=mode, decode_workers=3,
-                             decode_cache_blocks=2000, contention=contention, links=2, latency_ms=0.2)
+    replay = replay_handoffs(
+        sample,
+        model="llama-3.1-8b",
+        link="ib-ndr",
+        mode=mode,
+        decode_workers=3,
+        decode_cache_blocks=2000,
+        contention=contention,
+        links=2,
+        latency_ms=0.2,
+    )
     assert replay.index.equals(sample.index)
     assert (replay["queue_ms"] >= 0).all()
     np.testing.assert_array_equal(replay["handoff_delay_ms"], replay["queue_ms"] + replay["transfer_ms"])
@@ -237,9 +298,18 @@ def test_invariants(sample, contention, mode):
 
 
 def test_larger_cache_never_saves_less(sample):
-    saved = [summarize(replay_handoffs(sample, kv_bytes_per_token=1000, kv_transfer_bandwidth=50.0,
-                                       mode="destination_missing", decode_cache_blocks=capacity))
-             ["bytes_saved_by_prefix_reuse"] for capacity in (0, 10, 100, 1000, 10_000, None)]
+    saved = [
+        summarize(
+            replay_handoffs(
+                sample,
+                kv_bytes_per_token=1000,
+                kv_transfer_bandwidth=50.0,
+                mode="destination_missing",
+                decode_cache_blocks=capacity,
+            )
+        )["bytes_saved_by_prefix_reuse"]
+        for capacity in (0, 10, 100, 1000, 10_000, None)
+    ]
     assert saved[0] == 0 and all(a <= b for a, b in itertools.pairwise(saved)) and saved[-1] > 0
 
 
@@ -271,8 +341,9 @@ def test_replay_shares_no_memory_with_the_trace(sample):
 def test_more_block_ids_than_the_caches_can_name_is_refused(sample, monkeypatch):
     import perfmodel._prepared as prepared  # (a trace of 2**31 distinct block ids is tens of GB: their count faked)
 
-    monkeypatch.setattr(prepared, "_flat_hashes",
-                        lambda trace: (np.zeros(0, np.int64), np.zeros(len(trace) + 1, np.int64), 2**31))
+    monkeypatch.setattr(
+        prepared, "_flat_hashes", lambda trace: (np.zeros(0, np.int64), np.zeros(len(trace) + 1, np.int64), 2**31)
+    )
     with pytest.raises(ValueError, match="2,147,483,648 distinct block ids.*in parts"):
         replay_handoffs(sample.head(10), kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0)
 
@@ -284,6 +355,7 @@ def test_ready_ms_column(sample):
 
 
 # --- hand-worked examples --------------------------------------------------------------------
+
 
 def test_fair_two_simultaneous_transfers_share_equally():
     trace = _trace([0.0, 0.0], [10_000, 10_000])  # 10 ms each alone at 1 GB/s with 1000 B/token
@@ -310,8 +382,9 @@ def test_fair_two_links_do_not_share():
 
 def test_fair_latency_is_setup_before_sharing():
     trace = _trace([0.0, 0.0], [10_000, 10_000])
-    replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fair",
-                             latency_ms=1.0)
+    replay = replay_handoffs(
+        trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, contention="fair", latency_ms=1.0
+    )
     assert replay["end_ms"].tolist() == pytest.approx([21.0, 21.0]) and replay["transfer_ms"].tolist() == [11.0, 11.0]
 
 
@@ -319,46 +392,57 @@ def test_prefix_cache_and_causality():
     # Request 1 shares request 0's two blocks; it arrives after 0's transfer ended (hit) or during it (miss).
     for gap, expected_cached in ((100.0, 1024), (0.5, 0)):
         trace = _trace([0.0, gap], [1024, 1500], [[7, 8], [7, 8, 9]])
-        replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0,
-                                 mode="destination_missing", block_size=512)
+        replay = replay_handoffs(
+            trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=1.0, mode="destination_missing", block_size=512
+        )
         assert replay["cached_tokens"].tolist() == [0, expected_cached]
         assert replay["charged_tokens"].tolist() == [1024, 1536 - expected_cached]
 
 
 def test_prefix_routing_follows_the_cache_and_round_robin_breaks_ties():
     trace = _trace([0, 10, 20, 30], [512] * 4, [[1], [2], [1], [3]])
-    replay = replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=2,
-                             mode="destination_missing")
+    replay = replay_handoffs(
+        trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=2, mode="destination_missing"
+    )
     assert replay["decode_worker"].tolist() == [0, 1, 0, 1]
     assert replay["cached_tokens"].tolist() == [0, 0, 512, 0]
 
 
 def test_lru_evicts_least_recent():
     trace = _trace([0, 10, 20, 30], [512] * 4, [[1], [2], [3], [1]])
-    cached = replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing",
-                             decode_cache_blocks=2)["cached_tokens"]
+    cached = replay_handoffs(
+        trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing", decode_cache_blocks=2
+    )["cached_tokens"]
     assert cached.tolist() == [0, 0, 0, 0]  # block 1 was evicted by 2 and 3
-    cached = replay_handoffs(trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing",
-                             decode_cache_blocks=3)["cached_tokens"]
+    cached = replay_handoffs(
+        trace, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing", decode_cache_blocks=3
+    )["cached_tokens"]
     assert cached.tolist() == [0, 0, 0, 512]
 
 
-@pytest.mark.parametrize("kwargs, fragment", [
-    (dict(kv_bytes_per_token=1), "kv_transfer_bandwidth and link are both missing"),
-    (dict(kv_transfer_bandwidth=1.0), "kv_bytes_per_token and model are both missing"),
-    (dict(kv_transfer_bandwidth=1.0, link="ib-ndr", kv_bytes_per_token=1), "are both given"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"), "contention: 'shared' is not one of"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=-1.0), "bandwidth"),
-    (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0, contention="fair"), "a bandwidth of 0 moves none"),
-    (dict(model="llama-9", link="ib-ndr"), "model 'llama-9'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(kv_bytes_per_token=1), "kv_transfer_bandwidth and link are both missing"),
+        (dict(kv_transfer_bandwidth=1.0), "kv_bytes_per_token and model are both missing"),
+        (dict(kv_transfer_bandwidth=1.0, link="ib-ndr", kv_bytes_per_token=1), "are both given"),
+        (
+            dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, contention="shared"),
+            "contention: 'shared' is not one of",
+        ),
+        (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=0), "decode_workers"),
+        (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=-1.0), "bandwidth"),
+        (dict(kv_bytes_per_token=1, kv_transfer_bandwidth=0.0, contention="fair"), "a bandwidth of 0 moves none"),
+        (dict(model="llama-9", link="ib-ndr"), "model 'llama-9'"),
+    ],
+)
 def test_replay_errors(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment.replace("(", r"\(")):
         replay_handoffs(_trace([0.0], [10]), **kwargs)
 
 
 # --- the reference ---------------------------------------------------------------------------
+
 
 @st.composite
 def small_traces(draw):
@@ -370,13 +454,22 @@ def small_traces(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=small_traces(), workers=st.integers(1, 3), capacity=st.sampled_from([None, 0, 1, 2, 4]),
-       routing=st.sampled_from(["prefix", "round_robin"]), contention=st.sampled_from(["none", "fifo", "fair"]),
-       links=st.integers(1, 2), mode=st.sampled_from(["full_prompt", "destination_missing"]),
-       block_size=st.sampled_from([256, 512, 1000]), latency=st.sampled_from([0.0, 0.5]),
-       per_block=st.sampled_from([0.0, 0.01]), layerwise=st.sampled_from([None, (3.0, 4, 1), (50.0, 8, 2)]))
-def test_kernel_equals_reference(case, workers, capacity, routing, contention, links, mode, block_size, latency,
-                                 per_block, layerwise):
+@given(
+    case=small_traces(),
+    workers=st.integers(1, 3),
+    capacity=st.sampled_from([None, 0, 1, 2, 4]),
+    routing=st.sampled_from(["prefix", "round_robin"]),
+    contention=st.sampled_from(["none", "fifo", "fair"]),
+    links=st.integers(1, 2),
+    mode=st.sampled_from(["full_prompt", "destination_missing"]),
+    block_size=st.sampled_from([256, 512, 1000]),
+    latency=st.sampled_from([0.0, 0.5]),
+    per_block=st.sampled_from([0.0, 0.01]),
+    layerwise=st.sampled_from([None, (3.0, 4, 1), (50.0, 8, 2)]),
+)
+def test_kernel_equals_reference(
+    case, workers, capacity, routing, contention, links, mode, block_size, latency, per_block, layerwise
+):
     ready, tokens, hashes = case
     kw = dict(mode=mode, block_size=block_size, routing=routing, contention=contention, links=links)
     streaming = {}
@@ -385,16 +478,38 @@ def test_kernel_equals_reference(case, workers, capacity, routing, contention, l
         compute, layers, group = layerwise
         streaming = dict(overlap="layerwise", prefill_ms=compute, num_layers=layers, layer_group=group)
         lead, fraction = [compute * (layers - group) / layers] * len(ready), [group / layers] * len(ready)
-    replay = replay_handoffs(_trace(ready, tokens, hashes), kv_bytes_per_token=1024, kv_transfer_bandwidth=BW,
-                             decode_workers=workers, decode_cache_blocks=capacity, latency_ms=latency,
-                             per_block_ms=per_block, **streaming, **kw)
-    expected = pd.DataFrame(replay_reference(ready, tokens, hashes, bytes_per_token=1024, bandwidth_gb_s=BW,
-                                             workers=workers, capacity=capacity, latency_ms=latency,
-                                             per_block_ms=per_block, lead=lead, last_fraction=fraction, **kw))
+    replay = replay_handoffs(
+        _trace(ready, tokens, hashes),
+        kv_bytes_per_token=1024,
+        kv_transfer_bandwidth=BW,
+        decode_workers=workers,
+        decode_cache_blocks=capacity,
+        latency_ms=latency,
+        per_block_ms=per_block,
+        **streaming,
+        **kw,
+    )
+    expected = pd.DataFrame(
+        replay_reference(
+            ready,
+            tokens,
+            hashes,
+            bytes_per_token=1024,
+            bandwidth_gb_s=BW,
+            workers=workers,
+            capacity=capacity,
+            latency_ms=latency,
+            per_block_ms=per_block,
+            lead=lead,
+            last_fraction=fraction,
+            **kw,
+        )
+    )
     for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
         assert _cells(replay[column]) == _cells(expected[column]), column
-    compared = ("transfer_bytes", "transfer_ms", "start_ms", "end_ms", "handoff_delay_ms") + \
-        (("queue_ms",) if layerwise is None else ())
+    compared = ("transfer_bytes", "transfer_ms", "start_ms", "end_ms", "handoff_delay_ms") + (
+        ("queue_ms",) if layerwise is None else ()
+    )
     for column in compared:
         np.testing.assert_allclose(replay[column], expected[column], rtol=1e-9, atol=1e-9, err_msg=column)
 
@@ -409,7 +524,7 @@ def long_traces(draw):
     for _ in range(n):
         if hashes and draw(st.booleans()):
             earlier = hashes[draw(st.integers(0, len(hashes) - 1))]
-            prefix = earlier[:draw(st.integers(0, len(earlier)))]
+            prefix = earlier[: draw(st.integers(0, len(earlier)))]
         else:
             prefix = []
         hashes.append(prefix + draw(st.lists(st.integers(0, distinct - 1), max_size=6)))
@@ -419,17 +534,27 @@ def long_traces(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=long_traces(), workers=st.sampled_from([1, 2, 3, 70]), capacity=st.integers(1, 12),
-       routing=st.sampled_from(["prefix", "round_robin"]))
+@given(
+    case=long_traces(),
+    workers=st.sampled_from([1, 2, 3, 70]),
+    capacity=st.integers(1, 12),
+    routing=st.sampled_from(["prefix", "round_robin"]),
+)
 def test_bounded_caches_equal_reference_over_long_traces(case, workers, capacity, routing):
     """The caches' recency order kept over many fills and evictions (the short traces above fill a cache
     a few times at most): which worker each request goes to and what it finds cached, against the
     reference's OrderedDict LRUs."""
     ready, tokens, hashes = case
     kw = dict(mode="destination_missing", routing=routing, workers=workers, capacity=capacity)
-    replay = replay_handoffs(_trace(ready, tokens, hashes), kv_bytes_per_token=1024, kv_transfer_bandwidth=BW,
-                             mode="destination_missing", routing=routing, decode_workers=workers,
-                             decode_cache_blocks=capacity)
+    replay = replay_handoffs(
+        _trace(ready, tokens, hashes),
+        kv_bytes_per_token=1024,
+        kv_transfer_bandwidth=BW,
+        mode="destination_missing",
+        routing=routing,
+        decode_workers=workers,
+        decode_cache_blocks=capacity,
+    )
     expected = pd.DataFrame(replay_reference(ready, tokens, hashes, bytes_per_token=1024, bandwidth_gb_s=BW, **kw))
     assert replay["decode_worker"].tolist() == expected["decode_worker"].tolist()
     assert replay["cached_tokens"].tolist() == expected["cached_tokens"].tolist()
@@ -462,41 +587,97 @@ def test_event_heap_pops_in_time_then_sequence_order(ops):
     assert [g[:2] for g in got] == [p[:2] for p in popped]
 
 
-@pytest.mark.parametrize("workers, capacity, routing, contention", [
-    (1, 40, "prefix", "fifo"), (4, 60, "prefix", "fifo"), (8, 25, "prefix", "fair"), (3, 30, "round_robin", "none"),
-    (16, 200, "prefix", "fifo"), (64, 20, "prefix", "fifo"), (65, 20, "prefix", "fair"), (130, 10, "prefix", "none"),
-    (70, 20, "round_robin", "fifo")])  # 64 workers fill one bit word, 65 and more take several
+@pytest.mark.parametrize(
+    "workers, capacity, routing, contention",
+    [
+        (1, 40, "prefix", "fifo"),
+        (4, 60, "prefix", "fifo"),
+        (8, 25, "prefix", "fair"),
+        (3, 30, "round_robin", "none"),
+        (16, 200, "prefix", "fifo"),
+        (64, 20, "prefix", "fifo"),
+        (65, 20, "prefix", "fair"),
+        (130, 10, "prefix", "none"),
+        (70, 20, "round_robin", "fifo"),
+    ],
+)  # 64 workers fill one bit word, 65 and more take several
 def test_long_lru_lists_equal_the_reference(sample, workers, capacity, routing, contention):
     """Thousands of requests sharing prefixes through small caches: long LRU lists, constant eviction,
     blocks touched again at every depth of the list (the hypothesis cases above keep lists short)."""
     trace = sample.head(2500)
     hashes = [list(h) for h in trace["hash_ids"]]
     kw = dict(mode="destination_missing", routing=routing, contention=contention, links=2)
-    replay = replay_handoffs(trace, kv_bytes_per_token=1024, kv_transfer_bandwidth=BW, decode_workers=workers,
-                             decode_cache_blocks=capacity, **kw)
-    expected = pd.DataFrame(replay_reference(trace["arrival_ms"].tolist(), trace["num_input_tokens"].tolist(), hashes,
-                                             bytes_per_token=1024, bandwidth_gb_s=BW, workers=workers,
-                                             capacity=capacity, **kw))
+    replay = replay_handoffs(
+        trace,
+        kv_bytes_per_token=1024,
+        kv_transfer_bandwidth=BW,
+        decode_workers=workers,
+        decode_cache_blocks=capacity,
+        **kw,
+    )
+    expected = pd.DataFrame(
+        replay_reference(
+            trace["arrival_ms"].tolist(),
+            trace["num_input_tokens"].tolist(),
+            hashes,
+            bytes_per_token=1024,
+            bandwidth_gb_s=BW,
+            workers=workers,
+            capacity=capacity,
+            **kw,
+        )
+    )
     assert 0 < replay["cached_tokens"].sum() < trace["num_input_tokens"].sum()  # hits and misses both
     for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
         assert _cells(replay[column]) == _cells(expected[column]), column
 
 
 def test_summarize_and_cli(tmp_path, sample):
-    replay = replay_handoffs(sample, model="llama-3.1-8b", link="ib-ndr", mode="destination_missing",
-                             decode_workers=2, contention="fifo")
+    replay = replay_handoffs(
+        sample, model="llama-3.1-8b", link="ib-ndr", mode="destination_missing", decode_workers=2, contention="fifo"
+    )
     summary = summarize(replay)
     assert summary["handoffs"] == len(sample) and summary["p50_ms"] <= summary["p90_ms"] <= summary["p99_ms"]
     assert summary["bytes_saved_by_prefix_reuse"] == replay["cached_tokens"].sum() * 131_072
     assert 0 < summary["link_utilisation"] < 1 and math.isclose(summary["max_ms"], replay["handoff_delay_ms"].max())
     path = tmp_path / "trace.jsonl"
     rows = sample.head(300).assign(hash_ids=lambda d: d["hash_ids"].map(list))
-    path.write_text("\n".join(json.dumps({"timestamp": r.arrival_ms, "input_length": int(r.num_input_tokens),
-                                          "output_length": int(r.num_output_tokens),
-                                          "hash_ids": [int(h) for h in r.hash_ids]}) for r in rows.itertuples()))
-    done = subprocess.run([sys.executable, "-m", "perfmodel", "trace", str(path), "--model", "llama-3.1-8b",
-                           "--link", "ib-ndr", "--mode", "destination_missing", "--decode-workers", "2",
-                           "--contention", "fair", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "timestamp": r.arrival_ms,
+                    "input_length": int(r.num_input_tokens),
+                    "output_length": int(r.num_output_tokens),
+                    "hash_ids": [int(h) for h in r.hash_ids],
+                }
+            )
+            for r in rows.itertuples()
+        )
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "trace",
+            str(path),
+            "--model",
+            "llama-3.1-8b",
+            "--link",
+            "ib-ndr",
+            "--mode",
+            "destination_missing",
+            "--decode-workers",
+            "2",
+            "--contention",
+            "fair",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert "p99_ms" in done.stdout
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["handoffs"] == 300
@@ -506,9 +687,16 @@ def test_summarize_and_cli(tmp_path, sample):
 
 def _assert_replay_is_the_reference(replay: pd.DataFrame, trace: pd.DataFrame, **kw) -> None:
     """``replay`` (of ``trace`` at 50 GB/s and 1000 B/token) is the plain-Python reference's, request by request."""
-    expected = pd.DataFrame(replay_reference(trace["arrival_ms"].tolist(), trace["num_input_tokens"].tolist(),
-                                             [list(h) for h in trace["hash_ids"]], bytes_per_token=1000,
-                                             bandwidth_gb_s=50.0, **kw))
+    expected = pd.DataFrame(
+        replay_reference(
+            trace["arrival_ms"].tolist(),
+            trace["num_input_tokens"].tolist(),
+            [list(h) for h in trace["hash_ids"]],
+            bytes_per_token=1000,
+            bandwidth_gb_s=50.0,
+            **kw,
+        )
+    )
     assert 0 < replay["cached_tokens"].sum() < trace["num_input_tokens"].sum()  # hits and misses both
     for column in ("decode_worker", "cached_tokens", "charged_tokens", "link"):
         assert _cells(replay[column]) == _cells(expected[column]), column
@@ -527,13 +715,17 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
     kw = dict(mode="destination_missing", decode_workers=3, decode_cache_blocks=200, contention="fifo")
     replay = replay_handoffs(small, 50.0, 1000, **kw)
     pd.testing.assert_frame_equal(replay_handoffs(hashed, 50.0, 1000, **kw), replay)
-    _assert_replay_is_the_reference(replay, small, mode="destination_missing", workers=3, capacity=200,
-                                    contention="fifo")
+    _assert_replay_is_the_reference(
+        replay, small, mode="destination_missing", workers=3, capacity=200, contention="fifo"
+    )
 
 
 @settings(max_examples=100, deadline=None)
-@given(values=st.lists(st.integers(-2**40, 2**40), max_size=300), shift=st.sampled_from([0, 63, 64, 2**62]),
-       threads=st.sampled_from([1, 2, 3]))
+@given(
+    values=st.lists(st.integers(-(2**40), 2**40), max_size=300),
+    shift=st.sampled_from([0, 63, 64, 2**62]),
+    threads=st.sampled_from([1, 2, 3]),
+)
 def test_ranked_ids_are_the_ranks_of_the_values(values, shift, threads):
     """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats; on one
     thread, and on several with one bitmap each (their shares splitting the values anywhere)."""
@@ -580,5 +772,6 @@ def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial():
         serial = replay_handoffs(trace, 50.0, 1000, **kw)
     with perfmodel.set_options(parallel_min_rows=0):
         pd.testing.assert_frame_equal(replay_handoffs(trace, 50.0, 1000, **kw), serial)
-    _assert_replay_is_the_reference(serial, trace, mode="destination_missing", workers=2, capacity=3000,
-                                    contention="fifo")
+    _assert_replay_is_the_reference(
+        serial, trace, mode="destination_missing", workers=2, capacity=3000, contention="fifo"
+    )

@@ -14,8 +14,14 @@ from perfmodel import InputError, handoff_delay_ms, replay_handoffs, summarize
 
 
 def _trace(hashes, tokens=512):
-    return pd.DataFrame({"arrival_ms": np.arange(len(hashes), dtype=float) * 100, "num_input_tokens": tokens,
-                         "num_output_tokens": 1, "hash_ids": hashes})
+    return pd.DataFrame(
+        {
+            "arrival_ms": np.arange(len(hashes), dtype=float) * 100,
+            "num_input_tokens": tokens,
+            "num_output_tokens": 1,
+            "hash_ids": hashes,
+        }
+    )
 
 
 @pytest.mark.parametrize("hashes", [[[1.5], [1.7]], [[1.0], [np.nan]], [[1.0], [np.inf]]])
@@ -32,10 +38,12 @@ def test_block_ids_that_are_not_whole_are_refused_in_an_arrow_column():
 
 
 def test_whole_float_block_ids_are_the_integers():
-    floats = replay_handoffs(_trace([[1.0], [1.0]]), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0,
-                             mode="destination_missing")
-    ints = replay_handoffs(_trace([[1], [1]]), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0,
-                           mode="destination_missing")
+    floats = replay_handoffs(
+        _trace([[1.0], [1.0]]), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing"
+    )
+    ints = replay_handoffs(
+        _trace([[1], [1]]), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, mode="destination_missing"
+    )
     assert floats["cached_tokens"].tolist() == ints["cached_tokens"].tolist() == [0, 512]
 
 
@@ -59,10 +67,13 @@ def test_a_bandwidth_array_mixing_numbers_and_link_names():
     assert got.tolist() == [handoff_delay_ms(1000, 50.0, 1000), handoff_delay_ms(1000, "ib-ndr", 1000)]
 
 
-@pytest.mark.parametrize("call", [
-    lambda: perfmodel.required_bandwidth([1000, 2000, 3], 1000, budget_ms=[1.0, 2.0]),
-    lambda: perfmodel.max_tokens_within([50.0, 40.0, 1.0], 1000, budget_ms=[1.0, 2.0]),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: perfmodel.required_bandwidth([1000, 2000, 3], 1000, budget_ms=[1.0, 2.0]),
+        lambda: perfmodel.max_tokens_within([50.0, 40.0, 1.0], 1000, budget_ms=[1.0, 2.0]),
+    ],
+)
 def test_inverse_questions_name_the_arguments_of_different_lengths(call):
     with pytest.raises(InputError, match="budget_ms"):
         call()
@@ -70,13 +81,27 @@ def test_inverse_questions_name_the_arguments_of_different_lengths(call):
 
 def test_absurd_decode_worker_counts_are_refused_with_the_bound():
     with pytest.raises(InputError, match="decode_workers"):
-        replay_handoffs(_trace([[1], [2]]), kv_bytes_per_token=1, kv_transfer_bandwidth=1.0, decode_workers=10**13,
-                        decode_cache_blocks=10)  # (24 x 10**13 bytes: refused on any machine, never allocated)
+        replay_handoffs(
+            _trace([[1], [2]]),
+            kv_bytes_per_token=1,
+            kv_transfer_bandwidth=1.0,
+            decode_workers=10**13,
+            decode_cache_blocks=10,
+        )  # (24 x 10**13 bytes: refused on any machine, never allocated)
 
 
 def _replayed(transfer, start, end, links=1):
-    frame = pd.DataFrame({"handoff_delay_ms": transfer, "queue_ms": 0.0, "transfer_ms": transfer,
-                          "transfer_bytes": 1, "saved_bytes": 0, "start_ms": start, "end_ms": end})
+    frame = pd.DataFrame(
+        {
+            "handoff_delay_ms": transfer,
+            "queue_ms": 0.0,
+            "transfer_ms": transfer,
+            "transfer_bytes": 1,
+            "saved_bytes": 0,
+            "start_ms": start,
+            "end_ms": end,
+        }
+    )
     frame.attrs.update(links=links, mode="full_prompt")
     return frame
 

@@ -26,8 +26,12 @@ def _fork_is_safe_and_useful() -> bool:
     import multiprocessing
     import threading
 
-    return sys.platform == "linux" and len(os.sched_getaffinity(0)) > 1 and threading.active_count() == 1 \
+    return (
+        sys.platform == "linux"
+        and len(os.sched_getaffinity(0)) > 1
+        and threading.active_count() == 1
         and "fork" in multiprocessing.get_all_start_methods()
+    )
 
 
 @contextlib.contextmanager
@@ -50,8 +54,7 @@ def _alongside(task: Callable[[], None] | None) -> Iterator[None]:
 
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_run_and_report, args=(task, send, _SIGNALS), name="perfmodel-draw",
-                            daemon=True)
+    child = context.Process(target=_run_and_report, args=(task, send, _SIGNALS), name="perfmodel-draw", daemon=True)
     # The child inherits this process's signal handlers, which raise; one landing while it starts up
     # would be swallowed there. So it starts with these signals blocked, and unblocks them with their
     # default action (end at once: it has nothing to clean up). start() flushes the standard streams

@@ -1,5 +1,4 @@
-"""The command line's parser, its one-line errors and exit codes, and the entry point.
-"""
+"""The command line's parser, its one-line errors and exit codes, and the entry point."""
 
 from __future__ import annotations
 
@@ -36,14 +35,21 @@ class _Parser(argparse.ArgumentParser):
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         choices = action.choices
-        if _OWN_SUGGESTIONS or choices is None or not isinstance(value, str) or value in choices \
-                or not all(isinstance(choice, str) for choice in choices):
+        if (
+            _OWN_SUGGESTIONS
+            or choices is None
+            or not isinstance(value, str)
+            or value in choices
+            or not all(isinstance(choice, str) for choice in choices)
+        ):
             return super()._check_value(action, value)
         close = difflib.get_close_matches(value, list(choices), n=1)
         if not close:
             return super()._check_value(action, value)
-        raise argparse.ArgumentError(action, f"invalid choice: {value!r}, maybe you meant {close[0]!r}? (choose "
-                                             f"from {', '.join(map(repr, choices))})")
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}, maybe you meant {close[0]!r}? (choose from {', '.join(map(repr, choices))})",
+        )
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, unknown = self.parse_known_args(args, namespace)
@@ -57,7 +63,7 @@ _OWN_SUGGESTIONS = sys.version_info >= (3, 14)
 
 
 def _flag_hint(parser: argparse.ArgumentParser, parsed: Any, unknown: list[str]) -> str:
-    """" (maybe you meant '--clear'?)" for the first unrecognized flag close to one of the command's flags (the
+    """ " (maybe you meant '--clear'?)" for the first unrecognized flag close to one of the command's flags (the
     subcommand's and the main parser's), or ""."""
     flags = [f for action in parser._actions for f in action.option_strings]
     for action in parser._actions:
@@ -72,8 +78,10 @@ def _flag_hint(parser: argparse.ArgumentParser, parsed: Any, unknown: list[str])
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="perfmodel", description="KV-cache handoff delay of disaggregated LLM serving, for millions of cases.",
-        epilog="Run 'perfmodel sweep --out results' for the default what-if (models x links x 128 to 128k tokens).")
+        prog="perfmodel",
+        description="KV-cache handoff delay of disaggregated LLM serving, for millions of cases.",
+        epilog="Run 'perfmodel sweep --out results' for the default what-if (models x links x 128 to 128k tokens).",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -102,8 +110,11 @@ def _interrupt(signum: int, _frame: Any) -> None:
 
 
 #: What each command imports (numba's compiler, pyarrow, matplotlib: C and C++ libraries).
-_HEAVY = {"sweep": ("perfmodel.sweeps", "pyarrow", "matplotlib.pyplot"), "delay": ("perfmodel.io", "pyarrow.csv"),
-          "trace": ("perfmodel.replay", "pyarrow.json", "matplotlib.pyplot")}
+_HEAVY = {
+    "sweep": ("perfmodel.sweeps", "pyarrow", "matplotlib.pyplot"),
+    "delay": ("perfmodel.io", "pyarrow.csv"),
+    "trace": ("perfmodel.replay", "pyarrow.json", "matplotlib.pyplot"),
+}
 
 
 def _preload(command: str) -> None:
@@ -141,13 +152,15 @@ def interrupted_message(interrupt: KeyboardInterrupt) -> str:
 def _flags() -> dict[str, str]:
     """Each input's command-line flag (from the input table), for messages that name an argument."""
 
-
     return {
         **{e.name: e.cli for e in INPUTS.values() if e.cli},
-        "kv_transfer_bandwidth": "--bandwidth/--link", "kv_bytes_per_token": "--kv-bytes-per-token/--model",
+        "kv_transfer_bandwidth": "--bandwidth/--link",
+        "kv_bytes_per_token": "--kv-bytes-per-token/--model",
         "chunk_rows": "--chunk-rows",
-        **{name: f"--column {name}=COLUMN" for name in ("num_input_tokens", "worker_type", "completed",
-                                                         "destination_missing_tokens")},
+        **{
+            name: f"--column {name}=COLUMN"
+            for name in ("num_input_tokens", "worker_type", "completed", "destination_missing_tokens")
+        },
     }
 
 
@@ -232,8 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit:
         raise
     except Exception:  # noqa: BLE001 (the last resort) a bug in perfmodel, not the user's input: say so, with the traceback
-        print(f"perfmodel {command}: internal error (please report it, with this traceback):\n"
-              f"{traceback.format_exc()}", file=sys.stderr)
+        print(
+            f"perfmodel {command}: internal error (please report it, with this traceback):\n{traceback.format_exc()}",
+            file=sys.stderr,
+        )
         return 1
     finally:
         for signum, handler in previous.items():

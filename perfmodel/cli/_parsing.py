@@ -48,8 +48,9 @@ def parse_tokens(spec: str) -> list[int]:
     [1000, 2000, 3000, 4000]
     """
     if ":" not in spec:
-        return _lengths(spec, {_count(part) for part in spec.split(",") if part.strip()}) or \
-            _fail(f"empty token list {spec!r}")
+        return _lengths(spec, {_count(part) for part in spec.split(",") if part.strip()}) or _fail(
+            f"empty token list {spec!r}"
+        )
     parts = spec.split(":")
     if len(parts) not in (2, 3):
         raise UsageError(f"token range {spec!r} is not START:STOP[:STEP]")
@@ -82,8 +83,10 @@ def parse_tokens(spec: str) -> list[int]:
 def _lengths(spec: str, values: Any) -> list[int]:
     """The prompt lengths, sorted, without repeats; a 0 is refused."""
     if 0 in values:
-        raise UsageError(f"--tokens {spec!r} includes 0: a prompt length is at least 1 token (a 0-token prompt "
-                         "hands nothing off, and the figures' log axes cannot show it)")
+        raise UsageError(
+            f"--tokens {spec!r} includes 0: a prompt length is at least 1 token (a 0-token prompt "
+            "hands nothing off, and the figures' log axes cannot show it)"
+        )
     return sorted(set(values))
 
 
@@ -93,8 +96,10 @@ MAX_TOKEN_VALUES = 1_000_000
 
 def _check_range_size(spec: str, count: float) -> None:
     if count > MAX_TOKEN_VALUES:
-        raise UsageError(f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "  # (never one)
-                         "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)")
+        raise UsageError(
+            f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "  # (never one)
+            "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)"
+        )
 
 
 def _positive_int(text: str) -> int:
@@ -129,16 +134,17 @@ def _dataset_or(text: str, trace: bool | None) -> str:
     an unknown name, or a table where a trace is wanted (``trace``) or the reverse, is refused by name."""
     from .. import _data
 
-    if text[:len(_data.PREFIX)].lower() != _data.PREFIX:
+    if text[: len(_data.PREFIX)].lower() != _data.PREFIX:
         return text
-    name = text[len(_data.PREFIX):].strip().lower()
+    name = text[len(_data.PREFIX) :].strip().lower()
     kinds = {key: is_trace for key, (_, is_trace) in _data.FILES.items() if trace is None or is_trace == trace}
     what = "dataset" if trace is None else "trace" if trace else "table of measurements"
     if name not in kinds:
         other = name in _data.FILES
         raise argparse.ArgumentTypeError(
             f"{text!r} is {'a ' + ('table' if trace else 'trace') + ', not a ' + what if other else 'not a shipped ' + what}"
-            f"; use one of {', '.join('dataset:' + k for k in kinds)} (see perfmodel.datasets)")
+            f"; use one of {', '.join('dataset:' + k for k in kinds)} (see perfmodel.datasets)"
+        )
     return str(_data.path(name))
 
 
@@ -146,8 +152,15 @@ def _fail(message: str) -> Any:
     raise UsageError(message)
 
 
-def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = float("inf"),
-            positive: bool = False, rule: str = "") -> list[float]:
+def _floats(
+    name: str,
+    texts: Sequence[str],
+    *,
+    low: float = 0.0,
+    high: float = float("inf"),
+    positive: bool = False,
+    rule: str = "",
+) -> list[float]:
     """Numbers from comma-separated texts, within [low, high] (> 0 with ``positive``); errors begin with ``name``;
     NaN is refused as not a number, with the range the flag takes (or its input's ``rule``)."""
     values = []
@@ -162,8 +175,10 @@ def _floats(name: str, texts: Sequence[str], *, low: float = 0.0, high: float = 
                 taken = rule or "pass a number " + ("> 0" if positive and low <= 0 else f"in [{low:g}, {high:g}]")
                 raise UsageError(f"{name}{part.strip()!r} is not a number (NaN): {taken}")
             if not low <= value <= high or (positive and not value > 0):
-                raise UsageError(f"{name}{value:g} is " + ("not > 0" if positive and low <= value <= high else
-                                                              f"outside [{low:g}, {high:g}]"))
+                raise UsageError(
+                    f"{name}{value:g} is "
+                    + ("not > 0" if positive and low <= value <= high else f"outside [{low:g}, {high:g}]")
+                )
             values.append(value)
     return values
 
@@ -220,8 +235,13 @@ def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, man
         entry = INPUTS[name]
         pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
         target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
-        target.add_argument(entry.cli, nargs="+" if many else None, dest=name,
-                            help=help.get(name, plain(entry.doc.split(". ")[0])), **value_kind(name))
+        target.add_argument(
+            entry.cli,
+            nargs="+" if many else None,
+            dest=name,
+            help=help.get(name, plain(entry.doc.split(". ")[0])),
+            **value_kind(name),
+        )
 
 
 def value_kind(name: str) -> dict[str, Any]:
@@ -235,9 +255,12 @@ def value_kind(name: str) -> dict[str, Any]:
     entry = INPUTS[name]
     if entry.choices or entry.labels:
         return dict(choices=list(entry.choices or entry.labels))
-    unit = next((u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS"), ("_per_s", "RATE")) if name.endswith(suffix)),
-                None)
-    counted = name.split("_per_", maxsplit=1)[0].rsplit("_", maxsplit=1)[-1].upper()  # (what is counted: blocks_per_message, BLOCKS)
+    unit = next(
+        (u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS"), ("_per_s", "RATE")) if name.endswith(suffix)), None
+    )
+    counted = (
+        name.split("_per_", maxsplit=1)[0].rsplit("_", maxsplit=1)[-1].upper()
+    )  # (what is counted: blocks_per_message, BLOCKS)
     return dict(type=_reader(name), metavar=unit or ("N" if entry.kind == "degree" else counted))
 
 
@@ -302,6 +325,7 @@ TABLE_FLAGS = tuple(dict.fromkeys(name for command in ("sweep", "trace", "delay"
 def one_line_warnings(command: str) -> Iterator[None]:
     """Inside: each warning is one line on stderr, ``perfmodel COMMAND: warning: ...`` (not Python's two lines
     naming perfmodel's own source file)."""
+
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"perfmodel {command}: warning: {str(message).strip().splitlines()[0]}", file=sys.stderr)
 

@@ -1,5 +1,4 @@
-"""``perfmodel calibrate``: a link fitted to measured transfers, its errors, a figure, a user preset.
-"""
+"""``perfmodel calibrate``: a link fitted to measured transfers, its errors, a figure, a user preset."""
 
 from __future__ import annotations
 
@@ -39,10 +38,19 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.save:
         check_link_name(args.name, replace=args.replace)  # before anything is written: a refused name leaves nothing
     compare = [get_link(name) for name in (args.compare or ([args.link] if args.link else []))]
-    fitted = calibrate(args.measurements, name=args.name, model=args.model, kv_cache_dtype=args.kv_cache_dtype,
-                       tp=args.tp, decode_tp=args.decode_tp, scope=args.scope, block_size=args.block_size,
-                       kv_layout=args.kv_layout or INPUTS["kv_layout"].default, line_rate_gb_s=args.line_rate_gb_s,
-                       nic=args.nic)
+    fitted = calibrate(
+        args.measurements,
+        name=args.name,
+        model=args.model,
+        kv_cache_dtype=args.kv_cache_dtype,
+        tp=args.tp,
+        decode_tp=args.decode_tp,
+        scope=args.scope,
+        block_size=args.block_size,
+        kv_layout=args.kv_layout or INPUTS["kv_layout"].default,
+        line_rate_gb_s=args.line_rate_gb_s,
+        nic=args.nic,
+    )
     link, m = fitted.link, fitted.measurements
     print(f"fitted {link.name!r}: {fitted.report.describe()}")
     print(f"{'link':<24} {'max error':>10} {'mean error':>11}")
@@ -53,14 +61,19 @@ def _calibrate(args: argparse.Namespace) -> int:
         print("(--link NAME: the link these measurements ran on, to compare the fit with)")
     with output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements]) as stage:
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-        pp.calibration(m.nbytes, m.measured_ms, link, n_blocks=m.n_blocks, n_messages=m.n_messages, compare=compare,
-                       ax=ax)
-        ax.set_title(f"{link.name}: measured against predicted" + (f"\n{m.setup}" if m.setup else ""),
-                     fontsize="medium")
+        pp.calibration(
+            m.nbytes, m.measured_ms, link, n_blocks=m.n_blocks, n_messages=m.n_messages, compare=compare, ax=ax
+        )
+        ax.set_title(
+            f"{link.name}: measured against predicted" + (f"\n{m.setup}" if m.setup else ""), fontsize="medium"
+        )
         _save(fig, stage / "calibration.png")
         plt.close(fig)
-        path = save_link(link, source=f"perfmodel calibrate {args.measurements}", replace=args.replace) \
-            if args.save else None
+        path = (
+            save_link(link, source=f"perfmodel calibrate {args.measurements}", replace=args.replace)
+            if args.save
+            else None
+        )
     print(f"\nwrote {args.out / 'calibration.png'}")
     print(_saved(link.name, path))
     return 0
@@ -97,38 +110,61 @@ def _positive_float(text: str) -> float:
 
 def register(sub: Any) -> None:
     """Add ``perfmodel calibrate`` to the subcommands ``sub``."""
-    calibrate = sub.add_parser("calibrate", help="fit a link to measured transfers (--save: as a preset)",
-                               description="Fit latency, bandwidth (and with n_blocks or n_messages columns, or "
-                                           "--block-size, per-block and per-message costs) to measured transfers; "
-                                           "print the errors next to the link they ran on; "
-                                           "plot predicted against measured; with --save, save the link as a user preset.")
-    calibrate.add_argument("measurements", type=_data_file,
-                           help="CSV/Parquet/JSON lines, perftest's output as is (ib_write_bw, ib_read_bw, "
-                                "ib_*_lat), or dataset:NAME (a shipped table, see perfmodel.datasets): nbytes (or "
-                                "#bytes, or num_input_tokens with --model or a model column), measured_ms (or "
-                                "measured_us, measured_gb_s decimal, measured_gib_s binary, perftest's "
-                                "'BW average[MB/sec]'), optional n_blocks and n_messages")
+    calibrate = sub.add_parser(
+        "calibrate",
+        help="fit a link to measured transfers (--save: as a preset)",
+        description="Fit latency, bandwidth (and with n_blocks or n_messages columns, or "
+        "--block-size, per-block and per-message costs) to measured transfers; "
+        "print the errors next to the link they ran on; "
+        "plot predicted against measured; with --save, save the link as a user preset.",
+    )
+    calibrate.add_argument(
+        "measurements",
+        type=_data_file,
+        help="CSV/Parquet/JSON lines, perftest's output as is (ib_write_bw, ib_read_bw, "
+        "ib_*_lat), or dataset:NAME (a shipped table, see perfmodel.datasets): nbytes (or "
+        "#bytes, or num_input_tokens with --model or a model column), measured_ms (or "
+        "measured_us, measured_gb_s decimal, measured_gib_s binary, perftest's "
+        "'BW average[MB/sec]'), optional n_blocks and n_messages",
+    )
     calibrate.add_argument("--name", required=True, help="the link's name (then --link NAME everywhere)")
     calibrate.add_argument("--link", metavar="NAME", help="the link the measurements ran on, shown next to the fit")
-    calibrate.add_argument("--compare", nargs="+", metavar="LINK",
-                           help="links to show next to the fit (default: --link's)")
+    calibrate.add_argument(
+        "--compare", nargs="+", metavar="LINK", help="links to show next to the fit (default: --link's)"
+    )
     calibrate.add_argument("--model", help="model whose KV cache turns num_input_tokens into bytes (and messages)")
-    _table_options(calibrate, CALIBRATE_FLAGS, many=False, kv_cache_dtype="with --model: the KV-cache dtype",
-                   tp="with --model: the prefill's TP degree", decode_tp="with --model: the decode's TP degree",
-                   scope="with --model: the busiest rank's bytes (default) or the TP group's",
-                   block_size="with --model: KV block size; the fit then has a per-message cost",
-                   kv_layout="with --block-size: how a block lies in memory, which sets the messages (default "
-                             "layer_kv)")
+    _table_options(
+        calibrate,
+        CALIBRATE_FLAGS,
+        many=False,
+        kv_cache_dtype="with --model: the KV-cache dtype",
+        tp="with --model: the prefill's TP degree",
+        decode_tp="with --model: the decode's TP degree",
+        scope="with --model: the busiest rank's bytes (default) or the TP group's",
+        block_size="with --model: KV block size; the fit then has a per-message cost",
+        kv_layout="with --block-size: how a block lies in memory, which sets the messages (default layer_kv)",
+    )
     limit = calibrate.add_mutually_exclusive_group()
-    limit.add_argument("--line-rate-gb-s", type=_positive_float, metavar="GB_S",
-                       help="the line rate of the NIC measured (decimal GB/s): the fitted bandwidth never exceeds it")
+    limit.add_argument(
+        "--line-rate-gb-s",
+        type=_positive_float,
+        metavar="GB_S",
+        help="the line rate of the NIC measured (decimal GB/s): the fitted bandwidth never exceeds it",
+    )
     limit.add_argument("--nic", metavar="LINK", help="or the link preset of the NIC measured (its line rate)")
-    calibrate.add_argument("--out", type=Path, default=Path("perfmodel-calibration"), metavar="DIR",
-                           help="folder for calibration.png (default %(default)s)")
+    calibrate.add_argument(
+        "--out",
+        type=Path,
+        default=Path("perfmodel-calibration"),
+        metavar="DIR",
+        help="folder for calibration.png (default %(default)s)",
+    )
     saving = calibrate.add_mutually_exclusive_group()
     saving.add_argument("--save", action="store_true", help="save the link as a user preset under --name")
     saving.add_argument("--no-save", action="store_true", help="do not save it (the default)")
-    calibrate.add_argument("--replace", action="store_true",
-                           help="with --save: replace a user link of that name (a taken name is refused otherwise)")
+    calibrate.add_argument(
+        "--replace",
+        action="store_true",
+        help="with --save: replace a user link of that name (a taken name is refused otherwise)",
+    )
     calibrate.set_defaults(run=cmd_calibrate)
-

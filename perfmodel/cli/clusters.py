@@ -29,8 +29,11 @@ def field_help(name: str) -> str:
 
 def cluster_of(args: argparse.Namespace) -> Any:
     """The cluster the flags describe (None without --cluster); field flags without it are refused."""
-    changes = {name: getattr(args, f"cluster_{name}") for _, name in FIELD_FLAGS
-               if getattr(args, f"cluster_{name}", None) is not None}
+    changes = {
+        name: getattr(args, f"cluster_{name}")
+        for _, name in FIELD_FLAGS
+        if getattr(args, f"cluster_{name}", None) is not None
+    }
     if getattr(args, "cluster", None) is None:
         if changes:
             flags = ", ".join(flag for flag, name in FIELD_FLAGS if name in changes)
@@ -50,12 +53,20 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     from ..handoff import handoff_delay_ms
 
     clusters = {**CLUSTERS, **user_clusters()}
-    rows = [{"cluster": name, "GPUs/node": c.gpus_per_node, "NICs/node": f"{c.nics_per_node} x {c.nic.name}",
-             "NIC GB/s": c.nic_capacity_gb_s, "NVLink domain": c.nvlink_domain, "fabric": c.fabric,
-             "transport": c.transport.name,
-             "32k tokens of llama-3.1-70b, TP8 (ms)": handoff_delay_ms(32768, c, "llama-3.1-70b", tp=8,
-                                                                     block_size=16),
-             "kind": "built-in" if name in CLUSTERS else "user"} for name, c in clusters.items()]
+    rows = [
+        {
+            "cluster": name,
+            "GPUs/node": c.gpus_per_node,
+            "NICs/node": f"{c.nics_per_node} x {c.nic.name}",
+            "NIC GB/s": c.nic_capacity_gb_s,
+            "NVLink domain": c.nvlink_domain,
+            "fabric": c.fabric,
+            "transport": c.transport.name,
+            "32k tokens of llama-3.1-70b, TP8 (ms)": handoff_delay_ms(32768, c, "llama-3.1-70b", tp=8, block_size=16),
+            "kind": "built-in" if name in CLUSTERS else "user",
+        }
+        for name, c in clusters.items()
+    ]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     print("\nSources:")
     for name, fields in SOURCES.items():

@@ -1,5 +1,4 @@
-"""``perfmodel delay``: a ``handoff_delay_ms`` column added to a table of requests (in chunks, or on Dask).
-"""
+"""``perfmodel delay``: a ``handoff_delay_ms`` column added to a table of requests (in chunks, or on Dask)."""
 
 from __future__ import annotations
 
@@ -40,46 +39,80 @@ def cmd_delay(args: argparse.Namespace) -> int:
     if args.scheduler or args.workers:
         from .. import dask as pm_dask
 
-        rows = pm_dask.delay_files(args.input, args.out, scheduler=args.scheduler, workers=args.workers,
-                                   errors=args.errors, chunk_rows=args.chunk_rows,
-                                   connect_timeout_s=args.connect_timeout, **keywords)
+        rows = pm_dask.delay_files(
+            args.input,
+            args.out,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            errors=args.errors,
+            chunk_rows=args.chunk_rows,
+            connect_timeout_s=args.connect_timeout,
+            **keywords,
+        )
     else:
-        rows = io.delay_file(args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors,
-                             progress=None, **keywords)
+        rows = io.delay_file(
+            args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors, progress=None, **keywords
+        )
     print(f"wrote {args.out} ({count(rows, 'row')})", file=sys.stderr)
     return 0
 
 
 def register(sub: Any) -> None:
     """Add ``perfmodel delay`` to the subcommands ``sub``."""
-    delay = sub.add_parser("delay", help="add handoff_delay_ms to a CSV / Parquet / JSON-lines file of requests",
-                           description="Read requests, add a handoff_delay_ms column, write OUTPUT (format from its "
-                                       "extension). Large files are processed in chunks.")
-    delay.add_argument("input", type=_requests_source,
-                       help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob), "
-                            "or dataset:NAME for a shipped trace; a Mooncake or Azure trace's prompt lengths are "
-                            "its input_length or ContextTokens column")
+    delay = sub.add_parser(
+        "delay",
+        help="add handoff_delay_ms to a CSV / Parquet / JSON-lines file of requests",
+        description="Read requests, add a handoff_delay_ms column, write OUTPUT (format from its "
+        "extension). Large files are processed in chunks.",
+    )
+    delay.add_argument(
+        "input",
+        type=_requests_source,
+        help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob), "
+        "or dataset:NAME for a shipped trace; a Mooncake or Azure trace's prompt lengths are "
+        "its input_length or ContextTokens column",
+    )
     delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
     per_token = delay.add_mutually_exclusive_group()
-    per_token.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
-                           help="KV-cache bytes per prompt token, instead of --model")
+    per_token.add_argument(
+        "--kv-bytes-per-token", type=float, metavar="BYTES", help="KV-cache bytes per prompt token, instead of --model"
+    )
     per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
     bw = delay.add_mutually_exclusive_group()
-    bw.add_argument("--bandwidth", type=float, metavar="GBPS",
-                    help="the link's bandwidth per direction, decimal GB/s, instead of --link")
+    bw.add_argument(
+        "--bandwidth",
+        type=float,
+        metavar="GBPS",
+        help="the link's bandwidth per direction, decimal GB/s, instead of --link",
+    )
     bw.add_argument("--link", metavar="NAME", help="link preset, built-in or yours (perfmodel links lists them)")
     add_cluster_flags(delay, bw)
-    delay.add_argument("--column", action="append", default=[], metavar="ARG=COLUMN",
-                       help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)")
+    delay.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="ARG=COLUMN",
+        help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)",
+    )
     _table_options(delay, flags("delay"), many=False)
-    delay.add_argument("--errors", choices=["raise", "coerce"], default="raise",
-                       help="invalid rows: stop (default) or leave the delay empty")
-    delay.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, metavar="N",
-                       help="rows per chunk (default 1M)")
-    delay.add_argument("--workers", type=_positive_int, metavar="N",
-                       help="run on a local Dask cluster of N worker processes")
+    delay.add_argument(
+        "--errors",
+        choices=["raise", "coerce"],
+        default="raise",
+        help="invalid rows: stop (default) or leave the delay empty",
+    )
+    delay.add_argument(
+        "--chunk-rows", type=_positive_int, default=1_000_000, metavar="N", help="rows per chunk (default 1M)"
+    )
+    delay.add_argument(
+        "--workers", type=_positive_int, metavar="N", help="run on a local Dask cluster of N worker processes"
+    )
     delay.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask cluster")
-    delay.add_argument("--connect-timeout", type=finite_above_zero, default=10.0, metavar="SECONDS",
-                       help="how long to wait for --scheduler before giving up (default %(default)s)")
+    delay.add_argument(
+        "--connect-timeout",
+        type=finite_above_zero,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for --scheduler before giving up (default %(default)s)",
+    )
     delay.set_defaults(run=cmd_delay)
-

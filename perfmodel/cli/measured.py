@@ -1,5 +1,4 @@
-"""``perfmodel measured``: engines' own files read (Prometheus scrapes, benchmark results), and the model beside them.
-"""
+"""``perfmodel measured``: engines' own files read (Prometheus scrapes, benchmark results), and the model beside them."""
 
 from __future__ import annotations
 
@@ -35,15 +34,18 @@ def _measured(args: argparse.Namespace) -> int:
     table = None
     if args.model is not None:  # (before anything is printed: a bad model or link is the one line said)
         options = {name: getattr(args, name) for name in MEASURED_FLAGS if getattr(args, name) is not None}
-        table = compare_measured(benchmarks[0] if benchmarks else None, scrapes, model=args.model, link=args.link,
-                                 **options)
+        table = compare_measured(
+            benchmarks[0] if benchmarks else None, scrapes, model=args.model, link=args.link, **options
+        )
     for i, trace in enumerate(benchmarks):
         print(("\n" if i else "") + _benchmark_text(trace))
     for i, frame in enumerate(scrapes):
         print(("\n" if i or benchmarks else "") + _scrape_text(frame))
     if table is not None:
-        print(f"\nthe model ({args.model} over {args.link}) beside the measurements, ms "
-              "(bucket-bounded: the value interpolated in its bucket, as histogram_quantile does, [bucket]):")
+        print(
+            f"\nthe model ({args.model} over {args.link}) beside the measurements, ms "
+            "(bucket-bounded: the value interpolated in its bucket, as histogram_quantile does, [bucket]):"
+        )
         print(_compare_text(table))
     fits = measured_fits(scrapes, benchmarks[0] if benchmarks else None)
     print()
@@ -89,15 +91,23 @@ def _scrape_text(frame: Any) -> str:
     common, said = _common_labels(frame["labels"].tolist())
     rows = []
     for _, row in frame.iterrows():
-        figures = ([_shown(row["count"]), _shown(row["mean"]), *(_quantile(row, q) for q in (50, 90, 99))]
-                   if row["type"] in ("histogram", "gaugehistogram", "summary") else
-                   [_shown(row["value"]), "", "", "", ""])
+        figures = (
+            [_shown(row["count"]), _shown(row["mean"]), *(_quantile(row, q) for q in (50, 90, 99))]
+            if row["type"] in ("histogram", "gaugehistogram", "summary")
+            else [_shown(row["value"]), "", "", "", ""]
+        )
         rows.append([row["metric"], row["stage"], _own(row["labels"], common), row["type"], *figures])
-    lines = [(f"{frame.attrs.get('source', '')}: Prometheus scrape, {len(frame)} series"
-              + (f" (every one labelled {said})" if said else "")),
-             ("histogram quantiles are bucket-bounded: the value interpolated linearly in its bucket, as Prometheus's "
-              "histogram_quantile does, then [the bucket's bounds]; in the metric's own unit"),
-             _table(["metric", "stage", "labels", "type", "count/value", "mean", "p50", "p90", "p99"], rows)]
+    lines = [
+        (
+            f"{frame.attrs.get('source', '')}: Prometheus scrape, {len(frame)} series"
+            + (f" (every one labelled {said})" if said else "")
+        ),
+        (
+            "histogram quantiles are bucket-bounded: the value interpolated linearly in its bucket, as Prometheus's "
+            "histogram_quantile does, then [the bucket's bounds]; in the metric's own unit"
+        ),
+        _table(["metric", "stage", "labels", "type", "count/value", "mean", "p50", "p90", "p99"], rows),
+    ]
     unknown = sorted(set(frame.loc[frame["window"] == "", "metric"]))
     if unknown:
         lines.append(f"not interpreted by perfmodel (kept above, as read): {', '.join(unknown)}")
@@ -111,24 +121,40 @@ def _benchmark_text(trace: Any) -> str:
     a = trace.attrs
     tokens = done["num_input_tokens"].to_numpy()
     ttft = done["ttft_ms"].to_numpy()
-    lines = [(f"{a['source']}: {a['tool']} result, {len(trace)} requests ({len(done)} completed) in "
-              f"{a['duration_s']:g} s"),
-             f"arrivals: {a['arrivals']}",
-             "as a trace (perfmodel.engines.read_benchmark): columns " + ", ".join(trace.columns)]
+    lines = [
+        (f"{a['source']}: {a['tool']} result, {len(trace)} requests ({len(done)} completed) in {a['duration_s']:g} s"),
+        f"arrivals: {a['arrivals']}",
+        "as a trace (perfmodel.engines.read_benchmark): columns " + ", ".join(trace.columns),
+    ]
     if len(done):
-        lines.append(f"input tokens: mean {tokens.mean():,.0f}, p50 {np.percentile(tokens, 50):,.0f}, "
-                     f"max {tokens.max():,}; TTFT ms (exact over the completed requests): mean {ttft.mean():,.4g}, "
-                     + ", ".join(f"p{q} {np.percentile(ttft, q):,.4g}" for q in (50, 90, 99)))
+        lines.append(
+            f"input tokens: mean {tokens.mean():,.0f}, p50 {np.percentile(tokens, 50):,.0f}, "
+            f"max {tokens.max():,}; TTFT ms (exact over the completed requests): mean {ttft.mean():,.4g}, "
+            + ", ".join(f"p{q} {np.percentile(ttft, q):,.4g}" for q in (50, 90, 99))
+        )
     return "\n".join(lines)
 
 
 def _compare_text(table: Any) -> str:
     common, _ = _common_labels(table["labels"].tolist())
-    rows = [[row["what"], _own(row["labels"], common), _shown(row["count"]), _shown(row["mean_ms"]),
-             *(_quantile(row, q, "_ms") for q in (50, 90, 99))] for _, row in table.iterrows()]
+    rows = [
+        [
+            row["what"],
+            _own(row["labels"], common),
+            _shown(row["count"]),
+            _shown(row["mean_ms"]),
+            *(_quantile(row, q, "_ms") for q in (50, 90, 99)),
+        ]
+        for _, row in table.iterrows()
+    ]
     windows = [f"  {row['what']}: {row['window']}" for _, row in table.drop_duplicates("what").iterrows()]
-    return "\n".join([_table(["what", "labels", "count", "mean", "p50", "p90", "p99"], rows),
-                      "windows (what each row covers):", *windows])
+    return "\n".join(
+        [
+            _table(["what", "labels", "count", "mean", "p50", "p90", "p99"], rows),
+            "windows (what each row covers):",
+            *windows,
+        ]
+    )
 
 
 def register(sub: Any) -> None:
@@ -136,18 +162,30 @@ def register(sub: Any) -> None:
     from ..engines import FORMATS
 
     measured = sub.add_parser(
-        "measured", help="read engines' files (Prometheus scrapes, benchmark results); the model beside them",
+        "measured",
+        help="read engines' files (Prometheus scrapes, benchmark results); the model beside them",
         description=f"Read what an engine measured: {FORMATS}. Print each metric or stage as the engine names it "
-                    "(histograms: count, mean, bucket-bounded p50/p90/p99), a benchmark's requests as a trace "
-                    "(input and output lengths, TTFT, rate or concurrency); with --model and --link, the model's "
-                    "handoff delay over the benchmark's prompts beside the measured transfer stage and TTFT, and "
-                    "what the files can fit. Files are only read.")
-    measured.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                          help="a Prometheus text exposition (curl host:port/metrics > FILE; SGLang's prefill or "
-                               "decode side, vLLM's), a vllm bench serve --save-result --save-detailed JSON, or a "
-                               "SGLang bench_serving --output-details JSONL")
-    measured.add_argument("--run", type=int, metavar="N", dest="benchmark_run",
-                          help="which run of a benchmark file holding several (0 the first, -1 the last)")
+        "(histograms: count, mean, bucket-bounded p50/p90/p99), a benchmark's requests as a trace "
+        "(input and output lengths, TTFT, rate or concurrency); with --model and --link, the model's "
+        "handoff delay over the benchmark's prompts beside the measured transfer stage and TTFT, and "
+        "what the files can fit. Files are only read.",
+    )
+    measured.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="a Prometheus text exposition (curl host:port/metrics > FILE; SGLang's prefill or "
+        "decode side, vLLM's), a vllm bench serve --save-result --save-detailed JSON, or a "
+        "SGLang bench_serving --output-details JSONL",
+    )
+    measured.add_argument(
+        "--run",
+        type=int,
+        metavar="N",
+        dest="benchmark_run",
+        help="which run of a benchmark file holding several (0 the first, -1 the last)",
+    )
     measured.add_argument("--model", help="model preset (or config.json) whose handoff is put beside the measurements")
     measured.add_argument("--link", help="link or cluster preset (or decimal GB/s) the handoff runs on")
     _table_options(measured, MEASURED_FLAGS, many=False)

@@ -26,9 +26,15 @@ def _entries() -> list[dict[str, Any]]:
         for name in [*usable, *bad]:
             entry = entries.get(name, {})
             source = entry.get("source") if isinstance(entry.get("source"), str) else ""
-            rows.append({"kind": kind, "name": name, "source": source or "-",
-                         "saved by": "perfmodel" if entry.get(_presets.SAVED_BY) == "perfmodel" else "by hand",
-                         "usable": "yes" if name in usable else f"no: {bad[name].problem}"})
+            rows.append(
+                {
+                    "kind": kind,
+                    "name": name,
+                    "source": source or "-",
+                    "saved by": "perfmodel" if entry.get(_presets.SAVED_BY) == "perfmodel" else "by hand",
+                    "usable": "yes" if name in usable else f"no: {bad[name].problem}",
+                }
+            )
     return rows
 
 
@@ -39,12 +45,16 @@ def _one(name: str, kind: str | None) -> dict[str, Any]:
     key = _presets.key_of(name)
     found = [row for row in _entries() if row["name"] == key and kind in (None, row["kind"])]
     if not found:
-        raise UsageError(f"no user preset {name!r}" + (f" of kind {kind}" if kind else "")
-                         + f" in {_presets.presets_path()}. Fix: perfmodel presets list shows them")
+        raise UsageError(
+            f"no user preset {name!r}"
+            + (f" of kind {kind}" if kind else "")
+            + f" in {_presets.presets_path()}. Fix: perfmodel presets list shows them"
+        )
     if len(found) > 1:
         kinds = [row["kind"] for row in found]
-        raise UsageError(f"{name!r} is a user {' and a user '.join(kinds)}. Fix: add "
-                         + " or ".join(f"--kind {k}" for k in kinds))
+        raise UsageError(
+            f"{name!r} is a user {' and a user '.join(kinds)}. Fix: add " + " or ".join(f"--kind {k}" for k in kinds)
+        )
     return found[0]
 
 
@@ -71,15 +81,19 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def _list(path: Any) -> int:
     rows = _entries()
     if not rows:
-        print(f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, "
-              "perfmodel models --add NAME config.json, or perfmodel.save_cluster(cluster)")
+        print(
+            f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, "
+            "perfmodel models --add NAME config.json, or perfmodel.save_cluster(cluster)"
+        )
         return 0
     print(f"user presets in {path}:")
     widths = {title: max(len(title), *(len(row[title]) for row in rows)) for title in rows[0]}
     for cells in [dict(zip(widths, widths)), *rows]:  # (the titles, then each preset: text left-aligned, as read)
         print("  ".join(cells[title].ljust(width) for title, width in widths.items()).rstrip())
-    print("\nperfmodel presets show NAME: its fields; perfmodel presets remove NAME: removes one perfmodel saved "
-          "(one written by hand stays: edit the file)")
+    print(
+        "\nperfmodel presets show NAME: its fields; perfmodel presets remove NAME: removes one perfmodel saved "
+        "(one written by hand stays: edit the file)"
+    )
     return 0
 
 
@@ -93,8 +107,10 @@ def _show(row: dict[str, Any], path: Any) -> int:
         from ..links import get_link
 
         link = get_link(row["name"])
-        print(f"\n{link.effective_bandwidth_gb_s:,.4g} GB/s per direction"
-              + (f"; fit: {link.fit.describe()}" if link.fit else ""))
+        print(
+            f"\n{link.effective_bandwidth_gb_s:,.4g} GB/s per direction"
+            + (f"; fit: {link.fit.describe()}" if link.fit else "")
+        )
     elif row["usable"] == "yes" and row["kind"] == "cluster":
         from .._cluster_presets import get_cluster
 
@@ -108,12 +124,15 @@ def _show(row: dict[str, Any], path: Any) -> int:
 
 def register(sub: Any) -> None:
     """Add ``perfmodel presets`` to the subcommands ``sub``."""
-    presets = sub.add_parser("presets", help="your presets: list them, show one, remove one perfmodel saved",
-                             description="The user presets (links saved by perfmodel calibrate --save, models by "
-                                         "perfmodel models --add, clusters by perfmodel.save_cluster, or written "
-                                         "by hand in presets.json): where they "
-                                         "come from and whether they can be used. remove takes away only an entry "
-                                         "perfmodel saved.")
+    presets = sub.add_parser(
+        "presets",
+        help="your presets: list them, show one, remove one perfmodel saved",
+        description="The user presets (links saved by perfmodel calibrate --save, models by "
+        "perfmodel models --add, clusters by perfmodel.save_cluster, or written "
+        "by hand in presets.json): where they "
+        "come from and whether they can be used. remove takes away only an entry "
+        "perfmodel saved.",
+    )
     presets.add_argument("action", choices=["list", "show", "remove"], help="what to do")
     presets.add_argument("name", nargs="?", help="with show and remove: the preset's name")
     presets.add_argument("--kind", choices=list(_KINDS), help="link, model or cluster, when a name is of several")

@@ -50,8 +50,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if fields and "cluster" not in axes:
         raise UsageError(f"{', '.join(fields)} vary a cluster's fields: give --cluster NAME too")
     links = [perfmodel.get_link(name) for name in axes.get("link", [])]
-    if (args.cache_hit or "per_block_ms" in axes or "per_message_ms" in axes
-            or any(link.per_block_ms or link.per_message_ms for link in links)):
+    if (
+        args.cache_hit
+        or "per_block_ms" in axes
+        or "per_message_ms" in axes
+        or any(link.per_block_ms or link.per_message_ms for link in links)
+    ):
         axes.setdefault("block_size", [64])
 
     from .._fs import output_folder
@@ -59,7 +63,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out: Path = args.out
     table_name = f"sweep.{args.format}"
     names = [table_name, "delay_vs_tokens.png"] + (["heatmap.png"] if len(tokens) > 1 else [])
-    with output_folder(out, command="sweep", names=names) as stage:  # refuses a folder holding files of these names not ours
+    with output_folder(
+        out, command="sweep", names=names
+    ) as stage:  # refuses a folder holding files of these names not ours
         rows = _sweep_outputs(axes, tokens, stage, table_name)
     print(f"\nwrote {out / table_name} ({count(rows, 'row')}) and {', '.join(str(out / n) for n in names[1:])}")
     return 0
@@ -81,8 +87,9 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
     if len(tokens) > 1:  # the same what-if over a bandwidth grid instead of the links
         grid = {k: v for k, v in axes.items() if k not in ("link", "kv_transfer_bandwidth", "cluster", *CLUSTER_FIELDS)}
         grid["kv_transfer_bandwidth"] = np.geomspace(1, 1000, 61)
-        draw_heatmap = functools.partial(_draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png",
-                                         axes.get("link", []))
+        draw_heatmap = functools.partial(
+            _draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png", axes.get("link", [])
+        )
     with _alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
         _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
         plt.close("all")
@@ -102,43 +109,67 @@ def _summary(df: Any, tokens: list[int]) -> str:
     more than one value (each a labelled level), the options with one value in the heading."""
     from ..sweeps import AXES
 
-    options = [c for c in AXES if c in df.columns and c != "num_input_tokens"
-               and not any(name in df.columns for name in NAMED_BY.get(c, ()))]  # (bytes of a model: its name)
+    options = [
+        c
+        for c in AXES
+        if c in df.columns and c != "num_input_tokens" and not any(name in df.columns for name in NAMED_BY.get(c, ()))
+    ]  # (bytes of a model: its name)
     levels = [c for c in options if c in ("model", "link", "cluster") or df[c].nunique() > 1]
     fixed = [c for c in options if c not in levels]
     wanted = [t for t in (1024, 8192, 32768, 131072) if t in tokens] or tokens[:: max(1, len(tokens) // 4)][:4]
     part = df[df["num_input_tokens"].isin(wanted)]
-    table = part.pivot_table(index=levels, columns="num_input_tokens", values="handoff_delay_ms", observed=True,
-                             sort=False, dropna=False)
+    table = part.pivot_table(
+        index=levels, columns="num_input_tokens", values="handoff_delay_ms", observed=True, sort=False, dropna=False
+    )
     table.columns = [f"{t // 1024}k" if t % 1024 == 0 else str(t) for t in table.columns]
     heading = ", ".join(f"{c}={df[c].iloc[0]}" for c in fixed)
-    return (f"handoff delay (ms) at prompt length{f' ({heading})' if heading else ''}:\n"
-            + table.to_string(float_format=lambda v: f"{v:,.3g}") + f"\n({df.attrs['question']})")
+    return (
+        f"handoff delay (ms) at prompt length{f' ({heading})' if heading else ''}:\n"
+        + table.to_string(float_format=lambda v: f"{v:,.3g}")
+        + f"\n({df.attrs['question']})"
+    )
 
 
 def register(sub: Any) -> None:
     """Add ``perfmodel sweep`` to the subcommands ``sub``."""
-    sweep = sub.add_parser("sweep", help="what-if grid: models/bytes x links/bandwidths x prompt lengths (the main job)",
-                           description="Sweep handoff delays over models x links x prompt lengths; write a table, "
-                                       "plots and a summary. With no options: popular models x "
-                                       f"{len(DEFAULT_LINKS)} link presets ({', '.join(DEFAULT_LINKS)}) "
-                                       "x 128 to 128k tokens.")
+    sweep = sub.add_parser(
+        "sweep",
+        help="what-if grid: models/bytes x links/bandwidths x prompt lengths (the main job)",
+        description="Sweep handoff delays over models x links x prompt lengths; write a table, "
+        "plots and a summary. With no options: popular models x "
+        f"{len(DEFAULT_LINKS)} link presets ({', '.join(DEFAULT_LINKS)}) "
+        "x 128 to 128k tokens.",
+    )
     what = sweep.add_mutually_exclusive_group()
     what.add_argument("--model", nargs="+", metavar="NAME", help=f"model presets (default: {' '.join(DEFAULT_MODELS)})")
     what.add_argument("--kv-bytes-per-token", type=int, nargs="+", metavar="BYTES", help="bytes per token instead")
     how = sweep.add_mutually_exclusive_group()
     how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. nvlink4 '8x ib-ndr' (default: all)")
     how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")
-    how.add_argument("--cluster", nargs="+", metavar="NAME", help="cluster presets or saved clusters instead (perfmodel "
-                     "clusters): every handoff's flows share their NICs, switches and NVLink ports; the flags of "
-                     "its fields (--nics-per-node 4 8 ...) vary them")
-    sweep.add_argument("--tokens", default=DEFAULT_TOKENS, metavar="LIST|RANGE",
-                       help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)")
+    how.add_argument(
+        "--cluster",
+        nargs="+",
+        metavar="NAME",
+        help="cluster presets or saved clusters instead (perfmodel "
+        "clusters): every handoff's flows share their NICs, switches and NVLink ports; the flags of "
+        "its fields (--nics-per-node 4 8 ...) vary them",
+    )
+    sweep.add_argument(
+        "--tokens",
+        default=DEFAULT_TOKENS,
+        metavar="LIST|RANGE",
+        help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)",
+    )
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    _table_options(sweep, flags("sweep"), many=True, block_size="for --cache-hit and per-block costs (default 64, a "
-                   "common engine page size; perfmodel trace defaults to 512, a Mooncake hash block)")
-    sweep.add_argument("--out", type=Path, default=Path("perfmodel-results"), metavar="DIR",
-                       help="output folder (default %(default)s)")
+    _table_options(
+        sweep,
+        flags("sweep"),
+        many=True,
+        block_size="for --cache-hit and per-block costs (default 64, a "
+        "common engine page size; perfmodel trace defaults to 512, a Mooncake hash block)",
+    )
+    sweep.add_argument(
+        "--out", type=Path, default=Path("perfmodel-results"), metavar="DIR", help="output folder (default %(default)s)"
+    )
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")
     sweep.set_defaults(run=cmd_sweep)
-

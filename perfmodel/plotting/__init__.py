@@ -14,6 +14,21 @@ from .grid import grid_budget, grid_percentiles, replay_grid_figure
 from .replay import compare, delay_cdf, link_timeline, replay_figure
 from .sweep import delay_vs_tokens, delay_vs_tokens_figure, heatmap, heatmap_figure, required_bandwidth
 
-__all__ = ["calibration", "compare", "delay_cdf", "delay_vs_tokens", "delay_vs_tokens_figure", "grid_budget",
-           "grid_percentiles", "heatmap", "heatmap_figure", "link_timeline", "replay_figure", "replay_grid_figure",
-           "required_bandwidth", "resource_loads", "resource_utilisation", "routing_cdf"]
+__all__ = [
+    "calibration",
+    "compare",
+    "delay_cdf",
+    "delay_vs_tokens",
+    "delay_vs_tokens_figure",
+    "grid_budget",
+    "grid_percentiles",
+    "heatmap",
+    "heatmap_figure",
+    "link_timeline",
+    "replay_figure",
+    "replay_grid_figure",
+    "required_bandwidth",
+    "resource_loads",
+    "resource_utilisation",
+    "routing_cdf",
+]

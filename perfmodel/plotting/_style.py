@@ -109,15 +109,19 @@ def _styles() -> Iterable[dict[str, Any]]:
 def _require(df: pd.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ValueError(f"plot needs columns {missing}; the frame has {list(df.columns)}. "
-                         "Fix: pass a frame from perfmodel.sweep(...) or name the columns")
+        raise ValueError(
+            f"plot needs columns {missing}; the frame has {list(df.columns)}. "
+            "Fix: pass a frame from perfmodel.sweep(...) or name the columns"
+        )
 
 
 def _one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:
     if df.duplicated(list(keys)).any():
         varying = [c for c in _varying(df) if c not in keys]
-        raise ValueError(f"{what}: several rows per {list(keys)} (the columns {varying} vary too). "
-                         f"Fix: select one value of each, e.g. df[df['{(varying or ['...'])[0]}'] == ...]")
+        raise ValueError(
+            f"{what}: several rows per {list(keys)} (the columns {varying} vary too). "
+            f"Fix: select one value of each, e.g. df[df['{(varying or ['...'])[0]}'] == ...]"
+        )
 
 
 #: Columns a sweep computes (never an axis to tell lines apart by, unless swept directly).
@@ -146,9 +150,11 @@ def _default_hue(df: pd.DataFrame, x: str) -> str | None:
     candidates = [c for c in varying if not df.duplicated([x, c]).any()]
     if candidates:
         return candidates[0]
-    raise ValueError(f"delay_vs_tokens: several columns vary ({varying}), so one line per value of one of them "
-                     f"would mix the others. Fix: pass hue= one of them and select one value of the rest, e.g. "
-                     f"delay_vs_tokens(df[df[{varying[-1]!r}] == ...], hue={varying[0]!r})")
+    raise ValueError(
+        f"delay_vs_tokens: several columns vary ({varying}), so one line per value of one of them "
+        f"would mix the others. Fix: pass hue= one of them and select one value of the rest, e.g. "
+        f"delay_vs_tokens(df[df[{varying[-1]!r}] == ...], hue={varying[0]!r})"
+    )
 
 
 def _label_of(hue: str | None, key: Any) -> str | None:
@@ -208,8 +214,10 @@ def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[
     fixed = [c for c in present if c not in panel_axes and not (c == "kv_bytes_per_token" and "model" in df)]
     keys = list(df[panel_axes].drop_duplicates().itertuples(index=False, name=None)) if panel_axes else [()]
     if len(keys) > max_panels:
-        raise ValueError(f"{len(keys)} panels ({' x '.join(panel_axes)}) are too many for one figure. Fix: give "
-                         f"fewer values of {', '.join(panel_axes)} (at most {max_panels} combinations)")
+        raise ValueError(
+            f"{len(keys)} panels ({' x '.join(panel_axes)}) are too many for one figure. Fix: give "
+            f"fewer values of {', '.join(panel_axes)} (at most {max_panels} combinations)"
+        )
     title = ", ".join([*(_describe(c, df[c].iloc[0]) for c in fixed), *_defaults(df)])
     return panel_axes, keys, title
 
@@ -218,8 +226,15 @@ def _defaults(df: pd.DataFrame) -> list[str]:
     """What a sweep of models assumed where it has no column: the models' own KV dtype, TP 1, one rank."""
     if "model" not in df:
         return []
-    return [text for column, text in (("kv_cache_dtype", "KV in the model's dtype"), ("tp", "TP1"),
-                                      ("scope", "one rank's bytes")) if column not in df]
+    return [
+        text
+        for column, text in (
+            ("kv_cache_dtype", "KV in the model's dtype"),
+            ("tp", "TP1"),
+            ("scope", "one rank's bytes"),
+        )
+        if column not in df
+    ]
 
 
 #: Margins of the figure-level layouts, in inches: fixed, so no layout engine has to measure every
@@ -236,8 +251,14 @@ def _grid(n: int, width: float, height: float, right: float, gap: float | None =
     fig_width = m["left"] + columns * width + (columns - 1) * m["wspace"] + right
     fig_height = m["bottom"] + rows * height + (rows - 1) * m["hspace"] + m["top"]
     fig, axs = plt.subplots(rows, columns, figsize=(fig_width, fig_height), squeeze=False, sharex=True, sharey=True)
-    fig.subplots_adjust(left=m["left"] / fig_width, right=1 - right / fig_width, bottom=m["bottom"] / fig_height,
-                        top=1 - m["top"] / fig_height, wspace=m["wspace"] / width, hspace=m["hspace"] / height)
+    fig.subplots_adjust(
+        left=m["left"] / fig_width,
+        right=1 - right / fig_width,
+        bottom=m["bottom"] / fig_height,
+        top=1 - m["top"] / fig_height,
+        wspace=m["wspace"] / width,
+        hspace=m["hspace"] / height,
+    )
     for ax in axs.flat[n:]:
         ax.set_visible(False)
     return fig, axs
@@ -288,5 +309,5 @@ def _suptitle(fig: Any, text: str) -> None:
     if _text_width_in(text, "medium") > fig.get_figwidth() - 0.3 and ", " in text:
         middle = len(text) // 2
         cut = min((i for i in range(len(text)) if text.startswith(", ", i)), key=lambda i: abs(i - middle))
-        text = text[:cut + 1] + "\n" + text[cut + 2:]
+        text = text[: cut + 1] + "\n" + text[cut + 2 :]
     fig.suptitle(text, fontsize="medium", y=1 - 0.12 / fig.get_figheight(), va="top")

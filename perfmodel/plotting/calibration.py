@@ -1,5 +1,4 @@
-"""The figure of a calibration: measured transfers against a fitted link's (and others') predictions.
-"""
+"""The figure of a calibration: measured transfers against a fitted link's (and others') predictions."""
 
 from __future__ import annotations
 
@@ -15,8 +14,16 @@ from ._style import _ax, _plain_log_axis, _si, _styles
 
 
 def calibration(
-    nbytes: Any, measured_ms: Any, link: Link, *, n_blocks: Any = None, n_messages: Any = None,
-    compare: Sequence[Link | str] = (), legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+    nbytes: Any,
+    measured_ms: Any,
+    link: Link,
+    *,
+    n_blocks: Any = None,
+    n_messages: Any = None,
+    compare: Sequence[Link | str] = (),
+    legend: bool = True,
+    ax: Axes | None = None,
+    **kwargs: Any,
 ) -> Axes:
     """Measured transfer times against a fitted link's predictions (and other links', e.g. line rate).
 
@@ -60,15 +67,18 @@ def calibration(
     ax = _ax(ax)
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(measured_ms, dtype=float)
-    blocks, messages = (np.zeros_like(x) if n is None else np.broadcast_to(np.asarray(n, dtype=float), x.shape)
-                        for n in (n_blocks, n_messages))
+    blocks, messages = (
+        np.zeros_like(x) if n is None else np.broadcast_to(np.asarray(n, dtype=float), x.shape)
+        for n in (n_blocks, n_messages)
+    )
     order = np.argsort(x, kind="stable")
     ax.plot(x[order], t[order], linestyle="none", **{"marker": "o", "color": "0.1", "label": "measured", **kwargs})
     for candidate, style in zip([link, *map(get_link, compare)], _styles()):
         predicted = np.asarray(candidate.transfer_ms(x, blocks, messages), dtype=float)
         worst = float(np.max(np.abs(predicted - t) / t))
-        ax.plot(x[order], predicted[order], label=f"{candidate.name}: max error {worst:.0%}",
-                **{**style, "marker": None})
+        ax.plot(
+            x[order], predicted[order], label=f"{candidate.name}: max error {worst:.0%}", **{**style, "marker": None}
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_axis(ax.yaxis)

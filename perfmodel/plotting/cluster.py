@@ -46,8 +46,10 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
     """
     found = replay.attrs.get("utilisation")
     if not found:
-        raise ValueError("plot needs a replay on a cluster with contention='fair' (attrs['utilisation']). "
-                         "Fix: replay with a perfmodel.Cluster as the link and contention='fair'")
+        raise ValueError(
+            "plot needs a replay on a cluster with contention='fair' (attrs['utilisation']). "
+            "Fix: replay with a perfmodel.Cluster as the link and contention='fair'"
+        )
     ax = _ax(ax)
     series = found["series"]
     ranked = sorted(series, key=lambda name: -float(np.mean(series[name])))[:top]
@@ -96,8 +98,10 @@ def routing_cdf(data: Any, *, by: str = "routing", ax: Axes | None = None) -> Ax
     """
     if isinstance(data, pd.DataFrame):
         if by not in data.columns:
-            raise ValueError(f"plot needs a column {by!r}; the frame has {list(data.columns)}. "
-                             "Fix: pass replay_grid(..., routing=[...], keep='requests')[1]")
+            raise ValueError(
+                f"plot needs a column {by!r}; the frame has {list(data.columns)}. "
+                "Fix: pass replay_grid(..., routing=[...], keep='requests')[1]"
+            )
         data = {str(k): part for k, part in data.groupby(by, observed=True, sort=False)}
     ax = delay_cdf(data, ax=ax)
     ax.set_title(f"handoff delay by {by}")

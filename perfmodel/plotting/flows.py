@@ -21,16 +21,22 @@ def _bars(loads: pd.DataFrame) -> tuple[list[tuple[str, float, bool]], int]:
     heaviest kept with the bottleneck; and how many resources are left out."""
     groups: dict[tuple[Any, ...], list[str]] = {}
     for name, row in loads.iterrows():
-        key = ("bottleneck", name) if row["bottleneck"] else (row["kind"], str(name).rsplit("/", 1)[-1],
-                                                               row["capacity_gb_s"], row["flows"], row["busy_ms"])
+        key = (
+            ("bottleneck", name)
+            if row["bottleneck"]
+            else (row["kind"], str(name).rsplit("/", 1)[-1], row["capacity_gb_s"], row["flows"], row["busy_ms"])
+        )
         groups.setdefault(key, []).append(str(name))
     bars = []
     for key, names in groups.items():
         row = loads.loc[names[0]]
         n, cap = int(row["flows"]), row["capacity_gb_s"]
         flows = f"{n} flow{'s' if n != 1 else ''}{' each' if len(names) > 1 else ''}, {cap:g} GB/s"
-        label = f"{names[0]} ({flows})" if len(names) == 1 else \
-            f"{len(names)} x {key[0]} {key[1]} like {names[0]} ({flows})"
+        label = (
+            f"{names[0]} ({flows})"
+            if len(names) == 1
+            else f"{len(names)} x {key[0]} {key[1]} like {names[0]} ({flows})"
+        )
         bars.append((label, float(row["busy_ms"]), bool(row["bottleneck"]), len(names)))
     bars.sort(key=lambda bar: (bar[2], bar[1]), reverse=True)  # the bottleneck first, then by load
     kept = sorted(bars[:MAX_BARS], key=lambda bar: (bar[1], bar[2]))
@@ -86,6 +92,8 @@ def resource_loads(flows: Any, ax: Axes | None = None) -> Axes:
     ax.axvline(delay, color="0.2", linestyle="--", linewidth=0.8)
     more = f"; {left_out} resource{'s' if left_out != 1 else ''} of lighter load not shown" if left_out else ""
     ax.set_xlabel(f"busy time at capacity (ms): bytes carried / capacity\n(dashed: the handoff ends{more})")
-    ax.set_title(f"handoff of {count(len(flows), 'flow')}: {delay:.1f} ms, bottleneck {flows.attrs['bottleneck'] or 'none'}")
+    ax.set_title(
+        f"handoff of {count(len(flows), 'flow')}: {delay:.1f} ms, bottleneck {flows.attrs['bottleneck'] or 'none'}"
+    )
     ax.grid(True, axis="x", alpha=0.3)
     return ax

@@ -1,5 +1,4 @@
-"""Figures of replay grids: percentiles across configurations, and which configurations meet a budget.
-"""
+"""Figures of replay grids: percentiles across configurations, and which configurations meet a budget."""
 
 from __future__ import annotations
 
@@ -14,15 +13,37 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ._style import _ax, _colorbar, _plain_log_axis, _require, _styles
 
-_STATS = ("handoffs", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "mean_queue_ms", "link_utilisation",
-          "bytes_moved", "bytes_saved_by_prefix_reuse", "zero_delay_share", "busiest_resource", "busiest_utilisation")
+_STATS = (
+    "handoffs",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "mean_ms",
+    "max_ms",
+    "mean_queue_ms",
+    "link_utilisation",
+    "bytes_moved",
+    "bytes_saved_by_prefix_reuse",
+    "zero_delay_share",
+    "busiest_resource",
+    "busiest_utilisation",
+)
 
 
 #: How a figure names a replay grid's columns (others: their name with spaces).
-_LABELS = {"decode_workers": "decode workers", "decode_cache_blocks": "cache blocks per decode worker",
-           "links": "links", "kv_transfer_bandwidth": "bandwidth (GB/s)", "kv_bytes_per_token": "KV bytes per token",
-           "block_size": "block size (tokens)", "latency_ms": "latency (ms)", "per_block_ms": "per-block cost (ms)",
-           "per_message_ms": "per-message cost (ms)", "kv_cache_dtype": "KV dtype", "tp": "TP"}
+_LABELS = {
+    "decode_workers": "decode workers",
+    "decode_cache_blocks": "cache blocks per decode worker",
+    "links": "links",
+    "kv_transfer_bandwidth": "bandwidth (GB/s)",
+    "kv_bytes_per_token": "KV bytes per token",
+    "block_size": "block size (tokens)",
+    "latency_ms": "latency (ms)",
+    "per_block_ms": "per-block cost (ms)",
+    "per_message_ms": "per-message cost (ms)",
+    "kv_cache_dtype": "KV dtype",
+    "tp": "TP",
+}
 
 
 def _label(column: str) -> str:
@@ -41,8 +62,9 @@ def _configuration(df: pd.DataFrame) -> str:
     'llama-3.1-70b, contention fair'
     """
     fixed = [c for c in df.columns if c not in _STATS and df[c].nunique(dropna=False) == 1]
-    return ", ".join(str(df[c].iloc[0]) if c in ("model", "link", "mode") else f"{_label(c)} {df[c].iloc[0]}"
-                     for c in fixed)
+    return ", ".join(
+        str(df[c].iloc[0]) if c in ("model", "link", "mode") else f"{_label(c)} {df[c].iloc[0]}" for c in fixed
+    )
 
 
 def _grid_axes(df: pd.DataFrame) -> list[str]:
@@ -54,8 +76,15 @@ def _grid_axes(df: pd.DataFrame) -> list[str]:
 
 
 def grid_percentiles(
-    df: pd.DataFrame, x: str | None = None, hue: str | None = None, *, stat: str = "p99_ms",
-    budget_ms: float | None = None, legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+    df: pd.DataFrame,
+    x: str | None = None,
+    hue: str | None = None,
+    *,
+    stat: str = "p99_ms",
+    budget_ms: float | None = None,
+    legend: bool = True,
+    ax: Axes | None = None,
+    **kwargs: Any,
 ) -> Axes:
     """A replay grid's statistic (default the p99 handoff delay) against one configuration axis,
     one line per value of another, with the budget marked.
@@ -105,18 +134,33 @@ def grid_percentiles(
     _require(df, [x, stat] + ([hue] if hue else []))
     rest = [c for c in varying if c not in (x, hue)]
     if rest:
-        raise ValueError(f"grid_percentiles: the columns {rest} vary too. Fix: select one value of each, e.g. "
-                         f"df[df[{rest[0]!r}] == ...]")
+        raise ValueError(
+            f"grid_percentiles: the columns {rest} vary too. Fix: select one value of each, e.g. "
+            f"df[df[{rest[0]!r}] == ...]"
+        )
     groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
     for (key, part), style in zip(groups, _styles()):
         part = part.sort_values(x)
-        ax.plot(part[x].astype(str) if not pd.api.types.is_numeric_dtype(part[x]) else part[x], part[stat],
-                label=None if key is None else str(key), **{**style, **kwargs})
+        ax.plot(
+            part[x].astype(str) if not pd.api.types.is_numeric_dtype(part[x]) else part[x],
+            part[stat],
+            label=None if key is None else str(key),
+            **{**style, **kwargs},
+        )
     if budget_ms is not None:
         ax.axhline(budget_ms, color="0.4", linewidth=0.8, linestyle=":")
-        ax.annotate(f"{budget_ms:g} ms\nbudget", (1.0, budget_ms), xycoords=("axes fraction", "data"),
-                    xytext=(4, 0), textcoords="offset points", ha="left", va="center", fontsize="small", color="0.3",
-                    annotation_clip=False)  # beside the axes, never on the data
+        ax.annotate(
+            f"{budget_ms:g} ms\nbudget",
+            (1.0, budget_ms),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+            fontsize="small",
+            color="0.3",
+            annotation_clip=False,
+        )  # beside the axes, never on the data
     if pd.api.types.is_numeric_dtype(df[x]) and df[x].min() > 0 and df[x].max() / df[x].min() >= 4:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -137,8 +181,14 @@ def grid_percentiles(
 
 
 def grid_budget(
-    df: pd.DataFrame, x: str | None = None, y: str | None = None, *, stat: str = "p99_ms", budget_ms: float,
-    ax: Axes | None = None, **kwargs: Any,
+    df: pd.DataFrame,
+    x: str | None = None,
+    y: str | None = None,
+    *,
+    stat: str = "p99_ms",
+    budget_ms: float,
+    ax: Axes | None = None,
+    **kwargs: Any,
 ) -> Axes:
     """Which configurations meet the budget: a replay grid's statistic over two configuration axes,
     each cell labelled with its value, the cells within budget outlined and ticked.
@@ -183,20 +233,29 @@ def grid_budget(
     _require(df, [x, y, stat])
     rest = [c for c in varying if c not in (x, y)]
     if rest:
-        raise ValueError(f"grid_budget: the columns {rest} vary too. Fix: select one value of each, e.g. "
-                         f"df[df[{rest[0]!r}] == ...]")
+        raise ValueError(
+            f"grid_budget: the columns {rest} vary too. Fix: select one value of each, e.g. df[df[{rest[0]!r}] == ...]"
+        )
     table = df.pivot_table(index=y, columns=x, values=stat, aggfunc="first", observed=True, sort=False)
     values = table.to_numpy(float)
     positive = values[np.isfinite(values) & (values > 0)]
-    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size and positive.max() > positive.min() \
-        else None
+    norm = (
+        LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size and positive.max() > positive.min() else None
+    )
     mesh = ax.imshow(values, norm=norm, **{"cmap": "viridis", "aspect": "auto", **kwargs})
     _colorbar(ax.figure, mesh, ax=ax, label=_label(stat))
     for (row, column), value in np.ndenumerate(values):
         met = value <= budget_ms
-        ax.text(column, row, f"{value:.3g}" + (" ✓" if met else ""), ha="center", va="center", fontsize="small",
-                color="white" if norm is None or norm(value) < 0.6 else "black",
-                fontweight="bold" if met else "normal")
+        ax.text(
+            column,
+            row,
+            f"{value:.3g}" + (" ✓" if met else ""),
+            ha="center",
+            va="center",
+            fontsize="small",
+            color="white" if norm is None or norm(value) < 0.6 else "black",
+            fontweight="bold" if met else "normal",
+        )
         if met:
             ax.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=2))
     ax.set_xticks(range(len(table.columns)), [str(c) for c in table.columns])
@@ -204,8 +263,10 @@ def grid_budget(
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
     met = int(np.count_nonzero(values <= budget_ms))
-    ax.set_title(f"✓ within {budget_ms:g} ms: {met} of {values.size}" if met else
-                 f"none within {budget_ms:g} ms", fontsize="medium")
+    ax.set_title(
+        f"✓ within {budget_ms:g} ms: {met} of {values.size}" if met else f"none within {budget_ms:g} ms",
+        fontsize="medium",
+    )
     return ax
 
 
@@ -243,10 +304,13 @@ def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_m
     rest = varying[2:]
     keys = list(df[rest].drop_duplicates().itertuples(index=False, name=None)) if rest else [()]
     if len(keys) > 8:
-        raise ValueError(f"{len(keys)} rows of panels ({' x '.join(rest)}) are too many for one figure. Fix: give "  # (never one)
-                         "fewer values, or plot parts of the grid with grid_percentiles and grid_budget")
-    fig, axs = plt.subplots(len(keys), 2 if hue else 1, figsize=(12 if hue else 6, 4.2 * len(keys)), squeeze=False,
-                            layout="constrained")
+        raise ValueError(
+            f"{len(keys)} rows of panels ({' x '.join(rest)}) are too many for one figure. Fix: give "  # (never one)
+            "fewer values, or plot parts of the grid with grid_percentiles and grid_budget"
+        )
+    fig, axs = plt.subplots(
+        len(keys), 2 if hue else 1, figsize=(12 if hue else 6, 4.2 * len(keys)), squeeze=False, layout="constrained"
+    )
     for row, key in zip(axs, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(rest, key)])] if rest else df
         grid_percentiles(part, x, hue, stat=stat, budget_ms=budget_ms, ax=row[0])

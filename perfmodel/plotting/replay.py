@@ -1,5 +1,4 @@
-"""Figures of trace replays: delay distributions, comparisons of replays, and transfers in flight over time.
-"""
+"""Figures of trace replays: delay distributions, comparisons of replays, and transfers in flight over time."""
 
 from __future__ import annotations
 
@@ -27,7 +26,10 @@ def _series(data: Any) -> dict[str, np.ndarray]:
 
 
 def delay_cdf(
-    data: Any, *, percentiles: Sequence[float] = (50, 90, 99), ax: Axes | None = None,
+    data: Any,
+    *,
+    percentiles: Sequence[float] = (50, 90, 99),
+    ax: Axes | None = None,
 ) -> Axes:
     """Distribution (empirical CDF) of handoff delays, with percentiles marked.
 
@@ -70,12 +72,17 @@ def delay_cdf(
         values_ms = ", ".join(f"p{p:g} {value:.3g}" for p, value in zip(percentiles, marks))
         if len(curves) > 1 and len(percentiles):  # values in the legend: on the plot, curves' labels collide
             label = f"{label}: {values_ms} ms"
-        line, = ax.step(ordered, fraction, where="post", label=label, linestyle=style["linestyle"])
-        ax.plot(marks, np.asarray(percentiles) / 100, linestyle="none", marker=style["marker"],
-                color=line.get_color())
+        (line,) = ax.step(ordered, fraction, where="post", label=label, linestyle=style["linestyle"])
+        ax.plot(marks, np.asarray(percentiles) / 100, linestyle="none", marker=style["marker"], color=line.get_color())
         for p, value in zip(percentiles, marks) if len(curves) == 1 else ():
-            ax.annotate(f"p{p:g} {value:.3g} ms", (value, p / 100), textcoords="offset points", xytext=(4, -10),
-                        fontsize="x-small", color=line.get_color())
+            ax.annotate(
+                f"p{p:g} {value:.3g} ms",
+                (value, p / 100),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize="x-small",
+                color=line.get_color(),
+            )
     ax.set_xscale("log")
     _plain_log_axis(ax.xaxis)
     ax.set_ylim(0, 1.02)  # fraction axis stays linear
@@ -90,7 +97,11 @@ def delay_cdf(
 
 
 def compare(
-    before: Any, after: Any, *, labels: tuple[str, str] = ("before", "after"), x: str = "num_input_tokens",
+    before: Any,
+    after: Any,
+    *,
+    labels: tuple[str, str] = ("before", "after"),
+    x: str = "num_input_tokens",
     ax: Axes | None = None,
 ) -> Axes:
     """One what-if against another.
@@ -145,8 +156,14 @@ def compare(
     if last["handoff_delay_ms_1"] > 0:
         ratio = last["handoff_delay_ms_0"] / last["handoff_delay_ms_1"]
         where = _tokens(last[x]) if x == "num_input_tokens" else _si(last[x])
-        ax.annotate(f"{ratio:.3g}x at {where}", (last[x], last["handoff_delay_ms_1"]),
-                    textcoords="offset points", xytext=(-6, 8), ha="right", fontsize="small")
+        ax.annotate(
+            f"{ratio:.3g}x at {where}",
+            (last[x], last["handoff_delay_ms_1"]),
+            textcoords="offset points",
+            xytext=(-6, 8),
+            ha="right",
+            fontsize="small",
+        )
     _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"])
     return ax
 
@@ -234,8 +251,9 @@ def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     attrs = replay.attrs
-    label = label or ", ".join(str(v) for v in (f"{attrs['contention']} contention" if "contention" in attrs else None,
-                                                 attrs.get("mode")) if v)
+    label = label or ", ".join(
+        str(v) for v in (f"{attrs['contention']} contention" if "contention" in attrs else None, attrs.get("mode")) if v
+    )
     delay_cdf({label or "handoff_delay_ms": replay}, ax=axes[0])
     link_timeline(replay, ax=axes[1])
     return fig

@@ -44,8 +44,14 @@ from ._style import (
 
 
 def delay_vs_tokens(
-    df: pd.DataFrame, hue: str | None = None, *, x: str = "num_input_tokens", budgets_ms: Sequence[float] = (),
-    legend: bool = True, ax: Axes | None = None, **kwargs: Any,
+    df: pd.DataFrame,
+    hue: str | None = None,
+    *,
+    x: str = "num_input_tokens",
+    budgets_ms: Sequence[float] = (),
+    legend: bool = True,
+    ax: Axes | None = None,
+    **kwargs: Any,
 ) -> Axes:
     """Handoff delay against prompt length, log-log, one line per value of ``hue``.
 
@@ -100,17 +106,25 @@ def delay_vs_tokens(
         part = part.sort_values(x)
         xs, ys = part[x].to_numpy(float), part["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
         label = _label_of(hue, key)
-        same = next((line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys,
-                                                                                                 equal_nan=True)), None)
+        same = next(
+            (line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys, equal_nan=True)), None
+        )
         if same is not None:  # coincides with a line already drawn: one line, both names (a line each)
             same.set_label(f"{same.get_label()}\n= {label}")
             continue
-        line, = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
+        (line,) = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
         drawn.append((line, xs, ys))
     for budget in budgets_ms:  # labelled at the left, above the line: delays grow with x, so no data is there
         ax.axhline(budget, color="0.4", linewidth=0.8, linestyle=":")
-        ax.annotate(f"{budget:g} ms budget", (0.01, budget), xycoords=("axes fraction", "data"), ha="left",
-                    va="bottom", fontsize="small", color="0.3")
+        ax.annotate(
+            f"{budget:g} ms budget",
+            (0.01, budget),
+            xycoords=("axes fraction", "data"),
+            ha="left",
+            va="bottom",
+            fontsize="small",
+            color="0.3",
+        )
     _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
     return ax
 
@@ -128,9 +142,16 @@ def _mark_links(ax: Axes, links: Sequence[Link | str], *, names: bool) -> None:
         height_pt = max(ax.get_position().height * ax.figure.get_figheight() * 72, 1.0)
         placed = _apart([y for y, _ in heights], 1.2 * size / height_pt)  # (the gap in axes fraction)
         for (y, bandwidth), where in zip(heights, placed):  # (a text each: a secondary axis costs 25 ms a panel)
-            ax.annotate(at[bandwidth], (1, bandwidth), xycoords=ax.get_yaxis_transform(),
-                        xytext=(4, (where - y) * height_pt), textcoords="offset points", va="center",
-                        fontsize="small", annotation_clip=False)
+            ax.annotate(
+                at[bandwidth],
+                (1, bandwidth),
+                xycoords=ax.get_yaxis_transform(),
+                xytext=(4, (where - y) * height_pt),
+                textcoords="offset points",
+                va="center",
+                fontsize="small",
+                annotation_clip=False,
+            )
 
 
 def _apart(positions: Sequence[float], gap: float) -> list[float]:
@@ -172,8 +193,9 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.concatenate([[first], inner, [last]])
 
 
-def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray, ys: np.ndarray,
-                           z: np.ndarray) -> tuple | None:
+def _analytic_budget_curve(
+    df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray, ys: np.ndarray, z: np.ndarray
+) -> tuple | None:
     """The budget's contour from the model itself (bandwidth needed over prompt length), where it applies:
     a full-prompt grid of prompt length x bandwidth with one bytes-per-token and latency, and only if it
     agrees with every cell (any other option, e.g. layer-wise streaming, makes the cells disagree: None)."""
@@ -188,9 +210,12 @@ def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: 
         ratio = df["transfer_bytes"].to_numpy(float) / tokens
     ratio = ratio[tokens > 0]
     if ratio.size == 0 or not np.all(ratio == ratio[0]):  # bytes not one constant per token (several models,
-        return None                                       # windows, states): no single curve
-    latency = df["latency_ms"].iloc[0] if "latency_ms" in df and df["latency_ms"].nunique() == 1 else \
-        (None if "latency_ms" in df else 0.0)
+        return None  # windows, states): no single curve
+    latency = (
+        df["latency_ms"].iloc[0]
+        if "latency_ms" in df and df["latency_ms"].nunique() == 1
+        else (None if "latency_ms" in df else 0.0)
+    )
     if latency is None:
         return None
     per_token, latency = float(ratio[0]), float(latency)
@@ -203,9 +228,15 @@ def _analytic_budget_curve(df: pd.DataFrame, x: str, y: str, budget: float, xs: 
 
 
 def heatmap(
-    df: pd.DataFrame, x: str = "num_input_tokens", y: str = "kv_transfer_bandwidth", *,
-    budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (), colorbar: bool = True,
-    ax: Axes | None = None, **kwargs: Any,
+    df: pd.DataFrame,
+    x: str = "num_input_tokens",
+    y: str = "kv_transfer_bandwidth",
+    *,
+    budgets_ms: Sequence[float] = (10, 50, 100),
+    links: Sequence[Link | str] = (),
+    colorbar: bool = True,
+    ax: Axes | None = None,
+    **kwargs: Any,
 ) -> Axes:
     """Handoff delay over a 2-D grid, log colour scale, with the budgets' contours and the links marked.
 
@@ -271,10 +302,10 @@ def heatmap(
         if values.size <= 12:  # the swept values are the ticks
             getattr(ax, f"set_{axis_name}ticks")(values)
             getattr(ax, f"{axis_name}axis").set_minor_formatter(NullFormatter())
-            getattr(ax, f"{axis_name}axis").set_major_formatter(FuncFormatter(
-                _tokens if column == "num_input_tokens" else _si))
-    mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z,
-                         **{"norm": norm, "cmap": "viridis", **kwargs})
+            getattr(ax, f"{axis_name}axis").set_major_formatter(
+                FuncFormatter(_tokens if column == "num_input_tokens" else _si)
+            )
+    mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z, **{"norm": norm, "cmap": "viridis", **kwargs})
     levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
     for budget, style in zip(levels, cycle(_STYLES)):
         curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
@@ -294,8 +325,13 @@ def heatmap(
 
 
 def required_bandwidth(
-    num_input_tokens: Sequence[int], kv_bytes_per_token: Any, budgets_ms: Sequence[float] = (10, 50, 100), *,
-    latency_ms: float = 0.0, links: Iterable[Link | str] | None = None, ax: Axes | None = None,
+    num_input_tokens: Sequence[int],
+    kv_bytes_per_token: Any,
+    budgets_ms: Sequence[float] = (10, 50, 100),
+    *,
+    latency_ms: float = 0.0,
+    links: Iterable[Link | str] | None = None,
+    ax: Axes | None = None,
 ) -> Axes:
     """Bandwidth needed to stay within each budget, against prompt length, with link presets marked.
 
@@ -334,20 +370,35 @@ def required_bandwidth(
     ax = _ax(ax)
     tokens = np.sort(np.asarray(num_input_tokens, dtype=float))
     for budget, style in zip(budgets_ms, _styles()):
-        ax.plot(tokens, needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms), label=f"{budget:g} ms budget",
-                **style)
-    shown = [LINKS[k] if isinstance(k, str) and k in LINKS else k
-             for k in (links if links is not None else DEFAULT_LINKS)]
+        ax.plot(
+            tokens,
+            needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms),
+            label=f"{budget:g} ms budget",
+            **style,
+        )
+    shown = [
+        LINKS[k] if isinstance(k, str) and k in LINKS else k for k in (links if links is not None else DEFAULT_LINKS)
+    ]
     for link in map(get_link, shown):
         ax.axhline(link.effective_bandwidth_gb_s, color="0.5", linewidth=0.7, linestyle=":")
-        ax.annotate(link.name, (0.01, link.effective_bandwidth_gb_s), xycoords=("axes fraction", "data"),
-                    va="bottom", fontsize="x-small", color="0.3")
+        ax.annotate(
+            link.name,
+            (0.01, link.effective_bandwidth_gb_s),
+            xycoords=("axes fraction", "data"),
+            va="bottom",
+            fontsize="x-small",
+            color="0.3",
+        )
     _log_log(ax, "num_input_tokens", "required bandwidth (GB/s)")
     return ax
 
 
 def delay_vs_tokens_figure(
-    df: pd.DataFrame, *, hue: str | None = None, budgets_ms: Sequence[float] = (50,), max_panels: int = 16,
+    df: pd.DataFrame,
+    *,
+    hue: str | None = None,
+    budgets_ms: Sequence[float] = (50,),
+    max_panels: int = 16,
 ) -> Any:
     """Delay against prompt length for a whole sweep: one panel per combination of the options that
     vary (model, KV dtype, TP, latency, mode...), one line per ``hue`` value, one shared legend,
@@ -384,8 +435,14 @@ def delay_vs_tokens_figure(
         hue = next((c for c in ("link", "cluster", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
     panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
     # the legend's room, in inches: its longest entry (small type) or its title (medium type)
-    labels_width = max([_text_width_in("= " + _label_of(hue, v)) for v in df[hue].unique()]
-                       + [_text_width_in(hue, "medium")] if hue else [0]) + 0.9
+    labels_width = (
+        max(
+            [_text_width_in("= " + _label_of(hue, v)) for v in df[hue].unique()] + [_text_width_in(hue, "medium")]
+            if hue
+            else [0]
+        )
+        + 0.9
+    )
     fig, axs = _grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
@@ -393,11 +450,10 @@ def delay_vs_tokens_figure(
         ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
         ax.label_outer()
     _fixed_positions(axs)
-    handles, labels = max((ax.get_legend_handles_labels() for ax in axs.flat[:len(keys)]), key=lambda hl: len(hl[1]))
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axs.flat[: len(keys)]), key=lambda hl: len(hl[1]))
     if labels:
         left, _ = _side(fig, labels_width)
-        fig.legend(handles, labels, title=hue, loc="center left", bbox_to_anchor=(left + 0.005, 0.5),
-                   fontsize="small")
+        fig.legend(handles, labels, title=hue, loc="center left", bbox_to_anchor=(left + 0.005, 0.5), fontsize="small")
     _suptitle(fig, "handoff delay" + (f" ({title})" if title else ""))
     return fig
 
@@ -406,8 +462,13 @@ def delay_vs_tokens_figure(
 _BAR_ROOM = 1.7
 
 
-def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 100), links: Sequence[Link | str] = (),
-                   max_panels: int = 16) -> Any:
+def heatmap_figure(
+    df: pd.DataFrame,
+    *,
+    budgets_ms: Sequence[float] = (10, 50, 100),
+    links: Sequence[Link | str] = (),
+    max_panels: int = 16,
+) -> Any:
     """Delay over prompt length x bandwidth for a sweep: one heatmap per combination of the options
     that vary, on one shared colour scale, with the budgets' contours (marked on the colour bar),
     ``links`` marked at their bandwidths (named beside the right-hand panels) and the fixed options
@@ -458,8 +519,12 @@ def heatmap_figure(df: pd.DataFrame, *, budgets_ms: Sequence[float] = (10, 50, 1
     if mesh is not None:
         left, _ = _side(fig, _BAR_ROOM)  # the budgets' names (0.6 in), the bar (0.2 in), its ticks and label
         bottom, top, inch = fig.subplotpars.bottom, fig.subplotpars.top, 1 / fig.get_figwidth()
-        bar = _colorbar(fig, mesh, cax=fig.add_axes((left + 0.6 * inch, bottom, 0.2 * inch, top - bottom)),
-                        label=_AXIS_LABELS["handoff_delay_ms"])
+        bar = _colorbar(
+            fig,
+            mesh,
+            cax=fig.add_axes((left + 0.6 * inch, bottom, 0.2 * inch, top - bottom)),
+            label=_AXIS_LABELS["handoff_delay_ms"],
+        )
         _budget_colorbar(bar, [b for b in sorted(budgets_ms) if norm is not None and norm.vmin < b < norm.vmax])
     _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
     return fig
