@@ -52,9 +52,8 @@ __all__ = [
     "handoff_delay_ms",
 ]
 
-# (PARALLEL_MIN_ROWS and SPREAD_MAX_ROWS were constants here: they are options now, perfmodel.set_options)
-__getattr__ = deprecated_constant("perfmodel.handoff", {"PARALLEL_MIN_ROWS": "parallel_min_rows",
-                                                        "SPREAD_MAX_ROWS": "spread_max_rows"})
+# (two constants that are options now, perfmodel.set_options: read with a warning)
+__getattr__ = deprecated_constant("perfmodel.handoff", {"PARALLEL_MIN_ROWS": "parallel_min_rows", "SPREAD_MAX_ROWS": "spread_max_rows"})
 
 #: About how long the handoff kernel's first form takes to compile on a cold cache (2 cores, measured).
 FIRST_COMPILE_S = 2
@@ -563,7 +562,7 @@ def _handoff(
     bandwidth)."""
     _check_how(errors, parallel, num_threads)
     options = _PLAIN if options is None else options
-    values = dict.fromkeys(ARGUMENTS)
+    values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
@@ -571,7 +570,7 @@ def _handoff(
         if values[entry.name] is None:
             raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
     cluster = _onto_cluster.is_cluster(values["kv_transfer_bandwidth"])
-    if cluster and values["state_bytes"] is not None and np.ndim(values["state_bytes"]):  # (one state per call)
+    if cluster and np.ndim(values["state_bytes"]):  # (one state per call; None is no column)
         return _by_state(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
     found = _onto_cluster.route(values, options, errors) if cluster else None
     if found is None:
@@ -588,9 +587,7 @@ def _handoff(
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
-    counts = _flow_counts(found, args, capped) if own_costs and found is not None else None
-    if simulated and found is not None:
-        args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args, counts)
+    counts = _simulated_terms(found, args, capped, own_costs) if simulated and found is not None else None
     if inputs.get("destination_missing_tokens") is None and _any_destination_missing(args[_MODE_INDEX]):
         raise InputError(
             "destination_missing_tokens", "is required where mode is destination_missing",
@@ -603,6 +600,13 @@ def _handoff(
     _kernel_pass(args, capped, n, out, missing, bytes_out, errors, parallel, num_threads)
     _whole_handoff(found, args, bytes_out, rate_out, counts)
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
+
+
+def _simulated_terms(found: _onto_cluster.Route, args: list[_Arg], capped: dict[str, Any], own_costs: bool) -> Any:
+    """A simulated handoff's rate into ``args``; its flows' (messages, blocks) where each pays its own, else None."""
+    counts = _flow_counts(found, args, capped) if own_costs else None
+    args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args, counts)
+    return counts
 
 
 def _simulated(found: _onto_cluster.Route | None) -> tuple[bool, bool, bool]:
