@@ -80,7 +80,7 @@ def pairs_of(
     if each * prefill_workers * decode_workers > MAX_PAIR_FLOWS:  # (every pair has as many rank pairs as the first)
         raise InputError(
             "decode_workers",
-            f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "
+            f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
             f"{prefill_workers * decode_workers:,} pairs of up to {each:,} flows each, more than the "
             f"{MAX_PAIR_FLOWS:,} flows a replay on a cluster resolves",
             "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU",
