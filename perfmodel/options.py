@@ -98,7 +98,7 @@ def _checked(changes: dict[str, Any]) -> dict[str, int]:
             raise InputError(
                 "set_options",
                 f"unknown option {name!r}",
-                f"did you mean {close[0]!r}? " if close else f"use one of {', '.join(KNOBS)}",
+                f"did you mean {close[0]!r}" if close else f"use one of {', '.join(KNOBS)}",
             )
         smallest = KNOBS[name].smallest
         checked[name] = int(check_whole(name, value, smallest=smallest))  # (bools refused there)
@@ -143,15 +143,23 @@ class set_options:  # (lower case: a function to its users, as xarray's set_opti
     """
 
     def __init__(self, **changes: Any) -> None:
-        checked = _checked(changes)
-        self._before = {name: _VALUES[name] for name in checked}
-        _VALUES.update(checked)
+        self._changes = _checked(changes)
+        self._before: dict[str, int] | None = None
+        self._apply()
+
+    def _apply(self) -> None:
+        self._before = {name: _VALUES[name] for name in self._changes}
+        _VALUES.update(self._changes)
 
     def __enter__(self) -> set_options:
+        if self._before is None:  # (an object used for a second block: its changes made again)
+            self._apply()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _VALUES.update(self._before)
+        if self._before is not None:
+            _VALUES.update(self._before)
+            self._before = None
 
 
 def deprecated_constant(module: str, names: dict[str, str]) -> Any:

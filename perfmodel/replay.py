@@ -594,8 +594,8 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     if size > most:
         shape = " x ".join(f"{len(v):,} {name}" for name, v in zip(names, values))
         raise InputError("replay_grid", f"{size:,} configurations ({shape}), more than {most:,}, each of which "
-                         "replays the whole trace", "give the axes fewer values, or run the grid in parts (one call per "
-                         "value of its longest axis)")
+                         "replays the whole trace", "give the axes fewer values, run the grid in parts (one call per value of "
+                         "its longest axis), or raise perfmodel.set_options(max_grid_configs=...)")
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)

@@ -30,7 +30,8 @@ from ._questions import (
     percentile_ms,
     replay_percentile_question,
 )
-from .errors import InputError, check_choice, check_whole
+from ._words import count as count_of
+from .errors import InputError, check_choice, check_flag, check_whole
 
 __all__ = [
     "MAX_NICS_PER_GPU",
@@ -103,7 +104,7 @@ def _candidates(
     """(axis, unit, [(count, the replay's keywords)], where the transfers go, the bytes each carries)."""
     bytes_of = _bytes_words(scope, False)
     from ._onto_cluster import get_cluster, is_cluster
-    from .links import get_link
+    from .links import Link, get_link
 
     if counts is not None:
         counts = [check_whole("counts", c, smallest=1) for c in np.atleast_1d(np.asarray(counts, dtype=object))]
@@ -127,25 +128,26 @@ def _candidates(
             f"on {base.name or 'the cluster'} with N NICs per node",
             f"each TP{tp} handoff's flows over the node's NICs",
         )
-    if not isinstance(link, str):
+    if isinstance(link, (bool, np.bool_)) or not isinstance(link, (str, Link, numbers.Real)):
         raise InputError(
             "link",
-            f"{link!r} is not a link preset's name or a cluster",
-            "pass a name such as 'ib-ndr', or a perfmodel.Cluster",
+            f"{link!r} is not a link, a bandwidth or a cluster",
+            "pass a link name such as 'ib-ndr', a perfmodel.Link, a bandwidth in GB/s, or a perfmodel.Cluster",
         )
-    name = get_link(link).name
+    one = Link(f"{float(link):g} GB/s", float(link)) if isinstance(link, numbers.Real) else get_link(link)
+    name = one.name
     if striped:
         return (
             "link",
             "NICs striped",
-            [(n, dict(link=f"{n}x {name}")) for n in counts or DEFAULT_LINK_COUNTS],
+            [(n, dict(link=one.times(n))) for n in counts or DEFAULT_LINK_COUNTS],
             f"over one '{name}' link N times as fast (N NICs striped)",
             f"{bytes_of} striped over the N",
         )
     return (
         "links",
         "links",
-        [(n, dict(link=name, links=n)) for n in counts or DEFAULT_LINK_COUNTS],
+        [(n, dict(link=one, links=n)) for n in counts or DEFAULT_LINK_COUNTS],
         f"over N separate '{name}' links",
         f"{bytes_of} over one link whole",
     )
@@ -220,6 +222,7 @@ def required_nics(
     from .replay import _replay_prepared, prepare_trace
 
     check_choice("contention", contention, tuple(_CONTENTION_WORDS))
+    check_flag("striped", striped)
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     if not (number and math.isfinite(budget_ms) and budget_ms > 0):
         raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
@@ -234,7 +237,14 @@ def required_nics(
     rows = []
     for count, config in options:
         replay = _replay_prepared(prepared, model=model, contention=contention, **config, **replay_options)
-        p = float(percentile_ms(replay["handoff_delay_ms"].to_numpy(dtype=np.float64), percent))
+        delays = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
+        if not np.isfinite(delays).any():  # (no request, or none whose handoff is modeled: nothing to size)
+            raise InputError(
+                "trace",
+                f"has no handoff to size ({count_of(len(delays), 'request')}, no finite delay among them)",
+                "pass a trace of completed prefill requests",
+            )
+        p = float(percentile_ms(delays, percent))
         rows.append({axis: count, f"p{percent:g}_ms": p, "meets_budget": bool(p <= budget_ms)})
     tried = pd.DataFrame(rows, columns=[axis, f"p{percent:g}_ms", "meets_budget"])
     fewest = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percent:g}_ms"], budget_ms)

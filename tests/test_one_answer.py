@@ -209,7 +209,10 @@ def test_no_count_meets_the_budget(azure):
         (dict(contention="queue"), "contention"),
         (dict(percent=120), "percent"),
         (dict(links=2), "set by required_nics itself"),
-        (dict(link_spec=3.0), "not a link preset's name"),
+        (dict(link_spec=[3.0]), "is not a link, a bandwidth or a cluster"),
+        (dict(link_spec=True), "is not a link, a bandwidth or a cluster"),
+        (dict(link_spec=-5.0), "bandwidth_gb_s -5.0 is not > 0"),
+        (dict(striped="no"), "striped"),
         (dict(counts=[1, 0]), "counts"),
         (dict(counts=[1.5]), "counts"),
         (dict(counts=[]), "counts"),
@@ -291,3 +294,22 @@ def test_a_node_tries_the_counts_its_switches_can_take():
         assert answer.tried["nics_per_node"].tolist() == [4, 8, 16, 24, 32]
         inverse = perfmodel.required_nics_per_node(prompt, node, MODEL, tp=8, budget_ms=budget)
         assert answer.count == float(inverse), (budget, answer.tried)
+
+
+def test_a_link_object_or_a_bandwidth_is_sized_as_its_name(azure):
+    """A fitted link works wherever a bandwidth does: a Link or a number of GB/s is sized as the preset it equals,
+    in separate links and striped."""
+    trace = azure.head(500)
+    for striped in (False, True):
+        by_name = required_nics(trace, "ib-ndr", MODEL, budget_ms=BUDGET, contention="fifo", striped=striped)
+        for same in (perfmodel.get_link("ib-ndr"), 50.0):
+            other = required_nics(trace, same, MODEL, budget_ms=BUDGET, contention="fifo", striped=striped)
+            assert other.count == by_name.count
+            assert other.tried["p99_ms"].tolist() == by_name.tried["p99_ms"].tolist()
+
+
+def test_a_trace_with_nothing_to_size_is_refused():
+    trace = perfmodel.synthetic_trace(20, rate_per_s=5, seed=0).head(0)
+    with pytest.raises(perfmodel.InputError, match="has no handoff to size") as error:
+        required_nics(trace, "ib-ndr", MODEL, budget_ms=50.0, contention="fifo")
+    assert "\n" not in str(error.value)

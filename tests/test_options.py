@@ -117,3 +117,20 @@ def test_a_sweep_in_chunks_of_any_size_is_the_same_sweep():
     whole = perfmodel.sweep(**axes)
     with set_options(sweep_chunk_rows=1):
         pd.testing.assert_frame_equal(perfmodel.sweep(**axes), whole)
+
+
+def test_an_object_used_for_two_blocks_makes_its_changes_in_each():
+    before = get_options()["spread_max_rows"]
+    changes = set_options(spread_max_rows=5)
+    with changes:
+        assert get_options()["spread_max_rows"] == 5
+    assert get_options()["spread_max_rows"] == before
+    with changes:
+        assert get_options()["spread_max_rows"] == 5
+    assert get_options()["spread_max_rows"] == before
+
+
+def test_a_close_name_is_one_clean_suggestion():
+    with pytest.raises(InputError) as caught:
+        set_options(parallel_min_row=1)
+    assert str(caught.value).endswith("Fix: did you mean 'parallel_min_rows'.")
