@@ -22,7 +22,7 @@ time bins need room, to resume once they have it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class Outputs(NamedTuple):
 class Classes(NamedTuple):
     """Each class's flows moving: how many, their virtual time and rate, their bytes, their heap."""
 
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # (a field named count shadows tuple.count)
     served: np.ndarray  # bytes each of its flows received since the class was last empty
     since: np.ndarray  # when ``served`` was brought up to date (ms)
     rate: np.ndarray  # each flow's (GB/s); NaN: no flow moves
@@ -651,9 +651,9 @@ def _grown_pool(pool: Pool | None, slots: int, state: np.ndarray | None) -> Pool
                np.zeros(slots, np.int32), np.zeros(slots, np.int32),
                np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
                np.zeros(slots, np.int64))
-    old, free = (0, 0) if pool is None else (len(pool.seq), int(state[_FREE]))
+    old, free = (0, 0) if pool is None else (len(pool.seq), int(cast(np.ndarray, state)[_FREE]))  # (with its state)
     for field, grown in zip(pool or (), new):
-        if field is not pool.free:
+        if pool is not None and field is not pool.free:  # (within the loop pool is not None)
             grown[:old] = field
     if pool is not None:
         new.free[:free] = pool.free[:free]
@@ -728,7 +728,8 @@ def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.
     cl, pool, heaps, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1,
                                                 kmax)
     paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
-    al = Alone(*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)), np.zeros(kmax))
+    al = Alone._make((*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)),
+                     np.zeros(kmax)))
     kept = (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)

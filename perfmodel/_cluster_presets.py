@@ -9,7 +9,7 @@ import dataclasses
 import difflib
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import _presets
 from ._cluster_specs import SPECS
@@ -282,8 +282,12 @@ def save_cluster(cluster: Cluster, *, source: str = "", replace: bool = False) -
         raise InputError("cluster", f"got {type(cluster).__name__}", "pass a perfmodel.Cluster")
     check_cluster_name(cluster.name, replace=replace)
     entry = {f.name: getattr(cluster, f.name) for f in dataclasses.fields(Cluster) if f.name != "name"}
-    entry["nic"], entry["nvlink"] = _link_entry(cluster.nic), _link_entry(cluster.nvlink)
-    entry["transport"] = _transport_entry(cluster.transport)
+    # (a Cluster resolves its links and transport: Link, Link or None, Transport)
+    entry["nic"], entry["nvlink"] = (
+        _link_entry(cast(Link, cluster.nic)),
+        _link_entry(cast("Link | None", cluster.nvlink)),
+    )
+    entry["transport"] = _transport_entry(cast(Transport, cluster.transport))
     entry["source"] = source
     return _presets.save("clusters", cluster.name, entry, builtin=set(CLUSTERS), replace=replace)
 

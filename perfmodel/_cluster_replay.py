@@ -17,7 +17,7 @@ arithmetic: the frame is built from the kernel's arrays by :mod:`perfmodel.clust
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from . import _cluster_kernel as kernel
 from ._inputs import INPUTS
 from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list, refuse_what_it_decides
 from .errors import InputError, check_choice
+from .links import Transport
 from .options import option
 
 __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]
@@ -86,7 +87,7 @@ def pairs_of(
             "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU",
         )
     resources = Resources()
-    setup = cluster.transport.setup_ms
+    setup = cast(Transport, cluster.transport).setup_ms  # (a Cluster resolves its transport)
     table = []
     for a in range(prefill_workers):
         row = []
@@ -219,7 +220,8 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
         for r in keys[c][0]:
             on[r].append(i)
         workers[keys[c][1]].append(i)
-    ints, floats = dict(dtype=np.int64), dict(dtype=np.float64)
+    ints: dict[str, Any] = dict(dtype=np.int64)
+    floats: dict[str, Any] = dict(dtype=np.float64)
     flat = [
         (simulated.get(c, -1), vector, cost, position[q][k], view[q][k])
         for q, pair in enumerate(flows)

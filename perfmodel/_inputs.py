@@ -22,7 +22,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 
@@ -603,6 +603,10 @@ def check_range(name: str, value: Any, where: str) -> np.ndarray:
     return numbers
 
 
+@overload
+def check_count(name: str, value: Any, *, optional: Literal[False] = ...) -> int: ...
+@overload
+def check_count(name: str, value: Any, *, optional: bool = ...) -> int | None: ...
 def check_count(name: str, value: Any, *, optional: bool = False) -> int | None:
     """A count of the table (``links``, ``decode_workers``, ``tp``, a cluster's ``nodes``...) as a Python int:
     a whole number from 1 to its bound (:data:`MAX_COUNT`), or :class:`InputError` with the table's rule. Every

@@ -16,14 +16,16 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
 from . import _resolve
 from ._coerce import Coded, distinct, spread
+from ._maxmin import Outcome
 from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms, refuse_what_it_decides
 from .errors import InputError
+from .links import Link, Transport
 
 __all__ = ["Route", "is_cluster", "route"]
 
@@ -174,7 +176,7 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
         def model_of(m: Any) -> Alone:
             return _resolved(cluster, _model_key(m), False, options.kv_cache_dtype, tp, decode_tp, state)
 
-        return Route(cluster, None, codes, _many(labels, byte, model_of, errors))
+        return Route(cluster, None, codes, _many(labels, cast(Alone, byte), model_of, errors))  # (byte: resolved)
     resolved = _resolved(
         cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype, tp, decode_tp, state
     )
@@ -223,8 +225,8 @@ def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
     if block_size is not None:
         return
     for what, costs in (
-        (f"transport {cluster.transport.name!r}", cluster.transport),
-        (f"NIC {cluster.nic.name!r}", cluster.nic),
+        (f"transport {cast(Transport, cluster.transport).name!r}", cluster.transport),  # (a Cluster resolves them)
+        (f"NIC {cast(Link, cluster.nic).name!r}", cluster.nic),
         (f"NVLink {getattr(cluster.nvlink, 'name', '')!r}", cluster.nvlink),
     ):
         for unit in ("message", "block"):
@@ -253,7 +255,7 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     if r is None:
         values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
         return {"bytes_per_token": values["kv_bytes_per_token"]}
-    transport = c.transport
+    transport = cast(Transport, c.transport)  # (a Cluster resolves its transport)
     extras = [("per_message_ms", transport.per_message_ms), ("per_block_ms", transport.per_block_ms)]
     if r.linear:  # (every flow's own costs are the last's: the kernel adds them; otherwise each flow's are simulated)
         extras = [
@@ -290,7 +292,7 @@ def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone
 
     known = [r for r in many if r is not None]
 
-    t = c.transport
+    t = cast(Transport, c.transport)  # (a Cluster resolves its transport)
     for name, get in (
         ("latency_ms", lambda r: r.latency_ms),
         ("per_message_ms", lambda r: t.per_message_ms + r.per_message_ms),
@@ -315,7 +317,7 @@ def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone
 def group_terms(r: Alone) -> tuple[float, float, float, float]:
     """The byte terms of all of a handoff's flows together."""
     vectors = [flow_terms(f, r.terms) for f in r.flows]
-    return tuple(float(sum(v[k] for v in vectors)) for k in range(4))
+    return cast("tuple[float, float, float, float]", tuple(float(sum(v[k] for v in vectors)) for k in range(4)))
 
 
 def link_costs(r: Alone) -> bool:
@@ -336,7 +338,7 @@ def nonlinear_bandwidth(
     (``counts``: each row's, when a link costs something per message or block); the transport's and the
     caller's (common to all flows) are the kernel's. With ``after_fixed``: the handoff's rate, its bytes over
     its time after its last-ending flow's own fixed costs (NaN where it moves no bytes)."""
-    c, r = found.cluster, found.resolved
+    c, r = found.cluster, cast(Alone, found.resolved)  # (a route resolved alone, not linear)
     group = group_terms(r)
     tokens = np.asarray(tokens, dtype=np.float64)
     charged = np.asarray(charged, dtype=np.float64)
@@ -357,15 +359,15 @@ def nonlinear_bandwidth(
         nbytes = flow_bytes(group, r.terms, m, n)
         if after_fixed:
             kept = [f for f, b in enumerate(sizes) if b > 0]
-            last = r.flows[kept[int(np.argmax(outcome.ends_ms))]] if kept else None
+            last = r.flows[kept[int(np.argmax(cast(Outcome, outcome).ends_ms))]] if kept else None
             sim_ms -= (
                 (
-                    c.transport.setup_ms
+                    cast(Transport, c.transport).setup_ms
                     + last.own_latency_ms(c)
                     + messages * last.link.per_message_ms
                     + blocks * last.link.per_block_ms
                 )
-                if kept
+                if last is not None  # (kept: a flow ended last)
                 else 0.0
             )
             out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if nbytes > 0 else np.nan
@@ -388,8 +390,12 @@ def whole_handoff(
     (the transport's setup, latencies and hops, the messages' and blocks' costs), NaN where no bytes move."""
     _, r, codes, many = found[:4]
     if many is not None:
-        factor = spread(codes, np.array([np.nan if a is None else _all_over_last(a) for a in many] + [np.nan]))
-        rate = spread(codes, np.array([np.nan if a is None else a.bandwidth_gb_s for a in many] + [np.nan])) * factor
+        factor: np.ndarray | float = spread(
+            codes, np.array([np.nan if a is None else _all_over_last(a) for a in many] + [np.nan])
+        )
+        rate: np.ndarray | float = (
+            spread(codes, np.array([np.nan if a is None else a.bandwidth_gb_s for a in many] + [np.nan])) * factor
+        )
     elif r is None:
         factor, rate = 1.0, np.nan
     elif r.linear:

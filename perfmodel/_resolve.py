@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
 
 from ._coerce import Coded, distinct, map_distinct, no_booleans, spread
-from ._inputs import check_option
+from ._inputs import Valid, check_option
 from ._words import count
 from .errors import InputError
 from .links import Link, get_link
@@ -106,10 +106,12 @@ def model_terms(
     if isinstance(value, (Mapping, str, os.PathLike)):  # one model: its terms as scalars
         one = terms_of(value)
         capped = bool(one.window_bytes_per_token or one.chunk_bytes_per_token)
-        return ModelTerms(
-            np.float64(one.full_bytes_per_token),
-            *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
-            np.float64(one.state_bytes) if one.state_bytes else None,
+        return ModelTerms._make(
+            (
+                np.float64(one.full_bytes_per_token),
+                *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
+                np.float64(one.state_bytes) if one.state_bytes else None,
+            )
         )
     shaped = shape.shapes_bytes
     if np.ndim(value) == 0 or not holds_labels(value):
@@ -120,7 +122,7 @@ def model_terms(
     if numbers:
         _numbers_unshaped(shaped)
     found = [
-        KVTerms(float(numbers[i])) if i in numbers else _per_label(terms_of, errors)(label)
+        KVTerms(cast(int, float(numbers[i]))) if i in numbers else _per_label(terms_of, errors)(label)
         for i, label in enumerate(uniques)
     ]
     return _terms_of_lookups(
@@ -163,8 +165,12 @@ def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray) -> ModelTerms
         return spread(codes, table)
 
     capped = used(1, 3)
-    return ModelTerms(
-        shaped(tables[0]), *(shaped(t) if capped else None for t in tables[1:5]), shaped(tables[5]) if used(5) else None
+    return ModelTerms._make(
+        (
+            shaped(tables[0]),
+            *(shaped(t) if capped else None for t in tables[1:5]),
+            shaped(tables[5]) if used(5) else None,
+        )
     )
 
 
@@ -215,7 +221,7 @@ def checked_layers(layers: Any, errors: str = "raise") -> Any:
     except (TypeError, ValueError):
         raise InputError("num_layers", f"{layers!r} is not a number of layers", f"pass {entry.rule}") from None
     with np.errstate(invalid="ignore"):
-        bad = np.asarray(outside(values, tuple(entry.valid)))
+        bad = np.asarray(outside(values, tuple(cast(Valid, entry.valid))))
     if not bad.any():
         return values if values.ndim else values[()]
     if errors == "coerce":
@@ -288,7 +294,10 @@ def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
         ("per_message_ms", 0.0),
     ):
         column = map_distinct(
-            data, _per_label(lambda v, a=attribute: _link_attribute(v, a), errors), np.float64, missing
+            data,
+            _per_label(cast(Callable[[Any], float], lambda v, a=attribute: _link_attribute(v, a)), errors),
+            np.float64,
+            missing,
         )
         if attribute != "effective_bandwidth_gb_s":
             column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth

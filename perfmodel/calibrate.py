@@ -38,7 +38,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -268,7 +268,7 @@ def calibrate(
     for text in said:
         warnings.warn(text, UserWarning, stacklevel=2)
     saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
-    return Calibration(link, link.fit, measurements, cap, said, saved)
+    return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
 
 
 def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | None:
@@ -287,7 +287,7 @@ def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | 
 def _above_what_was_measured(link: Link, m: Measurements, cap: float | None) -> tuple[str, ...]:
     """What the fit cannot vouch for: a bandwidth above every measurement by more than the fit's own error
     (no line rate given), or measurements faster than the line rate given."""
-    best, error = m.best_throughput_gb_s, link.fit.max_relative_error
+    best, error = m.best_throughput_gb_s, cast(FitReport, link.fit).max_relative_error  # (a fitted link's)
     margin = max(error, _ABOVE_BEST)
     if cap is not None:
         if best > cap:
@@ -456,7 +456,7 @@ def _unique(header: list[str], where: str) -> None:
 def _perftest_columns(line: str) -> list[str]:
     """perftest's header as column names: fields apart by two or more spaces or tabs (``#bytes #iterations``
     is two)."""
-    names = []
+    names: list[str] = []
     for part in re.split(r"\s{2,}|\t+", line.strip()):
         names.extend(part.split() if re.fullmatch(r"#\S+(\s+#\S+)+", part) else [part])
     return names
@@ -543,7 +543,7 @@ def _measurements(frame: pd.DataFrame, places: list[str], where: str, **shape: A
                 "into bytes and messages) have nothing to do",
                 "drop them, or give num_input_tokens instead of bytes",
             )
-        nbytes, setup = table.numbers(size), ""
+        nbytes, setup = cast(np.ndarray, table.numbers(size)), ""  # (the column is there)
     elif "num_input_tokens" in table and (shape["model"] or "model" in table):
         nbytes, messages, setup = _bytes_of_tokens(table, messages, **shape)
     else:
@@ -586,8 +586,8 @@ def _bytes_of_tokens(
     from .models import kv_bytes, kv_messages
 
     models = _models_of(table, model)
-    tokens = table.numbers("num_input_tokens")
-    shape = dict(kv_cache_dtype=kv_cache_dtype, tp=tp or 1, decode_tp=decode_tp, scope=scope or "rank")
+    tokens = cast(np.ndarray, table.numbers("num_input_tokens"))  # (the caller found the column)
+    shape: dict[str, Any] = dict(kv_cache_dtype=kv_cache_dtype, tp=tp or 1, decode_tp=decode_tp, scope=scope or "rank")
     nbytes = np.full(len(tokens), np.nan)
     counted = block_size and messages is None
     if counted:
@@ -596,7 +596,9 @@ def _bytes_of_tokens(
         rows = (models == name) & np.isfinite(tokens)
         nbytes[rows] = kv_bytes(name, tokens[rows], **shape)
         if counted:
-            messages[rows] = kv_messages(name, tokens[rows], block_size, kv_layout=kv_layout)
+            cast(np.ndarray, messages)[rows] = kv_messages(
+                name, tokens[rows], cast(int, block_size), kv_layout=kv_layout
+            )
     setup = (
         f"{', '.join(dict.fromkeys(models))}; tp {shape['tp']}"
         + (f" to decode tp {decode_tp}" if decode_tp else "")
@@ -633,11 +635,11 @@ def _models_of(table: _Columns, model: str | None) -> np.ndarray:
 def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
     """Each row's measured ms: from the first time column present, each missing time from a throughput."""
     column = table.first(TIMES)
-    measured = None if column is None else table.numbers(column) * TIMES[column]
+    measured = None if column is None else cast(np.ndarray, table.numbers(column)) * TIMES[column]
     for column, unit in THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
         if column in table:
             with np.errstate(divide="ignore", invalid="ignore"):
-                from_throughput = nbytes / (table.numbers(column) * unit) * 1000.0
+                from_throughput = nbytes / (cast(np.ndarray, table.numbers(column)) * unit) * 1000.0
             measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
     if measured is None:
         raise InputError(

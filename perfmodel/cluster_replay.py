@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,7 @@ from ._prepared import link_column
 from ._words import count
 from .clusters import HeadTerms, head_terms, with_fields
 from .errors import InputError, check_whole
+from .links import Link, Transport
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
 __all__ = ["resource_table"]
@@ -198,16 +199,17 @@ def replay_on_cluster(
     tp = check_count("tp", c.tp)
     d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
     latency = _scalar_ms("latency_ms", c.latency_ms)
-    per_block = _scalar_ms("per_block_ms", c.per_block_ms) + cluster.transport.per_block_ms
-    per_message = _scalar_ms("per_message_ms", c.per_message_ms) + cluster.transport.per_message_ms
+    transport = cast(Transport, cluster.transport)  # (a Cluster resolves its transport and links)
+    per_block = _scalar_ms("per_block_ms", c.per_block_ms) + transport.per_block_ms
+    per_message = _scalar_ms("per_message_ms", c.per_message_ms) + transport.per_message_ms
     blocks_per_message = float(checked("blocks_per_message", scalars["blocks_per_message"]))
     terms = _terms(c, trace, bytes_spec, d)
     prefill_of, p = _prefill_of(trace, prefill_workers)
     resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
     posts = (
         per_message > 0
-        or cluster.nic.per_message_ms > 0
-        or (cluster.nvlink is not None and cluster.nvlink.per_message_ms > 0)
+        or cast(Link, cluster.nic).per_message_ms > 0
+        or (cluster.nvlink is not None and cast(Link, cluster.nvlink).per_message_ms > 0)
     )
     messages = np.zeros(0)  # (none: messages cost nothing)
     if posts:  # messages_of's terms: full, window, chunk and state messages; window and chunk tokens

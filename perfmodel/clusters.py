@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from . import _maxmin
 from ._inputs import MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
@@ -176,7 +177,8 @@ class Cluster:
                 raise InputError(where, f"nvlink {self.nvlink!r} is not a Link or a link name", "pass nvlink='nvlink5'")
             put(self, "nvlink", _link("nvlink", self.nvlink))
             if domain == 1:
-                raise InputError(where, f"nvlink {self.nvlink.name!r} is given, but nvlink_domain is 1 (no GPUs joined "
+                raise InputError(where, f"nvlink {cast(Link, self.nvlink).name!r} is given, but nvlink_domain is 1 "
+                                 "(no GPUs joined "
                                  "by NVLink), so it would never be used", "pass nvlink_domain, the GPUs one NVLink "
                                  f"domain joins (e.g. {g}: one node), or leave nvlink out")
         check_choice("fabric", self.fabric, FABRICS)
@@ -212,7 +214,8 @@ class Cluster:
     @property
     def nic_capacity_gb_s(self) -> float:
         """A NIC's capacity: line rate x the transport's efficiency x the NIC Link's own (GB/s)."""
-        return self.nic.bandwidth_gb_s * self.transport.efficiency * self.nic.efficiency
+        nic, transport = cast(Link, self.nic), cast(Transport, self.transport)  # (resolved by __post_init__)
+        return nic.bandwidth_gb_s * transport.efficiency * nic.efficiency
 
     def nics_of(self, gpu: int) -> tuple[int, ...]:
         """The NICs (indices within the node) GPU ``gpu`` (its index within its node, or global) uses."""
@@ -277,14 +280,14 @@ class Cluster:
 
     def describe(self) -> str:
         """The cluster in one line."""
-        parts = [f"{self.gpus_per_node} GPUs and {self.nics_per_node} x {self.nic.name} per node",
+        parts = [f"{self.gpus_per_node} GPUs and {self.nics_per_node} x {cast(Link, self.nic).name} per node",
                  f"{self.fabric} fabric"]
         if self.nvlink_domain > 1:
-            parts.append(f"NVLink domains of {self.nvlink_domain} ({self.nvlink.name})")
+            parts.append(f"NVLink domains of {self.nvlink_domain} ({cast(Link, self.nvlink).name})")
         if self.gpus_per_pcie_switch:
             parts.append(f"{self.gpus_per_pcie_switch} GPUs per PCIe switch of {self.pcie_switch_gb_s:g} GB/s")
         if self.transport is not _IDEAL and self.transport != _IDEAL:
-            parts.append(f"transport {self.transport.name}")
+            parts.append(f"transport {cast(Transport, self.transport).name}")
         return f"{self.name}: " + ", ".join(parts)
 
 
@@ -310,7 +313,7 @@ def with_fields(cluster: Cluster, changes: dict[str, Any]) -> Cluster:
     from ._resolve import label_of
 
     label = ", ".join(f"{k}={label_of(v)}" for k, v in changes.items())
-    unlinked = {"nvlink": None} if _number(changes.get("nvlink_domain")) == 1 else {}
+    unlinked: dict[str, Any] = {"nvlink": None} if _number(changes.get("nvlink_domain")) == 1 else {}
     return dataclasses.replace(cluster, **changes, **unlinked, name=f"{cluster.name} ({label})")
 
 
@@ -397,19 +400,20 @@ def _paths(cluster: Cluster, src: int, dst: int, resources: Resources, nodes_on_
     """(path, hops, link, nvlink) of each sub-flow from global GPU ``src`` to ``dst``."""
     c = cluster
     if c.nvlinked(src, dst):
-        cap = c.nvlink.effective_bandwidth_gb_s
+        nvlink = cast(Link, c.nvlink)  # (GPUs NVLinked: the cluster has its NVLink)
+        cap = nvlink.effective_bandwidth_gb_s
         return [((resources.index(f"gpu{src}/nvlink/out", "nvlink", cap),
-                  resources.index(f"gpu{dst}/nvlink/in", "nvlink", cap)), 0, c.nvlink, True)]
+                  resources.index(f"gpu{dst}/nvlink/in", "nvlink", cap)), 0, nvlink, True)]
     g = c.gpus_per_node
     src_node, dst_node = src // g, dst // g
     nic_cap = c.nic_capacity_gb_s
-    leaf_cap = nodes_on_leaf * c.nic.bandwidth_gb_s / c.oversubscription
-    result = []
+    leaf_cap = nodes_on_leaf * cast(Link, c.nic).bandwidth_gb_s / c.oversubscription
+    result: list[tuple[tuple[int, ...], int, Link, bool]] = []
     for a, b in zip(c.nics_of(src), c.nics_of(dst)):
         path = [resources.index(f"node{src_node}/nic{a}/out", "nic", nic_cap)]
         if c.gpus_per_pcie_switch:
             path.append(resources.index(f"node{src_node}/pcie{src % g // c.gpus_per_pcie_switch}/out", "pcie",
-                                        c.pcie_switch_gb_s))
+                                        cast(float, c.pcie_switch_gb_s)))  # (given with gpus_per_pcie_switch)
         hops = 1
         if c.fabric == "rail" and a != b:
             hops = 3
@@ -417,8 +421,8 @@ def _paths(cluster: Cluster, src: int, dst: int, resources: Resources, nodes_on_
         path.append(resources.index(f"node{dst_node}/nic{b}/in", "nic", nic_cap))
         if c.gpus_per_pcie_switch:
             path.append(resources.index(f"node{dst_node}/pcie{dst % g // c.gpus_per_pcie_switch}/in", "pcie",
-                                        c.pcie_switch_gb_s))
-        result.append((tuple(path), hops, c.nic, False))
+                                        cast(float, c.pcie_switch_gb_s)))
+        result.append((tuple(path), hops, cast(Link, c.nic), False))
     return result
 
 
@@ -573,7 +577,7 @@ class Alone(NamedTuple):
     bottleneck: int | None  # resource index
 
 
-def _proportional(vectors: list[tuple[float, ...]]) -> bool:
+def _proportional(vectors: Sequence[tuple[float, ...]]) -> bool:
     """Whether every vector is a multiple of one (so all flows' bytes grow in one ratio)."""
     ref = max(vectors, key=sum)
     return all(v[x] * ref[y] == v[y] * ref[x] for v in vectors for x in range(len(v)) for y in range(len(v)))
@@ -604,7 +608,7 @@ def alone(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None = N
     else:
         bandwidth = outcome.final_rates[last]
     latency, per_message, per_block = own[last]
-    return Alone(linear, bandwidth, *vectors[last], latency + cluster.transport.setup_ms, per_message, per_block,
+    return Alone(linear, bandwidth, *vectors[last], latency + cast(Transport, cluster.transport).setup_ms, per_message, per_block,
                  flows, resources, terms, last, bottleneck_of(flows, resources, outcome, last))
 
 
@@ -633,7 +637,7 @@ def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, c
     kept = [k for k, b in enumerate(nbytes) if b > 0]
     if not kept:
         return 0.0, None, nbytes
-    starts = [common_ms + cluster.transport.setup_ms + flows[k].own_latency_ms(cluster)
+    starts = [common_ms + cast(Transport, cluster.transport).setup_ms + flows[k].own_latency_ms(cluster)
               + messages * flows[k].link.per_message_ms + blocks * flows[k].link.per_block_ms for k in kept]
     outcome = _maxmin.simulate(starts, [nbytes[k] for k in kept], [flows[k].path for k in kept],
                                resolved.resources.capacities)
@@ -671,8 +675,8 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
                 flows.append(f)
                 owner.append(number)
                 nbytes.append(size)
-    starts = [common_ms + cluster.transport.setup_ms + f.own_latency_ms(cluster) + messages * f.link.per_message_ms
-              + blocks * f.link.per_block_ms for f in flows]
+    starts = [common_ms + cast(Transport, cluster.transport).setup_ms + f.own_latency_ms(cluster)
+              + messages * f.link.per_message_ms + blocks * f.link.per_block_ms for f in flows]
     outcome = _maxmin.simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
     return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)
             for number in range(len(pairs))]

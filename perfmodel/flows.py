@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,7 @@ from . import _maxmin, _questions
 from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms
 from .errors import InputError, check_whole
+from .links import Transport
 
 __all__ = ["handoff_flows", "required_nics_per_node", "resource_loads"]
 
@@ -102,7 +103,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
         messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
                                      blocks_per_message=blocks_per_message)) if not number else blocks
     counted = 0.0 if math.isnan(messages) else messages
-    t = c.transport
+    t = cast(Transport, c.transport)  # (a Cluster resolves its transport)
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
     kept = [k for k, b in enumerate(sizes) if b > 0]
@@ -113,7 +114,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
                                resolved.resources.capacities)
     names = resolved.resources.names
     chosen = [flows[k] for k in kept]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for position, (k, f) in enumerate(zip(kept, chosen)):
         neck = bottleneck_of(chosen, resolved.resources, outcome, position)
         rows.append(dict(src_rank=f.src_rank, dst_rank=f.dst_rank, sub=f.sub, src_gpu=f.src_gpu, dst_gpu=f.dst_gpu,
@@ -236,4 +237,4 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
         if answer is None:
             answer, missing = np.full(delay.shape, np.inf), np.isnan(delay)
         answer = np.where(delay <= budget, float(count), answer)
-    return np.where(missing, np.nan, answer)
+    return np.where(cast(np.ndarray, missing), np.nan, cast(np.ndarray, answer))  # (base's own count is one)

@@ -45,7 +45,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -321,8 +321,8 @@ def _held_fit(name: str) -> tuple[float, float, FitReport]:
     relative error, >= 0) with the bandwidth held at efficiency x line rate."""
     profile = _PROFILES[name]
     nbytes, measured = _measured()[name]
-    efficiency = float(np.max(nbytes / (measured / 1000.0) / 1e9)) / profile.line_rate_gb_s
-    moving = nbytes / (efficiency * profile.line_rate_gb_s * 1e9) * 1000.0
+    efficiency = float(np.max(nbytes / (measured / 1000.0) / 1e9)) / cast(float, profile.line_rate_gb_s)  # (published)
+    moving = nbytes / (efficiency * cast(float, profile.line_rate_gb_s) * 1e9) * 1000.0
     m = float(profile.messages)
     weights = 1.0 / measured**2
     per_message = max(float(np.sum(weights * m * (measured - moving)) / np.sum(weights * m * m)), 0.0)
@@ -330,7 +330,7 @@ def _held_fit(name: str) -> tuple[float, float, FitReport]:
     report = FitReport(points=int(nbytes.size), max_relative_error=float(errors.max()),
                        mean_relative_error=float(errors.mean()),
                        note=f"bandwidth held at {efficiency:.3f} x the {profile.line_rate_gb_s:g} GB/s line rate",
-                       parameters={"bandwidth_gb_s": efficiency * profile.line_rate_gb_s, "latency_ms": 0.0,
+                       parameters={"bandwidth_gb_s": efficiency * cast(float, profile.line_rate_gb_s), "latency_ms": 0.0,
                                    "per_block_ms": 0.0, "per_message_ms": per_message})
     return efficiency, per_message, report
 
@@ -786,14 +786,14 @@ def fit_link(
     ms_per_byte = solution.get("bandwidth", 0.0)
     if ms_per_byte <= 0:
         notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
-    predicted = np.column_stack([terms[k] for k in solution]) @ np.array(list(solution.values()))
+    predicted = np.column_stack([cast(np.ndarray, terms[k]) for k in solution]) @ np.array(list(solution.values()))
     errors = np.abs(predicted - t) / t
-    parameters = {"bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
+    parameters: dict[str, Any] = {"bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
                   "latency_ms": float(solution.get("latency", 0.0)),
                   "per_block_ms": float(solution.get("per-block cost", 0.0)),
                   "per_message_ms": float(solution.get("per-message cost", 0.0))}
     if floor:
-        parameters["bandwidth_gb_s"] = min(parameters["bandwidth_gb_s"], float(line_rate_gb_s))
+        parameters["bandwidth_gb_s"] = min(parameters["bandwidth_gb_s"], float(cast(float, line_rate_gb_s)))
     report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
                        mean_relative_error=float(errors.mean()), note="; ".join(notes), parameters=parameters)
     return Link(name or "fitted", **parameters, max_relative_error=report.max_relative_error, fit=report)

@@ -14,7 +14,7 @@ import itertools
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -222,7 +222,7 @@ class SweepPlan:
         the option axes (each combination one call of the edge per chunk of rows)."""
         axes = _implied(_check_axis_names(dict(axes)))
         given = tuple(name for name in AXES if name in axes)
-        values = {name: _resolve.axis_values("sweep", name, axes[name]) for name in given}
+        values: dict[str, Any] = {name: _resolve.axis_values("sweep", name, axes[name]) for name in given}
         values = {name: v if name in LABEL_AXES else np.asarray(v) for name, v in values.items()}
         labels = {name: _resolve.axis_labels("sweep", name, [_mode(v) if name == "mode" else v for v in values[name]])
                   for name in given if name in LABEL_AXES}
@@ -254,7 +254,7 @@ class SweepPlan:
         # whole bytes as integers (float64 arithmetic is exact below 2**53 bytes), else floats
         whole = all(np.all(np.mod(np.asarray(self.values[a], dtype=np.float64), 1) == 0)
                     for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
-        transfer_bytes = np.empty(n)  # whole byte counts become integers below (exact up to 2**53)
+        transfer_bytes: np.ndarray = np.empty(n)  # whole byte counts become integers below (exact up to 2**53)
         delay = np.empty(n)
         chunk = option("sweep_chunk_rows")  # rows per chunk: temporaries stay small next to the result (peak memory)
         with _progress.progress_bar(n, unit="cells", desc="sweep", progress=progress, at_least=chunk) as bar:
@@ -316,7 +316,7 @@ class SweepPlan:
         rows of the chunk ``part``; on a cluster the edge also gives each handoff's rate (the bandwidth column)."""
         for combo in range(len(self.options) * max(len(self.clusters), 1)):
             options, off = self.options[combo // max(len(self.clusters), 1)]
-            rows = slice(None) if combos is None else np.flatnonzero(combos == combo)
+            rows: Any = slice(None) if combos is None else np.flatnonzero(combos == combo)  # (all, or indices)
             given = {name: _rows(value, rows) for name, value in inputs.items() if name not in off}
             if self.clusters:
                 given["kv_transfer_bandwidth"] = self.clusters[combo % len(self.clusters)]
@@ -586,6 +586,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
     from .clusters import alone, head_terms
 
     base = get_cluster(cluster)
+    nic = cast(Link, base.nic)  # (a Cluster resolves its nic)
     model = forward.kv_bytes_per_token
     options = forward.options
     if not _resolve.is_one(model) and len({str(m) for m in np.asarray(model, dtype=object)}) > 1:
@@ -607,12 +608,12 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
         fits = np.zeros(rows.size, dtype=bool)
         for k, (rate, row) in enumerate(zip(rates, rows)):
             if rate > 0:
-                c = dataclasses.replace(base, nic=dataclasses.replace(base.nic, bandwidth_gb_s=float(rate)))
+                c = dataclasses.replace(base, nic=dataclasses.replace(nic, bandwidth_gb_s=float(rate)))
                 fits[k] = forward(tokens[row:row + 1], c, slice(row, row + 1))[0][0] <= budget[row]
         return fits
 
-    start = np.full(tokens.shape, base.nic.bandwidth_gb_s).view(np.int64)
-    unlimited = dataclasses.replace(base, nic=dataclasses.replace(base.nic, bandwidth_gb_s=np.inf))
+    start = np.full(tokens.shape, nic.bandwidth_gb_s).view(np.int64)
+    unlimited = dataclasses.replace(base, nic=dataclasses.replace(nic, bandwidth_gb_s=np.inf))
     fixed, nbytes = forward(tokens, unlimited)  # an infinite line rate: the fixed costs remain
     needed = np.where(nbytes == 0, 0.0, np.inf)  # (0 bytes need no NIC; a budget within the fixed costs: none)
     rows = np.flatnonzero((nbytes > 0) & (fixed < budget))

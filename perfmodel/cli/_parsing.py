@@ -12,9 +12,9 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .._inputs import INPUTS, ROW_INPUTS, flags
+from .._inputs import INPUTS, ROW_INPUTS, Valid, flags
 
 
 class UsageError(argparse.ArgumentTypeError):
@@ -236,7 +236,7 @@ def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, man
         pair = entry.instead_of or next((e.name for e in INPUTS.values() if e.instead_of == name), None)
         target = groups.setdefault(pair, parser.add_mutually_exclusive_group()) if pair else parser
         target.add_argument(
-            entry.cli,
+            cast(str, entry.cli),  # (the inputs flags() gives have a flag)
             nargs="+" if many else None,
             dest=name,
             help=help.get(name, plain(entry.doc.split(". ")[0])),
@@ -254,7 +254,7 @@ def value_kind(name: str) -> dict[str, Any]:
     """
     entry = INPUTS[name]
     if entry.choices or entry.labels:
-        return dict(choices=list(entry.choices or entry.labels))
+        return dict(choices=list(entry.choices or entry.labels or ()))  # (either is non-empty here)
     unit = next(
         (u for suffix, u in (("_ms", "MS"), ("_gb_s", "GBPS"), ("_per_s", "RATE")) if name.endswith(suffix)), None
     )
@@ -284,7 +284,7 @@ def _reader(name: str, where: str = "") -> Callable[[str], Any]:
     entry = INPUTS[name]
     if entry.kind == "degree":
         return _positive_int
-    if entry.kind == "count" and entry.valid.whole:
+    if entry.kind == "count" and cast(Valid, entry.valid).whole:  # (every count has a valid range)
         return _count if name == "num_input_tokens" else lambda text: _count(text, entry.rule)
     if entry.kind == "real" and entry.group == "cluster_field":
         return lambda text: _ruled(where, name, text)
@@ -307,7 +307,7 @@ def _ruled(where: str, name: str, text: str) -> float:
     if text.strip().lower() in ("nan", "+nan", "-nan"):
         raise UsageError(f"{where + ': ' if where else ''}{text.strip()!r} is not a number (NaN): {INPUTS[name].rule}")
     value = _floats(where, [text], low=-math.inf)[0]
-    if not math.isfinite(value) or outside(value, INPUTS[name].valid):  # (no cluster field takes NaN or inf)
+    if not math.isfinite(value) or outside(value, cast(Valid, INPUTS[name].valid)):  # (no field takes NaN, inf)
         raise UsageError(f"{where + ': ' if where else ''}{value:g}: {INPUTS[name].rule}")
     return value
 

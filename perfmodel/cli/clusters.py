@@ -5,13 +5,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._inputs import CLUSTER_FIELDS, INPUTS
 from ._parsing import UsageError, plain, value_kind
 
+if TYPE_CHECKING:
+    from ..links import Link, Transport
+
 #: The fields a command line may change of a named cluster (the input table's): flag and field.
-FIELD_FLAGS = tuple((INPUTS[name].cli, name) for name in CLUSTER_FIELDS)
+FIELD_FLAGS = tuple((cast(str, INPUTS[name].cli), name) for name in CLUSTER_FIELDS)  # (each has a flag)
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser, group: Any) -> None:
@@ -57,11 +60,11 @@ def cmd_clusters(args: argparse.Namespace) -> int:
         {
             "cluster": name,
             "GPUs/node": c.gpus_per_node,
-            "NICs/node": f"{c.nics_per_node} x {c.nic.name}",
+            "NICs/node": f"{c.nics_per_node} x {cast('Link', c.nic).name}",  # (a Cluster resolves its nic)
             "NIC GB/s": c.nic_capacity_gb_s,
             "NVLink domain": c.nvlink_domain,
             "fabric": c.fabric,
-            "transport": c.transport.name,
+            "transport": cast("Transport", c.transport).name,  # (and its transport)
             "32k tokens of llama-3.1-70b, TP8 (ms)": handoff_delay_ms(32768, c, "llama-3.1-70b", tp=8, block_size=16),
             "kind": "built-in" if name in CLUSTERS else "user",
         }

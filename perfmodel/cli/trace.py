@@ -127,7 +127,8 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     from ..io import write_table
     from ..replay import replay_grid
 
-    grid = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
+    grid: pd.DataFrame = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
+                                     **config)  # (keep="summary": one table)
     out: Path = args.out
     names = [f"grid.{args.format}", "grid.png"]
     with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:

@@ -4,7 +4,7 @@ margins, titles that name the options a figure holds fixed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import cycle
 from typing import Any
 
@@ -101,7 +101,7 @@ def _ax(ax: Axes | None) -> Axes:
     return plt.gca() if ax is None else ax
 
 
-def _styles() -> Iterable[dict[str, Any]]:
+def _styles() -> Iterator[dict[str, Any]]:
     for i in cycle(range(len(_STYLES) * len(_MARKERS))):
         yield {"linestyle": _STYLES[i % len(_STYLES)], "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4}
 

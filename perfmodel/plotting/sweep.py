@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import cycle
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -139,7 +140,7 @@ def _mark_links(ax: Axes, links: Sequence[Link | str], *, names: bool) -> None:
     if names and at:  # beside the axes, at the lines' heights, moved apart where they would touch
         heights = sorted((ax.transAxes.inverted().transform(ax.transData.transform((1.0, b)))[1], b) for b in at)
         size = FontProperties(size="small").get_size_in_points()
-        height_pt = max(ax.get_position().height * ax.figure.get_figheight() * 72, 1.0)
+        height_pt = max(ax.get_position().height * cast(Figure, ax.figure).get_figheight() * 72, 1.0)
         placed = _apart([y for y, _ in heights], 1.2 * size / height_pt)  # (the gap in axes fraction)
         for (y, bandwidth), where in zip(heights, placed):  # (a text each: a secondary axis costs 25 ms a panel)
             ax.annotate(
@@ -437,7 +438,8 @@ def delay_vs_tokens_figure(
     # the legend's room, in inches: its longest entry (small type) or its title (medium type)
     labels_width = (
         max(
-            [_text_width_in("= " + _label_of(hue, v)) for v in df[hue].unique()] + [_text_width_in(hue, "medium")]
+            [_text_width_in("= " + cast(str, _label_of(hue, v))) for v in df[hue].unique()]
+            + [_text_width_in(hue, "medium")]
             if hue
             else [0]
         )
@@ -525,6 +527,9 @@ def heatmap_figure(
             cax=fig.add_axes((left + 0.6 * inch, bottom, 0.2 * inch, top - bottom)),
             label=_AXIS_LABELS["handoff_delay_ms"],
         )
-        _budget_colorbar(bar, [b for b in sorted(budgets_ms) if norm is not None and norm.vmin < b < norm.vmax])
+        _budget_colorbar(
+            bar,
+            [b for b in sorted(budgets_ms) if norm is not None and cast(float, norm.vmin) < b < cast(float, norm.vmax)],
+        )
     _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
     return fig
