@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._words import count
 from .errors import InputError
 
 __all__ = [
@@ -269,12 +270,19 @@ def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
     return [_row(where, family, group) for group in groups.values()]
 
 
-def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float) -> None:
-    """A histogram's buckets as the exposition format requires them: cumulative (never decreasing), the last
-    ``+Inf``, equal to ``_count``; else its quantiles would mean nothing, and it is refused."""
+def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float, total: float) -> None:
+    """A histogram's buckets as the exposition format requires them: counts finite and >= 0, cumulative (never
+    decreasing), the last ``+Inf``, equal to ``_count``; ``le`` and ``_sum`` not NaN or negative (``_sum``
+    finite); else its quantiles would mean nothing, and it is refused."""
     counts = [n for _, n in buckets]
+    bad = [f"_bucket le {le:g}: {n:g}" for le, n in buckets if not 0 <= n < math.inf]
+    bad += [f"le {le:g}" for le, _ in buckets if not le >= 0]
+    bad += [f"_count {count:g}" for _ in [0] if not (math.isnan(count) or 0 <= count < math.inf)]
+    bad += [f"_sum {total:g}" for _ in [0] if not 0 <= total < math.inf]
     problem = (
-        "bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
+        "a NaN, infinite or negative value (" + ", ".join(bad) + ")"
+        if bad
+        else "bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
         if any(b < a for a, b in itertools.pairwise(counts))
         else "no +Inf bucket"
         if not math.isinf(buckets[-1][0])
@@ -307,7 +315,9 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     }
     buckets = sorted(group["buckets"])
     if buckets:
-        _check_buckets(f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"])
+        _check_buckets(
+            f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"], group.get("sum", 0.0)
+        )
     if buckets and math.isnan(row["count"]):
         row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
     row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
@@ -421,34 +431,34 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         )
     n = len(result["input_lens"])
     columns = {
-        "num_input_tokens": result["input_lens"],
-        "num_output_tokens": result.get("output_lens"),
-        "ttft_s": result["ttfts"],
+        "input_lens": result["input_lens"],
+        "output_lens": result.get("output_lens"),
+        "ttfts": result["ttfts"],
         "errors": result.get("errors"),
-        "latency_s": result.get("latencies"),
-        "start_s": result.get("start_times"),
+        "latencies": result.get("latencies"),
+        "start_times": result.get("start_times"),
     }
     for name, values in columns.items():
         if values is not None and (not isinstance(values, list) or len(values) != n):
-            got = len(values) if isinstance(values, list) else type(values).__name__
+            got = count(len(values), "value") if isinstance(values, list) else f"a {type(values).__name__}"
             raise InputError(
                 f"{where}: {name}",
-                f"{got} values for {n} requests (input_lens)",
+                f"{got} for {count(n, 'request')} (input_lens)",
                 "give the file as the benchmark wrote it",
             )
     errors = columns["errors"]
     completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
-    trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["num_input_tokens"], int)})
-    if columns["num_output_tokens"] is not None:
-        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["num_output_tokens"], int)
-    ttft = _numbers(where, "ttfts", columns["ttft_s"], float, failed=~completed)
+    trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["input_lens"], int)})
+    if columns["output_lens"] is not None:
+        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["output_lens"], int)
+    ttft = _numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
     trace["ttft_ms"] = np.where(completed & (ttft > 0), ttft * 1e3, np.nan)  # (0: no first token came)
     trace["completed"] = completed
-    if columns["latency_s"] is not None:
-        latency = _numbers(where, "latencies", columns["latency_s"], float, failed=~completed)
+    if columns["latencies"] is not None:
+        latency = _numbers(where, "latencies", columns["latencies"], float, failed=~completed)
         trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
-    if columns["start_s"] is not None and n:
-        start = _numbers(where, "start_times", columns["start_s"], float)
+    if columns["start_times"] is not None and n:
+        start = _numbers(where, "start_times", columns["start_times"], float)
         trace["arrival_ms"] = (start - start.min()) * 1e3
         arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
     else:
@@ -466,22 +476,19 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
 
 
 def _numbers(where: str, key: str, values: list[Any], kind: type, failed: np.ndarray | None = None) -> np.ndarray:
-    """A per-request list as numbers, each finite and >= 0 (whole for ``int``), except for ``failed`` requests,
-    whose values may be missing (None, NaN)."""
-    try:
-        array = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"{where}: {key}", "holds values that are not numbers", "give the file as the benchmark wrote it"
-        ) from None
-    bad = ~np.isfinite(array) | (array < 0) | ((array != np.round(array)) if kind is int else False)
-    if failed is not None:
-        bad &= ~(failed & np.isnan(array))
-    if bad.any():
-        i = int(np.argmax(bad))
+    """A per-request list as numbers, each finite and >= 0 (whole and below 2**53 for ``int``; never a boolean or
+    a string), except for ``failed`` requests, whose values may be missing (None, NaN)."""
+    array = np.full(len(values), math.nan)
+    for i, v in enumerate(values):
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if (v is None or (number and math.isnan(v))) and failed is not None and failed[i]:
+            continue
+        if number and (0 <= v < 2**53 and float(v).is_integer() if kind is int else 0 <= v < math.inf):
+            array[i] = v
+            continue
         raise InputError(
             f"{where}: {key}",
-            f"request {i} has {values[i]!r}, not a " + ("whole number >= 0" if kind is int else "finite number >= 0"),
+            f"request {i} has {v!r}, not a " + ("whole number >= 0" if kind is int else "finite number >= 0"),
             "give the file as the benchmark wrote it",
         )
     return array.astype(np.int64) if kind is int else array
