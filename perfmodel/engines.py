@@ -18,7 +18,6 @@ version 2, commit 002a1057), ``vllm/v1/metrics/loggers.py`` (commit a6f0308c) an
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -29,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._engine_checks import _check_buckets, _numbers
 from ._words import count
 from .errors import InputError
 
@@ -89,11 +89,16 @@ def _refuse(where: str, problem: str) -> InputError:
     return InputError(where, problem, f"give one of the formats perfmodel reads from engines: {FORMATS}")
 
 
-def _text_of(path_or_text: str | os.PathLike[str]) -> tuple[str, str]:
+def _text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") -> tuple[str, str]:
     """(where, text): a path's text (read only, never changed), or a text given as such (a str with a newline)."""
+    if not isinstance(path_or_text, (str, os.PathLike)) or not str(path_or_text):
+        got = "an empty str" if isinstance(path_or_text, str) else f"a {type(path_or_text).__name__}"
+        raise InputError(name, f"got {got}", "pass a file's path (a str or pathlib.Path), or the text itself (a str)")
     if isinstance(path_or_text, str) and "\n" in path_or_text:
         return "<text>", path_or_text
     path = Path(path_or_text)
+    if path.is_dir():
+        raise InputError(str(path), "a directory, not a file", "give the file itself")
     data = path.read_bytes()  # (a missing file: OSError, said in one line by the command)
     if b"\x00" in data[:4096]:
         raise _refuse(str(path), "a binary file, not text")
@@ -270,35 +275,6 @@ def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
     return [_row(where, family, group) for group in groups.values()]
 
 
-def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float, total: float) -> None:
-    """A histogram's buckets as the exposition format requires them: counts finite and >= 0, cumulative (never
-    decreasing), the last ``+Inf``, equal to ``_count``; ``le`` and ``_sum`` not NaN or negative (``_sum``
-    finite); else its quantiles would mean nothing, and it is refused."""
-    counts = [n for _, n in buckets]
-    bad = [f"_bucket le {le:g}: {n:g}" for le, n in buckets if not 0 <= n < math.inf]
-    bad += [f"le {le:g}" for le, _ in buckets if not le >= 0]
-    bad += [f"_count {count:g}" for _ in [0] if not (math.isnan(count) or 0 <= count < math.inf)]
-    bad += [f"_sum {total:g}" for _ in [0] if not 0 <= total < math.inf]
-    problem = (
-        "a NaN, infinite or negative value (" + ", ".join(bad) + ")"
-        if bad
-        else "bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
-        if any(b < a for a, b in itertools.pairwise(counts))
-        else "no +Inf bucket"
-        if not math.isinf(buckets[-1][0])
-        else f"_count {count:g} is not the +Inf bucket's {counts[-1]:g}"
-        if not math.isnan(count) and count != counts[-1]
-        else ""
-    )
-    if problem:
-        raise InputError(
-            where,
-            problem,
-            "give the scrape as the engine wrote it (a histogram's buckets are "
-            'cumulative, end with le="+Inf" and add up to its _count)',
-        )
-
-
 def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     labels = dict(group["labels"])
     stage = labels.pop("stage", "")
@@ -403,7 +379,9 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     >>> trace.attrs["tool"], trace.attrs["request_rate"], trace.attrs["max_concurrency"]
     ('vllm bench serve', 4.0, 8)
     """
-    where, text = _text_of(Path(path))
+    where, text = _text_of(Path(path) if isinstance(path, str) and path else path, "path")
+    if run is not None and (isinstance(run, bool) or not isinstance(run, int)):
+        raise InputError(f"{where}: run", f"got {run!r}, not a whole number", "pass run=0, 1, ... (-1 the last)")
     results = _results(where, text)
     if not results or not all(_is_benchmark(result) for result in results):
         raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
@@ -473,25 +451,6 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
     )
     return trace
-
-
-def _numbers(where: str, key: str, values: list[Any], kind: type, failed: np.ndarray | None = None) -> np.ndarray:
-    """A per-request list as numbers, each finite and >= 0 (whole and below 2**53 for ``int``; never a boolean or
-    a string), except for ``failed`` requests, whose values may be missing (None, NaN)."""
-    array = np.full(len(values), math.nan)
-    for i, v in enumerate(values):
-        number = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if (v is None or (number and math.isnan(v))) and failed is not None and failed[i]:
-            continue
-        if number and (0 <= v < 2**53 and float(v).is_integer() if kind is int else 0 <= v < math.inf):
-            array[i] = v
-            continue
-        raise InputError(
-            f"{where}: {key}",
-            f"request {i} has {v!r}, not a " + ("whole number >= 0" if kind is int else "finite number >= 0"),
-            "give the file as the benchmark wrote it",
-        )
-    return array.astype(np.int64) if kind is int else array
 
 
 def _rate(value: Any) -> float:
@@ -607,6 +566,14 @@ def compare_measured(
             "the model needs both a model and a link",
             "pass model= and link= (the command's --model and --link), or neither",
         )
+    metrics = _frames("compare_measured: metrics", metrics)
+    if benchmark is not None and not (
+        isinstance(benchmark, pd.DataFrame) and {"completed", "num_input_tokens", "ttft_ms"} <= set(benchmark)
+    ):
+        got = f"a {type(benchmark).__name__}" + (
+            " without read_benchmark's columns" if hasattr(benchmark, "columns") else ""
+        )
+        raise InputError("compare_measured: benchmark", f"got {got}", "pass read_benchmark(path), or None")
     rows = []
     if model is not None:
         if benchmark is None or not benchmark["completed"].any():
@@ -640,6 +607,16 @@ def compare_measured(
             )
         )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def _frames(name: str, frames: Any) -> list[pd.DataFrame]:
+    """Scrapes given as a list of :func:`read_engine_metrics` frames, else refused in one line."""
+    listed = isinstance(frames, Sequence) and not isinstance(frames, (str, bytes))
+    wrong = [f for f in frames if not (isinstance(f, pd.DataFrame) and "metric" in f)] if listed else [frames]
+    if wrong:
+        got = f"{'a list holding ' if listed else ''}a {type(wrong[0]).__name__}"
+        raise InputError(name, f"got {got}", "pass a list of scrapes: [read_engine_metrics(path), ...]")
+    return list(frames)
 
 
 def _exact(what: str, window: str, values_ms: np.ndarray) -> dict[str, Any]:
@@ -724,7 +701,7 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     (True, 'link: not fitted: the NIXL histograms give 1 mean size (67.1')
     """
     points = []
-    for frame in metrics:
+    for frame in _frames("measured_fits: metrics", metrics):
         hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
         for labels in hist.index.get_level_values("labels").unique():
             try:

@@ -500,3 +500,26 @@ def test_a_benchmark_of_one_request_says_one_request(tmp_path, capsys):
     (tmp_path / "r.json").write_text(json.dumps(result))
     assert main(["measured", str(tmp_path / "r.json")]) == 0
     assert "result, 1 request (1 completed)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (compare_measured, "metrics"),
+        (lambda t, m: compare_measured(t, ["x.prom"]), "metrics"),
+        (lambda t, m: compare_measured(t.drop(columns="completed"), [m]), "benchmark"),
+        (lambda t, m: measured_fits(m), "metrics"),
+        (lambda t, m: read_benchmark(DATA / "vllm_bench_serve.json", run=1.5), "run"),
+        (lambda t, m: read_benchmark(DATA / "vllm_bench_serve.json", run="1"), "run"),
+        (lambda t, m: read_benchmark(DATA / "vllm_bench_serve.json", run=True), "run"),
+        (lambda t, m: read_engine_metrics(None), "path_or_text"),
+        (lambda t, m: read_engine_metrics(123), "path_or_text"),
+        (lambda t, m: read_engine_metrics(b"x 1\n"), "path_or_text"),
+        (lambda t, m: read_engine_metrics(""), "path_or_text"),
+    ],
+)
+def test_a_wrong_argument_is_one_input_error(call, argument):
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    metrics = read_engine_metrics(DATA / "vllm_nixl.prom")
+    with pytest.raises(InputError, match=argument):
+        call(trace, metrics)
