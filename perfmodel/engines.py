@@ -163,6 +163,12 @@ def _families(where: str, text: str) -> list[Any]:
     if not text.strip():
         raise _refuse(where, "an empty file")
     if text.lstrip()[:1] in "{[":
+        try:
+            benchmark = all(_is_benchmark(result) for result in _results(where, text))
+        except InputError:
+            benchmark = False
+        if benchmark:
+            raise InputError(where, "this is a benchmark result: use read_benchmark", "pass the file to read_benchmark")
         raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
     try:
         families = list(text_string_to_metric_families(text))
@@ -328,6 +334,14 @@ def _results(where: str, text: str) -> list[dict[str, Any]]:
     try:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as error:
+        try:
+            scrape = bool(_families(where, text))
+        except InputError:
+            scrape = False
+        if scrape:
+            raise InputError(
+                where, "this is a Prometheus scrape: use read_engine_metrics", "pass the file to read_engine_metrics"
+            ) from None
         raise _refuse(where, f"not JSON or JSON lines ({error.msg})") from None
 
 

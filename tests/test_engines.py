@@ -523,3 +523,12 @@ def test_a_wrong_argument_is_one_input_error(call, argument):
     metrics = read_engine_metrics(DATA / "vllm_nixl.prom")
     with pytest.raises(InputError, match=argument):
         call(trace, metrics)
+
+
+def test_each_reader_recognises_the_others_format():
+    with pytest.raises(InputError, match="this is a benchmark result: use read_benchmark"):
+        read_engine_metrics(DATA / "vllm_bench_serve.json")
+    with pytest.raises(InputError, match="this is a benchmark result: use read_benchmark"):
+        read_engine_metrics(DATA / "sglang_bench_serving.jsonl")
+    with pytest.raises(InputError, match="this is a Prometheus scrape: use read_engine_metrics"):
+        read_benchmark(DATA / "vllm_nixl.prom")
