@@ -600,6 +600,12 @@ def compare_measured(
 
         tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"].to_numpy()
         delay = np.asarray(handoff_delay_ms(tokens, link, model, **options), dtype=np.float64)
+        if not (np.isfinite(delay) & (delay > 0)).all():
+            raise InputError(
+                "compare_measured: link",
+                f"{link!r} gives a handoff delay of {delay[~(np.isfinite(delay) & (delay > 0))][0]:g} ms",
+                "pass a link of a bandwidth > 0 (a bandwidth of 0 or NaN models no handoff)",
+            )
         rows.append(
             _exact(
                 "model: handoff delay",

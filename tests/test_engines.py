@@ -532,3 +532,11 @@ def test_each_reader_recognises_the_others_format():
         read_engine_metrics(DATA / "sglang_bench_serving.jsonl")
     with pytest.raises(InputError, match="this is a Prometheus scrape: use read_engine_metrics"):
         read_benchmark(DATA / "vllm_nixl.prom")
+
+
+@pytest.mark.parametrize("link", [0, math.nan, "0", "nan"])
+def test_a_link_of_no_bandwidth_is_refused(link):
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    with pytest.raises(InputError, match="link") as refused:
+        compare_measured(trace, model="llama-3.1-8b", link=link)
+    assert "\n" not in str(refused.value)
