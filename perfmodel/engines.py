@@ -74,6 +74,8 @@ WINDOWS = {
     "vllm:nixl_post_time_seconds": "one NIXL transfer: the time to post it",
     "vllm:nixl_bytes_transferred": "bytes of one NIXL transfer",
     "vllm:nixl_num_descriptors": "descriptors (messages) of one NIXL transfer",
+    "vllm:nixl_num_failed_transfers_total": "NIXL transfers that failed, since the engine started",
+    "vllm:nixl_num_failed_notifications_total": "NIXL notifications that failed, since the engine started",
 }
 
 #: The measured windows that hold the KV transfer, and the TTFTs, that :func:`compare_measured` shows.
@@ -173,11 +175,20 @@ def _families(where: str, text: str) -> list[Any]:
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, IndexError, KeyError, TypeError) as error:
-        line = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
+        line = str(error).strip().splitlines()[0][:80] if str(error).strip() else _unsaid(error, text)
         raise _refuse(where, f"not a Prometheus text exposition ({line})") from None
     if not any(family.samples for family in families):
         raise _refuse(where, "no metric samples")
     return families
+
+
+def _unsaid(error: Exception, text: str) -> str:
+    """What a parser error without a message was about: the first line with a character not ASCII, if any."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        odd = next((c for c in line if not c.isascii()), None)
+        if odd is not None:
+            return f"line {number}, {line[:60]!r}: {odd!r} is not ASCII, which a metric name must be"
+    return f"prometheus_client's parser raised {type(error).__name__} with no message"
 
 
 def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
@@ -311,7 +322,7 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
             value = group["quantiles"].get(q / 100, math.nan)
             low = high = value  # (a summary's quantile is the engine's own, not bucketed)
         row.update({f"p{q}": value, f"p{q}_low": low, f"p{q}_high": high})
-    row["window"] = WINDOWS.get(f"{family.name}{{{stage}}}" if stage else family.name, "")
+    row["window"] = WINDOWS.get(f"{name}{{{stage}}}" if stage else name, "")
     return row
 
 

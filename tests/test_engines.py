@@ -16,6 +16,7 @@ from perfmodel import handoff_delay_ms, replay_handoffs
 from perfmodel.cli import main
 from perfmodel.engines import (
     FORMATS,
+    WINDOWS,
     bucket_quantile,
     compare_measured,
     measured_fits,
@@ -540,3 +541,20 @@ def test_a_link_of_no_bandwidth_is_refused(link):
     with pytest.raises(InputError, match="link") as refused:
         compare_measured(trace, model="llama-3.1-8b", link=link)
     assert "\n" not in str(refused.value)
+
+
+def test_the_failure_counters_are_interpreted_as_the_docs_say(capsys):
+    frame = read_engine_metrics(DATA / "vllm_nixl.prom")
+    for name in ("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total"):
+        assert name in (DATA.parent.parent.parent / "docs" / "measured.rst").read_text()
+        assert (frame.loc[frame["metric"] == name, "window"] != "").all()
+        assert WINDOWS[name]
+        assert main(["measured", str(DATA / "vllm_nixl.prom")]) == 0
+        interpreted_not = [line for line in capsys.readouterr().out.splitlines() if "not interpreted" in line]
+        assert not any(name in line for line in interpreted_not)
+
+
+def test_a_non_ascii_metric_name_says_the_parsers_message():
+    with pytest.raises(InputError) as refused:
+        read_engine_metrics("# TYPE vllm:zeit_\u00e4 gauge\nvllm:zeit_\u00e4 1\n")
+    assert "(ValueError)" not in str(refused.value)
