@@ -58,3 +58,17 @@ def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float,
             "give the scrape as the engine wrote it (a histogram's buckets are "
             'cumulative, end with le="+Inf" and add up to its _count)',
         )
+
+
+def _figure(where: str, key: str, value: Any, *, whole: bool = False, missing: bool = False) -> float:
+    """A run's figure (``duration``, ``request_rate``, ``max_concurrency``): a number >= 0 (whole for ``whole``;
+    None, and for a rate ``inf``, where ``missing``), never a boolean or a string; else refused in one line."""
+    if value is None and missing:
+        return math.nan
+    if missing and not whole and str(value).lower() in ("inf", "infinity"):
+        return math.inf
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and value >= 0 and (isinstance(value, int) or (value < math.inf and (not whole or value.is_integer()))):
+        return float(value)
+    rule = "a whole number >= 0" if whole else "a finite number >= 0"
+    raise InputError(f"{where}: {key}", f"{value!r} is not {rule}", "give the file as the benchmark wrote it")

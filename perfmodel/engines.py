@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._engine_checks import _check_buckets, _numbers
+from ._engine_checks import _check_buckets, _figure, _numbers
 from ._words import count
 from .errors import InputError
 
@@ -432,6 +432,11 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         raise InputError(
             where, f"a {tool} result without per-request lists (input_lens, ttfts)", f"rerun the benchmark with {flag}"
         )
+    _figure(where, "request_rate", result.get("request_rate"), missing=True)
+    _figure(where, "max_concurrency", result.get("max_concurrency"), whole=True, missing=True)
+    if not isinstance(result["input_lens"], list):
+        got = f"a {type(result['input_lens']).__name__}"
+        raise InputError(f"{where}: input_lens", f"{got}, not a list", "give the file as the benchmark wrote it")
     n = len(result["input_lens"])
     columns = {
         "input_lens": result["input_lens"],
@@ -471,7 +476,7 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         tool=tool,
         request_rate=_rate(result.get("request_rate")),
         max_concurrency=result.get("max_concurrency"),
-        duration_s=float(result["duration"]),
+        duration_s=_figure(where, "duration", result["duration"]),
         arrivals=arrivals,
         reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
     )

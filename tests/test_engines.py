@@ -558,3 +558,25 @@ def test_a_non_ascii_metric_name_says_the_parsers_message():
     with pytest.raises(InputError) as refused:
         read_engine_metrics("# TYPE vllm:zeit_\u00e4 gauge\nvllm:zeit_\u00e4 1\n")
     assert "(ValueError)" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("duration", -1),
+        ("duration", True),
+        ("duration", "12"),
+        ("max_concurrency", 1.5),
+        ("max_concurrency", True),
+        ("request_rate", -4),
+        ("request_rate", "fast"),
+        ("input_lens", 4096),
+    ],
+)
+def test_a_hostile_run_figure_is_refused(key, value, tmp_path):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    result[key] = value
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(result))
+    with pytest.raises(InputError, match=re.escape(f"{path}: {key}: ")):
+        read_benchmark(path)
