@@ -346,7 +346,7 @@ def _results(where: str, text: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as error:
         try:
-            scrape = bool(_families(where, text))
+            scrape = text.lstrip()[:1] not in "{[" and bool(_families(where, text))
         except InputError:
             scrape = False
         if scrape:

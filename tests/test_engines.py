@@ -580,3 +580,10 @@ def test_a_hostile_run_figure_is_refused(key, value, tmp_path):
     path.write_text(json.dumps(result))
     with pytest.raises(InputError, match=re.escape(f"{path}: {key}: ")):
         read_benchmark(path)
+
+
+@pytest.mark.parametrize("reader", [read_benchmark, read_engine_metrics])
+def test_broken_json_is_refused_in_one_line(reader, tmp_path):
+    (tmp_path / "broken.json").write_text("{oops\n")
+    with pytest.raises(InputError, match="not JSON or JSON lines|JSON, but no benchmark result"):
+        reader(tmp_path / "broken.json")
