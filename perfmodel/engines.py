@@ -18,7 +18,6 @@ version 2, commit 002a1057), ``vllm/v1/metrics/loggers.py`` (commit a6f0308c) an
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -29,6 +28,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._engine_checks import _check_buckets, _figure, _numbers
+from ._words import count
 from .errors import InputError
 
 __all__ = [
@@ -73,6 +74,8 @@ WINDOWS = {
     "vllm:nixl_post_time_seconds": "one NIXL transfer: the time to post it",
     "vllm:nixl_bytes_transferred": "bytes of one NIXL transfer",
     "vllm:nixl_num_descriptors": "descriptors (messages) of one NIXL transfer",
+    "vllm:nixl_num_failed_transfers_total": "NIXL transfers that failed, since the engine started",
+    "vllm:nixl_num_failed_notifications_total": "NIXL notifications that failed, since the engine started",
 }
 
 #: The measured windows that hold the KV transfer, and the TTFTs, that :func:`compare_measured` shows.
@@ -88,11 +91,16 @@ def _refuse(where: str, problem: str) -> InputError:
     return InputError(where, problem, f"give one of the formats perfmodel reads from engines: {FORMATS}")
 
 
-def _text_of(path_or_text: str | os.PathLike[str]) -> tuple[str, str]:
+def _text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") -> tuple[str, str]:
     """(where, text): a path's text (read only, never changed), or a text given as such (a str with a newline)."""
+    if not isinstance(path_or_text, (str, os.PathLike)) or not str(path_or_text):
+        got = "an empty str" if isinstance(path_or_text, str) else f"a {type(path_or_text).__name__}"
+        raise InputError(name, f"got {got}", "pass a file's path (a str or pathlib.Path), or the text itself (a str)")
     if isinstance(path_or_text, str) and "\n" in path_or_text:
         return "<text>", path_or_text
     path = Path(path_or_text)
+    if path.is_dir():
+        raise InputError(str(path), "a directory, not a file", "give the file itself")
     data = path.read_bytes()  # (a missing file: OSError, said in one line by the command)
     if b"\x00" in data[:4096]:
         raise _refuse(str(path), "a binary file, not text")
@@ -157,15 +165,30 @@ def _families(where: str, text: str) -> list[Any]:
     if not text.strip():
         raise _refuse(where, "an empty file")
     if text.lstrip()[:1] in "{[":
+        try:
+            benchmark = all(_is_benchmark(result) for result in _results(where, text))
+        except InputError:
+            benchmark = False
+        if benchmark:
+            raise InputError(where, "this is a benchmark result: use read_benchmark", "pass the file to read_benchmark")
         raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, IndexError, KeyError, TypeError) as error:
-        line = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
+        line = str(error).strip().splitlines()[0][:80] if str(error).strip() else _unsaid(error, text)
         raise _refuse(where, f"not a Prometheus text exposition ({line})") from None
     if not any(family.samples for family in families):
         raise _refuse(where, "no metric samples")
     return families
+
+
+def _unsaid(error: Exception, text: str) -> str:
+    """What a parser error without a message was about: the first line with a character not ASCII, if any."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        odd = next((c for c in line if not c.isascii()), None)
+        if odd is not None:
+            return f"line {number}, {line[:60]!r}: {odd!r} is not ASCII, which a metric name must be"
+    return f"prometheus_client's parser raised {type(error).__name__} with no message"
 
 
 def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
@@ -269,28 +292,6 @@ def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
     return [_row(where, family, group) for group in groups.values()]
 
 
-def _check_buckets(where: str, buckets: list[tuple[float, float]], count: float) -> None:
-    """A histogram's buckets as the exposition format requires them: cumulative (never decreasing), the last
-    ``+Inf``, equal to ``_count``; else its quantiles would mean nothing, and it is refused."""
-    counts = [n for _, n in buckets]
-    problem = (
-        "bucket counts decrease (" + ", ".join(f"le {le:g}: {n:g}" for le, n in buckets) + ")"
-        if any(b < a for a, b in itertools.pairwise(counts))
-        else "no +Inf bucket"
-        if not math.isinf(buckets[-1][0])
-        else f"_count {count:g} is not the +Inf bucket's {counts[-1]:g}"
-        if not math.isnan(count) and count != counts[-1]
-        else ""
-    )
-    if problem:
-        raise InputError(
-            where,
-            problem,
-            "give the scrape as the engine wrote it (a histogram's buckets are "
-            'cumulative, end with le="+Inf" and add up to its _count)',
-        )
-
-
 def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     labels = dict(group["labels"])
     stage = labels.pop("stage", "")
@@ -307,7 +308,9 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     }
     buckets = sorted(group["buckets"])
     if buckets:
-        _check_buckets(f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"])
+        _check_buckets(
+            f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"], group.get("sum", 0.0)
+        )
     if buckets and math.isnan(row["count"]):
         row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
     row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
@@ -319,7 +322,7 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
             value = group["quantiles"].get(q / 100, math.nan)
             low = high = value  # (a summary's quantile is the engine's own, not bucketed)
         row.update({f"p{q}": value, f"p{q}_low": low, f"p{q}_high": high})
-    row["window"] = WINDOWS.get(f"{family.name}{{{stage}}}" if stage else family.name, "")
+    row["window"] = WINDOWS.get(f"{name}{{{stage}}}" if stage else name, "")
     return row
 
 
@@ -342,6 +345,14 @@ def _results(where: str, text: str) -> list[dict[str, Any]]:
     try:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as error:
+        try:
+            scrape = text.lstrip()[:1] not in "{[" and bool(_families(where, text))
+        except InputError:
+            scrape = False
+        if scrape:
+            raise InputError(
+                where, "this is a Prometheus scrape: use read_engine_metrics", "pass the file to read_engine_metrics"
+            ) from None
         raise _refuse(where, f"not JSON or JSON lines ({error.msg})") from None
 
 
@@ -393,7 +404,9 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     >>> trace.attrs["tool"], trace.attrs["request_rate"], trace.attrs["max_concurrency"]
     ('vllm bench serve', 4.0, 8)
     """
-    where, text = _text_of(Path(path))
+    where, text = _text_of(Path(path) if isinstance(path, str) and path else path, "path")
+    if run is not None and (isinstance(run, bool) or not isinstance(run, int)):
+        raise InputError(f"{where}: run", f"got {run!r}, not a whole number", "pass run=0, 1, ... (-1 the last)")
     results = _results(where, text)
     if not results or not all(_is_benchmark(result) for result in results):
         raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
@@ -419,36 +432,41 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         raise InputError(
             where, f"a {tool} result without per-request lists (input_lens, ttfts)", f"rerun the benchmark with {flag}"
         )
+    _figure(where, "request_rate", result.get("request_rate"), missing=True)
+    _figure(where, "max_concurrency", result.get("max_concurrency"), whole=True, missing=True)
+    if not isinstance(result["input_lens"], list):
+        got = f"a {type(result['input_lens']).__name__}"
+        raise InputError(f"{where}: input_lens", f"{got}, not a list", "give the file as the benchmark wrote it")
     n = len(result["input_lens"])
     columns = {
-        "num_input_tokens": result["input_lens"],
-        "num_output_tokens": result.get("output_lens"),
-        "ttft_s": result["ttfts"],
+        "input_lens": result["input_lens"],
+        "output_lens": result.get("output_lens"),
+        "ttfts": result["ttfts"],
         "errors": result.get("errors"),
-        "latency_s": result.get("latencies"),
-        "start_s": result.get("start_times"),
+        "latencies": result.get("latencies"),
+        "start_times": result.get("start_times"),
     }
     for name, values in columns.items():
         if values is not None and (not isinstance(values, list) or len(values) != n):
-            got = len(values) if isinstance(values, list) else type(values).__name__
+            got = count(len(values), "value") if isinstance(values, list) else f"a {type(values).__name__}"
             raise InputError(
                 f"{where}: {name}",
-                f"{got} values for {n} requests (input_lens)",
+                f"{got} for {count(n, 'request')} (input_lens)",
                 "give the file as the benchmark wrote it",
             )
     errors = columns["errors"]
     completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
-    trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["num_input_tokens"], int)})
-    if columns["num_output_tokens"] is not None:
-        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["num_output_tokens"], int)
-    ttft = _numbers(where, "ttfts", columns["ttft_s"], float, failed=~completed)
+    trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["input_lens"], int)})
+    if columns["output_lens"] is not None:
+        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["output_lens"], int)
+    ttft = _numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
     trace["ttft_ms"] = np.where(completed & (ttft > 0), ttft * 1e3, np.nan)  # (0: no first token came)
     trace["completed"] = completed
-    if columns["latency_s"] is not None:
-        latency = _numbers(where, "latencies", columns["latency_s"], float, failed=~completed)
+    if columns["latencies"] is not None:
+        latency = _numbers(where, "latencies", columns["latencies"], float, failed=~completed)
         trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
-    if columns["start_s"] is not None and n:
-        start = _numbers(where, "start_times", columns["start_s"], float)
+    if columns["start_times"] is not None and n:
+        start = _numbers(where, "start_times", columns["start_times"], float)
         trace["arrival_ms"] = (start - start.min()) * 1e3
         arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
     else:
@@ -458,33 +476,11 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         tool=tool,
         request_rate=_rate(result.get("request_rate")),
         max_concurrency=result.get("max_concurrency"),
-        duration_s=float(result["duration"]),
+        duration_s=_figure(where, "duration", result["duration"]),
         arrivals=arrivals,
         reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
     )
     return trace
-
-
-def _numbers(where: str, key: str, values: list[Any], kind: type, failed: np.ndarray | None = None) -> np.ndarray:
-    """A per-request list as numbers, each finite and >= 0 (whole for ``int``), except for ``failed`` requests,
-    whose values may be missing (None, NaN)."""
-    try:
-        array = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"{where}: {key}", "holds values that are not numbers", "give the file as the benchmark wrote it"
-        ) from None
-    bad = ~np.isfinite(array) | (array < 0) | ((array != np.round(array)) if kind is int else False)
-    if failed is not None:
-        bad &= ~(failed & np.isnan(array))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(
-            f"{where}: {key}",
-            f"request {i} has {values[i]!r}, not a " + ("whole number >= 0" if kind is int else "finite number >= 0"),
-            "give the file as the benchmark wrote it",
-        )
-    return array.astype(np.int64) if kind is int else array
 
 
 def _rate(value: Any) -> float:
@@ -600,6 +596,14 @@ def compare_measured(
             "the model needs both a model and a link",
             "pass model= and link= (the command's --model and --link), or neither",
         )
+    metrics = _frames("compare_measured: metrics", metrics)
+    if benchmark is not None and not (
+        isinstance(benchmark, pd.DataFrame) and {"completed", "num_input_tokens", "ttft_ms"} <= set(benchmark)
+    ):
+        got = f"a {type(benchmark).__name__}" + (
+            " without read_benchmark's columns" if hasattr(benchmark, "columns") else ""
+        )
+        raise InputError("compare_measured: benchmark", f"got {got}", "pass read_benchmark(path), or None")
     rows = []
     if model is not None:
         if benchmark is None or not benchmark["completed"].any():
@@ -612,6 +616,12 @@ def compare_measured(
 
         tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"].to_numpy()
         delay = np.asarray(handoff_delay_ms(tokens, link, model, **options), dtype=np.float64)
+        if not (np.isfinite(delay) & (delay > 0)).all():
+            raise InputError(
+                "compare_measured: link",
+                f"{link!r} gives a handoff delay of {delay[~(np.isfinite(delay) & (delay > 0))][0]:g} ms",
+                "pass a link of a bandwidth > 0 (a bandwidth of 0 or NaN models no handoff)",
+            )
         rows.append(
             _exact(
                 "model: handoff delay",
@@ -633,6 +643,16 @@ def compare_measured(
             )
         )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def _frames(name: str, frames: Any) -> list[pd.DataFrame]:
+    """Scrapes given as a list of :func:`read_engine_metrics` frames, else refused in one line."""
+    listed = isinstance(frames, Sequence) and not isinstance(frames, (str, bytes))
+    wrong = [f for f in frames if not (isinstance(f, pd.DataFrame) and "metric" in f)] if listed else [frames]
+    if wrong:
+        got = f"{'a list holding ' if listed else ''}a {type(wrong[0]).__name__}"
+        raise InputError(name, f"got {got}", "pass a list of scrapes: [read_engine_metrics(path), ...]")
+    return list(frames)
 
 
 def _exact(what: str, window: str, values_ms: np.ndarray) -> dict[str, Any]:
@@ -717,7 +737,7 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     (True, 'link: not fitted: the NIXL histograms give 1 mean size (67.1')
     """
     points = []
-    for frame in metrics:
+    for frame in _frames("measured_fits: metrics", metrics):
         hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
         for labels in hist.index.get_level_values("labels").unique():
             try:

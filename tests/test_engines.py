@@ -16,6 +16,7 @@ from perfmodel import handoff_delay_ms, replay_handoffs
 from perfmodel.cli import main
 from perfmodel.engines import (
     FORMATS,
+    WINDOWS,
     bucket_quantile,
     compare_measured,
     measured_fits,
@@ -204,7 +205,7 @@ def test_a_benchmark_with_a_bad_list_is_refused(tmp_path):
     result = json.loads((DATA / "vllm_bench_serve.json").read_text())
     result["ttfts"] = result["ttfts"][:-1]
     (tmp_path / "short.json").write_text(json.dumps(result))
-    with pytest.raises(InputError, match="ttft_s: 7 values for 8 requests"):
+    with pytest.raises(InputError, match="ttfts: 7 values for 8 requests"):
         read_benchmark(tmp_path / "short.json")
     result = json.loads((DATA / "vllm_bench_serve.json").read_text())
     result["input_lens"][2] = -5
@@ -433,3 +434,156 @@ def test_a_request_without_a_first_token_has_no_ttft(tmp_path):
     assert math.isnan(trace["ttft_ms"][0]) and math.isnan(trace["ttft_ms"][6]) and trace["completed"][0]
     table = compare_measured(trace)
     assert table["count"].iloc[0] == 6  # seven completed, one without a first token
+
+
+@pytest.mark.parametrize(
+    "key, values, shown",
+    [
+        ("input_lens", [1e30, 4096, 8192], "request 0 has 1e+30"),
+        ("input_lens", [True, False, 8192], "request 0 has True"),
+        ("input_lens", [1.5, 4096, 8192], "request 0 has 1.5"),
+        ("input_lens", ["4096", 4096, 8192], "request 0 has '4096'"),
+        ("output_lens", [10, -1, 3], "request 1 has -1"),
+        ("ttfts", [0.1, float("nan"), 0.2], "request 1 has nan"),
+        ("ttfts", [0.1, float("inf"), 0.2], "request 1 has inf"),
+        ("ttfts", [0.1, True, 0.2], "request 1 has True"),
+    ],
+)
+def test_a_hostile_per_request_value_is_refused(key, values, shown, tmp_path):
+    """A count that is huge, a boolean, fractional, a string, negative, NaN or inf is refused, naming the file,
+    the key, the request and the value, never read as a wrong number."""
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    for name in ("input_lens", "output_lens", "ttfts", "errors", "latencies", "start_times"):
+        result[name] = result[name][:3]
+    result[key] = values
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(result))
+    with pytest.raises(InputError, match=re.escape(f"{path}: {key}: {shown}")):
+        read_benchmark(path)
+
+
+@pytest.mark.parametrize(
+    "le, count, total, problem",
+    [
+        ("0.1", "NaN", "0.1", "_bucket"),
+        ("0.1", "4", "NaN", "_sum nan"),
+        ("0.1", "4", "+Inf", "_sum inf"),
+        ("0.1", "4", "-1", "_sum -1"),
+        ("-0.1", "4", "0.1", "le -0.1"),
+    ],
+)
+def test_a_histogram_of_nan_or_negative_values_is_refused(le, count, total, problem):
+    text = (
+        "# TYPE vllm:nixl_xfer_time_seconds histogram\n"
+        f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="{le}"}} {count}\n'
+        f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="+Inf"}} {count}\n'
+        f'vllm:nixl_xfer_time_seconds_count{{engine="0"}} {count}\n'
+        f'vllm:nixl_xfer_time_seconds_sum{{engine="0"}} {total}\n'
+    )
+    with pytest.raises(InputError, match=r"vllm:nixl_xfer_time_seconds\{engine=\"0\"\}: .*" + re.escape(problem)):
+        read_engine_metrics(text)
+
+
+def test_a_list_of_another_length_names_the_files_key_in_the_singular(tmp_path):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    for name in ("input_lens", "output_lens", "errors", "latencies", "start_times"):
+        result[name] = result[name][:1]
+    result["ttfts"] = result["ttfts"][:2]
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    with pytest.raises(InputError, match=re.escape("ttfts: 2 values for 1 request (input_lens)")):
+        read_benchmark(tmp_path / "r.json")
+
+
+def test_a_benchmark_of_one_request_says_one_request(tmp_path, capsys):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    for name in ("input_lens", "output_lens", "ttfts", "errors", "latencies", "start_times"):
+        result[name] = result[name][:1]
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    assert main(["measured", str(tmp_path / "r.json")]) == 0
+    assert "result, 1 request (1 completed)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (compare_measured, "metrics"),
+        (lambda t, m: compare_measured(t, ["x.prom"]), "metrics"),
+        (lambda t, m: compare_measured(t.drop(columns="completed"), [m]), "benchmark"),
+        (lambda t, m: measured_fits(m), "metrics"),
+        (lambda t, m: read_benchmark(DATA / "vllm_bench_serve.json", run=1.5), "run"),
+        (lambda t, m: read_benchmark(DATA / "vllm_bench_serve.json", run="1"), "run"),
+        (lambda t, m: read_benchmark(DATA / "vllm_bench_serve.json", run=True), "run"),
+        (lambda t, m: read_engine_metrics(None), "path_or_text"),
+        (lambda t, m: read_engine_metrics(123), "path_or_text"),
+        (lambda t, m: read_engine_metrics(b"x 1\n"), "path_or_text"),
+        (lambda t, m: read_engine_metrics(""), "path_or_text"),
+    ],
+)
+def test_a_wrong_argument_is_one_input_error(call, argument):
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    metrics = read_engine_metrics(DATA / "vllm_nixl.prom")
+    with pytest.raises(InputError, match=argument):
+        call(trace, metrics)
+
+
+def test_each_reader_recognises_the_others_format():
+    with pytest.raises(InputError, match="this is a benchmark result: use read_benchmark"):
+        read_engine_metrics(DATA / "vllm_bench_serve.json")
+    with pytest.raises(InputError, match="this is a benchmark result: use read_benchmark"):
+        read_engine_metrics(DATA / "sglang_bench_serving.jsonl")
+    with pytest.raises(InputError, match="this is a Prometheus scrape: use read_engine_metrics"):
+        read_benchmark(DATA / "vllm_nixl.prom")
+
+
+@pytest.mark.parametrize("link", [0, math.nan, "0", "nan"])
+def test_a_link_of_no_bandwidth_is_refused(link):
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    with pytest.raises(InputError, match="link") as refused:
+        compare_measured(trace, model="llama-3.1-8b", link=link)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_failure_counters_are_interpreted_as_the_docs_say(capsys):
+    frame = read_engine_metrics(DATA / "vllm_nixl.prom")
+    for name in ("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total"):
+        assert name in (DATA.parent.parent.parent / "docs" / "measured.rst").read_text()
+        assert (frame.loc[frame["metric"] == name, "window"] != "").all()
+        assert WINDOWS[name]
+        assert main(["measured", str(DATA / "vllm_nixl.prom")]) == 0
+        interpreted_not = [line for line in capsys.readouterr().out.splitlines() if "not interpreted" in line]
+        assert not any(name in line for line in interpreted_not)
+
+
+def test_a_non_ascii_metric_name_says_the_parsers_message():
+    with pytest.raises(InputError) as refused:
+        read_engine_metrics("# TYPE vllm:zeit_\u00e4 gauge\nvllm:zeit_\u00e4 1\n")
+    assert "(ValueError)" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("duration", -1),
+        ("duration", True),
+        ("duration", "12"),
+        ("max_concurrency", 1.5),
+        ("max_concurrency", True),
+        ("request_rate", -4),
+        ("request_rate", "fast"),
+        ("input_lens", 4096),
+    ],
+)
+def test_a_hostile_run_figure_is_refused(key, value, tmp_path):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    result[key] = value
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(result))
+    with pytest.raises(InputError, match=re.escape(f"{path}: {key}: ")):
+        read_benchmark(path)
+
+
+@pytest.mark.parametrize("reader", [read_benchmark, read_engine_metrics])
+def test_broken_json_is_refused_in_one_line(reader, tmp_path):
+    (tmp_path / "broken.json").write_text("{oops\n")
+    with pytest.raises(InputError, match="not JSON or JSON lines|JSON, but no benchmark result"):
+        reader(tmp_path / "broken.json")

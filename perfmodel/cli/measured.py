@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .._words import count
 from ._parsing import UsageError, _table_options, one_line_warnings
 
 #: The model's inputs the comparison takes as flags (from the input table).
@@ -122,7 +123,10 @@ def _benchmark_text(trace: Any) -> str:
     tokens = done["num_input_tokens"].to_numpy()
     ttft = done["ttft_ms"].to_numpy()
     lines = [
-        (f"{a['source']}: {a['tool']} result, {len(trace)} requests ({len(done)} completed) in {a['duration_s']:g} s"),
+        (
+            f"{a['source']}: {a['tool']} result, {count(len(trace), 'request')} ({len(done)} completed) in "
+            f"{a['duration_s']:g} s"
+        ),
         f"arrivals: {a['arrivals']}",
         "as a trace (perfmodel.engines.read_benchmark): columns " + ", ".join(trace.columns),
     ]
