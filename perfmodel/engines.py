@@ -689,7 +689,7 @@ def _bucketed(row: pd.Series) -> dict[str, Any]:
 class MeasuredFits(NamedTuple):
     """What the files fit (:func:`measured_fits`): a link, or None, and in words what was and was not fitted.
 
-    Attributes
+    Parameters
     ----------
     link
         A :class:`perfmodel.Link` fitted to vLLM's NIXL means (named ``"nixl-means"``), or None.

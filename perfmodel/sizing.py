@@ -71,6 +71,14 @@ class NicSizing:
         The question answered, in words.
     tried
         One row per count tried: the count (column ``axis``), the percentile (``p99_ms``), ``meets_budget``.
+
+    Examples
+    --------
+    >>> import math
+    >>> answer = NicSizing(count=math.inf, unit="links", axis="links", percent=99.0, budget_ms=5.0,
+    ...                    contention="fifo", scope="rank", question="p99 within 5 ms", tried=None)
+    >>> answer.count
+    inf
     """
 
     count: float
