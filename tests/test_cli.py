@@ -699,3 +699,26 @@ def test_every_printed_count_goes_through_the_one_helper():
                 found.append(f"{path.name}:{number}: {line.strip()}")
     assert len(list(Path(__file__).parent.parent.joinpath("perfmodel").rglob("*.py"))) > 20
     assert not found, "\n".join(found)
+
+
+# --- a hostile user's defects ----------------------------------------------------------------------------------
+
+
+def test_delay_refuses_to_overwrite_a_file_it_did_not_write(tmp_path, capsys):
+    """``echo precious > mine.csv; perfmodel delay one.csv --out mine.csv`` overwrote the user's file."""
+    table = tmp_path / "one.csv"
+    table.write_text("num_input_tokens\n1000\n")
+    mine = tmp_path / "mine.csv"
+    mine.write_text("precious\n")
+    argv = ["delay", str(table), "--out", str(mine), "--model", "llama-3.1-8b", "--link", "ib-ndr"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert mine.read_text() == "precious\n"
+    assert len(err.strip().splitlines()) == 1 and "mine.csv" in err and "--replace" in err, err
+    assert main([*argv, "--replace"]) == 0  # asked for: replaced, and perfmodel's own from then on
+    assert "handoff_delay_ms" in mine.read_text()
+    assert main(argv) == 0  # its own output, written again
+    ours = tmp_path / "ours.csv"
+    assert main([*argv[:3], str(ours), *argv[4:]]) == 0 and main([*argv[:3], str(ours), *argv[4:]]) == 0
+    assert main(argv) == 0, capsys.readouterr().err  # a second output beside it leaves the first its own
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".perfmodel-output.json", "mine.csv", "one.csv", "ours.csv"]
