@@ -722,3 +722,24 @@ def test_delay_refuses_to_overwrite_a_file_it_did_not_write(tmp_path, capsys):
     assert main([*argv[:3], str(ours), *argv[4:]]) == 0 and main([*argv[:3], str(ours), *argv[4:]]) == 0
     assert main(argv) == 0, capsys.readouterr().err  # a second output beside it leaves the first its own
     assert sorted(p.name for p in tmp_path.iterdir()) == [".perfmodel-output.json", "mine.csv", "one.csv", "ours.csv"]
+
+
+ENGINES = Path(__file__).parent / "data" / "engines"
+
+
+def test_measured_takes_a_link_in_gb_s(capsys):
+    """Its help says "(or decimal GB/s)", but ``--link 50`` was refused as unknown link '50'."""
+    bench = str(ENGINES / "vllm_bench_serve.json")
+    assert main(["measured", bench, "--model", "llama-3.1-8b", "--link", "50"]) == 0, capsys.readouterr().err
+    for bad in ("-5", "0", "nan"):
+        assert main(["measured", bench, "--model", "llama-3.1-8b", "--link", bad]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "--link" in err and "aws-p5" not in err, err
+        assert "> 0" in err, err
+
+
+def test_trace_link_of_a_number_says_to_use_bandwidth(capsys, tmp_path):
+    argv = ["trace", "dataset:mooncake-synthetic", "--model", "llama-3.1-8b", "--link", "50", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--bandwidth 50" in err, err

@@ -13,7 +13,17 @@ from typing import Any
 from .._inputs import flags
 from .._words import count
 from ._draw import _save
-from ._parsing import UsageError, _columns, _given, _name_value, _reader, _table_options, _trace_file, finite_above_zero
+from ._parsing import (
+    UsageError,
+    _columns,
+    _given,
+    _name_value,
+    _reader,
+    _table_options,
+    _trace_file,
+    finite_above_zero,
+    link_name,
+)
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
@@ -215,7 +225,7 @@ def register(sub: Any) -> None:
     tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
                     help="KV-cache bytes per prompt token, instead of --model")
     tl = trace.add_mutually_exclusive_group()
-    tl.add_argument("--link", metavar="NAME", help="link preset, built-in or yours (perfmodel links lists them; "
+    tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset, built-in or yours (perfmodel links lists them; "
                     "or --grid link=...)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS",
                     help="the link's bandwidth per direction, decimal GB/s, instead of --link")
