@@ -615,7 +615,7 @@ def test_every_mistyped_subcommand_flag_and_choice_suggests_the_close_match():
 
     from perfmodel.cli._main import _flag_hint
 
-    parser, commands = _subcommands()
+    _, commands = _subcommands()
     checked = 0
     for name, command in commands.items():
         said = _error_of(["perfmodel", _mistyped(name)]) if _mistyped(name) not in commands else None
@@ -627,7 +627,7 @@ def test_every_mistyped_subcommand_flag_and_choice_suggests_the_close_match():
                 wrong = _mistyped(flag)
                 if any(f.startswith(wrong) for a in command._actions for f in a.option_strings):
                     continue  # (an abbreviation argparse takes)
-                hint = _flag_hint(parser, argparse.Namespace(command=name), [wrong])
+                hint = _flag_hint(command, [wrong])
                 assert repr(flag) in hint and "maybe you meant" in hint, (name, flag, hint)
                 checked += 1
             for choice in (c for c in action.choices or () if isinstance(c, str) and len(c) > 3):
@@ -743,3 +743,54 @@ def test_trace_link_of_a_number_says_to_use_bandwidth(capsys, tmp_path):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--bandwidth 50" in err, err
+
+
+def _every_subcommand():
+    """Each (sub)command's words, its parser, and the arguments it requires (stand-ins, from its parser)."""
+    import argparse
+
+    from perfmodel.cli._main import build_parser
+
+    def walk(parser, words):
+        required, inner = [], None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                inner = action
+            elif action.required and not action.option_strings:
+                required.append(str((action.choices or ["x"])[0]))
+            elif action.required:
+                required += [action.option_strings[0], str((action.choices or ["x"])[0])]
+        if inner is None:
+            yield words, parser, required
+            return
+        for name, child in inner.choices.items():
+            yield from walk(child, [*words, *required, name])
+
+    for words, parser, required in walk(build_parser(), []):
+        yield pytest.param(words, parser, required, id=" ".join(words))
+
+
+@pytest.mark.parametrize("words, parser, required", list(_every_subcommand()))
+def test_a_mistyped_flag_of_a_subcommand_is_the_subcommands_error(words, parser, required, capsys):
+    """``perfmodel sweep --tokns 1k`` said 'perfmodel: error: ... (usage: perfmodel --help)', and suggested
+    the top level's flags (``clusters --json``: '--version')."""
+    own = sorted(f for a in parser._actions for f in a.option_strings if f.startswith("--") and f != "--help")
+    own = [f for f in own if f != "--debug"]
+    unambiguous = [f for f in own if not any(g.startswith(_mistyped(f)) for g in own)]
+    flag = max(unambiguous, key=len) if unambiguous else None
+    typo = _mistyped(flag) if flag else "--jsn"
+    assert main([*words, *required, typo]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"{parser.prog}: error: unrecognized arguments: {typo}"), err
+    assert parser.prog == "perfmodel " + " ".join(words) and f"(usage: {parser.prog} --help)" in err, err
+    suggested = re.findall(r"'(--[\w-]+)'", err)
+    assert set(suggested) <= set(own), err
+    if flag:
+        assert suggested == [flag], err
+
+
+def test_debug_is_taken_after_the_subcommand_too(tmp_path, capsys):
+    assert main(["links", "--debug"]) == 0
+    main(["measured", str(tmp_path / "x.prom"), "--debug"])
+    assert "Traceback" in capsys.readouterr().err
