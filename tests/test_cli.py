@@ -472,7 +472,7 @@ def test_the_drawing_child_runs_numbas_parallel_code_serially(monkeypatch):
         pass
 
 
-COMMANDS = ("sweep", "delay", "trace", "calibrate", "models", "links", "cache")
+COMMANDS = ("sweep", "delay", "trace", "calibrate", "models", "links", "cache", "clusters")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -794,3 +794,21 @@ def test_debug_is_taken_after_the_subcommand_too(tmp_path, capsys):
     assert main(["links", "--debug"]) == 0
     main(["measured", str(tmp_path / "x.prom"), "--debug"])
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_clusters_says_a_bad_cluster_preset_in_one_line(tmp_path):
+    """``perfmodel clusters`` printed Python's warning (``.../cli/clusters.py:55: UserWarning: ...`` and a
+    source line); links and models say ``perfmodel links: warning: ...``."""
+    import json
+
+    good = {"nic": "ib-ndr", "nics_per_node": 4, "gpus_per_node": 8}
+    bad = {"nic": "ib-ndr", "nics_per_node": 3, "gpus_per_node": 8}
+    (tmp_path / "presets.json").write_text(json.dumps({"clusters": {"lab": good, "broken": bad}}))
+    env = {**os.environ, "PERFMODEL_CONFIG_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "clusters"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.strip()]
+    assert warned and all(line.startswith("perfmodel clusters: warning: ") for line in warned), done.stderr
+    assert "broken" in done.stderr and "lab" in done.stdout
