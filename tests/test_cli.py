@@ -812,3 +812,12 @@ def test_clusters_says_a_bad_cluster_preset_in_one_line(tmp_path):
     warned = [line for line in done.stderr.splitlines() if line.strip()]
     assert warned and all(line.startswith("perfmodel clusters: warning: ") for line in warned), done.stderr
     assert "broken" in done.stderr and "lab" in done.stdout
+
+
+def test_a_budget_no_count_meets_is_said_plainly(tmp_path, capsys):
+    """'within 5 ms: none of the counts tried (links) (the fewest of links=1,2)' was the line."""
+    argv = ["trace", "dataset:azure-code-2023", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--contention", "fifo"]
+    assert main([*argv, "--grid", "links=1,2", "--budget-ms", "5", "--out", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out
+    assert "none of the counts tried" not in out and "the fewest of" not in out, out
+    assert re.search(r"no count of links=1,2 meets 5 ms \(the best p99: [\d.,]+ ms at links=[12]\)", out), out

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from collections.abc import Sequence
@@ -184,8 +185,12 @@ def _fewest(grid: Any, axis: str, budget: float, question: str) -> str:
     tried = [int(c) for c in grid[axis]]
     count = fewest_meeting(tried, grid["p99_ms"].tolist(), budget)
     unit, over = ("NICs per node", "with N NICs per node") if axis == "nics_per_node" else ("links", "over N links")
-    return (f"{question}, {over}, within {budget:g} ms: {counted(count, unit)} "
-            f"(the fewest of {axis}={','.join(map(str, tried))})")
+    spec = f"{axis}={','.join(map(str, tried))}"
+    if not math.isfinite(count):  # none meets it: said so, with the best that was found
+        best = int(grid["p99_ms"].to_numpy().argmin())
+        return (f"{question}, {over}: no count of {spec} meets {budget:g} ms "
+                f"(the best p99: {grid['p99_ms'].iloc[best]:,.4g} ms at {axis}={tried[best]})")
+    return f"{question}, {over}, within {budget:g} ms: {counted(count, unit)} (the fewest of {spec})"
 
 
 def smallest_first(rows: Any, axes: dict[str, list[Any]]) -> Any:
