@@ -821,3 +821,14 @@ def test_a_budget_no_count_meets_is_said_plainly(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "none of the counts tried" not in out and "the fewest of" not in out, out
     assert re.search(r"no count of links=1,2 meets 5 ms \(the best p99: [\d.,]+ ms at links=[12]\)", out), out
+
+
+def test_trace_without_arrival_ms_names_the_cli_flag(tmp_path, capsys):
+    """'Fix: pass columns={'arrival_ms': ...}' is Python's fix, not the command line's."""
+    table = tmp_path / "t.csv"
+    table.write_text("t,num_input_tokens\n0,1000\n5,2000\n")
+    argv = ["trace", str(table), "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--column arrival_ms=COLUMN" in err, err
+    assert "columns={" not in err and "'t'" in err, err

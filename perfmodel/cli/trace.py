@@ -50,8 +50,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below, in one line
-        trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
-                           columns=_columns(args.column, TRACE_COLUMNS) or None)
+        try:
+            trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
+                               columns=_columns(args.column, TRACE_COLUMNS) or None)
+        except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
+            missing = getattr(error, "missing_columns", None)
+            if not missing:
+                raise
+            flags = " ".join(f"--column {name}=COLUMN" for name in missing)
+            raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {flags} (the file's column)") from None
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
               file=sys.stderr)
