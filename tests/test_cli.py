@@ -256,7 +256,17 @@ def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     out = tmp_path / "o.csv"
     out.write_text("precious\n")
     done = run(
-        "delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1", "--chunk-rows", "1000"
+        "delay",
+        str(bad),
+        "--out",
+        str(out),
+        "--bandwidth",
+        "1",
+        "--kv-bytes-per-token",
+        "1",
+        "--chunk-rows",
+        "1000",
+        "--replace",  # (asked to replace it: the run fails, and the file stays)
     )
     assert done.returncode == 2 and "1 invalid row; first at line 5002: '-1'" in done.stderr
     assert out.read_text() == "precious\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "o.csv"]
