@@ -50,8 +50,9 @@ def cmd_delay(args: argparse.Namespace) -> int:
             **keywords,
         )
     else:
-        from .._fs import check_output_file, record_output_file
+        from .._fs import check_not_overlapping, check_output_file, record_output_file
 
+        check_not_overlapping(args.out, [args.input])  # (the input itself: said as that)
         check_output_file(args.out, command="delay", replace=args.replace)  # before the work: a user's file stays
         rows = io.delay_file(
             args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors, progress=None, **keywords
