@@ -21,7 +21,15 @@ from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["MANIFEST", "atomic_file", "check_not_overlapping", "interrupts_deferred", "output_folder"]
+__all__ = [
+    "MANIFEST",
+    "atomic_file",
+    "check_not_overlapping",
+    "check_output_file",
+    "interrupts_deferred",
+    "output_folder",
+    "record_output_file",
+]
 
 #: The file in an output folder that lists what perfmodel wrote there, command by command.
 MANIFEST = ".perfmodel-output.json"
@@ -242,9 +250,54 @@ def _move_in(staging: Path, target: Path, written: list[str], command: str, mani
     for other, names in manifest.items():
         if other != command:
             manifest[other] = {n for n in names if n not in written and (target / n).exists()}
+    _write_manifest(target, manifest)
+
+
+def _write_manifest(folder: Path, manifest: dict[str, set[str]]) -> None:
     commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
-    with atomic_file(target / MANIFEST) as tmp:
+    with atomic_file(folder / MANIFEST) as tmp:
         tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))
+
+
+def check_output_file(target: str | os.PathLike, *, command: str, replace: bool = False) -> None:
+    """Refuse an existing ``target`` that ``command`` did not write (its folder's manifest says), unless ``replace``.
+
+    >>> import tempfile, pathlib
+    >>> mine = pathlib.Path(tempfile.mkdtemp()) / "mine.csv"
+    >>> _ = mine.write_text("precious")
+    >>> check_output_file(mine, command="delay")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: ...mine.csv: exists, and perfmodel delay did not write it. Fix: ...
+    """
+    target = Path(target)
+    if replace or not (target.exists() or target.is_symlink()) or target.is_dir():  # (a folder: atomic_file's)
+        return
+    manifest = _manifest(target.parent)
+    if target.name in manifest.get(_file_key(command), set()):
+        return
+    other = next((c for c, files in manifest.items() if target.name in files), None)
+    raise InputError(
+        str(target),
+        f"exists, and perfmodel {command} did not write it" + (f" (perfmodel {other} did)" if other else ""),
+        "choose another --out file, or add --replace to overwrite it",
+    )
+
+
+def _file_key(command: str) -> str:
+    """A command's single files' entry in a manifest: apart from its output folders' (whose stale files it removes)."""
+    return f"{command} --out FILE"
+
+
+def record_output_file(target: str | os.PathLike, *, command: str) -> None:
+    """Record in its folder's manifest that ``command`` wrote the file ``target`` (beside its other files)."""
+    target = Path(target)
+    with interrupts_deferred():
+        manifest = _manifest(target.parent)
+        for names in manifest.values():
+            names.discard(target.name)
+        manifest.setdefault(_file_key(command), set()).add(target.name)
+        _write_manifest(target.parent, manifest)
 
 
 def _discard(staging: Path | None, created: Path | None) -> None:

@@ -430,8 +430,10 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
 def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str) -> pd.DataFrame:
     missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping or mapping[c] not in raw]
     if missing:
-        raise ValueError(f"{path}: no column for {missing}; the file has {list(raw.columns)}. "
-                         "Fix: pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
+        error = ValueError(f"{path}: no column for {missing}; the file has {list(raw.columns)}. "
+                           "Fix: pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
+        error.missing_columns = missing  # type: ignore[attr-defined]  # (the command line names its --column flag)
+        raise error
     unknown = [c for c in mapping if c not in (*_CANONICAL, "hash_ids", "ready_ms")]
     if unknown:
         raise ValueError(f"{path}: unknown trace column name(s) {unknown}. Fix: map only "

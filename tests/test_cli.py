@@ -256,7 +256,17 @@ def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     out = tmp_path / "o.csv"
     out.write_text("precious\n")
     done = run(
-        "delay", str(bad), "--out", str(out), "--bandwidth", "1", "--kv-bytes-per-token", "1", "--chunk-rows", "1000"
+        "delay",
+        str(bad),
+        "--out",
+        str(out),
+        "--bandwidth",
+        "1",
+        "--kv-bytes-per-token",
+        "1",
+        "--chunk-rows",
+        "1000",
+        "--replace",  # (asked to replace it: the run fails, and the file stays)
     )
     assert done.returncode == 2 and "1 invalid row; first at line 5002: '-1'" in done.stderr
     assert out.read_text() == "precious\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "o.csv"]
@@ -472,7 +482,7 @@ def test_the_drawing_child_runs_numbas_parallel_code_serially(monkeypatch):
         pass
 
 
-COMMANDS = ("sweep", "delay", "trace", "calibrate", "models", "links", "cache")
+COMMANDS = ("sweep", "delay", "trace", "calibrate", "models", "links", "cache", "clusters")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -615,7 +625,7 @@ def test_every_mistyped_subcommand_flag_and_choice_suggests_the_close_match():
 
     from perfmodel.cli._main import _flag_hint
 
-    parser, commands = _subcommands()
+    _, commands = _subcommands()
     checked = 0
     for name, command in commands.items():
         said = _error_of(["perfmodel", _mistyped(name)]) if _mistyped(name) not in commands else None
@@ -627,7 +637,7 @@ def test_every_mistyped_subcommand_flag_and_choice_suggests_the_close_match():
                 wrong = _mistyped(flag)
                 if any(f.startswith(wrong) for a in command._actions for f in a.option_strings):
                     continue  # (an abbreviation argparse takes)
-                hint = _flag_hint(parser, argparse.Namespace(command=name), [wrong])
+                hint = _flag_hint(command, [wrong])
                 assert repr(flag) in hint and "maybe you meant" in hint, (name, flag, hint)
                 checked += 1
             for choice in (c for c in action.choices or () if isinstance(c, str) and len(c) > 3):
@@ -699,3 +709,136 @@ def test_every_printed_count_goes_through_the_one_helper():
                 found.append(f"{path.name}:{number}: {line.strip()}")
     assert len(list(Path(__file__).parent.parent.joinpath("perfmodel").rglob("*.py"))) > 20
     assert not found, "\n".join(found)
+
+
+# --- a hostile user's defects ----------------------------------------------------------------------------------
+
+
+def test_delay_refuses_to_overwrite_a_file_it_did_not_write(tmp_path, capsys):
+    """``echo precious > mine.csv; perfmodel delay one.csv --out mine.csv`` overwrote the user's file."""
+    table = tmp_path / "one.csv"
+    table.write_text("num_input_tokens\n1000\n")
+    mine = tmp_path / "mine.csv"
+    mine.write_text("precious\n")
+    argv = ["delay", str(table), "--out", str(mine), "--model", "llama-3.1-8b", "--link", "ib-ndr"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert mine.read_text() == "precious\n"
+    assert len(err.strip().splitlines()) == 1 and "mine.csv" in err and "--replace" in err, err
+    assert main([*argv, "--replace"]) == 0  # asked for: replaced, and perfmodel's own from then on
+    assert "handoff_delay_ms" in mine.read_text()
+    assert main(argv) == 0  # its own output, written again
+    ours = tmp_path / "ours.csv"
+    assert main([*argv[:3], str(ours), *argv[4:]]) == 0 and main([*argv[:3], str(ours), *argv[4:]]) == 0
+    assert main(argv) == 0, capsys.readouterr().err  # a second output beside it leaves the first its own
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".perfmodel-output.json", "mine.csv", "one.csv", "ours.csv"]
+
+
+ENGINES = Path(__file__).parent / "data" / "engines"
+
+
+def test_measured_takes_a_link_in_gb_s(capsys):
+    """Its help says "(or decimal GB/s)", but ``--link 50`` was refused as unknown link '50'."""
+    bench = str(ENGINES / "vllm_bench_serve.json")
+    assert main(["measured", bench, "--model", "llama-3.1-8b", "--link", "50"]) == 0, capsys.readouterr().err
+    for bad in ("-5", "0", "nan"):
+        assert main(["measured", bench, "--model", "llama-3.1-8b", "--link", bad]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "--link" in err and "aws-p5" not in err, err
+        assert "> 0" in err, err
+
+
+def test_trace_link_of_a_number_says_to_use_bandwidth(capsys, tmp_path):
+    argv = ["trace", "dataset:mooncake-synthetic", "--model", "llama-3.1-8b", "--link", "50", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--bandwidth 50" in err, err
+
+
+def _every_subcommand():
+    """Each (sub)command's words, its parser, and the arguments it requires (stand-ins, from its parser)."""
+    import argparse
+
+    from perfmodel.cli._main import build_parser
+
+    def walk(parser, words):
+        required, inner = [], None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                inner = action
+            elif action.required and not action.option_strings:
+                required.append(str((action.choices or ["x"])[0]))
+            elif action.required:
+                required += [action.option_strings[0], str((action.choices or ["x"])[0])]
+        if inner is None:
+            yield words, parser, required
+            return
+        for name, child in inner.choices.items():
+            yield from walk(child, [*words, *required, name])
+
+    for words, parser, required in walk(build_parser(), []):
+        yield pytest.param(words, parser, required, id=" ".join(words))
+
+
+@pytest.mark.parametrize("words, parser, required", list(_every_subcommand()))
+def test_a_mistyped_flag_of_a_subcommand_is_the_subcommands_error(words, parser, required, capsys):
+    """``perfmodel sweep --tokns 1k`` said 'perfmodel: error: ... (usage: perfmodel --help)', and suggested
+    the top level's flags (``clusters --json``: '--version')."""
+    own = sorted(f for a in parser._actions for f in a.option_strings if f.startswith("--") and f != "--help")
+    own = [f for f in own if f != "--debug"]
+    unambiguous = [f for f in own if not any(g.startswith(_mistyped(f)) for g in own)]
+    flag = max(unambiguous, key=len) if unambiguous else None
+    typo = _mistyped(flag) if flag else "--jsn"
+    assert main([*words, *required, typo]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"{parser.prog}: error: unrecognized arguments: {typo}"), err
+    assert parser.prog == "perfmodel " + " ".join(words) and f"(usage: {parser.prog} --help)" in err, err
+    suggested = re.findall(r"'(--[\w-]+)'", err)
+    assert set(suggested) <= set(own), err
+    if flag:
+        assert suggested == [flag], err
+
+
+def test_debug_is_taken_after_the_subcommand_too(tmp_path, capsys):
+    assert main(["links", "--debug"]) == 0
+    main(["measured", str(tmp_path / "x.prom"), "--debug"])
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_clusters_says_a_bad_cluster_preset_in_one_line(tmp_path):
+    """``perfmodel clusters`` printed Python's warning (``.../cli/clusters.py:55: UserWarning: ...`` and a
+    source line); links and models say ``perfmodel links: warning: ...``."""
+    import json
+
+    good = {"nic": "ib-ndr", "nics_per_node": 4, "gpus_per_node": 8}
+    bad = {"nic": "ib-ndr", "nics_per_node": 3, "gpus_per_node": 8}
+    (tmp_path / "presets.json").write_text(json.dumps({"clusters": {"lab": good, "broken": bad}}))
+    env = {**os.environ, "PERFMODEL_CONFIG_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "clusters"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.strip()]
+    assert warned and all(line.startswith("perfmodel clusters: warning: ") for line in warned), done.stderr
+    assert "broken" in done.stderr and "lab" in done.stdout
+
+
+def test_a_budget_no_count_meets_is_said_plainly(tmp_path, capsys):
+    """'within 5 ms: none of the counts tried (links) (the fewest of links=1,2)' was the line."""
+    argv = ["trace", "dataset:azure-code-2023", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--contention", "fifo"]
+    assert main([*argv, "--grid", "links=1,2", "--budget-ms", "5", "--out", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out
+    assert "none of the counts tried" not in out and "the fewest of" not in out, out
+    assert re.search(r"no count of links=1,2 meets 5 ms \(the best p99: [\d.,]+ ms at links=[12]\)", out), out
+
+
+def test_trace_without_arrival_ms_names_the_cli_flag(tmp_path, capsys):
+    """'Fix: pass columns={'arrival_ms': ...}' is Python's fix, not the command line's."""
+    table = tmp_path / "t.csv"
+    table.write_text("t,num_input_tokens\n0,1000\n5,2000\n")
+    argv = ["trace", str(table), "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--column arrival_ms=COLUMN" in err, err
+    assert "columns={" not in err and "'t'" in err, err

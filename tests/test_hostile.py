@@ -205,6 +205,7 @@ def test_a_signal_mid_write_leaves_no_temporary_file_and_the_old_output(tmp_path
             "1",
             "--chunk-rows",
             "1000",
+            "--replace",  # (the old output is the user's: asked to replace it, and interrupted)
         ]
     )
     deadline = time.monotonic() + 120
@@ -459,6 +460,7 @@ def test_full_disk_is_one_line_and_leaves_the_old_output(tmp_path, small_tmpfs):
         "1",
         "--chunk-rows",
         "10000",
+        "--replace",  # (the old output is the user's: asked to replace it, and the disk is full)
     )
     assert "No space left on device" in one_line_error(done)
     assert out.read_text() == "previous output\n" and not leftovers(small_tmpfs)

@@ -53,8 +53,9 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, unknown = self.parse_known_args(args, namespace)
-        if unknown:
-            self.error(f"unrecognized arguments: {' '.join(unknown)}{_flag_hint(self, parsed, unknown)}")
+        if unknown:  # said by the subcommand whose flags they were meant to be, with its flags' close match
+            parser = _chosen(self, parsed)
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}{_flag_hint(parser, unknown)}")
         return parsed
 
 
@@ -62,17 +63,22 @@ class _Parser(argparse.ArgumentParser):
 _OWN_SUGGESTIONS = sys.version_info >= (3, 14)
 
 
-def _flag_hint(parser: argparse.ArgumentParser, parsed: Any, unknown: list[str]) -> str:
-    """ " (maybe you meant '--clear'?)" for the first unrecognized flag close to one of the command's flags (the
-    subcommand's and the main parser's), or ""."""
-    flags = [f for action in parser._actions for f in action.option_strings]
+def _chosen(parser: argparse.ArgumentParser, parsed: Any) -> argparse.ArgumentParser:
+    """The (sub)command's parser that ``parsed`` went through last: ``perfmodel sweep``'s for ``perfmodel sweep ...``."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
-            flags += [f for a in action.choices[getattr(parsed, action.dest)]._actions for f in a.option_strings]
+            return _chosen(action.choices[getattr(parsed, action.dest)], parsed)
+    return parser
+
+
+def _flag_hint(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """ " (maybe you meant '--clear'?)" for the first unrecognized flag close to one of ``parser``'s own flags
+    (the subcommand's, not the main parser's), or ""."""
+    flags = sorted({f for action in parser._actions for f in action.option_strings})
     for word in unknown:
-        close = difflib.get_close_matches(word.split("=")[0], sorted(set(flags)), n=2) if word.startswith("-") else []
+        close = difflib.get_close_matches(word.split("=")[0], flags, n=1) if word.startswith("-") else []
         if close:
-            return f" (maybe you meant {' or '.join(map(repr, close))}?)"
+            return f" (maybe you meant {close[0]!r}?)"
     return ""
 
 
@@ -82,13 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="KV-cache handoff delay of disaggregated LLM serving, for millions of cases.",
         epilog="Run 'perfmodel sweep --out results' for the default what-if (models x links x 128 to 128k tokens).",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for command in (sweep, delay, models, links, presets, clusters, calibrate, trace, measured, cache):
         command.register(sub)
+    for subcommand in sub.choices.values():  # --debug after the subcommand too (its default: the main parser's)
+        subcommand.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
+
+
+DEBUG_HELP = "show tracebacks instead of one-line errors"
 
 
 def _version() -> str:

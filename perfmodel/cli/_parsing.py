@@ -203,6 +203,48 @@ def finite_above_zero(text: str) -> float:
     return value
 
 
+def _as_number(text: str) -> float | None:
+    """``text`` as a number, or None when it is none (a name)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def link_or_gb_s(text: str) -> str | float:
+    """argparse type of a ``--link`` that takes a preset's name or a decimal GB/s (finite, > 0).
+
+    >>> link_or_gb_s("50"), link_or_gb_s("ib-ndr")
+    (50.0, 'ib-ndr')
+    >>> link_or_gb_s("-5")
+    Traceback (most recent call last):
+    ...
+    perfmodel.cli._parsing.UsageError: -5: a bandwidth in decimal GB/s must be a finite number > 0 (e.g. --link 50), or name a link preset (perfmodel links)
+    """
+    value = _as_number(text)
+    if value is None:
+        return text
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(
+            f"{text.strip()}: a bandwidth in decimal GB/s must be a finite number > 0 (e.g. --link 50), "
+            "or name a link preset (perfmodel links)"
+        )
+    return value
+
+
+def link_name(text: str) -> str:
+    """argparse type of a ``--link`` that takes a preset's name only: a number is refused with the flag that takes it.
+
+    >>> link_name("50")
+    Traceback (most recent call last):
+    ...
+    perfmodel.cli._parsing.UsageError: '50' is a bandwidth, not a link name: use --bandwidth 50 (decimal GB/s)
+    """
+    if _as_number(text) is not None:
+        raise UsageError(f"{text!r} is a bandwidth, not a link name: use --bandwidth {text.strip()} (decimal GB/s)")
+    return text
+
+
 #: The model's per-row inputs (the input table's), each of which ``--column NAME=COLUMN`` may read from the file.
 COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 

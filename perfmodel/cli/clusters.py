@@ -8,7 +8,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 
 from .._inputs import CLUSTER_FIELDS, INPUTS
-from ._parsing import UsageError, plain, value_kind
+from ._parsing import UsageError, one_line_warnings, plain, value_kind
 
 if TYPE_CHECKING:
     from ..links import Link, Transport
@@ -50,6 +50,11 @@ def cluster_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
+    with one_line_warnings("clusters"):  # a user preset that cannot be used: one line, and the others listed
+        return _clusters()
+
+
+def _clusters() -> int:
     import pandas as pd
 
     from .._cluster_presets import CLUSTERS, SOURCES, user_clusters
@@ -80,4 +85,12 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``perfmodel clusters`` to the subcommands ``sub``."""
-    sub.add_parser("clusters", help="the cluster presets, built-in and yours").set_defaults(run=cmd_clusters)
+    sub.add_parser(
+        "clusters",
+        help="the cluster presets, built-in and yours",
+        description="List the cluster presets (built-in nodes of published machines, and clusters you saved "
+        "with perfmodel.save_cluster or wrote in presets.json): GPUs and NICs per node, NVLink domain, "
+        "fabric, transport, and the handoff of 32k tokens of Llama-3.1-70B at TP8 on each, with the "
+        "sources of their figures. Use a name with --cluster (and a field flag, e.g. --nics-per-node, "
+        "to change one).",
+    ).set_defaults(run=cmd_clusters)

@@ -50,9 +50,14 @@ def cmd_delay(args: argparse.Namespace) -> int:
             **keywords,
         )
     else:
+        from .._fs import check_not_overlapping, check_output_file, record_output_file
+
+        check_not_overlapping(args.out, [args.input])  # (the input itself: said as that)
+        check_output_file(args.out, command="delay", replace=args.replace)  # before the work: a user's file stays
         rows = io.delay_file(
             args.input, args.out, chunk_rows=args.chunk_rows, errors=args.errors, progress=None, **keywords
         )
+        record_output_file(args.out, command="delay")
     print(f"wrote {args.out} ({count(rows, 'row')})", file=sys.stderr)
     return 0
 
@@ -72,7 +77,17 @@ def register(sub: Any) -> None:
         "or dataset:NAME for a shipped trace; a Mooncake or Azure trace's prompt lengths are "
         "its input_length or ContextTokens column",
     )
-    delay.add_argument("--out", required=True, help="output file (.csv, .parquet, .jsonl), or folder with dask")
+    delay.add_argument(
+        "--out",
+        required=True,
+        help="output file (.csv, .parquet, .jsonl), or folder with dask; an existing file that perfmodel delay "
+        "did not write is refused (see --replace)",
+    )
+    delay.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite an existing --out file that perfmodel delay did not write (refused otherwise)",
+    )
     per_token = delay.add_mutually_exclusive_group()
     per_token.add_argument(
         "--kv-bytes-per-token", type=float, metavar="BYTES", help="KV-cache bytes per prompt token, instead of --model"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._words import count
-from ._parsing import UsageError, _table_options, one_line_warnings
+from ._parsing import UsageError, _table_options, link_or_gb_s, one_line_warnings
 
 #: The model's inputs the comparison takes as flags (from the input table).
 MEASURED_FLAGS = ("kv_cache_dtype", "tp", "decode_tp", "scope")
@@ -191,6 +191,8 @@ def register(sub: Any) -> None:
         help="which run of a benchmark file holding several (0 the first, -1 the last)",
     )
     measured.add_argument("--model", help="model preset (or config.json) whose handoff is put beside the measurements")
-    measured.add_argument("--link", help="link or cluster preset (or decimal GB/s) the handoff runs on")
+    measured.add_argument(
+        "--link", type=link_or_gb_s, help="link or cluster preset (or decimal GB/s) the handoff runs on"
+    )
     _table_options(measured, MEASURED_FLAGS, many=False)
     measured.set_defaults(run=cmd_measured)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from collections.abc import Sequence
@@ -13,7 +14,17 @@ from typing import Any
 from .._inputs import flags
 from .._words import count
 from ._draw import _save
-from ._parsing import UsageError, _columns, _given, _name_value, _reader, _table_options, _trace_file, finite_above_zero
+from ._parsing import (
+    UsageError,
+    _columns,
+    _given,
+    _name_value,
+    _reader,
+    _table_options,
+    _trace_file,
+    finite_above_zero,
+    link_name,
+)
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
@@ -39,8 +50,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below, in one line
-        trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
-                           columns=_columns(args.column, TRACE_COLUMNS) or None)
+        try:
+            trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
+                               columns=_columns(args.column, TRACE_COLUMNS) or None)
+        except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
+            missing = getattr(error, "missing_columns", None)
+            if not missing:
+                raise
+            flags = " ".join(f"--column {name}=COLUMN" for name in missing)
+            raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {flags} (the file's column)") from None
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
               file=sys.stderr)
@@ -175,8 +193,12 @@ def _fewest(grid: Any, axis: str, budget: float, question: str) -> str:
     tried = [int(c) for c in grid[axis]]
     count = fewest_meeting(tried, grid["p99_ms"].tolist(), budget)
     unit, over = ("NICs per node", "with N NICs per node") if axis == "nics_per_node" else ("links", "over N links")
-    return (f"{question}, {over}, within {budget:g} ms: {counted(count, unit)} "
-            f"(the fewest of {axis}={','.join(map(str, tried))})")
+    spec = f"{axis}={','.join(map(str, tried))}"
+    if not math.isfinite(count):  # none meets it: said so, with the best that was found
+        best = int(grid["p99_ms"].to_numpy().argmin())
+        return (f"{question}, {over}: no count of {spec} meets {budget:g} ms "
+                f"(the best p99: {grid['p99_ms'].iloc[best]:,.4g} ms at {axis}={tried[best]})")
+    return f"{question}, {over}, within {budget:g} ms: {counted(count, unit)} (the fewest of {spec})"
 
 
 def smallest_first(rows: Any, axes: dict[str, list[Any]]) -> Any:
@@ -216,7 +238,7 @@ def register(sub: Any) -> None:
     tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
                     help="KV-cache bytes per prompt token, instead of --model")
     tl = trace.add_mutually_exclusive_group()
-    tl.add_argument("--link", metavar="NAME", help="link preset, built-in or yours (perfmodel links lists them; "
+    tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset, built-in or yours (perfmodel links lists them; "
                     "or --grid link=...)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS",
                     help="the link's bandwidth per direction, decimal GB/s, instead of --link")
