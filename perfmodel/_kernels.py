@@ -319,6 +319,16 @@ def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, c
 
 
 @jit
+def kv_bytes(full, window, chunk, state, window_tokens, chunk_tokens, charged, tokens):
+    """Bytes a handoff (or one flow of it) moves for ``charged`` tokens of a ``tokens``-token prompt, from its
+    byte terms: bytes per token of its full-attention, sliding-window and chunked-attention layers, its fixed
+    state bytes (which move with every handoff), the window and the chunk in tokens. Upstream's operation
+    order: ``charged * full`` first, then the capped layers, then the state. The one bytes formula: every path
+    (handoff kernel, replays, clusters, inverse questions) calls it."""
+    return charged * full + capped_bytes(window, window_tokens, chunk, chunk_tokens, charged, tokens) + state
+
+
+@jit
 def _handoff_row(inputs, i):
     """Delay (ms, NaN when none applies), invalid flag and bytes moved of row ``i`` of the record."""
     (
