@@ -26,6 +26,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
+from ._codes import Routing
 from ._kernels import current_chunk, loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
 from ._sharing import (
@@ -45,7 +46,7 @@ from ._sharing import (
     _schedule,
 )
 
-PREFIX, ROUND_ROBIN, LEAST_LOADED, TOPOLOGY = 0, 1, 2, 3
+PREFIX, ROUND_ROBIN, LEAST_LOADED, TOPOLOGY = (int(m) for m in Routing)  # (plain ints: constants)
 # the replay's counters (one int64 array): classes in the heap, flows in the heap of those not yet moving,
 # requests pending for a cache, free pool slots, flows started, batches, the round-robin turn
 # (and what needs room: time bins, chunks of the flows' heaps; the most flows a class has had)

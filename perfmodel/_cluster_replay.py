@@ -22,22 +22,23 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from . import _cluster_kernel as kernel
+from ._codes import Contention, choice_code, choice_names
 from ._inputs import INPUTS
 from .clusters import Cluster, Flow, HeadTerms, Resources, flow_terms, handoff_flow_list, refuse_what_it_decides
 from .errors import InputError, check_choice
 from .links import Transport
-from .options import option
+from .options import deprecated_constant, option
 
 __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]
 
 #: The most (prefill worker, decode worker) pairs a replay on a cluster resolves the flows of (each in Python,
 #: before the replay): 2**18, a thousand workers by 256, or 512 of each.
-#: The most flows those pairs hold together (each a Python record resolved before the replay): 2**21, e.g. the
-#: most pairs with 8 flows each (TP8 on a NIC per GPU).
-MAX_PAIR_FLOWS = 2**21
+#: The most flows those pairs hold together: the option ``max_pair_flows`` (perfmodel.set_options).
+# (the old constant, MAX_PAIR_FLOWS, reads the option with a warning)
+__getattr__ = deprecated_constant("perfmodel._cluster_replay", {"MAX_PAIR_FLOWS": "max_pair_flows"})
 
 #: Decode routing policies on a cluster (docs: "Replaying a trace on a cluster").
-ROUTINGS = ("prefix", "round_robin", "least_loaded", "topology")
+ROUTINGS = choice_names("routing")
 
 
 class Pair(NamedTuple):
@@ -78,13 +79,15 @@ def pairs_of(
     nodes = cluster.nodes or len({x // g for w in (*prefill, *decode) for x in w})
     first = handoff_flow_list(cluster, terms.heads, prefill[0], decode[0], Resources(), nodes_on_leaf=nodes)
     each = len({(f.src_rank, f.dst_rank) for f in first}) * max(1, cluster.nics_per_node // g)  # (NIC sub-flows)
-    if each * prefill_workers * decode_workers > MAX_PAIR_FLOWS:  # (every pair has as many rank pairs as the first)
+    most = option("max_pair_flows")
+    if each * prefill_workers * decode_workers > most:  # (every pair has as many rank pairs as the first)
         raise InputError(
             "decode_workers",
             f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
             f"{prefill_workers * decode_workers:,} pairs of up to {each:,} flows each, more than the "
-            f"{MAX_PAIR_FLOWS:,} flows a replay on a cluster resolves",
-            "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU",
+            f"{most:,} flows a replay on a cluster resolves",
+            "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU, "
+            "or raise perfmodel.set_options(max_pair_flows=)",
         )
     resources = Resources()
     setup = cast(Transport, cluster.transport).setup_ms  # (a Cluster resolves its transport)
@@ -305,7 +308,11 @@ def simulate_replay(
         origin, width = first, max((last - first) / 200, 1.0)
     capacity = config["capacity"]
     cfg = kernel.Config(
-        **{**config, "routing": ROUTINGS.index(config["routing"]), "capacity": -1 if capacity is None else capacity},
+        **{
+            **config,
+            "routing": choice_code("routing", config["routing"]),
+            "capacity": -1 if capacity is None else capacity,
+        },
         workers=len(pairs[0]),
         n_unique=n_unique,
         window_tokens=float(terms.window_tokens),
@@ -335,7 +342,7 @@ def simulate_replay(
 def refuse_on_cluster(c: Any) -> None:
     """One clear line for each option a cluster decides (docs: "Replaying a trace on a cluster")."""
     check_choice("contention", c.contention, INPUTS["contention"].choices)  # (not a mode at all: said so first)
-    if c.contention not in ("none", "fair"):
+    if choice_code("contention", c.contention) == Contention.FIFO:
         raise InputError(
             "contention",
             f"{c.contention!r} queues transfers for identical links, but a cluster decides "

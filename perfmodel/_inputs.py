@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 
-from ._codes import TransferMode, WorkerType
+from ._codes import TransferMode, WorkerType, choice_names
 from .errors import InputError, check_choice, check_whole
 
 __all__ = ["GRID_AXES", "INPUTS", "OPTIONS", "ROW_INPUTS", "SWEEP_AXES", "Input", "Valid", "documented", "flags"]
@@ -270,7 +270,7 @@ ROW_INPUTS: tuple[Input, ...] = (
 OPTIONS: tuple[Input, ...] = (
     Input("overlap", "``\"none\"`` (default) or ``\"layerwise\"``: stream layer groups while prefill runs "
           "(needs ``prefill_ms`` or ``prefill_tokens_per_s``, and ``num_layers`` or a model).", "choice",
-          default="none", choices=("none", "layerwise"), group="option", cli="--overlap",
+          default="none", choices=choice_names("overlap"), group="option", cli="--overlap",
           axis=True, grid_axis=True,
           example="layerwise", replay="one"),
     Input("kv_cache_dtype", "For models given by name or config: the KV-cache dtype (``\"bf16\"``, "
@@ -290,18 +290,18 @@ OPTIONS: tuple[Input, ...] = (
           example=2, replay="one"),
     Input("scope", "``\"rank\"`` (default): the busiest GPU's bytes; ``\"group\"``: the tensor-parallel "
           "group's (replicated KV heads counted once per rank).", "choice", default="rank",
-          choices=("rank", "group"), group="shape", cli="--scope", axis=True, grid_axis=True,
+          choices=choice_names("scope"), group="shape", cli="--scope", axis=True, grid_axis=True,
           example="group", replay="one"),
     Input("kv_layout", "How a KV block lies in memory, which sets the messages of ``per_message_ms``: "
           "``\"layer_kv\"`` (default: one message per block, layer and K or V; per block and layer for MLA), "
           "``\"layer\"`` (K and V of a block contiguous: one per block and layer) or ``\"block\"`` (every "
-          "layer contiguous: one per block).", "choice", default="layer_kv", choices=("layer_kv", "layer", "block"),
+          "layer contiguous: one per block).", "choice", default="layer_kv", choices=choice_names("kv_layout"),
           group="option", cli="--kv-layout", axis=True, grid_axis=True,
           example="layer", replay="one"),
     Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
           "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
           "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",
-          choices=("raise", "coerce"), group="option", cli="--errors",
+          choices=choice_names("errors"), group="option", cli="--errors",
           example="coerce"),
     Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
           default=None, group="option"),
@@ -330,7 +330,7 @@ API_INPUTS: tuple[Input, ...] = (
           cli="--links", grid_axis=True, replay="one", example=2),
     Input("contention", "``\"none\"`` (default: every transfer at line rate, as upstream), ``\"fifo\"`` "
           "(transfers queue for the first free link) or ``\"fair\"`` (transfers on a link share it equally).",
-          "choice", default="none", choices=("none", "fifo", "fair"), cli="--contention", grid_axis=True,
+          "choice", default="none", choices=choice_names("contention"), cli="--contention", grid_axis=True,
           replay="one", example="fair"),
     Input("decode_workers", "Decode workers, each with its own prefix cache (whole number >= 1).",
           "degree", valid=_COUNT, rule=_count_rule("decode_workers", "workers"), default=1, cli="--decode-workers",
@@ -344,7 +344,7 @@ API_INPUTS: tuple[Input, ...] = (
           "and not yet delivered, ties round robin among the tied: the first after the worker chosen last) and "
           "``\"topology\"`` (fewest hops summed over the handoff's flows, ties by the longest cached prefix, then "
           "least loaded, then round robin).",
-          "choice", default="prefix", choices=("prefix", "round_robin", "least_loaded", "topology"),
+          "choice", default="prefix", choices=choice_names("routing"),
           cli="--routing", grid_axis=True, replay="one", example="round_robin"),
     Input("prefill_workers", "On a cluster: prefill workers of ``tp`` GPUs each, taking requests round robin "
           "in trace order, or as a trace column ``prefill_worker`` says (default: 1, or that column's largest "
@@ -368,7 +368,7 @@ API_INPUTS: tuple[Input, ...] = (
           ("transport", "the transport (a profile's name or :class:`perfmodel.Transport`)", "name", None, (),
            "mooncake-te-rdma"),
           ("nvlink_domain", "GPUs joined by NVLink", "degree", None, (), 8),
-          ("fabric", "``\"flat\"`` or ``\"rail\"``", "choice", None, ("flat", "rail"), "rail"),
+          ("fabric", "``\"flat\"`` or ``\"rail\"``", "choice", None, choice_names("fabric"), "rail"),
           ("oversubscription", "a rail fabric's oversubscription (>= 1)", "real", Valid(low=1.0, nan_ok=False),
            (), 2.0),
           ("hop_latency_ms", "ms per switch crossed", "real", Valid(nan_ok=False), (), 0.003),

@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from ._codes import Contention, choice_code
+
 __all__ = [
     "MAX_NICS_PER_GPU",
     "QUANTILE_METHOD",
@@ -30,10 +32,11 @@ QUANTILE_METHOD: Final = "linear"
 #: The most NICs per GPU a node's NIC count is tried up to (AWS p5 nodes have four EFA devices per GPU).
 MAX_NICS_PER_GPU = 4
 
-_CONTENTION_WORDS = {
-    "none": "each handoff alone, no contention",
-    "fifo": "transfers queued first come first served on each link",
-    "fair": "transfers sharing each link or NIC max-min fairly",
+#: How a question says each contention (by its code).
+_CONTENTION_WORDS: dict[int, str] = {
+    Contention.NONE: "each handoff alone, no contention",
+    Contention.FIFO: "transfers queued first come first served on each link",
+    Contention.FAIR: "transfers sharing each link or NIC max-min fairly",
 }
 
 
@@ -198,7 +201,7 @@ def alone_question(scope: str | None, *, cluster: bool = False) -> str:
     >>> print(alone_question(None, cluster=True))
     each handoff alone, no contention, per prompt, its flows on the cluster's NICs
     """
-    return f"{_CONTENTION_WORDS['none']}, per prompt, {_bytes_words(scope, cluster, 'bytes')}"
+    return f"{_CONTENTION_WORDS[Contention.NONE]}, per prompt, {_bytes_words(scope, cluster, 'bytes')}"
 
 
 def _bytes_words(scope: str | None, cluster: bool, bytes_of: str = "bytes of each request") -> str:
@@ -240,5 +243,9 @@ def replay_percentile_question(
     p99 of per-request handoff delays in the replay, transfers queued first come first served on each link,
     one rank's bytes of each request (scope rank)
     """
-    how = _CONTENTION_WORDS[contention] if contention is not None else "with each row's contention"
+    how = (
+        _CONTENTION_WORDS[choice_code("contention", contention)]
+        if contention is not None
+        else "with each row's contention"
+    )
     return f"p{percent:g} of per-request handoff delays in the replay, {how}, {_bytes_words(scope, cluster)}"

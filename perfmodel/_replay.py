@@ -17,9 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._codes import Contention
 from ._kernels import capped_bytes, jit, loop_helper, messages_of, transfer_ms
 
-NONE, FIFO, FAIR = 0, 1, 2
+NONE, FIFO, FAIR = int(Contention.NONE), int(Contention.FIFO), int(Contention.FAIR)  # (plain ints: constants)
 _NIL = -1
 
 

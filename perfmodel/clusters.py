@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
 from . import _maxmin
+from ._codes import choice_names
 from ._inputs import MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
 from ._words import count
 from .errors import InputError, check_choice, check_number, finite_at_least
@@ -28,7 +29,7 @@ from .links import _MULTIPLE, Link, Transport, get_link, get_transport
 # replay on a cluster share: importable, not the API)
 __all__ = ["FABRICS", "Cluster", "kv_heads", "split_heads"]
 
-FABRICS = ("flat", "rail")
+FABRICS = choice_names("fabric")
 _IDEAL = Transport()
 
 

@@ -62,6 +62,21 @@ KNOBS: dict[str, Option] = {
     "max_grid_configs": Option(
         10**6, 1, "the most configurations one replay grid takes (each replays the whole trace)"
     ),
+    "max_pair_flows": Option(
+        2**21,
+        1,
+        "the most flows the worker pairs of a replay on a cluster hold together (each a Python record resolved "
+        "before the replay): e.g. the most pairs with 8 flows each (TP8 on a NIC per GPU)",
+    ),
+    "max_synthetic_requests": Option(
+        10**8,
+        1,
+        "the most requests ``synthetic_trace`` makes at once: ten times the largest bench run (its trace takes "
+        "some GB of memory at that size)",
+    ),
+    "max_token_values": Option(
+        1_000_000, 1, "the most prompt lengths one ``--tokens`` range of the command line may ask for"
+    ),
 }
 
 _VALUES: dict[str, int] = {name: option.default for name, option in KNOBS.items()}
@@ -79,7 +94,8 @@ def get_options() -> dict[str, int]:
     --------
     >>> import perfmodel
     >>> sorted(perfmodel.get_options())
-    ['max_grid_configs', 'max_worker_pairs', 'parallel_min_rows', 'spread_max_rows', 'sweep_chunk_rows']
+    ['max_grid_configs', 'max_pair_flows', 'max_synthetic_requests', 'max_token_values', 'max_worker_pairs', \
+'parallel_min_rows', 'spread_max_rows', 'sweep_chunk_rows']
     """
     return dict(_VALUES)
 
@@ -118,7 +134,9 @@ class set_options:  # (lower case: a function to its users, as xarray's set_opti
         pass is shared between threads, default 200,000), ``spread_max_rows`` (rows up to which small calls share
         one compiled form, 65,536), ``sweep_chunk_rows`` (rows of a sweep's pass at a time, 262,144),
         ``max_worker_pairs`` (worker pairs a replay on a cluster resolves, 262,144), ``max_grid_configs``
-        (configurations one replay grid takes, 1,000,000).
+        (configurations one replay grid takes, 1,000,000), ``max_pair_flows`` (flows those worker pairs hold
+        together, 2,097,152), ``max_synthetic_requests`` (requests one synthetic trace makes, 100,000,000),
+        ``max_token_values`` (prompt lengths one ``--tokens`` range asks for, 1,000,000).
 
     Returns
     -------

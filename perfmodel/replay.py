@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import _coerce, _inputs, _resolve
-from ._codes import TransferMode
+from ._codes import TransferMode, choice_code, choice_names
 from ._inputs import (
     INPUTS,
     LAYERWISE,
@@ -262,7 +262,7 @@ def _replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,
         destination_missing=destination_missing, workers=c.decode_workers,
         capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
-        contention={"none": _replay.NONE, "fifo": _replay.FIFO, "fair": _replay.FAIR}[c.contention],
+        contention=choice_code("contention", c.contention),
         n_links=min(c.links, max(n, 1)),  # (more links than requests: each transfer has one of its own all the same)
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
         fallback_delay_ms=fallback,
@@ -706,7 +706,7 @@ def replay_grid(
 
     from ._progress import progress_bar
 
-    check_choice("keep", keep, ("summary", "requests"))
+    check_choice("keep", keep, choice_names("keep"))
     configs = grid_configs(axes)
     names = list(configs[0])
     workers = _os.cpu_count() or 1 if num_threads is None else check_whole("num_threads", num_threads, smallest=1)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._codes import choice_code, choice_names
 from ._questions import (
     _CONTENTION_WORDS,
     MAX_NICS_PER_GPU,
@@ -98,7 +99,7 @@ class NicSizing:
 def _question(percent: float, budget_ms: float, contention: str, scope: str, over: str) -> str:
     return (
         f"p{percent:g} of per-request handoff delays within {budget_ms:g} ms, replayed {over}, "
-        f"{_CONTENTION_WORDS[contention]}, {scope}"
+        f"{_CONTENTION_WORDS[choice_code('contention', contention)]}, {scope}"
     )
 
 
@@ -229,7 +230,7 @@ def required_nics(
     """
     from .replay import _replay_prepared, prepare_trace
 
-    check_choice("contention", contention, tuple(_CONTENTION_WORDS))
+    check_choice("contention", contention, choice_names("contention"))
     check_flag("striped", striped)
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     if not (number and math.isfinite(budget_ms) and budget_ms > 0):

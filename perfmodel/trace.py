@@ -27,8 +27,13 @@ import pyarrow as pa
 from ._coerce import check_errors
 from ._words import count
 from .errors import InputError, check_whole, not_a_number
+from .options import deprecated_constant, option
 
 __all__ = ["read_trace", "synthetic_trace"]
+
+# (the most requests synthetic_trace makes at once: the option max_synthetic_requests, perfmodel.set_options;
+# the old constant, MAX_REQUESTS, reads it with a warning)
+__getattr__ = deprecated_constant("perfmodel.trace", {"MAX_REQUESTS": "max_synthetic_requests"})
 
 MOONCAKE_BLOCK_TOKENS = 512
 _CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
@@ -504,9 +509,6 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
 
 # --- synthetic traces ----------------------------------------------------------------------
 
-#: The most requests :func:`synthetic_trace` makes at once: 10**8, ten times the largest bench run (its trace
-#: takes some GB of memory at that size).
-MAX_REQUESTS = 10**8
 
 
 def synthetic_trace(
@@ -569,7 +571,8 @@ def synthetic_trace(
     >>> len(trace), bool(trace["arrival_ms"].is_monotonic_increasing)
     (1000, True)
     """
-    n = check_whole("n", n, largest=MAX_REQUESTS, above=f"pass n <= {MAX_REQUESTS:,} (a synthetic trace is held in "
+    most = option("max_synthetic_requests")
+    n = check_whole("n", n, largest=most, above=f"pass n <= {most:,} (a synthetic trace is held in "
                     "memory, some hundred bytes a request with its hash ids: generate a larger one in parts)")
     apps = check_whole("apps", apps, smallest=1)
     hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)

@@ -428,14 +428,12 @@ def test_a_sweep_over_states_on_a_cluster_equals_direct_calls():
 def test_a_replay_whose_pairs_hold_too_many_flows_is_refused_before_any_work():
     import pandas as pd
 
-    from perfmodel._cluster_replay import MAX_PAIR_FLOWS
-
     trace = pd.DataFrame(dict(arrival_ms=[0.0], num_input_tokens=[4096]))
     c = Cluster(nic="ib-ndr", nics_per_node=64, gpus_per_node=8)
     with pytest.raises(
         perfmodel.InputError,
         match=rf"^decode_workers: .*pairs of up to 4,096 flows each, more than "
-        rf"the {MAX_PAIR_FLOWS:,}",
+        rf"the {perfmodel.get_options()['max_pair_flows']:,}",
     ):
         perfmodel.replay_handoffs(trace, c, _MODEL, tp=512, decode_tp=512, decode_workers=1000, contention="fair")
 

@@ -76,6 +76,8 @@ def test_get_options_is_a_copy():
         ("handoff", "PARALLEL_MIN_ROWS", "parallel_min_rows"),
         ("handoff", "SPREAD_MAX_ROWS", "spread_max_rows"),
         ("replay", "MAX_CONFIGS", "max_grid_configs"),
+        ("_cluster_replay", "MAX_PAIR_FLOWS", "max_pair_flows"),
+        ("trace", "MAX_REQUESTS", "max_synthetic_requests"),
     ],
 )
 def test_the_old_constants_still_read_with_a_warning(module, name, knob):
@@ -101,6 +103,27 @@ def test_the_worker_pair_cap_is_read_at_each_call():
     with set_options(max_worker_pairs=3), pytest.raises(InputError, match="more than the 3 a replay"):
         perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-8b", **kw)
     assert len(perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-8b", **kw)) == 2
+
+
+def test_the_pair_flow_cap_is_read_at_each_call():
+    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [100, 200]})
+    kw = {"tp": 1, "prefill_workers": 2, "decode_workers": 2, "contention": "fair"}
+    with set_options(max_pair_flows=3), pytest.raises(InputError, match=r"more than the 3 flows.*max_pair_flows="):
+        perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-8b", **kw)
+
+
+def test_the_synthetic_trace_cap_is_read_at_each_call():
+    with set_options(max_synthetic_requests=10), pytest.raises(InputError, match="pass n <= 10 "):
+        perfmodel.synthetic_trace(11, 10.0)
+    assert len(perfmodel.synthetic_trace(11, 10.0)) == 11
+
+
+def test_the_token_range_cap_is_read_at_each_call():
+    from perfmodel.cli._parsing import UsageError, _check_range_size
+
+    _check_range_size("1:100", 100)
+    with set_options(max_token_values=10), pytest.raises(UsageError, match="100 values, more than 10;"):
+        _check_range_size("1:100", 100)
 
 
 def test_the_parallel_threshold_decides_and_gives_the_same_delays():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._inputs import INPUTS, ROW_INPUTS, Valid, flags
+from ..options import option
 
 
 class UsageError(argparse.ArgumentTypeError):
@@ -90,14 +91,15 @@ def _lengths(spec: str, values: Any) -> list[int]:
     return sorted(set(values))
 
 
-#: The most prompt lengths one --tokens option may ask for (counted before anything is built).
-MAX_TOKEN_VALUES = 1_000_000
+# (the most prompt lengths one --tokens option may ask for, counted before anything is built: the option
+# max_token_values, perfmodel.set_options)
 
 
 def _check_range_size(spec: str, count: float) -> None:
-    if count > MAX_TOKEN_VALUES:
+    most = option("max_token_values")
+    if count > most:
         raise UsageError(
-            f"token range {spec!r} has {count:,.0f} values, more than {MAX_TOKEN_VALUES:,}; "  # (never one)
+            f"token range {spec!r} has {count:,.0f} values, more than {most:,}; "  # (never one)
             "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)"
         )
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._codes import choice_names
 from .._inputs import flags
 from .._words import count
 from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options, finite_above_zero
@@ -112,8 +113,8 @@ def register(sub: Any) -> None:
     _table_options(delay, flags("delay"), many=False)
     delay.add_argument(
         "--errors",
-        choices=["raise", "coerce"],
-        default="raise",
+        choices=list(choice_names("errors")),
+        default=choice_names("errors")[0],
         help="invalid rows: stop (default) or leave the delay empty",
     )
     delay.add_argument(
