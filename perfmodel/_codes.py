@@ -95,6 +95,13 @@ class ErrorPolicy(Choice):  # numpydoc ignore=PR01
     COERCE = 1
 
 
+class BadLines(Choice):  # numpydoc ignore=PR01
+    """What a trace's malformed lines do as it is read: raise, or be left out (``read_trace``'s ``errors``)."""
+
+    RAISE = 0
+    SKIP = 1
+
+
 class Contention(Choice):  # numpydoc ignore=PR01
     """How a replay's transfers share links (the replay kernel's NONE, FIFO and FAIR)."""
 
@@ -132,6 +139,7 @@ CHOICES: dict[str, type[Choice]] = {
     "scope": Scope,
     "kv_layout": KVLayout,
     "errors": ErrorPolicy,
+    "bad_lines": BadLines,  # (read_trace's errors=)
     "contention": Contention,
     "routing": Routing,
     "fabric": Fabric,

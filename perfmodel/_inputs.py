@@ -32,6 +32,8 @@ from .errors import InputError, check_choice, check_whole
 __all__ = ["GRID_AXES", "INPUTS", "OPTIONS", "ROW_INPUTS", "SWEEP_AXES", "Input", "Valid", "documented", "flags"]
 
 _INF = math.inf
+#: An :attr:`Input.replay_default` not given: the replay's default is the input's ``default``.
+SAME = "as default"
 
 
 class Valid(NamedTuple):
@@ -89,6 +91,12 @@ class Input:
     example: Any = None  # a valid value that is not the default (the generated tests use it)
     instead_of: str | None = None  # another input this one replaces (given one or the other)
     alias_of: str | None = None  # the input this one names in other words (a model for its bytes per token)
+    replay_default: Any = SAME  # the replay's default, where it differs from ``default`` (upstream's replay's)
+
+    @property
+    def default_in_replay(self) -> Any:
+        """The default of this input in :func:`perfmodel.replay_handoffs` (and a replay grid)."""
+        return self.default if self.replay_default == SAME else self.replay_default
 
     @property
     def required(self) -> bool:
@@ -123,14 +131,64 @@ def _count_rule(name: str, what: str) -> str:
     return f"pass {name} as a whole number of {what} from 1 to 1,048,576 (2**20, ten times the largest clusters built)"
 
 
-#: The bound of each count of a cluster's node that sizes a handoff's flows (its GPUs' NICs split each flow into
-#: sub-flows, which share resources max-min fairly: work that grows faster than their number), with its reason:
-#: the largest systems shipping, and room above them.
+class ClusterField(NamedTuple):
+    """One field of a :class:`perfmodel.Cluster`: what it is, its valid values and default, and its axis.
+
+    ``type``: ``count`` (a whole number from 1 to ``valid.high``), ``real`` (a finite number in ``valid``),
+    ``choice`` (a name of :data:`perfmodel._codes.CHOICES`), ``link``, ``transport`` or ``text``. A field with an
+    ``example`` is an axis of sweeps and replay grids (and a flag of the command line)."""
+
+    name: str
+    type: str
+    valid: Valid | None  # counts and reals: the valid range (the Cluster's check, and its axis')
+    default: Any  # the Cluster's default (inspect.Parameter.empty: required)
+    doc: str  # the axis' words: what it is, its unit
+    example: Any = None  # a valid value that is not the default; None: not an axis
+    why: str = ""  # a count bounded below MAX_COUNT: the reason of its bound
+    counted: str = ""  # a count: what it counts (the words of its rule)
+    rule: str = ""  # a real: how to give it (the fix of an error naming a value outside its range)
+
+
+def _bounded(high: int) -> Valid:
+    """The range of a count of a cluster's node, from 1 to ``high``."""
+    return Valid(low=1, high=high, whole=True, nan_ok=False)
+
+
+_REQUIRED = inspect.Parameter.empty
+#: Every field of a :class:`perfmodel.Cluster`, in its order: the Cluster's defaults and checks, the bounds of the
+#: counts of a node that size a handoff's flows (its GPUs' NICs split each flow into sub-flows, which share
+#: resources max-min fairly: work that grows faster than their number; the largest systems shipping, and room
+#: above them), and the axes over clusters' fields.
+CLUSTER_TABLE: tuple[ClusterField, ...] = (
+    ClusterField("nic", "link", None, _REQUIRED, "the NIC (a link name or :class:`perfmodel.Link`)", "ib-xdr"),
+    ClusterField("nics_per_node", "count", _bounded(64), _REQUIRED, "NICs per node", 4, counted="NICs",
+                 why="AWS p5 nodes carry 32 NICs, the most shipping; 64 leaves twice that"),
+    ClusterField("gpus_per_node", "count", _bounded(64), _REQUIRED, "GPUs per node", 4, counted="GPUs",
+                 why="the largest nodes shipping hold 16 GPUs (DGX-2, HGX-2); 64 leaves four times that"),
+    ClusterField("nodes", "count", _COUNT, None, "the cluster's size in nodes", 4, counted="nodes"),
+    ClusterField("transport", "transport", None, None,
+                 "the transport (a profile's name or :class:`perfmodel.Transport`)", "mooncake-te-rdma"),
+    ClusterField("nvlink_domain", "count", _bounded(1152), 1, "GPUs joined by NVLink", 8, counted="GPUs",
+                 why="the largest NVLink domain announced joins 576 GPUs (NVL576); 1,152 leaves twice that"),
+    ClusterField("nvlink", "link", None, None, "the NVLink port of each GPU (a link name or :class:`perfmodel.Link`)"),
+    ClusterField("fabric", "choice", None, "flat", "``\"flat\"`` or ``\"rail\"``", "rail"),
+    ClusterField("oversubscription", "real", Valid(low=1.0, nan_ok=False), 1.0,
+                 "a rail fabric's oversubscription (>= 1)", 2.0,
+                 rule="pass oversubscription as a number >= 1 (1: non-blocking)"),
+    ClusterField("hop_latency_ms", "real", Valid(nan_ok=False), 0.0, "ms per switch crossed", 0.003,
+                 rule="pass hop_latency_ms as a finite number of ms >= 0"),
+    ClusterField("gpus_per_pcie_switch", "count", _bounded(64), None, "GPUs behind one PCIe switch", 2,
+                 counted="GPUs", why="at most a node's GPUs"),
+    ClusterField("pcie_switch_gb_s", "real", Valid(open_low=True, nan_ok=False), None,
+                 "each PCIe switch's GB/s each way", 64.0,
+                 rule="pass pcie_switch_gb_s as a finite number of GB/s > 0"),
+    ClusterField("name", "text", None, "cluster", "a label for tables and plots"),
+)
+#: The table's fields by name.
+CLUSTER_FIELD: dict[str, ClusterField] = {f.name: f for f in CLUSTER_TABLE}
+#: The bound of each count of a cluster's node that has one below :data:`MAX_COUNT`, with its reason (from the table).
 CLUSTER_BOUNDS: dict[str, tuple[int, str]] = {
-    "nics_per_node": (64, "AWS p5 nodes carry 32 NICs, the most shipping; 64 leaves twice that"),
-    "gpus_per_node": (64, "the largest nodes shipping hold 16 GPUs (DGX-2, HGX-2); 64 leaves four times that"),
-    "nvlink_domain": (1152, "the largest NVLink domain announced joins 576 GPUs (NVL576); 1,152 leaves twice that"),
-    "gpus_per_pcie_switch": (64, "at most a node's GPUs"),
+    f.name: (int(f.valid.high), f.why) for f in CLUSTER_TABLE if f.why and f.valid is not None
 }
 #: The most NICs per GPU a cluster takes (each of a GPU's flows is that many sub-flows): AWS p5 gives each GPU
 #: four EFA cards, the most shipping; 8 leaves twice that.
@@ -141,13 +199,8 @@ MAX_NICS_PER_GPU = 8
 MAX_CLUSTER_TP = 576
 
 
-#: What a cluster field that is a count counts.
-_COUNTED = {"nics_per_node": "NICs", "gpus_per_node": "GPUs", "nodes": "nodes", "nvlink_domain": "GPUs",
-            "gpus_per_pcie_switch": "GPUs"}
-#: How to give a cluster field that has a range (the fix of an error naming a value outside it).
-_FIELD_RULES = {"oversubscription": "pass oversubscription as a number >= 1 (1: non-blocking)",
-                "hop_latency_ms": "pass hop_latency_ms as a finite number of ms >= 0",
-                "pcie_switch_gb_s": "pass pcie_switch_gb_s as a finite number of GB/s > 0"}
+#: The kind of input (:attr:`Input.kind`) of each type of cluster field, as an axis.
+_AXIS_KIND = {"count": "degree", "real": "real", "choice": "choice", "link": "name", "transport": "name"}
 #: The per-row inputs, in the kernel's record order.
 ROW_INPUTS: tuple[Input, ...] = (
     Input("num_input_tokens", "Prompt tokens, whole numbers >= 0; NaN marks a missing count.", "count",
@@ -163,7 +216,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "real", valid=Valid(inf_ok=True),
           rule="bandwidth is in decimal GB/s and >= 0 (0 or NaN: no delay modeled; +inf: free transfer)",
           cli="--bandwidth", axis=True, grid_axis=True,
-          example=50.0, replay="one"),
+          example=50.0, replay="one", replay_default=None),
     Input("kv_bytes_per_token",
           "KV-cache bytes per token (>= 0); NaN marks unknown, like a missing bandwidth. Also a model preset "
           "name, a Hugging Face config dict or ``config.json`` path, or an array of these (see "
@@ -171,7 +224,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "linear-attention layers moves the bytes of :class:`perfmodel.KVTerms`.", "count", valid=Valid(),
           rule="KV bytes per token are finite numbers >= 0 (NaN marks unknown)",
           cli="--kv-bytes-per-token", axis=True, grid_axis=True,
-          example=1000.0, replay="request"),
+          example=1000.0, replay="request", replay_default=None),
     Input("worker_type", ":class:`perfmodel.WorkerType`, its code (0/1/2) or name (``\"prefill\"``). Only a "
           "prefill worker pays a handoff.", "code", default=WorkerType.PREFILL, valid=Valid(high=2, whole=True),
           rule="worker types are aggregated/prefill/decode, their codes 0/1/2 or WorkerType members",
@@ -186,7 +239,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           valid=Valid(high=1, whole=True),
           rule="modes are full_prompt/destination_missing, their codes 0/1 or TransferMode members",
           labels=_MODE_NAMES, cli="--mode", axis=True, grid_axis=True,
-          example="destination_missing", replay="one"),
+          example="destination_missing", replay="one", replay_default="full_prompt"),
     Input("destination_missing_tokens", "Tokens the decode worker lacks (whole numbers >= 0; see "
           ":func:`perfmodel.destination_missing_tokens`); required where ``mode`` is destination_missing.",
           "count", default=None, kernel_default=np.nan, valid=_TOKENS,
@@ -208,7 +261,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "unknown or the bandwidth is 0 (upstream's coordinated-handoff fallback). Default: none.", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="the fallback delay is a finite number of milliseconds >= 0, or None", cli="--fallback-delay-ms",
-          example=3.0, replay="one"),
+          example=3.0, replay="one", replay_default=0.0),  # (upstream's replay: 0.0 at a bandwidth of 0)
     Input("per_block_ms", "Cost (ms) of each KV block moved, on top of its bytes (added to a link's own); "
           "needs ``block_size``.", "real", default=0.0, kernel_default=0.0, valid=Valid(nan_ok=False),
           rule="the per-block cost is a finite number of milliseconds >= 0 (it needs a block_size)",
@@ -218,7 +271,7 @@ ROW_INPUTS: tuple[Input, ...] = (
           "count", default=None, kernel_default=0, valid=Valid(whole=True),
           rule="block sizes are whole numbers of tokens >= 1 (0 or NaN: none)",
           group="block", off=0, cli="--block-size", axis=True, grid_axis=True,
-          example=16, replay="one"),
+          example=16, replay="one", replay_default=512),
     Input("per_message_ms", "Cost (ms) of each message (transfer descriptor: a contiguous region of the KV "
           "cache, see ``kv_layout``) one rank posts, on top of its bytes (added to a link's own); needs "
           "``block_size``, and for the layer layouts the model's layers (a model, or ``num_layers``).", "real",
@@ -355,26 +408,11 @@ API_INPUTS: tuple[Input, ...] = (
           "``kv_transfer_bandwidth`` in other words; a handoff's flows share its NICs, switches and NVLink ports.",
           "name", default=None, axis=True, grid_axis=True, alias_of="kv_transfer_bandwidth",
           example="hgx-h100-8x400g"),
-    *(Input(name, f"A field of the ``cluster`` axis' clusters: {doc}.", kind, default=None, axis=True,
-            valid=(_COUNT if name not in CLUSTER_BOUNDS else _COUNT._replace(high=CLUSTER_BOUNDS[name][0]))
-            if kind == "degree" else valid, grid_axis=True, cli=f"--{name.replace('_', '-')}",
-            choices=choices, group="cluster_field", example=example,
-            rule=_count_rule(name, _COUNTED.get(name, "")) if kind == "degree" else _FIELD_RULES.get(name, ""))
-      for name, doc, kind, valid, choices, example in (
-          ("nic", "the NIC (a link name or :class:`perfmodel.Link`)", "name", None, (), "ib-xdr"),
-          ("nics_per_node", "NICs per node", "degree", None, (), 4),
-          ("gpus_per_node", "GPUs per node", "degree", None, (), 4),
-          ("nodes", "the cluster's size in nodes", "degree", None, (), 4),
-          ("transport", "the transport (a profile's name or :class:`perfmodel.Transport`)", "name", None, (),
-           "mooncake-te-rdma"),
-          ("nvlink_domain", "GPUs joined by NVLink", "degree", None, (), 8),
-          ("fabric", "``\"flat\"`` or ``\"rail\"``", "choice", None, choice_names("fabric"), "rail"),
-          ("oversubscription", "a rail fabric's oversubscription (>= 1)", "real", Valid(low=1.0, nan_ok=False),
-           (), 2.0),
-          ("hop_latency_ms", "ms per switch crossed", "real", Valid(nan_ok=False), (), 0.003),
-          ("gpus_per_pcie_switch", "GPUs behind one PCIe switch", "degree", None, (), 2),
-          ("pcie_switch_gb_s", "each PCIe switch's GB/s each way", "real", Valid(open_low=True, nan_ok=False), (),
-           64.0))),
+    *(Input(f.name, f"A field of the ``cluster`` axis' clusters: {f.doc}.", _AXIS_KIND[f.type], default=None,
+            axis=True, valid=f.valid, grid_axis=True, cli=f"--{f.name.replace('_', '-')}",
+            choices=choice_names(f.name) if f.type == "choice" else (), group="cluster_field", example=f.example,
+            rule=_count_rule(f.name, f.counted) if f.type == "count" else f.rule)
+      for f in CLUSTER_TABLE if f.example is not None),
 )
 
 #: The fields of a cluster that sweeps and replay grids vary (each an axis of its own).

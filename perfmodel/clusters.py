@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, cast
 
 from . import _maxmin
 from ._codes import choice_names
-from ._inputs import MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
+from ._inputs import CLUSTER_FIELD, MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
 from ._words import count
 from .errors import InputError, check_choice, check_number, finite_at_least
 from .links import _MULTIPLE, Link, Transport, get_link, get_transport
@@ -30,6 +30,7 @@ from .links import _MULTIPLE, Link, Transport, get_link, get_transport
 __all__ = ["FABRICS", "Cluster", "kv_heads", "split_heads"]
 
 FABRICS = choice_names("fabric")
+_DEFAULT: dict[str, Any] = {f.name: f.default for f in CLUSTER_FIELD.values()}
 _IDEAL = Transport()
 
 
@@ -60,6 +61,18 @@ def _real(where: str, name: str, value: Any, smallest: float = 0.0, open_low: bo
     rule = f"> {smallest:g}" if open_low else f">= {smallest:g}"
     return float(check_number(where, name, value, finite_at_least(smallest, open_low),
                               f"is not a finite number {rule}", f"pass {name} {rule}"))
+
+
+def _field(where: str, name: str, value: Any) -> Any:
+    """A field of the cluster checked as its record of the table says (:data:`perfmodel._inputs.CLUSTER_TABLE`):
+    a count whole and within its bounds, a real finite within its range, a choice one of its names."""
+    entry = CLUSTER_FIELD[name]
+    if entry.type == "choice":
+        return check_choice(name, value, choice_names(name))
+    assert entry.valid is not None, name  # (counts and reals have a range)
+    if entry.type == "count":
+        return _whole(where, name, value, int(entry.valid.low))
+    return _real(where, name, value, entry.valid.low, entry.valid.open_low)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,19 +129,20 @@ class Cluster:
     perfmodel.errors.InputError: cluster 'cluster': nics_per_node 3 neither divides nor is a multiple of the 8 GPUs per node. Fix: pass a NIC count such as 1, 2, 4, 8 or 16.
     """
 
+    # (the fields, their defaults and checks: the input table's CLUSTER_TABLE, in its order; tests/test_declared.py)
     nic: Link | str
     nics_per_node: int
     gpus_per_node: int
-    nodes: int | None = None
-    transport: Transport | None = None
-    nvlink_domain: int = 1
-    nvlink: Link | str | None = None
-    fabric: str = "flat"
-    oversubscription: float = 1.0
-    hop_latency_ms: float = 0.0
-    gpus_per_pcie_switch: int | None = None
-    pcie_switch_gb_s: float | None = None
-    name: str = field(default="cluster", compare=True)
+    nodes: int | None = _DEFAULT["nodes"]
+    transport: Transport | None = _DEFAULT["transport"]
+    nvlink_domain: int = _DEFAULT["nvlink_domain"]
+    nvlink: Link | str | None = _DEFAULT["nvlink"]
+    fabric: str = _DEFAULT["fabric"]
+    oversubscription: float = _DEFAULT["oversubscription"]
+    hop_latency_ms: float = _DEFAULT["hop_latency_ms"]
+    gpus_per_pcie_switch: int | None = _DEFAULT["gpus_per_pcie_switch"]
+    pcie_switch_gb_s: float | None = _DEFAULT["pcie_switch_gb_s"]
+    name: str = field(default=_DEFAULT["name"], compare=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -143,8 +157,8 @@ class Cluster:
             raise InputError(where, f"nic {self.nic!r} is {several.group(1)} NICs, and a cluster's nic is one NIC",
                              f"pass nic={several.group(2)!r} and the count as nics_per_node (NICs per node)")
         put(self, "nic", _link("nic", self.nic))
-        g = _whole(where, "gpus_per_node", self.gpus_per_node)
-        n = _whole(where, "nics_per_node", self.nics_per_node)
+        g = _field(where, "gpus_per_node", self.gpus_per_node)
+        n = _field(where, "nics_per_node", self.nics_per_node)
         put(self, "gpus_per_node", g)
         put(self, "nics_per_node", n)
         if n > MAX_NICS_PER_GPU * g:
@@ -157,7 +171,7 @@ class Cluster:
             raise InputError(where, f"nics_per_node {n} neither divides nor is a multiple of the {g} GPUs per node",
                              f"pass a NIC count such as {', '.join(map(str, counts[:-1]))} or {counts[-1]}")
         if self.nodes is not None:
-            put(self, "nodes", _whole(where, "nodes", self.nodes))
+            put(self, "nodes", _field(where, "nodes", self.nodes))
         if self.transport is None:
             put(self, "transport", _IDEAL)
         elif isinstance(self.transport, str):
@@ -165,7 +179,7 @@ class Cluster:
         elif not isinstance(self.transport, Transport):
             raise InputError(where, f"transport {self.transport!r} is not a perfmodel.Transport",
                              "pass a Transport (perfmodel.Transport(...)) or None")
-        domain = _whole(where, "nvlink_domain", self.nvlink_domain)
+        domain = _field(where, "nvlink_domain", self.nvlink_domain)
         put(self, "nvlink_domain", domain)
         if domain % g and g % domain:
             raise InputError(where, f"nvlink_domain {domain} is neither a multiple nor a divisor of the {g} GPUs "
@@ -182,13 +196,13 @@ class Cluster:
                                  "(no GPUs joined "
                                  "by NVLink), so it would never be used", "pass nvlink_domain, the GPUs one NVLink "
                                  f"domain joins (e.g. {g}: one node), or leave nvlink out")
-        check_choice("fabric", self.fabric, FABRICS)
-        r = _real(where, "oversubscription", self.oversubscription, 1.0)
+        _field(where, "fabric", self.fabric)
+        r = _field(where, "oversubscription", self.oversubscription)
         put(self, "oversubscription", r)
         if self.fabric == "flat" and r != 1:
             raise InputError(where, f"a flat fabric is non-blocking, but oversubscription is {r:g}",
                              "pass fabric='rail' for an oversubscribed leaf/spine fabric, or oversubscription=1")
-        put(self, "hop_latency_ms", _real(where, "hop_latency_ms", self.hop_latency_ms))
+        put(self, "hop_latency_ms", _field(where, "hop_latency_ms", self.hop_latency_ms))
         self._check_pcie(where, g, n)
 
     def _check_pcie(self, where: str, g: int, n: int) -> None:
@@ -198,9 +212,9 @@ class Cluster:
         if per_switch is None or rate is None:
             raise InputError(where, "gpus_per_pcie_switch and pcie_switch_gb_s go together",
                              "give both (e.g. 2 GPUs per PCIe switch of 64 GB/s) or neither")
-        per_switch = _whole(where, "gpus_per_pcie_switch", per_switch)
+        per_switch = _field(where, "gpus_per_pcie_switch", per_switch)
         object.__setattr__(self, "gpus_per_pcie_switch", per_switch)
-        object.__setattr__(self, "pcie_switch_gb_s", _real(where, "pcie_switch_gb_s", rate, open_low=True))
+        object.__setattr__(self, "pcie_switch_gb_s", _field(where, "pcie_switch_gb_s", rate))
         if g % per_switch:
             raise InputError(where, f"gpus_per_pcie_switch {per_switch} does not divide the {g} GPUs per node",
                              "pass a divisor of gpus_per_node")

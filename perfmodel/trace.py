@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ._codes import choice_names
 from ._coerce import check_errors
 from ._words import count
 from .errors import InputError, check_whole, not_a_number
@@ -235,7 +236,7 @@ def read_trace(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(2, "no such file", str(path))
-    check_errors(errors, ("raise", "skip"))
+    check_errors(errors, choice_names("bad_lines"))
     hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
     fmt = format or _detect(path)
     skipped = 0

@@ -21,7 +21,7 @@ import pytest
 
 import perfmodel
 from perfmodel import InputError, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
-from perfmodel._inputs import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, Input
+from perfmodel._inputs import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, SAME, Input
 
 from .reference import destination_missing_tokens_row, handoff_delay_row
 
@@ -249,14 +249,9 @@ def test_signatures_take_the_tables_inputs_with_its_defaults():
             assert entry.name in facade, entry.name
 
 
-#: Where the replay's meaning of an input's default differs from the numpy API's (documented there).
-REPLAY_DEFAULTS = {
-    "block_size": 512,
-    "mode": "full_prompt",
-    "kv_transfer_bandwidth": None,
-    "kv_bytes_per_token": None,
-    "fallback_delay_ms": 0.0,
-}  # (upstream's replay: a fallback of 0.0 at a bandwidth of 0)
+#: Where the replay's meaning of an input's default differs from the numpy API's (documented there; the table's
+#: replay_default).
+REPLAY_DEFAULTS = {name: entry.default_in_replay for name, entry in INPUTS.items() if entry.replay_default != SAME}
 
 
 def test_the_public_signatures_are_the_tables():
