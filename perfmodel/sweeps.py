@@ -24,7 +24,7 @@ from . import _progress, _resolve
 from ._codes import TransferMode
 from ._coerce import Coded, whole_numbers
 from ._inputs import (
-    API_INPUTS,
+    CLUSTER_FIELDS,
     INPUTS,
     LABEL_AXES,
     LAYERWISE,
@@ -49,8 +49,7 @@ __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "swee
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest (the input
 #: table's sweep axes, :data:`perfmodel._inputs.SWEEP_AXES`).
 AXES = SWEEP_AXES
-#: The fields of a :class:`perfmodel.Cluster` a sweep may vary (axes beside a ``cluster`` axis).
-CLUSTER_FIELDS = tuple(entry.name for entry in API_INPUTS if entry.group == "cluster_field")
+# (CLUSTER_FIELDS: the fields of a Cluster a sweep may vary, axes beside a cluster axis: the input table's)
 
 
 def _mode(value: Any) -> TransferMode:
