@@ -521,35 +521,35 @@ def _blocks_per_message(value: Any) -> float:
 def prompt_messages(num_input_tokens: Any, charged_tokens: Any, block_size: Any, full_messages: Any,
                     window_messages: Any, chunk_messages: Any, state_messages: Any, window_tokens: Any,
                     chunk_tokens: Any, blocks_per_message: float = 1.0) -> Any:
-    """Messages of one rank's handoff on numpy arrays (broadcast, int64 exactly): each layer's charged
+    """Messages of one rank's handoff on numpy arrays (broadcast, int64): each layer's charged
     tokens in blocks (a window or chunk layer's at most its window or current chunk), merged
     ``blocks_per_message`` to a message (``ceil(blocks / blocks_per_message)``, one for ``inf``), times
-    the messages per block of those layers, plus the states' messages (the kernel computes the same)."""
-    n, m = num_input_tokens, charged_tokens
-    current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)
+    the messages per block of those layers, plus the states' messages: the kernel's
+    :func:`perfmodel._kernels.messages_of`, element by element."""
+    from . import _kernels
 
-    def blocks(tokens: Any) -> Any:
-        whole = -(-tokens // block_size)
-        if blocks_per_message == 1:
-            return whole
-        if blocks_per_message == math.inf:
-            return np.where(whole > 0, 1, 0)
-        return -(-whole // int(blocks_per_message))
-
-    summed = (full_messages * blocks(m) + window_messages * blocks(np.minimum(m, window_tokens))
-              + chunk_messages * blocks(np.minimum(m, current)) + np.maximum(state_messages, 0))
-    longest = blocks(np.maximum(np.minimum(m, window_tokens), np.minimum(m, current)))  # (state_messages -1)
-    return np.where(np.asarray(state_messages) < 0, longest, summed)
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (
+        charged_tokens, num_input_tokens, block_size, full_messages, window_messages, chunk_messages,
+        state_messages, window_tokens, chunk_tokens)))
+    flat = [np.array(a).reshape(-1) for a in arrays]  # (copies: broadcast views are read-only)
+    counted = _kernels.messages_each(*flat, np.float64(blocks_per_message))
+    return counted.astype(np.int64).reshape(arrays[0].shape)
 
 
 def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_token: Any, window_bytes_per_token: Any,
                  window_tokens: Any, chunk_bytes_per_token: Any, chunk_tokens: Any, state_bytes: Any) -> Any:
     """The :class:`KVTerms` formula on numpy arrays (broadcast; int64 in, int64 out, exactly): bytes
-    moved for ``charged_tokens`` of prompts of ``num_input_tokens`` (the kernel computes the same)."""
-    n, m = num_input_tokens, charged_tokens
-    current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)  # tokens of the prompt's last chunk
-    return (full_bytes_per_token * m + window_bytes_per_token * np.minimum(m, window_tokens)
-            + chunk_bytes_per_token * np.minimum(m, current) + state_bytes)
+    moved for ``charged_tokens`` of prompts of ``num_input_tokens``: the kernel's
+    :func:`perfmodel._kernels.kv_bytes`, element by element (in integers)."""
+    from . import _kernels
+
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in (
+        full_bytes_per_token, window_bytes_per_token, chunk_bytes_per_token, state_bytes, window_tokens,
+        chunk_tokens, charged_tokens, num_input_tokens)))
+    flat = [np.array(a).reshape(-1) for a in arrays]  # (copies: broadcast views are read-only)
+    out = np.empty(flat[0].size, dtype=np.int64)
+    _kernels.kv_bytes_each(*flat, out)
+    return out.reshape(arrays[0].shape)
 
 
 @documented(extra={"config": "A model preset name, a Hugging Face config dict, or a ``config.json`` (or its folder)."})
