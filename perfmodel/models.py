@@ -443,6 +443,18 @@ class KVTerms:
         """Whether the bytes are ``full_bytes_per_token`` times the charged tokens (upstream's model)."""
         return self.window_bytes_per_token == 0 and self.chunk_bytes_per_token == 0 and self.state_bytes == 0
 
+    @property
+    def byte_terms(self) -> Any:
+        """The byte terms as the kernel's record, :class:`perfmodel._kernels.ByteTerms` (its field order).
+
+        >>> KVTerms(1000, window_bytes_per_token=10, window_tokens=128).byte_terms
+        ByteTerms(full=1000, window=10, chunk=0, state=0, window_tokens=128, chunk_tokens=0)
+        """
+        from ._kernels import ByteTerms
+
+        return ByteTerms(self.full_bytes_per_token, self.window_bytes_per_token, self.chunk_bytes_per_token,
+                         self.state_bytes, self.window_tokens, self.chunk_tokens)
+
     def describe(self) -> str:
         """The layer mix in words (e.g. ``'keeps a 128-token window in 12 of its 24 layers'``)."""
         total = self.full_layers + self.window_layers + self.chunk_layers + self.state_layers
@@ -465,9 +477,7 @@ class KVTerms:
         if largest * per_token + self.state_bytes >= 2**62:
             raise InputError("num_input_tokens", f"{largest} tokens overflow the 64-bit byte count",
                              "pass realistic token counts")
-        total = np.asarray(prompt_bytes(n, m, self.full_bytes_per_token, self.window_bytes_per_token,
-                                        self.window_tokens, self.chunk_bytes_per_token, self.chunk_tokens,
-                                        self.state_bytes), dtype=np.int64)
+        total = _kv_bytes_of(self.byte_terms, n, m)
         return total.reshape(-1)[0] if scalar else total.reshape(-1)
 
 
@@ -541,11 +551,19 @@ def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_toke
     """The :class:`KVTerms` formula on numpy arrays (broadcast; int64 in, int64 out, exactly): bytes
     moved for ``charged_tokens`` of prompts of ``num_input_tokens``: the kernel's
     :func:`perfmodel._kernels.kv_bytes`, element by element (in integers)."""
+    from ._kernels import ByteTerms
+
+    terms = ByteTerms(full_bytes_per_token, window_bytes_per_token, chunk_bytes_per_token, state_bytes, window_tokens,
+                      chunk_tokens)
+    return _kv_bytes_of(terms, num_input_tokens, charged_tokens)
+
+
+def _kv_bytes_of(terms: Any, num_input_tokens: Any, charged_tokens: Any) -> np.ndarray:
+    """:func:`perfmodel._kernels.kv_bytes` of a :class:`~perfmodel._kernels.ByteTerms` (numbers or arrays) for
+    ``charged_tokens`` of prompts of ``num_input_tokens``, broadcast, in int64 exactly."""
     from . import _kernels
 
-    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in (
-        full_bytes_per_token, window_bytes_per_token, chunk_bytes_per_token, state_bytes, window_tokens,
-        chunk_tokens, charged_tokens, num_input_tokens)))
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in (*terms, charged_tokens, num_input_tokens)))
     flat = [np.array(a).reshape(-1) for a in arrays]  # (copies: broadcast views are read-only)
     out = np.empty(flat[0].size, dtype=np.int64)
     _kernels.kv_bytes_each(*flat, out)
