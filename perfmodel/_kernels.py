@@ -9,6 +9,8 @@ validation of every row is fused into the same pass as a count of invalid rows.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 from numba import types
@@ -152,8 +154,7 @@ def _block_cost(per_block_ms, block_size, blocks_per_message, charged):
         return 0.0, False
     pb, bs = np.float64(per_block_ms), np.float64(block_size)
     invalid = _outside(pb, _PB) | _outside(bs, _BS) | _no_block(pb, bs) | _outside(np.float64(blocks_per_message), _BPM)
-    blocks = np.ceil(charged / bs) if bs > 0 else 0.0
-    return blocks * pb, invalid
+    return blocks_of(charged, bs) * pb, invalid
 
 
 @overload(_block_cost)
@@ -253,32 +254,57 @@ def _exposed_numba(full, tokens, prefill_ms, prefill_tokens_per_s, num_layers, l
     return _exposed
 
 
-def _capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
-    """Bytes of the sliding-window and chunked-attention layers of one row (0 when the model has none)."""
-    if window_bytes_per_token is None:
-        return 0.0
-    return capped_bytes(
-        np.float64(window_bytes_per_token),
-        np.float64(window_tokens),
-        np.float64(chunk_bytes_per_token),
-        np.float64(chunk_tokens),
-        charged,
-        tokens,
-    )
+class ByteTerms(NamedTuple):
+    """The byte terms of a handoff (or of one flow of it), in :func:`kv_bytes`' order: bytes per token of its
+    full-attention, sliding-window and chunked-attention layers, its fixed state bytes (which move with every
+    handoff), and the window and the chunk in tokens (0: none). The one record of these terms: a model's
+    (:meth:`perfmodel.KVTerms.byte_terms`), a head's (:meth:`perfmodel.clusters.HeadTerms.byte_terms`) and
+    a flow's carry it.
+
+    >>> ByteTerms(40960.0).bytes(1024, 1024)
+    41943040.0
+    """
+
+    full: float
+    window: float = 0.0
+    chunk: float = 0.0
+    state: float = 0.0
+    window_tokens: float = 0.0
+    chunk_tokens: float = 0.0
+
+    def bytes(self, charged: float, tokens: float) -> float:
+        """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt (:func:`kv_bytes`)."""
+        return float(kv_bytes(*(np.float64(x) for x in self), np.float64(charged), np.float64(tokens)))
 
 
-@overload(_capped_bytes)
-def _capped_bytes_numba(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
-    if isinstance(window_bytes_per_token, _is_none):
-        return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: 0.0
-    return _capped_bytes
+def _floor_quotient(x, c):
+    """``floor(x / c)``: in integers for integers (exact, as numpy's ``//``), ``np.floor(x / c)`` otherwise."""
+    both_whole = isinstance(x, (int, np.integer)) and isinstance(c, (int, np.integer))
+    return x // c if both_whole else np.floor(x / c)
+
+
+@overload(_floor_quotient)
+def _floor_quotient_numba(x, c):
+    if isinstance(x, types.Integer) and isinstance(c, types.Integer):
+        return lambda x, c: x // c
+    return lambda x, c: np.floor(x / c)
 
 
 @jit
 def current_chunk(tokens, chunk_tokens):
-    """Tokens of a prompt's current chunk, ``((tokens - 1) mod C) + 1`` (0 for an empty prompt or no chunk)."""
+    """Tokens of a prompt's current chunk, ``((tokens - 1) mod C) + 1`` (0 for an empty prompt or no chunk):
+    the one current-chunk formula (in integers for integers, exactly; in float64 otherwise)."""
     c = chunk_tokens
-    return (tokens - 1.0) - np.floor((tokens - 1.0) / c) * c + 1.0 if (c > 0) & (tokens > 0) else 0.0
+    if (c > 0) & (tokens > 0):
+        return (tokens - 1) - _floor_quotient(tokens - 1, c) * c + 1
+    return 0
+
+
+@jit
+def blocks_of(tokens, block_size):
+    """Blocks of ``block_size`` tokens that hold ``tokens`` tokens, ``ceil(tokens / block_size)`` (0 without a block
+    size): the one block count (a handoff's blocks, each layer kind's blocks of its messages)."""
+    return np.ceil(tokens / block_size) if block_size > 0 else 0.0
 
 
 @jit
@@ -294,17 +320,17 @@ def messages_of(
     """Messages one rank posts for ``charged`` tokens of a ``tokens``-token prompt (0 without a block size):
     each layer kind's kept tokens in blocks (a window or chunk layer's at most its window or current
     chunk), merged ``blocks_per_message`` to a message, times its messages per block, and the states'
-    messages (a state moves with every handoff)."""
+    messages (a state moves with every handoff). The one message-count formula: every path calls it."""
     if not block_size > 0:
         return 0.0
     current = current_chunk(tokens, chunk_tokens)
     bpm = blocks_per_message
     if state < 0:  # kv_layout "block" with windows and chunks but no full attention: the longer-kept layer's blocks
-        return regions(np.ceil(max(min(charged, window_tokens), min(charged, current)) / block_size), bpm)
+        return regions(blocks_of(max(min(charged, window_tokens), min(charged, current)), block_size), bpm)
     return (
-        regions(np.ceil(charged / block_size), bpm) * full
-        + regions(np.ceil(min(charged, window_tokens) / block_size), bpm) * window
-        + regions(np.ceil(min(charged, current) / block_size), bpm) * chunk
+        regions(blocks_of(charged, block_size), bpm) * full
+        + regions(blocks_of(min(charged, window_tokens), block_size), bpm) * window
+        + regions(blocks_of(min(charged, current), block_size), bpm) * chunk
         + state
     )
 
@@ -313,19 +339,65 @@ def messages_of(
 def capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
     """Bytes of sliding-window layers (at most ``window_tokens`` of the ``charged`` tail) and of
     chunked-attention layers (at most the prompt's current chunk), in float64 (exact for whole
-    numbers below 2**53)."""
+    numbers below 2**53), or in int64 for integers."""
     current = current_chunk(tokens, chunk_tokens)
     return window_bytes_per_token * min(charged, window_tokens) + chunk_bytes_per_token * min(charged, current)
+
+
+def _capped_or_none(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
+    """:func:`capped_bytes`, or 0 when the model has no capped layers (its window terms None: compiled out)."""
+    if window_bytes_per_token is None:
+        return 0.0
+    return capped_bytes(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens)
+
+
+@overload(_capped_or_none)
+def _capped_or_none_numba(window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens):
+    if isinstance(window_bytes_per_token, _is_none):
+        return lambda window_bytes_per_token, window_tokens, chunk_bytes_per_token, chunk_tokens, charged, tokens: 0.0
+    return _capped_or_none
 
 
 @jit
 def kv_bytes(full, window, chunk, state, window_tokens, chunk_tokens, charged, tokens):
     """Bytes a handoff (or one flow of it) moves for ``charged`` tokens of a ``tokens``-token prompt, from its
-    byte terms: bytes per token of its full-attention, sliding-window and chunked-attention layers, its fixed
-    state bytes (which move with every handoff), the window and the chunk in tokens. Upstream's operation
-    order: ``charged * full`` first, then the capped layers, then the state. The one bytes formula: every path
-    (handoff kernel, replays, clusters, inverse questions) calls it."""
-    return charged * full + capped_bytes(window, window_tokens, chunk, chunk_tokens, charged, tokens) + state
+    byte terms (:class:`ByteTerms`): bytes per token of its full-attention, sliding-window and chunked-attention
+    layers, its fixed state bytes (which move with every handoff), the window and the chunk in tokens. Upstream's
+    operation order: ``charged * full`` first, then the capped layers, then the state. ``window`` None: the
+    model has no capped layers (``chunk`` and both token counts None too; compiled out). The one bytes formula:
+    every path (handoff kernel, replays, clusters, inverse questions) calls it; in int64 for integers, exactly."""
+    return charged * full + _capped_or_none(window, window_tokens, chunk, chunk_tokens, charged, tokens) + state
+
+
+@jit
+def kv_bytes_each(full, window, chunk, state, window_tokens, chunk_tokens, charged, tokens, out):
+    """Fill ``out`` with :func:`kv_bytes` of each element of equally long 1-D arrays (int64 exactly for int64)."""
+    for i in range(out.size):
+        out[i] = kv_bytes(
+            full[i], window[i], chunk[i], state[i], window_tokens[i], chunk_tokens[i], charged[i], tokens[i]
+        )
+
+
+@jit
+def messages_each(
+    charged, tokens, block_size, full, window, chunk, state, window_tokens, chunk_tokens, blocks_per_message
+):
+    """:func:`messages_of` of each element of equally long 1-D arrays (float64; ``blocks_per_message`` one number)."""
+    out = np.empty(charged.size, dtype=np.float64)
+    for i in range(out.size):
+        out[i] = messages_of(
+            charged[i],
+            tokens[i],
+            block_size[i],
+            full[i],
+            window[i],
+            chunk[i],
+            state[i],
+            window_tokens[i],
+            chunk_tokens[i],
+            blocks_per_message,
+        )
+    return out
 
 
 @jit
@@ -382,7 +454,7 @@ def _handoff_row(inputs, i):
     # Upstream's operation order: tokens as f64 * bytes_per_token as f64, / (bw * 1e9) * 1000. Windowed and
     # chunked layers add their capped bytes; a fixed state moves once per handoff, even when no token is charged
     # (the newest upstream's rule).
-    nbytes = charged * p + _capped_bytes(_at(wb, i), _at(wt, i), _at(cb, i), _at(ct, i), charged, t) + s
+    nbytes = kv_bytes(p, _at(wb, i), _at(cb, i), s, _at(wt, i), _at(ct, i), charged, t)
     block_cost, block_invalid = _block_cost(_at(pb, i), _at(bs, i), _at(bpm, i), charged)
     message_cost, message_invalid = _message_cost(
         _at(pm, i),

@@ -81,6 +81,7 @@ class ModelTerms(NamedTuple):
         return self.window_bytes_per_token is None and self.state_bytes is None
 
 
+#: The capped terms' names in the kernel's record (:data:`perfmodel._kernels.FIELDS`) and in ModelTerms.
 _CAPPED = ("window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens")
 
 
@@ -104,14 +105,19 @@ def model_terms(
         return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
 
     if isinstance(value, (Mapping, str, os.PathLike)):  # one model: its terms as scalars
-        one = terms_of(value)
-        capped = bool(one.window_bytes_per_token or one.chunk_bytes_per_token)
-        return ModelTerms._make(
-            (
-                np.float64(one.full_bytes_per_token),
-                *(np.float64(getattr(one, name)) if capped else None for name in _CAPPED),
-                np.float64(one.state_bytes) if one.state_bytes else None,
-            )
+        one = terms_of(value).byte_terms
+        capped = bool(one.window or one.chunk)
+
+        def kept(term: Any) -> Any:
+            return np.float64(term) if capped else None
+
+        return ModelTerms(
+            np.float64(one.full),
+            kept(one.window),
+            kept(one.window_tokens),
+            kept(one.chunk),
+            kept(one.chunk_tokens),
+            np.float64(one.state) if one.state else None,
         )
     shaped = shape.shapes_bytes
     if np.ndim(value) == 0 or not holds_labels(value):

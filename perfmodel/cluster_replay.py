@@ -94,6 +94,12 @@ def _finite(cluster: Any) -> None:
             )
 
 
+#: The columns of a row of the replay's table of terms (:class:`perfmodel._replay.Requests`' ``kv_terms``) that
+#: :func:`perfmodel._kernels.messages_of` takes, in its order: full, window, chunk and state messages; window
+#: and chunk tokens.
+_MESSAGE_COLUMNS = (6, 7, 8, 9, 2, 4)
+
+
 def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
     """The model's bytes by KV head (a number of bytes: one head, with tp = decode_tp = 1)."""
     if isinstance(bytes_spec, str) and bytes_spec in trace.columns:
@@ -212,9 +218,9 @@ def replay_on_cluster(
         or (cluster.nvlink is not None and cast(Link, cluster.nvlink).per_message_ms > 0)
     )
     messages = np.zeros(0)  # (none: messages cost nothing)
-    if posts:  # messages_of's terms: full, window, chunk and state messages; window and chunk tokens
+    if posts:
         kv = message_terms(dict(kv_cache_dtype=c.kv_cache_dtype, tp=tp, scope="rank", decode_tp=d))
-        messages = np.array([kv[6], kv[7], kv[8], kv[9], kv[2], kv[4]], dtype=np.float64)
+        messages = np.array([kv[k] for k in _MESSAGE_COLUMNS], dtype=np.float64)
     config = dict(
         hash_block_tokens=int(prepared.hash_block_tokens),
         block_size=int(block_size),

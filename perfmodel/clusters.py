@@ -529,6 +529,13 @@ class HeadTerms(NamedTuple):
     chunk_tokens: float = 0.0
     state: float = 0.0
 
+    @property
+    def byte_terms(self) -> Any:
+        """One head's terms as the kernel's :class:`perfmodel._kernels.ByteTerms` (its field order)."""
+        from ._kernels import ByteTerms
+
+        return ByteTerms(self.full, self.window, self.chunk, self.state, self.window_tokens, self.chunk_tokens)
+
 
 def head_terms(model: Any, *, kv_cache_dtype: str | None = None, decode_tp: int = 1,
                state_bytes: float | None = None) -> HeadTerms:
@@ -561,11 +568,12 @@ def flow_terms(flow: Flow, terms: HeadTerms) -> tuple[float, float, float, float
 
 
 def flow_bytes(vector: tuple[float, float, float, float], terms: HeadTerms, charged: float, tokens: float) -> float:
-    """Bytes of a flow (its :func:`flow_terms`) for ``charged`` tokens of a ``tokens``-token prompt."""
+    """Bytes of a flow (its :func:`flow_terms`) for ``charged`` tokens of a ``tokens``-token prompt: the one bytes
+    formula, :func:`perfmodel._kernels.kv_bytes`, on the flow's terms and the model's window and chunk."""
+    from ._kernels import ByteTerms
+
     full, window, chunk, state = vector
-    current = ((tokens - 1) % terms.chunk_tokens) + 1 if terms.chunk_tokens > 0 and tokens > 0 else 0.0
-    return (charged * full + (window * min(charged, terms.window_tokens) if window else 0.0)
-            + (chunk * min(charged, current) if chunk else 0.0) + state)  # (a state moves with every handoff)
+    return ByteTerms(full, window, chunk, state, terms.window_tokens, terms.chunk_tokens).bytes(charged, tokens)
 
 
 class Alone(NamedTuple):

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from . import _maxmin, _questions
+from ._kernels import blocks_of
 from ._onto_cluster import get_cluster
 from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms
 from .errors import InputError, check_whole
@@ -99,7 +100,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     blocks, messages = 0.0, math.nan  # (no block size: no blocks, messages not counted)
     if block_size:
         block = check_whole("block_size", block_size, smallest=1)
-        blocks = float(-(-n // block))
+        blocks = float(blocks_of(n, block))
         messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
                                      blocks_per_message=blocks_per_message)) if not number else blocks
     counted = 0.0 if math.isnan(messages) else messages

@@ -443,6 +443,18 @@ class KVTerms:
         """Whether the bytes are ``full_bytes_per_token`` times the charged tokens (upstream's model)."""
         return self.window_bytes_per_token == 0 and self.chunk_bytes_per_token == 0 and self.state_bytes == 0
 
+    @property
+    def byte_terms(self) -> Any:
+        """The byte terms as the kernel's record, :class:`perfmodel._kernels.ByteTerms` (its field order).
+
+        >>> KVTerms(1000, window_bytes_per_token=10, window_tokens=128).byte_terms
+        ByteTerms(full=1000, window=10, chunk=0, state=0, window_tokens=128, chunk_tokens=0)
+        """
+        from ._kernels import ByteTerms
+
+        return ByteTerms(self.full_bytes_per_token, self.window_bytes_per_token, self.chunk_bytes_per_token,
+                         self.state_bytes, self.window_tokens, self.chunk_tokens)
+
     def describe(self) -> str:
         """The layer mix in words (e.g. ``'keeps a 128-token window in 12 of its 24 layers'``)."""
         total = self.full_layers + self.window_layers + self.chunk_layers + self.state_layers
@@ -465,9 +477,7 @@ class KVTerms:
         if largest * per_token + self.state_bytes >= 2**62:
             raise InputError("num_input_tokens", f"{largest} tokens overflow the 64-bit byte count",
                              "pass realistic token counts")
-        total = np.asarray(prompt_bytes(n, m, self.full_bytes_per_token, self.window_bytes_per_token,
-                                        self.window_tokens, self.chunk_bytes_per_token, self.chunk_tokens,
-                                        self.state_bytes), dtype=np.int64)
+        total = _kv_bytes_of(self.byte_terms, n, m)
         return total.reshape(-1)[0] if scalar else total.reshape(-1)
 
 
@@ -521,35 +531,43 @@ def _blocks_per_message(value: Any) -> float:
 def prompt_messages(num_input_tokens: Any, charged_tokens: Any, block_size: Any, full_messages: Any,
                     window_messages: Any, chunk_messages: Any, state_messages: Any, window_tokens: Any,
                     chunk_tokens: Any, blocks_per_message: float = 1.0) -> Any:
-    """Messages of one rank's handoff on numpy arrays (broadcast, int64 exactly): each layer's charged
+    """Messages of one rank's handoff on numpy arrays (broadcast, int64): each layer's charged
     tokens in blocks (a window or chunk layer's at most its window or current chunk), merged
     ``blocks_per_message`` to a message (``ceil(blocks / blocks_per_message)``, one for ``inf``), times
-    the messages per block of those layers, plus the states' messages (the kernel computes the same)."""
-    n, m = num_input_tokens, charged_tokens
-    current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)
+    the messages per block of those layers, plus the states' messages: the kernel's
+    :func:`perfmodel._kernels.messages_of`, element by element."""
+    from . import _kernels
 
-    def blocks(tokens: Any) -> Any:
-        whole = -(-tokens // block_size)
-        if blocks_per_message == 1:
-            return whole
-        if blocks_per_message == math.inf:
-            return np.where(whole > 0, 1, 0)
-        return -(-whole // int(blocks_per_message))
-
-    summed = (full_messages * blocks(m) + window_messages * blocks(np.minimum(m, window_tokens))
-              + chunk_messages * blocks(np.minimum(m, current)) + np.maximum(state_messages, 0))
-    longest = blocks(np.maximum(np.minimum(m, window_tokens), np.minimum(m, current)))  # (state_messages -1)
-    return np.where(np.asarray(state_messages) < 0, longest, summed)
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (
+        charged_tokens, num_input_tokens, block_size, full_messages, window_messages, chunk_messages,
+        state_messages, window_tokens, chunk_tokens)))
+    flat = [np.array(a).reshape(-1) for a in arrays]  # (copies: broadcast views are read-only)
+    counted = _kernels.messages_each(*flat, np.float64(blocks_per_message))
+    return counted.astype(np.int64).reshape(arrays[0].shape)
 
 
 def prompt_bytes(num_input_tokens: Any, charged_tokens: Any, full_bytes_per_token: Any, window_bytes_per_token: Any,
                  window_tokens: Any, chunk_bytes_per_token: Any, chunk_tokens: Any, state_bytes: Any) -> Any:
     """The :class:`KVTerms` formula on numpy arrays (broadcast; int64 in, int64 out, exactly): bytes
-    moved for ``charged_tokens`` of prompts of ``num_input_tokens`` (the kernel computes the same)."""
-    n, m = num_input_tokens, charged_tokens
-    current = np.where(n > 0, (n - 1) % np.maximum(chunk_tokens, 1) + 1, 0)  # tokens of the prompt's last chunk
-    return (full_bytes_per_token * m + window_bytes_per_token * np.minimum(m, window_tokens)
-            + chunk_bytes_per_token * np.minimum(m, current) + state_bytes)
+    moved for ``charged_tokens`` of prompts of ``num_input_tokens``: the kernel's
+    :func:`perfmodel._kernels.kv_bytes`, element by element (in integers)."""
+    from ._kernels import ByteTerms
+
+    terms = ByteTerms(full_bytes_per_token, window_bytes_per_token, chunk_bytes_per_token, state_bytes, window_tokens,
+                      chunk_tokens)
+    return _kv_bytes_of(terms, num_input_tokens, charged_tokens)
+
+
+def _kv_bytes_of(terms: Any, num_input_tokens: Any, charged_tokens: Any) -> np.ndarray:
+    """:func:`perfmodel._kernels.kv_bytes` of a :class:`~perfmodel._kernels.ByteTerms` (numbers or arrays) for
+    ``charged_tokens`` of prompts of ``num_input_tokens``, broadcast, in int64 exactly."""
+    from . import _kernels
+
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in (*terms, charged_tokens, num_input_tokens)))
+    flat = [np.array(a).reshape(-1) for a in arrays]  # (copies: broadcast views are read-only)
+    out = np.empty(flat[0].size, dtype=np.int64)
+    _kernels.kv_bytes_each(*flat, out)
+    return out.reshape(arrays[0].shape)
 
 
 @documented(extra={"config": "A model preset name, a Hugging Face config dict, or a ``config.json`` (or its folder)."})
