@@ -8,7 +8,7 @@ every flow of the class has received since the class was last empty), the moment
 to date, and a heap of its flows by target (``served`` at its start plus its bytes), so that a start,
 an end or a change of rate touches the class, not every flow in it. The class's next end is
 ``since + (smallest target - served) / (rate * 1e9) * 1000`` (ms; rates in decimal GB/s, bytes),
-in the operation order of :func:`perfmodel._maxmin.simulate`.
+in the operation order of the plain-Python reference simulation (``tests/reference_maxmin.py``).
 
 Each class's flows form a binary heap by target, in chunks of a shared store (:class:`perfmodel._sharing.Heaps`):
 no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
