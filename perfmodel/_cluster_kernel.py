@@ -26,7 +26,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from ._kernels import current_chunk, loop_helper, messages_of
+from ._kernels import loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
 from ._sharing import (
     _CHUNK,
@@ -38,6 +38,7 @@ from ._sharing import (
     Paths,
     _alone,
     _fill_classes,
+    _flow_bytes,
     _heap_remove,
     _label,
     _pop_flow,
@@ -506,16 +507,6 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
         if h < hb or (h == hb and (d > depth or (d == depth and loads[x] < loads[best]))):
             best, depth = x, d
     return best, depth
-
-
-@loop_helper
-def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
-    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
-    (:func:`perfmodel.clusters.flow_bytes`)."""
-    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
-    current = current_chunk(tokens, chunk_tokens)
-    return (charged * full + (window * min(charged, window_tokens) if window else 0.0)
-            + (chunk * min(charged, current) if chunk else 0.0) + state)  # (a state moves with every handoff)
 
 
 @loop_helper

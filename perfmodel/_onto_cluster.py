@@ -333,13 +333,12 @@ def nonlinear_bandwidth(
 ) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
-    once, all in one call of :func:`perfmodel._sharing.simulate_batch`). Each flow pays its own link's
+    once, all in one call of :func:`perfmodel._sharing.simulate_keys`). Each flow pays its own link's
     per-message and per-block costs for the row's messages and blocks (``counts``: each row's, when a link
     costs something per message or block); the transport's and the caller's (common to all flows) are the
     kernel's. With ``after_fixed``: the handoff's rate, its bytes over its time after its last-ending
     flow's own fixed costs (NaN where it moves no bytes)."""
-    from ._sharing import simulate_batch
-    from .options import option
+    from ._sharing import FlowTerms, Keys, simulate_keys
 
     c, r = found.cluster, cast(Alone, found.resolved)  # (a route resolved alone, not linear)
     tokens = np.asarray(tokens, dtype=np.float64)
@@ -352,25 +351,24 @@ def nonlinear_bandwidth(
     m = keys[0]
     n = keys[1] if r.terms.chunk_tokens > 0 else np.zeros_like(m)
     messages, blocks = (keys[-2], keys[-1]) if counts is not None else (np.zeros_like(m), np.zeros_like(m))
-    valid = np.flatnonzero((m >= 0) & (n >= 0) & (messages >= 0) & (blocks >= 0))
-    m, n, messages, blocks = m[valid], n[valid], messages[valid], blocks[valid]
+    valid = (m >= 0) & (n >= 0) & (messages >= 0) & (blocks >= 0)
+    every = bool(valid.all())
+    if not every:
+        m, n, messages, blocks = m[valid], n[valid], messages[valid], blocks[valid]
     t = cast(Transport, c.transport)
     own = np.array([f.own_latency_ms(c) for f in r.flows], dtype=np.float64)
     per_message = np.array([f.link.per_message_ms for f in r.flows], dtype=np.float64)
     per_block = np.array([f.link.per_block_ms for f in r.flows], dtype=np.float64)
-    base = 0.0 + t.setup_ms + own  # (each flow's start: alone_ms's sum, in its order)
-    vectors = [flow_terms(f, r.terms) for f in r.flows]
-    sim_ms, last = np.zeros(len(m)), np.full(len(m), -1, np.int64)
-    step = option("sweep_chunk_rows")
-    for i in range(0, len(m), step):  # (the flows' bytes and starts of a chunk of keys at a time)
-        j = min(i + step, len(m))
-        nbytes = np.empty((j - i, len(vectors)))
-        for x, v in enumerate(vectors):
-            nbytes[:, x] = _bytes_of(v, r.terms, m[i:j], n[i:j])
-        starts = base if counts is None else base + messages[i:j, None] * per_message + blocks[i:j, None] * per_block
-        batch = simulate_batch(starts, nbytes, [f.path for f in r.flows], r.resources.capacities)
-        last[i:j] = batch.last
-        sim_ms[i:j] = np.where(batch.last >= 0, batch.end, 0.0)  # (no flow moves: 0)
+    costs = np.stack([0.0 + t.setup_ms + own, per_message, per_block], axis=1)  # (alone_ms's sum, in its order)
+    flows = FlowTerms(
+        np.array([flow_terms(f, r.terms) for f in r.flows], dtype=np.float64).reshape(-1, 4),
+        costs,
+        float(r.terms.window_tokens),
+        float(r.terms.chunk_tokens),
+    )
+    batch = simulate_keys(Keys(m, n, messages, blocks), flows, [f.path for f in r.flows], r.resources.capacities)
+    last = batch.last
+    sim_ms = np.where(last >= 0, batch.end, 0.0)  # (no flow moves: 0)
     nbytes = _bytes_of(group_terms(r), r.terms, m, n)
     with np.errstate(divide="ignore", invalid="ignore"):
         if after_fixed:
@@ -380,9 +378,10 @@ def nonlinear_bandwidth(
             rate = np.where(nbytes > 0, nbytes / (sim_ms / 1000.0) / 1e9, np.nan)
         else:
             rate = np.where(sim_ms > 0, nbytes / (sim_ms / 1000.0) / 1e9, np.inf)
-    out = np.full(keys.shape[1], np.nan)
-    out[valid] = rate
-    return out[inverse].reshape(tokens.shape)
+    if not every:
+        rate, kept = np.full(keys.shape[1], np.nan), rate
+        rate[valid] = kept
+    return rate[inverse].reshape(tokens.shape)
 
 
 def _bytes_of(vector: tuple[float, ...], terms: Any, charged: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -14,13 +14,13 @@ Helpers read their arguments' fields by name (the records are :mod:`perfmodel._c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _compat
-from ._kernels import jit, loop_helper
+from ._kernels import current_chunk, jit, loop_helper
 
 _SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity within this (relative)
 _NIL = -1
@@ -329,42 +329,99 @@ class Batch(NamedTuple):
     necks: np.ndarray  # int64
 
 
+@jit(inline="always", **_compat.no_reference_counting())
+def _one_key(k, begin, size, paths, lc, al, memo, classes, out):
+    """Key ``k``'s flows (``begin[f]`` ms, ``size[f]`` bytes) alone: :class:`Batch` ``out``'s row ``k``. A flow of
+    0 bytes (or NaN) does not move: it ends at its start."""
+    flows = len(size)
+    q = 0
+    for f in range(flows):
+        if size[f] > 0:
+            al.start[q], al.nbytes[q], classes[q] = begin[f], size[f], f
+            q += 1
+    if q > 0:
+        _alone_memo(q, al, paths, lc, classes, classes, memo)
+    last, end, neck, x = -1, -np.inf, -1, 0
+    per_flow = out.ends.shape[0] > 0
+    for f in range(flows):
+        moves = size[f] > 0
+        e = al.ends[x] if moves else begin[f]
+        if moves and (last < 0 or e > end):
+            last, end, neck = f, e, al.neck[x]
+        if per_flow:
+            out.ends[k, f] = e
+            out.rates[k, f] = al.rate[x] if moves else np.nan
+            out.anchors[k, f] = al.anchor[x] if moves else begin[f]
+            out.necks[k, f] = al.neck[x] if moves else -1
+        if moves:
+            x += 1
+    out.last[k], out.end[k], out.neck[k] = last, end, neck
+
+
 @loop_helper
-def _batch(starts, nbytes, paths, lc, al, memo, classes, out):
+def _batch(starts, nbytes, paths, lc, al, memo, classes, begin, size, out):
     """Each of K keys' flows (``starts[k, f]`` ms, ``nbytes[k, f]`` bytes; a flow ``f`` crosses the resources
     of class ``f`` of ``paths``) alone in the cluster, sharing max-min fairly (:func:`_alone_memo`, its
-    fillings shared between keys through ``memo``): :class:`Batch` ``out``. A flow of 0 bytes (or NaN) does
-    not move: it ends at its start."""
-    keys, flows = nbytes.shape
-    per_flow = out.ends.shape[0] > 0
-    for k in range(keys):
-        q = 0
-        for f in range(flows):
-            if nbytes[k, f] > 0:
-                al.start[q], al.nbytes[q], classes[q] = starts[k, f], nbytes[k, f], f
-                q += 1
-        if q > 0:
-            _alone_memo(q, al, paths, lc, classes, classes, memo)
-        last, end, neck, x = -1, -np.inf, -1, 0
-        for f in range(flows):
-            moves = nbytes[k, f] > 0
-            e = al.ends[x] if moves else starts[k, f]
-            if moves and (last < 0 or e > end):
-                last, end, neck = f, e, al.neck[x]
-            if per_flow:
-                out.ends[k, f] = e
-                out.rates[k, f] = al.rate[x] if moves else np.nan
-                out.anchors[k, f] = al.anchor[x] if moves else starts[k, f]
-                out.necks[k, f] = al.neck[x] if moves else -1
-            if moves:
-                x += 1
-        out.last[k], out.end[k], out.neck[k] = last, end, neck
+    fillings shared between keys through ``memo``): :class:`Batch` ``out``."""
+    for k in range(nbytes.shape[0]):
+        for f in range(nbytes.shape[1]):
+            begin[f], size[f] = starts[k, f], nbytes[k, f]
+        _one_key(k, begin, size, paths, lc, al, memo, classes, out)
 
 
-def _work(flows: int, resources: int, longest: int, keys: int) -> tuple[Local, Alone, Memo, np.ndarray]:
+class Keys(NamedTuple):
+    """Per key (a distinct row of the static path): charged tokens, the prompt's tokens, the messages one rank
+    posts and the blocks it moves (float64 (K,) each)."""
+
+    charged: np.ndarray
+    tokens: np.ndarray
+    messages: np.ndarray
+    blocks: np.ndarray
+
+
+class FlowTerms(NamedTuple):
+    """Per flow: its byte terms (float64 (F, 4): :func:`perfmodel.clusters.flow_terms`) and costs (float64 (F, 3):
+    its fixed cost before messages and blocks, ms, and its cost per message and per block); the window and the
+    chunk in tokens."""
+
+    terms: np.ndarray
+    costs: np.ndarray
+    window_tokens: float
+    chunk_tokens: float
+
+
+@loop_helper
+def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
+    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
+    (:func:`perfmodel.clusters.flow_bytes`, in its operation order)."""
+    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
+    current = current_chunk(tokens, chunk_tokens)
+    return (
+        charged * full
+        + (window * min(charged, window_tokens) if window else 0.0)
+        + (chunk * min(charged, current) if chunk else 0.0)
+        + state
+    )  # (a state moves with every handoff)
+
+
+@loop_helper
+def _batch_terms(keys, flows, paths, lc, al, memo, classes, begin, size, out):
+    """:func:`_batch` of keys given by their tokens, messages and blocks (:class:`Keys`): each flow's bytes
+    (:func:`_flow_bytes`) and start (its fixed cost, then its messages' and blocks', in
+    :func:`perfmodel.clusters.alone_ms`'s order) from its :class:`FlowTerms`."""
+    for k in range(len(keys.charged)):
+        charged, tokens = keys.charged[k], keys.tokens[k]
+        messages, blocks = keys.messages[k], keys.blocks[k]
+        for f in range(flows.terms.shape[0]):
+            size[f] = _flow_bytes(flows.terms, f, charged, tokens, flows.window_tokens, flows.chunk_tokens)
+            begin[f] = flows.costs[f, 0] + messages * flows.costs[f, 1] + blocks * flows.costs[f, 2]
+        _one_key(k, begin, size, paths, lc, al, memo, classes, out)
+
+
+def _work(flows: int, resources: int, longest: int, keys: int) -> tuple:
     """Work arrays of :func:`_batch` for ``keys`` keys of ``flows`` flows over ``resources`` resources (paths of
     at most ``longest``): a filling's, a handoff's, a memo (room for every filling of a few keys' worth of
-    distinct orders, at most ~64k entries) and the flows' classes."""
+    distinct orders, at most ~64k entries), the flows' classes, a key's starts and bytes."""
     ints = lambda k: np.zeros(k, np.int64)  # noqa: E731
     kmax, entries, r = max(flows, 1), max(flows, 1) * max(longest, 1), max(resources, 1)
     lc = Local(
@@ -395,7 +452,7 @@ def _work(flows: int, resources: int, longest: int, keys: int) -> tuple[Local, A
         np.zeros((slots, kmax), np.int64),
         ints(1),
     )
-    return lc, al, memo, ints(kmax)
+    return lc, al, memo, ints(kmax), np.zeros(flows), np.zeros(flows)
 
 
 def simulate_batch(
@@ -416,14 +473,41 @@ def simulate_batch(
     >>> b.ends.tolist(), b.last.tolist(), b.neck.tolist()  # 1 GB/s each, then 2 GB/s; one flow alone at 2 GB/s
     ([[1000.0, 2000.0], [500.0, 0.0]], [1, 0], [0, 0])
     """
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    starts = np.broadcast_to(np.asarray(starts, dtype=np.float64), nbytes.shape)
+
+    def run(i: int, j: int, *rest: Any) -> None:
+        _batch(starts[i:j], nbytes[i:j], *rest)
+
+    return _in_threads(run, nbytes.shape[0], nbytes.shape[1], paths, capacities, per_flow)
+
+
+def simulate_keys(keys: Keys, flows: FlowTerms, paths: Sequence[Sequence[int]], capacities: Sequence[float]) -> Batch:
+    """:func:`simulate_batch` of keys given by their tokens, messages and blocks (:class:`Keys`), each flow's
+    bytes and start computed in the kernel from its :class:`FlowTerms` (no array of keys by flows).
+
+    >>> keys = Keys(*np.array([[1.0, 3.0]] * 2), np.zeros(2), np.zeros(2))
+    >>> flows = FlowTerms(np.array([[1e9, 0, 0, 0], [2e9, 0, 0, 0]]), np.zeros((2, 3)), 0.0, 0.0)
+    >>> simulate_keys(keys, flows, [[0], [0]], [2.0]).end.tolist()
+    [1500.0, 4500.0]
+    """
+
+    def run(i: int, j: int, *rest: Any) -> None:
+        _batch_terms(Keys._make(x[i:j] for x in keys), flows, *rest)
+
+    return _in_threads(run, len(keys.charged), len(flows.terms), paths, capacities, False)
+
+
+def _in_threads(
+    run: Any, keys: int, flows: int, paths: Sequence[Sequence[int]], capacities: Sequence[float], per_flow: bool
+) -> Batch:
+    """A :class:`Batch` of ``keys`` keys of ``flows`` flows, ``run(i, j, paths, *work, out)`` filling keys ``i``
+    to ``j`` on views of the outputs, on threads from ``parallel_min_rows`` keys on."""
     import numba
 
     from ._shares import in_shares
     from .options import option
 
-    nbytes = np.asarray(nbytes, dtype=np.float64)
-    keys, flows = nbytes.shape
-    starts = np.broadcast_to(np.asarray(starts, dtype=np.float64), nbytes.shape)
     lengths = [len(p) for p in paths]
     where = Paths(
         np.asarray(capacities, dtype=np.float64),
@@ -445,9 +529,9 @@ def simulate_batch(
     threads = numba.config.NUMBA_NUM_THREADS if keys >= option("parallel_min_rows") else 1
 
     def share(_k: int, i: int, j: int) -> None:
-        """Keys ``i`` to ``j``: views of the inputs and outputs, work arrays of their own."""
-        lc, al, memo, classes = _work(flows, len(where.capacities), max(lengths, default=0), j - i)
-        _batch(starts[i:j], nbytes[i:j], where, lc, al, memo, classes, Batch._make(a[i:j] for a in out))
+        """Keys ``i`` to ``j``: views of the outputs, work arrays of their own."""
+        work = _work(flows, len(where.capacities), max(lengths, default=0), j - i)
+        run(i, j, where, *work, Batch._make(a[i:j] for a in out))
 
     in_shares(keys, max(threads, 1), share)
     return out

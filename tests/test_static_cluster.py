@@ -145,13 +145,13 @@ def test_one_kernel_call_for_every_distinct_row(monkeypatch):
     from perfmodel import _sharing
 
     calls = []
-    original = _sharing.simulate_batch
+    original = _sharing.simulate_keys
 
-    def counting(starts, nbytes, *args, **kwargs):
-        calls.append(len(nbytes))
-        return original(starts, nbytes, *args, **kwargs)
+    def counting(keys, *args, **kwargs):
+        calls.append(len(keys.charged))
+        return original(keys, *args, **kwargs)
 
-    monkeypatch.setattr(_sharing, "simulate_batch", counting)
+    monkeypatch.setattr(_sharing, "simulate_keys", counting)
     tokens = np.arange(2000) % 700
     perfmodel.handoff_delay_ms(tokens, rail(), "llama-3.1-70b", tp=8, decode_tp=2, block_size=16)
-    assert [n for n in calls if n > 1] == [700]  # (and a call of one key as the handoff is first resolved)
+    assert calls == [700]
