@@ -621,8 +621,41 @@ def bench_cluster(quick: bool) -> list[Row]:
             "ms",
             ratio,
             *at_most(ratio, 1.2),
-        )
+        ),
+        _bench_nonlinear_cluster(quick),
     ]
+
+
+def _bench_nonlinear_cluster(quick: bool) -> Row:
+    """1M distinct prompt lengths on a rail cluster whose handoff is not linear in its bytes (TP8 -> decode TP2:
+    cross-rail flows pay 3 hops of latency, the same-rail one 1, so they start apart and every row is simulated:
+    one kernel call for all distinct rows) against the same call on a link (goal 100, bar 300)."""
+    from perfmodel.clusters import alone, head_terms
+
+    tokens = np.random.default_rng(5).permutation(1_000_000)
+    cluster = perfmodel.Cluster(
+        nic="roce-400g", nics_per_node=8, gpus_per_node=8, fabric="rail", oversubscription=2.0, hop_latency_ms=0.003
+    )
+    assert not alone(cluster, head_terms("llama-3.1-70b", decode_tp=2), 8, 2).linear, "the cluster's handoff is linear"
+    link = perfmodel.Link("nic", cluster.nic_capacity_gb_s)
+    options = dict(tp=8, decode_tp=2)
+    t = interleaved(
+        {
+            "cluster": lambda: perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", **options),
+            "link": lambda: perfmodel.handoff_delay_ms(tokens, link, "llama-3.1-70b", **options),
+        },
+        repeats=3 if quick else 9,
+        warmups=1,
+    )
+    ratio = t.ratio("cluster", "link")
+    return Row(
+        "1M distinct prompt lengths on a rail cluster with hop latency and cross-rail flows (simulated) / the same "
+        "call on a link (goal 100)",
+        t["cluster"] * 1e3,
+        "ms",
+        ratio,
+        *at_most(ratio, 300),
+    )
 
 
 def _cluster_replay_setups() -> dict[str, dict]:

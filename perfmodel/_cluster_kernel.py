@@ -8,7 +8,7 @@ every flow of the class has received since the class was last empty), the moment
 to date, and a heap of its flows by target (``served`` at its start plus its bytes), so that a start,
 an end or a change of rate touches the class, not every flow in it. The class's next end is
 ``since + (smallest target - served) / (rate * 1e9) * 1000`` (ms; rates in decimal GB/s, bytes),
-in the operation order of :func:`perfmodel._maxmin.simulate`.
+in the operation order of the plain-Python reference simulation (``tests/reference_maxmin.py``).
 
 Each class's flows form a binary heap by target, in chunks of a shared store (:class:`perfmodel._sharing.Heaps`):
 no per-class array to grow however the flows pile up. The classes with flows wait in one indexed
@@ -27,7 +27,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from ._codes import Routing
-from ._kernels import current_chunk, loop_helper, messages_of
+from ._kernels import loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
 from ._sharing import (
     _CHUNK,
@@ -39,6 +39,7 @@ from ._sharing import (
     Paths,
     _alone,
     _fill_classes,
+    _flow_bytes,
     _heap_remove,
     _label,
     _pop_flow,
@@ -507,16 +508,6 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
         if h < hb or (h == hb and (d > depth or (d == depth and loads[x] < loads[best]))):
             best, depth = x, d
     return best, depth
-
-
-@loop_helper
-def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
-    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
-    (:func:`perfmodel.clusters.flow_bytes`)."""
-    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
-    current = current_chunk(tokens, chunk_tokens)
-    return (charged * full + (window * min(charged, window_tokens) if window else 0.0)
-            + (chunk * min(charged, current) if chunk else 0.0) + state)  # (a state moves with every handoff)
 
 
 @loop_helper

@@ -22,8 +22,7 @@ import numpy as np
 
 from . import _resolve
 from ._coerce import Coded, distinct, spread
-from ._maxmin import Outcome
-from .clusters import Alone, Cluster, alone, alone_ms, flow_bytes, flow_terms, head_terms, refuse_what_it_decides
+from .clusters import Alone, Cluster, alone, flow_terms, head_terms, refuse_what_it_decides
 from .errors import InputError
 from .links import Link, Transport
 
@@ -334,46 +333,107 @@ def nonlinear_bandwidth(
 ) -> np.ndarray:
     """Per row, the bandwidth at which the kernel's bytes (the group's, terms ``group``) take what the
     simulation of the handoff's flows takes for that row's charged tokens (each distinct count simulated
-    once). Each flow pays its own link's per-message and per-block costs for the row's messages and blocks
-    (``counts``: each row's, when a link costs something per message or block); the transport's and the
-    caller's (common to all flows) are the kernel's. With ``after_fixed``: the handoff's rate, its bytes over
-    its time after its last-ending flow's own fixed costs (NaN where it moves no bytes)."""
+    once, all in one call of :func:`perfmodel._sharing.simulate_keys`). Each flow pays its own link's
+    per-message and per-block costs for the row's messages and blocks (``counts``: each row's, when a link
+    costs something per message or block); the transport's and the caller's (common to all flows) are the
+    kernel's. With ``after_fixed``: the handoff's rate, its bytes over its time after its last-ending
+    flow's own fixed costs (NaN where it moves no bytes)."""
+    from ._sharing import FlowTerms, Keys, simulate_keys
+
     c, r = found.cluster, cast(Alone, found.resolved)  # (a route resolved alone, not linear)
-    group = group_terms(r)
     tokens = np.asarray(tokens, dtype=np.float64)
     charged = np.asarray(charged, dtype=np.float64)
     tokens, charged = np.broadcast_arrays(tokens, charged)
-    keyed = tokens if r.terms.chunk_tokens > 0 else np.zeros_like(tokens)
-    columns = [charged, keyed] if counts is None else [charged, keyed, *np.broadcast_arrays(*counts, tokens)[:2]]
-    keys, inverse = np.unique(
-        np.stack([np.nan_to_num(np.ravel(x), nan=-1.0) for x in columns]), axis=1, return_inverse=True
+    columns = [charged] + ([tokens] if r.terms.chunk_tokens > 0 else [])
+    if counts is not None:
+        columns += np.broadcast_arrays(*counts, tokens)[:2]
+    keys, inverse = distinct_rows([np.nan_to_num(np.ravel(x), nan=-1.0) for x in columns])
+    m = keys[0]
+    n = keys[1] if r.terms.chunk_tokens > 0 else np.zeros_like(m)
+    messages, blocks = (keys[-2], keys[-1]) if counts is not None else (np.zeros_like(m), np.zeros_like(m))
+    valid = (m >= 0) & (n >= 0) & (messages >= 0) & (blocks >= 0)
+    every = bool(valid.all())
+    if not every:
+        m, n, messages, blocks = m[valid], n[valid], messages[valid], blocks[valid]
+    t = cast(Transport, c.transport)
+    own = np.array([f.own_latency_ms(c) for f in r.flows], dtype=np.float64)
+    per_message = np.array([f.link.per_message_ms for f in r.flows], dtype=np.float64)
+    per_block = np.array([f.link.per_block_ms for f in r.flows], dtype=np.float64)
+    costs = np.stack([0.0 + t.setup_ms + own, per_message, per_block], axis=1)  # (alone_ms's sum, in its order)
+    flows = FlowTerms(
+        np.array([flow_terms(f, r.terms) for f in r.flows], dtype=np.float64).reshape(-1, 4),
+        costs,
+        float(r.terms.window_tokens),
+        float(r.terms.chunk_tokens),
     )
-    out = np.empty(keys.shape[1])
-    for k, key in enumerate(keys.T):
-        m, n = key[0], key[1]
-        messages, blocks = (key[2], key[3]) if counts is not None else (0.0, 0.0)
-        if m < 0 or n < 0 or messages < 0 or blocks < 0:
-            out[k] = np.nan
-            continue
-        sim_ms, outcome, sizes = alone_ms(r, c, m, n, messages=messages, blocks=blocks)
-        nbytes = flow_bytes(group, r.terms, m, n)
+    batch = simulate_keys(Keys(m, n, messages, blocks), flows, [f.path for f in r.flows], r.resources.capacities)
+    last = batch.last
+    sim_ms = np.where(last >= 0, batch.end, 0.0)  # (no flow moves: 0)
+    nbytes = _bytes_of(group_terms(r), r.terms, m, n)
+    with np.errstate(divide="ignore", invalid="ignore"):
         if after_fixed:
-            kept = [f for f, b in enumerate(sizes) if b > 0]
-            last = r.flows[kept[int(np.argmax(cast(Outcome, outcome).ends_ms))]] if kept else None
-            sim_ms -= (
-                (
-                    cast(Transport, c.transport).setup_ms
-                    + last.own_latency_ms(c)
-                    + messages * last.link.per_message_ms
-                    + blocks * last.link.per_block_ms
-                )
-                if last is not None  # (kept: a flow ended last)
-                else 0.0
-            )
-            out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if nbytes > 0 else np.nan
-            continue
-        out[k] = nbytes / (sim_ms / 1000.0) / 1e9 if sim_ms > 0 else np.inf
-    return out[np.asarray(inverse).ravel()].reshape(tokens.shape)
+            at = np.maximum(last, 0)
+            fixed = t.setup_ms + own[at] + messages * per_message[at] + blocks * per_block[at]
+            sim_ms = sim_ms - np.where(last >= 0, fixed, 0.0)
+            rate = np.where(nbytes > 0, nbytes / (sim_ms / 1000.0) / 1e9, np.nan)
+        else:
+            rate = np.where(sim_ms > 0, nbytes / (sim_ms / 1000.0) / 1e9, np.inf)
+    if not every:
+        rate, kept = np.full(keys.shape[1], np.nan), rate
+        rate[valid] = kept
+    return rate[inverse].reshape(tokens.shape)
+
+
+def _bytes_of(vector: tuple[float, ...], terms: Any, charged: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """:func:`perfmodel.clusters.flow_bytes` of every key at once (the one bytes formula, element by element)."""
+    from ._kernels import kv_bytes_each
+
+    out = np.empty(charged.shape, dtype=np.float64)
+    kv_bytes_each(
+        *(np.full(charged.shape, float(x)) for x in (*vector, terms.window_tokens, terms.chunk_tokens)),
+        np.ascontiguousarray(charged, dtype=np.float64),
+        np.ascontiguousarray(tokens, dtype=np.float64),
+        out,
+    )
+    return out
+
+
+def distinct_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct rows of ``columns``, one column each, shape (columns, K); each row's index among them).
+    Whole numbers in a range of at most a few times the rows: one table of codes (no sort, no hash);
+    otherwise pandas' hashing, column by column.
+
+    >>> keys, inverse = distinct_rows([np.array([3.0, 1.0, 3.0, -1.0])])
+    >>> keys[0][inverse].tolist()
+    [3.0, 1.0, 3.0, -1.0]
+    """
+    import pandas as pd
+
+    size = len(columns[0])
+    low = [float(x.min()) if size else 0.0 for x in columns]
+    high = [float(x.max()) if size else math.inf for x in columns]
+    spans = [int(hi - lo) + 1 if hi - lo < 2**40 else 2**62 for lo, hi in zip(low, high)]  # (inf, NaN: 2**62)
+    if math.prod(spans) <= 4 * size + (1 << 20) and all(np.array_equal(x, np.trunc(x)) for x in columns):
+        code = np.zeros(size, np.int64)
+        for x, lo, span in zip(columns, low, spans):
+            code = code * span + (x - lo).astype(np.int64)
+        seen = np.zeros(math.prod(spans), np.bool_)
+        seen[code] = True
+        present = np.flatnonzero(seen)
+        index = np.zeros(len(seen), np.int64)
+        index[present] = np.arange(len(present))
+        keys, rest = [], present
+        for lo, span in zip(reversed(low), reversed(spans)):
+            keys.append((rest % span).astype(np.float64) + lo)
+            rest = rest // span
+        return np.array(keys[::-1]).reshape(len(columns), -1), index[code]
+    code = np.zeros(size, np.int64)
+    for x in columns:
+        codes, labels = pd.factorize(x)
+        code = pd.factorize(code * len(labels) + codes)[0]
+    first = np.zeros(int(code.max()) + 1 if size else 0, np.int64)
+    first[code[::-1]] = np.arange(size)[::-1]
+    return np.array([x[first] for x in columns]).reshape(len(columns), -1), code
 
 
 def _all_over_last(r: Alone) -> float:

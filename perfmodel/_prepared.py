@@ -268,7 +268,7 @@ def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
     (array([1, 0, 1, 2, 0]), 3)
     """
     from . import _replay
-    from .handoff import in_shares
+    from ._shares import in_shares
 
     _notice_first_compile()
     lowest = values.min() if values.size else 0

@@ -1,20 +1,26 @@
-"""Numba helpers of flows sharing resources max-min fairly (:mod:`perfmodel._cluster_kernel`'s parts).
+"""Numba helpers of flows sharing resources max-min fairly (:mod:`perfmodel._cluster_kernel`'s parts), and the
+one simulation of handoffs alone in a cluster (:func:`simulate_batch`).
 
 Progressive filling over items that stand for ``count`` equal flows each (a class of flows of one
-path; or one flow of a handoff alone), in the operation order of :func:`perfmodel._maxmin.maxmin_rates`
-(repeatedly, the resources of the smallest fair share fix the rate of every unfrozen item on them);
-a handoff alone in the cluster (:func:`perfmodel._maxmin.simulate`); the heaps of each class's flows
-(in chunks) and the indexed heap of the classes by next end.
+path; or one flow of a handoff alone), in the operation order of the plain-Python reference
+(``tests/reference_maxmin.py``, ``maxmin_rates``: repeatedly, the resources of the smallest fair share
+fix the rate of every unfrozen item on them); a handoff alone in the cluster (the reference's
+``simulate``), for the replay's handoffs one at a time and for many keys at once (:func:`simulate_batch`:
+every caller of the static path, :mod:`perfmodel.clusters`); the heaps of each class's flows (in chunks)
+and the indexed heap of the classes by next end.
 Helpers read their arguments' fields by name (the records are :mod:`perfmodel._cluster_kernel`'s).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ._kernels import loop_helper
+from . import _compat
+from ._kernels import current_chunk, jit, loop_helper
 
 _SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity within this (relative)
 _NIL = -1
@@ -27,7 +33,7 @@ _NIL = -1
 def _fill(m, q, lc):
     """Max-min rates (``lc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
     smallest fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them
-    (:func:`perfmodel._maxmin.maxmin_rates` with an item of ``count`` equal flows). No resource: ``inf``."""
+    (the reference's ``maxmin_rates`` with an item of ``count`` equal flows). No resource: ``inf``."""
     left, free, frozen, rates = lc.left, lc.free, lc.frozen, lc.rates
     for j in range(m):
         left[j] = lc.caps[j]
@@ -168,32 +174,100 @@ class Alone(NamedTuple):
     finish: np.ndarray
 
 
-@loop_helper
-def _alone_rates(na, t, al, paths, lc, classes):
-    """New rates at ``t`` of the ``na`` active flows (``al.active``): bytes so far carried at the old rate."""
-    stamp = lc.counter[0] + 1
-    lc.counter[0] = stamp
+class Memo(NamedTuple):
+    """Fillings done already, by the classes of the active flows in order (open addressing, a power of 2 of
+    slots): a filling depends only on them (the paths and capacities fixed), so the same classes in the same
+    order are looked up, not filled again. Per slot: its number of items (-1: empty), its classes, each
+    item's rate and bottleneck (:func:`_neck_of`, a global resource or -1); the slots used."""
+
+    size: np.ndarray  # int64 (S,)
+    keys: np.ndarray  # int64 (S, W)
+    rates: np.ndarray  # float64 (S, W)
+    necks: np.ndarray  # int64 (S, W)
+    counter: np.ndarray  # int64 (1,)
+
+
+@jit(inline="always", **_compat.no_reference_counting())
+def _recall(na, al, classes, memo):
+    """(slot, found) of the ``na`` active flows' classes in ``memo``: found, or the empty slot where they go;
+    (-1, False) when they do not fit (more items than a slot holds, or the memo 3/4 full)."""
+    slots, width = memo.keys.shape
+    if na > width or slots == 0:
+        return -1, False
+    h = 0
     for x in range(na):
-        lc.items[x] = classes[al.active[x]]
-        lc.counts[x] = 1
-    m = _local_paths(na, paths, lc, stamp, 0)
-    _fill(m, na, lc)
+        h = ((h * 31) + classes[al.active[x]] + 1) & 0xFFFFFFFFFFFF  # (< 2**53: no overflow)
+    s = h & (slots - 1)
+    while memo.size[s] >= 0:
+        if memo.size[s] == na:
+            same = True
+            for x in range(na):
+                if memo.keys[s, x] != classes[al.active[x]]:
+                    same = False
+                    break
+            if same:
+                return s, True
+        s = (s + 1) & (slots - 1)
+    if 4 * memo.counter[0] >= 3 * slots:
+        return -1, False
+    return s, False
+
+
+@loop_helper
+def _remember(s, na, al, classes, lc, memo):
+    """Keep the filling just done (``lc``) of the ``na`` active flows in slot ``s``: rates and bottlenecks."""
+    memo.size[s] = na
+    memo.counter[0] += 1
+    for x in range(na):
+        memo.keys[s, x] = classes[al.active[x]]
+        memo.rates[s, x] = lc.rates[x]
+        memo.necks[s, x] = _neck_of(x, lc)
+
+
+@jit(inline="always", **_compat.no_reference_counting())
+def _alone_rates(na, t, al, paths, lc, classes, memo):
+    """New rates at ``t`` of the ``na`` active flows (``al.active``): bytes so far carried at the old rate.
+    With a :class:`Memo` (else None) a filling of the same classes in the same order is looked up; returns
+    the slot read or written (-1: none, the filling is ``lc``'s)."""
+    slot, found = -1, False
+    if memo is not None:
+        slot, found = _recall(na, al, classes, memo)
+    if not found:
+        stamp = lc.counter[0] + 1
+        lc.counter[0] = stamp
+        for x in range(na):
+            lc.items[x] = classes[al.active[x]]
+            lc.counts[x] = 1
+        m = _local_paths(na, paths, lc, stamp, 0)
+        _fill(m, na, lc)
+        if memo is not None and slot >= 0:
+            _remember(slot, na, al, classes, lc, memo)
     for x in range(na):
         f = al.active[x]
         new = lc.rates[x]
-        if new != al.rate[f]:
+        if memo is not None and slot >= 0:
+            new = memo.rates[slot, x]
+        if new != al.rate[f]:  # (else its end stands: the same anchor, bytes left and rate)
             if al.rate[f] == al.rate[f]:  # it was moving: its bytes so far at the old rate
                 al.left[f] -= al.rate[f] * 1e9 * (t - al.anchor[f]) / 1000.0
                 al.anchor[f] = t
             al.rate[f] = new
-        al.finish[f] = al.anchor[f] + max(al.left[f], 0.0) / (al.rate[f] * 1e9) * 1000.0
+            al.finish[f] = al.anchor[f] + max(al.left[f], 0.0) / (al.rate[f] * 1e9) * 1000.0
+    return slot
 
 
 @loop_helper
 def _alone(q, al, paths, lc, classes, positions):
-    """:func:`perfmodel._maxmin.simulate` of ``q`` flows (starts ``al.start``, bytes ``al.nbytes``, classes
-    ``classes``): each flow's end (``al.ends``) and its bottleneck when it ended (``al.neck``); returns
-    the index of the last-ending flow (ties: the lowest of ``positions``)."""
+    """:func:`_alone_memo` without a memo (the replay's handoffs: each filled)."""
+    return _alone_memo(q, al, paths, lc, classes, positions, None)
+
+
+@jit(inline="always", **_compat.no_reference_counting())
+def _alone_memo(q, al, paths, lc, classes, positions, memo):
+    """The reference's ``simulate`` (``tests/reference_maxmin.py``) of ``q > 0`` flows (starts ``al.start``, bytes ``al.nbytes`` > 0,
+    classes ``classes``; fillings looked up in ``memo``, a :class:`Memo` or None): each flow's end
+    (``al.ends``), its rate and since when (``al.rate``, ``al.anchor``) and its bottleneck when it ended
+    (``al.neck``); returns the index of the last-ending flow (ties: the lowest of ``positions``)."""
     for f in range(q):  # by start, ties in index order (insertion sort: a handful of flows)
         al.order[f] = f
         x = f
@@ -212,7 +286,7 @@ def _alone(q, al, paths, lc, classes, positions):
         if na == 0:
             t = al.start[al.order[pending]]
             continue
-        _alone_rates(na, t, al, paths, lc, classes)
+        slot = _alone_rates(na, t, al, paths, lc, classes, memo)
         t_end = np.inf
         for x in range(na):
             t_end = min(t_end, al.finish[al.active[x]])
@@ -223,7 +297,10 @@ def _alone(q, al, paths, lc, classes, positions):
                 f = al.active[x]
                 if al.finish[f] == t_end:
                     al.ends[f] = t_end
-                    al.neck[f] = _neck_of(x, lc)
+                    if memo is not None:
+                        al.neck[f] = memo.necks[slot, x] if slot >= 0 else _neck_of(x, lc)
+                    else:
+                        al.neck[f] = _neck_of(x, lc)
                 else:
                     al.active[still] = f
                     still += 1
@@ -234,6 +311,230 @@ def _alone(q, al, paths, lc, classes, positions):
         if al.ends[f] > al.ends[last] or (al.ends[f] == al.ends[last] and positions[f] < positions[last]):
             last = f
     return last
+
+
+class Batch(NamedTuple):
+    """:func:`_batch`'s outputs. Per key: its last-ending flow of more than 0 bytes (-1: none; ties: the
+    lowest), that flow's end (ms; -inf: none) and its bottleneck (a resource, -1: none saturated). Per key
+    and flow, when asked (else of 0 rows): its end (its start for a flow of 0 bytes: it does not move),
+    its rate in its final rate interval (GB/s; NaN: it did not move), since when it had that rate (ms) and
+    its bottleneck then."""
+
+    last: np.ndarray  # int64 (K,)
+    end: np.ndarray  # float64 (K,)
+    neck: np.ndarray  # int64 (K,)
+    ends: np.ndarray  # float64 (K, F) or (0, F)
+    rates: np.ndarray
+    anchors: np.ndarray
+    necks: np.ndarray  # int64
+
+
+@jit(inline="always", **_compat.no_reference_counting())
+def _one_key(k, begin, size, paths, lc, al, memo, classes, out):
+    """Key ``k``'s flows (``begin[f]`` ms, ``size[f]`` bytes) alone: :class:`Batch` ``out``'s row ``k``. A flow of
+    0 bytes (or NaN) does not move: it ends at its start."""
+    flows = len(size)
+    q = 0
+    for f in range(flows):
+        if size[f] > 0:
+            al.start[q], al.nbytes[q], classes[q] = begin[f], size[f], f
+            q += 1
+    if q > 0:
+        _alone_memo(q, al, paths, lc, classes, classes, memo)
+    last, end, neck, x = -1, -np.inf, -1, 0
+    per_flow = out.ends.shape[0] > 0
+    for f in range(flows):
+        moves = size[f] > 0
+        e = al.ends[x] if moves else begin[f]
+        if moves and (last < 0 or e > end):
+            last, end, neck = f, e, al.neck[x]
+        if per_flow:
+            out.ends[k, f] = e
+            out.rates[k, f] = al.rate[x] if moves else np.nan
+            out.anchors[k, f] = al.anchor[x] if moves else begin[f]
+            out.necks[k, f] = al.neck[x] if moves else -1
+        if moves:
+            x += 1
+    out.last[k], out.end[k], out.neck[k] = last, end, neck
+
+
+@loop_helper
+def _batch(starts, nbytes, paths, lc, al, memo, classes, begin, size, out):
+    """Each of K keys' flows (``starts[k, f]`` ms, ``nbytes[k, f]`` bytes; a flow ``f`` crosses the resources
+    of class ``f`` of ``paths``) alone in the cluster, sharing max-min fairly (:func:`_alone_memo`, its
+    fillings shared between keys through ``memo``): :class:`Batch` ``out``."""
+    for k in range(nbytes.shape[0]):
+        for f in range(nbytes.shape[1]):
+            begin[f], size[f] = starts[k, f], nbytes[k, f]
+        _one_key(k, begin, size, paths, lc, al, memo, classes, out)
+
+
+class Keys(NamedTuple):
+    """Per key (a distinct row of the static path): charged tokens, the prompt's tokens, the messages one rank
+    posts and the blocks it moves (float64 (K,) each)."""
+
+    charged: np.ndarray
+    tokens: np.ndarray
+    messages: np.ndarray
+    blocks: np.ndarray
+
+
+class FlowTerms(NamedTuple):
+    """Per flow: its byte terms (float64 (F, 4): :func:`perfmodel.clusters.flow_terms`) and costs (float64 (F, 3):
+    its fixed cost before messages and blocks, ms, and its cost per message and per block); the window and the
+    chunk in tokens."""
+
+    terms: np.ndarray
+    costs: np.ndarray
+    window_tokens: float
+    chunk_tokens: float
+
+
+@loop_helper
+def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
+    """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
+    (:func:`perfmodel.clusters.flow_bytes`, in its operation order)."""
+    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
+    current = current_chunk(tokens, chunk_tokens)
+    return (
+        charged * full
+        + (window * min(charged, window_tokens) if window else 0.0)
+        + (chunk * min(charged, current) if chunk else 0.0)
+        + state
+    )  # (a state moves with every handoff)
+
+
+@loop_helper
+def _batch_terms(keys, flows, paths, lc, al, memo, classes, begin, size, out):
+    """:func:`_batch` of keys given by their tokens, messages and blocks (:class:`Keys`): each flow's bytes
+    (:func:`_flow_bytes`) and start (its fixed cost, then its messages' and blocks', in
+    :func:`perfmodel.clusters.alone_ms`'s order) from its :class:`FlowTerms`."""
+    for k in range(len(keys.charged)):
+        charged, tokens = keys.charged[k], keys.tokens[k]
+        messages, blocks = keys.messages[k], keys.blocks[k]
+        for f in range(flows.terms.shape[0]):
+            size[f] = _flow_bytes(flows.terms, f, charged, tokens, flows.window_tokens, flows.chunk_tokens)
+            begin[f] = flows.costs[f, 0] + messages * flows.costs[f, 1] + blocks * flows.costs[f, 2]
+        _one_key(k, begin, size, paths, lc, al, memo, classes, out)
+
+
+def _work(flows: int, resources: int, longest: int, keys: int) -> tuple:
+    """Work arrays of :func:`_batch` for ``keys`` keys of ``flows`` flows over ``resources`` resources (paths of
+    at most ``longest``): a filling's, a handoff's, a memo (room for every filling of a few keys' worth of
+    distinct orders, at most ~64k entries), the flows' classes, a key's starts and bytes."""
+    ints = lambda k: np.zeros(k, np.int64)  # noqa: E731
+    kmax, entries, r = max(flows, 1), max(flows, 1) * max(longest, 1), max(resources, 1)
+    lc = Local(
+        ints(r),
+        ints(r),
+        ints(r),
+        ints(kmax),
+        ints(kmax),
+        np.zeros(kmax),
+        np.zeros(kmax, np.bool_),
+        ints(kmax + 1),
+        ints(entries),
+        ints(r + 1),
+        ints(entries),
+        np.zeros(r),
+        np.zeros(r),
+        ints(r),
+        ints(r),
+        ints(1),
+    )
+    al = Alone._make((*(np.zeros(kmax) for _ in range(6)), *(ints(kmax) for _ in range(3)), np.zeros(kmax)))
+    wanted, room = 4 * kmax * max(keys, 1), max(64, 65_536 // kmax)
+    slots = 1 << (min(wanted, room) - 1).bit_length()
+    memo = Memo(
+        np.full(slots, -1, np.int64),
+        np.zeros((slots, kmax), np.int64),
+        np.zeros((slots, kmax)),
+        np.zeros((slots, kmax), np.int64),
+        ints(1),
+    )
+    return lc, al, memo, ints(kmax), np.zeros(flows), np.zeros(flows)
+
+
+def simulate_batch(
+    starts: ArrayLike,
+    nbytes: ArrayLike,
+    paths: Sequence[Sequence[int]],
+    capacities: Sequence[float],
+    per_flow: bool = False,
+) -> Batch:
+    """Each key's flows alone in the cluster, sharing its resources max-min fairly (:func:`_batch`): flow
+    ``f`` of key ``k`` starts at ``starts[k, f]`` (ms), moves ``nbytes[k, f]`` bytes over the resources
+    ``paths[f]`` (indices into ``capacities``, decimal GB/s). Every key's flows are simulated apart; the
+    fillings of the same active flows are shared between keys. From ``parallel_min_rows`` keys on
+    (:mod:`perfmodel.options`) the keys are shared between threads. ``per_flow``: also each flow's end, rate,
+    since when and bottleneck.
+
+    >>> b = simulate_batch(np.zeros((2, 2)), np.array([[1e9, 3e9], [1e9, 0.0]]), [[0], [0]], [2.0], per_flow=True)
+    >>> b.ends.tolist(), b.last.tolist(), b.neck.tolist()  # 1 GB/s each, then 2 GB/s; one flow alone at 2 GB/s
+    ([[1000.0, 2000.0], [500.0, 0.0]], [1, 0], [0, 0])
+    """
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    starts = np.broadcast_to(np.asarray(starts, dtype=np.float64), nbytes.shape)
+
+    def run(i: int, j: int, *rest: Any) -> None:
+        _batch(starts[i:j], nbytes[i:j], *rest)
+
+    return _in_threads(run, nbytes.shape[0], nbytes.shape[1], paths, capacities, per_flow)
+
+
+def simulate_keys(keys: Keys, flows: FlowTerms, paths: Sequence[Sequence[int]], capacities: Sequence[float]) -> Batch:
+    """:func:`simulate_batch` of keys given by their tokens, messages and blocks (:class:`Keys`), each flow's
+    bytes and start computed in the kernel from its :class:`FlowTerms` (no array of keys by flows).
+
+    >>> keys = Keys(*np.array([[1.0, 3.0]] * 2), np.zeros(2), np.zeros(2))
+    >>> flows = FlowTerms(np.array([[1e9, 0, 0, 0], [2e9, 0, 0, 0]]), np.zeros((2, 3)), 0.0, 0.0)
+    >>> simulate_keys(keys, flows, [[0], [0]], [2.0]).end.tolist()
+    [1500.0, 4500.0]
+    """
+
+    def run(i: int, j: int, *rest: Any) -> None:
+        _batch_terms(Keys._make(x[i:j] for x in keys), flows, *rest)
+
+    return _in_threads(run, len(keys.charged), len(flows.terms), paths, capacities, False)
+
+
+def _in_threads(
+    run: Any, keys: int, flows: int, paths: Sequence[Sequence[int]], capacities: Sequence[float], per_flow: bool
+) -> Batch:
+    """A :class:`Batch` of ``keys`` keys of ``flows`` flows, ``run(i, j, paths, *work, out)`` filling keys ``i``
+    to ``j`` on views of the outputs, on threads from ``parallel_min_rows`` keys on."""
+    import numba
+
+    from ._shares import in_shares
+    from .options import option
+
+    lengths = [len(p) for p in paths]
+    where = Paths(
+        np.asarray(capacities, dtype=np.float64),
+        np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        np.asarray([r for p in paths for r in p], dtype=np.int64),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int64),
+    )
+    rows = keys if per_flow else 0
+    out = Batch(
+        np.zeros(keys, np.int64),
+        np.zeros(keys),
+        np.zeros(keys, np.int64),
+        np.zeros((rows, flows)),
+        np.zeros((rows, flows)),
+        np.zeros((rows, flows)),
+        np.zeros((rows, flows), np.int64),
+    )
+    threads = numba.config.NUMBA_NUM_THREADS if keys >= option("parallel_min_rows") else 1
+
+    def share(_k: int, i: int, j: int) -> None:
+        """Keys ``i`` to ``j``: views of the outputs, work arrays of their own."""
+        work = _work(flows, len(where.capacities), max(lengths, default=0), j - i)
+        run(i, j, where, *work, Batch._make(a[i:j] for a in out))
+
+    in_shares(keys, max(threads, 1), share)
+    return out
 
 
 # --- the heaps of the classes and of their flows ----------------------------------------------------

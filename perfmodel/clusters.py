@@ -5,8 +5,8 @@ validated once; where workers sit (:meth:`Cluster.placement`); which KV heads ea
 (:func:`split_heads`); a handoff's flows (:class:`Flow`: source and destination rank and GPU, the
 heads it carries, its path as resource indices into a :class:`Resources` registry, its hops and
 link costs); and a handoff alone in the cluster (:func:`alone`), resolved once per configuration
-into the kernel's terms where that is exact. An event simulation of many handoffs reuses the same
-flows, resources and :mod:`perfmodel._maxmin`.
+into the kernel's terms where that is exact. A handoff's flows move max-min fairly in the jitted
+simulation of :mod:`perfmodel._sharing` (:func:`simulate`), which the replay on a cluster shares.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from . import _maxmin
+from . import _sharing
 from ._codes import choice_names
 from ._inputs import CLUSTER_FIELD, MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
 from ._words import count
@@ -624,7 +624,7 @@ def alone(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None = N
     own = [(f.own_latency_ms(cluster), f.link.per_message_ms, f.link.per_block_ms) for f in flows]
     linear = len(set(own)) == 1 and _proportional(vectors)
     scale = [sum(v) for v in vectors]
-    outcome = _maxmin.simulate([0.0] * len(flows), scale, [f.path for f in flows], resources.capacities)
+    outcome = simulate([0.0] * len(flows), scale, [f.path for f in flows], resources.capacities)
     last = max(range(len(flows)), key=lambda f: (outcome.ends_ms[f], -f))
     if outcome.rate_changed[last]:
         bandwidth = scale[last] / (outcome.ends_ms[last] / 1000.0) / 1e9
@@ -632,25 +632,46 @@ def alone(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None = N
         bandwidth = outcome.final_rates[last]
     latency, per_message, per_block = own[last]
     return Alone(linear, bandwidth, *vectors[last], latency + cast(Transport, cluster.transport).setup_ms, per_message, per_block,
-                 flows, resources, terms, last, bottleneck_of(flows, resources, outcome, last))
+                 flows, resources, terms, last, bottleneck_of(outcome, last))
 
 
-def bottleneck_of(flows: tuple[Flow, ...] | list[Flow], resources: Resources, outcome: _maxmin.Outcome,
-                  last: int) -> int | None:
-    """Precise rule 9: a saturated resource on the last flow's path, in its final rate interval, on
-    which no other flow has a larger rate (first in path order on ties); None if none is saturated."""
-    interval = outcome.final_interval[last]
-    moving = list(interval)
-    full = _maxmin.saturated([flows[f].path for f in moving], resources.capacities, [interval[f] for f in moving])
-    mine = interval.get(last, math.inf)
-    for r in flows[last].path:
-        if r in full and all(interval[f] <= mine * (1 + 1e-12) for f in moving if r in flows[f].path):
-            return r
-    return None
+class Outcome(NamedTuple):
+    """Flows' simulation (:func:`simulate`), per flow: its end (ms; its start for a flow of 0 bytes, which does
+    not move), its rate in its final rate interval (GB/s; NaN: it did not move), whether its rate changed
+    after it started (a change at its own start, before it moved a byte, is not one) and its bottleneck
+    in its final rate interval (precise rule 9: a resource index; None where none is saturated)."""
+
+    ends_ms: list[float]
+    final_rates: list[float]
+    rate_changed: list[bool]
+    bottlenecks: list[int | None]
+
+
+def simulate(starts_ms: Sequence[float], nbytes: Sequence[float], paths: Sequence[Sequence[int]],
+             capacities: Sequence[float]) -> Outcome:
+    """Flows that start at ``starts_ms`` and move ``nbytes`` each over ``paths`` (indices into ``capacities``,
+    GB/s), sharing resources max-min fairly, rates recomputed whenever a flow starts or ends (one key of
+    :func:`perfmodel._sharing.simulate_batch`, the jitted simulation).
+
+    >>> simulate([0.0, 0.0], [1e9, 3e9], [[0], [0]], [2.0]).ends_ms  # both at 1 GB/s, then 2 GB/s
+    [1000.0, 2000.0]
+    """
+    b = _sharing.simulate_batch([list(starts_ms)], [list(nbytes)], paths, capacities, per_flow=True)
+    moved = [not math.isnan(rate) for rate in b.rates[0].tolist()]
+    return Outcome(b.ends[0].tolist(), b.rates[0].tolist(),
+                   [m and a != s for m, a, s in zip(moved, b.anchors[0].tolist(), starts_ms)],
+                   [None if n < 0 else n for n in b.necks[0].tolist()])
+
+
+def bottleneck_of(outcome: Outcome, last: int) -> int | None:
+    """Precise rule 9 for flow ``last`` of ``outcome``: a saturated resource on its path, in its final rate
+    interval, on which no other flow has a larger rate (first in path order on ties); None if none is
+    saturated (the simulation finds it as each flow ends)."""
+    return outcome.bottlenecks[last]
 
 
 def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, common_ms: float = 0.0,
-             messages: float = 0.0, blocks: float = 0.0) -> tuple[float, _maxmin.Outcome | None, list[float]]:
+             messages: float = 0.0, blocks: float = 0.0) -> tuple[float, Outcome | None, list[float]]:
     """(delay ms, the simulation, each flow's bytes) of the resolved handoff for ``charged`` tokens of a
     ``tokens``-token prompt: every flow of more than 0 bytes pays ``common_ms`` (the transport's and the
     caller's fixed costs for its messages and blocks) plus its own, then moves its bytes; the handoff
@@ -662,8 +683,7 @@ def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, c
         return 0.0, None, nbytes
     starts = [common_ms + cast(Transport, cluster.transport).setup_ms + flows[k].own_latency_ms(cluster)
               + messages * flows[k].link.per_message_ms + blocks * flows[k].link.per_block_ms for k in kept]
-    outcome = _maxmin.simulate(starts, [nbytes[k] for k in kept], [flows[k].path for k in kept],
-                               resolved.resources.capacities)
+    outcome = simulate(starts, [nbytes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
     return max(outcome.ends_ms), outcome, nbytes
 
 
@@ -700,7 +720,7 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
                 nbytes.append(size)
     starts = [common_ms + cast(Transport, cluster.transport).setup_ms + f.own_latency_ms(cluster)
               + messages * f.link.per_message_ms + blocks * f.link.per_block_ms for f in flows]
-    outcome = _maxmin.simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
+    outcome = simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
     return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)
             for number in range(len(pairs))]
 

@@ -9,10 +9,10 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from . import _maxmin, _questions
+from . import _questions
 from ._kernels import blocks_of
 from ._onto_cluster import get_cluster
-from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms
+from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .errors import InputError, check_whole
 from .links import Transport
 
@@ -111,13 +111,12 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     starts = [latency_ms + t.setup_ms + flows[k].own_latency_ms(c)
               + counted * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
               + blocks * (per_block_ms + t.per_block_ms + flows[k].link.per_block_ms) for k in kept]
-    outcome = _maxmin.simulate(starts, [sizes[k] for k in kept], [flows[k].path for k in kept],
-                               resolved.resources.capacities)
+    outcome = simulate(starts, [sizes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
     names = resolved.resources.names
     chosen = [flows[k] for k in kept]
     rows: list[dict[str, Any]] = []
     for position, (k, f) in enumerate(zip(kept, chosen)):
-        neck = bottleneck_of(chosen, resolved.resources, outcome, position)
+        neck = bottleneck_of(outcome, position)
         rows.append(dict(src_rank=f.src_rank, dst_rank=f.dst_rank, sub=f.sub, src_gpu=f.src_gpu, dst_gpu=f.dst_gpu,
                          heads=len(f.heads), bytes=sizes[k], messages=messages, path=" > ".join(names[r] for r in f.path),
                          start_ms=starts[position], rate_gb_s=outcome.final_rates[position],

@@ -14,8 +14,7 @@ import functools
 import math
 import operator
 import os
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -40,6 +39,7 @@ from ._inputs import (
     layerwise_given,
     outside,
 )
+from ._shares import in_shares
 from ._words import count
 from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .links import Link
@@ -248,28 +248,6 @@ def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, 
                                        None if bytes_out is None else bytes_out[i:j])
 
     return int(sum(in_shares(n, threads, share)))
-
-
-def in_shares(n: int, threads: int, task: Callable[[int, int, int], Any]) -> list[Any]:
-    """``task(k, i, j)`` for each ``k``-th of ``threads`` shares of ``range(n)`` (rows ``i`` to ``j``), run at
-    once on the pool's threads and this one (compiled code holds no GIL); the results in order."""
-    bounds = [(k, k * n // threads, (k + 1) * n // threads) for k in range(threads)]
-    others = [_pool().submit(task, *share) for share in bounds[1:]]
-    return [task(*bounds[0]), *(other.result() for other in others)]
-
-
-_threads: dict[int, ThreadPoolExecutor] = {}  # this process's pool (a forked child makes its own)
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The threads that run shares of a kernel pass, started on first use (in each process)."""
-    pid = os.getpid()
-    if pid not in _threads:
-        _threads.clear()
-        _threads[pid] = ThreadPoolExecutor(max_workers=max(numba.config.NUMBA_NUM_THREADS, 2) - 1,
-                                           thread_name_prefix="perfmodel-kernel")
-    return _threads[pid]
-
 
 
 @documented()

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import Cluster, Link, Transport
-from perfmodel._maxmin import maxmin_rates, simulate
 from perfmodel.clusters import alone, alone_ms, handoffs_at_once, head_terms, split_heads
 
 from . import reference_cluster as ref
+from .reference_maxmin import maxmin_rates, simulate
 
 TOKENS = 32_768
 LLAMA_70B = "llama-3.1-70b"  # 8 KV heads, 327,680 B/token, 40,960 per rank at TP8

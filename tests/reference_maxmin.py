@@ -1,8 +1,9 @@
 """Flows sharing resources: max-min fair rates by progressive filling, and a small event simulation.
 
-Plain Python over small sets (a handoff's flows: tens), no numpy, so that an event loop of many
-handoffs (a replay on a cluster) can call :func:`maxmin_rates` at each start or end of a flow with
-the flows active then. Units: bytes, decimal GB/s, ms. A flow's time is computed in the kernel's
+The slow, obviously correct reference of perfmodel's jitted simulation (``perfmodel._sharing``: its
+filler ``_fill``, a handoff alone ``_alone_memo`` and the batch of keys ``simulate_batch``, which
+follow this module's operation order). Plain Python over small sets (a handoff's flows: tens), no
+numpy: :func:`maxmin_rates` at each start or end of a flow with the flows active then. Units: bytes, decimal GB/s, ms. A flow's time is computed in the kernel's
 operation order, ``bytes / (rate * 1e9) * 1000``, from the last moment its rate changed, so a flow
 whose rate never changes ends at exactly ``start + bytes / (rate * 1e9) * 1000``.
 """
@@ -106,6 +107,8 @@ def simulate(
             else:
                 ends[f] = starts_ms[f]
         if not active:
+            if not pending:  # (the last flows moved nothing)
+                break
             t = starts_ms[pending[0]]
             continue
         new = maxmin_rates([paths[f] for f in active], capacities)
