@@ -27,7 +27,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from ._cluster_records import Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
-from ._kernels import current_chunk, loop_helper, messages_of
+from ._kernels import kv_bytes, loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
 from ._sharing import (
     _CHUNK,
@@ -437,11 +437,8 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
 @loop_helper
 def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
     """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
-    (:func:`perfmodel.clusters.flow_bytes`)."""
-    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
-    current = current_chunk(tokens, chunk_tokens)
-    return (charged * full + (window * min(charged, window_tokens) if window else 0.0)
-            + (chunk * min(charged, current) if chunk else 0.0) + state)  # (a state moves with every handoff)
+    (:func:`perfmodel.clusters.flow_bytes`; the one formula, :func:`perfmodel._kernels.kv_bytes`)."""
+    return kv_bytes(terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3], window_tokens, chunk_tokens, charged, tokens)
 
 
 @loop_helper
