@@ -26,6 +26,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
+from ._cluster_records import Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
 from ._codes import Routing
 from ._kernels import loop_helper, messages_of
 from ._replay import _insert_blocks, _new_caches, _route, charged_tokens, heap_pop, heap_push
@@ -126,84 +127,6 @@ class Outputs(NamedTuple):
                    np.zeros(n), ints.copy(), np.full(n, -1, np.int64))
 
 
-class Classes(NamedTuple):
-    """Each class's flows moving: how many, their virtual time and rate, their bytes, their heap."""
-
-    count: np.ndarray  # type: ignore[assignment]  # (a field named count shadows tuple.count)
-    served: np.ndarray  # bytes each of its flows received since the class was last empty
-    since: np.ndarray  # when ``served`` was brought up to date (ms)
-    rate: np.ndarray  # each flow's (GB/s); NaN: no flow moves
-    bytes: np.ndarray  # its flows' bytes together
-    delivered: np.ndarray  # of which delivered
-    first: np.ndarray  # its flows' smallest target
-    end: np.ndarray  # when its next flow ends
-    heap: np.ndarray  # classes with flows, an indexed heap by (end, class)
-    where: np.ndarray  # each class's position in ``heap`` (-1: not in it)
-    touched: np.ndarray  # the batch (event time) in which its flows last changed
-    neck: np.ndarray  # its flows' bottleneck when they end (this batch)
-
-
-class Pool(NamedTuple):
-    """Flows paying their fixed costs or moving, by slot (recycled): a flow's bytes, its request (by position
-    in ready order), its position in the pair, the copy of that position and its class; the free slots; and
-    the heap of the flows not yet moving (alone: not yet ended) by when they start (end)."""
-
-    nbytes: np.ndarray
-    seq: np.ndarray
-    req: np.ndarray  # its request (``order[seq]``)
-    sole: np.ndarray  # bool: its request's only flow simulated
-    position: np.ndarray  # int32
-    copy_id: np.ndarray  # int32: a row of Structure.views
-    cls: np.ndarray  # int32
-    free: np.ndarray
-    times: np.ndarray
-    seqs: np.ndarray
-    items: np.ndarray
-
-
-class Loads(NamedTuple):
-    """Each resource's load (GB/s), since when, its integral (GB/s x ms), its peak, and its time bins."""
-
-    load: np.ndarray
-    since: np.ndarray
-    busy: np.ndarray
-    peak: np.ndarray
-    bins: np.ndarray  # (R, bins): the load's integral per time bin
-    touched: np.ndarray  # bool (R,): a bin of the resource was written
-    bin_of: np.ndarray  # (R,): the bin of ``since`` when it was last spread (bins are found by stepping from it)
-
-
-class Scratch(NamedTuple):
-    """Work arrays of the batches: the seeds and ending classes of one, and the filling of a connected set
-    (in the cluster's own indices, :func:`perfmodel._sharing._fill_classes`)."""
-
-    res_stamp: np.ndarray  # (R,): the filling in which a resource was last collected
-    members: np.ndarray  # (R,): the connected set's resources
-    cls_stamp: np.ndarray  # (C,)
-    items: np.ndarray  # (C,): its classes
-    rates: np.ndarray  # (C,): each class's new rate
-    frozen: np.ndarray  # (C,)
-    left: np.ndarray  # (R,): capacity left
-    free: np.ndarray  # (R,): flows not yet frozen
-    ratio: np.ndarray  # (R,): each resource's fair share (capacity left / flows)
-    live: np.ndarray  # its resources with flows not yet frozen
-    stale: np.ndarray  # bool (R,): its share changed since last computed
-    ties: np.ndarray
-    seeds: np.ndarray  # resources whose flows changed in this batch
-    seeded: np.ndarray  # (R,): the batch in which a resource was last made a seed
-    covered: np.ndarray  # (R,): the batch in which a resource's rates were last recomputed
-    ending: np.ndarray  # classes whose flows end in this batch
-    counters: np.ndarray  # [filling stamp, filling step]
-    labelled: np.ndarray  # bool (K,): each component's connected sets are up to date
-    group: np.ndarray  # (R,): where each resource's connected set starts in ``group_res``
-    group_res: np.ndarray  # (R,): each component's resources, set by set (:func:`perfmodel._sharing._label`)
-    group_end: np.ndarray  # (R,): by a set's start: its end
-    group_cls: np.ndarray  # (C,): the sets' classes with flows
-    group_cls_span: np.ndarray  # (R, 2): by a set's start: its classes in ``group_cls``
-    flows_on: np.ndarray  # (R,): each resource's flows moving
-    tie_step: np.ndarray  # (R,): the filling step in which a resource last had the smallest share
-
-
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
 
 @loop_helper
@@ -249,16 +172,17 @@ def _class_neck(c, st, cl, loads):
 
 
 @loop_helper
-def _flow_ends(slot, t, neck, st, pool, out, remaining, last_pos, pending, state):
+def _flow_ends(slot, t, neck, st, pool, out, ends, state):
     """The flow in ``slot`` ends at ``t``: its request's last end and bottleneck so far (ties: the first flow),
     and the request's end when it was its last flow (then pending for its decode worker's cache). A request's
     only flow ends it without reading the request's row (an old row: a cache miss)."""
     i, r = pool.seq[slot], pool.req[slot]
+    remaining, last_pos, pd = ends.remaining, ends.last_pos, ends.pending
     item = r * (st.worker_off.shape[0] - 1) + st.class_worker[pool.cls[slot]]  # (its decode worker too)
     if pool.sole[slot]:
         out.end[r] = t
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else _NIL
-        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, item)
+        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], t, i, item)
         return
     position = np.int64(pool.position[slot])
     if t > out.end[r] or (t == out.end[r] and position < last_pos[r]):
@@ -267,11 +191,11 @@ def _flow_ends(slot, t, neck, st, pool, out, remaining, last_pos, pending, state
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else _NIL
     remaining[r] -= 1
     if remaining[r] == 0:
-        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], t, i, item)
+        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], t, i, item)
 
 
 @loop_helper
-def _finish_class(c, t, st, cl, pool, heaps, out, remaining, last_pos, pending, state):
+def _finish_class(c, t, st, cl, pool, heaps, out, ends, state):
     """Class ``c``'s flows of the smallest target end at ``t`` (its virtual time reaches that target)."""
     target = cl.first[c]
     cl.delivered[c] += cl.count[c] * (target - cl.served[c])
@@ -280,7 +204,7 @@ def _finish_class(c, t, st, cl, pool, heaps, out, remaining, last_pos, pending, 
     while cl.count[c] > 0 and heaps.keys[heaps.table[c, 0], 0] == target:
         slot = heaps.slots[heaps.table[c, 0], 0]
         _pop_flow(c, cl.count[c], heaps)
-        _flow_ends(slot, t, cl.neck[c], st, pool, out, remaining, last_pos, pending, state)
+        _flow_ends(slot, t, cl.neck[c], st, pool, out, ends, state)
         cl.count[c] -= 1
         cl.bytes[c] -= pool.nbytes[slot]
         cl.delivered[c] -= pool.nbytes[slot]
@@ -405,9 +329,10 @@ def _seed(c, st, sc, count, batch):
 
 
 @loop_helper
-def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, remaining, last_pos, pending, state, waiting, origin, width):
+def _batch(t, st, paths, sim, out, ends, state, waiting, origin, width):
     """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
     start moving, then the rates of the classes connected to them."""
+    cl, pool, heaps, loads, sc = sim.cl, sim.pool, sim.heaps, sim.loads, sim.sc
     batch = state[_BATCH] + 1
     state[_BATCH] = batch
     ending = 0
@@ -422,7 +347,7 @@ def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, remaining, last_pos, p
     for e in range(ending):
         c = sc.ending[e]
         before = cl.count[c]
-        _finish_class(c, t, st, cl, pool, heaps, out, remaining, last_pos, pending, state)
+        _finish_class(c, t, st, cl, pool, heaps, out, ends, state)
         _moving(c, cl.count[c] - before, st, cl, sc)
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
@@ -433,10 +358,10 @@ def _batch(t, st, paths, cl, pool, heaps, loads, sc, out, remaining, last_pos, p
         state[_MOST] = max(state[_MOST], cl.count[c])
         _moving(c, np.int64(1), st, cl, sc)
         w = st.class_worker[c]
-        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[c]
-        waiting[1][w] -= 1
-        if waiting[1][w] == 0:
-            waiting[0][w] = 0.0
+        waiting.nbytes[w] -= pool.nbytes[slot] * st.class_copies[c]
+        waiting.flows[w] -= 1
+        if waiting.flows[w] == 0:
+            waiting.nbytes[w] = 0.0
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
     for s in range(seeds):
@@ -458,7 +383,7 @@ def _next_time(cl, pool, state):
 @loop_helper
 def _worker_load(w, now, st, cl, waiting):
     """The bytes routed to decode worker ``w`` and not yet delivered at ``now``."""
-    total = waiting[0][w]
+    total = waiting.nbytes[w]
     for x in range(st.worker_off[w], st.worker_off[w + 1]):
         c = st.worker_classes[x]
         if cl.count[c] > 0:
@@ -474,17 +399,18 @@ def _delivered_alone(now, st, pool, state, waiting):
         state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
         slot = pool.items[state[_WAITING]]
         w = st.class_worker[pool.cls[slot]]
-        waiting[0][w] -= pool.nbytes[slot] * st.class_copies[pool.cls[slot]]
-        waiting[1][w] -= 1
-        if waiting[1][w] == 0:
-            waiting[0][w] = 0.0
+        waiting.nbytes[w] -= pool.nbytes[slot] * st.class_copies[pool.cls[slot]]
+        waiting.flows[w] -= 1
+        if waiting.flows[w] == 0:
+            waiting.nbytes[w] = 0.0
         pool.free[state[_FREE]] = slot
         state[_FREE] += 1
 
 
 @loop_helper
-def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, alive, loads):
+def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, alive):
     """(decode worker, its cached prefix in blocks) of request ``r`` from prefill worker ``a``."""
+    loads = waiting.loads
     workers = loads.shape[0]
     if routing in (PREFIX, ROUND_ROBIN):
         return _route(r, blocks, offsets, holders, alive, workers, rr, routing == PREFIX)
@@ -539,7 +465,7 @@ def _charge(r, pair, hit, tokens, st, cfg, out, al, kept):
             x = simulated
             al.nbytes[x] = b
             al.start[x] = common + st.flow_costs[f, 0] + messages * st.flow_costs[f, 1] + moved * st.flow_costs[f, 2]
-            kept[0][x], kept[1][x], kept[2][x] = st.flow_class[f], st.flow_position[f], st.flow_view[f]
+            kept.cls[x], kept.position[x], kept.copy_id[x] = st.flow_class[f], st.flow_position[f], st.flow_view[f]
             simulated += 1
     out.bytes[r] = total
     out.saved[r] = cold_total - total if cold != charged else 0.0
@@ -557,44 +483,44 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
     for x in range(simulated):
         state[_FREE] -= 1
         slot = pool.free[state[_FREE]]
-        pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept[0][x], kept[1][x], kept[2][x]
+        pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept.cls[x], kept.position[x], kept.copy_id[x]
         pool.req[slot], pool.sole[slot] = r, simulated == 1
         pool.nbytes[slot] = al.nbytes[x]
         at = now + (al.start[x] if fair else al.ends[x])
         state[_WAITING] = heap_push(pool.times, pool.seqs, pool.items, state[_WAITING], at, state[_FLOW], slot)
         state[_FLOW] += 1
-        waiting[0][w] += al.nbytes[x] * st.class_copies[kept[0][x]]
-        waiting[1][w] += 1
+        waiting.nbytes[w] += al.nbytes[x] * st.class_copies[kept.cls[x]]
+        waiting.flows[w] += 1
 
 
 @loop_helper
-def _request(i, now, order, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, lc, al, kept, caches,
-             loads, waiting, remaining, pending, state):
+def _request(i, now, trace, st, paths, cfg, out, sim, caches, waiting, ends, state):
     """The ``i``-th request in ready order at ``now``: routed, charged, alone in the cluster, its flows started."""
-    r = order[i]
-    a = prefill_of[r]
+    cl, pool, lc, al, kept, pd = sim.cl, sim.pool, sim.lc, sim.al, sim.kept, ends.pending
+    r = trace.order[i]
+    a = trace.prefill_of[r]
     if not cfg.fair and (cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY):
         _delivered_alone(now, st, pool, state, waiting)
-    w, hit = _choose(r, a, now, cfg.routing, state[_RR], st, cl, waiting, blocks, offsets, caches[0], caches[1],
-                     loads)
+    w, hit = _choose(r, a, now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks, trace.offsets, caches.holders,
+                     caches.alive)
     state[_RR] = w + 1 if w + 1 < cfg.workers else 0
     out.decode_worker[r] = w
     out.start[r] = now
-    simulated = _charge(r, a * cfg.workers + w, hit, tokens, st, cfg, out, al, kept)
+    simulated = _charge(r, a * cfg.workers + w, hit, trace.tokens, st, cfg, out, al, kept)
     if simulated == 0:
         out.end[r] = now
-        state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], now, i, r * cfg.workers + w)
+        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], now, i, r * cfg.workers + w)
         return
-    last = _alone(simulated, al, paths, lc, kept[0], kept[1])
+    last = _alone(simulated, al, paths, lc, kept.cls, kept.position)
     out.alone_ms[r] = al.ends[last]
     if cfg.fair:
-        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, remaining, out)
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, ends.remaining, out)
         return
-    out.bottleneck[r] = st.views[kept[2][last], al.neck[last]] if al.neck[last] >= 0 else _NIL
+    out.bottleneck[r] = st.views[kept.copy_id[last], al.neck[last]] if al.neck[last] >= 0 else _NIL
     out.end[r] = now + al.ends[last]
-    state[_PENDING] = heap_push(pending[0], pending[1], pending[2], state[_PENDING], out.end[r], i, r * cfg.workers + w)
+    state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
-        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, remaining, out)
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, ends.remaining, out)
 
 
 # --- the replay ---------------------------------------------------------------------------------------
@@ -664,15 +590,15 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
 
 
 @loop_helper
-def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, heaps, loads, sc,
-                lc, al, kept, caches, capacity, worker_loads, waiting, remaining, last_pos, pending, state, kmax):
+def replay_pass(i, trace, st, paths, cfg, out, sim, caches, waiting, ends, state, kmax):
     """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
     and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
     the pool needs more slots, or (``state[_BINS]`` set) the time bins more bins."""
+    order, cl, pool, heaps, loads, pd = trace.order, sim.cl, sim.pool, sim.heaps, sim.loads, ends.pending
     n, width, origin = order.shape[0], cfg.bin_ms, cfg.origin_ms
     limit = origin + (loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
     while i <= n:
-        now = ready[order[i]] if i < n else np.inf
+        now = trace.ready[order[i]] if i < n else np.inf
         while cfg.fair:
             t = _next_time(cl, pool, state)
             if t > now or t == np.inf:
@@ -683,19 +609,17 @@ def replay_pass(i, order, ready, tokens, blocks, offsets, prefill_of, st, paths,
             if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * _CHUNK:
                 state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
                 return i
-            _batch(t, st, paths, cl, pool, heaps, loads, sc, out, remaining, last_pos, pending, state, waiting, origin,
-                   width)
-        while state[_PENDING] > 0 and pending[0][0] <= now:  # blocks of handoffs ended by now enter the caches
-            state[_PENDING] = heap_pop(pending[0], pending[1], pending[2], state[_PENDING])
-            item = pending[2][state[_PENDING]]  # (request, decode worker), as one number
-            _insert_blocks(item // cfg.workers, item % cfg.workers, blocks, offsets, caches[0], caches[2], caches[3],
-                           caches[4], caches[5], caches[6], capacity)
+            _batch(t, st, paths, sim, out, ends, state, waiting, origin, width)
+        while state[_PENDING] > 0 and pd.times[0] <= now:  # blocks of handoffs ended by now enter the caches
+            state[_PENDING] = heap_pop(pd.times, pd.seqs, pd.items, state[_PENDING])
+            item = pd.items[state[_PENDING]]  # (request, decode worker), as one number
+            _insert_blocks(item // cfg.workers, item % cfg.workers, trace.blocks, trace.offsets, caches.holders,
+                           caches.slot_of, caches.log, caches.first, caches.end, caches.size, caches.capacity)
         if i == n:
             return n + 1
         if state[_FREE] < kmax:
             return i
-        _request(i, now, order, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl, pool, lc, al, kept,
-                 (caches[0], caches[1]), worker_loads, waiting, remaining, pending, state)
+        _request(i, now, trace, st, paths, cfg, out, sim, caches, waiting, ends, state)
         i += 1
     return i
 
@@ -715,24 +639,24 @@ def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.
     """
     n, D = len(order), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(cfg.n_unique, D, cfg.capacity)
-    pending = (np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
+    pending = Pending(np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
     kmax = max(int(np.diff(st.pair_off).max(initial=1)), 1)
     cl, pool, heaps, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1,
                                                 kmax)
     paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
     al = Alone._make((*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)),
                      np.zeros(kmax)))
-    kept = (np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
+    kept = Kept(np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
-    remaining, last_pos = np.zeros(n, np.int32), np.zeros(n, np.int32)
-    waiting = (np.zeros(D), np.zeros(D, np.int64))  # per decode worker: bytes (and flows) not yet moving or ended
-    caches = (holders, alive, slot_of, log, log_first, log_end, size)
+    ends = Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), pending)
+    waiting = Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D))  # bytes (and flows) not yet moving or ended
+    caches = Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity))
+    trace = Trace(order, ready, tokens, blocks, offsets, prefill_of)
     i = 0
     while i <= n:
-        i = int(replay_pass(np.int64(i), order, ready, tokens, blocks, offsets, prefill_of, st, paths, cfg, out, cl,
-                            pool, heaps, loads, sc, lc, al, kept, caches, np.int64(capacity), np.zeros(D), waiting,
-                            remaining, last_pos, pending, state, np.int64(kmax)))
+        sim = Sim(cl, pool, heaps, loads, sc, lc, al, kept)
+        i = int(replay_pass(np.int64(i), trace, st, paths, cfg, out, sim, caches, waiting, ends, state, np.int64(kmax)))
         if state[_BINS] > 0:
             loads = _grown_bins(loads, int(state[_BINS]))
             state[_BINS] = 0

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._codes import Contention
-from ._kernels import capped_bytes, jit, loop_helper, messages_of, transfer_ms
+from ._kernels import jit, kv_bytes, loop_helper, messages_of, transfer_ms
 
 NONE, FIFO, FAIR = int(Contention.NONE), int(Contention.FIFO), int(Contention.FAIR)  # (plain ints: constants)
 _NIL = -1
@@ -124,12 +124,18 @@ def heap_pop(times, seqs, items, size):
 @loop_helper
 def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
-    kernel's formula: tokens times bytes per token, the capped layers, and the state, which always moves)."""
-    m, n = np.float64(charged), np.float64(tokens)
-    nbytes = m * kv_terms[model, 0] + capped_bytes(
-        kv_terms[model, 1], kv_terms[model, 2], kv_terms[model, 3], kv_terms[model, 4], m, n
+    kernel's formula, :func:`perfmodel._kernels.kv_bytes`: tokens times bytes per token, the capped layers, and the
+    state, which always moves)."""
+    return kv_bytes(
+        kv_terms[model, 0],
+        kv_terms[model, 1],
+        kv_terms[model, 3],
+        kv_terms[model, 5],
+        kv_terms[model, 2],
+        kv_terms[model, 4],
+        np.float64(charged),
+        np.float64(tokens),
     )
-    return nbytes + kv_terms[model, 5]
 
 
 @loop_helper

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _compat
-from ._kernels import current_chunk, jit, loop_helper
+from ._kernels import jit, kv_bytes, loop_helper
 
 _SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity within this (relative)
 _NIL = -1
@@ -393,15 +393,8 @@ class FlowTerms(NamedTuple):
 @loop_helper
 def _flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
     """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
-    (:func:`perfmodel.clusters.flow_bytes`, in its operation order)."""
-    full, window, chunk, state = terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3]
-    current = current_chunk(tokens, chunk_tokens)
-    return (
-        charged * full
-        + (window * min(charged, window_tokens) if window else 0.0)
-        + (chunk * min(charged, current) if chunk else 0.0)
-        + state
-    )  # (a state moves with every handoff)
+    (:func:`perfmodel.clusters.flow_bytes`; the one formula, :func:`perfmodel._kernels.kv_bytes`)."""
+    return kv_bytes(terms[f, 0], terms[f, 1], terms[f, 2], terms[f, 3], window_tokens, chunk_tokens, charged, tokens)
 
 
 @loop_helper

@@ -166,6 +166,36 @@ def test_modules_and_functions_stay_small_enough_to_read():
     assert not tangled, f"functions of cyclomatic complexity over 30: {tangled}"
 
 
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
+    """(positional parameters, all parameters) of a function, ``*args`` and ``**kwargs`` counted as one each."""
+    a = node.args
+    positional = len(a.posonlyargs) + len(a.args) + (a.vararg is not None)
+    return positional, positional + len(a.kwonlyargs) + (a.kwarg is not None)
+
+
+def test_no_function_takes_more_than_14_parameters():
+    """Related arrays travel as one record (a named tuple, read by field name; numba passes it as one argument),
+    jitted helpers included: no function takes more than 14 positional parameters, and no private one (its name
+    or its module's starting with ``_``) more than 14 in all. A public entry point's keyword-only options are
+    its documented interface, not a list of arrays."""
+    crowded = []
+    for name, node in _functions():
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional, total = _parameters(node)
+        private = any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+        if positional > 14 or (private and total > 14):
+            crowded.append((name, total))
+    assert not crowded, f"functions of more than 14 parameters (group related arrays into a record): {crowded}"
+
+
+def test_the_parameter_count_reads_every_kind():
+    source = "def f(a, b, /, c, *d, e, f=1, **g):\n    pass\n"
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    assert _parameters(node) == (4, 7)
+
+
 def test_the_complexity_count_is_mccabes():
     source = "def f(a, b):\n    if a and b:\n        return [x for x in a if x]\n    for i in b:\n        pass\n"
     assert _complexity(ast.parse(source).body[0]) == 6  # 1 + if + and + comprehension (+ its if) + for
