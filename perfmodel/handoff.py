@@ -78,9 +78,10 @@ _MESSAGES = _resolve.MessageTerms._fields
 assert (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks") == _kernels.FIELDS
 
 
-# Up to the option spread_max_rows, a scalar among the three main inputs beside an array of them is spread to an
-# array (:func:`_kernel_record`) and every optional output is written: one compiled form for the small calls
-# instead of one per mix (each a compile of 1-3 s on a cold cache), for copies that cost microseconds.
+# Up to the option spread_max_rows, a scalar among the three main inputs (and a single worker type) is spread to an
+# array (:func:`_kernel_record`), a single row's call too, and every optional output is written: one compiled form
+# for the small calls instead of one per mix (each a compile of 1-3 s on a cold cache), for copies that cost
+# microseconds.
 # Larger calls keep their scalars and write only the outputs asked for.
 _MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandwidth"),
          ARGUMENTS.index("kv_bytes_per_token"))
@@ -93,8 +94,21 @@ def _spread(value: Any, n: int) -> np.ndarray:
 
 
 def _small(args: list[_Arg], n: int) -> bool:
-    """Whether a call is small enough to take the one compiled form of small calls (arrays among its inputs)."""
-    return n <= option("spread_max_rows") and any(args[i].is_array for i in _MAIN)
+    """Whether a call is small enough to take the one compiled form of small calls (a single row too)."""
+    return n <= option("spread_max_rows")
+
+
+# A single worker type (0 or 1) as the label codes a column of them gives: code 0, and the masks saying whether
+# that label is prefill (1) and valid (see _args._label_codes), which the kernel decodes to the same value.
+_WORKER_AS_LABEL = {0: (np.uint64(0), np.uint64(1)), 1: (np.uint64(1), np.uint64(1))}
+
+
+def _spread_worker(arg: _Arg, n: int) -> tuple[Any, Any]:
+    """The worker type's (value, masks) in the small calls' form: a single 0 or 1 as ``n`` label codes."""
+    value = arg.value
+    if arg.is_array or arg.masks is not None or type(value) is not np.int8 or int(value) not in _WORKER_AS_LABEL:
+        return value, arg.masks
+    return _read_only(np.zeros(n, dtype=np.int8)), _WORKER_AS_LABEL[int(value)]
 
 
 def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1, small: bool = False) -> tuple:
@@ -102,17 +116,18 @@ def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1, small: b
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
-    if small:  # (the one compiled form of small calls: every row input an array)
+    worker_masks = args[_WORKER_INDEX].masks
+    if small:  # (the one compiled form of small calls: the main inputs and the worker type arrays)
         for i in _MAIN:
             if not args[i].is_array:
                 values[i] = _spread(values[i], n) if i == _MAIN[0] else _read_only(np.full(n, values[i]))
+        values[_WORKER_INDEX], worker_masks = _spread_worker(args[_WORKER_INDEX], n)
     defaults = _default_args()
     for group, where in _GROUP_SLICES.items():
         if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
                                                                                    for a in args[where]}):
             values[where] = _NONES[group]
-    return (*values, *(terms[name] for name in (*_resolve._CAPPED, *_MESSAGES)), args[_WORKER_INDEX].masks,
-            args[_MODE_INDEX].masks)
+    return (*values, *(terms[name] for name in (*_resolve._CAPPED, *_MESSAGES)), worker_masks, args[_MODE_INDEX].masks)
 
 
 def _model_term(value: Any) -> Any:

@@ -47,8 +47,8 @@ KNOBS: dict[str, Option] = {
     "spread_max_rows": Option(
         65_536,
         0,
-        "up to this many rows, a scalar beside arrays among the three main inputs is "
-        "spread to an array, so that small calls share one compiled form of the kernel",
+        "up to this many rows, a scalar among the three main inputs (and a single worker type) "
+        "is spread to an array, so that small calls share one compiled form of the kernel",
     ),
     "sweep_chunk_rows": Option(
         1 << 18, 1, "rows of a sweep's kernel pass at a time (temporaries stay small next to the result)"
