@@ -121,7 +121,7 @@ def heap_pop(times, seqs, items, size):
     return last
 
 
-@loop_helper
+@loop_helper(python=False)
 def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
     kernel's formula, :func:`perfmodel._kernels.kv_bytes`: tokens times bytes per token, the capped layers, and the
@@ -138,7 +138,7 @@ def _request_bytes(kv_terms, model, tokens, charged):
     )
 
 
-@loop_helper
+@loop_helper(python=False)
 def _insert_blocks(r, w, blocks, offsets, holders, slot_of, log, first, end, size, capacity):
     """Request ``r``'s blocks enter worker ``w``'s cache, in order, each becoming the most recent (LRU:
     beyond ``capacity`` blocks the least recent leaves; ``capacity < 0``: unbounded).
@@ -195,7 +195,7 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, log, first, end, siz
     first[w], end[w], size[w] = oldest, stop, held
 
 
-@loop_helper
+@loop_helper(python=False)
 def _route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
     """(worker, cached prefix in blocks) for request ``r``: with prefix routing the worker holding
     the longest prefix (ties: the first from ``start`` on, round-robin order), else worker ``start``.
@@ -332,7 +332,7 @@ def charged_tokens(n_tokens, hit_blocks, hash_block_tokens, block_size, destinat
     return cached_blocks * block_size, charged, n_blocks, cached_blocks
 
 
-@loop_helper
+@loop_helper(python=False)
 def _charge(r, hit_blocks, requests, cluster, results):
     """Request ``r``'s charged tokens, bytes and time alone on a link (fixed costs included), written to
     ``results``; returns (bytes, fixed costs besides the latency in ms, time alone in ms)."""
@@ -373,7 +373,7 @@ def _charge(r, hit_blocks, requests, cluster, results):
     return nbytes, setup, alone
 
 
-@loop_helper
+@loop_helper(python=False)
 def _fifo_start(now, alone, link_free):
     """(link, start): the link free soonest (ties: the lowest), and when the transfer starts on it; the
     link is then busy for the transfer's own time (not while layers compute)."""
@@ -440,7 +440,7 @@ def _grown(fair: Fair) -> Fair:
     return fair._replace(tags=grown[0], seqs=grown[1], items=grown[2])
 
 
-@loop_helper
+@loop_helper(python=False)
 def _next_end(fair, rate):
     """(time, link) at which the next transfer finishes moving its bytes ((inf, -1): none is moving)."""
     next_time, next_link = np.inf, -1
@@ -453,7 +453,7 @@ def _next_end(fair, rate):
     return next_time, next_link
 
 
-@loop_helper
+@loop_helper(python=False)
 def _fewest_moving(active):
     """The link with the fewest transfers moving (ties: the lowest)."""
     best = 0
@@ -463,7 +463,7 @@ def _fewest_moving(active):
     return best
 
 
-@loop_helper
+@loop_helper(python=False)
 def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
     """The transfer whose fixed costs end first (at ``t``) starts moving its bytes on the link with the
     fewest moving; returns the number still paying fixed costs, or -1 (nothing done) when that link's heap
@@ -484,7 +484,7 @@ def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
     return starting
 
 
-@loop_helper
+@loop_helper(python=False)
 def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_item, pending):
     """The transfer on ``link`` with the smallest finish tag ends at ``t`` (no earlier than layer-wise
     streaming allows); its blocks are then pending for the cache. Returns the pending count."""
@@ -499,7 +499,7 @@ def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_i
     return heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
 
 
-@loop_helper
+@loop_helper(python=False)
 def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
     """Fair sharing up to ``now``: data phases starting (when their fixed costs end) and transfers
     finishing, in time order (a start first on ties). ``counts``: [pending insertions, transfers paying
