@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numba
 
@@ -32,6 +32,11 @@ try:  # private: numba.core.caching (its locator classes); without it, numba's o
     from numba.core import caching, config
 except ImportError:  # pragma: no cover (a numba that moved them)
     caching = config = None
+
+try:  # private: numba.core.registry (the class of numba.njit's functions; see CompiledOnly)
+    from numba.core.registry import CPUDispatcher as _Dispatcher
+except ImportError:  # pragma: no cover (a numba that moved it)
+    _Dispatcher = object
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -119,6 +124,48 @@ def no_reference_counting() -> dict[str, bool]:
     except ImportError:  # pragma: no cover (a numba that moved it)
         return {}
     return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+
+
+def no_wrappers() -> dict[str, bool]:
+    """The ``numba.njit`` options that compile a function without the wrappers that let Python call it
+    (unboxing its arguments from Python objects, and a C callback): private options of numba's CPU target,
+    where this numba has them; else none (the public fallback: the same code, a slower first compile). A
+    function so compiled must go through :func:`compiled_only`: entered from Python it would crash.
+
+    >>> no_wrappers() in ({"no_cpython_wrapper": True, "no_cfunc_wrapper": True}, {})
+    True
+    """
+    try:  # private: numba.core.cpu
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:  # pragma: no cover (a numba that moved it)
+        return {}
+    if _Dispatcher is object:  # pragma: no cover (no class to refuse Python's calls with)
+        return {}
+    names = ("no_cpython_wrapper", "no_cfunc_wrapper")
+    return dict.fromkeys(names, True) if all(hasattr(CPUTargetOptions, name) for name in names) else {}
+
+
+class CompiledOnly(_Dispatcher):  # (numba's private class, or object)
+    """A numba function compiled without its Python wrappers (:func:`no_wrappers`): compiled code calls it as
+    any other; a call from Python raises, in one line (instead of crashing)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"{self.py_func.__qualname__} is called by perfmodel's compiled kernels only, not from Python "
+            "(compiled without the wrappers that would let Python call it)"
+        )
+
+
+def compiled_only(dispatcher: Any) -> Any:
+    """``dispatcher`` (a numba function compiled with :func:`no_wrappers`' options) as a :class:`CompiledOnly`;
+    anything else (a plain function: ``NUMBA_DISABLE_JIT=1``) as it is.
+
+    >>> compiled_only(len) is len
+    True
+    """
+    if _Dispatcher is not object and type(dispatcher) is _Dispatcher:
+        dispatcher.__class__ = CompiledOnly
+    return dispatcher
 
 
 # --- the first compile and the cache's upkeep ---------------------------------------------------------

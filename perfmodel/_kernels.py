@@ -33,13 +33,21 @@ def jit(*args, parallel: bool = False, **kwargs):
     return numba.njit(*args, parallel=parallel, **{**_JIT_OPTIONS, **kwargs})
 
 
-def loop_helper(function):
+def loop_helper(function=None, *, python: bool = True):
     """:func:`jit` for a helper that a kernel calls once per item with arrays, compiled without numba's
     reference counting: otherwise each call increments and decrements its arrays' counts atomically
     (numba issues 2345 and 2350), ~50-100 ns a call, as much as the helper's own work (the replay's four
     helpers: 0.25 -> 0.15 s per 1M requests, measured). Such a helper cannot allocate arrays or return
-    one (numba refuses to compile it then); views of its arguments are safe while they do not outlive the call."""
-    return jit(**_compat.no_reference_counting())(function)
+    one (numba refuses to compile it then); views of its arguments are safe while they do not outlive the call.
+
+    ``@loop_helper(python=False)``: a helper only compiled code calls, compiled without the wrappers that let
+    Python call it (:func:`perfmodel._compat.no_wrappers`; a call from Python raises): for a helper taking
+    records of arrays, a part of its first compile (the replay's helpers: ~5-10% of its cold compile)."""
+    if function is None:
+        return lambda function: loop_helper(function, python=python)
+    wrappers = {} if python else _compat.no_wrappers()
+    compiled = jit(**_compat.no_reference_counting(), **wrappers)(function)
+    return _compat.compiled_only(compiled) if wrappers else compiled
 
 
 def _at(values, i):

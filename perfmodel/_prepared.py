@@ -234,8 +234,8 @@ def _notice_first_compile() -> None:
     """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
     from . import _compat, _replay
 
-    if _compat.uncompiled(_replay.replay):
-        _compat.notice_first_compile("replay", _replay.replay, FIRST_COMPILE_S)
+    if _compat.uncompiled(_replay.replay_pass):
+        _compat.notice_first_compile("replay", _replay.replay_pass, FIRST_COMPILE_S)
 
 
 def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:

@@ -121,7 +121,7 @@ def heap_pop(times, seqs, items, size):
     return last
 
 
-@loop_helper
+@loop_helper(python=False)
 def _request_bytes(kv_terms, model, tokens, charged):
     """Bytes moved for ``charged`` tokens of a ``tokens``-token prompt of model row ``model`` (the handoff
     kernel's formula, :func:`perfmodel._kernels.kv_bytes`: tokens times bytes per token, the capped layers, and the
@@ -138,7 +138,7 @@ def _request_bytes(kv_terms, model, tokens, charged):
     )
 
 
-@loop_helper
+@loop_helper(python=False)
 def _insert_blocks(r, w, blocks, offsets, holders, slot_of, log, first, end, size, capacity):
     """Request ``r``'s blocks enter worker ``w``'s cache, in order, each becoming the most recent (LRU:
     beyond ``capacity`` blocks the least recent leaves; ``capacity < 0``: unbounded).
@@ -195,7 +195,7 @@ def _insert_blocks(r, w, blocks, offsets, holders, slot_of, log, first, end, siz
     first[w], end[w], size[w] = oldest, stop, held
 
 
-@loop_helper
+@loop_helper(python=False)
 def _route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
     """(worker, cached prefix in blocks) for request ``r``: with prefix routing the worker holding
     the longest prefix (ties: the first from ``start`` on, round-robin order), else worker ``start``.
@@ -299,10 +299,14 @@ class Results(NamedTuple):
         return cls(**arrays)
 
 
-@jit
-def _new_caches(n_unique, workers, capacity):
+def _new_caches(n_unique: int, workers: int, capacity: int) -> tuple:
     """The decode workers' caches, empty (see :func:`_insert_blocks`): (holders, alive, slot_of, log, first,
-    end, size, capacity; ``capacity`` -1 when no cache can ever be full)."""
+    end, size, capacity; ``capacity`` -1 when no cache can ever be full). Made by numpy, in Python: compiled,
+    the allocations were a second of the replay's first compile.
+
+    >>> [a.shape for a in _new_caches(10, 2, 4)[:4]], _new_caches(10, 2, 20)[-1]
+    ([(10, 1), (1,), (2, 10), (2, 8)], -1)
+    """
     words = (workers + 63) // 64
     holders = np.zeros((max(n_unique, 1), words), dtype=np.uint64)  # zero pages until touched
     alive = np.empty(words, dtype=np.uint64)
@@ -313,16 +317,8 @@ def _new_caches(n_unique, workers, capacity):
     slot_of = np.zeros((workers, max(n_unique, 1) if slots else 1), dtype=np.int32)
     # each log has room for its live entries and as many more (positions stay within int32)
     log = np.empty((workers, min(2 * slots, 2**31 - 1) if slots else 1), dtype=np.int32)
-    return (
-        holders,
-        alive,
-        slot_of,
-        log,
-        np.zeros(workers, dtype=np.int64),
-        np.zeros(workers, dtype=np.int64),
-        np.zeros(workers, dtype=np.int64),
-        capacity,
-    )
+    ints = [np.zeros(workers, dtype=np.int64) for _ in range(3)]
+    return (holders, alive, slot_of, log, *ints, capacity)
 
 
 @jit(inline="always")
@@ -336,7 +332,7 @@ def charged_tokens(n_tokens, hit_blocks, hash_block_tokens, block_size, destinat
     return cached_blocks * block_size, charged, n_blocks, cached_blocks
 
 
-@loop_helper
+@loop_helper(python=False)
 def _charge(r, hit_blocks, requests, cluster, results):
     """Request ``r``'s charged tokens, bytes and time alone on a link (fixed costs included), written to
     ``results``; returns (bytes, fixed costs besides the latency in ms, time alone in ms)."""
@@ -377,7 +373,7 @@ def _charge(r, hit_blocks, requests, cluster, results):
     return nbytes, setup, alone
 
 
-@loop_helper
+@loop_helper(python=False)
 def _fifo_start(now, alone, link_free):
     """(link, start): the link free soonest (ties: the lowest), and when the transfer starts on it; the
     link is then busy for the transfer's own time (not while layers compute)."""
@@ -409,8 +405,13 @@ class Fair(NamedTuple):
     start_item: np.ndarray
 
 
-@jit
-def _new_fair(n_links, n, origin, capacity):
+def _new_fair(n_links: int, n: int, origin: float, capacity: int = 64) -> Fair:
+    """The state of fair sharing on ``n_links`` links for ``n`` requests, none moving yet (links up to date
+    at ``origin``, ms), with room for ``capacity`` transfers moving on each link (numpy, in Python).
+
+    >>> _new_fair(2, 3, 0.0).tags.shape
+    (2, 64)
+    """
     return Fair(
         np.zeros(n_links),
         np.zeros(n_links, dtype=np.int64),
@@ -424,23 +425,22 @@ def _new_fair(n_links, n, origin, capacity):
     )
 
 
-@jit
-def _grown(fair):
-    """``fair`` with room for twice as many transfers moving on each link."""
+def _grown(fair: Fair) -> Fair:
+    """``fair`` with room for twice as many transfers moving on each link (numpy, in Python).
+
+    >>> _grown(_new_fair(2, 3, 0.0)).tags.shape
+    (2, 128)
+    """
     n_links, capacity = fair.tags.shape
-    tags, seqs = np.empty((n_links, 2 * capacity)), np.empty((n_links, 2 * capacity), dtype=np.int64)
-    items = np.empty((n_links, 2 * capacity), dtype=np.int64)
-    for link in range(n_links):  # element by element: a slice assignment compiles numba's shape-mismatch
-        for k in range(capacity):  # message (str, repr and join code: seconds of the first compile)
-            tags[link, k] = fair.tags[link, k]
-            seqs[link, k] = fair.seqs[link, k]
-            items[link, k] = fair.items[link, k]
-    return Fair(
-        fair.virtual, fair.active, fair.last_update, tags, seqs, items, fair.start_time, fair.start_seq, fair.start_item
-    )
+    grown = []
+    for old in (fair.tags, fair.seqs, fair.items):
+        new = np.empty((n_links, 2 * capacity), dtype=old.dtype)
+        new[:, :capacity] = old
+        grown.append(new)
+    return fair._replace(tags=grown[0], seqs=grown[1], items=grown[2])
 
 
-@loop_helper
+@loop_helper(python=False)
 def _next_end(fair, rate):
     """(time, link) at which the next transfer finishes moving its bytes ((inf, -1): none is moving)."""
     next_time, next_link = np.inf, -1
@@ -453,7 +453,7 @@ def _next_end(fair, rate):
     return next_time, next_link
 
 
-@loop_helper
+@loop_helper(python=False)
 def _fewest_moving(active):
     """The link with the fewest transfers moving (ties: the lowest)."""
     best = 0
@@ -463,7 +463,7 @@ def _fewest_moving(active):
     return best
 
 
-@loop_helper
+@loop_helper(python=False)
 def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
     """The transfer whose fixed costs end first (at ``t``) starts moving its bytes on the link with the
     fewest moving; returns the number still paying fixed costs, or -1 (nothing done) when that link's heap
@@ -484,7 +484,7 @@ def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
     return starting
 
 
-@loop_helper
+@loop_helper(python=False)
 def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_item, pending):
     """The transfer on ``link`` with the smallest finish tag ends at ``t`` (no earlier than layer-wise
     streaming allows); its blocks are then pending for the cache. Returns the pending count."""
@@ -499,7 +499,7 @@ def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_i
     return heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
 
 
-@loop_helper
+@loop_helper(python=False)
 def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
     """Fair sharing up to ``now``: data phases starting (when their fixed costs end) and transfers
     finishing, in time order (a start first on ties). ``counts``: [pending insertions, transfers paying
@@ -520,46 +520,112 @@ def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_se
             return False
 
 
-@jit
-def replay(requests, cluster, results):
-    """Replay ``requests`` (a :class:`Requests`) on ``cluster`` (a :class:`Cluster`); fill ``results``.
+class State(NamedTuple):
+    """A replay's working state (:func:`_new_state`), made in Python and kept between the kernel's passes
+    (:func:`replay_pass`): the caches (:func:`_new_caches`), the pending cache insertions (a heap ordered by
+    (end time, processing sequence) holding requests), counters, when each link is next free (fifo) and the
+    fair sharing's state (:class:`Fair`, of 0 links unless fair)."""
 
-    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
-    ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches.
-    """
-    order, ready_ms, blocks, offsets = requests.order, requests.ready_ms, requests.blocks, requests.offsets
-    workers, contention = cluster.workers, cluster.contention
+    holders: np.ndarray
+    alive: np.ndarray
+    slot_of: np.ndarray
+    log: np.ndarray
+    log_first: np.ndarray
+    log_end: np.ndarray
+    size: np.ndarray
+    capacity: np.int64
+    pend_time: np.ndarray
+    pend_seq: np.ndarray
+    pend_item: np.ndarray
+    counts: np.ndarray  # int64 (3,): pending insertions, fair: transfers paying their fixed costs, next worker
+    link_free: np.ndarray
+    fair: Fair
+
+
+def _new_state(requests: Requests, cluster: Cluster) -> State:
+    """The working state of a replay of ``requests`` on ``cluster``, before the first request."""
+    order, ready_ms = requests.order, requests.ready_ms
     n = order.shape[0]
-    holders, alive, slot_of, log, log_first, log_end, size, capacity = _new_caches(
-        cluster.n_unique, workers, cluster.capacity
+    holders, alive, slot_of, log, first, end, size, capacity = _new_caches(
+        cluster.n_unique, cluster.workers, cluster.capacity
     )
-    # pending cache insertions, a heap ordered by (end time, processing sequence) holding requests
-    pend_time, pend_seq, pend_item = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    counts = np.zeros(2, dtype=np.int64)  # [pending insertions, fair: transfers paying their fixed costs]
     # the links are free from the first transfer's earliest start on (before the trace's first arrival, when
     # layer-wise streaming starts a transfer while its prefill still runs)
     origin = min(ready_ms[order[0]], 0.0) if n else 0.0
-    link_free = np.full(cluster.n_links, origin)  # fifo: when each link is next free
-    fair = _new_fair(cluster.n_links if contention == FAIR else 0, n if contention == FAIR else 0, origin, np.int64(64))
+    fair = cluster.contention == FAIR
+    return State(
+        holders,
+        alive,
+        slot_of,
+        log,
+        first,
+        end,
+        size,
+        np.int64(capacity),
+        np.empty(n),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+        np.zeros(3, dtype=np.int64),
+        np.full(cluster.n_links, origin),
+        _new_fair(cluster.n_links if fair else 0, n if fair else 0, origin),
+    )
+
+
+def replay(requests: Requests, cluster: Cluster, results: Results) -> None:
+    """Replay ``requests`` (a :class:`Requests`) on ``cluster`` (a :class:`Cluster`); fill ``results``.
+
+    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
+    ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches. The state is made here and the
+    kernel (:func:`replay_pass`) runs until a link's fair-sharing heap needs room, then resumes.
+    """
+    state, i = _new_state(requests, cluster), 0
+    while True:
+        i = int(replay_pass(np.int64(i), requests, cluster, results, state))
+        if i < 0:
+            return
+        state = state._replace(fair=_grown(state.fair))
+
+
+@loop_helper
+def replay_pass(start, requests, cluster, results, state):
+    """The requests from the ``start``-th in ready order on (see :func:`replay`); returns -1 when done, or the
+    index to resume from once the fair-sharing heaps have grown (:func:`_grown`). No allocation: the state
+    (:class:`State`) comes from Python, so the kernel compiles without numba's reference counting."""
+    order, ready_ms, blocks, offsets = requests.order, requests.ready_ms, requests.blocks, requests.offsets
+    workers, contention, fair, counts = cluster.workers, cluster.contention, state.fair, state.counts
+    pend_time, pend_seq, pend_item = state.pend_time, state.pend_seq, state.pend_item
+    n = order.shape[0]
     rate = cluster.bandwidth_gb_s * 1e6  # bytes per ms
-    rr = np.int64(0)  # (an int64 from the start: a literal 0 would compile the router a second time)
-    for i in range(n + 1):
+    rr = counts[2]  # (an int64: a literal 0 would compile the router a second time)
+    for i in range(start, n + 1):
         now = ready_ms[order[i]] if i < n else np.inf
-        if contention == FAIR:
-            while _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
-                fair = _grown(fair)
+        if contention == FAIR and _advance_fair(
+            fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item
+        ):
+            counts[2] = rr
+            return i
         # blocks of transfers finished by `now` enter their workers' caches, in finishing order
         pending = counts[0]
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
             r = pend_item[pending]
             _insert_blocks(
-                r, results.worker[r], blocks, offsets, holders, slot_of, log, log_first, log_end, size, capacity
+                r,
+                results.worker[r],
+                blocks,
+                offsets,
+                state.holders,
+                state.slot_of,
+                state.log,
+                state.log_first,
+                state.log_end,
+                state.size,
+                state.capacity,
             )
         if i == n:
             break
         r = order[i]
-        w, hit_blocks = _route(r, blocks, offsets, holders, alive, workers, rr, cluster.prefix_routing)
+        w, hit_blocks = _route(r, blocks, offsets, state.holders, state.alive, workers, rr, cluster.prefix_routing)
         rr = w + 1 if w + 1 < workers else 0  # (no integer division: this runs once per request)
         results.worker[r] = w
         nbytes, setup, alone = _charge(r, hit_blocks, requests, cluster, results)
@@ -573,7 +639,8 @@ def replay(requests, cluster, results):
             results.end[r] = np.nan  # set when its last byte arrives
             counts[0] = pending
             continue
-        link, start = _fifo_start(now, alone, link_free) if contention == FIFO and nbytes > 0 else (-1, now)
-        end = max(start + alone, earliest_end)
-        results.link[r], results.start[r], results.end[r], results.queue[r] = link, start, end, start - now
+        link, start_ms = _fifo_start(now, alone, state.link_free) if contention == FIFO and nbytes > 0 else (-1, now)
+        end = max(start_ms + alone, earliest_end)
+        results.link[r], results.start[r], results.end[r], results.queue[r] = link, start_ms, end, start_ms - now
         counts[0] = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)
+    return -1

@@ -29,7 +29,7 @@ _NIL = -1
 # --- max-min fair rates by progressive filling ----------------------------------------------------------
 
 
-@loop_helper
+@loop_helper(python=False)
 def _fill(m, q, lc):
     """Max-min rates (``lc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
     smallest fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them
@@ -70,7 +70,7 @@ def _fill(m, q, lc):
                         free[s] -= lc.counts[k]
 
 
-@loop_helper
+@loop_helper(python=False)
 def _local_paths(q, paths, lc, stamp, m):
     """Local paths of the items ``lc.items[:q]`` (classes) and each local resource's items; resources not yet
     collected under ``stamp`` are added after the first ``m``. Returns the number of local resources."""
@@ -104,7 +104,7 @@ def _local_paths(q, paths, lc, stamp, m):
     return m
 
 
-@loop_helper
+@loop_helper(python=False)
 def _neck_of(k, lc):
     """Precise rule 9 for item ``k`` in the interval of rates ``lc.rates``: the first resource on its path
     that its items fill (within ``_SATURATED``) and on which no item moves faster; -1 if none."""
@@ -213,7 +213,7 @@ def _recall(na, al, classes, memo):
     return s, False
 
 
-@loop_helper
+@loop_helper(python=False)
 def _remember(s, na, al, classes, lc, memo):
     """Keep the filling just done (``lc``) of the ``na`` active flows in slot ``s``: rates and bottlenecks."""
     memo.size[s] = na
