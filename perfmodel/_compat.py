@@ -68,9 +68,30 @@ def _version() -> str:
 _Base = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator) if caching is not None else (object,)
 
 
+def source_stamp(package: Path) -> str:
+    """A short hash of the Python files under ``package`` (each one's path, size and modification time).
+
+    numba checks a cached kernel against its own source file only, not against the modules whose jitted
+    helpers it compiled in: after an edit of a helper's module alone (an editable install pulled, a file
+    patched) it would load the old machine code. The stamp is part of the cache's folder, so any change of
+    the package's sources compiles afresh (and the old folder is pruned as another version's).
+
+    >>> source_stamp(_PACKAGE) == source_stamp(_PACKAGE)
+    True
+    """
+    import hashlib
+
+    digest = hashlib.sha1()
+    for path in sorted(package.rglob("*.py")):
+        st = path.stat()
+        digest.update(f"{path.relative_to(package)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+@functools.cache
 def _version_folder() -> str:
-    """The cache's subfolder of this perfmodel and numba version."""
-    return f"{_version()}-numba{numba.__version__}"
+    """The cache's subfolder of this perfmodel and numba version and of these sources (:func:`source_stamp`)."""
+    return f"{_version()}+{source_stamp(_PACKAGE)}-numba{numba.__version__}"
 
 
 def _install_folder() -> str:

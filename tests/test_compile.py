@@ -235,3 +235,41 @@ def test_the_cache_command_lists_and_clears(tmp_path):
     assert listing.returncode == 0 and f"{entry.parent.name}/{entry.name}  current" in listing.stdout, listing
     cleared = cache("--clear")
     assert cleared.returncode == 0 and "removed" in cleared.stdout and not entry.exists(), cleared
+
+
+def test_an_edit_of_a_helpers_module_alone_compiles_its_callers_afresh(tmp_path):
+    """numba checks a cached kernel against its own file only: a kernel whose jitted helper lives in another module
+    of the package must not load its old machine code once only the helper's module changed."""
+    import shutil
+
+    import perfmodel
+
+    source = tmp_path / "src"
+    shutil.copytree(Path(perfmodel.__file__).parent, source / "perfmodel", ignore=shutil.ignore_patterns("__pycache__"))
+    helper = source / "perfmodel" / "_probe_helper.py"
+    helper.write_text("from ._kernels import jit\n\n\n@jit\ndef helper():\n    return 1.0\n")
+    (source / "perfmodel" / "_probe_kernel.py").write_text(
+        "from ._kernels import jit\nfrom ._probe_helper import helper\n\n\n@jit\ndef kernel():\n    return helper()\n"
+    )
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(source)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = (  # (this copy of the package, not an editable install's: its finder goes first)
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if not "
+        "getattr(f, '__module__', '').startswith('__editable__')]; "
+        "from perfmodel._probe_kernel import kernel; import perfmodel; "
+        f"assert perfmodel.__file__.startswith({str(source)!r}), perfmodel.__file__; print(kernel())"
+    )
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert run() == "1.0"
+    assert list((tmp_path / "cache").rglob("*probe_kernel*.nbi"))  # (cached: the next run would load it)
+    before = helper.stat().st_mtime_ns
+    helper.write_text(helper.read_text().replace("1.0", "2.0"))
+    os.utime(helper, ns=(before + 10**9, before + 10**9))  # (a later time even on a coarse clock)
+    assert run() == "2.0"
