@@ -181,7 +181,8 @@ def bench_kernel(quick: bool) -> list[Row]:
 def bench_edge(quick: bool) -> Row:
     """The per-call edge: a 10-row call through handoff_delay_ms (coercion and checks of every argument)
     against the compiled kernel called directly on the same, already coerced, inputs."""
-    from perfmodel import _kernels, handoff
+    from perfmodel import handoff
+    from perfmodel.kernels import handoff as _kernels
 
     inputs = natural_inputs(10, seed=3)
     out = np.empty(10)
@@ -443,15 +444,15 @@ def bench_trace(quick: bool) -> list[Row]:
         )
     # the kernel alone on a prepared trace: time per block operation (a block probed by routing and
     # entering a cache), by number of decode workers
-    from perfmodel.replay import _replay_prepared, prepare_trace
+    from perfmodel.replay import prepare_trace, replay_prepared
 
     prepared = prepare_trace(trace)
     block_ops = int(prepared.offsets[-1])
     for workers in (1, 4, 8, 16):
         args = dict(kw, mode="destination_missing", contention="fifo", decode_workers=workers)
-        _replay_prepared(prepare_trace(trace.head(100)), **args)
+        replay_prepared(prepare_trace(trace.head(100)), **args)
         start = time.perf_counter()
-        _replay_prepared(prepared, **args)
+        replay_prepared(prepared, **args)
         seconds = time.perf_counter() - start
         rows.append(
             Row(
@@ -629,7 +630,7 @@ def _bench_nonlinear_cluster(quick: bool) -> Row:
     """1M distinct prompt lengths on a rail cluster whose handoff is not linear in its bytes (TP8 -> decode TP2:
     cross-rail flows pay 3 hops of latency, the same-rail one 1, so they start apart and every row is simulated:
     one kernel call for all distinct rows) against the same call on a link (goal 100, bar 300)."""
-    from perfmodel.clusters import alone, head_terms
+    from perfmodel.network.clusters import alone, head_terms
 
     tokens = np.random.default_rng(5).permutation(1_000_000)
     cluster = perfmodel.Cluster(

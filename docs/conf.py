@@ -99,8 +99,8 @@ os.environ.setdefault("PERFMODEL_CONFIG_DIR", tempfile.mkdtemp(prefix="perfmodel
 
 
 def _inputs_table() -> None:
-    """docs/_generated/inputs.rst: the input table of perfmodel._inputs, as the user guide shows it."""
-    from perfmodel._inputs import OPTIONS, ROW_INPUTS
+    """docs/_generated/inputs.rst: the input table of perfmodel.inputs.table, as the user guide shows it."""
+    from perfmodel.inputs.table import OPTIONS, ROW_INPUTS
 
     def cell(value: object) -> str:
         return "" if value in (None, "") else f"``{value}``"

@@ -16,6 +16,8 @@ import sys as _sys
 import types as _types
 from typing import Any
 
+from . import _moved  # noqa: F401  (the old module paths, moved)
+
 try:
     from . import _accessor  # noqa: F401  (registers df.perfmodel; imports pandas, the slow part of start-up)
 except KeyboardInterrupt:
@@ -25,7 +27,7 @@ except KeyboardInterrupt:
         print("perfmodel: interrupted during start-up; nothing was written", file=_sys.stderr)
         raise SystemExit(130) from None
     raise
-from ._codes import TransferMode, WorkerType
+from .inputs.codes import TransferMode, WorkerType
 
 __version__ = "0.1.0"
 
@@ -40,36 +42,36 @@ _LAZY = {
     "sweep": "sweeps",
     "required_bandwidth": "sweeps",
     "max_tokens_within": "sweeps",
-    "read_trace": "trace",
+    "read_trace": "replay.traces",
     "replay_handoffs": "replay",
     "summarize": "replay",
     "replay_grid": "replay",
-    "synthetic_trace": "trace",
-    "MODELS": "models",
-    "kv_bytes_per_token": "models",
-    "kv_bytes": "models",
-    "kv_terms": "models",
-    "kv_messages": "models",
-    "KVTerms": "models",
-    "model_config": "models",
-    "LINKS": "links",
-    "Link": "links",
-    "fit_link": "links",
-    "get_link": "links",
-    "Transport": "links",
-    "Cluster": "clusters",
-    "CLUSTERS": "_cluster_presets",
-    "get_cluster": "_cluster_presets",
-    "save_cluster": "_cluster_presets",
-    "remove_cluster": "_cluster_presets",
-    "user_clusters": "_cluster_presets",
-    "transports": "links",
+    "synthetic_trace": "replay.traces",
+    "MODELS": "model.models",
+    "kv_bytes_per_token": "model.models",
+    "kv_bytes": "model.models",
+    "kv_terms": "model.models",
+    "kv_messages": "model.models",
+    "KVTerms": "model.models",
+    "model_config": "model.models",
+    "LINKS": "network.links",
+    "Link": "network.links",
+    "fit_link": "network.links",
+    "get_link": "network.links",
+    "Transport": "network.links",
+    "Cluster": "network.clusters",
+    "CLUSTERS": "network.presets",
+    "get_cluster": "network.presets",
+    "save_cluster": "network.presets",
+    "remove_cluster": "network.presets",
+    "user_clusters": "network.presets",
+    "transports": "network.links",
     "handoff_flows": "flows",
     "required_nics_per_node": "flows",
-    "required_nics": "sizing",
+    "required_nics": "replay.sizing",
     "resource_loads": "flows",
-    "kv_heads": "clusters",
-    "calibrate": "calibrate",
+    "kv_heads": "network.clusters",
+    "calibrate": "calibration",
     "read_engine_metrics": "engines",
     "read_benchmark": "engines",
     "compare_measured": "engines",
@@ -80,6 +82,12 @@ __all__ = ["TransferMode", "WorkerType", "__version__", *_LAZY]  # noqa: PLE0604
 
 
 _SUBMODULES = {
+    "inputs",
+    "model",
+    "network",
+    "kernels",
+    "ground",
+    "calibration",
     "plotting",
     "frame",
     "handoff",
@@ -102,11 +110,11 @@ _SUBMODULES = {
 
 class _Package(_types.ModuleType):
     """perfmodel's own module type: ``perfmodel.calibrate`` stays the function once the module of that name
-    (:mod:`perfmodel.calibrate`) is imported, which would otherwise bind the module in its place."""
+    (:mod:`perfmodel.calibration`) is imported, which would otherwise bind the module in its place."""
 
     @property
     def calibrate(self) -> Any:
-        return importlib.import_module(".calibrate", __name__).calibrate
+        return importlib.import_module(".calibration", __name__).calibrate
 
     @calibrate.setter
     def calibrate(self, module: Any) -> None:  # the import system binding the submodule: it stays in sys.modules

@@ -114,7 +114,7 @@ class _PerfmodelCacheLocator(*_Base):  # type: ignore[misc]  # (numba's private 
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if config.CACHE_DIR or Path(py_file).resolve().parent != _PACKAGE:
+        if config.CACHE_DIR or _PACKAGE not in Path(py_file).resolve().parents:
             return None  # NUMBA_CACHE_DIR set by the user, or not our code: numba's own locators decide
         return super().from_function(py_func, py_file)
 

@@ -266,8 +266,8 @@ def delay_files(
     ...             kv_transfer_bandwidth="ib-ndr", num_input_tokens="prompt_tokens")  # doctest: +SKIP
     12000000
     """
-    from ._coerce import check_errors
-    from ._fs import output_folder
+    from .ground.files import output_folder
+    from .inputs.coerce import check_errors
     from .io import Report, detect
 
     check_errors(errors)
@@ -310,7 +310,7 @@ def _gather(client: Any, futures: list[Any], *, unit: str, desc: str, progress: 
     (:func:`distributed.as_completed`, Dask's own completion reports)."""
     from distributed import as_completed
 
-    from ._progress import progress_bar
+    from .ground.progress import progress_bar
 
     with progress_bar(len(futures), unit=unit, desc=desc, progress=progress) as bar:
         for _ in as_completed(futures):

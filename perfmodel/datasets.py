@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._data import FILES, PREFIX, names, path
-from .trace import read_trace
+from .ground.data import FILES, PREFIX, names, path
+from .replay.traces import read_trace
 
 __all__ = ["load", "names", "path"]
 

@@ -28,9 +28,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._engine_checks import _check_buckets, _figure, _numbers
-from ._words import count
 from .errors import InputError
+from .inputs.engine_checks import check_buckets, figure, numbers
+from .inputs.words import count
 
 __all__ = [
     "FORMATS",
@@ -308,7 +308,7 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     }
     buckets = sorted(group["buckets"])
     if buckets:
-        _check_buckets(
+        check_buckets(
             f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"], group.get("sum", 0.0)
         )
     if buckets and math.isnan(row["count"]):
@@ -432,8 +432,8 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         raise InputError(
             where, f"a {tool} result without per-request lists (input_lens, ttfts)", f"rerun the benchmark with {flag}"
         )
-    _figure(where, "request_rate", result.get("request_rate"), missing=True)
-    _figure(where, "max_concurrency", result.get("max_concurrency"), whole=True, missing=True)
+    figure(where, "request_rate", result.get("request_rate"), missing=True)
+    figure(where, "max_concurrency", result.get("max_concurrency"), whole=True, missing=True)
     if not isinstance(result["input_lens"], list):
         got = f"a {type(result['input_lens']).__name__}"
         raise InputError(f"{where}: input_lens", f"{got}, not a list", "give the file as the benchmark wrote it")
@@ -456,17 +456,17 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
             )
     errors = columns["errors"]
     completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
-    trace = pd.DataFrame({"num_input_tokens": _numbers(where, "input_lens", columns["input_lens"], int)})
+    trace = pd.DataFrame({"num_input_tokens": numbers(where, "input_lens", columns["input_lens"], int)})
     if columns["output_lens"] is not None:
-        trace["num_output_tokens"] = _numbers(where, "output_lens", columns["output_lens"], int)
-    ttft = _numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
+        trace["num_output_tokens"] = numbers(where, "output_lens", columns["output_lens"], int)
+    ttft = numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
     trace["ttft_ms"] = np.where(completed & (ttft > 0), ttft * 1e3, np.nan)  # (0: no first token came)
     trace["completed"] = completed
     if columns["latencies"] is not None:
-        latency = _numbers(where, "latencies", columns["latencies"], float, failed=~completed)
+        latency = numbers(where, "latencies", columns["latencies"], float, failed=~completed)
         trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
     if columns["start_times"] is not None and n:
-        start = _numbers(where, "start_times", columns["start_times"], float)
+        start = numbers(where, "start_times", columns["start_times"], float)
         trace["arrival_ms"] = (start - start.min()) * 1e3
         arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
     else:
@@ -476,7 +476,7 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         tool=tool,
         request_rate=_rate(result.get("request_rate")),
         max_concurrency=result.get("max_concurrency"),
-        duration_s=_figure(where, "duration", result["duration"]),
+        duration_s=figure(where, "duration", result["duration"]),
         arrivals=arrivals,
         reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
     )
@@ -755,7 +755,7 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     notes, link = [], None
     sizes = sorted({round(p[0]) for p in points})
     if len(sizes) >= 2:
-        from .links import fit_link
+        from .network.links import fit_link
 
         x, t, d = (np.array(column) for column in zip(*points))
         link = fit_link(x, t, n_messages=d if np.isfinite(d).all() else None, name="nixl-means")

@@ -9,12 +9,12 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from . import _questions
-from ._kernels import blocks_of
-from ._onto_cluster import get_cluster
-from .clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .errors import InputError, check_whole
-from .links import Transport
+from .kernels.handoff import blocks_of
+from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
+from .network.links import Transport
+from .network.placement import get_cluster
+from .replay import summaries as _questions
 
 __all__ = ["handoff_flows", "required_nics_per_node", "resource_loads"]
 
@@ -72,7 +72,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     (53.6870912, 'node0/nic0/out')
     """
     from .handoff import handoff_delay_ms
-    from .models import ModelShape, kv_messages
+    from .model.models import ModelShape, kv_messages
 
     c = get_cluster(cluster)
     n = check_whole("num_input_tokens", num_input_tokens)

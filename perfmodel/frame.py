@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._codes import TransferMode, WorkerType
-from ._coerce import check_errors
-from ._inputs import INPUTS, ROW_INPUTS, documented
-from ._words import count
 from .errors import Errors, InputError
-from .handoff import ARGUMENTS, Options, _handoff
+from .handoff import ARGUMENTS, Options, handoff
+from .inputs.codes import TransferMode, WorkerType
+from .inputs.coerce import check_errors
+from .inputs.table import INPUTS, ROW_INPUTS, documented
+from .inputs.words import count
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -178,7 +178,7 @@ def handoff_delays(
     try:
         options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
                              kv_layout=kv_layout)
-        result = _handoff(values, options, errors=errors, with_missing=True, parallel=parallel)
+        result = handoff(values, options, errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         if error.argument in columns:  # name the column, and the row by its label
             row = df.index[error.position] if error.position is not None else error.row

@@ -22,11 +22,13 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _compat, _kernels, _onto_cluster, _resolve
-from ._args import _Arg, _coerce
-from ._codes import TransferMode, WorkerType
-from ._coerce import _plain, _read_only, check_errors, distinct, whole_numbers
-from ._inputs import (
+from . import _compat
+from .errors import Errors, InputError, check_flag, check_whole, not_a_number
+from .inputs import resolve as _resolve
+from .inputs.args import Arg, coerce
+from .inputs.codes import TransferMode, WorkerType
+from .inputs.coerce import check_errors, distinct, plain, read_only, whole_numbers
+from .inputs.table import (
     CROSS,
     GROUPS,
     INPUTS,
@@ -39,11 +41,12 @@ from ._inputs import (
     layerwise_given,
     outside,
 )
-from ._shares import in_shares
-from ._words import count
-from .errors import Errors, InputError, check_flag, check_whole, not_a_number
-from .links import Link
-from .models import ModelShape
+from .inputs.words import count
+from .kernels import handoff as _kernels
+from .kernels.threads import in_shares
+from .model.models import ModelShape
+from .network import placement as _onto_cluster
+from .network.links import Link
 from .options import deprecated_constant, option
 
 __all__ = [
@@ -75,7 +78,7 @@ _GROUP_SLICES = {group: _group_slice(group) for group in GROUPS}
 _NONES = {group: [None] * (where.stop - where.start) for group, where in _GROUP_SLICES.items()}
 _WORKER_INDEX = ARGUMENTS.index("worker_type")
 _MESSAGES = _resolve.MessageTerms._fields
-assert (*ARGUMENTS, *_resolve._CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks") == _kernels.FIELDS
+assert (*ARGUMENTS, *_resolve.CAPPED, *_MESSAGES, "worker_type_masks", "mode_masks") == _kernels.FIELDS
 
 
 # Up to the option spread_max_rows, a scalar among the three main inputs (and a single worker type) is spread to an
@@ -90,10 +93,10 @@ _MAIN = (ARGUMENTS.index("num_input_tokens"), ARGUMENTS.index("kv_transfer_bandw
 def _spread(value: Any, n: int) -> np.ndarray:
     """A scalar as a read-only array of ``n`` rows, a whole number as int64 (as a column of counts comes)."""
     whole = abs(value) < 2**53 and float(value).is_integer()  # (False for NaN)
-    return _read_only(np.full(n, value, dtype=np.int64 if whole else np.float64))
+    return read_only(np.full(n, value, dtype=np.int64 if whole else np.float64))
 
 
-def _small(args: list[_Arg], n: int) -> bool:
+def _small(args: list[Arg], n: int) -> bool:
     """Whether a call is small enough to take the one compiled form of small calls (a single row too)."""
     return n <= option("spread_max_rows")
 
@@ -103,16 +106,16 @@ def _small(args: list[_Arg], n: int) -> bool:
 _WORKER_AS_LABEL = {0: (np.uint64(0), np.uint64(1)), 1: (np.uint64(1), np.uint64(1))}
 
 
-def _spread_worker(arg: _Arg, n: int) -> tuple[Any, Any]:
+def _spread_worker(arg: Arg, n: int) -> tuple[Any, Any]:
     """The worker type's (value, masks) in the small calls' form: a single 0 or 1 as ``n`` label codes."""
     value = arg.value
     if arg.is_array or arg.masks is not None or type(value) is not np.int8 or int(value) not in _WORKER_AS_LABEL:
         return value, arg.masks
-    return _read_only(np.zeros(n, dtype=np.int8)), _WORKER_AS_LABEL[int(value)]
+    return read_only(np.zeros(n, dtype=np.int8)), _WORKER_AS_LABEL[int(value)]
 
 
-def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1, small: bool = False) -> tuple:
-    """The kernel's record (:data:`perfmodel._kernels.FIELDS`); an extension whose inputs are all at
+def _kernel_record(args: list[Arg], terms: dict[str, Any], n: int = 1, small: bool = False) -> tuple:
+    """The kernel's record (:data:`perfmodel.kernels.handoff.FIELDS`); an extension whose inputs are all at
     their off values is None there, so its terms compile away and the default path stays upstream's
     formula (and its speed). A plain tuple: numba types it in C, a named one in Python."""
     values = [a.value for a in args]
@@ -120,24 +123,24 @@ def _kernel_record(args: list[_Arg], terms: dict[str, Any], n: int = 1, small: b
     if small:  # (the one compiled form of small calls: the main inputs and the worker type arrays)
         for i in _MAIN:
             if not args[i].is_array:
-                values[i] = _spread(values[i], n) if i == _MAIN[0] else _read_only(np.full(n, values[i]))
+                values[i] = _spread(values[i], n) if i == _MAIN[0] else read_only(np.full(n, values[i]))
         values[_WORKER_INDEX], worker_masks = _spread_worker(args[_WORKER_INDEX], n)
     defaults = _default_args()
     for group, where in _GROUP_SLICES.items():
         if all(map(operator.is_, args[where], defaults[where])) or group_off(group, {a.name: a.value
                                                                                    for a in args[where]}):
             values[where] = _NONES[group]
-    return (*values, *(terms[name] for name in (*_resolve._CAPPED, *_MESSAGES)), worker_masks, args[_MODE_INDEX].masks)
+    return (*values, *(terms[name] for name in (*_resolve.CAPPED, *_MESSAGES)), worker_masks, args[_MODE_INDEX].masks)
 
 
 def _model_term(value: Any) -> Any:
     """A model's capped byte or message term (resolved here, so always numbers) as the kernel takes it."""
     if value is None or np.ndim(value) == 0:
         return None if value is None else np.float64(value)
-    return _read_only(np.ascontiguousarray(value, dtype=np.float64))
+    return read_only(np.ascontiguousarray(value, dtype=np.float64))
 
 
-def _common_length(args: list[_Arg], capped: dict[str, Any]) -> int:
+def _common_length(args: list[Arg], capped: dict[str, Any]) -> int:
     """The rows of the arrays among the arguments and a model's terms (1: all scalars)."""
     lengths = {a.name: len(a.value) for a in args if a.is_array}
     for name, value in capped.items():
@@ -154,7 +157,7 @@ def _common_length(args: list[_Arg], capped: dict[str, Any]) -> int:
     return next(iter(lengths.values()))
 
 
-def _invalid_rows(arg: _Arg, n: int) -> np.ndarray:
+def _invalid_rows(arg: Arg, n: int) -> np.ndarray:
     """Where one argument breaks its range in the table (the kernel's rule, in numpy)."""
     with np.errstate(invalid="ignore"):
         values = np.asarray(arg.kernel_values(), dtype=np.float64)
@@ -163,11 +166,11 @@ def _invalid_rows(arg: _Arg, n: int) -> np.ndarray:
         return np.broadcast_to(outside(values, limits), (n,))
 
 
-def _diagnose(args: list[_Arg], n: int) -> InputError:
+def _diagnose(args: list[Arg], n: int) -> InputError:
     """The first argument with invalid rows, with the count of every argument's invalid rows
     (error path only; plain numpy, the table's rules)."""
     counts: dict[str, int] = {}
-    first: tuple[_Arg, np.ndarray] | None = None
+    first: tuple[Arg, np.ndarray] | None = None
     for arg in args:
         invalid = _invalid_rows(arg, n)
         n_invalid = int(np.count_nonzero(invalid))
@@ -183,7 +186,7 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
                                                        np.asarray(other.value, dtype=np.float64)), (n,))
             if invalid.any():
                 position = int(np.argmax(invalid))
-                value = _plain(blamed.original[0] if not blamed.is_array else
+                value = plain(blamed.original[0] if not blamed.is_array else
                                np.asarray(blamed.original, dtype=object)[position])
                 if not blamed.is_array and not other.is_array:
                     return InputError(rule.blamed, f"{value!r}: {rule.problem}", rule.fix, value=value)
@@ -192,13 +195,13 @@ def _diagnose(args: list[_Arg], n: int) -> InputError:
         raise AssertionError("the kernel counted invalid rows that the diagnostic pass does not find")
     arg, invalid = first
     if not arg.is_array:  # one value, applied to every row
-        value = _plain(arg.original[0])
+        value = plain(arg.original[0])
         return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", INPUTS[arg.name].rule, value=value)
     position = int(np.argmax(invalid))
     original = arg.original.iloc[position] if hasattr(arg.original, "iloc") else arg.original[position]
     return InputError(
         arg.name, _why(arg.name, original), INPUTS[arg.name].rule,
-        n_invalid=counts[arg.name], row=position, value=_plain(original), position=position, counts=counts,
+        n_invalid=counts[arg.name], row=position, value=plain(original), position=position, counts=counts,
     )
 
 
@@ -345,14 +348,14 @@ def handoff_delay_ms(
             raise InputError(name, "is None, which is not a value of it",
                              f"pass one (e.g. {INPUTS[name].example!r}), or leave it out for the default "
                              f"({getattr(INPUTS[name].default, 'name', INPUTS[name].default)!s})")
-    result = _handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
+    result = handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
 
 
 @dataclass(frozen=True)
 class Options(ModelShape):
     """How names resolve and which extensions apply, one value per call: the model's shape
-    (:class:`perfmodel.models.ModelShape`) and whether layer groups stream while prefill runs. Validated
+    (:class:`perfmodel.model.models.ModelShape`) and whether layer groups stream while prefill runs. Validated
     when made."""
 
     overlap: str = INPUTS["overlap"].default  # "layerwise": stream layer groups while prefill runs
@@ -375,7 +378,7 @@ class Options(ModelShape):
         return cls.of(**{name: values[name] for name in _OPTION_NAMES if name in values})
 
     def model_options(self) -> dict[str, Any]:
-        """The options of :func:`perfmodel._resolve.model_terms` (the model's shape)."""
+        """The options of :func:`perfmodel.inputs.resolve.model_terms` (the model's shape)."""
         return self.bytes_options()
 
 
@@ -417,15 +420,15 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
     values.update(_resolve.with_link_costs(values, link))
 
 
-def _cluster_bandwidth(found: _onto_cluster.Route, args: list[_Arg], counts: Any) -> _Arg:
+def _cluster_bandwidth(found: _onto_cluster.Route, args: list[Arg], counts: Any) -> Arg:
     """The bandwidth per row at which a cluster's handoff takes its simulated time (the nonlinear case)."""
     bandwidth = _onto_cluster.nonlinear_bandwidth(found, *_charged(args), counts=counts)
     value = bandwidth.reshape(-1)[0] if bandwidth.ndim == 0 or (bandwidth.size == 1 and not any(
         a.is_array for a in args)) else bandwidth
-    return _Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else _read_only(value), [value])
+    return Arg("kv_transfer_bandwidth", np.float64(value) if np.ndim(value) == 0 else read_only(value), [value])
 
 
-def _flow_counts(found: _onto_cluster.Route, args: list[_Arg], capped: dict[str, Any],
+def _flow_counts(found: _onto_cluster.Route, args: list[Arg], capped: dict[str, Any],
                  ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per row, the messages one rank posts and the blocks it moves (as the kernel counts them), for a cluster
     handoff whose flows' links cost something per message or block, each flow its own link's (None: none does)."""
@@ -448,7 +451,7 @@ def _flow_counts(found: _onto_cluster.Route, args: list[_Arg], capped: dict[str,
     return messages, blocks
 
 
-def _whole_handoff(found: _onto_cluster.Route | None, args: list[_Arg], bytes_out: np.ndarray | None,
+def _whole_handoff(found: _onto_cluster.Route | None, args: list[Arg], bytes_out: np.ndarray | None,
                    rate_out: np.ndarray | None, counts: Any = None) -> None:
     """In place, after the kernel: on a cluster, all the bytes of each row's handoff and (when asked) its rate;
     on a link, the rate asked for is its bandwidth."""
@@ -461,7 +464,7 @@ def _whole_handoff(found: _onto_cluster.Route | None, args: list[_Arg], bytes_ou
         rate_out[:] = args[_BANDWIDTH_INDEX].kernel_values()
 
 
-def _charged(args: list[_Arg]) -> tuple[np.ndarray, np.ndarray]:
+def _charged(args: list[Arg]) -> tuple[np.ndarray, np.ndarray]:
     """Each row's prompt tokens and charged tokens (the destination's missing ones where its mode says so)."""
     tokens = np.asarray(args[0].kernel_values(), dtype=np.float64)
     missing = np.asarray(args[_MISSING_INDEX].kernel_values(), dtype=np.float64)
@@ -485,7 +488,7 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
     cluster's links that cost something per message)."""
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
-    terms = dict.fromkeys((*_resolve._CAPPED, *_MESSAGES))
+    terms = dict.fromkeys((*_resolve.CAPPED, *_MESSAGES))
     try:
         if model_given:
             _resolve.own_layers(per_token, values["num_layers"])
@@ -506,7 +509,7 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
         elif model_given or options.shapes_bytes:
             model = _resolve.model_terms(per_token, **options.model_options(), errors=errors)
             values["kv_bytes_per_token"] = model.bytes_per_token
-            terms.update({name: getattr(model, name) for name in _resolve._CAPPED})
+            terms.update({name: getattr(model, name) for name in _resolve.CAPPED})
             if values["state_bytes"] is None:
                 values["state_bytes"] = model.state_bytes
     except InputError:
@@ -534,7 +537,7 @@ def _as_input_error(argument: str, error: Exception) -> InputError:
     return InputError(argument, problem, fix.rstrip(".") or "pass a number, a preset name or a column of them")
 
 
-def _handoff(
+def handoff(
     inputs: dict[str, Any],
     options: Options | None = None,
     *,
@@ -551,7 +554,7 @@ def _handoff(
     names resolved, every argument coerced, one kernel pass, and the diagnosis of invalid rows.
     Optionally the result's NaN mask and (into ``bytes_out``) the bytes each row's transfer moves,
     written by the kernel in the same pass; on a cluster, all the bytes its flows move, and (into
-    ``rate_out``) the rate of its handoff (:func:`perfmodel._onto_cluster.whole_handoff`; on a link, its
+    ``rate_out``) the rate of its handoff (:func:`perfmodel.network.placement.whole_handoff`; on a link, its
     bandwidth)."""
     _check_how(errors, parallel, num_threads)
     options = _PLAIN if options is None else options
@@ -576,7 +579,7 @@ def _handoff(
                              messages_needed=messages_needed)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)
-            else _coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
+            else coerce(name, value) for (name, value), default, arg in zip(values.items(), _DEFAULTS, _default_args())]
     if any(value is not None for value in capped.values()):
         capped = {name: _model_term(value) for name, value in capped.items()}
     n = _common_length(args, capped)
@@ -595,7 +598,7 @@ def _handoff(
     return _Result(out, missing, n == 1 and not any(a.is_array for a in args))
 
 
-def _simulated_terms(found: _onto_cluster.Route, args: list[_Arg], capped: dict[str, Any], own_costs: bool) -> Any:
+def _simulated_terms(found: _onto_cluster.Route, args: list[Arg], capped: dict[str, Any], own_costs: bool) -> Any:
     """A simulated handoff's rate into ``args``; its flows' (messages, blocks) where each pays its own, else None."""
     counts = _flow_counts(found, args, capped) if own_costs else None
     args[_BANDWIDTH_INDEX] = _cluster_bandwidth(found, args, counts)
@@ -614,11 +617,11 @@ def _simulated(found: _onto_cluster.Route | None) -> tuple[bool, bool, bool]:
 
 def _by_state(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
               num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any) -> _Result:
-    """:func:`_handoff` on a cluster of a column of state sizes (a cluster takes one per call): checked as on a
+    """:func:`handoff` on a cluster of a column of state sizes (a cluster takes one per call): checked as on a
     link (the column's error), then one call per distinct size on its rows."""
     if errors == "raise":
         checked("state_bytes", values["state_bytes"])
-    values["state_bytes"] = np.asarray(_coerce("state_bytes", values["state_bytes"]).kernel_values(), np.float64)
+    values["state_bytes"] = np.asarray(coerce("state_bytes", values["state_bytes"]).kernel_values(), np.float64)
     return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out,
                        by="state_bytes")
 
@@ -637,7 +640,7 @@ def _check_how(errors: Errors, parallel: bool | None, num_threads: int | None) -
                              "NUMBA_NUM_THREADS before starting Python")
 
 
-def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarray, missing: np.ndarray | None,
+def _kernel_pass(args: list[Arg], capped: dict[str, Any], n: int, out: np.ndarray, missing: np.ndarray | None,
                  bytes_out: np.ndarray | None, errors: Errors, parallel: bool | None, num_threads: int | None) -> None:
     """The one kernel pass into ``out`` (and ``missing``, ``bytes_out`` when asked for), then the diagnosis of
     invalid rows when the kernel counted any and errors raise."""
@@ -655,7 +658,7 @@ def _kernel_pass(args: list[_Arg], capped: dict[str, Any], n: int, out: np.ndarr
 def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: Any, parallel: bool | None,
                 num_threads: int | None, with_missing: bool, bytes_out: Any, rate_out: Any = None,
                 by: str = "kv_transfer_bandwidth") -> _Result:
-    """:func:`_handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
+    """:func:`handoff` of a column of clusters (or clusters and links): one call per distinct cluster, on its
     rows, and one for all the other rows (links, bandwidths, missing ones), as a column of their own, so that
     links, numbers and ``errors`` go as they go without clusters. ``by="state_bytes"``: on one cluster, one call
     per distinct state size (a cluster takes one per call), each on its rows."""
@@ -683,7 +686,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
         moved = None if bytes_out is None else np.empty(rows.size)
         rate = None if rate_out is None else np.empty(rows.size)
         try:
-            result = _handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
+            result = handoff(part, options, errors=errors, parallel=parallel, num_threads=num_threads,
                               with_missing=with_missing, bytes_out=moved, rate_out=rate)
         except InputError as error:
             if error.position is None:
@@ -712,7 +715,7 @@ def checked(name: str, value: Any) -> Any:
     ...
     perfmodel.errors.InputError: block_size: 1 invalid row; first at row 1: 1.5 (not a whole number). Fix: block sizes are whole numbers of tokens >= 1 (0 or NaN: none), or pass errors='coerce' to get NaN for those rows.
     """
-    arg = _coerce(name, value)
+    arg = coerce(name, value)
     n = len(arg.value) if arg.is_array else 1
     if _invalid_rows(arg, n).any():
         raise _diagnose([arg], n)
@@ -720,9 +723,9 @@ def checked(name: str, value: Any) -> Any:
 
 
 @functools.cache
-def _default_args() -> tuple[_Arg, ...]:
+def _default_args() -> tuple[Arg, ...]:
     """Each per-row input's argument when it is not given (its kernel default), in the kernel's order."""
-    return tuple(_coerce(e.name, e.kernel_default if e.default is None or e.required else e.default)
+    return tuple(coerce(e.name, e.kernel_default if e.default is None or e.required else e.default)
                  for e in ROW_INPUTS)
 
 
@@ -732,7 +735,7 @@ _DEFAULTS = tuple(e.default for e in ROW_INPUTS)
 REQUIRED = tuple(e for e in ROW_INPUTS if e.required)
 
 
-def _any_destination_missing(mode: _Arg) -> bool:
+def _any_destination_missing(mode: Arg) -> bool:
     """Whether any row's mode is destination_missing (label codes: only when some label is)."""
     if mode.masks is not None and not mode.masks[0]:
         return False

@@ -33,9 +33,9 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from ._coerce import check_errors
-from ._fs import MANIFEST, atomic_file, check_not_overlapping, output_folder
 from .errors import Errors, InputError
+from .ground.files import MANIFEST, atomic_file, check_not_overlapping, output_folder
+from .inputs.coerce import check_errors
 
 __all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "output_folder", "read_chunks", "significant", "write_table"]
 
@@ -105,7 +105,7 @@ def detect(path: str | os.PathLike) -> FileFormat:
     return FileFormat(fmt, compression)
 
 
-def _open_input(path: Path, compression: str | None) -> IO[bytes]:
+def open_input(path: Path, compression: str | None) -> IO[bytes]:
     if compression == "xz":
         return lzma.open(path, "rb")
     if compression:
@@ -203,9 +203,9 @@ def _arrow_dtype(arrow_type: Any) -> Any:
     return None if pa.types.is_dictionary(arrow_type) else pd.ArrowDtype(arrow_type)
 
 
-def _csv_header(path: Path, compression: str | None) -> list[str]:
+def csv_header(path: Path, compression: str | None) -> list[str]:
     try:
-        with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
+        with open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
             header = next(csv.reader(text), None)  # (utf-8-sig: a byte-order mark is not part of the first name)
     except UnicodeDecodeError as error:
         raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
@@ -236,7 +236,7 @@ def _csv_batches(path: Path, compression: str | None, names: list[str]) -> Itera
                                              null_values=[""], quoted_strings_can_be_null=True),
     )
     try:
-        with _open_input(path, compression) as stream:
+        with open_input(path, compression) as stream:
             reader = pacsv.open_csv(stream, **options)
             yield from reader
     except pa.ArrowInvalid as error:
@@ -289,7 +289,7 @@ def _csv_chunks(path: Path, compression: str | None, chunk_rows: int, typed: boo
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    names = _csv_header(path, compression)
+    names = csv_header(path, compression)
     kinds = _csv_kinds(path, compression, names) if typed else {}
     target = {"int": pa.int64(), "float": pa.float64()}
     produced = False
@@ -323,9 +323,9 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def _json_lines(path: Path, compression: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_lines(path: Path, compression: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; a line that is not a JSON object is an error."""
-    with _open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8") as text:
+    with open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8") as text:
         for number, line in enumerate(text, start=1):
             if not line.strip():
                 continue
@@ -372,14 +372,14 @@ class _JsonKind:
 
 def _jsonl_chunks(path: Path, compression: str | None, chunk_rows: int, typed: bool) -> Iterator[pd.DataFrame]:
     kinds: dict[str, _JsonKind] = {}
-    for _, record in _json_lines(path, compression):  # first pass: every key of the file, in order of appearance
+    for _, record in json_lines(path, compression):  # first pass: every key of the file, in order of appearance
         for key, value in record.items():
             kinds.setdefault(key, _JsonKind()).add(value)
     if not kinds:
         raise InputError(str(path), "no JSON objects with fields in the file", "pass a JSON-lines file of requests")
     types = {name: kind.arrow_type() for name, kind in kinds.items()} if typed else None
     batch: list[dict[str, Any]] = []
-    for _, record in _json_lines(path, compression):
+    for _, record in json_lines(path, compression):
         batch.append(record)
         if len(batch) == chunk_rows:
             yield _records_frame(batch, list(kinds), types)
@@ -693,7 +693,7 @@ def _place(path: Path, row: int) -> str:
     if kind.format == "parquet":
         return f"row {row}"
     seen = -1 if kind.format == "csv" else 0  # (a CSV file's first line is its header)
-    with _open_input(path, kind.compression) as raw, _io.BufferedReader(raw) as lines:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
+    with open_input(path, kind.compression) as raw, _io.BufferedReader(raw) as lines:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
         for number, line in enumerate(lines, start=1):
             blank = not line.rstrip(b"\r\n") if kind.format == "csv" else not line.strip()  # (as each reader skips)
             seen += not blank
@@ -710,8 +710,8 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
     Invalid rows (with ``errors="raise"``) stop the writing but not the reading, so the report
     counts them over the whole file.
     """
-    from ._progress import progress_bar
     from .frame import handoff_delays
+    from .ground.progress import progress_bar
 
     source = Path(source)
     output_format = "parquet" if writer is None else writer.kind.format

@@ -20,10 +20,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from . import _progress, _resolve
-from ._codes import TransferMode
-from ._coerce import Coded, whole_numbers
-from ._inputs import (
+from .errors import InputError
+from .ground import progress as _progress
+from .handoff import Options, checked, destination_missing_tokens, handoff
+from .inputs import resolve as _resolve
+from .inputs.codes import TransferMode
+from .inputs.coerce import Coded, whole_numbers
+from .inputs.table import (
     CLUSTER_FIELDS,
     INPUTS,
     LABEL_AXES,
@@ -38,16 +41,14 @@ from ._inputs import (
     layerwise_overlaps,
     nonnegative,
 )
-from .errors import InputError
-from .handoff import Options, _handoff, checked, destination_missing_tokens
-from .links import Link, get_link
-from .models import kv_terms
+from .model.models import kv_terms
+from .network.links import Link, get_link
 from .options import option
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
 #: The axes :func:`sweep` accepts, in the order of its columns; the last given axis varies fastest (the input
-#: table's sweep axes, :data:`perfmodel._inputs.SWEEP_AXES`).
+#: table's sweep axes, :data:`perfmodel.inputs.table.SWEEP_AXES`).
 AXES = SWEEP_AXES
 # (CLUSTER_FIELDS: the fields of a Cluster a sweep may vary, axes beside a cluster axis: the input table's)
 
@@ -138,7 +139,7 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     2  ib-ndr              1024          6.710886
     3  ib-ndr             32768        214.748365
     """
-    from ._questions import alone_question
+    from .replay.summaries import alone_question
 
     plan = SweepPlan.of(axes)
     _check_fits_in_memory(plan)
@@ -320,10 +321,10 @@ class SweepPlan:
             if self.clusters:
                 given["kv_transfer_bandwidth"] = self.clusters[combo % len(self.clusters)]
             if combos is None:
-                _handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
+                handoff(given, options, out=delay[part], bytes_out=transfer_bytes[part])
             elif rows.size:
                 moved, rate = np.empty(rows.size), np.empty(rows.size) if self.clusters else None
-                delay[part.start + rows] = _handoff(given, options, bytes_out=moved, rate_out=rate).delays
+                delay[part.start + rows] = handoff(given, options, bytes_out=moved, rate_out=rate).delays
                 transfer_bytes[part.start + rows] = moved
                 if rate is not None:
                     bandwidth[part.start + rows] = rate
@@ -405,8 +406,8 @@ def _clusters(values: dict[str, Any], given: tuple[str, ...]) -> list[Any]:
     """Every combination of the cluster axes as a validated :class:`perfmodel.Cluster` (in row order)."""
     if "cluster" not in given:
         return []
-    from ._onto_cluster import get_cluster
-    from .clusters import with_fields
+    from .network.clusters import with_fields
+    from .network.placement import get_cluster
 
     fields = [name for name in given if name in CLUSTER_FIELDS]
     found = []
@@ -464,7 +465,7 @@ class _Forward(NamedTuple):
             bandwidth = np.full(tokens.size, bandwidth, dtype=np.float64)
         given = {name: value[rows] if isinstance(value, np.ndarray) else value
                  for name, value in {"kv_bytes_per_token": self.kv_bytes_per_token, **self.inputs}.items()}
-        _handoff({**given, "num_input_tokens": tokens.astype(np.int64), "kv_transfer_bandwidth": bandwidth},
+        handoff({**given, "num_input_tokens": tokens.astype(np.int64), "kv_transfer_bandwidth": bandwidth},
                  self.options, out=delay, bytes_out=moved)
         return delay, moved
 
@@ -581,8 +582,8 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
     """Per row, the least NIC line rate (GB/s, a float64) at which the cluster's handoff meets the budget,
     settled on the forward model (the delay never grows with the line rate); NaN where no flow crosses a
     NIC, inf where no line rate meets it. One row at a time: for a few questions, not millions."""
-    from ._onto_cluster import get_cluster
-    from .clusters import alone, head_terms
+    from .network.clusters import alone, head_terms
+    from .network.placement import get_cluster
 
     base = get_cluster(cluster)
     nic = cast(Link, base.nic)  # (a Cluster resolves its nic)
@@ -593,7 +594,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
                          "ask once per model")
     one = model if _resolve.is_one(model) else np.asarray(model, dtype=object)[0]
     if isinstance(one, (int, float, np.number)):
-        from .clusters import HeadTerms
+        from .network.clusters import HeadTerms
 
         terms = HeadTerms(1, float(one))
     else:
@@ -719,7 +720,7 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
                    kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)
-    from ._onto_cluster import get_cluster, is_cluster
+    from .network.placement import get_cluster, is_cluster
 
     if is_cluster(spec):  # the search settles on the forward model: its NICs' capacity only starts it
         spec = get_cluster(spec)

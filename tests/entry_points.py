@@ -25,7 +25,7 @@ import pytest
 
 import perfmodel
 from perfmodel import InputError, Link
-from perfmodel._inputs import INPUTS  # (the table names each input's command-line flag; test_inputs checks them)
+from perfmodel.inputs.table import INPUTS  # (the table names each input's command-line flag; test_inputs checks them)
 from perfmodel.sweeps import AXES
 
 ENTRY_POINTS = ("handoff_delay_ms", "handoff_delays", "accessor", "sweep", "replay_handoffs", "dask", "cli")

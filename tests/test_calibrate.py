@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import InputError, Link
-from perfmodel.calibrate import calibrate, read_measurements
+from perfmodel.calibration import calibrate, read_measurements
 from perfmodel.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -316,7 +316,7 @@ def test_rows_left_out_are_said(tmp_path):
 def test_perfmodel_calibrate_is_the_function_even_once_its_module_is_imported():
     import importlib
 
-    importlib.import_module("perfmodel.calibrate")
+    importlib.import_module("perfmodel.calibration")
     assert callable(perfmodel.calibrate) and perfmodel.calibrate.__name__ == "calibrate"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -329,7 +329,7 @@ def test_a_fit_under_a_built_in_name_is_not_told_to_save_under_it(tmp_path, pres
     assert main(["calibrate", str(table), "--name", "ib-ndr", "--out", str(tmp_path / "c")]) == 0
     out = capsys.readouterr().out
     assert "add --save" not in out and "'ib-ndr' is a built-in preset" in out and "choose another" in out, out
-    perfmodel.links.save_link(Link("ours", 20.0))
+    perfmodel.network.links.save_link(Link("ours", 20.0))
     assert main(["calibrate", str(table), "--name", "OURS", "--out", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     assert "exists already" in out and "--replace" in out, out  # taken by a user link: --save --replace replaces it

@@ -478,7 +478,7 @@ def test_the_drawing_child_runs_numbas_parallel_code_serially(monkeypatch):
         if not np.array_equal(perfmodel.handoff_delay_ms(tokens, 50.0, 1000, parallel=True), expected):
             raise AssertionError("the child computed other delays")
 
-    with cli._alongside(in_the_child):
+    with cli.alongside(in_the_child):
         pass
 
 
@@ -692,7 +692,7 @@ def test_one_row_is_one_row(tmp_path, capsys):
 
 def test_every_printed_count_goes_through_the_one_helper():
     """A count written straight into a message ("{n} rows", "row(s)") says "1 rows" for one: every count of
-    perfmodel's messages goes through perfmodel._words.count."""
+    perfmodel's messages goes through perfmodel.inputs.words.count."""
     nouns = (
         "rows|requests|lines|values|blocks|cells|points|chunks|entries|measurements|configurations|flows|ids"
         "|workers|prompts"

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import Cluster, Link, Transport
-from perfmodel._inputs import CLUSTER_BOUNDS, MAX_CLUSTER_TP, MAX_NICS_PER_GPU
-from perfmodel.models import ModelShape
+from perfmodel.inputs.table import CLUSTER_BOUNDS, MAX_CLUSTER_TP, MAX_NICS_PER_GPU
+from perfmodel.model.models import ModelShape
 
 # --- numeric fields of public objects: bools refused, numpy scalars taken ---------------------------------------
 
@@ -303,7 +303,7 @@ def test_one_handoff_alone_matches_the_slow_reference(cluster, p, tokens, state)
         else dataclasses.replace(cluster.nvlink, per_message_ms=0.0, per_block_ms=0.0),
         transport=dataclasses.replace(cluster.transport, per_message_ms=0.0, per_block_ms=0.0),
     )
-    head_bytes = perfmodel.clusters.head_terms(_MODEL).full
+    head_bytes = perfmodel.network.clusters.head_terms(_MODEL).full
     got = float(perfmodel.handoff_delay_ms(tokens, plain, _MODEL, tp=p, decode_tp=8, state_bytes=state))
     want = ref.handoff_ms(
         _as_reference(plain), 8, head_bytes * tokens, p, 8, fixed_ms=plain.transport.setup_ms, state_bytes=state
@@ -439,7 +439,7 @@ def test_a_replay_whose_pairs_hold_too_many_flows_is_refused_before_any_work():
 
 
 def test_handoffs_at_once_charge_each_flow_its_own_links_costs():
-    from perfmodel.clusters import handoffs_at_once, head_terms
+    from perfmodel.network.clusters import handoffs_at_once, head_terms
 
     nic = Link("nic", 50.0, per_message_ms=0.001, per_block_ms=0.0005)
     c = Cluster(nic=nic, nics_per_node=4, gpus_per_node=4, nvlink_domain=8, nvlink=Link("slow", 10.0))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import Cluster, Link, Transport
-from perfmodel.clusters import alone, alone_ms, handoffs_at_once, head_terms, split_heads
+from perfmodel.network.clusters import alone, alone_ms, handoffs_at_once, head_terms, split_heads
 
 from . import reference_cluster as ref
 from .reference_maxmin import maxmin_rates, simulate
@@ -158,7 +158,7 @@ def test_a_handoff_alone_matches_the_reference(cluster, heads, data, tokens, sta
     p = data.draw(st.sampled_from(_degrees(heads)))
     d = data.draw(st.sampled_from(_degrees(heads)))
     head_bytes = 4096.0
-    terms = perfmodel.clusters.HeadTerms(heads, head_bytes, state=state)
+    terms = perfmodel.network.clusters.HeadTerms(heads, head_bytes, state=state)
     resolved = alone(cluster, terms, p, d)
     got, _, nbytes = alone_ms(resolved, cluster, tokens, tokens)
     want = ref.handoff_ms(as_reference(cluster), heads, head_bytes * tokens, p, d, state_bytes=state)
@@ -181,7 +181,7 @@ def test_several_handoffs_at_once_match_the_reference(cluster, data):
     p = data.draw(st.sampled_from([1, 2, 4, 8]))
     workers = data.draw(st.integers(1, 3))
     pairs = [(a, data.draw(st.integers(0, workers - 1))) for a in range(workers)]
-    terms = perfmodel.clusters.HeadTerms(heads, 1000.0)
+    terms = perfmodel.network.clusters.HeadTerms(heads, 1000.0)
     got = handoffs_at_once(cluster, terms, p, p, pairs, 2048, prefill_workers=workers, decode_workers=workers)
     want = ref.many_handoffs_ms(as_reference(cluster), heads, 1000.0 * 2048, p, p, pairs, workers, workers)
     assert got == pytest.approx(want, rel=1e-9)
@@ -213,9 +213,11 @@ def test_replicated_heads_reach_each_decode_rank_once_spread_over_holders():
     """4 KV heads, TP8 -> decode_tp 8: each head on 2 prefill ranks; the m-th decode rank needing a head
     gets it from the (m mod 2)-th holder: i -> i."""
     c = hgx()
-    resolved = alone(c, perfmodel.clusters.HeadTerms(4, 1000.0), 8, 8)
+    resolved = alone(c, perfmodel.network.clusters.HeadTerms(4, 1000.0), 8, 8)
     assert [(f.src_rank, f.dst_rank) for f in resolved.flows] == [(i, i) for i in range(8)]
-    mla = alone(c, perfmodel.clusters.HeadTerms(1, 1000.0), 4, 8)  # a latent: decode rank j from prefill j mod p
+    mla = alone(
+        c, perfmodel.network.clusters.HeadTerms(1, 1000.0), 4, 8
+    )  # a latent: decode rank j from prefill j mod p
     assert [(f.src_rank, f.dst_rank) for f in mla.flows] == sorted((j % 4, j) for j in range(8))
 
 
@@ -447,7 +449,7 @@ def test_a_sweep_over_a_cluster_and_its_fields():
 
 
 def test_transports_are_rederived_from_their_benchmarks_line_rate():
-    from perfmodel.links import transport_profiles, transports
+    from perfmodel.network.links import transport_profiles, transports
 
     te = transports()["mooncake-te-rdma"]
     table = perfmodel.datasets.load("fastdeploy-rdma-blocksize")  # the benchmark it comes from, as published

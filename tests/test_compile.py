@@ -60,8 +60,8 @@ def test_the_replay_compiles_no_string_formatting(replay_compiles):
 def test_the_replay_compiles_each_helper_once(replay_compiles):
     """A counter that starts as the literal 0 compiled the heap and routing helpers a second time."""
     cold, _ = replay_compiles
-    helpers = [name for name, signature in cold if name in ("heap_push", "heap_pop", "_route", "_insert_blocks")]
-    assert sorted(helpers) == ["_insert_blocks", "_route", "heap_pop", "heap_push"], helpers
+    helpers = [name for name, signature in cold if name in ("heap_push", "heap_pop", "route", "insert_blocks")]
+    assert sorted(helpers) == ["heap_pop", "heap_push", "insert_blocks", "route"], helpers
     assert not [s for _, s in cold if "Literal[int]" in s]
 
 
@@ -247,9 +247,9 @@ def test_an_edit_of_a_helpers_module_alone_compiles_its_callers_afresh(tmp_path)
     source = tmp_path / "src"
     shutil.copytree(Path(perfmodel.__file__).parent, source / "perfmodel", ignore=shutil.ignore_patterns("__pycache__"))
     helper = source / "perfmodel" / "_probe_helper.py"
-    helper.write_text("from ._kernels import jit\n\n\n@jit\ndef helper():\n    return 1.0\n")
+    helper.write_text("from .kernels.handoff import jit\n\n\n@jit\ndef helper():\n    return 1.0\n")
     (source / "perfmodel" / "_probe_kernel.py").write_text(
-        "from ._kernels import jit\nfrom ._probe_helper import helper\n\n\n@jit\ndef kernel():\n    return helper()\n"
+        "from .kernels.handoff import jit\nfrom ._probe_helper import helper\n\n\n@jit\ndef kernel():\n    return helper()\n"
     )
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(source)}
     env.pop("NUMBA_CACHE_DIR", None)

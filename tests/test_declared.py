@@ -1,5 +1,5 @@
-"""Declared once: the input table (perfmodel._inputs), the choice sets (perfmodel._codes.CHOICES), the Cluster's
-fields (perfmodel._inputs.CLUSTER_TABLE) and the knobs (perfmodel.options.KNOBS) are each written in one place,
+"""Declared once: the input table (perfmodel.inputs.table), the choice sets (perfmodel.inputs.codes.CHOICES), the Cluster's
+fields (perfmodel.inputs.table.CLUSTER_TABLE) and the knobs (perfmodel.options.KNOBS) are each written in one place,
 and the public signatures, the checks and the kernels' constants follow them."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import perfmodel
-from perfmodel import _cluster_kernel, _replay
-from perfmodel._codes import CHOICES, Contention, Routing, choice_code, choice_names
-from perfmodel._inputs import CLUSTER_BOUNDS, CLUSTER_FIELD, CLUSTER_TABLE, INPUTS, OPTIONS, ROW_INPUTS
+from perfmodel.inputs.codes import CHOICES, Contention, Routing, choice_code, choice_names
+from perfmodel.inputs.table import CLUSTER_BOUNDS, CLUSTER_FIELD, CLUSTER_TABLE, INPUTS, OPTIONS, ROW_INPUTS
+from perfmodel.kernels import cluster as _cluster_kernel
+from perfmodel.kernels import replay as _replay
 from perfmodel.options import KNOBS
 
 PACKAGE = Path(perfmodel.__file__).parent
@@ -110,7 +111,7 @@ def test_no_choice_set_is_declared_twice():
     twice = [
         f"{path.relative_to(PACKAGE)}:{line}: {sets[strings]}"
         for path in SOURCES
-        if path.name != "_codes.py"
+        if path.relative_to(PACKAGE).as_posix() != "inputs/codes.py"
         for line, strings in _string_collections(_tree(path))
         if strings in sets
     ]
@@ -230,7 +231,7 @@ def test_other_entry_points_take_the_tables_inputs_with_its_defaults(name):
 
 def test_the_shape_and_option_records_have_the_tables_defaults():
     from perfmodel.handoff import Options
-    from perfmodel.models import ModelShape
+    from perfmodel.model.models import ModelShape
 
     for record in (Options, ModelShape):
         for field in dataclasses.fields(record):
@@ -251,7 +252,7 @@ def test_the_clusters_fields_are_the_tables_in_its_order_with_its_defaults():
 
 
 def test_the_axes_over_cluster_fields_are_the_tables():
-    from perfmodel._inputs import CLUSTER_FIELDS
+    from perfmodel.inputs.table import CLUSTER_FIELDS
 
     assert tuple(f.name for f in CLUSTER_TABLE if f.example is not None) == CLUSTER_FIELDS
     for name in CLUSTER_FIELDS:

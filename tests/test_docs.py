@@ -34,21 +34,21 @@ MODULES = (
     "perfmodel.datasets",
     "perfmodel.dask",
     "perfmodel.plotting",
-    "perfmodel.trace",
+    "perfmodel.replay.traces",
     "perfmodel.replay",
     "perfmodel.sweeps",
-    "perfmodel.links",
-    "perfmodel.models",
+    "perfmodel.network.links",
+    "perfmodel.model.models",
     "perfmodel.frame",
     "perfmodel.handoff",
     "perfmodel.errors",
-    "perfmodel.clusters",
+    "perfmodel.network.clusters",
     "perfmodel.flows",
-    "perfmodel.cluster_replay",
-    "perfmodel.calibrate",
+    "perfmodel.replay.cluster",
+    "perfmodel.calibration",
     "perfmodel.engines",
     "perfmodel.cli",
-    "perfmodel.sizing",
+    "perfmodel.replay.sizing",
 )
 
 
@@ -265,7 +265,7 @@ README = DOCS.parent / "README.md"
 def test_the_readme_says_how_many_presets_the_main_job_sweeps():
     """The main job sweeps DEFAULT_LINKS, not every link preset: the README says how many of how many."""
     from perfmodel.cli.sweep import DEFAULT_MODELS
-    from perfmodel.links import DEFAULT_LINKS, LINKS
+    from perfmodel.network.links import DEFAULT_LINKS, LINKS
 
     text = " ".join(README.read_text().split())
     assert f"over {len(DEFAULT_LINKS)} of the {len(LINKS)} interconnect presets" in text
@@ -277,7 +277,7 @@ def test_the_readme_says_how_many_presets_the_main_job_sweeps():
 
 def test_the_help_of_sweep_names_the_presets_it_sweeps(capsys):
     from perfmodel.cli import main
-    from perfmodel.links import DEFAULT_LINKS
+    from perfmodel.network.links import DEFAULT_LINKS
 
     assert main(["sweep", "--help"]) == 0
     assert f"{len(DEFAULT_LINKS)} link presets ({', '.join(DEFAULT_LINKS)})" in " ".join(
@@ -297,7 +297,7 @@ def test_the_files_page_names_every_compression_that_is_read_and_no_other():
     not (DOCS / "messages.rst").is_file(), reason="docs/ is not beside the tests (an installed package)"
 )
 def test_every_transport_profile_has_no_setup_cost_as_the_pages_say():
-    from perfmodel.links import get_transport, transport_profiles
+    from perfmodel.network.links import get_transport, transport_profiles
 
     assert "every profile's ``setup_ms`` is 0" in " ".join((DOCS / "messages.rst").read_text().split())
     assert all(get_transport(name).setup_ms == 0 for name in transport_profiles())

@@ -92,7 +92,7 @@ def test_a_malformed_presets_file_never_crashes_and_built_ins_still_work(presets
         perfmodel.get_link("our-link")
     assert str(presets) in str(raised.value)
     with pytest.raises(InputError, match="presets"):
-        perfmodel.links.save_link(perfmodel.Link("our-link", 10.0))
+        perfmodel.network.links.save_link(perfmodel.Link("our-link", 10.0))
     assert presets.read_text() == content  # never overwritten
 
 
@@ -118,7 +118,7 @@ def test_one_bad_entry_does_not_break_the_others(presets):
 @pytest.mark.parametrize("name", ["ib-ndr", "8x ib-ndr", "2x anything", " "])
 def test_a_preset_name_that_would_shadow_or_mislead_is_refused_when_saved(presets, name):
     with pytest.raises(InputError, match="link name"):
-        perfmodel.links.save_link(perfmodel.Link(name, 10.0))
+        perfmodel.network.links.save_link(perfmodel.Link(name, 10.0))
     assert not presets.exists()
 
 

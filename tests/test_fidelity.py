@@ -165,7 +165,7 @@ def test_calibrate_command_on_a_published_table(shared_data, tmp_path):
 
 
 def test_saved_links_and_models_work_everywhere(tmp_path):
-    perfmodel.links.save_link(Link("lab-rdma", 40.0, latency_ms=0.2, per_block_ms=0.001), source="lab")
+    perfmodel.network.links.save_link(Link("lab-rdma", 40.0, latency_ms=0.2, per_block_ms=0.001), source="lab")
     config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2}
     (tmp_path / "config.json").write_text(json.dumps(config))
     done = run("models", "--add", "tiny-gqa", str(tmp_path / "config.json"))
@@ -178,7 +178,7 @@ def test_saved_links_and_models_work_everywhere(tmp_path):
     assert "lab-rdma" in listing and "lab-rdma: lab" in listing  # listed with its source
     assert "tiny-gqa" in run("models").stdout
     with pytest.raises(InputError, match="a built-in preset"):
-        perfmodel.links.save_link(Link("ib-ndr", 1.0))
+        perfmodel.network.links.save_link(Link("ib-ndr", 1.0))
 
 
 def test_a_damaged_presets_file_is_a_clear_error(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """Each formula once (issue #41): the bytes a handoff moves, the tokens of a prompt's current chunk and the
-messages a handoff posts are computed by :mod:`perfmodel._kernels` only (``kv_bytes``/``capped_bytes``,
+messages a handoff posts are computed by :mod:`perfmodel.kernels.handoff` only (``kv_bytes``/``capped_bytes``,
 ``current_chunk``, ``messages_of``); every other module calls them. A source scan catches the arithmetic
 coming back elsewhere."""
 
@@ -32,7 +32,7 @@ LEFT = {
 }
 
 #: Modules another change moves onto the formulas (issue #41 item 3, second half); drop each once it does.
-MOVING = {"_replay.py", "_cluster_kernel.py", "_cluster_replay.py", "_sharing.py"}
+MOVING = {"kernels/replay.py", "kernels/cluster.py", "replay/on_cluster.py", "kernels/sharing.py"}
 
 
 def _code_lines(source: str) -> dict[int, str]:
@@ -55,14 +55,16 @@ def _sites(source: str) -> list[tuple[int, str]]:
 
 def test_the_formulas_are_written_once_in_the_kernels():
     sites = {
-        f"{path.name}:{number} ({what})"
-        for path in sorted(PACKAGE.glob("*.py"))
-        if path.name != "_kernels.py"
-        and path.name not in MOVING
-        and len(found := _sites(path.read_text(encoding="utf-8"))) > LEFT.get(path.name, 0)
+        f"{path.relative_to(PACKAGE).as_posix()}:{number} ({what})"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).as_posix() != "kernels/handoff.py"
+        and path.relative_to(PACKAGE).as_posix() not in MOVING
+        and len(found := _sites(path.read_text(encoding="utf-8"))) > LEFT.get(path.relative_to(PACKAGE).as_posix(), 0)
         for number, what in found
     }
-    assert not sites, f"write these with perfmodel._kernels' formulas (kv_bytes, current_chunk, messages_of): {sites}"
+    assert not sites, (
+        f"write these with perfmodel.kernels.handoff' formulas (kv_bytes, current_chunk, messages_of): {sites}"
+    )
 
 
 def test_the_scan_sees_the_formulas_written_out():
@@ -81,13 +83,13 @@ def test_the_scan_sees_the_formulas_written_out():
 
 
 def _kernels_source_has_each() -> bool:
-    source = (PACKAGE / "_kernels.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "kernels/handoff.py").read_text(encoding="utf-8")
     return all(f"def {name}(" in source for name in ("kv_bytes", "capped_bytes", "current_chunk", "messages_of"))
 
 
 def test_the_one_formulas_give_the_byte_and_message_counts():
     """The formulas themselves: integers stay exact integers (numpy's int64 formula, beyond 2**53 too)."""
-    from perfmodel import _kernels
+    from perfmodel.kernels import handoff as _kernels
 
     assert _kernels.current_chunk(8193, 8192) == 1 and _kernels.current_chunk(8192.0, 8192.0) == 8192.0
     assert _kernels.current_chunk(0, 8192) == 0 and _kernels.current_chunk(5.0, 0.0) == 0.0

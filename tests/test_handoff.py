@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import InputError, TransferMode, WorkerType, handoff_delay_ms
-from perfmodel._args import _coerce  # (what reaches the kernel: no copies, codes and masks; no public view)
+from perfmodel.inputs.args import coerce  # (what reaches the kernel: no copies, codes and masks; no public view)
 
 from .reference import InvalidRow, destination_missing_tokens_row, handoff_delay_row, row_problems
 
@@ -248,7 +248,7 @@ def test_supported_dtypes_are_never_copied():
         ("completed", np.ones(10, bool)),
         ("num_input_tokens", pd.Series(tokens)),
     ]:
-        assert np.shares_memory(_coerce(name, value).value, np.asarray(value)), name
+        assert np.shares_memory(coerce(name, value).value, np.asarray(value)), name
 
 
 def test_read_only_inputs_and_inputs_untouched():
@@ -609,11 +609,11 @@ def test_categoricals_any_order_equal_their_labels(data, n, parallel):
 
 def test_categorical_codes_reach_the_kernel_without_a_copy():
     column = pd.Series(pd.Categorical(["prefill", "decode", "aggregated"] * 4))  # categories sorted: codes 2, 1, 0
-    arg = _coerce("worker_type", column)
+    arg = coerce("worker_type", column)
     assert np.shares_memory(arg.value, column.array.codes) and arg.masks == (0b100, 0b111)
     np.testing.assert_array_equal(arg.kernel_values(), [1, 0, 0] * 4)  # prefill 1, the others 0 (valid)
     many = pd.Categorical(["prefill"] + [f"label {k}" for k in range(70)])
-    assert _coerce("worker_type", pd.Series(many)).masks is None  # beyond 64 categories: spread as before
+    assert coerce("worker_type", pd.Series(many)).masks is None  # beyond 64 categories: spread as before
     np.testing.assert_array_equal(
         handoff_delay_ms([10, 10], 1.0, 1000, worker_type=many[:2], errors="coerce"), [0.01, np.nan]
     )
@@ -679,7 +679,7 @@ def test_text_labels_in_every_form_equal_their_codes(data, n, parallel):
 def test_text_labels_reach_the_kernel_as_codes_and_masks(monkeypatch):
     """No full-length pass spreads text labels' values before the kernel: the kernel decodes the
     codes of each distinct label (up to 64 of them) through two masks."""
-    from perfmodel import _coerce as coerce_module
+    from perfmodel.inputs import coerce as coerce_module
 
     def refused(*args, **kwargs):
         raise AssertionError("a full-length pass spread the labels before the kernel")
@@ -688,18 +688,18 @@ def test_text_labels_reach_the_kernel_as_codes_and_masks(monkeypatch):
         monkeypatch.setattr(module, name, refused)
     labels = ["prefill", "decode", "aggregated", None] * 3000
     for form, column in _text_forms(labels).items():
-        arg = _coerce("worker_type", column)
+        arg = coerce("worker_type", column)
         assert arg.masks is not None and arg.value.dtype.kind == "i", form
         delays = handoff_delay_ms(10, 1.0, 1000, worker_type=column, errors="coerce")
         np.testing.assert_array_equal(delays, np.tile([0.01, np.nan, np.nan, np.nan], 3000), err_msg=form)
     arrow = pd.Series(labels[:4000], dtype=pd.StringDtype("pyarrow"))
-    assert _coerce("worker_type", arrow).value.dtype == np.int8  # Arrow's dictionary indices, narrowed (one form)
+    assert coerce("worker_type", arrow).value.dtype == np.int8  # Arrow's dictionary indices, narrowed (one form)
 
 
 def test_more_than_64_distinct_labels_still_give_their_values():
     labels = ["prefill", "decode"] + [f"label {k}" for k in range(70)]
     for column in (np.array(labels, dtype=object), pd.Series(labels, dtype=pd.StringDtype("pyarrow"))):
-        assert _coerce("worker_type", column).masks is None
+        assert coerce("worker_type", column).masks is None
         delays = handoff_delay_ms(10, 1.0, 1000, worker_type=column, errors="coerce")
         np.testing.assert_array_equal(delays, [0.01] + [np.nan] * 71)
 

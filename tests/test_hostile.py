@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import InputError
-from perfmodel._fs import atomic_file  # (a signal in its every window: no public call reaches them)
+from perfmodel.ground.files import atomic_file  # (a signal in its every window: no public call reaches them)
 from perfmodel.io import MANIFEST, delay_file, output_folder
 
 

@@ -1,4 +1,4 @@
-"""Tests generated from the input table (perfmodel._inputs): every input, as a scalar and as an array,
+"""Tests generated from the input table (perfmodel.inputs.table): every input, as a scalar and as an array,
 on the serial and the parallel kernel, through every entry point that takes it, against the plain-Python
 reference; and an invalid value of every input at every entry point gives an InputError naming it.
 
@@ -21,7 +21,7 @@ import pytest
 
 import perfmodel
 from perfmodel import InputError, handoff_delay_ms, handoff_delays, replay_grid, replay_handoffs, sweep
-from perfmodel._inputs import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, SAME, Input
+from perfmodel.inputs.table import GROUPS, INPUTS, LAYERWISE, OPTIONS, ROW_INPUTS, SAME, Input
 
 from .reference import destination_missing_tokens_row, handoff_delay_row
 
@@ -469,7 +469,7 @@ def test_every_flag_in_the_table_is_a_flag_of_the_command_line(capsys):
 @pytest.mark.parametrize("indent", ["", "    ", "\t"])
 def test_parameter_sections_fill_docstrings_of_any_indentation(indent):
     """Python 3.13 strips a docstring's common indentation when it compiles it; 3.10-3.12 keep it."""
-    from perfmodel._inputs import documented
+    from perfmodel.inputs.table import documented
 
     def function(tp, own):
         pass

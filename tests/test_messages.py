@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import InputError, fit_link, handoff_delay_ms, kv_bytes_per_token, kv_messages
-from perfmodel.links import transport_profiles
+from perfmodel.network.links import transport_profiles
 
 from .reference import messages as reference_messages
 from .test_cli import run
@@ -247,7 +247,7 @@ def test_transport_profiles_carry_their_source_and_fit():
         )
     assert profiles["uccl-rdma"].per_message_ms == pytest.approx(0.186e-3, rel=0.01)
     with pytest.raises(InputError, match="built-in"):  # (a profile's name is taken, as a line rate's is)
-        perfmodel.links.save_link(perfmodel.Link("uccl-rdma", 10.0))
+        perfmodel.network.links.save_link(perfmodel.Link("uccl-rdma", 10.0))
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 
 import perfmodel
 from perfmodel.cli import main
-from perfmodel.sizing import counted, fewest_meeting, meets_budget, percentile_ms, required_nics
+from perfmodel.replay.sizing import counted, fewest_meeting, meets_budget, percentile_ms, required_nics
 
 MODEL = "llama-3.1-70b"
 BUDGET = 50.0

@@ -63,7 +63,7 @@ def test_a_malformed_link_entry_is_named_at_every_reader(presets, case, capsys):
     said = str(raised.value)
     assert "did you mean ours" in said and str(presets) in said and phrase in said, said
     with pytest.warns(UserWarning) as caught:
-        users = perfmodel.links.user_links()
+        users = perfmodel.network.links.user_links()
     assert list(users) == ["good"]
     _one_line_about(str(caught[0].message), presets, "ours", phrase)
     assert perfmodel.get_link("good").bandwidth_gb_s == 20.0 and perfmodel.get_link("ib-ndr").bandwidth_gb_s == 50.0
@@ -102,16 +102,16 @@ def test_a_malformed_presets_file_is_named_and_never_stops_the_built_ins(presets
         perfmodel.model_config("our-model")
     assert perfmodel.get_link("ib-ndr").bandwidth_gb_s == 50.0
     with pytest.warns(UserWarning, match=phrase.replace("[", r"\[")):
-        assert perfmodel.links.user_links() == {}
+        assert perfmodel.network.links.user_links() == {}
     with pytest.warns(UserWarning):
-        assert perfmodel.models.user_models() == {}
+        assert perfmodel.model.models.user_models() == {}
     capsys.readouterr()
     for command in ("links", "models"):
         assert main([command]) == 0, command
         _, err = capsys.readouterr()
         assert "internal error" not in err and str(presets) in err, err
     with pytest.raises(InputError):
-        perfmodel.links.save_link(Link("mine", 1.0))
+        perfmodel.network.links.save_link(Link("mine", 1.0))
     assert presets.read_text() == content  # never overwritten
 
 
@@ -127,7 +127,7 @@ def test_an_entry_under_a_built_in_name_is_said_never_to_be_used(presets):
     presets.write_text(json.dumps({"links": {"ib-ndr": {"bandwidth_gb_s": 1.0}, "2x mine": {"bandwidth_gb_s": 1.0}}}))
     assert perfmodel.get_link("ib-ndr").bandwidth_gb_s == 50.0  # the built-in comes first
     with pytest.warns(UserWarning) as caught:
-        perfmodel.links.user_links()
+        perfmodel.network.links.user_links()
     said = " ".join(str(w.message) for w in caught)
     assert "'ib-ndr'" in said and "built-in" in said and "'2x mine'" in said and "multiple" in said, said
 
@@ -154,7 +154,7 @@ def test_a_malformed_model_entry_is_named_at_every_reader(presets, case, capsys)
         perfmodel.model_config("mien")
     assert "did you mean mine" in str(raised.value) and str(presets) in str(raised.value)
     with pytest.warns(UserWarning, match="'mine'"):
-        assert list(perfmodel.models.user_models()) == ["good"]
+        assert list(perfmodel.model.models.user_models()) == ["good"]
     assert perfmodel.kv_bytes("good", 10) > 0
     capsys.readouterr()
     assert main(["models"]) == 0
@@ -166,25 +166,25 @@ def test_a_malformed_model_entry_is_named_at_every_reader(presets, case, capsys)
 
 
 def test_saving_under_a_taken_name_is_refused_unless_asked_to_replace(presets, tmp_path):
-    perfmodel.links.save_link(Link("ours", 10.0), source="first")
+    perfmodel.network.links.save_link(Link("ours", 10.0), source="first")
     before = presets.read_text()
     for name in ("ours", "OURS", " Ours "):
         with pytest.raises(InputError, match="exists already"):
-            perfmodel.links.save_link(Link(name, 20.0))
+            perfmodel.network.links.save_link(Link(name, 20.0))
         with pytest.raises(InputError, match="exists already"):  # before its table is read (there is none)
             perfmodel.calibrate(tmp_path / "never-read.csv", name=name, save=True)
     assert presets.read_text() == before
-    perfmodel.links.save_link(Link("Ours", 20.0), replace=True)
+    perfmodel.network.links.save_link(Link("Ours", 20.0), replace=True)
     assert perfmodel.get_link("ours").bandwidth_gb_s == 20.0
-    perfmodel.models.save_model("m", _CONFIG)
+    perfmodel.model.models.save_model("m", _CONFIG)
     with pytest.raises(InputError, match="exists already"):
-        perfmodel.models.save_model("M", _CONFIG)
-    perfmodel.models.save_model("M", {**_CONFIG, "num_hidden_layers": 4}, replace=True)
+        perfmodel.model.models.save_model("M", _CONFIG)
+    perfmodel.model.models.save_model("M", {**_CONFIG, "num_hidden_layers": 4}, replace=True)
     assert perfmodel.kv_bytes("m", 1) == 2 * perfmodel.kv_bytes({**_CONFIG}, 1)
 
 
 def test_user_presets_say_where_they_come_from(presets, capsys):
-    perfmodel.links.save_link(Link("ours", 10.0), source="lab")
+    perfmodel.network.links.save_link(Link("ours", 10.0), source="lab")
     assert main(["links"]) == 0
     listing = capsys.readouterr().out
     assert f"\n  ours: lab ({presets})\n" in listing, listing  # (under "Sources:")
@@ -198,26 +198,26 @@ def test_user_presets_say_where_they_come_from(presets, capsys):
 
 
 def test_remove_takes_away_only_entries_perfmodel_saved(presets):
-    perfmodel.links.save_link(Link("ours", 10.0))
+    perfmodel.network.links.save_link(Link("ours", 10.0))
     data = json.loads(presets.read_text())
     data["links"]["by-hand"] = {"bandwidth_gb_s": 5.0}
     presets.write_text(json.dumps(data))
     with pytest.raises(InputError, match="perfmodel did not save it"):
-        perfmodel.links.remove_link("by-hand")
+        perfmodel.network.links.remove_link("by-hand")
     assert "by-hand" in json.loads(presets.read_text())["links"]
     with pytest.raises(InputError, match="no user link 'nothing'"):
-        perfmodel.links.remove_link("nothing")
-    assert perfmodel.links.remove_link("OURS") == presets
+        perfmodel.network.links.remove_link("nothing")
+    assert perfmodel.network.links.remove_link("OURS") == presets
     assert list(json.loads(presets.read_text())["links"]) == ["by-hand"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert list(perfmodel.links.user_links()) == ["by-hand"]
+        assert list(perfmodel.network.links.user_links()) == ["by-hand"]
 
 
 def test_the_presets_command_lists_shows_and_removes_only_what_perfmodel_saved(presets, capsys):
     assert main(["presets", "list"]) == 0 and "no user presets in" in capsys.readouterr().out
-    perfmodel.links.save_link(Link("ours", 10.0), source="lab")
-    perfmodel.models.save_model("mine", _CONFIG)
+    perfmodel.network.links.save_link(Link("ours", 10.0), source="lab")
+    perfmodel.model.models.save_model("mine", _CONFIG)
     data = json.loads(presets.read_text())
     data["links"]["by-hand"] = {"bandwidth_gb_s": 5.0}
     data["links"]["broken"] = {"bandwidth_gb_s": "fast"}
@@ -274,17 +274,17 @@ def test_a_cluster_may_not_be_saved_under_a_link_transport_or_placeholder_name(p
 
 
 def test_a_user_link_and_a_user_cluster_never_share_a_name(presets):
-    perfmodel.links.save_link(Link("ours", 10.0))
+    perfmodel.network.links.save_link(Link("ours", 10.0))
     with pytest.raises(InputError, match="a user link 'ours' exists already"):
         perfmodel.save_cluster(_cluster("OURS"))
     perfmodel.save_cluster(_cluster("lab"))
     with pytest.raises(InputError, match="a user cluster 'lab' exists already"):
-        perfmodel.links.save_link(Link("Lab", 10.0))
+        perfmodel.network.links.save_link(Link("Lab", 10.0))
     with pytest.raises(InputError, match="a user link 'ours' exists already"):  # replace is for one's own kind
         perfmodel.save_cluster(_cluster("ours"), replace=True)
     for name in ("aws-p5", "GB200-NVL72"):
         with pytest.raises(InputError, match="is a built-in cluster preset"):
-            perfmodel.links.save_link(Link(name, 10.0))
+            perfmodel.network.links.save_link(Link(name, 10.0))
     assert sorted(json.loads(presets.read_text())["links"]) == ["ours"]
     assert sorted(json.loads(presets.read_text())["clusters"]) == ["lab"]
 
@@ -319,7 +319,7 @@ def test_a_name_written_by_hand_as_a_link_and_a_cluster_is_refused_where_it_is_u
 
 def test_saved_clusters_are_listed_shown_and_removed_as_links_and_models_are(presets, capsys):
     perfmodel.save_cluster(_cluster("lab"), source="our racks")
-    perfmodel.models.save_model("lab", _CONFIG)  # (a model may share a cluster's name: they go in other places)
+    perfmodel.model.models.save_model("lab", _CONFIG)  # (a model may share a cluster's name: they go in other places)
     data = json.loads(presets.read_text())
     data["clusters"]["by-hand"] = {"nic": "ib-ndr", "nics_per_node": 1, "gpus_per_node": 8}
     data["clusters"]["broken"] = {"nic": "ib-ndr", "nics_per_node": 3, "gpus_per_node": 8}
@@ -349,9 +349,11 @@ def test_saved_clusters_are_listed_shown_and_removed_as_links_and_models_are(pre
 
 def test_presets_list_columns_line_up(presets, capsys):
     """The columns of the table were misaligned (pandas right-aligned long text under left-aligned names)."""
-    perfmodel.links.save_link(Link("a", 20.0), source="short")
-    perfmodel.links.save_link(Link("a-much-longer-name", 20.0), source="perfmodel calibrate " + "x" * 90 + ".csv")
-    perfmodel.models.save_model("m", _CONFIG)
+    perfmodel.network.links.save_link(Link("a", 20.0), source="short")
+    perfmodel.network.links.save_link(
+        Link("a-much-longer-name", 20.0), source="perfmodel calibrate " + "x" * 90 + ".csv"
+    )
+    perfmodel.model.models.save_model("m", _CONFIG)
     assert main(["presets", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("kind"))

@@ -1,4 +1,4 @@
-"""Every reader (perfmodel.io's tables, perfmodel.trace's traces) on hostile encodings: a byte-order mark,
+"""Every reader (perfmodel.io's tables, perfmodel.replay.traces's traces) on hostile encodings: a byte-order mark,
 repeated JSON keys, numbers too large for a double, thousands separators, repeated column names, empty or
 too-large hash-id cells: one clear line naming the file, the column and the line; skip where offered."""
 
@@ -128,7 +128,7 @@ def test_a_table_with_a_thousands_separator_is_refused_at_its_line(tmp_path):
 
 
 def test_a_measurement_with_a_thousands_separator_is_refused_at_its_line(tmp_path):
-    from perfmodel.calibrate import calibrate
+    from perfmodel.calibration import calibrate
 
     path = _write(tmp_path, "m.csv", b'nbytes,measured_ms\n1000,0.5\n"4,096",0.7\n')
     with pytest.raises(

@@ -1,4 +1,4 @@
-"""The static path's one engine (perfmodel._sharing.simulate_batch) against the plain-Python reference
+"""The static path's one engine (perfmodel.kernels.sharing.simulate_batch) against the plain-Python reference
 (tests/reference_maxmin.py), flow by flow, over hostile small clusters and keys: ties of capacities,
 starts and bytes, flows of 0 bytes, flows that cross nothing, shared and disjoint paths."""
 
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import Cluster, Link, Transport
-from perfmodel._sharing import simulate_batch
-from perfmodel.clusters import alone, alone_ms, flow_bytes, flow_terms, head_terms
+from perfmodel.kernels.sharing import simulate_batch
+from perfmodel.network.clusters import alone, alone_ms, flow_bytes, flow_terms, head_terms
 
 from .reference_maxmin import saturated, simulate
 
@@ -142,7 +142,7 @@ def test_a_nonlinear_cluster_row_by_row_is_the_reference_simulation(tokens, degr
 
 def test_one_kernel_call_for_every_distinct_row(monkeypatch):
     """The distinct rows are simulated in one call (no call per row), and repeated rows are simulated once."""
-    from perfmodel import _sharing
+    from perfmodel.kernels import sharing as _sharing
 
     calls = []
     original = _sharing.simulate_keys

@@ -57,7 +57,7 @@ def test_no_module_imports_a_module_that_imports_it_back():
 
 def test_the_bottom_layer_imports_nothing_above_it():
     edges = _imports()
-    bottom = {f"perfmodel.{name}" for name in ("errors", "_codes", "_inputs", "_fs", "_compat")}
+    bottom = {f"perfmodel.{name}" for name in ("errors", "inputs.codes", "inputs.table", "ground.files", "_compat")}
     for name in bottom:
         assert edges[name] <= bottom, (name, edges[name] - bottom)
 
@@ -294,3 +294,96 @@ def test_every_parameter_of_an_entry_point_is_read(function):
     parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
     read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     assert not parameters - read, f"{function} never reads {sorted(parameters - read)}"
+
+
+def _underscore_imports() -> dict[tuple[str, str], set[str]]:
+    """(defining module, importing module) -> the underscore names the one imports from (or reads on) the other."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for name, path in MODULES.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        tree = ast.parse(path.read_text())
+        bound = {}  # local name -> the package module it is
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in MODULES:
+                        bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+                    elif target in MODULES and target != name and re.match(r"_(?!_)", alias.name):
+                        found.setdefault((target, name), set()).add(alias.name)
+            elif isinstance(node, ast.Import):
+                bound.update({alias.asname: alias.name for alias in node.names if alias.asname in MODULES})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and re.match(r"_(?!_)", node.attr):
+                target = bound.get(node.value.id, name)
+                if target != name and f"{target}.{node.attr}" not in MODULES:
+                    found.setdefault((target, name), set()).add(node.attr)
+    return found
+
+
+def test_few_underscore_names_cross_between_modules():
+    """A name shared between the package's modules has no leading underscore; underscores mark what is private
+    to one module. At most 25 underscore names imported from one module into another, all pairs together."""
+    found = _underscore_imports()
+    assert sum(len(names) for names in found.values()) <= 25, sorted(found.items())
+
+
+def test_the_top_level_holds_few_modules():
+    """The package's top level holds the faces (at most 16 modules); the rest lives in subpackages named for
+    what is in them (inputs, model, network, kernels, replay, ground, cli, plotting)."""
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= 16, top
+    assert {path.parent.name for path in PACKAGE.glob("*/__init__.py")} >= {
+        "inputs",
+        "model",
+        "network",
+        "kernels",
+        "replay",
+        "ground",
+        "cli",
+        "plotting",
+    }
+    assert not (PACKAGE / "calibrate.py").exists(), "a module perfmodel.calibrate would shadow the function"
+
+
+#: old dotted paths (each written in two pieces: layout_move.py rewrites the old paths it finds written whole)
+OLD_PATHS = {
+    "perfmodel." + "_kernels": "perfmodel.kernels.handoff",
+    "perfmodel." + "links": "perfmodel.network.links",
+    "perfmodel." + "trace": "perfmodel.replay.traces",
+}
+
+
+def test_the_old_module_paths_still_import_the_same_modules():
+    """The modules moved by the layout keep their old dotted paths: the same module object (its own spec), a
+    public old path warning once with FutureWarning; a pickle naming the old path loads."""
+    import importlib
+    import pickle
+    import subprocess
+    import sys
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        for old, new in OLD_PATHS.items():
+            module = importlib.import_module(old)
+            assert module is importlib.import_module(new) and module.__spec__.name == new
+    code = "import perfmodel\nfrom perfmodel.calibrate import calibrate\nimport perfmodel.calibrate\n"
+    done = subprocess.run(
+        [sys.executable, "-W", "always::FutureWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("FutureWarning") == 1, done.stderr  # once, naming the new place
+    assert "perfmodel.calibration" in done.stderr
+    import perfmodel
+
+    link = perfmodel.get_link(next(iter(perfmodel.LINKS)))
+    saved = pickle.dumps(link, protocol=0)  # (text opcodes: the module path can be edited in place)
+    assert b"perfmodel.network.links" in saved
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        assert pickle.loads(saved.replace(b"perfmodel.network.links", b"perfmodel." + b"links")) == link

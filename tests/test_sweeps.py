@@ -201,7 +201,7 @@ def test_max_tokens_within_special_cases():
 def test_a_progress_bar_only_where_there_is_progress_to_show():
     # (tqdm draws nothing before a second of work: whether a path's bar could show is seen only on the bar)
     from perfmodel import get_options
-    from perfmodel._progress import progress_bar
+    from perfmodel.ground.progress import progress_bar
 
     _CHUNK_ROWS = get_options()["sweep_chunk_rows"]
 
@@ -219,7 +219,7 @@ def test_a_progress_bar_only_where_there_is_progress_to_show():
 
 def test_every_long_path_reports_progress_through_the_one_bar(monkeypatch, tmp_path):
     """Sweeps, replay grids and delay over a file all draw the project's bar (shown when asked)."""
-    import perfmodel._progress as progress_module  # (which bar each path opens: unseen in a second's work)
+    import perfmodel.ground.progress as progress_module  # (which bar each path opens: unseen in a second's work)
     from perfmodel import io
 
     seen = []

@@ -339,7 +339,7 @@ def test_replay_shares_no_memory_with_the_trace(sample):
 
 
 def test_more_block_ids_than_the_caches_can_name_is_refused(sample, monkeypatch):
-    import perfmodel._prepared as prepared  # (a trace of 2**31 distinct block ids is tens of GB: their count faked)
+    from perfmodel.replay import prepared  # (a trace of 2**31 distinct block ids is tens of GB: their count faked)
 
     monkeypatch.setattr(
         prepared, "_flat_hashes", lambda trace: (np.zeros(0, np.int64), np.zeros(len(trace) + 1, np.int64), 2**31)
@@ -566,7 +566,7 @@ def test_event_heap_pops_in_time_then_sequence_order(ops):
     """The replay's array heap against heapq: pushes of (time, seq) with many ties, pops (None) in between."""
     import heapq
 
-    from perfmodel._replay import heap_pop, heap_push
+    from perfmodel.kernels.replay import heap_pop, heap_push
 
     times, seqs, items = np.empty(len(ops)), np.empty(len(ops), np.int64), np.empty(len(ops), np.int64)
     size, expected, popped, got = 0, [], [], []
@@ -729,7 +729,7 @@ def test_block_ids_are_remapped_the_same_way_whatever_their_range():
 def test_ranked_ids_are_the_ranks_of_the_values(values, shift, threads):
     """The bitmap ranking against numpy's: every word boundary, negative and huge offsets, repeats; on one
     thread, and on several with one bitmap each (their shares splitting the values anywhere)."""
-    from perfmodel._prepared import ranked_ids
+    from perfmodel.replay.prepared import ranked_ids
 
     values = np.asarray(values, dtype=np.int64)
     values = values - values.min() + shift if values.size else values

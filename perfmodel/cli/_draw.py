@@ -35,7 +35,7 @@ def _fork_is_safe_and_useful() -> bool:
 
 
 @contextlib.contextmanager
-def _alongside(task: Callable[[], None] | None) -> Iterator[None]:
+def alongside(task: Callable[[], None] | None) -> Iterator[None]:
     """Run ``task`` in a forked child process while the block runs (when :func:`_fork_is_safe_and_useful`),
     else after the block, in this process.
 
@@ -92,7 +92,7 @@ _SIGNALS = frozenset(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, 
 
 
 def _run_and_report(task: Callable[[], None], send: Any, signals: frozenset[int]) -> None:
-    """In the child of :func:`_alongside`: default signal actions, then run ``task``; send back ``None`` or
+    """In the child of :func:`alongside`: default signal actions, then run ``task``; send back ``None`` or
     its error."""
     for signum in signals:
         signal.signal(signum, signal.SIG_DFL)
@@ -108,5 +108,5 @@ def _run_and_report(task: Callable[[], None], send: Any, signals: frozenset[int]
         send.send(RuntimeError(f"{type(error).__name__}: {error}"))
 
 
-def _save(fig: Any, path: Path) -> None:
+def save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=130, format="png")

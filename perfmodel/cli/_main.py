@@ -13,9 +13,9 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from .._fs import interrupts_deferred
-from .._inputs import INPUTS
 from ..errors import InputError
+from ..ground.files import interrupts_deferred
+from ..inputs.table import INPUTS
 from . import cache, calibrate, clusters, delay, links, measured, models, presets, sweep, trace
 from ._parsing import UsageError
 

@@ -1,5 +1,5 @@
 """Reading the command line: token counts and ranges, numbers, NAME=VALUE options, and the model's flags built
-from the input table (:mod:`perfmodel._inputs`).
+from the input table (:mod:`perfmodel.inputs.table`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from .._inputs import INPUTS, ROW_INPUTS, Valid, flags
+from ..inputs.table import INPUTS, ROW_INPUTS, Valid, flags
 from ..options import option
 
 
@@ -104,7 +104,7 @@ def _check_range_size(spec: str, count: float) -> None:
         )
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
     try:
         value = int(text)
@@ -115,18 +115,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _data_file(text: str) -> Path:
+def data_file(text: str) -> Path:
     """argparse type: a file, or ``dataset:NAME`` for a table of measurements shipped with perfmodel (a shipped
     trace, which holds no measurements, is refused by name)."""
     return Path(_dataset_or(text, False))
 
 
-def _trace_file(text: str) -> Path:
+def trace_file(text: str) -> Path:
     """argparse type: a trace file, or ``dataset:NAME`` for a request trace shipped with perfmodel."""
     return Path(_dataset_or(text, True))
 
 
-def _requests_source(text: str) -> str:
+def requests_source(text: str) -> str:
     """argparse type: a file, folder or glob of requests (as given), or ``dataset:NAME`` for a shipped trace."""
     return _dataset_or(text, True)
 
@@ -134,7 +134,7 @@ def _requests_source(text: str) -> str:
 def _dataset_or(text: str, trace: bool | None) -> str:
     """``text`` itself, or the file of the shipped dataset it names (``dataset:NAME``, the prefix in any case):
     an unknown name, or a table where a trace is wanted (``trace``) or the reverse, is refused by name."""
-    from .. import _data
+    from ..ground import data as _data
 
     if text[: len(_data.PREFIX)].lower() != _data.PREFIX:
         return text
@@ -154,7 +154,7 @@ def _fail(message: str) -> Any:
     raise UsageError(message)
 
 
-def _floats(
+def floats(
     name: str,
     texts: Sequence[str],
     *,
@@ -251,12 +251,12 @@ def link_name(text: str) -> str:
 COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 
 
-def _columns(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
+def column_pairs(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
     """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one."""
-    return dict(_name_value("--column", pair, allowed, f"{allowed[0]}=my_column") for pair in pairs)
+    return dict(name_value("--column", pair, allowed, f"{allowed[0]}=my_column") for pair in pairs)
 
 
-def _name_value(option: str, spec: str, allowed: Sequence[str], example: str) -> tuple[str, str]:
+def name_value(option: str, spec: str, allowed: Sequence[str], example: str) -> tuple[str, str]:
     """``NAME=VALUE`` of one option; a NAME outside ``allowed`` is an error naming the closest one."""
     import difflib
 
@@ -270,7 +270,7 @@ def _name_value(option: str, spec: str, allowed: Sequence[str], example: str) ->
     return name, value
 
 
-def _table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, many: bool, **help: str) -> None:
+def table_options(parser: argparse.ArgumentParser, names: Sequence[str], *, many: bool, **help: str) -> None:
     """The flags of the inputs ``names``, from the input table: flag, choices and first docstring
     sentence (or ``help``'s text) each; numbers are checked by the API, with the table's messages.
     Inputs given one instead of another are mutually exclusive."""
@@ -305,7 +305,7 @@ def value_kind(name: str) -> dict[str, Any]:
     counted = (
         name.split("_per_", maxsplit=1)[0].rsplit("_", maxsplit=1)[-1].upper()
     )  # (what is counted: blocks_per_message, BLOCKS)
-    return dict(type=_reader(name), metavar=unit or ("N" if entry.kind == "degree" else counted))
+    return dict(type=reader(name), metavar=unit or ("N" if entry.kind == "degree" else counted))
 
 
 def plain(text: str) -> str:
@@ -321,19 +321,19 @@ def plain(text: str) -> str:
     return text.replace("``", "")
 
 
-def _reader(name: str, where: str = "") -> Callable[[str], Any]:
+def reader(name: str, where: str = "") -> Callable[[str], Any]:
     """How a value of input ``name`` is read from the command line (a flag's, or a --grid axis'), by its
     kind in the input table: whole numbers as counts ('32k'), other numbers as numbers >= 0, the rest as text.
     """
     entry = INPUTS[name]
     if entry.kind == "degree":
-        return _positive_int
+        return positive_int
     if entry.kind == "count" and cast(Valid, entry.valid).whole:  # (every count has a valid range)
         return _count if name == "num_input_tokens" else lambda text: _count(text, entry.rule)
     if entry.kind == "real" and entry.group == "cluster_field":
         return lambda text: _ruled(where, name, text)
     if entry.kind in ("count", "real"):
-        return lambda text: _floats(where, [text], rule=entry.rule)[0]
+        return lambda text: floats(where, [text], rule=entry.rule)[0]
     return str
 
 
@@ -346,18 +346,18 @@ def _ruled(where: str, name: str, text: str) -> float:
     ...
     perfmodel.cli._parsing.UsageError: 0.5: pass oversubscription as a number >= 1 (1: non-blocking)
     """
-    from .._inputs import outside
+    from ..inputs.table import outside
 
     if text.strip().lower() in ("nan", "+nan", "-nan"):
         raise UsageError(f"{where + ': ' if where else ''}{text.strip()!r} is not a number (NaN): {INPUTS[name].rule}")
-    value = _floats(where, [text], low=-math.inf)[0]
+    value = floats(where, [text], low=-math.inf)[0]
     if not math.isfinite(value) or outside(value, cast(Valid, INPUTS[name].valid)):  # (no field takes NaN, inf)
         raise UsageError(f"{where + ': ' if where else ''}{value:g}: {INPUTS[name].rule}")
     return value
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
-    """The inputs given as flags built from the input table (:func:`perfmodel._inputs.flags`), by the API's names."""
+def given(args: argparse.Namespace) -> dict[str, Any]:
+    """The inputs given as flags built from the input table (:func:`perfmodel.inputs.table.flags`), by the API's names."""
     return {name: getattr(args, name) for name in TABLE_FLAGS if getattr(args, name, None) is not None}
 
 

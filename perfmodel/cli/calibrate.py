@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .._inputs import INPUTS
-from ._draw import _save
-from ._parsing import UsageError, _data_file, _table_options, one_line_warnings
+from ..inputs.table import INPUTS
+from ._draw import save
+from ._parsing import UsageError, data_file, one_line_warnings, table_options
 
 #: The model's inputs that turn a table's prompt lengths into bytes and messages (flags from the input table).
 CALIBRATE_FLAGS = ("kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout")
@@ -28,9 +28,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     import perfmodel.plotting as pp
 
-    from .._fs import check_not_overlapping, output_folder
-    from ..calibrate import calibrate
-    from ..links import check_link_name, get_link, save_link
+    from ..calibration import calibrate
+    from ..ground.files import check_not_overlapping, output_folder
+    from ..network.links import check_link_name, get_link, save_link
 
     check_not_overlapping(args.out, [args.measurements])
     if args.replace and not args.save:
@@ -67,7 +67,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         ax.set_title(
             f"{link.name}: measured against predicted" + (f"\n{m.setup}" if m.setup else ""), fontsize="medium"
         )
-        _save(fig, stage / "calibration.png")
+        save(fig, stage / "calibration.png")
         plt.close(fig)
         path = (
             save_link(link, source=f"perfmodel calibrate {args.measurements}", replace=args.replace)
@@ -82,9 +82,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _saved(name: str, path: Path | None) -> str:
     """What became of the fit: saved (under the name it is kept by: names ignore case), or how to save it, which
     never proposes a name --save would refuse (a built-in one, or one taken)."""
-    from .. import _presets
     from ..errors import InputError
-    from ..links import check_link_name
+    from ..inputs import user_presets as _presets
+    from ..network.links import check_link_name
 
     key = _presets.key_of(name)
     if path is not None:
@@ -120,7 +120,7 @@ def register(sub: Any) -> None:
     )
     calibrate.add_argument(
         "measurements",
-        type=_data_file,
+        type=data_file,
         help="CSV/Parquet/JSON lines, perftest's output as is (ib_write_bw, ib_read_bw, "
         "ib_*_lat), or dataset:NAME (a shipped table, see perfmodel.datasets): nbytes (or "
         "#bytes, or num_input_tokens with --model or a model column), measured_ms (or "
@@ -133,7 +133,7 @@ def register(sub: Any) -> None:
         "--compare", nargs="+", metavar="LINK", help="links to show next to the fit (default: --link's)"
     )
     calibrate.add_argument("--model", help="model whose KV cache turns num_input_tokens into bytes (and messages)")
-    _table_options(
+    table_options(
         calibrate,
         CALIBRATE_FLAGS,
         many=False,

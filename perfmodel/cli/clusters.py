@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
-from .._inputs import CLUSTER_FIELDS, INPUTS
+from ..inputs.table import CLUSTER_FIELDS, INPUTS
 from ._parsing import UsageError, one_line_warnings, plain, value_kind
 
 if TYPE_CHECKING:
-    from ..links import Link, Transport
+    from ..network.links import Link, Transport
 
 #: The fields a command line may change of a named cluster (the input table's): flag and field.
 FIELD_FLAGS = tuple((cast(str, INPUTS[name].cli), name) for name in CLUSTER_FIELDS)  # (each has a flag)
@@ -42,8 +42,8 @@ def cluster_of(args: argparse.Namespace) -> Any:
             flags = ", ".join(flag for flag, name in FIELD_FLAGS if name in changes)
             raise UsageError(f"{flags} change a cluster's fields: give --cluster NAME too")
         return None
-    from .._onto_cluster import get_cluster
-    from ..clusters import with_fields
+    from ..network.clusters import with_fields
+    from ..network.placement import get_cluster
 
     cluster = get_cluster(args.cluster)
     return with_fields(cluster, changes)
@@ -57,8 +57,8 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 def _clusters() -> int:
     import pandas as pd
 
-    from .._cluster_presets import CLUSTERS, SOURCES, user_clusters
     from ..handoff import handoff_delay_ms
+    from ..network.presets import CLUSTERS, SOURCES, user_clusters
 
     clusters = {**CLUSTERS, **user_clusters()}
     rows = [

@@ -7,19 +7,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._codes import choice_names
-from .._inputs import flags
-from .._words import count
-from ._parsing import _columns, _given, _positive_int, _requests_source, _table_options, finite_above_zero
+from ..inputs.codes import choice_names
+from ..inputs.table import flags
+from ..inputs.words import count
+from ._parsing import column_pairs, finite_above_zero, given, positive_int, requests_source, table_options
 from .clusters import add_cluster_flags, cluster_of
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
     from .. import io
 
-    columns = _columns(args.column)
+    columns = column_pairs(args.column)
     if "num_input_tokens" not in columns and Path(args.input).is_file():
-        from ..trace import format_columns
+        from ..replay.traces import format_columns
 
         # a trace in a format of its own (Mooncake, Azure; dataset:NAME): its prompt lengths, as perfmodel trace reads them
         prompt = format_columns(args.input).get("num_input_tokens")
@@ -36,7 +36,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
         keywords["kv_transfer_bandwidth"] = args.link
     elif cluster is not None:
         keywords["kv_transfer_bandwidth"] = cluster
-    keywords.update(_given(args))
+    keywords.update(given(args))
     if args.scheduler or args.workers:
         from .. import dask as pm_dask
 
@@ -51,7 +51,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
             **keywords,
         )
     else:
-        from .._fs import check_not_overlapping, check_output_file, record_output_file
+        from ..ground.files import check_not_overlapping, check_output_file, record_output_file
 
         check_not_overlapping(args.out, [args.input])  # (the input itself: said as that)
         check_output_file(args.out, command="delay", replace=args.replace)  # before the work: a user's file stays
@@ -73,7 +73,7 @@ def register(sub: Any) -> None:
     )
     delay.add_argument(
         "input",
-        type=_requests_source,
+        type=requests_source,
         help="CSV, Parquet or JSON-lines file (with --workers/--scheduler: also a folder or glob), "
         "or dataset:NAME for a shipped trace; a Mooncake or Azure trace's prompt lengths are "
         "its input_length or ContextTokens column",
@@ -110,7 +110,7 @@ def register(sub: Any) -> None:
         metavar="ARG=COLUMN",
         help="read an argument from a column, e.g. num_input_tokens=prompt_tokens (repeatable)",
     )
-    _table_options(delay, flags("delay"), many=False)
+    table_options(delay, flags("delay"), many=False)
     delay.add_argument(
         "--errors",
         choices=list(choice_names("errors")),
@@ -118,10 +118,10 @@ def register(sub: Any) -> None:
         help="invalid rows: stop (default) or leave the delay empty",
     )
     delay.add_argument(
-        "--chunk-rows", type=_positive_int, default=1_000_000, metavar="N", help="rows per chunk (default 1M)"
+        "--chunk-rows", type=positive_int, default=1_000_000, metavar="N", help="rows per chunk (default 1M)"
     )
     delay.add_argument(
-        "--workers", type=_positive_int, metavar="N", help="run on a local Dask cluster of N worker processes"
+        "--workers", type=positive_int, metavar="N", help="run on a local Dask cluster of N worker processes"
     )
     delay.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask cluster")
     delay.add_argument(

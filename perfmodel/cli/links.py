@@ -17,7 +17,7 @@ def _links() -> int:
     import pandas as pd
 
     from ..handoff import handoff_delay_ms
-    from ..links import LINKS, link_source, transport_profiles, user_links
+    from ..network.links import LINKS, link_source, transport_profiles, user_links
 
     links = {**LINKS, **transport_profiles(), **user_links()}
     rows = [

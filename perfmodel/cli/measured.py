@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .._words import count
-from ._parsing import UsageError, _table_options, link_or_gb_s, one_line_warnings
+from ..inputs.words import count
+from ._parsing import UsageError, link_or_gb_s, one_line_warnings, table_options
 
 #: The model's inputs the comparison takes as flags (from the input table).
 MEASURED_FLAGS = ("kv_cache_dtype", "tp", "decode_tp", "scope")
@@ -194,5 +194,5 @@ def register(sub: Any) -> None:
     measured.add_argument(
         "--link", type=link_or_gb_s, help="link or cluster preset (or decimal GB/s) the handoff runs on"
     )
-    _table_options(measured, MEASURED_FLAGS, many=False)
+    table_options(measured, MEASURED_FLAGS, many=False)
     measured.set_defaults(run=cmd_measured)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._parsing import UsageError, _table_options, one_line_warnings
+from ._parsing import UsageError, one_line_warnings, table_options
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -17,8 +17,17 @@ def cmd_models(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .._presets import key_of
-    from ..models import MODELS, ModelShape, kv_bytes, kv_terms, model_config, model_source, save_model, user_models
+    from ..inputs.user_presets import key_of
+    from ..model.models import (
+        MODELS,
+        ModelShape,
+        kv_bytes,
+        kv_terms,
+        model_config,
+        model_source,
+        save_model,
+        user_models,
+    )
 
     if args.replace and not args.add:
         raise UsageError("--replace replaces a user model saved under --add's NAME. Fix: give --add NAME CONFIG")
@@ -92,7 +101,7 @@ def register(sub: Any) -> None:
                         help="save a Hugging Face config.json (or its folder) as a model preset NAME")
     models.add_argument("--replace", action="store_true",
                         help="with --add: replace a user model of that NAME (a taken name is refused otherwise)")
-    _table_options(models, ("tp", "decode_tp", "kv_cache_dtype"), many=False,
+    table_options(models, ("tp", "decode_tp", "kv_cache_dtype"), many=False,
                    tp="with --decode-tp: show the bytes of a prefill group of TP ranks handing off",
                    decode_tp="to a decode group of DECODE_TP ranks",
                    kv_cache_dtype="for the --tp/--decode-tp columns (default: the model's)")

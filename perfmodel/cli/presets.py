@@ -15,13 +15,17 @@ _KINDS = {"link": "links", "model": "models", "cluster": "clusters"}
 
 def _entries() -> list[dict[str, Any]]:
     """Every user preset: its kind, name, source, whether perfmodel saved it, and what is wrong with it."""
-    from .. import _presets
-    from .._cluster_presets import _user_clusters
-    from ..links import _user_links
-    from ..models import _user_models
+    from ..inputs import user_presets as _presets
+    from ..model.models import user_models_and_errors
+    from ..network.links import user_links_and_errors
+    from ..network.presets import user_clusters_and_errors
 
     rows = []
-    for kind, (usable, bad) in (("link", _user_links()), ("model", _user_models()), ("cluster", _user_clusters())):
+    for kind, (usable, bad) in (
+        ("link", user_links_and_errors()),
+        ("model", user_models_and_errors()),
+        ("cluster", user_clusters_and_errors()),
+    ):
         entries = _presets.load(_KINDS[kind])[0]
         for name in [*usable, *bad]:
             entry = entries.get(name, {})
@@ -40,7 +44,7 @@ def _entries() -> list[dict[str, Any]]:
 
 def _one(name: str, kind: str | None) -> dict[str, Any]:
     """The one user preset of that name (of that kind, when the name is of both)."""
-    from .. import _presets
+    from ..inputs import user_presets as _presets
 
     key = _presets.key_of(name)
     found = [row for row in _entries() if row["name"] == key and kind in (None, row["kind"])]
@@ -59,7 +63,7 @@ def _one(name: str, kind: str | None) -> dict[str, Any]:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from .. import _presets
+    from ..inputs import user_presets as _presets
 
     path = _presets.presets_path()
     if args.action == "list":
@@ -69,9 +73,9 @@ def cmd_presets(args: argparse.Namespace) -> int:
     row = _one(args.name, args.kind)
     if args.action == "show":
         return _show(row, path)
-    from .._cluster_presets import remove_cluster
-    from ..links import remove_link
-    from ..models import remove_model
+    from ..model.models import remove_model
+    from ..network.links import remove_link
+    from ..network.presets import remove_cluster
 
     {"link": remove_link, "model": remove_model, "cluster": remove_cluster}[row["kind"]](row["name"])
     print(f"removed the user {row['kind']} {row['name']!r} from {path}")
@@ -98,13 +102,13 @@ def _list(path: Any) -> int:
 
 
 def _show(row: dict[str, Any], path: Any) -> int:
-    from .. import _presets
+    from ..inputs import user_presets as _presets
 
     entry = _presets.load(_KINDS[row["kind"]])[0].get(row["name"])
     print(f"user {row['kind']} {row['name']!r} in {path} (saved {row['saved by']}; usable: {row['usable']})")
     print(json.dumps(entry, indent=1, sort_keys=True))
     if row["usable"] == "yes" and row["kind"] == "link":
-        from ..links import get_link
+        from ..network.links import get_link
 
         link = get_link(row["name"])
         print(
@@ -112,11 +116,11 @@ def _show(row: dict[str, Any], path: Any) -> int:
             + (f"; fit: {link.fit.describe()}" if link.fit else "")
         )
     elif row["usable"] == "yes" and row["kind"] == "cluster":
-        from .._cluster_presets import get_cluster
+        from ..network.presets import get_cluster
 
         print(f"\n{get_cluster(row['name']).describe()}")
     elif row["usable"] == "yes":
-        from ..models import kv_terms
+        from ..model.models import kv_terms
 
         print(f"\n{kv_terms(row['name']).describe()}")
     return 0

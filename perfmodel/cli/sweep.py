@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._inputs import CLUSTER_FIELDS, INPUTS, NAMED_BY, flags
-from .._words import count
-from ..links import DEFAULT_LINKS
-from ._draw import _alongside, _save
-from ._parsing import UsageError, _floats, _given, _table_options, parse_tokens
+from ..inputs.table import CLUSTER_FIELDS, INPUTS, NAMED_BY, flags
+from ..inputs.words import count
+from ..network.links import DEFAULT_LINKS
+from ._draw import alongside, save
+from ._parsing import UsageError, floats, given, parse_tokens, table_options
 
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
 
@@ -35,14 +35,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         axes["model"] = args.model or DEFAULT_MODELS
     if args.bandwidth:
-        axes["kv_transfer_bandwidth"] = _floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
+        axes["kv_transfer_bandwidth"] = floats("--bandwidth", args.bandwidth, positive=True)  # (log axes)
     elif args.cluster:
         axes["cluster"] = args.cluster
     else:
         axes["link"] = args.link or list(DEFAULT_LINKS)
     if args.cache_hit:
-        axes["cache_hit_ratio"] = _floats("--cache-hit", args.cache_hit, high=1.0)
-    axes.update(_given(args))
+        axes["cache_hit_ratio"] = floats("--cache-hit", args.cache_hit, high=1.0)
+    axes.update(given(args))
     for name in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
         if name in axes and "model" not in axes:
             raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
@@ -58,7 +58,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     ):
         axes.setdefault("block_size", [64])
 
-    from .._fs import output_folder
+    from ..ground.files import output_folder
 
     out: Path = args.out
     table_name = f"sweep.{args.format}"
@@ -90,8 +90,8 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
         draw_heatmap = functools.partial(
             _draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png", axes.get("link", [])
         )
-    with _alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
-        _save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+    with alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
+        save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
         plt.close("all")
         summary = _summary(df, tokens)
     print(summary)
@@ -101,7 +101,7 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
 def _draw_heatmap(grid: Any, path: Path, links: Sequence[Any]) -> None:
     import perfmodel.plotting as pp
 
-    _save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100), links=links), path)
+    save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100), links=links), path)
 
 
 def _summary(df: Any, tokens: list[int]) -> str:
@@ -161,7 +161,7 @@ def register(sub: Any) -> None:
         help="'1k,8k,32k' or START:STOP[:STEP], STEP a count or xFACTOR (default %(default)s)",
     )
     sweep.add_argument("--cache-hit", nargs="+", metavar="RATIO", help="destination cache hit ratios in [0, 1]")
-    _table_options(
+    table_options(
         sweep,
         flags("sweep"),
         many=True,

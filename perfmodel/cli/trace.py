@@ -11,19 +11,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._inputs import flags
-from .._words import count
-from ._draw import _save
+from ..inputs.table import flags
+from ..inputs.words import count
+from ._draw import save
 from ._parsing import (
     UsageError,
-    _columns,
-    _given,
-    _name_value,
-    _reader,
-    _table_options,
-    _trace_file,
+    column_pairs,
     finite_above_zero,
+    given,
     link_name,
+    name_value,
+    reader,
+    table_options,
+    trace_file,
 )
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
@@ -39,11 +39,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     import perfmodel.plotting as pp
 
-    from .._fs import check_not_overlapping, output_folder
+    from ..ground.files import check_not_overlapping, output_folder
     from ..io import write_table
     from ..replay import replay_handoffs, summarize
-    from ..sizing import replay_percentile_question
-    from ..trace import read_trace
+    from ..replay.sizing import replay_percentile_question
+    from ..replay.traces import read_trace
 
     check_not_overlapping(args.out, [args.trace])  # before the (long) replay
 
@@ -52,7 +52,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")  # reported below, in one line
         try:
             trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
-                               columns=_columns(args.column, TRACE_COLUMNS) or None)
+                               columns=column_pairs(args.column, TRACE_COLUMNS) or None)
         except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
             missing = getattr(error, "missing_columns", None)
             if not missing:
@@ -63,11 +63,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
               file=sys.stderr)
     if args.cluster:  # a name that is no cluster: said as a cluster's, not as a link's
-        from .._onto_cluster import get_cluster
+        from ..network.placement import get_cluster
 
         get_cluster(args.cluster)
     config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or args.cluster,
-              "kv_transfer_bandwidth": args.bandwidth, **_given(args)}
+              "kv_transfer_bandwidth": args.bandwidth, **given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
     for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
@@ -94,7 +94,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                     rounded=[c for c in replay.columns if c not in trace.columns])  # (results: 13 digits)
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
         fig = pp.replay_figure(replay)
-        _save(fig, stage / "replay.png")
+        save(fig, stage / "replay.png")
         plt.close(fig)
     width = max(map(len, summary))
     for key, value in summary.items():
@@ -116,12 +116,12 @@ def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
 
     axes: dict[str, list[Any]] = {}
     for spec in specs:
-        name, text = _name_value("--grid", spec, GRID_AXES, "decode_workers=4,8,16")
+        name, text = name_value("--grid", spec, GRID_AXES, "decode_workers=4,8,16")
         values: list[Any] = []
         for part in (p.strip() for p in text.split(",") if p.strip()):
             unbounded = name == "decode_cache_blocks" and part.lower() in ("none", "unbounded")
             try:
-                values.append(None if unbounded else _reader(name, f"--grid {name}")(part))
+                values.append(None if unbounded else reader(name, f"--grid {name}")(part))
             except argparse.ArgumentTypeError as error:  # (a flag's reader: argparse would say it in one line)
                 raise UsageError(f"--grid {name}: {error}") from None
         if name in axes:
@@ -141,7 +141,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
 
     import perfmodel.plotting as pp
 
-    from .._fs import output_folder
+    from ..ground.files import output_folder
     from ..io import write_table
     from ..replay import replay_grid
 
@@ -152,7 +152,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
         write_table(grid, stage / names[0], rounded=[c for c in grid.columns if c not in axes])
         fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
-        _save(fig, stage / "grid.png")
+        save(fig, stage / "grid.png")
         plt.close(fig)
     load = "busiest_utilisation" if "busiest_utilisation" in grid else "link_utilisation"  # (a cluster has no links)
     shown = [*axes, "p50_ms", "p99_ms", "mean_queue_ms", load, "zero_delay_share"]
@@ -176,7 +176,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
 
 def _grid_question(grid: Any, config: dict[str, Any], axes: dict[str, list[Any]]) -> str:
     """What the grid's ``p99_ms`` is the p99 of, in words (contention and scope: the flags', or each row's)."""
-    from ..sizing import replay_percentile_question
+    from ..replay.sizing import replay_percentile_question
 
     varied = {name for name, values in axes.items() if len(values) > 1}
     contention = None if "contention" in varied else str(config.get("contention", "none"))
@@ -186,9 +186,9 @@ def _grid_question(grid: Any, config: dict[str, Any], axes: dict[str, list[Any]]
 
 def _fewest(grid: Any, axis: str, budget: float, question: str) -> str:
     """The grid's one count axis (``links`` or ``nics_per_node``) read off, beside the question it answers: the
-    fewest whose p99 meets ``budget`` (:func:`perfmodel.sizing.fewest_meeting`, as :func:`perfmodel.required_nics`
+    fewest whose p99 meets ``budget`` (:func:`perfmodel.replay.sizing.fewest_meeting`, as :func:`perfmodel.required_nics`
     decides it)."""
-    from ..sizing import counted, fewest_meeting
+    from ..replay.sizing import counted, fewest_meeting
 
     tried = [int(c) for c in grid[axis]]
     count = fewest_meeting(tried, grid["p99_ms"].tolist(), budget)
@@ -230,7 +230,7 @@ def register(sub: Any) -> None:
     trace = sub.add_parser("trace", help="replay a request trace: per-request handoffs, prefix cache, contention",
                            description="Replay a request trace (Mooncake JSON lines, the Azure CSV, or any CSV, "
                                        "Parquet or JSON-lines table of requests) through the handoff model.")
-    trace.add_argument("trace", type=_trace_file, help="trace file (.jsonl Mooncake or generic, .csv Azure or "
+    trace.add_argument("trace", type=trace_file, help="trace file (.jsonl Mooncake or generic, .csv Azure or "
                        "generic, .parquet), or "
                        "dataset:NAME for a shipped trace (dataset:mooncake-synthetic, dataset:azure-code-2023)")
     tm = trace.add_mutually_exclusive_group()
@@ -249,7 +249,7 @@ def register(sub: Any) -> None:
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
     trace.add_argument("--budget-ms", type=finite_above_zero, nargs="+", default=[50.0, 100.0], metavar="MS",
                        help="with --grid: report the configurations whose p99 handoff delay meets each budget")
-    _table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512: the Mooncake "
+    table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512: the Mooncake "
                    "trace's hash block, so a cached prefix is whole blocks; perfmodel sweep defaults to 64)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",

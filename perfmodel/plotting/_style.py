@@ -15,9 +15,9 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
 
-from .._inputs import NAMED_BY, SWEEP_AXES
+from ..inputs.table import NAMED_BY, SWEEP_AXES
 
-_STYLES = ["-", "--", "-.", ":"]
+STYLES = ["-", "--", "-.", ":"]
 #: The same styles for a colour bar's budget marks, in short dashes: at least two periods across the bar (the
 #: named ones, scaled by the marks' width, left a dash-dot looking solid, like the solid line).
 _BAR_STYLES = ["-", (0, (1.5, 1.0)), (0, (1.5, 0.7, 0.4, 0.7)), (0, (0.4, 0.8))]
@@ -26,7 +26,7 @@ _BAR_STYLES = ["-", (0, (1.5, 1.0)), (0, (1.5, 0.7, 0.4, 0.7)), (0, (0.4, 0.8))]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
-_AXIS_LABELS = {
+AXIS_LABELS = {
     "num_input_tokens": "prompt length (tokens)",
     "kv_transfer_bandwidth": "bandwidth (GB/s)",
     "handoff_delay_ms": "handoff delay (ms)",
@@ -36,7 +36,7 @@ _AXIS_LABELS = {
 }
 
 
-def _si(value: float, _pos: Any = None) -> str:
+def si(value: float, _pos: Any = None) -> str:
     """Compact tick labels: 512, 1k, 32k, 1M."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
@@ -44,7 +44,7 @@ def _si(value: float, _pos: Any = None) -> str:
     return f"{value:g}"
 
 
-def _tokens(value: float, _pos: Any = None) -> str:
+def tokens(value: float, _pos: Any = None) -> str:
     """Token-count tick labels in binary units, as prompt lengths are quoted: 512, 1k, 32k, 1M."""
     for scale, suffix in ((2**20, "M"), (2**10, "k")):
         if abs(value) >= scale:
@@ -57,56 +57,56 @@ class _PlainLogFormatter(LogFormatter):
     plain numbers (0.01, 2, 10, 1k) rather than mathtext powers, which also cost ~10 ms each to render."""
 
     def __call__(self, x: float, pos: Any = None) -> str:
-        return _si(x) if super().__call__(x, pos) else ""
+        return si(x) if super().__call__(x, pos) else ""
 
 
-def _plain_log_axis(axis: Any) -> None:
+def plain_log_axis(axis: Any) -> None:
     """Plain-number labels on a decimal log axis (set after its scale: setting a scale resets them)."""
     axis.set_major_formatter(_PlainLogFormatter(10))
     axis.set_minor_formatter(_PlainLogFormatter(10))
 
 
-def _colorbar(fig: Any, mesh: Any, **kwargs: Any) -> Any:
+def add_colorbar(fig: Any, mesh: Any, **kwargs: Any) -> Any:
     """A colour bar; on a log scale with plain-number labels, its minor ticks only when under two decades show."""
     bar = fig.colorbar(mesh, **kwargs)
     norm = mesh.norm
     if isinstance(norm, LogNorm):
-        _plain_log_axis(bar.ax.yaxis)
+        plain_log_axis(bar.ax.yaxis)
         if norm.vmax is not None and norm.vmin is not None and norm.vmax / norm.vmin >= 100:
             bar.minorticks_off()
     return bar
 
 
-def _tokens_axis(axis: Any) -> None:
+def tokens_axis(axis: Any) -> None:
     axis.set_major_locator(LogLocator(base=2, numticks=12))
-    axis.set_major_formatter(FuncFormatter(_tokens))
+    axis.set_major_formatter(FuncFormatter(tokens))
     axis.set_minor_formatter(NullFormatter())
 
 
-def _log_log(ax: Axes, x: str, ylabel: str, *, legend_title: str | None = None, legend: bool = True) -> None:
+def log_log(ax: Axes, x: str, ylabel: str, *, legend_title: str | None = None, legend: bool = True) -> None:
     """Log-log axes with token ticks on x (when x is prompt length), labels, grid and legend."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    _plain_log_axis(ax.yaxis)
+    plain_log_axis(ax.yaxis)
     if x == "num_input_tokens":
-        _tokens_axis(ax.xaxis)
-    ax.set_xlabel(_AXIS_LABELS.get(x, x))
+        tokens_axis(ax.xaxis)
+    ax.set_xlabel(AXIS_LABELS.get(x, x))
     ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.3)
     if legend:
         ax.legend(title=legend_title, fontsize="small")
 
 
-def _ax(ax: Axes | None) -> Axes:
+def axes_or_current(ax: Axes | None) -> Axes:
     return plt.gca() if ax is None else ax
 
 
-def _styles() -> Iterator[dict[str, Any]]:
-    for i in cycle(range(len(_STYLES) * len(_MARKERS))):
-        yield {"linestyle": _STYLES[i % len(_STYLES)], "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4}
+def line_styles() -> Iterator[dict[str, Any]]:
+    for i in cycle(range(len(STYLES) * len(_MARKERS))):
+        yield {"linestyle": STYLES[i % len(STYLES)], "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4}
 
 
-def _require(df: pd.DataFrame, columns: Sequence[str]) -> None:
+def require(df: pd.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(
@@ -115,7 +115,7 @@ def _require(df: pd.DataFrame, columns: Sequence[str]) -> None:
         )
 
 
-def _one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:
+def one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:
     if df.duplicated(list(keys)).any():
         varying = [c for c in _varying(df) if c not in keys]
         raise ValueError(
@@ -138,7 +138,7 @@ def _varying(df: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     return [c for c in df.columns if c not in (*_OUTPUTS, *exclude, *derived) and df[c].nunique(dropna=False) > 1]
 
 
-def _default_hue(df: pd.DataFrame, x: str) -> str | None:
+def default_hue(df: pd.DataFrame, x: str) -> str | None:
     """The one column that tells the lines apart when ``hue`` is not given (None: one line).
 
     A column that is a function of another (``kv_bytes_per_token`` of ``model``,
@@ -157,13 +157,13 @@ def _default_hue(df: pd.DataFrame, x: str) -> str | None:
     )
 
 
-def _label_of(hue: str | None, key: Any) -> str | None:
+def label_of(hue: str | None, key: Any) -> str | None:
     if key is None:
         return None
-    return _si(key) + " GB/s" if hue == "kv_transfer_bandwidth" else str(key)
+    return si(key) + " GB/s" if hue == "kv_transfer_bandwidth" else str(key)
 
 
-def _budget_colorbar(bar: Any, budgets_ms: Sequence[float]) -> None:
+def budget_colorbar(bar: Any, budgets_ms: Sequence[float]) -> None:
     """Mark latency budgets on a delay colour bar: each a line in its contour's style, labelled in ms."""
     for budget, style in zip(budgets_ms, cycle(_BAR_STYLES)):
         bar.ax.axhline(budget, color="white", linewidth=2.0, linestyle=style)
@@ -181,7 +181,7 @@ _PANEL_AXES = tuple(name for name in SWEEP_AXES if name not in ("kv_transfer_ban
 #: How a panel title names one option's value.
 _DESCRIPTIONS: dict[str, Any] = {
     "model": str,
-    "kv_bytes_per_token": lambda v: f"{_si(v)} B/token",
+    "kv_bytes_per_token": lambda v: f"{si(v)} B/token",
     "tp": lambda v: f"TP{v}",
     "decode_tp": lambda v: f"to decode TP{v}",
     "link": lambda v: f"over {v}",
@@ -191,23 +191,23 @@ _DESCRIPTIONS: dict[str, Any] = {
     "latency_ms": lambda v: f"+{v:g} ms latency",
     "cache_hit_ratio": lambda v: f"{v:.0%} cached",
     "block_size": lambda v: f"block {v}",
-    "state_bytes": lambda v: f"+{_si(v)} B state",
+    "state_bytes": lambda v: f"+{si(v)} B state",
     "scope": lambda v: "TP group bytes" if v == "group" else "one rank's bytes",
     "per_block_ms": lambda v: f"+{v:g} ms/block",
     "overlap": lambda v: "layer-wise" if v == "layerwise" else "after prefill",
     "prefill_ms": lambda v: f"prefill {v:g} ms",
-    "prefill_tokens_per_s": lambda v: f"prefill {_si(v)} tok/s",
+    "prefill_tokens_per_s": lambda v: f"prefill {si(v)} tok/s",
     "layer_group": lambda v: f"{v} layers/group",
-    "layerwise_min_tokens": lambda v: f"layer-wise from {_tokens(v)}",
+    "layerwise_min_tokens": lambda v: f"layer-wise from {tokens(v)}",
 }
 
 
-def _describe(key: Any, value: Any) -> str:
+def describe_value(key: Any, value: Any) -> str:
     describe = _DESCRIPTIONS.get(key)
     return describe(value) if describe else f"{key}={value}"
 
 
-def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[list[str], list[tuple], str]:
+def panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[list[str], list[tuple], str]:
     """The axes that vary (one panel per combination), the combinations, and a title for the fixed ones."""
     present = [c for c in _PANEL_AXES if c in df.columns and c not in exclude]
     panel_axes = [c for c in present if df[c].nunique() > 1 and not (c == "kv_bytes_per_token" and "model" in df)]
@@ -218,7 +218,7 @@ def _panels(df: pd.DataFrame, exclude: Sequence[str], max_panels: int) -> tuple[
             f"{len(keys)} panels ({' x '.join(panel_axes)}) are too many for one figure. Fix: give "
             f"fewer values of {', '.join(panel_axes)} (at most {max_panels} combinations)"
         )
-    title = ", ".join([*(_describe(c, df[c].iloc[0]) for c in fixed), *_defaults(df)])
+    title = ", ".join([*(describe_value(c, df[c].iloc[0]) for c in fixed), *_defaults(df)])
     return panel_axes, keys, title
 
 
@@ -239,15 +239,15 @@ def _defaults(df: pd.DataFrame) -> list[str]:
 
 #: Margins of the figure-level layouts, in inches: fixed, so no layout engine has to measure every
 #: tick label at save time (constrained layout cost 0.6-0.7 s per figure of the main job).
-_MARGINS = dict(left=0.8, bottom=0.6, top=0.75, wspace=0.15, hspace=0.5)
+MARGINS = dict(left=0.8, bottom=0.6, top=0.75, wspace=0.15, hspace=0.5)
 
 
-def _grid(n: int, width: float, height: float, right: float, gap: float | None = None) -> tuple[Any, np.ndarray]:
+def grid(n: int, width: float, height: float, right: float, gap: float | None = None) -> tuple[Any, np.ndarray]:
     """``n`` panels of ``width`` x ``height`` inches on a grid, ``gap`` inches apart side by side (default: the
     margins'), with ``right`` inches kept for a legend or colour bar."""
     columns = min(n, 2 if n <= 4 else 3)
     rows = -(-n // columns)
-    m = {**_MARGINS, **({} if gap is None else {"wspace": gap})}
+    m = {**MARGINS, **({} if gap is None else {"wspace": gap})}
     fig_width = m["left"] + columns * width + (columns - 1) * m["wspace"] + right
     fig_height = m["bottom"] + rows * height + (rows - 1) * m["hspace"] + m["top"]
     fig, axs = plt.subplots(rows, columns, figsize=(fig_width, fig_height), squeeze=False, sharex=True, sharey=True)
@@ -264,7 +264,7 @@ def _grid(n: int, width: float, height: float, right: float, gap: float | None =
     return fig, axs
 
 
-def _fixed_positions(axs: np.ndarray) -> None:
+def fixed_positions(axs: np.ndarray) -> None:
     """Titles and axis labels at fixed offsets from their panels, and no minor ticks. matplotlib otherwise
     measures every tick label of every shared panel at each draw to place them, and builds every minor
     tick of every panel (together most of a figure's drawing time); the grid's margins leave the labels
@@ -286,13 +286,13 @@ def _fixed_positions(axs: np.ndarray) -> None:
                 axis.set_minor_locator(NullLocator())
 
 
-def _side(fig: Any, right: float) -> tuple[float, float]:
-    """The left edge and width (figure fractions) of the space kept on the right of a :func:`_grid`."""
+def side(fig: Any, right: float) -> tuple[float, float]:
+    """The left edge and width (figure fractions) of the space kept on the right of a :func:`grid`."""
     width = fig.get_figwidth()
     return 1 - right / width, right / width
 
 
-def _text_width_in(text: str, size: str = "small") -> float:
+def text_width_in(text: str, size: str = "small") -> float:
     """How wide ``text`` is drawn at font ``size``, in inches (from the font's metrics, nothing drawn), with a
     margin of a tenth for the renderer's own rounding and padding."""
     from matplotlib.font_manager import FontProperties
@@ -303,10 +303,10 @@ def _text_width_in(text: str, size: str = "small") -> float:
     return 1.1 * max(widths, default=0.0) / 72
 
 
-def _suptitle(fig: Any, text: str) -> None:
+def suptitle(fig: Any, text: str) -> None:
     """The figure's title, in the top margin above the panels' titles, on two lines where one is wider
     than the figure (broken at the comma nearest the middle)."""
-    if _text_width_in(text, "medium") > fig.get_figwidth() - 0.3 and ", " in text:
+    if text_width_in(text, "medium") > fig.get_figwidth() - 0.3 and ", " in text:
         middle = len(text) // 2
         cut = min((i for i in range(len(text)) if text.startswith(", ", i)), key=lambda i: abs(i - middle))
         text = text[: cut + 1] + "\n" + text[cut + 2 :]

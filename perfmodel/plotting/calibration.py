@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
-from ..links import Link, get_link
-from ._style import _ax, _plain_log_axis, _si, _styles
+from ..network.links import Link, get_link
+from ._style import axes_or_current, line_styles, plain_log_axis, si
 
 
 def calibration(
@@ -64,7 +64,7 @@ def calibration(
     >>> [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
     ['measured', 'fit', 'ib-ndr']
     """
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(measured_ms, dtype=float)
     blocks, messages = (
@@ -73,7 +73,7 @@ def calibration(
     )
     order = np.argsort(x, kind="stable")
     ax.plot(x[order], t[order], linestyle="none", **{"marker": "o", "color": "0.1", "label": "measured", **kwargs})
-    for candidate, style in zip([link, *map(get_link, compare)], _styles()):
+    for candidate, style in zip([link, *map(get_link, compare)], line_styles()):
         predicted = np.asarray(candidate.transfer_ms(x, blocks, messages), dtype=float)
         worst = float(np.max(np.abs(predicted - t) / t))
         ax.plot(
@@ -81,8 +81,8 @@ def calibration(
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _plain_log_axis(ax.yaxis)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _si(v) + "B"))
+    plain_log_axis(ax.yaxis)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: si(v) + "B"))
     ax.set_xlabel("transfer size (bytes)")
     ax.set_ylabel("transfer time (ms)")
     ax.grid(True, which="major", alpha=0.3)

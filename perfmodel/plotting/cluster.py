@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ._style import _ax, _styles
+from ._style import axes_or_current, line_styles
 from .replay import delay_cdf
 
 
@@ -50,10 +50,10 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
             "plot needs a replay on a cluster with contention='fair' (attrs['utilisation']). "
             "Fix: replay with a perfmodel.Cluster as the link and contention='fair'"
         )
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     series = found["series"]
     ranked = sorted(series, key=lambda name: -float(np.mean(series[name])))[:top]
-    for name, style in zip(ranked, _styles()):
+    for name, style in zip(ranked, line_styles()):
         values = np.asarray(series[name])
         times = found["start_ms"] + (np.arange(values.size) + 0.5) * found["bin_ms"]
         ax.plot(times / 1000.0, values, label=name, **{**style, "markersize": 0})

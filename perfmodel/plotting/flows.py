@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from .._words import count
-from ._style import _ax
+from ..inputs.words import count
+from ._style import axes_or_current
 
 #: Bars drawn at most (the heaviest loads; the bottleneck always among them).
 MAX_BARS = 12
@@ -80,7 +80,7 @@ def resource_loads(flows: Any, ax: Axes | None = None) -> Axes:
     """
     from ..flows import resource_loads as loads_of
 
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     bars, left_out = _bars(loads_of(flows))
     positions = np.arange(len(bars))
     drawn = ax.barh(positions, [bar[1] for bar in bars], color=["0.35" if bar[2] else "0.7" for bar in bars])

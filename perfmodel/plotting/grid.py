@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ._style import _ax, _colorbar, _plain_log_axis, _require, _styles
+from ._style import add_colorbar, axes_or_current, line_styles, plain_log_axis, require
 
 _STATS = (
     "handoffs",
@@ -123,7 +123,7 @@ def grid_percentiles(
     >>> ax.get_xlabel(), [line.get_label() for line in ax.get_lines()][:2]
     ('decode workers', ['ib-ndr', '8x ib-ndr'])
     """
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     varying = _grid_axes(df)
     x = x or (varying[0] if varying else None)
     if x is None:
@@ -131,7 +131,7 @@ def grid_percentiles(
     if hue is None:
         others = [c for c in varying if c != x]
         hue = others[0] if others else None
-    _require(df, [x, stat] + ([hue] if hue else []))
+    require(df, [x, stat] + ([hue] if hue else []))
     rest = [c for c in varying if c not in (x, hue)]
     if rest:
         raise ValueError(
@@ -139,7 +139,7 @@ def grid_percentiles(
             f"df[df[{rest[0]!r}] == ...]"
         )
     groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
-    for (key, part), style in zip(groups, _styles()):
+    for (key, part), style in zip(groups, line_styles()):
         part = part.sort_values(x)
         ax.plot(
             part[x].astype(str) if not pd.api.types.is_numeric_dtype(part[x]) else part[x],
@@ -171,7 +171,7 @@ def grid_percentiles(
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if stat.endswith("_ms"):
         ax.set_yscale("log")
-        _plain_log_axis(ax.yaxis)
+        plain_log_axis(ax.yaxis)
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(stat))
     ax.grid(True, alpha=0.3)
@@ -224,13 +224,13 @@ def grid_budget(
     >>> ax.get_xlabel(), ax.get_ylabel()
     ('decode workers', 'link')
     """
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     varying = _grid_axes(df)
     x = x or (varying[0] if varying else None)
     y = y or next((c for c in varying if c != x), None)
     if x is None or y is None:
         raise ValueError("grid_budget: needs two configuration axes that vary. Fix: pass x= and y=")
-    _require(df, [x, y, stat])
+    require(df, [x, y, stat])
     rest = [c for c in varying if c not in (x, y)]
     if rest:
         raise ValueError(
@@ -243,7 +243,7 @@ def grid_budget(
         LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size and positive.max() > positive.min() else None
     )
     mesh = ax.imshow(values, norm=norm, **{"cmap": "viridis", "aspect": "auto", **kwargs})
-    _colorbar(ax.figure, mesh, ax=ax, label=_label(stat))
+    add_colorbar(ax.figure, mesh, ax=ax, label=_label(stat))
     for (row, column), value in np.ndenumerate(values):
         met = value <= budget_ms
         ax.text(

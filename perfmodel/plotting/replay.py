@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ._style import _AXIS_LABELS, _ax, _log_log, _one_row_per, _plain_log_axis, _require, _si, _styles, _tokens
+from ._style import AXIS_LABELS, axes_or_current, line_styles, log_log, one_row_per, plain_log_axis, require, si, tokens
 
 
 def _series(data: Any) -> dict[str, np.ndarray]:
@@ -18,7 +18,7 @@ def _series(data: Any) -> dict[str, np.ndarray]:
     if isinstance(data, Mapping):
         return {str(k): next(iter(_series(v).values())) for k, v in data.items()}
     if isinstance(data, pd.DataFrame):
-        _require(data, ["handoff_delay_ms"])
+        require(data, ["handoff_delay_ms"])
         data = data["handoff_delay_ms"]
     label = getattr(data, "name", None) or "handoff_delay_ms"
     values = pd.Series(data).to_numpy(dtype=float, na_value=np.nan)
@@ -60,9 +60,9 @@ def delay_cdf(
     >>> [text.get_text() for text in ax.get_legend().get_texts()]
     ['ib-ndr: p50 50.5, p90 90.1, p99 99 ms', 'nvlink4: p50 5.05, p90 9.01, p99 9.9 ms']
     """
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     curves = {label: values for label, values in _series(data).items() if values.size}
-    for (label, values), style in zip(curves.items(), _styles()):
+    for (label, values), style in zip(curves.items(), line_styles()):
         ordered = np.sort(values)
         fraction = np.arange(1, ordered.size + 1) / ordered.size
         zero = float(np.mean(ordered <= 0))
@@ -84,9 +84,9 @@ def delay_cdf(
                 color=line.get_color(),
             )
     ax.set_xscale("log")
-    _plain_log_axis(ax.xaxis)
+    plain_log_axis(ax.xaxis)
     ax.set_ylim(0, 1.02)  # fraction axis stays linear
-    ax.set_xlabel(_AXIS_LABELS["handoff_delay_ms"])
+    ax.set_xlabel(AXIS_LABELS["handoff_delay_ms"])
     ax.set_ylabel("fraction of handoffs")
     ax.grid(True, alpha=0.3)
     if len(curves) > 1 and len(percentiles):  # long entries: below the axes, where they hide no curve
@@ -139,23 +139,23 @@ def compare(
     >>> [line.get_label() for line in ax.get_lines()]
     ['400G InfiniBand', 'NVLink 4']
     """
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     if not (isinstance(before, pd.DataFrame) and isinstance(after, pd.DataFrame) and x in before and x in after):
         return delay_cdf({labels[0]: before, labels[1]: after}, ax=ax)
     for frame, what in ((before, labels[0]), (after, labels[1])):
-        _require(frame, [x, "handoff_delay_ms"])
-        _one_row_per(frame, [x], f"compare ({what})")
+        require(frame, [x, "handoff_delay_ms"])
+        one_row_per(frame, [x], f"compare ({what})")
     merged = pd.merge(before[[x, "handoff_delay_ms"]], after[[x, "handoff_delay_ms"]], on=x, suffixes=("_0", "_1"))
     if merged.empty:
         raise ValueError(f"compare: the two frames share no {x} values. Fix: sweep the same {x} grid for both")
     merged = merged.sort_values(x)
-    for column, label, style in zip(("handoff_delay_ms_0", "handoff_delay_ms_1"), labels, _styles()):
+    for column, label, style in zip(("handoff_delay_ms_0", "handoff_delay_ms_1"), labels, line_styles()):
         ax.plot(merged[x], merged[column], label=label, **style)
     ax.fill_between(merged[x], merged["handoff_delay_ms_0"], merged["handoff_delay_ms_1"], color="0.6", alpha=0.25)
     last = merged.iloc[-1]
     if last["handoff_delay_ms_1"] > 0:
         ratio = last["handoff_delay_ms_0"] / last["handoff_delay_ms_1"]
-        where = _tokens(last[x]) if x == "num_input_tokens" else _si(last[x])
+        where = tokens(last[x]) if x == "num_input_tokens" else si(last[x])
         ax.annotate(
             f"{ratio:.3g}x at {where}",
             (last[x], last["handoff_delay_ms_1"]),
@@ -164,7 +164,7 @@ def compare(
             ha="right",
             fontsize="small",
         )
-    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"])
+    log_log(ax, x, AXIS_LABELS["handoff_delay_ms"])
     return ax
 
 
@@ -199,8 +199,8 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
     >>> pp.link_timeline(replay, ax=ax).get_ylabel()
     'transfers in flight'
     """
-    ax = _ax(ax)
-    _require(replay, ["start_ms", "end_ms"])
+    ax = axes_or_current(ax)
+    require(replay, ["start_ms", "end_ms"])
     done = replay[["start_ms", "end_ms"]].dropna()
     done = done[done["end_ms"] > done["start_ms"]]
     times = np.concatenate([done["start_ms"].to_numpy(), done["end_ms"].to_numpy()]) / 1000.0

@@ -16,31 +16,31 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ..links import DEFAULT_LINKS, LINKS, Link, get_link
+from ..network.links import DEFAULT_LINKS, LINKS, Link, get_link
 from ._style import (
-    _AXIS_LABELS,
-    _MARGINS,
-    _STYLES,
-    _ax,
-    _budget_colorbar,
-    _colorbar,
-    _default_hue,
-    _describe,
-    _fixed_positions,
-    _grid,
-    _label_of,
-    _log_log,
-    _one_row_per,
-    _panels,
-    _plain_log_axis,
-    _require,
-    _si,
-    _side,
-    _styles,
-    _suptitle,
-    _text_width_in,
-    _tokens,
-    _tokens_axis,
+    AXIS_LABELS,
+    MARGINS,
+    STYLES,
+    add_colorbar,
+    axes_or_current,
+    budget_colorbar,
+    default_hue,
+    describe_value,
+    fixed_positions,
+    grid,
+    label_of,
+    line_styles,
+    log_log,
+    one_row_per,
+    panels,
+    plain_log_axis,
+    require,
+    si,
+    side,
+    suptitle,
+    text_width_in,
+    tokens,
+    tokens_axis,
 )
 
 
@@ -95,18 +95,18 @@ def delay_vs_tokens(
     >>> [line.get_label() for line in ax.get_lines()][:3]
     ['12.5 GB/s', '50 GB/s', '450 GB/s']
     """
-    ax = _ax(ax)
-    _require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []))
+    ax = axes_or_current(ax)
+    require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []))
     if hue is None:
-        hue = _default_hue(df, x)
-    _one_row_per(df, [x] + ([hue] if hue else []), "delay_vs_tokens")
+        hue = default_hue(df, x)
+    one_row_per(df, [x] + ([hue] if hue else []), "delay_vs_tokens")
     groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
     drawn: list[tuple[Any, np.ndarray, np.ndarray]] = []  # (line, x, y) of the series drawn so far
-    styles = _styles()
+    styles = line_styles()
     for key, part in groups:
         part = part.sort_values(x)
         xs, ys = part[x].to_numpy(float), part["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
-        label = _label_of(hue, key)
+        label = label_of(hue, key)
         same = next(
             (line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys, equal_nan=True)), None
         )
@@ -126,7 +126,7 @@ def delay_vs_tokens(
             fontsize="small",
             color="0.3",
         )
-    _log_log(ax, x, _AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
+    log_log(ax, x, AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
     return ax
 
 
@@ -284,9 +284,9 @@ def heatmap(
     >>> ax.get_xlabel()
     'prompt length (tokens)'
     """
-    ax = _ax(ax)
-    _require(df, [x, y, "handoff_delay_ms"])
-    _one_row_per(df, [x, y], "heatmap")
+    ax = axes_or_current(ax)
+    require(df, [x, y, "handoff_delay_ms"])
+    one_row_per(df, [x, y], "heatmap")
     grid = df.pivot_table(index=y, columns=x, values="handoff_delay_ms", aggfunc="first", observed=True)
     xs, ys, z = grid.columns.to_numpy(float), grid.index.to_numpy(float), grid.to_numpy(float)
     positive = z[np.isfinite(z) & (z > 0)]
@@ -297,18 +297,18 @@ def heatmap(
         if logs[axis_name]:
             getattr(ax, f"set_{axis_name}scale")("log", base=2 if column == "num_input_tokens" else 10)
             if column != "num_input_tokens":
-                _plain_log_axis(getattr(ax, f"{axis_name}axis"))
+                plain_log_axis(getattr(ax, f"{axis_name}axis"))
         if column == "num_input_tokens":
-            _tokens_axis(getattr(ax, f"{axis_name}axis"))
+            tokens_axis(getattr(ax, f"{axis_name}axis"))
         if values.size <= 12:  # the swept values are the ticks
             getattr(ax, f"set_{axis_name}ticks")(values)
             getattr(ax, f"{axis_name}axis").set_minor_formatter(NullFormatter())
             getattr(ax, f"{axis_name}axis").set_major_formatter(
-                FuncFormatter(_tokens if column == "num_input_tokens" else _si)
+                FuncFormatter(tokens if column == "num_input_tokens" else si)
             )
     mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z, **{"norm": norm, "cmap": "viridis", **kwargs})
     levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
-    for budget, style in zip(levels, cycle(_STYLES)):
+    for budget, style in zip(levels, cycle(STYLES)):
         curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
         if curve is not None:
             ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
@@ -319,9 +319,9 @@ def heatmap(
     if links and y == "kv_transfer_bandwidth":
         _mark_links(ax, links, names=True)
     if colorbar:
-        _budget_colorbar(_colorbar(ax.figure, mesh, ax=ax, label=_AXIS_LABELS["handoff_delay_ms"]), levels)
-    ax.set_xlabel(_AXIS_LABELS.get(x, x))
-    ax.set_ylabel(_AXIS_LABELS.get(y, y))
+        budget_colorbar(add_colorbar(ax.figure, mesh, ax=ax, label=AXIS_LABELS["handoff_delay_ms"]), levels)
+    ax.set_xlabel(AXIS_LABELS.get(x, x))
+    ax.set_ylabel(AXIS_LABELS.get(y, y))
     return ax
 
 
@@ -347,7 +347,7 @@ def required_bandwidth(
     latency_ms
         Per-transfer latency included in the requirement (ms).
     links
-        Links drawn as horizontal reference lines (default: the sweep's, :data:`perfmodel.links.DEFAULT_LINKS`).
+        Links drawn as horizontal reference lines (default: the sweep's, :data:`perfmodel.network.links.DEFAULT_LINKS`).
     ax
         Axes to draw on (default: the current Axes).
 
@@ -368,9 +368,9 @@ def required_bandwidth(
     """
     from ..sweeps import required_bandwidth as needed
 
-    ax = _ax(ax)
+    ax = axes_or_current(ax)
     tokens = np.sort(np.asarray(num_input_tokens, dtype=float))
-    for budget, style in zip(budgets_ms, _styles()):
+    for budget, style in zip(budgets_ms, line_styles()):
         ax.plot(
             tokens,
             needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms),
@@ -390,7 +390,7 @@ def required_bandwidth(
             fontsize="x-small",
             color="0.3",
         )
-    _log_log(ax, "num_input_tokens", "required bandwidth (GB/s)")
+    log_log(ax, "num_input_tokens", "required bandwidth (GB/s)")
     return ax
 
 
@@ -434,29 +434,29 @@ def delay_vs_tokens_figure(
     """
     if hue is None:
         hue = next((c for c in ("link", "cluster", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
-    panel_axes, keys, title = _panels(df, [hue] if hue else [], max_panels)
+    panel_axes, keys, title = panels(df, [hue] if hue else [], max_panels)
     # the legend's room, in inches: its longest entry (small type) or its title (medium type)
     labels_width = (
         max(
-            [_text_width_in("= " + cast(str, _label_of(hue, v))) for v in df[hue].unique()]
-            + [_text_width_in(hue, "medium")]
+            [text_width_in("= " + cast(str, label_of(hue, v))) for v in df[hue].unique()]
+            + [text_width_in(hue, "medium")]
             if hue
             else [0]
         )
         + 0.9
     )
-    fig, axs = _grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
+    fig, axs = grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
         delay_vs_tokens(part, hue=hue, budgets_ms=budgets_ms, legend=False, ax=ax)
-        ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        ax.set_title(", ".join(describe_value(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
         ax.label_outer()
-    _fixed_positions(axs)
+    fixed_positions(axs)
     handles, labels = max((ax.get_legend_handles_labels() for ax in axs.flat[: len(keys)]), key=lambda hl: len(hl[1]))
     if labels:
-        left, _ = _side(fig, labels_width)
+        left, _ = side(fig, labels_width)
         fig.legend(handles, labels, title=hue, loc="center left", bbox_to_anchor=(left + 0.005, 0.5), fontsize="small")
-    _suptitle(fig, "handoff delay" + (f" ({title})" if title else ""))
+    suptitle(fig, "handoff delay" + (f" ({title})" if title else ""))
     return fig
 
 
@@ -501,10 +501,10 @@ def heatmap_figure(
     >>> [ax.get_title() for ax in pp.heatmap_figure(df).axes[:2]]
     ['llama-3.1-8b', 'qwen3-32b']
     """
-    _require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
-    panel_axes, keys, title = _panels(df, ["kv_transfer_bandwidth", "link"], max_panels)
-    names = max(map(_text_width_in, _link_names(links).values()), default=0) + 0.2 if links else 0.0
-    fig, axs = _grid(len(keys), 4.4, 3.2, right=_BAR_ROOM + names, gap=_MARGINS["wspace"] + names)
+    require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
+    panel_axes, keys, title = panels(df, ["kv_transfer_bandwidth", "link"], max_panels)
+    names = max(map(text_width_in, _link_names(links).values()), default=0) + 0.2 if links else 0.0
+    fig, axs = grid(len(keys), 4.4, 3.2, right=_BAR_ROOM + names, gap=MARGINS["wspace"] + names)
     delays = df["handoff_delay_ms"].to_numpy(float)
     positive = delays[np.isfinite(delays) & (delays > 0)]
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
@@ -515,21 +515,21 @@ def heatmap_figure(
         if links:
             _mark_links(ax, links, names=True)
         mesh = ax.collections[0]
-        ax.set_title(", ".join(_describe(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        ax.set_title(", ".join(describe_value(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
         ax.label_outer()
-    _fixed_positions(axs)
+    fixed_positions(axs)
     if mesh is not None:
-        left, _ = _side(fig, _BAR_ROOM)  # the budgets' names (0.6 in), the bar (0.2 in), its ticks and label
+        left, _ = side(fig, _BAR_ROOM)  # the budgets' names (0.6 in), the bar (0.2 in), its ticks and label
         bottom, top, inch = fig.subplotpars.bottom, fig.subplotpars.top, 1 / fig.get_figwidth()
-        bar = _colorbar(
+        bar = add_colorbar(
             fig,
             mesh,
             cax=fig.add_axes((left + 0.6 * inch, bottom, 0.2 * inch, top - bottom)),
-            label=_AXIS_LABELS["handoff_delay_ms"],
+            label=AXIS_LABELS["handoff_delay_ms"],
         )
-        _budget_colorbar(
+        budget_colorbar(
             bar,
             [b for b in sorted(budgets_ms) if norm is not None and cast(float, norm.vmin) < b < cast(float, norm.vmax)],
         )
-    _suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
+    suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
     return fig

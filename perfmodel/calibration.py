@@ -1,0 +1,691 @@
+"""Calibration: a link fitted to a table of measured transfers (:func:`calibrate`).
+
+A table gives each measured transfer's size (``nbytes``, perftest's ``#bytes``, or
+``num_input_tokens`` with a model), its time or throughput, and optionally its blocks and
+messages; :func:`calibrate` reads it (a DataFrame, a CSV, Parquet or JSON-lines file,
+perftest's own text output, or ``dataset:NAME``), fits :func:`perfmodel.fit_link` and says
+how well the fit describes the measurements. Every value it cannot use is reported at its
+place in the file: the 1-based line of a text file (comment lines counted), the row of a
+Parquet file or the row label of a DataFrame.
+
+Units of the columns it reads (another ``measured_*`` or ``BW average[...]`` column, whose
+unit it cannot tell, is refused):
+
+=========================================  ==================================================
+column                                     unit
+=========================================  ==================================================
+``measured_ms``                            milliseconds
+``measured_us``, ``t_typical_us``,         microseconds (perftest's ``ib_*_lat``: the typical
+``t_avg_us``, ``t_typical[usec]``,         time is the median)
+``t_avg[usec]``
+``measured_gb_s``                          decimal GB/s (1e9 bytes/s)
+``measured_gib_s``                         binary GiB/s (2**30 bytes/s)
+``BW average[MB/sec]``                     perftest's MB/sec: 2**20 bytes/s (perftest computes
+                                           it with a factor of 0x100000, linux-rdma/perftest
+                                           ``perftest_parameters.c``)
+``BW average[Gb/sec]``                     perftest's Gb/sec (``--report_gbits``): 1e9 bits/s
+=========================================  ==================================================
+
+perftest's ``BW peak`` is the best interval of a run, not its transfers' time, and is not read.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError, not_a_number
+from .inputs import user_presets as _presets
+from .inputs.words import count
+from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
+
+__all__ = ["Calibration", "Measurements", "calibrate", "read_measurements"]
+
+#: Time columns, first present first, and the milliseconds of their unit.
+TIMES = {
+    "measured_ms": 1.0,
+    "measured_us": 1e-3,
+    "t_typical_us": 1e-3,
+    "t_avg_us": 1e-3,
+    "t_typical[usec]": 1e-3,
+    "t_avg[usec]": 1e-3,
+}
+#: Throughput columns and the bytes per second of their unit.
+THROUGHPUTS = {
+    "measured_gb_s": 1e9,
+    "measured_gib_s": 2.0**30,
+    "BW average[MB/sec]": 2.0**20,
+    "BW average[Gb/sec]": 1.25e8,
+}
+#: Size columns (bytes per measured transfer), first present first.
+SIZES = ("nbytes", "#bytes")
+#: The arguments that turn tokens into bytes and messages (only with num_input_tokens).
+_SHAPE = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "block_size")
+#: Without a line rate, a fitted bandwidth above the best throughput measured by more than the fit's largest
+#: error (and at least this fraction: an alpha-beta fit of exact data is always a little above) is said.
+_ABOVE_BEST = 0.01
+_PERFTEST_HEADER = re.compile(r"^\s*#bytes\s+#")
+
+
+@dataclass(frozen=True, eq=False)
+class Measurements:
+    """The measured transfers :func:`calibrate` fits, read from a table (rows it could not use left out).
+
+    ``places`` says where each measurement is in its source ("line 7", "row 3"), ``left_out``
+    how many rows had no size or no measurement, ``setup`` the model, parallelism and blocks
+    that turned tokens into bytes (empty when the table gave bytes).
+
+    Parameters
+    ----------
+    source : str
+        Where the table came from (a file, or a description).
+    nbytes, measured_ms : numpy.ndarray
+        Each transfer's bytes and measured time (ms).
+    n_blocks, n_messages : numpy.ndarray, optional
+        Each transfer's blocks and messages, when the table gives them.
+    places : tuple of str
+        Where each measurement is in its source (``"line 7"``, ``"row 3"``).
+    left_out : int
+        How many rows had no size or no measurement.
+    setup : str
+        The model, parallelism and blocks that turned tokens into bytes (empty: the table gave bytes).
+
+    Examples
+    --------
+    >>> import pandas as pd, perfmodel
+    >>> table = pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": [0.03, 0.21, 2.01]})
+    >>> measured = perfmodel.calibrate(table).measurements
+    >>> measured.measured_ms.tolist(), measured.left_out
+    ([0.03, 0.21, 2.01], 0)
+    """
+
+    source: str
+    nbytes: np.ndarray
+    measured_ms: np.ndarray
+    n_blocks: np.ndarray | None = None
+    n_messages: np.ndarray | None = None
+    places: tuple[str, ...] = ()
+    left_out: int = 0
+    setup: str = ""
+
+    @property
+    def best_throughput_gb_s(self) -> float:
+        """The highest throughput measured, decimal GB/s (bytes / time)."""
+        return float(np.max(self.nbytes / self.measured_ms) / 1e6)
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """What :func:`calibrate` returns: the fitted link, its report, the measurements, and what to know.
+
+    ``warnings`` holds what the fit could not vouch for (each also issued as a ``UserWarning``);
+    ``saved_to`` is the presets file when the link was saved (``save=True``), else None.
+
+    Parameters
+    ----------
+    link : Link
+        The fitted link.
+    report : FitReport
+        How well it describes the measurements.
+    measurements : Measurements
+        What was fitted.
+    line_rate_gb_s : float, optional
+        The hardware's line rate the fit was bounded by (decimal GB/s), if given.
+    warnings : tuple of str
+        What the fit could not vouch for (each also issued as a ``UserWarning``).
+    saved_to : pathlib.Path, optional
+        The presets file when the link was saved (``save=True``), else None.
+
+    Examples
+    --------
+    >>> import pandas as pd, perfmodel
+    >>> fitted = perfmodel.calibrate(pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": [0.03, 0.21, 2.01]}))
+    >>> type(fitted.link).__name__, fitted.report.points, fitted.measurements.nbytes.size
+    ('Link', 3, 3)
+    """
+
+    link: Link
+    report: FitReport
+    measurements: Measurements
+    line_rate_gb_s: float | None = None
+    warnings: tuple[str, ...] = ()
+    saved_to: Path | None = field(default=None)
+
+    def relative_errors(self, link: Link | str | None = None) -> np.ndarray:
+        """Each measurement's relative error under ``link`` (default: the fitted one)."""
+        chosen = self.link if link is None else get_link(link)
+        m = self.measurements
+        predicted = np.asarray(
+            chosen.transfer_ms(
+                m.nbytes, 0 if m.n_blocks is None else m.n_blocks, 0 if m.n_messages is None else m.n_messages
+            ),
+            dtype=float,
+        )
+        return np.abs(predicted - m.measured_ms) / m.measured_ms
+
+
+def calibrate(
+    table: pd.DataFrame | str | os.PathLike,
+    *,
+    name: str = "fitted",
+    model: str | None = None,
+    kv_cache_dtype: str | None = None,
+    tp: int | None = None,
+    decode_tp: int | None = None,
+    scope: str | None = None,
+    block_size: int | None = None,
+    kv_layout: str = "layer_kv",
+    line_rate_gb_s: float | None = None,
+    nic: Link | str | None = None,
+    save: bool = False,
+    replace: bool = False,
+    source: str = "",
+) -> Calibration:
+    """Fit a link to a table of measured transfers and say how well it describes them.
+
+    Parameters
+    ----------
+    table
+        A DataFrame, a CSV / Parquet / JSON-lines file, perftest's text output (``ib_write_bw``,
+        ``ib_read_bw``, ``ib_*_lat``, saved as is), or ``"dataset:NAME"`` (a shipped table,
+        :mod:`perfmodel.datasets`). Columns: a size (``nbytes`` or ``#bytes``; or
+        ``num_input_tokens`` with ``model`` or a ``model`` column), a time or a throughput (see
+        the module's table of units), optionally ``n_blocks`` and ``n_messages``.
+    name
+        The fitted link's name (and the preset's, with ``save``).
+    model, kv_cache_dtype, tp, decode_tp, scope
+        With ``num_input_tokens``: the model whose KV cache turns tokens into bytes, and the
+        bytes of which setup (as :func:`perfmodel.kv_bytes` takes them).
+    block_size, kv_layout
+        With ``model``: KV block size in tokens, and layout; the fit then has a per-message cost
+        (:func:`perfmodel.kv_messages` counts the messages).
+    line_rate_gb_s
+        The line rate of the hardware measured, decimal GB/s: the fitted bandwidth never exceeds it.
+    nic
+        Or a link preset (or :class:`perfmodel.Link`) whose ``bandwidth_gb_s`` is that line rate.
+    save
+        Save the fitted link as a user preset under ``name`` (see :func:`perfmodel.network.links.save_link`).
+    replace
+        With ``save``: replace a user preset of that name (otherwise a taken name is refused,
+        before anything is read or fitted).
+    source
+        Where the saved preset says it comes from (default: the table).
+
+    Returns
+    -------
+    Calibration
+        ``link`` (the fitted :class:`perfmodel.Link`), ``report`` (its
+        :class:`perfmodel.network.links.FitReport`), ``measurements``, ``warnings``, ``saved_to``.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> table = perfmodel.datasets.load("fastdeploy-rdma-blocksize")
+    >>> ours = table[table["notes"].str.startswith("KVTransferManager")]
+    >>> fitted = perfmodel.calibrate(ours.assign(nbytes=ours["nbytes"] * 1538, n_messages=1538), name="fd-rdma",
+    ...                              nic="roce-400g")
+    >>> round(fitted.link.bandwidth_gb_s, 1), round(fitted.link.per_message_ms * 1e3, 3), fitted.report.points
+    (48.0, 0.069, 9)
+    >>> fitted.link.bandwidth_gb_s <= 50.0 and fitted.warnings == ()   # never above roce-400g's line rate
+    True
+    """
+    if save:
+        check_link_name(name, replace=replace)  # before anything is read: a refused name costs nothing
+    cap = _line_rate(line_rate_gb_s, nic)
+    frame, places, where = read_measurements(table)
+    measurements = _measurements(
+        frame,
+        places,
+        where,
+        model=model,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        decode_tp=decode_tp,
+        scope=scope,
+        block_size=block_size,
+        kv_layout=kv_layout,
+    )
+    link = fit_link(
+        measurements.nbytes,
+        measurements.measured_ms,
+        n_blocks=measurements.n_blocks,
+        n_messages=measurements.n_messages,
+        name=name,
+        line_rate_gb_s=cap,
+    )
+    said = _above_what_was_measured(link, measurements, cap)
+    if measurements.left_out:
+        said += (f"{where}: left out {count(measurements.left_out, 'row')} without a size or a measurement",)
+    for text in said:
+        warnings.warn(text, UserWarning, stacklevel=2)
+    saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
+    return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
+
+
+def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | None:
+    """The line rate to cap the fit at: given, or a NIC preset's; both given is refused."""
+    if nic is None:
+        return line_rate_gb_s
+    if line_rate_gb_s is not None:
+        raise InputError(
+            "line_rate_gb_s",
+            f"given ({line_rate_gb_s!r}) beside nic={nic!r}, which sets it too",
+            "give one of them (--line-rate-gb-s or --nic)",
+        )
+    return get_link(nic).bandwidth_gb_s
+
+
+def _above_what_was_measured(link: Link, m: Measurements, cap: float | None) -> tuple[str, ...]:
+    """What the fit cannot vouch for: a bandwidth above every measurement by more than the fit's own error
+    (no line rate given), or measurements faster than the line rate given."""
+    best, error = m.best_throughput_gb_s, cast(FitReport, link.fit).max_relative_error  # (a fitted link's)
+    margin = max(error, _ABOVE_BEST)
+    if cap is not None:
+        if best > cap:
+            return (
+                (
+                    f"{m.source}: the best measured throughput, {best:.4g} GB/s, is above the line rate given, "
+                    f"{cap:.4g} GB/s: check the units of the table and the NIC"
+                ),
+            )
+        return ()
+    if link.bandwidth_gb_s > best * (1.0 + margin):
+        return (
+            (
+                f"{m.source}: the fitted bandwidth, {link.bandwidth_gb_s:.4g} GB/s, is above the best measured "
+                f"throughput, {best:.4g} GB/s, by more than the fit's own error ({error:.1%}): it extrapolates "
+                "beyond the measurements. Fix: give the line rate (line_rate_gb_s=, --line-rate-gb-s or --nic) to "
+                "cap it, or measure larger transfers"
+            ),
+        )
+    return ()
+
+
+# --- reading a table ---------------------------------------------------------------------------------
+
+
+def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataFrame, list[str], str]:
+    """A measurements table as read (text cells stay text), the place of each row in its source
+    ("line 7" of a text file, "row 3" of a Parquet file, "row <label>" of a DataFrame), and the
+    source's name.
+
+    Parameters
+    ----------
+    table
+        A DataFrame, a CSV, JSON-lines or Parquet file, perftest's text output, or ``"dataset:NAME"``.
+
+    Returns
+    -------
+    tuple
+        The frame, each row's place, and the source's name.
+
+    Examples
+    --------
+    >>> frame, places, where = read_measurements("dataset:fastdeploy-rdma-blocksize")
+    >>> places[:2], where
+    (['line 2', 'line 3'], 'dataset:fastdeploy-rdma-blocksize')
+    """
+    if isinstance(table, pd.DataFrame):
+        where = str(table.attrs.get("source") or "the table")
+        _unique([str(c) for c in table.columns], where)
+        return table, [f"row {label!r}" for label in table.index], where
+    if not isinstance(table, (str, os.PathLike)):
+        raise InputError("table", f"got {type(table).__name__}", "pass a DataFrame, a file or 'dataset:NAME'")
+    where = str(table)
+    if where.startswith("dataset:"):
+        from .datasets import path as dataset_path
+
+        path = dataset_path(where)
+    else:
+        path = Path(table)
+    if path.is_dir():
+        raise IsADirectoryError(21, "is a folder, not a table", str(path))
+    if not path.is_file():
+        raise FileNotFoundError(2, "no such file", str(path))
+    frame, places = _read_file(path, where)
+    return frame, places, where
+
+
+def _read_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
+    from .io import detect, json_lines
+
+    try:
+        kind = detect(path)
+    except InputError as error:
+        if _is_perftest(path, None):
+            return _read_perftest(path, where, None)
+        raise InputError(
+            where, f"{error.problem}, and it is not perftest's output (no '#bytes' header)", error.fix
+        ) from None
+    if kind.format == "parquet":
+        frame = pd.read_parquet(path)
+        return frame, [f"row {i + 1}" for i in range(len(frame))]
+    if kind.format == "jsonl":
+        numbered = list(json_lines(path, kind.compression))
+        return (
+            pd.DataFrame.from_records([record for _, record in numbered]),
+            [f"line {number}" for number, _ in numbered],
+        )
+    if _is_perftest(path, kind.compression):
+        return _read_perftest(path, where, kind.compression)
+    return _read_csv(path, where, kind.compression)
+
+
+def _lines(path: Path, compression: str | None) -> _io.TextIOWrapper:
+    from .io import open_input
+
+    return _io.TextIOWrapper(open_input(path, compression), encoding="utf-8-sig", newline="")
+
+
+def _is_comment(line: str) -> bool:
+    """A ``#`` line is a comment, but for perftest's header (``#bytes ...``)."""
+    stripped = line.lstrip()
+    return stripped.startswith("#") and not stripped.startswith("#bytes")
+
+
+def _is_perftest(path: Path, compression: str | None) -> bool:
+    """Whether a text file is perftest's own output (a ``#bytes  #iterations ...`` header, no commas)."""
+    try:
+        with _lines(path, compression) as text:
+            return any(_PERFTEST_HEADER.match(line) and "," not in line for line, _ in zip(text, range(10_000)))
+    except (UnicodeDecodeError, OSError):
+        return False
+
+
+def _read_csv(path: Path, where: str, compression: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """A CSV table as text cells, with each row's 1-based line in the file (``#`` comment lines counted)."""
+    numbers: list[int] = []
+
+    def data_lines(text: Any) -> Any:
+        for number, line in enumerate(text, start=1):
+            if line.strip() and not _is_comment(line):
+                numbers.append(number)
+                yield line
+
+    with _lines(path, compression) as text:
+        reader = csv.reader(data_lines(text), skipinitialspace=True)
+        try:
+            header = [h.strip() for h in next(reader, [])]
+            rows, places = [], []
+            for row in _records(reader):
+                first = numbers[row[0]]
+                cells = [c.strip() for c in row[1]]
+                if len(cells) > len(header):
+                    raise InputError(
+                        f"{where}, line {first}",
+                        f"{len(cells)} fields where the header has {len(header)}",
+                        "repair the line (a comma too many, or a value not quoted)",
+                    )
+                rows.append(cells + [""] * (len(header) - len(cells)))
+                places.append(f"line {first}")
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise InputError(where, f"cannot be read as a CSV table ({error})", "repair the file") from None
+    if not header:
+        raise InputError(where, "holds no table (no header line)", "give a CSV table with a header line")
+    _unique(header, where)
+    return pd.DataFrame(rows, columns=header, dtype=object), places
+
+
+def _records(reader: Any) -> Any:
+    """(index of its first line among the data lines, fields) for each record of a csv reader."""
+    while True:
+        start = reader.line_num
+        row = next(reader, None)
+        if row is None:
+            return
+        yield start, row
+
+
+def _unique(header: list[str], where: str) -> None:
+    seen = set()
+    for name in header:
+        if name in seen:
+            raise InputError(where, f"the column {name!r} appears twice", "keep one of them, or rename the other")
+        seen.add(name)
+
+
+def _perftest_columns(line: str) -> list[str]:
+    """perftest's header as column names: fields apart by two or more spaces or tabs (``#bytes #iterations``
+    is two)."""
+    names: list[str] = []
+    for part in re.split(r"\s{2,}|\t+", line.strip()):
+        names.extend(part.split() if re.fullmatch(r"#\S+(\s+#\S+)+", part) else [part])
+    return names
+
+
+def _read_perftest(path: Path, where: str, compression: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """perftest's text output: the rows under each ``#bytes`` header, up to the dashed line that ends the table
+    (perftest's banner, its warnings and a row printed again after the table are not measurements)."""
+    header: list[str] = []
+    rows, places, inside = [], [], False
+    with _lines(path, compression) as text:
+        for number, line in enumerate(text, start=1):
+            stripped = line.strip()
+            if _PERFTEST_HEADER.match(line):
+                columns = _perftest_columns(line)
+                if header and columns != header:
+                    raise InputError(
+                        f"{where}, line {number}", "a second table of other columns", "keep one perftest run per file"
+                    )
+                header, inside = columns, True
+            elif inside and stripped.startswith("---"):
+                inside = False
+            elif inside and stripped[:1].isdigit():
+                cells = stripped.split()
+                if len(cells) != len(header):
+                    raise InputError(
+                        f"{where}, line {number}",
+                        f"{count(len(cells), 'value')} under a header of {len(header)} columns",
+                        "repair the line, or remove it",
+                    )
+                rows.append(cells)
+                places.append(f"line {number}")
+    if not header:
+        raise InputError(where, "holds no perftest table (no '#bytes' header)", "save perftest's output as is")
+    return pd.DataFrame(rows, columns=header, dtype=object), places
+
+
+# --- bytes, times, blocks and messages ------------------------------------------------------------------
+
+
+class _Columns:
+    """A table's columns as numbers, each bad value reported at its place in the source."""
+
+    def __init__(self, frame: pd.DataFrame, places: list[str], where: str) -> None:
+        self.frame, self.places, self.where = frame, places, where
+
+    def __contains__(self, column: str) -> bool:
+        return column in self.frame.columns
+
+    def numbers(self, column: str) -> np.ndarray | None:
+        """A column as float64 (None when absent; empty cells NaN); a value that is not a number is refused."""
+        if column not in self:
+            return None
+        cells = self.frame[column]
+        empty = cells.isna().to_numpy() | cells.astype(str).str.strip().eq("").to_numpy()
+        values = pd.to_numeric(cells.where(~empty), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad = np.isnan(values) & ~empty
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(
+                f"{self.where}, {self.places[row]}",
+                f"column {column!r} holds {cells.iloc[row]!r}, {not_a_number(cells.iloc[row])}",
+                "repair it, or leave the cell empty",
+            )
+        return values
+
+    def first(self, columns: Any) -> str | None:
+        return next((c for c in columns if c in self), None)
+
+
+def _measurements(frame: pd.DataFrame, places: list[str], where: str, **shape: Any) -> Measurements:
+    """The measured transfers of a table: bytes, ms, blocks and messages; rows without a size or a
+    measurement left out; every value checked at its place."""
+    table = _Columns(frame, places, where)
+    _refuse_unclear_units(table)
+    blocks, messages = table.numbers("n_blocks"), table.numbers("n_messages")
+    size = table.first(SIZES)
+    if size is not None:
+        given = [a for a in _SHAPE if shape.get(a)]
+        if given:
+            raise InputError(
+                where,
+                f"gives bytes ({size!r}), so {', '.join(given)} (which turn num_input_tokens "
+                "into bytes and messages) have nothing to do",
+                "drop them, or give num_input_tokens instead of bytes",
+            )
+        nbytes, setup = cast(np.ndarray, table.numbers(size)), ""  # (the column is there)
+    elif "num_input_tokens" in table and (shape["model"] or "model" in table):
+        nbytes, messages, setup = _bytes_of_tokens(table, messages, **shape)
+    else:
+        raise InputError(
+            where,
+            f"needs an nbytes column (or perftest's #bytes), or num_input_tokens with a model "
+            f"(model= / --model, or a model column); it has {list(frame.columns)}",
+            "add the column, or name the model",
+        )
+    measured = _times(table, nbytes)
+    return _kept(table, nbytes, measured, blocks, messages, setup)
+
+
+def _refuse_unclear_units(table: _Columns) -> None:
+    known = {*TIMES, *THROUGHPUTS}
+    for column in table.frame.columns:
+        text = str(column)
+        if text not in known and text.startswith(("measured", "BW average")):
+            raise InputError(
+                table.where,
+                f"column {text!r} has a unit calibrate cannot tell",
+                "rename it measured_ms (milliseconds), measured_us (microseconds), measured_gb_s "
+                "(decimal GB/s, 1e9 bytes/s) or measured_gib_s (binary GiB/s, 2**30 bytes/s)",
+            )
+
+
+def _bytes_of_tokens(
+    table: _Columns,
+    messages: np.ndarray | None,
+    *,
+    model: str | None,
+    kv_cache_dtype: str | None,
+    tp: int | None,
+    decode_tp: int | None,
+    scope: str | None,
+    block_size: int | None,
+    kv_layout: str,
+) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """Bytes (and, with a block size, messages) of each row's prompt under its model and setup."""
+    from .model.models import kv_bytes, kv_messages
+
+    models = _models_of(table, model)
+    tokens = cast(np.ndarray, table.numbers("num_input_tokens"))  # (the caller found the column)
+    shape: dict[str, Any] = dict(kv_cache_dtype=kv_cache_dtype, tp=tp or 1, decode_tp=decode_tp, scope=scope or "rank")
+    nbytes = np.full(len(tokens), np.nan)
+    counted = block_size and messages is None
+    if counted:
+        messages = np.full(len(tokens), np.nan)
+    for name in dict.fromkeys(models):  # each model's bytes per prompt (windows and states included)
+        rows = (models == name) & np.isfinite(tokens)
+        nbytes[rows] = kv_bytes(name, tokens[rows], **shape)
+        if counted:
+            cast(np.ndarray, messages)[rows] = kv_messages(
+                name, tokens[rows], cast(int, block_size), kv_layout=kv_layout
+            )
+    setup = (
+        f"{', '.join(dict.fromkeys(models))}; tp {shape['tp']}"
+        + (f" to decode tp {decode_tp}" if decode_tp else "")
+        + f", {shape['scope']} bytes"
+        + (f", {kv_cache_dtype}" if kv_cache_dtype else "")
+        + (f"; {block_size}-token blocks, {kv_layout} messages" if block_size else "")
+    )
+    return nbytes, messages, setup
+
+
+def _models_of(table: _Columns, model: str | None) -> np.ndarray:
+    """Each row's model: the one given, or the table's model column (an empty cell, or a column that says
+    otherwise than the model given, is refused)."""
+    if "model" not in table:
+        return np.array([model] * len(table.frame), dtype=object)
+    cells = table.frame["model"]
+    names = [None if pd.isna(c) or not str(c).strip() else str(c).strip() for c in cells]
+    for row, name in enumerate(names):
+        if model is not None and name is not None and _presets.key_of(name) != _presets.key_of(model):
+            raise InputError(
+                f"{table.where}, {table.places[row]}",
+                f"the model column says {name!r}, but the model given is {model!r}",
+                "drop the model given, or the column",
+            )
+        if model is None and name is None:
+            raise InputError(
+                f"{table.where}, {table.places[row]}",
+                "the model cell is empty",
+                "name the row's model, or give one model for every row (model= / --model)",
+            )
+    return np.array([model] * len(names) if model is not None else names, dtype=object)
+
+
+def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
+    """Each row's measured ms: from the first time column present, each missing time from a throughput."""
+    column = table.first(TIMES)
+    measured = None if column is None else cast(np.ndarray, table.numbers(column)) * TIMES[column]
+    for column, unit in THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
+        if column in table:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                from_throughput = nbytes / (cast(np.ndarray, table.numbers(column)) * unit) * 1000.0
+            measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
+    if measured is None:
+        raise InputError(
+            table.where,
+            f"needs a time column ({', '.join(TIMES)}) or a throughput column "
+            f"({', '.join(THROUGHPUTS)}); it has {list(table.frame.columns)}",
+            "add one",
+        )
+    return measured
+
+
+def _kept(
+    table: _Columns,
+    nbytes: np.ndarray,
+    measured: np.ndarray,
+    blocks: np.ndarray | None,
+    messages: np.ndarray | None,
+    setup: str,
+) -> Measurements:
+    """The rows with a size and a measurement (and counts, when given), each value checked > 0 at its place."""
+    columns = {"the size": nbytes, "the time": measured, "n_blocks": blocks, "n_messages": messages}
+    keep = np.ones(len(nbytes), dtype=bool)
+    for values in columns.values():
+        if values is not None:
+            keep &= ~np.isnan(values)
+    for label, values in columns.items():
+        if values is None:
+            continue
+        bad = keep & ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(
+                f"{table.where}, {table.places[row]}",
+                f"{label} is {float(values[row])!r}, not a finite number > 0",
+                "drop failed or empty measurements (an empty cell is left out)",
+            )
+    if not keep.any():
+        raise InputError(table.where, "has no row with both a size and a measurement", "fill in the table")
+    places = tuple(p for p, k in zip(table.places, keep) if k)
+    return Measurements(
+        table.where,
+        nbytes[keep],
+        measured[keep],
+        None if blocks is None else blocks[keep],
+        None if messages is None else messages[keep],
+        places,
+        int((~keep).sum()),
+        setup,
+    )

@@ -1,0 +1,3 @@
+"""The ground under every module: files perfmodel writes (atomic, owned folders), where its shipped
+data lies, and the one progress bar.
+"""

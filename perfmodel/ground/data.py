@@ -1,0 +1,64 @@
+"""Where the shipped data lies (see :mod:`perfmodel.datasets`); a bottom module, imported by the
+datasets and by the transport profiles of :mod:`perfmodel.network.links`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+
+_DATA = Path(__file__).resolve().parents[1] / "data"
+
+#: Each dataset's file in the package, and whether it is a request trace.
+FILES = {
+    "mooncake-synthetic": ("mooncake_synthetic_trace.jsonl.gz", True),
+    "azure-code-2023": ("azure_llm_2023_code.csv.gz", True),
+    "fastdeploy-rdma-blocksize": ("fastdeploy_kvtransfer_vs_mooncake_blocksize.csv", False),
+    "mooncake-te-efa": ("mooncake_te_efa_aws.csv", False),
+    "lmcache-nixl-iov": ("lmcache_pr4161_nixl_ucx_uccl_iov.csv", False),
+}
+
+#: How the command line names a dataset where a file goes (``perfmodel trace dataset:mooncake-synthetic``).
+PREFIX = "dataset:"
+
+
+def names() -> list[str]:
+    """The shipped datasets' names.
+
+    Returns
+    -------
+    list of str
+        The names :func:`perfmodel.datasets.load` takes.
+
+    Examples
+    --------
+    >>> from perfmodel import datasets
+    >>> datasets.names()[:2]
+    ['mooncake-synthetic', 'azure-code-2023']
+    """
+    return list(FILES)
+
+
+def path(name: str) -> Path:
+    """The file of a shipped dataset (read it with :func:`perfmodel.read_trace`, or pandas for a table).
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`perfmodel.datasets.names` (``dataset:`` in front is allowed).
+
+    Returns
+    -------
+    pathlib.Path
+        The installed file (read only: copy it to change it).
+
+    Examples
+    --------
+    >>> from perfmodel import datasets
+    >>> datasets.path("mooncake-synthetic").name
+    'mooncake_synthetic_trace.jsonl.gz'
+    """
+    key = name.removeprefix(PREFIX).strip().lower() if isinstance(name, str) else name
+    if key not in FILES:
+        raise InputError("dataset", f"{name!r} is not a shipped dataset", f"use one of {', '.join(FILES)}")
+    return _DATA / FILES[key][0]

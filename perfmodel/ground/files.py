@@ -1,0 +1,309 @@
+"""Files perfmodel writes: atomic files, and output folders that hold what each command wrote.
+
+User files are precious: a file is written to a temporary name beside its target and
+renamed onto it when complete; an output folder receives its files staged in a hidden
+folder and moved in when all are complete. Its manifest (``.perfmodel-output.json``)
+lists the files each command wrote there, so a command replaces, or removes as stale,
+only files it wrote itself: never a user's file, nor another command's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from ..errors import InputError
+
+__all__ = [
+    "MANIFEST",
+    "atomic_file",
+    "check_not_overlapping",
+    "check_output_file",
+    "interrupts_deferred",
+    "output_folder",
+    "record_output_file",
+]
+
+#: The file in an output folder that lists what perfmodel wrote there, command by command.
+MANIFEST = ".perfmodel-output.json"
+
+
+def _normal_permissions(path: Path, mode: int = 0o666) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``target``, renamed onto it only if the block succeeds.
+
+    The temporary file is removed whatever happens (an error, Ctrl-C, or SIGTERM/SIGHUP,
+    which the command line turns into an interrupt).
+
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
+    >>> with atomic_file(target) as tmp:
+    ...     _ = tmp.write_text("complete")
+    >>> target.read_text()
+    'complete'
+    """
+    target = Path(target)
+    if target.is_dir():
+        raise IsADirectoryError(21, "is a folder; name a file", str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = None
+    try:
+        with interrupts_deferred():  # the file and its name, or neither: an interrupt between would leave it
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
+            os.close(fd)
+            tmp = Path(name)
+        yield tmp
+        _normal_permissions(tmp)  # mkstemp makes files private; outputs get the usual permissions
+        os.replace(tmp, target)
+    finally:
+        with interrupts_deferred():
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+
+
+#: The signals that interrupt a command: Ctrl-C, ``kill`` and a closed terminal.
+_INTERRUPTS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP that arrive in the block take effect as it ends: their handlers run then.
+
+    Python runs a signal's handler in the main thread whichever thread received the signal (a
+    process with pyarrow's or numba's threads), so masking signals in one thread does not hold
+    them back; the handlers themselves are replaced for the block. Outside the main thread,
+    where Python runs no handler, the block runs as it is.
+
+    >>> with interrupts_deferred():
+    ...     pass
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {
+        signum: signal.signal(signum, lambda received, _frame: pending.append(received)) for signum in _INTERRUPTS
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(pending):  # each signal's own handler once, in order of arrival
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def check_not_overlapping(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse an output that is, contains or lies inside one of the inputs (files or folders).
+
+    >>> check_not_overlapping("out/", ["data/requests.csv"])
+    >>> check_not_overlapping("data", ["data/requests.csv"])
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: data: the output folder contains the input data/requests.csv. Fix: write the output somewhere else (e.g. --out results/).
+    """
+    out = Path(output).resolve()
+    for source in inputs:
+        src = Path(source).resolve()
+        if out == src:
+            problem = "the output is the input itself"
+        elif _within(src, out):
+            problem = f"the output folder contains the input {source}"
+        elif _within(out, src):
+            problem = f"the output lies inside the input folder {source}"
+        else:
+            continue
+        raise InputError(str(output), problem, "write the output somewhere else (e.g. --out results/)")
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and "/" not in name and name not in ("", ".", "..")
+
+
+def _manifest(folder: Path) -> dict[str, set[str]]:
+    """The files each command wrote in ``folder``, by command (an unreadable manifest: none)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    commands = data.get("commands") if isinstance(data, dict) else None
+    if not isinstance(commands, dict):  # a manifest of one list: files of a command not named
+        files = data.get("files", []) if isinstance(data, dict) else []
+        commands = {"": files if isinstance(files, list) else []}
+    return {
+        str(command): {n for n in names if _plain_name(n)}
+        for command, names in commands.items()
+        if isinstance(names, list)
+    }
+
+
+@contextlib.contextmanager
+def output_folder(
+    target: str | os.PathLike, *, command: str, names: Sequence[str] = (), inputs: Iterable[str | os.PathLike] = ()
+) -> Iterator[Path]:
+    """A staging folder for one command's output files; moved into ``target`` only when the block succeeds.
+
+    ``target`` may be new, empty, or hold other files: the command adds its own and replaces
+    only the files the manifest says it wrote itself (also removing those of its earlier runs
+    that this run did not write again). A file of the same name that the command did not
+    write (a user's, or another command's) makes it refuse, before any work when ``names``
+    lists the files to come; the other commands' files stay as they are.
+
+    Parameters
+    ----------
+    target : str or os.PathLike
+        The output folder (created if absent).
+    command : str
+        The command writing, for the folder's manifest.
+    names : sequence of str
+        The files it writes.
+    inputs : iterable of paths
+        Files it reads, which it must not overwrite.
+
+    Yields
+    ------
+    pathlib.Path
+        The staging folder: write the command's files there.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "results"
+    >>> with output_folder(out, command="sweep") as stage:
+    ...     _ = (stage / "summary.txt").write_text("ok")
+    >>> sorted(p.name for p in out.iterdir())
+    ['.perfmodel-output.json', 'summary.txt']
+    """
+    target = Path(target)
+    check_not_overlapping(target, inputs)
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
+    manifest = _manifest(target) if target.is_dir() else {}
+    owned = manifest.get(command, set())
+
+    def refuse_foreign(written: Iterable[str]) -> None:
+        foreign = sorted(n for n in written if (target / n).exists() and n not in owned)
+        if foreign:
+            others = {n: c for c, files in manifest.items() if c != command for n in files}
+            listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
+            raise InputError(
+                str(target),
+                f"holds {listing}, which perfmodel {command} did not write",
+                "choose another --out folder, or move those files away",
+            )
+
+    refuse_foreign(names)
+    created = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
+    if created:
+        _normal_permissions(target, 0o777)
+    staging = None
+    try:
+        with interrupts_deferred():  # the folder and its name, or neither
+            staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
+        yield staging
+        written = sorted(p.name for p in staging.iterdir())
+        refuse_foreign(written)
+        try:
+            with interrupts_deferred():  # every file moved in and the manifest written, or none moved
+                _move_in(staging, target, written, command, manifest)
+        except KeyboardInterrupt as interrupt:  # it came while they were moved in: the output is complete
+            interrupt.output_complete = str(target)  # type: ignore[attr-defined]  # (ours, read by the CLI)
+            raise
+    except BaseException:
+        with interrupts_deferred():
+            _discard(staging, target if created else None)
+        raise
+    _discard(staging, None)
+
+
+def _move_in(staging: Path, target: Path, written: list[str], command: str, manifest: dict[str, set[str]]) -> None:
+    """Move a command's ``written`` files from ``staging`` into ``target``, remove that command's files of an
+    earlier run it did not write again, and write the folder's manifest."""
+    for name in written:
+        os.replace(staging / name, target / name)
+    for stale in sorted(manifest.get(command, set()) - set(written)):  # this command's own files of an earlier run
+        if (target / stale).is_file() and not (target / stale).is_symlink():
+            (target / stale).unlink()
+    manifest[command] = set(written)
+    for other, names in manifest.items():
+        if other != command:
+            manifest[other] = {n for n in names if n not in written and (target / n).exists()}
+    _write_manifest(target, manifest)
+
+
+def _write_manifest(folder: Path, manifest: dict[str, set[str]]) -> None:
+    commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
+    with atomic_file(folder / MANIFEST) as tmp:
+        tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))
+
+
+def check_output_file(target: str | os.PathLike, *, command: str, replace: bool = False) -> None:
+    """Refuse an existing ``target`` that ``command`` did not write (its folder's manifest says), unless ``replace``.
+
+    >>> import tempfile, pathlib
+    >>> mine = pathlib.Path(tempfile.mkdtemp()) / "mine.csv"
+    >>> _ = mine.write_text("precious")
+    >>> check_output_file(mine, command="delay")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: ...mine.csv: exists, and perfmodel delay did not write it. Fix: ...
+    """
+    target = Path(target)
+    if replace or not (target.exists() or target.is_symlink()) or target.is_dir():  # (a folder: atomic_file's)
+        return
+    manifest = _manifest(target.parent)
+    if target.name in manifest.get(_file_key(command), set()):
+        return
+    other = next((c for c, files in manifest.items() if target.name in files), None)
+    raise InputError(
+        str(target),
+        f"exists, and perfmodel {command} did not write it" + (f" (perfmodel {other} did)" if other else ""),
+        "choose another --out file, or add --replace to overwrite it",
+    )
+
+
+def _file_key(command: str) -> str:
+    """A command's single files' entry in a manifest: apart from its output folders' (whose stale files it removes)."""
+    return f"{command} --out FILE"
+
+
+def record_output_file(target: str | os.PathLike, *, command: str) -> None:
+    """Record in its folder's manifest that ``command`` wrote the file ``target`` (beside its other files)."""
+    target = Path(target)
+    with interrupts_deferred():
+        manifest = _manifest(target.parent)
+        for names in manifest.values():
+            names.discard(target.name)
+        manifest.setdefault(_file_key(command), set()).add(target.name)
+        _write_manifest(target.parent, manifest)
+
+
+def _discard(staging: Path | None, created: Path | None) -> None:
+    """Remove the staging folder (ours) and the output folder ``created`` for this run if it is still empty."""
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+    if created is not None:
+        with contextlib.suppress(OSError):
+            created.rmdir()  # only if still empty

@@ -1,0 +1,44 @@
+"""One progress bar for every long path (sweeps, replay grids, ``delay`` on big files, the Dask paths).
+
+Shown on a terminal once the work has taken a second, quiet when the output is piped or
+redirected (tqdm's ``disable=None``), and never drawn for work too small to report on.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+
+def progress_bar(total: int | None, *, unit: str, desc: str, progress: bool | None = None, at_least: int = 0) -> Any:
+    """A tqdm bar over ``total`` units of work, to use as a context manager and ``update`` as work is done.
+
+    ``progress``: None (default) shows it on a terminal after one second, and not at all for
+    ``at_least`` units or fewer; True always shows it; False never does (its updates cost nothing).
+    ``total`` None: an unknown amount of work (the bar counts without a percentage).
+
+    >>> with progress_bar(3, unit="configs", desc="replay grid", progress=False) as bar:
+    ...     bar.update(3)
+    """
+    if progress is not None and not isinstance(progress, bool):
+        from ..errors import InputError
+
+        raise InputError("progress", f"{progress!r} is not True, False or None", "pass progress=True, False or None")
+    hidden = progress is False or (progress is None and total is not None and total <= at_least)
+    return _bar()(
+        total=total,
+        unit=unit,
+        unit_scale=True,
+        delay=1.0,
+        desc=desc,
+        disable=True if hidden else (None if progress is None else False),
+    )
+
+
+@functools.cache
+def _bar() -> type:
+    """tqdm's bar (a notebook's where one runs) without its monitor thread, which any bar would start, hidden
+    or not: a second thread stops the command line from drawing its figures beside the work (a fork)."""
+    from tqdm.auto import tqdm
+
+    return type("Bar", (tqdm,), {"monitor_interval": 0})

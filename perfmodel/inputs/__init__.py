@@ -1,0 +1,1 @@
+"""The inputs: the table (one entry per input), coercion at the edge, names resolved to numbers."""

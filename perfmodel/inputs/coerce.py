@@ -1,0 +1,372 @@
+"""Generic coercion at the edge: user values to numpy arrays of a few fixed dtypes, never a silent misread.
+
+Used by every entry point (the numpy-level API, the pandas facade, sweeps, replay) so an
+input form is accepted, or refused, the same way everywhere:
+
+- scalars, lists, numpy arrays (masked entries are missing), pandas Series/Index and
+  extension arrays (nullable, Arrow-backed, categorical);
+- numbers as int64 or float64; text is parsed, with the usual spellings of "missing"
+  (``""``, ``NA``, ``null``...) as missing; booleans, dates and durations are refused
+  where numbers are expected, never read as 0/1 or nanoseconds;
+- labels (names, enum members, codes) as small integer codes, each distinct label mapped
+  once (:func:`map_distinct`), never per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from ..errors import InputError, check_choice, not_a_number
+from .table import INPUTS
+
+# Stand-in for an entry that could not be parsed at all (a string, an unknown label):
+# invalid under every rule, so the kernel counts it and errors="coerce" yields NaN.
+UNPARSEABLE = -1
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only, C-contiguous view (one kernel type for writeable and read-only inputs)."""
+    flags = a.flags
+    if not flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+        flags = a.flags
+    if flags.writeable:
+        a = a.view()
+        a.setflags(write=False)  # (a.flags.writeable = False builds a second flags object: ~2 us after a kernel pass)
+    return a
+
+
+def as_1d(name: str, value: Any) -> tuple[Any, bool]:
+    """``value`` as a 1-D numpy array or pandas array-like, and whether it was a scalar."""
+    if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray)):
+        return value, False
+    if isinstance(value, pd.DataFrame):
+        raise InputError(
+            name, f"got a DataFrame with columns {list(value.columns)}", "pass one column, e.g. df['column']"
+        )
+    if np.ma.isMaskedArray(value):  # masked entries are missing values, never the numbers behind the mask
+        value = _unmask(name, value)
+    array = np.asarray(value)
+    if array.ndim == 1 and array.dtype.kind in "USbiuf" and not isinstance(value, np.ndarray) and _mixed(value):
+        array = np.asarray(value, dtype=object)  # each entry read as it is, as it would be alone
+    if array.ndim == 0:
+        return array.reshape(1), True
+    if array.ndim > 1:
+        raise InputError(
+            name,
+            f"must be a scalar or 1-D, got an array of shape {array.shape}",
+            "pass one column, or flatten it with .ravel()",
+        )
+    return array, False
+
+
+def _mixed(entries: Any) -> bool:
+    """Whether a sequence mixes text, booleans and other values, which numpy would convert to one of
+    them (1.0 -> '1.0', an enum member -> 'WorkerType.PREFILL' on Python 3.10, False -> 0)."""
+    kinds = {
+        str if issubclass(kind, (str, bytes)) else bool if issubclass(kind, (bool, np.bool_)) else object
+        for kind in set(map(type, entries))
+    }
+    return len(kinds) > 1
+
+
+def _unmask(name: str, value: np.ma.MaskedArray) -> np.ndarray:
+    """A masked array with its masked entries as missing (NaN for numbers, None otherwise)."""
+    if not np.ma.getmask(value).any():
+        return np.ma.getdata(value)
+    if value.dtype.kind in "iuf":
+        return value.astype(np.float64).filled(np.nan)  # type: ignore[attr-defined]  # (numpy's stubs type a MaskedArray's astype as an ndarray)
+    if value.dtype.kind in "b":
+        raise InputError(name, "got a masked boolean array", "pass a pandas 'boolean' array, or fill the mask")
+    return value.astype(object).filled(None)  # type: ignore[attr-defined]  # (numpy's stubs type a MaskedArray's astype as an ndarray)
+
+
+def _pandas_to_numpy(data: Any) -> np.ndarray:
+    """A pandas Series/Index/ExtensionArray as numpy: numbers as numbers (NA as NaN), else objects."""
+    dtype = data.dtype
+    if isinstance(dtype, np.dtype):
+        return data.to_numpy()
+    if dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
+        if dtype.kind in "iu" and not pd.isna(data).any():
+            return data.to_numpy(dtype=np.int64 if dtype.kind == "i" else np.uint64)
+        if dtype.kind == "b" and not pd.isna(data).any():
+            return data.to_numpy(dtype=np.bool_)
+        return data.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(data, dtype=object)
+
+
+def no_booleans(name: str, value: Any) -> None:
+    """Refuse booleans (a bool, numpy's, an array or column of them, nullable ones too) where numbers go: never
+    read as 0/1. The one check every numeric input passes.
+
+    >>> no_booleans("num_layers", True)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: num_layers: got booleans where numbers were expected. Fix: pass numbers, e.g. .astype('int64').
+    """
+    dtype = getattr(value, "dtype", None)
+    if (
+        isinstance(value, (bool, np.bool_))
+        or getattr(dtype, "kind", "") == "b"
+        or (dtype is None and isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value))
+    ):
+        raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. .astype('int64')")
+
+
+def to_numeric(name: str, data: Any) -> np.ndarray:
+    """Numbers as int64 or float64; entries that are not numbers as ``UNPARSEABLE``."""
+    if not isinstance(data, np.ndarray):
+        no_booleans(name, data)  # (nullable booleans too)
+        data = _pandas_to_numpy(data)
+    dtype = data.dtype
+    if dtype == np.int64 or dtype == np.float64:
+        return data
+    no_booleans(name, data)
+    if dtype.kind in "mMc":  # would otherwise parse as nanoseconds or lose an imaginary part: never a silent number
+        raise InputError(
+            name,
+            f"got {dtype} values where plain numbers were expected",
+            "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)",
+        )
+    if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
+        return data.astype(np.int64)
+    if dtype.kind == "u":  # uint64 beyond int64's range stays exact enough as float64
+        fits = data.size == 0 or data.max() <= np.iinfo(np.int64).max
+        return data.astype(np.int64 if fits else np.float64)
+    if dtype.kind == "f":
+        return data.astype(np.float64)
+    # objects and strings: parse; genuine missing values (None, NaN, NA, "" and "NA"-like text) stay NaN.
+    return _parse_objects(name, np.asarray(data, dtype=object))
+
+
+#: Text that means "missing" in a file (compared case-insensitively, after stripping spaces).
+MISSING_TEXT = frozenset({"", "na", "nan", "null", "none", "n/a", "<na>", "nat"})
+
+
+def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
+    """Objects (numbers, numeric text, missing markers) as int64 if all are whole, else float64.
+
+    Booleans, dates and durations are errors (never silently numbers); anything else that
+    is not a number becomes ``UNPARSEABLE``, so the kernel counts it as invalid.
+    """
+    try:
+        kinds = {type(v) for v in pd.unique(data) if v is not None}
+    except TypeError:  # unhashable entries (lists): every type, the slow way
+        kinds = {type(v) for v in data if v is not None}
+    for kind in kinds:
+        if issubclass(kind, (bool, np.bool_)):
+            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
+        if issubclass(kind, (np.timedelta64, np.datetime64)) or (
+            kind.__module__.startswith(("datetime", "pandas"))
+            and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp")
+        ):
+            raise InputError(
+                name,
+                f"got {kind.__name__} values where plain numbers were expected",
+                "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)",
+            )
+    if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
+        try:
+            return data.astype(np.int64)
+        except (OverflowError, TypeError):
+            pass  # beyond int64, or missing values among them: float64 below
+    text = pd.Series(data, dtype=object)
+    if any(issubclass(k, str) for k in kinds):
+        is_text = text.map(type) == str  # noqa: E721 (elementwise: exactly str, not a subclass)
+        missing_text = text[is_text].str.strip().str.lower().isin(MISSING_TEXT)
+        text[missing_text[missing_text].index] = None
+    parsed = pd.to_numeric(text, errors="coerce")
+    parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+    parsed[np.isnan(parsed) & ~pd.isna(text).to_numpy()] = UNPARSEABLE
+    return parsed
+
+
+def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, missing: Any) -> np.ndarray:
+    """Map each distinct label of ``data`` once (hash-based), then spread the results to every row.
+
+    Works on numpy arrays and pandas objects (Categorical codes are reused as they are);
+    missing labels (None, NaN, NA) map to ``missing``.
+    """
+    codes, uniques = distinct(data)
+    return spread(codes, np.array([label_to_value(label) for label in uniques] + [missing], dtype=dtype))
+
+
+class Coded:
+    """A column of labels given as the codes of its distinct labels (which need not be hashable:
+    model configs), as a grid that knows its few distinct values hands them to the edge."""
+
+    ndim = 1
+    dtype = np.dtype(object)
+
+    def __init__(self, codes: np.ndarray, labels: list[Any]) -> None:
+        self.codes, self.labels = codes, labels
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def distinct(data: Any) -> tuple[np.ndarray, Any]:
+    """(codes, distinct labels) of a column: -1 codes missing labels. Categorical codes are reused
+    as they are, Arrow-backed columns are encoded by Arrow (its int32 indices, no 64-bit copy)."""
+    if isinstance(data, Coded):
+        return data.codes, data.labels
+    if isinstance(data.dtype, pd.CategoricalDtype):
+        categorical = data.array if isinstance(data, (pd.Series, pd.Index)) else data
+        return np.asarray(categorical.codes), categorical.categories
+    if _arrow_backed(data):
+        return _arrow_codes(data)
+    try:
+        return pd.factorize(data, use_na_sentinel=True)
+    except TypeError:  # unhashable labels (config dicts): by their content, each distinct one once
+        return _content_codes(data)
+
+
+def _content_codes(data: Any) -> tuple[np.ndarray, list]:
+    """(codes, distinct labels) of labels some of which are unhashable (mappings: model configs), two
+    configs with the same content being one label."""
+    import json
+    from collections.abc import Mapping
+
+    values = list(data.to_numpy() if isinstance(data, (pd.Series, pd.Index)) else data)
+    keys = np.empty(len(values), dtype=object)
+    keys[:] = [("config", json.dumps(v, sort_keys=True, default=str)) if isinstance(v, Mapping) else v for v in values]
+    codes, uniques = pd.factorize(keys, use_na_sentinel=True)
+    first = {code: i for i, code in reversed(list(enumerate(codes.tolist()))) if code >= 0}
+    return codes, [values[first[k]] for k in range(len(uniques))]
+
+
+def _arrow_backed(data: Any) -> bool:
+    """Whether a pandas column keeps its values in Arrow (``string[pyarrow]``, ``str``, ``ArrowDtype``)."""
+    dtype = getattr(data, "dtype", None)
+    return isinstance(dtype, pd.ArrowDtype) or (
+        isinstance(dtype, pd.StringDtype) and dtype.storage in ("pyarrow", "pyarrow_numpy")
+    )
+
+
+def _arrow_codes(data: Any) -> tuple[np.ndarray, list]:
+    """(codes, distinct labels) of an Arrow-backed column by Arrow's dictionary encoding (chunks unified)."""
+    import pyarrow as pa
+
+    encoded = pa.array(getattr(data, "array", data)).dictionary_encode()  # a dictionary column stays as it is
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks() if encoded.num_chunks else pa.array([], encoded.type)
+    indices = encoded.indices
+    if indices.null_count:  # missing labels: code -1
+        indices = indices.cast(pa.int64() if pa.types.is_unsigned_integer(indices.type) else indices.type)
+        indices = indices.fill_null(-1)
+    return indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
+
+
+def spread(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
+    """``lookup[codes]``: code -1 (a missing label) takes the last entry, as numpy's indexing does."""
+    return lookup[np.asarray(codes)]
+
+
+def to_codes(data: Any, names: dict[str, int], limit: int, accept_bool: bool) -> np.ndarray:
+    """Labels, enum members or integer codes as int8 codes (bool kept for flags).
+
+    Anything that is not a valid code becomes ``UNPARSEABLE``.
+    """
+    dtype = data.dtype
+    if dtype.kind == "b" and not accept_bool:  # booleans (nullable ones too) are never worker types or modes
+        return np.full(len(data), UNPARSEABLE, dtype=np.int8)
+    if not isinstance(data, np.ndarray) and dtype.kind in "iufb" and not isinstance(dtype, pd.CategoricalDtype):
+        data = _pandas_to_numpy(data)
+        dtype = data.dtype
+    if dtype.kind == "b" and isinstance(dtype, np.dtype):
+        return data if accept_bool else np.full(len(data), UNPARSEABLE, dtype=np.int8)
+    if dtype == np.int8:
+        return data
+    if dtype.kind in "iuf" and isinstance(dtype, np.dtype):
+        valid = (data >= 0) & (data <= limit)
+        if dtype.kind == "f":
+            valid &= data == np.floor(data)
+        return np.where(valid, data, UNPARSEABLE).astype(np.int8)
+    return map_distinct(data, lambda label: code_of(label, names, limit, accept_bool), np.int8, UNPARSEABLE)
+
+
+def code_of(label: Any, names: dict[str, int], limit: int, accept_bool: bool) -> int:
+    """The code of one label: a name (any case), an enum member or an integer code."""
+    if isinstance(label, str):
+        label = label.strip().lower()
+        if label.isdigit():  # "1" from a text file, or numpy's cast of a mixed list
+            return int(label) if int(label) <= limit else UNPARSEABLE
+        return names.get(label, UNPARSEABLE)
+    if isinstance(label, (bool, np.bool_)):
+        return int(label) if accept_bool else UNPARSEABLE
+    if isinstance(label, (int, np.integer, float, np.floating)) and 0 <= label <= limit and label == int(label):
+        return int(label)
+    return UNPARSEABLE
+
+
+def plain(value: Any) -> Any:
+    """numpy scalars as Python scalars, for readable messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:
+    """``errors`` if it is one of ``choices`` (default: the input table's, ``"raise"`` and ``"coerce"``), else
+    :class:`InputError` (the one choice validator, :func:`perfmodel.errors.check_choice`)."""
+    return check_choice("errors", errors, INPUTS["errors"].choices if choices is None else choices)
+
+
+def _count_problem(original: Any, number: float, smallest: int) -> str:
+    """Why one entry is not a whole number >= ``smallest``, in words."""
+    if math.isnan(number):
+        return "missing"
+    try:
+        float(original)
+    except (TypeError, ValueError):
+        return not_a_number(original)
+    if number < 0:
+        return "negative"
+    if number < smallest:
+        return f"below {smallest}"
+    if number == np.inf:
+        return "infinite"
+    if number >= 2.0**63:
+        return "too large for a 64-bit integer"
+    return "not a whole number"
+
+
+def whole_numbers(
+    name: str,
+    value: ArrayLike,
+    smallest: int = 0,
+    *,
+    coerce_hint: str | None = None,
+) -> NDArray[np.int64]:
+    """``value`` (scalar or 1-D) as int64, or :class:`InputError` naming the first entry that is not
+    a whole number >= ``smallest`` (missing values included). ``coerce_hint``: how the caller turns
+    bad rows into NaN (``""`` where it cannot: the error then offers only the fix).
+
+    >>> from perfmodel.inputs.coerce import whole_numbers
+    >>> whole_numbers("block_size", [16, 64.0], smallest=1)
+    array([16, 64])
+    """
+    data, _ = as_1d(name, value)
+    numbers = to_numeric(name, data)
+    if numbers.dtype == np.int64:
+        invalid = numbers < smallest
+    else:  # floats: whole, finite and within int64's range (a cast would wrap around silently)
+        invalid = ~((numbers >= smallest) & (numbers < 2.0**63) & (numbers == np.floor(numbers)))
+    if invalid.any():
+        position = int(np.argmax(invalid))
+        original, number = plain(np.asarray(data, dtype=object)[position]), numbers[position]
+        problem = _count_problem(original, number, smallest)
+        raise InputError(
+            name,
+            problem,
+            f"{name} must be whole numbers >= {smallest} (fill or drop missing counts first)",
+            n_invalid=int(invalid.sum()),
+            row=position,
+            value=original,
+            coerce_hint=coerce_hint,
+        )
+    return numbers.astype(np.int64, copy=False)

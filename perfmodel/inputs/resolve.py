@@ -1,0 +1,425 @@
+"""Names to numbers at the edge: model names/configs to bytes per token, links to bandwidth.
+
+Used by every entry point above the numpy layer (pandas facade, sweeps, trace replay,
+command line), so ``kv_bytes_per_token="llama-3.1-70b"`` and
+``kv_transfer_bandwidth="8x ib-ndr"`` mean the same everywhere. A column of names is
+resolved once per distinct name, never per row.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..model.models import KVTerms, ModelShape, kv_terms, layer_count
+from ..network.links import Link, get_link
+from .coerce import Coded, distinct, map_distinct, no_booleans, spread
+from .table import Valid, check_option
+from .words import count
+
+
+def _is_number_text(label: Any) -> bool:
+    try:
+        float(label)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def holds_labels(value: Any) -> bool:
+    """Whether ``value`` (array-like) holds names or objects rather than numbers."""
+    if isinstance(value, Coded):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        value = np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) else np.asarray(value)
+        dtype = value.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return True
+    if dtype.kind not in "OUST" and not isinstance(dtype, pd.StringDtype):
+        return False
+    try:
+        uniques = pd.unique(pd.Series(np.asarray(value, dtype=object) if isinstance(value, list) else value))
+    except TypeError:  # unhashable labels: config dicts
+        uniques = distinct(_array(value))[1]
+    return any(isinstance(u, (Link, Mapping)) or (isinstance(u, str) and not _is_number_text(u)) for u in uniques)
+
+
+def per_label(resolve: Callable[[Any], Any], errors: str) -> Callable[[Any], Any]:
+    """``resolve`` for one label of a column; with ``errors="coerce"`` an unknown one is missing (NaN)."""
+    if errors != "coerce":
+        return resolve
+
+    def lenient(label: Any) -> Any:
+        try:
+            return resolve(label)
+        except (ValueError, TypeError):
+            return np.nan
+
+    return lenient
+
+
+class ModelTerms(NamedTuple):
+    """A model's byte terms as numbers (scalars, or arrays for a column of models); the capped and
+    state terms are None where they add nothing (see :class:`perfmodel.model.models.KVTerms`)."""
+
+    bytes_per_token: Any
+    window_bytes_per_token: Any = None
+    window_tokens: Any = None
+    chunk_bytes_per_token: Any = None
+    chunk_tokens: Any = None
+    state_bytes: Any = None
+
+    @property
+    def proportional(self) -> bool:
+        """Whether the bytes are bytes per token times tokens (no capped or state term)."""
+        return self.window_bytes_per_token is None and self.state_bytes is None
+
+
+#: The capped terms' names in the kernel's record (:data:`perfmodel.kernels.handoff.FIELDS`) and in ModelTerms.
+CAPPED = ("window_bytes_per_token", "window_tokens", "chunk_bytes_per_token", "chunk_tokens")
+
+
+def model_terms(
+    value: Any,
+    *,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+    scope: str = "rank",
+    decode_tp: int | None = None,
+    errors: str = "raise",
+) -> ModelTerms:
+    """``kv_bytes_per_token`` as the kernel's byte terms: a model name, config or path (or an array
+    of them) becomes its :class:`~perfmodel.model.models.KVTerms` (one GPU's, or with ``scope="group"``
+    the whole TP group's); numbers pass through as bytes per token. With ``errors="coerce"`` an
+    unknown name in a column becomes missing."""
+    shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope)  # (validated first:
+    tp, decode_tp = shape.tp, shape.decode_tp  # errors="coerce" is for the rows only)
+
+    def terms_of(model: Any) -> KVTerms:
+        return kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
+
+    if isinstance(value, (Mapping, str, os.PathLike)):  # one model: its terms as scalars
+        one = terms_of(value).byte_terms
+        capped = bool(one.window or one.chunk)
+
+        def kept(term: Any) -> Any:
+            return np.float64(term) if capped else None
+
+        return ModelTerms(
+            np.float64(one.full),
+            kept(one.window),
+            kept(one.window_tokens),
+            kept(one.chunk),
+            kept(one.chunk_tokens),
+            np.float64(one.state) if one.state else None,
+        )
+    shaped = shape.shapes_bytes
+    if np.ndim(value) == 0 or not holds_labels(value):
+        _numbers_unshaped(shaped)
+        return ModelTerms(value)
+    codes, uniques = distinct(_array(value))
+    numbers = {i: label for i, label in enumerate(uniques) if is_number(label)}  # bytes per token among models
+    if numbers:
+        _numbers_unshaped(shaped)
+    found = [
+        KVTerms(cast(int, float(numbers[i]))) if i in numbers else per_label(terms_of, errors)(label)
+        for i, label in enumerate(uniques)
+    ]
+    return _terms_of_lookups(
+        [[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan] for name in _FIELDS], codes
+    )
+
+
+def is_number(label: Any) -> bool:
+    """Whether a label of a bytes-per-token column is a number of bytes, not a model: a number, or its text (a
+    CSV's or Arrow's column mixing models and numbers holds text, "1000" the same as 1000)."""
+    if isinstance(label, str):
+        return _is_number_text(label)
+    return isinstance(label, (int, float, np.number)) and not isinstance(label, (bool, np.bool_))
+
+
+def _numbers_unshaped(shaped: bool) -> None:
+    if shaped:
+        raise InputError(
+            "kv_bytes_per_token",
+            "kv_cache_dtype, tp, decode_tp and scope apply to model names or "
+            "configs, but kv_bytes_per_token holds numbers of bytes",
+            "pass models (e.g. 'llama-3.1-70b') or drop them",
+        )
+
+
+#: The fields of KVTerms the kernel reads, in ModelTerms' order.
+_FIELDS = ("full_bytes_per_token", *CAPPED, "state_bytes")
+
+
+def _terms_of_lookups(lookups: list[list[Any]], codes: np.ndarray) -> ModelTerms:
+    """ModelTerms of a column from one lookup table per field (the column's distinct models plus a
+    last NaN entry for missing ones), spread over the rows. A term that is 0 for every model is
+    None, so that the kernel compiles it away."""
+    tables = [np.array(lookup, dtype=np.float64) for lookup in lookups]
+
+    def used(*indexes: int) -> bool:
+        return any(np.nansum(tables[i]) > 0 for i in indexes)
+
+    def shaped(table: np.ndarray) -> Any:
+        return spread(codes, table)
+
+    capped = used(1, 3)
+    return ModelTerms._make(
+        (
+            shaped(tables[0]),
+            *(shaped(t) if capped else None for t in tables[1:5]),
+            shaped(tables[5]) if used(5) else None,
+        )
+    )
+
+
+class MessageTerms(NamedTuple):
+    """Messages per block of a model's full-attention, window and chunked layers, and its states'
+    messages per transfer (see :meth:`perfmodel.model.models.KVTerms.message_factors`): numbers or arrays."""
+
+    full_messages: Any
+    window_messages: Any
+    chunk_messages: Any
+    state_messages: Any
+
+
+def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "raise") -> MessageTerms:
+    """The message terms of ``kv_bytes_per_token`` in ``kv_layout``: a model's (name, config, path
+    or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
+    keys and values (a scalar or an array; required for the layer layouts)."""
+    check_option("kv_layout", kv_layout)
+    if isinstance(value, (Mapping, str, os.PathLike)):
+        return MessageTerms(*map(np.float64, kv_terms(value).message_factors(kv_layout)))
+    if np.ndim(value) == 0 or not holds_labels(value):
+        if kv_layout == "block":  # numbers: full-attention layers, one message per block of the request
+            return MessageTerms(1.0, 0.0, 0.0, 0.0)
+        if layers is None:
+            raise InputError(
+                "per_message_ms",
+                f"kv_layout={kv_layout!r} posts messages per layer, and "
+                "kv_bytes_per_token is a number of bytes with no layers",
+                "pass num_layers (--num-layers), a model name or config, or kv_layout='block'",
+            )
+        per_layer = 2.0 if kv_layout == "layer_kv" else 1.0
+        return MessageTerms(np.multiply(checked_layers(layers, errors), per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
+    codes, uniques = distinct(_array(value))
+    found = [per_label(lambda m: kv_terms(m).message_factors(kv_layout), errors)(label) for label in uniques]
+    tables = [np.array([np.nan if isinstance(f, float) else f[i] for f in found] + [np.nan]) for i in range(4)]
+    return MessageTerms(*(spread(codes, table) for table in tables))
+
+
+def checked_layers(layers: Any, errors: str = "raise") -> Any:
+    """A layer count (a number or an array) checked by the table's rule, as every entry point checks it:
+    the :class:`InputError` naming the first bad row, or with ``errors="coerce"`` NaN for those rows."""
+    from .table import INPUTS, outside
+
+    entry = INPUTS["num_layers"]
+    no_booleans("num_layers", layers)
+    try:
+        values = np.asarray(layers, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError("num_layers", f"{layers!r} is not a number of layers", f"pass {entry.rule}") from None
+    with np.errstate(invalid="ignore"):
+        bad = np.asarray(outside(values, tuple(cast(Valid, entry.valid))))
+    if not bad.any():
+        return values if values.ndim else values[()]
+    if errors == "coerce":
+        return np.where(bad, np.nan, values) if values.ndim else np.float64(np.nan)
+    first = int(np.argmax(bad.reshape(-1)))
+    where = f"first at row {first}: " if values.ndim else ""
+    raise InputError(
+        "num_layers",
+        f"{count(int(bad.sum()), 'invalid value')}; {where}{values.reshape(-1)[first].item()!r}",
+        f"{entry.rule}, or pass errors='coerce' to get NaN for those rows",
+    )
+
+
+def own_layers(value: Any, layers: Any) -> None:
+    """Refuse an explicit ``layers`` that differs from the layer count of the named model(s) in ``value``
+    (rows of numbers are left alone): a model's layer mix sets its bytes and messages, and another count
+    cannot apply to them, nor to its layer-wise streaming without mixing two models in one delay."""
+    if layers is None:
+        return
+    own = np.asarray(num_layers(value, errors="coerce"), dtype=np.float64)
+    given = np.asarray(layers, dtype=np.float64)
+    try:
+        own, given = np.broadcast_arrays(own, given)
+    except ValueError:
+        return  # (lengths are refused where the rows are broadcast)
+    differs = ~np.isnan(own) & (given != own)
+    if differs.any():
+        first = int(np.argmax(differs.reshape(-1)))
+        at = f" at row {first}" if differs.ndim else ""
+        raise InputError(
+            "num_layers",
+            f"{given.reshape(-1)[first]:g} layers{at}, but the model given has {own.reshape(-1)[first]:g}",
+            "drop num_layers (a named model's layers come from its "
+            "config), or pass bytes per token as a number with num_layers",
+        )
+
+
+def num_layers(value: Any, *, errors: str = "raise") -> Any:
+    """The layer count of a model name, config or path (or of each in an array of them)."""
+    if isinstance(value, (Mapping, str, os.PathLike)):
+        return layer_count(value)
+    return map_distinct(_array(value), per_label(layer_count, errors), np.float64, np.nan)
+
+
+class LinkTerms(NamedTuple):
+    """A link's terms as numbers (scalars, or arrays for a column of links); None where it adds nothing."""
+
+    bandwidth_gb_s: Any
+    latency_ms: Any
+    per_block_ms: Any
+    per_message_ms: Any
+
+
+def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
+    """``kv_transfer_bandwidth`` as numbers: a :class:`Link` or link name (or an array of them)
+    becomes its effective bandwidth (GB/s), latency (ms), per-block and per-message costs (ms);
+    numbers pass through (no latency, no per-block or per-message cost). With ``errors="coerce"`` an unknown name in a
+    column becomes missing."""
+    if isinstance(value, (Link, str)):
+        link = get_link(value)
+        return LinkTerms(link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms, link.per_message_ms)
+    if np.ndim(value) == 0 or not holds_labels(value):
+        return LinkTerms(value, None, None, None)
+    data = _array(value)
+    terms = []
+    for attribute, missing in (
+        ("effective_bandwidth_gb_s", np.nan),
+        ("latency_ms", 0.0),
+        ("per_block_ms", 0.0),
+        ("per_message_ms", 0.0),
+    ):
+        column = map_distinct(
+            data,
+            per_label(cast(Callable[[Any], float], lambda v, a=attribute: _link_attribute(v, a)), errors),
+            np.float64,
+            missing,
+        )
+        if attribute != "effective_bandwidth_gb_s":
+            column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth
+        terms.append(column)
+    return LinkTerms(*terms)
+
+
+def _link_attribute(value: Any, attribute: str) -> float:
+    """One term of one entry of a column of links, where a number is a bandwidth in GB/s (no other cost), as
+    a number alone is: a column may mix both, as a bytes column mixes numbers and models."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
+    if isinstance(value, str) and _is_number_text(value):
+        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
+    return float(getattr(get_link(value), attribute))
+
+
+#: A link's fixed costs, each added to the caller's own (at every entry point).
+LINK_COSTS = ("latency_ms", "per_block_ms", "per_message_ms")
+
+
+def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
+    """The caller's fixed costs (``given``: absent or None, the input's default) plus the link's own: the one
+    rule of every entry point that takes a link.
+
+    >>> with_link_costs({"latency_ms": 0.5}, LinkTerms(50.0, 1.0, None, 0.001))
+    {'latency_ms': np.float64(1.5), 'per_block_ms': 0.0, 'per_message_ms': np.float64(0.001)}
+    """
+    from .table import INPUTS
+
+    return {
+        name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(link, name))
+        for name in LINK_COSTS
+    }
+
+
+def add(value: Any, extra: Any) -> Any:
+    """``value`` plus a link's term (skipped when the link adds nothing, so no array is made)."""
+    if extra is None or (np.ndim(extra) == 0 and extra == 0):
+        return value
+    if np.ndim(extra) and not np.any(extra):
+        return value
+    if isinstance(value, pd.Series):
+        value = value.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.add(value, extra)
+
+
+def label_of(value: Any) -> Any:
+    """How a value is named in a table: a Link by its name, a config by its model name, an enum by
+    its lower-case name; anything else as it is.
+
+    >>> from perfmodel import LINKS
+    >>> label_of(LINKS["ib-ndr"]), label_of({"model_type": "llama"}), label_of(8)
+    ('ib-ndr', 'llama', 8)
+    """
+    import enum
+
+    if isinstance(value, Link) or type(value).__name__ in ("Cluster", "Transport"):
+        return value.name
+    if isinstance(value, Mapping):
+        return str(value.get("_name_or_path") or value.get("model_type") or "config")
+    if isinstance(value, enum.Enum):
+        return value.name.lower()
+    return value
+
+
+def is_one(value: Any) -> bool:
+    """Whether ``value`` is one value (a number, a name, a config, a path, a Link), not a list or column of them."""
+    return value is None or isinstance(value, (str, bytes, Mapping, os.PathLike, Link)) or np.ndim(value) == 0
+
+
+def axis_values(where: str, name: str, value: Any) -> list[Any]:
+    """A grid axis' values (sweeps, replay grids): one value, or a list of them; an empty axis is refused."""
+    values = [value] if is_one(value) else list(value)
+    if not values:
+        raise InputError(where, f"axis {name} is empty", "give it at least one value")
+    return values
+
+
+def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
+    """How a grid axis' values are named in its table (see :func:`label_of`); a value given twice is refused,
+    also when the two are spelt differently (case, spaces, ``1x``, ``1`` and ``1.0``: see :func:`_identity`)."""
+    labels = [str(label_of(value)) for value in values]
+    seen: dict[Any, str] = {}
+    for value, label in zip(values, labels):
+        key = _identity(value)
+        if key in seen:
+            same = f"{seen[key]!r} and {label!r} are the same value" if seen[key] != label else f"{label!r} twice"
+            raise InputError(
+                where,
+                f"axis {name} has a repeated value: {same} (its configurations would run twice)",
+                "give each value once",
+            )
+        seen[key] = label
+    return labels
+
+
+def _identity(value: Any) -> Any:
+    """What a grid value stands for, so that two spellings of one value are one: a link by its preset's name
+    (case and spaces aside, ``1x NAME`` as ``NAME``), other names case and spaces aside, numbers by value."""
+    import re
+
+    if isinstance(value, (str, Link)):
+        try:
+            link = get_link(value) if isinstance(value, str) else value
+        except (InputError, ValueError, TypeError, OSError):
+            return ("name", " ".join(str(value).split()).lower())
+        return ("link", re.sub(r"^1\s*x\s*", "", " ".join(link.name.split()).lower()))
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return ("flag", value)
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return ("number", float(value))
+    return ("label", str(label_of(value)))
+
+
+def _array(value: Any) -> Any:
+    if isinstance(value, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray, np.ndarray, Coded)):
+        return value
+    return np.asarray(value, dtype=object)

@@ -1,0 +1,1 @@
+"""Links, transports, clusters, placement of flows on paths, presets and fits."""

@@ -1,0 +1,736 @@
+"""Clusters as they are: NICs, transports, NVLink domains, fabrics, placement, and a handoff's flows.
+
+The domain layer of clusters (docs/clusters.rst; no numba, no pandas): a :class:`Cluster`
+validated once; where workers sit (:meth:`Cluster.placement`); which KV heads each rank holds
+(:func:`split_heads`); a handoff's flows (:class:`Flow`: source and destination rank and GPU, the
+heads it carries, its path as resource indices into a :class:`Resources` registry, its hops and
+link costs); and a handoff alone in the cluster (:func:`alone`), resolved once per configuration
+into the kernel's terms where that is exact. A handoff's flows move max-min fairly in the jitted
+simulation of :mod:`perfmodel.kernels.sharing` (:func:`simulate`), which the replay on a cluster shares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
+
+from ..errors import InputError, check_choice, check_number, finite_at_least
+from ..inputs.codes import choice_names
+from ..inputs.table import CLUSTER_FIELD, MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
+from ..inputs.words import count
+from ..kernels import sharing as _sharing
+from .links import MULTIPLE, Link, Transport, get_link, get_transport
+
+# (the rest is the machinery of flows, paths and placement that handoff_flows, the cluster route and the
+# replay on a cluster share: importable, not the API)
+__all__ = ["FABRICS", "Cluster", "kv_heads", "split_heads"]
+
+FABRICS = choice_names("fabric")
+_DEFAULT: dict[str, Any] = {f.name: f.default for f in CLUSTER_FIELD.values()}
+_IDEAL = Transport()
+
+
+def _number(value: Any) -> Any:
+    """A real number (numpy's too) as a Python one; anything else (bools, Python's and numpy's, included) as it
+    is, for the check that refuses it."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):  # (numpy's bool is no numbers.Real)
+        return int(value) if isinstance(value, numbers.Integral) else float(value)
+    return value
+
+
+def _whole(where: str, name: str, value: Any, smallest: int = 1) -> int:
+    """A count of the cluster's, whole and >= ``smallest``; a count of the input table (``nodes``, ``tp``...) also
+    within its bound there (:data:`perfmodel.inputs.table.MAX_COUNT`, or the field's own), refused with the table's rule."""
+    from ..inputs.table import INPUTS
+
+    value = check_number(where, name, value, lambda v: math.isfinite(v) and v == int(v) and v >= smallest,
+                         f"is not a whole number >= {smallest}", f"pass {name} >= {smallest}")
+    entry = INPUTS.get(name)
+    largest = int(entry.valid.high) if entry is not None and entry.valid is not None else MAX_COUNT
+    if value > largest:
+        raise InputError(where, f"{name} {int(value):,} is above {largest:,}",
+                         entry.rule if entry is not None else f"pass {name} <= {largest:,}")
+    return int(value)
+
+
+def _real(where: str, name: str, value: Any, smallest: float = 0.0, open_low: bool = False) -> float:
+    rule = f"> {smallest:g}" if open_low else f">= {smallest:g}"
+    return float(check_number(where, name, value, finite_at_least(smallest, open_low),
+                              f"is not a finite number {rule}", f"pass {name} {rule}"))
+
+
+def _field(where: str, name: str, value: Any) -> Any:
+    """A field of the cluster checked as its record of the table says (:data:`perfmodel.inputs.table.CLUSTER_TABLE`):
+    a count whole and within its bounds, a real finite within its range, a choice one of its names."""
+    entry = CLUSTER_FIELD[name]
+    if entry.type == "choice":
+        return check_choice(name, value, choice_names(name))
+    assert entry.valid is not None, name  # (counts and reals have a range)
+    if entry.type == "count":
+        return _whole(where, name, value, int(entry.valid.low))
+    return _real(where, name, value, entry.valid.low, entry.valid.open_low)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cluster:
+    """The hardware a handoff crosses: nodes of GPUs and NICs, NVLink domains, a fabric.
+
+    Accepted wherever a link is (``kv_transfer_bandwidth``): the cluster decides which NICs,
+    PCIe switches, fabric links or NVLink ports each of a handoff's flows crosses, and flows
+    share them max-min fairly (see the documentation page on clusters).
+
+    Parameters
+    ----------
+    nic
+        The NIC: a :class:`perfmodel.Link` or a link name (its line rate, latency and efficiency).
+    nics_per_node
+        NICs per node; divides ``gpus_per_node`` (GPUs share a NIC) or is a multiple of it
+        (a GPU's traffic split evenly over its NICs).
+    gpus_per_node
+        GPUs per node.
+    nodes
+        The cluster's size in nodes (default: the nodes a placement uses); a larger placement is refused.
+    transport
+        The engine's data path (a :class:`perfmodel.Transport` or a profile's name such as
+        ``"mooncake-te-rdma"``; default: ideal, no costs, efficiency 1).
+    nvlink_domain
+        Consecutive GPUs joined by NVLink, counted from GPU 0 (1: none; 8: an HGX node; 72: a
+        GB200 NVL72 rack); a multiple of ``gpus_per_node`` or a divisor of it.
+    nvlink
+        The NVLink port of each GPU, each way (a Link or a link name); required when ``nvlink_domain > 1``.
+    fabric
+        ``"flat"`` (non-blocking: one switch) or ``"rail"`` (NIC ``k`` of every node on leaf ``k``;
+        across rails leaf, spine, leaf).
+    oversubscription
+        ``r >= 1`` of a rail fabric: each leaf's uplink carries ``(NICs on the leaf) * line rate / r``
+        each way (a flat fabric takes only 1).
+    hop_latency_ms
+        Latency per switch crossed, in ms (published: about 0.002-0.003 per switch layer).
+    gpus_per_pcie_switch
+        Consecutive GPUs (and their NICs) behind one PCIe switch (default: none modeled).
+    pcie_switch_gb_s
+        Each PCIe switch's bandwidth each way (GB/s), with ``gpus_per_pcie_switch``.
+    name
+        A label for tables and plots.
+
+    Examples
+    --------
+    >>> from perfmodel import Cluster
+    >>> hgx = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, name="hgx")
+    >>> hgx.nic_capacity_gb_s, hgx.placement(8)
+    (50.0, (((0, 1, 2, 3, 4, 5, 6, 7),), ((8, 9, 10, 11, 12, 13, 14, 15),)))
+    >>> Cluster(nic="roce-400g", nics_per_node=3, gpus_per_node=8)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: cluster 'cluster': nics_per_node 3 neither divides nor is a multiple of the 8 GPUs per node. Fix: pass a NIC count such as 1, 2, 4, 8 or 16.
+    """
+
+    # (the fields, their defaults and checks: the input table's CLUSTER_TABLE, in its order; tests/test_declared.py)
+    nic: Link | str
+    nics_per_node: int
+    gpus_per_node: int
+    nodes: int | None = _DEFAULT["nodes"]
+    transport: Transport | None = _DEFAULT["transport"]
+    nvlink_domain: int = _DEFAULT["nvlink_domain"]
+    nvlink: Link | str | None = _DEFAULT["nvlink"]
+    fabric: str = _DEFAULT["fabric"]
+    oversubscription: float = _DEFAULT["oversubscription"]
+    hop_latency_ms: float = _DEFAULT["hop_latency_ms"]
+    gpus_per_pcie_switch: int | None = _DEFAULT["gpus_per_pcie_switch"]
+    pcie_switch_gb_s: float | None = _DEFAULT["pcie_switch_gb_s"]
+    name: str = field(default=_DEFAULT["name"], compare=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError("cluster name", f"{self.name!r} is {'empty' if isinstance(self.name, str) else 'not text'}",
+                             "pass name='our-cluster' (text), or leave it out")
+        where = f"cluster {self.name!r}"
+        put = object.__setattr__
+        if not isinstance(self.nic, (Link, str)):
+            raise InputError(where, f"nic {self.nic!r} is not a Link or a link name", "pass nic='ib-ndr' or a Link")
+        several = MULTIPLE.match(self.nic) if isinstance(self.nic, str) else None
+        if several:
+            raise InputError(where, f"nic {self.nic!r} is {several.group(1)} NICs, and a cluster's nic is one NIC",
+                             f"pass nic={several.group(2)!r} and the count as nics_per_node (NICs per node)")
+        put(self, "nic", _link("nic", self.nic))
+        g = _field(where, "gpus_per_node", self.gpus_per_node)
+        n = _field(where, "nics_per_node", self.nics_per_node)
+        put(self, "gpus_per_node", g)
+        put(self, "nics_per_node", n)
+        if n > MAX_NICS_PER_GPU * g:
+            raise InputError(where, f"nics_per_node {n} gives each of the {g} GPUs per node {n // g} NICs, more than "
+                             f"the {MAX_NICS_PER_GPU} a cluster takes (AWS p5, the most shipping, gives each GPU 4; "
+                             "each NIC of a GPU is a sub-flow of each of its flows)",
+                             f"pass nics_per_node <= {MAX_NICS_PER_GPU * g:,} ({MAX_NICS_PER_GPU} per GPU)")
+        if g % n and n % g:
+            counts = sorted({d for d in range(1, g + 1) if g % d == 0} | {2 * g})
+            raise InputError(where, f"nics_per_node {n} neither divides nor is a multiple of the {g} GPUs per node",
+                             f"pass a NIC count such as {', '.join(map(str, counts[:-1]))} or {counts[-1]}")
+        if self.nodes is not None:
+            put(self, "nodes", _field(where, "nodes", self.nodes))
+        if self.transport is None:
+            put(self, "transport", _IDEAL)
+        elif isinstance(self.transport, str):
+            put(self, "transport", get_transport(self.transport))
+        elif not isinstance(self.transport, Transport):
+            raise InputError(where, f"transport {self.transport!r} is not a perfmodel.Transport",
+                             "pass a Transport (perfmodel.Transport(...)) or None")
+        domain = _field(where, "nvlink_domain", self.nvlink_domain)
+        put(self, "nvlink_domain", domain)
+        if domain % g and g % domain:
+            raise InputError(where, f"nvlink_domain {domain} is neither a multiple nor a divisor of the {g} GPUs "
+                             "per node", f"pass an NVLink domain such as {g} (one node) or a multiple of {g}")
+        if domain > 1 and self.nvlink is None:
+            raise InputError(where, f"nvlink_domain {domain} joins GPUs by NVLink, but no nvlink is given",
+                             "pass nvlink='nvlink4' (or a Link), or nvlink_domain=1")
+        if self.nvlink is not None:
+            if not isinstance(self.nvlink, (Link, str)):
+                raise InputError(where, f"nvlink {self.nvlink!r} is not a Link or a link name", "pass nvlink='nvlink5'")
+            put(self, "nvlink", _link("nvlink", self.nvlink))
+            if domain == 1:
+                raise InputError(where, f"nvlink {cast(Link, self.nvlink).name!r} is given, but nvlink_domain is 1 "
+                                 "(no GPUs joined "
+                                 "by NVLink), so it would never be used", "pass nvlink_domain, the GPUs one NVLink "
+                                 f"domain joins (e.g. {g}: one node), or leave nvlink out")
+        _field(where, "fabric", self.fabric)
+        r = _field(where, "oversubscription", self.oversubscription)
+        put(self, "oversubscription", r)
+        if self.fabric == "flat" and r != 1:
+            raise InputError(where, f"a flat fabric is non-blocking, but oversubscription is {r:g}",
+                             "pass fabric='rail' for an oversubscribed leaf/spine fabric, or oversubscription=1")
+        put(self, "hop_latency_ms", _field(where, "hop_latency_ms", self.hop_latency_ms))
+        self._check_pcie(where, g, n)
+
+    def _check_pcie(self, where: str, g: int, n: int) -> None:
+        per_switch, rate = self.gpus_per_pcie_switch, self.pcie_switch_gb_s
+        if per_switch is None and rate is None:
+            return
+        if per_switch is None or rate is None:
+            raise InputError(where, "gpus_per_pcie_switch and pcie_switch_gb_s go together",
+                             "give both (e.g. 2 GPUs per PCIe switch of 64 GB/s) or neither")
+        per_switch = _field(where, "gpus_per_pcie_switch", per_switch)
+        object.__setattr__(self, "gpus_per_pcie_switch", per_switch)
+        object.__setattr__(self, "pcie_switch_gb_s", _field(where, "pcie_switch_gb_s", rate))
+        if g % per_switch:
+            raise InputError(where, f"gpus_per_pcie_switch {per_switch} does not divide the {g} GPUs per node",
+                             "pass a divisor of gpus_per_node")
+        sharing = g // n if n <= g else 1
+        if per_switch % sharing:
+            raise InputError(where, f"{sharing} GPUs share each NIC, but only {per_switch} sit behind each PCIe "
+                             "switch (GPUs that share a NIC sit behind one switch)",
+                             f"pass gpus_per_pcie_switch as a multiple of {sharing}")
+
+    # --- the node -------------------------------------------------------------------------------
+
+    @property
+    def nic_capacity_gb_s(self) -> float:
+        """A NIC's capacity: line rate x the transport's efficiency x the NIC Link's own (GB/s)."""
+        nic, transport = cast(Link, self.nic), cast(Transport, self.transport)  # (resolved by __post_init__)
+        return nic.bandwidth_gb_s * transport.efficiency * nic.efficiency
+
+    def nics_of(self, gpu: int) -> tuple[int, ...]:
+        """The NICs (indices within the node) GPU ``gpu`` (its index within its node, or global) uses."""
+        n, g = self.nics_per_node, self.gpus_per_node
+        i = gpu % g
+        if n <= g:
+            return (i * n // g,)
+        k = n // g
+        return tuple(range(i * k, i * k + k))
+
+    def nvlinked(self, a: int, b: int) -> bool:
+        """Whether global GPUs ``a`` and ``b`` sit in one NVLink domain."""
+        return self.nvlink_domain > 1 and a // self.nvlink_domain == b // self.nvlink_domain
+
+    def placement(self, tp: int, decode_tp: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
+                  ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        """The global GPUs of each prefill worker (``tp`` GPUs) and each decode worker (``decode_tp``).
+
+        Prefill workers first, packed on consecutive GPUs; decode workers from the next whole
+        node; a worker never straddles a node unless it is larger than one (then it starts on a
+        node boundary). A placement beyond ``nodes`` is refused.
+
+        >>> from perfmodel import Cluster
+        >>> Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8).placement(4, 2, prefill_workers=3)
+        (((0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11)), ((16, 17),))
+        """
+        where = f"cluster {self.name!r}"
+        p = _whole(where, "tp", tp)
+        d = p if decode_tp is None else _whole(where, "decode_tp", decode_tp)
+        for name, degree in (("tp", p), ("decode_tp", d)):
+            if degree > MAX_CLUSTER_TP:
+                raise InputError(name, f"{degree:,} GPUs per worker on cluster {self.name!r} is above {MAX_CLUSTER_TP:,} "
+                                 "(a handoff is a flow per rank pair and NIC: a tensor-parallel group spans at most an "
+                                 "NVLink domain in practice: 72 GPUs shipping, 576 announced)",
+                                 f"pass {name} <= {MAX_CLUSTER_TP:,}")
+        g = self.gpus_per_node
+        counts = _whole(where, "prefill_workers", prefill_workers), _whole(where, "decode_workers", decode_workers)
+        need = counts[0] * p + counts[1] * d
+        if need > MAX_COUNT:  # (before a GPU is placed: the counts may be absurd; within the cap, nodes below)
+            raise InputError(where, f"{count(counts[0], 'prefill worker')} of {p} GPUs and "
+                             f"{count(counts[1], 'decode worker')} "
+                             f"of {d} GPUs need {need:,} GPUs or more, more than the {MAX_COUNT:,} (2**20) a cluster "
+                             "may have (ten times the largest built)", "pass a smaller tensor-parallel degree or "
+                             "fewer workers")
+        cursor = 0
+        sides: list[list[tuple[int, ...]]] = [[], []]
+        for side, size, many in ((0, p, counts[0]), (1, d, counts[1])):
+            if side == 1:
+                cursor = -(-cursor // g) * g
+            for _ in range(many):
+                if (size <= g and cursor % g + size > g) or (size > g and cursor % g):
+                    cursor = -(-cursor // g) * g
+                sides[side].append(tuple(range(cursor, cursor + size)))
+                cursor += size
+        used = -(-cursor // g)
+        if self.nodes is not None and used > self.nodes:
+            raise InputError(where, f"{count(prefill_workers, 'prefill worker')} of {p} GPUs and "
+                             f"{count(decode_workers, 'decode worker')} of {d} GPUs need {used} nodes of {g} GPUs, "
+                             f"the cluster has {self.nodes}",
+                             "pass a smaller tensor-parallel degree or fewer workers, or a larger nodes")
+        return tuple(sides[0]), tuple(sides[1])
+
+    def describe(self) -> str:
+        """The cluster in one line."""
+        parts = [f"{self.gpus_per_node} GPUs and {self.nics_per_node} x {cast(Link, self.nic).name} per node",
+                 f"{self.fabric} fabric"]
+        if self.nvlink_domain > 1:
+            parts.append(f"NVLink domains of {self.nvlink_domain} ({cast(Link, self.nvlink).name})")
+        if self.gpus_per_pcie_switch:
+            parts.append(f"{self.gpus_per_pcie_switch} GPUs per PCIe switch of {self.pcie_switch_gb_s:g} GB/s")
+        if self.transport is not _IDEAL and self.transport != _IDEAL:
+            parts.append(f"transport {cast(Transport, self.transport).name}")
+        return f"{self.name}: " + ", ".join(parts)
+
+
+def _link(field_name: str, link: Link | str) -> Link:
+    """The NIC or NVLink Link a field names; an unknown name's error names the field."""
+    try:
+        return get_link(link)
+    except InputError as error:
+        raise InputError(field_name, error.problem, error.fix) from None
+
+
+def with_fields(cluster: Cluster, changes: dict[str, Any]) -> Cluster:
+    """``cluster`` with some fields changed (a sweep's, a replay grid's or the command line's axes), named after
+    them; an ``nvlink_domain`` of 1 (no NVLink domain) leaves its ``nvlink`` out.
+
+    >>> from perfmodel import CLUSTERS
+    >>> c = with_fields(CLUSTERS["hgx-h100-8x400g"], {"nvlink_domain": 1, "nics_per_node": 4})
+    >>> c.name, c.nvlink
+    ('hgx-h100-8x400g (nvlink_domain=1, nics_per_node=4)', None)
+    """
+    if not changes:
+        return cluster
+    from ..inputs.resolve import label_of
+
+    label = ", ".join(f"{k}={label_of(v)}" for k, v in changes.items())
+    unlinked: dict[str, Any] = {"nvlink": None} if _number(changes.get("nvlink_domain")) == 1 else {}
+    return dataclasses.replace(cluster, **changes, **unlinked, name=f"{cluster.name} ({label})")
+
+
+def split_heads(t: int, heads: int, side: str = "tensor-parallel group") -> tuple[tuple[int, ...], ...]:
+    """The KV heads each of ``t`` ranks holds (precise rule 1): contiguous ranges when ``t`` divides
+    ``heads``, one replicated head (rank ``i``: ``floor(i * heads / t)``) when ``heads`` divides ``t``.
+
+    Parameters
+    ----------
+    t
+        The tensor-parallel degree (ranks).
+    heads
+        The model's KV heads (:func:`perfmodel.kv_heads`).
+    side
+        Which group the ranks are, for the error when neither divides the other.
+
+    Returns
+    -------
+    tuple of tuple of int
+        Per rank, the indices of the heads it holds.
+
+    Examples
+    --------
+    >>> split_heads(4, 8), split_heads(4, 2)
+    (((0, 1), (2, 3), (4, 5), (6, 7)), ((0,), (0,), (1,), (1,)))
+    """
+    if heads % t == 0:
+        per = heads // t
+        return tuple(tuple(range(i * per, i * per + per)) for i in range(t))
+    if t % heads == 0:
+        return tuple((i * heads // t,) for i in range(t))
+    raise InputError(side, f"{t} ranks cannot split the model's {heads} KV heads on a cluster (neither divides "
+                     "the other)", f"pass a tensor-parallel degree that divides {heads} or is a multiple of it")
+
+
+class Resources:
+    """A registry of resources (NIC ports, PCIe switches, leaf uplinks, NVLink ports): each one's name,
+    kind and capacity (GB/s) by index, so that flows' paths are tuples of indices."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.kinds: list[str] = []
+        self.capacities: list[float] = []
+        self._index: dict[str, int] = {}
+
+    def index(self, name: str, kind: str, capacity_gb_s: float) -> int:
+        """The index of resource ``name`` (registered on first use)."""
+        found = self._index.get(name)
+        if found is None:
+            found = self._index[name] = len(self.names)
+            self.names.append(name)
+            self.kinds.append(kind)
+            self.capacities.append(capacity_gb_s)
+        return found
+
+
+class Flow(NamedTuple):
+    """One (sub-)flow of a handoff: prefill rank ``src_rank`` on global GPU ``src_gpu`` sends decode rank
+    ``dst_rank`` on ``dst_gpu`` the KV heads ``heads`` (and, with ``state``, its decode rank's share of
+    the model's state), ``fraction`` of them (``1/k`` over ``k`` NICs: sub-flow ``sub``), over ``path``
+    (resource indices) with ``hops`` fabric switches; ``link`` is the NIC or NVLink Link it pays."""
+
+    src_rank: int
+    dst_rank: int
+    sub: int
+    src_gpu: int
+    dst_gpu: int
+    heads: tuple[int, ...]
+    state: bool
+    fraction: float
+    path: tuple[int, ...]
+    hops: int
+    link: Link
+    nvlink: bool
+
+    def own_latency_ms(self, cluster: Cluster) -> float:
+        """The fixed cost this flow pays beyond the transport's and the caller's: its link's latency
+        and its hops' (ms)."""
+        return self.link.latency_ms + self.hops * cluster.hop_latency_ms
+
+
+def _paths(cluster: Cluster, src: int, dst: int, resources: Resources, nodes_on_leaf: int,
+           ) -> list[tuple[tuple[int, ...], int, Link, bool]]:
+    """(path, hops, link, nvlink) of each sub-flow from global GPU ``src`` to ``dst``."""
+    c = cluster
+    if c.nvlinked(src, dst):
+        nvlink = cast(Link, c.nvlink)  # (GPUs NVLinked: the cluster has its NVLink)
+        cap = nvlink.effective_bandwidth_gb_s
+        return [((resources.index(f"gpu{src}/nvlink/out", "nvlink", cap),
+                  resources.index(f"gpu{dst}/nvlink/in", "nvlink", cap)), 0, nvlink, True)]
+    g = c.gpus_per_node
+    src_node, dst_node = src // g, dst // g
+    nic_cap = c.nic_capacity_gb_s
+    leaf_cap = nodes_on_leaf * cast(Link, c.nic).bandwidth_gb_s / c.oversubscription
+    result: list[tuple[tuple[int, ...], int, Link, bool]] = []
+    for a, b in zip(c.nics_of(src), c.nics_of(dst)):
+        path = [resources.index(f"node{src_node}/nic{a}/out", "nic", nic_cap)]
+        if c.gpus_per_pcie_switch:
+            path.append(resources.index(f"node{src_node}/pcie{src % g // c.gpus_per_pcie_switch}/out", "pcie",
+                                        cast(float, c.pcie_switch_gb_s)))  # (given with gpus_per_pcie_switch)
+        hops = 1
+        if c.fabric == "rail" and a != b:
+            hops = 3
+            path += [resources.index(f"leaf{a}/up", "leaf", leaf_cap), resources.index(f"leaf{b}/down", "leaf", leaf_cap)]
+        path.append(resources.index(f"node{dst_node}/nic{b}/in", "nic", nic_cap))
+        if c.gpus_per_pcie_switch:
+            path.append(resources.index(f"node{dst_node}/pcie{dst % g // c.gpus_per_pcie_switch}/in", "pcie",
+                                        cast(float, c.pcie_switch_gb_s)))
+        result.append((tuple(path), hops, cast(Link, c.nic), False))
+    return result
+
+
+def handoff_flow_list(cluster: Cluster, heads: int, prefill_gpus: tuple[int, ...], decode_gpus: tuple[int, ...],
+                      resources: Resources, *, nodes_on_leaf: int | None = None, state: bool = False) -> list[Flow]:
+    """The flows of one handoff from a prefill worker on ``prefill_gpus`` to a decode worker on
+    ``decode_gpus`` (a model of ``heads`` KV heads; 1 for an MLA latent), in order of (source rank,
+    destination rank, sub-flow): prefill rank ``i`` sends decode rank ``j`` the heads ``i`` holds and
+    ``j`` serves; a replicated head reaches the ``m``-th decode rank needing it from the ``(m mod r)``-th
+    of its ``r`` holders; with ``state``, each decode rank's state share rides with its first head.
+
+    >>> from perfmodel import Cluster
+    >>> from perfmodel.network.clusters import Resources, handoff_flow_list
+    >>> c = Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8)
+    >>> r = Resources()
+    >>> [(f.src_rank, f.dst_rank, f.heads, [r.names[x] for x in f.path])
+    ...  for f in handoff_flow_list(c, 8, (0, 1), (8, 9), r)]  # doctest: +NORMALIZE_WHITESPACE
+    [(0, 0, (0, 1, 2, 3), ['node0/nic0/out', 'node1/nic0/in']), (1, 1, (4, 5, 6, 7), ['node0/nic0/out', 'node1/nic0/in'])]
+    """
+    p, d = len(prefill_gpus), len(decode_gpus)
+    held = split_heads(p, heads, "tp")
+    served = split_heads(d, heads, "decode_tp")
+    if nodes_on_leaf is None:
+        g = cluster.gpus_per_node
+        nodes_on_leaf = cluster.nodes or len({x // g for x in (*prefill_gpus, *decode_gpus)})
+    holders: dict[int, list[int]] = {}
+    for i, hs in enumerate(held):
+        for h in hs:
+            holders.setdefault(h, []).append(i)
+    needed: dict[int, int] = {}
+    carried: dict[tuple[int, int], list[int]] = {}
+    first: set[tuple[int, int]] = set()
+    for j, hs in enumerate(served):
+        for h in hs:
+            m = needed.get(h, 0)
+            needed[h] = m + 1
+            i = holders[h][m % len(holders[h])]
+            carried.setdefault((i, j), []).append(h)
+            if h == hs[0]:
+                first.add((i, j))
+    flows = []
+    for (i, j) in sorted(carried):
+        subs = _paths(cluster, prefill_gpus[i], decode_gpus[j], resources, nodes_on_leaf)
+        for m, (path, hops, link, nvlink) in enumerate(subs):
+            flows.append(Flow(i, j, m, prefill_gpus[i], decode_gpus[j], tuple(carried[(i, j)]),
+                              state and (i, j) in first, 1.0 / len(subs), path, hops, link, nvlink))
+    return flows
+
+
+def kv_heads(config: Any) -> int:
+    """The KV heads a tensor-parallel group splits (1 for an MLA latent or a multi-query model).
+
+    Parameters
+    ----------
+    config
+        A model preset name, config dict, or path to ``config.json`` or its folder.
+
+    Returns
+    -------
+    int
+        The model's KV heads.
+
+    Examples
+    --------
+    >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
+    (8, 1)
+    """
+    from ..model.layers import HEADS, _field
+    from ..model.models import model_config
+
+    cfg = model_config(config)
+    if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):
+        return 1
+    if cfg.get("num_key_value_heads") is not None:
+        return _field(cfg, ("num_key_value_heads",))
+    return _field(cfg, HEADS)
+
+
+class HeadTerms(NamedTuple):
+    """A model's bytes by KV head: ``heads`` heads (1: an MLA latent or numbers of bytes), one head's
+    bytes per token of its full-attention, sliding-window and chunked layers, the window and chunk
+    lengths, and the state bytes each decode rank receives."""
+
+    heads: int
+    full: float
+    window: float = 0.0
+    window_tokens: float = 0.0
+    chunk: float = 0.0
+    chunk_tokens: float = 0.0
+    state: float = 0.0
+
+    @property
+    def byte_terms(self) -> Any:
+        """One head's terms as the kernel's :class:`perfmodel.kernels.handoff.ByteTerms` (its field order)."""
+        from ..kernels.handoff import ByteTerms
+
+        return ByteTerms(self.full, self.window, self.chunk, self.state, self.window_tokens, self.chunk_tokens)
+
+
+def head_terms(model: Any, *, kv_cache_dtype: str | None = None, decode_tp: int = 1,
+               state_bytes: float | None = None) -> HeadTerms:
+    """The :class:`HeadTerms` of a model (name, config or path): one head's terms are the model's at a
+    tensor-parallel degree of its KV head count; each decode rank receives the state of one rank at
+    ``decode_tp`` (or ``state_bytes``, when given: what each decode rank receives).
+
+    >>> head_terms("llama-3.1-70b")
+    HeadTerms(heads=8, full=40960.0, window=0.0, window_tokens=0.0, chunk=0.0, chunk_tokens=0.0, state=0.0)
+    """
+    from ..model.models import kv_terms
+
+    heads = kv_heads(model)
+    one = kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=heads)
+    state = kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=decode_tp).state_bytes if state_bytes is None \
+        else state_bytes
+    return HeadTerms(heads, float(one.full_bytes_per_token), float(one.window_bytes_per_token),
+                     float(one.window_tokens), float(one.chunk_bytes_per_token), float(one.chunk_tokens), float(state))
+
+
+def flow_terms(flow: Flow, terms: HeadTerms) -> tuple[float, float, float, float]:
+    """A flow's bytes per token of full, window and chunked layers, and its state bytes."""
+    h = len(flow.heads)
+    k = flow.fraction
+    full, window, chunk = h * terms.full, h * terms.window, h * terms.chunk
+    state = terms.state if flow.state else 0.0
+    if k == 1.0:
+        return full, window, chunk, state
+    return full * k, window * k, chunk * k, state * k
+
+
+def flow_bytes(vector: tuple[float, float, float, float], terms: HeadTerms, charged: float, tokens: float) -> float:
+    """Bytes of a flow (its :func:`flow_terms`) for ``charged`` tokens of a ``tokens``-token prompt: the one bytes
+    formula, :func:`perfmodel.kernels.handoff.kv_bytes`, on the flow's terms and the model's window and chunk."""
+    from ..kernels.handoff import ByteTerms
+
+    full, window, chunk, state = vector
+    return ByteTerms(full, window, chunk, state, terms.window_tokens, terms.chunk_tokens).bytes(charged, tokens)
+
+
+class Alone(NamedTuple):
+    """A handoff alone in a cluster, resolved once per configuration.
+
+    ``linear``: its delay is ``latency_ms + (the caller's and transport's fixed costs) + bytes /
+    (bandwidth_gb_s * 1e9) * 1000`` with ``bytes`` from the last flow's terms (``full``, ``window``,
+    ``chunk``, ``state``), for every prompt: the kernel computes it. Otherwise every prompt is
+    simulated (:func:`alone_ms`)."""
+
+    linear: bool
+    bandwidth_gb_s: float
+    full: float
+    window: float
+    chunk: float
+    state: float
+    latency_ms: float  # the last flow's own fixed cost: its link's latency and hops (+ the transport's setup)
+    per_message_ms: float  # its link's (the transport's and caller's are added by the caller)
+    per_block_ms: float
+    flows: tuple[Flow, ...]
+    resources: Resources
+    terms: HeadTerms
+    last: int  # index of the last-ending flow
+    bottleneck: int | None  # resource index
+
+
+def _proportional(vectors: Sequence[tuple[float, ...]]) -> bool:
+    """Whether every vector is a multiple of one (so all flows' bytes grow in one ratio)."""
+    ref = max(vectors, key=sum)
+    return all(v[x] * ref[y] == v[y] * ref[x] for v in vectors for x in range(len(v)) for y in range(len(v)))
+
+
+def alone(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None = None) -> Alone:
+    """Prefill worker 0's handoff to decode worker 0, alone in the cluster: its flows and, where the
+    delay is linear in the bytes (every flow's byte terms in one ratio, every flow's own fixed cost
+    equal), the terms that let the kernel compute it exactly.
+
+    >>> from perfmodel import Cluster
+    >>> from perfmodel.network.clusters import alone, head_terms
+    >>> a = alone(Cluster(nic="ib-ndr", nics_per_node=4, gpus_per_node=8), head_terms("llama-3.1-70b"), 8)
+    >>> a.linear, a.bandwidth_gb_s, a.full, a.resources.names[a.bottleneck]
+    (True, 25.0, 40960.0, 'node0/nic0/out')
+    """
+    (prefill,), (decode,) = cluster.placement(tp, decode_tp)
+    resources = Resources()
+    flows = tuple(handoff_flow_list(cluster, terms.heads, prefill, decode, resources, state=terms.state > 0))
+    vectors = [flow_terms(f, terms) for f in flows]
+    own = [(f.own_latency_ms(cluster), f.link.per_message_ms, f.link.per_block_ms) for f in flows]
+    linear = len(set(own)) == 1 and _proportional(vectors)
+    scale = [sum(v) for v in vectors]
+    outcome = simulate([0.0] * len(flows), scale, [f.path for f in flows], resources.capacities)
+    last = max(range(len(flows)), key=lambda f: (outcome.ends_ms[f], -f))
+    if outcome.rate_changed[last]:
+        bandwidth = scale[last] / (outcome.ends_ms[last] / 1000.0) / 1e9
+    else:
+        bandwidth = outcome.final_rates[last]
+    latency, per_message, per_block = own[last]
+    return Alone(linear, bandwidth, *vectors[last], latency + cast(Transport, cluster.transport).setup_ms, per_message, per_block,
+                 flows, resources, terms, last, bottleneck_of(outcome, last))
+
+
+class Outcome(NamedTuple):
+    """Flows' simulation (:func:`simulate`), per flow: its end (ms; its start for a flow of 0 bytes, which does
+    not move), its rate in its final rate interval (GB/s; NaN: it did not move), whether its rate changed
+    after it started (a change at its own start, before it moved a byte, is not one) and its bottleneck
+    in its final rate interval (precise rule 9: a resource index; None where none is saturated)."""
+
+    ends_ms: list[float]
+    final_rates: list[float]
+    rate_changed: list[bool]
+    bottlenecks: list[int | None]
+
+
+def simulate(starts_ms: Sequence[float], nbytes: Sequence[float], paths: Sequence[Sequence[int]],
+             capacities: Sequence[float]) -> Outcome:
+    """Flows that start at ``starts_ms`` and move ``nbytes`` each over ``paths`` (indices into ``capacities``,
+    GB/s), sharing resources max-min fairly, rates recomputed whenever a flow starts or ends (one key of
+    :func:`perfmodel.kernels.sharing.simulate_batch`, the jitted simulation).
+
+    >>> simulate([0.0, 0.0], [1e9, 3e9], [[0], [0]], [2.0]).ends_ms  # both at 1 GB/s, then 2 GB/s
+    [1000.0, 2000.0]
+    """
+    b = _sharing.simulate_batch([list(starts_ms)], [list(nbytes)], paths, capacities, per_flow=True)
+    moved = [not math.isnan(rate) for rate in b.rates[0].tolist()]
+    return Outcome(b.ends[0].tolist(), b.rates[0].tolist(),
+                   [m and a != s for m, a, s in zip(moved, b.anchors[0].tolist(), starts_ms)],
+                   [None if n < 0 else n for n in b.necks[0].tolist()])
+
+
+def bottleneck_of(outcome: Outcome, last: int) -> int | None:
+    """Precise rule 9 for flow ``last`` of ``outcome``: a saturated resource on its path, in its final rate
+    interval, on which no other flow has a larger rate (first in path order on ties); None if none is
+    saturated (the simulation finds it as each flow ends)."""
+    return outcome.bottlenecks[last]
+
+
+def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, common_ms: float = 0.0,
+             messages: float = 0.0, blocks: float = 0.0) -> tuple[float, Outcome | None, list[float]]:
+    """(delay ms, the simulation, each flow's bytes) of the resolved handoff for ``charged`` tokens of a
+    ``tokens``-token prompt: every flow of more than 0 bytes pays ``common_ms`` (the transport's and the
+    caller's fixed costs for its messages and blocks) plus its own, then moves its bytes; the handoff
+    ends with its last flow (0 with no flow)."""
+    flows = resolved.flows
+    nbytes = [flow_bytes(flow_terms(f, resolved.terms), resolved.terms, charged, tokens) for f in flows]
+    kept = [k for k, b in enumerate(nbytes) if b > 0]
+    if not kept:
+        return 0.0, None, nbytes
+    starts = [common_ms + cast(Transport, cluster.transport).setup_ms + flows[k].own_latency_ms(cluster)
+              + messages * flows[k].link.per_message_ms + blocks * flows[k].link.per_block_ms for k in kept]
+    outcome = simulate(starts, [nbytes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
+    return max(outcome.ends_ms), outcome, nbytes
+
+
+def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None,
+                     pairs: list[tuple[int, int]], charged: float, tokens: float | None = None,
+                     *, prefill_workers: int | None = None, decode_workers: int | None = None,
+                     common_ms: float = 0.0, messages: float = 0.0, blocks: float = 0.0) -> list[float]:
+    """Each handoff's delay (ms) when the handoffs ``pairs`` ((prefill worker, decode worker) each) all
+    start at one instant and share the cluster max-min fairly (the same simulation as a handoff alone: each
+    flow pays ``common_ms`` and its own fixed costs, its link's per-message and per-block costs among them for
+    ``messages`` and ``blocks``).
+
+    >>> from perfmodel import Cluster
+    >>> from perfmodel.network.clusters import handoffs_at_once, head_terms
+    >>> c = Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8)
+    >>> [round(ms, 7) for ms in handoffs_at_once(c, head_terms("llama-3.1-70b"), 8, 8, [(0, 0), (1, 0)], 32_768)]
+    [53.6870912, 53.6870912]
+    """
+    tokens = charged if tokens is None else tokens
+    prefill_workers = prefill_workers or 1 + max(a for a, _ in pairs)
+    decode_workers = decode_workers or 1 + max(b for _, b in pairs)
+    prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
+    g = cluster.gpus_per_node
+    nodes = cluster.nodes or len({x // g for w in (*prefill, *decode) for x in w})
+    resources = Resources()
+    flows, owner, nbytes = [], [], []
+    for number, (a, b) in enumerate(pairs):
+        for f in handoff_flow_list(cluster, terms.heads, prefill[a], decode[b], resources, nodes_on_leaf=nodes,
+                                   state=terms.state > 0):
+            size = flow_bytes(flow_terms(f, terms), terms, charged, tokens)
+            if size > 0:
+                flows.append(f)
+                owner.append(number)
+                nbytes.append(size)
+    starts = [common_ms + cast(Transport, cluster.transport).setup_ms + f.own_latency_ms(cluster)
+              + messages * f.link.per_message_ms + blocks * f.link.per_block_ms for f in flows]
+    outcome = simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
+    return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)
+            for number in range(len(pairs))]
+
+
+def refuse_what_it_decides(options: Any) -> None:
+    """Refuse the options a cluster decides, for a handoff alone and in replay: ``scope="group"`` and
+    ``overlap="layerwise"`` (``options``: anything with ``scope`` and ``overlap``)."""
+    if options.scope != "rank":
+        raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
+                         "drop scope (the cluster's flows carry each rank's bytes)")
+    if options.overlap != "none":
+        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
+                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")

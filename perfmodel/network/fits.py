@@ -1,0 +1,96 @@
+"""The numerics of fitting a link to measurements: how well a fit describes them (:class:`FitReport`), a
+non-negative least-squares solve over a few parameters, and the floor a line rate puts on ms per byte.
+:func:`perfmodel.fit_link` builds on them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from ..inputs.words import count
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """How well a :func:`perfmodel.fit_link` result describes its measurements (relative errors, fractions).
+
+    Parameters
+    ----------
+    points : int
+        How many measurements were fitted.
+    max_relative_error, mean_relative_error : float
+        The largest and the mean ``|predicted - measured| / measured`` (fractions).
+    note : str
+        What the data could not tell apart (empty: nothing).
+    parameters : dict of str to float, optional
+        Each fitted parameter's value (held ones: 0), by name.
+
+    Examples
+    --------
+    >>> from perfmodel import fit_link
+    >>> report = fit_link([1e6, 1e7, 1e8], [0.03, 0.21, 2.01]).fit
+    >>> report.points, report.max_relative_error < 0.05
+    (3, True)
+    """
+
+    points: int
+    max_relative_error: float
+    mean_relative_error: float
+    note: str = ""
+    parameters: dict[str, float] | None = field(default=None, compare=False)  # each parameter's value (held: 0)
+
+    def describe(self) -> str:
+        """The fit in one line: its parameters and errors, and what the data could not tell apart."""
+        units = {
+            "bandwidth_gb_s": ("GB/s", 1.0),
+            "latency_ms": ("ms", 1.0),
+            "per_block_ms": ("us per block", 1e3),
+            "per_message_ms": ("us per message", 1e3),
+        }
+        shown = [
+            f"{value * units[name][1]:,.4g} {units[name][0]}"
+            for name, value in (self.parameters or {}).items()
+            if value and name in units
+        ]
+        return (
+            ", ".join(shown) + f"; {count(self.points, 'point')}, max error {self.max_relative_error:.1%}, mean "
+            f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else "")
+        )
+
+
+def nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """argmin ||design @ x - target|| over x >= 0, for a few columns: the best of the unconstrained
+    fits on every subset of the columns (exact, and cheap for up to three parameters)."""
+    best, best_residual = np.zeros(design.shape[1]), float(np.sum(target**2))
+    columns = range(design.shape[1])
+    for size in range(1, design.shape[1] + 1):
+        for subset in itertools.combinations(columns, size):
+            solution, *_ = np.linalg.lstsq(design[:, subset], target, rcond=None)
+            if np.all(solution >= 0):
+                x = np.zeros(design.shape[1])
+                x[list(subset)] = solution
+                residual = float(np.sum((design @ x - target) ** 2))
+                if residual < best_residual - 1e-15 * max(best_residual, 1.0):
+                    best, best_residual = x, residual
+    return best
+
+
+def ms_per_byte_floor(line_rate_gb_s: float | None) -> float:
+    """The least ms per byte a line rate allows (0: no line rate)."""
+    if line_rate_gb_s is None:
+        return 0.0
+    if (
+        isinstance(line_rate_gb_s, bool)
+        or not isinstance(line_rate_gb_s, (int, float, np.number))
+        or not (0 < line_rate_gb_s < np.inf)
+    ):
+        raise InputError(
+            "line_rate_gb_s",
+            f"{line_rate_gb_s!r} is not a number > 0",
+            "pass the NIC's line rate in decimal GB/s (400 Gb/s = 50 GB/s)",
+        )
+    return 1e-6 / float(line_rate_gb_s)

@@ -1,0 +1,750 @@
+"""Trace replay: per-request handoffs with decode routing, destination prefix caches and link contention.
+
+This module validates a replay's configuration and wraps the result; the trace is prepared once
+(hash ids to dense block ids, per-request values) by :mod:`perfmodel.replay.prepared`, and the event loop
+itself is the Numba kernel in :mod:`perfmodel.kernels.replay`, as :mod:`perfmodel.handoff` pairs with
+:mod:`perfmodel.kernels.handoff`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, check_choice, check_whole
+from ..handoff import checked
+from ..inputs import coerce as _coerce
+from ..inputs import resolve as _resolve
+from ..inputs import table as _inputs
+from ..inputs.codes import TransferMode, choice_code, choice_names
+from ..inputs.table import (
+    INPUTS,
+    LAYERWISE,
+    check_count,
+    check_option,
+    group_beyond_layers,
+    layerwise_given,
+    layerwise_overlaps,
+)
+from ..inputs.words import count
+from ..options import deprecated_constant, option
+from .prepared import PreparedTrace, link_column, notice_first_compile, prepare_trace, request_values
+from .summaries import percentile_ms, replay_percentile_question
+
+__all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
+
+
+# --- replay --------------------------------------------------------------------------------
+
+def replay_handoffs(
+    trace: pd.DataFrame,
+    kv_transfer_bandwidth: Any = None,
+    kv_bytes_per_token: Any = None,
+    *,
+    model: Any = None,
+    link: Any = None,
+    mode: Literal["full_prompt", "destination_missing"] = "full_prompt",
+    block_size: int = 512,
+    decode_workers: int = 1,
+    decode_cache_blocks: int | None = None,
+    routing: Literal["prefix", "round_robin", "least_loaded", "topology"] = "prefix",
+    contention: Literal["none", "fifo", "fair"] = "none",
+    links: int = 1,
+    latency_ms: float = 0.0,
+    per_block_ms: float = 0.0,
+    per_message_ms: float = 0.0,
+    fallback_delay_ms: float = 0.0,
+    blocks_per_message: float = 1.0,
+    state_bytes: Any = None,
+    ready_ms: Any = None,
+    overlap: Literal["none", "layerwise"] = "none",
+    prefill_ms: Any = None,
+    prefill_tokens_per_s: Any = None,
+    num_layers: Any = None,
+    layer_group: int = 1,
+    layerwise_min_tokens: int = 0,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+    decode_tp: int | None = None,
+    scope: Literal["rank", "group"] = "rank",
+    kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+    prefill_workers: int | None = None,
+) -> pd.DataFrame:
+    """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
+
+    Deterministic: requests are handled in ready order (``ready_ms``, default their
+    arrival), ties in trace order.
+
+    - Each handoff goes to a decode worker: ``routing="prefix"`` picks the worker whose
+      cache holds the longest prefix of the request's ``hash_ids`` (ties: round robin),
+      ``"round_robin"`` takes them in turn.
+    - Each decode worker keeps an LRU cache of block hashes (``decode_cache_blocks``
+      blocks, unbounded when None). A request's blocks enter its worker's cache when its
+      transfer ends (so a block still in flight is not a hit).
+    - ``mode="destination_missing"`` charges the blocks the worker lacks, block-rounded
+      to ``block_size`` (rule 2 of the model, :doc:`/model`; default 512, the hash block of Mooncake
+      traces, so that a cached prefix is whole blocks: :func:`perfmodel.sweep` defaults to 64, a
+      common engine page size); ``"full_prompt"`` charges the whole prompt.
+      ``cached_tokens`` reports the worker's cached prefix in both modes. A trace without
+      ``hash_ids`` has no prefix information: every block is missing, and the block
+      rounding makes destination_missing cost slightly *more* than full_prompt (a warning
+      says so).
+    - ``contention="none"``: every transfer runs at line rate from its ready time (as
+      upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
+      the first free one; ``"fair"``: a transfer first pays its fixed costs (latency,
+      per-block and per-message work), holding no share of a link meanwhile; when they end
+      (in the order they end) it moves its bytes on the link with the fewest transfers
+      moving, sharing it equally with them (exact processor-sharing event simulation).
+
+    Parameters
+    ----------
+    trace
+        From :func:`read_trace` or :func:`synthetic_trace` (``arrival_ms``,
+        ``num_input_tokens``, optional ``hash_ids``).
+    kv_transfer_bandwidth, link
+        Decimal GB/s, a link preset name (``"ib-ndr"``, ``"8x ib-ndr"``) or a
+        :class:`perfmodel.Link` (its latency is added). ``link=`` is the same.
+    kv_bytes_per_token, model
+        Bytes per token, a model preset name, config dict or ``config.json`` path (with
+        ``kv_cache_dtype``, ``tp``), or the name of a trace column holding any of these
+        per request (a trace mixing models replays at once). ``model=`` is the same.
+        Sliding-window, chunked-attention and hybrid models move the bytes of
+        :class:`perfmodel.KVTerms`: in destination_missing mode, of the missing tail.
+    mode, block_size, decode_workers, decode_cache_blocks, routing, contention, links, latency_ms
+        As above; ``latency_ms`` is a per-transfer setup latency in ms.
+    per_block_ms
+        Cost per KV block moved (ms), added to the link's own; blocks are
+        ``ceil(charged tokens / block_size)``. Under ``fair`` sharing it is setup work,
+        like the latency, before the bytes share the link.
+    per_message_ms, kv_layout
+        Cost per message (transfer descriptor) one rank posts (ms), added to the link's
+        own, and how a block lies in memory, which sets the messages
+        (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
+        ``fair`` sharing, like the per-block cost.
+    fallback_delay_ms
+        Every transfer's time (ms) when the bandwidth is 0, which models no transfer
+        (upstream's replay, whose default is 0.0); a ``"fifo"`` link is busy for it, and
+        ``"fair"`` sharing needs a bandwidth > 0.
+    blocks_per_message
+        Consecutive blocks merged into one message (whole number >= 1, or ``inf``: one
+        message per layer and K/V); see :func:`perfmodel.kv_messages`.
+    state_bytes
+        Bytes of a fixed state sent with every handoff, even one of 0 tokens (a value, array
+        or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
+        for bytes given as numbers.
+    ready_ms
+        When each prefill completes and its handoff may start: a column name or an
+        array in ms; default ``arrival_ms``.
+    overlap, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens
+        Layer-wise streaming (``overlap="layerwise"``): the transfer starts when the
+        first layer group is computed, ``prefill_ms * (L - g) / L`` before the prefill
+        ends (``prefill_ms`` a value, array or trace column; or ``prefill_tokens_per_s``),
+        and ends no earlier than the prefill's end plus the last group's share of it;
+        the delay is counted from the prefill's end. ``num_layers`` defaults to the
+        model's. Requests shorter than ``layerwise_min_tokens`` are sent after prefill.
+    kv_cache_dtype, tp, decode_tp, scope
+        For models by name or config, as in :func:`perfmodel.kv_bytes_per_token`.
+    prefill_workers
+        On a cluster (a :class:`perfmodel.Cluster` or a cluster preset where the link goes):
+        prefill workers of ``tp`` GPUs, taking requests round robin in trace order, or as the
+        trace's ``prefill_worker`` column says (default: 1, or that column's largest worker + 1).
+        A replay on a cluster shares every resource of every handoff's flows max-min fairly
+        (``contention="fair"``; ``"none"``: each handoff alone in the cluster), routes with
+        ``"prefix"``, ``"round_robin"``, ``"least_loaded"`` or ``"topology"`` and adds the
+        columns ``prefill_worker``, ``flows`` and ``bottleneck`` (the documentation's "Clusters as they are",
+        "Replaying a trace on a cluster"; :func:`perfmodel.replay.cluster.resource_table` gives each resource's load).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like the trace: ``arrival_ms`` and ``num_input_tokens`` (from the trace),
+        ``decode_worker``, ``link`` (the link it used, a nullable integer: missing where it used none,
+        under ``contention="none"``, for 0 bytes, and on a cluster, which has no links), ``cached_tokens``,
+        ``charged_tokens``, ``transfer_bytes`` (integers when bytes per token are),
+        ``saved_bytes`` (destination_missing: what a cold destination would have been
+        sent, block-rounded, minus ``transfer_bytes``; 0 in full_prompt mode),
+        ``transfer_ms`` (alone on the link), ``queue_ms`` (waiting or slowed by
+        sharing), ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``.
+
+    Examples
+    --------
+    >>> from perfmodel import replay_handoffs, synthetic_trace
+    >>> trace = synthetic_trace(2000, rate_per_s=20, seed=0)
+    >>> replay = replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", mode="destination_missing",
+    ...                          decode_workers=4, contention="fifo")
+    >>> bool((replay["handoff_delay_ms"] == replay["queue_ms"] + replay["transfer_ms"]).all())
+    True
+    """
+    config = dict(
+        kv_transfer_bandwidth=kv_transfer_bandwidth, kv_bytes_per_token=kv_bytes_per_token, model=model, link=link,
+        mode=mode, block_size=block_size, decode_workers=decode_workers, decode_cache_blocks=decode_cache_blocks,
+        routing=routing, contention=contention, links=links, latency_ms=latency_ms, per_block_ms=per_block_ms,
+        per_message_ms=per_message_ms, fallback_delay_ms=fallback_delay_ms, state_bytes=state_bytes, overlap=overlap,
+        prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
+        layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens, kv_cache_dtype=kv_cache_dtype, tp=tp,
+        decode_tp=decode_tp, scope=scope, kv_layout=kv_layout, blocks_per_message=blocks_per_message,
+        prefill_workers=prefill_workers)
+    return replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **config)
+
+
+#: A replay's configuration: the keywords of :func:`replay_handoffs` after the trace, with their defaults.
+_CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).parameters.items()
+           if name not in ("trace", "ready_ms")}
+
+
+def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
+    """One configuration's replay of a prepared trace (``given``: keywords of :func:`replay_handoffs`)."""
+    import warnings
+
+    from ..kernels import replay as _replay
+
+    if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
+        from .cluster import with_cluster
+
+        given = with_cluster(given)
+    unknown = set(given) - set(_CONFIG)
+    if unknown:
+        raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
+    c = SimpleNamespace(**{**_CONFIG, **given})
+    trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
+    bandwidth_spec = _one_of("kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link,
+                             "<GB/s or e.g. 'ib-ndr'>")
+    bytes_spec = _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model,
+                         "<bytes or e.g. 'llama-3.1-70b'>")
+    destination_missing = int(_one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
+    c.mode = "destination_missing" if destination_missing else "full_prompt"
+    if _is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
+        from .cluster import replay_on_cluster
+
+        scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars, lambda shape: (
+            _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]))
+    if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
+        asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
+        raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where)",
+                         "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
+    check_option("routing", c.routing)
+    check_option("contention", c.contention)
+    c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
+    c.decode_workers = check_count("decode_workers", c.decode_workers)
+    c.links = check_count("links", c.links)
+    c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
+    check_option("overlap", c.overlap)
+    check_option("kv_layout", c.kv_layout)
+    bandwidth, latency, per_block, per_message = _link_of(
+        bandwidth_spec, _one_value("latency_ms", c.latency_ms), _one_value("per_block_ms", c.per_block_ms),
+        _one_value("per_message_ms", c.per_message_ms))
+    fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
+    shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
+    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+    if c.num_layers is not None and (isinstance(models, (str, Mapping)) or
+                                     (np.ndim(models) and _resolve.holds_labels(models))):
+        _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
+                            request_values(trace, "num_layers", c.num_layers))
+    model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
+                                            (c.kv_layout, c.num_layers) if per_message else None)
+    if destination_missing and not prepared.has_hashes:
+        warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
+                      "destination_missing charges every block, block-rounded, which costs slightly more than "
+                      "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
+    lead, last_fraction = _layerwise(trace, tokens, bytes_spec, c, per_message)
+    (ready, base), n = prepared.relative_ready(), len(trace)  # (durations from relative times: timestamps shifted back)
+    available = ready - lead  # when each transfer may start
+    requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
+                                tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
+                                model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
+                                last_fraction=last_fraction)
+    cluster = _replay.Cluster(
+        n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,
+        destination_missing=destination_missing, workers=c.decode_workers,
+        capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
+        contention=choice_code("contention", c.contention),
+        n_links=min(c.links, max(n, 1)),  # (more links than requests: each transfer has one of its own all the same)
+        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+        fallback_delay_ms=fallback,
+        blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
+                                                                        c.blocks_per_message))))
+    out = _replay.Results.empty(n)
+    notice_first_compile()
+    _replay.replay(requests, cluster, out)
+    if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
+        first = int(np.argmax(~np.isfinite(out.transfer)))
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s gives request {trace.index[first]!r} a "
+                         f"transfer time of {out.transfer[first]!r} ms", "pass a realistic bandwidth in GB/s")
+    return _replay_frame(trace, tokens, (ready, base), out, kv_terms, c, (bandwidth, latency, per_block, per_message))
+
+
+def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], out: Any,
+                  kv_terms: np.ndarray, c: SimpleNamespace, link: tuple[float, float, float, float]) -> pd.DataFrame:
+    """The replay's per-request table (indexed like the trace) from the kernel's results, with the link in attrs.
+    ``times``: the ready times from the earliest, and the earliest (durations from the former, timestamps
+    shifted back by the latter)."""
+    bandwidth, latency, per_block, per_message = link
+    ready, base = times
+    moving = out.bytes > 0
+    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
+    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
+    columns = {
+        # copies of the trace's own columns (the frame below shares every array it is given)
+        "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
+        "decode_worker": out.worker, "link": link_column(out.link), "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
+        # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
+        "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+        "saved_bytes": out.saved.astype(np.int64) if whole_bytes else out.saved,
+        "transfer_ms": out.transfer, "queue_ms": out.queue,
+        # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
+        "handoff_delay_ms": (out.end - ready) if c.overlap == "layerwise" else out.queue + out.transfer,
+        "start_ms": out.start + base if base else out.start, "end_ms": out.end + base if base else out.end,
+    }
+    result = pd.DataFrame(columns, index=trace.index, copy=False)  # this call's own arrays: not stacked into copies
+    result.attrs.update(contention=c.contention, links=c.links, mode=c.mode, bandwidth_gb_s=bandwidth,
+                        latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
+                        block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout,
+                        span_ms=last - first, span_ends_ms=max(abs(first), abs(last)), requests=len(trace))
+    return result
+
+
+def _is_cluster(spec: Any) -> bool:
+    from ..network.placement import is_cluster
+
+    return np.ndim(spec) == 0 and is_cluster(spec)
+
+
+def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
+    """Refuse a replay whose decode caches (see :func:`perfmodel.kernels.replay.new_caches`) need more memory than
+    the machine has, before allocating them: the bound is the memory, named with what it would take."""
+    import os
+
+    blocks = max(n_unique, 1)
+    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
+    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
+        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
+    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
+    except (AttributeError, OSError, ValueError):
+        memory = 2**40  # (no way to ask: only the absurd is refused)
+    try:  # a limit on this process' address space (ulimit -v) binds first
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        memory = min(memory, limit) if limit > 0 else memory
+    except (ImportError, OSError, ValueError):
+        pass
+    if need > memory:
+        raise InputError("decode_workers", f"{count(workers, 'decode worker')} with {count(n_unique, 'distinct block')}"
+                         + (f" and {count(capacity, 'block')} each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
+                         f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
+                         "pass fewer decode_workers (or a smaller decode_cache_blocks)")
+
+
+def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
+    if (value is None) == (alias_value is None):
+        both = value is not None
+        raise InputError("replay_handoffs", f"{name} and {alias} {'are both given' if both else 'are both missing'}",
+                         f"pass {name}={example} (or {alias}=, the same), once")
+    return alias_value if value is None else value
+
+
+def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:
+    """One link for the replay: (effective bandwidth GB/s, finite and >= 0 as upstream's replay requires (0:
+    no transfer is modeled, the fallback delay stands); total latency ms, total per-block ms, total per-message ms)."""
+    if np.ndim(spec) != 0:
+        raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
+                         "pass one bandwidth, link name or Link (replay_grid sweeps several)")
+    try:
+        terms = _resolve.link_terms(spec)
+    except InputError as error:
+        raise error.relocated("kv_transfer_bandwidth", error.row) from None
+    bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
+    costs = _resolve.with_link_costs(dict(latency_ms=latency_ms, per_block_ms=per_block_ms,
+                                          per_message_ms=per_message_ms), terms)
+    latency, per_block, per_message = (float(costs[name]) for name in _resolve.LINK_COSTS)
+    if not 0 <= bandwidth < np.inf:
+        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
+                         "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",
+                         "pass a bandwidth in GB/s >= 0")
+    return bandwidth, latency, per_block, per_message
+
+
+def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
+    """The replay's fallback delay (ms): checked always, used at a bandwidth of 0 (upstream's replay)."""
+    fallback = None if value is None else float(_one_value("fallback_delay_ms", value))
+    if bandwidth == 0:
+        if fallback is None:
+            raise InputError("fallback_delay_ms", "is None, and a bandwidth of 0 models no transfer",
+                             "pass fallback_delay_ms= the delay to charge each handoff (upstream's default: 0.0)")
+        if contention == "fair":
+            raise InputError("contention", "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
+                             "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms")
+    return 0.0 if fallback is None else fallback
+
+
+def _one_value(name: str, value: Any) -> Any:
+    """A replay's one value of an input (checked by the table's rule); an array or a column is refused."""
+    if np.ndim(value) != 0 or (isinstance(value, str) and INPUTS[name].kind not in ("code", "choice")):
+        raise InputError(name, f"a replay takes one value, got {value!r}" if isinstance(value, str) else
+                         f"a replay takes one value, got {np.size(value)}",
+                         "pass one value (replay_grid compares several)")
+    return checked(name, value)
+
+
+def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: SimpleNamespace,
+               per_message_ms: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: how long before the prefill ends its transfer may start, and the share of the
+    transfer left after the prefill ends at the earliest (layer-wise streaming, as the configuration
+    ``c`` asks; else 0 and 1)."""
+    n = len(trace)
+    layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap)
+    num_layers, prefill_ms = c.num_layers, c.prefill_ms
+    if c.overlap == "none":
+        return np.zeros(n), np.ones(n)
+    compute = (request_values(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
+               tokens / request_values(trace, "prefill_tokens_per_s", c.prefill_tokens_per_s) * 1000.0)
+    if num_layers is None:
+        spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+        if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
+            raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a number",
+                             "pass num_layers, or a model name or config as kv_bytes_per_token")
+        num_layers = _resolve.num_layers(spec)
+    layers = request_values(trace, "num_layers", num_layers)
+    group = float(_one_value("layer_group", c.layer_group))
+    minimum = float(_one_value("layerwise_min_tokens", c.layerwise_min_tokens))
+    beyond = group_beyond_layers(group, layers)
+    if beyond.any():
+        first = int(np.argmax(beyond))
+        raise InputError("layer_group", f"more layers per group ({group:g}) than request {trace.index[first]!r} has "
+                         f"({layers[first]:g})", "pass a layer_group between 1 and num_layers")
+    unknown = ~(compute < np.inf)
+    if unknown.any():
+        first = int(np.argmax(unknown))
+        raise InputError("prefill_ms" if prefill_ms is not None else "prefill_tokens_per_s",
+                         f"{count(int(unknown.sum()), 'request')} without a known prefill time, first at row "
+                         f"{trace.index[first]!r}: a replay must know when each transfer may start",
+                         "give every request a prefill time (a value, an array or a trace column)")
+    streamed = (tokens >= minimum) & (layers > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
+        return lead, np.where(streamed, group / layers, 1.0)
+
+
+def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], state_bytes: Any,
+                       messages: tuple[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(each request's row of the table, the table of byte and message terms: one row per distinct model
+    or bytes value, columns as :class:`perfmodel.kernels.replay.Requests` documents). ``spec`` is one value or a
+    trace column of values or model names, its bytes shaped by ``shape`` (kv_cache_dtype, tp, decode_tp,
+    scope); ``state_bytes`` (a value, array or column) replaces the models' state; ``messages``: the KV
+    layout and layer count when messages cost (else no messages)."""
+    column = None
+    n = len(trace)
+    if isinstance(spec, str) and spec in trace.columns:
+        column, spec = spec, trace[spec]
+    where = f"trace column {column!r}" if column else "kv_bytes_per_token"
+    if np.ndim(spec) and not isinstance(spec, Mapping):
+        if len(spec) != n:
+            raise InputError(where, f"{count(len(spec), 'value')} for {count(n, 'request')}", "pass one number or model per request "
+                             "(or one for all)")
+        codes, distinct = _coerce.distinct(spec if isinstance(spec, (pd.Series, np.ndarray)) else np.asarray(
+            spec, dtype=object))
+        if (codes < 0).any():
+            first = int(np.argmax(codes < 0))
+            raise InputError(where, f"{count(int((codes < 0).sum()), 'request')} without bytes per token or a model, first at "
+                             f"row {trace.index[first]!r}", "pass one number or model per request (or one for all)")
+        model_of, values = np.ascontiguousarray(codes, dtype=np.int64), list(distinct)
+    else:
+        model_of, values = np.zeros(n, dtype=np.int64), [spec]
+    try:
+        terms = [_resolve.model_terms(v, **shape) for v in values]
+        layers = None if messages is None or messages[1] is None else float(_one_value("num_layers", messages[1]))
+        posted = [_resolve.message_terms(v, messages[0], layers) if messages else (0.0,) * 4 for v in values]
+    except InputError:
+        raise
+    except ValueError as error:  # an unknown model: say where it came from
+        problem, _, fix = str(error).partition(". Fix: ")
+        raise InputError(where, problem, fix.rstrip(".") or "pass known models") from None
+    # a term a model does not have (None) is 0; bytes per token stay as given (NaN is refused below)
+    table = np.array([[float(row[0])] + [0.0 if v is None else float(v) for v in (*row[1:], *more)]
+                      for row, more in zip(terms, posted)], dtype=np.float64).reshape(-1, 10)
+    if state_bytes is not None:
+        state = request_values(trace, "state_bytes", state_bytes)
+        table, model_of = table[model_of], np.arange(n, dtype=np.int64)
+        table[:, 5] = state
+    finite = (table >= 0) & (table < np.inf)
+    for name, ok in ((where, finite[:, 0]), ("state_bytes", finite[:, 5])):
+        bad = ~ok[model_of]
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(name, f"{count(int(bad.sum()), 'request')} without a finite number of bytes >= 0, first at row "
+                             f"{trace.index[row]!r}: {table[model_of[row], 0 if name == where else 5]!r}",
+                             "pass one number or model per request (or one for all)" if name == where else
+                             "pass state bytes >= 0 (a value, an array or a trace column)")
+    return model_of, np.ascontiguousarray(table)
+
+
+def summarize(replay: pd.DataFrame) -> dict[str, float]:
+    """Headline figures of a replay: delay percentiles (ms), link utilisation, bytes moved and saved.
+
+    ``p50_ms``, ``p90_ms`` and ``p99_ms`` are percentiles of the per-request handoff delays under the
+    replay's own contention (:func:`perfmodel.replay.sizing.percentile_ms`: numpy's ``"linear"`` method, as
+    :func:`perfmodel.required_nics` takes them).
+
+    ``link_utilisation`` is the offered load: the transfers' time alone on a link,
+    summed, over the replayed span (first start to last end) times the number of links
+    (above 1 means the links cannot keep up); on a cluster, which has resources rather than
+    links, it is missing (NaN) and ``busiest_utilisation`` says how loaded the cluster is.
+    ``bytes_saved_by_prefix_reuse`` counts the cached prefix blocks a destination_missing
+    replay did not send (0 in full_prompt mode). A replay on a cluster adds each resource's
+    ``util_mean:NAME``, ``util_peak:NAME`` and ``bottleneck_share:NAME``, and
+    ``busiest_resource`` and ``busiest_utilisation``
+    (:func:`perfmodel.replay.cluster.resource_table` has them as a table).
+
+    Parameters
+    ----------
+    replay
+        A result of :func:`replay_handoffs` (its columns, and its attrs' ``links`` and ``mode``).
+
+    Returns
+    -------
+    dict
+        ``handoffs``, ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ``max_ms``, ``mean_queue_ms``
+        (ms), ``link_utilisation``, ``bytes_moved`` and ``bytes_saved_by_prefix_reuse``.
+
+    Examples
+    --------
+    >>> from perfmodel import replay_handoffs, summarize, synthetic_trace
+    >>> replay = replay_handoffs(synthetic_trace(500, 10), model="llama-3.1-8b", link="ib-ndr")
+    >>> sorted(summarize(replay))[:3]
+    ['bytes_moved', 'bytes_saved_by_prefix_reuse', 'handoffs']
+    """
+    delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
+    moving = replay[replay["transfer_bytes"] > 0]
+    span, ends = _span(replay, moving)
+    links = int(replay.attrs.get("links", 1))
+    load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    # a load above 1 by float noise alone is 1: a sum of n terms is off by at most ~n ulps of the sum, the span
+    # (a difference of two times) by an ulp of the larger time; beyond that an offered load above 1 is real
+    if load > 1.0 and len(moving):
+        noise = (len(moving) + 2) * np.finfo(np.float64).eps * (1.0 + ends / span)
+        load = 1.0 if load - 1.0 <= noise else load
+    saved = float(replay["saved_bytes"].sum()) if replay.attrs.get("mode") == "destination_missing" else 0.0
+    percentiles = percentile_ms(delay, [50, 90, 99])  # (the one percentile of every sizing answer)
+    on_cluster = {}
+    if "resources" in replay.attrs:  # a replay on a cluster: each resource's utilisation and bottleneck share
+        from .cluster import cluster_summary
+
+        on_cluster = cluster_summary(replay)
+    return {
+        "handoffs": int(delay.size),
+        "p50_ms": float(percentiles[0]), "p90_ms": float(percentiles[1]), "p99_ms": float(percentiles[2]),
+        "mean_ms": float(delay.mean()) if delay.size else np.nan,
+        "max_ms": float(delay.max()) if delay.size else np.nan,
+        "mean_queue_ms": float(replay["queue_ms"].mean()) if delay.size else np.nan,
+        "link_utilisation": np.nan if "resources" in replay.attrs else load,
+        "bytes_moved": float(replay["transfer_bytes"].sum()),
+        "bytes_saved_by_prefix_reuse": saved,
+    } | on_cluster
+
+
+def _span(replay: pd.DataFrame, moving: pd.DataFrame) -> tuple[float, float]:
+    """(first start to last end of the handoffs that move bytes, the largest time it was taken from): the
+    replay's own, from its relative times, for a whole replay; else from the timestamp columns."""
+    if "span_ms" in replay.attrs and replay.attrs.get("requests") == len(replay):
+        span = float(replay.attrs["span_ms"])
+        return span, float(replay.attrs.get("span_ends_ms", span))
+    if not len(moving):
+        return 0.0, 0.0
+    return (float(moving["end_ms"].max() - moving["start_ms"].min()),
+            float(np.abs(moving[["start_ms", "end_ms"]].to_numpy()).max()))
+
+
+# --- replay grids: many cluster configurations against one trace ------------------------------
+
+#: The axes :func:`replay_grid` accepts (each a value or a list), in the order of its columns (the input
+#: table's grid axes, :data:`perfmodel.inputs.table.GRID_AXES`).
+GRID_AXES = _inputs.GRID_AXES
+
+
+# The most configurations a replay grid takes is the option max_grid_configs (each replays the whole trace: ten
+# thousand replays are hours of work; a million, a grid that was not meant). MAX_CONFIGS was a constant here.
+__getattr__ = deprecated_constant("perfmodel.replay", {"MAX_CONFIGS": "max_grid_configs"})
+
+
+def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every combination of the axes, as keyword dicts, in the grid's row order (the last axis fastest)."""
+    import itertools
+    import math
+
+    unknown = sorted(set(axes) - set(GRID_AXES))
+    if unknown:
+        raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
+    names = [name for name in GRID_AXES if name in axes]
+    values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
+    for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused
+        _resolve.axis_labels("replay_grid", name, given)
+        if INPUTS[name].kind == "degree":  # counts by their bound, before any replay
+            for value in given:
+                if value is not None:
+                    check_count(name, value)
+    size = math.prod(len(v) for v in values)
+    most = option("max_grid_configs")
+    if size > most:
+        shape = " x ".join(f"{len(v):,} {name}" for name, v in zip(names, values))
+        raise InputError("replay_grid", f"{size:,} configurations ({shape}), more than {most:,}, each of which "
+                         "replays the whole trace", "give the axes fewer values, run the grid in parts (one call per value of "
+                         "its longest axis), or raise perfmodel.set_options(max_grid_configs=...)")
+    configs = [dict(zip(names, c)) for c in itertools.product(*values)]
+    overlaps = {str(c.get("overlap", "none")) for c in configs}
+    layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
+    if len(overlaps) > 1:
+        configs = [{k: v for k, v in c.items() if not (k in LAYERWISE and c.get("overlap") == "none")}
+                   for c in configs]
+    return configs
+
+
+def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: bool = False,
+             ) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """One configuration of a grid: :func:`summarize`'s figures plus the share of zero-delay handoffs
+    (and the replay itself, when asked)."""
+    replay = replay_prepared(prepared, **config)  # (a grid keeps no figure per resource: their names vary)
+    stats = {name: value for name, value in summarize(replay).items() if ":" not in name}
+    delays = replay["handoff_delay_ms"].to_numpy()
+    stats["zero_delay_share"] = float(np.mean(delays == 0)) if delays.size else float("nan")
+    return stats, replay if keep_requests else None
+
+
+def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
+    """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats;
+    ``attrs["question"]``: what its ``p99_ms`` is the p99 of."""
+    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _inputs.LABEL_AXES else _resolve.label_of(v)
+                                for k, v in config.items()}, **row}
+                            for config, row in zip(configs, stats)])
+    for name in configs[0] if configs else ():
+        if name in _inputs.LABEL_AXES:
+            summary[name] = pd.Categorical(summary[name], categories=list(dict.fromkeys(summary[name])))
+    summary.attrs["question"] = grid_question(configs, cluster="busiest_utilisation" in summary)
+    return summary
+
+
+def grid_question(configs: list[dict[str, Any]], *, cluster: bool) -> str:
+    """What a grid's ``p99_ms`` is the p99 of, in words (its contention and scope, or "each row's")."""
+    contentions = {str(c.get("contention", _CONFIG["contention"])) for c in configs}
+    scopes = {str(c.get("scope", _CONFIG["scope"])) for c in configs}
+    return replay_percentile_question(99, contentions.pop() if len(contentions) == 1 else None,
+                                      scopes.pop() if len(scopes) == 1 else None, cluster=cluster)
+
+
+def replay_grid(
+    trace: pd.DataFrame,
+    *,
+    keep: Literal["summary", "requests"] = "summary",
+    num_threads: int | None = None,
+    progress: bool | None = None,
+    ready_ms: Any = None,
+    **axes: Any,
+) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+    """Replay one trace under every combination of cluster configurations, in parallel: one row each, its
+    ``p99_ms`` the p99 of the replay's per-request handoff delays (``attrs["question"]`` says with which
+    contention and bytes; :func:`perfmodel.required_nics` reads the fewest NICs off such replays).
+
+    Capacity planning's question ("which configuration keeps the handoff's p99 under budget
+    for our traffic?") in one call. Each keyword of :data:`GRID_AXES` is a value or a list
+    (the keywords of :func:`replay_handoffs`: ``decode_workers``, ``decode_cache_blocks``,
+    ``routing``, ``mode``, ``contention``, ``links``, ``link`` or ``kv_transfer_bandwidth``,
+    ``model`` or ``kv_bytes_per_token``, ``kv_cache_dtype``, ``tp``, ``scope``,
+    ``block_size``, ``latency_ms``, ``per_block_ms`` and the layer-wise options). The trace
+    is prepared once (checks, block-hash remapping) and shared read-only; configurations run
+    on ``num_threads`` threads (default: the cores available; the replay kernel releases
+    the GIL), with a progress bar on a terminal when the grid takes more than a second.
+    Ctrl-C stops it and returns nothing. The result equals the one-by-one loop exactly.
+
+    Parameters
+    ----------
+    trace
+        From :func:`read_trace` or :func:`synthetic_trace`, as :func:`replay_handoffs` takes it.
+    keep
+        ``"summary"`` (default): one row per configuration; ``"requests"``: also every request's replay.
+    num_threads
+        Threads replaying configurations at once (default: the cores available).
+    progress
+        Show a progress bar: None (default) shows one on a terminal when the grid takes more than a second.
+    ready_ms
+        When each prefill completes, as :func:`replay_handoffs` takes it (one for every configuration).
+    **axes
+        The axes of :data:`GRID_AXES`: each a value or a list of values, a keyword of :func:`replay_handoffs`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per configuration: the axes' values in columns named like the axes
+        (labels as categoricals), then :func:`summarize`'s figures (``handoffs``,
+        ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ``max_ms``, ``mean_queue_ms``,
+        ``link_utilisation``, ``bytes_moved``, ``bytes_saved_by_prefix_reuse``) and
+        ``zero_delay_share`` (handoffs that cost 0 ms: their whole prompt was cached); on a
+        cluster also ``busiest_resource`` and ``busiest_utilisation`` (the figures of each
+        resource are :func:`summarize`'s of one replay: their names differ between clusters).
+        With ``keep="requests"``, also every request's replay in long format, the
+        configuration's columns first (``(summary, requests)``; the replay's own ``link``,
+        the index of the link used, is called ``link_index`` there).
+
+    Examples
+    --------
+    >>> from perfmodel import replay_grid, synthetic_trace
+    >>> grid = replay_grid(synthetic_trace(2000, rate_per_s=40, seed=0), model="llama-3.1-70b",
+    ...                    link=["ib-ndr", "8x ib-ndr"], decode_workers=[1, 4], mode="destination_missing",
+    ...                    contention="fifo")
+    >>> grid[["link", "decode_workers"]].astype(str).agg(" ".join, axis=1).tolist()
+    ['ib-ndr 1', 'ib-ndr 4', '8x ib-ndr 1', '8x ib-ndr 4']
+    >>> bool((grid["p99_ms"] >= grid["p50_ms"]).all())
+    True
+    """
+    import concurrent.futures
+    import os as _os
+
+    from ..ground.progress import progress_bar
+
+    check_choice("keep", keep, choice_names("keep"))
+    configs = grid_configs(axes)
+    names = list(configs[0])
+    workers = _os.cpu_count() or 1 if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
+    prepared = prepare_trace(trace, ready_ms=ready_ms)
+
+    def one(config: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+        return grid_row(prepared, config, keep_requests=keep == "requests")
+
+    sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None or isinstance(ready_ms, str) else
+                           np.asarray(ready_ms)[:2])
+    for config in configs:  # every configuration's values checked on two requests: a bad one fails at once
+        replay_prepared(sample, **config)
+    results: list[Any] = [None] * len(configs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool, \
+            progress_bar(len(configs), unit="configs", desc="replay grid", progress=progress) as bar:
+        futures = {pool.submit(one, config): i for i, config in enumerate(configs)}
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+        except BaseException:  # Ctrl-C or an error: cancel what has not started, return nothing
+            for future in futures:
+                future.cancel()
+            raise
+    summary = grid_frame(configs, [stats for stats, _ in results])
+    if keep == "summary":
+        return summary
+    parts = []
+    for config, (_, replay) in zip(configs, results):
+        labelled = replay.rename_axis(replay.index.name or "request").reset_index()
+        labelled = labelled.rename(columns={"link": "link_index"})  # the config's link axis takes the name "link"
+        for name in reversed(names):
+            labelled.insert(0, name, _resolve.label_of(config[name]))
+        parts.append(labelled)
+    requests = pd.concat(parts, ignore_index=True)
+    for name in names:
+        if name in _inputs.LABEL_AXES:
+            requests[name] = pd.Categorical(requests[name], categories=summary[name].cat.categories)
+    return summary, requests

@@ -1,0 +1,414 @@
+"""A trace replayed on a :class:`perfmodel.Cluster`: the edge (inputs checked once) and the result's table.
+
+:func:`perfmodel.replay_handoffs` routes here when ``kv_transfer_bandwidth`` (or ``link``) is a
+cluster; the simulation is :mod:`perfmodel.replay.on_cluster`. :func:`cluster_summary` adds each
+resource's utilisation and the share of requests each one bottlenecked to :func:`perfmodel.summarize`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from .. import _compat
+from ..errors import InputError, check_whole
+from ..inputs.table import check_count
+from ..inputs.words import count
+from ..kernels import cluster as _cluster_kernel
+from ..network.clusters import HeadTerms, head_terms, with_fields
+from ..network.links import Link, Transport
+from ..network.placement import get_cluster
+from . import on_cluster as _cluster_replay
+from .prepared import link_column
+
+# (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
+__all__ = ["resource_table"]
+
+FIRST_COMPILE_S = 25  # about how long the replay's kernel takes to compile on a cold cache (s)
+
+
+def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
+    """A replay grid's configuration with a ``cluster`` axis or a cluster's fields (``nics_per_node``,
+    ``nic``, ...) as replay keywords: the cluster (the ``cluster`` value, else the link's) with those
+    fields replaced goes where the link goes.
+
+    >>> from perfmodel import Cluster
+    >>> c = with_cluster({"cluster": Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8), "nics_per_node": 4})
+    >>> c["kv_transfer_bandwidth"].nics_per_node, c["kv_transfer_bandwidth"].name
+    (4, 'cluster (nics_per_node=4)')
+    """
+    from ..inputs.table import CLUSTER_FIELDS
+    from ..network.placement import is_cluster
+
+    given = dict(given)
+    base = given.pop("cluster", None)
+    fields = {name: given.pop(name) for name in CLUSTER_FIELDS if name in given}
+    fields = {k: v.item() if isinstance(v, np.generic) else v for k, v in fields.items()}
+    if base is not None and (given.get("link") is not None or given.get("kv_transfer_bandwidth") is not None):
+        raise InputError(
+            "cluster",
+            "a cluster and a link are both given (a cluster goes where the link goes)",
+            "give the cluster, or the link, once",
+        )
+    if base is None:
+        key = "link" if given.get("link") is not None else "kv_transfer_bandwidth"
+        base = given.pop(key, None)
+        if base is None or np.ndim(base) != 0 or not is_cluster(base):
+            raise InputError(
+                ", ".join(fields),
+                f"vary a cluster's fields, but the link is {base!r}",
+                "give a cluster (a perfmodel.Cluster or a cluster preset) as the link or a cluster axis",
+            )
+    cluster = get_cluster(base)
+    cluster = with_fields(cluster, fields)
+    given["kv_transfer_bandwidth"] = cluster
+    return given
+
+
+def _scalar_ms(name: str, value: Any) -> float:
+    """One cost of the replay's (ms), checked by the edge every entry point shares (the input table's rule)."""
+    from ..handoff import checked
+
+    if np.ndim(value) != 0:
+        raise InputError(
+            name,
+            "a replay on a cluster takes one value (not an array or a column)",
+            f"pass one {name} for every request",
+        )
+    return float(checked(name, value))
+
+
+def _finite(cluster: Any) -> None:
+    """Refuse a cluster with a link of infinite bandwidth, as a replay on a link refuses one."""
+    for what, link in (("nic", cluster.nic), ("nvlink", cluster.nvlink)):
+        if link is not None and not math.isfinite(link.bandwidth_gb_s):
+            raise InputError(
+                f"cluster {cluster.name!r}",
+                f"{what} {link.name!r} has a bandwidth of inf GB/s: a replay "
+                "needs a finite bandwidth (upstream's replay refuses +inf)",
+                f"pass a {what} of finite bandwidth (a handoff alone, handoff_delay_ms, takes +inf: "
+                "its bytes move in 0 ms)",
+            )
+
+
+#: The columns of a row of the replay's table of terms (:class:`perfmodel.kernels.replay.Requests`' ``kv_terms``) that
+#: :func:`perfmodel.kernels.handoff.messages_of` takes, in its order: full, window, chunk and state messages; window
+#: and chunk tokens.
+_MESSAGE_COLUMNS = (6, 7, 8, 9, 2, 4)
+
+
+def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
+    """The model's bytes by KV head (a number of bytes: one head, with tp = decode_tp = 1)."""
+    if isinstance(bytes_spec, str) and bytes_spec in trace.columns:
+        raise InputError(
+            "kv_bytes_per_token",
+            f"trace column {bytes_spec!r} mixes models, but a replay on a cluster "
+            "places one model's KV heads on its ranks",
+            "replay each model's requests in a call of its own",
+        )
+    state = c.state_bytes
+    if state is not None:
+        if isinstance(state, str) or np.ndim(state) != 0:
+            raise InputError(
+                "state_bytes",
+                "a replay on a cluster takes one state size (not a column or array)",
+                "pass one number of state bytes (each decode rank receives it)",
+            )
+        from ..handoff import checked
+
+        state = float(checked("state_bytes", state))
+        if not (math.isfinite(state) and state >= 0):  # (NaN: unknown, which a replay cannot move)
+            raise InputError(
+                "state_bytes",
+                f"{c.state_bytes!r} is unknown (NaN), and a replay moves every state",
+                "pass state_bytes >= 0, or leave it out (the model's own)",
+            )
+    if isinstance(bytes_spec, (str, Mapping)) or hasattr(bytes_spec, "__fspath__"):
+        return head_terms(bytes_spec, kv_cache_dtype=c.kv_cache_dtype, decode_tp=d, state_bytes=state)
+    if np.ndim(bytes_spec) != 0 or isinstance(bytes_spec, bool):
+        raise InputError(
+            "kv_bytes_per_token",
+            "a replay on a cluster takes one model (not an array of bytes)",
+            "pass a model (e.g. 'llama-3.1-70b') or one number of bytes per token",
+        )
+    value = float(bytes_spec)
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(
+            "kv_bytes_per_token",
+            f"{bytes_spec!r} is not a finite number of bytes >= 0",
+            "pass a model or a number of bytes per token >= 0",
+        )
+    if c.tp != 1 or d != 1 or c.kv_cache_dtype is not None:
+        raise InputError(
+            "kv_bytes_per_token",
+            "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token is a number of bytes",
+            "pass the model (e.g. 'llama-3.1-70b') for tp/decode_tp, or tp=1",
+        )
+    return HeadTerms(1, value, state=float(state or 0.0))
+
+
+def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, int]:
+    """Each request's prefill worker (precise rule 10) and the number of prefill workers."""
+    n = len(trace)
+    if "prefill_worker" not in trace.columns:
+        p = 1 if workers is None else workers
+        return np.arange(n, dtype=np.int64) % p, p
+    column = trace["prefill_worker"]
+    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
+        raise InputError(
+            "trace column 'prefill_worker'",
+            f"holds {column.dtype} values, not worker numbers",
+            "give every row a whole number below prefill_workers (e.g. .astype('int64'), or drop the "
+            "column: round robin)",
+        )
+    values = column.to_numpy(dtype=np.float64, na_value=np.nan) if n else np.zeros(0)
+    bad = ~((values >= 0) & (values == np.floor(values)) & np.isfinite(values))
+    p = workers if workers is not None else (int(values.max()) + 1 if n and not bad.any() else 1)
+    bad |= values >= p
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise InputError(
+            "trace column 'prefill_worker'",
+            f"{count(int(bad.sum()), 'row')} {'is' if bad.sum() == 1 else 'are'} not a prefill worker 0..{p - 1}, "
+            f"first at row {trace.index[first]!r}: {column.iloc[first]!r}",
+            "give every row a whole number below prefill_workers (or drop the column: round robin)",
+        )
+    return values.astype(np.int64), p
+
+
+def replay_on_cluster(
+    prepared: Any,
+    c: SimpleNamespace,
+    cluster_spec: Any,
+    bytes_spec: Any,
+    destination_missing: bool,
+    scalars: dict[str, Any],
+    message_terms: Any,
+) -> pd.DataFrame:
+    """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
+    ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
+    ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms)."""
+    from ..handoff import checked
+
+    _cluster_replay.refuse_on_cluster(c)
+    cluster = get_cluster(cluster_spec)
+    _finite(cluster)
+    trace, tokens = prepared.trace, prepared.tokens
+    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
+    block_size = check_whole("block_size", scalars["block_size"], smallest=1)
+    decode_workers = check_count("decode_workers", c.decode_workers)
+    prefill_workers = check_count("prefill_workers", c.prefill_workers, optional=True)
+    capacity = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    tp = check_count("tp", c.tp)
+    d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
+    latency = _scalar_ms("latency_ms", c.latency_ms)
+    transport = cast(Transport, cluster.transport)  # (a Cluster resolves its transport and links)
+    per_block = _scalar_ms("per_block_ms", c.per_block_ms) + transport.per_block_ms
+    per_message = _scalar_ms("per_message_ms", c.per_message_ms) + transport.per_message_ms
+    blocks_per_message = float(checked("blocks_per_message", scalars["blocks_per_message"]))
+    terms = _terms(c, trace, bytes_spec, d)
+    prefill_of, p = _prefill_of(trace, prefill_workers)
+    resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
+    posts = (
+        per_message > 0
+        or cast(Link, cluster.nic).per_message_ms > 0
+        or (cluster.nvlink is not None and cast(Link, cluster.nvlink).per_message_ms > 0)
+    )
+    messages = np.zeros(0)  # (none: messages cost nothing)
+    if posts:
+        kv = message_terms(dict(kv_cache_dtype=c.kv_cache_dtype, tp=tp, scope="rank", decode_tp=d))
+        messages = np.array([kv[k] for k in _MESSAGE_COLUMNS], dtype=np.float64)
+    config = dict(
+        hash_block_tokens=int(prepared.hash_block_tokens),
+        block_size=int(block_size),
+        destination_missing=bool(destination_missing),
+        capacity=capacity,
+        routing=c.routing,
+        fair=c.contention == "fair",
+        latency_ms=latency,
+        per_message_ms=float(per_message),
+        per_block_ms=float(per_block),
+        message_terms=messages,
+        blocks_per_message=blocks_per_message,
+    )
+    if _compat.uncompiled(_cluster_kernel.replay_pass):
+        _compat.notice_first_compile("cluster replay", _cluster_kernel.replay_pass, FIRST_COMPILE_S)
+    replayed = _cluster_replay.simulate_replay(
+        order=np.argsort(ready, kind="stable"),
+        ready=ready,
+        tokens=tokens,
+        blocks=prepared.blocks,
+        offsets=prepared.offsets,
+        n_unique=prepared.n_unique,
+        prefill_of=prefill_of,
+        resources=resources,
+        pairs=pairs,
+        terms=terms,
+        config=config,
+    )
+    return _frame(trace, tokens, (ready, base), replayed, resources, c, cluster, p, decode_workers, destination_missing)
+
+
+def _frame(
+    trace: pd.DataFrame,
+    tokens: np.ndarray,
+    times: tuple[np.ndarray, float],
+    replayed: Any,
+    resources: Any,
+    c: SimpleNamespace,
+    cluster: Any,
+    p: int,
+    decode_workers: int,
+    destination_missing: bool,
+) -> pd.DataFrame:
+    """The per-request table; ``times``: the ready times from the earliest, and the earliest (durations from the
+    former, timestamps shifted back by the latter)."""
+    out = replayed.out
+    ready, base = times
+    # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff
+    # that others sped up (max-min can: another flow slows one of its flows' rivals) keeps its own end
+    raw = out.end - ready
+    queue = raw - out.alone_ms
+    rounding = np.abs(queue) <= 1e-9 * out.alone_ms
+    delay = np.where(queue > 0, out.alone_ms + queue, np.where(rounding, out.alone_ms, raw))
+    queue = np.maximum(queue, 0.0)
+    whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
+    names = list(resources.names)
+    columns = {
+        "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True),
+        "num_input_tokens": tokens.copy(),
+        "prefill_worker": replayed.prefill_worker,
+        "decode_worker": out.decode_worker,
+        "link": link_column(np.full(len(trace), -1, np.int64)),
+        "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
+        "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
+        "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
+        "transfer_ms": out.alone_ms,
+        "queue_ms": queue,
+        "handoff_delay_ms": delay,
+        "start_ms": out.start + base if base else out.start,
+        "end_ms": out.end + base if base else out.end,
+        "flows": out.flows,
+        "bottleneck": pd.Categorical.from_codes(out.bottleneck, categories=names)
+        if names
+        else pd.Categorical([None] * len(trace)),
+    }
+    result = pd.DataFrame(columns, index=trace.index, copy=False)
+    moving = out.bytes > 0
+    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
+    result.attrs.update(
+        contention=c.contention,
+        links=1,
+        mode="destination_missing" if destination_missing else "full_prompt",
+        cluster=cluster.name,
+        routing=c.routing,
+        prefill_workers=p,
+        decode_workers=decode_workers,
+        block_size=c.block_size,
+        overlap="none",
+        kv_layout=c.kv_layout,
+        resources={
+            name: {
+                "kind": resources.kinds[k],
+                "capacity_gb_s": resources.capacities[k],
+                "busy_gb_ms": float(replayed.busy[k]),
+                "peak_gb_s": float(replayed.peak[k]),
+            }
+            for k, name in enumerate(names)
+        },
+        span_ms=last - first,
+        span_ends_ms=max(abs(first), abs(last)),
+        requests=len(trace),
+        utilisation=_binned(replayed, resources, base) if replayed.touched.any() else None,
+    )
+    return result
+
+
+def _binned(replayed: Any, resources: Any, base: float) -> dict[str, Any]:
+    """Each resource's mean utilisation per time bin (its load's integral over capacity x bin width), for the
+    resources that carried a load, over the bins up to the last one any of them reached (the first bin starting
+    ``base`` ms after the replay's relative time 0)."""
+    written = replayed.bins[replayed.touched]
+    bins = 1 + int(np.flatnonzero((written != 0).any(axis=0)).max(initial=0))
+    series = {
+        resources.names[r]: (replayed.bins[r, :bins] / (resources.capacities[r] * replayed.bin_ms)).tolist()
+        for r in np.flatnonzero(replayed.touched)
+    }
+    return {"start_ms": replayed.origin_ms + base, "bin_ms": replayed.bin_ms, "series": series}
+
+
+def resource_table(replay: pd.DataFrame) -> pd.DataFrame:
+    """Each resource of a replay on a cluster: kind, capacity (GB/s), mean and peak utilisation, and the
+    share of handoffs it bottlenecked.
+
+    Mean utilisation: the bytes it carried over its capacity times the replay's span (first handoff's
+    start to last end); peak: its largest load over its capacity (loads change only when flows start or
+    end). Under ``contention="none"`` handoffs do not share the cluster, so no load is simulated: both
+    are missing (NaN), and only the bottleneck shares are known.
+
+    Parameters
+    ----------
+    replay
+        A result of :func:`perfmodel.replay_handoffs` on a cluster.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by resource name: ``kind``, ``capacity_gb_s``, ``mean_utilisation``, ``peak_utilisation``,
+        ``bottleneck_share``.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> c = perfmodel.Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=1)
+    >>> r = perfmodel.replay_handoffs(perfmodel.synthetic_trace(50, 20, seed=0), c, 1000.0, contention="fair")
+    >>> resource_table(r)["bottleneck_share"].to_dict()  # (ties: the first on the path)
+    {'node0/nic0/out': 1.0, 'node1/nic0/in': 0.0}
+    """
+    found = replay.attrs.get("resources")
+    if found is None:
+        raise InputError(
+            "replay",
+            "has no resources (it was not replayed on a cluster)",
+            "pass a replay_handoffs(...) result whose link is a perfmodel.Cluster",
+        )
+    span = float(replay.attrs.get("span_ms", 0.0))
+    shared = replay.attrs.get("contention") != "none"  # (each handoff alone: no load to speak of)
+    handoffs = max(int((replay["flows"] > 0).sum()), 1)
+    counts = replay["bottleneck"].value_counts()
+    rows = {
+        name: {
+            "kind": v["kind"],
+            "capacity_gb_s": v["capacity_gb_s"],
+            "mean_utilisation": (v["busy_gb_ms"] / (v["capacity_gb_s"] * span) if span > 0 else 0.0)
+            if shared
+            else np.nan,
+            "peak_utilisation": v["peak_gb_s"] / v["capacity_gb_s"] if shared else np.nan,
+            "bottleneck_share": float(counts.get(name, 0)) / handoffs,
+        }
+        for name, v in found.items()
+    }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def cluster_summary(replay: pd.DataFrame) -> dict[str, float]:
+    """Per-resource figures for :func:`perfmodel.summarize`: ``util_mean:NAME``, ``util_peak:NAME`` and
+    ``bottleneck_share:NAME`` for every resource, and the busiest resource's name and mean utilisation
+    (None and NaN where no load was simulated: ``contention="none"``, or no handoff moved a byte)."""
+    table = resource_table(replay)
+    result: dict[str, Any] = {}
+    for name, row in table.iterrows():
+        result[f"util_mean:{name}"] = float(row["mean_utilisation"])
+        result[f"util_peak:{name}"] = float(row["peak_utilisation"])
+        result[f"bottleneck_share:{name}"] = float(row["bottleneck_share"])
+    loaded = table["mean_utilisation"][table["mean_utilisation"] > 0] if len(table) else table
+    busiest = loaded.idxmax() if len(loaded) else None
+    result["busiest_resource"] = busiest
+    result["busiest_utilisation"] = float(loaded[busiest]) if busiest is not None else np.nan
+    return result

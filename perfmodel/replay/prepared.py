@@ -1,0 +1,320 @@
+"""A trace prepared for replay, once: checked, its block hashes remapped to dense ids, its per-request
+values read (a value, an array or a column of the trace), shared read-only by every configuration of a
+replay grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import InputError, check_whole
+from ..handoff import checked
+from ..inputs.coerce import whole_numbers
+from ..inputs.words import count
+from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
+
+__all__ = ["PreparedTrace", "prepare_trace", "ranked_ids"]
+
+
+@dataclass(frozen=True)
+class PreparedTrace:
+    """A trace checked and turned into the replay kernel's arrays, once (shared read-only by every
+    configuration of a :func:`replay_grid`).
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        The trace as given (read only).
+    tokens : numpy.ndarray
+        Each request's prompt tokens (int64).
+    ready_ms : numpy.ndarray
+        When each request's prefill completes, ms (float64).
+    blocks, offsets : numpy.ndarray
+        The requests' block ids, dense, and where each request's ids start (CSR).
+    n_unique : int
+        How many distinct blocks the trace holds.
+    hash_block_tokens : int
+        Tokens per block of the trace's hashes.
+
+    Examples
+    --------
+    >>> from perfmodel import synthetic_trace
+    >>> from perfmodel.replay.prepared import prepare_trace
+    >>> prepared = prepare_trace(synthetic_trace(4, rate_per_s=1.0))
+    >>> prepared.tokens.shape, prepared.tokens.dtype.name
+    ((4,), 'int64')
+    """
+
+    trace: pd.DataFrame
+    tokens: np.ndarray  # int64
+    ready_ms: np.ndarray  # float64: when each prefill completes
+    blocks: np.ndarray  # dense block ids
+    offsets: np.ndarray
+    n_unique: int
+    hash_block_tokens: int
+
+    @property
+    def has_hashes(self) -> bool:
+        return "hash_ids" in self.trace
+
+    def relative_ready(self) -> tuple[np.ndarray, float]:
+        """(each ready time from the earliest, the earliest): a replay works in these, so that every
+        duration it reports is a difference of relative times (at Unix-epoch milliseconds, about 1.7e12, one
+        ulp is 2.4e-4 ms: a delay taken as end minus arrival there is rounded to it). Times from 0 are kept
+        as they are (the same array)."""
+        base = float(self.ready_ms.min()) if self.ready_ms.size else 0.0
+        if base == 0.0:
+            return self.ready_ms, 0.0
+        return self.ready_ms - base, base  # (exact for times within a factor 2 of one another: Sterbenz)
+
+
+def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace:
+    """Check a trace and remap its block hashes to dense ids: the work every replay of it shares.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace as :func:`perfmodel.read_trace` reads it.
+    ready_ms : array-like or str, optional
+        When each handoff may start (a column name or values); default: arrivals.
+
+    Returns
+    -------
+    PreparedTrace
+        The checked trace with its dense block ids, for replays to share.
+
+    Examples
+    --------
+    >>> from perfmodel.replay import prepare_trace
+    >>> from perfmodel import synthetic_trace
+    >>> prepare_trace(synthetic_trace(100, 10, seed=0)).tokens.shape
+    (100,)
+    """
+    if not isinstance(trace, pd.DataFrame):
+        raise InputError(
+            "trace",
+            f"expected a pandas DataFrame, got {type(trace).__name__}",
+            "read it with perfmodel.read_trace or make one with perfmodel.synthetic_trace",
+        )
+    hash_block_tokens = check_whole(
+        "trace.attrs['hash_block_tokens']", trace.attrs.get("hash_block_tokens", MOONCAKE_BLOCK_TOKENS), smallest=1
+    )
+    for column in ("arrival_ms", "num_input_tokens"):
+        if column not in trace:
+            raise InputError(
+                "trace",
+                f"has no {column!r} column (it has {list(trace.columns)})",
+                "read it with perfmodel.read_trace, or name the columns arrival_ms and num_input_tokens",
+            )
+    try:
+        tokens = np.ascontiguousarray(whole_numbers("num_input_tokens", trace["num_input_tokens"]))
+        request_values(trace, "num_input_tokens", tokens)
+    except InputError as error:  # name the request by its row label
+        row = trace.index[error.row] if isinstance(error.row, (int, np.integer)) else error.row
+        raise error.relocated("trace column 'num_input_tokens'", row, coerce_hint="") from None
+    try:
+        ready = np.ascontiguousarray(_per_request(trace, "ready_ms", "arrival_ms" if ready_ms is None else ready_ms))
+    except (TypeError, ValueError) as error:
+        if isinstance(error, InputError):
+            raise
+        raise InputError(
+            "ready_ms",
+            f"is not one time in ms per request ({error})",
+            "pass a trace column name, an array or a number of ms",
+        ) from None
+    if not np.isfinite(ready).all():
+        first = int(np.argmax(~np.isfinite(ready)))
+        raise InputError(
+            "ready_ms",
+            f"ready times must be finite, got {ready[first]!r} at row {trace.index[first]!r}",
+            "pass one finite time in ms per request (default: the arrival times)",
+        )
+    blocks, offsets, n_unique = _flat_hashes(trace)
+    if n_unique >= 2**31:  # the caches keep block ids in 32 bits
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"{n_unique:,} distinct block ids (the replay handles up to {2**31 - 1:,})",
+            "replay the trace in parts, e.g. by time window",
+        )
+    for array in (tokens, ready, blocks, offsets):
+        array.flags.writeable = False  # shared by threads: nobody writes
+    return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens)
+
+
+def link_column(links: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """A replay's ``link`` column: each request's link, missing (not -1, which looks like an index) where none
+    was used.
+
+    >>> link_column(np.array([0, -1, 1])).tolist()
+    [0, <NA>, 1]
+    """
+    return pd.arrays.IntegerArray(links, links < 0)
+
+
+def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    """Dense block ids (0..U-1), offsets, U: one vectorized pass over the hash_ids column."""
+    if "hash_ids" not in trace:
+        return np.empty(0, np.int64), np.zeros(len(trace) + 1, np.int64), 0
+    column = trace["hash_ids"]
+    try:  # Arrow-backed (as read_trace makes it): zero-copy through the Arrow protocol
+        lists = pa.array(column) if isinstance(column.dtype, pd.ArrowDtype) else pa.array(column.to_list())
+        if isinstance(lists.type, (pa.ListType, pa.LargeListType)) and pa.types.is_floating(lists.type.value_type):
+            _whole_block_ids(trace, lists)  # (a cast would truncate 1.5 and 1.7 to one id: invented cache hits)
+        lists = lists.cast(HASH_TYPE)
+    except (pa.ArrowException, TypeError, OverflowError):
+        raise _first_bad_cell(column) from None
+    if isinstance(lists, pa.ChunkedArray):  # a column read in several blocks
+        lists = lists.combine_chunks()
+    if lists.null_count:
+        lists = pc_fill_empty(lists)
+    null_rows = null_hash_rows(lists)
+    if null_rows.size:
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"{count(null_rows.size, 'request')} {'has' if null_rows.size == 1 else 'have'} a null block id, first at row "
+            f"{trace.index[null_rows[0]]!r}",
+            "drop those requests or repair their hash_ids (a block whose identity is unknown cannot be a cache hit)",
+        )
+    lists = lists.cast(pa.large_list(pa.int64()))
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+    offsets = offsets - offsets[0]
+    span = int(values.max()) - int(values.min()) if values.size else -1
+    if 0 <= span < max(64 * values.size, 1 << 24):
+        # integer ids in a range at most 64x their count (Mooncake's are 0, 1, 2...; a synthetic trace's
+        # leave gaps): ranked through a bitmap of the range (at most 16 bytes per id), 4-9x faster than pandas'
+        # hashing (11.4M synthetic ids: 0.08-0.11 s on two threads, 0.16 s on one, against 0.7-0.9 s)
+        from ..options import option
+
+        threads = 2 if values.size >= option("parallel_min_rows") and numba.config.NUMBA_NUM_THREADS > 1 else 1
+        dense, unique = ranked_ids(values.astype(np.int64, copy=False), threads)  # (two threads: most of the gain)
+        return dense, offsets, unique
+    dense, uniques = pd.factorize(values)  # hash-based, O(n): ids need only be dense, not sorted
+    return dense.astype(np.int64, copy=False), offsets, int(uniques.size)
+
+
+def _first_bad_cell(column: pd.Series) -> InputError:
+    """The error of the first request whose hash_ids the replay cannot take, naming its row and what it holds
+    (ids beyond 64-bit integers are refused, never wrapped: -1 and 2**64 - 1 would become one block)."""
+    from .traces import id_cell
+
+    for label, value in column.items():
+        if value is None:  # (no block ids: taken as none)
+            continue
+        try:
+            if isinstance(value, str):  # (text such as "[1, 2]" is how a CSV file holds lists: read_trace parses it)
+                raise ValueError(
+                    f"holds {value!r}, not a list of block ids (text: read the file with perfmodel.read_trace)"
+                )
+            id_cell(value.tolist() if isinstance(value, np.ndarray) else value)
+        except ValueError as error:
+            return InputError(
+                f"trace column 'hash_ids', row {label!r}",
+                str(error),
+                "give each request a list of whole block ids within 64-bit integers (one per block; [] for none)",
+            )
+    return InputError(
+        "trace column 'hash_ids'",
+        "does not hold lists of integers",
+        "give each request a list of whole block ids (one per block, within 64-bit integers)",
+    )
+
+
+#: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
+FIRST_COMPILE_S = 10
+
+
+def notice_first_compile() -> None:
+    """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
+    from .. import _compat
+    from ..kernels import replay as _replay
+
+    if _compat.uncompiled(_replay.replay_pass):
+        _compat.notice_first_compile("replay", _replay.replay_pass, FIRST_COMPILE_S)
+
+
+def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:
+    """Refuse block ids given as floats that are not whole numbers (or not finite), naming the first request."""
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    flat = pc.list_flatten(lists)
+    values = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    known = pc.is_valid(flat).to_numpy(zero_copy_only=False)  # (nulls are refused as unknown blocks later)
+    with np.errstate(invalid="ignore"):
+        bad = known & ~((np.floor(values) == values) & (np.abs(values) < 2.0**63))
+    if bad.any():
+        first = int(np.argmax(bad))
+        row = int(pc.list_parent_indices(lists).to_numpy()[first])
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"{count(int(bad.sum()), 'block id')} {'is' if bad.sum() == 1 else 'are'} not whole numbers, first at "
+            f"row {trace.index[row]!r}: {values[first]!r}",
+            "give whole block ids (a fractional id would be truncated into another block's, inventing cache hits)",
+        )
+
+
+def ranked_ids(values: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
+    """The dense ids of integer ``values`` (their ranks among the distinct values) and how many there
+    are, through a bitmap of their range, its two passes shared by ``threads`` threads.
+
+    >>> ranked_ids(np.array([7, 3, 7, 64, 3]))
+    (array([1, 0, 1, 2, 0]), 3)
+    """
+    from ..kernels import replay as _replay
+    from ..kernels.threads import in_shares
+
+    notice_first_compile()
+    lowest = values.min() if values.size else 0
+    marks = np.zeros((threads, ((values.max() - lowest) >> 6) + 1 if values.size else 0), dtype=np.uint64)
+    in_shares(values.size, threads, lambda k, i, j: _replay.mark_ids(values[i:j], lowest, marks[k]))
+    table, unique = _replay.rank_table(marks)
+    dense = np.empty(values.size, dtype=np.int64)
+    in_shares(values.size, threads, lambda _k, i, j: _replay.rank_ids(values[i:j], lowest, table, dense[i:j]))
+    return dense, int(unique)
+
+
+def request_values(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
+    """A value, array or trace column name as one float64 per request, checked by the table's rule
+    (the first bad request named by its row label)."""
+    values = _per_request(trace, name, value)
+    try:
+        checked(name, values)
+    except InputError as error:
+        if error.position is None:
+            raise
+        raise error.relocated(name, trace.index[error.position], coerce_hint="") from None
+    return values
+
+
+def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
+    """A value, array or trace column name as one float64 per request."""
+    if isinstance(value, str):
+        if value not in trace.columns:
+            raise InputError(
+                name,
+                f"no trace column {value!r} (the trace has {list(trace.columns)})",
+                f"pass {name} as a number, an array or a column name",
+            )
+        value = trace[value]
+    values = np.asarray(
+        pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan) if np.ndim(value) else value, dtype=np.float64
+    )
+    return (
+        np.broadcast_to(values, (len(trace),))
+        if values.ndim == 0 or values.shape == (len(trace),)
+        else _wrong_length(name, values, len(trace))
+    )
+
+
+def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
+    raise InputError(
+        name, f"{count(values.size, 'value')} for {count(n, 'request')}", "pass one value per request, or one for all"
+    )

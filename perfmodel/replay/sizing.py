@@ -1,0 +1,270 @@
+"""Sizing answers: the fewest NICs whose p-th percentile handoff delay on a trace meets a budget, each answer
+with the question it answers (the percentile of what, with which contention, over which NICs).
+
+One rule decides "the p-th percentile meets the budget" for every entry point (:func:`required_nics`,
+:func:`perfmodel.summarize`'s ``p99_ms``, ``perfmodel trace --grid --budget-ms``): :func:`percentile_ms`
+(numpy's ``"linear"`` method) and ``<=`` (:func:`meets_budget`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, check_choice, check_flag, check_whole
+from ..inputs.codes import choice_code, choice_names
+from ..inputs.words import count as count_of
+from .summaries import (
+    CONTENTION_WORDS,
+    MAX_NICS_PER_GPU,
+    QUANTILE_METHOD,
+    alone_question,
+    bytes_words,
+    counted,
+    fewest_meeting,
+    meets_budget,
+    nic_counts,
+    percentile_ms,
+    replay_percentile_question,
+)
+
+__all__ = [
+    "MAX_NICS_PER_GPU",
+    "QUANTILE_METHOD",
+    "NicSizing",
+    "alone_question",
+    "counted",
+    "fewest_meeting",
+    "meets_budget",
+    "nic_counts",
+    "percentile_ms",
+    "replay_percentile_question",
+    "required_nics",
+]
+
+#: The link counts :func:`required_nics` tries on a link by default (1 to 8: the NICs of an 8-GPU node).
+DEFAULT_LINK_COUNTS = tuple(range(1, 9))
+
+
+@dataclasses.dataclass(frozen=True)
+class NicSizing:
+    """The answer of :func:`required_nics`: a count of NICs, and the question it answers.
+
+    ``str()`` gives both, e.g. ``"p99 of per-request handoff delays replayed ...: 3 links"``.
+
+    Parameters
+    ----------
+    count
+        The fewest count tried whose percentile meets the budget (``inf`` where none does).
+    unit
+        What is counted: ``"NICs per node"`` (a cluster's), ``"links"`` (separate links) or ``"NICs striped"``.
+    axis
+        The replay's input varied: ``"nics_per_node"``, ``"links"`` or ``"link"``.
+    percent, budget_ms, contention, scope
+        The percentile (99 for the p99), the budget (ms), the replay's contention and scope.
+    question
+        The question answered, in words.
+    tried
+        One row per count tried: the count (column ``axis``), the percentile (``p99_ms``), ``meets_budget``.
+
+    Examples
+    --------
+    >>> import math
+    >>> answer = NicSizing(count=math.inf, unit="links", axis="links", percent=99.0, budget_ms=5.0,
+    ...                    contention="fifo", scope="rank", question="p99 within 5 ms", tried=None)
+    >>> answer.count
+    inf
+    """
+
+    count: float
+    unit: str
+    axis: str
+    percent: float
+    budget_ms: float
+    contention: str
+    scope: str
+    question: str
+    tried: pd.DataFrame = dataclasses.field(repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.question}: {counted(self.count, self.unit)}"
+
+
+def _question(percent: float, budget_ms: float, contention: str, scope: str, over: str) -> str:
+    return (
+        f"p{percent:g} of per-request handoff delays within {budget_ms:g} ms, replayed {over}, "
+        f"{CONTENTION_WORDS[choice_code('contention', contention)]}, {scope}"
+    )
+
+
+def _candidates(
+    link: Any,
+    counts: Sequence[int] | None,
+    striped: bool,
+    tp: int,
+    scope: str,
+) -> tuple[str, str, list[tuple[int, dict[str, Any]]], str, str]:
+    """(axis, unit, [(count, the replay's keywords)], where the transfers go, the bytes each carries)."""
+    bytes_of = bytes_words(scope, False)
+    from ..network.links import Link, get_link
+    from ..network.placement import get_cluster, is_cluster
+
+    if counts is not None:
+        counts = [check_whole("counts", c, smallest=1) for c in np.atleast_1d(np.asarray(counts, dtype=object))]
+        if not counts:
+            raise InputError("counts", "is empty", "pass the counts to try, e.g. counts=[1, 2, 4, 8]")
+    if is_cluster(link):
+        if striped:
+            raise InputError("striped", "applies to a link, but a cluster's NICs are its own", "drop striped=True")
+        base = get_cluster(link)
+        options = []
+        for count in counts or nic_counts(base.gpus_per_node):
+            try:
+                options.append((count, dict(link=dataclasses.replace(base, nics_per_node=int(count)))))
+            except InputError:  # (a count its PCIe switches cannot take: refused when asked for by name)
+                if counts:
+                    raise
+        return (
+            "nics_per_node",
+            "NICs per node",
+            options,
+            f"on {base.name or 'the cluster'} with N NICs per node",
+            f"each TP{tp} handoff's flows over the node's NICs",
+        )
+    if isinstance(link, (bool, np.bool_)) or not isinstance(link, (str, Link, numbers.Real)):
+        raise InputError(
+            "link",
+            f"{link!r} is not a link, a bandwidth or a cluster",
+            "pass a link name such as 'ib-ndr', a perfmodel.Link, a bandwidth in GB/s, or a perfmodel.Cluster",
+        )
+    one = Link(f"{float(link):g} GB/s", float(link)) if isinstance(link, numbers.Real) else get_link(link)
+    name = one.name
+    if striped:
+        return (
+            "link",
+            "NICs striped",
+            [(n, dict(link=one.times(n))) for n in counts or DEFAULT_LINK_COUNTS],
+            f"over one '{name}' link N times as fast (N NICs striped)",
+            f"{bytes_of} striped over the N",
+        )
+    return (
+        "links",
+        "links",
+        [(n, dict(link=one, links=n)) for n in counts or DEFAULT_LINK_COUNTS],
+        f"over N separate '{name}' links",
+        f"{bytes_of} over one link whole",
+    )
+
+
+def required_nics(
+    trace: pd.DataFrame,
+    link: Any,
+    model: Any,
+    *,
+    budget_ms: float,
+    contention: str,
+    percent: float = 99,
+    counts: Sequence[int] | None = None,
+    striped: bool = False,
+    **replay_options: Any,
+) -> NicSizing:
+    """The fewest NICs with which the ``percent``-th percentile of a trace's replayed, per-request handoff
+    delays meets ``budget_ms``, with ``contention`` as the replay takes it; the answer says which question it
+    answers.
+
+    The trace is replayed (:func:`perfmodel.replay_handoffs`) once per count, each the same but for the
+    count: on a cluster (:class:`perfmodel.Cluster` or a preset's name), its NICs per node (every count its
+    nodes can take, :func:`nic_counts`); on a link, ``links=N`` separate links, each transfer over one of them
+    whole, or with ``striped=True`` one link ``"Nx"`` as fast (1 to 8 by default). Every count is tried (no
+    monotonicity assumed); the answer is the smallest whose percentile (:func:`percentile_ms`) is within the
+    budget (:func:`meets_budget`). ``contention="none"`` prices each handoff alone, as
+    :func:`perfmodel.required_nics_per_node` does for one prompt.
+
+    Parameters
+    ----------
+    trace
+        Requests, as :func:`perfmodel.replay_handoffs` takes them.
+    link
+        A link preset's name (``"ib-ndr"``: one NIC) or a cluster.
+    model
+        The model (a preset name or config).
+    budget_ms
+        The budget the percentile must meet (ms, > 0).
+    contention
+        ``"none"``, ``"fifo"`` or ``"fair"`` (a cluster: ``"none"`` or ``"fair"``), as the replay takes it:
+        no default, since it decides the answer.
+    percent
+        The percentile (default 99: the p99).
+    counts
+        The counts to try (default: those above).
+    striped
+        On a link: vary ``"Nx link"`` (one link N times as fast) instead of ``links=N``.
+    **replay_options
+        Any other keyword of :func:`perfmodel.replay_handoffs` (``tp``, ``scope``, ``decode_workers``...).
+
+    Returns
+    -------
+    NicSizing
+        ``count`` (``inf`` where no count tried meets the budget), ``question`` in words and the counts
+        ``tried`` with their percentile; ``str()`` gives both.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> from perfmodel.replay.sizing import required_nics
+    >>> trace = perfmodel.synthetic_trace(300, rate_per_s=40, seed=0)
+    >>> answer = required_nics(trace, "ib-ndr", "llama-3.1-70b", budget_ms=200, contention="fifo")
+    >>> answer.count, answer.unit
+    (2, 'links')
+    >>> print(answer)
+    p99 of per-request handoff delays within 200 ms, replayed over N separate 'ib-ndr' links, transfers queued
+    first come first served on each link, one rank's bytes of each request (scope rank) over one link whole: 2 links
+    >>> required_nics(trace, "ib-ndr", "llama-3.1-70b", budget_ms=200, contention="none").count  # each alone
+    1
+    """
+    from . import prepare_trace, replay_prepared
+
+    check_choice("contention", contention, choice_names("contention"))
+    check_flag("striped", striped)
+    number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
+    if not (number and math.isfinite(budget_ms) and budget_ms > 0):
+        raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
+    if isinstance(percent, (bool, np.bool_)) or not (isinstance(percent, numbers.Real) and 0 <= percent <= 100):
+        raise InputError("percent", f"{percent!r} is not a percentile in [0, 100]", "pass e.g. percent=99")
+    for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
+        if name in replay_options:
+            raise InputError(name, "is set by required_nics itself", f"drop {name}=...")
+    scope = str(replay_options.get("scope", "rank"))
+    axis, unit, options, over, carried = _candidates(link, counts, striped, int(replay_options.get("tp", 1)), scope)
+    prepared = prepare_trace(trace, ready_ms=replay_options.pop("ready_ms", None))
+    rows = []
+    for count, config in options:
+        replay = replay_prepared(prepared, model=model, contention=contention, **config, **replay_options)
+        delays = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
+        if not np.isfinite(delays).any():  # (no request, or none whose handoff is modeled: nothing to size)
+            raise InputError(
+                "trace",
+                f"has no handoff to size ({count_of(len(delays), 'request')}, no finite delay among them)",
+                "pass a trace of completed prefill requests",
+            )
+        p = float(percentile_ms(delays, percent))
+        rows.append({axis: count, f"p{percent:g}_ms": p, "meets_budget": bool(p <= budget_ms)})
+    tried = pd.DataFrame(rows, columns=[axis, f"p{percent:g}_ms", "meets_budget"])
+    fewest = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percent:g}_ms"], budget_ms)
+    return NicSizing(
+        count=fewest,
+        unit=unit,
+        axis=axis,
+        percent=float(percent),
+        budget_ms=float(budget_ms),
+        contention=contention,
+        scope="cluster" if axis == "nics_per_node" else scope,
+        question=_question(percent, budget_ms, contention, carried, over),
+        tried=tried,
+    )

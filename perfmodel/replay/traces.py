@@ -1,0 +1,627 @@
+"""Request traces: read them (Mooncake, Azure, any CSV/Parquet table) and make synthetic ones.
+
+Replaying them through the handoff model is :mod:`perfmodel.replay`.
+
+Canonical trace columns: ``arrival_ms`` (float, from the earliest request),
+``num_input_tokens``, ``num_output_tokens`` and, when the format has them, ``hash_ids``
+(one id per ``hash_block_tokens`` tokens of the prompt, equal ids = a shared prefix
+block), held as an Arrow ``list<int64>`` column: one flat int64 array with offsets,
+seen by users as lists.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import InputError, check_whole, not_a_number
+from ..inputs.codes import choice_names
+from ..inputs.coerce import check_errors
+from ..inputs.words import count
+from ..options import deprecated_constant, option
+
+__all__ = ["read_trace", "synthetic_trace"]
+
+# (the most requests synthetic_trace makes at once: the option max_synthetic_requests, perfmodel.set_options;
+# the old constant, MAX_REQUESTS, reads it with a warning)
+__getattr__ = deprecated_constant("perfmodel.replay.traces", {"MAX_REQUESTS": "max_synthetic_requests"})
+
+MOONCAKE_BLOCK_TOKENS = 512
+_CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
+HASH_TYPE = pa.list_(pa.int64())
+
+#: The columns of the trace formats that name them their own way: canonical name -> the format's column.
+FORMAT_COLUMNS = {
+    "mooncake": {"arrival_ms": "timestamp", "num_input_tokens": "input_length", "num_output_tokens": "output_length",
+                 "hash_ids": "hash_ids"},
+    "azure": {"arrival_ms": "TIMESTAMP", "num_input_tokens": "ContextTokens", "num_output_tokens": "GeneratedTokens"},
+}
+
+
+# --- reading -------------------------------------------------------------------------------
+
+#: pandas 2's CSV parser reads some floats one unit in the last place off (0.30000000000000004 as 0.3)
+#: unless asked for round trips; pandas 3 reads them exactly by default (and deprecates the option).
+_EXACT_FLOATS: dict[str, str] = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
+def _detect(path: Path) -> str:
+    """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`), a CSV's header
+    and the keys of a JSON-lines file's first object (none of Mooncake's: a generic table, ``"jsonl"``)."""
+    from ..io import csv_header, damage_named, detect, json_lines
+
+    kind = detect(path)
+    with damage_named(path):
+        if kind.format == "csv":
+            return "azure" if {"TIMESTAMP", "ContextTokens"} <= set(csv_header(path, kind.compression)) else "csv"
+        if kind.format == "jsonl":
+            try:
+                keys = set(next(json_lines(path, kind.compression), (0, {"timestamp": None}))[1])
+            except (InputError, UnicodeDecodeError):  # (a malformed first line: the Mooncake reader names it)
+                return "mooncake"
+            return "mooncake" if keys & set(FORMAT_COLUMNS["mooncake"].values()) - {"hash_ids"} else "jsonl"
+    return kind.format
+
+
+def format_columns(path: str | os.PathLike) -> dict[str, str]:
+    """The columns of a trace file in a format that names them its own way (Mooncake JSON lines, the Azure
+    CSV), as :func:`read_trace` reads them: canonical name -> the file's column; ``{}`` for a generic table
+    (its columns go by perfmodel's names, or by a mapping).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A trace file (CSV, Parquet or JSON lines).
+
+    Returns
+    -------
+    dict of str to str
+        E.g. ``{"num_input_tokens": "input_length", ...}`` for a Mooncake trace.
+
+    Examples
+    --------
+    >>> from perfmodel import datasets
+    >>> format_columns(datasets.path("azure-code-2023"))["num_input_tokens"]
+    'ContextTokens'
+    """
+    return dict(FORMAT_COLUMNS.get(_detect(Path(path)), {}))
+
+
+def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
+    """Parse JSON lines with pyarrow; find, name or skip malformed lines only if parsing fails."""
+    import pyarrow.json as pj
+
+    # counts as float64 (exact below 2**53; whole numbers checked with the other rows'), so "600.0" reads as 600
+    fields = {"timestamp": pa.float64(), "input_length": pa.float64(), "output_length": pa.float64(),
+              "hash_ids": HASH_TYPE}
+    options = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
+    try:
+        table = pj.read_json(path, parse_options=options)
+        if table.num_rows and all(table.column(f).null_count == 0 for f in ("timestamp", "input_length")) \
+                and null_hash_rows(table.column("hash_ids")).size == 0:
+            return table, 0
+    except pa.ArrowInvalid:
+        pass
+    # slow path, only for files with problems: check each line, then parse the good ones
+    good, skipped, first_bad = [], 0, None
+    from ..io import detect, open_input
+
+    with open_input(path, detect(path).compression) as raw, io.BufferedReader(raw) as handle:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            problem = _line_problem(line)
+            if problem is None:
+                good.append(line if line.endswith(b"\n") else line + b"\n")
+            else:
+                skipped += 1
+                first_bad = first_bad or (number, problem)
+                if errors == "raise":
+                    break
+    if first_bad and errors == "raise":
+        number, problem = first_bad
+        raise ValueError(f"{path}, line {number}: {problem}. Fix: repair the line, or pass errors='skip' "
+                         "(--skip-bad-lines) to leave malformed lines out")
+    if not good:
+        raise ValueError(f"{path}: no valid trace line (each needs timestamp, input_length, output_length)")
+    try:
+        return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), skipped
+    except pa.ArrowInvalid as error:  # (what the line checks above do not foresee: still one line, naming the file)
+        raise InputError(str(path), f"cannot be read as JSON lines ({str(error).strip()})",
+                         "repair the file: one JSON object per line") from None
+
+
+def _line_problem(line: bytes) -> str | None:
+    from ..io import RepeatedKey, unique_keys
+
+    try:
+        record = json.loads(line, object_pairs_hook=unique_keys)
+    except RepeatedKey as error:
+        return str(error)
+    except ValueError as error:
+        return f"not valid JSON ({getattr(error, 'msg', error)})"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for name in ("timestamp", "input_length", "output_length"):
+        value = record.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
+            return f"{name} is missing or not a number ({value!r})"
+        if not -1.7976931348623157e308 <= value <= 1.7976931348623157e308:
+            return f"{name} is too large for a double ({str(value)[:30]})"
+    for name in ("input_length", "output_length"):
+        if record[name] < 0 or record[name] != int(record[name]):
+            return f"{name} must be a whole number >= 0, got {record[name]!r}"
+    for name in ("input_length", "output_length"):
+        if not record[name] <= 2**53:
+            return f"{name} {record[name]!r} is above 2**53 tokens"
+    hashes = record.get("hash_ids", [])
+    if hashes is None:
+        return None
+    if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
+        return "hash_ids must be a list of integers"
+    if not all(-(2**63) <= h < 2**63 for h in hashes):
+        return "hash_ids must be 64-bit integers"
+    return None
+
+
+def read_trace(
+    path: str | os.PathLike,
+    format: Literal["mooncake", "azure", "csv", "parquet", "jsonl"] | None = None,
+    *,
+    columns: dict[str, str] | None = None,
+    errors: Literal["raise", "skip"] = "raise",
+    hash_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+) -> pd.DataFrame:
+    """Read a request trace into canonical columns.
+
+    Formats (detected from the extension and the CSV header when ``format`` is None):
+
+    - ``mooncake``: JSON lines with ``timestamp`` (ms), ``input_length``,
+      ``output_length`` and ``hash_ids`` (one id per 512-token block).
+    - ``azure``: the Azure LLM inference trace CSV (``TIMESTAMP`` datetime,
+      ``ContextTokens``, ``GeneratedTokens``).
+    - ``csv`` / ``parquet`` / ``jsonl``: any table (a JSON-lines file whose first object has none
+      of Mooncake's keys is one); ``columns`` maps canonical names to its columns,
+      e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
+      datetimes is converted to ms); columns already named ``arrival_ms``,
+      ``num_input_tokens``, ``num_output_tokens``, ``ready_ms`` or ``hash_ids`` are found by
+      their names (so a trace saved with ``trace.to_parquet`` or ``to_csv`` reads back as it
+      was; ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or ``[12 13]``). The
+      optional ``ready_ms`` (when each prefill completed, on the same clock) is kept for
+      :func:`replay_handoffs`.
+
+    Parameters
+    ----------
+    path
+        The trace file.
+    format
+        One of the above; None detects it.
+    columns
+        Canonical name -> column, for generic tables.
+    errors
+        ``"raise"``: a malformed line is an error naming the file and line;
+        ``"skip"``: such lines are left out and counted in ``df.attrs["skipped_lines"]``.
+    hash_block_tokens
+        Prompt tokens per hash id (512 for Mooncake traces).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (and ``hash_ids``),
+        in trace order; ``attrs`` holds ``source``, ``format``, ``skipped_lines`` and
+        ``hash_block_tokens``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from perfmodel import read_trace
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "trace.jsonl"
+    >>> _ = path.write_text('{"timestamp": 5, "input_length": 700, "output_length": 3, "hash_ids": [1, 2]}\\n'
+    ...                     '{"timestamp": 9, "input_length": 600, "output_length": 4, "hash_ids": [1, 3]}\\n')
+    >>> read_trace(path)
+       arrival_ms  num_input_tokens  num_output_tokens hash_ids
+    0         0.0               700                  3   [1 2]
+    1         4.0               600                  4   [1 3]
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(2, "no such file", str(path))
+    check_errors(errors, choice_names("bad_lines"))
+    hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
+    fmt = format or _detect(path)
+    skipped = 0
+    if fmt == "mooncake":
+        table, skipped = _mooncake_lines(path, errors)
+        hashes = table.column("hash_ids")
+        if hashes.null_count:
+            hashes = pa.chunked_array([pc_fill_empty(chunk) for chunk in hashes.chunks], type=HASH_TYPE)
+        df = pd.DataFrame({
+            "arrival_ms": table.column("timestamp").to_numpy(),
+            "num_input_tokens": table.column("input_length").to_numpy(),
+            "num_output_tokens": table.column("output_length").to_numpy(),
+            "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
+        })
+    elif fmt == "azure":
+        df = _canonical(_read_csv(path), FORMAT_COLUMNS["azure"], path, errors)  # (counts read by _counts)
+    elif fmt in ("csv", "parquet", "jsonl"):
+        raw = {"csv": _read_csv, "parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
+        found = {c: c for c in (*_CANONICAL, "ready_ms", "hash_ids") if c in raw}  # columns under their own names
+        df = _canonical(raw, {**found, **(columns or {})}, path, errors)
+    else:
+        raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
+    df, bad_rows = _check_rows(df, path, errors)
+    skipped += bad_rows
+    first = df["arrival_ms"].min() if len(df) else 0.0
+    df["arrival_ms"] = df["arrival_ms"] - first
+    if "ready_ms" in df:
+        df["ready_ms"] = df["ready_ms"] - first
+    df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
+    if skipped:
+        warnings.warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}", stacklevel=2)
+    return df
+
+
+def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
+    """A CSV trace as a frame; a malformed file is an error naming it and the line (never a row read
+    into other columns: pandas takes a first column without a header as the index, shifting the rest)."""
+    try:
+        raw = pd.read_csv(path, **{"encoding": "utf-8-sig", **_EXACT_FLOATS, **options})  # (a byte-order mark aside)
+    except UnicodeDecodeError as error:
+        raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
+                         "save the trace as UTF-8") from None
+    except (pd.errors.ParserError, ValueError) as error:
+        raise InputError(str(path), f"cannot be read as CSV ({str(error).strip()})",
+                         "repair the file: one value per header column on every line") from None
+    if not raw.index.equals(pd.RangeIndex(len(raw))):  # (pandas 3: a RangeIndex from the first field)
+        raise InputError(f"{path}, line 2", f"has more fields than the header's {len(raw.columns)} "
+                         f"({list(raw.columns)})", "remove the extra fields, or name every column in the header")
+    return raw
+
+
+def _read_json_lines(path: Path) -> pd.DataFrame:
+    """A generic JSON-lines trace as a frame of the values as written (perfmodel.io's reader: a malformed line
+    is named), whole-number and float columns typed."""
+    from ..io import read_chunks
+
+    chunks, _ = read_chunks(path, chunk_rows=1 << 40, output_format="jsonl")
+    return pd.concat(list(chunks), ignore_index=True).infer_objects()
+
+
+def _place(path: Any, i: int) -> str:
+    """Where the trace's row ``i`` (from 0) is: its line in a CSV file (the header is line 1) or a JSON-lines
+    file, its row (from 1) in a Parquet file."""
+    from ..io import detect
+
+    fmt = detect(path).format
+    return f"line {i + 2}" if fmt == "csv" else f"line {i + 1}" if fmt == "jsonl" else f"row {i + 1}"
+
+
+def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa.Array, np.ndarray]:
+    """A hash_ids column as Arrow lists of integers (lists as they are, or text such as ``[1, 2, 3]``, a CSV
+    file's) and which rows are malformed (an empty cell, text that is no list, an id outside 64 bits):
+    with ``errors="raise"`` the first is an error naming the file, the column and its line."""
+    if not (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
+        try:
+            lists = pa.array(column, HASH_TYPE)  # (pyarrow 14 keeps an Arrow column's own type here: cast)
+            return lists.cast(HASH_TYPE), np.zeros(len(column), dtype=bool)
+        except (pa.ArrowException, TypeError, OverflowError):  # (a column of empty cells: NotImplemented)
+            pass  # (the cell by cell path below names the first bad one)
+    values: list[list[int] | None] = []
+    bad = np.zeros(len(column), dtype=bool)
+    for i, value in enumerate(column.tolist()):
+        try:
+            values.append(id_cell(value))
+        except ValueError as error:
+            if errors == "raise":
+                raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{error}",
+                                 "write hash_ids as lists of 64-bit integers, e.g. [12, 13, 14], or pass "
+                                 "errors='skip' (--skip-bad-lines) to leave such lines out") from None
+            values.append(None)
+            bad[i] = True
+    return pa.array(values, HASH_TYPE), bad
+
+
+def id_cell(value: Any) -> list[int]:
+    """One hash_ids cell as a list of 64-bit integers, or a ValueError saying what it holds."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
+        raise ValueError("the cell is empty (a request's block ids are unknown: write [] for none)")
+    try:
+        ids = _id_list(value) if isinstance(value, str) else list(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"holds {value!r}, not a list of block ids") from None
+    if not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in ids):
+        raise ValueError(f"holds {value!r}, not a list of whole block ids")
+    if not all(-(2**63) <= h < 2**63 for h in ids):
+        raise ValueError(f"holds a block id outside 64-bit integers ({str(value)[:40]})")
+    return ids
+
+
+def _id_list(text: str) -> list[int]:
+    """``"[1, 2, 3]"`` (JSON) or ``"[1 2 3]"`` (how pandas writes an Arrow list column to CSV) as a list."""
+    inner = text.strip()
+    if not (inner.startswith("[") and inner.endswith("]")) or not re.fullmatch(r"[\d\s,+-]*", inner[1:-1]):
+        raise ValueError(text)
+    return [int(item) for item in re.split(r"[\s,]+", inner[1:-1].strip()) if item]
+
+
+def _read_parquet(path: Any) -> pd.DataFrame:
+    """A Parquet trace as a DataFrame, list columns (hash_ids) as Arrow lists. pandas' own reader
+    cannot rebuild the Arrow list dtype it recorded when it wrote such a file (a trace saved with
+    ``trace.to_parquet``): mapping list types explicitly reads it back, index included."""
+    import pyarrow.parquet as pq
+
+    def lists(arrow_type: pa.DataType) -> Any:
+        return pd.ArrowDtype(arrow_type) if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) \
+            else None
+
+    table = pq.read_table(path)
+    meta = json.loads((table.schema.metadata or {}).get(b"pandas", b"null"))
+    if isinstance(meta, dict) and isinstance(meta.get("columns"), list):
+        # pandas' record of an Arrow list column's dtype ("list<item: int64>[pyarrow]") is text that pandas
+        # before 2.2 cannot parse back (TypeError: data type not understood): the types_mapper gives it instead
+        for column in meta["columns"]:
+            if isinstance(column, dict) and str(column.get("numpy_type", "")).startswith(("list<", "large_list<")):
+                column["numpy_type"] = "object"
+        table = table.replace_schema_metadata({**table.schema.metadata, b"pandas": json.dumps(meta).encode()})
+    return table.to_pandas(types_mapper=lists)
+
+
+def null_hash_rows(hashes: Any) -> np.ndarray:
+    """Rows whose hash_ids list holds a null entry (a block whose identity is unknown: never a cache hit)."""
+    import pyarrow.compute as pc
+
+    if isinstance(hashes, pa.ChunkedArray):
+        hashes = hashes.combine_chunks() if hashes.num_chunks else pa.array([], type=HASH_TYPE)
+    if hashes.null_count:
+        hashes = pc_fill_empty(hashes)
+    flat = pc.list_flatten(hashes)
+    if flat.null_count == 0:
+        return np.empty(0, dtype=np.int64)
+    parents = pc.list_parent_indices(hashes).to_numpy()
+    return np.unique(parents[pc.is_null(flat).to_numpy(zero_copy_only=False)])
+
+
+def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
+    """Missing hash_ids (null lists) as empty lists."""
+    import pyarrow.compute as pc
+
+    return pc.if_else(pc.is_null(chunk), pa.scalar([], type=HASH_TYPE), chunk)
+
+
+def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[pd.Series, Any]:
+    """Times as float ms, and the origin of datetimes (None for numbers): numbers as they are;
+    datetimes from ``origin`` (default: their earliest). A text column is numbers unless more of
+    its values read as datetimes, so a stray word spoils its own row only (and "25" stays 25 ms).
+    Datetimes with different UTC offsets are instants (read in UTC); with and without an offset
+    in one column they are ambiguous, and refused naming ``where`` (file and column) and the line."""
+    if pd.api.types.is_datetime64_any_dtype(column):
+        parsed = column
+    else:
+        numbers = pd.to_numeric(column, errors="coerce").astype("float64")
+        if pd.api.types.is_numeric_dtype(column):
+            return numbers, None
+        try:
+            with warnings.catch_warnings():  # (pandas 2.x: mixed time zones warn, then give objects)
+                warnings.simplefilter("ignore", FutureWarning)
+                parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+            if not pd.api.types.is_datetime64_any_dtype(parsed):  # pandas < 3: time zones it would not mix
+                raise ValueError("mixed time zones")
+        except ValueError:  # time zones that pandas will not mix in one column (pandas 3 raises)
+            text = column.astype("string").str.strip()
+            aware = text.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$", regex=True).fillna(False).to_numpy(dtype=bool)
+            if aware.all():
+                parsed = pd.to_datetime(column, errors="coerce", format="mixed", utc=True)
+            else:
+                line = int(np.argmax(aware != aware[0]))
+                raise ValueError(f"{where}, line {line + 2}: {text.iloc[line]!r} has {'a' if aware[line] else 'no'} "
+                                 f"time zone and line 2 {'has one' if aware[0] else 'has none'} ({text.iloc[0]!r}): times "
+                                 "with and without one are ambiguous. Fix: give every time its UTC offset (e.g. "
+                                 "+00:00), or none") from None
+        if numbers.notna().sum() >= parsed.notna().sum():
+            return numbers, None
+    origin = parsed.min() if origin is None else origin
+    return (parsed - origin).dt.total_seconds() * 1000.0, origin
+
+
+def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str) -> pd.DataFrame:
+    missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping or mapping[c] not in raw]
+    if missing:
+        error = ValueError(f"{path}: no column for {missing}; the file has {list(raw.columns)}. "
+                           "Fix: pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
+        error.missing_columns = missing  # type: ignore[attr-defined]  # (the command line names its --column flag)
+        raise error
+    unknown = [c for c in mapping if c not in (*_CANONICAL, "hash_ids", "ready_ms")]
+    if unknown:
+        raise ValueError(f"{path}: unknown trace column name(s) {unknown}. Fix: map only "
+                         f"{', '.join((*_CANONICAL, 'ready_ms', 'hash_ids'))}")
+    absent = [f"{k}={v!r}" for k, v in mapping.items() if v not in raw]
+    if absent:
+        raise ValueError(f"{path}: no column {', '.join(absent)}; the file has {list(raw.columns)}")
+    arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}")
+    out = pd.DataFrame({
+        "arrival_ms": arrival,
+        "num_input_tokens": _counts(raw[mapping["num_input_tokens"]], path, errors),
+        "num_output_tokens": _counts(raw[mapping["num_output_tokens"]], path, errors)
+        if "num_output_tokens" in mapping else 0,
+    })
+    if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
+        out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin,
+                                                  where=f"{path}: column {mapping['ready_ms']!r}")
+        if (ready_origin is None) != (origin is None):
+            kinds = {True: "numbers (ms)", False: "datetimes"}
+            raise ValueError(f"{path}: ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "
+                             f"arrival_ms ({mapping['arrival_ms']!r}) holds {kinds[origin is None]}. Fix: give both "
+                             "times on one clock")
+    if "hash_ids" in mapping:
+        lists, bad = _hash_lists(raw[mapping["hash_ids"]], path, errors)
+        out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(lists), index=out.index)
+        if bad.any():
+            out.attrs["bad_hash_rows"] = bad  # (left out by _check_rows, counted as skipped lines)
+    return out
+
+
+def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
+    """A token column as numbers; with ``errors="raise"`` a cell that is text but no number (``"1,000"``: a
+    thousands separator) is an error naming the file, the line and the column (else NaN: a bad row)."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if errors == "raise" and (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
+        unread = (numbers.isna() & column.notna()).to_numpy()
+        if unread.any():
+            i = int(np.argmax(unread))
+            text = str(column.iloc[i])
+            raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{text!r} is {not_a_number(text)}",
+                             "repair the cell, or pass errors='skip' (--skip-bad-lines) to leave such lines out")
+    return numbers
+
+
+def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame, int]:
+    """Every row needs an arrival and a whole, non-negative token count (CSV rows are lines + 1)."""
+    tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
+    outputs = pd.to_numeric(df["num_output_tokens"]).to_numpy(dtype="float64", na_value=np.nan)
+    arrival = df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)
+    bad = ~np.isfinite(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0) \
+        | (outputs != np.floor(outputs)) | ~(tokens <= 2.0**53) | ~(outputs <= 2.0**53)
+    if "hash_ids" in df:  # a null block id would match nothing reliably: the row is malformed, never a hit
+        bad[null_hash_rows(pa.array(df["hash_ids"], type=HASH_TYPE))] = True
+        bad |= df.attrs.pop("bad_hash_rows", np.zeros(len(df), dtype=bool))
+    if "ready_ms" in df:  # a prefill completes after its request arrives
+        ready = df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan)
+        bad |= ~(ready >= arrival) | ~np.isfinite(ready)
+    if bad.any():
+        if errors == "raise":
+            i = int(np.argmax(bad))
+            raise ValueError(f"{path}, {_place(path, i)}: {count(int(bad.sum()), 'malformed row')} (missing or impossible time, invalid "
+                             f"token count, or a null hash id), first: {df.iloc[i].to_dict()}. Fix: repair them, or "
+                             "pass errors='skip'")
+        df = df.loc[~bad].reset_index(drop=True)
+    return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
+                     num_output_tokens=pd.to_numeric(df["num_output_tokens"]).astype("int64")), int(bad.sum())
+
+
+# --- synthetic traces ----------------------------------------------------------------------
+
+
+
+def synthetic_trace(
+    n: int,
+    rate_per_s: float,
+    *,
+    seed: int = 0,
+    median_input_tokens: int = 2048,
+    input_sigma: float = 1.0,
+    max_input_tokens: int = 131_072,
+    median_output_tokens: int = 256,
+    mean_turns: float = 3.0,
+    apps: int = 8,
+    system_prompt_blocks: tuple[int, int] = (0, 8),
+    hash_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+) -> pd.DataFrame:
+    """A seeded synthetic trace: Poisson arrivals, log-normal prompts, multi-turn sessions sharing prefixes.
+
+    Each request belongs to a session (``n / mean_turns`` sessions, picked uniformly);
+    each session belongs to one of ``apps`` applications whose system prompt (a number of
+    whole blocks drawn from ``system_prompt_blocks``) every request of the app shares.
+    Turn k of a session re-sends the whole conversation so far plus new tokens
+    (log-normal, median ``median_input_tokens / mean_turns``), so its full blocks repeat
+    the previous turn's hash ids; a partly filled last block gets an id of its own.
+    Prompts are capped at ``max_input_tokens``.
+
+    Parameters
+    ----------
+    n
+        Requests.
+    rate_per_s
+        Mean arrival rate (requests per second, Poisson).
+    seed
+        Seed of the random generator: the same seed gives the same trace.
+    median_input_tokens, input_sigma
+        The tokens each turn adds are log-normal with median ``median_input_tokens / mean_turns``
+        and sigma ``input_sigma``.
+    max_input_tokens
+        Cap on a prompt's length (tokens).
+    median_output_tokens
+        Median output length (tokens, log-normal).
+    mean_turns
+        Mean turns per session.
+    apps
+        Applications, each with a system prompt its requests share.
+    system_prompt_blocks
+        A system prompt's length in whole blocks: drawn uniformly from low to high (inclusive).
+    hash_block_tokens
+        Tokens per hash id (block), recorded in ``trace.attrs["hash_block_tokens"]``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The canonical trace columns, ``hash_ids`` included.
+
+    Examples
+    --------
+    >>> from perfmodel import synthetic_trace
+    >>> trace = synthetic_trace(1000, rate_per_s=50, seed=1)
+    >>> len(trace), bool(trace["arrival_ms"].is_monotonic_increasing)
+    (1000, True)
+    """
+    most = option("max_synthetic_requests")
+    n = check_whole("n", n, largest=most, above=f"pass n <= {most:,} (a synthetic trace is held in "
+                    "memory, some hundred bytes a request with its hash ids: generate a larger one in parts)")
+    apps = check_whole("apps", apps, smallest=1)
+    hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
+    max_input_tokens = check_whole("max_input_tokens", max_input_tokens, smallest=1)
+    if not rate_per_s > 0 or not mean_turns >= 1:
+        raise InputError("synthetic_trace", f"rate_per_s={rate_per_s!r}, mean_turns={mean_turns!r}",
+                         "pass rate_per_s > 0 and mean_turns >= 1")
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1000.0 / rate_per_s, n))
+    arrival -= arrival[0] if n else 0.0
+    sessions = max(1, round(n / mean_turns))
+    session = rng.integers(0, sessions, n)
+    app_of_session = rng.integers(0, apps, sessions)
+    system_blocks = rng.integers(system_prompt_blocks[0], system_prompt_blocks[1] + 1, apps)
+    new_tokens = np.maximum(1, rng.lognormal(math.log(max(1.0, median_input_tokens / mean_turns)), input_sigma, n))
+    # conversation length so far: cumulative new tokens within each session, in arrival order
+    by_session = np.argsort(session, kind="stable")
+    cumulative = np.empty(n)
+    sorted_new = new_tokens[by_session]
+    totals = np.cumsum(sorted_new)
+    starts = np.r_[0, np.flatnonzero(np.diff(session[by_session])) + 1] if n else np.array([], dtype=np.int64)
+    group_start_total = np.repeat(totals[starts] - sorted_new[starts], np.diff(np.r_[starts, n]))
+    cumulative[by_session] = totals - group_start_total
+    app = app_of_session[session]
+    prefix_tokens = system_blocks[app] * hash_block_tokens
+    input_tokens = np.minimum(prefix_tokens + cumulative.astype(np.int64), max_input_tokens)
+    conversation = np.maximum(input_tokens - prefix_tokens, 0)
+    full_blocks = conversation // hash_block_tokens
+    partial = (conversation % hash_block_tokens) > 0
+    # ids: app prompts, then per-session conversation blocks, then one fresh id per partial block
+    app_base = np.r_[0, np.cumsum(system_blocks)[:-1]]
+    max_blocks = max_input_tokens // hash_block_tokens + 1
+    session_base = int(system_blocks.sum()) + np.arange(sessions, dtype=np.int64) * max_blocks
+    fresh_base = int(system_blocks.sum()) + sessions * max_blocks
+    counts = system_blocks[app] + full_blocks + partial
+    offsets = np.r_[0, np.cumsum(counts)].astype(np.int64)
+    position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
+    owner = np.repeat(np.arange(n), counts)
+    in_system = position < system_blocks[app][owner]
+    in_session = ~in_system & (position < (system_blocks[app] + full_blocks)[owner])
+    ids = np.where(in_system, app_base[app][owner] + position,
+                   np.where(in_session, session_base[session][owner] + position - system_blocks[app][owner],
+                            fresh_base + owner))
+    outputs = np.maximum(1, rng.lognormal(math.log(median_output_tokens), 1.0, n)).astype(np.int64)
+    hashes = pa.ListArray.from_arrays(pa.array(offsets, pa.int32() if offsets[-1] < 2**31 else pa.int64()),
+                                      pa.array(ids.astype(np.int64)))
+    df = pd.DataFrame({"arrival_ms": arrival, "num_input_tokens": input_tokens.astype(np.int64),
+                       "num_output_tokens": outputs,
+                       "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes.cast(HASH_TYPE)))})
+    df.attrs.update(source="synthetic", format="synthetic", skipped_lines=0, hash_block_tokens=hash_block_tokens)
+    return df
