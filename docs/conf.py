@@ -40,7 +40,7 @@ numpydoc_class_members_toctree = False
 numpydoc_validation_checks = {"GL08", "GL02", "PR01", "PR02", "RT01", "RT03", "YD01", "EX01"}
 # Left to their one-line docstrings: classes' members (methods, properties, dataclass __init__s, the int
 # methods the enums inherit), and two helpers of links.py, a module at its 800-line limit.
-numpydoc_validation_exclude = {r"\.[A-Z]\w*\.\w+$", r"^perfmodel\.links\.(check_link_name|link_source)$"}
+numpydoc_validation_exclude = {r"\.[A-Z]\w*\.\w+$", r"^perfmodel\.network\.links\.(check_link_name|link_source)$"}
 exclude_patterns = [
     "_build",
     "auto_examples/*.ipynb",
