@@ -1,7 +1,7 @@
 """The old module paths of perfmodel, moved in the layout of issue #41: each imports the module at its
 new place (the same module object; pickles naming the old path load). Public old paths warn once.
 
-Written by layout_move.py; the table is the script's mapping.
+The table is the move of issue #41: old path, new path.
 """
 
 from __future__ import annotations

@@ -347,7 +347,7 @@ def test_the_top_level_holds_few_modules():
     assert not (PACKAGE / "calibrate.py").exists(), "a module perfmodel.calibrate would shadow the function"
 
 
-#: old dotted paths (each written in two pieces: layout_move.py rewrites the old paths it finds written whole)
+#: old dotted paths (each written in two pieces: so that a search for an old path written whole finds only perfmodel._moved)
 OLD_PATHS = {
     "perfmodel." + "_kernels": "perfmodel.kernels.handoff",
     "perfmodel." + "links": "perfmodel.network.links",
