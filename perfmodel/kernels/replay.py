@@ -586,13 +586,70 @@ def replay(requests: Requests, cluster: Cluster, results: Results) -> None:
         state = state._replace(fair=_grown(state.fair))
 
 
+@loop_helper(python=False)
+def deliver(r, requests, cluster, results, state):
+    """Request ``r``'s handoff has ended: its blocks enter its decode worker's cache."""
+    insert_blocks(
+        r,
+        results.worker[r],
+        requests.blocks,
+        requests.offsets,
+        state.holders,
+        state.slot_of,
+        state.log,
+        state.log_first,
+        state.log_end,
+        state.size,
+        state.capacity,
+    )
+
+
+@loop_helper(python=False)
+def route_and_charge(r, requests, cluster, results, state, rr):
+    """Route request ``r`` to a decode worker (from round-robin position ``rr``) and charge it (see
+    :func:`_charge`); returns (bytes, fixed costs besides the latency, time alone, the next position)."""
+    workers = cluster.workers
+    w, hit_blocks = route(
+        r, requests.blocks, requests.offsets, state.holders, state.alive, workers, rr, cluster.prefix_routing
+    )
+    results.worker[r] = w
+    nbytes, setup, alone = _charge(r, hit_blocks, requests, cluster, results)
+    return nbytes, setup, alone, w + 1 if w + 1 < workers else 0  # (no integer division: once per request)
+
+
+@loop_helper(python=False)
+def start_transfer(seq, r, now, nbytes, setup, alone, cluster, requests, results, state, pending):
+    """Request ``r``'s handoff starts at ``now``, the ``seq``-th to start: alone (``none``), on the link free
+    soonest (``fifo``) or, once its fixed costs are paid, sharing one (``fair``). Returns the count of handoffs
+    whose end is known (the pending heap, ordered by (end, seq))."""
+    # layer-wise streaming: however fast the link, the last layer group is sent after the prefill ends
+    earliest_end = requests.prefill_end_ms[r] + alone * requests.last_fraction[r]
+    results.start[r] = now
+    contention, fair = cluster.contention, state.fair
+    if contention == FAIR and nbytes > 0:  # fixed costs first, then the bytes share a link
+        state.counts[1] = heap_push(
+            fair.start_time, fair.start_seq, fair.start_item, state.counts[1], now + cluster.latency_ms + setup, seq, r
+        )
+        results.end[r] = np.nan  # set when its last byte arrives
+        return pending
+    link, start_ms = _fifo_start(now, alone, state.link_free) if contention == FIFO and nbytes > 0 else (-1, now)
+    end = max(start_ms + alone, earliest_end)
+    results.link[r], results.start[r], results.end[r], results.queue[r] = link, start_ms, end, start_ms - now
+    return heap_push(state.pend_time, state.pend_seq, state.pend_item, pending, end, seq, r)
+
+
 @loop_helper
 def replay_pass(start, requests, cluster, results, state):
     """The requests from the ``start``-th in ready order on (see :func:`replay`); returns -1 when done, or the
     index to resume from once the fair-sharing heaps have grown (:func:`_grown`). No allocation: the state
     (:class:`State`) comes from Python, so the kernel compiles without numba's reference counting."""
-    order, ready_ms, blocks, offsets = requests.order, requests.ready_ms, requests.blocks, requests.offsets
-    workers, contention, fair, counts = cluster.workers, cluster.contention, state.fair, state.counts
+    order, ready_ms, contention, fair, counts = (
+        requests.order,
+        requests.ready_ms,
+        cluster.contention,
+        state.fair,
+        state.counts,
+    )
     pend_time, pend_seq, pend_item = state.pend_time, state.pend_seq, state.pend_item
     n = order.shape[0]
     rate = cluster.bandwidth_gb_s * 1e6  # bytes per ms
@@ -608,39 +665,10 @@ def replay_pass(start, requests, cluster, results, state):
         pending = counts[0]
         while pending > 0 and pend_time[0] <= now:
             pending = heap_pop(pend_time, pend_seq, pend_item, pending)
-            r = pend_item[pending]
-            insert_blocks(
-                r,
-                results.worker[r],
-                blocks,
-                offsets,
-                state.holders,
-                state.slot_of,
-                state.log,
-                state.log_first,
-                state.log_end,
-                state.size,
-                state.capacity,
-            )
+            deliver(pend_item[pending], requests, cluster, results, state)
         if i == n:
             break
         r = order[i]
-        w, hit_blocks = route(r, blocks, offsets, state.holders, state.alive, workers, rr, cluster.prefix_routing)
-        rr = w + 1 if w + 1 < workers else 0  # (no integer division: this runs once per request)
-        results.worker[r] = w
-        nbytes, setup, alone = _charge(r, hit_blocks, requests, cluster, results)
-        # layer-wise streaming: however fast the link, the last layer group is sent after the prefill ends
-        earliest_end = requests.prefill_end_ms[r] + alone * requests.last_fraction[r]
-        results.start[r] = now
-        if contention == FAIR and nbytes > 0:  # fixed costs first, then the bytes share a link
-            counts[1] = heap_push(
-                fair.start_time, fair.start_seq, fair.start_item, counts[1], now + cluster.latency_ms + setup, i, r
-            )
-            results.end[r] = np.nan  # set when its last byte arrives
-            counts[0] = pending
-            continue
-        link, start_ms = _fifo_start(now, alone, state.link_free) if contention == FIFO and nbytes > 0 else (-1, now)
-        end = max(start_ms + alone, earliest_end)
-        results.link[r], results.start[r], results.end[r], results.queue[r] = link, start_ms, end, start_ms - now
-        counts[0] = heap_push(pend_time, pend_seq, pend_item, pending, end, i, r)
+        nbytes, setup, alone, rr = route_and_charge(r, requests, cluster, results, state, rr)
+        counts[0] = start_transfer(i, r, now, nbytes, setup, alone, cluster, requests, results, state, pending)
     return -1

@@ -199,8 +199,6 @@ _CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).par
 
 def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     """One configuration's replay of a prepared trace (``given``: keywords of :func:`replay_handoffs`)."""
-    import warnings
-
     from ..kernels import replay as _replay
 
     if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
@@ -211,7 +209,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     if unknown:
         raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
     c = SimpleNamespace(**{**_CONFIG, **given})
-    trace, tokens, ready = prepared.trace, prepared.tokens, prepared.ready_ms
+    trace, tokens = prepared.trace, prepared.tokens
     bandwidth_spec = _one_of("kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link,
                              "<GB/s or e.g. 'ib-ndr'>")
     bytes_spec = _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model,
@@ -228,6 +226,26 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where)",
                          "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
+    requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
+    out = _replay.Results.empty(len(trace))
+    notice_first_compile()
+    _replay.replay(requests, cluster, out)
+    finite_transfers(trace, out, link[0])
+    return _replay_frame(trace, tokens, times, out, kv_terms, c, link)
+
+
+def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any, bytes_spec: Any,
+                destination_missing: bool) -> tuple[Any, Any, np.ndarray, tuple[float, float, float, float],
+                                                    tuple[np.ndarray, float]]:
+    """A replay's configuration ``c`` on a link, checked, as the kernel's records: (requests, cluster, the
+    table of byte terms, (bandwidth GB/s, latency, per-block and per-message ms), (ready times from the
+    earliest, the earliest)). Shared by :func:`replay_prepared` and the TTFT replay
+    (:func:`perfmodel.replay.ttft.replay_ttft`)."""
+    import warnings
+
+    from ..kernels import replay as _replay
+
+    trace, tokens = prepared.trace, prepared.tokens
     check_option("routing", c.routing)
     check_option("contention", c.contention)
     c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
@@ -270,14 +288,16 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         fallback_delay_ms=fallback,
         blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
                                                                         c.blocks_per_message))))
-    out = _replay.Results.empty(n)
-    notice_first_compile()
-    _replay.replay(requests, cluster, out)
-    if not np.isfinite(out.transfer).all():  # (upstream's replay refuses them: e.g. a subnormal bandwidth)
+    return requests, cluster, kv_terms, (bandwidth, latency, per_block, per_message), (ready, base)
+
+
+def finite_transfers(trace: pd.DataFrame, out: Any, bandwidth: float) -> None:
+    """Refuse a replay whose transfer times are not finite (upstream's replay refuses them: e.g. a subnormal
+    bandwidth), naming the first request."""
+    if not np.isfinite(out.transfer).all():
         first = int(np.argmax(~np.isfinite(out.transfer)))
         raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s gives request {trace.index[first]!r} a "
                          f"transfer time of {out.transfer[first]!r} ms", "pass a realistic bandwidth in GB/s")
-    return _replay_frame(trace, tokens, (ready, base), out, kv_terms, c, (bandwidth, latency, per_block, per_message))
 
 
 def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], out: Any,

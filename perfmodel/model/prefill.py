@@ -1,0 +1,139 @@
+"""How long a prefill takes: a profile ``fixed_ms + a * n + b * n**2`` of the prompt's tokens, fitted to
+measured prefill times (an engine's own metrics or a benchmark) by :func:`fit_prefill`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ..errors import InputError
+from ..inputs.words import count
+
+__all__ = ["PrefillProfile", "fit_prefill"]
+
+
+@dataclass(frozen=True)
+class PrefillProfile:
+    """A prefill's time as a function of its prompt: ``fixed_ms + ms_per_token * n + ms_per_token2 * n**2``
+    (ms; ``n`` prompt tokens; the quadratic term is attention's). Goes wherever ``prefill_ms`` does in
+    :func:`perfmodel.replay_ttft`.
+
+    Parameters
+    ----------
+    fixed_ms : float
+        Time of a prefill of no tokens (ms, >= 0): scheduling, launch.
+    ms_per_token : float
+        ms per prompt token (>= 0): the linear layers.
+    ms_per_token2 : float
+        ms per squared prompt token (>= 0): attention.
+    name : str
+        What it profiles.
+    max_relative_error : float
+        The fit's largest relative error on its measurements (NaN: not fitted).
+
+    Examples
+    --------
+    >>> from perfmodel import PrefillProfile
+    >>> PrefillProfile(5.0, 0.1, 0.0).prefill_ms([0, 1000]).tolist()
+    [5.0, 105.0]
+    """
+
+    fixed_ms: float
+    ms_per_token: float
+    ms_per_token2: float = 0.0
+    name: str = "prefill"
+    max_relative_error: float = float("nan")
+
+    def __post_init__(self) -> None:
+        for field in ("fixed_ms", "ms_per_token", "ms_per_token2"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float, np.floating, np.integer)) and 0 <= value < np.inf):
+                raise InputError(
+                    f"PrefillProfile: {field}",
+                    f"must be a finite number >= 0, got {value!r}",
+                    "pass ms, ms per token and ms per squared token >= 0 (or fit them with fit_prefill)",
+                )
+
+    def prefill_ms(self, num_input_tokens: ArrayLike) -> np.ndarray:
+        """Each prompt's prefill time (ms) for ``num_input_tokens`` tokens.
+
+        >>> PrefillProfile(0.0, 0.0, 1e-6).prefill_ms([1000, 2000]).tolist()
+        [1.0, 4.0]
+        """
+        n = np.asarray(num_input_tokens, dtype=np.float64)
+        return self.fixed_ms + n * (self.ms_per_token + n * self.ms_per_token2)
+
+
+def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: str = "fitted") -> PrefillProfile:
+    """Fit a prefill profile ``fixed_ms + a * n + b * n**2`` to measured prefill times.
+
+    As :func:`perfmodel.fit_link`: least squares on the *relative* error (prompts span orders of magnitude),
+    every coefficient >= 0; a term the measurements cannot tell from the others is held at 0.
+
+    Parameters
+    ----------
+    num_input_tokens
+        Each measured prefill's prompt tokens (>= 0).
+    measured_ms
+        Each measured prefill's time in ms (> 0): an engine's own metric (e.g. vLLM's prefill time) or
+        a benchmark's time to first token at a concurrency of 1, less the first decode step.
+    name
+        The profile's name.
+
+    Returns
+    -------
+    PrefillProfile
+        The fitted profile, its largest relative error in ``max_relative_error``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from perfmodel import fit_prefill
+    >>> n = np.array([128, 1024, 4096, 8192, 16384])
+    >>> profile = fit_prefill(n, 8.0 + 0.05 * n + 2e-6 * n**2.0)
+    >>> round(profile.fixed_ms, 6), round(profile.ms_per_token, 6), round(profile.ms_per_token2 * 1e6, 6)
+    (8.0, 0.05, 2.0)
+    """
+    from ..network.links import nonnegative_least_squares
+
+    n = np.asarray(num_input_tokens, dtype=np.float64).ravel()
+    t = np.asarray(measured_ms, dtype=np.float64).ravel()
+    if n.shape != t.shape:
+        raise InputError(
+            "fit_prefill",
+            f"{count(n.size, 'prompt size')} but {count(t.size, 'time')}",
+            "pass one measured time per prompt",
+        )
+    if n.size < 2:
+        raise InputError(
+            "fit_prefill",
+            f"needs at least two measurements, got {n.size}",
+            "measure prefills of several prompt lengths (e.g. 128 to 16k tokens)",
+        )
+    for label, values, low_ok in (("num_input_tokens", n, True), ("measured_ms", t, False)):
+        bad = ~(np.isfinite(values) & ((values >= 0) if low_ok else (values > 0)))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(
+                f"fit_prefill: {label}",
+                f"{count(int(bad.sum()), 'value')} not finite and "
+                f"{'>= 0' if low_ok else '> 0'}, first at position {i}: {float(values[i])!r}",
+                "drop failed or empty measurements",
+            )
+    columns = {"fixed": np.ones_like(n), "linear": n, "quadratic": n * n}
+    kept: dict[str, np.ndarray] = {}
+    for term, column in columns.items():  # a term the data cannot tell from those kept is held at 0
+        scaled = np.column_stack([*kept.values(), column]) / t[:, None]
+        if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
+            kept[term] = column
+    solution = dict(
+        zip(kept, nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], np.ones_like(t)))
+    )
+    fixed, a, b = (float(solution.get(term, 0.0)) for term in columns)
+    profile: Any = PrefillProfile(fixed, a, b, name=name)
+    error = float(np.max(np.abs(profile.prefill_ms(n) - t) / t))
+    return PrefillProfile(fixed, a, b, name=name, max_relative_error=error)

@@ -1,0 +1,580 @@
+"""TTFT under load: the replay's handoffs with the serving around them (prefill queues, KV memory held
+while a handoff runs, decode admission, closed-loop clients).
+
+This module checks the inputs and wraps the result; the handoffs' own configuration is the replay's
+(:func:`perfmodel.replay.link_inputs`), and the event loop is the kernel of
+:mod:`perfmodel.kernels.serving`, built on the replay kernel's network.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, check_choice, check_whole
+from ..inputs.words import count
+from ..model.prefill import PrefillProfile
+from . import _CONFIG, _is_cluster, _one_of, _one_value, finite_transfers, link_inputs
+from .prepared import PreparedTrace, link_column, notice_first_compile, prepare_trace, request_values
+from .summaries import percentile_ms
+
+__all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
+
+#: The parts of a request's time to first token, in order: they add up to ``ttft_ms``.
+TTFT_PARTS = ("queue_ms", "prefill_ms", "handoff_delay_ms", "decode_step_ms")
+_PREFILL_ROUTING = ("round_robin", "least_loaded")
+
+
+def replay_ttft(
+    trace: pd.DataFrame,
+    kv_transfer_bandwidth: Any = None,
+    kv_bytes_per_token: Any = None,
+    *,
+    model: Any = None,
+    link: Any = None,
+    prefill_workers: int = 1,
+    prefill_ms: Any = None,
+    prefill_tokens_per_s: Any = None,
+    prefill_routing: str = "round_robin",
+    prefill_kv_tokens: int | None = None,
+    decode_workers: int = 1,
+    decode_kv_tokens: int | None = None,
+    decode_step_ms: Any = 0.0,
+    concurrency: int | None = None,
+    mode: Literal["full_prompt", "destination_missing"] = "full_prompt",
+    block_size: int = 512,
+    decode_cache_blocks: int | None = None,
+    routing: Literal["prefix", "round_robin"] = "prefix",
+    contention: Literal["none", "fifo", "fair"] = "none",
+    links: int = 1,
+    latency_ms: float = 0.0,
+    per_block_ms: float = 0.0,
+    per_message_ms: float = 0.0,
+    fallback_delay_ms: float = 0.0,
+    blocks_per_message: float = 1.0,
+    state_bytes: Any = None,
+    kv_cache_dtype: str | None = None,
+    tp: int = 1,
+    decode_tp: int | None = None,
+    scope: Literal["rank", "group"] = "rank",
+    kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+) -> pd.DataFrame:
+    """Replay a trace's time to first token under load: prefill queues, memory held, decode admission.
+
+    Each request arrives (``arrival_ms``, or issued by ``concurrency`` closed-loop clients), queues at a
+    prefill worker (first come first served, one prefill at a time), holds its prompt's KV tokens there
+    from its prefill's start until its handoff ends, is routed at its prefill's end to a decode worker
+    (``routing``, as :func:`perfmodel.replay_handoffs`), waits there until its prompt and output tokens fit
+    (admission), and then hands off its KV cache over the links exactly as the replay does (``contention``
+    ``"none"``, ``"fifo"`` on ``links`` links, ``"fair"`` sharing; prefix caches, every cost). Its first token
+    comes ``decode_step_ms`` after the handoff ends, its last ``num_output_tokens * decode_step_ms`` after it;
+    then its decode memory is freed. The documentation's "TTFT under load" states every rule and the order
+    of events at one instant.
+
+    With unbounded memory, no prefill time and ``decode_step_ms=0`` every ``handoff_delay_ms`` is
+    :func:`perfmodel.replay_handoffs`' (bit for bit) and ``ttft_ms`` equals it.
+
+    Parameters
+    ----------
+    trace
+        From :func:`perfmodel.read_trace` or :func:`perfmodel.synthetic_trace`: ``arrival_ms``,
+        ``num_input_tokens``, and ``num_output_tokens`` where decode memory is bounded or the loop closed.
+    kv_transfer_bandwidth, link, kv_bytes_per_token, model
+        The link (GB/s, a link preset or a :class:`perfmodel.Link`) and the bytes per token (a number, a model
+        preset, a config or a trace column), as :func:`perfmodel.replay_handoffs` takes them. A cluster is
+        refused (the TTFT replay runs on links).
+    prefill_workers
+        Prefill workers (each a TP group serving one prefill at a time; whole number >= 1).
+    prefill_ms
+        Each prefill's time (ms >= 0): one value, a trace column name, an array, or a
+        :class:`perfmodel.PrefillProfile` (from :func:`perfmodel.fit_prefill`). Default: from
+        ``prefill_tokens_per_s``, else 0 (every prefill instant).
+    prefill_tokens_per_s
+        A prefill worker's rate (tokens/s > 0), instead of ``prefill_ms``: ``num_input_tokens / rate``.
+    prefill_routing
+        ``"round_robin"`` (the k-th arrival to worker ``k mod prefill_workers``), ``"least_loaded"`` (the
+        fewest requests queued or in prefill; ties: the first of the tied after the worker chosen last), or
+        the name of a trace column of worker indices (0 to ``prefill_workers - 1``).
+    prefill_kv_tokens
+        KV tokens each prefill worker holds at most (whole number >= 1; default unbounded).
+    decode_workers
+        Decode workers, each with its own prefix cache and memory.
+    decode_kv_tokens
+        KV tokens each decode worker holds at most (prompt plus output tokens of what it admitted; default
+        unbounded).
+    decode_step_ms
+        ms per generated token (>= 0): one value, a trace column name or an array.
+    concurrency
+        Closed loop: this many clients issue the trace's requests in order, the first ``concurrency`` at 0,
+        the next each time one is done (its arrival times are then ignored, and a warning says so).
+        Default: open loop at the trace's arrival times.
+    mode, block_size, decode_cache_blocks, routing, contention, links, latency_ms, per_block_ms, per_message_ms
+        The handoffs, as :func:`perfmodel.replay_handoffs` takes them.
+    fallback_delay_ms, blocks_per_message, state_bytes, kv_cache_dtype, tp, decode_tp, scope, kv_layout
+        The handoffs, as :func:`perfmodel.replay_handoffs` takes them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like the trace: ``prefill_worker``, ``decode_worker``, the timestamps (ms) ``arrival_ms``,
+        ``prefill_start_ms``, ``prefill_end_ms``, ``admitted_ms``, ``transfer_end_ms``, ``first_token_ms``,
+        ``done_ms``; the breakdown ``queue_ms`` (waiting for the prefill worker or its memory),
+        ``prefill_ms``, ``admission_wait_ms`` (waiting for decode memory), ``link_wait_ms`` (waiting for or
+        slowed by the link), ``transfer_ms`` (alone), ``handoff_delay_ms`` (= admission wait + link wait +
+        transfer), ``decode_step_ms`` and ``ttft_ms`` (= queue + prefill + handoff delay + step, exactly);
+        and the handoff's ``link``, ``cached_tokens``, ``charged_tokens``, ``transfer_bytes``.
+        ``attrs`` hold the configuration (workers, capacities) for :func:`summarize_ttft`.
+
+    Examples
+    --------
+    Two requests of 500 and 600 tokens at 0 ms, 1 ms per token on the link, 0.1 ms per token of prefill,
+    a prefill worker holding 1,000 tokens: the second waits for the first's handoff to free its memory.
+
+    >>> import pandas as pd
+    >>> from perfmodel import replay_ttft
+    >>> trace = pd.DataFrame({"arrival_ms": [0.0, 0.0], "num_input_tokens": [500, 600],
+    ...                       "num_output_tokens": [1, 1]})
+    >>> ttft = replay_ttft(trace, 1.0, 1e6, prefill_tokens_per_s=10_000, prefill_kv_tokens=1000,
+    ...                    contention="fifo", decode_step_ms=10.0)
+    >>> ttft["ttft_ms"].tolist(), ttft["queue_ms"].tolist()
+    ([560.0, 1220.0], [0.0, 550.0])
+    """
+    config = dict(
+        kv_transfer_bandwidth=kv_transfer_bandwidth,
+        kv_bytes_per_token=kv_bytes_per_token,
+        model=model,
+        link=link,
+        mode=mode,
+        block_size=block_size,
+        decode_workers=decode_workers,
+        decode_cache_blocks=decode_cache_blocks,
+        routing=routing,
+        contention=contention,
+        links=links,
+        latency_ms=latency_ms,
+        per_block_ms=per_block_ms,
+        per_message_ms=per_message_ms,
+        fallback_delay_ms=fallback_delay_ms,
+        blocks_per_message=blocks_per_message,
+        state_bytes=state_bytes,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        decode_tp=decode_tp,
+        scope=scope,
+        kv_layout=kv_layout,
+    )
+    serving = dict(
+        prefill_workers=prefill_workers,
+        prefill_ms=prefill_ms,
+        prefill_tokens_per_s=prefill_tokens_per_s,
+        prefill_routing=prefill_routing,
+        prefill_kv_tokens=prefill_kv_tokens,
+        decode_kv_tokens=decode_kv_tokens,
+        decode_step_ms=decode_step_ms,
+        concurrency=concurrency,
+    )
+    return ttft_prepared(prepare_trace(trace), config, serving)
+
+
+def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict[str, Any]) -> pd.DataFrame:
+    """One TTFT replay of a prepared trace: ``config`` the handoffs' keywords, ``serving`` the serving's."""
+    from ..kernels import replay as _replay
+    from ..kernels import serving as _serving
+
+    c = SimpleNamespace(**{**_CONFIG, **config})
+    trace, tokens, n = prepared.trace, prepared.tokens, len(prepared.trace)
+    bandwidth_spec = _one_of(
+        "kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link, "<GB/s or e.g. 'ib-ndr'>"
+    )
+    bytes_spec = _one_of(
+        "kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>"
+    )
+    if _is_cluster(bandwidth_spec):
+        raise InputError(
+            "kv_transfer_bandwidth",
+            "replay_ttft runs on links, and a cluster was given",
+            "pass a link (GB/s, a link preset or a perfmodel.Link) with links= and contention=; "
+            "replay_handoffs replays handoffs alone on a cluster",
+        )
+    if c.routing not in ("prefix", "round_robin"):
+        check_choice("routing", c.routing, ("prefix", "round_robin"))
+    mode = _one_value("mode", c.mode)
+    destination_missing = str(mode) == "destination_missing" or mode == 1
+    c.mode = "destination_missing" if destination_missing else "full_prompt"
+    s = _serving_inputs(trace, tokens, serving, c)
+    requests, cluster, kv_terms, link, (ready, base) = link_inputs(
+        prepared, c, bandwidth_spec, bytes_spec, destination_missing
+    )
+    admitted = np.empty(n)  # the replay's ready times (when each handoff may start): written at admission
+    requests = requests._replace(ready_ms=admitted, prefill_end_ms=admitted, last_fraction=np.ones(n))
+    if s.concurrency:
+        order, arrivals, base = np.arange(n, dtype=np.int64), np.zeros(n), 0.0
+    else:
+        order = np.argsort(ready, kind="stable").astype(np.int64)
+        arrivals = np.ascontiguousarray(ready[order], dtype=np.float64)
+    sv = _serving.Serving(
+        arrival_order=order,
+        arrival_ms=arrivals,
+        service_ms=s.service,
+        step_ms=s.step,
+        outputs=s.outputs,
+        prefill_worker=s.prefill_worker,
+        prefill_start=np.full(n, np.nan),
+        prefill_end=np.full(n, np.nan),
+        first_token=np.full(n, np.nan),
+        done=np.full(n, np.nan),
+        setup=np.zeros(n),
+        prefill_workers=s.prefill_workers,
+        prefill_routing=s.routing_code,
+        prefill_capacity=s.prefill_capacity,
+        decode_capacity=s.decode_capacity,
+        concurrency=s.concurrency,
+    )
+    queues = _serving.new_queues(n, s.prefill_workers, cluster.workers)
+    queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
+    out = _replay.Results.empty(n)
+    state = _replay._new_state(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster)
+    notice_first_compile()
+    while True:
+        code = _serving.serve_pass(requests, cluster, out, state, sv, queues)
+        if code == _serving.FINISHED:
+            break
+        if code == _serving.GROW:
+            state = state._replace(fair=_replay._grown(state.fair))
+            continue
+        raise RuntimeError(
+            "replay_ttft: the serving loop ran out of events with requests unfinished "
+            "(a bug: please report it with the trace and the call)"
+        )
+    finite_transfers(trace, out, link[0])
+    return _frame(trace, tokens, s, sv, out, admitted, kv_terms, base, c, link)
+
+
+def _serving_inputs(
+    trace: pd.DataFrame,
+    tokens: np.ndarray,
+    given: dict[str, Any],
+    c: SimpleNamespace,
+) -> SimpleNamespace:
+    """The serving's inputs, checked, as the kernel's arrays and scalars."""
+    n = len(trace)
+    workers = check_whole(
+        "prefill_workers",
+        given["prefill_workers"],
+        smallest=1,
+        largest=2**20,
+        above="pass prefill_workers as a whole number of workers from 1 to 1,048,576",
+    )
+    prefill_capacity = check_whole("prefill_kv_tokens", given["prefill_kv_tokens"], smallest=1, optional=True)
+    decode_capacity = check_whole("decode_kv_tokens", given["decode_kv_tokens"], smallest=1, optional=True)
+    concurrency = check_whole("concurrency", given["concurrency"], smallest=1, optional=True)
+    needs_outputs = decode_capacity is not None or concurrency is not None
+    outputs = np.zeros(n, dtype=np.int64)
+    if "num_output_tokens" in trace:
+        outputs = _whole_column(trace, "num_output_tokens")
+    elif needs_outputs:
+        why = "decode_kv_tokens bounds decode memory" if decode_capacity is not None else "the loop is closed"
+        raise InputError(
+            "trace",
+            f"has no 'num_output_tokens' column, and {why}: each request's output tokens "
+            "decide when it is done (never defaulted)",
+            "add a num_output_tokens column (whole numbers >= 0)",
+        )
+    service = _service_ms(trace, tokens, given["prefill_ms"], given["prefill_tokens_per_s"])
+    step = request_values_nonnegative(trace, "decode_step_ms", given["decode_step_ms"])
+    routing = given["prefill_routing"]
+    prefill_worker, code = _prefill_routing(trace, routing, workers)
+    for capacity, name, need in (
+        (prefill_capacity, "prefill_kv_tokens", tokens),
+        (decode_capacity, "decode_kv_tokens", tokens + outputs),
+    ):
+        if capacity is not None and n and need.max() > capacity:
+            first = int(np.argmax(need > capacity))
+            what = "prompt tokens" if name == "prefill_kv_tokens" else "prompt and output tokens"
+            raise InputError(
+                name,
+                f"request {trace.index[first]!r} holds {int(need[first]):,} {what}, more than a "
+                f"worker's {capacity:,}: it could never run",
+                f"pass {name} >= {int(need.max()):,}, or drop the requests that do not fit",
+            )
+    if concurrency is not None and n and np.ptp(trace["arrival_ms"].to_numpy(dtype=np.float64)) > 0:
+        warnings.warn(
+            f"replay_ttft: concurrency={concurrency} closes the loop, so the trace's arrival times are "
+            "ignored: its requests are issued in order as clients finish",
+            stacklevel=3,
+        )
+    if c.overlap != "none":  # (the replay's default; the TTFT replay streams nothing layer by layer yet)
+        raise InputError("overlap", "layer-wise streaming is not modelled under load", "drop overlap=")
+    return SimpleNamespace(
+        prefill_workers=workers,
+        prefill_capacity=-1 if prefill_capacity is None else prefill_capacity,
+        decode_capacity=-1 if decode_capacity is None else decode_capacity,
+        concurrency=concurrency or 0,
+        outputs=outputs,
+        service=service,
+        step=step,
+        prefill_worker=prefill_worker,
+        routing_code=code,
+        routing_name=routing,
+        has_outputs="num_output_tokens" in trace,
+    )
+
+
+def _prefill_routing(trace: pd.DataFrame, routing: Any, workers: int) -> tuple[np.ndarray, int]:
+    """(each request's prefill worker, -1 where the kernel routes; the kernel's routing code) of
+    ``prefill_routing``: a policy's name, or a trace column of worker indices."""
+    n = len(trace)
+    prefill_worker = np.full(n, -1, dtype=np.int64)
+    if isinstance(routing, str) and routing in trace.columns and routing not in _PREFILL_ROUTING:
+        prefill_worker = _whole_column(trace, routing)
+        beyond = prefill_worker >= workers
+        if beyond.any():
+            first = int(np.argmax(beyond))
+            raise InputError(
+                f"trace column {routing!r}",
+                f"worker {prefill_worker[first]} at row {trace.index[first]!r}"
+                f", beyond the {count(workers, 'prefill worker')}",
+                "pass prefill_workers= at least the largest worker + 1, or give workers from 0",
+            )
+        code = 2
+    else:
+        check_choice("prefill_routing", routing, (*_PREFILL_ROUTING, "<a trace column of worker indices>"))
+        code = _PREFILL_ROUTING.index(routing)
+    return prefill_worker, code
+
+
+def _whole_column(trace: pd.DataFrame, column: str) -> np.ndarray:
+    """A trace column of whole numbers >= 0 as int64, the first bad row named."""
+    values = trace[column].to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~((values >= 0) & (np.floor(values) == values) & (values < 2.0**53))
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise InputError(
+            f"trace column {column!r}",
+            f"{count(int(bad.sum()), 'value')} not a whole number >= 0, "
+            f"first at row {trace.index[first]!r}: {values[first]!r}",
+            "give every request a whole number >= 0",
+        )
+    return values.astype(np.int64)
+
+
+def request_values_nonnegative(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
+    """A value, an array or a trace column of finite numbers >= 0, one per request (the first bad one named)."""
+    from .prepared import _per_request
+
+    values = np.ascontiguousarray(_per_request(trace, name, value), dtype=np.float64)
+    bad = ~((values >= 0) & (values < np.inf))
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise InputError(
+            name,
+            f"{count(int(bad.sum()), 'value')} not finite and >= 0, first at row "
+            f"{trace.index[first]!r}: {values[first]!r}",
+            f"pass {name} as finite ms >= 0",
+        )
+    return values
+
+
+def _service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: Any) -> np.ndarray:
+    """Each request's prefill time (ms): given, from a profile, from a rate, else 0."""
+    if prefill_ms is not None and rate is not None:
+        raise InputError(
+            "prefill_ms", "and prefill_tokens_per_s are both given", "pass one of them (a time per prefill, or a rate)"
+        )
+    if isinstance(prefill_ms, PrefillProfile):
+        return np.ascontiguousarray(prefill_ms.prefill_ms(tokens))
+    if prefill_ms is not None:
+        return request_values_nonnegative(trace, "prefill_ms", prefill_ms)
+    if rate is not None:
+        return np.ascontiguousarray(tokens / request_values(trace, "prefill_tokens_per_s", rate) * 1000.0)
+    return np.zeros(len(trace))
+
+
+def _frame(
+    trace: pd.DataFrame,
+    tokens: np.ndarray,
+    s: SimpleNamespace,
+    sv: Any,
+    out: Any,
+    admitted: np.ndarray,
+    kv_terms: np.ndarray,
+    base: float,
+    c: SimpleNamespace,
+    link: tuple[float, float, float, float],
+) -> pd.DataFrame:
+    """The per-request table from the kernel's results (``admitted``: each admission, which the kernel writes
+    as the replay's ready time; parts as differences of relative times, timestamps shifted back by ``base``)."""
+    n = len(trace)
+    arrival = np.empty(n)
+    arrival[sv.arrival_order] = sv.arrival_ms
+    queue = sv.prefill_start - arrival
+    prefill = sv.prefill_end - sv.prefill_start
+    admission_wait = admitted - sv.prefill_end
+    link_wait = out.queue if c.contention != "none" else np.zeros(n)
+    handoff = admission_wait + link_wait + out.transfer
+    ttft = queue + prefill + handoff + sv.step_ms
+    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
+    shift = (lambda t: t + base) if base else (lambda t: t)
+    columns = {
+        "prefill_worker": sv.prefill_worker,
+        "decode_worker": out.worker,
+        "arrival_ms": shift(arrival),
+        "prefill_start_ms": shift(sv.prefill_start),
+        "prefill_end_ms": shift(sv.prefill_end),
+        "admitted_ms": shift(admitted),
+        "transfer_end_ms": shift(out.end),
+        "first_token_ms": shift(sv.first_token),
+        "done_ms": shift(sv.done),
+        "queue_ms": queue,
+        "prefill_ms": prefill,
+        "admission_wait_ms": admission_wait,
+        "link_wait_ms": link_wait,
+        "transfer_ms": out.transfer,
+        "handoff_delay_ms": handoff,
+        "decode_step_ms": sv.step_ms,
+        "ttft_ms": ttft,
+        "num_input_tokens": tokens.copy(),
+        "link": link_column(out.link),
+        "cached_tokens": out.cached,
+        "charged_tokens": out.charged,
+        "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+    }
+    if s.has_outputs:
+        columns["num_output_tokens"] = s.outputs
+    else:
+        del columns["done_ms"]
+    result = pd.DataFrame(columns, index=trace.index, copy=False)
+    result.attrs.update(
+        contention=c.contention,
+        links=c.links,
+        mode=c.mode,
+        bandwidth_gb_s=link[0],
+        latency_ms=link[1],
+        prefill_workers=s.prefill_workers,
+        decode_workers=c.decode_workers,
+        prefill_kv_tokens=None if s.prefill_capacity < 0 else s.prefill_capacity,
+        decode_kv_tokens=None if s.decode_capacity < 0 else s.decode_capacity,
+        concurrency=s.concurrency or None,
+        prefill_routing=str(s.routing_name),
+        requests=n,
+    )
+    return result
+
+
+def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
+    """Headline figures of a TTFT replay: each part's percentiles, each stage's utilisation, what dominates.
+
+    Percentiles as :func:`perfmodel.summarize` takes them (numpy's ``"linear"`` method).
+
+    Parameters
+    ----------
+    ttft
+        A result of :func:`replay_ttft`.
+
+    Returns
+    -------
+    dict
+        ``requests``; ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms`` of ``ttft_ms`` and, prefixed by each part's
+        name (``queue``, ``prefill``, ``admission_wait``, ``handoff_delay``), the same four of it
+        (``queue_p99_ms``...); ``span_ms`` (first arrival to last first token or done);
+        ``throughput_per_s`` (requests over the span); ``prefill_busy`` (the prefill workers' busy share of
+        the span); ``prefill_memory_mean`` and ``prefill_memory_peak``, ``decode_memory_mean`` and
+        ``decode_memory_peak`` (tokens held over capacity: the time-average over workers, and the highest
+        any worker reached; NaN where unbounded); ``dominant_p99_stage``: the part with the largest mean
+        among the requests at or above the p99 TTFT (``"queue"``, ``"prefill"``, ``"admission_wait"``,
+        ``"link_wait"``, ``"transfer"`` or ``"decode_step"``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from perfmodel import replay_ttft, summarize_ttft
+    >>> trace = pd.DataFrame({"arrival_ms": [0.0, 0.0], "num_input_tokens": [500, 600]})
+    >>> summary = summarize_ttft(replay_ttft(trace, 1.0, 1e6, prefill_tokens_per_s=10_000,
+    ...                                      prefill_kv_tokens=1000, contention="fifo", decode_step_ms=10.0))
+    >>> summary["p50_ms"], summary["dominant_p99_stage"]
+    (890.0, 'transfer')
+    """
+    ttft_ms = ttft["ttft_ms"].to_numpy(dtype=np.float64)
+    summary: dict[str, Any] = {"requests": int(ttft_ms.size)}
+    for prefix, column in (
+        ("", "ttft_ms"),
+        ("queue_", "queue_ms"),
+        ("prefill_", "prefill_ms"),
+        ("admission_wait_", "admission_wait_ms"),
+        ("handoff_delay_", "handoff_delay_ms"),
+    ):
+        values = ttft[column].to_numpy(dtype=np.float64)
+        p50, p90, p99 = percentile_ms(values, [50, 90, 99])
+        summary |= {
+            f"{prefix}p50_ms": float(p50),
+            f"{prefix}p90_ms": float(p90),
+            f"{prefix}p99_ms": float(p99),
+            f"{prefix}mean_ms": float(values.mean()) if values.size else np.nan,
+        }
+    start = float(ttft["arrival_ms"].min()) if len(ttft) else 0.0
+    ends = ttft["done_ms"] if "done_ms" in ttft else ttft["first_token_ms"]
+    end = float(np.maximum(ends, ttft["first_token_ms"]).max()) if len(ttft) else 0.0
+    span = end - start
+    workers = int(ttft.attrs.get("prefill_workers", 1))
+    summary["span_ms"] = span
+    summary["throughput_per_s"] = len(ttft) / span * 1000.0 if span > 0 else np.nan
+    summary["prefill_busy"] = float(ttft["prefill_ms"].sum()) / (workers * span) if span > 0 else np.nan
+    prefill_held = (ttft["prefill_worker"], ttft["prefill_start_ms"], ttft["transfer_end_ms"], ttft["num_input_tokens"])
+    outputs = ttft.get("num_output_tokens", 0)
+    decode_held = (ttft["decode_worker"], ttft["admitted_ms"], ends, ttft["num_input_tokens"] + outputs)
+    for side, held, capacity, n_workers in (
+        ("prefill", prefill_held, ttft.attrs.get("prefill_kv_tokens"), workers),
+        ("decode", decode_held, ttft.attrs.get("decode_kv_tokens"), int(ttft.attrs.get("decode_workers", 1))),
+    ):
+        mean, peak = memory_held(*held, capacity=capacity, workers=n_workers, span=(start, end))
+        summary[f"{side}_memory_mean"], summary[f"{side}_memory_peak"] = mean, peak
+    summary["dominant_p99_stage"] = dominant_stage(ttft, summary["p99_ms"])
+    return summary
+
+
+def dominant_stage(ttft: pd.DataFrame, threshold_ms: float) -> str:
+    """The part of TTFT with the largest mean among the requests whose TTFT is ``threshold_ms`` or more."""
+    tail = ttft[ttft["ttft_ms"] >= threshold_ms] if len(ttft) else ttft
+    parts = {
+        "queue": "queue_ms",
+        "prefill": "prefill_ms",
+        "admission_wait": "admission_wait_ms",
+        "link_wait": "link_wait_ms",
+        "transfer": "transfer_ms",
+        "decode_step": "decode_step_ms",
+    }
+    if not len(tail):
+        return ""
+    means = {name: float(tail[column].mean()) for name, column in parts.items()}
+    return max(means, key=lambda name: means[name])
+
+
+def memory_held(
+    worker: Any,
+    start_ms: Any,
+    end_ms: Any,
+    tokens: Any,
+    *,
+    capacity: int | None,
+    workers: int,
+    span: tuple[float, float],
+) -> tuple[float, float]:
+    """(time-average share of the capacity held over all workers, the highest share any worker held) of
+    holdings ``tokens`` on ``worker`` from ``start_ms`` to ``end_ms``; NaN for an unbounded capacity."""
+    if capacity is None or span[1] <= span[0]:
+        return np.nan, np.nan
+    worker, start_ms, end_ms, tokens = (np.asarray(a) for a in (worker, start_ms, end_ms, tokens))
+    mean = float(np.sum(tokens * (end_ms - start_ms))) / (capacity * workers * (span[1] - span[0]))
+    times = np.concatenate([end_ms, start_ms])  # (a release before an acquisition at one instant)
+    deltas = np.concatenate([-tokens, tokens]).astype(np.float64)
+    owners = np.concatenate([worker, worker])
+    order = np.lexsort((deltas, times, owners))
+    held = np.cumsum(deltas[order])  # per worker: the running sum restarts at each new owner
+    first = np.r_[True, owners[order][1:] != owners[order][:-1]]
+    offsets = np.maximum.accumulate(np.where(first, np.arange(first.size), 0))
+    before = np.r_[0.0, held][offsets]
+    return mean, float((held - before).max()) / capacity if held.size else 0.0
