@@ -16,7 +16,8 @@ import pandas as pd
 
 @pd.api.extensions.register_dataframe_accessor("perfmodel")
 class PerfmodelAccessor:
-    """``df.perfmodel.handoff_delay(...)`` and ``df.perfmodel.assign_handoff_delay(...)``.
+    """``df.perfmodel.handoff_delay(...)``, ``df.perfmodel.assign_handoff_delay(...)`` and, for a trace,
+    ``df.perfmodel.replay_ttft(...)``.
 
     Keywords are those of :func:`perfmodel.handoff_delays`. pandas builds a new
     accessor on every access, so it keeps nothing but the frame.
@@ -53,6 +54,19 @@ class PerfmodelAccessor:
         from .frame import RESULT_NAME, handoff_delays
 
         return self._df.assign(**{RESULT_NAME: handoff_delays(self._df, **keywords)})
+
+    def replay_ttft(self, *args: Any, **keywords: Any) -> pd.DataFrame:
+        """This frame replayed as a trace under load: :func:`perfmodel.replay_ttft` (its arguments after
+        the trace), one row per request with the TTFT (ms) and its parts.
+
+        >>> import pandas as pd, perfmodel
+        >>> trace = pd.DataFrame({"arrival_ms": [0.0, 0.0], "num_input_tokens": [500, 600]})
+        >>> trace.perfmodel.replay_ttft(1.0, 1e6, prefill_tokens_per_s=10_000, contention="fifo")["ttft_ms"].tolist()
+        [550.0, 1150.0]
+        """
+        from .replay.ttft import replay_ttft
+
+        return replay_ttft(self._df, *args, **keywords)
 
 
 class _FacadeSignature:

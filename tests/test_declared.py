@@ -38,8 +38,11 @@ def test_every_choice_input_takes_its_set_from_the_table():
         assert entry.choices == choice_names(name), name
         if entry.default is not None:  # (a cluster field's axis has no default: the cluster's)
             assert entry.default == choice_names(name)[0], name
-    assert set(CHOICES) - set(choice_inputs) == {"keep", "bad_lines"}  # (replay_grid's and read_trace's own)
+    # (replay_grid's, read_trace's and replay_ttft's own)
+    assert set(CHOICES) - set(choice_inputs) == {"keep", "bad_lines", "prefill_routing"}
     assert inspect.signature(perfmodel.replay_grid).parameters["keep"].default == choice_names("keep")[0]
+    prefill_routing = inspect.signature(perfmodel.replay_ttft).parameters["prefill_routing"].default
+    assert prefill_routing == choice_names("prefill_routing")[0]
 
 
 def test_choice_names_and_codes_round_trip():

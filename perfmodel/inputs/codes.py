@@ -119,6 +119,14 @@ class Routing(Choice):  # numpydoc ignore=PR01
     TOPOLOGY = 3
 
 
+class PrefillRouting(Choice):  # numpydoc ignore=PR01
+    """How a TTFT replay picks each arrival's prefill worker (the serving kernel's ROUND_ROBIN and LEAST_LOADED;
+    a trace column of workers is the third way)."""
+
+    ROUND_ROBIN = 0
+    LEAST_LOADED = 1
+
+
 class Fabric(Choice):  # numpydoc ignore=PR01
     """A cluster's network between nodes: one non-blocking switch, or rails of leaf switches."""
 
@@ -142,6 +150,7 @@ CHOICES: dict[str, type[Choice]] = {
     "bad_lines": BadLines,  # (read_trace's errors=)
     "contention": Contention,
     "routing": Routing,
+    "prefill_routing": PrefillRouting,
     "fabric": Fabric,
     "keep": Keep,
 }

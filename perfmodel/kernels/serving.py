@@ -19,10 +19,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..inputs.codes import PrefillRouting
 from .handoff import loop_helper
 from .replay import FAIR, _advance_fair, _next_end, deliver, heap_pop, heap_push, route_and_charge, start_transfer
 
-ROUND_ROBIN, LEAST_LOADED, GIVEN = 0, 1, 2  # prefill routing (plain ints: constants)
+ROUND_ROBIN, LEAST_LOADED = int(PrefillRouting.ROUND_ROBIN), int(PrefillRouting.LEAST_LOADED)  # (plain ints)
+GIVEN = 2  # prefill routing from a trace column
 _NIL = -1
 # counters (one int64 array, so that the loop can stop for a grown heap and resume where it was)
 _ARRIVED, _ISSUED, _PREFILL_ENDS, _DONES, _STARTED, _LAST_CHOSEN, _DECODE_RR, _FINISHED, _ARRIVALS_SEEN = range(9)

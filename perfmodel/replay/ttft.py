@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
+from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import _CONFIG, _is_cluster, _one_of, _one_value, finite_transfers, link_inputs
@@ -26,7 +27,7 @@ __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
 
 #: The parts of a request's time to first token, in order: they add up to ``ttft_ms``.
 TTFT_PARTS = ("queue_ms", "prefill_ms", "handoff_delay_ms", "decode_step_ms")
-_PREFILL_ROUTING = ("round_robin", "least_loaded")
+_PREFILL_ROUTING = choice_names("prefill_routing")
 
 
 def replay_ttft(
@@ -48,7 +49,7 @@ def replay_ttft(
     mode: Literal["full_prompt", "destination_missing"] = "full_prompt",
     block_size: int = 512,
     decode_cache_blocks: int | None = None,
-    routing: Literal["prefix", "round_robin"] = "prefix",
+    routing: Literal["prefix", "round_robin", "least_loaded", "topology"] = "prefix",
     contention: Literal["none", "fifo", "fair"] = "none",
     links: int = 1,
     latency_ms: float = 0.0,
@@ -200,8 +201,12 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
             "pass a link (GB/s, a link preset or a perfmodel.Link) with links= and contention=; "
             "replay_handoffs replays handoffs alone on a cluster",
         )
-    if c.routing not in ("prefix", "round_robin"):
-        check_choice("routing", c.routing, ("prefix", "round_robin"))
+    if c.routing in ("least_loaded", "topology"):
+        raise InputError(
+            "routing",
+            f"{c.routing!r} needs a cluster (which workers sit where), and replay_ttft runs on links",
+            "pass routing='prefix' or 'round_robin'",
+        )
     mode = _one_value("mode", c.mode)
     destination_missing = str(mode) == "destination_missing" or mode == 1
     c.mode = "destination_missing" if destination_missing else "full_prompt"
@@ -343,7 +348,7 @@ def _prefill_routing(trace: pd.DataFrame, routing: Any, workers: int) -> tuple[n
         code = 2
     else:
         check_choice("prefill_routing", routing, (*_PREFILL_ROUTING, "<a trace column of worker indices>"))
-        code = _PREFILL_ROUTING.index(routing)
+        code = choice_code("prefill_routing", routing)
     return prefill_worker, code
 
 

@@ -1,0 +1,312 @@
+"""TTFT grids and the sizing questions asked of them: every combination of serving and handoff inputs
+(request rate included) replayed on threads, the highest request rate whose p99 TTFT stays within a
+budget, and the fewest workers or links that keep it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import inspect
+import itertools
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, check_choice, check_whole
+from ..options import option
+from .prepared import PreparedTrace, prepare_trace
+from .ttft import replay_ttft, summarize_ttft, ttft_prepared
+
+__all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
+
+#: The serving's keywords of :func:`perfmodel.replay_ttft`; the others are the handoff's.
+SERVING = (
+    "prefill_workers",
+    "prefill_ms",
+    "prefill_tokens_per_s",
+    "prefill_routing",
+    "prefill_kv_tokens",
+    "decode_kv_tokens",
+    "decode_step_ms",
+    "concurrency",
+)
+#: What a TTFT grid may vary: every keyword of :func:`perfmodel.replay_ttft` and the request rate.
+TTFT_AXES = ("request_rate_per_s", *[name for name in inspect.signature(replay_ttft).parameters if name != "trace"])
+#: The counts :func:`fewest_for_ttft` searches.
+COUNTS = ("prefill_workers", "decode_workers", "links")
+
+
+def trace_rate_per_s(trace: pd.DataFrame) -> float:
+    """A trace's mean request rate (requests/s): requests after the first over the time to the last.
+
+    >>> trace_rate_per_s(pd.DataFrame({"arrival_ms": [0.0, 500.0, 1000.0], "num_input_tokens": [1, 1, 1]}))
+    2.0
+    """
+    arrival = trace["arrival_ms"].to_numpy(dtype=np.float64)
+    span = float(arrival.max() - arrival.min()) if arrival.size else 0.0
+    if arrival.size < 2 or not span > 0:
+        raise InputError(
+            "request_rate_per_s",
+            "the trace's requests all arrive at one instant, so it has no rate to scale",
+            "give a trace whose arrivals span some time (e.g. perfmodel.synthetic_trace)",
+        )
+    return (arrival.size - 1) / span * 1000.0
+
+
+def at_rate(prepared: PreparedTrace, rate_per_s: float) -> PreparedTrace:
+    """``prepared`` with its arrivals scaled in time (from the first) to a mean rate of ``rate_per_s``."""
+    if not (isinstance(rate_per_s, (int, float, np.number)) and 0 < rate_per_s < math.inf):
+        raise InputError(
+            "request_rate_per_s",
+            f"must be a finite rate > 0 (requests/s), got {rate_per_s!r}",
+            "pass request rates in requests per second",
+        )
+    ready = prepared.ready_ms
+    first = float(ready.min())
+    scaled = first + (ready - first) * (trace_rate_per_s(prepared.trace) / float(rate_per_s))
+    scaled.flags.writeable = False
+    return dataclasses.replace(prepared, ready_ms=scaled)
+
+
+def _configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
+    unknown = sorted(set(axes) - set(TTFT_AXES))
+    if unknown:
+        raise InputError("ttft_grid", f"unknown axis {unknown}", "use keywords of replay_ttft or request_rate_per_s")
+    listed = {name: list(v) if isinstance(v, (list, tuple, np.ndarray, pd.Series)) else [v] for name, v in axes.items()}
+    for name, values in listed.items():
+        if not values:
+            raise InputError(f"ttft_grid: {name}", "no values", "give each axis at least one value")
+    size = math.prod(len(v) for v in listed.values())
+    most = option("max_grid_configs")
+    if size > most:
+        raise InputError(
+            "ttft_grid",
+            f"{size:,} configurations, more than {most:,}, each of which replays the whole trace",
+            "give the axes fewer values, or raise perfmodel.set_options(max_grid_configs=...)",
+        )
+    return [dict(zip(listed, values)) for values in itertools.product(*listed.values())]
+
+
+def _one(prepared: PreparedTrace, config: dict[str, Any]) -> pd.DataFrame:
+    config = dict(config)
+    rate = config.pop("request_rate_per_s", None)
+    if rate is not None:
+        prepared = at_rate(prepared, rate)
+    serving = {name: config.pop(name) for name in SERVING if name in config}
+    defaults = {name: p.default for name, p in inspect.signature(replay_ttft).parameters.items() if name in SERVING}
+    return ttft_prepared(prepared, config, {**defaults, **serving})
+
+
+def ttft_grid(
+    trace: pd.DataFrame, *, num_threads: int | None = None, progress: bool | None = None, **axes: Any
+) -> pd.DataFrame:
+    """Replay a trace's TTFT under every combination of inputs, in parallel: one row of
+    :func:`perfmodel.summarize_ttft`'s figures per configuration.
+
+    Each keyword is a keyword of :func:`perfmodel.replay_ttft` (a value or a list of values) or
+    ``request_rate_per_s``: the trace's arrivals scaled in time to that mean rate (requests/s), the knee's
+    axis. Configurations run on ``num_threads`` threads (the kernel releases the GIL); every one is first
+    checked on two requests, so a bad value fails at once. The result equals the one-by-one loop exactly.
+
+    Parameters
+    ----------
+    trace
+        From :func:`perfmodel.read_trace` or :func:`perfmodel.synthetic_trace`.
+    num_threads
+        Threads replaying configurations at once (default: the cores available).
+    progress
+        Show a progress bar: None (default) on a terminal when the grid takes more than a second.
+    **axes
+        The inputs: each a value or a list.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per configuration (the last axis fastest): the axes' values, then the summary's figures
+        (``p50_ms``, ``p99_ms``, ``queue_p99_ms``, ..., ``prefill_busy``, ``dominant_p99_stage``).
+
+    Examples
+    --------
+    >>> from perfmodel import synthetic_trace, ttft_grid
+    >>> grid = ttft_grid(synthetic_trace(2000, 10, seed=0), link="ib-ndr", model="llama-3.1-8b",
+    ...                  prefill_tokens_per_s=40_000, request_rate_per_s=[5, 10, 15], progress=False)
+    >>> bool(grid["p99_ms"].is_monotonic_increasing)
+    True
+    """
+    from ..ground.progress import progress_bar
+
+    configs = _configs(axes)
+    workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
+    prepared = prepare_trace(trace)
+    sample = prepare_trace(trace.iloc[: min(len(trace), 2)])
+    for config in configs:  # every value checked on two requests first
+        _one(sample, {k: v for k, v in config.items() if k != "request_rate_per_s"})
+        if "request_rate_per_s" in config:
+            at_rate(prepared, config["request_rate_per_s"])
+    rows: list[Any] = [None] * len(configs)
+    with (
+        concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool,
+        progress_bar(len(configs), unit="configs", desc="ttft grid", progress=progress) as bar,
+    ):
+        futures = {pool.submit(lambda c: summarize_ttft(_one(prepared, c)), c): i for i, c in enumerate(configs)}
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                rows[futures[future]] = future.result()
+                bar.update(1)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    labels = [{k: _label(v) for k, v in config.items()} for config in configs]
+    return pd.DataFrame([{**label, **row} for label, row in zip(labels, rows)])
+
+
+def _label(value: Any) -> Any:
+    """A grid cell for an input's value: numbers and names as they are, objects by their name."""
+    if value is None or isinstance(value, (int, float, str, np.number)):
+        return value
+    return getattr(value, "name", str(value))
+
+
+def _p99(prepared: PreparedTrace, config: dict[str, Any], percentile: float) -> float:
+    from .summaries import percentile_ms
+
+    ttft = _one(prepared, config)["ttft_ms"].to_numpy()
+    return float(percentile_ms(ttft, [percentile])[0])
+
+
+def max_rate_for_ttft(
+    trace: pd.DataFrame,
+    *,
+    ttft_budget_ms: float,
+    percentile: float = 99.0,
+    rate_range_per_s: tuple[float, float] | None = None,
+    relative_tolerance: float = 0.01,
+    **inputs: Any,
+) -> float:
+    """The highest request rate (requests/s) at which the trace's TTFT percentile stays within a budget.
+
+    The trace's arrivals are scaled in time to each rate tried (as :func:`ttft_grid`'s
+    ``request_rate_per_s``), and the rate is found by bisection to ``relative_tolerance``: the answer keeps the
+    budget, the answer times ``1 + relative_tolerance`` does not. Bisection assumes the percentile grows
+    with the rate (as queues do); a replay can break that by a little at small scales.
+
+    Parameters
+    ----------
+    trace
+        The traffic's shape (its prompt lengths and arrival pattern).
+    ttft_budget_ms
+        The budget on the TTFT percentile (ms > 0).
+    percentile
+        Which percentile (default the p99).
+    rate_range_per_s
+        (lowest, highest) rates to search (default: 1/1000 to 1000 times the trace's own rate).
+    relative_tolerance
+        How close the answer is (default 1%).
+    **inputs
+        Keywords of :func:`perfmodel.replay_ttft` (the serving and the handoff); not ``concurrency``.
+
+    Returns
+    -------
+    float
+        The rate in requests/s (0.0 if even the lowest rate misses the budget; the highest rate if it keeps it).
+
+    Examples
+    --------
+    >>> from perfmodel import max_rate_for_ttft, synthetic_trace
+    >>> trace = synthetic_trace(2000, 10, seed=0)
+    >>> rate = max_rate_for_ttft(trace, ttft_budget_ms=500, link="ib-ndr", model="llama-3.1-8b",
+    ...                          prefill_tokens_per_s=100_000)   # 44 ms per mean prompt: saturates near 23/s
+    >>> round(rate, 1)
+    13.7
+    """
+    if inputs.get("concurrency") is not None:
+        raise InputError("concurrency", "a closed loop sets its own rate", "drop concurrency= to ask for a rate")
+    budget = _budget(ttft_budget_ms)
+    own = trace_rate_per_s(trace)
+    low, high = rate_range_per_s if rate_range_per_s is not None else (own / 1000, own * 1000)
+    if not 0 < low < high < math.inf:
+        raise InputError(
+            "rate_range_per_s",
+            f"needs 0 < lowest < highest, got {(low, high)!r}",
+            "pass (lowest, highest) rates in requests/s",
+        )
+    prepared = prepare_trace(trace)
+    keeps = lambda rate: _p99(at_rate(prepared, rate), inputs, percentile) <= budget  # noqa: E731
+    if not keeps(low):
+        return 0.0
+    if keeps(high):
+        return float(high)
+    while high / low > 1 + relative_tolerance:
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if keeps(middle) else (low, middle)
+    return float(low)
+
+
+def fewest_for_ttft(
+    trace: pd.DataFrame,
+    count_of: str = "prefill_workers",
+    *,
+    ttft_budget_ms: float,
+    percentile: float = 99.0,
+    most: int = 4096,
+    **inputs: Any,
+) -> int | None:
+    """The fewest prefill workers, decode workers or links that keep the trace's TTFT percentile within a budget.
+
+    Found by bisection over whole numbers from 1 to ``most`` (assuming more never hurts).
+
+    Parameters
+    ----------
+    trace
+        The traffic (as :func:`perfmodel.replay_ttft` takes it).
+    count_of
+        ``"prefill_workers"``, ``"decode_workers"`` or ``"links"`` (the NICs a pool of links stands for).
+    ttft_budget_ms
+        The budget on the TTFT percentile (ms > 0).
+    percentile
+        Which percentile (default the p99).
+    most
+        The largest count to try.
+    **inputs
+        The other keywords of :func:`perfmodel.replay_ttft`.
+
+    Returns
+    -------
+    int or None
+        The count, or None when even ``most`` misses the budget.
+
+    Examples
+    --------
+    >>> from perfmodel import fewest_for_ttft, synthetic_trace
+    >>> trace = synthetic_trace(2000, 40, seed=0)   # 40 requests/s of 110 ms prefills: 4.4 workers busy
+    >>> fewest_for_ttft(trace, "prefill_workers", ttft_budget_ms=1000, link="ib-ndr", model="llama-3.1-8b",
+    ...                 prefill_tokens_per_s=40_000)
+    7
+    """
+    check_choice("count_of", count_of, COUNTS)
+    most = check_whole("most", most, smallest=1)
+    budget = _budget(ttft_budget_ms)
+    prepared = prepare_trace(trace)
+    keeps = lambda k: _p99(prepared, {**inputs, count_of: k}, percentile) <= budget  # noqa: E731
+    if not keeps(most):
+        return None
+    low, high = 0, most  # low misses (or is 0), high keeps
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if keeps(middle) else (middle, high)
+    return high
+
+
+def _budget(value: Any) -> float:
+    if not (isinstance(value, (int, float, np.number)) and 0 < value < math.inf):
+        raise InputError(
+            "ttft_budget_ms",
+            f"must be a finite time > 0 in ms, got {value!r}",
+            "pass the budget in ms, e.g. ttft_budget_ms=500",
+        )
+    return float(value)
