@@ -542,7 +542,29 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
 
 
 def dominant_stage(ttft: pd.DataFrame, threshold_ms: float) -> str:
-    """The part of TTFT with the largest mean among the requests whose TTFT is ``threshold_ms`` or more."""
+    """The part of TTFT with the largest mean among the requests whose TTFT is ``threshold_ms`` or more.
+
+    Parameters
+    ----------
+    ttft : pandas.DataFrame
+        A result of :func:`replay_ttft`.
+    threshold_ms : float
+        The TTFT (ms) from which a request is in the tail (e.g. the p99).
+
+    Returns
+    -------
+    str
+        ``"queue"``, ``"prefill"``, ``"admission_wait"``, ``"link_wait"``, ``"transfer"`` or ``"decode_step"``
+        (empty for an empty tail).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from perfmodel import replay_ttft
+    >>> trace = pd.DataFrame({"arrival_ms": [0.0, 0.0], "num_input_tokens": [500, 600]})
+    >>> dominant_stage(replay_ttft(trace, 1.0, 1e6, prefill_tokens_per_s=500), 0.0)  # 1-1.2 s prefills
+    'prefill'
+    """
     tail = ttft[ttft["ttft_ms"] >= threshold_ms] if len(ttft) else ttft
     parts = {
         "queue": "queue_ms",
@@ -568,8 +590,34 @@ def memory_held(
     workers: int,
     span: tuple[float, float],
 ) -> tuple[float, float]:
-    """(time-average share of the capacity held over all workers, the highest share any worker held) of
-    holdings ``tokens`` on ``worker`` from ``start_ms`` to ``end_ms``; NaN for an unbounded capacity."""
+    """How full the workers' memory was: the time-average share of the capacity held, and the highest share
+    any worker held at any instant (a release before an acquisition at one instant).
+
+    Parameters
+    ----------
+    worker : array-like
+        Each holding's worker (whole numbers).
+    start_ms, end_ms : array-like
+        When each holding starts and ends (ms).
+    tokens : array-like
+        Each holding's tokens.
+    capacity : int or None
+        Tokens each worker holds at most (None: unbounded).
+    workers : int
+        How many workers share the time-average.
+    span : tuple of float
+        (start, end) in ms of the time averaged over.
+
+    Returns
+    -------
+    tuple of float
+        (mean share, peak share); NaN for an unbounded capacity or an empty span.
+
+    Examples
+    --------
+    >>> memory_held([0, 0], [0.0, 5.0], [10.0, 15.0], [5, 5], capacity=10, workers=1, span=(0.0, 20.0))
+    (0.5, 1.0)
+    """
     if capacity is None or span[1] <= span[0]:
         return np.nan, np.nan
     worker, start_ms, end_ms, tokens = (np.asarray(a) for a in (worker, start_ms, end_ms, tokens))

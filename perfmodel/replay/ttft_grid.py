@@ -43,6 +43,18 @@ COUNTS = ("prefill_workers", "decode_workers", "links")
 def trace_rate_per_s(trace: pd.DataFrame) -> float:
     """A trace's mean request rate (requests/s): requests after the first over the time to the last.
 
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace with ``arrival_ms``.
+
+    Returns
+    -------
+    float
+        Requests per second.
+
+    Examples
+    --------
     >>> trace_rate_per_s(pd.DataFrame({"arrival_ms": [0.0, 500.0, 1000.0], "num_input_tokens": [1, 1, 1]}))
     2.0
     """

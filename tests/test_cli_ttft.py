@@ -1,0 +1,102 @@
+"""``perfmodel ttft``: the library's answers printed, written, and bad flags refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import perfmodel as pm
+from perfmodel.cli import main
+
+FLAGS = [
+    "--model",
+    "llama-3.1-8b",
+    "--link",
+    "ib-ndr",
+    "--prefill-workers",
+    "2",
+    "--prefill-tokens-per-s",
+    "40000",
+    "--decode-step-ms",
+    "20",
+    "--contention",
+    "fifo",
+    "--links",
+    "2",
+]
+API = dict(
+    model="llama-3.1-8b",
+    link="ib-ndr",
+    prefill_workers=2,
+    prefill_tokens_per_s=40_000.0,
+    decode_step_ms=20.0,
+    contention="fifo",
+    links=2,
+)
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "trace.csv"
+    trace = pm.synthetic_trace(600, 20, seed=4).drop(columns=["hash_ids"], errors="ignore")
+    trace["num_output_tokens"] = 100
+    trace.to_csv(path, index=False)
+    return path
+
+
+def test_the_summary_printed_is_the_library_s(trace_file, capsys):
+    assert main(["ttft", str(trace_file), *FLAGS, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    expected = pm.summarize_ttft(pm.replay_ttft(pm.read_trace(trace_file), **API))
+    assert printed["p99_ms"] == pytest.approx(expected["p99_ms"], rel=1e-12)
+    assert printed["dominant_p99_stage"] == expected["dominant_p99_stage"]
+
+
+def test_out_writes_the_requests_and_the_summary(trace_file, tmp_path, capsys):
+    out = tmp_path / "ttft"
+    assert main(["ttft", str(trace_file), *FLAGS, "--decode-kv-tokens", "200000", "--out", str(out)]) == 0
+    frame = pd.read_csv(out / "ttft.csv")
+    assert len(frame) == 600 and "ttft_ms" in frame
+    assert json.loads((out / "summary.json").read_text())["requests"] == 600
+    assert "p99_ms" in capsys.readouterr().out
+
+
+def test_rates_print_one_row_each_and_the_budget_is_the_library_s_answer(trace_file, capsys):
+    assert main(["ttft", str(trace_file), *FLAGS, "--rate", "5", "10", "20"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and lines[0].split()[0] == "request_rate_per_s"
+    assert main(["ttft", str(trace_file), *FLAGS, "--budget-ms", "500"]) == 0
+    answer = pm.max_rate_for_ttft(pm.read_trace(trace_file), ttft_budget_ms=500.0, **API)
+    assert f"{answer:,.4g} requests/s" in capsys.readouterr().out
+    assert main(["ttft", str(trace_file), *FLAGS, "--budget-ms", "500", "--fewest", "prefill_workers"]) == 0
+    fewest = pm.fewest_for_ttft(
+        pm.read_trace(trace_file),
+        "prefill_workers",
+        ttft_budget_ms=500.0,
+        **{k: v for k, v in API.items() if k != "prefill_workers"},
+    )
+    assert capsys.readouterr().out.strip().endswith(f": {fewest}")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--prefill-workers", "0"], "--prefill-workers"),
+        (["--decode-kv-tokens", "10"], "decode_kv_tokens"),
+        (["--fewest", "links"], "--fewest needs --budget-ms"),
+        (["--concurrency", "x"], "--concurrency"),
+    ],
+)
+def test_bad_flags_are_one_line_and_write_nothing(trace_file, tmp_path, capsys, extra, message):
+    out = tmp_path / "never"
+    assert main(["ttft", str(trace_file), *FLAGS, *extra, "--out", str(out)]) == 2  # (the last value of a flag holds)
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_missing_link_is_a_usage_error(trace_file, capsys):
+    assert main(["ttft", str(trace_file), "--model", "llama-3.1-8b"]) == 2
+    assert "--link" in capsys.readouterr().err
