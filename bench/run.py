@@ -891,6 +891,88 @@ def _cluster_replay_memory(n: int) -> list[Row]:
     ]
 
 
+def _ttft_setup(n: int) -> tuple[pd.DataFrame, dict, dict]:
+    """Issue 42's trace: ~4.4k-token prompts at 40 requests/s with 200 output tokens each; the handoffs on 4
+    fifo links to 8 decode workers; the serving: 8 prefill workers at 25,000 tokens/s each (~0.9 busy), both
+    memories bounded (prefill: 4 of the largest prompts; decode: 64 of the largest requests)."""
+    trace = perfmodel.synthetic_trace(n, rate_per_s=40, seed=0)
+    trace["num_output_tokens"] = 200
+    largest = int(trace["num_input_tokens"].max())
+    handoffs = dict(link="ib-ndr", model="llama-3.1-8b", contention="fifo", links=4, decode_workers=8)
+    serving = dict(
+        prefill_workers=8,
+        prefill_tokens_per_s=25_000.0,
+        prefill_kv_tokens=4 * largest,
+        decode_kv_tokens=64 * (largest + 200),
+        decode_step_ms=20.0,
+    )
+    return trace, handoffs, serving
+
+
+def _ttft_memory(n: int, side: str) -> None:
+    """In a child: the peak memory (GB) one TTFT replay or one replay of ``n`` requests allocates (tracemalloc,
+    which numpy reports its arrays to), the trace aside."""
+    import tracemalloc
+
+    trace, handoffs, serving = _ttft_setup(n)
+    small = trace.head(100)
+    perfmodel.replay_ttft(small, **handoffs, **serving) if side == "ttft" else perfmodel.replay_handoffs(
+        small, **handoffs
+    )
+    tracemalloc.start()
+    perfmodel.replay_ttft(trace, **handoffs, **serving) if side == "ttft" else perfmodel.replay_handoffs(
+        trace, **handoffs
+    )
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(json.dumps({"peak_gb": peak / 1e9}))
+
+
+def bench_ttft(quick: bool) -> list[Row]:
+    """Issue 42's target: 1M requests (100,000 with --quick) with prefill queues and bounded memory on both sides
+    (:func:`_ttft_setup`) / replay_handoffs on the same trace and links, interleaved; the TTFT replay's requests/s;
+    and its peak memory per request beside the replay's, each in a child process."""
+    n = 100_000 if quick else 1_000_000
+    trace, handoffs, serving = _ttft_setup(n)
+    timings = interleaved(
+        {
+            "ttft": lambda: perfmodel.replay_ttft(trace, **handoffs, **serving),
+            "replay": lambda: perfmodel.replay_handoffs(trace, **handoffs),
+        },
+        1 if quick else 3,
+        warmups=1,
+    )
+    ratio = timings.ratio("ttft", "replay")
+    peaks = {}
+    for side in ("ttft", "replay"):
+        code = (
+            f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]; import run; "
+            f"run._ttft_memory({n}, {side!r})"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise RuntimeError(f"the {side} child failed: {done.stderr.strip().splitlines()[-1:]}")
+        peaks[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_gb"]
+    label = f"{n / 1e6:g}M requests"
+    return [
+        Row(
+            f"TTFT replay of {label}, 8 prefill workers ~0.9 busy, both memories bounded / replay_handoffs on the "
+            "same trace",
+            timings["ttft"],
+            "s",
+            ratio,
+            *goal_bar(ratio, 1.5, 3),
+        ),
+        Row(f"TTFT replay of {label}: requests/s", n / timings["ttft"], "req/s"),
+        Row(
+            f"TTFT replay of {label}: peak memory per request (replay_handoffs: "
+            f"{peaks['replay'] * 1e9 / n:,.0f} bytes)",
+            peaks["ttft"] * 1e9 / n,
+            "bytes",
+        ),
+    ]
+
+
 _MAIN_JOB = (
     "import resource, runpy, sys\nsys.argv = ['perfmodel', 'sweep', '--out', sys.argv[1]]\ntry:\n"
     "    runpy.run_module('perfmodel', run_name='__main__')\nexcept SystemExit:\n    pass\n"
@@ -958,6 +1040,7 @@ SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "cluster": bench_cluster,
     "cluster_replay": bench_cluster_replay,
     "engine": bench_engine,
+    "ttft": bench_ttft,
     "kernel": bench_kernel,
     "facade": bench_facade,
     "sweep": bench_sweep,

@@ -1,0 +1,207 @@
+"""Figures of TTFT under load: percentiles against request rate (the knee), the breakdown of the p50 and
+p99 requests, and the KV memory held over time. They draw what :func:`perfmodel.ttft_grid` and
+:func:`perfmodel.replay_ttft` computed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from ..errors import InputError
+from ._style import axes_or_current, line_styles, require
+
+#: The parts of a request's TTFT, in the order they happen, with their legend labels.
+PARTS = {
+    "queue_ms": "prefill queue",
+    "prefill_ms": "prefill",
+    "admission_wait_ms": "decode admission",
+    "link_wait_ms": "link wait",
+    "transfer_ms": "transfer",
+    "decode_step_ms": "first decode step",
+}
+
+
+def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None = None) -> Axes:
+    """TTFT percentiles against request rate, one pair of curves per value of ``by``: the knee where the
+    handoff's milliseconds become seconds of queue.
+
+    The p99 TTFT is drawn solid, the p50 dashed, and the handoff's own p99 (``handoff_delay_p99_ms``) thin and
+    dotted, so that the handoff's share stays visible beside the queue. The y axis is logarithmic.
+
+    Parameters
+    ----------
+    grid
+        A :func:`perfmodel.ttft_grid` result with a ``request_rate_per_s`` axis.
+    by
+        A column of the grid whose values get a curve each (e.g. ``"link"``, ``"links"``,
+        ``"prefill_workers"``); default: one curve.
+    ax
+        Axes to draw on (default: the current Axes).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> grid = perfmodel.ttft_grid(perfmodel.synthetic_trace(500, 10, seed=0), link=["ib-ndr", 5.0],
+    ...                            model="llama-3.1-8b", prefill_tokens_per_s=60_000,
+    ...                            request_rate_per_s=[5, 10, 12], progress=False)
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> len(pp.ttft_vs_rate(grid, by="link", ax=ax).get_lines())   # p99, p50 and the handoff's p99 per link
+    6
+    """
+    require(grid, ["request_rate_per_s", "p50_ms", "p99_ms", "handoff_delay_p99_ms"])
+    if by is not None:
+        require(grid, [by])
+    ax = axes_or_current(ax)
+    groups = [(None, grid)] if by is None else list(grid.groupby(by, sort=False, observed=True))
+    for (key, rows), style in zip(groups, line_styles()):
+        rows = rows.sort_values("request_rate_per_s")
+        name = "" if key is None else f"{by}={key}: "
+        color = ax.plot(rows["request_rate_per_s"], rows["p99_ms"], label=f"{name}p99 TTFT", **style)[0].get_color()
+        ax.plot(rows["request_rate_per_s"], rows["p50_ms"], linestyle="--", color=color, label=f"{name}p50 TTFT")
+        ax.plot(
+            rows["request_rate_per_s"],
+            rows["handoff_delay_p99_ms"],
+            linestyle=":",
+            linewidth=1,
+            color=color,
+            label=f"{name}p99 handoff",
+        )
+    ax.set_yscale("log")
+    ax.set(xlabel="request rate (requests/s)", ylabel="time (ms)")
+    ax.legend(fontsize="small")
+    ax.grid(True, which="both", alpha=0.3)
+    return ax
+
+
+def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 99), ax: Axes | None = None) -> Axes:
+    """The TTFT of the requests near each percentile, as stacked bars of its parts (ms).
+
+    Each bar is the mean of each part over the requests whose TTFT lies between the ``q - 1`` and ``q + 1``
+    percentiles (clipped to 0 and 100), so that it adds up to about the percentile itself: where the p99's
+    time goes (queue, prefill, decode admission, link wait, transfer, first decode step).
+
+    Parameters
+    ----------
+    ttft
+        A :func:`perfmodel.replay_ttft` result.
+    percentiles
+        The percentiles to break down (default p50 and p99).
+    ax
+        Axes to draw on (default: the current Axes).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> ttft = perfmodel.replay_ttft(perfmodel.synthetic_trace(500, 10, seed=0), "ib-ndr", "llama-3.1-8b",
+    ...                              prefill_tokens_per_s=60_000, decode_step_ms=20.0)
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> len(pp.ttft_breakdown(ttft, ax=ax).patches)   # 2 bars of 6 parts
+    12
+    """
+    require(ttft, ["ttft_ms", *PARTS])
+    if not len(ttft):
+        raise InputError("ttft", "has no requests", "replay a trace with requests")
+    ax = axes_or_current(ax)
+    values = ttft["ttft_ms"].to_numpy(dtype=float)
+    means = {}
+    for q in percentiles:
+        low, high = np.percentile(values, [max(q - 1, 0), min(q + 1, 100)])
+        near = ttft[(values >= low) & (values <= high)]
+        means[f"p{q:g}"] = near[list(PARTS)].mean()
+    labels = list(means)
+    bottom = np.zeros(len(labels))
+    for column, label in PARTS.items():
+        heights = np.array([means[k][column] for k in labels])
+        ax.bar(labels, heights, bottom=bottom, label=label)
+        bottom += heights
+    for x, total in enumerate(bottom):
+        ax.annotate(f"{total:,.0f} ms", (x, total), ha="center", va="bottom", fontsize="small")
+    ax.set(ylabel="time to first token (ms)", xlabel="requests near the percentile")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = None) -> Axes:
+    """KV tokens held over time on each worker (a step line each), with the capacity.
+
+    The prefill side holds a request's prompt from its prefill's start until its handoff ends; the decode
+    side its prompt and output tokens from its admission until it is done (which needs
+    ``num_output_tokens`` in the trace).
+
+    Parameters
+    ----------
+    ttft
+        A :func:`perfmodel.replay_ttft` result.
+    side
+        ``"prefill"`` or ``"decode"``.
+    ax
+        Axes to draw on (default: the current Axes).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import perfmodel, perfmodel.plotting as pp
+    >>> trace = perfmodel.synthetic_trace(300, 10, seed=0)
+    >>> ttft = perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-8b", prefill_workers=2,
+    ...                              prefill_tokens_per_s=60_000, prefill_kv_tokens=200_000)
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> len(pp.memory_held(ttft, ax=ax).get_lines())   # two workers and the capacity
+    3
+    """
+    if side not in ("prefill", "decode"):
+        raise InputError("side", f"must be 'prefill' or 'decode', got {side!r}", "pass side='prefill' or 'decode'")
+    if side == "prefill":
+        columns = ["prefill_worker", "prefill_start_ms", "transfer_end_ms", "num_input_tokens"]
+        require(ttft, columns)
+        worker, start, end, held = (ttft[c].to_numpy() for c in columns)
+    else:
+        if "done_ms" not in ttft or "num_output_tokens" not in ttft:
+            raise InputError(
+                "ttft",
+                "has no done_ms or num_output_tokens, so decode memory is not known",
+                "replay a trace with a num_output_tokens column",
+            )
+        worker, start, end = (ttft[c].to_numpy() for c in ("decode_worker", "admitted_ms", "done_ms"))
+        held = (ttft["num_input_tokens"] + ttft["num_output_tokens"]).to_numpy()
+    ax = axes_or_current(ax)
+    for w, style in zip(np.unique(worker), line_styles()):
+        mine = worker == w
+        times = np.concatenate([start[mine], end[mine]])
+        deltas = np.concatenate([held[mine], -held[mine]]).astype(float)
+        order = np.lexsort((deltas, times))  # (a release before an acquisition at one instant)
+        ax.step(
+            times[order],
+            np.cumsum(deltas[order]),
+            where="post",
+            label=f"{side} worker {w}",
+            **{k: v for k, v in style.items() if k != "marker"},
+        )
+    capacity: Any = ttft.attrs.get(f"{side}_kv_tokens")
+    if capacity is not None:
+        ax.axhline(capacity, color="0.3", linestyle=":", label="capacity")
+    ax.set(xlabel="time (ms)", ylabel="KV tokens held")
+    ax.legend(fontsize="small")
+    return ax
