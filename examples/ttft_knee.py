@@ -6,6 +6,8 @@ A handoff costs milliseconds; near saturation the queues in front of it cost sec
 replays one synthetic trace at rising request rates on two links (a 400G NIC and a TCP-like 5 GB/s path)
 with :func:`perfmodel.ttft_grid`, draws the TTFT percentiles against the rate, and then breaks down the
 TTFT of one replay near the knee, with bounded prefill memory, into its parts.
+
+Run ``python examples/ttft_knee.py --out results``.
 """
 
 # %%
@@ -13,10 +15,21 @@ TTFT of one replay near the knee, with bounded prefill memory, into its parts.
 # -----------------------------------------------
 # Four prefill workers at 40,000 tokens/s each (a mean prompt of about 4,400 tokens: 110 ms), so they
 # saturate near 36 requests/s; four decode workers; Llama-3.1-8B's KV cache over four fifo links.
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 
 import perfmodel
 import perfmodel.plotting as pp
+
+parser = argparse.ArgumentParser(description=(__doc__ or "").strip().split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNGs")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 
 trace = perfmodel.synthetic_trace(4000, rate_per_s=20, seed=0)
 trace["num_output_tokens"] = 250
@@ -39,6 +52,8 @@ print(
 fig, ax = plt.subplots(figsize=(6.4, 4.2))
 pp.ttft_vs_rate(grid, by="link", ax=ax)
 ax.set_title("TTFT against request rate: the handoff's ms and the queue's seconds")
+fig.savefig(out / "ttft_knee.png", dpi=130)
+plt.close(fig)
 
 # %%
 # Where the p99's time goes, near the knee
@@ -56,6 +71,8 @@ for ax, link in zip(axes, ["ib-ndr", 5.0]):
     )
     pp.ttft_breakdown(ttft, ax=ax)
     ax.set_title(f"link {link}: p50 and p99 requests")
+fig.savefig(out / "ttft_breakdown.png", dpi=130)
+plt.close(fig)
 
 # %%
 # KV memory held on the prefill side
@@ -64,4 +81,5 @@ ttft = perfmodel.replay_ttft(scaled, link=5.0, prefill_kv_tokens=64_000, **servi
 fig, ax = plt.subplots(figsize=(6.4, 4.2))
 pp.memory_held(ttft.head(400), side="prefill", ax=ax)
 ax.set_title("prefill memory held while the handoffs run (5 GB/s, first 400 requests)")
-plt.show()
+fig.savefig(out / "ttft_memory_held.png", dpi=130)
+plt.close(fig)

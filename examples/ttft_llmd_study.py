@@ -11,6 +11,8 @@ mapping alone moved the node's transfer rate from 235 to 380 GB/s.
 This page models that deployment with :func:`perfmodel.replay_ttft` and asks three questions: what the
 best rung's TTFT is made of, how far the handoff's own bandwidth moves it, and which change moves the p99
 most. Every assumption is stated where it is made.
+
+Run ``python examples/ttft_llmd_study.py --out results``.
 """
 
 # %%
@@ -24,11 +26,22 @@ most. Every assumption is stated where it is made.
 # Not published in the study, so assumed here and varied below: a prefill rate of 30,000 tokens/s per
 # H200 for gpt-oss-120b (about 167 ms per prompt, 94% busy at this load), a decode step of 10 ms, and
 # unbounded KV memory on both sides (an H200 holds hundreds of such prompts beside the weights).
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files, not windows
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 import perfmodel as pm
+
+parser = argparse.ArgumentParser(description=(__doc__ or "").strip().split("\n", 1)[0])
+parser.add_argument("--out", type=Path, default=Path("perfmodel-examples"), help="folder for the PNGs")
+out = parser.parse_args().out
+out.mkdir(parents=True, exist_ok=True)
 
 rng = np.random.default_rng(0)
 n = 20_000
@@ -101,6 +114,9 @@ ax.set(
     title="gpt-oss-120b, 8 prefill + 2 decode workers, 45 requests/s",
 )
 ax.legend(fontsize=8)
+fig.tight_layout()
+fig.savefig(out / "ttft_llmd_ladder.png", dpi=130)
+plt.close(fig)
 
 # %%
 # Which change moves the p99 most

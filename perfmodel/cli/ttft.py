@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..inputs.codes import choice_names
 from ..inputs.words import count
 from ._parsing import UsageError, column_pairs, finite_above_zero, link_name, table_options, trace_file
 
@@ -187,7 +188,7 @@ def register(sub: Any) -> None:
     )
     ttft.add_argument(
         "--prefill-routing",
-        choices=["round_robin", "least_loaded"],
+        choices=choice_names("prefill_routing"),
         help="how arrivals pick a prefill worker (default round_robin)",
     )
     ttft.add_argument(

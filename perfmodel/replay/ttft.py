@@ -20,7 +20,7 @@ from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import _CONFIG, _is_cluster, _one_of, _one_value, finite_transfers, link_inputs
-from .prepared import PreparedTrace, link_column, notice_first_compile, prepare_trace, request_values
+from .prepared import FIRST_COMPILE_S, PreparedTrace, link_column, prepare_trace, request_values
 from .summaries import percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
@@ -243,7 +243,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
     out = _replay.Results.empty(n)
     state = _replay._new_state(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster)
-    notice_first_compile()
+    _notice_first_compile()
     while True:
         code = _serving.serve_pass(requests, cluster, out, state, sv, queues)
         if code == _serving.FINISHED:
@@ -257,6 +257,15 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
         )
     finite_transfers(trace, out, link[0])
     return _frame(trace, tokens, s, sv, out, admitted, kv_terms, base, c, link)
+
+
+def _notice_first_compile() -> None:
+    """On a terminal, say once that the TTFT replay's kernel compiles (when the cache is cold)."""
+    from .. import _compat
+    from ..kernels import serving as _serving
+
+    if _compat.uncompiled(_serving.serve_pass):
+        _compat.notice_first_compile("TTFT replay", _serving.serve_pass, FIRST_COMPILE_S)
 
 
 def _serving_inputs(
