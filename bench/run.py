@@ -953,8 +953,27 @@ def bench_ttft(quick: bool) -> list[Row]:
         if done.returncode != 0:
             raise RuntimeError(f"the {side} child failed: {done.stderr.strip().splitlines()[-1:]}")
         peaks[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_gb"]
+    cluster = dict(handoffs, link="hgx-h100-8x400g", contention="fair")  # (the same serving, on a cluster)
+    del cluster["links"]  # (a cluster decides which resources each flow shares)
+    on_cluster = interleaved(
+        {
+            "ttft": lambda: perfmodel.replay_ttft(trace, **cluster, **serving),
+            "replay": lambda: perfmodel.replay_handoffs(trace, **cluster, prefill_workers=serving["prefill_workers"]),
+        },
+        1 if quick else 3,
+        warmups=1,
+    )
+    cluster_ratio = on_cluster.ratio("ttft", "replay")
     label = f"{n / 1e6:g}M requests"
     return [
+        Row(
+            f"TTFT replay of {label} on an 8x400G HGX cluster (fair sharing), the same serving / replay_handoffs "
+            "on the same cluster",
+            on_cluster["ttft"],
+            "s",
+            cluster_ratio,
+            *goal_bar(cluster_ratio, 1.5, 3),
+        ),
         Row(
             f"TTFT replay of {label}, 8 prefill workers ~0.9 busy, both memories bounded / replay_handoffs on the "
             "same trace",

@@ -9,6 +9,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.errors import InputError
+from perfmodel.replay.cluster import with_cluster
 from perfmodel.replay.ttft_grid import trace_rate_per_s
 
 LINK = dict(link="ib-ndr", model="llama-3.1-8b")
@@ -122,3 +123,45 @@ def test_memory_held_is_the_running_sum_of_holdings():
         span=(0.0, 20.0),
     )
     assert peak == 1.0
+
+
+CLUSTER = dict(
+    link="hgx-h100-8x400g",
+    model="llama-3.1-70b",
+    tp=2,
+    prefill_workers=8,
+    decode_workers=2,
+    contention="fair",
+    prefill_tokens_per_s=60_000,
+)
+
+
+@pytest.fixture(scope="module")
+def busy_trace() -> pd.DataFrame:
+    return pm.synthetic_trace(1500, 60, seed=0)  # (88 GB/s of KV at 60 requests/s: more than one 400G NIC)
+
+
+def test_a_grid_over_a_clusters_fields_is_the_one_by_one_loop(busy_trace):
+    grid = pm.ttft_grid(busy_trace, **CLUSTER, nics_per_node=[1, 8], progress=False)
+    assert grid["nics_per_node"].tolist() == [1, 8]
+    for _, row in grid.iterrows():
+        cluster = with_cluster({"link": CLUSTER["link"], "nics_per_node": int(row["nics_per_node"])})[
+            "kv_transfer_bandwidth"
+        ]
+        one = pm.replay_ttft(busy_trace, cluster, **{k: v for k, v in CLUSTER.items() if k != "link"})
+        assert row["p99_ms"] == pytest.approx(pm.summarize_ttft(one)["p99_ms"], rel=1e-12)
+    assert grid["p99_ms"].iloc[0] > 10 * grid["p99_ms"].iloc[1]  # (one NIC per node: the handoffs queue for it)
+    assert grid["dominant_p99_stage"].iloc[0] == "link_wait"
+
+
+def test_the_fewest_nics_per_node_keep_the_budget_and_the_next_fewer_count_does_not(busy_trace):
+    fewest = pm.fewest_for_ttft(busy_trace, "nics_per_node", ttft_budget_ms=2000.0, **CLUSTER)
+    assert fewest in (2, 4, 8)  # (the counts an 8-GPU node takes)
+    fewer = {4: 2, 8: 4, 2: 1}[fewest]
+    p99 = {
+        k: pm.ttft_grid(busy_trace, **CLUSTER, nics_per_node=k, progress=False)["p99_ms"].iloc[0]
+        for k in (fewer, fewest)
+    }
+    assert p99[fewest] <= 2000.0 < p99[fewer]
+    with pytest.raises(InputError, match="cluster"):
+        pm.fewest_for_ttft(busy_trace, "nics_per_node", ttft_budget_ms=50.0, link="ib-ndr", model="llama-3.1-8b")

@@ -493,34 +493,118 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
         waiting.flows[w] += 1
 
 
+class OnCluster(NamedTuple):
+    """A replay in progress on a cluster: everything :func:`replay_pass` and the serving loop
+    (:mod:`perfmodel.kernels.serving`) read and write, as one record (made by :func:`new_run`, grown by
+    :func:`grown`)."""
+
+    trace: Trace
+    st: Structure
+    paths: Paths
+    cfg: Config
+    out: Outputs
+    sim: Sim
+    caches: Caches
+    waiting: Waiting
+    ends: Ends
+    state: np.ndarray  # int64 (10,): the counters (see the module's constants)
+    kmax: np.int64  # the most flows of one handoff
+    hit: np.ndarray  # int64 per request: its cached prefix in blocks when it was routed
+
+
 @loop_helper
-def _request(i, now, trace, st, paths, cfg, out, sim, caches, waiting, ends, state):
-    """The ``i``-th request in ready order at ``now``: routed, charged, alone in the cluster, its flows started."""
-    cl, pool, lc, al, kept, pd = sim.cl, sim.pool, sim.lc, sim.al, sim.kept, ends.pending
-    r = trace.order[i]
-    a = trace.prefill_of[r]
+def route_request(r, now, net):
+    """Request ``r`` is routed at ``now`` from its prefill worker (``trace.prefill_of``) to a decode worker
+    (returned); its cached prefix is kept for its start."""
+    st, cfg, state, waiting, caches, trace = net.st, net.cfg, net.state, net.waiting, net.caches, net.trace
     if not cfg.fair and (cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY):
-        _delivered_alone(now, st, pool, state, waiting)
-    w, hit = _choose(r, a, now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks, trace.offsets, caches.holders,
-                     caches.alive)
+        _delivered_alone(now, st, net.sim.pool, state, waiting)
+    w, hit = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, net.sim.cl, waiting, trace.blocks,
+                     trace.offsets, caches.holders, caches.alive)
     state[_RR] = w + 1 if w + 1 < cfg.workers else 0
-    out.decode_worker[r] = w
+    net.out.decode_worker[r] = w
+    net.hit[r] = hit
+    return w
+
+
+@loop_helper
+def start_request(i, r, now, net):
+    """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it): charged (its
+    prefix as cached when routed), alone in the cluster, its flows started. Needs ``kmax`` free pool slots
+    (:func:`room`)."""
+    st, cfg, out, sim, state, ends = net.st, net.cfg, net.out, net.sim, net.state, net.ends
+    al, kept, pd = sim.al, sim.kept, ends.pending
+    w = out.decode_worker[r]
     out.start[r] = now
-    simulated = _charge(r, a * cfg.workers + w, hit, trace.tokens, st, cfg, out, al, kept)
+    simulated = _charge(r, net.trace.prefill_of[r] * cfg.workers + w, net.hit[r], net.trace.tokens, st, cfg, out,
+                        al, kept)
     if simulated == 0:
         out.end[r] = now
         state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], now, i, r * cfg.workers + w)
         return
-    last = alone(simulated, al, paths, lc, kept.cls, kept.position)
+    last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position)
     out.alone_ms[r] = al.ends[last]
     if cfg.fair:
-        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, ends.remaining, out)
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, net.waiting, ends.remaining,
+                     out)
         return
     out.bottleneck[r] = st.views[kept.copy_id[last], al.neck[last]] if al.neck[last] >= 0 else NIL
     out.end[r] = now + al.ends[last]
     state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
-        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, pool, state, waiting, ends.remaining, out)
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, net.waiting, ends.remaining,
+                     out)
+
+
+@loop_helper
+def room(net):
+    """Whether a handoff can start now (the pool has a free slot for each of its flows); else grow it
+    (:func:`grown`) first."""
+    return net.state[_FREE] >= net.kmax
+
+
+@loop_helper
+def next_event(net):
+    """When the next flow ends or starts moving (inf: none; under contention "none", never: each handoff's end
+    is known when it starts)."""
+    return _next_time(net.sim.cl, net.sim.pool, net.state) if net.cfg.fair else np.inf
+
+
+@loop_helper
+def advance(t, net):
+    """The flows that end or start moving at ``t`` (:func:`next_event`), and the rates they change. Returns
+    True, having done nothing, when the time bins or the heaps' chunks need room first (:func:`grown`)."""
+    sim, state, cfg = net.sim, net.state, net.cfg
+    width, origin = cfg.bin_ms, cfg.origin_ms
+    limit = origin + (sim.loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
+    if t >= limit:
+        state[_BINS] = int((t - origin) // width) + 2
+        return True
+    heaps = sim.heaps
+    if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * CHUNK:
+        state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
+        return True
+    _batch(t, net.st, net.paths, sim, net.out, net.ends, state, net.waiting, origin, width)
+    return False
+
+
+@loop_helper
+def next_end(net):
+    """The earliest end of a handoff whose blocks have yet to enter its decode worker's cache (inf: none)."""
+    return net.ends.pending.times[0] if net.state[_PENDING] > 0 else np.inf
+
+
+@loop_helper
+def take_end(net):
+    """The earliest ended handoff (:func:`next_end`) leaves the pending heap and its blocks enter its decode
+    worker's cache; returns (its request, its end)."""
+    pd, caches, trace, state, workers = net.ends.pending, net.caches, net.trace, net.state, net.cfg.workers
+    state[_PENDING] = heap_pop(pd.times, pd.seqs, pd.items, state[_PENDING])
+    item = pd.items[state[_PENDING]]  # (request, decode worker), as one number
+    r = item // workers
+    insert_blocks(r, item - r * workers, trace.blocks, trace.offsets, caches.holders, caches.slot_of, caches.log,
+                  caches.first, caches.end, caches.size, caches.capacity)
+    return r, pd.times[state[_PENDING]]
 
 
 # --- the replay ---------------------------------------------------------------------------------------
@@ -590,53 +674,40 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
 
 
 @loop_helper
-def replay_pass(i, trace, st, paths, cfg, out, sim, caches, waiting, ends, state, kmax):
+def replay_pass(i, net):
     """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
     and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
-    the pool needs more slots, or (``state[_BINS]`` set) the time bins more bins."""
-    order, cl, pool, heaps, loads, pd = trace.order, sim.cl, sim.pool, sim.heaps, sim.loads, ends.pending
-    n, width, origin = order.shape[0], cfg.bin_ms, cfg.origin_ms
-    limit = origin + (loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
+    the pool, the heaps' chunks or the time bins need room (:func:`grown`)."""
+    order, ready = net.trace.order, net.trace.ready
+    n = order.shape[0]
     while i <= n:
-        now = trace.ready[order[i]] if i < n else np.inf
-        while cfg.fair:
-            t = _next_time(cl, pool, state)
+        now = ready[order[i]] if i < n else np.inf
+        while True:
+            t = next_event(net)
             if t > now or t == np.inf:
                 break
-            if t >= limit:
-                state[_BINS] = int((t - origin) // width) + 2
+            if advance(t, net):
                 return i
-            if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * CHUNK:
-                state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
-                return i
-            _batch(t, st, paths, sim, out, ends, state, waiting, origin, width)
-        while state[_PENDING] > 0 and pd.times[0] <= now:  # blocks of handoffs ended by now enter the caches
-            state[_PENDING] = heap_pop(pd.times, pd.seqs, pd.items, state[_PENDING])
-            item = pd.items[state[_PENDING]]  # (request, decode worker), as one number
-            insert_blocks(item // cfg.workers, item % cfg.workers, trace.blocks, trace.offsets, caches.holders,
-                           caches.slot_of, caches.log, caches.first, caches.end, caches.size, caches.capacity)
+        t = next_end(net)
+        while t <= now and t != np.inf:  # blocks of handoffs ended by now enter the caches
+            take_end(net)
+            t = next_end(net)
         if i == n:
             return n + 1
-        if state[_FREE] < kmax:
+        if not room(net):
             return i
-        _request(i, now, trace, st, paths, cfg, out, sim, caches, waiting, ends, state)
+        r = order[i]
+        route_request(r, now, net)
+        start_request(i, r, now, net)
         i += 1
     return i
 
 
-def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
-           prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> tuple:
-    """Replay the requests in ``order`` (ready order) on the cluster ``st`` (a :class:`Structure`) with the
-    configuration ``cfg`` (a :class:`Config`); fill ``out`` (:class:`Outputs`). Returns each resource's
-    load integral (GB/s x ms), peak load (GB/s), load integral per time bin, and whether a bin was written.
-
-    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids. The arrays are made here and
-    the kernel (:func:`replay_pass`) runs until the pool, the heaps' chunks or the time bins need room,
-    then resumes.
-
-    >>> Outputs.empty(2).bottleneck.tolist()
-    [-1, -1]
-    """
+def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
+            prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> OnCluster:
+    """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
+    before its first request: requests in ``order`` (ready order) with their ready times, prompt tokens,
+    dense block ids (``blocks[offsets[r]:offsets[r+1]]``) and prefill workers; outputs to ``out``."""
     n, D = len(order), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = new_caches(cfg.n_unique, D, cfg.capacity)
     pending = Pending(np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
@@ -649,21 +720,57 @@ def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.
     kept = Kept(np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
-    ends = Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), pending)
-    waiting = Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D))  # bytes (and flows) not yet moving or ended
-    caches = Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity))
-    trace = Trace(order, ready, tokens, blocks, offsets, prefill_of)
-    i = 0
-    while i <= n:
-        sim = Sim(cl, pool, heaps, loads, sc, lc, al, kept)
-        i = int(replay_pass(np.int64(i), trace, st, paths, cfg, out, sim, caches, waiting, ends, state, np.int64(kmax)))
-        if state[_BINS] > 0:
-            loads = _grown_bins(loads, int(state[_BINS]))
-            state[_BINS] = 0
-        elif state[_CHUNKS] > 0:
-            need = int(state[_MOST] + state[_WAITING]) // CHUNK + 1
-            heaps = _grown_heaps(heaps, len(cl.count), 2 * len(heaps.keys), max(need, 2 * heaps.table.shape[1]))
-            state[_CHUNKS] = 0
-        elif i <= n:
-            pool = _grown_pool(pool, 2 * len(pool.seq), state)
-    return loads.busy, loads.peak, loads.bins, loads.touched
+    return OnCluster(
+        trace=Trace(order, ready, tokens, blocks, offsets, prefill_of),
+        st=st,
+        paths=paths,
+        cfg=cfg,
+        out=out,
+        sim=Sim(cl, pool, heaps, loads, sc, lc, al, kept),
+        caches=Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity)),
+        waiting=Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D)),  # bytes (and flows) not yet moving or ended
+        ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), pending),
+        state=state,
+        kmax=np.int64(kmax),
+        hit=np.zeros(n, np.int64),
+    )
+
+
+def grown(net: OnCluster) -> OnCluster:
+    """``net`` with the room its kernel stopped for: time bins (:func:`advance`), chunks of the flows' heaps,
+    else pool slots (:func:`room`)."""
+    state, sim = net.state, net.sim
+    if state[_BINS] > 0:
+        sim = sim._replace(loads=_grown_bins(sim.loads, int(state[_BINS])))
+        state[_BINS] = 0
+    elif state[_CHUNKS] > 0:
+        need = int(state[_MOST] + state[_WAITING]) // CHUNK + 1
+        heaps = sim.heaps
+        sim = sim._replace(heaps=_grown_heaps(heaps, len(sim.cl.count), 2 * len(heaps.keys),
+                                              max(need, 2 * heaps.table.shape[1])))
+        state[_CHUNKS] = 0
+    else:
+        sim = sim._replace(pool=_grown_pool(sim.pool, 2 * len(sim.pool.seq), state))
+    return net._replace(sim=sim)
+
+
+def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
+           prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> tuple:
+    """Replay the requests in ``order`` (ready order) on the cluster ``st`` (a :class:`Structure`) with the
+    configuration ``cfg`` (a :class:`Config`); fill ``out`` (:class:`Outputs`). Returns each resource's
+    load integral (GB/s x ms), peak load (GB/s), load integral per time bin, and whether a bin was written.
+
+    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids. The state is made here
+    (:func:`new_run`) and the kernel (:func:`replay_pass`) runs until the pool, the heaps' chunks or the time
+    bins need room, then resumes.
+
+    >>> Outputs.empty(2).bottleneck.tolist()
+    [-1, -1]
+    """
+    net, i = new_run(order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out), 0
+    while True:
+        i = int(replay_pass(np.int64(i), net))
+        if i > len(order):
+            loads = net.sim.loads
+            return loads.busy, loads.peak, loads.bins, loads.touched
+        net = grown(net)

@@ -672,3 +672,102 @@ def replay_pass(start, requests, cluster, results, state):
         nbytes, setup, alone, rr = route_and_charge(r, requests, cluster, results, state, rr)
         counts[0] = start_transfer(i, r, now, nbytes, setup, alone, cluster, requests, results, state, pending)
     return -1
+
+
+class OnLinks(NamedTuple):
+    """A replay in progress on links, as the serving loop (:mod:`perfmodel.kernels.serving`) drives it: the
+    replay's records, and each handoff's fixed costs besides the latency (from its charge, for its start)."""
+
+    requests: Requests
+    cluster: Cluster
+    results: Results
+    state: State
+    setup: np.ndarray
+
+
+@loop_helper(python=False)
+def route_request(r, now, net):
+    """Request ``r`` is routed (and charged) at ``now``; returns its decode worker."""
+    state = net.state
+    _, setup, _, rr = route_and_charge(r, net.requests, net.cluster, net.results, state, state.counts[2])
+    state.counts[2] = rr
+    net.setup[r] = setup
+    return net.results.worker[r]
+
+
+@loop_helper(python=False)
+def start_request(i, r, now, net):
+    """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it)."""
+    requests, results, state = net.requests, net.results, net.state
+    requests.ready_ms[r] = now  # (the replay's ready time: a link's queue is counted from it)
+    state.counts[0] = start_transfer(
+        i,
+        r,
+        now,
+        results.bytes[r],
+        net.setup[r],
+        results.transfer[r],
+        net.cluster,
+        requests,
+        results,
+        state,
+        state.counts[0],
+    )
+
+
+@loop_helper(python=False)
+def room(net):
+    """Always: a handoff on links needs no room (fair sharing's heaps grow in :func:`advance`)."""
+    return True
+
+
+@loop_helper(python=False)
+def next_event(net):
+    """Fair sharing's next event (a fixed cost ending, bytes finishing; inf: none, or no fair sharing)."""
+    state = net.state
+    if net.cluster.contention != FAIR:
+        return np.inf
+    t = _next_end(state.fair, net.cluster.bandwidth_gb_s * 1e6)[0]
+    if state.counts[1] > 0 and state.fair.start_time[0] < t:
+        t = state.fair.start_time[0]
+    return t
+
+
+@loop_helper(python=False)
+def advance(t, net):
+    """Fair sharing up to ``t``; True when a link's heap must grow first (:func:`grown`)."""
+    state = net.state
+    return _advance_fair(
+        state.fair,
+        state.counts,
+        t,
+        net.cluster.bandwidth_gb_s * 1e6,
+        net.requests,
+        net.results,
+        state.pend_time,
+        state.pend_seq,
+        state.pend_item,
+    )
+
+
+@loop_helper(python=False)
+def next_end(net):
+    """The earliest known end of a handoff whose blocks have yet to enter its cache (inf: none)."""
+    return net.state.pend_time[0] if net.state.counts[0] > 0 else np.inf
+
+
+@loop_helper(python=False)
+def take_end(net):
+    """The earliest ended handoff (:func:`next_end`) leaves the pending heap and its blocks enter its decode
+    worker's cache; returns (its request, its end)."""
+    state = net.state
+    pending = heap_pop(state.pend_time, state.pend_seq, state.pend_item, state.counts[0])
+    state.counts[0] = pending
+    r = state.pend_item[pending]
+    deliver(r, net.requests, net.cluster, net.results, state)
+    return r, net.results.end[r]
+
+
+def grown(net: OnLinks) -> OnLinks:
+    """``net`` with room for twice as many transfers moving on each link (:func:`advance` stopped for it)."""
+    return net._replace(state=net.state._replace(fair=_grown(net.state.fair)))

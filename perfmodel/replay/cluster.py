@@ -193,13 +193,72 @@ def replay_on_cluster(
     """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
     ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
     ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms)."""
+    _cluster_replay.refuse_on_cluster(c)
+    on = cluster_inputs(
+        prepared,
+        c,
+        cluster_spec,
+        bytes_spec,
+        destination_missing,
+        scalars,
+        message_terms,
+        lambda workers: _prefill_of(prepared.trace, workers),
+    )
+    prefill_of, p = on.prefill_of, on.prefill_workers
+    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
+    notice_first_compile(_cluster_kernel.replay_pass)
+    replayed = _cluster_replay.simulate_replay(
+        order=np.argsort(ready, kind="stable"),
+        ready=ready,
+        tokens=prepared.tokens,
+        blocks=prepared.blocks,
+        offsets=prepared.offsets,
+        n_unique=prepared.n_unique,
+        prefill_of=prefill_of,
+        resources=on.resources,
+        pairs=on.pairs,
+        terms=on.terms,
+        config=on.config,
+    )
+    return _frame(
+        prepared.trace,
+        prepared.tokens,
+        (ready, base),
+        replayed,
+        on.resources,
+        c,
+        on.cluster,
+        p,
+        on.decode_workers,
+        destination_missing,
+    )
+
+
+def notice_first_compile(dispatcher: Any) -> None:
+    """On a terminal, say once that a cluster kernel compiles (when its cache is cold)."""
+    if _compat.uncompiled(dispatcher):
+        _compat.notice_first_compile("cluster replay", dispatcher, FIRST_COMPILE_S)
+
+
+def cluster_inputs(
+    prepared: Any,
+    c: SimpleNamespace,
+    cluster_spec: Any,
+    bytes_spec: Any,
+    destination_missing: bool,
+    scalars: dict[str, Any],
+    message_terms: Any,
+    prefill: Any,
+) -> SimpleNamespace:
+    """A replay's configuration ``c`` on the cluster ``cluster_spec``, checked and resolved: the cluster, the
+    model's terms, each request's prefill worker and their number (``prefill(c.prefill_workers)``), the
+    resources and every pair's flows, the kernel's configuration (a dict:
+    :func:`perfmodel.replay.on_cluster.kernel_inputs`) and the decode workers. Shared by the replay and the TTFT
+    replay (:func:`perfmodel.replay.ttft.replay_ttft`)."""
     from ..handoff import checked
 
-    _cluster_replay.refuse_on_cluster(c)
     cluster = get_cluster(cluster_spec)
     _finite(cluster)
-    trace, tokens = prepared.trace, prepared.tokens
-    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
     block_size = check_whole("block_size", scalars["block_size"], smallest=1)
     decode_workers = check_count("decode_workers", c.decode_workers)
     prefill_workers = check_count("prefill_workers", c.prefill_workers, optional=True)
@@ -211,8 +270,8 @@ def replay_on_cluster(
     per_block = _scalar_ms("per_block_ms", c.per_block_ms) + transport.per_block_ms
     per_message = _scalar_ms("per_message_ms", c.per_message_ms) + transport.per_message_ms
     blocks_per_message = float(checked("blocks_per_message", scalars["blocks_per_message"]))
-    terms = _terms(c, trace, bytes_spec, d)
-    prefill_of, p = _prefill_of(trace, prefill_workers)
+    terms = _terms(c, prepared.trace, bytes_spec, d)
+    prefill_of, p = prefill(prefill_workers)
     resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
     posts = (
         per_message > 0
@@ -236,22 +295,16 @@ def replay_on_cluster(
         message_terms=messages,
         blocks_per_message=blocks_per_message,
     )
-    if _compat.uncompiled(_cluster_kernel.replay_pass):
-        _compat.notice_first_compile("cluster replay", _cluster_kernel.replay_pass, FIRST_COMPILE_S)
-    replayed = _cluster_replay.simulate_replay(
-        order=np.argsort(ready, kind="stable"),
-        ready=ready,
-        tokens=tokens,
-        blocks=prepared.blocks,
-        offsets=prepared.offsets,
-        n_unique=prepared.n_unique,
+    return SimpleNamespace(
+        cluster=cluster,
+        terms=terms,
         prefill_of=prefill_of,
+        prefill_workers=p,
         resources=resources,
         pairs=pairs,
-        terms=terms,
         config=config,
+        decode_workers=decode_workers,
     )
-    return _frame(trace, tokens, (ready, base), replayed, resources, c, cluster, p, decode_workers, destination_missing)
 
 
 def _frame(
@@ -270,15 +323,11 @@ def _frame(
     former, timestamps shifted back by the latter)."""
     out = replayed.out
     ready, base = times
-    # as on a link: delay = queue + transfer (the handoff alone), exact when nothing slowed it; a handoff
-    # that others sped up (max-min can: another flow slows one of its flows' rivals) keeps its own end
     raw = out.end - ready
-    queue = raw - out.alone_ms
-    rounding = np.abs(queue) <= 1e-9 * out.alone_ms
-    delay = np.where(queue > 0, out.alone_ms + queue, np.where(rounding, out.alone_ms, raw))
-    queue = np.maximum(queue, 0.0)
+    wait = link_wait_ms(raw, out.alone_ms)
+    delay = np.where(wait < 0, raw, out.alone_ms + wait)  # (as on a link: queue + transfer, exact unhindered)
+    queue = np.maximum(wait, 0.0)
     whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
-    names = list(resources.names)
     columns = {
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True),
         "num_input_tokens": tokens.copy(),
@@ -295,13 +344,9 @@ def _frame(
         "start_ms": out.start + base if base else out.start,
         "end_ms": out.end + base if base else out.end,
         "flows": out.flows,
-        "bottleneck": pd.Categorical.from_codes(out.bottleneck, categories=names)
-        if names
-        else pd.Categorical([None] * len(trace)),
+        "bottleneck": bottleneck_column(out, resources),
     }
     result = pd.DataFrame(columns, index=trace.index, copy=False)
-    moving = out.bytes > 0
-    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
     result.attrs.update(
         contention=c.contention,
         links=1,
@@ -313,6 +358,39 @@ def _frame(
         block_size=c.block_size,
         overlap="none",
         kv_layout=c.kv_layout,
+        requests=len(trace),
+        **resource_attrs(replayed, resources, base),
+    )
+    return result
+
+
+def link_wait_ms(raw_ms: np.ndarray, alone_ms: np.ndarray) -> np.ndarray:
+    """Each handoff's time on a cluster beyond its time alone (ms), from its time from start to end: 0 within
+    rounding (1e-9 of its time alone), negative where others sped it up (max-min can: another flow slows one
+    of its flows' rivals).
+
+    >>> link_wait_ms(np.array([3.0, 2.0 + 1e-12, 1.5]), np.array([2.0, 2.0, 2.0])).tolist()
+    [1.0, 0.0, -0.5]
+    """
+    wait = raw_ms - alone_ms
+    return np.where(wait > 0, wait, np.where(np.abs(wait) <= 1e-9 * alone_ms, 0.0, wait))
+
+
+def bottleneck_column(out: Any, resources: Any) -> pd.Categorical:
+    """Each handoff's bottleneck (the resource named, missing where it moved nothing) from the kernel's codes."""
+    names = list(resources.names)
+    if not names:
+        return pd.Categorical([None] * len(out.bottleneck))
+    return pd.Categorical.from_codes(out.bottleneck, categories=names)
+
+
+def resource_attrs(replayed: Any, resources: Any, base: float) -> dict[str, Any]:
+    """A replay's attrs on a cluster: each resource's kind, capacity, load integral and peak, the span from the
+    first moving handoff's start to the last end (and its ends' magnitude), the binned utilisation."""
+    out = replayed.out
+    moving = out.bytes > 0
+    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
+    return dict(
         resources={
             name: {
                 "kind": resources.kinds[k],
@@ -320,14 +398,12 @@ def _frame(
                 "busy_gb_ms": float(replayed.busy[k]),
                 "peak_gb_s": float(replayed.peak[k]),
             }
-            for k, name in enumerate(names)
+            for k, name in enumerate(resources.names)
         },
         span_ms=last - first,
         span_ends_ms=max(abs(first), abs(last)),
-        requests=len(trace),
         utilisation=_binned(replayed, resources, base) if replayed.touched.any() else None,
     )
-    return result
 
 
 def _binned(replayed: Any, resources: Any, base: float) -> dict[str, Any]:

@@ -288,6 +288,57 @@ class Replayed(NamedTuple):
     origin_ms: float = 0.0  # where bin 0 starts
 
 
+def kernel_inputs(
+    *,
+    ready_sorted: np.ndarray,
+    n_unique: int,
+    resources: Resources,
+    pairs: list[list[Pair]],
+    terms: HeadTerms,
+    config: dict,
+) -> tuple[kernel.Structure, kernel.Config]:
+    """The kernel's structure and configuration of a replay on a cluster (see :func:`simulate_replay`); time bins
+    over ``ready_sorted`` (the ready times in order; empty: none)."""
+    origin, width = 0.0, math.inf
+    if len(ready_sorted) and config["fair"]:  # 200 bins over the ready times, of 1 ms at least (later ends fill more)
+        first, last = float(ready_sorted[0]), float(ready_sorted[-1])
+        origin, width = first, max((last - first) / 200, 1.0)
+    capacity = config["capacity"]
+    cfg = kernel.Config(
+        **{
+            **config,
+            "routing": choice_code("routing", config["routing"]),
+            "capacity": -1 if capacity is None else capacity,
+        },
+        workers=len(pairs[0]),
+        n_unique=n_unique,
+        window_tokens=float(terms.window_tokens),
+        chunk_tokens=float(terms.chunk_tokens),
+        origin_ms=origin,
+        bin_ms=width,
+    )
+    return structure_of(resources, pairs), cfg
+
+
+def replayed(
+    out: kernel.Outputs, prefill_of: np.ndarray, st: kernel.Structure, cfg: kernel.Config, loads: tuple
+) -> Replayed:
+    """The result of a replay on a cluster from the kernel's outputs and its resources' loads (busy, peak, bins,
+    touched): a copied component's resources carry what their first copy's do."""
+    busy, peak, bins, touched = loads
+    mirror = st.mirror
+    return Replayed(
+        out,
+        prefill_of.astype(np.int64),
+        busy[mirror],
+        peak[mirror],
+        bins[mirror],
+        touched[mirror],
+        cfg.bin_ms,
+        cfg.origin_ms,
+    )
+
+
 def simulate_replay(
     *,
     order: np.ndarray,
@@ -309,42 +360,22 @@ def simulate_replay(
     with ``routing`` a name and ``capacity`` None when unbounded. ``prefill_of[r]``: request ``r``'s
     prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``.
     """
-    n = len(order)
-    origin, width = 0.0, math.inf
-    if n and config["fair"]:  # 200 bins over the ready times, of 1 ms at least (later ends fill further bins)
-        first, last = float(ready[order[0]]), float(ready[order[-1]])
-        origin, width = first, max((last - first) / 200, 1.0)
-    capacity = config["capacity"]
-    cfg = kernel.Config(
-        **{
-            **config,
-            "routing": choice_code("routing", config["routing"]),
-            "capacity": -1 if capacity is None else capacity,
-        },
-        workers=len(pairs[0]),
-        n_unique=n_unique,
-        window_tokens=float(terms.window_tokens),
-        chunk_tokens=float(terms.chunk_tokens),
-        origin_ms=origin,
-        bin_ms=width,
+    st, cfg = kernel_inputs(
+        ready_sorted=ready[order], n_unique=n_unique, resources=resources, pairs=pairs, terms=terms, config=config
     )
-    out = kernel.Outputs.empty(n)
-    structure = structure_of(resources, pairs)
-    busy, peak, bins, touched = kernel.replay(
+    out = kernel.Outputs.empty(len(order))
+    loads = kernel.replay(
         order.astype(np.int64),
         np.ascontiguousarray(ready, np.float64),
         tokens.astype(np.int64),
         blocks,
         offsets,
         prefill_of.astype(np.int64),
-        structure,
+        st,
         cfg,
         out,
     )
-    mirror = structure.mirror  # a copied component's resources carry what their first copy's do
-    return Replayed(
-        out, prefill_of.astype(np.int64), busy[mirror], peak[mirror], bins[mirror], touched[mirror], width, origin
-    )
+    return replayed(out, prefill_of, st, cfg, loads)
 
 
 def refuse_on_cluster(c: Any) -> None:

@@ -70,8 +70,9 @@ def replay_ttft(
     prefill worker (first come first served, one prefill at a time), holds its prompt's KV tokens there
     from its prefill's start until its handoff ends, is routed at its prefill's end to a decode worker
     (``routing``, as :func:`perfmodel.replay_handoffs`), waits there until its prompt and output tokens fit
-    (admission), and then hands off its KV cache over the links exactly as the replay does (``contention``
-    ``"none"``, ``"fifo"`` on ``links`` links, ``"fair"`` sharing; prefix caches, every cost). Its first token
+    (admission), and then hands off its KV cache exactly as the replay does, over links (``contention``
+    ``"none"``, ``"fifo"`` on ``links`` links, ``"fair"`` sharing) or a cluster's resources (``"none"`` or
+    ``"fair"``), with prefix caches and every cost. Its first token
     comes ``decode_step_ms`` after the handoff ends, its last ``num_output_tokens * decode_step_ms`` after it;
     then its decode memory is freed. The documentation's "TTFT under load" states every rule and the order
     of events at one instant.
@@ -85,9 +86,11 @@ def replay_ttft(
         From :func:`perfmodel.read_trace` or :func:`perfmodel.synthetic_trace`: ``arrival_ms``,
         ``num_input_tokens``, and ``num_output_tokens`` where decode memory is bounded or the loop closed.
     kv_transfer_bandwidth, link, kv_bytes_per_token, model
-        The link (GB/s, a link preset or a :class:`perfmodel.Link`) and the bytes per token (a number, a model
-        preset, a config or a trace column), as :func:`perfmodel.replay_handoffs` takes them. A cluster is
-        refused (the TTFT replay runs on links).
+        The network and the bytes per token, as :func:`perfmodel.replay_handoffs` takes them: a link (GB/s, a
+        link preset or a :class:`perfmodel.Link`) with ``links`` and ``contention``, or a cluster (a
+        :class:`perfmodel.Cluster` or a cluster preset: each handoff's flows cross its NICs, switches and
+        uplinks, ``contention="fair"`` sharing them max-min, ``"none"`` each handoff alone); and a number, a
+        model preset, a config or a trace column (on a cluster, one model).
     prefill_workers
         Prefill workers (each a TP group serving one prefill at a time; whole number >= 1).
     prefill_ms
@@ -127,8 +130,10 @@ def replay_ttft(
         ``prefill_ms``, ``admission_wait_ms`` (waiting for decode memory), ``link_wait_ms`` (waiting for or
         slowed by the link), ``transfer_ms`` (alone), ``handoff_delay_ms`` (= admission wait + link wait +
         transfer), ``decode_step_ms`` and ``ttft_ms`` (= queue + prefill + handoff delay + step, exactly);
-        and the handoff's ``link``, ``cached_tokens``, ``charged_tokens``, ``transfer_bytes``.
-        ``attrs`` hold the configuration (workers, capacities) for :func:`summarize_ttft`.
+        and the handoff's ``link``, ``cached_tokens``, ``charged_tokens``, ``transfer_bytes`` (on a cluster
+        also ``flows`` and ``bottleneck``, the resource that limited it, as the replay's). ``attrs`` hold the
+        configuration (workers, capacities) for :func:`summarize_ttft`; on a cluster also each resource's load,
+        as :func:`perfmodel.replay.cluster.resource_table` reads it.
 
     Examples
     --------
@@ -143,6 +148,14 @@ def replay_ttft(
     ...                    contention="fifo", decode_step_ms=10.0)
     >>> ttft["ttft_ms"].tolist(), ttft["queue_ms"].tolist()
     ([560.0, 1220.0], [0.0, 550.0])
+
+    On a cluster, the same two requests' flows share its NICs (max-min); the table names each one's bottleneck:
+
+    >>> from perfmodel import Cluster
+    >>> cluster = Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=1)
+    >>> ttft = replay_ttft(trace, cluster, 1e6, prefill_tokens_per_s=10_000, contention="fair")
+    >>> ttft["bottleneck"].tolist()
+    ['node0/nic0/out', 'node0/nic0/out']
     """
     config = dict(
         kv_transfer_bandwidth=kv_transfer_bandwidth,
@@ -183,7 +196,6 @@ def replay_ttft(
 
 def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict[str, Any]) -> pd.DataFrame:
     """One TTFT replay of a prepared trace: ``config`` the handoffs' keywords, ``serving`` the serving's."""
-    from ..kernels import replay as _replay
     from ..kernels import serving as _serving
 
     c = SimpleNamespace(**{**_CONFIG, **config})
@@ -194,28 +206,14 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     bytes_spec = _one_of(
         "kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>"
     )
-    if _is_cluster(bandwidth_spec):
-        raise InputError(
-            "kv_transfer_bandwidth",
-            "replay_ttft runs on links, and a cluster was given",
-            "pass a link (GB/s, a link preset or a perfmodel.Link) with links= and contention=; "
-            "replay_handoffs replays handoffs alone on a cluster",
-        )
-    if c.routing in ("least_loaded", "topology"):
-        raise InputError(
-            "routing",
-            f"{c.routing!r} needs a cluster (which workers sit where), and replay_ttft runs on links",
-            "pass routing='prefix' or 'round_robin'",
-        )
     mode = _one_value("mode", c.mode)
     destination_missing = str(mode) == "destination_missing" or mode == 1
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     s = _serving_inputs(trace, tokens, serving, c)
-    requests, cluster, kv_terms, link, (ready, base) = link_inputs(
-        prepared, c, bandwidth_spec, bytes_spec, destination_missing
+    on = (_on_cluster if _is_cluster(bandwidth_spec) else _on_links)(
+        prepared, c, bandwidth_spec, bytes_spec, destination_missing, s
     )
-    admitted = np.empty(n)  # the replay's ready times (when each handoff may start): written at admission
-    requests = requests._replace(ready_ms=admitted, prefill_end_ms=admitted, last_fraction=np.ones(n))
+    ready, base = on.times
     if s.concurrency:
         order, arrivals, base = np.arange(n, dtype=np.int64), np.zeros(n), 0.0
     else:
@@ -224,39 +222,185 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     sv = _serving.Serving(
         arrival_order=order,
         arrival_ms=arrivals,
+        tokens=on.tokens,
         service_ms=s.service,
         step_ms=s.step,
         outputs=s.outputs,
         prefill_worker=s.prefill_worker,
+        decode_worker=on.decode_worker,
+        admitted=on.admitted,
         prefill_start=np.full(n, np.nan),
         prefill_end=np.full(n, np.nan),
         first_token=np.full(n, np.nan),
         done=np.full(n, np.nan),
-        setup=np.zeros(n),
         prefill_workers=s.prefill_workers,
         prefill_routing=s.routing_code,
         prefill_capacity=s.prefill_capacity,
         decode_capacity=s.decode_capacity,
         concurrency=s.concurrency,
     )
-    queues = _serving.new_queues(n, s.prefill_workers, cluster.workers)
+    queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers)
     queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
+    net = serve(on.start(arrivals if not s.concurrency else np.zeros(0)), sv, queues)
+    handoffs, attrs = on.wrap(net, base)
+    return _frame(trace, tokens, s, sv, handoffs, attrs, base, c)
+
+
+def _on_links(
+    prepared: PreparedTrace,
+    c: SimpleNamespace,
+    bandwidth_spec: Any,
+    bytes_spec: Any,
+    destination_missing: bool,
+    s: SimpleNamespace,
+) -> SimpleNamespace:
+    """The handoffs of a TTFT replay on links: the replay's records (:func:`perfmodel.replay.link_inputs`),
+    ``start(arrivals)`` making the network, ``wrap(net, base)`` its columns and attrs for :func:`_frame`."""
+    from ..kernels import replay as _replay
+
+    if c.routing in ("least_loaded", "topology"):
+        raise InputError(
+            "routing",
+            f"{c.routing!r} needs a cluster (which workers sit where), and the link is not one",
+            "pass routing='prefix' or 'round_robin', or a perfmodel.Cluster (or a cluster preset) as the link",
+        )
+    n = len(prepared.trace)
+    requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
+    admitted = np.empty(n)  # the replay's ready times (when each handoff may start): written at admission
+    requests = requests._replace(ready_ms=admitted, prefill_end_ms=admitted, last_fraction=np.ones(n))
     out = _replay.Results.empty(n)
-    state = _replay._new_state(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster)
+
+    def start(arrivals: np.ndarray) -> Any:
+        state = _replay._new_state(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster)
+        return _replay.OnLinks(requests, cluster, out, state, np.zeros(n))
+
+    def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        finite_transfers(prepared.trace, out, link[0])
+        whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
+        handoffs = {
+            "decode_worker": out.worker,
+            "transfer_end_ms": out.end,
+            "link_wait_ms": out.queue if c.contention != "none" else np.zeros(n),
+            "transfer_ms": out.transfer,
+            "link": link_column(out.link),
+            "cached_tokens": out.cached,
+            "charged_tokens": out.charged,
+            "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+        }
+        return handoffs, dict(links=c.links, bandwidth_gb_s=link[0], latency_ms=link[1])
+
+    return SimpleNamespace(
+        times=times,
+        tokens=requests.tokens,
+        decode_worker=out.worker,
+        admitted=admitted,
+        decode_workers=cluster.workers,
+        start=start,
+        wrap=wrap,
+    )
+
+
+def _on_cluster(
+    prepared: PreparedTrace,
+    c: SimpleNamespace,
+    cluster_spec: Any,
+    bytes_spec: Any,
+    destination_missing: bool,
+    s: SimpleNamespace,
+) -> SimpleNamespace:
+    """The handoffs of a TTFT replay on a cluster: the replay's inputs
+    (:func:`perfmodel.replay.cluster.cluster_inputs`), each request's prefill worker the serving's own array
+    (written at arrival where the loop routes), ``start(arrivals)`` making the network, ``wrap(net, base)`` its
+    columns and attrs for :func:`_frame`."""
+    from ..kernels import cluster as _kernel
+    from . import _one_value, _terms_per_request
+    from . import cluster as _replay_cluster
+    from . import on_cluster as _on
+
+    _on.refuse_on_cluster(c)
+    trace, n = prepared.trace, len(prepared.trace)
+    scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+    on = _replay_cluster.cluster_inputs(
+        prepared,
+        c,
+        cluster_spec,
+        bytes_spec,
+        destination_missing,
+        scalars,
+        lambda shape: _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0],
+        lambda _: (s.prefill_worker, s.prefill_workers),
+    )
+    out = _kernel.Outputs.empty(n)
+    tokens = prepared.tokens.astype(np.int64)
+
+    def start(arrivals: np.ndarray) -> Any:
+        st, cfg = _on.kernel_inputs(
+            ready_sorted=arrivals,
+            n_unique=prepared.n_unique,
+            resources=on.resources,
+            pairs=on.pairs,
+            terms=on.terms,
+            config=on.config,
+        )
+        order = np.arange(n, dtype=np.int64)  # (read by the replay's own pass only, which this loop does not run)
+        return _kernel.new_run(
+            order, np.zeros(n), tokens, prepared.blocks, prepared.offsets, s.prefill_worker, st, cfg, out
+        )
+
+    def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        loads = net.sim.loads
+        replayed = _on.replayed(
+            out, s.prefill_worker, net.st, net.cfg, (loads.busy, loads.peak, loads.bins, loads.touched)
+        )
+        whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
+        handoffs = {
+            "decode_worker": out.decode_worker,
+            "transfer_end_ms": out.end,
+            "link_wait_ms": _replay_cluster.link_wait_ms(out.end - out.start, out.alone_ms),
+            "transfer_ms": out.alone_ms,
+            "link": link_column(np.full(n, -1, np.int64)),
+            "cached_tokens": out.cached,
+            "charged_tokens": out.charged,
+            "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
+            "flows": out.flows,
+            "bottleneck": _replay_cluster.bottleneck_column(out, on.resources),
+        }
+        attrs = dict(
+            links=1,
+            cluster=on.cluster.name,
+            routing=c.routing,
+            **_replay_cluster.resource_attrs(replayed, on.resources, base),
+        )
+        return handoffs, attrs
+
+    return SimpleNamespace(
+        times=prepared.relative_ready(),
+        tokens=tokens,
+        decode_worker=out.decode_worker,
+        admitted=out.start,
+        decode_workers=on.decode_workers,
+        start=start,
+        wrap=wrap,
+    )
+
+
+def serve(net: Any, sv: Any, queues: Any) -> Any:
+    """Run the serving loop on the network ``net`` (links or a cluster) to its end, growing what it asks for;
+    returns the network as it ended (grown)."""
+    from ..kernels import network
+    from ..kernels import serving as _serving
+
     _notice_first_compile()
     while True:
-        code = _serving.serve_pass(requests, cluster, out, state, sv, queues)
+        code = _serving.serve_pass(net, sv, queues)
         if code == _serving.FINISHED:
-            break
-        if code == _serving.GROW:
-            state = state._replace(fair=_replay._grown(state.fair))
-            continue
-        raise RuntimeError(
-            "replay_ttft: the serving loop ran out of events with requests unfinished "
-            "(a bug: please report it with the trace and the call)"
-        )
-    finite_transfers(trace, out, link[0])
-    return _frame(trace, tokens, s, sv, out, admitted, kv_terms, base, c, link)
+            return net
+        if code == _serving.STUCK:
+            raise RuntimeError(
+                "replay_ttft: the serving loop ran out of events with requests unfinished "
+                "(a bug: please report it with the trace and the call)"
+            )
+        net = network.grown(net)
 
 
 def _notice_first_compile() -> None:
@@ -413,49 +557,44 @@ def _frame(
     tokens: np.ndarray,
     s: SimpleNamespace,
     sv: Any,
-    out: Any,
-    admitted: np.ndarray,
-    kv_terms: np.ndarray,
+    handoffs: dict[str, Any],
+    network_attrs: dict[str, Any],
     base: float,
     c: SimpleNamespace,
-    link: tuple[float, float, float, float],
 ) -> pd.DataFrame:
-    """The per-request table from the kernel's results (``admitted``: each admission, which the kernel writes
-    as the replay's ready time; parts as differences of relative times, timestamps shifted back by ``base``)."""
+    """The per-request table from the kernel's results and the network's own columns (``handoffs``: each
+    handoff's decode worker, end, link wait, transfer alone, and what the replay reports of it) and attrs
+    (parts as differences of relative times, timestamps shifted back by ``base``)."""
     n = len(trace)
     arrival = np.empty(n)
     arrival[sv.arrival_order] = sv.arrival_ms
     queue = sv.prefill_start - arrival
     prefill = sv.prefill_end - sv.prefill_start
-    admission_wait = admitted - sv.prefill_end
-    link_wait = out.queue if c.contention != "none" else np.zeros(n)
-    handoff = admission_wait + link_wait + out.transfer
+    admission_wait = sv.admitted - sv.prefill_end
+    link_wait, transfer = handoffs.pop("link_wait_ms"), handoffs.pop("transfer_ms")
+    handoff = admission_wait + link_wait + transfer
     ttft = queue + prefill + handoff + sv.step_ms
-    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
     shift = (lambda t: t + base) if base else (lambda t: t)
     columns = {
         "prefill_worker": sv.prefill_worker,
-        "decode_worker": out.worker,
+        "decode_worker": handoffs.pop("decode_worker"),
         "arrival_ms": shift(arrival),
         "prefill_start_ms": shift(sv.prefill_start),
         "prefill_end_ms": shift(sv.prefill_end),
-        "admitted_ms": shift(admitted),
-        "transfer_end_ms": shift(out.end),
+        "admitted_ms": shift(sv.admitted),
+        "transfer_end_ms": shift(handoffs.pop("transfer_end_ms")),
         "first_token_ms": shift(sv.first_token),
         "done_ms": shift(sv.done),
         "queue_ms": queue,
         "prefill_ms": prefill,
         "admission_wait_ms": admission_wait,
         "link_wait_ms": link_wait,
-        "transfer_ms": out.transfer,
+        "transfer_ms": transfer,
         "handoff_delay_ms": handoff,
         "decode_step_ms": sv.step_ms,
         "ttft_ms": ttft,
         "num_input_tokens": tokens.copy(),
-        "link": link_column(out.link),
-        "cached_tokens": out.cached,
-        "charged_tokens": out.charged,
-        "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+        **handoffs,
     }
     if s.has_outputs:
         columns["num_output_tokens"] = s.outputs
@@ -464,10 +603,7 @@ def _frame(
     result = pd.DataFrame(columns, index=trace.index, copy=False)
     result.attrs.update(
         contention=c.contention,
-        links=c.links,
         mode=c.mode,
-        bandwidth_gb_s=link[0],
-        latency_ms=link[1],
         prefill_workers=s.prefill_workers,
         decode_workers=c.decode_workers,
         prefill_kv_tokens=None if s.prefill_capacity < 0 else s.prefill_capacity,
@@ -475,6 +611,7 @@ def _frame(
         concurrency=s.concurrency or None,
         prefill_routing=str(s.routing_name),
         requests=n,
+        **network_attrs,
     )
     return result
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
+from ..inputs.table import CLUSTER_FIELDS
 from ..options import option
 from .prepared import PreparedTrace, prepare_trace
 from .ttft import replay_ttft, summarize_ttft, ttft_prepared
@@ -34,10 +35,16 @@ SERVING = (
     "decode_step_ms",
     "concurrency",
 )
-#: What a TTFT grid may vary: every keyword of :func:`perfmodel.replay_ttft` and the request rate.
-TTFT_AXES = ("request_rate_per_s", *[name for name in inspect.signature(replay_ttft).parameters if name != "trace"])
+#: What a TTFT grid may vary: every keyword of :func:`perfmodel.replay_ttft`, the request rate, and a cluster (as
+#: ``cluster``) or its fields (``nics_per_node``, ``nic``, ...), which replace the cluster's where the link goes.
+TTFT_AXES = (
+    "request_rate_per_s",
+    *[name for name in inspect.signature(replay_ttft).parameters if name != "trace"],
+    "cluster",
+    *CLUSTER_FIELDS,
+)
 #: The counts :func:`fewest_for_ttft` searches.
-COUNTS = ("prefill_workers", "decode_workers", "links")
+COUNTS = ("prefill_workers", "decode_workers", "links", "nics_per_node")
 
 
 def trace_rate_per_s(trace: pd.DataFrame) -> float:
@@ -108,6 +115,10 @@ def _one(prepared: PreparedTrace, config: dict[str, Any]) -> pd.DataFrame:
     rate = config.pop("request_rate_per_s", None)
     if rate is not None:
         prepared = at_rate(prepared, rate)
+    if {"cluster", *CLUSTER_FIELDS} & set(config):  # a cluster axis: one Cluster where the link goes
+        from .cluster import with_cluster
+
+        config = with_cluster(config)
     serving = {name: config.pop(name) for name in SERVING if name in config}
     defaults = {name: p.default for name, p in inspect.signature(replay_ttft).parameters.items() if name in SERVING}
     return ttft_prepared(prepared, config, {**defaults, **serving})
@@ -268,16 +279,19 @@ def fewest_for_ttft(
     most: int = 4096,
     **inputs: Any,
 ) -> int | None:
-    """The fewest prefill workers, decode workers or links that keep the trace's TTFT percentile within a budget.
+    """The fewest prefill workers, decode workers, links or NICs per node that keep the trace's TTFT percentile
+    within a budget.
 
-    Found by bisection over whole numbers from 1 to ``most`` (assuming more never hurts).
+    Found by bisection over whole numbers from 1 to ``most`` (assuming more never hurts); NICs per node over the
+    counts a cluster takes (those that divide its GPUs per node or are multiples of it).
 
     Parameters
     ----------
     trace
         The traffic (as :func:`perfmodel.replay_ttft` takes it).
     count_of
-        ``"prefill_workers"``, ``"decode_workers"`` or ``"links"`` (the NICs a pool of links stands for).
+        ``"prefill_workers"``, ``"decode_workers"``, ``"links"`` (the NICs a pool of links stands for) or
+        ``"nics_per_node"`` (of the cluster given as the link).
     ttft_budget_ms
         The budget on the TTFT percentile (ms > 0).
     percentile
@@ -304,14 +318,23 @@ def fewest_for_ttft(
     most = check_whole("most", most, smallest=1)
     budget = _budget(ttft_budget_ms)
     prepared = prepare_trace(trace)
-    keeps = lambda k: _p99(prepared, {**inputs, count_of: k}, percentile) <= budget  # noqa: E731
-    if not keeps(most):
+    counts = list(range(1, most + 1))
+    if count_of == "nics_per_node":
+        from ..inputs.table import INPUTS
+        from .cluster import with_cluster
+
+        gpus = with_cluster({**inputs, "nics_per_node": 1})["kv_transfer_bandwidth"].gpus_per_node
+        valid = INPUTS["nics_per_node"].valid
+        largest = valid.high if valid is not None else math.inf  # (the table's bound on a node's NICs)
+        counts = [k for k in counts if (gpus % k == 0 or k % gpus == 0) and k <= largest]
+    keeps = lambda i: _p99(prepared, {**inputs, count_of: counts[i]}, percentile) <= budget  # noqa: E731
+    if not keeps(len(counts) - 1):
         return None
-    low, high = 0, most  # low misses (or is 0), high keeps
+    low, high = -1, len(counts) - 1  # (indices of counts) low misses (or is before the first), high keeps
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if keeps(middle) else (middle, high)
-    return high
+    return counts[high]
 
 
 def _budget(value: Any) -> float:
