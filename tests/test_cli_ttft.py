@@ -100,3 +100,55 @@ def test_bad_flags_are_one_line_and_write_nothing(trace_file, tmp_path, capsys, 
 def test_a_missing_link_is_a_usage_error(trace_file, capsys):
     assert main(["ttft", str(trace_file), "--model", "llama-3.1-8b"]) == 2
     assert "--link" in capsys.readouterr().err
+
+
+CLUSTER_FLAGS = [
+    "--model",
+    "llama-3.1-70b",
+    "--cluster",
+    "hgx-h100-8x400g",
+    "--tp",
+    "2",
+    "--prefill-workers",
+    "8",
+    "--decode-workers",
+    "2",
+    "--prefill-tokens-per-s",
+    "60000",
+    "--contention",
+    "fair",
+]
+CLUSTER_API = dict(
+    model="llama-3.1-70b",
+    link="hgx-h100-8x400g",
+    tp=2,
+    prefill_workers=8,
+    decode_workers=2,
+    prefill_tokens_per_s=60_000.0,
+    contention="fair",
+)
+
+
+def test_a_cluster_s_ttft_and_the_fewest_nics_per_node_are_the_library_s(trace_file, capsys):
+    assert main(["ttft", str(trace_file), *CLUSTER_FLAGS, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    expected = pm.summarize_ttft(pm.replay_ttft(pm.read_trace(trace_file), **CLUSTER_API))
+    assert printed["p99_ms"] == pytest.approx(expected["p99_ms"], rel=1e-12)
+    flags = [*CLUSTER_FLAGS, "--budget-ms", "300", "--fewest", "nics_per_node"]
+    assert main(["ttft", str(trace_file), *flags]) == 0
+    fewest = pm.fewest_for_ttft(pm.read_trace(trace_file), "nics_per_node", ttft_budget_ms=300.0, **CLUSTER_API)
+    assert capsys.readouterr().out.strip().endswith(f": {fewest}")
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--cluster", "ib-ndr"], "cluster"),
+        (["--link", "ib-ndr", "--budget-ms", "50", "--fewest", "nics_per_node"], "give --cluster"),
+        (["--cluster", "hgx-h100-8x400g", "--contention", "fifo"], "identical links"),
+    ],
+)
+def test_a_cluster_flag_that_cannot_work_is_one_line(trace_file, capsys, flags, message):
+    assert main(["ttft", str(trace_file), "--model", "llama-3.1-8b", *flags]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1

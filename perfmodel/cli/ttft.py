@@ -74,8 +74,14 @@ def cmd_ttft(args: argparse.Namespace) -> int:
         raise UsageError("--rate draws a grid and --budget-ms asks a question: give one of them")
     if args.model is None and args.kv_bytes_per_token is None:
         raise UsageError("give --model (or --kv-bytes-per-token)")
-    if args.link is None and args.bandwidth is None:
-        raise UsageError("give --link (or --bandwidth)")
+    if args.link is None and args.bandwidth is None and args.cluster is None:
+        raise UsageError("give --link (or --bandwidth, or --cluster)")
+    if args.cluster is not None:  # a name that is no cluster: said as a cluster's, not as a link's
+        from ..network.placement import get_cluster
+
+        get_cluster(args.cluster)
+    if args.fewest == "nics_per_node" and args.cluster is None:
+        raise UsageError("--fewest nics_per_node counts a cluster's NICs: give --cluster")
     trace = read_trace(args.trace, columns=column_pairs(args.column, TRACE_COLUMNS) or None)
     config = {
         name: getattr(args, name) for name in (*HANDOFF_FLAGS, *SERVING_FLAGS) if getattr(args, name, None) is not None
@@ -85,7 +91,7 @@ def cmd_ttft(args: argparse.Namespace) -> int:
         for name, value in (
             ("model", args.model),
             ("kv_bytes_per_token", args.kv_bytes_per_token),
-            ("link", args.link),
+            ("link", args.link or args.cluster),
             ("kv_transfer_bandwidth", args.bandwidth),
         )
         if value is not None
@@ -125,7 +131,11 @@ def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], fewe
         what = args.fewest.replace("_", " ")
         print(
             f"the fewest {what} with p99 TTFT <= {args.budget_ms:g} ms: "
-            + (f"{answer}" if answer is not None else "none up to 4096")
+            + (
+                f"{answer}"
+                if answer is not None
+                else "none (even the most tried, 4,096 or a node's most NICs, misses it)"
+            )
         )
     else:
         rate = max_rate(trace, ttft_budget_ms=args.budget_ms, **config)
@@ -178,6 +188,12 @@ def register(sub: Any) -> None:
     tl = ttft.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset (perfmodel links lists them)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS", help="decimal GB/s, instead of --link")
+    tl.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="cluster preset: every handoff's flows cross its NICs, switches and NVLink (--contention fair shares them "
+        "max-min; perfmodel clusters lists them)",
+    )
     table_options(
         ttft,
         HANDOFF_FLAGS,
@@ -220,7 +236,7 @@ def register(sub: Any) -> None:
     )
     ttft.add_argument(
         "--fewest",
-        choices=["prefill_workers", "decode_workers", "links"],
+        choices=["prefill_workers", "decode_workers", "links", "nics_per_node"],  # (ttft_grid.COUNTS, unimported)
         help="with --budget-ms: the fewest of these that keep the p99 TTFT within it",
     )
     ttft.add_argument(

@@ -1,6 +1,6 @@
 """TTFT grids and the sizing questions asked of them: every combination of serving and handoff inputs
 (request rate included) replayed on threads, the highest request rate whose p99 TTFT stays within a
-budget, and the fewest workers or links that keep it.
+budget, and the fewest workers, links or NICs per node that keep it.
 """
 
 from __future__ import annotations
