@@ -42,7 +42,10 @@ def test_every_choice_input_takes_its_set_from_the_table():
     assert set(CHOICES) - set(choice_inputs) == {"keep", "bad_lines", "prefill_routing"}
     assert inspect.signature(perfmodel.replay_grid).parameters["keep"].default == choice_names("keep")[0]
     prefill_routing = inspect.signature(perfmodel.replay_ttft).parameters["prefill_routing"].default
-    assert prefill_routing == choice_names("prefill_routing")[0]
+    assert prefill_routing is None  # (the trace's prefill_worker column where it has one, else the first choice)
+    from perfmodel.replay.ttft import DEFAULT_PREFILL_ROUTING
+
+    assert choice_names("prefill_routing")[0] == DEFAULT_PREFILL_ROUTING
 
 
 def test_choice_names_and_codes_round_trip():

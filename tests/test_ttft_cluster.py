@@ -191,3 +191,47 @@ def test_what_a_cluster_decides_is_refused_naming_it(kw, match):
 def test_routing_that_needs_a_cluster_says_so_on_a_link(routing):
     with pytest.raises(InputError, match="needs a cluster"):
         pm.replay_ttft(_trace([0.0], [5]), 1.0, 1e6, routing=routing)
+
+
+def test_a_trace_s_prefill_worker_column_places_the_prefills_as_the_replay_reads_it():
+    trace = _trace([0.0, 0.0], [1000, 1000], prefill_worker=[0, 0])
+    kw = dict(
+        model="llama-3.1-70b", tp=8, contention="fair", prefill_workers=2, decode_workers=2, routing="round_robin"
+    )
+    replay = pm.replay_handoffs(trace, "hgx-h100-8x400g", **kw)
+    ttft = pm.replay_ttft(trace, "hgx-h100-8x400g", **kw)
+    assert ttft["prefill_worker"].tolist() == [0, 0] == replay["prefill_worker"].tolist()
+    assert (ttft["handoff_delay_ms"].to_numpy() == replay["handoff_delay_ms"].to_numpy()).all()
+    assert ttft.attrs["prefill_routing"] == "prefill_worker"
+    spread = pm.replay_ttft(trace, "hgx-h100-8x400g", prefill_routing="round_robin", **kw)  # (asked: the column aside)
+    assert spread["prefill_worker"].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(prefill_tokens_per_s=np.nan), "prefill_tokens_per_s"),
+        (dict(prefill_tokens_per_s=[1e4, np.nan]), "prefill_tokens_per_s"),
+        (dict(prefill_ms=1e308), "beyond what a time can hold"),
+        (dict(decode_step_ms=1e308), "beyond what a time can hold"),
+    ],
+)
+def test_service_times_that_no_run_can_finish_are_refused_up_front(kw, match):
+    for network in (50.0, "hgx-h100-8x400g"):
+        with pytest.raises(InputError, match=match):
+            pm.replay_ttft(_trace([0.0, 1.0], [1000, 2000]), network, "llama-3.1-8b", **kw)
+
+
+def test_the_sizing_questions_refuse_what_they_cannot_answer():
+    empty = _trace([], [], [])
+    cluster = dict(link="hgx-h100-8x400g", model="llama-3.1-70b", tp=8)
+    with pytest.raises(InputError, match="no requests"):
+        pm.ttft_grid(empty, request_rate_per_s=[10], **cluster, progress=False)
+    with pytest.raises(InputError, match="no requests"):
+        pm.fewest_for_ttft(empty, "nics_per_node", ttft_budget_ms=100, **cluster)
+    trace = pm.synthetic_trace(50, 20, seed=1)
+    with pytest.raises(InputError, match="nics_per_node"):
+        pm.fewest_for_ttft(trace, "links", ttft_budget_ms=600, **cluster)
+    trace["num_output_tokens"] = 10
+    with pytest.raises(InputError, match="closed loop"):
+        pm.ttft_grid(trace, request_rate_per_s=[10, 100], concurrency=4, **cluster, progress=False)

@@ -60,28 +60,13 @@ SHOWN = (
 
 
 def cmd_ttft(args: argparse.Namespace) -> int:
-    from ..ground.files import check_not_overlapping, output_folder
+    from ..ground.files import output_folder
     from ..io import write_table
     from ..replay.traces import read_trace
     from ..replay.ttft import replay_ttft, summarize_ttft
     from ..replay.ttft_grid import fewest_for_ttft, max_rate_for_ttft, ttft_grid
 
-    if args.out is not None:
-        check_not_overlapping(args.out, [args.trace])
-    if args.fewest and args.budget_ms is None:
-        raise UsageError("--fewest needs --budget-ms (the p99 TTFT to keep, ms)")
-    if args.rate and args.budget_ms is not None:
-        raise UsageError("--rate draws a grid and --budget-ms asks a question: give one of them")
-    if args.model is None and args.kv_bytes_per_token is None:
-        raise UsageError("give --model (or --kv-bytes-per-token)")
-    if args.link is None and args.bandwidth is None and args.cluster is None:
-        raise UsageError("give --link (or --bandwidth, or --cluster)")
-    if args.cluster is not None:  # a name that is no cluster: said as a cluster's, not as a link's
-        from ..network.placement import get_cluster
-
-        get_cluster(args.cluster)
-    if args.fewest == "nics_per_node" and args.cluster is None:
-        raise UsageError("--fewest nics_per_node counts a cluster's NICs: give --cluster")
+    _check_flags(args)
     trace = read_trace(args.trace, columns=column_pairs(args.column, TRACE_COLUMNS) or None)
     config = {
         name: getattr(args, name) for name in (*HANDOFF_FLAGS, *SERVING_FLAGS) if getattr(args, name, None) is not None
@@ -122,6 +107,28 @@ def cmd_ttft(args: argparse.Namespace) -> int:
                 (stage / "summary.json").write_text(json.dumps(summary, indent=1))
         print(f"\nwrote {', '.join(str(args.out / n) for n in names)}")
     return 0
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """The flags that cannot go together, or miss one another, refused before anything is read."""
+    from ..ground.files import check_not_overlapping
+
+    if args.out is not None:
+        check_not_overlapping(args.out, [args.trace])
+    if args.fewest and args.budget_ms is None:
+        raise UsageError("--fewest needs --budget-ms (the p99 TTFT to keep, ms)")
+    if args.rate and args.budget_ms is not None:
+        raise UsageError("--rate draws a grid and --budget-ms asks a question: give one of them")
+    if args.model is None and args.kv_bytes_per_token is None:
+        raise UsageError("give --model (or --kv-bytes-per-token)")
+    if args.link is None and args.bandwidth is None and args.cluster is None:
+        raise UsageError("give --link (or --bandwidth, or --cluster)")
+    if args.cluster is not None:  # a name that is no cluster: said as a cluster's, not as a link's
+        from ..network.placement import get_cluster
+
+        get_cluster(args.cluster)
+    if args.fewest == "nics_per_node" and args.cluster is None:
+        raise UsageError("--fewest nics_per_node counts a cluster's NICs: give --cluster")
 
 
 def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], fewest: Any, max_rate: Any) -> int:
@@ -205,7 +212,7 @@ def register(sub: Any) -> None:
     ttft.add_argument(
         "--prefill-routing",
         choices=choice_names("prefill_routing"),
-        help="how arrivals pick a prefill worker (default round_robin)",
+        help="how arrivals pick a prefill worker (default: the trace's prefill_worker column, else round_robin)",
     )
     ttft.add_argument(
         "--prefill-kv-tokens",

@@ -28,6 +28,7 @@ __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
 #: The parts of a request's time to first token, in order: they add up to ``ttft_ms``.
 TTFT_PARTS = ("queue_ms", "prefill_ms", "handoff_delay_ms", "decode_step_ms")
 _PREFILL_ROUTING = choice_names("prefill_routing")
+DEFAULT_PREFILL_ROUTING = _PREFILL_ROUTING[0]  # (where the trace has no prefill_worker column)
 
 
 def replay_ttft(
@@ -40,7 +41,7 @@ def replay_ttft(
     prefill_workers: int = 1,
     prefill_ms: Any = None,
     prefill_tokens_per_s: Any = None,
-    prefill_routing: str = "round_robin",
+    prefill_routing: str | None = None,
     prefill_kv_tokens: int | None = None,
     decode_workers: int = 1,
     decode_kv_tokens: int | None = None,
@@ -100,7 +101,8 @@ def replay_ttft(
     prefill_tokens_per_s
         A prefill worker's rate (tokens/s > 0), instead of ``prefill_ms``: ``num_input_tokens / rate``.
     prefill_routing
-        ``"round_robin"`` (the k-th arrival to worker ``k mod prefill_workers``), ``"least_loaded"`` (the
+        Default: the trace's ``prefill_worker`` column where it has one (as :func:`perfmodel.replay_handoffs`
+        reads it), else ``"round_robin"`` (the k-th arrival to worker ``k mod prefill_workers``); ``"least_loaded"`` (the
         fewest requests queued or in prefill; ties: the first of the tied after the worker chosen last), or
         the name of a trace column of worker indices (0 to ``prefill_workers - 1``).
     prefill_kv_tokens
@@ -444,7 +446,18 @@ def _serving_inputs(
         )
     service = _service_ms(trace, tokens, given["prefill_ms"], given["prefill_tokens_per_s"])
     step = request_values_nonnegative(trace, "decode_step_ms", given["decode_step_ms"])
+    if n:
+        arrival = trace["arrival_ms"].to_numpy(dtype=np.float64)
+        bound = float(np.abs(arrival).max()) + float(service.sum()) + float((step * (outputs + 1.0)).sum())
+        if not np.isfinite(bound) or bound > 1e300:
+            raise InputError(
+                "prefill_ms, decode_step_ms",
+                f"the prefills and decode steps add up to {bound:.3g} ms, beyond what a time can hold",
+                "pass prefill and step times in ms that a run's clock can reach (each well below 1e300)",
+            )
     routing = given["prefill_routing"]
+    if routing is None:  # (as the replay reads a trace: its prefill_worker column where it has one)
+        routing = "prefill_worker" if "prefill_worker" in trace.columns else DEFAULT_PREFILL_ROUTING
     prefill_worker, code = _prefill_routing(trace, routing, workers)
     for capacity, name, need in (
         (prefill_capacity, "prefill_kv_tokens", tokens),
@@ -548,7 +561,14 @@ def _service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: 
     if prefill_ms is not None:
         return request_values_nonnegative(trace, "prefill_ms", prefill_ms)
     if rate is not None:
-        return np.ascontiguousarray(tokens / request_values(trace, "prefill_tokens_per_s", rate) * 1000.0)
+        rates = np.asarray(request_values(trace, "prefill_tokens_per_s", rate), dtype=np.float64)
+        bad = ~(rates > 0) | np.isnan(rates)
+        if bad.any():
+            first = int(np.argmax(bad))
+            where = f"first at row {trace.index[first]!r}: {rates[first]!r}"
+            what = f"{count(int(bad.sum()), 'value')} not a rate above 0, {where}"
+            raise InputError("prefill_tokens_per_s", what, "pass a prefill worker's rate in tokens/s above 0")
+        return np.ascontiguousarray(tokens / rates * 1000.0)
     return np.zeros(len(trace))
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import InputError, check_choice, check_whole
 from ..inputs.table import CLUSTER_FIELDS
 from ..options import option
+from . import _is_cluster
 from .prepared import PreparedTrace, prepare_trace
 from .ttft import replay_ttft, summarize_ttft, ttft_prepared
 
@@ -162,9 +163,17 @@ def ttft_grid(
     """
     from ..ground.progress import progress_bar
 
+    closed = axes.get("concurrency")
+    closed = closed if isinstance(closed, (list, tuple, np.ndarray, pd.Series)) else [closed]
+    if "request_rate_per_s" in axes and any(v is not None for v in closed):
+        raise InputError(
+            "request_rate_per_s",
+            "scales the trace's arrival times, which a closed loop (concurrency=) ignores",
+            "vary concurrency for a closed loop, or drop concurrency= to vary the request rate",
+        )
     configs = _configs(axes)
     workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
-    prepared = prepare_trace(trace)
+    prepared = _prepared(trace)
     sample = prepare_trace(trace.iloc[: min(len(trace), 2)])
     for config in configs:  # every value checked on two requests first
         _one(sample, {k: v for k, v in config.items() if k != "request_rate_per_s"})
@@ -258,7 +267,7 @@ def max_rate_for_ttft(
             f"needs 0 < lowest < highest, got {(low, high)!r}",
             "pass (lowest, highest) rates in requests/s",
         )
-    prepared = prepare_trace(trace)
+    prepared = _prepared(trace)
     keeps = lambda rate: _p99(at_rate(prepared, rate), inputs, percentile) <= budget  # noqa: E731
     if not keeps(low):
         return 0.0
@@ -317,8 +326,15 @@ def fewest_for_ttft(
     check_choice("count_of", count_of, COUNTS)
     most = check_whole("most", most, smallest=1)
     budget = _budget(ttft_budget_ms)
-    prepared = prepare_trace(trace)
+    prepared = _prepared(trace)
     counts = list(range(1, most + 1))
+    link = inputs.get("link", inputs.get("kv_transfer_bandwidth"))
+    if count_of == "links" and (inputs.get("cluster") is not None or _is_cluster(link)):
+        raise InputError(
+            "count_of",
+            "'links' counts a pool of links, but the link is a cluster (which decides the resources flows share)",
+            "ask for the fewest 'nics_per_node' of the cluster",
+        )
     if count_of == "nics_per_node":
         from ..inputs.table import INPUTS
         from .cluster import with_cluster
@@ -335,6 +351,15 @@ def fewest_for_ttft(
         middle = (low + high) // 2
         low, high = (low, middle) if keeps(middle) else (middle, high)
     return counts[high]
+
+
+def _prepared(trace: pd.DataFrame) -> PreparedTrace:
+    """The trace prepared once for every configuration of a grid or a question, refused when it has no request
+    (no percentile, no rate to scale)."""
+    prepared = prepare_trace(trace)
+    if not len(prepared.trace):
+        raise InputError("trace", "has no requests: no TTFT percentile to compute", "pass a trace with requests")
+    return prepared
 
 
 def _budget(value: Any) -> float:
