@@ -409,3 +409,24 @@ def test_a_prefill_end_comes_before_an_arrival_at_the_same_instant():
         prefill_routing="least_loaded",
     )
     assert [row["prefill_worker"] for row in expected] == [0, 1, 0, 0]
+
+
+def test_least_loaded_scans_every_worker_from_the_one_after_the_last_chosen():
+    # at 2.5 ms worker 0 is idle, 1 holds two requests and 2 one: request 9 goes to 0 (the scan from worker 1 on
+    # must reach 0 past the better 2), as the reference says; a scan restarted from the best so far never did
+    arrival = [0.0] * 7 + [2.5, 5.0, 2.5, 2.5, 0.0, 2.5]
+    tokens = [0, 500, 64, 0, 0, 0, 1, 0, 0, 64, 0, 0, 0]
+    trace = _trace(arrival, tokens)
+    got = pm.replay_ttft(trace, 1.0, 1e5, prefill_workers=3, prefill_routing="least_loaded", prefill_tokens_per_s=20_000)
+    expected = ttft_reference(
+        arrival,
+        tokens,
+        bytes_per_token=1e5,
+        bandwidth_gb_s=1.0,
+        prefill_workers=3,
+        service_ms=[t / 20_000 * 1000.0 for t in tokens],
+        prefill_routing="least_loaded",
+    )
+    assert got["prefill_worker"].tolist() == [row["prefill_worker"] for row in expected]
+    assert got["prefill_worker"].iloc[9] == 0
+    assert got["prefill_start_ms"].tolist() == [row["prefill_start_ms"] for row in expected]

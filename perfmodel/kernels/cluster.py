@@ -15,9 +15,10 @@ no per-class array to grow however the flows pile up. The classes with flows wai
 heap by next end; flows paying their fixed costs in another, by the moment their bytes may move.
 Whenever flows start or end, the classes connected to them through shared resources (transitively,
 and only those) get new rates. Prefix caches, routing depths and the charged tokens are
-:mod:`perfmodel.kernels.replay`'s. No pandas, no validation. :func:`replay` makes the arrays; the kernel,
-:func:`replay_pass`, allocates nothing (no reference counting) and stops where the flow pool or the
-time bins need room, to resume once they have it.
+:mod:`perfmodel.kernels.replay`'s. No pandas, no validation. :func:`new_run` makes the arrays; the loops
+(:func:`perfmodel.kernels.network.replay_pass`, :func:`perfmodel.kernels.serving.serve_pass`) run on this module's
+operations, allocate nothing (no reference counting) and stop where the flow pool, the heaps' chunks or the time
+bins need room (:func:`grown`), to resume once they have it.
 """
 
 from __future__ import annotations
@@ -494,7 +495,7 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
 
 
 class OnCluster(NamedTuple):
-    """A replay in progress on a cluster: everything :func:`replay_pass` and the serving loop
+    """A replay in progress on a cluster: everything :func:`perfmodel.kernels.network.replay_pass` and the serving loop
     (:mod:`perfmodel.kernels.serving`) read and write, as one record (made by :func:`new_run`, grown by
     :func:`grown`)."""
 
@@ -589,6 +590,18 @@ def advance(t, net):
 
 
 @loop_helper
+def advance_until(now, net):
+    """Every flow event up to ``now`` (:func:`next_event`, :func:`advance`); True, stopped before one, when the
+    time bins or the heaps' chunks need room first (:func:`grown`)."""
+    while True:
+        t = next_event(net)
+        if t > now or t == np.inf:
+            return False
+        if advance(t, net):
+            return True
+
+
+@loop_helper
 def next_end(net):
     """The earliest end of a handoff whose blocks have yet to enter its decode worker's cache (inf: none)."""
     return net.ends.pending.times[0] if net.state[_PENDING] > 0 else np.inf
@@ -673,36 +686,6 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
     return loads._replace(bins=grown)
 
 
-@loop_helper
-def replay_pass(i, net):
-    """The requests from the ``i``-th in ready order on: each at its ready time after every event until then
-    and the blocks of the handoffs ended by then. Returns where it stopped: past the last request, or where
-    the pool, the heaps' chunks or the time bins need room (:func:`grown`)."""
-    order, ready = net.trace.order, net.trace.ready
-    n = order.shape[0]
-    while i <= n:
-        now = ready[order[i]] if i < n else np.inf
-        while True:
-            t = next_event(net)
-            if t > now or t == np.inf:
-                break
-            if advance(t, net):
-                return i
-        t = next_end(net)
-        while t <= now and t != np.inf:  # blocks of handoffs ended by now enter the caches
-            take_end(net)
-            t = next_end(net)
-        if i == n:
-            return n + 1
-        if not room(net):
-            return i
-        r = order[i]
-        route_request(r, now, net)
-        start_request(i, r, now, net)
-        i += 1
-    return i
-
-
 def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
             prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> OnCluster:
     """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
@@ -752,25 +735,3 @@ def grown(net: OnCluster) -> OnCluster:
     else:
         sim = sim._replace(pool=_grown_pool(sim.pool, 2 * len(sim.pool.seq), state))
     return net._replace(sim=sim)
-
-
-def replay(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
-           prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> tuple:
-    """Replay the requests in ``order`` (ready order) on the cluster ``st`` (a :class:`Structure`) with the
-    configuration ``cfg`` (a :class:`Config`); fill ``out`` (:class:`Outputs`). Returns each resource's
-    load integral (GB/s x ms), peak load (GB/s), load integral per time bin, and whether a bin was written.
-
-    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids. The state is made here
-    (:func:`new_run`) and the kernel (:func:`replay_pass`) runs until the pool, the heaps' chunks or the time
-    bins need room, then resumes.
-
-    >>> Outputs.empty(2).bottleneck.tolist()
-    [-1, -1]
-    """
-    net, i = new_run(order, ready, tokens, blocks, offsets, prefill_of, st, cfg, out), 0
-    while True:
-        i = int(replay_pass(np.int64(i), net))
-        if i > len(order):
-            loads = net.sim.loads
-            return loads.busy, loads.peak, loads.bins, loads.touched
-        net = grown(net)

@@ -243,7 +243,7 @@ def route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
 
 
 class Requests(NamedTuple):
-    """Per-request inputs of :func:`replay` (arrays of one length, except ``blocks``/``offsets``)."""
+    """Per-request inputs of :func:`perfmodel.kernels.network.replay` (arrays of one length, except ``blocks``/``offsets``)."""
 
     order: np.ndarray  # int64: requests in ready order (ties by trace order)
     ready_ms: np.ndarray  # float64: when each handoff may start (layer-wise: when its first layer group is computed)
@@ -279,7 +279,7 @@ class Cluster(NamedTuple):
 
 
 class Results(NamedTuple):
-    """Per-request outputs of :func:`replay`, filled in place."""
+    """Per-request outputs of :func:`perfmodel.kernels.network.replay`, filled in place."""
 
     worker: np.ndarray
     cached: np.ndarray
@@ -522,7 +522,7 @@ def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_se
 
 class State(NamedTuple):
     """A replay's working state (:func:`_new_state`), made in Python and kept between the kernel's passes
-    (:func:`replay_pass`): the caches (:func:`new_caches`), the pending cache insertions (a heap ordered by
+    (:func:`perfmodel.kernels.network.replay_pass`): the caches (:func:`new_caches`), the pending cache insertions (a heap ordered by
     (end time, processing sequence) holding requests), counters, when each link is next free (fifo) and the
     fair sharing's state (:class:`Fair`, of 0 links unless fair)."""
 
@@ -569,21 +569,6 @@ def _new_state(requests: Requests, cluster: Cluster) -> State:
         np.full(cluster.n_links, origin),
         _new_fair(cluster.n_links if fair else 0, n if fair else 0, origin),
     )
-
-
-def replay(requests: Requests, cluster: Cluster, results: Results) -> None:
-    """Replay ``requests`` (a :class:`Requests`) on ``cluster`` (a :class:`Cluster`); fill ``results``.
-
-    ``blocks[offsets[r]:offsets[r+1]]`` are request ``r``'s dense block ids (one per
-    ``hash_block_tokens`` tokens). ``capacity < 0`` means unbounded caches. The state is made here and the
-    kernel (:func:`replay_pass`) runs until a link's fair-sharing heap needs room, then resumes.
-    """
-    state, i = _new_state(requests, cluster), 0
-    while True:
-        i = int(replay_pass(np.int64(i), requests, cluster, results, state))
-        if i < 0:
-            return
-        state = state._replace(fair=_grown(state.fair))
 
 
 @loop_helper(python=False)
@@ -636,42 +621,6 @@ def start_transfer(seq, r, now, nbytes, setup, alone, cluster, requests, results
     end = max(start_ms + alone, earliest_end)
     results.link[r], results.start[r], results.end[r], results.queue[r] = link, start_ms, end, start_ms - now
     return heap_push(state.pend_time, state.pend_seq, state.pend_item, pending, end, seq, r)
-
-
-@loop_helper
-def replay_pass(start, requests, cluster, results, state):
-    """The requests from the ``start``-th in ready order on (see :func:`replay`); returns -1 when done, or the
-    index to resume from once the fair-sharing heaps have grown (:func:`_grown`). No allocation: the state
-    (:class:`State`) comes from Python, so the kernel compiles without numba's reference counting."""
-    order, ready_ms, contention, fair, counts = (
-        requests.order,
-        requests.ready_ms,
-        cluster.contention,
-        state.fair,
-        state.counts,
-    )
-    pend_time, pend_seq, pend_item = state.pend_time, state.pend_seq, state.pend_item
-    n = order.shape[0]
-    rate = cluster.bandwidth_gb_s * 1e6  # bytes per ms
-    rr = counts[2]  # (an int64: a literal 0 would compile the router a second time)
-    for i in range(start, n + 1):
-        now = ready_ms[order[i]] if i < n else np.inf
-        if contention == FAIR and _advance_fair(
-            fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item
-        ):
-            counts[2] = rr
-            return i
-        # blocks of transfers finished by `now` enter their workers' caches, in finishing order
-        pending = counts[0]
-        while pending > 0 and pend_time[0] <= now:
-            pending = heap_pop(pend_time, pend_seq, pend_item, pending)
-            deliver(pend_item[pending], requests, cluster, results, state)
-        if i == n:
-            break
-        r = order[i]
-        nbytes, setup, alone, rr = route_and_charge(r, requests, cluster, results, state, rr)
-        counts[0] = start_transfer(i, r, now, nbytes, setup, alone, cluster, requests, results, state, pending)
-    return -1
 
 
 class OnLinks(NamedTuple):
@@ -751,6 +700,25 @@ def advance(t, net):
 
 
 @loop_helper(python=False)
+def advance_until(now, net):
+    """Fair sharing's events up to ``now``, in one pass; True when a link's heap must grow first (:func:`grown`)."""
+    state = net.state
+    if net.cluster.contention != FAIR:
+        return False
+    return _advance_fair(
+        state.fair,
+        state.counts,
+        now,
+        net.cluster.bandwidth_gb_s * 1e6,
+        net.requests,
+        net.results,
+        state.pend_time,
+        state.pend_seq,
+        state.pend_item,
+    )
+
+
+@loop_helper(python=False)
 def next_end(net):
     """The earliest known end of a handoff whose blocks have yet to enter its cache (inf: none)."""
     return net.state.pend_time[0] if net.state.counts[0] > 0 else np.inf
@@ -766,6 +734,16 @@ def take_end(net):
     r = state.pend_item[pending]
     deliver(r, net.requests, net.cluster, net.results, state)
     return r, net.results.end[r]
+
+
+def new_run(requests: Requests, cluster: Cluster, results: Results) -> OnLinks:
+    """A replay of ``requests`` (a :class:`Requests`) on the links of ``cluster`` (a :class:`Cluster`), before its
+    first request, filling ``results``; :func:`perfmodel.kernels.network.replay` runs it.
+
+    >>> Results.empty(2).link.tolist()
+    [-1, -1]
+    """
+    return OnLinks(requests, cluster, results, _new_state(requests, cluster), np.zeros(requests.order.shape[0]))
 
 
 def grown(net: OnLinks) -> OnLinks:

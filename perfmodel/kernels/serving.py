@@ -165,10 +165,11 @@ def _choose_prefill(sv, q):
     if sv.prefill_routing == ROUND_ROBIN:
         k = q.counters[_ARRIVALS_SEEN]
         return k - (k // workers) * workers
-    best = q.counters[_LAST_CHOSEN] + 1
-    best = 0 if best == workers else best
-    for j in range(1, workers):
-        w = best + j
+    first = q.counters[_LAST_CHOSEN] + 1
+    first = 0 if first == workers else first
+    best = first
+    for j in range(1, workers):  # (the scan from the first after the worker chosen last, around once)
+        w = first + j
         w = w - workers if w >= workers else w
         if q.load[w] < q.load[best]:  # (strictly: of the tied, the first in the scan's order stays)
             best = w

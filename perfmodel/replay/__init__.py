@@ -199,6 +199,7 @@ _CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).par
 
 def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     """One configuration's replay of a prepared trace (``given``: keywords of :func:`replay_handoffs`)."""
+    from ..kernels import network
     from ..kernels import replay as _replay
 
     if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
@@ -229,7 +230,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
     out = _replay.Results.empty(len(trace))
     notice_first_compile()
-    _replay.replay(requests, cluster, out)
+    network.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out))
     finite_transfers(trace, out, link[0])
     return _replay_frame(trace, tokens, times, out, kv_terms, c, link)
 

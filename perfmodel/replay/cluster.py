@@ -19,7 +19,7 @@ from .. import _compat
 from ..errors import InputError, check_whole
 from ..inputs.table import check_count
 from ..inputs.words import count
-from ..kernels import cluster as _cluster_kernel
+from ..kernels import network
 from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link, Transport
 from ..network.placement import get_cluster
@@ -206,7 +206,7 @@ def replay_on_cluster(
     )
     prefill_of, p = on.prefill_of, on.prefill_workers
     ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
-    notice_first_compile(_cluster_kernel.replay_pass)
+    notice_first_compile(network.replay_pass)
     replayed = _cluster_replay.simulate_replay(
         order=np.argsort(ready, kind="stable"),
         ready=ready,
@@ -324,7 +324,7 @@ def _frame(
     out = replayed.out
     ready, base = times
     raw = out.end - ready
-    wait = link_wait_ms(raw, out.alone_ms)
+    wait = link_wait_ms(raw, out.alone_ms, out.end)
     delay = np.where(wait < 0, raw, out.alone_ms + wait)  # (as on a link: queue + transfer, exact unhindered)
     queue = np.maximum(wait, 0.0)
     whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
@@ -364,16 +364,17 @@ def _frame(
     return result
 
 
-def link_wait_ms(raw_ms: np.ndarray, alone_ms: np.ndarray) -> np.ndarray:
-    """Each handoff's time on a cluster beyond its time alone (ms), from its time from start to end: 0 within
-    rounding (1e-9 of its time alone), negative where others sped it up (max-min can: another flow slows one
-    of its flows' rivals).
+def link_wait_ms(raw_ms: np.ndarray, alone_ms: np.ndarray, end_ms: np.ndarray) -> np.ndarray:
+    """Each handoff's time on a cluster beyond its time alone (ms), from its time from start to end and its end
+    (relative ms): 0 within rounding (1e-9 of its time alone, or 8 ulps of its end: the times it is the difference
+    of), negative where others sped it up (max-min can: another flow slows one of its flows' rivals).
 
-    >>> link_wait_ms(np.array([3.0, 2.0 + 1e-12, 1.5]), np.array([2.0, 2.0, 2.0])).tolist()
+    >>> link_wait_ms(np.array([3.0, 2.0 + 1e-12, 1.5]), np.array([2.0, 2.0, 2.0]), np.full(3, 1e4)).tolist()
     [1.0, 0.0, -0.5]
     """
     wait = raw_ms - alone_ms
-    return np.where(wait > 0, wait, np.where(np.abs(wait) <= 1e-9 * alone_ms, 0.0, wait))
+    rounding = np.maximum(1e-9 * alone_ms, 8.0 * np.spacing(np.abs(end_ms)))
+    return np.where(np.abs(wait) <= rounding, 0.0, wait)
 
 
 def bottleneck_column(out: Any, resources: Any) -> pd.Categorical:

@@ -10,7 +10,7 @@ are today's (:mod:`perfmodel.kernels.replay`): LRU per decode worker, a request'
 handoff ends, prefix routing by the longest cached prefix (ties round robin).
 
 This module resolves the cluster once into arrays (every pair of workers' flows, paths and fixed
-costs); the event loop is the numba kernel :func:`perfmodel.kernels.cluster.replay`. No pandas
+costs); the event loop is the numba kernel :func:`perfmodel.kernels.network.replay_pass` on the cluster's operations. No pandas
 arithmetic: the frame is built from the kernel's arrays by :mod:`perfmodel.replay.cluster`.
 """
 
@@ -25,6 +25,7 @@ from ..errors import InputError, check_choice
 from ..inputs.codes import Contention, choice_code, choice_names
 from ..inputs.table import INPUTS
 from ..kernels import cluster as kernel
+from ..kernels import network
 from ..network.clusters import (
     Cluster,
     Flow,
@@ -364,17 +365,12 @@ def simulate_replay(
         ready_sorted=ready[order], n_unique=n_unique, resources=resources, pairs=pairs, terms=terms, config=config
     )
     out = kernel.Outputs.empty(len(order))
-    loads = kernel.replay(
-        order.astype(np.int64),
-        np.ascontiguousarray(ready, np.float64),
-        tokens.astype(np.int64),
-        blocks,
-        offsets,
-        prefill_of.astype(np.int64),
-        st,
-        cfg,
-        out,
+    order, ready = order.astype(np.int64), np.ascontiguousarray(ready, np.float64)
+    run = kernel.new_run(
+        order, ready, tokens.astype(np.int64), blocks, offsets, prefill_of.astype(np.int64), st, cfg, out
     )
+    net = network.replay(order, ready, run)
+    loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)
     return replayed(out, prefill_of, st, cfg, loads)
 
 

@@ -233,10 +233,10 @@ FIRST_COMPILE_S = 10
 def notice_first_compile() -> None:
     """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
     from .. import _compat
-    from ..kernels import replay as _replay
+    from ..kernels import network
 
-    if _compat.uncompiled(_replay.replay_pass):
-        _compat.notice_first_compile("replay", _replay.replay_pass, FIRST_COMPILE_S)
+    if _compat.uncompiled(network.replay_pass):
+        _compat.notice_first_compile("replay", network.replay_pass, FIRST_COMPILE_S)
 
 
 def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:

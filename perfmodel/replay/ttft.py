@@ -273,8 +273,8 @@ def _on_links(
     out = _replay.Results.empty(n)
 
     def start(arrivals: np.ndarray) -> Any:
-        state = _replay._new_state(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster)
-        return _replay.OnLinks(requests, cluster, out, state, np.zeros(n))
+        net = _replay.new_run(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster, out)
+        return net._replace(requests=requests)  # (the state from times 0 on; the handoffs' ready times written)
 
     def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
         finite_transfers(prepared.trace, out, link[0])
@@ -358,7 +358,7 @@ def _on_cluster(
         handoffs = {
             "decode_worker": out.decode_worker,
             "transfer_end_ms": out.end,
-            "link_wait_ms": _replay_cluster.link_wait_ms(out.end - out.start, out.alone_ms),
+            "link_wait_ms": _replay_cluster.link_wait_ms(out.end - out.start, out.alone_ms, out.end),
             "transfer_ms": out.alone_ms,
             "link": link_column(np.full(n, -1, np.int64)),
             "cached_tokens": out.cached,
