@@ -417,7 +417,9 @@ def test_least_loaded_scans_every_worker_from_the_one_after_the_last_chosen():
     arrival = [0.0] * 7 + [2.5, 5.0, 2.5, 2.5, 0.0, 2.5]
     tokens = [0, 500, 64, 0, 0, 0, 1, 0, 0, 64, 0, 0, 0]
     trace = _trace(arrival, tokens)
-    got = pm.replay_ttft(trace, 1.0, 1e5, prefill_workers=3, prefill_routing="least_loaded", prefill_tokens_per_s=20_000)
+    got = pm.replay_ttft(
+        trace, 1.0, 1e5, prefill_workers=3, prefill_routing="least_loaded", prefill_tokens_per_s=20_000
+    )
     expected = ttft_reference(
         arrival,
         tokens,
