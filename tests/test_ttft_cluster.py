@@ -235,3 +235,18 @@ def test_the_sizing_questions_refuse_what_they_cannot_answer():
     trace["num_output_tokens"] = 10
     with pytest.raises(InputError, match="closed loop"):
         pm.ttft_grid(trace, request_rate_per_s=[10, 100], concurrency=4, **cluster, progress=False)
+
+
+def test_a_closed_loop_on_a_cluster_bins_its_utilisation_too():
+    trace = pm.synthetic_trace(300, 200, seed=14)
+    ttft = pm.replay_ttft(trace, "hgx-h100-8x400g", model="llama-3.1-70b", tp=8, contention="fair", concurrency=8,
+                          decode_step_ms=1.0, prefill_tokens_per_s=50_000)
+    found = ttft.attrs["utilisation"]
+    assert found is not None and found["start_ms"] == 0.0
+    series = np.array(next(iter(found["series"].values())))
+    assert 0 < series.max() <= 1 + 1e-9
+    # the bins' integral is the load's (busy GB x ms over the resource's capacity)
+    busiest = max(found["series"], key=lambda name: ttft.attrs["resources"][name]["busy_gb_ms"])
+    resource = ttft.attrs["resources"][busiest]
+    integral = np.sum(found["series"][busiest]) * found["bin_ms"] * resource["capacity_gb_s"]
+    assert integral == pytest.approx(resource["busy_gb_ms"], rel=1e-9)

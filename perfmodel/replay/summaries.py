@@ -249,3 +249,56 @@ def replay_percentile_question(
         else "with each row's contention"
     )
     return f"p{percent:g} of per-request handoff delays in the replay, {how}, {bytes_words(scope, cluster)}"
+
+
+def memory_held(
+    worker: Any,
+    start_ms: Any,
+    end_ms: Any,
+    tokens: Any,
+    *,
+    capacity: int | None,
+    workers: int,
+    span: tuple[float, float],
+) -> tuple[float, float]:
+    """How full the workers' memory was: the time-average share of the capacity held, and the highest share
+    any worker held at any instant (a release before an acquisition at one instant).
+
+    Parameters
+    ----------
+    worker : array-like
+        Each holding's worker (whole numbers).
+    start_ms, end_ms : array-like
+        When each holding starts and ends (ms).
+    tokens : array-like
+        Each holding's tokens.
+    capacity : int or None
+        Tokens each worker holds at most (None: unbounded).
+    workers : int
+        How many workers share the time-average.
+    span : tuple of float
+        (start, end) in ms of the time averaged over.
+
+    Returns
+    -------
+    tuple of float
+        (mean share, peak share); NaN for an unbounded capacity or an empty span.
+
+    Examples
+    --------
+    >>> memory_held([0, 0], [0.0, 5.0], [10.0, 15.0], [5, 5], capacity=10, workers=1, span=(0.0, 20.0))
+    (0.5, 1.0)
+    """
+    if capacity is None or span[1] <= span[0]:
+        return np.nan, np.nan
+    worker, start_ms, end_ms, tokens = (np.asarray(a) for a in (worker, start_ms, end_ms, tokens))
+    mean = float(np.sum(tokens * (end_ms - start_ms))) / (capacity * workers * (span[1] - span[0]))
+    times = np.concatenate([end_ms, start_ms])  # (a release before an acquisition at one instant)
+    deltas = np.concatenate([-tokens, tokens]).astype(np.float64)
+    owners = np.concatenate([worker, worker])
+    order = np.lexsort((deltas, times, owners))
+    held = np.cumsum(deltas[order])  # per worker: the running sum restarts at each new owner
+    first = np.r_[True, owners[order][1:] != owners[order][:-1]]
+    offsets = np.maximum.accumulate(np.where(first, np.arange(first.size), 0))
+    before = np.r_[0.0, held][offsets]
+    return mean, float((held - before).max()) / capacity if held.size else 0.0

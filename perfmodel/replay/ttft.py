@@ -21,7 +21,7 @@ from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import _CONFIG, _is_cluster, _one_of, _one_value, finite_transfers, link_inputs
 from .prepared import FIRST_COMPILE_S, PreparedTrace, link_column, prepare_trace, request_values
-from .summaries import percentile_ms
+from .summaries import memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
 
@@ -243,9 +243,20 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     )
     queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers)
     queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
-    net = serve(on.start(arrivals if not s.concurrency else np.zeros(0)), sv, queues)
+    net = serve(on.start(_horizon(arrivals, s)), sv, queues)
     handoffs, attrs = on.wrap(net, base)
     return _frame(trace, tokens, s, sv, handoffs, attrs, base, c)
+
+
+def _horizon(arrivals: np.ndarray, s: SimpleNamespace) -> np.ndarray:
+    """The times a cluster's utilisation bins span (first and last; they grow past it): the arrivals, or in a
+    closed loop (whose arrivals come as it runs) an estimate of its span, the prefills' work over the prefill
+    workers or each request's prefill and decode over the clients, whichever is longer."""
+    if not s.concurrency:
+        return arrivals
+    busy = float(s.service.sum()) / s.prefill_workers
+    cycles = float((s.service + s.outputs * s.step).sum()) / s.concurrency
+    return np.array([0.0, max(busy, cycles)])
 
 
 def _on_links(
@@ -272,7 +283,7 @@ def _on_links(
     requests = requests._replace(ready_ms=admitted, prefill_end_ms=admitted, last_fraction=np.ones(n))
     out = _replay.Results.empty(n)
 
-    def start(arrivals: np.ndarray) -> Any:
+    def start(horizon: np.ndarray) -> Any:
         net = _replay.new_run(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster, out)
         return net._replace(requests=requests)  # (the state from times 0 on; the handoffs' ready times written)
 
@@ -335,9 +346,9 @@ def _on_cluster(
     out = _kernel.Outputs.empty(n)
     tokens = prepared.tokens.astype(np.int64)
 
-    def start(arrivals: np.ndarray) -> Any:
+    def start(horizon: np.ndarray) -> Any:
         st, cfg = _on.kernel_inputs(
-            ready_sorted=arrivals,
+            ready_sorted=horizon,
             n_unique=prepared.n_unique,
             resources=on.resources,
             pairs=on.pairs,
@@ -744,56 +755,3 @@ def dominant_stage(ttft: pd.DataFrame, threshold_ms: float) -> str:
         return ""
     means = {name: float(tail[column].mean()) for name, column in parts.items()}
     return max(means, key=lambda name: means[name])
-
-
-def memory_held(
-    worker: Any,
-    start_ms: Any,
-    end_ms: Any,
-    tokens: Any,
-    *,
-    capacity: int | None,
-    workers: int,
-    span: tuple[float, float],
-) -> tuple[float, float]:
-    """How full the workers' memory was: the time-average share of the capacity held, and the highest share
-    any worker held at any instant (a release before an acquisition at one instant).
-
-    Parameters
-    ----------
-    worker : array-like
-        Each holding's worker (whole numbers).
-    start_ms, end_ms : array-like
-        When each holding starts and ends (ms).
-    tokens : array-like
-        Each holding's tokens.
-    capacity : int or None
-        Tokens each worker holds at most (None: unbounded).
-    workers : int
-        How many workers share the time-average.
-    span : tuple of float
-        (start, end) in ms of the time averaged over.
-
-    Returns
-    -------
-    tuple of float
-        (mean share, peak share); NaN for an unbounded capacity or an empty span.
-
-    Examples
-    --------
-    >>> memory_held([0, 0], [0.0, 5.0], [10.0, 15.0], [5, 5], capacity=10, workers=1, span=(0.0, 20.0))
-    (0.5, 1.0)
-    """
-    if capacity is None or span[1] <= span[0]:
-        return np.nan, np.nan
-    worker, start_ms, end_ms, tokens = (np.asarray(a) for a in (worker, start_ms, end_ms, tokens))
-    mean = float(np.sum(tokens * (end_ms - start_ms))) / (capacity * workers * (span[1] - span[0]))
-    times = np.concatenate([end_ms, start_ms])  # (a release before an acquisition at one instant)
-    deltas = np.concatenate([-tokens, tokens]).astype(np.float64)
-    owners = np.concatenate([worker, worker])
-    order = np.lexsort((deltas, times, owners))
-    held = np.cumsum(deltas[order])  # per worker: the running sum restarts at each new owner
-    first = np.r_[True, owners[order][1:] != owners[order][:-1]]
-    offsets = np.maximum.accumulate(np.where(first, np.arange(first.size), 0))
-    before = np.r_[0.0, held][offsets]
-    return mean, float((held - before).max()) / capacity if held.size else 0.0
