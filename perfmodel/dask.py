@@ -374,3 +374,53 @@ def replay_grid(
         futures = [client.submit(_grid_config, shared, config, pure=False) for config in configs[1:]]
         rows = _gather(client, futures, unit="configs", desc="replay grid", progress=progress)
     return grid_frame(configs, [first, *rows])
+
+
+def ttft_grid(
+    trace: pd.DataFrame,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    progress: bool | None = None,
+    **axes: Any,
+) -> pd.DataFrame:
+    """:func:`perfmodel.ttft_grid` on a Dask cluster: one task per configuration, the prepared trace scattered to
+    the workers once. The same table as the in-process grid, row for row.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace as :func:`perfmodel.read_trace` reads it.
+    scheduler : str, optional
+        An existing cluster's address; otherwise a local cluster of ``workers`` processes runs the grid.
+    workers : int, optional
+        The local cluster's worker processes (default: one per core).
+    connect_timeout_s : float
+        How long to wait for the scheduler (s).
+    progress : bool, optional
+        A bar of the configurations done: on a terminal (None, the default), always (True) or never (False).
+    **axes
+        The axes and fixed inputs of :func:`perfmodel.ttft_grid` (``request_rate_per_s``, any keyword of
+        :func:`perfmodel.replay_ttft`, a cluster's fields).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per configuration, as :func:`perfmodel.ttft_grid` returns it.
+
+    Examples
+    --------
+    >>> import perfmodel, perfmodel.dask
+    >>> trace = perfmodel.synthetic_trace(500, rate_per_s=20, seed=0)
+    >>> grid = perfmodel.dask.ttft_grid(trace, workers=2, model="llama-3.1-8b", link="ib-ndr",
+    ...                                 prefill_tokens_per_s=40_000, request_rate_per_s=[5, 10])  # doctest: +SKIP
+    """
+    from .replay.ttft_grid import grid_plan, grid_summary, grid_table
+
+    prepared, configs = grid_plan(trace, axes)  # (here: a bad axis value fails at once, not on a worker)
+    with _client(scheduler, workers, connect_timeout_s) as client:
+        shared = client.scatter(prepared, broadcast=True)
+        futures = [client.submit(grid_summary, shared, config, pure=False) for config in configs]
+        rows = _gather(client, futures, unit="configs", desc="ttft grid", progress=progress)
+    return grid_table(configs, rows)

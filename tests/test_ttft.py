@@ -432,3 +432,27 @@ def test_least_loaded_scans_every_worker_from_the_one_after_the_last_chosen():
     assert got["prefill_worker"].tolist() == [row["prefill_worker"] for row in expected]
     assert got["prefill_worker"].iloc[9] == 0
     assert got["prefill_start_ms"].tolist() == [row["prefill_start_ms"] for row in expected]
+
+
+def test_a_saved_prefill_profile_goes_by_name_where_prefill_ms_does(capsys):
+    from perfmodel.cli import main
+
+    tokens = np.array([128, 1024, 4096, 8192])
+    profile = pm.fit_prefill(tokens, 8.0 + 0.05 * tokens + 2e-6 * tokens**2.0, name="our-h200")
+    pm.save_prefill(profile, source="measured")
+    assert pm.get_prefill("OUR-H200") == profile and list(pm.user_prefills()) == ["our-h200"]
+    trace = _trace([0.0, 0.0, 5.0], [500, 600, 700])
+    by_name = pm.replay_ttft(trace, 1.0, 1e6, prefill_ms="our-h200")
+    assert by_name.equals(pm.replay_ttft(trace, 1.0, 1e6, prefill_ms=profile))
+    column = pm.replay_ttft(trace.assign(**{"our-h200": 1.0}), 1.0, 1e6, prefill_ms="our-h200")  # (a column first)
+    assert (column["prefill_ms"] == 1.0).all()
+    with pytest.raises(InputError, match="neither a trace column nor a saved prefill profile"):
+        pm.replay_ttft(trace, 1.0, 1e6, prefill_ms="their-h200")
+    with pytest.raises(InputError, match="exists already"):
+        pm.save_prefill(profile)
+    assert main(["presets", "list"]) == 0
+    assert "our-h200" in capsys.readouterr().out
+    assert main(["presets", "show", "our-h200"]) == 0
+    assert "ms/token" in capsys.readouterr().out
+    assert main(["presets", "remove", "our-h200"]) == 0
+    assert pm.user_prefills() == {}

@@ -239,8 +239,16 @@ def test_the_sizing_questions_refuse_what_they_cannot_answer():
 
 def test_a_closed_loop_on_a_cluster_bins_its_utilisation_too():
     trace = pm.synthetic_trace(300, 200, seed=14)
-    ttft = pm.replay_ttft(trace, "hgx-h100-8x400g", model="llama-3.1-70b", tp=8, contention="fair", concurrency=8,
-                          decode_step_ms=1.0, prefill_tokens_per_s=50_000)
+    ttft = pm.replay_ttft(
+        trace,
+        "hgx-h100-8x400g",
+        model="llama-3.1-70b",
+        tp=8,
+        contention="fair",
+        concurrency=8,
+        decode_step_ms=1.0,
+        prefill_tokens_per_s=50_000,
+    )
     found = ttft.attrs["utilisation"]
     assert found is not None and found["start_ms"] == 0.0
     series = np.array(next(iter(found["series"].values())))

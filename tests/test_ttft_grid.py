@@ -165,3 +165,13 @@ def test_the_fewest_nics_per_node_keep_the_budget_and_the_next_fewer_count_does_
     assert p99[fewest] <= 2000.0 < p99[fewer]
     with pytest.raises(InputError, match="cluster"):
         pm.fewest_for_ttft(busy_trace, "nics_per_node", ttft_budget_ms=50.0, link="ib-ndr", model="llama-3.1-8b")
+
+
+@pytest.mark.exhaustive  # (a Dask cluster)
+def test_the_dask_ttft_grid_equals_the_in_process_grid(trace):
+    pytest.importorskip("distributed")
+    import perfmodel.dask
+
+    axes = dict(**LINK, prefill_tokens_per_s=60_000, prefill_workers=[1, 2], request_rate_per_s=[10, 20])
+    local = pm.ttft_grid(trace, progress=False, **axes)
+    pd.testing.assert_frame_equal(perfmodel.dask.ttft_grid(trace, workers=2, progress=False, **axes), local)

@@ -10,13 +10,14 @@ from typing import Any
 
 from ._parsing import UsageError
 
-_KINDS = {"link": "links", "model": "models", "cluster": "clusters"}
+_KINDS = {"link": "links", "model": "models", "cluster": "clusters", "prefill": "prefills"}
 
 
 def _entries() -> list[dict[str, Any]]:
     """Every user preset: its kind, name, source, whether perfmodel saved it, and what is wrong with it."""
     from ..inputs import user_presets as _presets
     from ..model.models import user_models_and_errors
+    from ..model.prefill import user_prefills_and_errors
     from ..network.links import user_links_and_errors
     from ..network.presets import user_clusters_and_errors
 
@@ -25,6 +26,7 @@ def _entries() -> list[dict[str, Any]]:
         ("link", user_links_and_errors()),
         ("model", user_models_and_errors()),
         ("cluster", user_clusters_and_errors()),
+        ("prefill", user_prefills_and_errors()),
     ):
         entries = _presets.load(_KINDS[kind])[0]
         for name in [*usable, *bad]:
@@ -77,7 +79,11 @@ def cmd_presets(args: argparse.Namespace) -> int:
     from ..network.links import remove_link
     from ..network.presets import remove_cluster
 
-    {"link": remove_link, "model": remove_model, "cluster": remove_cluster}[row["kind"]](row["name"])
+    remove = {"link": remove_link, "model": remove_model, "cluster": remove_cluster}.get(row["kind"])
+    if remove is None:  # (a prefill profile: no API of its own to remove one)
+        _presets.remove(_KINDS[row["kind"]], row["name"])
+    else:
+        remove(row["name"])
     print(f"removed the user {row['kind']} {row['name']!r} from {path}")
     return 0
 
@@ -119,6 +125,11 @@ def _show(row: dict[str, Any], path: Any) -> int:
         from ..network.presets import get_cluster
 
         print(f"\n{get_cluster(row['name']).describe()}")
+    elif row["usable"] == "yes" and row["kind"] == "prefill":
+        from ..model.prefill import get_prefill
+
+        profile = get_prefill(row["name"])
+        print(f"\n{profile.fixed_ms:g} ms + {profile.ms_per_token:g} ms/token + {profile.ms_per_token2:g} ms/token^2")
     elif row["usable"] == "yes":
         from ..model.models import kv_terms
 
@@ -139,5 +150,7 @@ def register(sub: Any) -> None:
     )
     presets.add_argument("action", choices=["list", "show", "remove"], help="what to do")
     presets.add_argument("name", nargs="?", help="with show and remove: the preset's name")
-    presets.add_argument("--kind", choices=list(_KINDS), help="link, model or cluster, when a name is of several")
+    presets.add_argument(
+        "--kind", choices=list(_KINDS), help="link, model, cluster or prefill, when a name is of several"
+    )
     presets.set_defaults(run=cmd_presets)

@@ -5,6 +5,7 @@ measured prefill times (an engine's own metrics or a benchmark) by :func:`fit_pr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,10 @@ from numpy.typing import ArrayLike
 from ..errors import InputError
 from ..inputs.words import count
 
-__all__ = ["PrefillProfile", "fit_prefill"]
+__all__ = ["PrefillProfile", "fit_prefill", "get_prefill", "save_prefill", "user_prefills"]
+
+#: The fields of a saved profile (besides its source), as the presets file holds them.
+_FIELDS = ("fixed_ms", "ms_per_token", "ms_per_token2", "max_relative_error")
 
 
 @dataclass(frozen=True)
@@ -137,3 +141,117 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     profile: Any = PrefillProfile(fixed, a, b, name=name)
     error = float(np.max(np.abs(profile.prefill_ms(n) - t) / t))
     return PrefillProfile(fixed, a, b, name=name, max_relative_error=error)
+
+
+def save_prefill(profile: PrefillProfile, *, source: str = "", replace: bool = False) -> Path:
+    """Save ``profile`` as a user preset under its name: ``prefill_ms="<name>"`` then takes it wherever a profile
+    goes (a trace column of that name comes first), and ``perfmodel presets list`` lists it. Returns the presets
+    file.
+
+    A name already saved (names ignore case, across links, models, clusters and profiles) is refused unless
+    ``replace=True``.
+
+    Parameters
+    ----------
+    profile : PrefillProfile
+        The profile (its name is the preset's), e.g. from :func:`fit_prefill`.
+    source : str
+        Where it comes from, shown by ``perfmodel presets list``.
+    replace : bool
+        Replace a preset of that name.
+
+    Returns
+    -------
+    pathlib.Path
+        The presets file written.
+
+    Examples
+    --------
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = save_prefill(PrefillProfile(5.0, 0.1, name="our-h200"), source="vLLM metrics, 2026-11")
+    >>> get_prefill("our-h200").prefill_ms([1000]).tolist()
+    [105.0]
+    """
+    from ..inputs import user_presets as _presets
+
+    if not isinstance(profile, PrefillProfile):
+        raise InputError(
+            "save_prefill", f"takes a PrefillProfile, got {type(profile).__name__}", "fit one: fit_prefill"
+        )
+    entry: dict[str, Any] = {field: getattr(profile, field) for field in _FIELDS}
+    if np.isnan(entry["max_relative_error"]):
+        del entry["max_relative_error"]  # (not fitted: JSON has no NaN)
+    return _presets.save("prefills", profile.name, {**entry, "source": source}, builtin=set(), replace=replace)
+
+
+def user_prefills() -> dict[str, PrefillProfile]:
+    """The prefill profiles saved with :func:`save_prefill`, by name; one that cannot be used (or a presets file
+    that cannot be read) is left out with a ``UserWarning`` naming the file, the entry and what is wrong.
+
+    Returns
+    -------
+    dict of str to PrefillProfile
+        The usable saved profiles, by name (empty when none is saved).
+
+    Examples
+    --------
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> user_prefills()
+    {}
+    """
+    from ..inputs import user_presets as _presets
+
+    usable, bad = user_prefills_and_errors()
+    _presets.warn_unusable(bad)
+    return usable
+
+
+def user_prefills_and_errors() -> tuple[dict[str, PrefillProfile], dict[str, InputError]]:
+    """The usable saved profiles, and the error of each that is not (by name)."""
+    from ..inputs import user_presets as _presets
+
+    def parse(name: str, entry: dict[str, Any]) -> PrefillProfile:
+        _presets.unknown_fields(name, "prefills", entry, {*_FIELDS, "source", _presets.SAVED_BY})
+        values = {field: entry[field] for field in _FIELDS if field in entry}
+        missing = [field for field in _FIELDS[:2] if field not in entry]
+        if missing:
+            raise _presets.entry_error(name, "prefills", f"has no {' or '.join(missing)}")
+        return PrefillProfile(**{"max_relative_error": float("nan"), **values}, name=name)
+
+    return _presets.parse_each("prefills", parse)
+
+
+def get_prefill(name: str) -> PrefillProfile:
+    """The saved prefill profile ``name`` (:func:`save_prefill`).
+
+    Parameters
+    ----------
+    name : str
+        The profile's name (case ignored).
+
+    Returns
+    -------
+    PrefillProfile
+        The profile.
+
+    Examples
+    --------
+    >>> import os, tempfile; os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = save_prefill(PrefillProfile(2.0, 0.05, name="lab"))
+    >>> get_prefill("LAB").fixed_ms
+    2.0
+    """
+    from ..inputs import user_presets as _presets
+
+    usable, bad = user_prefills_and_errors()
+    key = _presets.key_of(name)
+    if key in bad:
+        raise bad[key]
+    if key not in usable:
+        raise InputError(
+            "prefill_ms",
+            f"{name!r} is neither a trace column nor a saved prefill profile"
+            + (f" (saved: {', '.join(sorted(usable))})" if usable else ""),
+            "give a trace column of prefill times, or save a profile first (perfmodel.save_prefill)",
+        )
+    return usable[key]

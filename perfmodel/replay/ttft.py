@@ -567,6 +567,10 @@ def _service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: 
         raise InputError(
             "prefill_ms", "and prefill_tokens_per_s are both given", "pass one of them (a time per prefill, or a rate)"
         )
+    if isinstance(prefill_ms, str) and prefill_ms not in trace.columns:  # (a saved profile's name)
+        from ..model.prefill import get_prefill
+
+        prefill_ms = get_prefill(prefill_ms)
     if isinstance(prefill_ms, PrefillProfile):
         return np.ascontiguousarray(prefill_ms.prefill_ms(tokens))
     if prefill_ms is not None:

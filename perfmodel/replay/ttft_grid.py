@@ -163,6 +163,28 @@ def ttft_grid(
     """
     from ..ground.progress import progress_bar
 
+    prepared, configs = grid_plan(trace, axes)
+    workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
+    rows: list[Any] = [None] * len(configs)
+    with (
+        concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool,
+        progress_bar(len(configs), unit="configs", desc="ttft grid", progress=progress) as bar,
+    ):
+        futures = {pool.submit(grid_summary, prepared, c): i for i, c in enumerate(configs)}
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                rows[futures[future]] = future.result()
+                bar.update(1)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return grid_table(configs, rows)
+
+
+def grid_plan(trace: pd.DataFrame, axes: dict[str, Any]) -> tuple[PreparedTrace, list[dict[str, Any]]]:
+    """A TTFT grid's prepared trace and configurations (the last axis fastest), every value checked on two
+    requests first, so that a bad one fails at once (here, not on a thread or a Dask worker)."""
     closed = axes.get("concurrency")
     closed = closed if isinstance(closed, (list, tuple, np.ndarray, pd.Series)) else [closed]
     if "request_rate_per_s" in axes and any(v is not None for v in closed):
@@ -172,27 +194,22 @@ def ttft_grid(
             "vary concurrency for a closed loop, or drop concurrency= to vary the request rate",
         )
     configs = _configs(axes)
-    workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
     prepared = _prepared(trace)
     sample = prepare_trace(trace.iloc[: min(len(trace), 2)])
-    for config in configs:  # every value checked on two requests first
+    for config in configs:
         _one(sample, {k: v for k, v in config.items() if k != "request_rate_per_s"})
         if "request_rate_per_s" in config:
             at_rate(prepared, config["request_rate_per_s"])
-    rows: list[Any] = [None] * len(configs)
-    with (
-        concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool,
-        progress_bar(len(configs), unit="configs", desc="ttft grid", progress=progress) as bar,
-    ):
-        futures = {pool.submit(lambda c: summarize_ttft(_one(prepared, c)), c): i for i, c in enumerate(configs)}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                rows[futures[future]] = future.result()
-                bar.update(1)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    return prepared, configs
+
+
+def grid_summary(prepared: PreparedTrace, config: dict[str, Any]) -> dict[str, Any]:
+    """One configuration's row of a TTFT grid: :func:`perfmodel.summarize_ttft` of its replay."""
+    return summarize_ttft(_one(prepared, config))
+
+
+def grid_table(configs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """A TTFT grid's table: each configuration's axes' values, then its summary's figures."""
     labels = [{k: _label(v) for k, v in config.items()} for config in configs]
     return pd.DataFrame([{**label, **row} for label, row in zip(labels, rows)])
 
