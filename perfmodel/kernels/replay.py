@@ -740,8 +740,8 @@ def new_run(requests: Requests, cluster: Cluster, results: Results) -> OnLinks:
     """A replay of ``requests`` (a :class:`Requests`) on the links of ``cluster`` (a :class:`Cluster`), before its
     first request, filling ``results``; :func:`perfmodel.kernels.network.replay` runs it.
 
-    >>> Results.empty(2).link.tolist()
-    [-1, -1]
+    >>> Results.empty(2).link.tolist()  # (filled as the replay runs)
+    [0, 0]
     """
     return OnLinks(requests, cluster, results, _new_state(requests, cluster), np.zeros(requests.order.shape[0]))
 
