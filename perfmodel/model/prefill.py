@@ -153,11 +153,11 @@ def save_prefill(profile: PrefillProfile, *, source: str = "", replace: bool = F
 
     Parameters
     ----------
-    profile : PrefillProfile
-        The profile (its name is the preset's), e.g. from :func:`fit_prefill`.
-    source : str
+    profile
+        The profile (a :class:`PrefillProfile`; its name is the preset's), e.g. from :func:`fit_prefill`.
+    source
         Where it comes from, shown by ``perfmodel presets list``.
-    replace : bool
+    replace
         Replace a preset of that name.
 
     Returns
@@ -226,7 +226,7 @@ def get_prefill(name: str) -> PrefillProfile:
 
     Parameters
     ----------
-    name : str
+    name
         The profile's name (case ignored).
 
     Returns
