@@ -258,3 +258,14 @@ def test_a_closed_loop_on_a_cluster_bins_its_utilisation_too():
     resource = ttft.attrs["resources"][busiest]
     integral = np.sum(found["series"][busiest]) * found["bin_ms"] * resource["capacity_gb_s"]
     assert integral == pytest.approx(resource["busy_gb_ms"], rel=1e-9)
+
+
+def test_a_column_of_one_model_on_a_cluster_is_that_model():
+    trace = pm.synthetic_trace(200, 50, seed=4)
+    one = pm.replay_ttft(trace.assign(kvb=327_680.0), "hgx-h100-8x400g", "kvb", contention="fair")
+    assert one.equals(pm.replay_ttft(trace, "hgx-h100-8x400g", 327_680.0, contention="fair"))
+    named = pm.replay_handoffs(trace.assign(m="llama-3.1-8b"), "hgx-h100-8x400g", "m", contention="fair")
+    assert named.equals(pm.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-8b", contention="fair"))
+    mixed = trace.assign(m=["llama-3.1-8b", "llama-3.1-70b"] * 100)
+    with pytest.raises(InputError, match=r"mixes models \(2 models"):
+        pm.replay_ttft(mixed, "hgx-h100-8x400g", "m")

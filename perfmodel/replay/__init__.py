@@ -368,7 +368,7 @@ def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
 def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
     if (value is None) == (alias_value is None):
         both = value is not None
-        raise InputError("replay_handoffs", f"{name} and {alias} {'are both given' if both else 'are both missing'}",
+        raise InputError(f"{name}, {alias}", f"{name} and {alias} {'are both given' if both else 'are both missing'}",
                          f"pass {name}={example} (or {alias}=, the same), once")
     return alias_value if value is None else value
 

@@ -104,13 +104,16 @@ _MESSAGE_COLUMNS = (6, 7, 8, 9, 2, 4)
 
 def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
     """The model's bytes by KV head (a number of bytes: one head, with tp = decode_tp = 1)."""
-    if isinstance(bytes_spec, str) and bytes_spec in trace.columns:
-        raise InputError(
-            "kv_bytes_per_token",
-            f"trace column {bytes_spec!r} mixes models, but a replay on a cluster "
-            "places one model's KV heads on its ranks",
-            "replay each model's requests in a call of its own",
-        )
+    if isinstance(bytes_spec, str) and bytes_spec in trace.columns:  # one model in all: its value
+        values = trace[bytes_spec].unique()
+        if len(values) > 1:
+            raise InputError(
+                "kv_bytes_per_token",
+                f"trace column {bytes_spec!r} mixes models ({len(values):,} models or sizes), but a replay on a cluster "
+                "places one model's KV heads on its ranks",
+                "replay each model's requests in a call of its own",
+            )
+        bytes_spec = (values[0].item() if isinstance(values[0], np.generic) else values[0]) if len(values) else 0.0
     state = c.state_bytes
     if state is not None:
         if isinstance(state, str) or np.ndim(state) != 0:
