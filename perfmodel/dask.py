@@ -369,11 +369,28 @@ def replay_grid(
     configs = grid_configs(axes)
     prepared = prepare_trace(trace)
     first = grid_row(prepared, configs[0])[0]  # here: a bad axis value fails at once, not on a worker
+    rows = _on_workers(
+        _grid_config, prepared, configs[1:], "replay grid", scheduler, workers, connect_timeout_s, progress
+    )
+    return grid_frame(configs, [first, *rows])
+
+
+def _on_workers(
+    task: Any,
+    prepared: Any,
+    configs: list[dict[str, Any]],
+    desc: str,
+    scheduler: str | None,
+    workers: int | None,
+    connect_timeout_s: float,
+    progress: bool | None,
+) -> list[Any]:
+    """``task(prepared, config)`` of each configuration on a Dask cluster, the prepared trace scattered to the
+    workers once; the results in the configurations' order."""
     with _client(scheduler, workers, connect_timeout_s) as client:
         shared = client.scatter(prepared, broadcast=True)
-        futures = [client.submit(_grid_config, shared, config, pure=False) for config in configs[1:]]
-        rows = _gather(client, futures, unit="configs", desc="replay grid", progress=progress)
-    return grid_frame(configs, [first, *rows])
+        futures = [client.submit(task, shared, config, pure=False) for config in configs]
+        return _gather(client, futures, unit="configs", desc=desc, progress=progress)
 
 
 def ttft_grid(
@@ -419,8 +436,5 @@ def ttft_grid(
     from .replay.ttft_grid import grid_plan, grid_summary, grid_table
 
     prepared, configs = grid_plan(trace, axes)  # (here: a bad axis value fails at once, not on a worker)
-    with _client(scheduler, workers, connect_timeout_s) as client:
-        shared = client.scatter(prepared, broadcast=True)
-        futures = [client.submit(grid_summary, shared, config, pure=False) for config in configs]
-        rows = _gather(client, futures, unit="configs", desc="ttft grid", progress=progress)
+    rows = _on_workers(grid_summary, prepared, configs, "ttft grid", scheduler, workers, connect_timeout_s, progress)
     return grid_table(configs, rows)

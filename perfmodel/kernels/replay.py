@@ -684,19 +684,9 @@ def next_event(net):
 
 @loop_helper(python=False)
 def advance(t, net):
-    """Fair sharing up to ``t``; True when a link's heap must grow first (:func:`grown`)."""
-    state = net.state
-    return _advance_fair(
-        state.fair,
-        state.counts,
-        t,
-        net.cluster.bandwidth_gb_s * 1e6,
-        net.requests,
-        net.results,
-        state.pend_time,
-        state.pend_seq,
-        state.pend_item,
-    )
+    """Fair sharing up to ``t`` (its next event, :func:`next_event`); True when a link's heap must grow first
+    (:func:`grown`)."""
+    return advance_until(t, net)
 
 
 @loop_helper(python=False)
