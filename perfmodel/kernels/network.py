@@ -2,9 +2,10 @@
 cluster (:class:`perfmodel.kernels.cluster.OnCluster`), behind one set of operations.
 
 Each operation takes the network's record last and runs that network's own code: compiled, numba picks it by
-the record's type (an ``overload``, so a loop over links compiles no cluster code, and the other way round);
-in plain Python (``NUMBA_DISABLE_JIT=1``) the record's class picks it. The serving loop
-(:mod:`perfmodel.kernels.serving`) is written once on these:
+the record's type (an ``overload`` inlined into its caller, so a loop over links compiles no cluster code, and
+the other way round); in plain Python (``NUMBA_DISABLE_JIT=1``) the record's class picks it. The two event loops
+are written once on these, for both networks: the replay's (:func:`replay_pass`, each request at its ready time)
+and the serving's (:func:`perfmodel.kernels.serving.serve_pass`):
 
 - ``route_request(r, now, net)``: request ``r`` is routed (and charged) at ``now``; returns its decode worker;
 - ``room(net)``: whether a handoff can start now; else the caller returns for :func:`grown`;
