@@ -221,8 +221,8 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         from .cluster import replay_on_cluster
 
         scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
-        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars, lambda shape: (
-            _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]))
+        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars,
+                                 message_terms_of(trace, bytes_spec, c))
     if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
         asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where)",
@@ -233,6 +233,12 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     network.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out))
     finite_transfers(trace, out, link[0])
     return _replay_frame(trace, tokens, times, out, kv_terms, c, link)
+
+
+def message_terms_of(trace: pd.DataFrame, bytes_spec: Any, c: SimpleNamespace) -> Any:
+    """For a replay on a cluster: ``shape -> the model's message terms`` (a row of the replay's table of terms,
+    for the split ``shape`` of its KV heads), as :func:`perfmodel.replay.cluster.cluster_inputs` asks for them."""
+    return lambda shape: _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]
 
 
 def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any, bytes_spec: Any,

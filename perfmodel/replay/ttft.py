@@ -326,8 +326,8 @@ def _on_cluster(
     (written at arrival where the loop routes), ``start(arrivals)`` making the network, ``wrap(net, base)`` its
     columns and attrs for :func:`_frame`."""
     from ..kernels import cluster as _kernel
-    from . import _one_value, _terms_per_request
     from . import cluster as _replay_cluster
+    from . import message_terms_of
     from . import on_cluster as _on
 
     _on.refuse_on_cluster(c)
@@ -340,7 +340,7 @@ def _on_cluster(
         bytes_spec,
         destination_missing,
         scalars,
-        lambda shape: _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0],
+        message_terms_of(trace, bytes_spec, c),
         lambda _: (s.prefill_worker, s.prefill_workers),
     )
     out = _kernel.Outputs.empty(n)
