@@ -456,3 +456,24 @@ def test_a_saved_prefill_profile_goes_by_name_where_prefill_ms_does(capsys):
     assert "ms/token" in capsys.readouterr().out
     assert main(["presets", "remove", "our-h200"]) == 0
     assert pm.user_prefills() == {}
+
+
+def test_saving_and_removing_prefill_profiles_never_touch_what_perfmodel_did_not_write(capsys):
+    import json
+
+    from perfmodel.cli import main
+    from perfmodel.inputs.user_presets import presets_path
+    from perfmodel.network.links import save_link
+
+    save_link(pm.Link("our-rdma", 48.0))
+    path = presets_path()
+    data = json.loads(path.read_text())
+    data["prefills"] = {"by-hand": {"fixed_ms": 1.0, "ms_per_token": 0.01}}  # (no saved_by: written by hand)
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    with pytest.raises(InputError, match="exists already"):
+        pm.save_prefill(pm.PrefillProfile(1.0, 0.1, name="By-Hand"))  # (a taken name, any case: the file as it was)
+    assert path.read_bytes() == before
+    assert main(["presets", "remove", "by-hand"]) != 0
+    assert path.read_bytes() == before and pm.get_prefill("by-hand").ms_per_token == 0.01
+    assert "by-hand" in capsys.readouterr().err

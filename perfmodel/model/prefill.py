@@ -148,8 +148,8 @@ def save_prefill(profile: PrefillProfile, *, source: str = "", replace: bool = F
     goes (a trace column of that name comes first), and ``perfmodel presets list`` lists it. Returns the presets
     file.
 
-    A name already saved (names ignore case, across links, models, clusters and profiles) is refused unless
-    ``replace=True``.
+    A profile name already saved (names ignore case) is refused unless ``replace=True``; the file is written
+    atomically, and an entry written by hand is never replaced without it.
 
     Parameters
     ----------
