@@ -33,7 +33,7 @@ from ..inputs.table import (
 )
 from ..inputs.words import count
 from ..options import deprecated_constant, option
-from .prepared import PreparedTrace, link_column, notice_first_compile, prepare_trace, request_values
+from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
 from .summaries import percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -316,15 +316,15 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
     ready, base = times
     moving = out.bytes > 0
     first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
-    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
+    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms)))  # (whole bytes per token: whole byte counts)
     columns = {
         # copies of the trace's own columns (the frame below shares every array it is given)
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
         "decode_worker": out.worker, "link": link_column(out.link), "cached_tokens": out.cached,
         "charged_tokens": out.charged,
         # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
-        "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
-        "saved_bytes": out.saved.astype(np.int64) if whole_bytes else out.saved,
+        "transfer_bytes": byte_column(out.bytes, whole_bytes),
+        "saved_bytes": byte_column(out.saved, whole_bytes),
         "transfer_ms": out.transfer, "queue_ms": out.queue,
         # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
         "handoff_delay_ms": (out.end - ready) if c.overlap == "layerwise" else out.queue + out.transfer,

@@ -24,7 +24,7 @@ from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link, Transport
 from ..network.placement import get_cluster
 from . import on_cluster as _cluster_replay
-from .prepared import link_column
+from .prepared import byte_column, link_column
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
 __all__ = ["resource_table"]
@@ -330,7 +330,7 @@ def _frame(
     wait = link_wait_ms(raw, out.alone_ms, out.end)
     delay = np.where(wait < 0, raw, out.alone_ms + wait)  # (as on a link: queue + transfer, exact unhindered)
     queue = np.maximum(wait, 0.0)
-    whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
+    transfer_bytes = byte_column(out.bytes)
     columns = {
         "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True),
         "num_input_tokens": tokens.copy(),
@@ -339,8 +339,8 @@ def _frame(
         "link": link_column(np.full(len(trace), -1, np.int64)),
         "cached_tokens": out.cached,
         "charged_tokens": out.charged,
-        "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
-        "saved_bytes": out.saved.astype(np.int64) if whole and np.all(out.saved == np.floor(out.saved)) else out.saved,
+        "transfer_bytes": transfer_bytes,
+        "saved_bytes": byte_column(out.saved) if transfer_bytes.dtype == np.int64 else out.saved,
         "transfer_ms": out.alone_ms,
         "queue_ms": queue,
         "handoff_delay_ms": delay,

@@ -157,6 +157,17 @@ def link_column(links: np.ndarray) -> pd.api.extensions.ExtensionArray:
     return pd.arrays.IntegerArray(links, links < 0)
 
 
+def byte_column(nbytes: np.ndarray, whole: bool | None = None) -> np.ndarray:
+    """A replay's column of byte counts: whole numbers (int64) where they are (``whole``: known from the bytes
+    per token; None: read off the values) and below 2**53, where a float holds every integer; else as they are.
+
+    >>> byte_column(np.array([1.0, 2.0])).dtype.name, byte_column(np.array([1.5, 2.0])).dtype.name
+    ('int64', 'float64')
+    """
+    whole = bool(np.all(nbytes == np.floor(nbytes))) if whole is None else whole
+    return nbytes.astype(np.int64) if whole and bool((nbytes < 2.0**53).all()) else nbytes
+
+
 def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """Dense block ids (0..U-1), offsets, U: one vectorized pass over the hash_ids column."""
     if "hash_ids" not in trace:

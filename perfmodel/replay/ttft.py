@@ -20,7 +20,7 @@ from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import _CONFIG, _is_cluster, _one_of, _one_value, finite_transfers, link_inputs
-from .prepared import FIRST_COMPILE_S, PreparedTrace, link_column, prepare_trace, request_values
+from .prepared import FIRST_COMPILE_S, PreparedTrace, byte_column, link_column, prepare_trace, request_values
 from .summaries import memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
@@ -289,7 +289,6 @@ def _on_links(
 
     def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
         finite_transfers(prepared.trace, out, link[0])
-        whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms))) and bool((out.bytes < 2.0**53).all())
         handoffs = {
             "decode_worker": out.worker,
             "transfer_end_ms": out.end,
@@ -298,7 +297,7 @@ def _on_links(
             "link": link_column(out.link),
             "cached_tokens": out.cached,
             "charged_tokens": out.charged,
-            "transfer_bytes": out.bytes.astype(np.int64) if whole_bytes else out.bytes,
+            "transfer_bytes": byte_column(out.bytes, bool(np.all(kv_terms == np.floor(kv_terms)))),
         }
         return handoffs, dict(links=c.links, bandwidth_gb_s=link[0], latency_ms=link[1])
 
@@ -365,7 +364,6 @@ def _on_cluster(
         replayed = _on.replayed(
             out, s.prefill_worker, net.st, net.cfg, (loads.busy, loads.peak, loads.bins, loads.touched)
         )
-        whole = bool(np.all(out.bytes == np.floor(out.bytes))) and bool((out.bytes < 2.0**53).all())
         handoffs = {
             "decode_worker": out.decode_worker,
             "transfer_end_ms": out.end,
@@ -374,7 +372,7 @@ def _on_cluster(
             "link": link_column(np.full(n, -1, np.int64)),
             "cached_tokens": out.cached,
             "charged_tokens": out.charged,
-            "transfer_bytes": out.bytes.astype(np.int64) if whole else out.bytes,
+            "transfer_bytes": byte_column(out.bytes),
             "flows": out.flows,
             "bottleneck": _replay_cluster.bottleneck_column(out, on.resources),
         }
