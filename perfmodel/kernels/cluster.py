@@ -37,13 +37,13 @@ from .sharing import (
     SATURATED,
     Alone,
     Heaps,
-    Local,
     Paths,
     alone,
     fill_classes,
     flow_bytes,
     heap_remove,
     label,
+    new_local,
     pop_flow,
     push_flow,
     schedule,
@@ -636,10 +636,7 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
                  np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(2),
                  np.zeros(len(st.component_off) - 1, np.bool_), ints(R), ints(R), ints(R), ints(C),
                  np.zeros((R, 2), np.int64), ints(R), ints(R))
-    entries = kmax * longest
-    lc = Local(ints(R), ints(R), ints(R), ints(kmax), ints(kmax), np.zeros(kmax), np.zeros(kmax, np.bool_),
-               ints(kmax + 1), ints(entries), ints(R + 1), ints(entries), np.zeros(R), np.zeros(R), ints(R), ints(R),
-               ints(1))
+    lc = new_local(R, kmax, longest)
     return cl, _grown_pool(None, slots, None), _grown_heaps(None, C, 2 * C + 64, 4), loads, sc, lc
 
 

@@ -30,44 +30,17 @@ NIL = -1
 
 
 @loop_helper(python=False)
-def _fill(m, q, lc):
-    """Max-min rates (``lc.rates``) of ``q`` items over ``m`` local resources: repeatedly the resources of the
-    smallest fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them
-    (the reference's ``maxmin_rates`` with an item of ``count`` equal flows). No resource: ``inf``."""
-    left, free, frozen, rates = lc.left, lc.free, lc.frozen, lc.rates
+def _ready(m, q, lc):
+    """A filling of ``q`` items over ``m`` local resources ready for :func:`fill_classes`: each resource's whole
+    capacity left and its items' flows, no item frozen (rate ``inf`` until one is)."""
     for j in range(m):
-        left[j] = lc.caps[j]
-        free[j] = 0
+        lc.left[j] = lc.caps[j]
+        lc.free[j] = 0
     for k in range(q):
-        frozen[k] = False
-        rates[k] = np.inf
+        lc.frozen[k] = False
+        lc.rates[k] = np.inf
         for x in range(lc.path_off[k], lc.path_off[k + 1]):
-            free[lc.path[x]] += lc.counts[k]
-    while True:
-        share = np.inf
-        for j in range(m):
-            if free[j] > 0 and left[j] / free[j] < share:
-                share = left[j] / free[j]
-        if share == np.inf:  # no resource left, or of unlimited capacity: the flows left are unlimited too
-            return
-        ties = 0
-        for j in range(m):
-            if free[j] > 0 and left[j] / free[j] == share:
-                lc.ties[ties] = j
-                ties += 1
-        for t in range(ties):
-            j = lc.ties[t]
-            for x in range(lc.res_off[j], lc.res_off[j + 1]):
-                k = lc.res_items[x]
-                if frozen[k]:
-                    continue
-                frozen[k] = True
-                rates[k] = share
-                for y in range(lc.path_off[k], lc.path_off[k + 1]):
-                    s = lc.path[y]
-                    if free[s] > 0:
-                        left[s] = max(left[s] - share * lc.counts[k], 0.0)
-                        free[s] -= lc.counts[k]
+            lc.free[lc.path[x]] += lc.counts[k]
 
 
 @loop_helper(python=False)
@@ -83,7 +56,7 @@ def _local_paths(q, paths, lc, stamp, m):
             if lc.stamp[r] != stamp:
                 lc.stamp[r] = stamp
                 lc.local[r] = m
-                lc.members[m] = r
+                lc.resources[m] = r
                 m += 1
             lc.path[x] = lc.local[r]
             x += 1
@@ -94,7 +67,7 @@ def _local_paths(q, paths, lc, stamp, m):
         lc.res_off[lc.path[y] + 1] += 1
     for j in range(m):
         lc.res_off[j + 1] += lc.res_off[j]
-        lc.caps[j] = paths.capacities[lc.members[j]]
+        lc.caps[j] = paths.capacities[lc.resources[j]]
         lc.free[j] = lc.res_off[j]  # (a cursor while the lists are written)
     for k in range(q):
         for y in range(lc.path_off[k], lc.path_off[k + 1]):
@@ -118,22 +91,34 @@ def _neck_of(k, lc):
             used += lc.rates[o] * lc.counts[o]
             faster |= lc.rates[o] > mine * (1 + 1e-12)
         if used >= lc.caps[j] * (1 - SATURATED) and not faster:
-            return lc.members[j]
+            return lc.resources[j]
     return -1
 
 
 # --- a handoff alone in the cluster ------------------------------------------------------------------
 
 
+class Paths(NamedTuple):
+    """The cluster's resources and classes (:class:`perfmodel.kernels.cluster.Structure`'s first arrays)."""
+
+    capacities: np.ndarray
+    class_off: np.ndarray
+    class_res: np.ndarray
+    res_off: np.ndarray
+    res_classes: np.ndarray
+
+
 class Local(NamedTuple):
-    """Work arrays of a filling over local indices (a handoff's flows alone): each resource's stamp (the
-    filling that last collected it) and local index; the local resources' global indices; per item its
-    class, flows, rate and state, and its local path; per local resource its items, capacity, capacity
-    left, unfrozen flows; the resources of the smallest share in a step; the fillings so far."""
+    """Work arrays of a filling over local indices (a handoff's flows alone, :func:`fill_classes` over
+    ``local_paths``): each resource's stamp (the filling that last collected it) and local index; the local
+    resources' global indices; per item its class, flows, rate and state, and its local path; per local
+    resource its items, capacity, capacity left, unfrozen flows, fair share and state; the resources of
+    the smallest share in a step; [fillings so far, filling steps so far]; the local resources (0, 1, ...);
+    the local paths as :class:`Paths` (items for classes)."""
 
     stamp: np.ndarray
     local: np.ndarray
-    members: np.ndarray
+    resources: np.ndarray
     items: np.ndarray
     counts: np.ndarray
     rates: np.ndarray
@@ -145,18 +130,28 @@ class Local(NamedTuple):
     caps: np.ndarray
     left: np.ndarray
     free: np.ndarray
+    ratio: np.ndarray
+    live: np.ndarray
+    stale: np.ndarray
+    tie_step: np.ndarray
     ties: np.ndarray
-    counter: np.ndarray
+    counters: np.ndarray
+    members: np.ndarray
+    local_paths: Paths
 
 
-class Paths(NamedTuple):
-    """The cluster's resources and classes (:class:`perfmodel.kernels.cluster.Structure`'s first arrays)."""
-
-    capacities: np.ndarray
-    class_off: np.ndarray
-    class_res: np.ndarray
-    res_off: np.ndarray
-    res_classes: np.ndarray
+def new_local(resources: int, items: int, longest: int) -> Local:
+    """An empty :class:`Local` for fillings of at most ``items`` items over ``resources`` resources (paths of at
+    most ``longest``)."""
+    r, k = max(resources, 1), max(items, 1)
+    entries = k * max(longest, 1)
+    ints = lambda n: np.zeros(n, np.int64)  # noqa: E731
+    path_off, path, res_off, res_items, caps = ints(k + 1), ints(entries), ints(r + 1), ints(entries), np.zeros(r)
+    return Local(
+        ints(r), ints(r), ints(r), ints(k), ints(k), np.zeros(k), np.zeros(k, np.bool_), path_off, path, res_off,
+        res_items, caps, np.zeros(r), ints(r), np.zeros(r), ints(r), np.zeros(r, np.bool_), ints(r), ints(r),
+        ints(2), np.arange(r, dtype=np.int64), Paths(caps, path_off, path, res_off, res_items),
+    )  # fmt: skip
 
 
 class Alone(NamedTuple):
@@ -233,13 +228,14 @@ def _alone_rates(na, t, al, paths, lc, classes, memo):
     if memo is not None:
         slot, found = _recall(na, al, classes, memo)
     if not found:
-        stamp = lc.counter[0] + 1
-        lc.counter[0] = stamp
+        stamp = lc.counters[0] + 1
+        lc.counters[0] = stamp
         for x in range(na):
             lc.items[x] = classes[al.active[x]]
             lc.counts[x] = 1
         m = _local_paths(na, paths, lc, stamp, 0)
-        _fill(m, na, lc)
+        _ready(m, na, lc)
+        fill_classes(m, na, lc.local_paths, lc.counts, lc)
         if memo is not None and slot >= 0:
             _remember(slot, na, al, classes, lc, memo)
     for x in range(na):
@@ -416,25 +412,8 @@ def _work(flows: int, resources: int, longest: int, keys: int) -> tuple:
     at most ``longest``): a filling's, a handoff's, a memo (room for every filling of a few keys' worth of
     distinct orders, at most ~64k entries), the flows' classes, a key's starts and bytes."""
     ints = lambda k: np.zeros(k, np.int64)  # noqa: E731
-    kmax, entries, r = max(flows, 1), max(flows, 1) * max(longest, 1), max(resources, 1)
-    lc = Local(
-        ints(r),
-        ints(r),
-        ints(r),
-        ints(kmax),
-        ints(kmax),
-        np.zeros(kmax),
-        np.zeros(kmax, np.bool_),
-        ints(kmax + 1),
-        ints(entries),
-        ints(r + 1),
-        ints(entries),
-        np.zeros(r),
-        np.zeros(r),
-        ints(r),
-        ints(r),
-        ints(1),
-    )
+    kmax = max(flows, 1)
+    lc = new_local(resources, kmax, longest)
     al = Alone._make((*(np.zeros(kmax) for _ in range(6)), *(ints(kmax) for _ in range(3)), np.zeros(kmax)))
     wanted, room = 4 * kmax * max(keys, 1), max(64, 65_536 // kmax)
     slots = 1 << (min(wanted, room) - 1).bit_length()
@@ -698,9 +677,14 @@ def label(first, last, members, paths, counts, sc, stamp):
 
 @loop_helper
 def fill_classes(m, q, paths, counts, sc):
-    """:func:`_fill` over a connected set (``sc.members[:m]``, classes ``sc.items[:q]``, capacities in
-    ``sc.left`` and flows in ``sc.free``) in the cluster's own indices: ``sc.rates[c]`` for each class
-    ``c``. A resource's share is recomputed only when a step changed it, and only resources with flows not
+    """The one max-min filler: rates of the items ``sc.items[:q]`` (classes of ``counts[c]`` equal flows) over the
+    resources ``sc.members[:m]`` (capacities left in ``sc.left``, flows in ``sc.free``, ``paths`` each item's
+    resources and each resource's items), by progressive filling: repeatedly, the resources of the smallest
+    fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them, in the operation
+    order of the reference's ``maxmin_rates`` (``tests/reference_maxmin.py``). ``sc.rates[c]`` for each item
+    ``c`` (``inf`` when no resource limits it). Two callers: the cluster replay, over a connected set in the
+    cluster's own indices (a :class:`perfmodel.kernels.cluster_records.Scratch`), and a handoff alone, over local
+    indices (a :class:`Local`, its paths ``Local.local_paths``). A resource's share is recomputed only when a step changed it, and only resources with flows not
     yet frozen are scanned (the same numbers as recomputing them all)."""
     left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
     n = 0
