@@ -27,11 +27,17 @@ column                                     unit
 =========================================  ==================================================
 
 perftest's ``BW peak`` is the best interval of a run, not its transfers' time, and is not read.
+
+Only transfers of :data:`FIT_FROM_BYTES` (64 KiB) and more are fitted by default (``fit_from_bytes``): a KV
+handoff's transfers are of that size and more, and perftest's smallest messages (2 bytes to 32 KiB), which
+only a per-message rate limits, would pull the bandwidth away from what large transfers reach. The smaller
+ones are still read, and :meth:`Calibration.errors_by_size` gives every size's error.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io as _io
 import os
 import re
@@ -43,12 +49,15 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, not_a_number
+from .errors import InputError, check_number, finite_at_least, not_a_number
 from .inputs import user_presets as _presets
 from .inputs.words import count
 from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
 
-__all__ = ["Calibration", "Measurements", "calibrate", "read_measurements"]
+__all__ = ["FIT_FROM_BYTES", "Calibration", "Measurements", "calibrate", "read_measurements"]
+
+#: The smallest transfer :func:`calibrate` fits by default, bytes (64 KiB).
+FIT_FROM_BYTES = 65_536
 
 #: Time columns, first present first, and the milliseconds of their unit.
 TIMES = {
@@ -98,6 +107,8 @@ class Measurements:
         How many rows had no size or no measurement.
     setup : str
         The model, parallelism and blocks that turned tokens into bytes (empty: the table gave bytes).
+    fit_from_bytes : float
+        The smallest transfer fitted, bytes (``fitted`` says which were).
 
     Examples
     --------
@@ -116,6 +127,12 @@ class Measurements:
     places: tuple[str, ...] = ()
     left_out: int = 0
     setup: str = ""
+    fit_from_bytes: float = 0.0
+
+    @property
+    def fitted(self) -> np.ndarray:
+        """Which measurements the fit is of (bool): those of ``fit_from_bytes`` bytes or more."""
+        return np.asarray(self.nbytes >= self.fit_from_bytes)
 
     @property
     def best_throughput_gb_s(self) -> float:
@@ -160,17 +177,44 @@ class Calibration:
     warnings: tuple[str, ...] = ()
     saved_to: Path | None = field(default=None)
 
-    def relative_errors(self, link: Link | str | None = None) -> np.ndarray:
-        """Each measurement's relative error under ``link`` (default: the fitted one)."""
+    def predicted_ms(self, link: Link | str | None = None) -> np.ndarray:
+        """Each measurement's time (ms) as ``link`` (default: the fitted one) predicts it."""
         chosen = self.link if link is None else get_link(link)
         m = self.measurements
-        predicted = np.asarray(
+        return np.asarray(
             chosen.transfer_ms(
                 m.nbytes, 0 if m.n_blocks is None else m.n_blocks, 0 if m.n_messages is None else m.n_messages
             ),
             dtype=float,
         )
-        return np.abs(predicted - m.measured_ms) / m.measured_ms
+
+    def relative_errors(self, link: Link | str | None = None) -> np.ndarray:
+        """Each measurement's relative error under ``link`` (default: the fitted one), fitted or not."""
+        m = self.measurements
+        return np.abs(self.predicted_ms(link) - m.measured_ms) / m.measured_ms
+
+    def errors_by_size(self, link: Link | str | None = None) -> pd.DataFrame:
+        """Every measurement beside ``link``'s prediction (default: the fitted link), by size.
+
+        Columns ``nbytes``, ``measured_ms``, ``predicted_ms``, ``error`` (signed, ``(predicted - measured) /
+        measured``: below 0 the link is too fast) and ``fitted`` (whether the fit is of it: ``fit_from_bytes``).
+
+        >>> import pandas as pd, perfmodel
+        >>> table = pd.DataFrame({"nbytes": [1e3, 1e6, 1e7, 1e8], "measured_ms": [0.01, 0.03, 0.21, 2.01]})
+        >>> perfmodel.calibrate(table).errors_by_size()["fitted"].tolist()   # 1 kB is below 64 KiB
+        [False, True, True, True]
+        """
+        m = self.measurements
+        predicted = self.predicted_ms(link)
+        return pd.DataFrame(
+            {
+                "nbytes": m.nbytes,
+                "measured_ms": m.measured_ms,
+                "predicted_ms": predicted,
+                "error": (predicted - m.measured_ms) / m.measured_ms,
+                "fitted": m.fitted,
+            }
+        )
 
 
 def calibrate(
@@ -186,6 +230,7 @@ def calibrate(
     kv_layout: str = "layer_kv",
     line_rate_gb_s: float | None = None,
     nic: Link | str | None = None,
+    fit_from_bytes: float = FIT_FROM_BYTES,
     save: bool = False,
     replace: bool = False,
     source: str = "",
@@ -212,6 +257,10 @@ def calibrate(
         The line rate of the hardware measured, decimal GB/s: the fitted bandwidth never exceeds it.
     nic
         Or a link preset (or :class:`perfmodel.Link`) whose ``bandwidth_gb_s`` is that line rate.
+    fit_from_bytes
+        The smallest transfer fitted, bytes (default :data:`FIT_FROM_BYTES`, 64 KiB: the sizes a KV handoff
+        moves); smaller ones are read and their errors given (:meth:`Calibration.errors_by_size`), not
+        fitted. 0 fits them all.
     save
         Save the fitted link as a user preset under ``name`` (see :func:`perfmodel.network.links.save_link`).
     replace
@@ -241,6 +290,12 @@ def calibrate(
     if save:
         check_link_name(name, replace=replace)  # before anything is read: a refused name costs nothing
     cap = _line_rate(line_rate_gb_s, nic)
+    smallest = float(
+        check_number(
+            "calibrate", "fit_from_bytes", fit_from_bytes, finite_at_least(0.0), "is not a finite number >= 0",
+            "give the smallest transfer to fit in bytes (0 fits every size)",
+        )
+    )  # fmt: skip
     frame, places, where = read_measurements(table)
     measurements = _measurements(
         frame,
@@ -254,11 +309,13 @@ def calibrate(
         block_size=block_size,
         kv_layout=kv_layout,
     )
+    measurements = dataclasses.replace(measurements, fit_from_bytes=smallest)
+    kept = _fitted(measurements, where)
     link = fit_link(
-        measurements.nbytes,
-        measurements.measured_ms,
-        n_blocks=measurements.n_blocks,
-        n_messages=measurements.n_messages,
+        measurements.nbytes[kept],
+        measurements.measured_ms[kept],
+        n_blocks=None if measurements.n_blocks is None else measurements.n_blocks[kept],
+        n_messages=None if measurements.n_messages is None else measurements.n_messages[kept],
         name=name,
         line_rate_gb_s=cap,
     )
@@ -269,6 +326,21 @@ def calibrate(
         warnings.warn(text, UserWarning, stacklevel=2)
     saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
     return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
+
+
+def _fitted(m: Measurements, where: str) -> np.ndarray:
+    """The measurements to fit (``m.fitted``); fewer than the two a fit needs are refused, with the sizes there
+    are (a fit of all of them is asked for with fit_from_bytes 0)."""
+    kept = m.fitted
+    if kept.sum() < 2 <= kept.size:
+        raise InputError(
+            where,
+            f"has {count(int(kept.sum()), 'transfer')} of {m.fit_from_bytes:,.0f} bytes or more (fit_from_bytes, "
+            f"the sizes a KV handoff moves), and a fit needs 2; its sizes are {m.nbytes.min():,.0f} to "
+            f"{m.nbytes.max():,.0f} bytes",
+            "give fit_from_bytes= (--fit-from-bytes) at most the second largest size, or 0 to fit every size",
+        )
+    return kept if kept.sum() >= 2 else np.ones(kept.shape, bool)  # (one row: fit_link says what it needs)
 
 
 def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | None:

@@ -1,5 +1,5 @@
-"""Sample data shipped with perfmodel: two real request traces and three published KV-transfer
-microbenchmark tables, so that every example runs from an empty folder.
+"""Sample data shipped with perfmodel: two real request traces, three published KV-transfer
+microbenchmark tables and a perftest run, so that every example runs from an empty folder.
 
 =============================  ===============================================================
 name                           what
@@ -21,6 +21,9 @@ name                           what
 ``lmcache-nixl-iov``           NIXL/UCX, NIXL/UCCL and UCCL read bandwidth, 256 KiB-64 MiB in 256
                                descriptors, one and two rails. LMCache pull request 4161
                                (Apache-2.0).
+``perftest-ib-hdr``            perftest ``ib_write_bw -a`` on one HDR InfiniBand port (2 B-8 MiB),
+                               its text output as printed. microsoft/superbenchmark, its
+                               InfiniBand loopback test (MIT).
 =============================  ===============================================================
 
 The tables' rows cite their source URL and table; block sizes there are binary (KB = 1024 B),
@@ -38,8 +41,9 @@ __all__ = ["load", "names", "path"]
 
 
 def load(name: str) -> pd.DataFrame:
-    """A shipped dataset: a trace exactly as :func:`perfmodel.read_trace` reads the original file, or a
-    microbenchmark table as a DataFrame.
+    """A shipped dataset: a trace exactly as :func:`perfmodel.read_trace` reads the original file, a
+    microbenchmark table as a DataFrame, or perftest's output as :func:`perfmodel.calibration.read_measurements`
+    reads it (its table's columns, ``#bytes`` first, as numbers).
 
     Parameters
     ----------
@@ -59,10 +63,17 @@ def load(name: str) -> pd.DataFrame:
     (3993, ['arrival_ms', 'num_input_tokens', 'num_output_tokens', 'hash_ids'])
     >>> len(datasets.load("azure-code-2023"))
     8819
+    >>> int(datasets.load("perftest-ib-hdr")["#bytes"].iloc[-1])   # perftest ib_write_bw -a: 2 bytes to 8 MiB
+    8388608
     """
     file = path(name)
-    if FILES[name.removeprefix(PREFIX).strip().lower()][1]:
+    kind = FILES[name.removeprefix(PREFIX).strip().lower()][1]
+    if kind == "trace":
         trace = read_trace(file)
         trace.attrs["source"] = f"{PREFIX}{name.removeprefix(PREFIX).strip().lower()}"
         return trace
+    if kind == "perftest":
+        from .calibration import read_measurements
+
+        return read_measurements(file)[0].apply(pd.to_numeric)  # (every cell of the shipped run is a number)
     return pd.read_csv(file)

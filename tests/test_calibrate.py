@@ -237,16 +237,97 @@ def test_no_line_rate_keeps_the_fit_bit_for_bit():
 # --- perftest's own output ----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("nic", [None, "ib-hdr"])
+def test_the_perftest_fit_predicts_the_sizes_a_handoff_moves(nic):
+    """perftest's 2-byte to 32 KiB messages are not fitted (a per-message rate limits them): the fit of the
+    rest predicts 1 MiB and 8 MiB within 3%, with or without the NIC; a fit of every size does not."""
+    fitted = calibrate("dataset:perftest-ib-hdr", nic=nic)
+    by_size = fitted.errors_by_size().set_index("nbytes")
+    assert fitted.report.points == int(by_size["fitted"].sum()) == 8
+    assert by_size.index[by_size["fitted"]].min() == 65536 and not by_size["fitted"][by_size.index < 65536].any()
+    assert (by_size.loc[[2.0**20, 2.0**23], "error"].abs() < 0.03).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        every_size = calibrate("dataset:perftest-ib-hdr", nic=nic, fit_from_bytes=0)
+    assert every_size.report.points == 23
+    assert (every_size.errors_by_size().set_index("nbytes").loc[[2.0**20], "error"].abs() > 0.03).all()
+
+
+def test_errors_by_size_are_the_links_own_predictions_for_every_row():
+    fitted = calibrate(DATA / "ib_write_bw_hdr.txt")
+    m, table = fitted.measurements, fitted.errors_by_size("ib-hdr")
+    want = np.array([Link("ib-hdr", 25.0).transfer_ms(b, 0, 0) for b in m.nbytes], dtype=float)
+    assert list(table.columns) == ["nbytes", "measured_ms", "predicted_ms", "error", "fitted"]
+    assert table["predicted_ms"].tolist() == want.tolist() and table["nbytes"].tolist() == m.nbytes.tolist()
+    assert table["error"].tolist() == ((want - m.measured_ms) / m.measured_ms).tolist()
+    assert np.abs(table["error"]).tolist() == fitted.relative_errors("ib-hdr").tolist()
+    assert table["fitted"].tolist() == (m.nbytes >= 65536).tolist()
+
+
+def test_the_default_fit_is_fit_link_over_the_transfers_of_64_kib_and_more():
+    fitted = calibrate(DATA / "ib_write_bw_hdr.txt")
+    m = fitted.measurements
+    kept = m.nbytes >= 65536
+    assert fitted.link == fit_link_of(m.nbytes[kept], m.measured_ms[kept])
+    assert calibrate(DATA / "ib_write_bw_hdr.txt", fit_from_bytes=0).link == fit_link_of(m.nbytes, m.measured_ms)
+
+
+def fit_link_of(nbytes, measured_ms):
+    return perfmodel.fit_link(nbytes, measured_ms, name="fitted")
+
+
+@pytest.mark.parametrize(
+    "value, phrase",
+    [
+        (-1, "fit_from_bytes -1 is not a finite number >= 0"),
+        (float("nan"), "fit_from_bytes nan (not a number) is not a finite number >= 0"),
+        (float("inf"), "fit_from_bytes inf is not a finite number >= 0"),
+        (True, "fit_from_bytes True is a boolean, not a number"),
+        ("64k", "fit_from_bytes '64k'"),
+        (5e6, ("has 1 transfer of 5,000,000 bytes or more (fit_from_bytes, the sizes a KV handoff moves), and a "
+               "fit needs 2; its sizes are 2 to 8,388,608 bytes")),
+    ],
+)  # fmt: skip
+def test_a_fit_from_bytes_that_leaves_too_little_to_fit_is_refused_in_one_line(value, phrase):
+    assert calibrate(DATA / "ib_write_bw_hdr.txt", fit_from_bytes=4e6).report.points == 2  # 4 and 8 MiB: a fit
+    with pytest.raises(InputError) as raised:
+        calibrate(DATA / "ib_write_bw_hdr.txt", fit_from_bytes=value)
+    assert phrase in str(raised.value) and "Fix:" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_shipped_perftest_run_is_the_tests_copy():
+    shipped, places, _ = read_measurements("dataset:perftest-ib-hdr")
+    ours, our_places, _ = read_measurements(DATA / "ib_write_bw_hdr.txt")
+    pd.testing.assert_frame_equal(shipped, ours)
+    assert places == our_places
+    assert perfmodel.datasets.load("perftest-ib-hdr").equals(ours.apply(pd.to_numeric))
+
+
+def test_the_command_prints_every_size_and_marks_those_not_fitted(tmp_path, capsys):
+    assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "(15 smaller transfers, below 65,536 bytes, are not fitted: --fit-from-bytes 0 fits every size)" in out
+    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit() and "ms" not in line]
+    assert len(rows) == 23 and sum("(not fitted)" in row for row in rows) == 15
+    assert rows[-1].split()[0] == "8,388,608" and "(not fitted)" not in rows[-1]
+    assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--fit-from-bytes", "0",
+                 "--out", str(tmp_path / "b")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "not fitted" not in out and "23 points" in out
+    assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--fit-from-bytes", "-1"]) == 2
+    assert "'-1' is not a finite number >= 0" in capsys.readouterr().err
+
+
 def test_perftest_text_and_its_csv_form_are_read_as_is():
     text, places, _ = read_measurements(DATA / "ib_write_bw_hdr.txt")
     assert len(text) == 23 and places[0] == "line 46" and places[-1] == "line 68"  # not the row printed again
-    from_text = calibrate(DATA / "ib_write_bw_hdr.txt")
-    from_csv = calibrate(DATA / "ib_write_bw_hdr.csv")
+    from_text = calibrate(DATA / "ib_write_bw_hdr.txt", fit_from_bytes=0)
+    from_csv = calibrate(DATA / "ib_write_bw_hdr.csv", fit_from_bytes=0)
     assert from_text.report == from_csv.report and from_text.report.points == 23
     m = from_text.measurements
     mib_s = m.nbytes / (m.measured_ms / 1000) / 2**20  # perftest's MB/sec is MiB/s
     assert mib_s[-1] == pytest.approx(23240.68) and mib_s[0] == pytest.approx(5.30)
-    capped = calibrate(DATA / "ib_write_bw_hdr.txt", line_rate_gb_s=25.0)  # HDR: 200 Gb/s
+    capped = calibrate(DATA / "ib_write_bw_hdr.txt", line_rate_gb_s=25.0, fit_from_bytes=0)  # HDR: 200 Gb/s
     assert from_text.link.bandwidth_gb_s > 25.0 >= capped.link.bandwidth_gb_s
 
 
@@ -260,7 +341,7 @@ def test_perftest_latency_output_and_gbits_are_read(tmp_path):
         "5.40 \t\t8.20\n 65536   1000          22.9           30.1         23.09     \t       23.2      \t0.1"
         "\t\t24.0 \t\t30.1\n---------------------------------------------------------------------------\n",
     )
-    m = calibrate(lat).measurements
+    m = calibrate(lat, fit_from_bytes=0).measurements
     assert list(m.measured_ms * 1000) == pytest.approx([0.89, 5.03, 23.09])  # t_typical, the median
     gbits = _write(
         tmp_path / "g.txt",

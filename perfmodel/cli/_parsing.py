@@ -139,7 +139,7 @@ def _dataset_or(text: str, trace: bool | None) -> str:
     if text[: len(_data.PREFIX)].lower() != _data.PREFIX:
         return text
     name = text[len(_data.PREFIX) :].strip().lower()
-    kinds = {key: is_trace for key, (_, is_trace) in _data.FILES.items() if trace is None or is_trace == trace}
+    kinds = {key: kind for key, (_, kind) in _data.FILES.items() if trace is None or (kind == "trace") == trace}
     what = "dataset" if trace is None else "trace" if trace else "table of measurements"
     if name not in kinds:
         other = name in _data.FILES

@@ -7,6 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ..calibration import FIT_FROM_BYTES
 from ..inputs.table import INPUTS
 from ._draw import save
 from ._parsing import UsageError, data_file, one_line_warnings, table_options
@@ -50,20 +53,29 @@ def _calibrate(args: argparse.Namespace) -> int:
         kv_layout=args.kv_layout or INPUTS["kv_layout"].default,
         line_rate_gb_s=args.line_rate_gb_s,
         nic=args.nic,
+        fit_from_bytes=args.fit_from_bytes,
     )
     link, m = fitted.link, fitted.measurements
     print(f"fitted {link.name!r}: {fitted.report.describe()}")
-    print(f"{'link':<24} {'max error':>10} {'mean error':>11}")
+    smaller = int((~m.fitted).sum())
+    if smaller:
+        print(
+            f"({smaller} smaller transfers, below {m.fit_from_bytes:,.0f} bytes, are not fitted: --fit-from-bytes 0 "
+            "fits every size)"
+        )
+    print(f"{'link':<24} {'max error':>10} {'mean error':>11}" + ("  (over the transfers fitted)" if smaller else ""))
     for candidate in [link, *compare]:
-        errors = fitted.relative_errors(candidate)
+        errors = fitted.relative_errors(candidate)[m.fitted]
         print(f"{candidate.name:<24} {errors.max():>10.1%} {errors.mean():>11.1%}")
     if not compare:
         print("(--link NAME: the link these measurements ran on, to compare the fit with)")
+    print(_by_size(fitted, [link, *compare]))
     with output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements]) as stage:
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
         pp.calibration(
-            m.nbytes, m.measured_ms, link, n_blocks=m.n_blocks, n_messages=m.n_messages, compare=compare, ax=ax
-        )
+            m.nbytes, m.measured_ms, link, n_blocks=m.n_blocks, n_messages=m.n_messages, fitted=m.fitted,
+            compare=compare, ax=ax,
+        )  # fmt: skip
         ax.set_title(
             f"{link.name}: measured against predicted" + (f"\n{m.setup}" if m.setup else ""), fontsize="medium"
         )
@@ -77,6 +89,20 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"\nwrote {args.out / 'calibration.png'}")
     print(_saved(link.name, path))
     return 0
+
+
+def _by_size(fitted: Any, links: list[Any]) -> str:
+    """Every measurement's size, time and each link's error (signed: below 0 the link is too fast), the sizes
+    not fitted marked."""
+    lines = ["\neach transfer: " + ", ".join(f"{k.name} error" for k in links) + " (predicted - measured) / measured"]
+    head = f"{'bytes':>14} {'measured ms':>12}" + "".join(f" {k.name[:12]:>12}" for k in links)
+    lines.append(head)
+    errors = [fitted.errors_by_size(k)["error"].to_numpy() for k in links]
+    m = fitted.measurements
+    for i in np.argsort(m.nbytes, kind="stable"):
+        row = f"{m.nbytes[i]:>14,.0f} {m.measured_ms[i]:>12.4g}" + "".join(f" {e[i]:>+12.1%}" for e in errors)
+        lines.append(row + ("" if m.fitted[i] else "  (not fitted)"))
+    return "\n".join(lines)
 
 
 def _saved(name: str, path: Path | None) -> str:
@@ -95,6 +121,17 @@ def _saved(name: str, path: Path | None) -> str:
     except InputError as refused:
         return f"(not saved as a preset; --save would refuse --name {name}: {refused.problem}. Fix: {refused.fix})"
     return f"(not saved as a preset: add --save to use it as --link {key})"
+
+
+def _at_least_zero(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
 
 
 def _positive_float(text: str) -> float:
@@ -152,6 +189,14 @@ def register(sub: Any) -> None:
         help="the line rate of the NIC measured (decimal GB/s): the fitted bandwidth never exceeds it",
     )
     limit.add_argument("--nic", metavar="LINK", help="or the link preset of the NIC measured (its line rate)")
+    calibrate.add_argument(
+        "--fit-from-bytes",
+        type=_at_least_zero,
+        default=FIT_FROM_BYTES,
+        metavar="BYTES",
+        help="the smallest transfer fitted (default %(default)s, 64 KiB: the sizes a KV handoff moves); smaller ones "
+        "are shown, not fitted; 0 fits every size",
+    )
     calibrate.add_argument(
         "--out",
         type=Path,

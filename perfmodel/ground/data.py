@@ -9,13 +9,14 @@ from ..errors import InputError
 
 _DATA = Path(__file__).resolve().parents[1] / "data"
 
-#: Each dataset's file in the package, and whether it is a request trace.
+#: Each dataset's file in the package, and what it is: a request trace, a table (CSV) or perftest's text output.
 FILES = {
-    "mooncake-synthetic": ("mooncake_synthetic_trace.jsonl.gz", True),
-    "azure-code-2023": ("azure_llm_2023_code.csv.gz", True),
-    "fastdeploy-rdma-blocksize": ("fastdeploy_kvtransfer_vs_mooncake_blocksize.csv", False),
-    "mooncake-te-efa": ("mooncake_te_efa_aws.csv", False),
-    "lmcache-nixl-iov": ("lmcache_pr4161_nixl_ucx_uccl_iov.csv", False),
+    "mooncake-synthetic": ("mooncake_synthetic_trace.jsonl.gz", "trace"),
+    "azure-code-2023": ("azure_llm_2023_code.csv.gz", "trace"),
+    "fastdeploy-rdma-blocksize": ("fastdeploy_kvtransfer_vs_mooncake_blocksize.csv", "table"),
+    "mooncake-te-efa": ("mooncake_te_efa_aws.csv", "table"),
+    "lmcache-nixl-iov": ("lmcache_pr4161_nixl_ucx_uccl_iov.csv", "table"),
+    "perftest-ib-hdr": ("perftest_ib_write_bw_hdr.txt", "perftest"),
 }
 
 #: How the command line names a dataset where a file goes (``perfmodel trace dataset:mooncake-synthetic``).

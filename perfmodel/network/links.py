@@ -700,7 +700,8 @@ def fit_link(
     Parameters
     ----------
     nbytes
-        Bytes moved by each measured transfer (> 0).
+        Bytes moved by each measured transfer over one NIC (> 0): a link's bandwidth is one NIC's (one GPU's
+        path), so a transfer striped over several NICs gives each NIC's share (its bytes / the NICs).
     measured_ms
         Measured time of each transfer in ms (> 0).
     n_blocks

@@ -20,6 +20,7 @@ def calibration(
     *,
     n_blocks: Any = None,
     n_messages: Any = None,
+    fitted: Any = None,
     compare: Sequence[Link | str] = (),
     legend: bool = True,
     ax: Axes | None = None,
@@ -27,8 +28,9 @@ def calibration(
 ) -> Axes:
     """Measured transfer times against a fitted link's predictions (and other links', e.g. line rate).
 
-    Log-log over transfer size: the measurements as points, each link's prediction as a
-    line through the same sizes (and block counts), its largest relative error in the legend.
+    Log-log over transfer size: the measurements as points (hollow where the fit is not of them), each link's
+    prediction as a line through the same sizes (and block counts), its largest relative error over the
+    measurements fitted in the legend.
 
     Parameters
     ----------
@@ -38,6 +40,9 @@ def calibration(
         The fitted link.
     n_blocks, n_messages
         Blocks and messages of each measurement (for links with per-block and per-message costs).
+    fitted
+        Which measurements the fit is of (bool per measurement, as
+        :attr:`perfmodel.calibration.Measurements.fitted`); default: all.
     compare
         Other links (or preset names) drawn for comparison.
     legend
@@ -71,11 +76,16 @@ def calibration(
         np.zeros_like(x) if n is None else np.broadcast_to(np.asarray(n, dtype=float), x.shape)
         for n in (n_blocks, n_messages)
     )
+    kept = np.ones(x.shape, bool) if fitted is None else np.broadcast_to(np.asarray(fitted, dtype=bool), x.shape)
     order = np.argsort(x, kind="stable")
-    ax.plot(x[order], t[order], linestyle="none", **{"marker": "o", "color": "0.1", "label": "measured", **kwargs})
+    points = {"marker": "o", "color": "0.1", "label": "measured", **kwargs}
+    ax.plot(x[order][kept[order]], t[order][kept[order]], linestyle="none", **points)
+    if not kept.all():
+        hollow = {**points, "markerfacecolor": "none", "label": "measured, not fitted"}
+        ax.plot(x[order][~kept[order]], t[order][~kept[order]], linestyle="none", **hollow)
     for candidate, style in zip([link, *map(get_link, compare)], line_styles()):
         predicted = np.asarray(candidate.transfer_ms(x, blocks, messages), dtype=float)
-        worst = float(np.max(np.abs(predicted - t) / t))
+        worst = float(np.max(np.abs(predicted[kept] - t[kept]) / t[kept]))
         ax.plot(
             x[order], predicted[order], label=f"{candidate.name}: max error {worst:.0%}", **{**style, "marker": None}
         )
