@@ -414,7 +414,7 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
         raise InputError("table", f"got {type(table).__name__}", "pass a DataFrame, a file or 'dataset:NAME'")
     where = str(table)
     if where.startswith("dataset:"):
-        from .datasets import path as dataset_path
+        from .ground.data import path as dataset_path
 
         path = dataset_path(where)
     else:

@@ -12,7 +12,6 @@ import pandas as pd
 from .errors import InputError, check_whole
 from .kernels.handoff import blocks_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
-from .network.links import Transport
 from .network.placement import get_cluster
 from .replay import summaries as _questions
 
@@ -104,7 +103,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
         messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
                                      blocks_per_message=blocks_per_message)) if not number else blocks
     counted = 0.0 if math.isnan(messages) else messages
-    t = cast(Transport, c.transport)  # (a Cluster resolves its transport)
+    t = c.flow_transport  # (what each flow pays)
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
     kept = [k for k, b in enumerate(sizes) if b > 0]

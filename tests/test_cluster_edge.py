@@ -40,6 +40,7 @@ _VALID = {
     (Transport, "setup_ms"): (1.0, {}),
     (Transport, "efficiency"): (1.0, {}),
     (Transport, "line_rate_gb_s"): (1.0, {}),
+    (Transport, "measured_gpus"): (2, {"measured_over": "node"}),
     (Cluster, "nics_per_node"): (1, {}),
     (Cluster, "gpus_per_node"): (8, {}),
     (Cluster, "nodes"): (1, {}),
@@ -51,7 +52,19 @@ _VALID = {
     (ModelShape, "tp"): (1, {}),
     (ModelShape, "decode_tp"): (1, {}),
 }
-_NOT_NUMBERS = {"name", "nic", "transport", "nvlink", "fabric", "fit", "source", "kv_cache_dtype", "scope", "kv_layout"}
+_NOT_NUMBERS = {
+    "name",
+    "nic",
+    "transport",
+    "nvlink",
+    "fabric",
+    "fit",
+    "source",
+    "kv_cache_dtype",
+    "scope",
+    "kv_layout",
+    "measured_over",
+}
 
 
 def _numeric_fields():

@@ -232,6 +232,12 @@ class Cluster:
         nic, transport = cast(Link, self.nic), cast(Transport, self.transport)  # (resolved by __post_init__)
         return nic.bandwidth_gb_s * transport.efficiency * nic.efficiency
 
+    @property
+    def flow_transport(self) -> Transport:
+        """The transport's figures as each flow of a handoff pays them (:meth:`perfmodel.Transport.per_flow`:
+        a node's benchmark's costs per message and per block shared out to its GPUs)."""
+        return cast(Transport, self.transport).per_flow()  # (resolved by __post_init__)
+
     def nics_of(self, gpu: int) -> tuple[int, ...]:
         """The NICs (indices within the node) GPU ``gpu`` (its index within its node, or global) uses."""
         n, g = self.nics_per_node, self.gpus_per_node
@@ -631,7 +637,7 @@ def alone(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int | None = N
     else:
         bandwidth = outcome.final_rates[last]
     latency, per_message, per_block = own[last]
-    return Alone(linear, bandwidth, *vectors[last], latency + cast(Transport, cluster.transport).setup_ms, per_message, per_block,
+    return Alone(linear, bandwidth, *vectors[last], latency + cluster.flow_transport.setup_ms, per_message, per_block,
                  flows, resources, terms, last, bottleneck_of(outcome, last))
 
 
@@ -681,7 +687,7 @@ def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, c
     kept = [k for k, b in enumerate(nbytes) if b > 0]
     if not kept:
         return 0.0, None, nbytes
-    starts = [common_ms + cast(Transport, cluster.transport).setup_ms + flows[k].own_latency_ms(cluster)
+    starts = [common_ms + cluster.flow_transport.setup_ms + flows[k].own_latency_ms(cluster)
               + messages * flows[k].link.per_message_ms + blocks * flows[k].link.per_block_ms for k in kept]
     outcome = simulate(starts, [nbytes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
     return max(outcome.ends_ms), outcome, nbytes
@@ -718,7 +724,7 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
                 flows.append(f)
                 owner.append(number)
                 nbytes.append(size)
-    starts = [common_ms + cast(Transport, cluster.transport).setup_ms + f.own_latency_ms(cluster)
+    starts = [common_ms + cluster.flow_transport.setup_ms + f.own_latency_ms(cluster)
               + messages * f.link.per_message_ms + blocks * f.link.per_block_ms for f in flows]
     outcome = simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
     return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)

@@ -56,6 +56,7 @@ from ..inputs.table import nonnegative
 from ..inputs.words import count
 from .fits import FitReport, ms_per_byte_floor, nonnegative_least_squares
 from .specs import SPECS as _CLUSTERS
+from .transport import Transport
 
 __all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
            "transport_profiles", "transports", "user_links"]
@@ -168,60 +169,6 @@ class Link:
         return dataclasses.replace(self, name=f"{count}x {self.name}", bandwidth_gb_s=self.bandwidth_gb_s * count)
 
 
-@dataclass(frozen=True)
-class Transport:
-    """An engine's data path (Mooncake TE, NIXL over UCX or UCCL, FastDeploy), usable on any NIC: its
-    fixed costs and the fraction of a NIC's line rate its large transfers reach.
-
-    On a :class:`perfmodel.Cluster`, every flow of a handoff pays ``setup_ms`` (before data moves),
-    its messages times ``per_message_ms`` and its blocks times ``per_block_ms``; a NIC carries
-    ``efficiency`` times its line rate.
-
-    Parameters
-    ----------
-    name
-        A label for tables and plots.
-    per_message_ms
-        Cost of each message (transfer descriptor) a rank posts, in ms.
-    per_block_ms
-        Cost of each KV block moved, in ms.
-    setup_ms
-        Cost of each transfer before data moves, in ms (0 where no source gives one).
-    efficiency
-        Fraction of a NIC's line rate that large transfers reach (0 < efficiency <= 1).
-    line_rate_gb_s
-        The line rate (GB/s) of the hardware a profile was measured on (None: not from a benchmark).
-    source
-        Where the figures come from.
-
-    Examples
-    --------
-    >>> from perfmodel import Transport
-    >>> Transport("te", per_message_ms=0.0005, efficiency=0.8).efficiency
-    0.8
-    """
-
-    name: str = "ideal"
-    per_message_ms: float = 0.0
-    per_block_ms: float = 0.0
-    setup_ms: float = 0.0
-    efficiency: float = 1.0
-    line_rate_gb_s: float | None = None
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        where = f"transport {self.name!r}"
-        put = object.__setattr__
-        put(self, "efficiency", check_number(where, "efficiency", self.efficiency, lambda v: 0 < v <= 1,
-                                             "is not in (0, 1]", "pass the fraction of a NIC's line rate its large "
-                                             "transfers reach, e.g. 0.81"))
-        for term in ("per_message_ms", "per_block_ms", "setup_ms"):
-            put(self, term, check_number(where, term, getattr(self, term), finite_at_least(0.0),
-                                         "is not a finite number >= 0", f"pass {term} in ms >= 0"))
-        if self.line_rate_gb_s is not None:
-            put(self, "line_rate_gb_s", check_number(where, "line_rate_gb_s", self.line_rate_gb_s,
-                                                     finite_at_least(0.0, open_low=True), "is not a finite number > 0",
-                                                     "pass the benchmark hardware's line rate in GB/s, or None"))
 
 
 #: Interconnect presets at nominal line rate per direction, per GPU or NIC (sources: module docstring).
@@ -270,6 +217,8 @@ class _Profile(NamedTuple):
     per_message_rows: bool  # the table's nbytes is one message's (a transfer moves messages times that)
     source: str
     line_rate_gb_s: float | None = None  # the benchmark hardware's line rate (None: not published)
+    measured_over: str = "thread"  # what the figures were measured over (Transport.measured_over)
+    measured_gpus: int = 1  # with measured_over "node": the GPUs that moved data together
 
 
 PROFILES = {
@@ -283,17 +232,17 @@ PROFILES = {
         "(PaddlePaddle/FastDeploy KVTransferManager README)", 50.0),
     "uccl-rdma": _Profile(
         "lmcache-nixl-iov", "Direct UCCL single-rail", 256, False,
-        "UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
+        "UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)", None, "nic"),
     "nixl-uccl-rdma": _Profile(
         "lmcache-nixl-iov", "NIXL/UCCL single-rail", 256, False,
-        "NIXL over UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
+        "NIXL over UCCL, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)", None, "nic"),
     "nixl-ucx-rdma": _Profile(
         "lmcache-nixl-iov", "NIXL/UCX single-rail", 256, False,
-        "NIXL over UCX, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)"),
+        "NIXL over UCX, one rail, RDMA READ of host buffers in 256 descriptors (LMCache pull request 4161)", None, "nic"),
     "mooncake-te-efa-p5en": _Profile(
         "mooncake-te-efa", "write", 1, False,
         "Mooncake transfer engine GPU-to-GPU writes between two p5en.48xlarge over 16x200 Gb/s EFA, the "
-        "node's 8 GPUs together (16 threads, batches of 128; kvcache-ai/Mooncake 'EFA transport')", 400.0),
+        "node's 8 GPUs together (16 threads, batches of 128; kvcache-ai/Mooncake 'EFA transport')", 400.0, "node", 8),
 }
 
 
@@ -390,7 +339,8 @@ def transports() -> dict[str, Transport]:
     for name, link in transport_profiles().items():
         profile = PROFILES[name]
         found[name] = Transport(name, per_message_ms=link.per_message_ms, efficiency=link.efficiency,
-                                line_rate_gb_s=profile.line_rate_gb_s, source=profile.source)
+                                line_rate_gb_s=profile.line_rate_gb_s, source=profile.source, measured_over=profile.measured_over,
+                                measured_gpus=profile.measured_gpus)
     return found
 
 

@@ -254,7 +254,7 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     if r is None:
         values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
         return {"bytes_per_token": values["kv_bytes_per_token"]}
-    transport = cast(Transport, c.transport)  # (a Cluster resolves its transport)
+    transport = c.flow_transport  # (what each flow pays)
     extras = [("per_message_ms", transport.per_message_ms), ("per_block_ms", transport.per_block_ms)]
     if r.linear:  # (every flow's own costs are the last's: the kernel adds them; otherwise each flow's are simulated)
         extras = [
@@ -291,7 +291,7 @@ def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone
 
     known = [r for r in many if r is not None]
 
-    t = cast(Transport, c.transport)  # (a Cluster resolves its transport)
+    t = c.flow_transport  # (what each flow pays)
     for name, get in (
         ("latency_ms", lambda r: r.latency_ms),
         ("per_message_ms", lambda r: t.per_message_ms + r.per_message_ms),
@@ -355,7 +355,7 @@ def nonlinear_bandwidth(
     every = bool(valid.all())
     if not every:
         m, n, messages, blocks = m[valid], n[valid], messages[valid], blocks[valid]
-    t = cast(Transport, c.transport)
+    t = c.flow_transport
     own = np.array([f.own_latency_ms(c) for f in r.flows], dtype=np.float64)
     per_message = np.array([f.link.per_message_ms for f in r.flows], dtype=np.float64)
     per_block = np.array([f.link.per_block_ms for f in r.flows], dtype=np.float64)

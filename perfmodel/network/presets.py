@@ -166,6 +166,16 @@ def _transport_entry(transport: Transport) -> Any:
     return {f.name: getattr(transport, f.name) for f in dataclasses.fields(Transport)}
 
 
+def _scoped(transport: dict[str, Any]) -> dict[str, Any]:
+    """A saved transport's fields; one saved before transports said what they were measured over, under a
+    shipped profile's name, has that profile's ``measured_over`` (its figures came from it: a node's benchmark
+    stays a node's, never charged per flow)."""
+    profile = PROFILES.get(str(transport.get("name", "")))
+    if "measured_over" in transport or profile is None:
+        return transport
+    return {**transport, "measured_over": profile.measured_over, "measured_gpus": profile.measured_gpus}
+
+
 def _taken(key: str) -> str:
     """What a name a user cluster cannot take already is ("" if it is free of built-ins)."""
     if key in CLUSTERS:
@@ -210,7 +220,7 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
             if isinstance(fields.get(key), dict):
                 fields[key] = Link(**fields[key])
         if isinstance(fields.get("transport"), dict):
-            fields["transport"] = Transport(**fields["transport"])
+            fields["transport"] = Transport(**_scoped(fields["transport"]))
         elif isinstance(fields.get("transport"), str):
             fields["transport"] = get_transport(fields["transport"])
         return Cluster(**fields, name=name)

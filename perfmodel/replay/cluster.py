@@ -21,7 +21,7 @@ from ..inputs.table import check_count
 from ..inputs.words import count
 from ..kernels import network
 from ..network.clusters import HeadTerms, head_terms, with_fields
-from ..network.links import Link, Transport
+from ..network.links import Link
 from ..network.placement import get_cluster
 from . import on_cluster as _cluster_replay
 from .prepared import byte_column, link_column
@@ -269,7 +269,7 @@ def cluster_inputs(
     tp = check_count("tp", c.tp)
     d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
     latency = _scalar_ms("latency_ms", c.latency_ms)
-    transport = cast(Transport, cluster.transport)  # (a Cluster resolves its transport and links)
+    transport = cluster.flow_transport  # (what each flow pays; a Cluster resolves its links)
     per_block = _scalar_ms("per_block_ms", c.per_block_ms) + transport.per_block_ms
     per_message = _scalar_ms("per_message_ms", c.per_message_ms) + transport.per_message_ms
     blocks_per_message = float(checked("blocks_per_message", scalars["blocks_per_message"]))

@@ -17,7 +17,7 @@ arithmetic: the frame is built from the kernel's arrays by :mod:`perfmodel.repla
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,7 +35,6 @@ from ..network.clusters import (
     handoff_flow_list,
     refuse_what_it_decides,
 )
-from ..network.links import Transport
 from ..options import deprecated_constant, option
 
 __all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]
@@ -99,7 +98,7 @@ def pairs_of(
             "or raise perfmodel.set_options(max_pair_flows=)",
         )
     resources = Resources()
-    setup = cast(Transport, cluster.transport).setup_ms  # (a Cluster resolves its transport)
+    setup = cluster.flow_transport.setup_ms
     table = []
     for a in range(prefill_workers):
         row = []
