@@ -126,3 +126,11 @@ def test_a_cluster_saved_before_scopes_keeps_a_shipped_profiles_scope_by_its_nam
     assert perfmodel.get_cluster("old").transport == transports()[EFA]
     ours = perfmodel.get_cluster("ours").transport
     assert (ours.measured_over, ours.measured_gpus) == ("flow", 1) and ours.per_flow() is ours
+
+
+def test_a_cluster_says_when_its_transport_is_a_nodes_figures():
+    assert (
+        "(a node's figures over 8 GPUs, each GPU's flow charged 8x its cost per message)"
+        in _p5en(transports()[EFA]).describe()
+    )
+    assert _p5en(transports()["mooncake-te-rdma"]).describe().endswith("transport mooncake-te-rdma")

@@ -308,7 +308,10 @@ class Cluster:
         if self.gpus_per_pcie_switch:
             parts.append(f"{self.gpus_per_pcie_switch} GPUs per PCIe switch of {self.pcie_switch_gb_s:g} GB/s")
         if self.transport is not _IDEAL and self.transport != _IDEAL:
-            parts.append(f"transport {cast(Transport, self.transport).name}")
+            t = cast(Transport, self.transport)
+            parts.append(f"transport {t.name}" + (f" (a node's figures over {t.measured_gpus} GPUs, each GPU's flow "
+                                                  f"charged {t.measured_gpus}x its cost per message)"
+                                                  if t.per_flow() is not t else ""))
         return f"{self.name}: " + ", ".join(parts)
 
 
