@@ -290,36 +290,15 @@ def calibrate(
     if save:
         check_link_name(name, replace=replace)  # before anything is read: a refused name costs nothing
     cap = _line_rate(line_rate_gb_s, nic)
-    smallest = float(
-        check_number(
-            "calibrate", "fit_from_bytes", fit_from_bytes, finite_at_least(0.0), "is not a finite number >= 0",
-            "give the smallest transfer to fit in bytes (0 fits every size)",
-        )
-    )  # fmt: skip
+    smallest = _smallest_fitted(fit_from_bytes)
     frame, places, where = read_measurements(table)
-    measurements = _measurements(
-        frame,
-        places,
-        where,
-        model=model,
-        kv_cache_dtype=kv_cache_dtype,
-        tp=tp,
-        decode_tp=decode_tp,
-        scope=scope,
-        block_size=block_size,
-        kv_layout=kv_layout,
-    )
-    measurements = dataclasses.replace(measurements, fit_from_bytes=smallest)
-    kept = _fitted(measurements, where)
-    link = fit_link(
-        measurements.nbytes[kept],
-        measurements.measured_ms[kept],
-        n_blocks=None if measurements.n_blocks is None else measurements.n_blocks[kept],
-        n_messages=None if measurements.n_messages is None else measurements.n_messages[kept],
-        name=name,
-        line_rate_gb_s=cap,
-    )
-    said = _above_what_was_measured(link, measurements, cap)
+    shape = dict(model=model, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
+                 block_size=block_size, kv_layout=kv_layout)  # fmt: skip
+    measurements = dataclasses.replace(_measurements(frame, places, where, **shape), fit_from_bytes=smallest)
+    fitted = _fitted(measurements, where)
+    link = fit_link(fitted.nbytes, fitted.measured_ms, n_blocks=fitted.n_blocks, n_messages=fitted.n_messages,
+                    name=name, line_rate_gb_s=cap)  # fmt: skip
+    said = _above_what_was_measured(link, fitted, cap)  # (over what was fitted: a small row says nothing of it)
     if measurements.left_out:
         said += (f"{where}: left out {count(measurements.left_out, 'row')} without a size or a measurement",)
     for text in said:
@@ -328,9 +307,19 @@ def calibrate(
     return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
 
 
-def _fitted(m: Measurements, where: str) -> np.ndarray:
-    """The measurements to fit (``m.fitted``); fewer than the two a fit needs are refused, with the sizes there
-    are (a fit of all of them is asked for with fit_from_bytes 0)."""
+def _smallest_fitted(fit_from_bytes: Any) -> float:
+    """``fit_from_bytes`` checked: a finite number of bytes >= 0."""
+    return float(
+        check_number(
+            "calibrate", "fit_from_bytes", fit_from_bytes, finite_at_least(0.0), "is not a finite number >= 0",
+            "give the smallest transfer to fit in bytes (0 fits every size)",
+        )
+    )  # fmt: skip
+
+
+def _fitted(m: Measurements, where: str) -> Measurements:
+    """The measurements to fit (those of ``m.fitted``); fewer than the two a fit needs are refused, with the
+    sizes there are (a fit of all of them is asked for with fit_from_bytes 0)."""
     kept = m.fitted
     if kept.sum() < 2 <= kept.size:
         raise InputError(
@@ -340,7 +329,17 @@ def _fitted(m: Measurements, where: str) -> np.ndarray:
             f"{m.nbytes.max():,.0f} bytes",
             "give fit_from_bytes= (--fit-from-bytes) at most the second largest size, or 0 to fit every size",
         )
-    return kept if kept.sum() >= 2 else np.ones(kept.shape, bool)  # (one row: fit_link says what it needs)
+    if kept.sum() < 2:  # (one row in all: fit_link says what it needs)
+        return m
+    pick = lambda a: None if a is None else a[kept]  # noqa: E731
+    return dataclasses.replace(
+        m,
+        nbytes=m.nbytes[kept],
+        measured_ms=m.measured_ms[kept],
+        n_blocks=pick(m.n_blocks),
+        n_messages=pick(m.n_messages),
+        places=tuple(np.asarray(m.places, dtype=object)[kept]) if m.places else (),
+    )
 
 
 def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | None:

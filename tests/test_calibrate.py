@@ -295,6 +295,18 @@ def test_a_fit_from_bytes_that_leaves_too_little_to_fit_is_refused_in_one_line(v
     assert phrase in str(raised.value) and "Fix:" in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_what_the_fit_cannot_vouch_for_is_judged_on_the_transfers_fitted():
+    """A fast unfitted row (below fit_from_bytes) neither hides the extrapolation warning nor raises a line-rate one."""
+    big = pd.DataFrame({"nbytes": [1e6, 2e6, 4e6], "measured_ms": [0.05, 0.09, 0.17]})
+    odd = pd.concat([pd.DataFrame({"nbytes": [32768.0], "measured_ms": [0.0003]}), big], ignore_index=True)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        alone, with_small = calibrate(big), calibrate(odd)
+        capped = calibrate(odd, line_rate_gb_s=30.0)
+    assert len(alone.warnings) == 1 and with_small.warnings == alone.warnings and capped.warnings == ()
+    assert with_small.link == alone.link
+
+
 def test_the_shipped_perftest_run_is_the_tests_copy():
     shipped, places, _ = read_measurements("dataset:perftest-ib-hdr")
     ours, our_places, _ = read_measurements(DATA / "ib_write_bw_hdr.txt")
