@@ -278,7 +278,7 @@ def _stdout_to_devnull() -> None:
 def console() -> None:
     """The ``perfmodel`` command (and ``python -m perfmodel``): :func:`main`, then exit with its code.
 
-    Before exiting a run that succeeded, it freezes the garbage collector's objects: the interpreter's final cyclic
+    Before exiting (but after a failure caused by the input, exit code 2), it freezes the garbage collector's objects: the interpreter's final cyclic
     collections over everything pandas, numba and matplotlib allocated (0.2-0.4 s, measured on the
     main job) would only free memory the operating system reclaims anyway. Every file perfmodel writes is
     closed by then, and the standard streams are still flushed.
@@ -297,8 +297,9 @@ def console() -> None:
     exit code 0
     """
     code = main()
-    if code == 0:  # (a failed run keeps its final collections: its traceback's frames hold readers, such as
-        gc.freeze()  # pyarrow 14's CSV reader, that aborted the process now and then when freed only at teardown)
+    if code != 2:  # (a run failed on its input keeps its final collections: its traceback's frames hold readers,
+        gc.freeze()  # such as pyarrow 14's CSV reader, that aborted the process now and then when freed at teardown;
+    #                  an interrupted run freezes, as it must not run finalizers that a second signal could break)
     sys.exit(code)
 
 
