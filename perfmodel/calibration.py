@@ -197,7 +197,8 @@ class Calibration:
         """Every measurement beside ``link``'s prediction (default: the fitted link), by size.
 
         Columns ``nbytes``, ``measured_ms``, ``predicted_ms``, ``error`` (signed, ``(predicted - measured) /
-        measured``: below 0 the link is too fast) and ``fitted`` (whether the fit is of it: ``fit_from_bytes``).
+        measured``: below 0 the link is too fast) and ``fitted`` (whether the fit is of it: ``fit_from_bytes``);
+        measurements read from a file or frame are indexed by where each is in it (``place``: ``"line 7"``).
 
         >>> import pandas as pd, perfmodel
         >>> table = pd.DataFrame({"nbytes": [1e3, 1e6, 1e7, 1e8], "measured_ms": [0.01, 0.03, 0.21, 2.01]})
@@ -213,7 +214,8 @@ class Calibration:
                 "predicted_ms": predicted,
                 "error": (predicted - m.measured_ms) / m.measured_ms,
                 "fitted": m.fitted,
-            }
+            },
+            index=pd.Index(m.places, name="place") if m.places else None,
         )
 
 
@@ -352,7 +354,32 @@ def _line_rate(line_rate_gb_s: float | None, nic: Link | str | None) -> float | 
             f"given ({line_rate_gb_s!r}) beside nic={nic!r}, which sets it too",
             "give one of them (--line-rate-gb-s or --nic)",
         )
-    return get_link(nic).bandwidth_gb_s
+    return _nic(nic).bandwidth_gb_s
+
+
+def _nic(nic: Link | str) -> Link:
+    """The NIC ``nic`` names (a :class:`Link`, a line-rate preset, a user link, ``"8x NAME"`` for a table of
+    several NICs' bytes together); a cluster or a transport profile (whose bandwidth is a fit's, or a GPU's share
+    of a node) is refused, naming what to give."""
+    from .network.links import LINKS, MULTIPLE, PROFILES
+    from .network.specs import SPECS
+
+    if isinstance(nic, Link):
+        return nic
+    key = nic.strip().lower() if isinstance(nic, str) else nic
+    multiple = MULTIPLE.match(key) if isinstance(key, str) else None
+    base = multiple.group(2) if multiple else key
+    if base in SPECS:
+        why, fix = "is a cluster, not a NIC", f"give its NIC, nic={SPECS[base]['nic']!r}"
+    elif base in PROFILES:
+        why, fix = "is a transport profile, not a NIC (its bandwidth is a fit's)", "give the NIC it ran on, e.g. 'ib-ndr'"
+    else:
+        try:
+            return get_link(nic)
+        except InputError as error:
+            fix = f"give the NIC measured: a line-rate preset ({', '.join(LINKS)}), a saved link, or a perfmodel.Link"
+            raise InputError("nic", error.problem, fix) from None
+    raise InputError("nic", f"{nic!r} {why}", fix)
 
 
 def _above_what_was_measured(link: Link, m: Measurements, cap: float | None) -> tuple[str, ...]:
@@ -709,8 +736,18 @@ def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
     measured = None if column is None else cast(np.ndarray, table.numbers(column)) * TIMES[column]
     for column, unit in THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
         if column in table:
+            rate = cast(np.ndarray, table.numbers(column))
+            used = ~np.isnan(rate) & (True if measured is None else np.isnan(measured))
+            bad = used & ~(np.isfinite(rate) & (rate > 0))
+            if bad.any():  # (before a time is made of it: a negative rate is no negative time)
+                row = int(np.argmax(bad))
+                raise InputError(
+                    f"{table.where}, {table.places[row]}",
+                    f"the throughput {column} is {float(rate[row])!r}, not a finite number > 0",
+                    "drop failed or empty measurements (an empty cell is left out)",
+                )
             with np.errstate(divide="ignore", invalid="ignore"):
-                from_throughput = nbytes / (cast(np.ndarray, table.numbers(column)) * unit) * 1000.0
+                from_throughput = nbytes / (rate * unit) * 1000.0
             measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
     if measured is None:
         raise InputError(

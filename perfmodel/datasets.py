@@ -53,7 +53,7 @@ def load(name: str) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        A fresh copy: changing it changes nothing shipped.
+        A fresh copy: changing it changes nothing shipped; ``attrs["source"]`` is ``"dataset:NAME"``.
 
     Examples
     --------
@@ -65,15 +65,19 @@ def load(name: str) -> pd.DataFrame:
     8819
     >>> int(datasets.load("perftest-ib-hdr")["#bytes"].iloc[-1])   # perftest ib_write_bw -a: 2 bytes to 8 MiB
     8388608
+    >>> datasets.load("perftest-ib-hdr").attrs["source"]
+    'dataset:perftest-ib-hdr'
     """
     file = path(name)
-    kind = FILES[name.removeprefix(PREFIX).strip().lower()][1]
+    key = name.removeprefix(PREFIX).strip().lower()
+    kind = FILES[key][1]
     if kind == "trace":
-        trace = read_trace(file)
-        trace.attrs["source"] = f"{PREFIX}{name.removeprefix(PREFIX).strip().lower()}"
-        return trace
-    if kind == "perftest":
+        frame = read_trace(file)
+    elif kind == "perftest":
         from .calibration import read_measurements
 
-        return read_measurements(file)[0].apply(pd.to_numeric)  # (every cell of the shipped run is a number)
-    return pd.read_csv(file)
+        frame = read_measurements(file)[0].apply(pd.to_numeric)  # (every cell of the shipped run is a number)
+    else:
+        frame = pd.read_csv(file)
+    frame.attrs["source"] = f"{PREFIX}{key}"
+    return frame

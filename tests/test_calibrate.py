@@ -319,7 +319,7 @@ def test_the_command_prints_every_size_and_marks_those_not_fitted(tmp_path, caps
     assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert "(15 smaller transfers, below 65,536 bytes, are not fitted: --fit-from-bytes 0 fits every size)" in out
-    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit() and "ms" not in line]
+    rows = [line.removeprefix(line.split()[0] + " " + line.split()[1]) for line in out.splitlines() if line.startswith("line ")]
     assert len(rows) == 23 and sum("(not fitted)" in row for row in rows) == 15
     assert rows[-1].split()[0] == "8,388,608" and "(not fitted)" not in rows[-1]
     assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--fit-from-bytes", "0",
@@ -428,3 +428,42 @@ def test_a_fit_under_a_built_in_name_is_not_told_to_save_under_it(tmp_path, pres
     assert "exists already" in out and "--replace" in out, out  # taken by a user link: --save --replace replaces it
     assert main(["calibrate", str(table), "--name", "fresh", "--out", str(tmp_path / "e")]) == 0
     assert "add --save to use it as --link fresh" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "nic, phrase",
+    [
+        ("aws-p5en", "'aws-p5en' is a cluster, not a NIC. Fix: give its NIC, nic='efa-200g'"),
+        ("uccl-rdma", "'uccl-rdma' is a transport profile, not a NIC"),
+        ("2x Mooncake-TE-RDMA", "'2x Mooncake-TE-RDMA' is a transport profile, not a NIC"),
+        ("no-such-nic", "unknown link 'no-such-nic'. Fix: give the NIC measured: a line-rate preset (nvlink4"),
+    ],
+)
+def test_a_nic_that_is_not_one_nic_is_refused_by_its_own_name(nic, phrase):
+    with pytest.raises(InputError) as raised:
+        calibrate("dataset:perftest-ib-hdr", nic=nic)
+    assert str(raised.value).startswith("nic: ") and phrase in str(raised.value)
+    assert calibrate("dataset:perftest-ib-hdr", nic="1x ib-hdr").link.bandwidth_gb_s <= 25.0
+    assert calibrate("dataset:mooncake-te-efa", nic="16x efa-200g").link.bandwidth_gb_s <= 400.0  # (a node's NICs)
+
+
+@pytest.mark.parametrize("rate", ["-5", "0", "inf"])
+def test_a_throughput_that_is_no_throughput_is_refused_as_itself(tmp_path, rate):
+    file = tmp_path / "t.csv"
+    file.write_text(f"nbytes,measured_gb_s\n1000000,10\n2000000,{rate}\n4000000,20\n")
+    with pytest.raises(InputError, match=rf"t.csv, line 3: the throughput measured_gb_s is {float(rate)!r}, not a"):
+        calibrate(file)
+
+
+def test_errors_by_size_say_where_each_row_is_and_the_saved_fit_says_how_it_was_made(tmp_path, presets, capsys):
+    table = calibrate("dataset:perftest-ib-hdr").errors_by_size()
+    assert table.index.name == "place" and table.index[0].startswith("line ")
+    assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "ours", "--nic", "ib-hdr", "--save",
+                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "15 smaller transfers, below 65,536 bytes, are not fitted" in printed and "-0.0%" not in printed
+    source = json.loads(presets.read_text())["links"]["ours"]["source"]
+    assert source == "perfmodel calibrate dataset:perftest-ib-hdr --fit-from-bytes 65536 --nic ib-hdr"
+    assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "one", "--fit-from-bytes", "4",
+                 "--out", str(tmp_path / "out2")]) == 0  # fmt: skip
+    assert "(1 smaller transfer, below 4 bytes, is not fitted" in capsys.readouterr().out

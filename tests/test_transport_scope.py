@@ -58,11 +58,16 @@ def test_a_p5en_node_handing_off_together_takes_what_the_nodes_benchmark_predict
     cluster = _p5en(transports()[EFA])
     flows = perfmodel.handoff_flows(tokens, cluster, "llama-3.1-70b", tp=8, block_size=block_size)
     delay = float(perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", tp=8, block_size=block_size))
-    node = transport_profiles()[EFA]
+    efa = transports()[EFA]
+    node = perfmodel.Link("node", 400.0, efficiency=efa.efficiency, per_message_ms=efa.per_message_ms)
     per_rank = flows.drop_duplicates("src_rank")  # (a rank's two NICs each carry its messages)
     want = float(node.transfer_ms(flows["bytes"].sum(), 0, per_rank["messages"].sum()))
     assert flows["src_rank"].nunique() == 8 and delay == float(flows["time_ms"].max())
     assert delay == pytest.approx(want, rel=1e-12)
+    # the profile where a link goes is one GPU's share: the same handoff on it takes the cluster's time
+    on_link = perfmodel.handoff_delay_ms(tokens, EFA, "llama-3.1-70b", tp=8, block_size=block_size)
+    assert float(on_link) == pytest.approx(delay, rel=1e-12)
+    assert transport_profiles()[EFA].bandwidth_gb_s == 50.0
     unshared = _p5en(dataclasses.replace(transports()[EFA], measured_over="flow", measured_gpus=1))
     before = float(perfmodel.handoff_delay_ms(tokens, unshared, "llama-3.1-70b", tp=8, block_size=block_size))
     assert before < delay / 2  # (each GPU charged the node's cost per message: several times too fast)
@@ -134,3 +139,49 @@ def test_a_cluster_says_when_its_transport_is_a_nodes_figures():
         in _p5en(transports()[EFA]).describe()
     )
     assert _p5en(transports()["mooncake-te-rdma"]).describe().endswith("transport mooncake-te-rdma")
+
+
+def test_a_nodes_figures_without_how_many_gpus_shared_them_are_refused():
+    with pytest.raises(InputError, match=r"measured_over 'node' without measured_gpus.*Fix: pass measured_gpus"):
+        Transport("t", per_message_ms=3e-4, measured_over="node")
+    assert Transport("t", measured_over="gpu").measured_gpus == 1  # (other scopes: one GPU at most)
+
+
+def test_an_old_entry_under_a_profiles_name_in_another_case_keeps_its_scope(presets):
+    perfmodel.save_cluster(dataclasses.replace(_p5en(transports()[EFA]), name="old"))
+    data = json.loads(presets.read_text())
+    old = {k: v for k, v in data["clusters"]["old"]["transport"].items() if k not in ("measured_over", "measured_gpus")}
+    data["clusters"]["old"]["transport"] = {**old, "name": " Mooncake-TE-EFA-p5en "}
+    presets.write_text(json.dumps(data))
+    found = perfmodel.get_cluster("old").transport
+    assert (found.measured_over, found.measured_gpus) == ("node", 8)
+
+
+def test_ideal_is_a_transport_by_name_as_the_clusters_table_shows_it():
+    assert perfmodel.network.links.get_transport(" Ideal ") == Transport()
+    cluster = dataclasses.replace(perfmodel.get_cluster("aws-p5en"), transport="ideal")
+    assert cluster.transport == Transport()
+
+
+def test_a_missing_block_size_quotes_the_cost_each_flow_pays():
+    with pytest.raises(InputError) as raised:
+        perfmodel.handoff_delay_ms(1024, _p5en(transports()[EFA]), "llama-3.1-70b", tp=8)
+    per_flow = transports()[EFA].per_flow().per_message_ms
+    assert f"costs {per_flow:.3g} ms per message of each flow" in str(raised.value)
+
+
+def test_a_transport_sweep_tells_its_values_apart_by_label():
+    """A sweep's transport column names each value: two different transports under one name are refused
+    (the table could not tell them apart), the same transport twice, spelt as a profile and as its name, is
+    one value given twice; a transport renamed is its own value."""
+    te = transports()["mooncake-te-rdma"]
+    sweep = dict(num_input_tokens=[1024], model="llama-3.1-8b", cluster="aws-p5en", block_size=16)
+    with pytest.raises(InputError, match="axis transport has a repeated value: 'mooncake-te-rdma' twice"):
+        perfmodel.sweep(transport=[te, "mooncake-te-rdma"], **sweep)
+    with pytest.raises(InputError, match="axis transport has different values labelled 'mooncake-te-rdma'"):
+        perfmodel.sweep(transport=[dataclasses.replace(te, measured_over="gpu", per_message_ms=1e-3), te], **sweep)
+    with pytest.raises(InputError, match="axis link has different values labelled 'a'"):
+        perfmodel.sweep(link=[perfmodel.Link("a", 1.0), perfmodel.Link("a", 2.0)], num_input_tokens=[1], model="llama-3.1-8b")
+    found = perfmodel.sweep(transport=[te, dataclasses.replace(te, name="te-slow", per_message_ms=1e-3)], **sweep)
+    assert list(found["transport"]) == ["mooncake-te-rdma", "te-slow"]
+    assert found["handoff_delay_ms"].iloc[0] < found["handoff_delay_ms"].iloc[1]

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..calibration import FIT_FROM_BYTES
 from ..inputs.table import INPUTS
+from ..inputs.words import count
 from ._draw import save
 from ._parsing import UsageError, data_file, one_line_warnings, table_options
 
@@ -60,8 +61,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     smaller = int((~m.fitted).sum())
     if smaller:
         print(
-            f"({smaller} smaller transfers, below {m.fit_from_bytes:,.0f} bytes, are not fitted: --fit-from-bytes 0 "
-            "fits every size)"
+            f"({count(smaller, 'smaller transfer')}, below {m.fit_from_bytes:,.0f} bytes, "
+            f"{'is' if smaller == 1 else 'are'} not fitted: --fit-from-bytes 0 fits every size)"
         )
     print(f"{'link':<24} {'max error':>10} {'mean error':>11}" + ("  (over the transfers fitted)" if smaller else ""))
     for candidate in [link, *compare]:
@@ -82,7 +83,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         save(fig, stage / "calibration.png")
         plt.close(fig)
         path = (
-            save_link(link, source=f"perfmodel calibrate {args.measurements}", replace=args.replace)
+            save_link(link, source=_command(args), replace=args.replace)
             if args.save
             else None
         )
@@ -91,16 +92,30 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command that fitted a saved link (its ``source``): the measurements as given (a shipped table by its
+    dataset name) and the options that shape the fit."""
+    from ..ground.data import given_as
+
+    words = ["perfmodel calibrate", given_as(args.measurements), f"--fit-from-bytes {args.fit_from_bytes:g}"]
+    for flag in ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout", "line_rate_gb_s", "nic"):
+        if getattr(args, flag, None) is not None:
+            words.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
+    return " ".join(words)
+
+
 def _by_size(fitted: Any, links: list[Any]) -> str:
     """Every measurement's size, time and each link's error (signed: below 0 the link is too fast), the sizes
     not fitted marked."""
     lines = ["\neach transfer: " + ", ".join(f"{k.name} error" for k in links) + " (predicted - measured) / measured"]
-    head = f"{'bytes':>14} {'measured ms':>12}" + "".join(f" {k.name[:12]:>12}" for k in links)
-    lines.append(head)
-    errors = [fitted.errors_by_size(k)["error"].to_numpy() for k in links]
     m = fitted.measurements
+    width = max(map(len, m.places), default=0)
+    place = (lambda i: f"{m.places[i]:<{width}} ") if width else (lambda i: "")
+    lines.append(f"{'':<{width + 1 if width else 0}}{'bytes':>14} {'measured ms':>12}" + "".join(f" {k.name[:12]:>12}" for k in links))
+    # (an error that rounds to 0.0% is printed +0.0%, never -0.0%)
+    errors = [np.where(np.abs(e) < 5e-4, 0.0, e) for e in (fitted.errors_by_size(k)["error"].to_numpy() for k in links)]
     for i in np.argsort(m.nbytes, kind="stable"):
-        row = f"{m.nbytes[i]:>14,.0f} {m.measured_ms[i]:>12.4g}" + "".join(f" {e[i]:>+12.1%}" for e in errors)
+        row = f"{place(i)}{m.nbytes[i]:>14,.0f} {m.measured_ms[i]:>12.4g}" + "".join(f" {e[i]:>+12.1%}" for e in errors)
         lines.append(row + ("" if m.fitted[i] else "  (not fitted)"))
     return "\n".join(lines)
 

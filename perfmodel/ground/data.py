@@ -63,3 +63,14 @@ def path(name: str) -> Path:
     if key not in FILES:
         raise InputError("dataset", f"{name!r} is not a shipped dataset", f"use one of {', '.join(FILES)}")
     return _DATA / FILES[key][0]
+
+
+def given_as(file: str | Path) -> str:
+    """How to name ``file`` where a file goes: ``dataset:NAME`` for a shipped dataset's file, else the file.
+
+    >>> from perfmodel.ground.data import given_as, path
+    >>> given_as(path("perftest-ib-hdr")), given_as("runs/ours.csv")
+    ('dataset:perftest-ib-hdr', 'runs/ours.csv')
+    """
+    resolved = Path(file).resolve()
+    return next((PREFIX + name for name in FILES if resolved == path(name)), str(file))

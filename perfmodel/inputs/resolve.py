@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..model.models import KVTerms, ModelShape, kv_terms, layer_count
-from ..network.links import Link, get_link
+from ..network.links import Link, get_link, transports
 from .coerce import Coded, distinct, map_distinct, no_booleans, spread
 from .table import Valid, check_option
 from .words import count
@@ -398,20 +398,37 @@ def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
                 "give each value once",
             )
         seen[key] = label
+    if len(set(labels)) < len(labels):  # (different values, one label: the table could not tell them apart)
+        label = next(label for label in labels if labels.count(label) > 1)
+        raise InputError(
+            where,
+            f"axis {name} has different values labelled {label!r}: its table could not tell them apart",
+            "give each its own name, e.g. dataclasses.replace(value, name='...')",
+        )
     return labels
 
 
 def _identity(value: Any) -> Any:
     """What a grid value stands for, so that two spellings of one value are one: a link by its preset's name
-    (case and spaces aside, ``1x NAME`` as ``NAME``), other names case and spaces aside, numbers by value."""
+    (case and spaces aside, ``1x NAME`` as ``NAME``; a shipped transport profile as its name), other names case
+    and spaces aside, numbers by value, a Link, Transport or Cluster of one's own by its figures."""
     import re
 
     if isinstance(value, (str, Link)):
         try:
             link = get_link(value) if isinstance(value, str) else value
+            named = get_link(link.name) if isinstance(value, Link) else link
         except (InputError, ValueError, TypeError, OSError):
+            if isinstance(value, Link):
+                return ("object", repr(value))
             return ("name", " ".join(str(value).split()).lower())
-        return ("link", re.sub(r"^1\s*x\s*", "", " ".join(link.name.split()).lower()))
+        if named != link:  # (a Link of its own under a preset's name: not that preset)
+            return ("object", repr(value))
+        return ("preset", re.sub(r"^1\s*x\s*", "", " ".join(link.name.split()).lower()))
+    if type(value).__name__ == "Transport" and transports().get(value.name.strip().lower()) == value:
+        return ("preset", value.name.strip().lower())  # (a shipped profile: as its name)
+    if type(value).__name__ in ("Cluster", "Transport"):
+        return ("object", repr(value))
     if isinstance(value, (bool, np.bool_)) or value is None:
         return ("flag", value)
     if isinstance(value, (int, float, np.integer, np.floating)):

@@ -292,7 +292,9 @@ def transport_profiles() -> dict[str, Link]:
     rate at the transport's efficiency (its best measured throughput over the line rate) with a cost per
     message fitted at that bandwidth (see :func:`transports`); elsewhere a bandwidth and a cost per
     message are fitted together (:func:`fit_link`, the latency held at 0: every measurement of a table
-    posts the same number of messages).
+    posts the same number of messages). A link is what one GPU's handoff uses: a profile measured over a
+    node's GPUs together (``measured_over="node"``) is one GPU's share of it, the node's line rate over its
+    ``measured_gpus`` and its cost per message times them (the figures a cluster charges each flow).
 
     Examples
     --------
@@ -303,6 +305,9 @@ def transport_profiles() -> dict[str, Link]:
     >>> te = transport_profiles()["mooncake-te-rdma"]
     >>> te.bandwidth_gb_s, round(te.efficiency, 4), round(te.effective_bandwidth_gb_s, 2)
     (50.0, 0.8142, 40.71)
+    >>> efa = transport_profiles()["mooncake-te-efa-p5en"]     # a p5en node's 8 GPUs: one GPU's share
+    >>> efa.bandwidth_gb_s, round(efa.per_message_ms * 1000, 2)
+    (50.0, 2.43)
     """
     profiles = {}
     for name, profile in PROFILES.items():
@@ -311,8 +316,14 @@ def transport_profiles() -> dict[str, Link]:
             profiles[name] = dataclasses.replace(fitted, source=profile.source)
             continue
         efficiency, per_message, report = _held_fit(name)
-        profiles[name] = Link(name, profile.line_rate_gb_s, efficiency=efficiency, per_message_ms=per_message,
-                              max_relative_error=report.max_relative_error, fit=report, source=profile.source)
+        line_rate, source, g = cast(float, profile.line_rate_gb_s), profile.source, profile.measured_gpus
+        if profile.measured_over == "node" and g > 1:  # a link is one GPU's: its share of the node's figures
+            line_rate, per_message, source = line_rate / g, per_message * g, f"{source}; one GPU's share of the {g}"
+            report = dataclasses.replace(report, note=f"{report.note}, one GPU's share of the {g} GPUs measured",
+                                         parameters={**report.parameters, "per_message_ms": per_message,
+                                                     "bandwidth_gb_s": report.parameters["bandwidth_gb_s"] / g})
+        profiles[name] = Link(name, line_rate, efficiency=efficiency, per_message_ms=per_message,
+                              max_relative_error=report.max_relative_error, fit=report, source=source)
     return profiles
 
 
@@ -336,9 +347,12 @@ def transports() -> dict[str, Transport]:
     (0.8142, 50.0, 0.0)
     """
     found = {}
-    for name, link in transport_profiles().items():
-        profile = PROFILES[name]
-        found[name] = Transport(name, per_message_ms=link.per_message_ms, efficiency=link.efficiency,
+    for name, profile in PROFILES.items():
+        if profile.line_rate_gb_s is None:
+            efficiency, per_message = transport_profiles()[name].efficiency, transport_profiles()[name].per_message_ms
+        else:  # (the profile's own figures: a node's, not the link's one GPU's share)
+            efficiency, per_message = _held_fit(name)[:2]
+        found[name] = Transport(name, per_message_ms=per_message, efficiency=efficiency,
                                 line_rate_gb_s=profile.line_rate_gb_s, source=profile.source, measured_over=profile.measured_over,
                                 measured_gpus=profile.measured_gpus)
     return found
@@ -350,7 +364,8 @@ def get_transport(transport: Transport | str) -> Transport:
     Parameters
     ----------
     transport : Transport or str
-        A transport, or the name of a shipped profile (``"mooncake-te-rdma"``; any case).
+        A transport, the name of a shipped profile (``"mooncake-te-rdma"``; any case), or ``"ideal"``
+        (``Transport()``: no costs, line rate; a cluster's default).
 
     Returns
     -------
@@ -362,13 +377,17 @@ def get_transport(transport: Transport | str) -> Transport:
     --------
     >>> get_transport("fastdeploy-rdma").line_rate_gb_s
     50.0
+    >>> get_transport("ideal") == Transport()
+    True
     """
     if isinstance(transport, Transport):
         return transport
     key = transport.strip().lower() if isinstance(transport, str) else None
+    if key == "ideal":
+        return Transport()
     if key not in transports():
         raise InputError("transport", f"unknown transport {transport!r}",
-                         f"use one of {', '.join(transports())}, or a perfmodel.Transport")
+                         f"use 'ideal' (no costs, line rate), one of {', '.join(transports())}, or a perfmodel.Transport")
     return transports()[key]
 
 

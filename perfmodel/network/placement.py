@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..inputs import resolve as _resolve
 from ..inputs.coerce import Coded, distinct, spread
 from .clusters import Alone, Cluster, alone, flow_terms, head_terms, refuse_what_it_decides
-from .links import Link, Transport
+from .links import Link
 
 __all__ = ["Route", "is_cluster", "route"]
 
@@ -224,7 +224,7 @@ def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
     if block_size is not None:
         return
     for what, costs in (
-        (f"transport {cast(Transport, cluster.transport).name!r}", cluster.transport),  # (a Cluster resolves them)
+        (f"transport {cluster.flow_transport.name!r}", cluster.flow_transport),  # (what each flow pays)
         (f"NIC {cast(Link, cluster.nic).name!r}", cluster.nic),
         (f"NVLink {getattr(cluster.nvlink, 'name', '')!r}", cluster.nvlink),
     ):
@@ -233,7 +233,7 @@ def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
             if cost:
                 raise InputError(
                     "block_size",
-                    f"the cluster's {what} costs {cost:.3g} ms per {unit}, counted from "
+                    f"the cluster's {what} costs {cost:.3g} ms per {unit} of each flow, counted from "
                     "the KV blocks, but no block size is given",
                     "give the KV block size in tokens (block_size=, or --block-size on the command line)",
                 )

@@ -170,7 +170,7 @@ def _scoped(transport: dict[str, Any]) -> dict[str, Any]:
     """A saved transport's fields; one saved before transports said what they were measured over, under a
     shipped profile's name, has that profile's ``measured_over`` (its figures came from it: a node's benchmark
     stays a node's, never charged per flow)."""
-    profile = PROFILES.get(str(transport.get("name", "")))
+    profile = PROFILES.get(str(transport.get("name", "")).strip().lower())
     if "measured_over" in transport or profile is None:
         return transport
     return {**transport, "measured_over": profile.measured_over, "measured_gpus": profile.measured_gpus}

@@ -48,7 +48,8 @@ class Transport:
         What the figures were measured over (:data:`SCOPES`): ``"flow"``, ``"thread"``, ``"gpu"``, ``"nic"``
         or ``"node"``.
     measured_gpus
-        With measured_over ``"node"``: how many GPUs moved data together in the measurement (>= 1; 1 otherwise).
+        With measured_over ``"node"`` (required there): how many GPUs moved data together in the measurement
+        (>= 1); 1 otherwise.
 
     Examples
     --------
@@ -68,7 +69,7 @@ class Transport:
     line_rate_gb_s: float | None = None
     source: str = ""
     measured_over: str = "flow"
-    measured_gpus: int = 1
+    measured_gpus: int | None = None
 
     def __post_init__(self) -> None:
         where = f"transport {self.name!r}"
@@ -118,6 +119,15 @@ class Transport:
                 "say what its figures were measured over: 'flow' (one flow's), 'thread', 'gpu', 'nic' "
                 "or 'node' (with measured_gpus)",
             )
+        if self.measured_gpus is None:
+            if self.measured_over == "node":
+                raise InputError(
+                    where,
+                    "measured_over 'node' without measured_gpus: a node's figures are shared by the GPUs that moved "
+                    "data together, and how many is not given",
+                    "pass measured_gpus, e.g. 8 for a node's 8 GPUs",
+                )
+            put(self, "measured_gpus", 1)
         put(
             self,
             "measured_gpus",
