@@ -114,6 +114,7 @@ def handoff_delays(
     decode_tp: int | None = None,
     scope: str = "rank",
     kv_layout: str = "layer_kv",
+    connector: Any = None,
     errors: Errors = "raise",
     parallel: bool | None = None,
 ) -> pd.Series:
@@ -177,7 +178,7 @@ def handoff_delays(
         values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
         options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
-                             kv_layout=kv_layout)
+                             kv_layout=kv_layout, connector=connector)
         result = handoff(values, options, errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         if error.argument in columns:  # name the column, and the row by its label

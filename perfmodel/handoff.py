@@ -46,6 +46,7 @@ from .kernels import handoff as _kernels
 from .kernels.threads import in_shares
 from .model.models import ModelShape
 from .network import placement as _onto_cluster
+from .network.connector import Connector, get_connector
 from .network.links import Link
 from .options import deprecated_constant, option
 
@@ -296,6 +297,7 @@ def handoff_delay_ms(
     decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
     kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+    connector: Connector | str | None = None,
     errors: Errors = "raise",
     out: NDArray[np.float64] | None = None,
     parallel: bool | None = None,
@@ -342,7 +344,7 @@ def handoff_delay_ms(
         prefill_tokens_per_s=prefill_tokens_per_s,
         num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
     options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
-                         kv_layout=kv_layout)
+                         kv_layout=kv_layout, connector=connector)
     for name in ("worker_type", "completed", "mode"):  # None is no state: never taken for the default
         if inputs[name] is None:
             raise InputError(name, "is None, which is not a value of it",
@@ -359,10 +361,12 @@ class Options(ModelShape):
     when made."""
 
     overlap: str = INPUTS["overlap"].default  # "layerwise": stream layer groups while prefill runs
+    connector: Any = INPUTS["connector"].default  # a Connector or its name: costs added to latency and messages
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_option("overlap", self.overlap)
+        object.__setattr__(self, "connector", get_connector(self.connector))
 
     @classmethod
     def of(cls, **chosen: Any) -> Options:
@@ -560,6 +564,9 @@ def handoff(
     options = _PLAIN if options is None else options
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
+    if options.connector is not None:  # (added once: the calls on each cluster's rows are given none)
+        values.update(_resolve.with_connector(values, options.connector, errors=errors))
+        options = dataclasses.replace(options, connector=None)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
     for entry in REQUIRED:

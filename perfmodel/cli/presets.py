@@ -1,5 +1,5 @@
-"""``perfmodel presets list|show|remove``: the user presets (links, models and clusters saved by perfmodel, or
-written by hand), where they come from, and removing those perfmodel saved.
+"""``perfmodel presets list|show|remove``: the user presets (links, models, clusters, prefill profiles and
+connectors saved by perfmodel, or written by hand), where they come from, and removing those perfmodel saved.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from ._parsing import UsageError
 
-_KINDS = {"link": "links", "model": "models", "cluster": "clusters", "prefill": "prefills"}
+_KINDS = {"link": "links", "model": "models", "cluster": "clusters", "prefill": "prefills", "connector": "connectors"}
 
 
 def _entries() -> list[dict[str, Any]]:
@@ -18,6 +18,7 @@ def _entries() -> list[dict[str, Any]]:
     from ..inputs import user_presets as _presets
     from ..model.models import user_models_and_errors
     from ..model.prefill import user_prefills_and_errors
+    from ..network.connector import user_connectors_and_errors
     from ..network.links import user_links_and_errors
     from ..network.presets import user_clusters_and_errors
 
@@ -27,6 +28,7 @@ def _entries() -> list[dict[str, Any]]:
         ("model", user_models_and_errors()),
         ("cluster", user_clusters_and_errors()),
         ("prefill", user_prefills_and_errors()),
+        ("connector", user_connectors_and_errors()),
     ):
         entries = _presets.load(_KINDS[kind])[0]
         for name in [*usable, *bad]:
@@ -80,7 +82,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
     from ..network.presets import remove_cluster
 
     remove = {"link": remove_link, "model": remove_model, "cluster": remove_cluster}.get(row["kind"])
-    if remove is None:  # (a prefill profile: no API of its own to remove one)
+    if remove is None:  # (a prefill profile or a connector: no API of its own to remove one)
         _presets.remove(_KINDS[row["kind"]], row["name"])
     else:
         remove(row["name"])
@@ -93,7 +95,7 @@ def _list(path: Any) -> int:
     if not rows:
         print(
             f"no user presets in {path}. Save one: perfmodel calibrate TABLE --name NAME --save, "
-            "perfmodel models --add NAME config.json, or perfmodel.save_cluster(cluster)"
+            "perfmodel models --add NAME config.json, perfmodel.save_cluster(cluster) or perfmodel.save_connector(connector)"
         )
         return 0
     print(f"user presets in {path}:")
@@ -130,6 +132,10 @@ def _show(row: dict[str, Any], path: Any) -> int:
 
         profile = get_prefill(row["name"])
         print(f"\n{profile.fixed_ms:g} ms + {profile.ms_per_token:g} ms/token + {profile.ms_per_token2:g} ms/token^2")
+    elif row["usable"] == "yes" and row["kind"] == "connector":
+        from ..network.connector import get_connector
+
+        print(f"\n{get_connector(row['name']).describe()}")
     elif row["usable"] == "yes":
         from ..model.models import kv_terms
 
@@ -151,6 +157,6 @@ def register(sub: Any) -> None:
     presets.add_argument("action", choices=["list", "show", "remove"], help="what to do")
     presets.add_argument("name", nargs="?", help="with show and remove: the preset's name")
     presets.add_argument(
-        "--kind", choices=list(_KINDS), help="link, model, cluster or prefill, when a name is of several"
+        "--kind", choices=list(_KINDS), help="link, model, cluster, prefill or connector, when a name is of several"
     )
     presets.set_defaults(run=cmd_presets)

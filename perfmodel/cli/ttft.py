@@ -12,32 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs.codes import choice_names
+from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
 from ._parsing import UsageError, column_pairs, finite_above_zero, link_name, table_options, trace_file
 
-#: The handoff's flags (the input table's), as ``perfmodel trace`` has them; the serving's are this command's own.
-HANDOFF_FLAGS = (
-    "kv_cache_dtype",
-    "tp",
-    "decode_tp",
-    "scope",
-    "mode",
-    "state_bytes",
-    "latency_ms",
-    "fallback_delay_ms",
-    "per_block_ms",
-    "block_size",
-    "per_message_ms",
-    "blocks_per_message",
-    "kv_layout",
-    "links",
-    "contention",
-    "decode_workers",
-    "decode_cache_blocks",
-    "routing",
-    "prefill_workers",
-    "prefill_ms",
-    "prefill_tokens_per_s",
+#: The handoff's flags: ``perfmodel trace``'s (the input table's) but layer-wise streaming's, which the TTFT replay
+#: refuses; ``prefill_ms`` and ``prefill_tokens_per_s`` are the serving's service times here.
+HANDOFF_FLAGS = tuple(
+    name
+    for name in flags("trace")
+    if name in ("prefill_ms", "prefill_tokens_per_s") or (INPUTS[name].group != "layerwise" and name != "overlap")
 )
 SERVING_FLAGS = ("prefill_routing", "prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms", "concurrency")
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "hash_ids")

@@ -340,6 +340,53 @@ def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
     }
 
 
+#: A connector's costs, each added to the caller's input it stands beside: (input, the connector's field).
+CONNECTOR_COSTS = (("latency_ms", "request_ms"), ("per_message_ms", "per_descriptor_ms"))
+
+
+def with_connector(given: Mapping[str, Any], connector: Any, *, errors: str = "raise") -> dict[str, Any]:
+    """The caller's ``latency_ms`` and ``per_message_ms`` (``given``: absent or None, the input's default) plus a
+    connector's cost per request and per descriptor: the one rule of every entry point that takes ``connector=``
+    (``{}`` when it adds nothing). A caller's value that is invalid is left as it is (the entry point refuses it
+    as given), or with ``errors="coerce"`` made NaN: a sum never hides it.
+
+    >>> with_connector({"latency_ms": 0.5}, "vllm-nixl-0.10.1")
+    {'latency_ms': np.float64(3.5)}
+    """
+    from ..network.connector import get_connector
+    from .table import INPUTS, outside
+
+    found = get_connector(connector)
+    if found is None or found.off:
+        return {}
+    if found.per_descriptor_ms and given.get("block_size") is None:
+        raise InputError(
+            "connector",
+            f"{found.name!r} costs {found.per_descriptor_ms * 1e3:g} us per descriptor, and descriptors need a block "
+            "size",
+            "give block_size (the engine's KV block size in tokens)",
+        )
+    costs = {}
+    for name, term in CONNECTOR_COSTS:
+        extra = getattr(found, term)
+        if not extra:
+            continue
+        value = INPUTS[name].default if given.get(name) is None else given[name]
+        if isinstance(value, pd.Series):
+            value = value.to_numpy(dtype=np.float64, na_value=np.nan)
+        try:
+            numbers = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            continue  # (not numbers: the entry point refuses them as given)
+        with np.errstate(invalid="ignore"):
+            bad = outside(numbers, cast(Valid, INPUTS[name].valid))
+        if np.any(bad) and errors != "coerce":
+            continue
+        costs[name] = np.where(bad, np.nan, numbers + extra) if np.ndim(numbers) else np.float64(
+            np.nan if bad else numbers + extra)
+    return costs
+
+
 def add(value: Any, extra: Any) -> Any:
     """``value`` plus a link's term (skipped when the link adds nothing, so no array is made)."""
     if extra is None or (np.ndim(extra) == 0 and extra == 0):
@@ -361,7 +408,7 @@ def label_of(value: Any) -> Any:
     """
     import enum
 
-    if isinstance(value, Link) or type(value).__name__ in ("Cluster", "Transport"):
+    if isinstance(value, Link) or type(value).__name__ in ("Cluster", "Transport", "Connector"):
         return value.name
     if isinstance(value, Mapping):
         return str(value.get("_name_or_path") or value.get("model_type") or "config")

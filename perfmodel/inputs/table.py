@@ -351,6 +351,11 @@ OPTIONS: tuple[Input, ...] = (
           "layer contiguous: one per block).", "choice", default="layer_kv", choices=choice_names("kv_layout"),
           group="option", cli="--kv-layout", axis=True, grid_axis=True,
           example="layer", replay="one"),
+    Input("connector", "The serving engine's KV connector (:class:`perfmodel.Connector` or a name of "
+          ":data:`perfmodel.CONNECTORS`, or one saved with :func:`perfmodel.save_connector`): its cost per request "
+          "is added to ``latency_ms`` and its cost per descriptor to ``per_message_ms`` (default: none).", "name",
+          default=None, group="option", cli="--connector", axis=True, grid_axis=True,
+          example="vllm-nixl-0.10.1", replay="one"),
     Input("errors", "``\"raise\"`` (default): invalid values raise :class:`perfmodel.InputError` (a "
           "ValueError) naming the argument, the number of invalid rows, the first one and its value. "
           "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",

@@ -734,12 +734,14 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
             for number in range(len(pairs))]
 
 
-def refuse_what_it_decides(options: Any) -> None:
-    """Refuse the options a cluster decides, for a handoff alone and in replay: ``scope="group"`` and
-    ``overlap="layerwise"`` (``options``: anything with ``scope`` and ``overlap``)."""
+def refuse_what_it_decides(options: Any, replay: bool = False) -> None:
+    """Refuse the options a cluster decides: ``scope="group"`` (its flows carry each rank's bytes) and, in
+    replay (``replay``), ``overlap="layerwise"`` (``options``: anything with ``scope`` and ``overlap``). A
+    handoff alone streams layer by layer on a cluster as on a link: its layer groups are its flows at a
+    group's share of their bytes and costs, one group at a time."""
     if options.scope != "rank":
         raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
                          "drop scope (the cluster's flows carry each rank's bytes)")
-    if options.overlap != "none":
-        raise InputError("overlap", "layer-wise streaming is not modeled on a cluster",
-                         "pass a link (a bandwidth or a link name) for overlap='layerwise', or drop it")
+    if replay and options.overlap != "none":
+        raise InputError("overlap", "layer-wise streaming on a cluster is modeled for handoffs alone, not in replay",
+                         "drop overlap= (or replay on a link; handoff_delay_ms and sweeps stream it on a cluster)")

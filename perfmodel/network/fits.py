@@ -16,7 +16,7 @@ from ..inputs.words import count
 
 @dataclass(frozen=True)
 class FitReport:
-    """How well a :func:`perfmodel.fit_link` result describes its measurements (relative errors, fractions).
+    """How well a :func:`perfmodel.fit_link` (or :func:`perfmodel.fit_connector`) result describes its measurements (relative errors, fractions).
 
     Parameters
     ----------
@@ -50,6 +50,8 @@ class FitReport:
             "latency_ms": ("ms", 1.0),
             "per_block_ms": ("us per block", 1e3),
             "per_message_ms": ("us per message", 1e3),
+            "request_ms": ("ms per request", 1.0),
+            "per_descriptor_ms": ("us per descriptor", 1e3),
         }
         shown = [
             f"{value * units[name][1]:,.4g} {units[name][0]}"

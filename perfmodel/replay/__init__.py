@@ -73,6 +73,7 @@ def replay_handoffs(
     decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
     kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+    connector: Any = None,
     prefill_workers: int | None = None,
 ) -> pd.DataFrame:
     """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
@@ -126,6 +127,10 @@ def replay_handoffs(
         own, and how a block lies in memory, which sets the messages
         (:func:`perfmodel.kv_messages`, with this ``block_size``). Setup work under
         ``fair`` sharing, like the per-block cost.
+    connector
+        The serving engine's KV connector (a :class:`perfmodel.Connector` or its name): its cost per request
+        is added to ``latency_ms``, its cost per descriptor to ``per_message_ms`` (fixed costs, paid before the
+        bytes share a link under ``fair`` sharing).
     fallback_delay_ms
         Every transfer's time (ms) when the bandwidth is 0, which models no transfer
         (upstream's replay, whose default is 0.0); a ``"fifo"`` link is busy for it, and
@@ -188,13 +193,21 @@ def replay_handoffs(
         prefill_ms=prefill_ms, prefill_tokens_per_s=prefill_tokens_per_s, num_layers=num_layers,
         layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens, kv_cache_dtype=kv_cache_dtype, tp=tp,
         decode_tp=decode_tp, scope=scope, kv_layout=kv_layout, blocks_per_message=blocks_per_message,
-        prefill_workers=prefill_workers)
+        prefill_workers=prefill_workers, connector=connector)
     return replay_prepared(prepare_trace(trace, ready_ms=ready_ms), **config)
 
 
 #: A replay's configuration: the keywords of :func:`replay_handoffs` after the trace, with their defaults.
 _CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).parameters.items()
            if name not in ("trace", "ready_ms")}
+
+
+def configured(given: dict[str, Any]) -> SimpleNamespace:
+    """A replay's configuration: :func:`replay_handoffs`' keywords ``given`` over their defaults, a connector's
+    costs added to the caller's latency and per-message costs (once, here, for links and clusters alike)."""
+    c = SimpleNamespace(**{**_CONFIG, **given})
+    vars(c).update(_resolve.with_connector(vars(c), c.connector))
+    return c
 
 
 def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
@@ -209,7 +222,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     unknown = set(given) - set(_CONFIG)
     if unknown:
         raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
-    c = SimpleNamespace(**{**_CONFIG, **given})
+    c = configured(given)
     trace, tokens = prepared.trace, prepared.tokens
     bandwidth_spec = _one_of("kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link,
                              "<GB/s or e.g. 'ib-ndr'>")

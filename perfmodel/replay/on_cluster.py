@@ -389,6 +389,6 @@ def refuse_on_cluster(c: Any) -> None:
             f"{c.links} links, but a cluster decides which resources each flow crosses",
             "drop links (set the cluster's nics_per_node instead)",
         )
-    refuse_what_it_decides(c)
+    refuse_what_it_decides(c, replay=True)
     if c.routing not in ROUTINGS:
         raise InputError("routing", f"{c.routing!r} is not a routing policy", f"pass one of {', '.join(ROUTINGS)}")

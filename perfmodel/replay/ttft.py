@@ -19,7 +19,7 @@ from ..errors import InputError, check_choice, check_whole
 from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
-from . import _CONFIG, _is_cluster, _one_of, _one_value, finite_transfers, link_inputs
+from . import _is_cluster, _one_of, _one_value, configured, finite_transfers, link_inputs
 from .prepared import FIRST_COMPILE_S, PreparedTrace, byte_column, link_column, prepare_trace, request_values
 from .summaries import memory_held, percentile_ms
 
@@ -64,6 +64,7 @@ def replay_ttft(
     decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
     kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+    connector: Any = None,
 ) -> pd.DataFrame:
     """Replay a trace's time to first token under load: prefill queues, memory held, decode admission.
 
@@ -120,7 +121,7 @@ def replay_ttft(
         Default: open loop at the trace's arrival times.
     mode, block_size, decode_cache_blocks, routing, contention, links, latency_ms, per_block_ms, per_message_ms
         The handoffs, as :func:`perfmodel.replay_handoffs` takes them.
-    fallback_delay_ms, blocks_per_message, state_bytes, kv_cache_dtype, tp, decode_tp, scope, kv_layout
+    fallback_delay_ms, blocks_per_message, state_bytes, kv_cache_dtype, tp, decode_tp, scope, kv_layout, connector
         The handoffs, as :func:`perfmodel.replay_handoffs` takes them.
 
     Returns
@@ -182,6 +183,7 @@ def replay_ttft(
         decode_tp=decode_tp,
         scope=scope,
         kv_layout=kv_layout,
+        connector=connector,
     )
     serving = dict(
         prefill_workers=prefill_workers,
@@ -200,7 +202,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     """One TTFT replay of a prepared trace: ``config`` the handoffs' keywords, ``serving`` the serving's."""
     from ..kernels import serving as _serving
 
-    c = SimpleNamespace(**{**_CONFIG, **config})
+    c = configured(config)
     trace, tokens, n = prepared.trace, prepared.tokens, len(prepared.trace)
     bandwidth_spec = _one_of(
         "kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link, "<GB/s or e.g. 'ib-ndr'>"
