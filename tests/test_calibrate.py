@@ -319,7 +319,11 @@ def test_the_command_prints_every_size_and_marks_those_not_fitted(tmp_path, caps
     assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert "(15 smaller transfers, below 65,536 bytes, are not fitted: --fit-from-bytes 0 fits every size)" in out
-    rows = [line.removeprefix(line.split()[0] + " " + line.split()[1]) for line in out.splitlines() if line.startswith("line ")]
+    rows = [
+        line.removeprefix(line.split()[0] + " " + line.split()[1])
+        for line in out.splitlines()
+        if line.startswith("line ")
+    ]
     assert len(rows) == 23 and sum("(not fitted)" in row for row in rows) == 15
     assert rows[-1].split()[0] == "8,388,608" and "(not fitted)" not in rows[-1]
     assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "x", "--fit-from-bytes", "0",

@@ -132,12 +132,14 @@ def test_an_invalid_latency_is_not_hidden_by_the_connectors_cost():
     with pytest.raises(InputError) as raised:
         handoff_delay_ms([100, 200], 1.0, 1000, latency_ms=[-1.0, 0.0], connector="vllm-nixl-0.10.1")
     assert "latency_ms" in str(raised.value) and "-1" in str(raised.value)
-    coerced = handoff_delay_ms([100, 200], 1.0, 1000, latency_ms=[-1.0, 0.0], connector="vllm-nixl-0.10.1",
-                               errors="coerce")
+    coerced = handoff_delay_ms(
+        [100, 200], 1.0, 1000, latency_ms=[-1.0, 0.0], connector="vllm-nixl-0.10.1", errors="coerce"
+    )
     assert np.isnan(coerced[0]) and coerced[1] == pytest.approx(3.2)  # (0.2 ms of bytes, 3 ms of connector)
     with pytest.raises(InputError, match="per_message_ms"):
-        handoff_delay_ms(100, 1.0, "llama-3.1-8b", block_size=16, per_message_ms=-0.5,
-                         connector="sglang-nixl-unprepped")
+        handoff_delay_ms(
+            100, 1.0, "llama-3.1-8b", block_size=16, per_message_ms=-0.5, connector="sglang-nixl-unprepped"
+        )
 
 
 def test_descriptors_need_a_block_size_and_the_error_names_the_connector():
@@ -148,15 +150,25 @@ def test_descriptors_need_a_block_size_and_the_error_names_the_connector():
 
 def test_the_facade_and_the_accessor():
     df = pd.DataFrame({"tokens": [1024, 8192], "latency": [0.5, 0.0]})
-    got = df.perfmodel.handoff_delay(num_input_tokens="tokens", kv_transfer_bandwidth="ib-ndr",
-                                     kv_bytes_per_token="llama-3.1-8b", latency_ms="latency", connector=REQUEST)
+    got = df.perfmodel.handoff_delay(
+        num_input_tokens="tokens",
+        kv_transfer_bandwidth="ib-ndr",
+        kv_bytes_per_token="llama-3.1-8b",
+        latency_ms="latency",
+        connector=REQUEST,
+    )
     want = handoff_delay_ms([1024, 8192], "ib-ndr", "llama-3.1-8b", latency_ms=[1.75, 1.25])
     np.testing.assert_array_equal(got.to_numpy(dtype=float), want)
 
 
 def test_a_sweep_over_connectors_labels_each_row_by_name():
-    df = perfmodel.sweep(model="llama-3.1-8b", link="ib-ndr", connector=["vllm-nixl", "vllm-nixl-0.10.1", BOTH],
-                         block_size=16, num_input_tokens=[1024])
+    df = perfmodel.sweep(
+        model="llama-3.1-8b",
+        link="ib-ndr",
+        connector=["vllm-nixl", "vllm-nixl-0.10.1", BOTH],
+        block_size=16,
+        num_input_tokens=[1024],
+    )
     assert df["connector"].astype(str).tolist() == ["vllm-nixl", "vllm-nixl-0.10.1", "both"]
     base = handoff_delay_ms(1024, "ib-ndr", "llama-3.1-8b", block_size=16)
     extra = BOTH.costs_ms(perfmodel.kv_messages("llama-3.1-8b", 1024, 16))
@@ -194,14 +206,19 @@ def test_ttft_and_its_grid_take_the_connector(trace):
     want = perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-70b", latency_ms=1.25, **serving)
     pd.testing.assert_frame_equal(got, want)
     grid = perfmodel.ttft_grid(trace, link="ib-ndr", model="llama-3.1-70b", connector=[None, REQUEST], **serving)
-    p99 = [perfmodel.summarize_ttft(perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-70b", connector=c,
-                                                          **serving))["p99_ms"] for c in (None, REQUEST)]
+    p99 = [
+        perfmodel.summarize_ttft(perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-70b", connector=c, **serving))[
+            "p99_ms"
+        ]
+        for c in (None, REQUEST)
+    ]
     np.testing.assert_allclose(grid["p99_ms"], p99, rtol=1e-12)
 
 
 def test_a_replay_grid_over_connectors(trace):
-    grid = perfmodel.replay_grid(trace, model="llama-3.1-8b", link="ib-ndr", contention="fair",
-                                 connector=["vllm-nixl", "vllm-nixl-0.10.1"])
+    grid = perfmodel.replay_grid(
+        trace, model="llama-3.1-8b", link="ib-ndr", contention="fair", connector=["vllm-nixl", "vllm-nixl-0.10.1"]
+    )
     assert grid["connector"].astype(str).tolist() == ["vllm-nixl", "vllm-nixl-0.10.1"]
     assert grid["p50_ms"].iloc[1] > grid["p50_ms"].iloc[0]
 

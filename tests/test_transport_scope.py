@@ -181,7 +181,9 @@ def test_a_transport_sweep_tells_its_values_apart_by_label():
     with pytest.raises(InputError, match="axis transport has different values labelled 'mooncake-te-rdma'"):
         perfmodel.sweep(transport=[dataclasses.replace(te, measured_over="gpu", per_message_ms=1e-3), te], **sweep)
     with pytest.raises(InputError, match="axis link has different values labelled 'a'"):
-        perfmodel.sweep(link=[perfmodel.Link("a", 1.0), perfmodel.Link("a", 2.0)], num_input_tokens=[1], model="llama-3.1-8b")
+        perfmodel.sweep(
+            link=[perfmodel.Link("a", 1.0), perfmodel.Link("a", 2.0)], num_input_tokens=[1], model="llama-3.1-8b"
+        )
     found = perfmodel.sweep(transport=[te, dataclasses.replace(te, name="te-slow", per_message_ms=1e-3)], **sweep)
     assert list(found["transport"]) == ["mooncake-te-rdma", "te-slow"]
     assert found["handoff_delay_ms"].iloc[0] < found["handoff_delay_ms"].iloc[1]

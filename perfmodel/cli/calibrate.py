@@ -82,11 +82,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
         save(fig, stage / "calibration.png")
         plt.close(fig)
-        path = (
-            save_link(link, source=_command(args), replace=args.replace)
-            if args.save
-            else None
-        )
+        path = save_link(link, source=_command(args), replace=args.replace) if args.save else None
     print(f"\nwrote {args.out / 'calibration.png'}")
     print(_saved(link.name, path))
     return 0
@@ -98,7 +94,17 @@ def _command(args: argparse.Namespace) -> str:
     from ..ground.data import given_as
 
     words = ["perfmodel calibrate", given_as(args.measurements), f"--fit-from-bytes {args.fit_from_bytes:g}"]
-    for flag in ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout", "line_rate_gb_s", "nic"):
+    for flag in (
+        "model",
+        "kv_cache_dtype",
+        "tp",
+        "decode_tp",
+        "scope",
+        "block_size",
+        "kv_layout",
+        "line_rate_gb_s",
+        "nic",
+    ):
         if getattr(args, flag, None) is not None:
             words.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
     return " ".join(words)
@@ -111,7 +117,10 @@ def _by_size(fitted: Any, links: list[Any]) -> str:
     m = fitted.measurements
     width = max(map(len, m.places), default=0)
     place = (lambda i: f"{m.places[i]:<{width}} ") if width else (lambda i: "")
-    lines.append(f"{'':<{width + 1 if width else 0}}{'bytes':>14} {'measured ms':>12}" + "".join(f" {k.name[:12]:>12}" for k in links))
+    lines.append(
+        f"{'':<{width + 1 if width else 0}}{'bytes':>14} {'measured ms':>12}"
+        + "".join(f" {k.name[:12]:>12}" for k in links)
+    )
     # (an error that rounds to 0.0% is printed +0.0%, never -0.0%)
     errors = [np.where(np.abs(e) < 5e-4, 0.0, e) for e in (fitted.errors_by_size(k)["error"].to_numpy() for k in links)]
     for i in np.argsort(m.nbytes, kind="stable"):

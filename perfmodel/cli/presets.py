@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, cast
 
 from ._parsing import UsageError
 
@@ -133,9 +133,9 @@ def _show(row: dict[str, Any], path: Any) -> int:
         profile = get_prefill(row["name"])
         print(f"\n{profile.fixed_ms:g} ms + {profile.ms_per_token:g} ms/token + {profile.ms_per_token2:g} ms/token^2")
     elif row["usable"] == "yes" and row["kind"] == "connector":
-        from ..network.connector import get_connector
+        from ..network.connector import Connector, get_connector
 
-        print(f"\n{get_connector(row['name']).describe()}")
+        print(f"\n{cast(Connector, get_connector(row['name'])).describe()}")
     elif row["usable"] == "yes":
         from ..model.models import kv_terms
 

@@ -382,8 +382,11 @@ def with_connector(given: Mapping[str, Any], connector: Any, *, errors: str = "r
             bad = outside(numbers, cast(Valid, INPUTS[name].valid))
         if np.any(bad) and errors != "coerce":
             continue
-        costs[name] = np.where(bad, np.nan, numbers + extra) if np.ndim(numbers) else np.float64(
-            np.nan if bad else numbers + extra)
+        costs[name] = (
+            np.where(bad, np.nan, numbers + extra)
+            if np.ndim(numbers)
+            else np.float64(np.nan if bad else numbers + extra)
+        )
     return costs
 
 

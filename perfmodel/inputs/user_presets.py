@@ -35,7 +35,13 @@ from ..ground.files import atomic_file
 T = TypeVar("T")
 
 #: The kinds of user preset the file holds, and the word for one of each.
-KINDS = {"links": "link", "models": "model", "clusters": "cluster", "prefills": "prefill profile", "connectors": "connector"}
+KINDS = {
+    "links": "link",
+    "models": "model",
+    "clusters": "cluster",
+    "prefills": "prefill profile",
+    "connectors": "connector",
+}
 #: Kinds of one namespace: a link and a cluster go where one another go, so a name is one or the other.
 RIVALS = {"links": "clusters", "clusters": "links"}
 #: The field that marks an entry perfmodel saved itself (only such entries can be removed by perfmodel).

@@ -205,7 +205,9 @@ def get_connector(value: Any) -> Connector | None:
         return value
     if not isinstance(value, str):
         raise InputError(
-            "connector", f"{value!r} is neither a connector's name nor a Connector", "pass a name of perfmodel.CONNECTORS"
+            "connector",
+            f"{value!r} is neither a connector's name nor a Connector",
+            "pass a name of perfmodel.CONNECTORS",
         )
     key = value.strip().lower()
     if key in CONNECTORS:

@@ -316,12 +316,13 @@ def transport_profiles() -> dict[str, Link]:
             profiles[name] = dataclasses.replace(fitted, source=profile.source)
             continue
         efficiency, per_message, report = _held_fit(name)
-        line_rate, source, g = cast(float, profile.line_rate_gb_s), profile.source, profile.measured_gpus
+        line_rate, source, g = profile.line_rate_gb_s, profile.source, profile.measured_gpus
+        fitted_terms = report.parameters or {}
         if profile.measured_over == "node" and g > 1:  # a link is one GPU's: its share of the node's figures
             line_rate, per_message, source = line_rate / g, per_message * g, f"{source}; one GPU's share of the {g}"
             report = dataclasses.replace(report, note=f"{report.note}, one GPU's share of the {g} GPUs measured",
-                                         parameters={**report.parameters, "per_message_ms": per_message,
-                                                     "bandwidth_gb_s": report.parameters["bandwidth_gb_s"] / g})
+                                         parameters={**fitted_terms, "per_message_ms": per_message,
+                                                     "bandwidth_gb_s": fitted_terms["bandwidth_gb_s"] / g})
         profiles[name] = Link(name, line_rate, efficiency=efficiency, per_message_ms=per_message,
                               max_relative_error=report.max_relative_error, fit=report, source=source)
     return profiles

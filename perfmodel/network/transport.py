@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from ..errors import InputError, check_number, finite_at_least
 
@@ -142,7 +143,7 @@ class Transport:
                 )
             ),
         )
-        if self.measured_gpus > 1 and self.measured_over != "node":
+        if cast(int, self.measured_gpus) > 1 and self.measured_over != "node":
             raise InputError(
                 where,
                 f"measured_gpus {self.measured_gpus} with measured_over {self.measured_over!r}: only a node's "
@@ -162,7 +163,7 @@ class Transport:
         """
         if self.measured_over != "node" or self.measured_gpus == 1:
             return self
-        g = self.measured_gpus
+        g = cast(int, self.measured_gpus)  # (a whole number >= 1 once made)
         return dataclasses.replace(
             self,
             per_message_ms=self.per_message_ms * g,
