@@ -372,10 +372,7 @@ def _nic(nic: Link | str) -> Link:
     if base in SPECS:
         why, fix = "is a cluster, not a NIC", f"give its NIC, nic={SPECS[base]['nic']!r}"
     elif base in PROFILES:
-        why, fix = (
-            "is a transport profile, not a NIC (its bandwidth is a fit's)",
-            "give the NIC it ran on, e.g. 'ib-ndr'",
-        )
+        why, fix = "is a transport profile, not a NIC (a fit's bandwidth)", "give the NIC it ran on, e.g. 'ib-ndr'"
     else:
         try:
             return get_link(nic)

@@ -297,8 +297,13 @@ def check_number(where: str, name: str, value: Any, ok: Callable[[float], bool],
         number = float(value)
     else:
         raise InputError(where, f"{name} {value!r} is not a number", fix)
-    if not ok(number):
+    try:
+        valid = ok(number)
+    except OverflowError:  # (an int beyond every float: no field's range holds it)
+        valid = False
+    if not valid:
         shown = "nan (not a number)" if isinstance(number, float) and math.isnan(number) else repr(number)
+        shown = shown if len(shown) <= 40 else f"(a number of {len(shown)} digits)"
         raise InputError(where, f"{name} {shown} {rule}", fix)
     return number
 

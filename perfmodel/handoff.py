@@ -46,7 +46,7 @@ from .kernels import handoff as _kernels
 from .kernels.threads import in_shares
 from .model.models import ModelShape
 from .network import placement as _onto_cluster
-from .network.connector import Connector, get_connector
+from .network.connector import Connector
 from .network.links import Link
 from .options import deprecated_constant, option
 
@@ -366,7 +366,6 @@ class Options(ModelShape):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_option("overlap", self.overlap)
-        object.__setattr__(self, "connector", get_connector(self.connector))
 
     @classmethod
     def of(cls, **chosen: Any) -> Options:
@@ -416,12 +415,10 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
         return
     try:
         link = _resolve.link_terms(values["kv_transfer_bandwidth"], errors=errors)
-    except InputError:
-        raise
-    except (ValueError, TypeError) as error:
-        raise _as_input_error("kv_transfer_bandwidth", error) from None
+    except (ValueError, TypeError) as error:  # (an InputError as it is: it names the input already)
+        raise error if isinstance(error, InputError) else _as_input_error("kv_transfer_bandwidth", error) from None
     values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
-    values.update(_resolve.with_link_costs(values, link))
+    values.update(_resolve.with_link_costs(values, link, errors))
 
 
 def _cluster_bandwidth(found: _onto_cluster.Route, args: list[Arg], counts: Any) -> Arg:
@@ -565,7 +562,7 @@ def handoff(
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
     if options.connector is not None:  # (added once: the calls on each cluster's rows are given none)
-        values.update(_resolve.with_connector(values, options.connector, errors=errors))
+        values.update(_resolve.with_connector(values, options.connector, errors))
         options = dataclasses.replace(options, connector=None)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
@@ -582,7 +579,7 @@ def handoff(
     # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read; a handoff
     # whose flows pay unequal costs is simulated, each flow with its own link's costs per message and block
     simulated, own_costs, messages_needed = _simulated(found)
-    capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found),
+    capped = _resolve_models(values, options, errors, None if found is None else _onto_cluster.apply(values, found, errors),
                              messages_needed=messages_needed)
     # an input not given, or given as its default, is the default's coerced argument (no lookup: plain calls are quick)
     args = [arg if value is None or value is default or (type(value) is type(default) and value == default)

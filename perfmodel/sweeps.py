@@ -42,6 +42,7 @@ from .inputs.table import (
     nonnegative,
 )
 from .model.models import kv_terms
+from .network.connector import get_connector
 from .network.links import Link, get_link
 from .options import option
 
@@ -233,7 +234,12 @@ class SweepPlan:
                      **{name: np.add.outer(values.get(name, [0.0]), [getattr(link, name) for link in links] or [0.0])
                         for name in ("per_block_ms", "per_message_ms")},
                      "layer_group": values.get("layer_group"), "num_layers": values.get("num_layers")}, "sweep")
-        messages = "per_message_ms" in given or any(link.per_message_ms for link in links)
+        connectors = [get_connector(v) for v in values.get("connector", [])]
+        messages = (
+            "per_message_ms" in given
+            or any(link.per_message_ms for link in links)
+            or any(c is not None and c.per_descriptor_ms for c in connectors)
+        )
         return cls(axes=given, values=values, shape=tuple(len(values[name]) for name in given), labels=labels,
                    links=links, options=_options_per_combination(given, values, messages), clusters=clusters,
                    mode_codes=np.array([_mode(m) for m in values.get("mode", [])], dtype=np.int8))
@@ -358,14 +364,17 @@ def _check_axis_names(axes: dict[str, Any]) -> dict[str, Any]:
 
 def _implied(axes: dict[str, Any]) -> dict[str, Any]:
     """The axes with what others imply (a cache hit ratio: destination_missing; a layer-wise input:
-    layer-wise streaming), checked by the layer-wise rules of every entry point."""
+    layer-wise streaming, but a layer count beside per-message costs, which it serves), checked by the layer-wise
+    rules of every entry point."""
     if "cache_hit_ratio" in axes and "mode" not in axes:
         axes["mode"] = "destination_missing"
-    if (any(a in axes for a in LAYERWISE if a != "num_layers" or "per_message_ms" not in axes)
-            and "overlap" not in axes):
+    connectors = _resolve.axis_values("sweep", "connector", axes["connector"]) if "connector" in axes else []
+    per_message = "per_message_ms" in axes or any(getattr(get_connector(c), "per_descriptor_ms", 0) for c in connectors)
+    if any(a in axes for a in LAYERWISE if a != "num_layers" or not per_message) and "overlap" not in axes:
         axes["overlap"] = "layerwise"
     overlaps = {str(v) for v in _resolve.axis_values("sweep", "overlap", axes.get("overlap", "none"))}
-    layerwise_overlaps(axes, overlaps)  # the rules of every entry point
+    costs = {"per_message_ms": 1.0} if per_message and "per_message_ms" not in axes else {}  # (a connector's)
+    layerwise_overlaps({**axes, **costs}, overlaps)  # the rules of every entry point
     if "layerwise" in overlaps and "num_layers" not in axes and "model" not in axes:
         raise InputError("sweep", "overlap='layerwise' needs the layer count", "give a model axis, or num_layers")
     return axes

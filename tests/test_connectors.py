@@ -69,10 +69,19 @@ def test_the_published_figures():
     assert CONNECTORS["vllm-nixl"].off and CONNECTORS["sglang-mooncake"].off
 
 
+def test_a_connector_of_a_number_no_float_holds_is_refused_in_one_line():
+    with pytest.raises(InputError, match=r"request_ms \(a number of 401 digits\)"):
+        Connector("huge", request_ms=10**400)
+
+
 def test_the_metric_window():
     transfer = Connector("t", request_ms=3.0, per_descriptor_ms=0.01, window="transfer")
     handoff = Connector("h", request_ms=3.0, per_descriptor_ms=0.01)
     assert transfer.metric_ms([10.0, 0.0], [100, 0]).tolist() == [6.0, 0.0]  # (no handoff: nothing to take away)
+    with pytest.raises(InputError, match="descriptors"):
+        transfer.metric_ms(10.0)  # (its cost per descriptor cannot be taken away without them)
+    with pytest.raises(InputError, match="descriptors"):
+        transfer.costs_ms([-1])
     assert handoff.metric_ms([10.0, 0.0], [100, 0]).tolist() == [10.0, 0.0]
     delay = handoff_delay_ms(4096, "ib-ndr", "llama-3.1-8b", block_size=16, connector=transfer)
     descriptors = perfmodel.kv_messages("llama-3.1-8b", 4096, 16)
@@ -140,6 +149,65 @@ def test_an_invalid_latency_is_not_hidden_by_the_connectors_cost():
         handoff_delay_ms(
             100, 1.0, "llama-3.1-8b", block_size=16, per_message_ms=-0.5, connector="sglang-nixl-unprepped"
         )
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        perfmodel.Link("slow-setup", 50.0, latency_ms=2.0),
+        perfmodel.Cluster(nic=perfmodel.Link("nic", 50.0, latency_ms=2.0), nics_per_node=8, gpus_per_node=8),
+        "ib-ndr",
+    ],
+    ids=["link", "cluster", "connector"],
+)
+def test_no_cost_added_to_the_callers_hides_an_invalid_value(where):
+    """A link's, a cluster's NIC's or a connector's cost added to the caller's latency: -1 ms + 2 ms is no valid
+    1 ms. Refused as given; with coerce, that row is missing and the others get the cost."""
+    connector = "vllm-nixl-0.10.1" if where == "ib-ndr" else None
+    call = dict(tp=8, connector=connector)
+    for latency in (-1.0, math.nan, math.inf, [-1.0, 0.5], ["x", "0.5"], True):
+        tokens = [4096, 4096] if isinstance(latency, list) else 4096
+        with pytest.raises(InputError, match="latency_ms"):
+            handoff_delay_ms(tokens, where, "llama-3.1-70b", latency_ms=latency, **call)
+    got = handoff_delay_ms([4096, 4096], where, "llama-3.1-70b", latency_ms=["x", "0.5"], errors="coerce", **call)
+    want = handoff_delay_ms(4096, where, "llama-3.1-70b", latency_ms=0.5, **call)
+    assert np.isnan(got[0]) and got[1] == want
+
+
+def test_the_facade_adds_the_connector_to_a_column_with_an_invalid_entry_under_coerce():
+    df = pd.DataFrame({"tokens": [4096, 4096], "latency": ["0.5", "x"]})
+    got = perfmodel.handoff_delays(
+        df,
+        num_input_tokens="tokens",
+        kv_transfer_bandwidth="ib-ndr",
+        kv_bytes_per_token="llama-3.1-8b",
+        latency_ms="latency",
+        connector="vllm-nixl-0.10.1",
+        errors="coerce",
+    )
+    assert got.iloc[0] == handoff_delay_ms(4096, "ib-ndr", "llama-3.1-8b", latency_ms=3.5) and got.isna().iloc[1]
+
+
+def test_a_replay_still_takes_text_for_a_column_name_only():
+    trace = perfmodel.synthetic_trace(20, rate_per_s=10, seed=0)
+    with pytest.raises(InputError, match="one value"):
+        perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", latency_ms="1", connector="vllm-nixl-0.10.1")
+
+
+def test_none_names_no_connector_where_only_text_goes():
+    assert perfmodel.get_connector("None") is None
+    df = perfmodel.sweep(
+        model="llama-3.1-8b", link="ib-ndr", connector=["none", "vllm-nixl-0.10.1"], num_input_tokens=[1024]
+    )
+    assert df["handoff_delay_ms"].iloc[1] - df["handoff_delay_ms"].iloc[0] == pytest.approx(3.0)
+
+
+def test_a_sweep_with_descriptor_costs_counts_layers_for_messages_not_streaming():
+    connector = Connector("z", per_descriptor_ms=0.01)
+    call = dict(num_input_tokens=[4096], block_size=16, num_layers=32)
+    got = perfmodel.sweep(kv_bytes_per_token=131072, kv_transfer_bandwidth=50.0, connector=connector, **call)
+    want = handoff_delay_ms(4096, 50.0, 131072, block_size=16, num_layers=32, per_message_ms=0.01)
+    assert got["handoff_delay_ms"].iloc[0] == want
 
 
 def test_descriptors_need_a_block_size_and_the_error_names_the_connector():
@@ -247,8 +315,12 @@ def test_fit_connector_says_what_it_cannot_separate_and_refuses_bad_measurements
     assert fitted.request_ms == pytest.approx(2.0) and fitted.per_descriptor_ms == 0
     assert "not separable" in fitted.fit.note
     assert fit_connector([5.0, 6.0], [3.0, 4.0]).request_ms == pytest.approx(2.0)
-    assert fit_connector([2.0], [3.0]).request_ms == 0  # (faster than the transport alone: no negative cost)
+    faster = fit_connector([2.0], [3.0])  # (faster than the transport alone: no negative cost, and it says so)
+    assert faster.request_ms == 0 and "1 handoff measured faster than the transport alone" in faster.fit.note
     for measured, transport, descriptors, named in (
+        (None, None, None, "measured_ms"),
+        ([True, True], [1.0, 1.0], None, "measured_ms"),
+        ([2.0, 3.0], [1.0, 1.0], [1.5, 2], "descriptors"),
         ([1.0, -1.0], [0.5, 0.5], None, "measured_ms"),
         ([1.0, 0.0], [0.5, 0.5], None, "measured_ms"),
         ([1.0, 2.0], [0.5], None, "transport_ms"),
@@ -289,14 +361,22 @@ def test_saving_refuses_a_built_in_name_and_never_replaces_an_entry_written_by_h
     assert perfmodel.get_connector("mine").request_ms == 4.0  # (written by hand, read as any other)
 
 
+def test_a_saved_connector_never_shadows_a_built_in(config):
+    config.write_text(json.dumps({"connectors": {"VLLM-NIXL-0.10.1": {"request_ms": 99.0}}}))
+    assert perfmodel.get_connector("vllm-nixl-0.10.1").request_ms == 3.0
+    with pytest.warns(UserWarning, match="built-in"):
+        assert perfmodel.user_connectors() == {}
+
+
 def test_a_malformed_saved_connector_is_refused_naming_the_file_and_entry(config):
     config.write_text(json.dumps({"connectors": {"typo": {"request_msec": 4.0}, "neg": {"request_ms": -1}}}))
     with pytest.raises(InputError, match=r"unknown field 'request_msec' \(did you mean 'request_ms'\?\)"):
         perfmodel.get_connector("typo")
     with pytest.raises(InputError, match=r"'neg'.*not a finite number >= 0"):
         perfmodel.get_connector("neg")
-    with pytest.warns(UserWarning, match="typo"):
+    with pytest.warns(UserWarning) as caught:
         assert perfmodel.user_connectors() == {}
+    assert {"typo", "neg"} <= {name for w in caught for name in ("typo", "neg") if f"'{name}'" in str(w.message)}
 
 
 def test_the_command_line_lists_shows_and_removes_saved_connectors(config, capsys):

@@ -325,7 +325,7 @@ def _link_attribute(value: Any, attribute: str) -> float:
 LINK_COSTS = ("latency_ms", "per_block_ms", "per_message_ms")
 
 
-def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
+def with_link_costs(given: dict[str, Any], link: LinkTerms, errors: str = "raise") -> dict[str, Any]:
     """The caller's fixed costs (``given``: absent or None, the input's default) plus the link's own: the one
     rule of every entry point that takes a link.
 
@@ -335,7 +335,7 @@ def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
     from .table import INPUTS
 
     return {
-        name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(link, name))
+        name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(link, name), name, errors)
         for name in LINK_COSTS
     }
 
@@ -344,17 +344,17 @@ def with_link_costs(given: dict[str, Any], link: LinkTerms) -> dict[str, Any]:
 CONNECTOR_COSTS = (("latency_ms", "request_ms"), ("per_message_ms", "per_descriptor_ms"))
 
 
-def with_connector(given: Mapping[str, Any], connector: Any, *, errors: str = "raise") -> dict[str, Any]:
+def with_connector(given: Mapping[str, Any], connector: Any, errors: str = "raise") -> dict[str, Any]:
     """The caller's ``latency_ms`` and ``per_message_ms`` (``given``: absent or None, the input's default) plus a
     connector's cost per request and per descriptor: the one rule of every entry point that takes ``connector=``
-    (``{}`` when it adds nothing). A caller's value that is invalid is left as it is (the entry point refuses it
-    as given), or with ``errors="coerce"`` made NaN: a sum never hides it.
+    (``{}`` when it adds nothing), each sum as :func:`add` makes it (an invalid value of the caller's stays as
+    given).
 
     >>> with_connector({"latency_ms": 0.5}, "vllm-nixl-0.10.1")
     {'latency_ms': np.float64(3.5)}
     """
     from ..network.connector import get_connector
-    from .table import INPUTS, outside
+    from .table import INPUTS
 
     found = get_connector(connector)
     if found is None or found.off:
@@ -366,39 +366,47 @@ def with_connector(given: Mapping[str, Any], connector: Any, *, errors: str = "r
             "size",
             "give block_size (the engine's KV block size in tokens)",
         )
-    costs = {}
-    for name, term in CONNECTOR_COSTS:
-        extra = getattr(found, term)
-        if not extra:
-            continue
-        value = INPUTS[name].default if given.get(name) is None else given[name]
-        if isinstance(value, pd.Series):
-            value = value.to_numpy(dtype=np.float64, na_value=np.nan)
-        try:
-            numbers = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            continue  # (not numbers: the entry point refuses them as given)
-        with np.errstate(invalid="ignore"):
-            bad = outside(numbers, cast(Valid, INPUTS[name].valid))
-        if np.any(bad) and errors != "coerce":
-            continue
-        costs[name] = (
-            np.where(bad, np.nan, numbers + extra)
-            if np.ndim(numbers)
-            else np.float64(np.nan if bad else numbers + extra)
-        )
-    return costs
+    return {
+        name: add(INPUTS[name].default if given.get(name) is None else given[name], getattr(found, term), name, errors)
+        for name, term in CONNECTOR_COSTS
+        if getattr(found, term)
+    }
 
 
-def add(value: Any, extra: Any) -> Any:
-    """``value`` plus a link's term (skipped when the link adds nothing, so no array is made)."""
+def add(value: Any, extra: Any, name: str | None = None, errors: str = "raise") -> Any:
+    """``value`` plus a cost added to it (a link's, a cluster's, a connector's), skipped when the cost adds nothing
+    (so no array is made). With ``name``, ``value`` is the caller's input of that name, read as the numpy API reads
+    it, and a sum never hides an invalid value (-1 ms plus a link's 2 ms is not a valid 1 ms): one invalid entry,
+    and ``value`` is returned as given, for the entry point to refuse as given; with ``errors="coerce"``, its
+    invalid entries stay invalid (their rows missing) and the others get the cost. Text alone is no number here
+    (a replay takes it for a trace column's name): returned as given.
+
+    >>> add([-1.0, 0.5], 2.0, "latency_ms", errors="coerce").tolist()
+    [-1.0, 2.5]
+    """
+    from .args import coerce
+    from .table import INPUTS, outside
+
     if extra is None or (np.ndim(extra) == 0 and extra == 0):
         return value
     if np.ndim(extra) and not np.any(extra):
         return value
     if isinstance(value, pd.Series):
         value = value.to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.add(value, extra)
+    if name is None:
+        return np.add(value, extra)
+    if isinstance(value, str):
+        return value
+    try:
+        numbers = np.asarray(coerce(name, value).kernel_values(), dtype=np.float64)
+    except InputError:
+        return value  # (booleans, or what is no number: refused as given)
+    with np.errstate(invalid="ignore"):
+        bad = outside(numbers, cast(Valid, INPUTS[name].valid))
+    if np.any(bad) and errors != "coerce":
+        return value
+    total = numbers + extra
+    return np.where(bad, numbers, total) if np.ndim(total) else (numbers if bad else total)
 
 
 def label_of(value: Any) -> Any:

@@ -101,21 +101,30 @@ class Connector:
         >>> Connector("c", request_ms=1.0, per_descriptor_ms=0.01).costs_ms([0, 100])
         array([1., 2.])
         """
-        descriptors = np.asarray(descriptors, dtype=np.float64)
+        descriptors = (
+            _numbers("descriptors", descriptors, whole=True)
+            if np.ndim(descriptors)
+            else _numbers("descriptors", [descriptors], whole=True)[0]
+        )
         return self.request_ms + self.per_descriptor_ms * descriptors
 
-    def metric_ms(self, handoff_ms: Any, descriptors: Any = 0) -> Any:
+    def metric_ms(self, handoff_ms: Any, descriptors: Any = None) -> Any:
         """A modelled handoff (``handoff_ms``, with this connector, of ``descriptors`` descriptors per rank) in the
-        window of the engine's metric: itself for ``"handoff"``; without the connector's work for ``"transfer"``.
+        window of the engine's metric: itself for ``"handoff"``; without the connector's work for ``"transfer"``
+        (``descriptors`` needed where it costs per descriptor; never below 0).
 
         >>> c = Connector("c", request_ms=3.0, window="transfer")
         >>> float(c.metric_ms(10.0))
         7.0
         """
-        handoff = np.asarray(handoff_ms, dtype=np.float64)
+        handoff = _numbers("handoff_ms", handoff_ms) if np.ndim(handoff_ms) else _numbers("handoff_ms", [handoff_ms])[0]
         if self.window == "handoff":
             return handoff
-        return np.where(handoff > 0, handoff - self.costs_ms(descriptors), handoff)
+        if self.per_descriptor_ms and descriptors is None:
+            raise InputError(
+                "descriptors", f"{self.name!r} costs per descriptor", "pass each handoff's descriptors per rank"
+            )
+        return np.where(handoff > 0, np.maximum(handoff - self.costs_ms(descriptors or 0), 0.0), handoff)
 
     def describe(self) -> str:
         """One line: its costs (or off), the metric's window, and the versions.
@@ -184,7 +193,7 @@ CONNECTORS: dict[str, Connector] = {
 
 def get_connector(value: Any) -> Connector | None:
     """A connector from a name (built-in, or saved with :func:`save_connector`; case ignored) or a
-    :class:`Connector`; None is none.
+    :class:`Connector`; None, or the name ``"none"`` (for the command line and axes), is none.
 
     Parameters
     ----------
@@ -210,6 +219,8 @@ def get_connector(value: Any) -> Connector | None:
             "pass a name of perfmodel.CONNECTORS",
         )
     key = value.strip().lower()
+    if key == "none":
+        return None
     if key in CONNECTORS:
         return CONNECTORS[key]
     from ..inputs import user_presets as _presets
@@ -295,6 +306,8 @@ def user_connectors_and_errors() -> tuple[dict[str, Connector], dict[str, InputE
     from ..inputs import user_presets as _presets
 
     def parse(name: str, entry: dict[str, Any]) -> Connector:
+        if name in CONNECTORS or name == "none":
+            raise _presets.entry_error(name, "connectors", "has a built-in connector's name, which goes first")
         _presets.unknown_fields(name, "connectors", entry, {*_FIELDS, _presets.SAVED_BY})
         try:
             return Connector(**{**{k: v for k, v in entry.items() if k in _FIELDS}, "name": name})
@@ -358,19 +371,33 @@ def fit_connector(
         )
     if measured.size < 1:
         raise InputError("measured_ms", "is empty", "pass at least one measured handoff")
-    counts = None if descriptors is None else _numbers("descriptors", descriptors)
+    counts = None if descriptors is None else _numbers("descriptors", descriptors, whole=True)
     if counts is not None and counts.shape != measured.shape:
         raise InputError(
             "descriptors",
             f"holds {count(counts.size, 'value')} for {count(measured.size, 'measurement')}",
             "pass each handoff's descriptors per rank (perfmodel.kv_messages)",
         )
-    note = ""
+    faster = int(np.sum(measured < transport))
+    note = (
+        f"{count(faster, 'handoff')} measured faster than the transport alone: its model is slower than what was "
+        "measured (check the link or cluster, and the transport)"
+        if faster
+        else ""
+    )
     columns = [np.ones_like(measured)]
     if counts is not None and np.ptp(counts) > 0:
         columns.append(counts)
     elif counts is not None:
-        note = "one descriptor count for all: its cost is not separable from the request's, fitted as request_ms"
+        note = "; ".join(
+            filter(
+                None,
+                [
+                    note,
+                    "one descriptor count for all: its cost is not separable from the request's, fitted as request_ms",
+                ],
+            )
+        )
     design = np.stack(columns, axis=1) / measured[:, None]
     target = (measured - transport) / measured
     x = nonnegative_least_squares(design, target)
@@ -386,8 +413,12 @@ def fit_connector(
     return Connector(name, request_ms=request_ms, per_descriptor_ms=per_descriptor_ms, source=source, fit=report)
 
 
-def _numbers(name: str, value: Any, *, low_open: bool = False) -> np.ndarray:
-    """``value`` as a 1-D float64 array of finite numbers >= 0 (> 0 with ``low_open``), or one clear line."""
+def _numbers(name: str, value: Any, *, low_open: bool = False, whole: bool = False) -> np.ndarray:
+    """``value`` as a 1-D float64 array of finite numbers >= 0 (> 0 with ``low_open``; whole ones with ``whole``),
+    or one clear line; None, booleans and text are no numbers."""
+    if value is None or isinstance(value, str) or np.asarray(value).dtype.kind in "bOUS":
+        shown = "None" if value is None else "booleans" if np.asarray(value).dtype.kind == "b" else repr(value)[:60]
+        raise InputError(name, f"got {shown} where numbers were expected", f"pass {name} as numbers")
     try:
         numbers = np.atleast_1d(np.asarray(value, dtype=np.float64))
     except (TypeError, ValueError):
@@ -395,11 +426,13 @@ def _numbers(name: str, value: Any, *, low_open: bool = False) -> np.ndarray:
     if numbers.ndim != 1:
         raise InputError(name, f"has {numbers.ndim} dimensions", f"pass {name} as one value per handoff")
     bad = ~np.isfinite(numbers) | (numbers <= 0 if low_open else numbers < 0)
+    if whole:
+        bad |= np.isfinite(numbers) & (numbers != np.floor(numbers))
     if bad.any():
         first = int(np.argmax(bad))
         raise InputError(
             name,
             f"holds {numbers[first]!r} at position {first}",
-            f"pass {name} as finite numbers {'>' if low_open else '>='} 0",
+            f"pass {name} as finite{' whole' if whole else ''} numbers {'>' if low_open else '>='} 0",
         )
     return numbers

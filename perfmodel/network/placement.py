@@ -239,18 +239,18 @@ def _block_size_needed(cluster: Cluster, block_size: Any) -> None:
                 )
 
 
-def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
+def apply(values: dict[str, Any], found: Route, errors: str = "raise") -> dict[str, Any]:
     """In place: the kernel's bandwidth, state and fixed costs of the resolved handoff; returns its
     byte terms (``bytes_per_token`` and, for window or chunked layers, the capped terms). Linear: the
     last-ending flow's terms at its rate, its own latency added. Otherwise the group's byte terms; the
     bandwidth is then set per row (:func:`nonlinear_bandwidth`)."""
     c, r, codes, many, per_token, bad_state = found
     if bad_state is not None:
-        terms = apply(values, found._replace(state=None))
+        terms = apply(values, found._replace(state=None), errors)
         values["state_bytes"] = bad_state
         return terms
     if many is not None:
-        return _apply_many(values, c, codes, many)
+        return _apply_many(values, c, codes, many, errors)
     if r is None:
         values["kv_transfer_bandwidth"] = np.float64(c.nic_capacity_gb_s)
         return {"bytes_per_token": values["kv_bytes_per_token"]}
@@ -269,7 +269,7 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
         values["kv_transfer_bandwidth"] = np.float64(np.nan)  # (set per row before the kernel)
     for name, extra in extras:
         if extra:
-            values[name] = _resolve.add(0.0 if values[name] is None else values[name], extra)
+            values[name] = _resolve.add(0.0 if values[name] is None else values[name], extra, name, errors)
     if state or values["state_bytes"] is not None:
         values["state_bytes"] = np.float64(state)
     terms = {"bytes_per_token": np.float64(full) if per_token is None else np.multiply(per_token, full)}
@@ -283,7 +283,9 @@ def apply(values: dict[str, Any], found: Route) -> dict[str, Any]:
     return terms
 
 
-def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone | None]) -> dict[str, Any]:
+def _apply_many(
+    values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone | None], errors: str
+) -> dict[str, Any]:
     """:func:`apply` for a column of models (each linear): each term a lookup by model, spread over the rows."""
 
     def column(get: Any, missing: float) -> np.ndarray:  # (an unknown model's rows: missing)
@@ -298,7 +300,7 @@ def _apply_many(values: dict[str, Any], c: Cluster, codes: Any, many: list[Alone
         ("per_block_ms", lambda r: t.per_block_ms + r.per_block_ms),
     ):
         if any(get(r) for r in known):
-            values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0))
+            values[name] = _resolve.add(0.0 if values[name] is None else values[name], column(get, 0.0), name, errors)
     values["kv_transfer_bandwidth"] = column(lambda r: r.bandwidth_gb_s, np.nan)
     if any(r.state for r in known) or values["state_bytes"] is not None:
         values["state_bytes"] = column(lambda r: r.state, 0.0)
