@@ -44,8 +44,13 @@ def replay_reference(
     capacity=None,
     latency_ms=0.0,
     per_block_ms=0.0,
+    streamed=None,
 ):
-    """Per request: dict(decode_worker, cached_tokens, charged_tokens, transfer_bytes, delay_ms, flows)."""
+    """Per request: dict(decode_worker, cached_tokens, charged_tokens, transfer_bytes, delay_ms, flows).
+
+    ``streamed`` (layer-wise streaming): each request's prefill end and the share of its time alone sent after it;
+    ``ready`` is then when its first layer group may go, it ends no earlier than its prefill's end plus that share
+    of its time alone, and its delay counts from its prefill's end."""
     n = len(ready)
     P, D = prefill_workers, decode_workers
     prefill, decode = rc.place(c, tp, decode_tp, P, D)
@@ -61,6 +66,7 @@ def replay_reference(
     moving = []  # dicts: request, bytes, left, path, caps, start, end
     pending = []  # (end, seq, request)
     remaining = [0] * n
+    earliest = [-math.inf] * n  # (streamed: its prefill's end plus its last group's share of its time alone)
     rr = 0
     t = -math.inf
 
@@ -129,8 +135,8 @@ def replay_reference(
                 r = m["request"]
                 remaining[r] -= 1
                 if remaining[r] == 0:
-                    out[r]["end"] = t
-                    pending.append((t, out[r]["seq"], r))
+                    out[r]["end"] = max(t, earliest[r])
+                    pending.append((out[r]["end"], out[r]["seq"], r))
 
     for i, r in enumerate(order + [None]):
         now = math.inf if r is None else ready[r]
@@ -192,19 +198,22 @@ def replay_reference(
                 continue
             start = now + fixed + f["latency"] + f["hops"] * c.get("hop_latency_ms", 0.0)
             mine.append(dict(request=r, bytes=size, left=size, path=f["path"], caps=f["caps"], start=start, end=None))
+        alone = max(rc.simulate([dict(m) for m in mine], [m["start"] for m in mine]), default=now) - now
+        earliest[r] = -math.inf if streamed is None else streamed[0][r] + alone * streamed[1][r]
         if not mine:
-            pending.append((now, i, r))
+            out[r]["end"] = max(now, earliest[r])
+            pending.append((out[r]["end"], i, r))
             continue
         if contention == "none":  # alone: its own flows only
             ends = rc.simulate(mine, [m["start"] for m in mine])
             for m, e in zip(mine, ends):
                 m["end"], m["left"] = e, m["bytes"]
-            out[r]["end"] = max(ends)
+            out[r]["end"] = max(*ends, earliest[r])
             moving.extend(mine)
             pending.append((out[r]["end"], i, r))
             continue
         remaining[r] = len(mine)
         moving.extend(mine)
     for r in range(n):
-        out[r]["delay_ms"] = out[r]["end"] - ready[r]
+        out[r]["delay_ms"] = out[r]["end"] - (ready[r] if streamed is None else streamed[0][r])
     return out

@@ -172,6 +172,7 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
         label="rows",
     )
     column = data.draw(st.booleans(), label="prefill_worker column")
+    prefill_ms = data.draw(st.sampled_from([None, 0.0, 0.3, 2.0]), label="layer-wise prefill_ms")
     trace = trace_of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], block=16)
     prefill_of = None
     if column:
@@ -194,13 +195,18 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
         decode_cache_blocks=capacity,
         latency_ms=latency,
         per_block_ms=per_block,
+        **({} if prefill_ms is None else dict(overlap="layerwise", prefill_ms=prefill_ms)),
     )
+    arrivals = trace["arrival_ms"].tolist()
+    streamed = None  # (the model's 2 layers, sent one at a time: the first half a prefill before its end)
+    if prefill_ms is not None:
+        streamed = (arrivals, [0.5] * len(rows))
     want = ref.replay_reference(
         as_reference(cluster),
         heads,
         head_bpt,
         0.0,
-        trace["arrival_ms"].tolist(),
+        arrivals if prefill_ms is None else [a - prefill_ms / 2 for a in arrivals],
         [r[1] for r in rows],
         [r[2] for r in rows],
         tp=tp,
@@ -216,6 +222,7 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
         capacity=capacity,
         latency_ms=latency,
         per_block_ms=per_block,
+        streamed=streamed,
     )
     for column_name, key in (
         ("decode_worker", "decode_worker"),
@@ -237,7 +244,6 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
         (dict(contention="fifo"), "contention"),
         (dict(links=2), "links"),
         (dict(scope="group"), "scope"),
-        (dict(overlap="layerwise", prefill_ms=1.0), "overlap"),
         (dict(routing="nearest"), "routing"),
         (dict(latency_ms=-1.0), "latency_ms"),
         (dict(prefill_workers=0), "prefill_workers"),

@@ -1,7 +1,8 @@
 """Layer-wise streaming on a cluster (``overlap="layerwise"``): a handoff alone streams its layer groups as on a
 link, each group its flows at a group's share of their bytes and costs, one group at a time. On one NIC each side
 it is the link's layer-wise delay bit for bit; on any cluster it is the contract's rule applied to the cluster's
-own handoff time X: ``max(X * g / L, X - C * (L - g) / L)``, X below ``layerwise_min_tokens``."""
+own handoff time X: ``max(X * g / L, X - C * (L - g) / L)``, X below ``layerwise_min_tokens``. In a replay, each
+handoff's flows stream and share the cluster; on one NIC each side, as the link's layer-wise replay."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfmodel
-from perfmodel import Cluster, InputError
+from perfmodel import Cluster
 
 ONE_EACH_SIDE = Cluster(name="one", nic="ib-ndr", nics_per_node=1, gpus_per_node=1, nodes=2, nvlink_domain=1)
 
@@ -73,9 +74,43 @@ def test_a_sweep_and_the_command_stream_it_on_a_cluster(tmp_path, capsys):
     assert float(out.read_text().splitlines()[1].split(",")[-1]) == pytest.approx(layerwise)
 
 
-def test_a_replay_on_a_cluster_still_refuses_it_in_one_line():
-    trace = perfmodel.synthetic_trace(5, rate_per_s=1.0, seed=1)
-    with pytest.raises(InputError) as raised:
-        perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", tp=8, overlap="layerwise",
-                                  prefill_ms=10.0)  # fmt: skip
-    assert str(raised.value).startswith("overlap: layer-wise streaming on a cluster is modeled for handoffs alone")
+@settings(max_examples=25, deadline=None)
+@given(
+    rate=st.sampled_from([5.0, 60.0, 400.0]),
+    tokens_per_s=st.sampled_from([5_000.0, 20_000.0, 1e6]),
+    layer_group=st.sampled_from([1, 4, 32]),
+    minimum=st.sampled_from([0, 4000]),
+    contention=st.sampled_from(["fair", "none"]),
+    mode=st.sampled_from(["full_prompt", "destination_missing"]),
+)
+def test_a_replay_on_one_nic_each_side_is_the_links_layerwise_replay(
+    rate, tokens_per_s, layer_group, minimum, contention, mode
+):
+    """Its flows start with its first layer group and share the cluster; it ends no earlier than its prefill's end
+    plus its last group's share of its time alone, as on a link."""
+    trace = perfmodel.synthetic_trace(300, rate_per_s=rate, seed=3)
+    kw = dict(overlap="layerwise", prefill_tokens_per_s=tokens_per_s, layer_group=layer_group,
+              layerwise_min_tokens=minimum, contention=contention, mode=mode)  # fmt: skip
+    on_cluster = perfmodel.replay_handoffs(trace, ONE_EACH_SIDE, "llama-3.1-8b", prefill_workers=1, **kw)
+    on_link = perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", **kw)
+    for column in ("handoff_delay_ms", "start_ms", "end_ms", "transfer_ms"):
+        np.testing.assert_allclose(on_cluster[column], on_link[column], rtol=1e-12, atol=1e-12, err_msg=column)
+    assert on_cluster.attrs["overlap"] == "layerwise"
+    # alone, a streamed handoff waits for nothing: its queue is 0, whatever its prefill (a link counts the compute)
+    if contention == "none":
+        assert (on_cluster["queue_ms"] == 0).all()
+
+
+def test_a_replay_on_a_cluster_streams_every_handoffs_flows():
+    trace = perfmodel.datasets.load("mooncake-synthetic").head(300)
+    setup = dict(tp=8, prefill_workers=2, decode_workers=2, contention="fair", mode="destination_missing")
+    after = perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", **setup)
+    streamed = perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", overlap="layerwise",
+                                         prefill_tokens_per_s=20_000.0, **setup)  # fmt: skip
+    assert streamed["handoff_delay_ms"].mean() < after["handoff_delay_ms"].mean() / 10
+    assert (streamed["handoff_delay_ms"] >= 0).all() and streamed["bottleneck"].notna().any()
+    grid = perfmodel.replay_grid(trace, link="hgx-h100-8x400g", model="llama-3.1-70b", overlap=["none", "layerwise"],
+                                 prefill_tokens_per_s=20_000.0, **setup)  # fmt: skip
+    assert grid["p99_ms"].tolist() == pytest.approx(
+        [perfmodel.summarize(r)["p99_ms"] for r in (after, streamed)], rel=1e-12
+    )

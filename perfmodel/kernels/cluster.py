@@ -181,9 +181,9 @@ def _flow_ends(slot, t, neck, st, pool, out, ends, state):
     remaining, last_pos, pd = ends.remaining, ends.last_pos, ends.pending
     item = r * (st.worker_off.shape[0] - 1) + st.class_worker[pool.cls[slot]]  # (its decode worker too)
     if pool.sole[slot]:
-        out.end[r] = t
+        out.end[r] = max(t, ends.earliest[r])
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else NIL
-        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], t, i, item)
+        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, item)
         return
     position = np.int64(pool.position[slot])
     if t > out.end[r] or (t == out.end[r] and position < last_pos[r]):
@@ -191,8 +191,9 @@ def _flow_ends(slot, t, neck, st, pool, out, ends, state):
         last_pos[r] = position
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else NIL
     remaining[r] -= 1
-    if remaining[r] == 0:
-        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], t, i, item)
+    if remaining[r] == 0:  # (its last flow: it ends now, or streamed, no earlier than its last group is computed)
+        out.end[r] = max(t, ends.earliest[r])
+        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, item)
 
 
 @loop_helper
@@ -535,22 +536,23 @@ def start_request(i, r, now, net):
     (:func:`room`)."""
     st, cfg, out, sim, state, ends = net.st, net.cfg, net.out, net.sim, net.state, net.ends
     al, kept, pd = sim.al, sim.kept, ends.pending
-    w = out.decode_worker[r]
+    w, trace = out.decode_worker[r], net.trace
     out.start[r] = now
-    simulated = _charge(r, net.trace.prefill_of[r] * cfg.workers + w, net.hit[r], net.trace.tokens, st, cfg, out,
-                        al, kept)
+    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, net.hit[r], trace.tokens, st, cfg, out, al, kept)
+    last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position) if simulated > 0 else -1
+    out.alone_ms[r] = al.ends[last] if simulated > 0 else 0.0
+    if trace.last_fraction.shape[0] > 0:  # streamed: its last layer group is sent once its prefill ends
+        ends.earliest[r] = trace.prefill_end[r] + out.alone_ms[r] * trace.last_fraction[r]
     if simulated == 0:
-        out.end[r] = now
-        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], now, i, r * cfg.workers + w)
+        out.end[r] = max(now, ends.earliest[r])
+        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
         return
-    last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position)
-    out.alone_ms[r] = al.ends[last]
     if cfg.fair:
         _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, net.waiting, ends.remaining,
                      out)
         return
     out.bottleneck[r] = st.views[kept.copy_id[last], al.neck[last]] if al.neck[last] >= 0 else NIL
-    out.end[r] = now + al.ends[last]
+    out.end[r] = max(now + al.ends[last], ends.earliest[r])
     state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
         _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, net.waiting, ends.remaining,
@@ -684,10 +686,13 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
 
 
 def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
-            prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs) -> OnCluster:
+            prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs,
+            streamed: tuple[np.ndarray, np.ndarray] | None = None) -> OnCluster:
     """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
     before its first request: requests in ``order`` (ready order) with their ready times, prompt tokens,
-    dense block ids (``blocks[offsets[r]:offsets[r+1]]``) and prefill workers; outputs to ``out``."""
+    dense block ids (``blocks[offsets[r]:offsets[r+1]]``) and prefill workers; outputs to ``out``. Streamed layer
+    by layer (``streamed``: each request's prefill end and the share of its time alone sent after it), a handoff
+    ends no earlier than its prefill's end plus that share."""
     n, D = len(order), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = new_caches(cfg.n_unique, D, cfg.capacity)
     pending = Pending(np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
@@ -701,7 +706,7 @@ def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
     return OnCluster(
-        trace=Trace(order, ready, tokens, blocks, offsets, prefill_of),
+        trace=Trace(order, ready, tokens, blocks, offsets, prefill_of, *(streamed or (np.zeros(0), np.zeros(0)))),
         st=st,
         paths=paths,
         cfg=cfg,
@@ -709,7 +714,7 @@ def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np
         sim=Sim(cl, pool, heaps, loads, sc, lc, al, kept),
         caches=Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity)),
         waiting=Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D)),  # bytes (and flows) not yet moving or ended
-        ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), pending),
+        ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), np.full(n, -np.inf), pending),
         state=state,
         kmax=np.int64(kmax),
         hit=np.zeros(n, np.int64),

@@ -90,7 +90,9 @@ class Scratch(NamedTuple):
 
 class Trace(NamedTuple):
     """The requests (arrays of one length, but ``blocks``): in ready order, when each is ready (ms), its prompt
-    tokens, its dense block ids (request ``r``'s are ``blocks[offsets[r]:offsets[r + 1]]``), its prefill worker."""
+    tokens, its dense block ids (request ``r``'s are ``blocks[offsets[r]:offsets[r + 1]]``), its prefill worker;
+    streamed layer by layer (else both empty): when its prefill ends, and the share of its time alone that is
+    sent after that (its last layer group)."""
 
     order: np.ndarray
     ready: np.ndarray
@@ -98,6 +100,8 @@ class Trace(NamedTuple):
     blocks: np.ndarray
     offsets: np.ndarray
     prefill_of: np.ndarray
+    prefill_end: np.ndarray
+    last_fraction: np.ndarray
 
 
 class Caches(NamedTuple):
@@ -123,10 +127,13 @@ class Pending(NamedTuple):
 
 
 class Ends(NamedTuple):
-    """Per request: its flows still moving, the position of its last-ending flow so far; the pending handoffs."""
+    """Per request: its flows still moving, the position of its last-ending flow so far, the earliest it can end
+    (streamed layer by layer: its prefill's end plus its last group's share of its time alone; else -inf); the
+    pending handoffs."""
 
     remaining: np.ndarray  # int32
     last_pos: np.ndarray  # int32
+    earliest: np.ndarray  # float64
     pending: Pending
 
 

@@ -734,14 +734,11 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
             for number in range(len(pairs))]
 
 
-def refuse_what_it_decides(options: Any, replay: bool = False) -> None:
-    """Refuse the options a cluster decides: ``scope="group"`` (its flows carry each rank's bytes) and, in
-    replay (``replay``), ``overlap="layerwise"`` (``options``: anything with ``scope`` and ``overlap``). A
-    handoff alone streams layer by layer on a cluster as on a link: its layer groups are its flows at a
-    group's share of their bytes and costs, one group at a time."""
+def refuse_what_it_decides(options: Any) -> None:
+    """Refuse the options a cluster decides: ``scope="group"`` (its flows carry each rank's bytes; ``options``:
+    anything with ``scope``). A handoff streams layer by layer on a cluster as on a link: its layer groups are its
+    flows at a group's share of their bytes and costs, one group at a time (in a replay: it starts when its first
+    group is computed, and ends no earlier than its prefill's end plus its last group's share of its time alone)."""
     if options.scope != "rank":
         raise InputError("scope", "a cluster decides which GPUs' bytes cross which NICs, so scope does not apply",
                          "drop scope (the cluster's flows carry each rank's bytes)")
-    if replay and options.overlap != "none":
-        raise InputError("overlap", "layer-wise streaming on a cluster is modeled for handoffs alone, not in replay",
-                         "drop overlap= (or replay on a link; handoff_delay_ms and sweeps stream it on a cluster)")

@@ -234,8 +234,9 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         from .cluster import replay_on_cluster
 
         scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+        streaming = _layerwise(trace, tokens, bytes_spec, c, 0.0) if c.overlap != "none" else None
         return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars,
-                                 message_terms_of(trace, bytes_spec, c))
+                                 message_terms_of(trace, bytes_spec, c), streaming)
     if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
         asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where)",

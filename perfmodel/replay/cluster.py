@@ -192,10 +192,13 @@ def replay_on_cluster(
     destination_missing: bool,
     scalars: dict[str, Any],
     message_terms: Any,
+    streaming: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
     ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
-    ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms)."""
+    ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms); ``streaming``,
+    layer by layer: each request's lead (how long before its prefill ends its first layer group may go) and the
+    share of its time alone sent after its prefill ends (as on a link)."""
     _cluster_replay.refuse_on_cluster(c)
     on = cluster_inputs(
         prepared,
@@ -209,10 +212,11 @@ def replay_on_cluster(
     )
     prefill_of, p = on.prefill_of, on.prefill_workers
     ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
+    available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
     notice_first_compile(network.replay_pass)
     replayed = _cluster_replay.simulate_replay(
-        order=np.argsort(ready, kind="stable"),
-        ready=ready,
+        order=np.argsort(available, kind="stable"),
+        ready=available,
         tokens=prepared.tokens,
         blocks=prepared.blocks,
         offsets=prepared.offsets,
@@ -222,11 +226,12 @@ def replay_on_cluster(
         pairs=on.pairs,
         terms=on.terms,
         config=on.config,
+        streamed=None if streaming is None else (ready, streaming[1]),
     )
     return _frame(
         prepared.trace,
         prepared.tokens,
-        (ready, base),
+        (ready, base, None if streaming is None else (available, streaming[1])),
         replayed,
         on.resources,
         c,
@@ -313,7 +318,7 @@ def cluster_inputs(
 def _frame(
     trace: pd.DataFrame,
     tokens: np.ndarray,
-    times: tuple[np.ndarray, float],
+    times: tuple[np.ndarray, float, tuple[np.ndarray, np.ndarray] | None],
     replayed: Any,
     resources: Any,
     c: SimpleNamespace,
@@ -322,13 +327,20 @@ def _frame(
     decode_workers: int,
     destination_missing: bool,
 ) -> pd.DataFrame:
-    """The per-request table; ``times``: the ready times from the earliest, and the earliest (durations from the
-    former, timestamps shifted back by the latter)."""
+    """The per-request table; ``times``: the ready times (prefill ends) from the earliest, the earliest (durations
+    from the former, timestamps shifted back by the latter), and streamed layer by layer (else None): when each
+    handoff could start (before its prefill ends) and the share of its time alone sent after its prefill ends."""
     out = replayed.out
-    ready, base = times
-    raw = out.end - ready
-    wait = link_wait_ms(raw, out.alone_ms, out.end)
-    delay = np.where(wait < 0, raw, out.alone_ms + wait)  # (as on a link: queue + transfer, exact unhindered)
+    ready, base, streamed = times
+    if streamed is None:
+        raw = out.end - ready
+        wait = link_wait_ms(raw, out.alone_ms, out.end)
+        delay = np.where(wait < 0, raw, out.alone_ms + wait)  # (as on a link: queue + transfer, exact unhindered)
+    else:  # its wait: beyond what it takes streamed alone; its delay, as on a link: from its prefill's end
+        available, last_fraction = streamed
+        alone_end = np.maximum(out.alone_ms, ready - available + out.alone_ms * last_fraction)
+        wait = link_wait_ms(out.end - available, alone_end, out.end)
+        delay = out.end - ready
     queue = np.maximum(wait, 0.0)
     transfer_bytes = byte_column(out.bytes)
     columns = {
@@ -359,7 +371,7 @@ def _frame(
         prefill_workers=p,
         decode_workers=decode_workers,
         block_size=c.block_size,
-        overlap="none",
+        overlap=c.overlap,
         kv_layout=c.kv_layout,
         requests=len(trace),
         **resource_attrs(replayed, resources, base),

@@ -352,13 +352,16 @@ def simulate_replay(
     pairs: list[list[Pair]],
     terms: HeadTerms,
     config: dict,
+    streamed: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Replayed:
     """Replay requests in ``order`` on the cluster's resources (see the module's docstring).
 
     ``config``: the fields of :class:`perfmodel.kernels.cluster.Config` but the decode workers, distinct
     blocks, time bins and window/chunk lengths (from ``pairs``, ``n_unique``, ``ready`` and ``terms``),
     with ``routing`` a name and ``capacity`` None when unbounded. ``prefill_of[r]``: request ``r``'s
-    prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``.
+    prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``. ``streamed``: layer-wise streaming,
+    each request's prefill end and the share of its time alone sent after it (``ready``: when its first layer
+    group may go).
     """
     st, cfg = kernel_inputs(
         ready_sorted=ready[order], n_unique=n_unique, resources=resources, pairs=pairs, terms=terms, config=config
@@ -366,7 +369,7 @@ def simulate_replay(
     out = kernel.Outputs.empty(len(order))
     order, ready = order.astype(np.int64), np.ascontiguousarray(ready, np.float64)
     run = kernel.new_run(
-        order, ready, tokens.astype(np.int64), blocks, offsets, prefill_of.astype(np.int64), st, cfg, out
+        order, ready, tokens.astype(np.int64), blocks, offsets, prefill_of.astype(np.int64), st, cfg, out, streamed
     )
     net = network.replay(order, ready, run)
     loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)
@@ -389,6 +392,6 @@ def refuse_on_cluster(c: Any) -> None:
             f"{c.links} links, but a cluster decides which resources each flow crosses",
             "drop links (set the cluster's nics_per_node instead)",
         )
-    refuse_what_it_decides(c, replay=True)
+    refuse_what_it_decides(c)
     if c.routing not in ROUTINGS:
         raise InputError("routing", f"{c.routing!r} is not a routing policy", f"pass one of {', '.join(ROUTINGS)}")
