@@ -50,14 +50,51 @@ def heads_of(rank, t, H):
     raise ValueError("refused pair")
 
 
-def nics_of(gpu, c):
-    """The NIC indices (within the node) that a GPU uses (rules 3-4)."""
+def nics_of(gpu, c, *, as_built=False):
+    """The NIC indices (within the node) that a GPU uses (rules 3-4); a NIC map's entry instead (one NIC per GPU or
+    fewer), and where that NIC is down the next one up, around. ``as_built``: the rules' own, map and NICs down
+    aside."""
     n, g = c["nics_per_node"], c["gpus_per_node"]
     i = local(gpu, c)
-    if n <= g:
-        return [i * n // g]
-    k = n // g
-    return [i * k + m for m in range(k)]
+    if n > g:
+        k = n // g
+        return [i * k + m for m in range(k)]
+    nic = i * n // g
+    if not as_built:
+        if c.get("nic_map") is not None:
+            nic = c["nic_map"][i]
+        while nic in (c.get("nics_down") or ()):
+            nic = (nic + 1) % n
+    return [nic]
+
+
+def switch_of_nic(nic, c):
+    """The PCIe switch a NIC sits behind: the switch of the first GPU that uses it as built."""
+    users = [i for i in range(c["gpus_per_node"]) if nic in nics_of(i, c, as_built=True)]
+    return users[0] // c["gpus_per_pcie_switch"]
+
+
+def crosses_host(c):
+    """Whether some GPU of a node uses a NIC behind another PCIe switch than its own."""
+    if not c.get("gpus_per_pcie_switch"):
+        return False
+    s = c["gpus_per_pcie_switch"]
+    return any(switch_of_nic(nic, c) != i // s for i in range(c["gpus_per_node"]) for nic in nics_of(i, c))
+
+
+def pcie_crossed(gpu, nic, direction, c, caps):
+    """The PCIe resources a flow of ``gpu`` through ``nic`` crosses that way: its GPU's switch, and where the NIC
+    sits behind another switch, the host bridge and that switch."""
+    if not c.get("gpus_per_pcie_switch"):
+        return []
+    node, mine, theirs = node_of(gpu, c), local(gpu, c) // c["gpus_per_pcie_switch"], switch_of_nic(nic, c)
+    names = [f"node{node}:pcie{mine}-{direction}"]
+    caps[names[0]] = c["pcie_switch_gb_s"]
+    if theirs != mine:
+        host, other = f"node{node}:host-{direction}", f"node{node}:pcie{theirs}-{direction}"
+        caps[host], caps[other] = c["host_bridge_gb_s"], c["pcie_switch_gb_s"]
+        names += [host, other]
+    return names
 
 
 def nvlink_joined(a, b, c):
@@ -80,10 +117,7 @@ def subflow_paths(src, dst, c, nodes_on_leaf):
         name = f"node{node_of(src, c)}:nic{a}-out"
         path.append(name)
         caps[name] = nic_cap
-        if c.get("gpus_per_pcie_switch"):
-            name = f"node{node_of(src, c)}:pcie{local(src, c) // c['gpus_per_pcie_switch']}-out"
-            path.append(name)
-            caps[name] = c["pcie_switch_gb_s"]
+        path += pcie_crossed(src, a, "out", c, caps)
         hops = 1
         if c.get("fabric", "flat") == "rail" and a != b:
             hops = 3
@@ -93,10 +127,7 @@ def subflow_paths(src, dst, c, nodes_on_leaf):
         name = f"node{node_of(dst, c)}:nic{b}-in"
         path.append(name)
         caps[name] = nic_cap
-        if c.get("gpus_per_pcie_switch"):
-            name = f"node{node_of(dst, c)}:pcie{local(dst, c) // c['gpus_per_pcie_switch']}-in"
-            path.append(name)
-            caps[name] = c["pcie_switch_gb_s"]
+        path += pcie_crossed(dst, b, "in", c, caps)
         result.append((path, dict(caps), hops, c.get("nic_latency_ms", 0.0)))
     return result
 

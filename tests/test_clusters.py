@@ -123,6 +123,9 @@ def as_reference(c: Cluster) -> dict:
         gpus_per_pcie_switch=c.gpus_per_pcie_switch,
         pcie_switch_gb_s=c.pcie_switch_gb_s,
         nodes=c.nodes,
+        nic_map=c.nic_map,
+        nics_down=c.nics_down,
+        host_bridge_gb_s=c.host_bridge_gb_s,
     )
 
 
@@ -134,6 +137,13 @@ def clusters(draw):
     sharing = g // n if n <= g else 1
     switch = draw(st.sampled_from([None, *[s for s in (1, 2, 4, 8) if g % s == 0 and s % sharing == 0]]))
     domain = draw(st.sampled_from(sorted({1, g, 2 * g, max(g // 2, 1)})))
+    degraded = draw(st.sampled_from(["none", "map", "down"])) if n <= g else "none"  # (mis-pinned GPUs, NICs down)
+    nic_map = tuple(draw(st.integers(0, n - 1)) for _ in range(g)) if degraded == "map" else None
+    down = (
+        tuple(draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n - 1))) if degraded == "down" and n > 1 else ()
+    )
+    shape = dict(gpus_per_node=g, nics_per_node=n, gpus_per_pcie_switch=switch, nic_map=nic_map, nics_down=down)
+    host = draw(st.sampled_from([8.0, 30.0])) if ref.crosses_host(shape) else None
     return Cluster(
         nic=Link("nic", draw(st.sampled_from([12.5, 25.0, 50.0])), latency_ms=draw(st.sampled_from([0.0, 0.01]))),
         nics_per_node=n,
@@ -146,6 +156,9 @@ def clusters(draw):
         pcie_switch_gb_s=draw(st.sampled_from([20.0, 64.0])) if switch else None,
         nvlink_domain=domain,
         nvlink=Link("nv", 450.0, latency_ms=0.001) if domain > 1 else None,
+        nic_map=nic_map,
+        nics_down=down,
+        host_bridge_gb_s=host,
     )
 
 

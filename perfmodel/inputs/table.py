@@ -135,7 +135,8 @@ class ClusterField(NamedTuple):
     """One field of a :class:`perfmodel.Cluster`: what it is, its valid values and default, and its axis.
 
     ``type``: ``count`` (a whole number from 1 to ``valid.high``), ``real`` (a finite number in ``valid``),
-    ``choice`` (a name of :data:`perfmodel.inputs.codes.CHOICES`), ``link``, ``transport`` or ``text``. A field with an
+    ``choice`` (a name of :data:`perfmodel.inputs.codes.CHOICES`), ``link``, ``transport``, ``nics`` (NIC indices
+    within a node) or ``text``. A field with an
     ``example`` is an axis of sweeps and replay grids (and a flag of the command line)."""
 
     name: str
@@ -182,6 +183,13 @@ CLUSTER_TABLE: tuple[ClusterField, ...] = (
     ClusterField("pcie_switch_gb_s", "real", Valid(open_low=True, nan_ok=False), None,
                  "each PCIe switch's GB/s each way", 64.0,
                  rule="pass pcie_switch_gb_s as a finite number of GB/s > 0"),
+    ClusterField("nic_map", "nics", None, None, "the NIC each GPU of a node uses (a NIC index per GPU; default: GPU "
+                 "i uses NIC floor(i * nics / GPUs))"),
+    ClusterField("nics_down", "nics", None, (), "NICs down on every node (NIC indices; on a rail fabric, rails "
+                 "down): a GPU whose NIC is down uses the next NIC up"),
+    ClusterField("host_bridge_gb_s", "real", Valid(open_low=True, nan_ok=False), None,
+                 "GB/s each way through the host between a node's PCIe switches, crossed by a GPU's flows to a NIC "
+                 "behind another switch", rule="pass host_bridge_gb_s as a finite number of GB/s > 0"),
     ClusterField("name", "text", None, "cluster", "a label for tables and plots"),
 )
 #: The table's fields by name.

@@ -114,6 +114,16 @@ class Cluster:
         Consecutive GPUs (and their NICs) behind one PCIe switch (default: none modeled).
     pcie_switch_gb_s
         Each PCIe switch's bandwidth each way (GB/s), with ``gpus_per_pcie_switch``.
+    nic_map
+        The NIC (its index within the node) each GPU of a node uses, one per GPU (default: GPU ``i`` uses NIC
+        ``floor(i * nics_per_node / gpus_per_node)``): a mis-pinned GPU uses another's. One NIC per GPU or fewer.
+    nics_down
+        NICs (indices within the node) down on every node (on a rail fabric: rails down): a GPU whose NIC is down
+        uses the next NIC up, in index order, around. One NIC per GPU or fewer.
+    host_bridge_gb_s
+        GB/s each way through the host (root complex, CPU sockets) between a node's PCIe switches: a flow of a
+        GPU whose NIC sits behind another switch crosses both switches and this bridge. No public figure gives
+        it, so it has no default: required where ``nic_map`` or ``nics_down`` send a GPU across switches.
     name
         A label for tables and plots.
 
@@ -142,6 +152,9 @@ class Cluster:
     hop_latency_ms: float = _DEFAULT["hop_latency_ms"]
     gpus_per_pcie_switch: int | None = _DEFAULT["gpus_per_pcie_switch"]
     pcie_switch_gb_s: float | None = _DEFAULT["pcie_switch_gb_s"]
+    nic_map: tuple[int, ...] | None = _DEFAULT["nic_map"]
+    nics_down: tuple[int, ...] = _DEFAULT["nics_down"]
+    host_bridge_gb_s: float | None = _DEFAULT["host_bridge_gb_s"]
     name: str = field(default=_DEFAULT["name"], compare=True)
 
     def __post_init__(self) -> None:
@@ -204,6 +217,7 @@ class Cluster:
                              "pass fabric='rail' for an oversubscribed leaf/spine fabric, or oversubscription=1")
         put(self, "hop_latency_ms", _field(where, "hop_latency_ms", self.hop_latency_ms))
         self._check_pcie(where, g, n)
+        self._check_degraded(where, g, n)
 
     def _check_pcie(self, where: str, g: int, n: int) -> None:
         per_switch, rate = self.gpus_per_pcie_switch, self.pcie_switch_gb_s
@@ -224,7 +238,53 @@ class Cluster:
                              "switch (GPUs that share a NIC sit behind one switch)",
                              f"pass gpus_per_pcie_switch as a multiple of {sharing}")
 
+    def _check_degraded(self, where: str, g: int, n: int) -> None:
+        """The NIC map and the NICs down (each GPU's NIC an up one), and the host bridge where a GPU needs it."""
+        put = object.__setattr__
+        mapped = None if self.nic_map is None else _nic_indices(where, "nic_map", self.nic_map, n)
+        down = _nic_indices(where, "nics_down", self.nics_down, n)
+        put(self, "nic_map", mapped)
+        put(self, "nics_down", tuple(sorted(down)))
+        if (mapped is not None or down) and n > g:
+            raise InputError(where, f"{'nic_map' if mapped is not None else 'nics_down'} with {n} NICs for {g} GPUs "
+                             "per node: a GPU's flows split over its own NICs, and a map or NICs down are modeled for "
+                             "one NIC per GPU or fewer", "pass nics_per_node <= gpus_per_node (the NICs in use)")
+        if len(set(down)) < len(down):
+            raise InputError(where, f"nics_down {down} names a NIC twice", "name each NIC down once")
+        if len(down) == n:
+            raise InputError(where, f"nics_down {down} takes every one of the {n} NICs of a node down",
+                             "leave at least one NIC up")
+        if mapped is not None and len(mapped) != g:
+            raise InputError(where, f"nic_map holds {count(len(mapped), 'NIC')} for {g} GPUs per node",
+                             "pass one NIC index per GPU of a node")
+        for i, nic in enumerate(mapped or ()):
+            if nic in down:
+                raise InputError(where, f"nic_map maps GPU {i} to NIC {nic}, which nics_down says is down",
+                                 "map it to a NIC that is up, or drop that NIC from nics_down")
+        host = self.host_bridge_gb_s
+        if host is not None:
+            put(self, "host_bridge_gb_s", host := _field(where, "host_bridge_gb_s", host))
+        across = [(i, self.nics_of(i)[0]) for i in range(g)
+                  if self.gpus_per_pcie_switch and self.switch_of_nic(self.nics_of(i)[0]) != self.switch_of_gpu(i)]
+        if across and host is None:
+            i, nic = across[0]
+            raise InputError(where, f"GPU {i} uses NIC {nic}, behind another PCIe switch, through the host, and "
+                             "host_bridge_gb_s is not given", "pass host_bridge_gb_s, the GB/s each way through the "
+                             "host between the switches (no public figure: measure a GPU-to-NIC transfer across them)")
+        if host is not None and not across:
+            raise InputError(where, f"host_bridge_gb_s {host:g} is given, but no GPU uses a NIC behind another PCIe "
+                             "switch, so it would never be used", "drop it (or pin a GPU across switches: nic_map)")
+
     # --- the node -------------------------------------------------------------------------------
+
+    def switch_of_gpu(self, gpu: int) -> int:
+        """The PCIe switch (its index within the node) GPU ``gpu`` (within its node, or global) sits behind."""
+        return gpu % self.gpus_per_node // cast(int, self.gpus_per_pcie_switch)
+
+    def switch_of_nic(self, nic: int) -> int:
+        """The PCIe switch (its index within the node) NIC ``nic`` sits behind: the switch of the GPUs that use it
+        when nothing is mapped or down."""
+        return nic * self.gpus_per_node // self.nics_per_node // cast(int, self.gpus_per_pcie_switch)
 
     @property
     def nic_capacity_gb_s(self) -> float:
@@ -242,10 +302,13 @@ class Cluster:
         """The NICs (indices within the node) GPU ``gpu`` (its index within its node, or global) uses."""
         n, g = self.nics_per_node, self.gpus_per_node
         i = gpu % g
-        if n <= g:
-            return (i * n // g,)
-        k = n // g
-        return tuple(range(i * k, i * k + k))
+        if n > g:
+            k = n // g
+            return tuple(range(i * k, i * k + k))
+        nic = i * n // g if self.nic_map is None else self.nic_map[i]
+        if nic in self.nics_down:  # (the next one up, around: one is, __post_init__ says)
+            nic = next((nic + m) % n for m in range(1, n) if (nic + m) % n not in self.nics_down)
+        return (nic,)
 
     def nvlinked(self, a: int, b: int) -> bool:
         """Whether global GPUs ``a`` and ``b`` sit in one NVLink domain."""
@@ -307,6 +370,12 @@ class Cluster:
             parts.append(f"NVLink domains of {self.nvlink_domain} ({cast(Link, self.nvlink).name})")
         if self.gpus_per_pcie_switch:
             parts.append(f"{self.gpus_per_pcie_switch} GPUs per PCIe switch of {self.pcie_switch_gb_s:g} GB/s")
+        if self.nic_map is not None:
+            parts.append(f"GPUs on NICs {', '.join(map(str, self.nic_map))}")
+        if self.nics_down:
+            parts.append(f"{'NIC' if len(self.nics_down) == 1 else 'NICs'} {', '.join(map(str, self.nics_down))} down")
+        if self.host_bridge_gb_s is not None:
+            parts.append(f"{self.host_bridge_gb_s:g} GB/s through the host between PCIe switches")
         if self.transport is not _IDEAL and self.transport != _IDEAL:
             t = cast(Transport, self.transport)
             parts.append(f"transport {t.name}" + (f" (a node's figures over {t.measured_gpus} GPUs, each GPU's flow "
@@ -435,19 +504,42 @@ def _paths(cluster: Cluster, src: int, dst: int, resources: Resources, nodes_on_
     result: list[tuple[tuple[int, ...], int, Link, bool]] = []
     for a, b in zip(c.nics_of(src), c.nics_of(dst)):
         path = [resources.index(f"node{src_node}/nic{a}/out", "nic", nic_cap)]
-        if c.gpus_per_pcie_switch:
-            path.append(resources.index(f"node{src_node}/pcie{src % g // c.gpus_per_pcie_switch}/out", "pcie",
-                                        cast(float, c.pcie_switch_gb_s)))  # (given with gpus_per_pcie_switch)
+        path += _through_pcie(c, src, a, "out", resources)
         hops = 1
         if c.fabric == "rail" and a != b:
             hops = 3
             path += [resources.index(f"leaf{a}/up", "leaf", leaf_cap), resources.index(f"leaf{b}/down", "leaf", leaf_cap)]
         path.append(resources.index(f"node{dst_node}/nic{b}/in", "nic", nic_cap))
-        if c.gpus_per_pcie_switch:
-            path.append(resources.index(f"node{dst_node}/pcie{dst % g // c.gpus_per_pcie_switch}/in", "pcie",
-                                        cast(float, c.pcie_switch_gb_s)))
+        path += _through_pcie(c, dst, b, "in", resources)
         result.append((tuple(path), hops, cast(Link, c.nic), False))
     return result
+
+
+def _through_pcie(c: Cluster, gpu: int, nic: int, direction: str, resources: Resources) -> list[int]:
+    """What a flow of global GPU ``gpu`` through NIC ``nic`` (within the node) crosses of its node's PCIe, that
+    ``direction`` (``"out"``, ``"in"``): its GPU's switch, and where its NIC sits behind another, the host bridge
+    and that switch (none without PCIe switches)."""
+    if not c.gpus_per_pcie_switch:
+        return []
+    node, rate = gpu // c.gpus_per_node, cast(float, c.pcie_switch_gb_s)  # (given with gpus_per_pcie_switch)
+    mine, theirs = c.switch_of_gpu(gpu), c.switch_of_nic(nic)
+    crossed = [resources.index(f"node{node}/pcie{mine}/{direction}", "pcie", rate)]
+    if theirs != mine:
+        crossed += [resources.index(f"node{node}/host/{direction}", "host", cast(float, c.host_bridge_gb_s)),
+                    resources.index(f"node{node}/pcie{theirs}/{direction}", "pcie", rate)]
+    return crossed
+
+
+def _nic_indices(where: str, name: str, value: Any, n: int) -> tuple[int, ...]:
+    """NIC indices within a node (whole numbers from 0 to ``n - 1``, in a list, tuple or array), or one clear line."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise InputError(where, f"{name} {value!r} is not a list of NIC indices", f"pass {name} as a tuple, e.g. (0, 1)")
+    indices = tuple(_whole(where, f"{name} entry", _number(v), 0) for v in value)
+    for nic in indices:
+        if nic >= n:
+            raise InputError(where, f"{name} names NIC {nic}, but a node has {n} (0 to {n - 1})",
+                             f"pass NIC indices from 0 to {n - 1}")
+    return indices
 
 
 def handoff_flow_list(cluster: Cluster, heads: int, prefill_gpus: tuple[int, ...], decode_gpus: tuple[int, ...],
