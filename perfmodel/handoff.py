@@ -561,9 +561,7 @@ def handoff(
     options = _PLAIN if options is None else options
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
     values.update(inputs)
-    if options.connector is not None:  # (added once: the calls on each cluster's rows are given none)
-        values.update(_resolve.with_connector(values, options.connector, errors))
-        options = dataclasses.replace(options, connector=None)
+    values.update(_resolve.with_connector(values, options.connector, errors))  # (once: see _by_cluster)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
     for entry in REQUIRED:
@@ -684,6 +682,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
     delays = np.empty(n) if out is None else _check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
+    options = options if options.connector is None else dataclasses.replace(options, connector=None)  # (added)
     for rows, label in groups:
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
         part[by] = label
