@@ -128,6 +128,10 @@ def subflow_paths(src, dst, c, nodes_on_leaf):
         path.append(name)
         caps[name] = nic_cap
         path += pcie_crossed(dst, b, "in", c, caps)
+        if c.get("node_gb_s"):  # a transport's node-wide limit (a TCP stack): each end's node
+            out, into = f"node{node_of(src, c)}:stack-out", f"node{node_of(dst, c)}:stack-in"
+            caps[out] = caps[into] = c["node_gb_s"]
+            path += [out, into]
         result.append((path, dict(caps), hops, c.get("nic_latency_ms", 0.0)))
     return result
 

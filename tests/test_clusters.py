@@ -126,6 +126,7 @@ def as_reference(c: Cluster) -> dict:
         nic_map=c.nic_map,
         nics_down=c.nics_down,
         host_bridge_gb_s=c.host_bridge_gb_s,
+        node_gb_s=c.transport.node_gb_s,
     )
 
 
@@ -151,7 +152,9 @@ def clusters(draw):
         fabric=fabric,
         oversubscription=draw(st.sampled_from([1.0, 2.0, 3.0])) if fabric == "rail" else 1.0,
         hop_latency_ms=draw(st.sampled_from([0.0, 0.003])),
-        transport=Transport("t", efficiency=draw(st.sampled_from([1.0, 0.8]))),
+        transport=Transport(
+            "t", efficiency=draw(st.sampled_from([1.0, 0.8])), node_gb_s=draw(st.sampled_from([None, None, 30.0]))
+        ),  # (a TCP fallback's node limit)
         gpus_per_pcie_switch=switch,
         pcie_switch_gb_s=draw(st.sampled_from([20.0, 64.0])) if switch else None,
         nvlink_domain=domain,

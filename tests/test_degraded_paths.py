@@ -117,3 +117,40 @@ def test_a_degraded_path_that_cannot_be_is_refused_in_one_line(fields, says):
     with pytest.raises(InputError) as raised:
         Cluster(**{**BASE, **fields})
     assert says in str(raised.value) and "Fix:" in str(raised.value)
+
+
+# --- a TCP fallback: a transport whose limit is its node's traffic together ------------------------------------
+
+
+def test_the_tcp_fallback_caps_a_nodes_traffic_together_whatever_its_nics():
+    """Mooncake's TCP transport on 8 x 400G: ~41 GB/s for the node (kvcache-ai/Mooncake), so a TP8 handoff's 8
+    flows share 41 GB/s at each end: 5.125 GB/s each, against 50 over RDMA."""
+    tcp = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, transport="mooncake-tcp-8x400g")
+    assert perfmodel.handoff_delay_ms(32_768, tcp, "llama-3.1-70b", tp=8) == pytest.approx(_ms(41 / 8), rel=1e-12)
+    flows = perfmodel.handoff_flows(32_768, tcp, "llama-3.1-70b", tp=8)
+    assert set(flows["bottleneck"]) == {"node0/stack/out"}
+    assert "at most 41 GB/s each way" in tcp.describe()
+    tcp_transport = perfmodel.transports()["mooncake-tcp-4x200g"]
+    assert tcp_transport.node_gb_s == 36.0 and "kvcache-ai/Mooncake" in tcp_transport.source
+
+
+def test_a_tcp_fallback_is_no_link_and_a_bad_node_limit_is_refused():
+    with pytest.raises(InputError, match="use it as a cluster's transport"):
+        perfmodel.handoff_delay_ms(1000, "mooncake-tcp-8x400g", "llama-3.1-8b")
+    for bad in (0.0, -1.0, float("nan"), float("inf"), True, "41"):
+        with pytest.raises(InputError, match="node_gb_s"):
+            perfmodel.Transport("tcp", node_gb_s=bad)
+
+
+def test_a_tcp_fallback_goes_wherever_a_transport_does(tmp_path, monkeypatch):
+    from perfmodel.cli import main
+
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path / "config"))
+    out = tmp_path / "sweep"
+    words = ["sweep", "--cluster", "hgx-h100-8x400g", "--transport", "mooncake-tcp-8x400g", "--model",
+             "llama-3.1-70b", "--tp", "8", "--tokens", "32k:32k", "--out", str(out)]  # fmt: skip
+    assert main(words) == 0
+    assert pd.read_csv(out / "sweep.csv")["handoff_delay_ms"].iloc[0] == pytest.approx(_ms(41 / 8), rel=1e-12)
+    cluster = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, transport="mooncake-tcp-8x400g", name="tcp")
+    perfmodel.save_cluster(cluster)
+    assert perfmodel.get_cluster("tcp").transport.node_gb_s == 41.0

@@ -380,7 +380,9 @@ class Cluster:
             t = cast(Transport, self.transport)
             parts.append(f"transport {t.name}" + (f" (a node's figures over {t.measured_gpus} GPUs, each GPU's flow "
                                                   f"charged {t.measured_gpus}x its cost per message)"
-                                                  if t.per_flow() is not t else ""))
+                                                  if t.per_flow() is not t else "")
+                         + (f" (a node's traffic through it at most {t.node_gb_s:g} GB/s each way)"
+                            if t.node_gb_s is not None else ""))
         return f"{self.name}: " + ", ".join(parts)
 
 

@@ -56,7 +56,7 @@ from ..inputs.table import nonnegative
 from ..inputs.words import count
 from .fits import FitReport, ms_per_byte_floor, nonnegative_least_squares
 from .specs import SPECS as _CLUSTERS
-from .transport import Transport
+from .transport import DECLARED, Transport
 
 __all__ = ["LINKS", "FitReport", "Link", "Transport", "fit_link", "get_link", "get_transport", "remove_link", "save_link",
            "transport_profiles", "transports", "user_links"]
@@ -333,7 +333,9 @@ def transports() -> dict[str, Transport]:
     """The transport profiles as :class:`Transport` s, usable on any NIC (a :class:`perfmodel.Cluster`'s
     ``transport``): each one's efficiency (its benchmark's best throughput over that hardware's line
     rate; 1, i.e. off, where the line rate is not published), its per-message cost, and ``setup_ms`` 0
-    (no microbenchmark shows an engine's per-transfer cost: calibrate it from an end-to-end table).
+    (no microbenchmark shows an engine's per-transfer cost: calibrate it from an end-to-end table); and the
+    transports declared from a published figure (:data:`perfmodel.network.transport.DECLARED`: the TCP fallback of
+    Mooncake's transfer engine, a node-wide limit, usable on a cluster only).
 
     Returns
     -------
@@ -356,7 +358,7 @@ def transports() -> dict[str, Transport]:
         found[name] = Transport(name, per_message_ms=per_message, efficiency=efficiency,
                                 line_rate_gb_s=profile.line_rate_gb_s, source=profile.source, measured_over=profile.measured_over,
                                 measured_gpus=profile.measured_gpus)
-    return found
+    return {**found, **DECLARED}  # (and the transports declared from a published figure: a node's TCP limit)
 
 
 def get_transport(transport: Transport | str) -> Transport:
@@ -433,6 +435,9 @@ def get_link(link: Link | str) -> Link:
         if base in bad:
             raise bad[base]
         found = users.get(base)
+        if found is None and base in DECLARED:
+            raise InputError("link", f"{link!r} is a transport whose limit is a node's traffic together, so it is no "
+                             "link", f"use it as a cluster's transport: perfmodel.Cluster(..., transport={base!r})")
         if found is None:
             raise InputError("link", f"unknown link {link!r}", f"{_suggest(base, users, bad)}use a preset "
                              f"({', '.join(LINKS)}), a transport profile ({', '.join(PROFILES)}), a multiple such "

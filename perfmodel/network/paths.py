@@ -135,6 +135,12 @@ def _paths(
             ]
         path.append(resources.index(f"node{dst_node}/nic{b}/in", "nic", nic_cap))
         path += _through_pcie(c, dst, b, "in", resources)
+        stack = c.transport.node_gb_s  # (a transport's node-wide limit, as a TCP stack's: both ends)
+        if stack is not None:
+            path += [
+                resources.index(f"node{src_node}/stack/out", "stack", stack),
+                resources.index(f"node{dst_node}/stack/in", "stack", stack),
+            ]
         result.append((tuple(path), hops, cast(Link, c.nic), False))
     return result
 

@@ -10,7 +10,7 @@ from typing import cast
 
 from ..errors import InputError, check_number, finite_at_least
 
-__all__ = ["SCOPES", "Transport"]
+__all__ = ["DECLARED", "SCOPES", "Transport"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class Transport:
     measured_gpus
         With measured_over ``"node"`` (required there): how many GPUs moved data together in the measurement
         (>= 1); 1 otherwise.
+    node_gb_s
+        What a node's traffic through this transport reaches together, GB/s each way, whatever its NICs (a TCP
+        stack's copies through the host): on a cluster, every NIC flow crosses its node's stack of this capacity
+        at each end. None (default): no such limit.
 
     Examples
     --------
@@ -71,6 +75,7 @@ class Transport:
     source: str = ""
     measured_over: str = "flow"
     measured_gpus: int | None = None
+    node_gb_s: float | None = None
 
     def __post_init__(self) -> None:
         where = f"transport {self.name!r}"
@@ -119,6 +124,19 @@ class Transport:
                 f"measured_over {self.measured_over!r} is not one of {', '.join(map(repr, SCOPES))}",
                 "say what its figures were measured over: 'flow' (one flow's), 'thread', 'gpu', 'nic' "
                 "or 'node' (with measured_gpus)",
+            )
+        if self.node_gb_s is not None:
+            put(
+                self,
+                "node_gb_s",
+                check_number(
+                    where,
+                    "node_gb_s",
+                    self.node_gb_s,
+                    finite_at_least(0.0, open_low=True),
+                    "is not a finite number > 0",
+                    "pass what a node's traffic through it reaches together, in GB/s, or None",
+                ),
             )
         if self.measured_gpus is None:
             if self.measured_over == "node":
@@ -175,3 +193,28 @@ class Transport:
 
 #: What a transport's figures can have been measured over (:attr:`Transport.measured_over`).
 SCOPES = ("flow", "thread", "gpu", "nic", "node")
+
+_TCP_SOURCE = (
+    "Mooncake transfer engine's TCP transport, a 40 GB transfer between two nodes of {nics}: ~{tcp} GB/s against "
+    "{rdma} GB/s over RDMA (kvcache-ai/Mooncake, doc/en/transfer-engine.md, 'Highlights'); a node's traffic together, "
+    "on NICs of {line} GB/s in all"
+)
+#: Transports declared from a published figure rather than fitted to a table (:func:`perfmodel.network.links.transports`
+#: lists them with the fitted profiles): the TCP fallback of Mooncake's transfer engine, a node-wide limit.
+DECLARED = {
+    t.name: t
+    for t in (
+        Transport(
+            "mooncake-tcp-4x200g",
+            node_gb_s=36.0,
+            line_rate_gb_s=100.0,
+            source=_TCP_SOURCE.format(nics="4 x 200 Gb/s RoCE", tcp=36, rdma=87, line=100),
+        ),
+        Transport(
+            "mooncake-tcp-8x400g",
+            node_gb_s=41.0,
+            line_rate_gb_s=400.0,
+            source=_TCP_SOURCE.format(nics="8 x 400 Gb/s RoCE", tcp=41, rdma=190, line=400),
+        ),
+    )
+}
