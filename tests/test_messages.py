@@ -342,3 +342,33 @@ def test_the_inverse_questions_answer_the_forward_model_with_messages(
     assert 0 <= longest < 2**40, longest  # (the messages grow with the prompt: some prompt is too long)
     assert handoff_delay_ms(longest, link, model, block_size=block, kv_layout=layout) <= budget
     assert handoff_delay_ms(longest + 1, link, model, block_size=block, kv_layout=layout) > budget
+
+
+# --- per-request contiguity in replays (blocks_per_message a value, an array or a trace column) ---------------
+
+
+@pytest.mark.parametrize("link", ["ib-ndr", "hgx-h100-8x400g"])
+def test_a_replay_reads_each_requests_contiguity_as_the_numpy_api_does(link):
+    """An allocator's contiguity differs from request to request: a column of blocks merged into a message gives
+    each handoff alone the numpy API's delay for its own value, on a link and on a cluster, in the TTFT replay too."""
+    trace = perfmodel.synthetic_trace(60, rate_per_s=1.0, seed=5)
+    trace["contiguity"] = np.resize([1.0, 4.0, np.inf], len(trace))
+    costs = dict(model="llama-3.1-70b", tp=8, per_message_ms=0.0005, block_size=16)
+    replay = perfmodel.replay_handoffs(trace, link=link, blocks_per_message="contiguity", **costs)
+    alone = perfmodel.handoff_delay_ms(trace["num_input_tokens"], link, "llama-3.1-70b", tp=8, per_message_ms=0.0005,
+                                       block_size=16, blocks_per_message=trace["contiguity"])  # fmt: skip
+    np.testing.assert_allclose(replay["handoff_delay_ms"], alone, rtol=1e-12)
+    as_array = perfmodel.replay_handoffs(trace, link=link, blocks_per_message=trace["contiguity"].to_numpy(), **costs)
+    pd.testing.assert_frame_equal(replay, as_array)
+    ttft = perfmodel.replay_ttft(trace, link, "llama-3.1-70b", tp=8, per_message_ms=0.0005, block_size=16,
+                                 blocks_per_message="contiguity")  # fmt: skip
+    np.testing.assert_allclose(ttft["handoff_delay_ms"], alone, rtol=1e-12)
+
+
+def test_a_contiguity_column_with_a_bad_value_is_refused_naming_its_row():
+    trace = perfmodel.synthetic_trace(5, rate_per_s=1.0, seed=5)
+    trace["contiguity"] = [1.0, 2.0, 0.5, 4.0, 1.0]
+    with pytest.raises(InputError) as raised:
+        perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", per_message_ms=0.0005, block_size=16,
+                                  blocks_per_message="contiguity")  # fmt: skip
+    assert str(raised.value).startswith("blocks_per_message:") and "row 2" in str(raised.value)

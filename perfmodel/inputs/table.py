@@ -295,7 +295,7 @@ ROW_INPUTS: tuple[Input, ...] = (
                                                                                inf_ok=True),
           rule="blocks per message are whole numbers >= 1, or inf (one message per layer)",
           group="block", off=1.0, cli="--blocks-per-message", axis="blocks_per_message",
-          grid_axis="blocks_per_message", example=4.0, replay="one"),
+          grid_axis="blocks_per_message", example=4.0, replay="request"),
     Input("prefill_ms", "Layer-wise streaming: the prefill's duration (ms >= 0; NaN: unknown).", "real",
           default=None, kernel_default=np.nan, valid=Valid(),
           rule="prefill durations are finite numbers of milliseconds >= 0 (NaN marks unknown)",

@@ -100,7 +100,6 @@ class Config(NamedTuple):
     per_message_ms: float  # the caller's and the transport's
     per_block_ms: float
     message_terms: np.ndarray  # float64 (6,): messages_of's full, window, chunk, state, window and chunk tokens
-    blocks_per_message: float
     window_tokens: float
     chunk_tokens: float
     origin_ms: float  # where time bin 0 starts
@@ -439,10 +438,10 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
 
 
 @loop_helper
-def _charge(r, pair, hit, tokens, st, cfg, out, al, kept):
+def _charge(r, pair, hit, trace, st, cfg, out, al, kept):
     """Request ``r``'s charged tokens and each flow's bytes and fixed cost (ms) on ``pair``; the simulated flows
     of more than 0 bytes go to ``al`` (bytes, start) and ``kept`` (class, position, view); returns how many."""
-    n_tokens = tokens[r]
+    n_tokens = trace.tokens[r]
     cached, charged, n_blocks, cached_blocks = charged_tokens(n_tokens, hit, cfg.hash_block_tokens, cfg.block_size,
                                                               cfg.destination_missing)
     out.cached[r], out.charged[r] = cached, charged
@@ -452,7 +451,7 @@ def _charge(r, pair, hit, tokens, st, cfg, out, al, kept):
     mt = cfg.message_terms
     if mt.shape[0] > 0:
         messages = messages_of(np.float64(charged), np.float64(n_tokens), np.float64(cfg.block_size), mt[0], mt[1],
-                               mt[2], mt[3], mt[4], mt[5], cfg.blocks_per_message)
+                               mt[2], mt[3], mt[4], mt[5], trace.blocks_per_message[r])
     common = cfg.latency_ms + messages * cfg.per_message_ms + moved * cfg.per_block_ms
     total, cold_total, moving, simulated = 0.0, 0.0, 0, 0
     for f in range(st.pair_off[pair], st.pair_off[pair + 1]):
@@ -538,7 +537,7 @@ def start_request(i, r, now, net):
     al, kept, pd = sim.al, sim.kept, ends.pending
     w, trace = out.decode_worker[r], net.trace
     out.start[r] = now
-    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, net.hit[r], trace.tokens, st, cfg, out, al, kept)
+    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, net.hit[r], trace, st, cfg, out, al, kept)
     last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position) if simulated > 0 else -1
     out.alone_ms[r] = al.ends[last] if simulated > 0 else 0.0
     if trace.last_fraction.shape[0] > 0:  # streamed: its last layer group is sent once its prefill ends
@@ -686,13 +685,13 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
 
 
 def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
-            prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs,
+            prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs, blocks_per_message: np.ndarray,
             streamed: tuple[np.ndarray, np.ndarray] | None = None) -> OnCluster:
     """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
     before its first request: requests in ``order`` (ready order) with their ready times, prompt tokens,
-    dense block ids (``blocks[offsets[r]:offsets[r+1]]``) and prefill workers; outputs to ``out``. Streamed layer
-    by layer (``streamed``: each request's prefill end and the share of its time alone sent after it), a handoff
-    ends no earlier than its prefill's end plus that share."""
+    dense block ids (``blocks[offsets[r]:offsets[r+1]]``), prefill workers and consecutive blocks merged into a
+    message; outputs to ``out``. Streamed layer by layer (``streamed``: each request's prefill end and the share of
+    its time alone sent after it), a handoff ends no earlier than its prefill's end plus that share."""
     n, D = len(order), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = new_caches(cfg.n_unique, D, cfg.capacity)
     pending = Pending(np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
@@ -706,7 +705,8 @@ def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
     return OnCluster(
-        trace=Trace(order, ready, tokens, blocks, offsets, prefill_of, *(streamed or (np.zeros(0), np.zeros(0)))),
+        trace=Trace(order, ready, tokens, blocks, offsets, prefill_of, blocks_per_message,
+                    *(streamed or (np.zeros(0), np.zeros(0)))),
         st=st,
         paths=paths,
         cfg=cfg,

@@ -90,8 +90,8 @@ class Scratch(NamedTuple):
 
 class Trace(NamedTuple):
     """The requests (arrays of one length, but ``blocks``): in ready order, when each is ready (ms), its prompt
-    tokens, its dense block ids (request ``r``'s are ``blocks[offsets[r]:offsets[r + 1]]``), its prefill worker;
-    streamed layer by layer (else both empty): when its prefill ends, and the share of its time alone that is
+    tokens, its dense block ids (request ``r``'s are ``blocks[offsets[r]:offsets[r + 1]]``), its prefill worker, its
+    consecutive blocks merged into one message; streamed layer by layer (else both empty): when its prefill ends, and the share of its time alone that is
     sent after that (its last layer group)."""
 
     order: np.ndarray
@@ -100,6 +100,7 @@ class Trace(NamedTuple):
     blocks: np.ndarray
     offsets: np.ndarray
     prefill_of: np.ndarray
+    blocks_per_message: np.ndarray  # float64: consecutive blocks merged into one message (inf: one per layer)
     prefill_end: np.ndarray
     last_fraction: np.ndarray
 

@@ -256,6 +256,8 @@ class Requests(NamedTuple):
     #                       message terms (perfmodel.inputs.resolve.MessageTerms: 0 when messages cost nothing)
     prefill_end_ms: np.ndarray  # float64: when each prefill ends (= ready_ms unless streamed layer-wise)
     last_fraction: np.ndarray  # float64: the share of the transfer that waits for the last layer group (1: all)
+    blocks_per_message: np.ndarray  # float64: each request's consecutive blocks merged into one message (inf: one
+    #                                 per layer); read only where messages cost
 
 
 class Cluster(NamedTuple):
@@ -275,7 +277,6 @@ class Cluster(NamedTuple):
     per_block_ms: float  # cost per KV block moved
     per_message_ms: float  # cost per message posted
     fallback_delay_ms: float  # every transfer's time when the bandwidth is 0 (upstream's replay)
-    blocks_per_message: float  # consecutive blocks merged into one message (inf: one per layer)
 
 
 class Results(NamedTuple):
@@ -362,7 +363,7 @@ def _charge(r, hit_blocks, requests, cluster, results):
             kv_terms[k, 9],
             kv_terms[k, 2],
             kv_terms[k, 4],
-            cluster.blocks_per_message,
+            requests.blocks_per_message[r],
         )
     alone = (
         transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup)

@@ -233,7 +233,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     if _is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
         from .cluster import replay_on_cluster
 
-        scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+        scalars = {"block_size": _one_value("block_size", c.block_size)}
         streaming = _layerwise(trace, tokens, bytes_spec, c, 0.0) if c.overlap != "none" else None
         return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars,
                                  message_terms_of(trace, bytes_spec, c), streaming)
@@ -298,7 +298,8 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
                                 tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
                                 model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
-                                last_fraction=last_fraction)
+                                last_fraction=last_fraction,
+                                blocks_per_message=request_values(trace, "blocks_per_message", c.blocks_per_message))
     cluster = _replay.Cluster(
         n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,
         destination_missing=destination_missing, workers=c.decode_workers,
@@ -306,9 +307,7 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
         contention=choice_code("contention", c.contention),
         n_links=min(c.links, max(n, 1)),  # (more links than requests: each transfer has one of its own all the same)
         bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
-        fallback_delay_ms=fallback,
-        blocks_per_message=float(checked("blocks_per_message", _one_value("blocks_per_message",
-                                                                        c.blocks_per_message))))
+        fallback_delay_ms=fallback)
     return requests, cluster, kv_terms, (bandwidth, latency, per_block, per_message), (ready, base)
 
 

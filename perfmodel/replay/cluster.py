@@ -24,7 +24,7 @@ from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link
 from ..network.placement import get_cluster
 from . import on_cluster as _cluster_replay
-from .prepared import byte_column, link_column
+from .prepared import byte_column, link_column, request_values
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
 __all__ = ["resource_table"]
@@ -195,7 +195,7 @@ def replay_on_cluster(
     streaming: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
-    ``scalars`` holds the one-value inputs as the replay read them (``block_size``, ``blocks_per_message``),
+    ``scalars`` holds the one-value inputs as the replay read them (``block_size``),
     ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms); ``streaming``,
     layer by layer: each request's lead (how long before its prefill ends its first layer group may go) and the
     share of its time alone sent after its prefill ends (as on a link)."""
@@ -226,6 +226,7 @@ def replay_on_cluster(
         pairs=on.pairs,
         terms=on.terms,
         config=on.config,
+        blocks_per_message=on.blocks_per_message,
         streamed=None if streaming is None else (ready, streaming[1]),
     )
     return _frame(
@@ -263,7 +264,6 @@ def cluster_inputs(
     resources and every pair's flows, the kernel's configuration (a dict:
     :func:`perfmodel.replay.on_cluster.kernel_inputs`) and the decode workers. Shared by the replay and the TTFT
     replay (:func:`perfmodel.replay.ttft.replay_ttft`)."""
-    from ..handoff import checked
 
     cluster = get_cluster(cluster_spec)
     _finite(cluster)
@@ -277,7 +277,7 @@ def cluster_inputs(
     transport = cluster.flow_transport  # (what each flow pays; a Cluster resolves its links)
     per_block = _scalar_ms("per_block_ms", c.per_block_ms) + transport.per_block_ms
     per_message = _scalar_ms("per_message_ms", c.per_message_ms) + transport.per_message_ms
-    blocks_per_message = float(checked("blocks_per_message", scalars["blocks_per_message"]))
+    blocks_per_message = request_values(prepared.trace, "blocks_per_message", c.blocks_per_message)
     terms = _terms(c, prepared.trace, bytes_spec, d)
     prefill_of, p = prefill(prefill_workers)
     resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
@@ -301,7 +301,6 @@ def cluster_inputs(
         per_message_ms=float(per_message),
         per_block_ms=float(per_block),
         message_terms=messages,
-        blocks_per_message=blocks_per_message,
     )
     return SimpleNamespace(
         cluster=cluster,
@@ -312,6 +311,7 @@ def cluster_inputs(
         pairs=pairs,
         config=config,
         decode_workers=decode_workers,
+        blocks_per_message=blocks_per_message,
     )
 
 

@@ -352,6 +352,7 @@ def simulate_replay(
     pairs: list[list[Pair]],
     terms: HeadTerms,
     config: dict,
+    blocks_per_message: np.ndarray,
     streamed: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Replayed:
     """Replay requests in ``order`` on the cluster's resources (see the module's docstring).
@@ -359,7 +360,8 @@ def simulate_replay(
     ``config``: the fields of :class:`perfmodel.kernels.cluster.Config` but the decode workers, distinct
     blocks, time bins and window/chunk lengths (from ``pairs``, ``n_unique``, ``ready`` and ``terms``),
     with ``routing`` a name and ``capacity`` None when unbounded. ``prefill_of[r]``: request ``r``'s
-    prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``. ``streamed``: layer-wise streaming,
+    prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``, ``blocks_per_message[r]`` of them merged
+    into one message. ``streamed``: layer-wise streaming,
     each request's prefill end and the share of its time alone sent after it (``ready``: when its first layer
     group may go).
     """
@@ -369,7 +371,17 @@ def simulate_replay(
     out = kernel.Outputs.empty(len(order))
     order, ready = order.astype(np.int64), np.ascontiguousarray(ready, np.float64)
     run = kernel.new_run(
-        order, ready, tokens.astype(np.int64), blocks, offsets, prefill_of.astype(np.int64), st, cfg, out, streamed
+        order,
+        ready,
+        tokens.astype(np.int64),
+        blocks,
+        offsets,
+        prefill_of.astype(np.int64),
+        st,
+        cfg,
+        out,
+        np.ascontiguousarray(blocks_per_message, np.float64),
+        streamed,
     )
     net = network.replay(order, ready, run)
     loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)

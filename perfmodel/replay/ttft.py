@@ -333,7 +333,7 @@ def _on_cluster(
 
     _on.refuse_on_cluster(c)
     trace, n = prepared.trace, len(prepared.trace)
-    scalars = {name: _one_value(name, getattr(c, name)) for name in ("block_size", "blocks_per_message")}
+    scalars = {"block_size": _one_value("block_size", c.block_size)}
     on = _replay_cluster.cluster_inputs(
         prepared,
         c,
@@ -358,7 +358,16 @@ def _on_cluster(
         )
         order = np.arange(n, dtype=np.int64)  # (read by the replay's own pass only, which this loop does not run)
         return _kernel.new_run(
-            order, np.zeros(n), tokens, prepared.blocks, prepared.offsets, s.prefill_worker, st, cfg, out
+            order,
+            np.zeros(n),
+            tokens,
+            prepared.blocks,
+            prepared.offsets,
+            s.prefill_worker,
+            st,
+            cfg,
+            out,
+            on.blocks_per_message,
         )
 
     def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
