@@ -403,3 +403,30 @@ def test_the_command_line_takes_a_connector_where_the_api_does(tmp_path, capsys)
     np.testing.assert_allclose(got, handoff_delay_ms([1024, 4096], "ib-ndr", "llama-3.1-8b") + 3.0, rtol=1e-12)
     assert main([*words[:3], str(tmp_path / "other.csv"), *words[4:], "--connector", "nope"]) == 2
     assert "--connector" in capsys.readouterr().err and not (tmp_path / "other.csv").exists()
+
+
+def test_perfmodel_connectors_lists_them_and_fits_yours_from_measured_handoffs(tmp_path, monkeypatch, capsys):
+    from perfmodel.cli import main
+
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path / "config"))
+    assert main(["connectors"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in CONNECTORS) and "vllm-project/vllm issue #23780" in listed
+    tokens = np.array([256, 1024, 4096, 16_384, 65_536])
+    wire = handoff_delay_ms(tokens, "ib-ndr", "llama-3.1-8b", block_size=16)
+    measured = wire + 2.5 + 0.0003 * perfmodel.kv_messages("llama-3.1-8b", tokens, 16)
+    table = tmp_path / "handoffs.csv"
+    pd.DataFrame({"num_input_tokens": tokens, "measured_ms": measured}).to_csv(table, index=False)
+    words = ["connectors", "--fit", str(table), "--link", "ib-ndr", "--model", "llama-3.1-8b", "--block-size", "16"]
+    assert main([*words, "--name", "ours", "--save"]) == 0
+    assert "2.5 ms per request, 0.3 us per descriptor" in capsys.readouterr().out
+    ours = perfmodel.get_connector("ours")
+    assert ours.request_ms == pytest.approx(2.5) and ours.per_descriptor_ms == pytest.approx(0.0003)
+    before = (tmp_path / "config" / "presets.json").read_text()
+    for name in ("ours", "vllm-nixl", "none"):  # (a saved name again, a built-in's, no connector's: nothing fitted)
+        assert main([*words, "--name", name, "--save"]) == 2
+        assert "fitted" not in capsys.readouterr().out
+    assert (tmp_path / "config" / "presets.json").read_text() == before
+    (tmp_path / "bad.csv").write_text("num_input_tokens,measured_ms\n100,x\n")
+    assert main([*words[:2], str(tmp_path / "bad.csv"), *words[3:]]) == 2
+    assert "line 2: measured_ms 'x' is not a number" in capsys.readouterr().err

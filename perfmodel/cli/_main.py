@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InputError
 from ..ground.files import interrupts_deferred
 from ..inputs.table import INPUTS
-from . import cache, calibrate, clusters, delay, links, measured, models, presets, sweep, trace, ttft
+from . import cache, calibrate, clusters, connectors, delay, links, measured, models, presets, sweep, trace, ttft
 from ._parsing import UsageError
 
 
@@ -92,7 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for command in (sweep, delay, models, links, presets, clusters, calibrate, trace, ttft, measured, cache):
+    for command in (
+        sweep,
+        delay,
+        models,
+        links,
+        presets,
+        clusters,
+        connectors,
+        calibrate,
+        trace,
+        ttft,
+        measured,
+        cache,
+    ):
         command.register(sub)
     for subcommand in sub.choices.values():  # --debug after the subcommand too (its default: the main parser's)
         subcommand.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)

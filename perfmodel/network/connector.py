@@ -276,7 +276,7 @@ def save_connector(connector: Connector, *, replace: bool = False) -> Any:
             "save_connector", f"takes a Connector, got {type(connector).__name__}", "make one, or fit_connector"
         )
     entry = {field: getattr(connector, field) for field in _FIELDS if field != "name"}
-    return _presets.save("connectors", connector.name, entry, builtin=set(CONNECTORS), replace=replace)
+    return _presets.save("connectors", connector.name, entry, builtin={*CONNECTORS, "none"}, replace=replace)
 
 
 def user_connectors() -> dict[str, Connector]:

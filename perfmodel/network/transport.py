@@ -80,63 +80,15 @@ class Transport:
     def __post_init__(self) -> None:
         where = f"transport {self.name!r}"
         put = object.__setattr__
-        put(
-            self,
-            "efficiency",
-            check_number(
-                where,
-                "efficiency",
-                self.efficiency,
-                lambda v: 0 < v <= 1,
-                "is not in (0, 1]",
-                "pass the fraction of a NIC's line rate its large transfers reach, e.g. 0.81",
-            ),
-        )
-        for term in ("per_message_ms", "per_block_ms", "setup_ms"):
-            put(
-                self,
-                term,
-                check_number(
-                    where,
-                    term,
-                    getattr(self, term),
-                    finite_at_least(0.0),
-                    "is not a finite number >= 0",
-                    f"pass {term} in ms >= 0",
-                ),
-            )
-        if self.line_rate_gb_s is not None:
-            put(
-                self,
-                "line_rate_gb_s",
-                check_number(
-                    where,
-                    "line_rate_gb_s",
-                    self.line_rate_gb_s,
-                    finite_at_least(0.0, open_low=True),
-                    "is not a finite number > 0",
-                    "pass the benchmark hardware's line rate in GB/s, or None",
-                ),
-            )
+        for term, ok, rule, fix in _NUMBERS:  # (each number by its rule; None where a figure is not given)
+            if getattr(self, term) is not None or term in ("efficiency", *_COSTS):
+                put(self, term, check_number(where, term, getattr(self, term), ok, rule, fix))
         if not isinstance(self.measured_over, str) or self.measured_over not in SCOPES:
             raise InputError(
                 where,
                 f"measured_over {self.measured_over!r} is not one of {', '.join(map(repr, SCOPES))}",
                 "say what its figures were measured over: 'flow' (one flow's), 'thread', 'gpu', 'nic' "
                 "or 'node' (with measured_gpus)",
-            )
-        if self.node_gb_s is not None:
-            put(
-                self,
-                "node_gb_s",
-                check_number(
-                    where,
-                    "node_gb_s",
-                    self.node_gb_s,
-                    finite_at_least(0.0, open_low=True),
-                    "is not a finite number > 0",
-                    "pass what a node's traffic through it reaches together, in GB/s, or None",
-                ),
             )
         if self.measured_gpus is None:
             if self.measured_over == "node":
@@ -193,6 +145,17 @@ class Transport:
 
 #: What a transport's figures can have been measured over (:attr:`Transport.measured_over`).
 SCOPES = ("flow", "thread", "gpu", "nic", "node")
+_COSTS = ("per_message_ms", "per_block_ms", "setup_ms")
+_POSITIVE = finite_at_least(0.0, open_low=True)
+#: Each number of a transport: (field, its range, what a refused value is not, how to give it).
+_NUMBERS = (
+    ("efficiency", lambda v: 0 < v <= 1, "is not in (0, 1]",
+     "pass the fraction of a NIC's line rate its large transfers reach, e.g. 0.81"),
+    *((term, finite_at_least(0.0), "is not a finite number >= 0", f"pass {term} in ms >= 0") for term in _COSTS),
+    ("line_rate_gb_s", _POSITIVE, "is not a finite number > 0", "pass the benchmark hardware's line rate in GB/s, or None"),
+    ("node_gb_s", _POSITIVE, "is not a finite number > 0",
+     "pass what a node's traffic through it reaches together, in GB/s, or None"),
+)  # fmt: skip
 
 _TCP_SOURCE = (
     "Mooncake transfer engine's TCP transport, a 40 GB transfer between two nodes of {nics}: ~{tcp} GB/s against "

@@ -357,18 +357,8 @@ def _on_cluster(
             config=on.config,
         )
         order = np.arange(n, dtype=np.int64)  # (read by the replay's own pass only, which this loop does not run)
-        return _kernel.new_run(
-            order,
-            np.zeros(n),
-            tokens,
-            prepared.blocks,
-            prepared.offsets,
-            s.prefill_worker,
-            st,
-            cfg,
-            out,
-            on.blocks_per_message,
-        )
+        requests = (order, np.zeros(n), tokens, prepared.blocks, prepared.offsets, s.prefill_worker)
+        return _kernel.new_run(*requests, st, cfg, out, on.blocks_per_message)
 
     def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
         loads = net.sim.loads
