@@ -49,6 +49,8 @@ _VALID = {
     (Cluster, "hop_latency_ms"): (1.0, {}),
     (Cluster, "gpus_per_pcie_switch"): (8, {"pcie_switch_gb_s": 64.0}),
     (Cluster, "pcie_switch_gb_s"): (1.0, {"gpus_per_pcie_switch": 8}),
+    (Cluster, "host_bridge_gb_s"): (1.0, {"gpus_per_pcie_switch": 2, "pcie_switch_gb_s": 64.0, "nics_down": (3,)}),
+    (Transport, "node_gb_s"): (1.0, {}),
     (ModelShape, "tp"): (1, {}),
     (ModelShape, "decode_tp"): (1, {}),
 }
@@ -64,6 +66,8 @@ _NOT_NUMBERS = {
     "scope",
     "kv_layout",
     "measured_over",
+    "nic_map",  # (NIC indices: tuples whose entries tests/test_degraded_paths.py checks)
+    "nics_down",
 }
 
 
