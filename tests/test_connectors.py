@@ -315,8 +315,8 @@ def test_fit_connector_says_what_it_cannot_separate_and_refuses_bad_measurements
     assert fitted.request_ms == pytest.approx(2.0) and fitted.per_descriptor_ms == 0
     assert "not separable" in fitted.fit.note
     assert fit_connector([5.0, 6.0], [3.0, 4.0]).request_ms == pytest.approx(2.0)
-    faster = fit_connector([2.0], [3.0])  # (faster than the transport alone: no negative cost, and it says so)
-    assert faster.request_ms == 0 and "1 handoff measured faster than the transport alone" in faster.fit.note
+    faster = fit_connector([2.0, 5.0], [3.0, 4.0])  # (one faster than the transport alone: it says so)
+    assert "1 handoff measured faster than the transport alone" in faster.fit.note
     for measured, transport, descriptors, named in (
         (None, None, None, "measured_ms"),
         ([True, True], [1.0, 1.0], None, "measured_ms"),
@@ -430,3 +430,23 @@ def test_perfmodel_connectors_lists_them_and_fits_yours_from_measured_handoffs(t
     (tmp_path / "bad.csv").write_text("num_input_tokens,measured_ms\n100,x\n")
     assert main([*words[:2], str(tmp_path / "bad.csv"), *words[3:]]) == 2
     assert "line 2: measured_ms 'x' is not a number" in capsys.readouterr().err
+
+
+def test_a_fit_leaves_out_handoffs_of_no_bytes_and_refuses_when_nothing_is_left_to_fit():
+    fitted = fit_connector([5.0, 6.0, 4.0], [3.0, 4.0, 0.0])  # (the last moves no bytes: it pays no connector)
+    assert fitted.request_ms == pytest.approx(2.0) and "1 handoff of no bytes left out" in fitted.fit.note
+    with pytest.raises(InputError, match="took less than the transport alone, so no connector cost is left"):
+        fit_connector([1.0, 1.0], [2.0, 3.0])
+
+
+def test_perfmodel_connectors_refuses_fit_flags_without_fit_and_a_save_without_a_name(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    for words, says in (
+        (["connectors", "--link", "ib-ndr"], "--link goes with --fit"),
+        (["connectors", "--save"], "--save goes with --fit"),
+        (["connectors", "--fit", str(tmp_path / "t.csv"), "--link", "ib-ndr", "--model", "llama-3.1-8b", "--save"],
+         "--save saves the fitted connector under --name"),
+    ):  # fmt: skip
+        assert main(words) == 2
+        assert says in capsys.readouterr().err

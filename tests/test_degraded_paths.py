@@ -154,3 +154,11 @@ def test_a_tcp_fallback_goes_wherever_a_transport_does(tmp_path, monkeypatch):
     cluster = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, transport="mooncake-tcp-8x400g", name="tcp")
     perfmodel.save_cluster(cluster)
     assert perfmodel.get_cluster("tcp").transport.node_gb_s == 41.0
+
+
+def test_a_user_cluster_cannot_take_a_transports_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path / "config"))
+    for name in ("mooncake-tcp-8x400g", "ideal"):
+        with pytest.raises(InputError, match="a transport's name"):
+            perfmodel.save_cluster(Cluster(**BASE, name=name))
+    assert not (tmp_path / "config" / "presets.json").exists()

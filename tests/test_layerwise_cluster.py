@@ -117,3 +117,13 @@ def test_a_replay_on_a_cluster_streams_every_handoffs_flows():
     assert grid["p99_ms"].tolist() == pytest.approx(
         [perfmodel.summarize(r)["p99_ms"] for r in (after, streamed)], rel=1e-12
     )
+
+
+def test_a_streamed_handoff_alone_on_a_link_waits_for_nothing_under_fair_sharing():
+    """Its queue is what it waits or is slowed beyond its streamed time alone: 0 on an idle link, as on a cluster
+    (the prefill it overlaps is no queue)."""
+    trace = perfmodel.synthetic_trace(3, rate_per_s=0.01, seed=2)
+    kw = dict(overlap="layerwise", prefill_ms=50.0, contention="fair")
+    on_link = perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", **kw)
+    on_cluster = perfmodel.replay_handoffs(trace, ONE_EACH_SIDE, "llama-3.1-8b", prefill_workers=1, **kw)
+    assert (on_link["queue_ms"] == 0).all() and (on_cluster["queue_ms"] == 0).all()

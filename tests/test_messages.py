@@ -372,3 +372,24 @@ def test_a_contiguity_column_with_a_bad_value_is_refused_naming_its_row():
         perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", per_message_ms=0.0005, block_size=16,
                                   blocks_per_message="contiguity")  # fmt: skip
     assert str(raised.value).startswith("blocks_per_message:") and "row 2" in str(raised.value)
+
+
+def test_a_replay_refuses_booleans_per_request_as_the_numpy_api_does():
+    trace = perfmodel.synthetic_trace(4, rate_per_s=1.0, seed=5).assign(flag=[True, False, True, True])
+    call = dict(per_message_ms=0.0005, block_size=16)
+    for value in (True, np.True_, "flag", np.array([True] * 4)):
+        with pytest.raises(InputError, match="blocks_per_message: got booleans"):
+            perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", blocks_per_message=value, **call)
+    with pytest.raises(InputError, match="prefill_ms: got booleans"):
+        perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-8b", prefill_ms=True)
+
+
+def test_a_grid_over_contiguity_with_inf_draws_it_as_a_label(tmp_path):
+    from perfmodel.cli import main
+
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"arrival_ms": [0.0, 10.0, 20.0], "num_input_tokens": [1000, 2000, 3000]}).to_csv(trace, index=False)
+    words = ["trace", str(trace), "--link", "ib-ndr", "--model", "llama-3.1-70b", "--per-message-ms", "0.001",
+             "--block-size", "16", "--grid", "blocks_per_message=1,4,inf", "--out", str(tmp_path / "grid")]  # fmt: skip
+    assert main(words) == 0
+    assert (tmp_path / "grid" / "grid.png").stat().st_size > 0

@@ -14,6 +14,12 @@ COLUMNS = ("num_input_tokens", "measured_ms")
 
 
 def cmd_connectors(args: argparse.Namespace) -> int:
+    given = [f"--{k.replace('_', '-')}" for k in ("link", "model", "block_size", "name", "save", "replace")
+             if getattr(args, k) not in (None, False)]  # fmt: skip
+    if given and not args.fit:
+        raise UsageError(f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} with --fit. Fix: add --fit TABLE")
+    if args.save and args.name is None:
+        raise UsageError("--save saves the fitted connector under --name, which is not given. Fix: add --name NAME")
     with one_line_warnings("connectors"):  # a user preset that cannot be used: one line, and the others listed
         return _fit(args) if args.fit else _list()
 
@@ -73,7 +79,7 @@ def _fit(args: argparse.Namespace) -> int:
         descriptors = kv_messages(args.model, tokens, args.block_size, kv_layout=args.kv_layout)  # (per rank)
     else:
         descriptors = None
-    fitted = fit_connector(numbers["measured_ms"], transport, descriptors, name=args.name, source=where)
+    fitted = fit_connector(numbers["measured_ms"], transport, descriptors, name=args.name or "fitted", source=where)
     assert fitted.fit is not None  # (a fit's report)
     print(f"fitted {fitted.name!r} over {args.link} ({args.model}): {fitted.fit.describe()}")
     print(fitted.describe())
@@ -110,9 +116,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--link", type=link_name, help="the transport's link, profile or cluster (with --fit)")
     parser.add_argument("--model", help="the model handed off (with --fit)")
     parser.add_argument("--block-size", type=positive_int, metavar="TOKENS", help="KV block size: descriptors counted")
-    parser.add_argument("--tp", type=positive_int, default=1, metavar="N", help=INPUTS["tp"].doc)
+    parser.add_argument("--tp", type=positive_int, default=1, metavar="N", help=INPUTS["tp"].doc)  # (with --fit)
     parser.add_argument("--kv-layout", default="layer_kv", choices=INPUTS["kv_layout"].choices)
-    parser.add_argument("--name", default="fitted", help="the fitted connector's name")
+    parser.add_argument("--name", help="the fitted connector's name (with --save: required)")
     parser.add_argument("--save", action="store_true", help="save it as a user preset under --name")
     parser.add_argument("--replace", action="store_true", help="with --save: replace a saved one of that name")
     parser.set_defaults(run=cmd_connectors)

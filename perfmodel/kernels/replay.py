@@ -494,9 +494,11 @@ def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_i
     tag, seq, r = fair.tags[link, at], fair.seqs[link, at], fair.items[link, at]
     fair.virtual[link] = tag
     fair.last_update[link] = t
-    end = max(t, requests.prefill_end_ms[r] + results.transfer[r] * requests.last_fraction[r])
+    earliest = requests.prefill_end_ms[r] + results.transfer[r] * requests.last_fraction[r]
+    end = max(t, earliest)
     results.end[r] = end
-    results.queue[r] = max(end - requests.ready_ms[r] - results.transfer[r], 0.0)
+    # (waiting or slowed: beyond what it takes alone, streamed layer by layer no earlier than its last group)
+    results.queue[r] = max(end - max(requests.ready_ms[r] + results.transfer[r], earliest), 0.0)
     return heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
 
 

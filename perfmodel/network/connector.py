@@ -378,12 +378,27 @@ def fit_connector(
             f"holds {count(counts.size, 'value')} for {count(measured.size, 'measurement')}",
             "pass each handoff's descriptors per rank (perfmodel.kv_messages)",
         )
+    moving = transport > 0  # (a handoff that moves no bytes pays no connector: nothing of it to fit)
+    if not (measured[moving] >= transport[moving]).any():
+        raise InputError(
+            "measured_ms",
+            f"every handoff that moves bytes ({count(int(moving.sum()), 'handoff')}) took less than the transport "
+            "alone, so no connector cost is left to fit",
+            "check the link or cluster and the transport given (their model is slower than every measurement)",
+        )
+    measured, transport, counts = measured[moving], transport[moving], None if counts is None else counts[moving]
     faster = int(np.sum(measured < transport))
-    note = (
-        f"{count(faster, 'handoff')} measured faster than the transport alone: its model is slower than what was "
-        "measured (check the link or cluster, and the transport)"
-        if faster
-        else ""
+    note = "; ".join(
+        filter(
+            None,
+            [
+                f"{count(int((~moving).sum()), 'handoff')} of no bytes left out" if not moving.all() else "",
+                f"{count(faster, 'handoff')} measured faster than the transport alone: its model is slower than what "
+                "was measured (check the link or cluster, and the transport)"
+                if faster
+                else "",
+            ],
+        )
     )
     columns = [np.ones_like(measured)]
     if counts is not None and np.ptp(counts) > 0:

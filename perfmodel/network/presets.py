@@ -16,6 +16,7 @@ from ..inputs import user_presets as _presets
 from .clusters import Cluster
 from .links import LINKS, MULTIPLE, PROFILES, Link, Transport, get_transport
 from .specs import SPECS
+from .transport import DECLARED
 
 __all__ = [
     "CLUSTERS",
@@ -184,6 +185,8 @@ def _taken(key: str) -> str:
         return "a built-in link preset (a cluster goes where a link goes)"
     if key in PROFILES:
         return "a transport profile (a link and a transport's name)"
+    if key in DECLARED or key == "ideal":
+        return "a transport's name (--transport takes it)"
     if MULTIPLE.match(key):
         return "read as a multiple of a link ('8x ib-ndr': eight of them)"
     return ""

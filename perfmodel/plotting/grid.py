@@ -139,10 +139,12 @@ def grid_percentiles(
             f"df[df[{rest[0]!r}] == ...]"
         )
     groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
+    # (numbers on a numeric axis where every value is finite: blocks_per_message's inf is a label, in order)
+    numeric = pd.api.types.is_numeric_dtype(df[x]) and bool(np.isfinite(df[x].to_numpy(dtype=float)).all())
     for (key, part), style in zip(groups, line_styles()):
         part = part.sort_values(x)
         ax.plot(
-            part[x].astype(str) if not pd.api.types.is_numeric_dtype(part[x]) else part[x],
+            part[x] if numeric else part[x].map(lambda v: f"{v:g}" if isinstance(v, float) else str(v)),
             part[stat],
             label=None if key is None else str(key),
             **{**style, **kwargs},
@@ -161,13 +163,13 @@ def grid_percentiles(
             color="0.3",
             annotation_clip=False,
         )  # beside the axes, never on the data
-    if pd.api.types.is_numeric_dtype(df[x]) and df[x].min() > 0 and df[x].max() / df[x].min() >= 4:
+    if numeric and df[x].min() > 0 and df[x].max() / df[x].min() >= 4:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xticks(sorted(df[x].unique()))
-    elif pd.api.types.is_integer_dtype(df[x]) and df[x].nunique() <= 12:  # whole values: them as the ticks
+    elif numeric and pd.api.types.is_integer_dtype(df[x]) and df[x].nunique() <= 12:  # whole values: the ticks
         ax.set_xticks(sorted(df[x].unique()))
-    elif pd.api.types.is_integer_dtype(df[x]):
+    elif numeric and pd.api.types.is_integer_dtype(df[x]):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if stat.endswith("_ms"):
         ax.set_yscale("log")

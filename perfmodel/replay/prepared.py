@@ -315,6 +315,12 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
                 f"pass {name} as a number, an array or a column name",
             )
         value = trace[value]
+    if (
+        isinstance(value, (bool, np.bool_))
+        or pd.api.types.is_bool_dtype(getattr(value, "dtype", None))
+        or (np.ndim(value) and np.asarray(value).dtype.kind == "b")
+    ):
+        raise InputError(name, "got booleans where numbers were expected", f"pass {name} as numbers")
     values = np.asarray(
         pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan) if np.ndim(value) else value, dtype=np.float64
     )
