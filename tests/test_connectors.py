@@ -78,6 +78,7 @@ def test_the_metric_window():
     transfer = Connector("t", request_ms=3.0, per_descriptor_ms=0.01, window="transfer")
     handoff = Connector("h", request_ms=3.0, per_descriptor_ms=0.01)
     assert transfer.metric_ms([10.0, 0.0], [100, 0]).tolist() == [6.0, 0.0]  # (no handoff: nothing to take away)
+    assert transfer.metric_ms([10.0, 5.0], np.array([100, 400])).tolist() == [6.0, 0.0]  # (never below 0)
     with pytest.raises(InputError, match="descriptors"):
         transfer.metric_ms(10.0)  # (its cost per descriptor cannot be taken away without them)
     with pytest.raises(InputError, match="descriptors"):

@@ -101,12 +101,7 @@ class Connector:
         >>> Connector("c", request_ms=1.0, per_descriptor_ms=0.01).costs_ms([0, 100])
         array([1., 2.])
         """
-        descriptors = (
-            _numbers("descriptors", descriptors, whole=True)
-            if np.ndim(descriptors)
-            else _numbers("descriptors", [descriptors], whole=True)[0]
-        )
-        return self.request_ms + self.per_descriptor_ms * descriptors
+        return self.request_ms + self.per_descriptor_ms * _as_given("descriptors", descriptors, whole=True)
 
     def metric_ms(self, handoff_ms: Any, descriptors: Any = None) -> Any:
         """A modelled handoff (``handoff_ms``, with this connector, of ``descriptors`` descriptors per rank) in the
@@ -117,14 +112,15 @@ class Connector:
         >>> float(c.metric_ms(10.0))
         7.0
         """
-        handoff = _numbers("handoff_ms", handoff_ms) if np.ndim(handoff_ms) else _numbers("handoff_ms", [handoff_ms])[0]
+        handoff = _as_given("handoff_ms", handoff_ms)
         if self.window == "handoff":
             return handoff
         if self.per_descriptor_ms and descriptors is None:
             raise InputError(
                 "descriptors", f"{self.name!r} costs per descriptor", "pass each handoff's descriptors per rank"
             )
-        return np.where(handoff > 0, np.maximum(handoff - self.costs_ms(descriptors or 0), 0.0), handoff)
+        costs = self.costs_ms(0 if descriptors is None else descriptors)
+        return np.where(handoff > 0, np.maximum(handoff - costs, 0.0), handoff)
 
     def describe(self) -> str:
         """One line: its costs (or off), the metric's window, and the versions.
@@ -136,7 +132,7 @@ class Connector:
             f"{self.request_ms:g} ms per request" if self.request_ms else "",
             f"{self.per_descriptor_ms * 1e3:g} us per descriptor" if self.per_descriptor_ms else "",
         ]
-        shown = ", ".join(c for c in costs if c) or "no cost (no public figure: off)"
+        shown = ", ".join(c for c in costs if c) or "no cost: off"
         metric = f"; {self.metric or 'its metric'} covers {WINDOWS[self.window].split(':')[0]}"
         return f"{self.name}: {shown}{metric}" + (f" ({self.version})" if self.version else "")
 
@@ -426,6 +422,12 @@ def fit_connector(
         parameters={"request_ms": request_ms, "per_descriptor_ms": per_descriptor_ms},
     )
     return Connector(name, request_ms=request_ms, per_descriptor_ms=per_descriptor_ms, source=source, fit=report)
+
+
+def _as_given(name: str, value: Any, *, whole: bool = False) -> Any:
+    """:func:`_numbers` of ``value``, one number for one number."""
+    numbers = _numbers(name, value, whole=whole)
+    return numbers if np.ndim(value) else numbers[0]
 
 
 def _numbers(name: str, value: Any, *, low_open: bool = False, whole: bool = False) -> np.ndarray:
