@@ -357,23 +357,7 @@ def fit_connector(
     >>> round(c.request_ms, 6), round(c.per_descriptor_ms * 1e3, 6), c.fit.max_relative_error < 1e-9
     (2.0, 0.5, True)
     """
-    measured = _numbers("measured_ms", measured_ms, low_open=True)
-    transport = _numbers("transport_ms", transport_ms)
-    if transport.shape != measured.shape:
-        raise InputError(
-            "transport_ms",
-            f"holds {count(transport.size, 'value')} for {count(measured.size, 'measurement')}",
-            "pass the model's time for each measured handoff",
-        )
-    if measured.size < 1:
-        raise InputError("measured_ms", "is empty", "pass at least one measured handoff")
-    counts = None if descriptors is None else _numbers("descriptors", descriptors, whole=True)
-    if counts is not None and counts.shape != measured.shape:
-        raise InputError(
-            "descriptors",
-            f"holds {count(counts.size, 'value')} for {count(measured.size, 'measurement')}",
-            "pass each handoff's descriptors per rank (perfmodel.kv_messages)",
-        )
+    measured, transport, counts = _measured(measured_ms, transport_ms, descriptors)
     moving = transport > 0  # (a handoff that moves no bytes pays no connector: nothing of it to fit)
     if not (measured[moving] >= transport[moving]).any():
         raise InputError(
@@ -382,33 +366,17 @@ def fit_connector(
             "alone, so no connector cost is left to fit",
             "check the link or cluster and the transport given (their model is slower than every measurement)",
         )
+    notes = [f"{count(int((~moving).sum()), 'handoff')} of no bytes left out"] if not moving.all() else []
     measured, transport, counts = measured[moving], transport[moving], None if counts is None else counts[moving]
     faster = int(np.sum(measured < transport))
-    note = "; ".join(
-        filter(
-            None,
-            [
-                f"{count(int((~moving).sum()), 'handoff')} of no bytes left out" if not moving.all() else "",
-                f"{count(faster, 'handoff')} measured faster than the transport alone: its model is slower than what "
-                "was measured (check the link or cluster, and the transport)"
-                if faster
-                else "",
-            ],
-        )
-    )
+    if faster:
+        notes.append(f"{count(faster, 'handoff')} measured faster than the transport alone: its model is slower than "
+                     "what was measured (check the link or cluster, and the transport)")  # fmt: skip
     columns = [np.ones_like(measured)]
     if counts is not None and np.ptp(counts) > 0:
         columns.append(counts)
     elif counts is not None:
-        note = "; ".join(
-            filter(
-                None,
-                [
-                    note,
-                    "one descriptor count for all: its cost is not separable from the request's, fitted as request_ms",
-                ],
-            )
-        )
+        notes.append("one descriptor count for all: its cost is not separable from the request's, fitted as request_ms")
     design = np.stack(columns, axis=1) / measured[:, None]
     target = (measured - transport) / measured
     x = nonnegative_least_squares(design, target)
@@ -418,10 +386,26 @@ def fit_connector(
         points=int(measured.size),
         max_relative_error=float(errors.max()),
         mean_relative_error=float(errors.mean()),
-        note=note,
+        note="; ".join(notes),
         parameters={"request_ms": request_ms, "per_descriptor_ms": per_descriptor_ms},
     )
     return Connector(name, request_ms=request_ms, per_descriptor_ms=per_descriptor_ms, source=source, fit=report)
+
+
+def _measured(measured_ms: Any, transport_ms: Any, descriptors: Any) -> tuple[np.ndarray, np.ndarray, Any]:
+    """:func:`fit_connector`'s inputs as arrays of one length (descriptors None when not given), or one clear line."""
+    measured = _numbers("measured_ms", measured_ms, low_open=True)
+    if measured.size < 1:
+        raise InputError("measured_ms", "is empty", "pass at least one measured handoff")
+    given = [("transport_ms", _numbers("transport_ms", transport_ms), "the model's time for each measured handoff")]
+    if descriptors is not None:
+        given.append(("descriptors", _numbers("descriptors", descriptors, whole=True),
+                      "each handoff's descriptors per rank (perfmodel.kv_messages)"))  # fmt: skip
+    for name, values, fix in given:
+        if values.shape != measured.shape:
+            raise InputError(name, f"holds {count(values.size, 'value')} for {count(measured.size, 'measurement')}",
+                             f"pass {fix}")  # fmt: skip
+    return measured, given[0][1], given[1][1] if descriptors is not None else None
 
 
 def _as_given(name: str, value: Any, *, whole: bool = False) -> Any:
