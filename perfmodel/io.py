@@ -236,8 +236,7 @@ def _csv_batches(path: Path, compression: str | None, names: list[str]) -> Itera
                                              null_values=[""], quoted_strings_can_be_null=True),
     )
     try:
-        with open_input(path, compression) as stream:
-            reader = pacsv.open_csv(stream, **options)
+        with open_input(path, compression) as stream, pacsv.open_csv(stream, **options) as reader:
             yield from reader
     except pa.ArrowInvalid as error:
         if bad:

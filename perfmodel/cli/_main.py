@@ -291,10 +291,13 @@ def _stdout_to_devnull() -> None:
 def console() -> None:
     """The ``perfmodel`` command (and ``python -m perfmodel``): :func:`main`, then exit with its code.
 
-    Before exiting (but after a failure caused by the input, exit code 2), it freezes the garbage collector's objects: the interpreter's final cyclic
-    collections over everything pandas, numba and matplotlib allocated (0.2-0.4 s, measured on the
-    main job) would only free memory the operating system reclaims anyway. Every file perfmodel writes is
-    closed by then, and the standard streams are still flushed.
+    Before exiting it freezes the garbage collector's objects: the interpreter's final cyclic collections over
+    everything pandas, numba and matplotlib allocated (0.2-0.4 s, measured on the main job) would only free
+    memory the operating system reclaims anyway. Every file perfmodel writes is closed by then, and the standard
+    streams are still flushed. A run that failed on its input (exit code 2) wrote nothing: it flushes the
+    standard streams and ends at once, with no teardown (with pyarrow 14, a failed CSV read's read-ahead
+    outlives its reader, closed or not, and aborted the interpreter's teardown in about 1 run of 7 on a loaded
+    machine).
 
     Examples
     --------
@@ -310,9 +313,12 @@ def console() -> None:
     exit code 0
     """
     code = main()
-    if code != 2:  # (a run failed on its input keeps its final collections: its traceback's frames hold readers,
-        gc.freeze()  # such as pyarrow 14's CSV reader, that aborted the process now and then when freed at teardown;
-    #                  an interrupted run freezes, as it must not run finalizers that a second signal could break)
+    if code == 2:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    gc.freeze()  # (an interrupted run freezes too: it must not run finalizers that a second signal could break)
     sys.exit(code)
 
 
