@@ -70,6 +70,27 @@ def test_a_warm_cache_compiles_nothing(replay_compiles):
     assert warm == []
 
 
+def test_every_replay_compiles_one_event_loop_per_network(tmp_path):
+    """The replay of handoffs alone and the TTFT replay are one loop (``serve_pass``): on links and on a cluster,
+    with every contention and layer-wise streaming, each network's loop compiles once (a record's array read-only
+    in one replay and writeable in the other compiled a second loop: seconds on a cold cache)."""
+    code = """
+import perfmodel
+trace = perfmodel.synthetic_trace(200, rate_per_s=200, seed=1)
+serving = dict(prefill_workers=2, prefill_tokens_per_s=50_000, decode_step_ms=5.0, decode_workers=2)
+for link, keywords in (("ib-ndr", {}), ("hgx-h100-8x400g", dict(tp=8))):
+    for contention in ("none", "fifo", "fair") if link == "ib-ndr" else ("none", "fair"):
+        perfmodel.replay_handoffs(trace, link, "llama-3.1-8b", decode_workers=2, contention=contention, **keywords)
+        perfmodel.replay_ttft(trace, link, "llama-3.1-8b", contention=contention, **serving, **keywords)
+    perfmodel.replay_handoffs(trace, link, "llama-3.1-8b", decode_workers=2, contention="fair", overlap="layerwise",
+                              prefill_ms=20.0, **keywords)
+"""
+    loops = [signature for name, signature in _compiled(code, tmp_path) if name == "serve_pass"]
+    assert len(loops) == 2, loops  # (one on links, one on a cluster)
+    assert {"OnLinks" in s for s in loops} == {True, False}, loops
+    assert not [name for name, _ in _compiled(code, tmp_path) if name in ("replay_pass", "serve_pass")]  # warm
+
+
 def test_worker_type_labels_of_every_form_compile_one_kernel(tmp_path):
     """Label columns of every form are one compiled form: their codes as int8 (a list gave int64 codes and
     pandas' text columns int32, each a specialization of its own: seconds on a cold cache)."""

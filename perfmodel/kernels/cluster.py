@@ -15,8 +15,8 @@ no per-class array to grow however the flows pile up. The classes with flows wai
 heap by next end; flows paying their fixed costs in another, by the moment their bytes may move.
 Whenever flows start or end, the classes connected to them through shared resources (transitively,
 and only those) get new rates. Prefix caches, routing depths and the charged tokens are
-:mod:`perfmodel.kernels.replay`'s. No pandas, no validation. :func:`new_run` makes the arrays; the loops
-(:func:`perfmodel.kernels.network.replay_pass`, :func:`perfmodel.kernels.serving.serve_pass`) run on this module's
+:mod:`perfmodel.kernels.replay`'s. No pandas, no validation. :func:`new_run` makes the arrays; the one event
+loop (:func:`perfmodel.kernels.serving.serve_pass`) runs on this module's
 operations, allocate nothing (no reference counting) and stop where the flow pool, the heaps' chunks or the time
 bins need room (:func:`grown`), to resume once they have it.
 """
@@ -495,8 +495,8 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
 
 
 class OnCluster(NamedTuple):
-    """A replay in progress on a cluster: everything :func:`perfmodel.kernels.network.replay_pass` and the serving loop
-    (:mod:`perfmodel.kernels.serving`) read and write, as one record (made by :func:`new_run`, grown by
+    """A replay in progress on a cluster: everything the event loop (:mod:`perfmodel.kernels.serving`) reads
+    and writes, as one record (made by :func:`new_run`, grown by
     :func:`grown`)."""
 
     trace: Trace
@@ -591,18 +591,6 @@ def advance(t, net):
 
 
 @loop_helper
-def advance_until(now, net):
-    """Every flow event up to ``now`` (:func:`next_event`, :func:`advance`); True, stopped before one, when the
-    time bins or the heaps' chunks need room first (:func:`grown`)."""
-    while True:
-        t = next_event(net)
-        if t > now or t == np.inf:
-            return False
-        if advance(t, net):
-            return True
-
-
-@loop_helper
 def next_end(net):
     """The earliest end of a handoff whose blocks have yet to enter its decode worker's cache (inf: none)."""
     return net.ends.pending.times[0] if net.state[_PENDING] > 0 else np.inf
@@ -684,15 +672,14 @@ def _grown_bins(loads: Loads, bins: int) -> Loads:
     return loads._replace(bins=grown)
 
 
-def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray,
-            prefill_of: np.ndarray, st: Structure, cfg: Config, out: Outputs, blocks_per_message: np.ndarray,
+def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill_of: np.ndarray, st: Structure,
+            cfg: Config, out: Outputs, blocks_per_message: np.ndarray,
             streamed: tuple[np.ndarray, np.ndarray] | None = None) -> OnCluster:
     """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
-    before its first request: requests in ``order`` (ready order) with their ready times, prompt tokens,
-    dense block ids (``blocks[offsets[r]:offsets[r+1]]``), prefill workers and consecutive blocks merged into a
+    before its first request: requests with their prompt tokens, dense block ids (``blocks[offsets[r]:offsets[r+1]]``), prefill workers and consecutive blocks merged into a
     message; outputs to ``out``. Streamed layer by layer (``streamed``: each request's prefill end and the share of
     its time alone sent after it), a handoff ends no earlier than its prefill's end plus that share."""
-    n, D = len(order), cfg.workers
+    n, D = len(tokens), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = new_caches(cfg.n_unique, D, cfg.capacity)
     pending = Pending(np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
     kmax = max(int(np.diff(st.pair_off).max(initial=1)), 1)
@@ -704,9 +691,13 @@ def new_run(order: np.ndarray, ready: np.ndarray, tokens: np.ndarray, blocks: np
     kept = Kept(np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
+    if streamed is None:  # (read-only, as the streamed arrays the replay passes: one compiled loop for both)
+        streamed = (np.zeros(0), np.zeros(0))
+        for empty in streamed:
+            empty.setflags(write=False)
     return OnCluster(
-        trace=Trace(order, ready, tokens, blocks, offsets, prefill_of, blocks_per_message,
-                    *(streamed or (np.zeros(0), np.zeros(0)))),
+        trace=Trace(tokens, blocks, offsets, prefill_of, blocks_per_message,
+                    *streamed),
         st=st,
         paths=paths,
         cfg=cfg,

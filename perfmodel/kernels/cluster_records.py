@@ -89,13 +89,10 @@ class Scratch(NamedTuple):
 
 
 class Trace(NamedTuple):
-    """The requests (arrays of one length, but ``blocks``): in ready order, when each is ready (ms), its prompt
-    tokens, its dense block ids (request ``r``'s are ``blocks[offsets[r]:offsets[r + 1]]``), its prefill worker, its
+    """The requests (arrays of one length, but ``blocks``): each one's prompt tokens, its dense block ids (request ``r``'s are ``blocks[offsets[r]:offsets[r + 1]]``), its prefill worker, its
     consecutive blocks merged into one message; streamed layer by layer (else both empty): when its prefill ends,
     and the share of its time alone sent after that (its last layer group)."""
 
-    order: np.ndarray
-    ready: np.ndarray
     tokens: np.ndarray
     blocks: np.ndarray
     offsets: np.ndarray

@@ -243,7 +243,7 @@ def route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
 
 
 class Requests(NamedTuple):
-    """Per-request inputs of :func:`perfmodel.kernels.network.replay` (arrays of one length, except ``blocks``/``offsets``)."""
+    """Per-request inputs of a replay on links (:func:`perfmodel.kernels.serving.replay`) (arrays of one length, except ``blocks``/``offsets``)."""
 
     order: np.ndarray  # int64: requests in ready order (ties by trace order)
     ready_ms: np.ndarray  # float64: when each handoff may start (layer-wise: when its first layer group is computed)
@@ -280,7 +280,7 @@ class Cluster(NamedTuple):
 
 
 class Results(NamedTuple):
-    """Per-request outputs of :func:`perfmodel.kernels.network.replay`, filled in place."""
+    """Per-request outputs of a replay on links (:func:`perfmodel.kernels.serving.replay`), filled in place."""
 
     worker: np.ndarray
     cached: np.ndarray
@@ -525,7 +525,7 @@ def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_se
 
 class State(NamedTuple):
     """A replay's working state (:func:`_new_state`), made in Python and kept between the kernel's passes
-    (:func:`perfmodel.kernels.network.replay_pass`): the caches (:func:`new_caches`), the pending cache insertions (a heap ordered by
+    (:func:`perfmodel.kernels.serving.serve_pass`): the caches (:func:`new_caches`), the pending cache insertions (a heap ordered by
     (end time, processing sequence) holding requests), counters, when each link is next free (fifo) and the
     fair sharing's state (:class:`Fair`, of 0 links unless fair)."""
 
@@ -687,21 +687,15 @@ def next_event(net):
 
 @loop_helper(python=False)
 def advance(t, net):
-    """Fair sharing up to ``t`` (its next event, :func:`next_event`); True when a link's heap must grow first
-    (:func:`grown`)."""
-    return advance_until(t, net)
-
-
-@loop_helper(python=False)
-def advance_until(now, net):
-    """Fair sharing's events up to ``now``, in one pass; True when a link's heap must grow first (:func:`grown`)."""
+    """Fair sharing's events up to ``t`` (its next event, :func:`next_event`), in one pass; True when a link's
+    heap must grow first (:func:`grown`)."""
     state = net.state
     if net.cluster.contention != FAIR:
         return False
     return _advance_fair(
         state.fair,
         state.counts,
-        now,
+        t,
         net.cluster.bandwidth_gb_s * 1e6,
         net.requests,
         net.results,
@@ -731,7 +725,7 @@ def take_end(net):
 
 def new_run(requests: Requests, cluster: Cluster, results: Results) -> OnLinks:
     """A replay of ``requests`` (a :class:`Requests`) on the links of ``cluster`` (a :class:`Cluster`), before its
-    first request, filling ``results``; :func:`perfmodel.kernels.network.replay` runs it.
+    first request, filling ``results``; :func:`perfmodel.kernels.serving.replay` runs it.
 
     >>> Results.empty(2).link.tolist()  # (filled as the replay runs)
     [0, 0]

@@ -1,10 +1,12 @@
-"""Numba kernel for TTFT under load: prefill queues, KV memory held during the handoff, decode admission.
+"""The one event loop (:func:`serve_pass`): every replay, of handoffs alone or of TTFT under load, on links or a
+cluster.
 
-The serving around the handoff as more kinds of event on the replay's own network, links or a cluster
-(:mod:`perfmodel.kernels.network`: the handoffs are routed, charged, started, shared and delivered by the
-replay's own code), and this loop adds arrivals (open or closed loop), prefill workers serving their queues
-first come first served with bounded memory, and decode workers admitting what fits. No pandas, no
-validation: :mod:`perfmodel.replay.ttft` prepares the arrays.
+The handoffs run on a network, links or a cluster (:mod:`perfmodel.kernels.network`: routed, charged, started,
+shared and delivered by that network's own code); this loop adds arrivals (open or closed loop), prefill
+workers serving their queues first come first served with bounded memory, and decode workers admitting what
+fits. The replay of handoffs alone (:func:`replay`) is the same loop with no prefill stage (each request goes
+to decode at its ready time), no decode step and no bound on decode memory. No pandas, no validation:
+:mod:`perfmodel.replay` and :mod:`perfmodel.replay.ttft` prepare the arrays.
 
 Events at one instant, in this order: handoff ends (by end, then start order), dones (by request),
 the network's own events (fixed costs ending, bytes finishing; as the replay orders them), prefill ends
@@ -13,13 +15,13 @@ the network's own events (fixed costs ending, bytes finishing; as the replay ord
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..inputs.codes import PrefillRouting
 from .handoff import loop_helper
-from .network import advance, next_end, next_event, room, route_request, start_request, take_end
+from .network import advance, grown, next_end, next_event, room, route_request, start_request, take_end
 from .replay import heap_pop, heap_push
 
 ROUND_ROBIN, LEAST_LOADED = int(PrefillRouting.ROUND_ROBIN), int(PrefillRouting.LEAST_LOADED)  # (plain ints)
@@ -48,7 +50,7 @@ class Serving(NamedTuple):
     prefill_end: np.ndarray
     first_token: np.ndarray
     done: np.ndarray
-    prefill_workers: int
+    prefill_workers: int  # 0: no prefill stage (the replay of handoffs alone: each request goes to decode on arrival)
     prefill_routing: int  # ROUND_ROBIN, LEAST_LOADED or GIVEN
     prefill_capacity: int  # tokens each prefill worker holds at most; < 0: unbounded
     decode_capacity: int  # tokens each decode worker holds at most; < 0: unbounded
@@ -78,8 +80,10 @@ class Queues(NamedTuple):
     clock: np.ndarray  # float64 (1,): when the deferred admissions are due
 
 
-def new_queues(n: int, prefill_workers: int, decode_workers: int) -> Queues:
-    """Empty queues for ``n`` requests on ``prefill_workers`` and ``decode_workers`` workers (numpy, in Python).
+def new_queues(n: int, prefill_workers: int, decode_workers: int, dones: bool = True) -> Queues:
+    """Empty queues for ``n`` requests on ``prefill_workers`` (0: no prefill stage) and ``decode_workers``
+    workers, with a heap of dones unless ``dones`` is False (nothing waits for them: decode memory unbounded,
+    open loop). The heap of prefill ends holds one entry per prefill worker at most (numpy, in Python).
 
     >>> new_queues(3, 2, 1).prefill_head.tolist()
     [-1, -1]
@@ -88,8 +92,9 @@ def new_queues(n: int, prefill_workers: int, decode_workers: int) -> Queues:
     counters = ints(9)
     counters[_LAST_CHOSEN] = prefill_workers - 1  # (least loaded: ties go to the first after the last chosen)
     counters[_DEFERRED] = _NIL
+    done_heap = n if dones else 0
     return Queues(
-        ints(n, _NIL),
+        ints(n if prefill_workers else 0, _NIL),
         ints(prefill_workers, _NIL),
         ints(prefill_workers, _NIL),
         ints(prefill_workers),
@@ -99,15 +104,65 @@ def new_queues(n: int, prefill_workers: int, decode_workers: int) -> Queues:
         ints(decode_workers, _NIL),
         ints(decode_workers, _NIL),
         ints(decode_workers),
-        np.empty(n),
-        ints(n),
-        ints(n),
-        np.empty(n),
-        ints(n),
-        ints(n),
+        np.empty(prefill_workers),
+        ints(prefill_workers),
+        ints(prefill_workers),
+        np.empty(done_heap),
+        ints(done_heap),
+        ints(done_heap),
         counters,
         np.zeros(1),
     )
+
+
+def run(net: Any, sv: Serving, q: Queues) -> Any:
+    """Run the loop (:func:`serve_pass`) on the network ``net`` to its end, growing the network where it asks;
+    returns the network as it ended (grown)."""
+    while True:
+        code = serve_pass(net, sv, q)
+        if code == FINISHED:
+            return net
+        if code == STUCK:
+            raise RuntimeError(
+                "the serving loop ran out of events with requests unfinished "
+                "(a bug: please report it with the trace and the call)"
+            )
+        net = grown(net)
+
+
+def replay(order: np.ndarray, ready: np.ndarray, net: Any, decode_workers: int) -> Any:
+    """The replay of handoffs alone, as this loop with no prefill stage, no decode step and no bound on decode
+    memory: the requests in ``order`` (int64, ready order) each routed, charged and started at its ready time
+    ``ready[r]`` (ms) on the network ``net`` (links or a cluster, :mod:`perfmodel.kernels.network`) of
+    ``decode_workers`` decode workers. Returns the network as it ended; its own records hold the results.
+
+    The serving's timestamps are not kept: one scratch array takes them all."""
+    n = order.shape[0]
+    scratch, zeros, none, tokens = np.empty(n), np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    tokens.setflags(write=False)  # (read-only, as a TTFT replay's tokens: one compiled loop for both)
+    sv = Serving(
+        arrival_order=order,
+        arrival_ms=np.ascontiguousarray(ready[order], np.float64),
+        tokens=tokens,
+        service_ms=zeros,
+        step_ms=zeros,
+        outputs=none,
+        prefill_worker=none,
+        decode_worker=none,
+        admitted=scratch,
+        prefill_start=scratch,
+        prefill_end=scratch,
+        first_token=scratch,
+        done=scratch,
+        prefill_workers=0,
+        prefill_routing=GIVEN,
+        prefill_capacity=-1,
+        decode_capacity=-1,
+        concurrency=0,
+    )
+    q = new_queues(n, 0, decode_workers, dones=False)
+    q.counters[_ISSUED] = n
+    return run(net, sv, q)
 
 
 @loop_helper(python=False)
@@ -177,11 +232,15 @@ def _choose_prefill(sv, q):
 
 
 @loop_helper(python=False)
-def _arrive(t, sv, q):
-    """The next request arrives at ``t`` and joins its prefill worker's queue."""
+def _arrive(t, net, sv, q):
+    """The next request arrives at ``t`` and joins its prefill worker's queue (with no prefill stage, its
+    decode worker's admission queue at once)."""
     k = q.counters[_ARRIVED]
     q.counters[_ARRIVED] = k + 1
     r = sv.arrival_order[k]
+    if sv.prefill_workers == 0:
+        _to_decode(r, t, net, sv, q)
+        return
     if sv.prefill_routing == GIVEN:
         w = sv.prefill_worker[r]
     else:
@@ -199,14 +258,9 @@ def _arrive(t, sv, q):
 
 
 @loop_helper(python=False)
-def _prefill_ends(t, net, sv, q):
-    """The earliest prefill end (at ``t``): its worker is free; the request is routed, charged and queues
-    for admission at its decode worker."""
-    q.counters[_PREFILL_ENDS] = heap_pop(q.prefill_time, q.prefill_seq, q.prefill_item, q.counters[_PREFILL_ENDS])
-    r = q.prefill_item[q.counters[_PREFILL_ENDS]]
-    w = sv.prefill_worker[r]
-    q.busy[w] = 0
-    q.load[w] -= 1
+def _to_decode(r, t, net, sv, q):
+    """Request ``r``'s prefill ended at ``t``: it is routed, charged and queues for admission at its decode
+    worker."""
     sv.prefill_end[r] = t
     d = route_request(r, t, net)
     if q.decode_tail[d] == _NIL:
@@ -215,22 +269,38 @@ def _prefill_ends(t, net, sv, q):
         q.decode_next[q.decode_tail[d]] = r
     q.decode_tail[d] = r
     _admit(d, t, net, sv, q)
+
+
+@loop_helper(python=False)
+def _prefill_ends(t, net, sv, q):
+    """The earliest prefill end (at ``t``): its worker is free, and the request goes on to decode."""
+    q.counters[_PREFILL_ENDS] = heap_pop(q.prefill_time, q.prefill_seq, q.prefill_item, q.counters[_PREFILL_ENDS])
+    r = q.prefill_item[q.counters[_PREFILL_ENDS]]
+    w = sv.prefill_worker[r]
+    q.busy[w] = 0
+    q.load[w] -= 1
+    _to_decode(r, t, net, sv, q)
     _start_prefill(w, t, sv, q)
 
 
 @loop_helper(python=False)
 def _handoff_ends(net, sv, q):
     """The earliest known handoff end: its blocks enter the decode cache, its prefill memory is freed, its
-    first and last tokens are scheduled."""
+    first and last tokens are scheduled (a done nothing waits for, no decode memory bounded and no client
+    waiting, is counted at once)."""
     r, t = take_end(net)
-    w = sv.prefill_worker[r]
-    q.held[w] -= sv.tokens[r]
     step = sv.step_ms[r]
     sv.first_token[r] = t + step
     done = t + sv.outputs[r] * step
     sv.done[r] = done
-    q.counters[_DONES] = heap_push(q.done_time, q.done_seq, q.done_item, q.counters[_DONES], done, r, r)
-    _start_prefill(w, t, sv, q)
+    if sv.decode_capacity < 0 and sv.concurrency == 0:
+        q.counters[_FINISHED] += 1
+    else:
+        q.counters[_DONES] = heap_push(q.done_time, q.done_seq, q.done_item, q.counters[_DONES], done, r, r)
+    if sv.prefill_workers > 0:
+        w = sv.prefill_worker[r]
+        q.held[w] -= sv.tokens[r]
+        _start_prefill(w, t, sv, q)
 
 
 @loop_helper(python=False)
@@ -282,6 +352,6 @@ def serve_pass(net, sv, q):
         elif t_prefill == t:
             _prefill_ends(t, net, sv, q)
         else:
-            _arrive(t, sv, q)
+            _arrive(t, net, sv, q)
         if q.counters[_DEFERRED] != _NIL:
             return GROW

@@ -212,8 +212,8 @@ def configured(given: dict[str, Any]) -> SimpleNamespace:
 
 def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     """One configuration's replay of a prepared trace (``given``: keywords of :func:`replay_handoffs`)."""
-    from ..kernels import network
     from ..kernels import replay as _replay
+    from ..kernels import serving
 
     if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
         from .cluster import with_cluster
@@ -244,7 +244,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
     out = _replay.Results.empty(len(trace))
     notice_first_compile()
-    network.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out))
+    serving.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out), cluster.workers)
     finite_transfers(trace, out, link[0])
     return _replay_frame(trace, tokens, times, out, kv_terms, c, link)
 
@@ -297,8 +297,8 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
     available = ready - lead  # when each transfer may start
     requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
                                 tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
-                                model_of=model_of, kv_terms=kv_terms, prefill_end_ms=ready,
-                                last_fraction=last_fraction,
+                                model_of=model_of, kv_terms=kv_terms, prefill_end_ms=_coerce.read_only(ready),
+                                last_fraction=_coerce.read_only(last_fraction),
                                 blocks_per_message=request_values(trace, "blocks_per_message", c.blocks_per_message))
     cluster = _replay.Cluster(
         n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,

@@ -15,16 +15,14 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .. import _compat
 from ..errors import InputError, check_whole
 from ..inputs.table import check_count
 from ..inputs.words import count
-from ..kernels import network
 from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link
 from ..network.placement import get_cluster
 from . import on_cluster as _cluster_replay
-from .prepared import byte_column, link_column, request_values
+from .prepared import byte_column, link_column, notice_first_compile, request_values
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
 __all__ = ["resource_table"]
@@ -213,7 +211,7 @@ def replay_on_cluster(
     prefill_of, p = on.prefill_of, on.prefill_workers
     ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
     available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
-    notice_first_compile(network.replay_pass)
+    notice_first_compile(FIRST_COMPILE_S)
     replayed = _cluster_replay.simulate_replay(
         order=np.argsort(available, kind="stable"),
         ready=available,
@@ -241,12 +239,6 @@ def replay_on_cluster(
         on.decode_workers,
         destination_missing,
     )
-
-
-def notice_first_compile(dispatcher: Any) -> None:
-    """On a terminal, say once that a cluster kernel compiles (when its cache is cold)."""
-    if _compat.uncompiled(dispatcher):
-        _compat.notice_first_compile("cluster replay", dispatcher, FIRST_COMPILE_S)
 
 
 def cluster_inputs(

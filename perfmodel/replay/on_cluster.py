@@ -10,7 +10,7 @@ are today's (:mod:`perfmodel.kernels.replay`): LRU per decode worker, a request'
 handoff ends, prefix routing by the longest cached prefix (ties round robin).
 
 This module resolves the cluster once into arrays (every pair of workers' flows, paths and fixed
-costs); the event loop is the numba kernel :func:`perfmodel.kernels.network.replay_pass` on the cluster's operations. No pandas
+costs); the event loop is the numba kernel :func:`perfmodel.kernels.serving.serve_pass` on the cluster's operations. No pandas
 arithmetic: the frame is built from the kernel's arrays by :mod:`perfmodel.replay.cluster`.
 """
 
@@ -23,9 +23,10 @@ import numpy as np
 
 from ..errors import InputError, check_choice
 from ..inputs.codes import Contention, choice_code, choice_names
+from ..inputs.coerce import read_only
 from ..inputs.table import INPUTS
 from ..kernels import cluster as kernel
-from ..kernels import network
+from ..kernels import serving
 from ..network.clusters import (
     Cluster,
     Flow,
@@ -371,8 +372,6 @@ def simulate_replay(
     out = kernel.Outputs.empty(len(order))
     order, ready = order.astype(np.int64), np.ascontiguousarray(ready, np.float64)
     run = kernel.new_run(
-        order,
-        ready,
         tokens.astype(np.int64),
         blocks,
         offsets,
@@ -380,10 +379,10 @@ def simulate_replay(
         st,
         cfg,
         out,
-        np.ascontiguousarray(blocks_per_message, np.float64),
-        streamed,
+        read_only(np.asarray(blocks_per_message, np.float64)),
+        None if streamed is None else (read_only(streamed[0]), read_only(streamed[1])),
     )
-    net = network.replay(order, ready, run)
+    net = serving.replay(order, ready, run, cfg.workers)
     loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)
     return replayed(out, prefill_of, st, cfg, loads)
 

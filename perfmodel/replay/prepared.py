@@ -237,17 +237,19 @@ def _first_bad_cell(column: pd.Series) -> InputError:
     )
 
 
-#: About how long the replay's kernels take to compile on a cold cache (2 cores, measured).
+#: About how long the replay's kernels take to compile on a cold cache, on links (2 cores, measured).
 FIRST_COMPILE_S = 10
 
 
-def notice_first_compile() -> None:
-    """On a terminal, say once that the replay's kernels compile (when the cache is cold)."""
+def notice_first_compile(seconds: float = FIRST_COMPILE_S) -> None:
+    """On a terminal, say once that the replay's event loop compiles (when the cache is cold), in about
+    ``seconds``. Every replay runs the one loop (:func:`perfmodel.kernels.serving.serve_pass`): the replay of
+    handoffs and the TTFT replay, on links or a cluster."""
     from .. import _compat
-    from ..kernels import network
+    from ..kernels import serving
 
-    if _compat.uncompiled(network.replay_pass):
-        _compat.notice_first_compile("replay", network.replay_pass, FIRST_COMPILE_S)
+    if _compat.uncompiled(serving.serve_pass):
+        _compat.notice_first_compile("replay", serving.serve_pass, seconds)
 
 
 def _whole_block_ids(trace: pd.DataFrame, lists: Any) -> None:

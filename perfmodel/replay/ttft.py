@@ -17,10 +17,11 @@ import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
 from ..inputs.codes import choice_code, choice_names
+from ..inputs.coerce import read_only
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import _is_cluster, _one_of, _one_value, configured, finite_transfers, link_inputs
-from .prepared import FIRST_COMPILE_S, PreparedTrace, byte_column, link_column, prepare_trace, request_values
+from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
 from .summaries import memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
@@ -226,7 +227,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     sv = _serving.Serving(
         arrival_order=order,
         arrival_ms=arrivals,
-        tokens=on.tokens,
+        tokens=read_only(on.tokens),
         service_ms=s.service,
         step_ms=s.step,
         outputs=s.outputs,
@@ -243,9 +244,11 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
         decode_capacity=s.decode_capacity,
         concurrency=s.concurrency,
     )
-    queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers)
+    dones = s.decode_capacity >= 0 or bool(s.concurrency)  # (else nothing waits for a request to be done)
+    queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers, dones=dones)
     queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
-    net = serve(on.start(_horizon(arrivals, s)), sv, queues)
+    notice_first_compile()
+    net = _serving.run(on.start(_horizon(arrivals, s)), sv, queues)
     handoffs, attrs = on.wrap(net, base)
     return _frame(trace, tokens, s, sv, handoffs, attrs, base, c)
 
@@ -282,7 +285,9 @@ def _on_links(
     n = len(prepared.trace)
     requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
     admitted = np.empty(n)  # the replay's ready times (when each handoff may start): written at admission
-    requests = requests._replace(ready_ms=admitted, prefill_end_ms=admitted, last_fraction=np.ones(n))
+    requests = requests._replace(
+        ready_ms=admitted, prefill_end_ms=read_only(admitted), last_fraction=read_only(np.ones(n))
+    )
     out = _replay.Results.empty(n)
 
     def start(horizon: np.ndarray) -> Any:
@@ -356,9 +361,8 @@ def _on_cluster(
             terms=on.terms,
             config=on.config,
         )
-        order = np.arange(n, dtype=np.int64)  # (read by the replay's own pass only, which this loop does not run)
-        requests = (order, np.zeros(n), tokens, prepared.blocks, prepared.offsets, s.prefill_worker)
-        return _kernel.new_run(*requests, st, cfg, out, on.blocks_per_message)
+        requests = (tokens, prepared.blocks, prepared.offsets, s.prefill_worker)
+        return _kernel.new_run(*requests, st, cfg, out, read_only(np.asarray(on.blocks_per_message, np.float64)))
 
     def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
         loads = net.sim.loads
@@ -394,34 +398,6 @@ def _on_cluster(
         start=start,
         wrap=wrap,
     )
-
-
-def serve(net: Any, sv: Any, queues: Any) -> Any:
-    """Run the serving loop on the network ``net`` (links or a cluster) to its end, growing what it asks for;
-    returns the network as it ended (grown)."""
-    from ..kernels import network
-    from ..kernels import serving as _serving
-
-    _notice_first_compile()
-    while True:
-        code = _serving.serve_pass(net, sv, queues)
-        if code == _serving.FINISHED:
-            return net
-        if code == _serving.STUCK:
-            raise RuntimeError(
-                "replay_ttft: the serving loop ran out of events with requests unfinished "
-                "(a bug: please report it with the trace and the call)"
-            )
-        net = network.grown(net)
-
-
-def _notice_first_compile() -> None:
-    """On a terminal, say once that the TTFT replay's kernel compiles (when the cache is cold)."""
-    from .. import _compat
-    from ..kernels import serving as _serving
-
-    if _compat.uncompiled(_serving.serve_pass):
-        _compat.notice_first_compile("TTFT replay", _serving.serve_pass, FIRST_COMPILE_S)
 
 
 def _serving_inputs(
