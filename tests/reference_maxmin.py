@@ -1,7 +1,7 @@
 """Flows sharing resources: max-min fair rates by progressive filling, and a small event simulation.
 
 The slow, obviously correct reference of perfmodel's jitted simulation (``perfmodel.kernels.sharing``: its
-filler ``fill_classes``, a handoff alone ``_alone_memo`` and the batch of keys ``simulate_batch``, which
+filler ``fill_classes``, a handoff alone ``_alone_memo`` and the batch of keys ``simulate_keys``, which
 follow this module's operation order). Plain Python over small sets (a handoff's flows: tens), no
 numpy: :func:`maxmin_rates` at each start or end of a flow with the flows active then. Units: bytes, decimal GB/s, ms. A flow's time is computed in the kernel's
 operation order, ``bytes / (rate * 1e9) * 1000``, from the last moment its rate changed, so a flow

@@ -1,6 +1,6 @@
-"""The static path's one engine (perfmodel.kernels.sharing.simulate_batch) against the plain-Python reference
-(tests/reference_maxmin.py), flow by flow, over hostile small clusters and keys: ties of capacities,
-starts and bytes, flows of 0 bytes, flows that cross nothing, shared and disjoint paths."""
+"""The static path's one engine (perfmodel.kernels.sharing.simulate_keys, and simulate_flows, one key of it) against
+the plain-Python reference (tests/reference_maxmin.py), flow by flow, over hostile small clusters and keys: ties
+of capacities, starts and bytes, flows of 0 bytes, flows that cross nothing, shared and disjoint paths."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import Cluster, Link, Transport
-from perfmodel.kernels.sharing import simulate_batch
+from perfmodel.kernels.sharing import FlowTerms, Keys, simulate_flows, simulate_keys
 from perfmodel.network.clusters import alone, alone_ms, flow_bytes, flow_terms, head_terms
 
 from .reference_maxmin import saturated, simulate
@@ -60,34 +60,60 @@ def hostile(draw):
     return capacities, paths, np.array(starts), np.array(nbytes, dtype=np.float64)
 
 
+def assert_key_equals_the_reference(got, k, starts, nbytes, paths, capacities):
+    """Row ``k`` of a :class:`perfmodel.kernels.sharing.Batch` against the reference's simulation of its flows."""
+    want = simulate(starts, nbytes, paths, capacities)
+    assert got.ends[k].tolist() == pytest.approx(want.ends_ms, rel=1e-12, abs=0)
+    moving = [f for f in range(len(paths)) if nbytes[f] > 0]
+    last = max(moving, key=lambda f: (want.ends_ms[f], -f)) if moving else -1
+    assert got.last[k] == last
+    assert got.end[k] == (want.ends_ms[last] if moving else -math.inf)
+    necks = [reference_bottleneck(paths, capacities, want, f) for f in range(len(paths))]
+    assert [None if n < 0 else n for n in got.necks[k].tolist()] == necks
+    assert got.neck[k] == (-1 if last < 0 or necks[last] is None else necks[last])
+    for f in moving:
+        assert got.rates[k, f] == want.final_rates[f]
+
+
 @settings(max_examples=300, deadline=None)
 @given(hostile())
-def test_the_batch_equals_the_reference_flow_by_flow(case):
+def test_explicit_flows_equal_the_reference_flow_by_flow(case):
     capacities, paths, starts, nbytes = case
-    got = simulate_batch(starts, nbytes, paths, capacities, per_flow=True)
     for k in range(len(nbytes)):
-        want = simulate(starts[k].tolist(), nbytes[k].tolist(), paths, capacities)
-        assert got.ends[k].tolist() == pytest.approx(want.ends_ms, rel=1e-12, abs=0)
-        moving = [f for f in range(len(paths)) if nbytes[k, f] > 0]
-        last = max(moving, key=lambda f: (want.ends_ms[f], -f)) if moving else -1
-        assert got.last[k] == last
-        assert got.end[k] == (want.ends_ms[last] if moving else -math.inf)
-        necks = [reference_bottleneck(paths, capacities, want, f) for f in range(len(paths))]
-        assert [None if n < 0 else n for n in got.necks[k].tolist()] == necks
-        assert got.neck[k] == (-1 if last < 0 or necks[last] is None else necks[last])
-        for f in moving:
-            assert got.rates[k, f] == want.final_rates[f]
+        got = simulate_flows(starts[k], nbytes[k], paths, capacities)
+        assert_key_equals_the_reference(got, 0, starts[k].tolist(), nbytes[k].tolist(), paths, capacities)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile(), st.data())
+def test_keys_sharing_their_fillings_equal_the_reference_flow_by_flow(case, data):
+    """Keys as the static path gives them (tokens, messages and blocks per key; bytes per token and costs per
+    flow), their fillings shared between keys through the memo: each key's flows as the reference has them."""
+    capacities, paths, starts, nbytes = case
+    n = len(nbytes)
+    tokens = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, 7.0, 1e3]), min_size=n, max_size=n)))
+    counts = st.lists(st.sampled_from([0.0, 1.0, 3.0, 64.0]), min_size=n, max_size=n)
+    messages, blocks = np.array(data.draw(counts)), np.array(data.draw(counts))
+    costs = np.stack([starts[0], starts[-1] / 7, np.full(len(paths), 0.001)], axis=1)
+    flows = FlowTerms(np.pad(nbytes[:1].T, ((0, 0), (0, 3))), costs, 0.0, 0.0)
+    got = simulate_keys(Keys(tokens, tokens, messages, blocks), flows, paths, capacities, per_flow=True)
+    for k in range(n):
+        begin = [costs[f, 0] + messages[k] * costs[f, 1] + blocks[k] * costs[f, 2] for f in range(len(paths))]
+        size = [tokens[k] * nbytes[0, f] for f in range(len(paths))]
+        assert_key_equals_the_reference(got, k, begin, size, paths, capacities)
 
 
 def test_keys_shared_between_threads_give_what_one_thread_gives():
     rng = np.random.default_rng(7)
     paths, capacities = [[0, 1], [2, 1], [2, 3], [0]], [50.0, 25.0, 50.0, 12.5]
-    nbytes = rng.integers(0, 10**9, (5000, 4)).astype(np.float64)
-    starts = np.array([0.003, 0.009, 0.009, 0.001])
+    tokens = rng.integers(0, 10**5, 5000).astype(np.float64)
+    keys = Keys(tokens, tokens, rng.integers(0, 100, 5000).astype(np.float64), np.zeros(5000))
+    flows = FlowTerms(np.array([[1e5, 0, 0, 0], [3e5, 0, 0, 0], [2e4, 0, 0, 0], [7e5, 0, 0, 0]]),
+                      np.array([[0.003, 1e-4, 0], [0.009, 0, 0], [0.009, 2e-4, 0], [0.001, 0, 0]]), 0.0, 0.0)  # fmt: skip
     with perfmodel.set_options(parallel_min_rows=10**9):
-        one = simulate_batch(starts, nbytes, paths, capacities, per_flow=True)
+        one = simulate_keys(keys, flows, paths, capacities, per_flow=True)
     with perfmodel.set_options(parallel_min_rows=0):
-        many = simulate_batch(starts, nbytes, paths, capacities, per_flow=True)
+        many = simulate_keys(keys, flows, paths, capacities, per_flow=True)
     for a, b in zip(one, many):
         assert a.tobytes() == b.tobytes()
 
@@ -154,4 +180,4 @@ def test_one_kernel_call_for_every_distinct_row(monkeypatch):
     monkeypatch.setattr(_sharing, "simulate_keys", counting)
     tokens = np.arange(2000) % 700
     perfmodel.handoff_delay_ms(tokens, rail(), "llama-3.1-70b", tp=8, decode_tp=2, block_size=16)
-    assert calls == [700]
+    assert calls == [1, 700]  # (the handoff's flows resolved once, one key; then every distinct row in one call)

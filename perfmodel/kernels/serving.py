@@ -115,15 +115,20 @@ def new_queues(n: int, prefill_workers: int, decode_workers: int, dones: bool = 
     )
 
 
+class Unfinished(RuntimeError):
+    """The loop ran out of events with requests unfinished: a handoff that never ends (its time overflowed to
+    inf: the replay's edge names it), else a bug."""
+
+
 def run(net: Any, sv: Serving, q: Queues) -> Any:
     """Run the loop (:func:`serve_pass`) on the network ``net`` to its end, growing the network where it asks;
-    returns the network as it ended (grown)."""
+    returns the network as it ended (grown). Raises :class:`Unfinished` when events run out first."""
     while True:
         code = serve_pass(net, sv, q)
         if code == FINISHED:
             return net
         if code == STUCK:
-            raise RuntimeError(
+            raise Unfinished(
                 "the serving loop ran out of events with requests unfinished "
                 "(a bug: please report it with the trace and the call)"
             )

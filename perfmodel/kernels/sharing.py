@@ -1,12 +1,13 @@
 """Numba helpers of flows sharing resources max-min fairly (:mod:`perfmodel.kernels.cluster`'s parts), and the
-one simulation of handoffs alone in a cluster (:func:`simulate_batch`).
+one simulation of handoffs alone in a cluster (:func:`simulate_keys`).
 
 Progressive filling over items that stand for ``count`` equal flows each (a class of flows of one
 path; or one flow of a handoff alone), in the operation order of the plain-Python reference
 (``tests/reference_maxmin.py``, ``maxmin_rates``: repeatedly, the resources of the smallest fair share
 fix the rate of every unfrozen item on them); a handoff alone in the cluster (the reference's
-``simulate``), for the replay's handoffs one at a time and for many keys at once (:func:`simulate_batch`:
-every caller of the static path, :mod:`perfmodel.network.clusters`); the heaps of each class's flows (in chunks)
+``simulate``), for the replay's handoffs one at a time and for many keys at once (:func:`simulate_keys`:
+every caller of the static path, :mod:`perfmodel.network.clusters`; explicit flows are one key of it,
+:func:`simulate_flows`); the heaps of each class's flows (in chunks)
 and the indexed heap of the classes by next end.
 Helpers read their arguments' fields by name (the records are :mod:`perfmodel.kernels.cluster`'s).
 """
@@ -354,17 +355,6 @@ def _one_key(k, begin, size, paths, lc, al, memo, classes, out):
     out.last[k], out.end[k], out.neck[k] = last, end, neck
 
 
-@loop_helper
-def _batch(starts, nbytes, paths, lc, al, memo, classes, begin, size, out):
-    """Each of K keys' flows (``starts[k, f]`` ms, ``nbytes[k, f]`` bytes; a flow ``f`` crosses the resources
-    of class ``f`` of ``paths``) alone in the cluster, sharing max-min fairly (:func:`_alone_memo`, its
-    fillings shared between keys through ``memo``): :class:`Batch` ``out``."""
-    for k in range(nbytes.shape[0]):
-        for f in range(nbytes.shape[1]):
-            begin[f], size[f] = starts[k, f], nbytes[k, f]
-        _one_key(k, begin, size, paths, lc, al, memo, classes, out)
-
-
 class Keys(NamedTuple):
     """Per key (a distinct row of the static path): charged tokens, the prompt's tokens, the messages one rank
     posts and the blocks it moves (float64 (K,) each)."""
@@ -394,10 +384,12 @@ def flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
 
 
 @loop_helper
-def _batch_terms(keys, flows, paths, lc, al, memo, classes, begin, size, out):
-    """:func:`_batch` of keys given by their tokens, messages and blocks (:class:`Keys`): each flow's bytes
-    (:func:`flow_bytes`) and start (its fixed cost, then its messages' and blocks', in
-    :func:`perfmodel.network.clusters.alone_ms`'s order) from its :class:`FlowTerms`."""
+def _batch(keys, flows, paths, lc, al, memo, classes, begin, size, out):
+    """Each key's flows alone in the cluster, sharing max-min fairly (:func:`_alone_memo`, its fillings shared
+    between keys through ``memo``): :class:`Batch` ``out``. A key is given by its tokens, messages and blocks
+    (:class:`Keys`); each flow's bytes (:func:`flow_bytes`) and start (its fixed cost, then its messages' and
+    blocks', in :func:`perfmodel.network.clusters.alone_ms`'s order) come from its :class:`FlowTerms`; flow ``f``
+    crosses the resources of class ``f`` of ``paths``."""
     for k in range(len(keys.charged)):
         charged, tokens = keys.charged[k], keys.tokens[k]
         messages, blocks = keys.messages[k], keys.blocks[k]
@@ -427,36 +419,15 @@ def _work(flows: int, resources: int, longest: int, keys: int) -> tuple:
     return lc, al, memo, ints(kmax), np.zeros(flows), np.zeros(flows)
 
 
-def simulate_batch(
-    starts: ArrayLike,
-    nbytes: ArrayLike,
-    paths: Sequence[Sequence[int]],
-    capacities: Sequence[float],
-    per_flow: bool = False,
+def simulate_keys(
+    keys: Keys, flows: FlowTerms, paths: Sequence[Sequence[int]], capacities: Sequence[float], per_flow: bool = False
 ) -> Batch:
-    """Each key's flows alone in the cluster, sharing its resources max-min fairly (:func:`_batch`): flow
-    ``f`` of key ``k`` starts at ``starts[k, f]`` (ms), moves ``nbytes[k, f]`` bytes over the resources
-    ``paths[f]`` (indices into ``capacities``, decimal GB/s). Every key's flows are simulated apart; the
-    fillings of the same active flows are shared between keys. From ``parallel_min_rows`` keys on
+    """Each key's flows alone in the cluster, sharing its resources max-min fairly (:func:`_batch`): the keys
+    given by their tokens, messages and blocks (:class:`Keys`), each flow's bytes and start computed in the
+    kernel from its :class:`FlowTerms`, over the resources ``paths[f]`` (indices into ``capacities``, decimal
+    GB/s). The fillings of the same active flows are shared between keys; from ``parallel_min_rows`` keys on
     (:mod:`perfmodel.options`) the keys are shared between threads. ``per_flow``: also each flow's end, rate,
     since when and bottleneck.
-
-    >>> b = simulate_batch(np.zeros((2, 2)), np.array([[1e9, 3e9], [1e9, 0.0]]), [[0], [0]], [2.0], per_flow=True)
-    >>> b.ends.tolist(), b.last.tolist(), b.neck.tolist()  # 1 GB/s each, then 2 GB/s; one flow alone at 2 GB/s
-    ([[1000.0, 2000.0], [500.0, 0.0]], [1, 0], [0, 0])
-    """
-    nbytes = np.asarray(nbytes, dtype=np.float64)
-    starts = np.broadcast_to(np.asarray(starts, dtype=np.float64), nbytes.shape)
-
-    def run(i: int, j: int, *rest: Any) -> None:
-        _batch(starts[i:j], nbytes[i:j], *rest)
-
-    return _in_threads(run, nbytes.shape[0], nbytes.shape[1], paths, capacities, per_flow)
-
-
-def simulate_keys(keys: Keys, flows: FlowTerms, paths: Sequence[Sequence[int]], capacities: Sequence[float]) -> Batch:
-    """:func:`simulate_batch` of keys given by their tokens, messages and blocks (:class:`Keys`), each flow's
-    bytes and start computed in the kernel from its :class:`FlowTerms` (no array of keys by flows).
 
     >>> keys = Keys(*np.array([[1.0, 3.0]] * 2), np.zeros(2), np.zeros(2))
     >>> flows = FlowTerms(np.array([[1e9, 0, 0, 0], [2e9, 0, 0, 0]]), np.zeros((2, 3)), 0.0, 0.0)
@@ -465,9 +436,27 @@ def simulate_keys(keys: Keys, flows: FlowTerms, paths: Sequence[Sequence[int]], 
     """
 
     def run(i: int, j: int, *rest: Any) -> None:
-        _batch_terms(Keys._make(x[i:j] for x in keys), flows, *rest)
+        _batch(Keys._make(x[i:j] for x in keys), flows, *rest)
 
-    return _in_threads(run, len(keys.charged), len(flows.terms), paths, capacities, False)
+    return _in_threads(run, len(keys.charged), len(flows.terms), paths, capacities, per_flow)
+
+
+def simulate_flows(
+    starts_ms: ArrayLike, nbytes: ArrayLike, paths: Sequence[Sequence[int]], capacities: Sequence[float]
+) -> Batch:
+    """Flows that start at ``starts_ms`` and move ``nbytes`` each over ``paths`` alone in the cluster, with every
+    per-flow output: one key of :func:`simulate_keys` (the same compiled simulation), one token whose flows move
+    their bytes per token and start after their fixed costs (exactly: ``1 * bytes + 0`` and ``start + 0``).
+
+    >>> b = simulate_flows([0.0, 0.0], [1e9, 3e9], [[0], [0]], [2.0])
+    >>> b.ends.tolist(), b.last.tolist(), b.neck.tolist()  # 1 GB/s each, then 2 GB/s
+    ([[1000.0, 2000.0]], [1], [0])
+    """
+    nbytes = np.asarray(nbytes, dtype=np.float64).reshape(-1)
+    terms, costs = np.zeros((len(nbytes), 4)), np.zeros((len(nbytes), 3))
+    terms[:, 0], costs[:, 0] = nbytes, np.asarray(starts_ms, dtype=np.float64)
+    one, none = np.ones(1), np.zeros(1)
+    return simulate_keys(Keys(one, one, none, none), FlowTerms(terms, costs, 0.0, 0.0), paths, capacities, True)
 
 
 def _in_threads(

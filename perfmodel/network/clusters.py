@@ -588,12 +588,12 @@ def simulate(starts_ms: Sequence[float], nbytes: Sequence[float], paths: Sequenc
              capacities: Sequence[float]) -> Outcome:
     """Flows that start at ``starts_ms`` and move ``nbytes`` each over ``paths`` (indices into ``capacities``,
     GB/s), sharing resources max-min fairly, rates recomputed whenever a flow starts or ends (one key of
-    :func:`perfmodel.kernels.sharing.simulate_batch`, the jitted simulation).
+    :func:`perfmodel.kernels.sharing.simulate_flows`, the jitted simulation).
 
     >>> simulate([0.0, 0.0], [1e9, 3e9], [[0], [0]], [2.0]).ends_ms  # both at 1 GB/s, then 2 GB/s
     [1000.0, 2000.0]
     """
-    b = _sharing.simulate_batch([list(starts_ms)], [list(nbytes)], paths, capacities, per_flow=True)
+    b = _sharing.simulate_flows(list(starts_ms), list(nbytes), paths, capacities)
     moved = [not math.isnan(rate) for rate in b.rates[0].tolist()]
     return Outcome(b.ends[0].tolist(), b.rates[0].tolist(),
                    [m and a != s for m, a, s in zip(moved, b.anchors[0].tolist(), starts_ms)],

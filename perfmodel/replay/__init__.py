@@ -244,7 +244,11 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
     out = _replay.Results.empty(len(trace))
     notice_first_compile()
-    serving.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out), cluster.workers)
+    try:
+        serving.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out), cluster.workers)
+    except serving.Unfinished:  # (a handoff that never ends: its time overflowed to inf, refused by name)
+        finite_transfers(trace, out, link[0])
+        raise
     finite_transfers(trace, out, link[0])
     return _replay_frame(trace, tokens, times, out, kv_terms, c, link)
 
