@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..inputs.codes import PrefillRouting
-from .handoff import loop_helper
+from .._compat import no_reference_counting
+from .handoff import jit, loop_helper
 from .network import advance, grown, next_end, next_event, room, route_request, start_request, take_end
 from .replay import heap_pop, heap_push
 
@@ -191,7 +192,7 @@ def _start_prefill(w, t, sv, q):
     )
 
 
-@loop_helper(python=False)
+@jit(inline="always", **no_reference_counting())
 def _admit(d, t, net, sv, q):
     """Decode worker ``d``'s admission queue moves at ``t``: its head is admitted, and its handoff starts,
     while its tokens (prompt and output) fit. Where the network has no room for a handoff to start, the rest
@@ -236,7 +237,7 @@ def _choose_prefill(sv, q):
     return best
 
 
-@loop_helper(python=False)
+@jit(inline="always", **no_reference_counting())
 def _arrive(t, net, sv, q):
     """The next request arrives at ``t`` and joins its prefill worker's queue (with no prefill stage, its
     decode worker's admission queue at once)."""
@@ -262,7 +263,7 @@ def _arrive(t, net, sv, q):
     _start_prefill(w, t, sv, q)
 
 
-@loop_helper(python=False)
+@jit(inline="always", **no_reference_counting())
 def _to_decode(r, t, net, sv, q):
     """Request ``r``'s prefill ended at ``t``: it is routed, charged and queues for admission at its decode
     worker."""
@@ -288,7 +289,7 @@ def _prefill_ends(t, net, sv, q):
     _start_prefill(w, t, sv, q)
 
 
-@loop_helper(python=False)
+@jit(inline="always", **no_reference_counting())
 def _handoff_ends(net, sv, q):
     """The earliest known handoff end: its blocks enter the decode cache, its prefill memory is freed, its
     first and last tokens are scheduled (a done nothing waits for, no decode memory bounded and no client
