@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..inputs.codes import PrefillRouting
 from .._compat import no_reference_counting
+from ..inputs.codes import PrefillRouting
 from .handoff import jit, loop_helper
 from .network import advance, grown, next_end, next_event, room, route_request, start_request, take_end
 from .replay import heap_pop, heap_push
