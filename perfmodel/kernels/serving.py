@@ -332,16 +332,20 @@ def serve_pass(net, sv, q):
     call again; the loop resumes where it stopped) or no event is left while requests are unfinished (STUCK;
     the edge refuses what could cause it). No allocation (see :func:`loop_helper`)."""
     n = sv.arrival_order.shape[0]
+    t_net, moved = np.inf, True  # (the network's next event, looked up again only after what may move a flow)
     while True:
         d = q.counters[_DEFERRED]
         if d != _NIL:  # admissions that waited for room, at the moment they were due
+            moved = True
             q.counters[_DEFERRED] = _NIL
             _admit(d, q.clock[0], net, sv, q)
             if q.counters[_DEFERRED] != _NIL:
                 return GROW
         t_end = next_end(net)
         t_done = q.done_time[0] if q.counters[_DONES] > 0 else np.inf
-        t_net = next_event(net)
+        if moved:
+            t_net = next_event(net)
+        moved = True
         t_prefill = q.prefill_time[0] if q.counters[_PREFILL_ENDS] > 0 else np.inf
         arrived = q.counters[_ARRIVED]
         t_arrival = sv.arrival_ms[arrived] if arrived < q.counters[_ISSUED] else np.inf
@@ -350,6 +354,7 @@ def serve_pass(net, sv, q):
             return FINISHED if q.counters[_FINISHED] == n else STUCK
         if t_end == t:
             _handoff_ends(net, sv, q)
+            moved = False  # (an end delivers blocks and frees memory: no flow starts, moves or ends)
         elif t_done == t:
             _admit(_request_done(t, sv, q), t, net, sv, q)
         elif t_net == t:
