@@ -1,8 +1,9 @@
 """Numba kernel for trace replay: decode-side prefix caches, routing and link contention.
 
-One pass over the requests in ready order, with an event loop for what happens between
-two ready times (transfers finishing, their blocks entering caches, shared links
-progressing). No pandas, no validation: :mod:`perfmodel.replay` prepares the arrays.
+The links as a network of the one event loop (:mod:`perfmodel.kernels.serving`, through
+:mod:`perfmodel.kernels.network`'s operations): each request routed and charged, its transfer started
+alone, queued first come first served or sharing a link, its blocks entering its decode worker's cache
+when it ends. No pandas, no validation: :mod:`perfmodel.replay` prepares the arrays.
 
 Caches: block hashes are remapped to dense ids ``0..U-1`` beforehand (no hashing here). Which
 workers hold a block is one bitmask per block, so routing reads one word per block for all
