@@ -676,8 +676,9 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
             cfg: Config, out: Outputs, blocks_per_message: np.ndarray,
             streamed: tuple[np.ndarray, np.ndarray] | None = None) -> OnCluster:
     """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
-    before its first request: requests with their prompt tokens, dense block ids (``blocks[offsets[r]:offsets[r+1]]``), prefill workers and consecutive blocks merged into a
-    message; outputs to ``out``. Streamed layer by layer (``streamed``: each request's prefill end and the share of
+    before its first request: requests with their prompt tokens, dense block ids
+    (``blocks[offsets[r]:offsets[r+1]]``), prefill workers and consecutive blocks merged into a message; outputs
+    to ``out``. Streamed layer by layer (``streamed``: each request's prefill end and the share of
     its time alone sent after it), a handoff ends no earlier than its prefill's end plus that share."""
     n, D = len(tokens), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = new_caches(cfg.n_unique, D, cfg.capacity)
