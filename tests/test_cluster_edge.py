@@ -486,3 +486,26 @@ def test_a_budget_or_timeout_flag_takes_finite_numbers_above_zero_only(tmp_path,
     assert done.returncode != 0 and "\n" not in line and flag in line and "pass a finite number > 0" in line, line
     if text == "nan":
         assert "not a number (NaN)" in line
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("latency_ms", [0.1]),
+        ("latency_ms", np.array([0.1, 0.2])),
+        ("per_message_ms", np.array([1e-4])),
+        ("per_block_ms", [0.0]),
+        ("block_size", [16]),
+        ("blocks_per_message", np.array([4.0])),
+        ("state_bytes", [0.0]),
+        ("tp", np.array([8])),
+        ("kv_cache_dtype", ["fp8"]),
+    ],
+    ids=lambda v: repr(v) if not isinstance(v, str) else v,
+)
+def test_handoff_flows_takes_one_value_of_each_input_in_one_line(name, value):
+    """handoff_flows describes one handoff: an array where a value goes is refused by name (a 1-element array
+    raised numpy's raw "only 0-dimensional arrays can be converted" TypeError)."""
+    keywords = {"tp": 8, "block_size": 16, name: value}
+    with pytest.raises(perfmodel.InputError, match=f"^{name}: .*one value"):
+        perfmodel.handoff_flows(32_768, "hgx-h100-8x400g", "llama-3.1-70b", **keywords)

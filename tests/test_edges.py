@@ -406,3 +406,32 @@ def test_a_grid_axis_given_a_value_twice_is_refused_by_sweeps_and_replay_grids_a
         sweep(num_input_tokens=[10], **base)
     with pytest.raises(InputError, match=f"axis {axis} has a repeated value"):
         perfmodel.replay_grid(perfmodel.synthetic_trace(20, 10, seed=0), **base)
+
+
+def test_summaries_refuse_what_is_not_their_result_in_one_line():
+    """summarize and summarize_ttft name what they were given and which summary takes it (a raw KeyError)."""
+    from perfmodel import replay_ttft, summarize, summarize_ttft
+
+    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [100, 200]})
+    handoffs = replay_handoffs(trace, 50.0, 1000, contention="fifo")
+    ttft = replay_ttft(trace, 50.0, 1000, contention="fifo")
+    with pytest.raises(InputError, match=r"^replay: .*replay_ttft.*Fix: .*summarize_ttft"):
+        summarize(ttft)
+    with pytest.raises(InputError, match=r"^ttft: .*replay_handoffs.*Fix: .*summarize\("):
+        summarize_ttft(handoffs)
+    with pytest.raises(InputError, match=r"^replay: .*no column 'handoff_delay_ms'"):
+        summarize(pd.DataFrame())
+    with pytest.raises(InputError, match=r"^ttft: .*no column 'ttft_ms'"):
+        summarize_ttft(pd.DataFrame({"x": [1]}))
+    assert summarize(handoffs)["handoffs"] == 2 and summarize_ttft(ttft)["requests"] == 2
+
+
+@pytest.mark.parametrize("contention", ["none", "fifo", "fair"])
+def test_a_ttft_replay_whose_handoff_never_ends_is_refused_by_name(contention):
+    """A subnormal bandwidth makes a transfer last inf ms: the TTFT replay names it, as the replay does (it said
+    "a bug: please report it")."""
+    trace = pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [100]})
+    from perfmodel import replay_ttft
+
+    with pytest.raises(InputError, match=r"^kv_transfer_bandwidth: 5e-324 GB/s gives request 0 a transfer time of inf"):
+        replay_ttft(trace, 5e-324, 1e6, contention=contention)

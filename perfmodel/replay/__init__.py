@@ -34,7 +34,7 @@ from ..inputs.table import (
 from ..inputs.words import count
 from ..options import deprecated_constant, option
 from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
-from .summaries import percentile_ms, replay_percentile_question
+from .summaries import check_result, percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
 
@@ -566,6 +566,8 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     >>> sorted(summarize(replay))[:3]
     ['bytes_moved', 'bytes_saved_by_prefix_reuse', 'handoffs']
     """
+    check_result(replay, "replay", ["handoff_delay_ms", "transfer_bytes", "transfer_ms", "queue_ms", "start_ms", "end_ms"],
+                 "replay_handoffs", ("ttft_ms", "replay_ttft", "summarize_ttft"))
     delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
     moving = replay[replay["transfer_bytes"] > 0]
     span, ends = _span(replay, moving)

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_NICS_PER_GPU",
     "QUANTILE_METHOD",
     "alone_question",
+    "check_result",
     "counted",
     "fewest_meeting",
     "meets_budget",
@@ -25,6 +26,32 @@ __all__ = [
     "percentile_ms",
     "replay_percentile_question",
 ]
+
+
+def check_result(frame: Any, argument: str, columns: Sequence[str], made_by: str, other: tuple[str, str, str]) -> None:
+    """Refuse ``frame`` unless it has ``columns`` (a result of ``made_by``), in one line: ``other`` is (the column
+    that marks the other kind of result, the function that makes it, the summary that takes it).
+
+    >>> import pandas as pd
+    >>> check_result(pd.DataFrame({"x": [1]}), "replay", ["handoff_delay_ms"], "replay_handoffs",
+    ...              ("ttft_ms", "replay_ttft", "summarize_ttft"))
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: replay: not a result of replay_handoffs (no column 'handoff_delay_ms'). Fix: pass what replay_handoffs returns.
+    """
+    from ..errors import InputError
+
+    if not hasattr(frame, "columns"):
+        raise InputError(argument, f"not a DataFrame ({type(frame).__name__})", f"pass what {made_by} returns")
+    marker, other_maker, other_summary = other
+    if marker in frame.columns:
+        raise InputError(argument, f"a result of {other_maker}, not of {made_by}", f"pass it to {other_summary}()")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(
+            argument, f"not a result of {made_by} (no column {missing[0]!r})", f"pass what {made_by} returns"
+        )
+
 
 #: How every percentile of delays is taken (numpy's and pandas' default: between two order statistics).
 QUANTILE_METHOD: Final = "linear"

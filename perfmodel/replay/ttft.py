@@ -22,7 +22,7 @@ from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import _is_cluster, _one_of, _one_value, configured, finite_transfers, link_inputs
 from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
-from .summaries import memory_held, percentile_ms
+from .summaries import check_result, memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
 
@@ -248,7 +248,11 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers, dones=dones)
     queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
     notice_first_compile()
-    net = _serving.run(on.start(_horizon(arrivals, s)), sv, queues)
+    try:
+        net = _serving.run(on.start(_horizon(arrivals, s)), sv, queues)
+    except _serving.Unfinished:  # (a handoff that never ends: refused by name where it can be, else a bug)
+        on.unfinished()
+        raise
     handoffs, attrs = on.wrap(net, base)
     return _frame(trace, tokens, s, sv, handoffs, attrs, base, c)
 
@@ -316,6 +320,7 @@ def _on_links(
         decode_workers=cluster.workers,
         start=start,
         wrap=wrap,
+        unfinished=lambda: finite_transfers(prepared.trace, out, link[0]),  # (a transfer of inf ms: named)
     )
 
 
@@ -397,6 +402,7 @@ def _on_cluster(
         decode_workers=on.decode_workers,
         start=start,
         wrap=wrap,
+        unfinished=lambda: None,  # (on a cluster, nothing the edge can name: the loop's own error stands)
     )
 
 
@@ -659,6 +665,10 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
     >>> summary["p50_ms"], summary["dominant_p99_stage"]
     (890.0, 'transfer')
     """
+    needed = ["ttft_ms", "queue_ms", "prefill_ms", "admission_wait_ms", "handoff_delay_ms", "arrival_ms",
+              "first_token_ms", "prefill_worker", "prefill_start_ms", "transfer_end_ms", "num_input_tokens",
+              "decode_worker", "admitted_ms"]  # fmt: skip
+    check_result(ttft, "ttft", needed, "replay_ttft", ("saved_bytes", "replay_handoffs", "summarize"))
     ttft_ms = ttft["ttft_ms"].to_numpy(dtype=np.float64)
     summary: dict[str, Any] = {"requests": int(ttft_ms.size)}
     for prefix, column in (
