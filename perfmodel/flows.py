@@ -19,39 +19,24 @@ __all__ = ["handoff_flows", "required_nics_per_node", "resource_loads"]
 
 
 #: The columns of :func:`handoff_flows` and their types (``bytes``: float64 where a flow carries part of a byte).
-_COLUMNS = dict(
-    src_rank=np.int64,
-    dst_rank=np.int64,
-    sub=np.int64,
-    src_gpu=np.int64,
-    dst_gpu=np.int64,
-    heads=np.int64,
-    bytes=np.int64,
-    messages=np.float64,
-    path=str,
-    start_ms=np.float64,
-    rate_gb_s=np.float64,
-    time_ms=np.float64,
-    bottleneck=str,
-)
+_COLUMNS = dict(src_rank=np.int64, dst_rank=np.int64, sub=np.int64, src_gpu=np.int64, dst_gpu=np.int64,
+                heads=np.int64, bytes=np.int64, messages=np.float64, path=str, start_ms=np.float64,
+                rate_gb_s=np.float64, time_ms=np.float64, bottleneck=str)
 
 
-def handoff_flows(
-    num_input_tokens: int,
-    cluster: Any,
-    kv_bytes_per_token: Any,
-    *,
-    tp: int = 1,
-    decode_tp: int | None = None,
-    kv_cache_dtype: str | None = None,
-    state_bytes: float | None = None,
-    latency_ms: float = 0.0,
-    per_message_ms: float = 0.0,
-    per_block_ms: float = 0.0,
-    block_size: int | None = None,
-    blocks_per_message: float = 1,
-    kv_layout: str = "layer_kv",
-) -> pd.DataFrame:
+def _one_value_each(values: dict[str, Any]) -> None:
+    """Refuse an array where the one handoff of :func:`handoff_flows` takes one value, naming the input."""
+    for name, value in values.items():
+        if np.ndim(value) != 0:
+            raise InputError(name, f"handoff_flows describes one handoff, so it takes one value, got {np.size(value)}",
+                             "pass one value (handoff_delay_ms takes an array per row)")
+
+
+def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, *, tp: int = 1,
+                  decode_tp: int | None = None, kv_cache_dtype: str | None = None, state_bytes: float | None = None,
+                  latency_ms: float = 0.0, per_message_ms: float = 0.0, per_block_ms: float = 0.0,
+                  block_size: int | None = None, blocks_per_message: float = 1, kv_layout: str = "layer_kv",
+                  ) -> pd.DataFrame:
     """The flows of one full-prompt handoff alone in a cluster (prefill worker 0 to decode worker 0).
 
     One row per (sub-)flow, in order of source rank, destination rank and sub-flow: who sends
@@ -96,61 +81,26 @@ def handoff_flows(
     from .handoff import handoff_delay_ms
     from .model.models import ModelShape, kv_messages
 
-    one: dict[str, Any] = dict(
-        tp=tp,
-        decode_tp=decode_tp,
-        kv_cache_dtype=kv_cache_dtype,
-        state_bytes=state_bytes,
-        latency_ms=latency_ms,
-        per_message_ms=per_message_ms,
-        per_block_ms=per_block_ms,
-        block_size=block_size,
-        blocks_per_message=blocks_per_message,
-        kv_layout=kv_layout,
-    )
-    for name, value in one.items():
-        if np.ndim(value) != 0:
-            raise InputError(
-                name,
-                f"handoff_flows describes one handoff, so it takes one value, got {np.size(value)}",
-                "pass one value (handoff_delay_ms takes an array per row)",
-            )
+    one: dict[str, Any] = dict(tp=tp, decode_tp=decode_tp, kv_cache_dtype=kv_cache_dtype, state_bytes=state_bytes,
+                               latency_ms=latency_ms, per_message_ms=per_message_ms, per_block_ms=per_block_ms,
+                               block_size=block_size, blocks_per_message=blocks_per_message, kv_layout=kv_layout)
+    _one_value_each(one)
     c = get_cluster(cluster)
     n = check_whole("num_input_tokens", num_input_tokens)
     # every input checked through the edge every entry point shares, as handoff_delay_ms checks it
-    asked = handoff_delay_ms(
-        n,
-        c,
-        kv_bytes_per_token,
-        tp=tp,
-        decode_tp=decode_tp,
-        kv_cache_dtype=kv_cache_dtype,
-        state_bytes=state_bytes,
-        latency_ms=latency_ms,
-        per_message_ms=per_message_ms,
-        per_block_ms=per_block_ms,
-        block_size=block_size,
-        blocks_per_message=blocks_per_message,
-        kv_layout=kv_layout,
-    )
+    asked = handoff_delay_ms(n, c, kv_bytes_per_token, **one)
     if math.isnan(asked):
-        unknown = "state_bytes" if state_bytes is not None and math.isnan(float(state_bytes)) else "kv_bytes_per_token"
-        raise InputError(
-            unknown,
-            "is NaN (unknown), so the flows' bytes are unknown",
-            f"pass a number for {unknown} "
-            "(>= 0)" + (", or leave it out (the model's own)" if unknown == "state_bytes" else ""),
-        )
+        unknown = "state_bytes" if state_bytes is not None and math.isnan(float(state_bytes)) \
+            else "kv_bytes_per_token"
+        raise InputError(unknown, "is NaN (unknown), so the flows' bytes are unknown", f"pass a number for {unknown} "
+                         "(>= 0)" + (", or leave it out (the model's own)" if unknown == "state_bytes" else ""))
     shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp)
     tp, d = shape.tp, shape.decode_degree
     number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)
     if number:
         if tp != 1 or d != 1:
-            raise InputError(
-                "kv_bytes_per_token",
-                "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token is a number of bytes",
-                "pass the model, or tp=1",
-            )
+            raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
+                             "kv_bytes_per_token is a number of bytes", "pass the model, or tp=1")
         terms = HeadTerms(1, float(kv_bytes_per_token), state=float(state_bytes or 0.0))
     else:
         terms = head_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, decode_tp=d, state_bytes=state_bytes)
@@ -159,57 +109,33 @@ def handoff_flows(
     if block_size:
         block = check_whole("block_size", block_size, smallest=1)
         blocks = float(blocks_of(n, block))
-        messages = (
-            float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout, blocks_per_message=blocks_per_message))
-            if not number
-            else blocks
-        )
+        messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
+                                     blocks_per_message=blocks_per_message)) if not number else blocks
     counted = 0.0 if math.isnan(messages) else messages
     t = c.flow_transport  # (what each flow pays)
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
     kept = [k for k, b in enumerate(sizes) if b > 0]
-    starts = [
-        latency_ms
-        + t.setup_ms
-        + flows[k].own_latency_ms(c)
-        + counted * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
-        + blocks * (per_block_ms + t.per_block_ms + flows[k].link.per_block_ms)
-        for k in kept
-    ]
+    starts = [latency_ms + t.setup_ms + flows[k].own_latency_ms(c)
+              + counted * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
+              + blocks * (per_block_ms + t.per_block_ms + flows[k].link.per_block_ms) for k in kept]
     outcome = simulate(starts, [sizes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
     names = resolved.resources.names
     chosen = [flows[k] for k in kept]
     rows: list[dict[str, Any]] = []
     for position, (k, f) in enumerate(zip(kept, chosen)):
         neck = bottleneck_of(outcome, position)
-        rows.append(
-            dict(
-                src_rank=f.src_rank,
-                dst_rank=f.dst_rank,
-                sub=f.sub,
-                src_gpu=f.src_gpu,
-                dst_gpu=f.dst_gpu,
-                heads=len(f.heads),
-                bytes=sizes[k],
-                messages=messages,
-                path=" > ".join(names[r] for r in f.path),
-                start_ms=starts[position],
-                rate_gb_s=outcome.final_rates[position],
-                time_ms=outcome.ends_ms[position],
-                bottleneck="" if neck is None else names[neck],
-            )
-        )
+        rows.append(dict(src_rank=f.src_rank, dst_rank=f.dst_rank, sub=f.sub, src_gpu=f.src_gpu, dst_gpu=f.dst_gpu,
+                         heads=len(f.heads), bytes=sizes[k], messages=messages, path=" > ".join(names[r] for r in f.path),
+                         start_ms=starts[position], rate_gb_s=outcome.final_rates[position],
+                         time_ms=outcome.ends_ms[position], bottleneck="" if neck is None else names[neck]))
     whole = all(float(row["bytes"]).is_integer() for row in rows)  # (else heads spread over holders: parts of bytes)
     table = pd.DataFrame(rows, columns=list(_COLUMNS)).astype({**_COLUMNS, "bytes": np.int64 if whole else np.float64})
     table["bottleneck"] = table["bottleneck"].mask(table["bottleneck"] == "")  # (none saturated: missing, not "")
     last = max(range(len(rows)), key=lambda i: (rows[i]["time_ms"], -i)) if rows else None
-    table.attrs.update(
-        delay_ms=0.0 if last is None else rows[last]["time_ms"],
-        bottleneck=None if last is None else rows[last]["bottleneck"] or None,
-        cluster=c.name,
-        resources=dict(zip(names, resolved.resources.capacities)),
-    )
+    table.attrs.update(delay_ms=0.0 if last is None else rows[last]["time_ms"],
+                       bottleneck=None if last is None else rows[last]["bottleneck"] or None, cluster=c.name,
+                       resources=dict(zip(names, resolved.resources.capacities)))
     return table
 
 
@@ -244,22 +170,12 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
     for path, nbytes in zip(flows["path"], flows["bytes"]):
         for name in path.split(" > "):
             carried[name].append(nbytes)
-    rows = {
-        name: dict(
-            kind=next(
-                part.rstrip("0123456789")
-                for part in reversed(name.split("/"))
-                if part.rstrip("0123456789") in ("nic", "pcie", "leaf", "nvlink")
-            ),
-            capacity_gb_s=capacities[name],
-            flows=len(sizes),
-            bytes=float(sum(sizes)),
-            busy_ms=float(sum(sizes)) / (capacities[name] * 1e9) * 1000.0 if capacities[name] else math.inf,
-            bottleneck=name == flows.attrs["bottleneck"],
-        )
-        for name, sizes in carried.items()
-        if sizes
-    }
+    rows = {name: dict(kind=next(part.rstrip("0123456789") for part in reversed(name.split("/"))
+                                 if part.rstrip("0123456789") in ("nic", "pcie", "leaf", "nvlink")),
+                       capacity_gb_s=capacities[name], flows=len(sizes), bytes=float(sum(sizes)),
+                       busy_ms=float(sum(sizes)) / (capacities[name] * 1e9) * 1000.0 if capacities[name] else math.inf,
+                       bottleneck=name == flows.attrs["bottleneck"])
+            for name, sizes in carried.items() if sizes}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -268,9 +184,8 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
 MAX_NICS_PER_GPU = _questions.MAX_NICS_PER_GPU
 
 
-def required_nics_per_node(
-    num_input_tokens: Any, cluster: Any, kv_bytes_per_token: Any, *, budget_ms: float, **inputs: Any
-) -> np.ndarray:
+def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_token: Any, *, budget_ms: float,
+                           **inputs: Any) -> np.ndarray:
     """The fewest NICs per node with which a full-prompt handoff alone in ``cluster`` meets ``budget_ms``: per
     prompt, each handoff alone (no contention), the whole TP group's flows over the node's NICs. For a trace's
     p99 under load, :func:`perfmodel.required_nics` replays it on each count.
@@ -325,9 +240,8 @@ def required_nics_per_node(
             candidate = dataclasses.replace(base, nics_per_node=count)
         except InputError:  # (a count its PCIe switches cannot take)
             continue
-        delay = np.asarray(
-            handoff_delay_ms(num_input_tokens, candidate, kv_bytes_per_token, **inputs), dtype=np.float64
-        )
+        delay = np.asarray(handoff_delay_ms(num_input_tokens, candidate, kv_bytes_per_token, **inputs),
+                           dtype=np.float64)
         if answer is None:
             answer, missing = np.full(delay.shape, np.inf), np.isnan(delay)
         answer = np.where(delay <= budget, float(count), answer)
