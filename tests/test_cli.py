@@ -835,6 +835,25 @@ def test_clusters_says_a_bad_cluster_preset_in_one_line(tmp_path):
     assert "broken" in done.stderr and "lab" in done.stdout
 
 
+def test_clusters_show_the_paths_as_found(tmp_path):
+    """A saved cluster with a NIC down, GPUs pinned to others' NICs or a host bridge is listed with them (the
+    listing showed it as built, its handoff slower for no reason it gave)."""
+    import json
+
+    down = {"nic": "ib-ndr", "nics_per_node": 8, "gpus_per_node": 8, "nics_down": [3]}
+    pinned = {"nic": "ib-ndr", "nics_per_node": 8, "gpus_per_node": 8, "nic_map": [0, 0, 2, 3, 4, 5, 6, 7]}
+    (tmp_path / "presets.json").write_text(json.dumps({"clusters": {"rail-down": down, "pinned": pinned}}))
+    env = {**os.environ, "PERFMODEL_CONFIG_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "clusters"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    assert "NICs down 3" in rows["rail-down"], done.stdout
+    assert "GPU->NIC 0,0,2,3,4,5,6,7" in rows["pinned"], done.stdout
+    assert "as built" in rows["hgx-h100-8x400g"], done.stdout
+
+
 def test_a_budget_no_count_meets_is_said_plainly(tmp_path, capsys):
     """'within 5 ms: none of the counts tried (links) (the fewest of links=1,2)' was the line."""
     argv = ["trace", "dataset:azure-code-2023", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--contention", "fifo"]

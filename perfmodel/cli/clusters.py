@@ -70,6 +70,7 @@ def _clusters() -> int:
             "NVLink domain": c.nvlink_domain,
             "fabric": c.fabric,
             "transport": cast("Transport", c.transport).name,  # (and its transport)
+            "paths": _paths_as_found(c),
             "32k tokens of llama-3.1-70b, TP8 (ms)": handoff_delay_ms(32768, c, "llama-3.1-70b", tp=8, block_size=16),
             "kind": "built-in" if name in CLUSTERS else "user",
         }
@@ -83,6 +84,18 @@ def _clusters() -> int:
     return 0
 
 
+def _paths_as_found(c: Any) -> str:
+    """A cluster's degraded paths in a few words ("as built": none): NICs down, GPUs pinned, its host bridge."""
+    said = []
+    if c.nics_down:
+        said.append("NICs down " + ",".join(str(k) for k in c.nics_down))
+    if c.nic_map is not None:
+        said.append("GPU->NIC " + ",".join(str(k) for k in c.nic_map))
+    if c.host_bridge_gb_s is not None:
+        said.append(f"host bridge {c.host_bridge_gb_s:g} GB/s")
+    return "; ".join(said) or "as built"
+
+
 def register(sub: Any) -> None:
     """Add ``perfmodel clusters`` to the subcommands ``sub``."""
     sub.add_parser(
@@ -90,7 +103,7 @@ def register(sub: Any) -> None:
         help="the cluster presets, built-in and yours",
         description="List the cluster presets (built-in nodes of published machines, and clusters you saved "
         "with perfmodel.save_cluster or wrote in presets.json): GPUs and NICs per node, NVLink domain, "
-        "fabric, transport, and the handoff of 32k tokens of Llama-3.1-70B at TP8 on each, with the "
+        "fabric, transport, its paths as found (NICs down, GPUs pinned to other NICs, a host bridge), and the handoff of 32k tokens of Llama-3.1-70B at TP8 on each, with the "
         "sources of their figures. Use a name with --cluster (and a field flag, e.g. --nics-per-node, "
         "to change one).",
     ).set_defaults(run=cmd_clusters)
