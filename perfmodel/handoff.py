@@ -401,7 +401,7 @@ def _names_in(value: Any) -> bool:
     kind = type(value)
     if (kind is np.ndarray and value.dtype.kind in "iuf") or kind in (int, float, np.float64, np.int64):
         return False
-    if isinstance(value, (str, Mapping, os.PathLike, Link)):
+    if isinstance(value, (str, Mapping, os.PathLike, Link)) or type(value).__name__ in _resolve.NOT_LINKS:
         return True
     if isinstance(value, (int, float, np.number)):
         return False

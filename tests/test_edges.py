@@ -435,3 +435,12 @@ def test_a_ttft_replay_whose_handoff_never_ends_is_refused_by_name(contention):
 
     with pytest.raises(InputError, match=r"^kv_transfer_bandwidth: 5e-324 GB/s gives request 0 a transfer time of inf"):
         replay_ttft(trace, 5e-324, 1e6, contention=contention)
+
+
+def test_a_transport_or_connector_where_a_link_goes_is_named_for_what_it_is():
+    """A Transport (a cluster's data path) given as the link was refused as "not a number"; the error says what it
+    is and where it goes."""
+    transport, connector = perfmodel.Transport("x", efficiency=0.9), perfmodel.Connector("c", request_ms=1.0)
+    for value, goes in ((transport, "transport="), (connector, "connector=")):
+        with pytest.raises(InputError, match=rf"^kv_transfer_bandwidth: a {type(value).__name__} .*not a link.*{goes}"):
+            handoff_delay_ms(1000, value, "llama-3.1-8b")

@@ -281,11 +281,22 @@ class LinkTerms(NamedTuple):
     per_message_ms: Any
 
 
+#: What goes beside a link, not for it: each one's keyword (a cluster's data path, an engine's connector).
+NOT_LINKS = {"Transport": "a cluster's transport (Cluster(nic=..., transport=...))", "Connector": "connector="}
+
+
 def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
     """``kv_transfer_bandwidth`` as numbers: a :class:`Link` or link name (or an array of them)
     becomes its effective bandwidth (GB/s), latency (ms), per-block and per-message costs (ms);
     numbers pass through (no latency, no per-block or per-message cost). With ``errors="coerce"`` an unknown name in a
-    column becomes missing."""
+    column becomes missing. A Transport or a Connector is refused, naming where it goes."""
+    kind = type(value).__name__
+    if kind in NOT_LINKS:
+        raise InputError(
+            "kv_transfer_bandwidth",
+            f"a {kind} ({value.name!r}) goes beside a link, not a link",
+            f"pass it as {NOT_LINKS[kind]}, and a Link or a link name (e.g. 'ib-ndr') as the link",
+        )
     if isinstance(value, (Link, str)):
         link = get_link(value)
         return LinkTerms(link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms, link.per_message_ms)
