@@ -24,12 +24,23 @@ _COLUMNS = dict(src_rank=np.int64, dst_rank=np.int64, sub=np.int64, src_gpu=np.i
                 rate_gb_s=np.float64, time_ms=np.float64, bottleneck=str)
 
 
-def _one_value_each(values: dict[str, Any]) -> None:
-    """Refuse an array where the one handoff of :func:`handoff_flows` takes one value, naming the input."""
+def _bytes_known(delay_ms: float, state_bytes: Any) -> None:
+    """Refuse a handoff whose delay is NaN: its bytes are unknown (a NaN state, else NaN bytes per token)."""
+    if math.isnan(delay_ms):
+        unknown = "state_bytes" if state_bytes is not None and math.isnan(float(state_bytes)) \
+            else "kv_bytes_per_token"
+        raise InputError(unknown, "is NaN (unknown), so the flows' bytes are unknown", f"pass a number for {unknown} "
+                         "(>= 0)" + (", or leave it out (the model's own)" if unknown == "state_bytes" else ""))
+
+
+def _one_value_each(values: dict[str, Any]) -> dict[str, Any]:
+    """``values``, each one value: an array where the one handoff of :func:`handoff_flows` takes one value is
+    refused, naming the input."""
     for name, value in values.items():
         if np.ndim(value) != 0:
             raise InputError(name, f"handoff_flows describes one handoff, so it takes one value, got {np.size(value)}",
                              "pass one value (handoff_delay_ms takes an array per row)")
+    return values
 
 
 def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, *, tp: int = 1,
@@ -81,19 +92,13 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     from .handoff import handoff_delay_ms
     from .model.models import ModelShape, kv_messages
 
-    one: dict[str, Any] = dict(tp=tp, decode_tp=decode_tp, kv_cache_dtype=kv_cache_dtype, state_bytes=state_bytes,
+    one = _one_value_each(dict(tp=tp, decode_tp=decode_tp, kv_cache_dtype=kv_cache_dtype, state_bytes=state_bytes,
                                latency_ms=latency_ms, per_message_ms=per_message_ms, per_block_ms=per_block_ms,
-                               block_size=block_size, blocks_per_message=blocks_per_message, kv_layout=kv_layout)
-    _one_value_each(one)
-    c = get_cluster(cluster)
-    n = check_whole("num_input_tokens", num_input_tokens)
+                               block_size=block_size, blocks_per_message=blocks_per_message, kv_layout=kv_layout))
+    c, n = get_cluster(cluster), check_whole("num_input_tokens", num_input_tokens)
     # every input checked through the edge every entry point shares, as handoff_delay_ms checks it
     asked = handoff_delay_ms(n, c, kv_bytes_per_token, **one)
-    if math.isnan(asked):
-        unknown = "state_bytes" if state_bytes is not None and math.isnan(float(state_bytes)) \
-            else "kv_bytes_per_token"
-        raise InputError(unknown, "is NaN (unknown), so the flows' bytes are unknown", f"pass a number for {unknown} "
-                         "(>= 0)" + (", or leave it out (the model's own)" if unknown == "state_bytes" else ""))
+    _bytes_known(asked, state_bytes)
     shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp)
     tp, d = shape.tp, shape.decode_degree
     number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)
