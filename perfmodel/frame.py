@@ -18,7 +18,7 @@ import pandas as pd
 from .errors import Errors, InputError
 from .handoff import ARGUMENTS, Options, handoff
 from .inputs.codes import TransferMode, WorkerType
-from .inputs.coerce import check_errors
+from .inputs.coerce import aligned, check_errors
 from .inputs.table import INPUTS, ROW_INPUTS, documented
 from .inputs.words import count
 
@@ -32,16 +32,6 @@ RESULT_NAME = "handoff_delay_ms"
 FRAME_COLUMNS = tuple(e.name for e in ROW_INPUTS if e.group == "core" and e.name not in
                       ("state_bytes", "latency_ms", "fallback_delay_ms"))
 _LABELS = {"worker_type": WorkerType, "mode": TransferMode}
-
-
-def _aligned(df: pd.DataFrame, argument: str, series: pd.Series) -> pd.Series:
-    """A Series given as a value, aligned on the frame's index (never used by position)."""
-    if series.index.equals(df.index):
-        return series
-    if series.index.is_unique and df.index.is_unique and len(series) == len(df) and series.index.isin(df.index).all():
-        return series.reindex(df.index)  # the same rows in another order
-    raise InputError(argument, "a Series whose index differs from the frame's (its values would land on other rows)",
-                     "pass a Series with the frame's index, a column name, or .to_numpy() to align by position")
 
 
 def _column(df: pd.DataFrame, label: Hashable) -> Any:
@@ -60,7 +50,7 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     if isinstance(spec, Hashable) and spec in df.columns:
         return _column(df, spec), spec
     if isinstance(spec, pd.Series):
-        return _aligned(df, argument, spec), None
+        return aligned(df.index, argument, spec), None
     if not isinstance(spec, str):
         return spec, None
     if spec == argument and not INPUTS[argument].required:  # the default column, absent: the default value

@@ -27,7 +27,7 @@ from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .inputs import resolve as _resolve
 from .inputs.args import Arg, coerce
 from .inputs.codes import TransferMode, WorkerType
-from .inputs.coerce import check_errors, distinct, plain, read_only, whole_numbers
+from .inputs.coerce import check_errors, distinct, one_index, plain, read_only, whole_numbers
 from .inputs.table import (
     CROSS,
     GROUPS,
@@ -558,6 +558,7 @@ def handoff(
     ``rate_out``) the rate of its handoff (:func:`perfmodel.network.placement.whole_handoff`; on a link, its
     bandwidth)."""
     _check_how(errors, parallel, num_threads)
+    one_index(inputs)
     options = _PLAIN if options is None else options
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
     values.update(inputs)

@@ -30,6 +30,39 @@ from .table import INPUTS
 UNPARSEABLE = -1
 
 
+def one_index(values: dict[str, Any]) -> None:
+    """Refuses Series among ``values`` (inputs by name) whose indexes differ: paired by position, as numpy pairs
+    arrays, rows of other labels would meet (pandas pairs them by label).
+
+    >>> one_index({"num_input_tokens": pd.Series([1, 2]), "kv_transfer_bandwidth": pd.Series([3.0, 4.0])})
+    """
+    series = [(name, value) for name, value in values.items() if isinstance(value, pd.Series)]
+    for name, value in series[1:]:
+        first, index = series[0][0], series[0][1].index
+        if not value.index.equals(index):
+            raise InputError(
+                name,
+                f"a Series whose index differs from {first}'s (paired by position, rows of other labels would meet)",
+                f"align it first ({name}.reindex({first}.index)), pass .to_numpy() to pair by position, or put "
+                "both in one DataFrame and use df.perfmodel",
+            )
+
+
+def aligned(index: pd.Index, argument: str, series: pd.Series, whose: str = "frame") -> pd.Series:
+    """``series``, a per-row input given as a value, on the rows of ``index`` by label, as pandas aligns it (never
+    by position): as it is when its index is ``index``, reordered when it holds the same rows in another order;
+    otherwise refused, naming ``argument`` (``whose``: what ``index`` belongs to, for the message).
+
+    >>> aligned(pd.Index([1, 2]), "ready_ms", pd.Series([5.0, 6.0], index=[2, 1])).tolist()
+    [6.0, 5.0]
+    """
+    if series.index.equals(index):
+        return series
+    if series.index.is_unique and index.is_unique and len(series) == len(index) and series.index.isin(index).all():
+        return series.reindex(index)  # the same rows in another order
+    raise InputError(argument, f"a Series whose index differs from the {whose}'s (its values would land on other rows)",
+                     f"pass a Series with the {whose}'s index, a column name, or .to_numpy() to align by position")
+
 def read_only(a: np.ndarray) -> np.ndarray:
     """A read-only, C-contiguous view (one kernel type for writeable and read-only inputs)."""
     flags = a.flags

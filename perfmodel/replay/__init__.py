@@ -489,6 +489,8 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], st
     n = len(trace)
     if isinstance(spec, str) and spec in trace.columns:
         column, spec = spec, trace[spec]
+    elif isinstance(spec, pd.Series):  # (a value, not a column: its rows by label)
+        spec = _coerce.aligned(trace.index, "kv_bytes_per_token", spec, "trace")
     where = f"trace column {column!r}" if column else "kv_bytes_per_token"
     if np.ndim(spec) and not isinstance(spec, Mapping):
         if len(spec) != n:

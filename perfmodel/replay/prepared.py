@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ..errors import InputError, check_whole
 from ..handoff import checked
-from ..inputs.coerce import whole_numbers
+from ..inputs.coerce import aligned, whole_numbers
 from ..inputs.words import count
 from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
 
@@ -317,6 +317,8 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
                 f"pass {name} as a number, an array or a column name",
             )
         value = trace[value]
+    elif isinstance(value, pd.Series):  # (a value, not a column: its rows by label)
+        value = aligned(trace.index, name, value, "trace")
     if (
         isinstance(value, (bool, np.bool_))
         or pd.api.types.is_bool_dtype(getattr(value, "dtype", None))
