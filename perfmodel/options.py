@@ -74,6 +74,12 @@ KNOBS: dict[str, Option] = {
         "the most requests ``synthetic_trace`` makes at once: ten times the largest bench run (its trace takes "
         "some GB of memory at that size)",
     ),
+    "max_time_bins": Option(
+        4096,
+        256,
+        "the most time bins of a replay's utilisation series on a cluster: where handoffs end further out, "
+        "neighbouring bins merge in pairs (twice as wide, the same edges) until the series fits",
+    ),
     "max_token_values": Option(
         1_000_000, 1, "the most prompt lengths one ``--tokens`` range of the command line may ask for"
     ),

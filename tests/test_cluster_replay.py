@@ -485,3 +485,41 @@ def test_a_prefill_worker_column_of_text_or_booleans_is_refused(values):
     trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 2048], "prefill_worker": values})
     with pytest.raises(InputError, match="prefill_worker.*not worker numbers"):
         replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-70b", tp=8, prefill_workers=2, contention="fair")
+
+
+def _bins_hold_the_busy_integral(got):
+    """Every resource's time bins add up to its load's integral (GB/s x ms): no load lost in a bin."""
+    found = got.attrs["utilisation"]
+    for name, series in found["series"].items():
+        resource = got.attrs["resources"][name]
+        total = np.sum(series) * resource["capacity_gb_s"] * found["bin_ms"]
+        assert total == pytest.approx(resource["busy_gb_ms"], rel=1e-9), name
+
+
+def test_a_handoff_lasting_ages_merges_time_bins_instead_of_filling_memory():
+    """(Hostile: a handoff of 1e14 bytes per token ends ~1e11 ms after its start; the bins grew to reach it, 3 GiB
+    for 1e14 and a killed process for 1e300.)"""
+    for kv_bytes_per_token in (1e14, 1e300):
+        got = replay_handoffs(trace_of([0.0, 1.0, 2.0], [3000] * 3), hgx(), kv_bytes_per_token, contention="fair")
+        found = got.attrs["utilisation"]
+        assert len(found["series"]["node0/nic0/out"]) <= perfmodel.get_options()["max_time_bins"]
+        assert found["bin_ms"] >= got["end_ms"].max() / perfmodel.get_options()["max_time_bins"]
+        _bins_hold_the_busy_integral(got)
+
+
+def test_merged_time_bins_are_the_fine_bins_added_in_groups():
+    """With fewer bins allowed, each bin is the sum of the bins it merges (the same edges: widths double)."""
+    trace = trace_of(np.arange(0.0, 40.0, 2.0), [30_000] * 20)
+    fine = replay_handoffs(trace, hgx(2), LLAMA_70B, tp=8, contention="fair")
+    with perfmodel.set_options(max_time_bins=256):
+        coarse = replay_handoffs(trace, hgx(2), LLAMA_70B, tp=8, contention="fair")
+    pd.testing.assert_frame_equal(coarse, fine)  # the handoffs: unchanged
+    f, c = fine.attrs["utilisation"], coarse.attrs["utilisation"]
+    assert c["start_ms"] == f["start_ms"]
+    group = round(c["bin_ms"] / f["bin_ms"])
+    assert group > 1 and c["bin_ms"] == f["bin_ms"] * group and len(f["series"]["node0/nic0/out"]) > 256
+    for name, series in f["series"].items():
+        padded = np.zeros(-(-len(series) // group) * group)
+        padded[: len(series)] = series
+        np.testing.assert_allclose(c["series"][name], padded.reshape(-1, group).sum(axis=1) / group, rtol=1e-9, atol=1e-15)
+    _bins_hold_the_busy_integral(coarse)

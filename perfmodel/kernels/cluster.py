@@ -28,6 +28,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from ..inputs.codes import Routing
+from ..options import option
 from .cluster_records import Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
 from .handoff import loop_helper, messages_of
 from .replay import charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, route
@@ -580,7 +581,7 @@ def advance(t, net):
     width, origin = cfg.bin_ms, cfg.origin_ms
     limit = origin + (sim.loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
     if t >= limit:
-        state[_BINS] = int((t - origin) // width) + 2
+        state[_BINS] = int(min((t - origin) // width + 2.0, 2.0**62))  # (bins merge in grown: an end ages away)
         return True
     heaps = sim.heaps
     if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * CHUNK:
@@ -664,12 +665,26 @@ def _grown_pool(pool: Pool | None, slots: int, state: np.ndarray | None) -> Pool
     return new
 
 
-def _grown_bins(loads: Loads, bins: int) -> Loads:
-    """``loads`` with room for at least ``bins`` time bins (twice as many as before at least)."""
+def _grown_bins(loads: Loads, bins: int, most: int) -> tuple[Loads, int]:
+    """(``loads`` with room for ``bins`` time bins (twice as many as before at least), at most ``most``; the
+    factor, a power of 2, by which the bins widen to fit): where more are needed, each ``factor`` neighbours merge
+    into one (their sums; the same origin, so the same edges, as ``width * factor`` is exact).
+
+    >>> loads = Loads(*(np.zeros(1) for _ in range(4)), np.arange(6.0).reshape(1, 6), np.ones(1, np.bool_),
+    ...               np.full(1, 5))
+    >>> grown, factor = _grown_bins(loads, 40, 16)
+    >>> factor, grown.bins[0, :4].tolist(), int(grown.bin_of[0])
+    (4, [6.0, 9.0, 0.0, 0.0], 1)
+    """
     R, old = loads.bins.shape
-    grown = np.zeros((R, max(bins, 2 * old)))
-    grown[:, :old] = loads.bins
-    return loads._replace(bins=grown)
+    factor = 1
+    while -(-bins // factor) > most:
+        factor *= 2
+    size = min(max(-(-bins // factor), 2 * -(-old // factor)), most)
+    grown = np.zeros((R, size))
+    merged = np.add.reduceat(loads.bins, np.arange(0, old, factor), axis=1)
+    grown[:, : merged.shape[1]] = merged
+    return loads._replace(bins=grown, bin_of=loads.bin_of // factor), factor
 
 
 def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill_of: np.ndarray, st: Structure,
@@ -716,9 +731,10 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
 def grown(net: OnCluster) -> OnCluster:
     """``net`` with the room its kernel stopped for: time bins (:func:`advance`), chunks of the flows' heaps,
     else pool slots (:func:`room`)."""
-    state, sim = net.state, net.sim
+    state, sim, cfg = net.state, net.sim, net.cfg
     if state[_BINS] > 0:
-        sim = sim._replace(loads=_grown_bins(sim.loads, int(state[_BINS])))
+        loads, factor = _grown_bins(sim.loads, int(state[_BINS]), option("max_time_bins"))
+        sim, cfg = sim._replace(loads=loads), cfg._replace(bin_ms=cfg.bin_ms * factor)
         state[_BINS] = 0
     elif state[_CHUNKS] > 0:
         need = int(state[_MOST] + state[_WAITING]) // CHUNK + 1
@@ -728,4 +744,4 @@ def grown(net: OnCluster) -> OnCluster:
         state[_CHUNKS] = 0
     else:
         sim = sim._replace(pool=_grown_pool(sim.pool, 2 * len(sim.pool.seq), state))
-    return net._replace(sim=sim)
+    return net._replace(sim=sim, cfg=cfg)

@@ -384,7 +384,7 @@ def simulate_replay(
     )
     net = serving.replay(order, ready, run, cfg.workers)
     loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)
-    return replayed(out, prefill_of, st, cfg, loads)
+    return replayed(out, prefill_of, st, net.cfg, loads)  # (net's: its time bins may have widened)
 
 
 def refuse_on_cluster(c: Any) -> None:
