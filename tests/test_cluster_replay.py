@@ -521,5 +521,7 @@ def test_merged_time_bins_are_the_fine_bins_added_in_groups():
     for name, series in f["series"].items():
         padded = np.zeros(-(-len(series) // group) * group)
         padded[: len(series)] = series
-        np.testing.assert_allclose(c["series"][name], padded.reshape(-1, group).sum(axis=1) / group, rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(
+            c["series"][name], padded.reshape(-1, group).sum(axis=1) / group, rtol=1e-9, atol=1e-15
+        )
     _bins_hold_the_busy_integral(coarse)

@@ -60,8 +60,12 @@ def aligned(index: pd.Index, argument: str, series: pd.Series, whose: str = "fra
         return series
     if series.index.is_unique and index.is_unique and len(series) == len(index) and series.index.isin(index).all():
         return series.reindex(index)  # the same rows in another order
-    raise InputError(argument, f"a Series whose index differs from the {whose}'s (its values would land on other rows)",
-                     f"pass a Series with the {whose}'s index, a column name, or .to_numpy() to align by position")
+    raise InputError(
+        argument,
+        f"a Series whose index differs from the {whose}'s (its values would land on other rows)",
+        f"pass a Series with the {whose}'s index, a column name, or .to_numpy() to align by position",
+    )
+
 
 def read_only(a: np.ndarray) -> np.ndarray:
     """A read-only, C-contiguous view (one kernel type for writeable and read-only inputs)."""

@@ -32,6 +32,7 @@ from ..inputs.table import (
     layerwise_overlaps,
 )
 from ..inputs.words import count
+from ..network.placement import is_cluster
 from ..options import deprecated_constant, option
 from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
 from .summaries import check_result, percentile_ms, replay_percentile_question
@@ -230,7 +231,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                          "<bytes or e.g. 'llama-3.1-70b'>")
     destination_missing = int(_one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
-    if _is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
+    if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
         from .cluster import replay_on_cluster
 
         scalars = {"block_size": _one_value("block_size", c.block_size)}
@@ -353,12 +354,6 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
                         block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout,
                         span_ms=last - first, span_ends_ms=max(abs(first), abs(last)), requests=len(trace))
     return result
-
-
-def _is_cluster(spec: Any) -> bool:
-    from ..network.placement import is_cluster
-
-    return np.ndim(spec) == 0 and is_cluster(spec)
 
 
 def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:

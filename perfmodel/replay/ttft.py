@@ -20,7 +20,8 @@ from ..inputs.codes import choice_code, choice_names
 from ..inputs.coerce import read_only
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
-from . import _is_cluster, _one_of, _one_value, configured, finite_transfers, link_inputs
+from ..network.placement import is_cluster
+from . import _one_of, _one_value, configured, finite_transfers, link_inputs
 from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
 from .summaries import check_result, memory_held, percentile_ms
 
@@ -215,7 +216,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     destination_missing = str(mode) == "destination_missing" or mode == 1
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     s = _serving_inputs(trace, tokens, serving, c)
-    on = (_on_cluster if _is_cluster(bandwidth_spec) else _on_links)(
+    on = (_on_cluster if is_cluster(bandwidth_spec) else _on_links)(
         prepared, c, bandwidth_spec, bytes_spec, destination_missing, s
     )
     ready, base = on.times

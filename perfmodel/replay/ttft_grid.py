@@ -18,8 +18,8 @@ import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
 from ..inputs.table import CLUSTER_FIELDS
+from ..network.placement import is_cluster
 from ..options import option
-from . import _is_cluster
 from .prepared import PreparedTrace, prepare_trace
 from .ttft import replay_ttft, summarize_ttft, ttft_prepared
 
@@ -346,7 +346,7 @@ def fewest_for_ttft(
     prepared = _prepared(trace)
     counts = list(range(1, most + 1))
     link = inputs.get("link", inputs.get("kv_transfer_bandwidth"))
-    if count_of == "links" and (inputs.get("cluster") is not None or _is_cluster(link)):
+    if count_of == "links" and (inputs.get("cluster") is not None or is_cluster(link)):
         raise InputError(
             "count_of",
             "'links' counts a pool of links, but the link is a cluster (which decides the resources flows share)",
