@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 try:
@@ -66,6 +67,13 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
     """
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"expected a dask DataFrame, got {type(ddf).__name__}; for pandas use perfmodel.handoff_delays")
+    for name, value in keywords.items():  # (each partition would take the whole array as its own rows)
+        if isinstance(value, (dd.Series, dd.DataFrame)) or (not isinstance(value, str) and np.ndim(value) > 0):
+            raise InputError(
+                name,
+                f"{type(value).__name__} of values per row, but a Dask frame's partitions cannot split it",
+                f"add the values as a column of the frame (ddf.assign) and pass its name as {name}, or one value",
+            )
     meta = pd.Series(pd.array([], dtype="Float64"), name=RESULT_NAME, index=ddf._meta.index)
     return ddf.map_partitions(_partition, keywords, meta=meta)
 
@@ -332,6 +340,7 @@ def replay_grid(
     workers: int | None = None,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     progress: bool | None = None,
+    ready_ms: Any = None,
     **axes: Any,
 ) -> pd.DataFrame:
     """:func:`perfmodel.replay_grid` on a Dask cluster: one task per configuration, the prepared
@@ -349,6 +358,9 @@ def replay_grid(
         How long to wait for the scheduler (s).
     progress : bool, optional
         A bar of the configurations done: on a terminal (None, the default), always (True) or never (False).
+    ready_ms
+        When each request's handoff may start (ms): a trace column's name, an array or a Series of the trace's
+        rows, as :func:`perfmodel.replay_grid` takes it (default: the arrivals).
     **axes
         The axes and fixed inputs of :func:`perfmodel.replay_grid`.
 
@@ -367,7 +379,7 @@ def replay_grid(
     from .replay import grid_configs, grid_frame, grid_row, prepare_trace
 
     configs = grid_configs(axes)
-    prepared = prepare_trace(trace)
+    prepared = prepare_trace(trace, ready_ms=ready_ms)
     first = grid_row(prepared, configs[0])[0]  # here: a bad axis value fails at once, not on a worker
     rows = _on_workers(
         _grid_config, prepared, configs[1:], "replay grid", scheduler, workers, connect_timeout_s, progress

@@ -243,12 +243,24 @@ def check_whole(
     if not whole or value < smallest:
         raise InputError(
             name,
-            f"{value!r} is not a whole number >= {smallest}",
+            f"{shown(value)} is not a whole number >= {smallest}",
             f"pass a whole number >= {smallest}, e.g. {name}={max(smallest, 1)}",
         )
     if largest is not None and value > largest:
         raise InputError(name, f"{int(value):,} is above {largest:,}", above or f"pass a whole number <= {largest:,}")
     return int(value)
+
+
+def shown(value: Any) -> str:
+    """``value`` as a message shows it: its repr, or for a container (a list, an array, a Series) what it is and
+    how many values it holds (a Series' repr runs over many lines).
+
+    >>> shown(2.5), shown([1, 2, 3])
+    ('2.5', 'a list of 3 values')
+    """
+    if hasattr(value, "__len__") and not isinstance(value, (str, bytes, dict)):
+        return f"a {type(value).__name__} of {len(value):,} value{'' if len(value) == 1 else 's'}"
+    return repr(value)
 
 
 def check_number(where: str, name: str, value: Any, ok: Callable[[float], bool], rule: str, fix: str) -> int | float:
@@ -290,21 +302,21 @@ def check_number(where: str, name: str, value: Any, ok: Callable[[float], bool],
     import numpy as np
 
     if isinstance(value, (bool, np.bool_)):  # (numpy's bool is no numbers.Real either)
-        raise InputError(where, f"{name} {value!r} is a boolean, not a number", fix)
+        raise InputError(where, f"{name} {shown(value)} is a boolean, not a number", fix)
     if isinstance(value, numbers.Integral):
         number: int | float = int(value)
     elif isinstance(value, numbers.Real):
         number = float(value)
     else:
-        raise InputError(where, f"{name} {value!r} is not a number", fix)
+        raise InputError(where, f"{name} {shown(value)} is not a number", fix)
     try:
         valid = ok(number)
     except OverflowError:  # (an int beyond every float: no field's range holds it)
         valid = False
     if not valid:
-        shown = "nan (not a number)" if isinstance(number, float) and math.isnan(number) else repr(number)
-        shown = shown if len(shown) <= 40 else f"(a number of {len(shown)} digits)"
-        raise InputError(where, f"{name} {shown} {rule}", fix)
+        text = "nan (not a number)" if isinstance(number, float) and math.isnan(number) else repr(number)
+        text = text if len(text) <= 40 else f"(a number of {len(text)} digits)"
+        raise InputError(where, f"{name} {text} {rule}", fix)
     return number
 
 
@@ -338,7 +350,7 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise InputError(
             name,
-            f"{value!r} is not one of {', '.join(map(repr, choices))}",
+            f"{shown(value)} is not one of {', '.join(map(repr, choices))}",
             f"pass {name}={choices[0]!r} or another of those",
         )
     return value
@@ -371,7 +383,7 @@ def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
     if not isinstance(value, bool) and type(value).__name__ != "bool_":
         raise InputError(
             name,
-            f"{value!r} is not True or False",
+            f"{shown(value)} is not True or False",
             f"pass {name}=True or {name}=False" + (" (or None for the default)" if optional else ""),
         )
     return bool(value)

@@ -50,11 +50,7 @@ from .network.connector import Connector
 from .network.links import Link
 from .options import deprecated_constant, option
 
-__all__ = [
-    "InputError",
-    "destination_missing_tokens",
-    "handoff_delay_ms",
-]
+__all__ = ["InputError", "destination_missing_tokens", "handoff_delay_ms"]
 
 # (two constants that are options now, perfmodel.set_options: read with a warning)
 __getattr__ = deprecated_constant("perfmodel.handoff", {"PARALLEL_MIN_ROWS": "parallel_min_rows", "SPREAD_MAX_ROWS": "spread_max_rows"})
@@ -781,8 +777,9 @@ def destination_missing_tokens(
     array([128,  64,   0,   0,  64])
     """
     scalar = all(np.ndim(v) == 0 for v in (num_input_tokens, cached_tokens, block_size))
-    counts = [whole_numbers(name, value, smallest, coerce_hint="") for name, value, smallest in (
-        ("num_input_tokens", num_input_tokens, 0), ("cached_tokens", cached_tokens, 0), ("block_size", block_size, 1))]
+    given = {"num_input_tokens": num_input_tokens, "cached_tokens": cached_tokens, "block_size": block_size}
+    one_index(given)
+    counts = [whole_numbers(name, given[name], smallest, coerce_hint="") for name, smallest in zip(given, (0, 0, 1))]
     try:
         tokens, cached, block = np.broadcast_arrays(*counts)
     except ValueError:

@@ -28,11 +28,13 @@ __all__ = ["KNOBS", "get_options", "set_options"]
 
 
 class Option(NamedTuple):
-    """A knob: its default, the smallest value it takes (a whole number), and what it is for."""
+    """A knob: its default, the smallest value it takes (a whole number), what it is for, and the largest value
+    it takes (None: no bound)."""
 
     default: int
     smallest: int
     doc: str
+    largest: int | None = None
 
 
 #: Every knob: name -> (default, smallest value, what it is for).
@@ -78,7 +80,9 @@ KNOBS: dict[str, Option] = {
         4096,
         256,
         "the most time bins of a replay's utilisation series on a cluster: where handoffs end further out, "
-        "neighbouring bins merge in pairs (twice as wide, the same edges) until the series fits",
+        "neighbouring bins merge in pairs (twice as wide, the same edges) until the series fits (at most 65,536: "
+        "8 bytes a bin for every resource of the cluster)",
+        65_536,
     ),
     "max_token_values": Option(
         1_000_000, 1, "the most prompt lengths one ``--tokens`` range of the command line may ask for"
@@ -100,8 +104,8 @@ def get_options() -> dict[str, int]:
     --------
     >>> import perfmodel
     >>> sorted(perfmodel.get_options())
-    ['max_grid_configs', 'max_pair_flows', 'max_synthetic_requests', 'max_token_values', 'max_worker_pairs', \
-'parallel_min_rows', 'spread_max_rows', 'sweep_chunk_rows']
+    ['max_grid_configs', 'max_pair_flows', 'max_synthetic_requests', 'max_time_bins', 'max_token_values', \
+'max_worker_pairs', 'parallel_min_rows', 'spread_max_rows', 'sweep_chunk_rows']
     """
     return dict(_VALUES)
 
@@ -122,8 +126,10 @@ def _checked(changes: dict[str, Any]) -> dict[str, int]:
                 f"unknown option {name!r}",
                 f"did you mean {close[0]!r}" if close else f"use one of {', '.join(KNOBS)}",
             )
-        smallest = KNOBS[name].smallest
-        checked[name] = int(check_whole(name, value, smallest=smallest))  # (bools refused there)
+        knob = KNOBS[name]
+        checked[name] = int(  # (bools refused there)
+            check_whole(name, value, smallest=knob.smallest, largest=knob.largest, above=f"pass at most {knob.largest}")
+        )
     return checked
 
 

@@ -25,7 +25,7 @@ from .ground import progress as _progress
 from .handoff import Options, checked, destination_missing_tokens, handoff
 from .inputs import resolve as _resolve
 from .inputs.codes import TransferMode
-from .inputs.coerce import Coded, whole_numbers
+from .inputs.coerce import Coded, one_index, whole_numbers
 from .inputs.table import (
     CLUSTER_FIELDS,
     INPUTS,
@@ -495,7 +495,9 @@ def _flat(value: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _shape(**values: Any) -> tuple[int, ...]:
-    """The broadcast shape of the named inputs, or an error naming those that do not broadcast together."""
+    """The broadcast shape of the named inputs, or an error naming those that do not broadcast together (or Series
+    of different indexes: paired by position, rows of other labels would meet)."""
+    one_index(values)
     shapes = {name: () if _resolve.is_one(v) else np.shape(v) for name, v in values.items()}
     try:
         return np.broadcast_shapes(*shapes.values())
@@ -558,7 +560,7 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     """
     tokens = nonnegative("num_input_tokens", num_input_tokens)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    shape = _shape(num_input_tokens=tokens, budget_ms=budget, kv_bytes_per_token=kv_bytes_per_token, **inputs)
+    shape = _shape(num_input_tokens=num_input_tokens, budget_ms=budget_ms, kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     if cluster is not None:
         return _answer(shape, _nic_line_rate(cluster, forward, np.broadcast_to(tokens, shape).reshape(-1),
@@ -725,7 +727,7 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     np.int64(61035)
     """
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
-    shape = _shape(budget_ms=budget, kv_transfer_bandwidth=kv_transfer_bandwidth,
+    shape = _shape(budget_ms=budget_ms, kv_transfer_bandwidth=kv_transfer_bandwidth,
                    kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
     spec = _flat(kv_transfer_bandwidth, shape)  # (the forward model takes links as they are: their costs added)

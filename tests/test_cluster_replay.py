@@ -525,3 +525,18 @@ def test_merged_time_bins_are_the_fine_bins_added_in_groups():
             c["series"][name], padded.reshape(-1, group).sum(axis=1) / group, rtol=1e-9, atol=1e-15
         )
     _bins_hold_the_busy_integral(coarse)
+
+
+@pytest.mark.parametrize("contention", ["none", "fair"])
+def test_a_handoff_that_never_ends_is_refused_by_its_request_on_a_cluster(contention):
+    """(Hostile: 1e305 bytes per token overflowed to a handoff of inf ms, and the loop said 'a bug'.)"""
+    trace = trace_of([0.0, 1.0], [1000, 2000])
+    with pytest.raises(InputError, match=r"^kv_bytes_per_token: request 1's handoff moves inf bytes .* never ends"):
+        replay_handoffs(trace, hgx(), 1e305, contention=contention)
+    with pytest.raises(InputError, match=r"^kv_bytes_per_token: request 1's handoff moves inf bytes"):
+        perfmodel.replay_ttft(trace, hgx(), 1e305, contention=contention)
+    slow = Cluster(nic=Link(name="slow", bandwidth_gb_s=5e-324), nics_per_node=1, gpus_per_node=1)
+    with pytest.raises(
+        InputError, match=r"^kv_transfer_bandwidth: request 0's handoff moves 1000000000.0 bytes and takes inf ms"
+    ):
+        replay_handoffs(trace, slow, 1e6, contention=contention)

@@ -178,3 +178,17 @@ def test_cli_delay_on_parquet_folder_with_local_workers(tmp_path):
 def test_import_perfmodel_does_not_import_dask():
     code = "import sys, perfmodel; perfmodel.handoff_delay_ms(1, 1.0, 1); print('dask' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [np.array([1.0, 2.0]), [1.0, 2.0, 3.0, 4.0], pd.Series([1.0, 2.0, 3.0, 4.0])],
+)
+def test_values_per_row_are_refused_where_partitions_cannot_split_them(values):
+    """(Hostile: an array of 2 values went whole to each partition of 2 rows: [1000, 1000, 3000, 250].)"""
+    ddf = dd.from_pandas(pd.DataFrame({"num_input_tokens": [1000, 2000, 3000, 500]}), npartitions=2)
+    with pytest.raises(perfmodel.InputError, match=r"^kv_transfer_bandwidth: .* partitions cannot split it"):
+        pmd.handoff_delays(ddf, kv_transfer_bandwidth=values, kv_bytes_per_token=1e6)
+    column = ddf.assign(bandwidth=dd.from_pandas(pd.Series([1.0, 2.0, 4.0, 5.0]), npartitions=2))
+    got = pmd.handoff_delays(column, kv_transfer_bandwidth="bandwidth", kv_bytes_per_token=1e6).compute()
+    assert got.astype(float).tolist() == [1000.0, 1000.0, 750.0, 100.0]

@@ -157,3 +157,13 @@ def test_a_close_name_is_one_clean_suggestion():
     with pytest.raises(InputError) as caught:
         set_options(parallel_min_row=1)
     assert str(caught.value).endswith("Fix: did you mean 'parallel_min_rows'.")
+
+
+def test_a_knob_with_a_bound_refuses_what_is_beyond_it():
+    """(Hostile: max_time_bins=10**8 brought back the memory its bound keeps a replay's bins to.)"""
+    with pytest.raises(
+        perfmodel.InputError, match=r"^max_time_bins: 100,000,000 is above 65,536\. Fix: pass at most 65536"
+    ):
+        perfmodel.set_options(max_time_bins=10**8)
+    with perfmodel.set_options(max_time_bins=65_536):
+        assert perfmodel.get_options()["max_time_bins"] == 65_536

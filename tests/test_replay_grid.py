@@ -182,6 +182,9 @@ def test_dask_grid_equals_the_in_process_grid():
     distributed_grid = perfmodel.dask.replay_grid(TRACE, workers=2, **axes)
     pd.testing.assert_frame_equal(distributed_grid, local)
     assert distributed_grid.attrs["question"] == local.attrs["question"] and "queued" in local.attrs["question"]
+    ready = TRACE["arrival_ms"].to_numpy() + 5.0 * (np.arange(len(TRACE)) % 3)  # (the in-process grid takes it)
+    local = replay_grid(TRACE, progress=False, ready_ms=ready, **axes)
+    pd.testing.assert_frame_equal(perfmodel.dask.replay_grid(TRACE, workers=2, ready_ms=ready, **axes), local)
 
 
 def test_cli_grid(tmp_path):

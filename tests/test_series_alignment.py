@@ -80,3 +80,86 @@ def test_series_of_other_indexes_are_not_paired_by_position():
     same = perfmodel.handoff_delay_ms(tokens, bandwidth.reindex(tokens.index), 1e6)
     np.testing.assert_array_equal(same, [10.0, 2000.0])
     np.testing.assert_array_equal(perfmodel.handoff_delay_ms(tokens, np.array([100.0, 1.0]), 1e6), [10.0, 2000.0])
+
+
+def test_layerwise_streaming_reads_each_requests_layers_from_its_own_model():
+    """(Hostile: the bytes followed a reordered Series of models, the layer counts went by position.)"""
+    trace = TRACE.assign(arrival_ms=[0.0, 100.0, 200.0, 300.0])
+    models = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "llama-3.1-8b"]
+    given = dict(overlap="layerwise", prefill_ms=50.0)
+    in_order = perfmodel.replay_handoffs(trace, "ib-ndr", np.array(models, dtype=object), **given)
+    shuffled = pd.Series(models, index=trace.index).iloc[::-1]
+    for keywords in ({"kv_bytes_per_token": shuffled}, {"model": shuffled}):
+        pd.testing.assert_frame_equal(perfmodel.replay_handoffs(trace, "ib-ndr", **keywords, **given), in_order)
+    layers = pd.Series([32, 80, 64, 32], index=trace.index)  # each model's own count, by label
+    got = perfmodel.replay_handoffs(trace, "ib-ndr", shuffled, num_layers=layers.iloc[[2, 0, 3, 1]], **given)
+    pd.testing.assert_frame_equal(got, in_order)
+    with pytest.raises(InputError, match=r"^num_layers: 64 layers at row 11, but the model given has 80"):
+        perfmodel.replay_handoffs(trace, "ib-ndr", shuffled, num_layers=[32, 64, 64, 32], **given)
+
+
+S = pd.Series
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: perfmodel.required_bandwidth(S([1000, 2000], index=[5, 6]), S([1e6, 2e6], index=[6, 5]), budget_ms=50),
+        lambda: perfmodel.required_bandwidth(
+            S([1000, 2000], index=[5, 6]), 1e6, budget_ms=50, latency_ms=S([0.0, 40.0], index=[6, 5])
+        ),
+        lambda: perfmodel.max_tokens_within(S([1.0, 100.0], index=[6, 5]), S([1e6, 2e6], index=[5, 6]), budget_ms=50),
+        lambda: perfmodel.max_tokens_within(
+            S([1.0, 100.0], index=[6, 5]), 1e6, budget_ms=S([10.0, 50.0], index=[5, 6])
+        ),
+        lambda: perfmodel.destination_missing_tokens(S([1000, 2000], index=[5, 6]), S([0, 1000], index=[6, 5]), 16),
+        lambda: perfmodel.kv_bytes(
+            "llama-3.1-8b", S([1000, 2000], index=[5, 6]), charged_tokens=S([0, 1000], index=[6, 5])
+        ),
+        lambda: perfmodel.kv_messages(
+            "llama-3.1-8b", S([1000, 2000], index=[5, 6]), 16, charged_tokens=S([0, 1000], index=[6, 5])
+        ),
+    ],
+)
+def test_every_numpy_entry_point_refuses_series_of_different_indexes(call):
+    with pytest.raises(InputError, match="a Series whose index differs from"):
+        call()
+
+
+def test_a_trace_time_as_a_duration_or_a_date_is_refused_not_read_in_its_raw_unit():
+    """(Hostile: a timedelta of 1 ms was read as 1000 ms, the dtype's microseconds.)"""
+    durations = pd.Series(pd.to_timedelta([0, 1, 2, 3], unit="ms"), index=TRACE.index)
+    for call in (
+        lambda: perfmodel.replay_handoffs(TRACE, 1.0, 1e6, ready_ms=durations, contention="fifo"),
+        lambda: perfmodel.replay_handoffs(TRACE.assign(arrival_ms=durations), 1.0, 1e6),
+        lambda: perfmodel.replay_ttft(TRACE.assign(arrival_ms=durations), 1.0, 1e6),
+        lambda: perfmodel.replay_ttft(TRACE.assign(arrival_ms=pd.Timestamp(0) + durations), 1.0, 1e6),
+        lambda: perfmodel.replay_ttft(TRACE, 1.0, 1e6, prefill_ms=durations),
+    ):
+        with pytest.raises(InputError, match=r"(timedelta64|datetime64).*ms as plain numbers"):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("grid", "name"),
+    [(perfmodel.replay_grid, "kv_bytes_per_token"), (perfmodel.ttft_grid, "prefill_ms")],
+)
+def test_a_grid_refuses_a_series_it_would_read_as_configurations(grid, name):
+    """(Hostile: a Series of one value per request ran as one configuration per value, by position.)"""
+    given = {"kv_transfer_bandwidth": "ib-ndr", "kv_bytes_per_token": 131072.0}
+    given[name] = pd.Series([1.0, 2.0, 3.0, 4.0], index=TRACE.index)
+    with pytest.raises(
+        InputError, match=rf"^{grid.__name__}: {name}: a Series, which a grid reads as 4 configurations"
+    ):
+        grid(TRACE, **given)
+
+
+def test_a_frame_where_one_column_goes_is_refused_by_name_in_every_numpy_entry_point():
+    """(Hostile: two one-column frames raised numpy's 'Buffer has wrong number of dimensions'.)"""
+    tokens, bandwidth = pd.Series([1000, 2000]).to_frame(), pd.Series([1.0, 2.0]).to_frame()
+    with pytest.raises(InputError, match=r"^num_input_tokens: got a DataFrame with columns \[0\]"):
+        perfmodel.handoff_delay_ms(tokens, bandwidth, 1e6)
+    with pytest.raises(InputError, match=r"^num_input_tokens: got a DataFrame"):
+        perfmodel.required_bandwidth(tokens, 1e6, budget_ms=bandwidth)
+    with pytest.raises(InputError, match=r"^model config: got a Series of 1 value\. Fix: pass one model"):
+        perfmodel.kv_bytes(pd.Series(["llama-3.1-8b"]), 100)  # (a raw TypeError)

@@ -32,10 +32,13 @@ UNPARSEABLE = -1
 
 def one_index(values: dict[str, Any]) -> None:
     """Refuses Series among ``values`` (inputs by name) whose indexes differ: paired by position, as numpy pairs
-    arrays, rows of other labels would meet (pandas pairs them by label).
+    arrays, rows of other labels would meet (pandas pairs them by label); and a DataFrame (one column is wanted).
 
     >>> one_index({"num_input_tokens": pd.Series([1, 2]), "kv_transfer_bandwidth": pd.Series([3.0, 4.0])})
     """
+    for name, value in values.items():
+        if isinstance(value, pd.DataFrame):
+            as_1d(name, value)  # (refused there, naming its columns)
     series = [(name, value) for name, value in values.items() if isinstance(value, pd.Series)]
     for name, value in series[1:]:
         first, index = series[0][0], series[0][1].index

@@ -241,10 +241,11 @@ def checked_layers(layers: Any, errors: str = "raise") -> Any:
     )
 
 
-def own_layers(value: Any, layers: Any) -> None:
+def own_layers(value: Any, layers: Any, labels: Any = None) -> None:
     """Refuse an explicit ``layers`` that differs from the layer count of the named model(s) in ``value``
     (rows of numbers are left alone): a model's layer mix sets its bytes and messages, and another count
-    cannot apply to them, nor to its layer-wise streaming without mixing two models in one delay."""
+    cannot apply to them, nor to its layer-wise streaming without mixing two models in one delay. The first
+    such row is named by its position, or by its label in ``labels`` (a trace's index)."""
     if layers is None:
         return
     own = np.asarray(num_layers(value, errors="coerce"), dtype=np.float64)
@@ -256,7 +257,7 @@ def own_layers(value: Any, layers: Any) -> None:
     differs = ~np.isnan(own) & (given != own)
     if differs.any():
         first = int(np.argmax(differs.reshape(-1)))
-        at = f" at row {first}" if differs.ndim else ""
+        at = (f" at row {first if labels is None else labels[first]!r}") if differs.ndim else ""
         raise InputError(
             "num_layers",
             f"{given.reshape(-1)[first]:g} layers{at}, but the model given has {own.reshape(-1)[first]:g}",

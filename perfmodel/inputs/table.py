@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 
-from ..errors import InputError, check_choice, check_whole
+from ..errors import InputError, check_choice, check_whole, shown
 from .codes import TransferMode, WorkerType, choice_names
 
 __all__ = ["GRID_AXES", "INPUTS", "OPTIONS", "ROW_INPUTS", "SWEEP_AXES", "Input", "Valid", "documented", "flags"]
@@ -621,7 +621,7 @@ def nonnegative(name: str, value: Any, *, whole: bool = False, inf_ok: bool = Fa
     try:
         numbers = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError(name, f"{value!r} holds values that are not numbers", f"pass {name} as numbers >= 0") from None
+        raise InputError(name, f"{shown(value)} holds values that are not numbers", f"pass {name} as numbers >= 0") from None
     with np.errstate(invalid="ignore"):
         bad = outside(numbers, Valid(whole=whole, nan_ok=False, inf_ok=inf_ok))
     if np.any(bad):
@@ -645,7 +645,7 @@ def check_range(name: str, value: Any, where: str) -> np.ndarray:
     try:
         numbers = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError(where, f"{value!r} holds values that are not numbers", entry.rule) from None
+        raise InputError(where, f"{shown(value)} holds values that are not numbers", entry.rule) from None
     with np.errstate(invalid="ignore"):
         bad = np.reshape(outside(numbers, entry.valid), -1)
     if np.any(bad):

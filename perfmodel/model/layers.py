@@ -10,7 +10,7 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, shown
 
 _DTYPE_BYTES = {
     **dict.fromkeys(["float32", "fp32", "float"], 4),
@@ -66,7 +66,7 @@ def _field(
             if not whole or value < smallest:
                 raise InputError(
                     f"model config field {name!r}",
-                    f"{value!r} is not a whole number >= {smallest}",
+                    f"{shown(value)} is not a whole number >= {smallest}",
                     f"correct {name} in the config",
                 )
             if value > largest:
@@ -93,7 +93,7 @@ def kv_dtype_bytes(config: Mapping[str, Any], kv_cache_dtype: str | None) -> int
     if key not in _DTYPE_BYTES:
         raise InputError(
             "kv_cache_dtype",
-            f"{name!r} is not known",
+            f"{shown(name)} is not known",
             f"use one of {', '.join(sorted(_DTYPE_BYTES))} (or None/'auto' for the model's dtype)",
         )
     return _DTYPE_BYTES[key]

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import InputError, check_whole
+from ..errors import InputError, check_whole, shown
 from ..inputs import user_presets as _presets
-from ..inputs.coerce import whole_numbers
+from ..inputs.coerce import one_index, whole_numbers
 from ..inputs.table import INPUTS, check_count, check_option, documented
 from ..inputs.words import count
 from .layers import LAYERS, MOST_LAYERS, _field, kv_dtype_bytes, layer_bytes, layer_kinds, state_bytes
@@ -83,7 +83,8 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
                 raise InputError(f"model config {str(path)!r}", f"holds {type(data).__name__}, not a JSON object",
                                  "pass a Hugging Face config.json (one JSON object of fields)")
     else:
-        raise TypeError(f"model config must be a dict, preset name or path, got {type(config).__name__}")
+        raise InputError("model config", f"got {shown(config)}" if hasattr(config, "__len__") else
+                         f"got {type(config).__name__}", "pass one model: a preset name, a config dict or a path")
     text = data.get("text_config")
     if isinstance(text, Mapping) and not any(k in data for k in LAYERS):
         dtype: dict[str, Any] = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
@@ -509,6 +510,7 @@ class KVTerms:
 def _prompts(num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None) -> tuple[bool, np.ndarray, np.ndarray]:
     """(whether both are scalars, prompt lengths, charged tokens: default all) as whole int64 numbers, broadcast."""
     scalar = np.ndim(num_input_tokens) == 0 and (charged_tokens is None or np.ndim(charged_tokens) == 0)
+    one_index({"num_input_tokens": num_input_tokens, "charged_tokens": charged_tokens})
     n = whole_numbers("num_input_tokens", num_input_tokens, 0, coerce_hint="")
     m = n if charged_tokens is None else whole_numbers("charged_tokens", charged_tokens, 0, coerce_hint="")
     try:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_whole
+from ..errors import InputError, check_choice, check_whole, shown
 from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
@@ -34,7 +34,16 @@ from ..inputs.table import (
 from ..inputs.words import count
 from ..network.placement import is_cluster
 from ..options import deprecated_constant, option
-from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
+from .prepared import (
+    PreparedTrace,
+    byte_column,
+    link_column,
+    no_series_axes,
+    notice_first_compile,
+    on_rows,
+    prepare_trace,
+    request_values,
+)
 from .summaries import check_result, percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -227,8 +236,8 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     trace, tokens = prepared.trace, prepared.tokens
     bandwidth_spec = _one_of("kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link,
                              "<GB/s or e.g. 'ib-ndr'>")
-    bytes_spec = _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model,
-                         "<bytes or e.g. 'llama-3.1-70b'>")
+    bytes_spec = on_rows(trace, "kv_bytes_per_token", _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model",
+                                                              c.model, "<bytes or e.g. 'llama-3.1-70b'>"))
     destination_missing = int(_one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
@@ -290,7 +299,7 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
     if c.num_layers is not None and (isinstance(models, (str, Mapping)) or
                                      (np.ndim(models) and _resolve.holds_labels(models))):
         _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
-                            request_values(trace, "num_layers", c.num_layers))
+                            request_values(trace, "num_layers", c.num_layers), trace.index)
     model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
                                             (c.kv_layout, c.num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
@@ -341,8 +350,7 @@ def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarr
         "decode_worker": out.worker, "link": link_column(out.link), "cached_tokens": out.cached,
         "charged_tokens": out.charged,
         # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
-        "transfer_bytes": byte_column(out.bytes, whole_bytes),
-        "saved_bytes": byte_column(out.saved, whole_bytes),
+        "transfer_bytes": byte_column(out.bytes, whole_bytes), "saved_bytes": byte_column(out.saved, whole_bytes),
         "transfer_ms": out.transfer, "queue_ms": out.queue,
         # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
         "handoff_delay_ms": (out.end - ready) if c.overlap == "layerwise" else out.queue + out.transfer,
@@ -428,8 +436,7 @@ def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
 def _one_value(name: str, value: Any) -> Any:
     """A replay's one value of an input (checked by the table's rule); an array or a column is refused."""
     if np.ndim(value) != 0 or (isinstance(value, str) and INPUTS[name].kind not in ("code", "choice")):
-        raise InputError(name, f"a replay takes one value, got {value!r}" if isinstance(value, str) else
-                         f"a replay takes one value, got {np.size(value)}",
+        raise InputError(name, f"a replay takes one value, got {shown(value)}",
                          "pass one value (replay_grid compares several)")
     return checked(name, value)
 
@@ -484,8 +491,6 @@ def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], st
     n = len(trace)
     if isinstance(spec, str) and spec in trace.columns:
         column, spec = spec, trace[spec]
-    elif isinstance(spec, pd.Series):  # (a value, not a column: its rows by label)
-        spec = _coerce.aligned(trace.index, "kv_bytes_per_token", spec, "trace")
     where = f"trace column {column!r}" if column else "kv_bytes_per_token"
     if np.ndim(spec) and not isinstance(spec, Mapping):
         if len(spec) != n:
@@ -626,6 +631,7 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     unknown = sorted(set(axes) - set(GRID_AXES))
     if unknown:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
+    no_series_axes("replay_grid", axes)
     names = [name for name in GRID_AXES if name in axes]
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
     for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused

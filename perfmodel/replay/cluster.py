@@ -18,6 +18,8 @@ import pandas as pd
 from ..errors import InputError, check_whole
 from ..inputs.table import check_count
 from ..inputs.words import count
+from ..kernels import cluster as _kernel
+from ..kernels import serving
 from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link
 from ..network.placement import get_cluster
@@ -212,21 +214,27 @@ def replay_on_cluster(
     ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
     available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
     notice_first_compile(FIRST_COMPILE_S)
-    replayed = _cluster_replay.simulate_replay(
-        order=np.argsort(available, kind="stable"),
-        ready=available,
-        tokens=prepared.tokens,
-        blocks=prepared.blocks,
-        offsets=prepared.offsets,
-        n_unique=prepared.n_unique,
-        prefill_of=prefill_of,
-        resources=on.resources,
-        pairs=on.pairs,
-        terms=on.terms,
-        config=on.config,
-        blocks_per_message=on.blocks_per_message,
-        streamed=None if streaming is None else (ready, streaming[1]),
-    )
+    out = _kernel.Outputs.empty(len(prepared.tokens))
+    try:
+        replayed = _cluster_replay.simulate_replay(
+            order=np.argsort(available, kind="stable"),
+            ready=available,
+            tokens=prepared.tokens,
+            blocks=prepared.blocks,
+            offsets=prepared.offsets,
+            n_unique=prepared.n_unique,
+            prefill_of=prefill_of,
+            resources=on.resources,
+            pairs=on.pairs,
+            terms=on.terms,
+            config=on.config,
+            blocks_per_message=on.blocks_per_message,
+            streamed=None if streaming is None else (ready, streaming[1]),
+            out=out,
+        )
+    except serving.Unfinished:
+        finite_handoffs(prepared.trace, out)
+        raise
     return _frame(
         prepared.trace,
         prepared.tokens,
@@ -369,6 +377,22 @@ def _frame(
         **resource_attrs(replayed, resources, base),
     )
     return result
+
+
+def finite_handoffs(trace: pd.DataFrame, out: Any) -> None:
+    """Refuse a replay on a cluster whose handoff never ends (its bytes, or its time alone in the cluster,
+    overflowed to inf: more than a time in ms holds), naming the first request; else return (the loop's own
+    error stands)."""
+    endless = ~(np.isfinite(out.bytes) & np.isfinite(out.alone_ms))
+    if endless.any():
+        first = int(np.argmax(endless))
+        nbytes, alone = float(out.bytes[first]), float(out.alone_ms[first])
+        raise InputError(
+            "kv_bytes_per_token" if not math.isfinite(nbytes) else "kv_transfer_bandwidth",
+            f"request {trace.index[first]!r}'s handoff moves {nbytes!r} bytes and takes {alone!r} ms alone in the "
+            "cluster: it never ends",
+            "pass realistic bytes per token (a model, or a number) and NIC rates in GB/s",
+        )
 
 
 def link_wait_ms(raw_ms: np.ndarray, alone_ms: np.ndarray, end_ms: np.ndarray) -> np.ndarray:

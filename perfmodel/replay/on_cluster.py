@@ -355,6 +355,7 @@ def simulate_replay(
     config: dict,
     blocks_per_message: np.ndarray,
     streamed: tuple[np.ndarray, np.ndarray] | None = None,
+    out: kernel.Outputs | None = None,
 ) -> Replayed:
     """Replay requests in ``order`` on the cluster's resources (see the module's docstring).
 
@@ -364,12 +365,12 @@ def simulate_replay(
     prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``, ``blocks_per_message[r]`` of them merged
     into one message. ``streamed``: layer-wise streaming,
     each request's prefill end and the share of its time alone sent after it (``ready``: when its first layer
-    group may go).
+    group may go). ``out``: the outputs to fill (a new record when None), read by a caller whose replay stops.
     """
     st, cfg = kernel_inputs(
         ready_sorted=ready[order], n_unique=n_unique, resources=resources, pairs=pairs, terms=terms, config=config
     )
-    out = kernel.Outputs.empty(len(order))
+    out = kernel.Outputs.empty(len(order)) if out is None else out
     order, ready = order.astype(np.int64), np.ascontiguousarray(ready, np.float64)
     run = kernel.new_run(
         tokens.astype(np.int64),

@@ -307,8 +307,28 @@ def request_values(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
     return values
 
 
+def on_rows(trace: pd.DataFrame, name: str, value: Any) -> Any:
+    """``value`` (of the input ``name``) as the trace's rows take it: a Series given as a value lands on the rows
+    of its labels (:func:`perfmodel.inputs.coerce.aligned`); anything else as it is."""
+    return aligned(trace.index, name, value, "trace") if isinstance(value, pd.Series) else value
+
+
+def no_series_axes(where: str, axes: dict[str, Any]) -> None:
+    """Refuse a Series among a replay grid's ``axes``: the grid would read it as a list of configurations, one
+    value for every request each, where a replay reads it as one value per request."""
+    for name, value in axes.items():
+        if isinstance(value, pd.Series):
+            raise InputError(
+                f"{where}: {name}",
+                f"a Series, which a grid reads as {count(len(value), 'configuration')} (one value for every request "
+                "each), not one value per request",
+                "give the axis a list of values, or for one value per request a trace column's name",
+            )
+
+
 def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
     """A value, array or trace column name as one float64 per request."""
+    where = name
     if isinstance(value, str):
         if value not in trace.columns:
             raise InputError(
@@ -316,9 +336,15 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
                 f"no trace column {value!r} (the trace has {list(trace.columns)})",
                 f"pass {name} as a number, an array or a column name",
             )
-        value = trace[value]
-    elif isinstance(value, pd.Series):  # (a value, not a column: its rows by label)
-        value = aligned(trace.index, name, value, "trace")
+        where, value = f"trace column {value!r}", trace[value]
+    value = on_rows(trace, name, value)
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind in ("m", "M"):  # (its raw unit would be read as ms: 1 ms of timedelta64[us] as 1000)
+        raise InputError(
+            where,
+            f"got {value.dtype} values where ms as plain numbers were expected",
+            "convert them to ms, e.g. (times - times.min()) / pd.Timedelta(1, 'ms')",
+        )
     if (
         isinstance(value, (bool, np.bool_))
         or pd.api.types.is_bool_dtype(getattr(value, "dtype", None))

@@ -22,7 +22,15 @@ from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from ..network.placement import is_cluster
 from . import _one_of, _one_value, configured, finite_transfers, link_inputs
-from .prepared import PreparedTrace, byte_column, link_column, notice_first_compile, prepare_trace, request_values
+from .prepared import (
+    PreparedTrace,
+    byte_column,
+    link_column,
+    notice_first_compile,
+    on_rows,
+    prepare_trace,
+    request_values,
+)
 from .summaries import check_result, memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
@@ -209,8 +217,10 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     bandwidth_spec = _one_of(
         "kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link, "<GB/s or e.g. 'ib-ndr'>"
     )
-    bytes_spec = _one_of(
-        "kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>"
+    bytes_spec = on_rows(
+        trace,
+        "kv_bytes_per_token",
+        _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>"),
     )
     mode = _one_value("mode", c.mode)
     destination_missing = str(mode) == "destination_missing" or mode == 1
@@ -403,7 +413,7 @@ def _on_cluster(
         decode_workers=on.decode_workers,
         start=start,
         wrap=wrap,
-        unfinished=lambda: None,  # (on a cluster, nothing the edge can name: the loop's own error stands)
+        unfinished=lambda: _replay_cluster.finite_handoffs(trace, out),  # (a handoff of inf ms: named)
     )
 
 

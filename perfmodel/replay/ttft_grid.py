@@ -20,7 +20,7 @@ from ..errors import InputError, check_choice, check_whole
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
-from .prepared import PreparedTrace, prepare_trace
+from .prepared import PreparedTrace, no_series_axes, prepare_trace
 from .ttft import replay_ttft, summarize_ttft, ttft_prepared
 
 __all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
@@ -96,7 +96,8 @@ def _configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     unknown = sorted(set(axes) - set(TTFT_AXES))
     if unknown:
         raise InputError("ttft_grid", f"unknown axis {unknown}", "use keywords of replay_ttft or request_rate_per_s")
-    listed = {name: list(v) if isinstance(v, (list, tuple, np.ndarray, pd.Series)) else [v] for name, v in axes.items()}
+    no_series_axes("ttft_grid", axes)
+    listed = {name: list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v] for name, v in axes.items()}
     for name, values in listed.items():
         if not values:
             raise InputError(f"ttft_grid: {name}", "no values", "give each axis at least one value")
