@@ -247,10 +247,6 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         streaming = _layerwise(trace, tokens, bytes_spec, c, 0.0) if c.overlap != "none" else None
         return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars,
                                  message_terms_of(trace, bytes_spec, c), streaming)
-    if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:
-        asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
-        raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where)",
-                         "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
     requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
     out = _replay.Results.empty(len(trace))
     notice_first_compile()
@@ -283,6 +279,10 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
     trace, tokens = prepared.trace, prepared.tokens
     check_option("routing", c.routing)
     check_option("contention", c.contention)
+    if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:  # (what a cluster decides)
+        asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
+        raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where), and "
+                         "the link is not one", "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
     c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
     c.decode_workers = check_count("decode_workers", c.decode_workers)
     c.links = check_count("links", c.links)

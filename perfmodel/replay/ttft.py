@@ -291,12 +291,6 @@ def _on_links(
     ``start(arrivals)`` making the network, ``wrap(net, base)`` its columns and attrs for :func:`_frame`."""
     from ..kernels import replay as _replay
 
-    if c.routing in ("least_loaded", "topology"):
-        raise InputError(
-            "routing",
-            f"{c.routing!r} needs a cluster (which workers sit where), and the link is not one",
-            "pass routing='prefix' or 'round_robin', or a perfmodel.Cluster (or a cluster preset) as the link",
-        )
     n = len(prepared.trace)
     requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
     admitted = np.empty(n)  # the replay's ready times (when each handoff may start): written at admission
