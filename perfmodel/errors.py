@@ -259,7 +259,9 @@ def shown(value: Any) -> str:
     ('2.5', 'a list of 3 values')
     """
     if hasattr(value, "__len__") and not isinstance(value, (str, bytes, dict)):
-        return f"a {type(value).__name__} of {len(value):,} value{'' if len(value) == 1 else 's'}"
+        kind = {"ndarray": "numpy array"}.get(type(value).__name__, type(value).__name__)
+        article = "an" if kind[0].lower() in "aeiou" else "a"
+        return f"{article} {kind} of {len(value):,} value{'' if len(value) == 1 else 's'}"
     return repr(value)
 
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, check_whole
+from .errors import InputError, check_whole, shown
 from .kernels.handoff import blocks_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .network.placement import get_cluster
@@ -237,7 +237,7 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     budget = float(budget_ms) if number else math.nan
     if not (math.isfinite(budget) and budget > 0):
-        raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
+        raise InputError("budget_ms", f"{shown(budget_ms)} is not a finite number of ms > 0", "pass budget_ms > 0")
     counts = _questions.nic_counts(base.gpus_per_node)  # (the counts perfmodel.required_nics tries on a cluster too)
     answer, missing = None, None
     for count in reversed(counts):  # from the most down: each count that meets the budget replaces the answer

@@ -3,6 +3,8 @@ never by position: the same rows in another order are aligned; a Series of other
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -135,8 +137,16 @@ def test_a_trace_time_as_a_duration_or_a_date_is_refused_not_read_in_its_raw_uni
         lambda: perfmodel.replay_ttft(TRACE.assign(arrival_ms=durations), 1.0, 1e6),
         lambda: perfmodel.replay_ttft(TRACE.assign(arrival_ms=pd.Timestamp(0) + durations), 1.0, 1e6),
         lambda: perfmodel.replay_ttft(TRACE, 1.0, 1e6, prefill_ms=durations),
+        # (second pass: lists and single values of them were read in microseconds, or raised a raw TypeError)
+        lambda: perfmodel.replay_handoffs(TRACE, 1.0, 1e6, ready_ms=list(durations), contention="fifo"),
+        lambda: perfmodel.replay_handoffs(TRACE, 1.0, 1e6, ready_ms=[datetime.timedelta(milliseconds=5)] * 4),
+        lambda: perfmodel.replay_handoffs(TRACE, 1.0, 1e6, ready_ms=durations.astype(object)),
+        lambda: perfmodel.replay_ttft(TRACE, 1.0, 1e6, prefill_ms=1.0, decode_step_ms=pd.Timedelta(1, "ms")),
+        lambda: perfmodel.replay_ttft(TRACE, 1.0, 1e6, prefill_ms=datetime.timedelta(milliseconds=1)),
+        lambda: perfmodel.replay_handoffs(TRACE, 1.0, 1e6, ready_ms=list(pd.Timestamp(0) + durations)),
+        lambda: perfmodel.replay_handoffs(TRACE, 1.0, 1e6, ready_ms=np.datetime64("2024-01-01")),
     ):
-        with pytest.raises(InputError, match=r"(timedelta64|datetime64).*ms as plain numbers"):
+        with pytest.raises(InputError, match=r"got (durations|dates) where ms as plain numbers were expected"):
             call()
 
 

@@ -525,7 +525,7 @@ def _blocks_per_message(value: Any) -> float:
     """``blocks_per_message`` checked: a whole number >= 1, or inf."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (
             value == math.inf or (value >= 1 and float(value).is_integer())):
-        raise InputError("blocks_per_message", f"{value!r} is not a whole number >= 1 or inf",
+        raise InputError("blocks_per_message", f"{shown(value)} is not a whole number >= 1 or inf",
                          "pass the blocks merged into one message (1: one per block; inf: one per layer)")
     return float(value)
 

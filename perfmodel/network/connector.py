@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, check_number, finite_at_least
+from ..errors import InputError, check_number, finite_at_least, shown
 from ..inputs.words import count
 from .fits import FitReport, nonnegative_least_squares
 
@@ -211,7 +211,7 @@ def get_connector(value: Any) -> Connector | None:
     if not isinstance(value, str):
         raise InputError(
             "connector",
-            f"{value!r} is neither a connector's name nor a Connector",
+            f"{shown(value)} is neither a connector's name nor a Connector",
             "pass a name of perfmodel.CONNECTORS",
         )
     key = value.strip().lower()

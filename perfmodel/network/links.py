@@ -50,7 +50,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import InputError, check_number, check_whole, finite_at_least
+from ..errors import InputError, check_number, check_whole, finite_at_least, shown
 from ..inputs import user_presets as _presets
 from ..inputs.table import nonnegative
 from ..inputs.words import count
@@ -425,7 +425,7 @@ def get_link(link: Link | str) -> Link:
     if isinstance(link, Link):
         return link
     if not isinstance(link, str):
-        raise InputError("link", f"got {type(link).__name__} {link!r}", "pass a Link or a preset name such as 'ib-ndr'")
+        raise InputError("link", f"got {shown(link)}" if hasattr(link, "__len__") else f"got {type(link).__name__} {link!r}", "pass a Link or a preset name such as 'ib-ndr'")
     key = link.strip().lower()
     match = MULTIPLE.match(key)
     base = match.group(2) if match else key

@@ -15,7 +15,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_whole
+from ..errors import InputError, check_whole, shown
 from ..inputs.table import check_count
 from ..inputs.words import count
 from ..kernels import cluster as _kernel
@@ -136,8 +136,10 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
     if np.ndim(bytes_spec) != 0 or isinstance(bytes_spec, bool):
         raise InputError(
             "kv_bytes_per_token",
-            "a replay on a cluster takes one model (not an array of bytes)",
-            "pass a model (e.g. 'llama-3.1-70b') or one number of bytes per token",
+            f"a replay on a cluster takes one model, got {shown(bytes_spec)} (its KV heads are placed on the "
+            "cluster's ranks once)",
+            "pass one model (e.g. 'llama-3.1-70b') or one number of bytes per token; replay each model's requests "
+            "in a call of its own",
         )
     value = float(bytes_spec)
     if not (math.isfinite(value) and value >= 0):

@@ -5,6 +5,7 @@ replay grid.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any
 
@@ -313,11 +314,25 @@ def on_rows(trace: pd.DataFrame, name: str, value: Any) -> Any:
     return aligned(trace.index, name, value, "trace") if isinstance(value, pd.Series) else value
 
 
+#: The inputs a replay takes one value per request of (a value, an array, a Series or a trace column).
+PER_REQUEST = (
+    "kv_bytes_per_token",
+    "model",
+    "state_bytes",
+    "prefill_ms",
+    "prefill_tokens_per_s",
+    "num_layers",
+    "blocks_per_message",
+    "decode_step_ms",
+)
+
+
 def no_series_axes(where: str, axes: dict[str, Any]) -> None:
-    """Refuse a Series among a replay grid's ``axes``: the grid would read it as a list of configurations, one
-    value for every request each, where a replay reads it as one value per request."""
+    """Refuse a Series for a per-request input (:data:`PER_REQUEST`) among a replay grid's ``axes``: the grid would
+    read it as a list of configurations, one value for every request each, where a replay reads it as one value
+    per request."""
     for name, value in axes.items():
-        if isinstance(value, pd.Series):
+        if isinstance(value, pd.Series) and name in PER_REQUEST:
             raise InputError(
                 f"{where}: {name}",
                 f"a Series, which a grid reads as {count(len(value), 'configuration')} (one value for every request "
@@ -338,13 +353,7 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
             )
         where, value = f"trace column {value!r}", trace[value]
     value = on_rows(trace, name, value)
-    kind = getattr(getattr(value, "dtype", None), "kind", None)
-    if kind in ("m", "M"):  # (its raw unit would be read as ms: 1 ms of timedelta64[us] as 1000)
-        raise InputError(
-            where,
-            f"got {value.dtype} values where ms as plain numbers were expected",
-            "convert them to ms, e.g. (times - times.min()) / pd.Timedelta(1, 'ms')",
-        )
+    _no_times(where, pd.Series(value) if np.ndim(value) else value)
     if (
         isinstance(value, (bool, np.bool_))
         or pd.api.types.is_bool_dtype(getattr(value, "dtype", None))
@@ -359,6 +368,27 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
         if values.ndim == 0 or values.shape == (len(trace),)
         else _wrong_length(name, values, len(trace))
     )
+
+
+def _no_times(where: str, value: Any) -> None:
+    """Refuse durations and dates (one, or a Series of them) where ms go: their raw unit would be read as ms (1 ms
+    of ``timedelta64[us]`` as 1000), a date's from its epoch."""
+    if isinstance(value, pd.Series):
+        kind = value.dtype.kind
+        inferred = pd.api.types.infer_dtype(value, skipna=True) if kind == "O" else ""
+        duration, date = kind == "m" or "timedelta" in inferred, kind == "M" or inferred in ("datetime", "date")
+    else:
+        duration = isinstance(value, (datetime.timedelta, np.timedelta64))
+        date = isinstance(value, (datetime.date, np.datetime64))
+    if duration or date:
+        raise InputError(
+            where,
+            f"got {'durations' if duration else 'dates'} where ms as plain numbers were expected",
+            "divide durations by pd.Timedelta(1, 'ms')"
+            if duration
+            else "give ms from one origin, the same for every "
+            "time of the replay (arrival_ms, ready_ms): (times - origin) / pd.Timedelta(1, 'ms')",
+        )
 
 
 def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:

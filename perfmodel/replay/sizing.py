@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_flag, check_whole
+from ..errors import InputError, check_choice, check_flag, check_whole, shown
 from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count as count_of
 from .summaries import (
@@ -234,9 +234,9 @@ def required_nics(
     check_flag("striped", striped)
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     if not (number and math.isfinite(budget_ms) and budget_ms > 0):
-        raise InputError("budget_ms", f"{budget_ms!r} is not a finite number of ms > 0", "pass budget_ms > 0")
+        raise InputError("budget_ms", f"{shown(budget_ms)} is not a finite number of ms > 0", "pass budget_ms > 0")
     if isinstance(percent, (bool, np.bool_)) or not (isinstance(percent, numbers.Real) and 0 <= percent <= 100):
-        raise InputError("percent", f"{percent!r} is not a percentile in [0, 100]", "pass e.g. percent=99")
+        raise InputError("percent", f"{shown(percent)} is not a percentile in [0, 100]", "pass e.g. percent=99")
     for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
         if name in replay_options:
             raise InputError(name, "is set by required_nics itself", f"drop {name}=...")
