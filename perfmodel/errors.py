@@ -255,14 +255,18 @@ def shown(value: Any) -> str:
     """``value`` as a message shows it: its repr, or for a container (a list, an array, a Series) what it is and
     how many values it holds (a Series' repr runs over many lines).
 
-    >>> shown(2.5), shown([1, 2, 3])
-    ('2.5', 'a list of 3 values')
+    >>> import numpy as np
+    >>> shown(2.5), shown([1, 2, 3]), shown(np.array([1.0])), shown(np.array(5))
+    ('2.5', 'a list of 3 values', 'a numpy array of 1 value', 'array(5)')
     """
-    if hasattr(value, "__len__") and not isinstance(value, (str, bytes, dict)):
-        kind = {"ndarray": "numpy array"}.get(type(value).__name__, type(value).__name__)
-        article = "an" if kind[0].lower() in "aeiou" else "a"
-        return f"{article} {kind} of {len(value):,} value{'' if len(value) == 1 else 's'}"
-    return repr(value)
+    try:
+        size = None if isinstance(value, (str, bytes, dict)) else len(value)
+    except TypeError:  # (no length, or a 0-d array's)
+        size = None
+    if size is None:
+        return repr(value)
+    kind = {"ndarray": "numpy array"}.get(type(value).__name__, type(value).__name__)
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind} of {size:,} value{'' if size == 1 else 's'}"
 
 
 def check_number(where: str, name: str, value: Any, ok: Callable[[float], bool], rule: str, fix: str) -> int | float:
