@@ -163,8 +163,11 @@ def serving_cases(draw):
         per_block_ms=draw(st.sampled_from([0.0, 0.25])),
         mode=draw(st.sampled_from(["full_prompt", "destination_missing"])),
         capacity=draw(st.sampled_from([None, 3, 8])),
-        bytes_per_token=draw(st.sampled_from([1e5, 1e6, 3.3e5])),
-        bandwidth_gb_s=draw(st.sampled_from([1.0, 12.5])),
+        # every time an exact binary fraction (bytes over bytes per ms, both powers of 2 apart): a tie is a tie in
+        # the kernel and the reference alike, whatever order each adds in (1e6 B at 12.5 GB/s left a handoff's end
+        # and a link's next free time an ulp apart, and the two picked different links)
+        bytes_per_token=draw(st.sampled_from([2.0**17, 2.0**20, 3 * 2.0**16])),
+        bandwidth_gb_s=draw(st.sampled_from([2**20 / 1e6, 2**23 / 1e6])),
     )
     # fair sharing on several links picks a link by the count moving at an instant that two differently computed
     # times may straddle by an ulp: the reference and the kernel agree there on one link (ties are in
@@ -183,7 +186,7 @@ def test_every_request_equals_the_reference_simulation(case):
         trace["hash_ids"] = case["hash_ids"]
     service = {
         None: [0.0] * n,
-        "rate": [t / 20_000 * 1000.0 for t in case["tokens"]],
+        "rate": [t / 16_384 * 1000.0 for t in case["tokens"]],
         "column": case["service_values"],
     }[case["service"]]
     step = case["step_values"] if case["step"] == "column" else case["step"]
@@ -234,7 +237,7 @@ def test_every_request_equals_the_reference_simulation(case):
         block_size=512,
     )
     if case["service"] == "rate":
-        kw["prefill_tokens_per_s"] = 20_000
+        kw["prefill_tokens_per_s"] = 16_384
     elif case["service"] == "column":
         kw["prefill_ms"] = "service"
     with warnings.catch_warnings():
