@@ -68,6 +68,7 @@ def test_a_series_of_models_in_another_order_lands_on_its_own_rows():
 
 def test_a_numpy_array_or_list_goes_by_position():
     as_list = _replay("ready_ms", VALUES["ready_ms"])
+    assert as_list.loc[11, "start_ms"] == 1.0 and as_list.loc[10, "start_ms"] >= 5.0  # (the list's 2nd value: row 11)
     pd.testing.assert_frame_equal(_replay("ready_ms", np.array(VALUES["ready_ms"])), as_list)
 
 
