@@ -425,7 +425,8 @@ def get_link(link: Link | str) -> Link:
     if isinstance(link, Link):
         return link
     if not isinstance(link, str):
-        raise InputError("link", f"got {shown(link)}" if hasattr(link, "__len__") else f"got {type(link).__name__} {link!r}", "pass a Link or a preset name such as 'ib-ndr'")
+        got = shown(link) if hasattr(link, "__len__") else f"{type(link).__name__} {link!r}"
+        raise InputError("link", f"got {got}", "pass a Link or a preset name such as 'ib-ndr'")
     key = link.strip().lower()
     match = MULTIPLE.match(key)
     base = match.group(2) if match else key
