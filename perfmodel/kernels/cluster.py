@@ -130,7 +130,7 @@ class Outputs(NamedTuple):
 
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
 
-@loop_helper
+@loop_helper(python=False)
 def _advance_class(cl, c, t):
     """Bring class ``c``'s virtual time to ``t`` at its rate."""
     if t > cl.since[c]:
@@ -140,7 +140,7 @@ def _advance_class(cl, c, t):
         cl.since[c] = t
 
 
-@loop_helper
+@loop_helper(python=False)
 def _join(slot, t, cl, pool, heaps):
     """The flow in ``slot`` starts moving its bytes at ``t`` in its class; returns its class."""
     c = np.int64(pool.cls[slot])
@@ -155,7 +155,7 @@ def _join(slot, t, cl, pool, heaps):
     return c
 
 
-@loop_helper
+@loop_helper(python=False)
 def _class_neck(c, st, cl, loads):
     """Precise rule 9 for class ``c``'s flows ending now (their final rate interval): the first resource on
     their path that is saturated and on which no flow moves faster; -1 if none."""
@@ -172,7 +172,7 @@ def _class_neck(c, st, cl, loads):
     return -1
 
 
-@loop_helper
+@loop_helper(python=False)
 def _flow_ends(slot, t, neck, st, pool, out, ends, state):
     """The flow in ``slot`` ends at ``t``: its request's last end and bottleneck so far (ties: the first flow),
     and the request's end when it was its last flow (then pending for its decode worker's cache). A request's
@@ -196,7 +196,7 @@ def _flow_ends(slot, t, neck, st, pool, out, ends, state):
         state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, item)
 
 
-@loop_helper
+@loop_helper(python=False)
 def _finish_class(c, t, st, cl, pool, heaps, out, ends, state):
     """Class ``c``'s flows of the smallest target end at ``t`` (its virtual time reaches that target)."""
     target = cl.first[c]
@@ -220,7 +220,7 @@ def _finish_class(c, t, st, cl, pool, heaps, out, ends, state):
 
 # --- one moment at which flows start or end ------------------------------------------------------------
 
-@loop_helper
+@loop_helper(python=False)
 def _account(loads, r, t, origin, width):
     """Resource ``r``'s load since its last change, up to ``t``: its integral, time bins and peak (over
     intervals of positive length); the load then starts again from 0."""
@@ -244,7 +244,7 @@ def _account(loads, r, t, origin, width):
     loads.load[r] = 0.0
 
 
-@loop_helper
+@loop_helper(python=False)
 def _connected(seed, st, paths, counts, sc, stamp):
     """The connected set of resource ``seed`` (its resources in ``sc.members``, classes with flows in
     ``sc.items``, capacities and flows ready for the filling): from its component's sets, labelled again only
@@ -273,7 +273,7 @@ def _connected(seed, st, paths, counts, sc, stamp):
     return m, q
 
 
-@loop_helper
+@loop_helper(python=False)
 def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
     """New max-min rates at ``t`` of the classes connected to resource ``seed``; each touched resource's load
     accounted; the classes whose rate or flows changed rescheduled."""
@@ -308,7 +308,7 @@ def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
     state[_HEAP] = size
 
 
-@loop_helper
+@loop_helper(python=False)
 def _moving(c, change, st, cl, sc):
     """Class ``c``'s flows changed by ``change``: its resources' flows (and its component's connected sets,
     when it started or stopped having flows)."""
@@ -318,7 +318,7 @@ def _moving(c, change, st, cl, sc):
         sc.labelled[st.res_component[st.class_res[st.class_off[c]]]] = False
 
 
-@loop_helper
+@loop_helper(python=False)
 def _seed(c, st, sc, count, batch):
     """Class ``c``'s resources among the batch's ``count`` seeds (once each); returns the new count."""
     for y in range(st.class_off[c], st.class_off[c + 1]):
@@ -330,7 +330,7 @@ def _seed(c, st, sc, count, batch):
     return count
 
 
-@loop_helper
+@loop_helper(python=False)
 def _batch(t, st, paths, sim, out, ends, state, waiting, origin, width):
     """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
     start moving, then the rates of the classes connected to them."""
@@ -371,7 +371,7 @@ def _batch(t, st, paths, sim, out, ends, state, waiting, origin, width):
             _recompute(sc.seeds[s], t, batch, st, paths, cl, loads, sc, state, origin, width)
 
 
-@loop_helper
+@loop_helper(python=False)
 def _next_time(cl, pool, state):
     """When the next flow ends or starts moving (inf: none)."""
     t = cl.end[cl.heap[0]] if state[_HEAP] > 0 else np.inf
@@ -382,7 +382,7 @@ def _next_time(cl, pool, state):
 
 # --- a request: routed, charged, alone, its flows started -------------------------------------------------
 
-@loop_helper
+@loop_helper(python=False)
 def _worker_load(w, now, st, cl, waiting):
     """The bytes routed to decode worker ``w`` and not yet delivered at ``now``."""
     total = waiting.nbytes[w]
@@ -394,7 +394,7 @@ def _worker_load(w, now, st, cl, waiting):
     return total
 
 
-@loop_helper
+@loop_helper(python=False)
 def _delivered_alone(now, st, pool, state, waiting):
     """Under contention "none": the flows that ended (alone) by ``now`` leave their workers' loads."""
     while state[_WAITING] > 0 and pool.times[0] <= now:
@@ -409,7 +409,7 @@ def _delivered_alone(now, st, pool, state, waiting):
         state[_FREE] += 1
 
 
-@loop_helper
+@loop_helper(python=False)
 def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, alive):
     """(decode worker, its cached prefix in blocks) of request ``r`` from prefill worker ``a``."""
     loads = waiting.loads
@@ -438,7 +438,7 @@ def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, a
     return best, depth
 
 
-@loop_helper
+@loop_helper(python=False)
 def _charge(r, pair, hit, trace, st, cfg, out, al, kept):
     """Request ``r``'s charged tokens and each flow's bytes and fixed cost (ms) on ``pair``; the simulated flows
     of more than 0 bytes go to ``al`` (bytes, start) and ``kept`` (class, position, view); returns how many."""
@@ -475,7 +475,7 @@ def _charge(r, pair, hit, trace, st, cfg, out, al, kept):
     return simulated
 
 
-@loop_helper
+@loop_helper(python=False)
 def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiting, remaining, out):
     """The kept flows of request ``r`` (the ``i``-th in ready order) take pool slots: under fair sharing they
     wait for their fixed costs; alone, until their end (for the workers' loads)."""
@@ -514,7 +514,7 @@ class OnCluster(NamedTuple):
     hit: np.ndarray  # int64 per request: its cached prefix in blocks when it was routed
 
 
-@loop_helper
+@loop_helper(python=False)
 def route_request(r, now, net):
     """Request ``r`` is routed at ``now`` from its prefill worker (``trace.prefill_of``) to a decode worker
     (returned); its cached prefix is kept for its start."""
@@ -529,7 +529,7 @@ def route_request(r, now, net):
     return w
 
 
-@loop_helper
+@loop_helper(python=False)
 def start_request(i, r, now, net):
     """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it): charged (its
     prefix as cached when routed), alone in the cluster, its flows started. Needs ``kmax`` free pool slots
@@ -559,21 +559,21 @@ def start_request(i, r, now, net):
                      out)
 
 
-@loop_helper
+@loop_helper(python=False)
 def room(net):
     """Whether a handoff can start now (the pool has a free slot for each of its flows); else grow it
     (:func:`grown`) first."""
     return net.state[_FREE] >= net.kmax
 
 
-@loop_helper
+@loop_helper(python=False)
 def next_event(net):
     """When the next flow ends or starts moving (inf: none; under contention "none", never: each handoff's end
     is known when it starts)."""
     return _next_time(net.sim.cl, net.sim.pool, net.state) if net.cfg.fair else np.inf
 
 
-@loop_helper
+@loop_helper(python=False)
 def advance(t, net):
     """The flows that end or start moving at ``t`` (:func:`next_event`), and the rates they change. Returns
     True, having done nothing, when the time bins or the heaps' chunks need room first (:func:`grown`)."""
@@ -591,13 +591,13 @@ def advance(t, net):
     return False
 
 
-@loop_helper
+@loop_helper(python=False)
 def next_end(net):
     """The earliest end of a handoff whose blocks have yet to enter its decode worker's cache (inf: none)."""
     return net.ends.pending.times[0] if net.state[_PENDING] > 0 else np.inf
 
 
-@loop_helper
+@loop_helper(python=False)
 def take_end(net):
     """The earliest ended handoff (:func:`next_end`) leaves the pending heap and its blocks enter its decode
     worker's cache; returns (its request, its end)."""

@@ -2,7 +2,7 @@
 cluster (:class:`perfmodel.kernels.cluster.OnCluster`), behind one set of operations.
 
 Each operation takes the network's record last and runs that network's own code: compiled, numba picks it by
-the record's type (an ``overload`` inlined into its caller, so a loop over links compiles no cluster code, and
+the record's type (an ``overload``, so a loop over links compiles no cluster code, and
 the other way round); in plain Python (``NUMBA_DISABLE_JIT=1``) the record's class picks it. The one event loop,
 :func:`perfmodel.kernels.serving.serve_pass`, is written once on these, for both networks (the replay of handoffs
 alone is that loop with no prefill stage: :func:`perfmodel.kernels.serving.replay`):
@@ -18,13 +18,12 @@ alone is that loop with no prefill stage: :func:`perfmodel.kernels.serving.repla
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 from typing import Any
 
 from numba.extending import overload
 
-from .._compat import no_reference_counting
+from .._compat import no_reference_counting, no_wrappers
 from . import cluster as _cluster
 from . import replay as _links
 
@@ -43,14 +42,18 @@ __all__ = [
 def _operation(name: str, *params: str) -> Callable[..., Any]:
     """The operation ``name`` of parameters ``params`` (the network's record ``net`` last): the links' function of
     that name for an :class:`~perfmodel.kernels.replay.OnLinks`, the cluster's for an
-    :class:`~perfmodel.kernels.cluster.OnCluster`. Compiled, it is an ``overload`` inlined into its caller (numba
-    inlines one of fixed parameters, not of ``*args``: the three functions are written out in ``params``)."""
+    :class:`~perfmodel.kernels.cluster.OnCluster`. Compiled, it is an ``overload`` whose implementation is that
+    network's own function (its Python source, compiled once, without the wrappers Python calls through, and
+    called). Not inlined: numba compiles an inlined overload in full to type it, then again in its caller, and
+    each function taking the network's record costs seconds to compile (measured: the first cluster replay took
+    75 s with inlining and Python's wrappers, 40 s without). The typing reads the record's type; numba wants its
+    parameters written out (``params``), not ``*args``."""
     on_links, on_cluster = getattr(_links, name), getattr(_cluster, name)
 
     def choose(net: Any) -> Any:  # (the typing: the implementation for the record's numba type, else None)
         kind = getattr(net, "instance_class", None)
         impl = on_links if kind is _links.OnLinks else on_cluster if kind is _cluster.OnCluster else None
-        return None if impl is None else types.FunctionType(scope["implementation"].__code__, {"impl": impl})
+        return None if impl is None else impl.py_func
 
     arguments = ", ".join(params)
     scope: dict[str, Any] = {
@@ -61,11 +64,10 @@ def _operation(name: str, *params: str) -> Callable[..., Any]:
     }
     exec(
         f"def operation({arguments}):\n    return (on_links if isinstance(net, OnLinks) else on_cluster)({arguments})\n"
-        f"def typing({arguments}):\n    return choose(net)\n"
-        f"def implementation({arguments}):\n    return impl({arguments})\n",
+        f"def typing({arguments}):\n    return choose(net)\n",
         scope,
     )
-    overload(scope["operation"], jit_options=no_reference_counting(), inline="always")(scope["typing"])
+    overload(scope["operation"], jit_options={**no_reference_counting(), **no_wrappers()})(scope["typing"])
     operation = scope["operation"]
     operation.__name__ = operation.__qualname__ = name
     operation.__doc__ = f"{on_links.__doc__}\n\n(On a cluster: {on_cluster.__doc__})"

@@ -253,7 +253,7 @@ def _alone_rates(na, t, al, paths, lc, classes, memo):
     return slot
 
 
-@loop_helper
+@loop_helper(python=False)
 def alone(q, al, paths, lc, classes, positions):
     """:func:`_alone_memo` without a memo (the replay's handoffs: each filled)."""
     return _alone_memo(q, al, paths, lc, classes, positions, None)
@@ -376,7 +376,7 @@ class FlowTerms(NamedTuple):
     chunk_tokens: float
 
 
-@loop_helper
+@loop_helper(python=False)
 def flow_bytes(terms, f, charged, tokens, window_tokens, chunk_tokens):
     """Bytes of flow ``f`` for ``charged`` tokens of a ``tokens``-token prompt
     (:func:`perfmodel.network.clusters.flow_bytes`; the one formula, :func:`perfmodel.kernels.handoff.kv_bytes`)."""
@@ -516,7 +516,7 @@ class Heaps(NamedTuple):
 CHUNK = 256
 
 
-@loop_helper
+@loop_helper(python=False)
 def push_flow(c, n, key, slot, heaps):
     """Add (``key``, ``slot``) to class ``c``'s heap of ``n`` flows (a new chunk when its last is full)."""
     table, keys, slots = heaps.table, heaps.keys, heaps.slots
@@ -536,7 +536,7 @@ def push_flow(c, n, key, slot, heaps):
     keys[here, there], slots[here, there] = key, slot
 
 
-@loop_helper
+@loop_helper(python=False)
 def pop_flow(c, n, heaps):
     """Remove the smallest of class ``c``'s heap of ``n`` flows (its chunk freed when the last empties)."""
     table, keys, slots = heaps.table, heaps.keys, heaps.slots
@@ -567,7 +567,7 @@ def pop_flow(c, n, heaps):
     keys[here, there], slots[here, there] = key, slot
 
 
-@loop_helper
+@loop_helper(python=False)
 def _sift(cl, at, size):
     """Move the class at heap position ``at`` up or down to its place (by (end, class))."""
     heap, end, where = cl.heap, cl.end, cl.where
@@ -598,7 +598,7 @@ def _sift(cl, at, size):
     where[c] = at
 
 
-@loop_helper
+@loop_helper(python=False)
 def heap_remove(cl, c, size):
     """Remove class ``c`` from the heap of ``size`` classes; returns the new size."""
     at = cl.where[c]
@@ -611,7 +611,7 @@ def heap_remove(cl, c, size):
     return size
 
 
-@loop_helper
+@loop_helper(python=False)
 def schedule(cl, c, size):
     """Class ``c``'s next end from its virtual time, placed in the heap (or taken out of it when it has no
     flow); returns the heap's new size."""
@@ -626,7 +626,7 @@ def schedule(cl, c, size):
     return size
 
 
-@loop_helper
+@loop_helper(python=False)
 def label(first, last, members, paths, counts, sc, stamp):
     """The connected sets of classes with flows among resources ``members[first:last]`` (a component of the
     cluster): ``sc.group_res[first:last]`` lists them set by set (``sc.group_cls`` their classes, from the
@@ -664,7 +664,7 @@ def label(first, last, members, paths, counts, sc, stamp):
         sc.group_cls_span[g, 1] = pos_c
 
 
-@loop_helper
+@loop_helper(python=False)
 def fill_classes(m, q, paths, counts, sc):
     """The one max-min filler: rates of the items ``sc.items[:q]`` (classes of ``counts[c]`` equal flows) over the
     resources ``sc.members[:m]`` (capacities left in ``sc.left``, flows in ``sc.free``, ``paths`` each item's
