@@ -454,7 +454,7 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
 
 
 def _read_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
-    from .io import detect, json_lines
+    from .ground.tables import detect, json_lines
 
     try:
         kind = detect(path)
@@ -479,7 +479,7 @@ def _read_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _lines(path: Path, compression: str | None) -> _io.TextIOWrapper:
-    from .io import open_input
+    from .ground.tables import open_input
 
     return _io.TextIOWrapper(open_input(path, compression), encoding="utf-8-sig", newline="")
 

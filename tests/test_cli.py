@@ -261,6 +261,34 @@ def test_malformed_csv_line_is_named(tmp_path):
     assert not (tmp_path / "o.csv").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('num_input_tokens,note\n10,a\n20,"1310', 3),  # (a file cut short inside a quoted field)
+        ('num_input_tokens,note\n10,a\n20,"x\n30,y\n', 3),  # (the quote swallows the lines after it)
+        ('num_input_tokens,note\n10,"a ""b"" c"\n20,"x\n', 3),  # (doubled quotes inside a field are closed)
+        ('num_input_tokens,note\n10,"a"\n20,5"\n', 3),  # (a quote inside a field not quoted: not RFC 4180)
+    ],
+)
+def test_a_quoted_field_never_closed_is_refused_not_read_to_the_end(tmp_path, text, line):
+    """(Hostile: pyarrow reads a quote never closed as if closed at the end of the file: a file cut short
+    inside its last field gave that field's first characters as its value, and the run went on.)"""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    done = run("delay", str(bad), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    assert done.returncode == 2, done.stderr
+    assert f"bad.csv, line {line}: a quoted field opens here and is never closed" in done.stderr, done.stderr
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_quotes_as_csv_writes_them_are_read(tmp_path):
+    good = tmp_path / "good.csv"
+    good.write_text('num_input_tokens,note\n10,"a ""b"", c"\n20,"two\nlines"\n30,"5"""\n')
+    done = run("delay", str(good), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
+    assert done.returncode == 0, done.stderr
+    assert pd.read_csv(tmp_path / "o.csv")["note"].tolist() == ['a "b", c', "two\nlines", '5"']
+
+
 def test_existing_output_is_not_overwritten_by_a_failed_run(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("num_input_tokens\n" + "10\n" * 5000 + "-1\n")

@@ -287,7 +287,7 @@ def test_the_help_of_sweep_names_the_presets_it_sweeps(capsys):
 
 @pytest.mark.skipif(not (DOCS / "files.rst").is_file(), reason="docs/ is not beside the tests (an installed package)")
 def test_the_files_page_names_every_compression_that_is_read_and_no_other():
-    from perfmodel.io import _COMPRESSIONS
+    from perfmodel.ground.tables import _COMPRESSIONS
 
     line = next(line for line in (DOCS / "files.rst").read_text().splitlines() if "may be compressed" in line)
     assert set(re.findall(r"``(\.\w+)``", line)) == set(_COMPRESSIONS), line

@@ -174,3 +174,51 @@ def test_a_frame_where_one_column_goes_is_refused_by_name_in_every_numpy_entry_p
         perfmodel.required_bandwidth(tokens, 1e6, budget_ms=bandwidth)
     with pytest.raises(InputError, match=r"^model config: got a Series of 1 value\. Fix: pass one model"):
         perfmodel.kv_bytes(pd.Series(["llama-3.1-8b"]), 100)  # (a raw TypeError)
+
+
+def test_a_ready_time_before_its_requests_arrival_is_refused():
+    """(Hostile: prefill durations given as ``ready_ms``, where the times prefills end go, replayed every handoff
+    before its request arrived, and silently.)"""
+    trace = TRACE.assign(arrival_ms=[1000.0, 1010.0, 1020.0, 1030.0])
+    durations = [5.0, 6.0, 7.0, 8.0]
+    for call in (
+        lambda: perfmodel.replay_handoffs(trace, 1.0, 1e6, ready_ms=durations, contention="fifo"),
+        lambda: perfmodel.replay_handoffs(trace, 1.0, 1e6, ready_ms=0.0),
+        lambda: perfmodel.replay_grid(
+            trace, kv_transfer_bandwidth=[1.0, 2.0], kv_bytes_per_token=1e6, ready_ms=durations, progress=False
+        ),
+        lambda: perfmodel.required_nics(
+            trace, "ib-ndr", "llama-3.1-8b", budget_ms=50, contention="fifo", ready_ms=durations
+        ),
+    ):
+        with pytest.raises(
+            InputError,
+            match=r"ready_ms.*ready before its request arrives: (5|0)\.0 ms at row 10, its "
+            r"arrival 1000\.0 ms \(4 such rows\).*arrival_ms plus",
+        ):
+            call()
+    later = [1000.0, 1015.0, 1020.0, 1031.5]  # (at or after each arrival: taken)
+    replay = perfmodel.replay_handoffs(trace, 1.0, 1e6, ready_ms=later)
+    assert replay["start_ms"].tolist() == later
+
+
+def test_a_cluster_replay_refuses_a_series_of_models_under_the_name_it_was_given():
+    """(Hostile: ``model=`` a Series was refused under the name kv_bytes_per_token, which the call did not use.)"""
+    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=1, gpus_per_node=1)
+    models = pd.Series(["llama-3.1-8b"] * 4, index=TRACE.index)
+    sizes = pd.Series([131072.0] * 4, index=TRACE.index)
+    for replay in (perfmodel.replay_handoffs, perfmodel.replay_ttft):
+        extra = {"prefill_ms": 1.0} if replay is perfmodel.replay_ttft else {}
+        with pytest.raises(InputError, match=r"^model: a replay on a cluster takes one model, got a Series of 4"):
+            replay(TRACE, cluster, model=models, prefill_workers=1, decode_workers=1, **extra)
+        with pytest.raises(InputError, match=r"^kv_bytes_per_token: a replay on a cluster takes one model"):
+            replay(TRACE, cluster, kv_bytes_per_token=sizes, prefill_workers=1, decode_workers=1, **extra)
+        with pytest.raises(InputError, match=r"^model: trace column 'm' mixes models"):
+            replay(
+                TRACE.assign(m=["llama-3.1-8b", "llama-3.1-70b"] * 2),
+                cluster,
+                model="m",
+                prefill_workers=1,
+                decode_workers=1,
+                **extra,
+            )

@@ -104,11 +104,12 @@ _MESSAGE_COLUMNS = (6, 7, 8, 9, 2, 4)
 
 def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
     """The model's bytes by KV head (a number of bytes: one head, with tp = decode_tp = 1)."""
+    name = "kv_bytes_per_token" if c.kv_bytes_per_token is not None else "model"  # (as the call named it)
     if isinstance(bytes_spec, str) and bytes_spec in trace.columns:  # one model in all: its value
         values = trace[bytes_spec].unique()
         if len(values) > 1:
             raise InputError(
-                "kv_bytes_per_token",
+                name,
                 f"trace column {bytes_spec!r} mixes models ({len(values):,} models or sizes), but a replay on a cluster "
                 "places one model's KV heads on its ranks",
                 "replay each model's requests in a call of its own",
@@ -135,7 +136,7 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
         return head_terms(bytes_spec, kv_cache_dtype=c.kv_cache_dtype, decode_tp=d, state_bytes=state)
     if np.ndim(bytes_spec) != 0 or isinstance(bytes_spec, bool):
         raise InputError(
-            "kv_bytes_per_token",
+            name,
             f"a replay on a cluster takes one model, got {shown(bytes_spec)} (its KV heads are placed on the "
             "cluster's ranks once)",
             "pass one model (e.g. 'llama-3.1-70b') or one number of bytes per token; replay each model's requests "
@@ -144,7 +145,7 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
     value = float(bytes_spec)
     if not (math.isfinite(value) and value >= 0):
         raise InputError(
-            "kv_bytes_per_token",
+            name,
             f"{bytes_spec!r} is not a finite number of bytes >= 0",
             "pass a model or a number of bytes per token >= 0",
         )

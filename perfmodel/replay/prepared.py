@@ -136,6 +136,8 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
             f"ready times must be finite, got {ready[first]!r} at row {trace.index[first]!r}",
             "pass one finite time in ms per request (default: the arrival times)",
         )
+    if ready_ms is not None:
+        _ready_after_arrival(trace, ready)
     blocks, offsets, n_unique = _flat_hashes(trace)
     if n_unique >= 2**31:  # the caches keep block ids in 32 bits
         raise InputError(
@@ -339,6 +341,20 @@ def no_series_axes(where: str, axes: dict[str, Any]) -> None:
                 "each), not one value per request",
                 "give the axis a list of values, or for one value per request a trace column's name",
             )
+
+
+def _ready_after_arrival(trace: pd.DataFrame, ready: np.ndarray) -> None:
+    """Refuse ready times before their requests' arrivals (prefill times alone, given where the times prefills
+    end go, would replay every handoff before its request arrived)."""
+    early = ready < _per_request(trace, "arrival_ms", "arrival_ms")
+    if early.any():
+        first = int(np.argmax(early))
+        raise InputError(
+            "ready_ms",
+            f"a handoff is ready before its request arrives: {ready[first]!r} ms at row {trace.index[first]!r}, its "
+            f"arrival {float(trace['arrival_ms'].iloc[first])!r} ms ({count(int(early.sum()), 'such row')})",
+            "ready_ms is when each prefill ends, on the trace's clock: pass arrival_ms plus the prefill time",
+        )
 
 
 def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:

@@ -58,7 +58,8 @@ _EXACT_FLOATS: dict[str, str] = {"float_precision": "round_trip"} if int(pd.__ve
 def _detect(path: Path) -> str:
     """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`), a CSV's header
     and the keys of a JSON-lines file's first object (none of Mooncake's: a generic table, ``"jsonl"``)."""
-    from ..io import csv_header, damage_named, detect, json_lines
+    from ..ground.tables import csv_header, detect, json_lines
+    from ..io import damage_named
 
     kind = detect(path)
     with damage_named(path):
@@ -114,7 +115,7 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
         pass
     # slow path, only for files with problems: check each line, then parse the good ones
     good, skipped, first_bad = [], 0, None
-    from ..io import detect, open_input
+    from ..ground.tables import detect, open_input
 
     with open_input(path, detect(path).compression) as raw, io.BufferedReader(raw) as handle:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
         for number, line in enumerate(handle, start=1):
@@ -142,7 +143,7 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
 
 
 def _line_problem(line: bytes) -> str | None:
-    from ..io import RepeatedKey, unique_keys
+    from ..ground.tables import RepeatedKey, unique_keys
 
     try:
         record = json.loads(line, object_pairs_hook=unique_keys)
@@ -291,7 +292,7 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
 def _read_json_lines(path: Path) -> pd.DataFrame:
     """A generic JSON-lines trace as a frame of the values as written (perfmodel.io's reader: a malformed line
     is named), whole-number and float columns typed."""
-    from ..io import read_chunks
+    from ..ground.tables import read_chunks
 
     chunks, _ = read_chunks(path, chunk_rows=1 << 40, output_format="jsonl")
     return pd.concat(list(chunks), ignore_index=True).infer_objects()
@@ -300,7 +301,7 @@ def _read_json_lines(path: Path) -> pd.DataFrame:
 def _place(path: Any, i: int) -> str:
     """Where the trace's row ``i`` (from 0) is: its line in a CSV file (the header is line 1) or a JSON-lines
     file, its row (from 1) in a Parquet file."""
-    from ..io import detect
+    from ..ground.tables import detect
 
     fmt = detect(path).format
     return f"line {i + 2}" if fmt == "csv" else f"line {i + 1}" if fmt == "jsonl" else f"row {i + 1}"
