@@ -79,3 +79,61 @@ def test_an_explicit_layer_count_that_differs_from_a_named_model_s_is_refused():
     assert perfmodel.handoff_delay_ms(
         1000, 50.0, "llama-3.1-8b", num_layers=32, **MESSAGES
     ) == perfmodel.handoff_delay_ms(1000, 50.0, "llama-3.1-8b", **MESSAGES)
+
+
+@pytest.mark.parametrize("contention", ["none", "fifo"])
+def test_a_replay_counts_each_requests_messages_with_its_own_layer_count(contention):
+    """(The table declares num_layers per request in a replay; with message costs it was refused as one value.)
+    Each request's messages follow its own layer count: with contention none each row equals the replay of its
+    layer count alone; a Series lands by label; fifo keeps the link's order."""
+    trace = perfmodel.synthetic_trace(40, rate_per_s=50, seed=1)
+    sizes = np.where(np.arange(40) % 2, 65536.0, 131072.0)
+    layers = np.where(np.arange(40) % 3, 32, 80)
+    given = dict(kv_bytes_per_token=sizes, contention=contention, **MESSAGES)
+    mixed = perfmodel.replay_handoffs(trace, "ib-ndr", num_layers=layers, **given)
+    shuffled = pd.Series(layers, index=trace.index)[::-1]
+    by_label = perfmodel.replay_handoffs(trace, "ib-ndr", num_layers=shuffled, **given)
+    pd.testing.assert_frame_equal(mixed, by_label)
+    if contention == "none":
+        for count in (32, 80):
+            alone = perfmodel.replay_handoffs(trace, "ib-ndr", num_layers=count, **given)
+            rows = layers == count
+            np.testing.assert_array_equal(mixed["handoff_delay_ms"][rows], alone["handoff_delay_ms"][rows])
+    few = perfmodel.replay_handoffs(trace, "ib-ndr", num_layers=32, **given)
+    assert (mixed["handoff_delay_ms"] >= few["handoff_delay_ms"]).all()  # (more layers, more messages)
+    assert (mixed["handoff_delay_ms"] > few["handoff_delay_ms"]).any()
+
+
+def test_a_cluster_replay_refuses_per_request_layer_counts_for_messages_by_name():
+    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=1, gpus_per_node=1)
+    trace = perfmodel.synthetic_trace(4, rate_per_s=50, seed=1)
+    with pytest.raises(
+        InputError,
+        match=r"^num_layers: a replay on a cluster counts messages with one layer count, "
+        r"got a list of 4 values",
+    ):
+        perfmodel.replay_handoffs(
+            trace,
+            cluster,
+            kv_bytes_per_token=65536.0,
+            num_layers=[32, 32, 16, 16],
+            prefill_workers=1,
+            decode_workers=1,
+            **MESSAGES,
+        )
+
+
+def test_a_cluster_replay_streams_with_per_request_layer_counts_when_messages_cost_nothing():
+    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=1, gpus_per_node=1)
+    trace = perfmodel.synthetic_trace(4, rate_per_s=50, seed=1)
+    replay = perfmodel.replay_handoffs(
+        trace,
+        cluster,
+        kv_bytes_per_token=65536.0,
+        num_layers=[32, 32, 16, 16],
+        overlap="layerwise",
+        prefill_ms=5.0,
+        prefill_workers=1,
+        decode_workers=1,
+    )
+    assert replay["handoff_delay_ms"].notna().all()

@@ -41,8 +41,11 @@ from .prepared import (
     no_series_axes,
     notice_first_compile,
     on_rows,
+    one_value,
+    per_request_given,
     prepare_trace,
     request_values,
+    terms_per_request,
 )
 from .summaries import check_result, percentile_ms, replay_percentile_question
 
@@ -238,12 +241,12 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
                              "<GB/s or e.g. 'ib-ndr'>")
     bytes_spec = on_rows(trace, "kv_bytes_per_token", _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model",
                                                               c.model, "<bytes or e.g. 'llama-3.1-70b'>"))
-    destination_missing = int(_one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
+    destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
         from .cluster import replay_on_cluster
 
-        scalars = {"block_size": _one_value("block_size", c.block_size)}
+        scalars = {"block_size": one_value("block_size", c.block_size)}
         streaming = _layerwise(trace, tokens, bytes_spec, c, 0.0) if c.overlap != "none" else None
         return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars,
                                  message_terms_of(trace, bytes_spec, c), streaming)
@@ -261,8 +264,16 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
 
 def message_terms_of(trace: pd.DataFrame, bytes_spec: Any, c: SimpleNamespace) -> Any:
     """For a replay on a cluster: ``shape -> the model's message terms`` (a row of the replay's table of terms,
-    for the split ``shape`` of its KV heads), as :func:`perfmodel.replay.cluster.cluster_inputs` asks for them."""
-    return lambda shape: _terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]
+    for the split ``shape`` of its KV heads), as :func:`perfmodel.replay.cluster.cluster_inputs` asks for them: one
+    layer count (the cluster's kernel counts every request's messages with one row)."""
+    def message_terms(shape: dict[str, Any]) -> np.ndarray:
+        if c.num_layers is not None and per_request_given(c.num_layers):
+            raise InputError("num_layers", f"a replay on a cluster counts messages with one layer count, got "
+                             f"{shown(c.num_layers)}", "pass one num_layers (layer-wise streaming alone takes one "
+                             "per request), or replay each layer count in a call of its own")
+        return terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]
+
+    return message_terms
 
 
 def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any, bytes_spec: Any,
@@ -283,7 +294,7 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
         asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where), and "
                          "the link is not one", "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
-    c.block_size = check_whole("block_size", _one_value("block_size", c.block_size), smallest=1)
+    c.block_size = check_whole("block_size", one_value("block_size", c.block_size), smallest=1)
     c.decode_workers = check_count("decode_workers", c.decode_workers)
     c.links = check_count("links", c.links)
     c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
@@ -291,8 +302,8 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
     check_option("overlap", c.overlap)
     check_option("kv_layout", c.kv_layout)
     bandwidth, latency, per_block, per_message = _link_of(
-        bandwidth_spec, _one_value("latency_ms", c.latency_ms), _one_value("per_block_ms", c.per_block_ms),
-        _one_value("per_message_ms", c.per_message_ms))
+        bandwidth_spec, one_value("latency_ms", c.latency_ms), one_value("per_block_ms", c.per_block_ms),
+        one_value("per_message_ms", c.per_message_ms))
     fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
     shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
     models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
@@ -300,7 +311,7 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
                                      (np.ndim(models) and _resolve.holds_labels(models))):
         _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
                             request_values(trace, "num_layers", c.num_layers), trace.index)
-    model_of, kv_terms = _terms_per_request(trace, bytes_spec, shape, c.state_bytes,
+    model_of, kv_terms = terms_per_request(trace, bytes_spec, shape, c.state_bytes,
                                             (c.kv_layout, c.num_layers) if per_message else None)
     if destination_missing and not prepared.has_hashes:
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
@@ -422,7 +433,7 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any)
 
 def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
     """The replay's fallback delay (ms): checked always, used at a bandwidth of 0 (upstream's replay)."""
-    fallback = None if value is None else float(_one_value("fallback_delay_ms", value))
+    fallback = None if value is None else float(one_value("fallback_delay_ms", value))
     if bandwidth == 0:
         if fallback is None:
             raise InputError("fallback_delay_ms", "is None, and a bandwidth of 0 models no transfer",
@@ -431,14 +442,6 @@ def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
             raise InputError("contention", "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
                              "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms")
     return 0.0 if fallback is None else fallback
-
-
-def _one_value(name: str, value: Any) -> Any:
-    """A replay's one value of an input (checked by the table's rule); an array or a column is refused."""
-    if np.ndim(value) != 0 or (isinstance(value, str) and INPUTS[name].kind not in ("code", "choice")):
-        raise InputError(name, f"a replay takes one value, got {shown(value)}",
-                         "pass one value (replay_grid compares several)")
-    return checked(name, value)
 
 
 def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: SimpleNamespace,
@@ -460,8 +463,8 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: Simp
                              "pass num_layers, or a model name or config as kv_bytes_per_token")
         num_layers = _resolve.num_layers(spec)
     layers = request_values(trace, "num_layers", num_layers)
-    group = float(_one_value("layer_group", c.layer_group))
-    minimum = float(_one_value("layerwise_min_tokens", c.layerwise_min_tokens))
+    group = float(one_value("layer_group", c.layer_group))
+    minimum = float(one_value("layerwise_min_tokens", c.layerwise_min_tokens))
     beyond = group_beyond_layers(group, layers)
     if beyond.any():
         first = int(np.argmax(beyond))
@@ -478,59 +481,6 @@ def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: Simp
     with np.errstate(divide="ignore", invalid="ignore"):
         lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
         return lead, np.where(streamed, group / layers, 1.0)
-
-
-def _terms_per_request(trace: pd.DataFrame, spec: Any, shape: dict[str, Any], state_bytes: Any,
-                       messages: tuple[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
-    """(each request's row of the table, the table of byte and message terms: one row per distinct model
-    or bytes value, columns as :class:`perfmodel.kernels.replay.Requests` documents). ``spec`` is one value or a
-    trace column of values or model names, its bytes shaped by ``shape`` (kv_cache_dtype, tp, decode_tp,
-    scope); ``state_bytes`` (a value, array or column) replaces the models' state; ``messages``: the KV
-    layout and layer count when messages cost (else no messages)."""
-    column = None
-    n = len(trace)
-    if isinstance(spec, str) and spec in trace.columns:
-        column, spec = spec, trace[spec]
-    where = f"trace column {column!r}" if column else "kv_bytes_per_token"
-    if np.ndim(spec) and not isinstance(spec, Mapping):
-        if len(spec) != n:
-            raise InputError(where, f"{count(len(spec), 'value')} for {count(n, 'request')}", "pass one number or model per request "
-                             "(or one for all)")
-        codes, distinct = _coerce.distinct(spec if isinstance(spec, (pd.Series, np.ndarray)) else np.asarray(
-            spec, dtype=object))
-        if (codes < 0).any():
-            first = int(np.argmax(codes < 0))
-            raise InputError(where, f"{count(int((codes < 0).sum()), 'request')} without bytes per token or a model, first at "
-                             f"row {trace.index[first]!r}", "pass one number or model per request (or one for all)")
-        model_of, values = np.ascontiguousarray(codes, dtype=np.int64), list(distinct)
-    else:
-        model_of, values = np.zeros(n, dtype=np.int64), [spec]
-    try:
-        terms = [_resolve.model_terms(v, **shape) for v in values]
-        layers = None if messages is None or messages[1] is None else float(_one_value("num_layers", messages[1]))
-        posted = [_resolve.message_terms(v, messages[0], layers) if messages else (0.0,) * 4 for v in values]
-    except InputError:
-        raise
-    except ValueError as error:  # an unknown model: say where it came from
-        problem, _, fix = str(error).partition(". Fix: ")
-        raise InputError(where, problem, fix.rstrip(".") or "pass known models") from None
-    # a term a model does not have (None) is 0; bytes per token stay as given (NaN is refused below)
-    table = np.array([[float(row[0])] + [0.0 if v is None else float(v) for v in (*row[1:], *more)]
-                      for row, more in zip(terms, posted)], dtype=np.float64).reshape(-1, 10)
-    if state_bytes is not None:
-        state = request_values(trace, "state_bytes", state_bytes)
-        table, model_of = table[model_of], np.arange(n, dtype=np.int64)
-        table[:, 5] = state
-    finite = (table >= 0) & (table < np.inf)
-    for name, ok in ((where, finite[:, 0]), ("state_bytes", finite[:, 5])):
-        bad = ~ok[model_of]
-        if bad.any():
-            row = int(np.argmax(bad))
-            raise InputError(name, f"{count(int(bad.sum()), 'request')} without a finite number of bytes >= 0, first at row "
-                             f"{trace.index[row]!r}: {table[model_of[row], 0 if name == where else 5]!r}",
-                             "pass one number or model per request (or one for all)" if name == where else
-                             "pass state bytes >= 0 (a value, an array or a trace column)")
-    return model_of, np.ascontiguousarray(table)
 
 
 def summarize(replay: pd.DataFrame) -> dict[str, float]:

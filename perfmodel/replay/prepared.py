@@ -6,6 +6,7 @@ replay grid.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,9 +15,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import InputError, check_whole
+from ..errors import InputError, check_whole, shown
 from ..handoff import checked
+from ..inputs import coerce as _coerce
+from ..inputs import resolve as _resolve
 from ..inputs.coerce import aligned, whole_numbers
+from ..inputs.table import INPUTS
 from ..inputs.words import count
 from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
 
@@ -411,3 +415,96 @@ def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
     raise InputError(
         name, f"{count(values.size, 'value')} for {count(n, 'request')}", "pass one value per request, or one for all"
     )
+
+
+def one_value(name: str, value: Any) -> Any:
+    """A replay's one value of an input (checked by the table's rule); an array or a column is refused."""
+    if np.ndim(value) != 0 or (isinstance(value, str) and INPUTS[name].kind not in ("code", "choice")):
+        raise InputError(
+            name, f"a replay takes one value, got {shown(value)}", "pass one value (replay_grid compares several)"
+        )
+    return checked(name, value)
+
+
+def per_request_given(value: Any) -> bool:
+    """Whether ``value`` (of an input a replay takes per request) is given per request: an array, a list, a Series
+    or a trace column's name."""
+    return bool(np.ndim(value)) or isinstance(value, str)
+
+
+def terms_per_request(
+    trace: pd.DataFrame, spec: Any, shape: dict[str, Any], state_bytes: Any, messages: tuple[str, Any] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(each request's row of the table, the table of byte and message terms: one row per distinct model or bytes
+    value, and layer count when messages cost, columns as :class:`perfmodel.kernels.replay.Requests` documents).
+    ``spec`` is one value or a trace column of values or model names, its bytes shaped by ``shape``
+    (kv_cache_dtype, tp, decode_tp, scope); ``state_bytes`` (a value, array or column) replaces the models'
+    state; ``messages``: the KV layout and layer count (one value, or one per request) when messages cost (else
+    no messages)."""
+    column = None
+    n = len(trace)
+    if isinstance(spec, str) and spec in trace.columns:
+        column, spec = spec, trace[spec]
+    where = f"trace column {column!r}" if column else "kv_bytes_per_token"
+    if np.ndim(spec) and not isinstance(spec, Mapping):
+        if len(spec) != n:
+            raise InputError(
+                where,
+                f"{count(len(spec), 'value')} for {count(n, 'request')}",
+                "pass one number or model per request (or one for all)",
+            )
+        array = spec if isinstance(spec, (pd.Series, np.ndarray)) else np.asarray(spec, dtype=object)
+        codes, distinct = _coerce.distinct(array)
+        if (codes < 0).any():
+            first = int(np.argmax(codes < 0))
+            raise InputError(
+                where,
+                f"{count(int((codes < 0).sum()), 'request')} without bytes per token or a model, first at row "
+                f"{trace.index[first]!r}",
+                "pass one number or model per request (or one for all)",
+            )
+        model_of, values = np.ascontiguousarray(codes, dtype=np.int64), list(distinct)
+    else:
+        model_of, values = np.zeros(n, dtype=np.int64), [spec]
+    layout, layers = messages if messages else (None, None)
+    if layers is not None and per_request_given(layers):  # a row per (model, layer count) the requests have
+        layer_values, layer_of = np.unique(request_values(trace, "num_layers", layers), return_inverse=True)
+        pairs, model_of = np.unique(model_of * len(layer_values) + layer_of.reshape(-1), return_inverse=True)
+        rows = [(values[k // len(layer_values)], float(layer_values[k % len(layer_values)])) for k in pairs.tolist()]
+        model_of = np.ascontiguousarray(model_of.reshape(-1), dtype=np.int64)
+    else:
+        rows = [(v, None if layers is None else float(one_value("num_layers", layers))) for v in values]
+    try:
+        terms = [_resolve.model_terms(v, **shape) for v, _ in rows]
+        posted = [_resolve.message_terms(v, layout, k) if messages else (0.0,) * 4 for v, k in rows]
+    except InputError:
+        raise
+    except ValueError as error:  # an unknown model: say where it came from
+        problem, _, fix = str(error).partition(". Fix: ")
+        raise InputError(where, problem, fix.rstrip(".") or "pass known models") from None
+    # a term a model does not have (None) is 0; bytes per token stay as given (NaN is refused below)
+    table = np.array(
+        [
+            [float(row[0])] + [0.0 if v is None else float(v) for v in (*row[1:], *more)]
+            for row, more in zip(terms, posted)
+        ],
+        dtype=np.float64,
+    ).reshape(-1, 10)
+    if state_bytes is not None:
+        state = request_values(trace, "state_bytes", state_bytes)
+        table, model_of = table[model_of], np.arange(n, dtype=np.int64)
+        table[:, 5] = state
+    finite = (table >= 0) & (table < np.inf)
+    for name, ok in ((where, finite[:, 0]), ("state_bytes", finite[:, 5])):
+        bad = ~ok[model_of]
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(
+                name,
+                f"{count(int(bad.sum()), 'request')} without a finite number of bytes >= 0, first at row "
+                f"{trace.index[row]!r}: {table[model_of[row], 0 if name == where else 5]!r}",
+                "pass one number or model per request (or one for all)"
+                if name == where
+                else "pass state bytes >= 0 (a value, an array or a trace column)",
+            )
+    return model_of, np.ascontiguousarray(table)

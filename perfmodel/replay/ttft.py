@@ -21,13 +21,14 @@ from ..inputs.coerce import read_only
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from ..network.placement import is_cluster
-from . import _one_of, _one_value, configured, finite_transfers, link_inputs
+from . import _one_of, configured, finite_transfers, link_inputs
 from .prepared import (
     PreparedTrace,
     byte_column,
     link_column,
     notice_first_compile,
     on_rows,
+    one_value,
     prepare_trace,
     request_values,
 )
@@ -222,7 +223,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
         "kv_bytes_per_token",
         _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>"),
     )
-    mode = _one_value("mode", c.mode)
+    mode = one_value("mode", c.mode)
     destination_missing = str(mode) == "destination_missing" or mode == 1
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     s = _serving_inputs(trace, tokens, serving, c)
@@ -348,7 +349,7 @@ def _on_cluster(
 
     _on.refuse_on_cluster(c)
     trace, n = prepared.trace, len(prepared.trace)
-    scalars = {"block_size": _one_value("block_size", c.block_size)}
+    scalars = {"block_size": one_value("block_size", c.block_size)}
     on = _replay_cluster.cluster_inputs(
         prepared,
         c,
