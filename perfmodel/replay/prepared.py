@@ -466,7 +466,8 @@ def terms_per_request(
         model_of, values = np.ascontiguousarray(codes, dtype=np.int64), list(distinct)
     else:
         model_of, values = np.zeros(n, dtype=np.int64), [spec]
-    layout, layers = messages if messages else (None, None)
+    layout, layers = messages if messages else ("", None)
+    rows: list[tuple[Any, float | None]]
     if layers is not None and per_request_given(layers):  # a row per (model, layer count) the requests have
         layer_values, layer_of = np.unique(request_values(trace, "num_layers", layers), return_inverse=True)
         pairs, model_of = np.unique(model_of * len(layer_values) + layer_of.reshape(-1), return_inverse=True)
