@@ -267,7 +267,10 @@ def test_malformed_csv_line_is_named(tmp_path):
         ('num_input_tokens,note\n10,a\n20,"1310', 3),  # (a file cut short inside a quoted field)
         ('num_input_tokens,note\n10,a\n20,"x\n30,y\n', 3),  # (the quote swallows the lines after it)
         ('num_input_tokens,note\n10,"a ""b"" c"\n20,"x\n', 3),  # (doubled quotes inside a field are closed)
-        ('num_input_tokens,note\n10,"a"\n20,5"\n', 3),  # (a quote inside a field not quoted: not RFC 4180)
+        ('num_input_tokens,note\n10,a\n20,"ab\ncd""ef\ngh', 3),  # (where it opens, not its last quote)
+        ('num_input_tokens,note\r10,a\r20,"cut\r30', 3),  # (lines ended by \r alone, as pyarrow reads them)
+        ('num_input_tokens,note\n10,12"\n20,"cut', 3),  # (a quote inside a field not quoted is a character)
+        ('num_input_tokens,note\n10,a\n20,b\n30,""\n40,"', 5),  # (a field that opens at the very end)
     ],
 )
 def test_a_quoted_field_never_closed_is_refused_not_read_to_the_end(tmp_path, text, line):
@@ -283,7 +286,7 @@ def test_a_quoted_field_never_closed_is_refused_not_read_to_the_end(tmp_path, te
 
 def test_quotes_as_csv_writes_them_are_read(tmp_path):
     good = tmp_path / "good.csv"
-    good.write_text('num_input_tokens,note\n10,"a ""b"", c"\n20,"two\nlines"\n30,"5"""\n')
+    good.write_text('num_input_tokens,note\n10,"a ""b"", c"\n20,"two\nlines"\n30,5"\n')
     done = run("delay", str(good), "--out", str(tmp_path / "o.csv"), "--bandwidth", "1", "--kv-bytes-per-token", "1")
     assert done.returncode == 0, done.stderr
     assert pd.read_csv(tmp_path / "o.csv")["note"].tolist() == ['a "b", c', "two\nlines", '5"']

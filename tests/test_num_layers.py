@@ -137,3 +137,18 @@ def test_a_cluster_replay_streams_with_per_request_layer_counts_when_messages_co
         decode_workers=1,
     )
     assert replay["handoff_delay_ms"].notna().all()
+
+
+def test_the_ttft_replay_takes_the_layer_count_its_message_error_asks_for():
+    """(Hostile: replay_ttft's error said "pass num_layers (--num-layers)", which neither it, ttft_grid nor
+    ``perfmodel ttft`` took.) Its handoffs equal the replay's with the same layer counts, per request too."""
+    trace = perfmodel.synthetic_trace(30, rate_per_s=50, seed=2)
+    layers = np.where(np.arange(30) % 2, 16, 32)
+    given = dict(kv_bytes_per_token=65536.0, **MESSAGES)
+    ttft = perfmodel.replay_ttft(trace, "ib-ndr", num_layers=layers, **given)
+    replay = perfmodel.replay_handoffs(trace, "ib-ndr", num_layers=layers, **given)
+    np.testing.assert_array_equal(ttft["handoff_delay_ms"], replay["handoff_delay_ms"])
+    grid = perfmodel.ttft_grid(trace, link="ib-ndr", num_layers=[16, 32], progress=False, **given)
+    assert len(grid) == 2 and grid["p99_ms"].iloc[0] < grid["p99_ms"].iloc[1]
+    with pytest.raises(InputError, match=r"pass num_layers \(--num-layers\)"):
+        perfmodel.replay_ttft(trace, "ib-ndr", **given)

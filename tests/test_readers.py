@@ -8,6 +8,8 @@ import warnings
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel import InputError, read_trace
 from perfmodel import io as pio
@@ -330,3 +332,43 @@ def test_an_azure_trace_mixing_time_zones_is_read_or_refused_in_one_line(tmp_pat
         assert len(err.strip().splitlines()) == 1, err
     else:
         assert read_trace(path)["arrival_ms"].tolist() == [0.0, 1000.0]
+
+
+def _open_at_end(text: bytes) -> int:
+    """The slow reference: the byte offset of a quoted field still open at the end of ``text``, else -1, read
+    character by character as pyarrow reads CSV (a quote opens a field only at its start; inside, a doubled
+    quote is a quote, a single one closes it; anywhere else a quote is a character)."""
+    start = 3 if text.startswith(b"\xef\xbb\xbf") else 0
+    inside, opened, at_start, i = False, -1, True, start
+    while i < len(text):
+        c = text[i : i + 1]
+        if inside:
+            if c == b'"' and text[i + 1 : i + 2] == b'"':
+                i += 1  # (a doubled quote: a quote)
+            elif c == b'"':
+                inside = False
+            at_start = False
+        elif c == b'"' and at_start:
+            inside, opened = True, i
+        else:
+            at_start = c in (b",", b"\n", b"\r")
+        i += 1
+    return opened if inside else -1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from([b"a", b",", b'"', b"\n", b"\r", b"\xef\xbb\xbf"]), max_size=40).map(b"".join),
+    size=st.integers(1, 7),
+)
+def test_the_quote_follower_equals_a_character_by_character_reading_in_any_read_size(text, size):
+    import io
+
+    from perfmodel.ground.tables import _Quotes
+
+    quotes = _Quotes(io.BytesIO(text))
+    while quotes.read(size):
+        pass
+    quotes.read(size)  # (a reader asks again at the end)
+    expected = _open_at_end(text)
+    assert (quotes.opened if quotes.inside else -1) == expected

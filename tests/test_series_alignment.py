@@ -222,3 +222,42 @@ def test_a_cluster_replay_refuses_a_series_of_models_under_the_name_it_was_given
                 decode_workers=1,
                 **extra,
             )
+
+
+def test_a_grid_takes_a_ready_ms_series_in_another_order_as_the_replay_does():
+    """(Hostile: the grid checked each configuration on the first two requests with the Series' first two values
+    by position, and refused a valid ready_ms as "ready before its request arrives".)"""
+    trace = TRACE.assign(arrival_ms=[0.0, 100.0, 200.0, 300.0])
+    ready = (trace["arrival_ms"] + 5.0).reindex([11, 10, 13, 12])
+    _, requests = perfmodel.replay_grid(
+        trace, kv_transfer_bandwidth=[1.0, 2.0], kv_bytes_per_token=1e3, ready_ms=ready, progress=False, keep="requests"
+    )
+    replay = perfmodel.replay_handoffs(trace, 1.0, 1e3, ready_ms=ready)
+    first = requests[requests["kv_transfer_bandwidth"] == 1.0]
+    assert first["start_ms"].tolist() == replay["start_ms"].tolist() == [5.0, 105.0, 205.0, 305.0]
+
+
+def test_a_missing_or_unreadable_arrival_is_refused_under_its_own_name():
+    """(Hostile: a NaN arrival was replayed when ready_ms was given, and refused as "ready_ms" when it was not;
+    text raised a raw ValueError.)"""
+    missing = TRACE.assign(arrival_ms=[0.0, 1.0, np.nan, 30.0])
+    for call in (
+        lambda: perfmodel.replay_handoffs(missing, 1.0, 1e6, ready_ms=[5.0, 6.0, 7.0, 40.0]),
+        lambda: perfmodel.replay_handoffs(missing, 1.0, 1e6),
+        lambda: perfmodel.replay_ttft(missing, 1.0, 1e6, prefill_ms=1.0),
+    ):
+        with pytest.raises(
+            InputError,
+            match=r"^trace column 'arrival_ms': arrival times must be finite, got nan at "
+            r"row 12",
+        ):
+            call()
+    with pytest.raises(InputError, match=r"^trace column 'arrival_ms': is not one time in ms per request"):
+        perfmodel.replay_handoffs(TRACE.assign(arrival_ms=["0", "1", "two", "3"]), 1.0, 1e6)
+
+
+def test_an_unknown_model_on_a_cluster_is_an_input_error_named_as_given():
+    """(Hostile: it raised a plain ValueError on a cluster, an InputError on a link.)"""
+    cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=1, gpus_per_node=1)
+    with pytest.raises(InputError, match=r"^model: model 'nope-model': not a preset"):
+        perfmodel.replay_handoffs(TRACE, cluster, model="nope-model", prefill_workers=1, decode_workers=1)

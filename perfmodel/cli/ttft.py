@@ -17,11 +17,13 @@ from ..inputs.words import count
 from ._parsing import UsageError, column_pairs, finite_above_zero, link_name, table_options, trace_file
 
 #: The handoff's flags: ``perfmodel trace``'s (the input table's) but layer-wise streaming's, which the TTFT replay
-#: refuses; ``prefill_ms`` and ``prefill_tokens_per_s`` are the serving's service times here.
+#: refuses (``num_layers`` aside: it counts messages too); ``prefill_ms`` and ``prefill_tokens_per_s`` are the
+#: serving's service times here.
 HANDOFF_FLAGS = tuple(
     name
     for name in flags("trace")
-    if name in ("prefill_ms", "prefill_tokens_per_s") or (INPUTS[name].group != "layerwise" and name != "overlap")
+    if name in ("prefill_ms", "prefill_tokens_per_s", "num_layers")
+    or (INPUTS[name].group != "layerwise" and name != "overlap")
 )
 SERVING_FLAGS = ("prefill_routing", "prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms", "concurrency")
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "hash_ids")

@@ -261,39 +261,76 @@ def _csv_batches(path: Path, compression: str | None, names: list[str]) -> Itera
                 "repair or remove the line",
             ) from None
         raise InputError(str(path), f"not a readable CSV file ({error})", "check the file") from None
-    if counted.quotes % 2:  # (pyarrow reads a quote never closed as closed at the end of the file)
+    if counted.inside:  # (pyarrow reads a quoted field never closed as closed at the end of the file)
         raise InputError(
-            f"{path}, line {_last_quote_line(path, compression)}",
-            "a quoted field opens here and is never closed: it would run to the end of the file (cut short?), "
-            "or a quote stands inside a field not quoted",
-            'close the quote; write a field holding quotes quoted, each doubled ("5""")',
+            f"{path}, line {_line_at(path, compression, counted.opened)}",
+            "a quoted field opens here and is never closed: it would run to the end of the file (cut short?)",
+            'close the quote (a quote inside a quoted field is doubled: "5""")',
         )
 
 
 class _Quotes:
-    """A binary stream that counts the quote characters read through it (an even count where every quoted field
-    is closed and quotes inside fields are doubled)."""
+    """A binary stream that follows, as it is read, whether a quoted field is open, as pyarrow reads CSV: a quote
+    opens a field only at its start (the file's, after a comma or a line end); inside one, doubled quotes are a
+    quote and a single one closes it; a quote anywhere else is a character. ``opened``: the byte offset of the
+    open field's first quote."""
 
     closed = False
 
     def __init__(self, stream: IO[bytes]) -> None:
-        self.stream, self.quotes = stream, 0
+        self.stream, self.inside, self.opened = stream, False, -1
+        self.offset, self.before, self.held = 0, b"\n", b""  # (bytes before ``held``; the byte before them)
 
     def read(self, size: int = -1) -> bytes:
         data = self.stream.read(size)
-        self.quotes += bytes(data).count(b'"')
+        self._follow(bytes(data))
         return data
 
+    def _follow(self, data: bytes) -> None:
+        text = self.held + data
+        if self.offset == 0 and data and len(text) < 3 and _BOM.startswith(text):  # (a byte-order mark, in parts)
+            self.held = text
+            return
+        start = 3 if self.offset == 0 and text.startswith(_BOM) else 0
+        end = len(text) if not data else len(text.rstrip(b'"'))  # (a run of quotes may go on in the next read)
+        if text.find(b'"', start, end) >= 0:
+            self._runs(np.frombuffer(text, np.uint8, end - start, start), self.offset + start)
+        self.before = text[end - 1 : end] if end > start else self.before
+        self.offset, self.held = self.offset + end, text[end:]
 
-def _last_quote_line(path: Path, compression: str | None) -> int:
-    """The line (from 1) of the file's last quote character: where a quoted field never closed opens."""
-    lines, last = 1, 0
+    def _runs(self, codes: np.ndarray, offset: int) -> None:
+        """Follow the runs of quotes in ``codes`` (bytes from ``offset`` on). A run of even length changes nothing
+        (doubled quotes inside a field, or a quoted field that is empty); of odd length, it closes the open field,
+        or with none open opens one where it starts a field (else it is a character). Where no quote stands
+        inside a field not quoted, opening and closing runs alternate, and numpy finds the state at the end."""
+        quotes = np.flatnonzero(codes == 34)
+        first = np.r_[True, np.diff(quotes) != 1]
+        odd = quotes[first][np.diff(np.r_[np.flatnonzero(first), len(quotes)]) % 2 == 1]
+        before = np.where(odd > 0, codes[np.maximum(odd - 1, 0)], ord(self.before))
+        starts_field = np.isin(before, (44, 10, 13))  # (after a comma, a line end, or at the file's start)
+        if starts_field[int(self.inside) :: 2].all():
+            self.inside ^= len(odd) % 2 == 1
+            self.opened = offset + int(odd[-1]) if self.inside and len(odd) else self.opened
+            return
+        for at, opens in zip(odd.tolist(), starts_field.tolist()):  # (a quote inside a field not quoted)
+            if self.inside:
+                self.inside = False
+            elif opens:
+                self.inside, self.opened = True, offset + at
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _line_at(path: Path, compression: str | None, offset: int) -> int:
+    """The line (from 1) of the byte at ``offset``, lines ending as pyarrow ends them (``\\n``, ``\\r\\n`` or
+    ``\\r``)."""
+    lines, read, carried_cr = 1, 0, False
     with open_input(path, compression) as stream:
-        while data := bytes(stream.read(1 << 24)):
-            at = data.rfind(b'"')
-            last = lines + data.count(b"\n", 0, at) if at >= 0 else last
-            lines += data.count(b"\n")
-    return last
+        while read < offset and (data := bytes(stream.read(min(1 << 24, offset - read)))):
+            lines += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n") - (carried_cr and data[:1] == b"\n")
+            read, carried_cr = read + len(data), data.endswith(b"\r")
+    return lines
 
 
 # Numbers as CSV text that survive a round trip: no leading zeros (codes such as "007" stay text), no "+".

@@ -716,8 +716,7 @@ def replay_grid(
     def one(config: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         return grid_row(prepared, config, keep_requests=keep == "requests")
 
-    sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None or isinstance(ready_ms, str) else
-                           np.asarray(ready_ms)[:2])
+    sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None else prepared.ready_ms[:2])  # (aligned)
     for config in configs:  # every configuration's values checked on two requests: a bad one fails at once
         replay_prepared(sample, **config)
     results: list[Any] = [None] * len(configs)

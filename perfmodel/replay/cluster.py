@@ -133,7 +133,13 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
                 "pass state_bytes >= 0, or leave it out (the model's own)",
             )
     if isinstance(bytes_spec, (str, Mapping)) or hasattr(bytes_spec, "__fspath__"):
-        return head_terms(bytes_spec, kv_cache_dtype=c.kv_cache_dtype, decode_tp=d, state_bytes=state)
+        try:
+            return head_terms(bytes_spec, kv_cache_dtype=c.kv_cache_dtype, decode_tp=d, state_bytes=state)
+        except InputError:
+            raise
+        except ValueError as error:  # an unknown model: named as the call named it, as on a link
+            problem, _, fix = str(error).partition(". Fix: ")
+            raise InputError(name, problem, fix.rstrip(".") or "pass a known model") from None
     if np.ndim(bytes_spec) != 0 or isinstance(bytes_spec, bool):
         raise InputError(
             name,

@@ -123,8 +123,9 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     except InputError as error:  # name the request by its row label
         row = trace.index[error.row] if isinstance(error.row, (int, np.integer)) else error.row
         raise error.relocated("trace column 'num_input_tokens'", row, coerce_hint="") from None
+    arrival = _arrivals(trace)
     try:
-        ready = np.ascontiguousarray(_per_request(trace, "ready_ms", "arrival_ms" if ready_ms is None else ready_ms))
+        ready = np.ascontiguousarray(arrival if ready_ms is None else _per_request(trace, "ready_ms", ready_ms))
     except (TypeError, ValueError) as error:
         if isinstance(error, InputError):
             raise
@@ -141,7 +142,7 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
             "pass one finite time in ms per request (default: the arrival times)",
         )
     if ready_ms is not None:
-        _ready_after_arrival(trace, ready)
+        _ready_after_arrival(trace, ready, arrival)
     blocks, offsets, n_unique = _flat_hashes(trace)
     if n_unique >= 2**31:  # the caches keep block ids in 32 bits
         raise InputError(
@@ -347,10 +348,33 @@ def no_series_axes(where: str, axes: dict[str, Any]) -> None:
             )
 
 
-def _ready_after_arrival(trace: pd.DataFrame, ready: np.ndarray) -> None:
+def _arrivals(trace: pd.DataFrame) -> np.ndarray:
+    """The trace's arrival times (ms), finite numbers (the column named in what is refused)."""
+    where = "trace column 'arrival_ms'"
+    try:
+        arrival = np.ascontiguousarray(_per_request(trace, "arrival_ms", "arrival_ms"))
+    except (TypeError, ValueError) as error:
+        if isinstance(error, InputError):
+            raise error.relocated(where, error.row) from None
+        raise InputError(
+            where,
+            f"is not one time in ms per request ({error})",
+            "read the trace with perfmodel.read_trace, or give arrival times as numbers of ms",
+        ) from None
+    if not np.isfinite(arrival).all():
+        first = int(np.argmax(~np.isfinite(arrival)))
+        raise InputError(
+            where,
+            f"arrival times must be finite, got {arrival[first]!r} at row {trace.index[first]!r}",
+            "drop or repair the rows without an arrival time",
+        )
+    return arrival
+
+
+def _ready_after_arrival(trace: pd.DataFrame, ready: np.ndarray, arrival: np.ndarray) -> None:
     """Refuse ready times before their requests' arrivals (prefill times alone, given where the times prefills
     end go, would replay every handoff before its request arrived)."""
-    early = ready < _per_request(trace, "arrival_ms", "arrival_ms")
+    early = ready < arrival
     if early.any():
         first = int(np.argmax(early))
         raise InputError(

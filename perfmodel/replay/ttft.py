@@ -75,6 +75,7 @@ def replay_ttft(
     decode_tp: int | None = None,
     scope: Literal["rank", "group"] = "rank",
     kv_layout: Literal["layer_kv", "layer", "block"] = "layer_kv",
+    num_layers: Any = None,
     connector: Any = None,
 ) -> pd.DataFrame:
     """Replay a trace's time to first token under load: prefill queues, memory held, decode admission.
@@ -134,6 +135,10 @@ def replay_ttft(
         The handoffs, as :func:`perfmodel.replay_handoffs` takes them.
     fallback_delay_ms, blocks_per_message, state_bytes, kv_cache_dtype, tp, decode_tp, scope, kv_layout, connector
         The handoffs, as :func:`perfmodel.replay_handoffs` takes them.
+    num_layers
+        Where messages cost (``per_message_ms``) and ``kv_layout`` posts them per layer: the layer count of
+        bytes given as a number (a value, an array or a trace column: one per request on links, one value on a
+        cluster); a named model's own by default.
 
     Returns
     -------
@@ -194,6 +199,7 @@ def replay_ttft(
         decode_tp=decode_tp,
         scope=scope,
         kv_layout=kv_layout,
+        num_layers=num_layers,
         connector=connector,
     )
     serving = dict(
