@@ -123,25 +123,17 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     except InputError as error:  # name the request by its row label
         row = trace.index[error.row] if isinstance(error.row, (int, np.integer)) else error.row
         raise error.relocated("trace column 'num_input_tokens'", row, coerce_hint="") from None
-    arrival = _arrivals(trace)
-    try:
-        ready = np.ascontiguousarray(arrival if ready_ms is None else _per_request(trace, "ready_ms", ready_ms))
-    except (TypeError, ValueError) as error:
-        if isinstance(error, InputError):
-            raise
-        raise InputError(
-            "ready_ms",
-            f"is not one time in ms per request ({error})",
-            "pass a trace column name, an array or a number of ms",
-        ) from None
-    if not np.isfinite(ready).all():
-        first = int(np.argmax(~np.isfinite(ready)))
-        raise InputError(
-            "ready_ms",
-            f"ready times must be finite, got {ready[first]!r} at row {trace.index[first]!r}",
-            "pass one finite time in ms per request (default: the arrival times)",
-        )
+    arrival = _times(
+        trace, "arrival_ms", "arrival_ms", "trace column 'arrival_ms'",
+        "read the trace with perfmodel.read_trace, or give arrival times as numbers of ms",
+        "drop or repair the rows without an arrival time",
+    )  # fmt: skip
+    ready = arrival
     if ready_ms is not None:
+        ready = _times(
+            trace, "ready_ms", ready_ms, "ready_ms", "pass a trace column name, an array or a number of ms",
+            "pass one finite time in ms per request (default: the arrival times)",
+        )  # fmt: skip
         _ready_after_arrival(trace, ready, arrival)
     blocks, offsets, n_unique = _flat_hashes(trace)
     if n_unique >= 2**31:  # the caches keep block ids in 32 bits
@@ -348,27 +340,23 @@ def no_series_axes(where: str, axes: dict[str, Any]) -> None:
             )
 
 
-def _arrivals(trace: pd.DataFrame) -> np.ndarray:
-    """The trace's arrival times (ms), finite numbers (the column named in what is refused)."""
-    where = "trace column 'arrival_ms'"
+def _times(trace: pd.DataFrame, name: str, value: Any, where: str, unreadable: str, missing: str) -> np.ndarray:
+    """One finite time (ms) per request: ``value`` of the input ``name`` (a trace column name, an array or a
+    number), refused at ``where`` when it is not numbers (fix: ``unreadable``) or not finite (fix: ``missing``)."""
     try:
-        arrival = np.ascontiguousarray(_per_request(trace, "arrival_ms", "arrival_ms"))
+        times = np.ascontiguousarray(_per_request(trace, name, value))
     except (TypeError, ValueError) as error:
         if isinstance(error, InputError):
-            raise error.relocated(where, error.row) from None
+            raise
+        raise InputError(where, f"is not one time in ms per request ({error})", unreadable) from None
+    if not np.isfinite(times).all():
+        first = int(np.argmax(~np.isfinite(times)))
         raise InputError(
             where,
-            f"is not one time in ms per request ({error})",
-            "read the trace with perfmodel.read_trace, or give arrival times as numbers of ms",
-        ) from None
-    if not np.isfinite(arrival).all():
-        first = int(np.argmax(~np.isfinite(arrival)))
-        raise InputError(
-            where,
-            f"arrival times must be finite, got {arrival[first]!r} at row {trace.index[first]!r}",
-            "drop or repair the rows without an arrival time",
+            f"{name.removesuffix('_ms')} times must be finite, got {times[first]!r} at row {trace.index[first]!r}",
+            missing,
         )
-    return arrival
+    return times
 
 
 def _ready_after_arrival(trace: pd.DataFrame, ready: np.ndarray, arrival: np.ndarray) -> None:
