@@ -261,3 +261,13 @@ def test_an_unknown_model_on_a_cluster_is_an_input_error_named_as_given():
     cluster = perfmodel.Cluster(nic="roce-400g", nics_per_node=1, gpus_per_node=1)
     with pytest.raises(InputError, match=r"^model: model 'nope-model': not a preset"):
         perfmodel.replay_handoffs(TRACE, cluster, model="nope-model", prefill_workers=1, decode_workers=1)
+
+
+def test_a_replay_on_links_names_a_bad_model_as_the_call_gave_it():
+    """(As on a cluster: ``model=`` was refused under the name kv_bytes_per_token.)"""
+    with pytest.raises(InputError, match=r"^model: model 'nope-model': not a preset"):
+        perfmodel.replay_handoffs(TRACE, "ib-ndr", model=["llama-3.1-8b", "nope-model", "llama-3.1-8b", "qwen3-8b"])
+    with pytest.raises(InputError, match=r"^model: 1 request without bytes per token or a model, first at row 11"):
+        perfmodel.replay_handoffs(TRACE, "ib-ndr", model=[1.0, np.nan, 2.0, 3.0])
+    with pytest.raises(InputError, match=r"^kv_bytes_per_token: 1 request without bytes per token or a model"):
+        perfmodel.replay_handoffs(TRACE, "ib-ndr", kv_bytes_per_token=[1.0, np.nan, 2.0, 3.0])

@@ -37,6 +37,7 @@ from ..options import deprecated_constant, option
 from .prepared import (
     PreparedTrace,
     byte_column,
+    bytes_name,
     link_column,
     no_series_axes,
     notice_first_compile,
@@ -271,7 +272,7 @@ def message_terms_of(trace: pd.DataFrame, bytes_spec: Any, c: SimpleNamespace) -
             raise InputError("num_layers", f"a replay on a cluster counts messages with one layer count, got "
                              f"{shown(c.num_layers)}", "pass one num_layers (layer-wise streaming alone takes one "
                              "per request), or replay each layer count in a call of its own")
-        return terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers))[1][0]
+        return terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers), bytes_name(c))[1][0]
 
     return message_terms
 
@@ -312,7 +313,7 @@ def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any
         _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
                             request_values(trace, "num_layers", c.num_layers), trace.index)
     model_of, kv_terms = terms_per_request(trace, bytes_spec, shape, c.state_bytes,
-                                            (c.kv_layout, c.num_layers) if per_message else None)
+                                           (c.kv_layout, c.num_layers) if per_message else None, bytes_name(c))
     if destination_missing and not prepared.has_hashes:
         warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
                       "destination_missing charges every block, block-rounded, which costs slightly more than "

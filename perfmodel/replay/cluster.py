@@ -24,7 +24,7 @@ from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link
 from ..network.placement import get_cluster
 from . import on_cluster as _cluster_replay
-from .prepared import byte_column, link_column, notice_first_compile, request_values
+from .prepared import byte_column, bytes_name, link_column, notice_first_compile, request_values
 
 # (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
 __all__ = ["resource_table"]
@@ -104,7 +104,7 @@ _MESSAGE_COLUMNS = (6, 7, 8, 9, 2, 4)
 
 def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> HeadTerms:
     """The model's bytes by KV head (a number of bytes: one head, with tp = decode_tp = 1)."""
-    name = "kv_bytes_per_token" if c.kv_bytes_per_token is not None else "model"  # (as the call named it)
+    name = bytes_name(c)  # (as the call named it)
     if isinstance(bytes_spec, str) and bytes_spec in trace.columns:  # one model in all: its value
         values = trace[bytes_spec].unique()
         if len(values) > 1:

@@ -444,20 +444,30 @@ def per_request_given(value: Any) -> bool:
     return bool(np.ndim(value)) or isinstance(value, str)
 
 
+def bytes_name(config: Any) -> str:
+    """The name a replay's call gave its bytes per token: ``kv_bytes_per_token``, or its alias ``model``."""
+    return "kv_bytes_per_token" if config.kv_bytes_per_token is not None else "model"
+
+
 def terms_per_request(
-    trace: pd.DataFrame, spec: Any, shape: dict[str, Any], state_bytes: Any, messages: tuple[str, Any] | None
+    trace: pd.DataFrame,
+    spec: Any,
+    shape: dict[str, Any],
+    state_bytes: Any,
+    messages: tuple[str, Any] | None,
+    name: str = "kv_bytes_per_token",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(each request's row of the table, the table of byte and message terms: one row per distinct model or bytes
     value, and layer count when messages cost, columns as :class:`perfmodel.kernels.replay.Requests` documents).
     ``spec`` is one value or a trace column of values or model names, its bytes shaped by ``shape``
     (kv_cache_dtype, tp, decode_tp, scope); ``state_bytes`` (a value, array or column) replaces the models'
     state; ``messages``: the KV layout and layer count (one value, or one per request) when messages cost (else
-    no messages)."""
+    no messages); ``name``: the bytes' input as the call named it (:func:`bytes_name`)."""
     column = None
     n = len(trace)
     if isinstance(spec, str) and spec in trace.columns:
         column, spec = spec, trace[spec]
-    where = f"trace column {column!r}" if column else "kv_bytes_per_token"
+    where = f"trace column {column!r}" if column else name
     if np.ndim(spec) and not isinstance(spec, Mapping):
         if len(spec) != n:
             raise InputError(
