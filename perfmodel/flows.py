@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, check_whole, shown
-from .kernels.handoff import blocks_of
+from .kernels.handoff import blocks_of, fixed_ms
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .network.placement import get_cluster
 from .replay import summaries as _questions
@@ -117,13 +117,12 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
         messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
                                      blocks_per_message=blocks_per_message)) if not number else blocks
     counted = 0.0 if math.isnan(messages) else messages
-    t = c.flow_transport  # (what each flow pays)
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
     kept = [k for k, b in enumerate(sizes) if b > 0]
-    starts = [latency_ms + t.setup_ms + flows[k].own_latency_ms(c)
-              + counted * (per_message_ms + t.per_message_ms + flows[k].link.per_message_ms)
-              + blocks * (per_block_ms + t.per_block_ms + flows[k].link.per_block_ms) for k in kept]
+    fixed = [flows[k].fixed_terms(c, latency_ms, per_message_ms, per_block_ms) for k in kept]
+    starts = [float(fixed_ms(latency, blocks * per_block, counted * per_message))
+              for latency, per_message, per_block in fixed]
     outcome = simulate(starts, [sizes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
     names = resolved.resources.names
     chosen = [flows[k] for k in kept]

@@ -98,7 +98,8 @@ def test_keys_sharing_their_fillings_equal_the_reference_flow_by_flow(case, data
     flows = FlowTerms(np.pad(nbytes[:1].T, ((0, 0), (0, 3))), costs, 0.0, 0.0)
     got = simulate_keys(Keys(tokens, tokens, messages, blocks), flows, paths, capacities, per_flow=True)
     for k in range(n):
-        begin = [costs[f, 0] + messages[k] * costs[f, 1] + blocks[k] * costs[f, 2] for f in range(len(paths))]
+        # (a flow's fixed costs in their one order: its latency, then its blocks', then its messages')
+        begin = [costs[f, 0] + blocks[k] * costs[f, 2] + messages[k] * costs[f, 1] for f in range(len(paths))]
         size = [tokens[k] * nbytes[0, f] for f in range(len(paths))]
         assert_key_equals_the_reference(got, k, begin, size, paths, capacities)
 

@@ -30,7 +30,7 @@ import numpy as np
 from ..inputs.codes import Routing
 from ..options import option
 from .cluster_records import Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
-from .handoff import loop_helper, messages_of
+from .handoff import fixed_ms, loop_helper, messages_of
 from .replay import charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, route
 from .sharing import (
     CHUNK,
@@ -73,7 +73,7 @@ class Structure(NamedTuple):
     pair_off: np.ndarray  # int64 (P * D + 1,): pair (a, b)'s flows are pair_off[a * D + b]:pair_off[a * D + b + 1]
     flow_class: np.ndarray  # int64 (F,)
     flow_terms: np.ndarray  # float64 (F, 4): bytes per token of full, window and chunked layers; state bytes
-    flow_costs: np.ndarray  # float64 (F, 3): its own fixed cost (ms), its link's cost per message and per block
+    flow_costs: np.ndarray  # float64 (F, 3): its latency, cost per message and per block, ms (Flow.fixed_terms)
     flow_position: np.ndarray  # int64 (F,): its position in the pair's flows (of its copies: the lowest)
     flow_view: np.ndarray  # int64 (F,): the copy of that position (a row of ``views``)
     pair_hops: np.ndarray  # int64 (P * D,): hops summed over the pair's flows
@@ -97,9 +97,6 @@ class Config(NamedTuple):
     capacity: int  # LRU blocks per decode worker; < 0: unbounded
     routing: int  # PREFIX, ROUND_ROBIN, LEAST_LOADED or TOPOLOGY
     fair: bool  # contention "fair"; else "none" (each handoff alone)
-    latency_ms: float  # the caller's
-    per_message_ms: float  # the caller's and the transport's
-    per_block_ms: float
     message_terms: np.ndarray  # float64 (6,): messages_of's full, window, chunk, state, window and chunk tokens
     window_tokens: float
     chunk_tokens: float
@@ -453,7 +450,6 @@ def _charge(r, pair, hit, trace, st, cfg, out, al, kept):
     if mt.shape[0] > 0:
         messages = messages_of(np.float64(charged), np.float64(n_tokens), np.float64(cfg.block_size), mt[0], mt[1],
                                mt[2], mt[3], mt[4], mt[5], trace.blocks_per_message[r])
-    common = cfg.latency_ms + messages * cfg.per_message_ms + moved * cfg.per_block_ms
     total, cold_total, moving, simulated = 0.0, 0.0, 0, 0
     for f in range(st.pair_off[pair], st.pair_off[pair + 1]):
         b = flow_bytes(st.flow_terms, f, np.float64(charged), np.float64(n_tokens), cfg.window_tokens,
@@ -466,7 +462,7 @@ def _charge(r, pair, hit, trace, st, cfg, out, al, kept):
         if b > 0 and st.flow_class[f] >= 0:
             x = simulated
             al.nbytes[x] = b
-            al.start[x] = common + st.flow_costs[f, 0] + messages * st.flow_costs[f, 1] + moved * st.flow_costs[f, 2]
+            al.start[x] = fixed_ms(st.flow_costs[f, 0], moved * st.flow_costs[f, 2], messages * st.flow_costs[f, 1])
             kept.cls[x], kept.position[x], kept.copy_id[x] = st.flow_class[f], st.flow_position[f], st.flow_view[f]
             simulated += 1
     out.bytes[r] = total

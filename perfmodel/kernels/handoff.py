@@ -135,11 +135,27 @@ def _decoded_numba(code, masks):
 
 
 @jit
-def transfer_ms(nbytes, bandwidth_gb_s, latency_ms, blocks=0.0, per_block_ms=0.0):
-    """Transfer time in ms, in upstream's operation order (bytes over line rate), plus, only when
-    bytes move, the setup latency and the per-block cost. With both 0 this is upstream's delay, bit for bit."""
-    delay = nbytes / (bandwidth_gb_s * 1e9) * 1000.0
-    return delay + ((latency_ms + blocks * per_block_ms) if nbytes > 0 else 0.0)
+def fixed_ms(latency_ms, block_ms, message_ms):
+    """A transfer's fixed costs in ms: its latency, then its blocks' cost, then its messages', added in this
+    order wherever a transfer pays them (the numpy API, the replays, :meth:`perfmodel.Link.transfer_ms`), so
+    that each path gives the same number to the last bit.
+
+    >>> float(fixed_ms(0.5, 0.25, 0.125))
+    0.875
+    """
+    return latency_ms + block_ms + message_ms
+
+
+@jit
+def transfer_ms(nbytes, bandwidth_gb_s, fixed):
+    """Transfer time in ms: ``nbytes`` over ``bandwidth_gb_s`` (decimal GB/s) in upstream's operation order,
+    plus, only when bytes move, the fixed costs ``fixed`` (ms, :func:`fixed_ms`). With no fixed cost this is
+    upstream's delay, bit for bit.
+
+    >>> float(transfer_ms(1e9, 1.0, 0.5)), float(transfer_ms(0.0, 1.0, 0.5))
+    (1000.5, 0.0)
+    """
+    return nbytes / (bandwidth_gb_s * 1e9) * 1000.0 + (fixed if nbytes > 0 else 0.0)
 
 
 # --- the handoff kernel -----------------------------------------------------------------------------
@@ -477,7 +493,7 @@ def _handoff_row(inputs, i):
         charged,
         t,
     )
-    full = nbytes / (b * 1e9) * 1000.0 + ((lat + block_cost + message_cost) if nbytes > 0 else 0.0)
+    full = transfer_ms(nbytes, b, fixed_ms(lat, block_cost, message_cost))
     exposed, stream_invalid = _exposed(
         full, t, _at(pre, i), _at(rate, i), _at(layers, i), _at(group, i), _at(lw_min, i)
     )

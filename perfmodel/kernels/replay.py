@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..inputs.codes import Contention
-from .handoff import jit, kv_bytes, loop_helper, messages_of, transfer_ms
+from .handoff import fixed_ms, jit, kv_bytes, loop_helper, messages_of, transfer_ms
 
 NONE, FIFO, FAIR = int(Contention.NONE), int(Contention.FIFO), int(Contention.FAIR)  # (plain ints: constants)
 _NIL = -1
@@ -337,7 +337,7 @@ def charged_tokens(n_tokens, hit_blocks, hash_block_tokens, block_size, destinat
 @loop_helper(python=False)
 def _charge(r, hit_blocks, requests, cluster, results):
     """Request ``r``'s charged tokens, bytes and time alone on a link (fixed costs included), written to
-    ``results``; returns (bytes, fixed costs besides the latency in ms, time alone in ms)."""
+    ``results``; returns (bytes, fixed costs in ms (:func:`perfmodel.kernels.handoff.fixed_ms`), time alone in ms)."""
     tokens, kv_terms, model_of = requests.tokens, requests.kv_terms, requests.model_of
     block_size, destination_missing = cluster.block_size, cluster.destination_missing
     n_tokens = tokens[r]
@@ -352,9 +352,9 @@ def _charge(r, hit_blocks, requests, cluster, results):
     if destination_missing:  # against a cold destination, which is charged every block
         results.saved[r] = _request_bytes(kv_terms, k, n_tokens, n_blocks * block_size) - nbytes
     moved_blocks = (n_blocks - cached_blocks) if destination_missing else n_blocks
-    setup = moved_blocks * cluster.per_block_ms
+    message_ms = 0.0
     if cluster.per_message_ms > 0:
-        setup += cluster.per_message_ms * messages_of(
+        message_ms = cluster.per_message_ms * messages_of(
             np.float64(charged),
             np.float64(n_tokens),
             np.float64(block_size),
@@ -366,13 +366,12 @@ def _charge(r, hit_blocks, requests, cluster, results):
             kv_terms[k, 4],
             requests.blocks_per_message[r],
         )
+    fixed = fixed_ms(cluster.latency_ms, moved_blocks * cluster.per_block_ms, message_ms)
     alone = (
-        transfer_ms(nbytes, cluster.bandwidth_gb_s, cluster.latency_ms, 1.0, setup)
-        if cluster.bandwidth_gb_s > 0
-        else cluster.fallback_delay_ms
+        transfer_ms(nbytes, cluster.bandwidth_gb_s, fixed) if cluster.bandwidth_gb_s > 0 else cluster.fallback_delay_ms
     )  # (0: no delay is modeled)
     results.transfer[r] = alone
-    return nbytes, setup, alone
+    return nbytes, fixed, alone
 
 
 @loop_helper(python=False)
@@ -596,18 +595,18 @@ def deliver(r, requests, cluster, results, state):
 @loop_helper(python=False)
 def route_and_charge(r, requests, cluster, results, state, rr):
     """Route request ``r`` to a decode worker (from round-robin position ``rr``) and charge it (see
-    :func:`_charge`); returns (bytes, fixed costs besides the latency, time alone, the next position)."""
+    :func:`_charge`); returns (bytes, fixed costs, time alone, the next position)."""
     workers = cluster.workers
     w, hit_blocks = route(
         r, requests.blocks, requests.offsets, state.holders, state.alive, workers, rr, cluster.prefix_routing
     )
     results.worker[r] = w
-    nbytes, setup, alone = _charge(r, hit_blocks, requests, cluster, results)
-    return nbytes, setup, alone, w + 1 if w + 1 < workers else 0  # (no integer division: once per request)
+    nbytes, fixed, alone = _charge(r, hit_blocks, requests, cluster, results)
+    return nbytes, fixed, alone, w + 1 if w + 1 < workers else 0  # (no integer division: once per request)
 
 
 @loop_helper(python=False)
-def start_transfer(seq, r, now, nbytes, setup, alone, cluster, requests, results, state, pending):
+def start_transfer(seq, r, now, nbytes, fixed, alone, cluster, requests, results, state, pending):
     """Request ``r``'s handoff starts at ``now``, the ``seq``-th to start: alone (``none``), on the link free
     soonest (``fifo``) or, once its fixed costs are paid, sharing one (``fair``). Returns the count of handoffs
     whose end is known (the pending heap, ordered by (end, seq))."""
@@ -617,7 +616,7 @@ def start_transfer(seq, r, now, nbytes, setup, alone, cluster, requests, results
     contention, fair = cluster.contention, state.fair
     if contention == FAIR and nbytes > 0:  # fixed costs first, then the bytes share a link
         state.counts[1] = heap_push(
-            fair.start_time, fair.start_seq, fair.start_item, state.counts[1], now + cluster.latency_ms + setup, seq, r
+            fair.start_time, fair.start_seq, fair.start_item, state.counts[1], now + fixed, seq, r
         )
         results.end[r] = np.nan  # set when its last byte arrives
         return pending
@@ -629,22 +628,22 @@ def start_transfer(seq, r, now, nbytes, setup, alone, cluster, requests, results
 
 class OnLinks(NamedTuple):
     """A replay in progress on links, as the serving loop (:mod:`perfmodel.kernels.serving`) drives it: the
-    replay's records, and each handoff's fixed costs besides the latency (from its charge, for its start)."""
+    replay's records, and each handoff's fixed costs (ms, from its charge, for its start)."""
 
     requests: Requests
     cluster: Cluster
     results: Results
     state: State
-    setup: np.ndarray
+    fixed: np.ndarray
 
 
 @loop_helper(python=False)
 def route_request(r, now, net):
     """Request ``r`` is routed (and charged) at ``now``; returns its decode worker."""
     state = net.state
-    _, setup, _, rr = route_and_charge(r, net.requests, net.cluster, net.results, state, state.counts[2])
+    _, fixed, _, rr = route_and_charge(r, net.requests, net.cluster, net.results, state, state.counts[2])
     state.counts[2] = rr
-    net.setup[r] = setup
+    net.fixed[r] = fixed
     return net.results.worker[r]
 
 
@@ -658,7 +657,7 @@ def start_request(i, r, now, net):
         r,
         now,
         results.bytes[r],
-        net.setup[r],
+        net.fixed[r],
         results.transfer[r],
         net.cluster,
         requests,

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _compat
-from .handoff import jit, kv_bytes, loop_helper
+from .handoff import fixed_ms, jit, kv_bytes, loop_helper
 
 SATURATED = 1e-9  # a resource is full when its flows' rates reach its capacity within this (relative)
 NIL = -1
@@ -395,7 +395,7 @@ def _batch(keys, flows, paths, lc, al, memo, classes, begin, size, out):
         messages, blocks = keys.messages[k], keys.blocks[k]
         for f in range(flows.terms.shape[0]):
             size[f] = flow_bytes(flows.terms, f, charged, tokens, flows.window_tokens, flows.chunk_tokens)
-            begin[f] = flows.costs[f, 0] + messages * flows.costs[f, 1] + blocks * flows.costs[f, 2]
+            begin[f] = fixed_ms(flows.costs[f, 0], blocks * flows.costs[f, 2], messages * flows.costs[f, 1])
         _one_key(k, begin, size, paths, lc, al, memo, classes, out)
 
 

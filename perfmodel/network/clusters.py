@@ -22,6 +22,7 @@ from ..inputs.codes import choice_names
 from ..inputs.table import CLUSTER_FIELD, MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PER_GPU
 from ..inputs.words import count
 from ..kernels import sharing as _sharing
+from ..kernels.handoff import fixed_ms as _fixed_ms
 from .links import MULTIPLE, Link, Transport, get_link, get_transport
 from .paths import Flow, Resources, handoff_flow_list, split_heads
 
@@ -607,6 +608,14 @@ def bottleneck_of(outcome: Outcome, last: int) -> int | None:
     return outcome.bottlenecks[last]
 
 
+def _flow_start(flow: Flow, cluster: Cluster, common_ms: float, messages: float, blocks: float) -> float:
+    """When ``flow`` starts moving its bytes (ms): ``common_ms`` (the caller's and the transport's costs), then
+    the transport's setup and the flow's own latency, its link's costs for ``blocks`` and ``messages``
+    (:func:`perfmodel.kernels.handoff.fixed_ms`)."""
+    latency = common_ms + (cluster.flow_transport.setup_ms + flow.own_latency_ms(cluster))
+    return float(_fixed_ms(latency, blocks * flow.link.per_block_ms, messages * flow.link.per_message_ms))
+
+
 def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, common_ms: float = 0.0,
              messages: float = 0.0, blocks: float = 0.0) -> tuple[float, Outcome | None, list[float]]:
     """(delay ms, the simulation, each flow's bytes) of the resolved handoff for ``charged`` tokens of a
@@ -618,8 +627,7 @@ def alone_ms(resolved: Alone, cluster: Cluster, charged: float, tokens: float, c
     kept = [k for k, b in enumerate(nbytes) if b > 0]
     if not kept:
         return 0.0, None, nbytes
-    starts = [common_ms + cluster.flow_transport.setup_ms + flows[k].own_latency_ms(cluster)
-              + messages * flows[k].link.per_message_ms + blocks * flows[k].link.per_block_ms for k in kept]
+    starts = [_flow_start(flows[k], cluster, common_ms, messages, blocks) for k in kept]
     outcome = simulate(starts, [nbytes[k] for k in kept], [flows[k].path for k in kept], resolved.resources.capacities)
     return max(outcome.ends_ms), outcome, nbytes
 
@@ -655,8 +663,7 @@ def handoffs_at_once(cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int
                 flows.append(f)
                 owner.append(number)
                 nbytes.append(size)
-    starts = [common_ms + cluster.flow_transport.setup_ms + f.own_latency_ms(cluster)
-              + messages * f.link.per_message_ms + blocks * f.link.per_block_ms for f in flows]
+    starts = [_flow_start(f, cluster, common_ms, messages, blocks) for f in flows]
     outcome = simulate(starts, nbytes, [f.path for f in flows], resources.capacities)
     return [max((e for e, o in zip(outcome.ends_ms, owner) if o == number), default=0.0)
             for number in range(len(pairs))]

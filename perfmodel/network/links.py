@@ -151,11 +151,13 @@ class Link:
         >>> LINKS["nvlink4"].transfer_ms(450e6)
         np.float64(1.0)
         """
+        from ..kernels.handoff import fixed_ms  # (here: the command line's --help imports no numba)
+
         sizes, counts = nonnegative("nbytes", nbytes), nonnegative("blocks", blocks, whole=True)
         posted = nonnegative("messages", messages, whole=True)
         with np.errstate(invalid="ignore"):
             moved = sizes / (self.effective_bandwidth_gb_s * 1e9) * 1000.0  # the kernel's operation order
-            fixed = self.latency_ms + counts * self.per_block_ms + posted * self.per_message_ms
+            fixed = fixed_ms.py_func(self.latency_ms, counts * self.per_block_ms, posted * self.per_message_ms)
             delay = moved + np.where(sizes > 0, fixed, 0.0)
         return delay[()] if delay.ndim == 0 else delay
 

@@ -94,6 +94,28 @@ class Flow(NamedTuple):
         and its hops' (ms)."""
         return self.link.latency_ms + self.hops * cluster.hop_latency_ms
 
+    def fixed_terms(
+        self, cluster: Any, latency_ms: float = 0.0, per_message_ms: float = 0.0, per_block_ms: float = 0.0
+    ) -> tuple[float, float, float]:
+        """(latency, cost per message, cost per block), ms, that this flow pays on ``cluster``: the caller's
+        (``latency_ms``, ...), then the transport's and its own link's (its latency and hops'), added in this
+        order wherever a cluster's flow pays them, as the numpy API adds a cluster's to the caller's. With
+        :func:`perfmodel.kernels.handoff.fixed_ms` they give the flow's fixed costs for its blocks and messages.
+
+        >>> from perfmodel import Cluster
+        >>> from perfmodel.network.paths import Resources, handoff_flow_list
+        >>> c = Cluster(nic="ib-ndr", nics_per_node=1, gpus_per_node=1)
+        >>> flow = handoff_flow_list(c, 8, (0,), (1,), Resources())[0]
+        >>> flow.fixed_terms(c, latency_ms=0.5)
+        (0.5, 0.0, 0.0)
+        """
+        t = cluster.flow_transport
+        return (
+            latency_ms + (t.setup_ms + self.own_latency_ms(cluster)),
+            per_message_ms + (t.per_message_ms + self.link.per_message_ms),
+            per_block_ms + (t.per_block_ms + self.link.per_block_ms),
+        )
+
 
 def _paths(
     cluster: Any,

@@ -340,6 +340,7 @@ def nonlinear_bandwidth(
     costs something per message or block); the transport's and the caller's (common to all flows) are the
     kernel's. With ``after_fixed``: the handoff's rate, its bytes over its time after its last-ending
     flow's own fixed costs (NaN where it moves no bytes)."""
+    from ..kernels.handoff import fixed_ms
     from ..kernels.sharing import FlowTerms, Keys, simulate_keys
 
     c, r = found.cluster, cast(Alone, found.resolved)  # (a route resolved alone, not linear)
@@ -361,7 +362,7 @@ def nonlinear_bandwidth(
     own = np.array([f.own_latency_ms(c) for f in r.flows], dtype=np.float64)
     per_message = np.array([f.link.per_message_ms for f in r.flows], dtype=np.float64)
     per_block = np.array([f.link.per_block_ms for f in r.flows], dtype=np.float64)
-    costs = np.stack([0.0 + t.setup_ms + own, per_message, per_block], axis=1)  # (alone_ms's sum, in its order)
+    costs = np.stack([t.setup_ms + own, per_message, per_block], axis=1)
     flows = FlowTerms(
         np.array([flow_terms(f, r.terms) for f in r.flows], dtype=np.float64).reshape(-1, 4),
         costs,
@@ -375,7 +376,7 @@ def nonlinear_bandwidth(
     with np.errstate(divide="ignore", invalid="ignore"):
         if after_fixed:
             at = np.maximum(last, 0)
-            fixed = t.setup_ms + own[at] + messages * per_message[at] + blocks * per_block[at]
+            fixed = fixed_ms.py_func(costs[at, 0], blocks * per_block[at], messages * per_message[at])
             sim_ms = sim_ms - np.where(last >= 0, fixed, 0.0)
             rate = np.where(nbytes > 0, nbytes / (sim_ms / 1000.0) / 1e9, np.nan)
         else:

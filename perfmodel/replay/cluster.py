@@ -282,16 +282,17 @@ def cluster_inputs(
     capacity = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
     tp = check_count("tp", c.tp)
     d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
-    latency = _scalar_ms("latency_ms", c.latency_ms)
-    transport = cluster.flow_transport  # (what each flow pays; a Cluster resolves its links)
-    per_block = _scalar_ms("per_block_ms", c.per_block_ms) + transport.per_block_ms
-    per_message = _scalar_ms("per_message_ms", c.per_message_ms) + transport.per_message_ms
+    costs = (  # the caller's; each flow adds the transport's and its own (Flow.fixed_terms)
+        _scalar_ms("latency_ms", c.latency_ms),
+        _scalar_ms("per_message_ms", c.per_message_ms),
+        _scalar_ms("per_block_ms", c.per_block_ms),
+    )
     blocks_per_message = request_values(prepared.trace, "blocks_per_message", c.blocks_per_message)
     terms = _terms(c, prepared.trace, bytes_spec, d)
     prefill_of, p = prefill(prefill_workers)
-    resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers)
+    resources, pairs = _cluster_replay.pairs_of(cluster, terms, tp, d, p, decode_workers, costs)
     posts = (
-        per_message > 0
+        costs[1] + cluster.flow_transport.per_message_ms > 0
         or cast(Link, cluster.nic).per_message_ms > 0
         or (cluster.nvlink is not None and cast(Link, cluster.nvlink).per_message_ms > 0)
     )
@@ -306,9 +307,6 @@ def cluster_inputs(
         capacity=capacity,
         routing=c.routing,
         fair=c.contention == "fair",
-        latency_ms=latency,
-        per_message_ms=float(per_message),
-        per_block_ms=float(per_block),
         message_terms=messages,
     )
     return SimpleNamespace(

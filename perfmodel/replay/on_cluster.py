@@ -55,16 +55,24 @@ class Pair(NamedTuple):
 
     flows: tuple[Flow, ...]
     vectors: tuple[tuple[float, float, float, float], ...]  # each flow's byte terms (clusters.flow_terms)
-    own_ms: tuple[float, ...]  # each flow's own fixed cost: link latency, hops, transport setup
-    per_message_ms: tuple[float, ...]  # each flow's link's cost per message
+    latency_ms: tuple[float, ...]  # each flow's fixed costs (Flow.fixed_terms): the caller's, transport's and its own
+    per_message_ms: tuple[float, ...]
     per_block_ms: tuple[float, ...]
     hops: int  # summed over the flows (routing="topology")
 
 
 def pairs_of(
-    cluster: Cluster, terms: HeadTerms, tp: int, decode_tp: int, prefill_workers: int, decode_workers: int
+    cluster: Cluster,
+    terms: HeadTerms,
+    tp: int,
+    decode_tp: int,
+    prefill_workers: int,
+    decode_workers: int,
+    costs: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> tuple[Resources, list[list[Pair]]]:
-    """Every (prefill worker, decode worker) pair's flows on one resource registry.
+    """Every (prefill worker, decode worker) pair's flows on one resource registry, each with its fixed costs
+    (:meth:`perfmodel.network.paths.Flow.fixed_terms`) over the caller's ``costs``: latency, cost per message and
+    per block (ms).
 
     >>> from perfmodel import Cluster
     >>> from perfmodel.network.clusters import head_terms
@@ -99,7 +107,6 @@ def pairs_of(
             "or raise perfmodel.set_options(max_pair_flows=)",
         )
     resources = Resources()
-    setup = cluster.flow_transport.setup_ms
     table = []
     for a in range(prefill_workers):
         row = []
@@ -109,13 +116,14 @@ def pairs_of(
                     cluster, terms.heads, prefill[a], decode[b], resources, nodes_on_leaf=nodes, state=terms.state > 0
                 )
             )
+            fixed = [f.fixed_terms(cluster, *costs) for f in flows]
             row.append(
                 Pair(
                     flows,
                     tuple(flow_terms(f, terms) for f in flows),
-                    tuple(setup + f.own_latency_ms(cluster) for f in flows),
-                    tuple(f.link.per_message_ms for f in flows),
-                    tuple(f.link.per_block_ms for f in flows),
+                    tuple(x[0] for x in fixed),
+                    tuple(x[1] for x in fixed),
+                    tuple(x[2] for x in fixed),
                     sum(f.hops for f in flows),
                 )
             )
@@ -212,7 +220,7 @@ def structure_of(resources: Resources, pairs: list[list[Pair]]) -> kernel.Struct
             (
                 classes.setdefault((f.path, b), len(classes)),
                 pair.vectors[k],
-                (pair.own_ms[k], pair.per_message_ms[k], pair.per_block_ms[k]),
+                (pair.latency_ms[k], pair.per_message_ms[k], pair.per_block_ms[k]),
             )
             for k, f in enumerate(pair.flows)
         ]
