@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, check_whole, shown
-from .kernels.handoff import blocks_of, fixed_ms
+from .kernels.handoff import blocks_of, fixed_ms, messages_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .network.placement import get_cluster
 from .replay import summaries as _questions
@@ -114,8 +114,13 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     if block_size:
         block = check_whole("block_size", block_size, smallest=1)
         blocks = float(blocks_of(n, block))
-        messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
-                                     blocks_per_message=blocks_per_message)) if not number else blocks
+        if not number:
+            messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
+                                         blocks_per_message=blocks_per_message))
+        elif kv_layout == "block":  # (bytes as a number: full-attention layers, a message per region of blocks)
+            messages = float(messages_of(n, n, block, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, float(blocks_per_message)))
+        # (else a layer layout with no layers known: not counted, as no message costs anything; the numpy API
+        # refuses a message cost there)
     counted = 0.0 if math.isnan(messages) else messages
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]

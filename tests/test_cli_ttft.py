@@ -152,3 +152,36 @@ def test_a_cluster_flag_that_cannot_work_is_one_line(trace_file, capsys, flags, 
     assert main(["ttft", str(trace_file), "--model", "llama-3.1-8b", *flags]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
+
+
+def test_a_cluster_s_fields_change_on_the_command_line_of_ttft_and_trace(trace_file, capsys, tmp_path):
+    """Found by a hostile pass: `perfmodel delay` and `sweep` took a flag per field of --cluster (--transport,
+    --nics-per-node, ...), `ttft` and `trace` did not: a transport could not be replayed without saving a cluster."""
+    flags = [*CLUSTER_FLAGS, "--transport", "nixl-ucx-rdma", "--nics-per-node", "4"]
+    assert main(["ttft", str(trace_file), *flags, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    from perfmodel.network.clusters import with_fields
+
+    cluster = with_fields(pm.get_cluster("hgx-h100-8x400g"), {"transport": "nixl-ucx-rdma", "nics_per_node": 4})
+    api = {**CLUSTER_API, "link": cluster}
+    expected = pm.summarize_ttft(pm.replay_ttft(pm.read_trace(trace_file), **api))
+    assert printed["p99_ms"] == pytest.approx(expected["p99_ms"], rel=1e-12)
+    unchanged = pm.summarize_ttft(pm.replay_ttft(pm.read_trace(trace_file), **CLUSTER_API))
+    assert printed["handoff_delay_p99_ms"] != unchanged["handoff_delay_p99_ms"]  # (the flags changed something)
+    trace_flags = ["--model", "llama-3.1-70b", "--cluster", "hgx-h100-8x400g", "--tp", "2", "--decode-workers", "2"]
+    trace_flags += ["--contention", "fair", "--transport", "nixl-ucx-rdma", "--nics-per-node", "4"]
+    assert main(["trace", str(trace_file), *trace_flags, "--out", str(tmp_path / "replay")]) == 0
+    replayed = json.loads((tmp_path / "replay" / "summary.json").read_text())
+    want = pm.summarize(
+        pm.replay_handoffs(
+            pm.read_trace(trace_file), cluster, "llama-3.1-70b", tp=2, decode_workers=2, contention="fair"
+        )
+    )
+    assert replayed["p99_ms"] == pytest.approx(want["p99_ms"], rel=1e-12)
+
+
+@pytest.mark.parametrize("command", ["ttft", "trace"])
+def test_a_cluster_s_field_without_a_cluster_is_refused(trace_file, command, capsys, tmp_path):
+    flags = ["--model", "llama-3.1-8b", "--link", "ib-ndr", "--transport", "x", "--out", str(tmp_path / "out")]
+    assert main([command, str(trace_file), *flags]) == 2
+    assert "--transport change a cluster's fields: give --cluster NAME too" in capsys.readouterr().err

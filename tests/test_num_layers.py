@@ -152,3 +152,12 @@ def test_the_ttft_replay_takes_the_layer_count_its_message_error_asks_for():
     assert len(grid) == 2 and grid["p99_ms"].iloc[0] < grid["p99_ms"].iloc[1]
     with pytest.raises(InputError, match=r"pass num_layers \(--num-layers\)"):
         perfmodel.replay_ttft(trace, "ib-ndr", **given)
+
+
+def test_a_replay_names_text_where_its_one_number_goes():
+    """Found by a hostile pass: latency_ms="1" was refused as "a replay takes one value, got '1'" (it is one)."""
+    import perfmodel
+
+    trace = perfmodel.synthetic_trace(10, rate_per_s=10, seed=0)
+    with pytest.raises(perfmodel.InputError, match=r"latency_ms: a replay takes one number, got the text '1'"):
+        perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", latency_ms="1")

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
 FIELD_FLAGS = tuple((cast(str, INPUTS[name].cli), name) for name in CLUSTER_FIELDS)  # (each has a flag)
 
 
-def add_cluster_flags(parser: argparse.ArgumentParser, group: Any) -> None:
-    """``--cluster NAME`` (in ``group``, beside the bandwidth flags) and a flag per field of it."""
-    group.add_argument("--cluster", metavar="NAME", help="a cluster preset or saved cluster (perfmodel clusters)")
+def add_cluster_flags(
+    parser: argparse.ArgumentParser, group: Any, help: str = "a cluster preset or saved cluster (perfmodel clusters)"
+) -> None:
+    """``--cluster NAME`` (in ``group``, beside the bandwidth flags; ``help`` its help) and a flag per field of it."""
+    group.add_argument("--cluster", metavar="NAME", help=help)
     fields = parser.add_argument_group("cluster fields", "change a field of --cluster")
     for flag, name in FIELD_FLAGS:
         fields.add_argument(flag, dest=f"cluster_{name}", help=field_help(name), **value_kind(name))

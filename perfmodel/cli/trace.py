@@ -25,6 +25,7 @@ from ._parsing import (
     table_options,
     trace_file,
 )
+from .clusters import add_cluster_flags, cluster_of
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 
@@ -62,11 +63,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
               file=sys.stderr)
-    if args.cluster:  # a name that is no cluster: said as a cluster's, not as a link's
-        from ..network.placement import get_cluster
-
-        get_cluster(args.cluster)
-    config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or args.cluster,
+    cluster = cluster_of(args)  # (a name that is no cluster: said as a cluster's, not as a link's)
+    config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or cluster,
               "kv_transfer_bandwidth": args.bandwidth, **given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
@@ -242,8 +240,8 @@ def register(sub: Any) -> None:
                     "or --grid link=...)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS",
                     help="the link's bandwidth per direction, decimal GB/s, instead of --link")
-    tl.add_argument("--cluster", metavar="NAME", help="cluster preset: every handoff's flows share its NICs, switches "
-                    "and NVLink max-min fairly (with --contention fair; --grid nics_per_node=4,8 varies its fields)")
+    add_cluster_flags(trace, tl, help="cluster preset: every handoff's flows share its NICs, switches and NVLink "
+                      "max-min fairly (with --contention fair; --grid nics_per_node=4,8 varies its fields)")
     trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
                        help="replay every combination: e.g. --grid decode_workers=4,8,16 link=ib-ndr,nvlink4 "
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")

@@ -15,6 +15,7 @@ from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
 from ._parsing import UsageError, column_pairs, finite_above_zero, link_name, table_options, trace_file
+from .clusters import add_cluster_flags, cluster_of
 
 #: The handoff's flags: ``perfmodel trace``'s (the input table's) but layer-wise streaming's, which the TTFT replay
 #: refuses (``num_layers`` aside: it counts messages too); ``prefill_ms`` and ``prefill_tokens_per_s`` are the
@@ -57,12 +58,13 @@ def cmd_ttft(args: argparse.Namespace) -> int:
     config = {
         name: getattr(args, name) for name in (*HANDOFF_FLAGS, *SERVING_FLAGS) if getattr(args, name, None) is not None
     }
+    cluster = cluster_of(args)  # (a name that is no cluster: said as a cluster's; fields without one refused)
     config |= {
         name: value
         for name, value in (
             ("model", args.model),
             ("kv_bytes_per_token", args.kv_bytes_per_token),
-            ("link", args.link or args.cluster),
+            ("link", args.link or cluster),
             ("kv_transfer_bandwidth", args.bandwidth),
         )
         if value is not None
@@ -109,10 +111,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("give --model (or --kv-bytes-per-token)")
     if args.link is None and args.bandwidth is None and args.cluster is None:
         raise UsageError("give --link (or --bandwidth, or --cluster)")
-    if args.cluster is not None:  # a name that is no cluster: said as a cluster's, not as a link's
-        from ..network.placement import get_cluster
-
-        get_cluster(args.cluster)
     if args.fewest == "nics_per_node" and args.cluster is None:
         raise UsageError("--fewest nics_per_node counts a cluster's NICs: give --cluster")
 
@@ -181,9 +179,9 @@ def register(sub: Any) -> None:
     tl = ttft.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset (perfmodel links lists them)")
     tl.add_argument("--bandwidth", type=float, metavar="GBPS", help="decimal GB/s, instead of --link")
-    tl.add_argument(
-        "--cluster",
-        metavar="NAME",
+    add_cluster_flags(
+        ttft,
+        tl,
         help="cluster preset: every handoff's flows cross its NICs, switches and NVLink (--contention fair shares them "
         "max-min; perfmodel clusters lists them)",
     )

@@ -343,7 +343,9 @@ def finite_transfers(trace: pd.DataFrame, out: Any, bandwidth: float) -> None:
     if not np.isfinite(out.transfer).all():
         first = int(np.argmax(~np.isfinite(out.transfer)))
         raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s gives request {trace.index[first]!r} a "
-                         f"transfer time of {out.transfer[first]!r} ms", "pass a realistic bandwidth in GB/s")
+                         f"transfer time of {out.transfer[first]!r} ms (its bytes over the bandwidth, plus its fixed "
+                         "costs)", "pass a realistic bandwidth in GB/s and fixed costs in ms (latency_ms, per_block_ms, "
+                         "per_message_ms)")
 
 
 def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], out: Any,

@@ -397,8 +397,9 @@ def finite_handoffs(trace: pd.DataFrame, out: Any) -> None:
         raise InputError(
             "kv_bytes_per_token" if not math.isfinite(nbytes) else "kv_transfer_bandwidth",
             f"request {trace.index[first]!r}'s handoff moves {nbytes!r} bytes and takes {alone!r} ms alone in the "
-            "cluster: it never ends",
-            "pass realistic bytes per token (a model, or a number) and NIC rates in GB/s",
+            "cluster (its bytes over its rates, plus its fixed costs): it never ends",
+            "pass realistic bytes per token (a model, or a number), NIC rates in GB/s and fixed costs in ms "
+            "(latency_ms, per_block_ms, per_message_ms)",
         )
 
 

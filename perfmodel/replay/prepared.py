@@ -431,7 +431,13 @@ def _wrong_length(name: str, values: np.ndarray, n: int) -> np.ndarray:
 
 def one_value(name: str, value: Any) -> Any:
     """A replay's one value of an input (checked by the table's rule); an array or a column is refused."""
-    if np.ndim(value) != 0 or (isinstance(value, str) and INPUTS[name].kind not in ("code", "choice")):
+    if isinstance(value, str) and INPUTS[name].kind not in ("code", "choice"):
+        raise InputError(
+            name,
+            f"a replay takes one number, got the text {value!r} (not a trace column: {name} is one value per replay)",
+            "pass a number, not text",
+        )
+    if np.ndim(value) != 0:
         raise InputError(
             name, f"a replay takes one value, got {shown(value)}", "pass one value (replay_grid compares several)"
         )
