@@ -114,32 +114,40 @@ def test_the_one_formulas_give_the_byte_and_message_counts():
 # messages, the other latency + (blocks + messages).
 
 COSTS = st.floats(0.0, 2.0, allow_subnormal=False)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    latency_ms=COSTS,
-    per_block_ms=COSTS,
-    per_message_ms=COSTS,
-    block_size=st.sampled_from([16, 64]),
-    blocks_per_message=st.sampled_from([1.0, 4.0, np.inf]),
-    seed=st.integers(0, 2**16),
+#: A handoff's fixed costs as a call gives them: latency, per block and per message, with blocks to count.
+CALL_COSTS = st.fixed_dictionaries(
+    dict(
+        latency_ms=COSTS,
+        per_block_ms=COSTS,
+        per_message_ms=COSTS,
+        block_size=st.sampled_from([16, 64]),
+        blocks_per_message=st.sampled_from([1.0, 4.0, np.inf]),
+    )
 )
-def test_a_replay_alone_is_the_numpy_delay_bit_for_bit(
-    latency_ms, per_block_ms, per_message_ms, block_size, blocks_per_message, seed
-):
+# On a cluster the caller's costs, the transport's and each flow's own were added in three orders (the numpy
+# API, the cluster replay, handoff_flows): a quarter of the rows differed in the last bit. Each flow's terms
+# now come from Flow.fixed_terms, summed by fixed_ms.
+NETWORKS = {
+    "a link": ("ib-ndr", 1),
+    "one NIC each side": (dict(nic="ib-ndr", nics_per_node=1, gpus_per_node=1), 1),
+    "a NIC per GPU": (dict(nic="ib-ndr", nics_per_node=8, gpus_per_node=8), 8),
+    "a NIC per GPU, a costly transport": (
+        dict(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, transport="nixl-ucx-rdma"),
+        8,
+    ),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(costs=CALL_COSTS, name=st.sampled_from(sorted(NETWORKS)), seed=st.integers(0, 2**16))
+def test_a_replay_alone_is_the_numpy_delay_bit_for_bit(costs, name, seed):
     import perfmodel
 
-    trace = perfmodel.synthetic_trace(300, rate_per_s=50, seed=seed)
-    costs = dict(
-        latency_ms=latency_ms,
-        per_block_ms=per_block_ms,
-        per_message_ms=per_message_ms,
-        block_size=block_size,
-        blocks_per_message=blocks_per_message,
-    )
-    replay = perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", contention="none", **costs)
-    delays = perfmodel.handoff_delay_ms(trace["num_input_tokens"].to_numpy(), "ib-ndr", "llama-3.1-8b", **costs)
+    spec, tp = NETWORKS[name]
+    network = perfmodel.Cluster(**spec) if isinstance(spec, dict) else spec
+    trace = perfmodel.synthetic_trace(200, rate_per_s=50, seed=seed)
+    replay = perfmodel.replay_handoffs(trace, network, "llama-3.1-8b", contention="none", tp=tp, **costs)
+    delays = perfmodel.handoff_delay_ms(trace["num_input_tokens"].to_numpy(), network, "llama-3.1-8b", tp=tp, **costs)
     np.testing.assert_array_equal(replay["transfer_ms"].to_numpy(float), delays)
     np.testing.assert_array_equal(replay["handoff_delay_ms"].to_numpy(float), delays)
 
@@ -157,63 +165,16 @@ def test_a_links_transfer_time_is_the_numpy_delay_bit_for_bit(latency_ms, per_bl
     )
 
 
-# On a cluster the caller's costs, the transport's and each flow's own were added in three orders (the numpy
-# API, the cluster replay, handoff_flows): a quarter of the rows differed in the last bit. Each flow's terms
-# now come from Flow.fixed_terms, summed by fixed_ms.
-CLUSTERS = {
-    "one NIC each side": (dict(nic="ib-ndr", nics_per_node=1, gpus_per_node=1), 1, 1),
-    "a NIC per GPU": (dict(nic="ib-ndr", nics_per_node=8, gpus_per_node=8), 8, 8),
-    "a NIC per GPU, a costly transport": (
-        dict(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, transport="nixl-ucx-rdma"),
-        8,
-        8,
-    ),
-}
-
-
-@settings(max_examples=15, deadline=None)
-@given(
-    latency_ms=COSTS,
-    per_block_ms=COSTS,
-    per_message_ms=COSTS,
-    block_size=st.sampled_from([16, 64]),
-    name=st.sampled_from(sorted(CLUSTERS)),
-    seed=st.integers(0, 2**16),
-)
-def test_a_cluster_replay_alone_is_the_numpy_delay_bit_for_bit(
-    latency_ms, per_block_ms, per_message_ms, block_size, name, seed
-):
-    import perfmodel
-
-    fields, tp, decode_tp = CLUSTERS[name]
-    cluster = perfmodel.Cluster(**fields)
-    trace = perfmodel.synthetic_trace(200, rate_per_s=50, seed=seed)
-    costs = dict(latency_ms=latency_ms, per_block_ms=per_block_ms, per_message_ms=per_message_ms, block_size=block_size)
-    replay = perfmodel.replay_handoffs(
-        trace, cluster, "llama-3.1-8b", contention="none", tp=tp, decode_tp=decode_tp, **costs
-    )
-    delays = perfmodel.handoff_delay_ms(
-        trace["num_input_tokens"].to_numpy(), cluster, "llama-3.1-8b", tp=tp, decode_tp=decode_tp, **costs
-    )
-    np.testing.assert_array_equal(replay["transfer_ms"].to_numpy(float), delays)
-
-
 @settings(max_examples=40, deadline=None)
 @given(
-    latency_ms=COSTS,
-    per_block_ms=COSTS,
-    per_message_ms=COSTS,
-    block_size=st.sampled_from([16, 64]),
+    costs=CALL_COSTS,
     tokens=st.integers(1, 200_000),
     cluster=st.sampled_from(["hgx-h100-8x400g", "aws-p5"]),
     decode_tp=st.sampled_from([8, 2]),
 )
-def test_the_flows_of_a_handoff_end_at_its_numpy_delay_bit_for_bit(
-    latency_ms, per_block_ms, per_message_ms, block_size, tokens, cluster, decode_tp
-):
+def test_the_flows_of_a_handoff_end_at_its_numpy_delay_bit_for_bit(costs, tokens, cluster, decode_tp):
     import perfmodel
 
-    costs = dict(latency_ms=latency_ms, per_block_ms=per_block_ms, per_message_ms=per_message_ms, block_size=block_size)
     flows = perfmodel.handoff_flows(tokens, cluster, "llama-3.1-70b", tp=8, decode_tp=decode_tp, **costs)
     delay = perfmodel.handoff_delay_ms(tokens, cluster, "llama-3.1-70b", tp=8, decode_tp=decode_tp, **costs)
     assert flows.attrs["delay_ms"] == delay
