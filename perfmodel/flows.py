@@ -43,6 +43,24 @@ def _one_value_each(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+def _blocks_and_messages(n: int, model: Any, block_size: int | None, kv_layout: str,
+                         blocks_per_message: float) -> tuple[float, float]:
+    """(blocks, messages) one rank moves and posts for a full ``n``-token prompt of ``model`` (None: bytes given
+    as a number, full-attention layers); (0, NaN) with no block size, and NaN messages (not counted) for bytes as
+    a number in a layer layout, whose layers are unknown (the numpy API refuses a message cost there)."""
+    from .model.models import kv_messages
+
+    if not block_size:
+        return 0.0, math.nan
+    block = check_whole("block_size", block_size, smallest=1)
+    blocks = float(blocks_of(n, block))
+    if model is not None:
+        return blocks, float(kv_messages(model, n, block, kv_layout=kv_layout, blocks_per_message=blocks_per_message))
+    if kv_layout == "block":  # (a message per region of blocks)
+        return blocks, float(messages_of(n, n, block, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, float(blocks_per_message)))
+    return blocks, math.nan
+
+
 def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, *, tp: int = 1,
                   decode_tp: int | None = None, kv_cache_dtype: str | None = None, state_bytes: float | None = None,
                   latency_ms: float = 0.0, per_message_ms: float = 0.0, per_block_ms: float = 0.0,
@@ -90,7 +108,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     (53.6870912, 'node0/nic0/out')
     """
     from .handoff import handoff_delay_ms
-    from .model.models import ModelShape, kv_messages
+    from .model.models import ModelShape
 
     one = _one_value_each(dict(tp=tp, decode_tp=decode_tp, kv_cache_dtype=kv_cache_dtype, state_bytes=state_bytes,
                                latency_ms=latency_ms, per_message_ms=per_message_ms, per_block_ms=per_block_ms,
@@ -110,17 +128,8 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     else:
         terms = head_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, decode_tp=d, state_bytes=state_bytes)
     resolved = alone(c, terms, tp, d)
-    blocks, messages = 0.0, math.nan  # (no block size: no blocks, messages not counted)
-    if block_size:
-        block = check_whole("block_size", block_size, smallest=1)
-        blocks = float(blocks_of(n, block))
-        if not number:
-            messages = float(kv_messages(kv_bytes_per_token, n, block, kv_layout=kv_layout,
-                                         blocks_per_message=blocks_per_message))
-        elif kv_layout == "block":  # (bytes as a number: full-attention layers, a message per region of blocks)
-            messages = float(messages_of(n, n, block, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, float(blocks_per_message)))
-        # (else a layer layout with no layers known: not counted, as no message costs anything; the numpy API
-        # refuses a message cost there)
+    blocks, messages = _blocks_and_messages(n, kv_bytes_per_token if not number else None, block_size, kv_layout,
+                                            blocks_per_message)
     counted = 0.0 if math.isnan(messages) else messages
     flows = resolved.flows
     sizes = [flow_bytes(flow_terms(f, terms), terms, n, n) for f in flows]
