@@ -705,10 +705,7 @@ def replay_grid(
     >>> bool((grid["p99_ms"] >= grid["p50_ms"]).all())
     True
     """
-    import concurrent.futures
     import os as _os
-
-    from ..ground.progress import progress_bar
 
     check_choice("keep", keep, choice_names("keep"))
     configs = grid_configs(axes)
@@ -722,6 +719,20 @@ def replay_grid(
     sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None else prepared.ready_ms[:2])  # (aligned)
     for config in configs:  # every configuration's values checked on two requests: a bad one fails at once
         replay_prepared(sample, **config)
+    results = _in_threads(one, configs, workers, progress)
+    summary = grid_frame(configs, [stats for stats, _ in results])
+    if keep == "summary":
+        return summary
+    return summary, _requests_frame(configs, [replay for _, replay in results], names, summary)
+
+
+def _in_threads(one: Any, configs: list[dict[str, Any]], workers: int, progress: bool | None) -> list[Any]:
+    """``one(config)`` of every configuration, in order, on up to ``workers`` threads with a progress bar; on an
+    error or Ctrl-C what has not started is cancelled and nothing is returned."""
+    import concurrent.futures
+
+    from ..ground.progress import progress_bar
+
     results: list[Any] = [None] * len(configs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool, \
             progress_bar(len(configs), unit="configs", desc="replay grid", progress=progress) as bar:
@@ -734,11 +745,15 @@ def replay_grid(
             for future in futures:
                 future.cancel()
             raise
-    summary = grid_frame(configs, [stats for stats, _ in results])
-    if keep == "summary":
-        return summary
+    return results
+
+
+def _requests_frame(configs: list[dict[str, Any]], replays: list[pd.DataFrame], names: list[str],
+                    summary: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration's per-request rows in one frame, each row labelled with its configuration's axes
+    (categories in the summary's order); the replay's own ``link`` column is ``link_index``."""
     parts = []
-    for config, (_, replay) in zip(configs, results):
+    for config, replay in zip(configs, replays):
         labelled = replay.rename_axis(replay.index.name or "request").reset_index()
         labelled = labelled.rename(columns={"link": "link_index"})  # the config's link axis takes the name "link"
         for name in reversed(names):
@@ -748,4 +763,4 @@ def replay_grid(
     for name in names:
         if name in _inputs.LABEL_AXES:
             requests[name] = pd.Categorical(requests[name], categories=summary[name].cat.categories)
-    return summary, requests
+    return requests
