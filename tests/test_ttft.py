@@ -480,3 +480,48 @@ def test_saving_and_removing_prefill_profiles_never_touch_what_perfmodel_did_not
     assert main(["presets", "remove", "by-hand"]) != 0
     assert path.read_bytes() == before and pm.get_prefill("by-hand").ms_per_token == 0.01
     assert "by-hand" in capsys.readouterr().err
+
+
+# --- one edge: both replays read the network, the model and the mode alike (perfmodel.replay.edge) ---------
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        dict(kv_transfer_bandwidth=1.0, link="ib-ndr", kv_bytes_per_token=1e6),
+        dict(kv_bytes_per_token=1e6),
+        dict(kv_transfer_bandwidth=1.0, kv_bytes_per_token=1e6, model="llama-3.1-8b"),
+        dict(kv_transfer_bandwidth=1.0),
+        dict(kv_transfer_bandwidth=1.0, kv_bytes_per_token=1e6, mode="everything"),
+        dict(kv_transfer_bandwidth=1.0, kv_bytes_per_token=1e6, mode=["full_prompt"]),
+        dict(kv_transfer_bandwidth=1.0, kv_bytes_per_token="no such column or model"),
+        dict(link="hgx-h100-8x400g", model="llama-3.1-8b", contention="fifo"),
+        dict(link="hgx-h100-8x400g", model="llama-3.1-8b", links=2),
+    ],
+    ids=[
+        "link twice",
+        "no link",
+        "model twice",
+        "no model",
+        "unknown mode",
+        "modes",
+        "unknown model",
+        "fifo on a cluster",
+        "links on a cluster",
+    ],
+)
+def test_both_replays_refuse_a_network_model_or_mode_with_the_same_words(given):
+    trace = _trace([0.0, 1.0], [100, 200])
+    with pytest.raises(InputError) as replayed:
+        pm.replay_handoffs(trace, **given)
+    with pytest.raises(InputError) as under_load:
+        pm.replay_ttft(trace, **given, prefill_tokens_per_s=10_000)
+    assert str(under_load.value) == str(replayed.value)
+
+
+@pytest.mark.parametrize("link", ["ib-ndr", "hgx-h100-8x400g"])
+def test_both_replays_run_a_link_or_a_cluster_and_agree_on_the_handoffs(link):
+    trace = _trace([0.0, 1.0, 1.5], [4096, 8192, 1024])
+    alone = pm.replay_handoffs(trace, link=link, model="llama-3.1-8b", contention="fair")
+    loaded = pm.replay_ttft(trace, link=link, model="llama-3.1-8b", contention="fair", prefill_ms=0.0)
+    assert loaded["handoff_delay_ms"].tolist() == alone["handoff_delay_ms"].tolist()

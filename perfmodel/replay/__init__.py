@@ -9,45 +9,19 @@ itself is the Numba kernel in :mod:`perfmodel.kernels.replay`, as :mod:`perfmode
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_whole, shown
-from ..handoff import checked
-from ..inputs import coerce as _coerce
+from ..errors import InputError, check_choice, check_whole
 from ..inputs import resolve as _resolve
 from ..inputs import table as _inputs
-from ..inputs.codes import TransferMode, choice_code, choice_names
-from ..inputs.table import (
-    INPUTS,
-    LAYERWISE,
-    check_count,
-    check_option,
-    group_beyond_layers,
-    layerwise_given,
-    layerwise_overlaps,
-)
-from ..inputs.words import count
-from ..network.placement import is_cluster
+from ..inputs.codes import choice_names
+from ..inputs.table import INPUTS, LAYERWISE, check_count, layerwise_overlaps
 from ..options import deprecated_constant, option
-from .prepared import (
-    PreparedTrace,
-    byte_column,
-    bytes_name,
-    link_column,
-    no_series_axes,
-    notice_first_compile,
-    on_rows,
-    one_value,
-    per_request_given,
-    prepare_trace,
-    request_values,
-    terms_per_request,
-)
+from .prepared import PreparedTrace, no_series_axes, prepare_trace
 from .summaries import check_result, percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -226,8 +200,7 @@ def configured(given: dict[str, Any]) -> SimpleNamespace:
 
 def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     """One configuration's replay of a prepared trace (``given``: keywords of :func:`replay_handoffs`)."""
-    from ..kernels import replay as _replay
-    from ..kernels import serving
+    from .edge import handoffs_on
 
     if {"cluster", *_inputs.CLUSTER_FIELDS} & set(given):  # a grid's cluster axes: one Cluster where the link goes
         from .cluster import with_cluster
@@ -236,254 +209,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
     unknown = set(given) - set(_CONFIG)
     if unknown:
         raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
-    c = configured(given)
-    trace, tokens = prepared.trace, prepared.tokens
-    bandwidth_spec = _one_of("kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link,
-                             "<GB/s or e.g. 'ib-ndr'>")
-    bytes_spec = on_rows(trace, "kv_bytes_per_token", _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model",
-                                                              c.model, "<bytes or e.g. 'llama-3.1-70b'>"))
-    destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
-    c.mode = "destination_missing" if destination_missing else "full_prompt"
-    if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources: perfmodel.replay.cluster
-        from .cluster import replay_on_cluster
-
-        scalars = {"block_size": one_value("block_size", c.block_size)}
-        streaming = _layerwise(trace, tokens, bytes_spec, c, 0.0) if c.overlap != "none" else None
-        return replay_on_cluster(prepared, c, bandwidth_spec, bytes_spec, destination_missing, scalars,
-                                 message_terms_of(trace, bytes_spec, c), streaming)
-    requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
-    out = _replay.Results.empty(len(trace))
-    notice_first_compile()
-    try:
-        serving.replay(requests.order, requests.ready_ms, _replay.new_run(requests, cluster, out), cluster.workers)
-    except serving.Unfinished:  # (a handoff that never ends: its time overflowed to inf, refused by name)
-        finite_transfers(trace, out, link[0])
-        raise
-    finite_transfers(trace, out, link[0])
-    return _replay_frame(trace, tokens, times, out, kv_terms, c, link)
-
-
-def message_terms_of(trace: pd.DataFrame, bytes_spec: Any, c: SimpleNamespace) -> Any:
-    """For a replay on a cluster: ``shape -> the model's message terms`` (a row of the replay's table of terms,
-    for the split ``shape`` of its KV heads), as :func:`perfmodel.replay.cluster.cluster_inputs` asks for them: one
-    layer count (the cluster's kernel counts every request's messages with one row)."""
-    def message_terms(shape: dict[str, Any]) -> np.ndarray:
-        if c.num_layers is not None and per_request_given(c.num_layers):
-            raise InputError("num_layers", f"a replay on a cluster counts messages with one layer count, got "
-                             f"{shown(c.num_layers)}", "pass one num_layers (layer-wise streaming alone takes one "
-                             "per request), or replay each layer count in a call of its own")
-        return terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers), bytes_name(c))[1][0]
-
-    return message_terms
-
-
-def link_inputs(prepared: PreparedTrace, c: SimpleNamespace, bandwidth_spec: Any, bytes_spec: Any,
-                destination_missing: bool) -> tuple[Any, Any, np.ndarray, tuple[float, float, float, float],
-                                                    tuple[np.ndarray, float]]:
-    """A replay's configuration ``c`` on a link, checked, as the kernel's records: (requests, cluster, the
-    table of byte terms, (bandwidth GB/s, latency, per-block and per-message ms), (ready times from the
-    earliest, the earliest)). Shared by :func:`replay_prepared` and the TTFT replay
-    (:func:`perfmodel.replay.ttft.replay_ttft`)."""
-    import warnings
-
-    from ..kernels import replay as _replay
-
-    trace, tokens = prepared.trace, prepared.tokens
-    check_option("routing", c.routing)
-    check_option("contention", c.contention)
-    if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:  # (what a cluster decides)
-        asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
-        raise InputError(asked.split("=", maxsplit=1)[0], f"{asked} needs a cluster (which workers sit where), and "
-                         "the link is not one", "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it")
-    c.block_size = check_whole("block_size", one_value("block_size", c.block_size), smallest=1)
-    c.decode_workers = check_count("decode_workers", c.decode_workers)
-    c.links = check_count("links", c.links)
-    c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
-    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
-    check_option("overlap", c.overlap)
-    check_option("kv_layout", c.kv_layout)
-    bandwidth, latency, per_block, per_message = _link_of(
-        bandwidth_spec, one_value("latency_ms", c.latency_ms), one_value("per_block_ms", c.per_block_ms),
-        one_value("per_message_ms", c.per_message_ms))
-    fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
-    shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
-    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
-    if c.num_layers is not None and (isinstance(models, (str, Mapping)) or
-                                     (np.ndim(models) and _resolve.holds_labels(models))):
-        _resolve.own_layers(np.asarray(models, dtype=object) if np.ndim(models) else models,
-                            request_values(trace, "num_layers", c.num_layers), trace.index)
-    model_of, kv_terms = terms_per_request(trace, bytes_spec, shape, c.state_bytes,
-                                           (c.kv_layout, c.num_layers) if per_message else None, bytes_name(c))
-    if destination_missing and not prepared.has_hashes:
-        warnings.warn("replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
-                      "destination_missing charges every block, block-rounded, which costs slightly more than "
-                      "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.", stacklevel=2)
-    lead, last_fraction = _layerwise(trace, tokens, bytes_spec, c, per_message)
-    (ready, base), n = prepared.relative_ready(), len(trace)  # (durations from relative times: timestamps shifted back)
-    available = ready - lead  # when each transfer may start
-    requests = _replay.Requests(order=np.argsort(available, kind="stable").astype(np.int64), ready_ms=available,
-                                tokens=tokens, blocks=prepared.blocks, offsets=prepared.offsets,
-                                model_of=model_of, kv_terms=kv_terms, prefill_end_ms=_coerce.read_only(ready),
-                                last_fraction=_coerce.read_only(last_fraction),
-                                blocks_per_message=request_values(trace, "blocks_per_message", c.blocks_per_message))
-    cluster = _replay.Cluster(
-        n_unique=prepared.n_unique, hash_block_tokens=prepared.hash_block_tokens, block_size=c.block_size,
-        destination_missing=destination_missing, workers=c.decode_workers,
-        capacity=-1 if c.decode_cache_blocks is None else c.decode_cache_blocks, prefix_routing=c.routing == "prefix",
-        contention=choice_code("contention", c.contention),
-        n_links=min(c.links, max(n, 1)),  # (more links than requests: each transfer has one of its own all the same)
-        bandwidth_gb_s=bandwidth, latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
-        fallback_delay_ms=fallback)
-    return requests, cluster, kv_terms, (bandwidth, latency, per_block, per_message), (ready, base)
-
-
-def finite_transfers(trace: pd.DataFrame, out: Any, bandwidth: float) -> None:
-    """Refuse a replay whose transfer times are not finite (upstream's replay refuses them: e.g. a subnormal
-    bandwidth), naming the first request."""
-    if not np.isfinite(out.transfer).all():
-        first = int(np.argmax(~np.isfinite(out.transfer)))
-        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s gives request {trace.index[first]!r} a "
-                         f"transfer time of {out.transfer[first]!r} ms (its bytes over the bandwidth, plus its fixed "
-                         "costs)", "pass a realistic bandwidth in GB/s and fixed costs in ms (latency_ms, per_block_ms, "
-                         "per_message_ms)")
-
-
-def _replay_frame(trace: pd.DataFrame, tokens: np.ndarray, times: tuple[np.ndarray, float], out: Any,
-                  kv_terms: np.ndarray, c: SimpleNamespace, link: tuple[float, float, float, float]) -> pd.DataFrame:
-    """The replay's per-request table (indexed like the trace) from the kernel's results, with the link in attrs.
-    ``times``: the ready times from the earliest, and the earliest (durations from the former, timestamps
-    shifted back by the latter)."""
-    bandwidth, latency, per_block, per_message = link
-    ready, base = times
-    moving = out.bytes > 0
-    first, last = (float(out.start[moving].min()), float(out.end[moving].max())) if moving.any() else (0.0, 0.0)
-    whole_bytes = bool(np.all(kv_terms == np.floor(kv_terms)))  # (whole bytes per token: whole byte counts)
-    columns = {
-        # copies of the trace's own columns (the frame below shares every array it is given)
-        "arrival_ms": trace["arrival_ms"].to_numpy(dtype=np.float64, copy=True), "num_input_tokens": tokens.copy(),
-        "decode_worker": out.worker, "link": link_column(out.link), "cached_tokens": out.cached,
-        "charged_tokens": out.charged,
-        # whole bytes as integers (exact below 2**53, which the kernel's float64 arithmetic guarantees)
-        "transfer_bytes": byte_column(out.bytes, whole_bytes), "saved_bytes": byte_column(out.saved, whole_bytes),
-        "transfer_ms": out.transfer, "queue_ms": out.queue,
-        # layer-wise: what the client sees after its prefill ends; otherwise waiting plus transfer
-        "handoff_delay_ms": (out.end - ready) if c.overlap == "layerwise" else out.queue + out.transfer,
-        "start_ms": out.start + base if base else out.start, "end_ms": out.end + base if base else out.end,
-    }
-    result = pd.DataFrame(columns, index=trace.index, copy=False)  # this call's own arrays: not stacked into copies
-    result.attrs.update(contention=c.contention, links=c.links, mode=c.mode, bandwidth_gb_s=bandwidth,
-                        latency_ms=latency, per_block_ms=per_block, per_message_ms=per_message,
-                        block_size=c.block_size, overlap=c.overlap, kv_layout=c.kv_layout,
-                        span_ms=last - first, span_ends_ms=max(abs(first), abs(last)), requests=len(trace))
-    return result
-
-
-def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
-    """Refuse a replay whose decode caches (see :func:`perfmodel.kernels.replay.new_caches`) need more memory than
-    the machine has, before allocating them: the bound is the memory, named with what it would take."""
-    import os
-
-    blocks = max(n_unique, 1)
-    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
-    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
-        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
-    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
-    except (AttributeError, OSError, ValueError):
-        memory = 2**40  # (no way to ask: only the absurd is refused)
-    try:  # a limit on this process' address space (ulimit -v) binds first
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        memory = min(memory, limit) if limit > 0 else memory
-    except (ImportError, OSError, ValueError):
-        pass
-    if need > memory:
-        raise InputError("decode_workers", f"{count(workers, 'decode worker')} with {count(n_unique, 'distinct block')}"
-                         + (f" and {count(capacity, 'block')} each" if capacity else "") + f" need {need / 1e9:,.1f} GB "
-                         f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
-                         "pass fewer decode_workers (or a smaller decode_cache_blocks)")
-
-
-def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
-    if (value is None) == (alias_value is None):
-        both = value is not None
-        raise InputError(f"{name}, {alias}", f"{name} and {alias} {'are both given' if both else 'are both missing'}",
-                         f"pass {name}={example} (or {alias}=, the same), once")
-    return alias_value if value is None else value
-
-
-def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:
-    """One link for the replay: (effective bandwidth GB/s, finite and >= 0 as upstream's replay requires (0:
-    no transfer is modeled, the fallback delay stands); total latency ms, total per-block ms, total per-message ms)."""
-    if np.ndim(spec) != 0:
-        raise InputError("kv_transfer_bandwidth", "a replay runs on one kind of link, got several values",
-                         "pass one bandwidth, link name or Link (replay_grid sweeps several)")
-    try:
-        terms = _resolve.link_terms(spec)
-    except InputError as error:
-        raise error.relocated("kv_transfer_bandwidth", error.row) from None
-    bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
-    costs = _resolve.with_link_costs(dict(latency_ms=latency_ms, per_block_ms=per_block_ms,
-                                          per_message_ms=per_message_ms), terms)
-    latency, per_block, per_message = (float(costs[name]) for name in _resolve.LINK_COSTS)
-    if not 0 <= bandwidth < np.inf:
-        raise InputError("kv_transfer_bandwidth", f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
-                         "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",
-                         "pass a bandwidth in GB/s >= 0")
-    return bandwidth, latency, per_block, per_message
-
-
-def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
-    """The replay's fallback delay (ms): checked always, used at a bandwidth of 0 (upstream's replay)."""
-    fallback = None if value is None else float(one_value("fallback_delay_ms", value))
-    if bandwidth == 0:
-        if fallback is None:
-            raise InputError("fallback_delay_ms", "is None, and a bandwidth of 0 models no transfer",
-                             "pass fallback_delay_ms= the delay to charge each handoff (upstream's default: 0.0)")
-        if contention == "fair":
-            raise InputError("contention", "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
-                             "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms")
-    return 0.0 if fallback is None else fallback
-
-
-def _layerwise(trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: SimpleNamespace,
-               per_message_ms: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per request: how long before the prefill ends its transfer may start, and the share of the
-    transfer left after the prefill ends at the earliest (layer-wise streaming, as the configuration
-    ``c`` asks; else 0 and 1)."""
-    n = len(trace)
-    layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap)
-    num_layers, prefill_ms = c.num_layers, c.prefill_ms
-    if c.overlap == "none":
-        return np.zeros(n), np.ones(n)
-    compute = (request_values(trace, "prefill_ms", prefill_ms) if prefill_ms is not None else
-               tokens / request_values(trace, "prefill_tokens_per_s", c.prefill_tokens_per_s) * 1000.0)
-    if num_layers is None:
-        spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
-        if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
-            raise InputError("num_layers", "is required for overlap='layerwise' when kv_bytes_per_token is a number",
-                             "pass num_layers, or a model name or config as kv_bytes_per_token")
-        num_layers = _resolve.num_layers(spec)
-    layers = request_values(trace, "num_layers", num_layers)
-    group = float(one_value("layer_group", c.layer_group))
-    minimum = float(one_value("layerwise_min_tokens", c.layerwise_min_tokens))
-    beyond = group_beyond_layers(group, layers)
-    if beyond.any():
-        first = int(np.argmax(beyond))
-        raise InputError("layer_group", f"more layers per group ({group:g}) than request {trace.index[first]!r} has "
-                         f"({layers[first]:g})", "pass a layer_group between 1 and num_layers")
-    unknown = ~(compute < np.inf)
-    if unknown.any():
-        first = int(np.argmax(unknown))
-        raise InputError("prefill_ms" if prefill_ms is not None else "prefill_tokens_per_s",
-                         f"{count(int(unknown.sum()), 'request')} without a known prefill time, first at row "
-                         f"{trace.index[first]!r}: a replay must know when each transfer may start",
-                         "give every request a prefill time (a value, an array or a trace column)")
-    streamed = (tokens >= minimum) & (layers > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
-        return lead, np.where(streamed, group / layers, 1.0)
+    return handoffs_on(prepared, configured(given)).replay()
 
 
 def summarize(replay: pd.DataFrame) -> dict[str, float]:

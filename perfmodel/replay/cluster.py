@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_whole, shown
+from ..inputs.coerce import read_only
 from ..inputs.table import check_count
 from ..inputs.words import count
 from ..kernels import cluster as _kernel
@@ -24,9 +25,19 @@ from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link
 from ..network.placement import get_cluster
 from . import on_cluster as _cluster_replay
-from .prepared import byte_column, bytes_name, link_column, notice_first_compile, request_values
+from .prepared import (
+    byte_column,
+    bytes_name,
+    layerwise_lead,
+    link_column,
+    notice_first_compile,
+    one_value,
+    per_request_given,
+    request_values,
+    terms_per_request,
+)
 
-# (replay_on_cluster, with_cluster and cluster_summary serve replay_handoffs and summarize: not the API)
+# (ClusterHandoffs, with_cluster and cluster_summary serve the replays and summarize: not the API)
 __all__ = ["resource_table"]
 
 FIRST_COMPILE_S = 25  # about how long the replay's kernel takes to compile on a cold cache (s)
@@ -193,69 +204,144 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
     return values.astype(np.int64), p
 
 
-def replay_on_cluster(
-    prepared: Any,
-    c: SimpleNamespace,
-    cluster_spec: Any,
-    bytes_spec: Any,
-    destination_missing: bool,
-    scalars: dict[str, Any],
-    message_terms: Any,
-    streaming: tuple[np.ndarray, np.ndarray] | None = None,
-) -> pd.DataFrame:
-    """One configuration's replay of a prepared trace on a cluster (see :func:`perfmodel.replay_handoffs`):
-    ``scalars`` holds the one-value inputs as the replay read them (``block_size``),
-    ``message_terms(shape)`` the model's message terms (a row of the replay's table of terms); ``streaming``,
-    layer by layer: each request's lead (how long before its prefill ends its first layer group may go) and the
-    share of its time alone sent after its prefill ends (as on a link)."""
-    _cluster_replay.refuse_on_cluster(c)
-    on = cluster_inputs(
-        prepared,
-        c,
-        cluster_spec,
-        bytes_spec,
-        destination_missing,
-        scalars,
-        message_terms,
-        lambda workers: _prefill_of(prepared.trace, workers),
-    )
-    prefill_of, p = on.prefill_of, on.prefill_workers
-    ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
-    available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
-    notice_first_compile(FIRST_COMPILE_S)
-    out = _kernel.Outputs.empty(len(prepared.tokens))
-    try:
-        replayed = _cluster_replay.simulate_replay(
-            order=np.argsort(available, kind="stable"),
-            ready=available,
-            tokens=prepared.tokens,
-            blocks=prepared.blocks,
-            offsets=prepared.offsets,
-            n_unique=prepared.n_unique,
-            prefill_of=prefill_of,
-            resources=on.resources,
-            pairs=on.pairs,
-            terms=on.terms,
-            config=on.config,
-            blocks_per_message=on.blocks_per_message,
-            streamed=None if streaming is None else (ready, streaming[1]),
-            out=out,
+class ClusterHandoffs:
+    """A replay's handoffs on a cluster, as :func:`perfmodel.replay.edge.handoffs_on` decides: the cluster
+    ``cluster_spec`` and the model ``bytes_spec`` as read there; the options a cluster decides refused here
+    (:func:`perfmodel.replay.on_cluster.refuse_on_cluster`), the rest of the configuration ``c`` checked when a
+    replay asks (:func:`cluster_inputs`)."""
+
+    def __init__(
+        self, prepared: Any, c: SimpleNamespace, cluster_spec: Any, bytes_spec: Any, destination_missing: bool
+    ) -> None:
+        _cluster_replay.refuse_on_cluster(c)
+        self.prepared, self.c = prepared, c
+        self.specs = (cluster_spec, bytes_spec, destination_missing)
+
+    def _inputs(self, prefill: Any) -> SimpleNamespace:
+        """:func:`cluster_inputs` of this configuration, each request's prefill worker from ``prefill``."""
+        trace, (cluster_spec, bytes_spec, destination_missing) = self.prepared.trace, self.specs
+        scalars = {"block_size": one_value("block_size", self.c.block_size)}
+        message_terms = _message_terms_of(trace, bytes_spec, self.c)
+        return cluster_inputs(
+            self.prepared, self.c, cluster_spec, bytes_spec, destination_missing, scalars, message_terms, prefill
         )
-    except serving.Unfinished:
-        finite_handoffs(prepared.trace, out)
-        raise
-    return _frame(
-        prepared.trace,
-        prepared.tokens,
-        (ready, base, None if streaming is None else (available, streaming[1])),
-        replayed,
-        on.resources,
-        c,
-        on.cluster,
-        p,
-        on.decode_workers,
-        destination_missing,
-    )
+
+    def replay(self) -> pd.DataFrame:
+        """The handoffs alone (the table :func:`perfmodel.replay_handoffs` returns). Layer by layer, each
+        request's first layer group may go before its prefill ends (its lead), and the share of its time alone
+        sent after its prefill ends is counted as on a link."""
+        prepared, c = self.prepared, self.c
+        streaming = None
+        if c.overlap != "none":
+            streaming = layerwise_lead(prepared.trace, prepared.tokens, self.specs[1], c, 0.0)
+        on = self._inputs(lambda workers: _prefill_of(prepared.trace, workers))
+        ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
+        available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
+        notice_first_compile(FIRST_COMPILE_S)
+        out = _kernel.Outputs.empty(len(prepared.tokens))
+        try:
+            replayed = _cluster_replay.simulate_replay(
+                order=np.argsort(available, kind="stable"),
+                ready=available,
+                tokens=prepared.tokens,
+                blocks=prepared.blocks,
+                offsets=prepared.offsets,
+                n_unique=prepared.n_unique,
+                prefill_of=on.prefill_of,
+                resources=on.resources,
+                pairs=on.pairs,
+                terms=on.terms,
+                config=on.config,
+                blocks_per_message=on.blocks_per_message,
+                streamed=None if streaming is None else (ready, streaming[1]),
+                out=out,
+            )
+        except serving.Unfinished:
+            finite_handoffs(prepared.trace, out)
+            raise
+        return _frame(
+            prepared.trace,
+            prepared.tokens,
+            (ready, base, None if streaming is None else (available, streaming[1])),
+            replayed,
+            on.resources,
+            c,
+            on.cluster,
+            on.prefill_workers,
+            on.decode_workers,
+            self.specs[2],
+        )
+
+    def under_load(self, serving_inputs: SimpleNamespace) -> SimpleNamespace:
+        """The TTFT replay's hooks (:meth:`perfmodel.replay.edge.Handoffs.under_load`): each request's prefill
+        worker the serving's own array (written at arrival where the loop routes)."""
+        prepared, c, n = self.prepared, self.c, len(self.prepared.trace)
+        on = self._inputs(lambda _: (serving_inputs.prefill_worker, serving_inputs.prefill_workers))
+        out = _kernel.Outputs.empty(n)
+        tokens = prepared.tokens.astype(np.int64)
+
+        def start(horizon: np.ndarray) -> Any:
+            st, cfg = _cluster_replay.kernel_inputs(
+                ready_sorted=horizon,
+                n_unique=prepared.n_unique,
+                resources=on.resources,
+                pairs=on.pairs,
+                terms=on.terms,
+                config=on.config,
+            )
+            requests = (tokens, prepared.blocks, prepared.offsets, serving_inputs.prefill_worker)
+            return _kernel.new_run(*requests, st, cfg, out, read_only(np.asarray(on.blocks_per_message, np.float64)))
+
+        def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
+            loads = net.sim.loads
+            replayed = _cluster_replay.replayed(
+                out, serving_inputs.prefill_worker, net.st, net.cfg, (loads.busy, loads.peak, loads.bins, loads.touched)
+            )
+            handoffs = {
+                "decode_worker": out.decode_worker,
+                "transfer_end_ms": out.end,
+                "link_wait_ms": link_wait_ms(out.end - out.start, out.alone_ms, out.end),
+                "transfer_ms": out.alone_ms,
+                "link": link_column(np.full(n, -1, np.int64)),
+                "cached_tokens": out.cached,
+                "charged_tokens": out.charged,
+                "transfer_bytes": byte_column(out.bytes),
+                "flows": out.flows,
+                "bottleneck": bottleneck_column(out, on.resources),
+            }
+            attrs = dict(
+                links=1, cluster=on.cluster.name, routing=c.routing, **resource_attrs(replayed, on.resources, base)
+            )
+            return handoffs, attrs
+
+        return SimpleNamespace(
+            times=prepared.relative_ready(),
+            tokens=tokens,
+            decode_worker=out.decode_worker,
+            admitted=out.start,
+            decode_workers=on.decode_workers,
+            start=start,
+            wrap=wrap,
+            unfinished=lambda: finite_handoffs(prepared.trace, out),  # (a handoff of inf ms: named)
+        )
+
+
+def _message_terms_of(trace: pd.DataFrame, bytes_spec: Any, c: SimpleNamespace) -> Any:
+    """For a replay on a cluster: ``shape -> the model's message terms`` (a row of the replay's table of terms,
+    for the split ``shape`` of its KV heads), as :func:`perfmodel.replay.cluster.cluster_inputs` asks for them: one
+    layer count (the cluster's kernel counts every request's messages with one row)."""
+
+    def message_terms(shape: dict[str, Any]) -> np.ndarray:
+        if c.num_layers is not None and per_request_given(c.num_layers):
+            raise InputError(
+                "num_layers",
+                f"a replay on a cluster counts messages with one layer count, got {shown(c.num_layers)}",
+                "pass one num_layers (layer-wise streaming alone takes one "
+                "per request), or replay each layer count in a call of its own",
+            )
+        return terms_per_request(trace, bytes_spec, shape, None, (c.kv_layout, c.num_layers), bytes_name(c))[1][0]
+
+    return message_terms
 
 
 def cluster_inputs(

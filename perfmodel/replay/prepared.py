@@ -20,7 +20,7 @@ from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
 from ..inputs.coerce import aligned, whole_numbers
-from ..inputs.table import INPUTS
+from ..inputs.table import INPUTS, group_beyond_layers, layerwise_given
 from ..inputs.words import count
 from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
 
@@ -537,3 +537,54 @@ def terms_per_request(
                 else "pass state bytes >= 0 (a value, an array or a trace column)",
             )
     return model_of, np.ascontiguousarray(table)
+
+
+def layerwise_lead(
+    trace: pd.DataFrame, tokens: np.ndarray, bytes_spec: Any, c: Any, per_message_ms: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: how long before the prefill ends its transfer may start, and the share of the
+    transfer left after the prefill ends at the earliest (layer-wise streaming, as the configuration
+    ``c`` asks; else 0 and 1)."""
+    n = len(trace)
+    layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap)
+    num_layers, prefill_ms = c.num_layers, c.prefill_ms
+    if c.overlap == "none":
+        return np.zeros(n), np.ones(n)
+    compute = (
+        request_values(trace, "prefill_ms", prefill_ms)
+        if prefill_ms is not None
+        else tokens / request_values(trace, "prefill_tokens_per_s", c.prefill_tokens_per_s) * 1000.0
+    )
+    if num_layers is None:
+        spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+        if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
+            raise InputError(
+                "num_layers",
+                "is required for overlap='layerwise' when kv_bytes_per_token is a number",
+                "pass num_layers, or a model name or config as kv_bytes_per_token",
+            )
+        num_layers = _resolve.num_layers(spec)
+    layers = request_values(trace, "num_layers", num_layers)
+    group = float(one_value("layer_group", c.layer_group))
+    minimum = float(one_value("layerwise_min_tokens", c.layerwise_min_tokens))
+    beyond = group_beyond_layers(group, layers)
+    if beyond.any():
+        first = int(np.argmax(beyond))
+        raise InputError(
+            "layer_group",
+            f"more layers per group ({group:g}) than request {trace.index[first]!r} has ({layers[first]:g})",
+            "pass a layer_group between 1 and num_layers",
+        )
+    unknown = ~(compute < np.inf)
+    if unknown.any():
+        first = int(np.argmax(unknown))
+        raise InputError(
+            "prefill_ms" if prefill_ms is not None else "prefill_tokens_per_s",
+            f"{count(int(unknown.sum()), 'request')} without a known prefill time, first at row "
+            f"{trace.index[first]!r}: a replay must know when each transfer may start",
+            "give every request a prefill time (a value, an array or a trace column)",
+        )
+    streamed = (tokens >= minimum) & (layers > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
+        return lead, np.where(streamed, group / layers, 1.0)

@@ -2,7 +2,7 @@
 while a handoff runs, decode admission, closed-loop clients).
 
 This module checks the inputs and wraps the result; the handoffs' own configuration is the replay's
-(:func:`perfmodel.replay.link_inputs`), and the event loop is the kernel of
+(:func:`perfmodel.replay.edge.handoffs_on`), and the event loop is the kernel of
 :mod:`perfmodel.kernels.serving`, built on the replay kernel's network.
 """
 
@@ -20,18 +20,9 @@ from ..inputs.codes import choice_code, choice_names
 from ..inputs.coerce import read_only
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
-from ..network.placement import is_cluster
-from . import _one_of, configured, finite_transfers, link_inputs
-from .prepared import (
-    PreparedTrace,
-    byte_column,
-    link_column,
-    notice_first_compile,
-    on_rows,
-    one_value,
-    prepare_trace,
-    request_values,
-)
+from . import configured
+from .edge import handoffs_on
+from .prepared import PreparedTrace, notice_first_compile, prepare_trace, request_values
 from .summaries import check_result, memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
@@ -221,21 +212,9 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
 
     c = configured(config)
     trace, tokens, n = prepared.trace, prepared.tokens, len(prepared.trace)
-    bandwidth_spec = _one_of(
-        "kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link, "<GB/s or e.g. 'ib-ndr'>"
-    )
-    bytes_spec = on_rows(
-        trace,
-        "kv_bytes_per_token",
-        _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>"),
-    )
-    mode = one_value("mode", c.mode)
-    destination_missing = str(mode) == "destination_missing" or mode == 1
-    c.mode = "destination_missing" if destination_missing else "full_prompt"
+    handoffs = handoffs_on(prepared, c)
     s = _serving_inputs(trace, tokens, serving, c)
-    on = (_on_cluster if is_cluster(bandwidth_spec) else _on_links)(
-        prepared, c, bandwidth_spec, bytes_spec, destination_missing, s
-    )
+    on = handoffs.under_load(s)
     ready, base = on.times
     if s.concurrency:
         order, arrivals, base = np.arange(n, dtype=np.int64), np.zeros(n), 0.0
@@ -284,138 +263,6 @@ def _horizon(arrivals: np.ndarray, s: SimpleNamespace) -> np.ndarray:
     busy = float(s.service.sum()) / s.prefill_workers
     cycles = float((s.service + s.outputs * s.step).sum()) / s.concurrency
     return np.array([0.0, max(busy, cycles)])
-
-
-def _on_links(
-    prepared: PreparedTrace,
-    c: SimpleNamespace,
-    bandwidth_spec: Any,
-    bytes_spec: Any,
-    destination_missing: bool,
-    s: SimpleNamespace,
-) -> SimpleNamespace:
-    """The handoffs of a TTFT replay on links: the replay's records (:func:`perfmodel.replay.link_inputs`),
-    ``start(arrivals)`` making the network, ``wrap(net, base)`` its columns and attrs for :func:`_frame`."""
-    from ..kernels import replay as _replay
-
-    n = len(prepared.trace)
-    requests, cluster, kv_terms, link, times = link_inputs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
-    admitted = np.empty(n)  # the replay's ready times (when each handoff may start): written at admission
-    requests = requests._replace(
-        ready_ms=admitted, prefill_end_ms=read_only(admitted), last_fraction=read_only(np.ones(n))
-    )
-    out = _replay.Results.empty(n)
-
-    def start(horizon: np.ndarray) -> Any:
-        net = _replay.new_run(requests._replace(ready_ms=np.zeros(n) if n else admitted), cluster, out)
-        return net._replace(requests=requests)  # (the state from times 0 on; the handoffs' ready times written)
-
-    def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
-        finite_transfers(prepared.trace, out, link[0])
-        handoffs = {
-            "decode_worker": out.worker,
-            "transfer_end_ms": out.end,
-            "link_wait_ms": out.queue if c.contention != "none" else np.zeros(n),
-            "transfer_ms": out.transfer,
-            "link": link_column(out.link),
-            "cached_tokens": out.cached,
-            "charged_tokens": out.charged,
-            "transfer_bytes": byte_column(out.bytes, bool(np.all(kv_terms == np.floor(kv_terms)))),
-        }
-        return handoffs, dict(links=c.links, bandwidth_gb_s=link[0], latency_ms=link[1])
-
-    return SimpleNamespace(
-        times=times,
-        tokens=requests.tokens,
-        decode_worker=out.worker,
-        admitted=admitted,
-        decode_workers=cluster.workers,
-        start=start,
-        wrap=wrap,
-        unfinished=lambda: finite_transfers(prepared.trace, out, link[0]),  # (a transfer of inf ms: named)
-    )
-
-
-def _on_cluster(
-    prepared: PreparedTrace,
-    c: SimpleNamespace,
-    cluster_spec: Any,
-    bytes_spec: Any,
-    destination_missing: bool,
-    s: SimpleNamespace,
-) -> SimpleNamespace:
-    """The handoffs of a TTFT replay on a cluster: the replay's inputs
-    (:func:`perfmodel.replay.cluster.cluster_inputs`), each request's prefill worker the serving's own array
-    (written at arrival where the loop routes), ``start(arrivals)`` making the network, ``wrap(net, base)`` its
-    columns and attrs for :func:`_frame`."""
-    from ..kernels import cluster as _kernel
-    from . import cluster as _replay_cluster
-    from . import message_terms_of
-    from . import on_cluster as _on
-
-    _on.refuse_on_cluster(c)
-    trace, n = prepared.trace, len(prepared.trace)
-    scalars = {"block_size": one_value("block_size", c.block_size)}
-    on = _replay_cluster.cluster_inputs(
-        prepared,
-        c,
-        cluster_spec,
-        bytes_spec,
-        destination_missing,
-        scalars,
-        message_terms_of(trace, bytes_spec, c),
-        lambda _: (s.prefill_worker, s.prefill_workers),
-    )
-    out = _kernel.Outputs.empty(n)
-    tokens = prepared.tokens.astype(np.int64)
-
-    def start(horizon: np.ndarray) -> Any:
-        st, cfg = _on.kernel_inputs(
-            ready_sorted=horizon,
-            n_unique=prepared.n_unique,
-            resources=on.resources,
-            pairs=on.pairs,
-            terms=on.terms,
-            config=on.config,
-        )
-        requests = (tokens, prepared.blocks, prepared.offsets, s.prefill_worker)
-        return _kernel.new_run(*requests, st, cfg, out, read_only(np.asarray(on.blocks_per_message, np.float64)))
-
-    def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
-        loads = net.sim.loads
-        replayed = _on.replayed(
-            out, s.prefill_worker, net.st, net.cfg, (loads.busy, loads.peak, loads.bins, loads.touched)
-        )
-        handoffs = {
-            "decode_worker": out.decode_worker,
-            "transfer_end_ms": out.end,
-            "link_wait_ms": _replay_cluster.link_wait_ms(out.end - out.start, out.alone_ms, out.end),
-            "transfer_ms": out.alone_ms,
-            "link": link_column(np.full(n, -1, np.int64)),
-            "cached_tokens": out.cached,
-            "charged_tokens": out.charged,
-            "transfer_bytes": byte_column(out.bytes),
-            "flows": out.flows,
-            "bottleneck": _replay_cluster.bottleneck_column(out, on.resources),
-        }
-        attrs = dict(
-            links=1,
-            cluster=on.cluster.name,
-            routing=c.routing,
-            **_replay_cluster.resource_attrs(replayed, on.resources, base),
-        )
-        return handoffs, attrs
-
-    return SimpleNamespace(
-        times=prepared.relative_ready(),
-        tokens=tokens,
-        decode_worker=out.decode_worker,
-        admitted=out.start,
-        decode_workers=on.decode_workers,
-        start=start,
-        wrap=wrap,
-        unfinished=lambda: _replay_cluster.finite_handoffs(trace, out),  # (a handoff of inf ms: named)
-    )
 
 
 def _serving_inputs(
