@@ -41,7 +41,6 @@ import dataclasses
 import io as _io
 import os
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -49,7 +48,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, check_number, finite_at_least, not_a_number
+from .errors import InputError, check_number, finite_at_least, not_a_number, warn
 from .inputs import user_presets as _presets
 from .inputs.words import count
 from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
@@ -304,7 +303,7 @@ def calibrate(
     if measurements.left_out:
         said += (f"{where}: left out {count(measurements.left_out, 'row')} without a size or a measurement",)
     for text in said:
-        warnings.warn(text, UserWarning, stacklevel=2)
+        warn(text)
     saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
     return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
 

@@ -8,13 +8,16 @@ process boundaries, e.g. from Dask workers).
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
+import os
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_number", "check_whole"]
+__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_number", "check_whole", "warn"]
 
 #: What an entry point does with invalid rows: raise an :class:`InputError`, or give NaN for them.
 Errors = Literal["raise", "coerce"]
@@ -393,3 +396,24 @@ def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
             f"pass {name}=True or {name}=False" + (" (or None for the default)" if optional else ""),
         )
     return bool(value)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Issue ``message`` as a warning of ``category`` at the first line outside perfmodel that led here: the
+    caller's line, however deep inside the package the warning is raised (pandas' ``find_stack_level``), so
+    that Python's filters and the message's location name the caller's code.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn("careful")
+    >>> str(caught[0].message), caught[0].filename.startswith("<doctest")
+    ('careful', True)
+    """
+    frame, level = inspect.currentframe(), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

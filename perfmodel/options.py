@@ -19,10 +19,9 @@ options are one mapping of the process, as xarray's are: a ``with`` block change
 from __future__ import annotations
 
 import difflib
-import warnings
 from typing import Any, NamedTuple
 
-from .errors import InputError, check_whole
+from .errors import InputError, check_whole, warn
 
 __all__ = ["KNOBS", "get_options", "set_options"]
 
@@ -199,11 +198,10 @@ def deprecated_constant(module: str, names: dict[str, str]) -> Any:
 
     def __getattr__(name: str) -> int:
         if name in names:
-            warnings.warn(
+            warn(
                 f"{module}.{name} is an option now: read perfmodel.get_options()[{names[name]!r}] and "
                 f"change it with perfmodel.set_options({names[name]}=...)",
                 DeprecationWarning,
-                stacklevel=2,
             )
             return _VALUES[names[name]]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")

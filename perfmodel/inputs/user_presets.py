@@ -24,12 +24,11 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..ground.files import atomic_file
 
 T = TypeVar("T")
@@ -241,7 +240,7 @@ def text_field(name: str, kind: str, entry: dict[str, Any], field: str) -> str:
 def warn_unusable(bad: dict[str, InputError]) -> None:
     """One warning per user preset that cannot be used (the listings show the others)."""
     for error in bad.values():
-        warnings.warn(str(error), UserWarning, stacklevel=3)
+        warn(str(error))
 
 
 def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False) -> str:

@@ -11,7 +11,6 @@ import difflib
 import json
 import math
 import os
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import InputError, check_whole, shown
+from ..errors import InputError, check_whole, shown, warn
 from ..inputs import user_presets as _presets
 from ..inputs.coerce import one_index, whole_numbers
 from ..inputs.table import INPUTS, check_count, check_option, documented
@@ -123,7 +122,7 @@ def user_models() -> dict[str, dict[str, Any]]:
     try:
         users, bad = user_models_and_errors()
     except InputError as error:
-        warnings.warn(str(error), UserWarning, stacklevel=2)
+        warn(str(error))
         return {}
     _presets.warn_unusable(bad)
     return users

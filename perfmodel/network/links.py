@@ -42,7 +42,6 @@ import difflib
 import functools
 import math
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -50,7 +49,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import InputError, check_number, check_whole, finite_at_least, shown
+from ..errors import InputError, check_number, check_whole, finite_at_least, shown, warn
 from ..inputs import user_presets as _presets
 from ..inputs.table import nonnegative
 from ..inputs.words import count
@@ -483,7 +482,7 @@ def user_links() -> dict[str, Link]:
     try:
         links, bad = user_links_and_errors()
     except InputError as error:
-        warnings.warn(str(error), UserWarning, stacklevel=2)
+        warn(str(error))
         return {}
     _presets.warn_unusable(bad)
     return links

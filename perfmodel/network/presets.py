@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import warnings
 from pathlib import Path
 from typing import Any, cast
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..inputs import user_presets as _presets
 from .clusters import Cluster
 from .links import LINKS, MULTIPLE, PROFILES, Link, Transport, get_transport
@@ -136,7 +135,7 @@ def user_clusters() -> dict[str, Cluster]:
     try:
         clusters, bad = user_clusters_and_errors()
     except InputError as error:
-        warnings.warn(str(error), UserWarning, stacklevel=2)
+        warn(str(error))
         return {}
     _presets.warn_unusable(bad)
     return clusters

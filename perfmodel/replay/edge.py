@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..inputs.codes import TransferMode
 from ..network.placement import is_cluster
 from .prepared import PreparedTrace, on_rows, one_value
@@ -41,7 +41,7 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     """The handoffs of the configuration ``c`` (:func:`perfmodel.replay.configured`) on their network: the link
     or cluster (``kv_transfer_bandwidth`` or its alias ``link``), the model (``kv_bytes_per_token`` or
     ``model``) and the mode read once, and links against a cluster decided here, for both replays. Sets
-    ``c.mode`` to the mode's name.
+    ``c.mode`` to the mode's name; warns when the mode charges missing blocks of a trace without hashes.
 
     >>> from perfmodel.replay import configured, prepare_trace
     >>> trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 2048]})
@@ -56,6 +56,12 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     bytes_spec = on_rows(prepared.trace, "kv_bytes_per_token", models)
     destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
+    if destination_missing and not prepared.has_hashes:
+        warn(
+            "the trace has no hash_ids, so no prefix can be found in any cache: destination_missing charges every "
+            "block, block-rounded, which costs slightly more than full_prompt. Read a trace with hash_ids (e.g. "
+            "Mooncake) to model prefix reuse."
+        )
     if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources max-min
         from .cluster import ClusterHandoffs
 

@@ -117,8 +117,6 @@ def link_inputs(
     """A replay's configuration ``c`` on a link, checked, as the kernel's records: (requests, cluster, the
     table of byte terms, (bandwidth GB/s, latency, per-block and per-message ms), (ready times from the
     earliest, the earliest)), for both replays (:class:`LinkHandoffs`)."""
-    import warnings
-
     from ..kernels import replay as _replay
 
     trace, tokens = prepared.trace, prepared.tokens
@@ -143,13 +141,6 @@ def link_inputs(
     model_of, kv_terms = terms_per_request(
         trace, bytes_spec, shape, c.state_bytes, (c.kv_layout, c.num_layers) if per_message else None, bytes_name(c)
     )
-    if destination_missing and not prepared.has_hashes:
-        warnings.warn(
-            "replay_handoffs: the trace has no hash_ids, so no prefix can be found in any cache: "
-            "destination_missing charges every block, block-rounded, which costs slightly more than "
-            "full_prompt. Read a trace with hash_ids (e.g. Mooncake) to model prefix reuse.",
-            stacklevel=2,
-        )
     lead, last_fraction = layerwise_lead(trace, tokens, bytes_spec, c, per_message)
     (ready, base), n = prepared.relative_ready(), len(trace)  # (durations from relative times: timestamps shifted back)
     available = ready - lead  # when each transfer may start

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import InputError, check_whole, not_a_number
+from ..errors import InputError, check_whole, not_a_number, warn
 from ..inputs.codes import choice_names
 from ..inputs.coerce import check_errors
 from ..inputs.words import count
@@ -268,7 +268,7 @@ def read_trace(
         df["ready_ms"] = df["ready_ms"] - first
     df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
     if skipped:
-        warnings.warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}", stacklevel=2)
+        warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}")
     return df
 
 

@@ -8,14 +8,13 @@ This module checks the inputs and wraps the result; the handoffs' own configurat
 
 from __future__ import annotations
 
-import warnings
 from types import SimpleNamespace
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_whole
+from ..errors import InputError, check_choice, check_whole, warn
 from ..inputs.codes import choice_code, choice_names
 from ..inputs.coerce import read_only
 from ..inputs.words import count
@@ -324,10 +323,9 @@ def _serving_inputs(
                 f"pass {name} >= {int(need.max()):,}, or drop the requests that do not fit",
             )
     if concurrency is not None and n and np.ptp(trace["arrival_ms"].to_numpy(dtype=np.float64)) > 0:
-        warnings.warn(
+        warn(
             f"replay_ttft: concurrency={concurrency} closes the loop, so the trace's arrival times are "
-            "ignored: its requests are issued in order as clients finish",
-            stacklevel=3,
+            "ignored: its requests are issued in order as clients finish"
         )
     if c.overlap != "none":  # (the replay's default; the TTFT replay streams nothing layer by layer yet)
         raise InputError("overlap", "layer-wise streaming is not modelled under load", "drop overlap=")
