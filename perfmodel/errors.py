@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_number", "check_whole", "warn"]
+__all__ = ["Errors", "InputError", "check_choice", "check_flag", "check_number", "check_whole"]
 
 #: What an entry point does with invalid rows: raise an :class:`InputError`, or give NaN for them.
 Errors = Literal["raise", "coerce"]

@@ -592,10 +592,14 @@ def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
         given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
         if given == ["num_layers"] and _costs_something(values.get("per_message_ms")):
             given = []  # (per-message costs count layers too)
+        if given == ["num_layers"]:  # (layers count messages too: not only a matter of streaming)
+            raise InputError("num_layers", "counts the layers of per-message costs or of layer-wise streaming, and "
+                             "neither is on (no cost per message, overlap off)",
+                             "pass a per_message_ms (or overlap='layerwise' where the call streams), or drop "
+                             "num_layers")
         if given:
             raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
-                             "pass overlap='layerwise'" + (", or a per_message_ms" if given == ["num_layers"] else "")
-                             + ", or drop them")
+                             "pass overlap='layerwise', or drop them")
     elif overlap == "layerwise" and (values.get("prefill_ms") is None) == (values.get("prefill_tokens_per_s") is None):
         raise InputError("prefill_ms", "overlap='layerwise' needs exactly one of prefill_ms and prefill_tokens_per_s",
                          "pass the prefill's duration (ms) or its rate (tokens/s)")

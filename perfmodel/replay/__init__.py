@@ -346,11 +346,17 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
     return stats, replay if keep_requests else None
 
 
+def axis_label(name: str, value: Any) -> Any:
+    """A grid's value of the axis ``name`` as its tables show it: a label axis's as text (a link given as a
+    number among names, ``25.0``, is ``"25.0"``), any other as it is; the summary and the per-request rows alike."""
+    label = _resolve.label_of(value)
+    return str(label) if name in _inputs.LABEL_AXES else label
+
+
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
     """The grid's table: the configurations' values (labels as categoricals, in order of appearance), then the stats;
     ``attrs["question"]``: what its ``p99_ms`` is the p99 of."""
-    summary = pd.DataFrame([{**{k: str(_resolve.label_of(v)) if k in _inputs.LABEL_AXES else _resolve.label_of(v)
-                                for k, v in config.items()}, **row}
+    summary = pd.DataFrame([{**{k: axis_label(k, v) for k, v in config.items()}, **row}
                             for config, row in zip(configs, stats)])
     for name in configs[0] if configs else ():
         if name in _inputs.LABEL_AXES:
@@ -483,7 +489,7 @@ def _requests_frame(configs: list[dict[str, Any]], replays: list[pd.DataFrame], 
         labelled = replay.rename_axis(replay.index.name or "request").reset_index()
         labelled = labelled.rename(columns={"link": "link_index"})  # the config's link axis takes the name "link"
         for name in reversed(names):
-            labelled.insert(0, name, _resolve.label_of(config[name]))
+            labelled.insert(0, name, axis_label(name, config[name]))
         parts.append(labelled)
     requests = pd.concat(parts, ignore_index=True)
     for name in names:

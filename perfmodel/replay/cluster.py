@@ -81,19 +81,6 @@ def with_cluster(given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def _scalar_ms(name: str, value: Any) -> float:
-    """One cost of the replay's (ms), checked by the edge every entry point shares (the input table's rule)."""
-    from ..handoff import checked
-
-    if np.ndim(value) != 0:
-        raise InputError(
-            name,
-            "a replay on a cluster takes one value (not an array or a column)",
-            f"pass one {name} for every request",
-        )
-    return float(checked(name, value))
-
-
 def _finite(cluster: Any) -> None:
     """Refuse a cluster with a link of infinite bandwidth, as a replay on a link refuses one."""
     for what, link in (("nic", cluster.nic), ("nvlink", cluster.nvlink)):
@@ -206,35 +193,35 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, i
 
 class ClusterHandoffs:
     """A replay's handoffs on a cluster, as :func:`perfmodel.replay.edge.handoffs_on` decides: the cluster
-    ``cluster_spec`` and the model ``bytes_spec`` as read there; the options a cluster decides refused here
-    (:func:`perfmodel.replay.on_cluster.refuse_on_cluster`), the rest of the configuration ``c`` checked when a
-    replay asks (:func:`cluster_inputs`)."""
+    ``cluster_spec`` and the model ``bytes_spec`` as read there, the options both networks read checked there.
+    When a replay asks, the options a cluster decides are refused
+    (:func:`perfmodel.replay.on_cluster.refuse_on_cluster`) and the rest is read (:func:`cluster_inputs`)."""
 
     def __init__(
         self, prepared: Any, c: SimpleNamespace, cluster_spec: Any, bytes_spec: Any, destination_missing: bool
     ) -> None:
-        _cluster_replay.refuse_on_cluster(c)
         self.prepared, self.c = prepared, c
         self.specs = (cluster_spec, bytes_spec, destination_missing)
 
-    def _inputs(self, prefill: Any) -> SimpleNamespace:
-        """:func:`cluster_inputs` of this configuration, each request's prefill worker from ``prefill``."""
-        trace, (cluster_spec, bytes_spec, destination_missing) = self.prepared.trace, self.specs
-        scalars = {"block_size": one_value("block_size", self.c.block_size)}
-        message_terms = _message_terms_of(trace, bytes_spec, self.c)
-        return cluster_inputs(
-            self.prepared, self.c, cluster_spec, bytes_spec, destination_missing, scalars, message_terms, prefill
-        )
+    def _inputs(self, prefill: Any) -> tuple[SimpleNamespace, tuple[np.ndarray, np.ndarray]]:
+        """:func:`cluster_inputs` of this configuration, each request's prefill worker from ``prefill``; and
+        layer by layer, each request's lead and the share of its time alone sent after its prefill ends
+        (:func:`perfmodel.replay.prepared.layerwise_lead`: its rules checked, streaming or not)."""
+        _cluster_replay.refuse_on_cluster(self.c)
+        prepared, c, (cluster_spec, bytes_spec, destination_missing) = self.prepared, self.c, self.specs
+        scalars = {"block_size": one_value("block_size", c.block_size)}
+        message_terms = _message_terms_of(prepared.trace, bytes_spec, c)
+        on = cluster_inputs(prepared, c, cluster_spec, bytes_spec, destination_missing, scalars, message_terms, prefill)
+        posts = float(on.config["message_terms"].size > 0)  # (a message costs something: layers count messages)
+        return on, layerwise_lead(prepared.trace, prepared.tokens, bytes_spec, c, posts)
 
     def replay(self) -> pd.DataFrame:
         """The handoffs alone (the table :func:`perfmodel.replay_handoffs` returns). Layer by layer, each
         request's first layer group may go before its prefill ends (its lead), and the share of its time alone
         sent after its prefill ends is counted as on a link."""
         prepared, c = self.prepared, self.c
-        streaming = None
-        if c.overlap != "none":
-            streaming = layerwise_lead(prepared.trace, prepared.tokens, self.specs[1], c, 0.0)
-        on = self._inputs(lambda workers: _prefill_of(prepared.trace, workers))
+        on, lead = self._inputs(lambda workers: _prefill_of(prepared.trace, workers))
+        streaming = lead if c.overlap != "none" else None
         ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
         available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
         notice_first_compile(FIRST_COMPILE_S)
@@ -276,7 +263,7 @@ class ClusterHandoffs:
         """The TTFT replay's hooks (:meth:`perfmodel.replay.edge.Handoffs.under_load`): each request's prefill
         worker the serving's own array (written at arrival where the loop routes)."""
         prepared, c, n = self.prepared, self.c, len(self.prepared.trace)
-        on = self._inputs(lambda _: (serving_inputs.prefill_worker, serving_inputs.prefill_workers))
+        on, _ = self._inputs(lambda _: (serving_inputs.prefill_worker, serving_inputs.prefill_workers))
         out = _kernel.Outputs.empty(n)
         tokens = prepared.tokens.astype(np.int64)
 
@@ -369,9 +356,9 @@ def cluster_inputs(
     tp = check_count("tp", c.tp)
     d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
     costs = (  # the caller's; each flow adds the transport's and its own (Flow.fixed_terms)
-        _scalar_ms("latency_ms", c.latency_ms),
-        _scalar_ms("per_message_ms", c.per_message_ms),
-        _scalar_ms("per_block_ms", c.per_block_ms),
+        float(c.latency_ms),  # (each one number, checked at the edge: perfmodel.replay.edge)
+        float(c.per_message_ms),
+        float(c.per_block_ms),
     )
     blocks_per_message = request_values(prepared.trace, "blocks_per_message", c.blocks_per_message)
     terms = _terms(c, prepared.trace, bytes_spec, d)

@@ -11,15 +11,21 @@ network. Each answers the same two calls: ``replay()``, the handoffs alone as a 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
-from ..errors import InputError, warn
+from ..errors import InputError, check_whole, warn
+from ..inputs import resolve as _resolve
 from ..inputs.codes import TransferMode
+from ..inputs.table import check_count, check_option
+from ..inputs.words import count
 from ..network.placement import is_cluster
-from .prepared import PreparedTrace, on_rows, one_value
+from .prepared import PreparedTrace, bytes_name, on_rows, one_value, request_values
 
 __all__ = ["Handoffs", "handoffs_on"]
 
@@ -52,8 +58,10 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     bandwidth_spec = _one_of(
         "kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link, "<GB/s or e.g. 'ib-ndr'>"
     )
+    if isinstance(bandwidth_spec, np.ndarray) and bandwidth_spec.ndim == 0 and bandwidth_spec.dtype == object:
+        bandwidth_spec = bandwidth_spec.item()  # (a link or cluster in a 0-d array: the object itself)
     models = _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>")
-    bytes_spec = on_rows(prepared.trace, "kv_bytes_per_token", models)
+    bytes_spec = on_rows(prepared.trace, bytes_name(c), models)
     destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     if destination_missing and not prepared.has_hashes:
@@ -62,6 +70,7 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
             "block, block-rounded, which costs slightly more than full_prompt. Read a trace with hash_ids (e.g. "
             "Mooncake) to model prefix reuse."
         )
+    _check_shared(prepared, c, bytes_spec)
     if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources max-min
         from .cluster import ClusterHandoffs
 
@@ -80,3 +89,68 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
             f"pass {name}={example} (or {alias}=, the same), once",
         )
     return alias_value if value is None else value
+
+
+def _check_shared(prepared: PreparedTrace, c: SimpleNamespace, bytes_spec: Any) -> None:
+    """Check the options both networks read, alike (one message whatever the network), each one-value input
+    and count replaced by its checked value: the choices, the counts and the block size, the caller's fixed costs
+    and fallback delay (one number each, never text), the decode caches' memory, and a layer count against the
+    model's own layers."""
+    for name in ("routing", "contention", "overlap", "kv_layout"):
+        check_option(name, getattr(c, name))
+    c.block_size = check_whole("block_size", one_value("block_size", c.block_size), smallest=1)
+    c.decode_workers = check_count("decode_workers", c.decode_workers)
+    c.links = check_count("links", c.links)
+    c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    for name in ("latency_ms", "per_block_ms", "per_message_ms"):
+        setattr(c, name, one_value(name, getattr(c, name)))
+    if c.fallback_delay_ms is not None:
+        c.fallback_delay_ms = one_value("fallback_delay_ms", c.fallback_delay_ms)
+        if not math.isfinite(c.fallback_delay_ms):  # (NaN is "none" in the numpy API; a replay charges a delay)
+            raise InputError(
+                "fallback_delay_ms",
+                f"{c.fallback_delay_ms!r} is not a delay a replay can charge",
+                "pass a finite number of milliseconds >= 0, or None",
+            )
+    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
+    trace = prepared.trace
+    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
+    if c.num_layers is not None and (
+        isinstance(models, (str, Mapping)) or (np.ndim(models) and _resolve.holds_labels(models))
+    ):
+        _resolve.own_layers(
+            np.asarray(models, dtype=object) if np.ndim(models) else models,
+            request_values(trace, "num_layers", c.num_layers),
+            trace.index,
+        )
+
+
+def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
+    """Refuse a replay whose decode caches (see :func:`perfmodel.kernels.replay.new_caches`) need more memory than
+    the machine has, before allocating them: the bound is the memory, named with what it would take."""
+    import os
+
+    blocks = max(n_unique, 1)
+    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
+    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
+        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
+    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
+    except (AttributeError, OSError, ValueError):
+        memory = 2**40  # (no way to ask: only the absurd is refused)
+    try:  # a limit on this process' address space (ulimit -v) binds first
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        memory = min(memory, limit) if limit > 0 else memory
+    except (ImportError, OSError, ValueError):
+        pass
+    if need > memory:
+        raise InputError(
+            "decode_workers",
+            f"{count(workers, 'decode worker')} with {count(n_unique, 'distinct block')}"
+            + (f" and {count(capacity, 'block')} each" if capacity else "")
+            + f" need {need / 1e9:,.1f} GB "
+            f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
+            "pass fewer decode_workers (or a smaller decode_cache_blocks)",
+        )

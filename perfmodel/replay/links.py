@@ -5,21 +5,18 @@ the link is not a cluster). The network is :class:`perfmodel.kernels.replay.OnLi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_whole
+from ..errors import InputError
 from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
 from ..inputs.codes import choice_code
 from ..inputs.coerce import read_only
-from ..inputs.table import check_count, check_option
-from ..inputs.words import count
 from .prepared import (
     PreparedTrace,
     byte_column,
@@ -120,7 +117,7 @@ def link_inputs(
     from ..kernels import replay as _replay
 
     trace, tokens = prepared.trace, prepared.tokens
-    _check_options(prepared, c)
+    _check_options(c)
     bandwidth, latency, per_block, per_message = _link_of(
         bandwidth_spec,
         one_value("latency_ms", c.latency_ms),
@@ -129,15 +126,6 @@ def link_inputs(
     )
     fallback = _fallback_of(c.fallback_delay_ms, bandwidth, c.contention)
     shape = dict(kv_cache_dtype=c.kv_cache_dtype, tp=c.tp, scope=c.scope, decode_tp=c.decode_tp)
-    models = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
-    if c.num_layers is not None and (
-        isinstance(models, (str, Mapping)) or (np.ndim(models) and _resolve.holds_labels(models))
-    ):
-        _resolve.own_layers(
-            np.asarray(models, dtype=object) if np.ndim(models) else models,
-            request_values(trace, "num_layers", c.num_layers),
-            trace.index,
-        )
     model_of, kv_terms = terms_per_request(
         trace, bytes_spec, shape, c.state_bytes, (c.kv_layout, c.num_layers) if per_message else None, bytes_name(c)
     )
@@ -175,11 +163,9 @@ def link_inputs(
     return requests, cluster, kv_terms, (bandwidth, latency, per_block, per_message), (ready, base)
 
 
-def _check_options(prepared: PreparedTrace, c: SimpleNamespace) -> None:
-    """Check the options of the configuration ``c`` a replay on links reads as they are (the counts and block
-    size replaced by their checked values), and refuse what only a cluster decides."""
-    check_option("routing", c.routing)
-    check_option("contention", c.contention)
+def _check_options(c: SimpleNamespace) -> None:
+    """Refuse what only a cluster decides (the options both networks read are checked at the edge:
+    :func:`perfmodel.replay.edge.handoffs_on`)."""
     if c.routing in ("least_loaded", "topology") or c.prefill_workers is not None:  # (what a cluster decides)
         asked = "prefill_workers" if c.prefill_workers is not None else f"routing={c.routing!r}"
         raise InputError(
@@ -187,13 +173,6 @@ def _check_options(prepared: PreparedTrace, c: SimpleNamespace) -> None:
             f"{asked} needs a cluster (which workers sit where), and the link is not one",
             "pass a perfmodel.Cluster (or a cluster preset) as the link, or drop it",
         )
-    c.block_size = check_whole("block_size", one_value("block_size", c.block_size), smallest=1)
-    c.decode_workers = check_count("decode_workers", c.decode_workers)
-    c.links = check_count("links", c.links)
-    c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
-    _caches_fit(c.decode_workers, prepared.n_unique, c.decode_cache_blocks)
-    check_option("overlap", c.overlap)
-    check_option("kv_layout", c.kv_layout)
 
 
 def finite_transfers(trace: pd.DataFrame, out: Any, bandwidth: float) -> None:
@@ -262,37 +241,6 @@ def _replay_frame(
         requests=len(trace),
     )
     return result
-
-
-def _caches_fit(workers: int, n_unique: int, capacity: int | None) -> None:
-    """Refuse a replay whose decode caches (see :func:`perfmodel.kernels.replay.new_caches`) need more memory than
-    the machine has, before allocating them: the bound is the memory, named with what it would take."""
-    import os
-
-    blocks = max(n_unique, 1)
-    need = blocks * -(-workers // 64) * 8 + workers * 24  # which workers hold each block; per-worker counters
-    if capacity is not None and 0 < capacity < n_unique:  # bounded caches: a slot per block and a log each
-        need += workers * blocks * 4 + workers * min(2 * capacity, 2**31 - 1) * 4
-    try:  # what the machine has free now (the caches are not all it needs: half of it at most)
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 2
-    except (AttributeError, OSError, ValueError):
-        memory = 2**40  # (no way to ask: only the absurd is refused)
-    try:  # a limit on this process' address space (ulimit -v) binds first
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        memory = min(memory, limit) if limit > 0 else memory
-    except (ImportError, OSError, ValueError):
-        pass
-    if need > memory:
-        raise InputError(
-            "decode_workers",
-            f"{count(workers, 'decode worker')} with {count(n_unique, 'distinct block')}"
-            + (f" and {count(capacity, 'block')} each" if capacity else "")
-            + f" need {need / 1e9:,.1f} GB "
-            f"for their caches, more than the {memory / 1e9:,.1f} GB a replay may take here (half the free memory)",
-            "pass fewer decode_workers (or a smaller decode_cache_blocks)",
-        )
 
 
 def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any) -> tuple[float, float, float, float]:

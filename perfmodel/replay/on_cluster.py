@@ -21,10 +21,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError, check_choice
+from ..errors import InputError
 from ..inputs.codes import Contention, choice_code, choice_names
 from ..inputs.coerce import read_only
-from ..inputs.table import INPUTS
 from ..kernels import cluster as kernel
 from ..kernels import serving
 from ..network.clusters import (
@@ -397,8 +396,8 @@ def simulate_replay(
 
 
 def refuse_on_cluster(c: Any) -> None:
-    """One clear line for each option a cluster decides (docs: "Replaying a trace on a cluster")."""
-    check_choice("contention", c.contention, INPUTS["contention"].choices)  # (not a mode at all: said so first)
+    """One clear line for each option a cluster decides (docs: "Replaying a trace on a cluster"); the options
+    themselves are checked at the replays' edge (:func:`perfmodel.replay.edge.handoffs_on`)."""
     if choice_code("contention", c.contention) == Contention.FIFO:
         raise InputError(
             "contention",
@@ -413,5 +412,3 @@ def refuse_on_cluster(c: Any) -> None:
             "drop links (set the cluster's nics_per_node instead)",
         )
     refuse_what_it_decides(c)
-    if c.routing not in ROUTINGS:
-        raise InputError("routing", f"{c.routing!r} is not a routing policy", f"pass one of {', '.join(ROUTINGS)}")
