@@ -15,7 +15,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_whole, shown
+from ..errors import InputError, shown
 from ..inputs.coerce import read_only
 from ..inputs.table import check_count
 from ..inputs.words import count
@@ -31,7 +31,6 @@ from .prepared import (
     layerwise_lead,
     link_column,
     notice_first_compile,
-    one_value,
     per_request_given,
     request_values,
     terms_per_request,
@@ -209,9 +208,8 @@ class ClusterHandoffs:
         (:func:`perfmodel.replay.prepared.layerwise_lead`: its rules checked, streaming or not)."""
         _cluster_replay.refuse_on_cluster(self.c)
         prepared, c, (cluster_spec, bytes_spec, destination_missing) = self.prepared, self.c, self.specs
-        scalars = {"block_size": one_value("block_size", c.block_size)}
         message_terms = _message_terms_of(prepared.trace, bytes_spec, c)
-        on = cluster_inputs(prepared, c, cluster_spec, bytes_spec, destination_missing, scalars, message_terms, prefill)
+        on = cluster_inputs(prepared, c, cluster_spec, bytes_spec, destination_missing, message_terms, prefill)
         posts = float(on.config["message_terms"].size > 0)  # (a message costs something: layers count messages)
         return on, layerwise_lead(prepared.trace, prepared.tokens, bytes_spec, c, posts)
 
@@ -337,11 +335,11 @@ def cluster_inputs(
     cluster_spec: Any,
     bytes_spec: Any,
     destination_missing: bool,
-    scalars: dict[str, Any],
     message_terms: Any,
     prefill: Any,
 ) -> SimpleNamespace:
-    """A replay's configuration ``c`` on the cluster ``cluster_spec``, checked and resolved: the cluster, the
+    """A replay's configuration ``c`` (the options both networks read checked at the edge,
+    :func:`perfmodel.replay.edge.handoffs_on`) on the cluster ``cluster_spec``, resolved: the cluster, the
     model's terms, each request's prefill worker and their number (``prefill(c.prefill_workers)``), the
     resources and every pair's flows, the kernel's configuration (a dict:
     :func:`perfmodel.replay.on_cluster.kernel_inputs`) and the decode workers. Shared by the replay and the TTFT
@@ -349,10 +347,8 @@ def cluster_inputs(
 
     cluster = get_cluster(cluster_spec)
     _finite(cluster)
-    block_size = check_whole("block_size", scalars["block_size"], smallest=1)
-    decode_workers = check_count("decode_workers", c.decode_workers)
+    block_size, decode_workers, capacity = c.block_size, c.decode_workers, c.decode_cache_blocks
     prefill_workers = check_count("prefill_workers", c.prefill_workers, optional=True)
-    capacity = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
     tp = check_count("tp", c.tp)
     d = tp if c.decode_tp is None else check_count("decode_tp", c.decode_tp)
     costs = (  # the caller's; each flow adds the transport's and its own (Flow.fixed_terms)

@@ -2,11 +2,11 @@
 
 The replay of handoffs alone (:func:`perfmodel.replay_handoffs`) and the TTFT replay
 (:func:`perfmodel.replay_ttft`) read the link (or cluster), the model and the mode of a configuration here,
-and here alone decide whether its handoffs run on links or on a cluster: :func:`handoffs_on` gives them a
-:class:`perfmodel.replay.links.LinkHandoffs` or a :class:`perfmodel.replay.cluster.ClusterHandoffs`, which check
-the rest of the configuration and drive the one event loop (:mod:`perfmodel.kernels.serving`) over their
-network. Each answers the same two calls: ``replay()``, the handoffs alone as a table, and
-``under_load(serving)``, the hooks the TTFT replay runs the loop with.
+and here alone decide whether its handoffs run on links or on a cluster: :func:`handoffs_on` checks every option
+both networks read, in the same words, and gives them a :class:`perfmodel.replay.links.LinkHandoffs` or a
+:class:`perfmodel.replay.cluster.ClusterHandoffs`, which check what only their network reads and drive the one
+event loop (:mod:`perfmodel.kernels.serving`) over it. Each answers the same two calls: ``replay()``, the
+handoffs alone as a table, and ``under_load(serving_inputs)``, the hooks the TTFT replay runs the loop with.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -> Any:
+    """The one of ``value`` and its alias' ``alias_value`` given (both or neither: refused, with ``example``)."""
     if (value is None) == (alias_value is None):
         both = value is not None
         raise InputError(
