@@ -87,3 +87,58 @@ def test_a_grids_requests_keep_every_label_of_a_mixed_axis():
     )
     assert not requests["link"].isna().any()
     assert requests["link"].unique().tolist() == summary["link"].tolist() == ["ib-ndr", "25.0", "cluster"]
+
+
+# --- a grid's layer count applies where it counts (found by a second hostile pass) --------------------------
+
+
+@pytest.mark.parametrize("link", ["ib-ndr", "hgx-h100-8x400g"])
+def test_a_grids_layer_count_applies_where_a_message_costs_something(link):
+    grid = perfmodel.replay_grid(
+        TRACE, link=link, model=MODEL, num_layers=32, per_message_ms=[0.0, 0.01], num_threads=1, progress=False
+    )
+    costly = perfmodel.replay_handoffs(TRACE, link, MODEL, num_layers=32, per_message_ms=0.01)
+    free = perfmodel.replay_handoffs(TRACE, link, MODEL)
+    assert grid["p99_ms"].tolist() == [perfmodel.summarize(r)["p99_ms"] for r in (free, costly)]
+    assert pd.isna(grid["num_layers"][0]) and grid["num_layers"][1] == 32
+
+
+def test_a_grids_layer_count_that_counts_in_no_configuration_is_refused():
+    with pytest.raises(InputError, match="num_layers: counts the layers"):
+        perfmodel.replay_grid(TRACE, link="ib-ndr", model=MODEL, num_layers=32, block_size=[16, 32], progress=False)
+    with pytest.raises(InputError, match="num_layers: counts the layers"):
+        perfmodel.ttft_grid(TRACE, link="ib-ndr", model=MODEL, num_layers=32, prefill_ms=[1.0, 2.0], progress=False)
+
+
+def test_a_ttft_grids_layer_count_applies_where_a_message_costs_something():
+    grid = perfmodel.ttft_grid(
+        TRACE, link=ONE_NIC, model=MODEL, num_layers=32, per_message_ms=[0.0, 0.01], prefill_ms=1.0, progress=False
+    )
+    costly = perfmodel.replay_ttft(TRACE, ONE_NIC, MODEL, num_layers=32, per_message_ms=0.01, prefill_ms=1.0)
+    assert grid["p99_ms"][1] == perfmodel.summarize_ttft(costly)["p99_ms"]
+
+
+def test_a_layer_count_counting_messages_stays_on_rows_that_do_not_stream():
+    grid = perfmodel.replay_grid(
+        TRACE, link="ib-ndr", kv_bytes_per_token=131072, overlap=["layerwise", "none"], num_layers=32,
+        per_message_ms=0.01, prefill_ms=20.0, num_threads=1, progress=False,
+    )  # fmt: skip
+    alone = perfmodel.replay_handoffs(TRACE, "ib-ndr", kv_bytes_per_token=131072, num_layers=32, per_message_ms=0.01)
+    assert grid["p99_ms"][1] == perfmodel.summarize(alone)["p99_ms"]
+
+
+@pytest.mark.parametrize("replay", ["replay_handoffs", "replay_ttft"])
+def test_handoffs_queued_beyond_what_a_time_holds_are_refused_by_name(replay):
+    three = pd.DataFrame({"arrival_ms": [0.0, 0.0, 0.0], "num_input_tokens": [100, 100, 100]})
+    serving = dict(prefill_ms=0.0) if replay == "replay_ttft" else {}
+    with pytest.raises(InputError, match="request 1's handoff would end at inf ms"):
+        getattr(perfmodel, replay)(three, 0.0, 1e5, fallback_delay_ms=1e308, contention="fifo", **serving)
+
+
+def test_a_refused_call_warns_of_nothing_first():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(InputError, match="latency_ms"):
+        warnings.simplefilter("always")
+        perfmodel.replay_handoffs(TRACE, "ib-ndr", MODEL, mode="destination_missing", latency_ms=-1.0)
+    assert not caught

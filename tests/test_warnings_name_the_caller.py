@@ -43,6 +43,24 @@ CALLS = {
     "a cluster replay charging missing blocks of a trace without hashes": lambda tmp_path, monkeypatch: (
         perfmodel.replay_handoffs(TRACE, "hgx-h100-8x400g", "llama-3.1-8b", mode="destination_missing")
     ),
+    "a replay grid on threads": lambda tmp_path, monkeypatch: perfmodel.replay_grid(
+        TRACE,
+        link="ib-ndr",
+        model="llama-3.1-8b",
+        mode="destination_missing",
+        block_size=[16, 32],
+        num_threads=2,
+        progress=False,
+    ),
+    "a TTFT grid on threads": lambda tmp_path, monkeypatch: perfmodel.ttft_grid(
+        TRACE,
+        link="ib-ndr",
+        model="llama-3.1-8b",
+        mode="destination_missing",
+        prefill_ms=[1.0, 2.0],
+        num_threads=2,
+        progress=False,
+    ),
     "a closed loop ignoring arrival times": lambda tmp_path, monkeypatch: perfmodel.replay_ttft(
         TRACE.assign(num_output_tokens=[1, 1]), "ib-ndr", "llama-3.1-8b", prefill_ms=1.0, concurrency=1
     ),

@@ -42,3 +42,37 @@ def _bar() -> type:
     from tqdm.auto import tqdm
 
     return type("Bar", (tqdm,), {"monitor_interval": 0})
+
+
+def in_threads(one: Any, items: list[Any], workers: int, *, desc: str, progress: bool | None = None) -> list[Any]:
+    """``one(item)`` of every item of ``items``, in order, on up to ``workers`` threads, with a progress bar
+    (``desc``); on an error or Ctrl-C what has not started is cancelled and nothing is returned. The warnings
+    the threads give are given again once each, here, at the caller's line (a thread's stack holds none of the
+    caller's frames, so a warning given there would name the thread pool's).
+
+    >>> in_threads(lambda x: x * x, [1, 2, 3], 2, desc="squares", progress=False)
+    [1, 4, 9]
+    """
+    import concurrent.futures
+    import warnings
+
+    from ..errors import warn
+
+    results: list[Any] = [None] * len(items)
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        concurrent.futures.ThreadPoolExecutor(max_workers=max(min(workers, len(items)), 1)) as pool,
+        progress_bar(len(items), unit="configs", desc=desc, progress=progress) as bar,
+    ):
+        futures = {pool.submit(one, item): i for i, item in enumerate(items)}
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+        except BaseException:  # Ctrl-C or an error: cancel what has not started, return nothing
+            for future in futures:
+                future.cancel()
+            raise
+    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+        warn(message, category)
+    return results

@@ -584,6 +584,14 @@ def _costs_something(value: Any) -> bool:
         return True  # (a value of another kind is checked, and named, where it is coerced)
 
 
+#: The problem of a layer count that counts nothing (a grid keeps one only where it counts:
+#: :func:`perfmodel.replay.prepared.layers_where_counted`).
+UNCOUNTED_LAYERS = (
+    "counts the layers of per-message costs or of layer-wise streaming, and neither is on (no cost per message, "
+    "overlap off)"
+)
+
+
 def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
     """The rules of layer-wise streaming, for every entry point: with ``overlap="none"`` none of its
     inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
@@ -593,8 +601,7 @@ def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
         if given == ["num_layers"] and _costs_something(values.get("per_message_ms")):
             given = []  # (per-message costs count layers too)
         if given == ["num_layers"]:  # (layers count messages too: not only a matter of streaming)
-            raise InputError("num_layers", "counts the layers of per-message costs or of layer-wise streaming, and "
-                             "neither is on (no cost per message, overlap off)",
+            raise InputError("num_layers", UNCOUNTED_LAYERS,
                              "pass a per_message_ms (or overlap='layerwise' where the call streams), or drop "
                              "num_layers")
         if given:

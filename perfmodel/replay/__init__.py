@@ -1,9 +1,11 @@
 """Trace replay: per-request handoffs with decode routing, destination prefix caches and link contention.
 
-This module validates a replay's configuration and wraps the result; the trace is prepared once
-(hash ids to dense block ids, per-request values) by :mod:`perfmodel.replay.prepared`, and the event loop
-itself is the Numba kernel in :mod:`perfmodel.kernels.replay`, as :mod:`perfmodel.handoff` pairs with
-:mod:`perfmodel.kernels.handoff`.
+This module holds the replay's public face, its grids and its summary. The trace is prepared once (hash ids
+to dense block ids, per-request values) by :mod:`perfmodel.replay.prepared`; a configuration is checked and
+its network chosen at the one edge of both replays, :mod:`perfmodel.replay.edge` (links:
+:mod:`perfmodel.replay.links`; a cluster: :mod:`perfmodel.replay.cluster`); the event loop itself is the Numba
+kernel of :mod:`perfmodel.kernels.serving`, over the network of :mod:`perfmodel.kernels.replay` or
+:mod:`perfmodel.kernels.cluster`.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
+from ..ground.progress import in_threads
 from ..inputs import resolve as _resolve
 from ..inputs import table as _inputs
 from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, LAYERWISE, check_count, layerwise_overlaps
 from ..options import deprecated_constant, option
-from .prepared import PreparedTrace, no_series_axes, prepare_trace
+from .prepared import PreparedTrace, layers_where_counted, no_series_axes, prepare_trace
 from .summaries import check_result, percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -330,8 +333,8 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
     if len(overlaps) > 1:
-        configs = [{k: v for k, v in c.items() if not (k in LAYERWISE and c.get("overlap") == "none")}
-                   for c in configs]
+        configs = [{k: v for k, v in c.items() if not (k in LAYERWISE and k != "num_layers"  # (it counts messages too)
+                                                     and c.get("overlap") == "none")} for c in configs]
     return configs
 
 
@@ -449,35 +452,13 @@ def replay_grid(
         return grid_row(prepared, config, keep_requests=keep == "requests")
 
     sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None else prepared.ready_ms[:2])  # (aligned)
-    for config in configs:  # every configuration's values checked on two requests: a bad one fails at once
-        replay_prepared(sample, **config)
-    results = _in_threads(one, configs, workers, progress)
+    # every configuration's values checked on two requests: a bad one fails at once
+    configs = layers_where_counted(configs, lambda config: replay_prepared(sample, **config))
+    results = in_threads(one, configs, workers, desc="replay grid", progress=progress)
     summary = grid_frame(configs, [stats for stats, _ in results])
     if keep == "summary":
         return summary
     return summary, _requests_frame(configs, [replay for _, replay in results], names, summary)
-
-
-def _in_threads(one: Any, configs: list[dict[str, Any]], workers: int, progress: bool | None) -> list[Any]:
-    """``one(config)`` of every configuration, in order, on up to ``workers`` threads with a progress bar; on an
-    error or Ctrl-C what has not started is cancelled and nothing is returned."""
-    import concurrent.futures
-
-    from ..ground.progress import progress_bar
-
-    results: list[Any] = [None] * len(configs)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool, \
-            progress_bar(len(configs), unit="configs", desc="replay grid", progress=progress) as bar:
-        futures = {pool.submit(one, config): i for i, config in enumerate(configs)}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
-        except BaseException:  # Ctrl-C or an error: cancel what has not started, return nothing
-            for future in futures:
-                future.cancel()
-            raise
-    return results
 
 
 def _requests_frame(configs: list[dict[str, Any]], replays: list[pd.DataFrame], names: list[str],

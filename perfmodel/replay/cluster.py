@@ -1,7 +1,7 @@
-"""A trace replayed on a :class:`perfmodel.Cluster`: the edge (inputs checked once) and the result's table.
+"""A trace replayed on a :class:`perfmodel.Cluster`: what only a cluster reads, checked, and the result's table.
 
-:func:`perfmodel.replay_handoffs` routes here when ``kv_transfer_bandwidth`` (or ``link``) is a
-cluster; the simulation is :mod:`perfmodel.replay.on_cluster`. :func:`cluster_summary` adds each
+Both replays come here (:class:`ClusterHandoffs`) from their one edge, :func:`perfmodel.replay.edge.handoffs_on`,
+when ``kv_transfer_bandwidth`` (or ``link``) is a cluster; the simulation is :mod:`perfmodel.replay.on_cluster`. :func:`cluster_summary` adds each
 resource's utilisation and the share of requests each one bottlenecked to :func:`perfmodel.summarize`.
 """
 

@@ -64,13 +64,13 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     bytes_spec = on_rows(prepared.trace, bytes_name(c), models)
     destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
-    if destination_missing and not prepared.has_hashes:
+    _check_shared(prepared, c, bytes_spec)
+    if destination_missing and not prepared.has_hashes:  # (after the checks: a refused call says nothing else)
         warn(
             "the trace has no hash_ids, so no prefix can be found in any cache: destination_missing charges every "
             "block, block-rounded, which costs slightly more than full_prompt. Read a trace with hash_ids (e.g. "
             "Mooncake) to model prefix reuse."
         )
-    _check_shared(prepared, c, bytes_spec)
     if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources max-min
         from .cluster import ClusterHandoffs
 

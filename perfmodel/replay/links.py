@@ -177,7 +177,7 @@ def _check_options(c: SimpleNamespace) -> None:
 
 def finite_transfers(trace: pd.DataFrame, out: Any, bandwidth: float) -> None:
     """Refuse a replay whose transfer times are not finite (upstream's replay refuses them: e.g. a subnormal
-    bandwidth), naming the first request."""
+    bandwidth), or whose handoffs end beyond what a time can hold, naming the first request."""
     if not np.isfinite(out.transfer).all():
         first = int(np.argmax(~np.isfinite(out.transfer)))
         raise InputError(
@@ -186,6 +186,15 @@ def finite_transfers(trace: pd.DataFrame, out: Any, bandwidth: float) -> None:
             f"transfer time of {out.transfer[first]!r} ms (its bytes over the bandwidth, plus its fixed "
             "costs)",
             "pass a realistic bandwidth in GB/s and fixed costs in ms (latency_ms, per_block_ms, per_message_ms)",
+        )
+    overflowed = np.isinf(out.end)  # (each finite alone, but queued one after another: beyond a time's range)
+    if overflowed.any():
+        first = int(np.argmax(overflowed))
+        raise InputError(
+            "latency_ms, fallback_delay_ms",
+            f"request {trace.index[first]!r}'s handoff would end at {out.end[first]!r} ms: the handoffs queued "
+            "before it add up beyond what a time can hold",
+            "pass fixed costs and a fallback delay of realistic size, in ms",
         )
 
 

@@ -20,7 +20,7 @@ from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
 from ..inputs.coerce import aligned, whole_numbers
-from ..inputs.table import INPUTS, group_beyond_layers, layerwise_given
+from ..inputs.table import INPUTS, UNCOUNTED_LAYERS, group_beyond_layers, layerwise_given
 from ..inputs.words import count
 from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
 
@@ -588,3 +588,28 @@ def layerwise_lead(
     with np.errstate(divide="ignore", invalid="ignore"):
         lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
         return lead, np.where(streamed, group / layers, 1.0)
+
+
+def layers_where_counted(configs: list[dict[str, Any]], check: Any) -> list[dict[str, Any]]:
+    """A grid's configurations, each checked by ``check(config)`` (a replay of two requests), with a
+    ``num_layers`` set to None in those where it counts nothing (no cost per message, streaming off) while it
+    counts in another: a grid's layer count applies where it counts, as a sweep's does. Refused (as a single
+    replay refuses it) where it counts in none.
+
+    >>> layers_where_counted([{"num_layers": 32}], lambda config: None)
+    [{'num_layers': 32}]
+    """
+    kept, refused, counted = [], None, False
+    for config in configs:
+        try:
+            check(config)
+            counted = counted or config.get("num_layers") is not None
+        except InputError as error:
+            if error.where != "num_layers" or error.problem != UNCOUNTED_LAYERS:
+                raise
+            refused, config = error, {**config, "num_layers": None}
+            check(config)
+        kept.append(config)
+    if refused is not None and not counted:
+        raise refused
+    return kept

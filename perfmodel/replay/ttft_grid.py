@@ -5,7 +5,6 @@ budget, and the fewest workers, links or NICs per node that keep it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import inspect
 import itertools
@@ -20,7 +19,7 @@ from ..errors import InputError, check_choice, check_whole
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
-from .prepared import PreparedTrace, no_series_axes, prepare_trace
+from .prepared import PreparedTrace, layers_where_counted, no_series_axes, prepare_trace
 from .ttft import replay_ttft, summarize_ttft, ttft_prepared
 
 __all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
@@ -162,24 +161,11 @@ def ttft_grid(
     >>> bool(grid["p99_ms"].is_monotonic_increasing)
     True
     """
-    from ..ground.progress import progress_bar
+    from ..ground.progress import in_threads
 
     prepared, configs = grid_plan(trace, axes)
     workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
-    rows: list[Any] = [None] * len(configs)
-    with (
-        concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(configs))) as pool,
-        progress_bar(len(configs), unit="configs", desc="ttft grid", progress=progress) as bar,
-    ):
-        futures = {pool.submit(grid_summary, prepared, c): i for i, c in enumerate(configs)}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                rows[futures[future]] = future.result()
-                bar.update(1)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    rows = in_threads(lambda c: grid_summary(prepared, c), configs, workers, desc="ttft grid", progress=progress)
     return grid_table(configs, rows)
 
 
@@ -197,11 +183,13 @@ def grid_plan(trace: pd.DataFrame, axes: dict[str, Any]) -> tuple[PreparedTrace,
     configs = _configs(axes)
     prepared = _prepared(trace)
     sample = prepare_trace(trace.iloc[: min(len(trace), 2)])
-    for config in configs:
+
+    def check(config: dict[str, Any]) -> None:
         _one(sample, {k: v for k, v in config.items() if k != "request_rate_per_s"})
         if "request_rate_per_s" in config:
             at_rate(prepared, config["request_rate_per_s"])
-    return prepared, configs
+
+    return prepared, layers_where_counted(configs, check)
 
 
 def grid_summary(prepared: PreparedTrace, config: dict[str, Any]) -> dict[str, Any]:
