@@ -213,6 +213,30 @@ class ClusterHandoffs:
         posts = float(on.config["message_terms"].size > 0)  # (a message costs something: layers count messages)
         return on, layerwise_lead(prepared.trace, prepared.tokens, bytes_spec, c, posts)
 
+    def _network(
+        self,
+        on: SimpleNamespace,
+        ready_sorted: np.ndarray,
+        prefill_of: np.ndarray,
+        out: Any,
+        streamed: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Any:
+        """The kernel's network for the loop (:func:`perfmodel.kernels.cluster.new_run`), before its first
+        request: the structure and configuration of ``on`` (:func:`cluster_inputs`, time bins over
+        ``ready_sorted``), each request's prefill worker ``prefill_of`` (the array itself: the TTFT loop writes the
+        workers it routes to there), outputs to ``out``; ``streamed``, layer by layer: each request's prefill end
+        and the share of its time alone sent after it."""
+        p = self.prepared
+        st, cfg = _cluster_replay.kernel_inputs(
+            ready_sorted=ready_sorted, n_unique=p.n_unique, resources=on.resources, pairs=on.pairs, terms=on.terms,
+            config=on.config,
+        )  # fmt: skip
+        return _kernel.new_run(
+            p.tokens.astype(np.int64), p.blocks, p.offsets, np.asarray(prefill_of, dtype=np.int64), st, cfg, out,
+            read_only(np.asarray(on.blocks_per_message, np.float64)),
+            None if streamed is None else (read_only(streamed[0]), read_only(streamed[1])),
+        )  # fmt: skip
+
     def replay(self) -> pd.DataFrame:
         """The handoffs alone (the table :func:`perfmodel.replay_handoffs` returns). Layer by layer, each
         request's first layer group may go before its prefill ends (its lead), and the share of its time alone
@@ -224,26 +248,17 @@ class ClusterHandoffs:
         available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)
         notice_first_compile(FIRST_COMPILE_S)
         out = _kernel.Outputs.empty(len(prepared.tokens))
+        order = np.argsort(available, kind="stable").astype(np.int64)
+        run = self._network(
+            on, available[order], on.prefill_of, out, None if streaming is None else (ready, streaming[1])
+        )
         try:
-            replayed = _cluster_replay.simulate_replay(
-                order=np.argsort(available, kind="stable"),
-                ready=available,
-                tokens=prepared.tokens,
-                blocks=prepared.blocks,
-                offsets=prepared.offsets,
-                n_unique=prepared.n_unique,
-                prefill_of=on.prefill_of,
-                resources=on.resources,
-                pairs=on.pairs,
-                terms=on.terms,
-                config=on.config,
-                blocks_per_message=on.blocks_per_message,
-                streamed=None if streaming is None else (ready, streaming[1]),
-                out=out,
-            )
+            net = serving.replay(order, np.ascontiguousarray(available, np.float64), run, run.cfg.workers)
         except serving.Unfinished:
             finite_handoffs(prepared.trace, out)
             raise
+        loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)
+        replayed = _cluster_replay.replayed(out, on.prefill_of, net.st, net.cfg, loads)  # (net's: its bins may widen)
         return _frame(
             prepared.trace,
             prepared.tokens,
@@ -266,16 +281,7 @@ class ClusterHandoffs:
         tokens = prepared.tokens.astype(np.int64)
 
         def start(horizon: np.ndarray) -> Any:
-            st, cfg = _cluster_replay.kernel_inputs(
-                ready_sorted=horizon,
-                n_unique=prepared.n_unique,
-                resources=on.resources,
-                pairs=on.pairs,
-                terms=on.terms,
-                config=on.config,
-            )
-            requests = (tokens, prepared.blocks, prepared.offsets, serving_inputs.prefill_worker)
-            return _kernel.new_run(*requests, st, cfg, out, read_only(np.asarray(on.blocks_per_message, np.float64)))
+            return self._network(on, horizon, serving_inputs.prefill_worker, out)
 
         def wrap(net: Any, base: float) -> tuple[dict[str, Any], dict[str, Any]]:
             loads = net.sim.loads

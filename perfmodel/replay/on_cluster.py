@@ -23,9 +23,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..inputs.codes import Contention, choice_code, choice_names
-from ..inputs.coerce import read_only
 from ..kernels import cluster as kernel
-from ..kernels import serving
 from ..network.clusters import (
     Cluster,
     Flow,
@@ -37,7 +35,7 @@ from ..network.clusters import (
 )
 from ..options import deprecated_constant, option
 
-__all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "simulate_replay", "structure_of"]
+__all__ = ["ROUTINGS", "Pair", "Replayed", "pairs_of", "structure_of"]
 
 #: The most (prefill worker, decode worker) pairs a replay on a cluster resolves the flows of (each in Python,
 #: before the replay): 2**18, a thousand workers by 256, or 512 of each.
@@ -305,7 +303,7 @@ def kernel_inputs(
     terms: HeadTerms,
     config: dict,
 ) -> tuple[kernel.Structure, kernel.Config]:
-    """The kernel's structure and configuration of a replay on a cluster (see :func:`simulate_replay`); time bins
+    """The kernel's structure and configuration of a replay on a cluster (:class:`perfmodel.replay.cluster.ClusterHandoffs` makes its network); time bins
     over ``ready_sorted`` (the ready times in order; empty: none)."""
     origin, width = 0.0, math.inf
     if len(ready_sorted) and config["fair"]:  # 200 bins over the ready times, of 1 ms at least (later ends fill more)
@@ -345,54 +343,6 @@ def replayed(
         cfg.bin_ms,
         cfg.origin_ms,
     )
-
-
-def simulate_replay(
-    *,
-    order: np.ndarray,
-    ready: np.ndarray,
-    tokens: np.ndarray,
-    blocks: np.ndarray,
-    offsets: np.ndarray,
-    n_unique: int,
-    prefill_of: np.ndarray,
-    resources: Resources,
-    pairs: list[list[Pair]],
-    terms: HeadTerms,
-    config: dict,
-    blocks_per_message: np.ndarray,
-    streamed: tuple[np.ndarray, np.ndarray] | None = None,
-    out: kernel.Outputs | None = None,
-) -> Replayed:
-    """Replay requests in ``order`` on the cluster's resources (see the module's docstring).
-
-    ``config``: the fields of :class:`perfmodel.kernels.cluster.Config` but the decode workers, distinct
-    blocks, time bins and window/chunk lengths (from ``pairs``, ``n_unique``, ``ready`` and ``terms``),
-    with ``routing`` a name and ``capacity`` None when unbounded. ``prefill_of[r]``: request ``r``'s
-    prefill worker; its blocks are ``blocks[offsets[r]:offsets[r+1]]``, ``blocks_per_message[r]`` of them merged
-    into one message. ``streamed``: layer-wise streaming,
-    each request's prefill end and the share of its time alone sent after it (``ready``: when its first layer
-    group may go). ``out``: the outputs to fill (a new record when None), read by a caller whose replay stops.
-    """
-    st, cfg = kernel_inputs(
-        ready_sorted=ready[order], n_unique=n_unique, resources=resources, pairs=pairs, terms=terms, config=config
-    )
-    out = kernel.Outputs.empty(len(order)) if out is None else out
-    order, ready = order.astype(np.int64), np.ascontiguousarray(ready, np.float64)
-    run = kernel.new_run(
-        tokens.astype(np.int64),
-        blocks,
-        offsets,
-        prefill_of.astype(np.int64),
-        st,
-        cfg,
-        out,
-        read_only(np.asarray(blocks_per_message, np.float64)),
-        None if streamed is None else (read_only(streamed[0]), read_only(streamed[1])),
-    )
-    net = serving.replay(order, ready, run, cfg.workers)
-    loads = (net.sim.loads.busy, net.sim.loads.peak, net.sim.loads.bins, net.sim.loads.touched)
-    return replayed(out, prefill_of, st, net.cfg, loads)  # (net's: its time bins may have widened)
 
 
 def refuse_on_cluster(c: Any) -> None:
