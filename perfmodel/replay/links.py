@@ -35,7 +35,8 @@ __all__ = ["LinkHandoffs"]
 class LinkHandoffs:
     """A replay's handoffs on links (a pool of ``c.links`` links of one kind), as
     :func:`perfmodel.replay.edge.handoffs_on` decides: the link ``bandwidth_spec`` and the model ``bytes_spec``
-    as read there. The rest of the configuration ``c`` is checked when a replay asks (:func:`link_inputs`)."""
+    as read there, the options both networks read checked there. What only links read is checked when a replay
+    asks (:func:`link_inputs`)."""
 
     def __init__(
         self,
