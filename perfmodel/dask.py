@@ -376,15 +376,11 @@ def replay_grid(
     >>> grid = perfmodel.dask.replay_grid(trace, workers=2, model="llama-3.1-8b", link="ib-ndr",
     ...                                   decode_workers=[1, 2])  # doctest: +SKIP
     """
-    from .replay import grid_configs, grid_frame, grid_row, prepare_trace
+    from .replay import grid_frame, grid_plan
 
-    configs = grid_configs(axes)
-    prepared = prepare_trace(trace, ready_ms=ready_ms)
-    first = grid_row(prepared, configs[0])[0]  # here: a bad axis value fails at once, not on a worker
-    rows = _on_workers(
-        _grid_config, prepared, configs[1:], "replay grid", scheduler, workers, connect_timeout_s, progress
-    )
-    return grid_frame(configs, [first, *rows])
+    prepared, configs = grid_plan(trace, axes, ready_ms)  # (here: a bad axis value fails at once, not on a worker)
+    rows = _on_workers(_grid_config, prepared, configs, "replay grid", scheduler, workers, connect_timeout_s, progress)
+    return grid_frame(configs, rows)
 
 
 def _on_workers(

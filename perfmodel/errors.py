@@ -250,7 +250,9 @@ def check_whole(
             f"pass a whole number >= {smallest}, e.g. {name}={max(smallest, 1)}",
         )
     if largest is not None and value > largest:
-        raise InputError(name, f"{int(value):,} is above {largest:,}", above or f"pass a whole number <= {largest:,}")
+        digits = len(str(int(value)))
+        given = f"{int(value):,}" if digits <= 24 else f"a number of {digits:,} digits"
+        raise InputError(name, f"{given} is above {largest:,}", above or f"pass a whole number <= {largest:,}")
     return int(value)
 
 

@@ -210,6 +210,8 @@ def _why(name: str, value: Any) -> str:
         return f"not a valid {name.replace('_', ' ')}; valid: {valid}"
     try:
         number = float(value)
+    except OverflowError:  # (an int beyond float64's range)
+        return "beyond the range of float64 numbers (about 1.8e308)"
     except (TypeError, ValueError):
         return not_a_number(value)
     if math.isnan(number):
@@ -570,7 +572,7 @@ def handoff(
     found = _onto_cluster.route(values, options, errors) if cluster else None
     if found is None:
         _resolve_links(values, errors)
-    layerwise_given(values, options.overlap)
+    layerwise_given(values, options.overlap, options.kv_layout)
     # a cluster's bandwidth and fixed costs as a link's, before the model's message terms are read; a handoff
     # whose flows pay unequal costs is simulated, each flow with its own link's costs per message and block
     simulated, own_costs, messages_needed = _simulated(found)
@@ -713,7 +715,7 @@ def checked(name: str, value: Any) -> Any:
     >>> checked("block_size", [16, 1.5])
     Traceback (most recent call last):
     ...
-    perfmodel.errors.InputError: block_size: 1 invalid row; first at row 1: 1.5 (not a whole number). Fix: block sizes are whole numbers of tokens >= 1 (0 or NaN: none), or pass errors='coerce' to get NaN for those rows.
+    perfmodel.errors.InputError: block_size: 1 invalid row; first at row 1: 1.5 (not a whole number). Fix: block sizes are whole numbers of tokens from 1 to 2**53 (0 or NaN: none), or pass errors='coerce' to get NaN for those rows.
     """
     arg = coerce(name, value)
     n = len(arg.value) if arg.is_array else 1

@@ -65,7 +65,7 @@ def test_a_good_layer_count_is_taken_alike(entry):
 def test_num_layers_without_a_message_cost_is_refused_as_scalar_and_array(per_message):
     with pytest.raises(
         InputError,
-        match="num_layers: counts the layers of per-message costs or of layer-wise streaming, and neither is on",
+        match="num_layers: counts the layers of messages posted per layer or of layer-wise streaming, and neither is on",
     ):
         perfmodel.handoff_delay_ms([1000], 50.0, 131072, per_message_ms=per_message, block_size=16, num_layers=32)
 

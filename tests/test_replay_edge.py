@@ -33,6 +33,11 @@ REFUSED_ALIKE = {
     "links as text": dict(links="1"),
     "no block size": dict(block_size=0),
     "no decode worker": dict(decode_workers=0),
+    "a layer count in a layout of blocks": dict(num_layers=32, per_message_ms=0.01, kv_layout="block"),
+    "a cache beyond what int64 holds": dict(decode_cache_blocks=2**63),
+    "a cache of 401 digits": dict(decode_cache_blocks=10**400),
+    "a block size beyond what int64 holds": dict(block_size=2**63),
+    "a block size beyond float64": dict(block_size=10**400),
 }
 
 
@@ -142,3 +147,91 @@ def test_a_refused_call_warns_of_nothing_first():
         warnings.simplefilter("always")
         perfmodel.replay_handoffs(TRACE, "ib-ndr", MODEL, mode="destination_missing", latency_ms=-1.0)
     assert not caught
+
+
+# --- a third hostile pass: layer counts that count nothing, sizes beyond int64, grids' rows and labels ---------
+
+
+@pytest.mark.parametrize("link", ["ib-ndr", ONE_NIC])
+def test_zero_layers_posting_messages_per_layer_are_refused_not_charged_nothing(link):
+    with pytest.raises(InputError, match="num_layers: 0 layers post no messages in kv_layout='layer_kv'"):
+        perfmodel.replay_handoffs(TRACE, link, 131072.0, num_layers=0, per_message_ms=0.01)
+
+
+def test_zero_layers_posting_messages_per_row_are_named_or_coerced():
+    layers = np.array([32, 0, 32])
+    with pytest.raises(InputError, match="0 layers at row 1 post no messages"):
+        perfmodel.handoff_delay_ms(1000, 25.0, 131072.0, num_layers=layers, per_message_ms=0.01, block_size=16)
+    coerced = perfmodel.handoff_delay_ms(
+        1000, 25.0, 131072.0, num_layers=layers, per_message_ms=0.01, block_size=16, errors="coerce"
+    )
+    assert np.isnan(coerced[1]) and np.isfinite(coerced[[0, 2]]).all()
+
+
+@pytest.mark.parametrize("call", ["handoff_delay_ms", "replay_handoffs"])
+def test_a_layer_count_in_a_layout_of_blocks_counts_nothing(call):
+    given = dict(num_layers=8, per_message_ms=0.01, kv_layout="block", block_size=16)
+    with pytest.raises(InputError, match="num_layers: counts the layers of messages posted per layer"):
+        if call == "handoff_delay_ms":
+            perfmodel.handoff_delay_ms(1000, 25.0, 131072.0, **given)
+        else:
+            perfmodel.replay_handoffs(TRACE, "ib-ndr", 131072.0, **given)
+    del given["num_layers"]  # (without it: the same call runs)
+    assert perfmodel.handoff_delay_ms(1000, 25.0, 131072.0, **given) > 0
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400)], ids=["1e400", "-1e400"])
+@pytest.mark.parametrize("name", ["num_input_tokens", "block_size", "kv_bytes_per_token"])
+def test_an_int_beyond_float64_is_named_not_an_overflow(name, value):
+    given = dict(num_input_tokens=1000, kv_transfer_bandwidth=25.0, kv_bytes_per_token=1e5, block_size=16)
+    given[name] = value
+    with pytest.raises(InputError, match=f"^{name}: "):
+        perfmodel.handoff_delay_ms(**given)
+
+
+def test_a_grid_replays_a_configuration_streaming_off_once_with_its_streaming_inputs_empty():
+    summary, requests = perfmodel.replay_grid(
+        TRACE,
+        link="ib-ndr",
+        model=MODEL,
+        overlap=["none", "layerwise"],
+        prefill_ms=[10.0, 20.0],
+        keep="requests",
+        progress=False,
+    )
+    assert [f"{o} {p}" for o, p in zip(summary["overlap"], summary["prefill_ms"])] == [
+        "none nan",
+        "layerwise 10.0",
+        "layerwise 20.0",
+    ]
+    assert len(requests) == 3 * len(TRACE)
+    alone = perfmodel.replay_handoffs(TRACE, "ib-ndr", MODEL)
+    assert summary["p99_ms"][0] == perfmodel.summarize(alone)["p99_ms"]
+
+
+def test_a_grid_keeps_once_the_configurations_a_layer_count_does_not_tell_apart():
+    grid = perfmodel.replay_grid(
+        TRACE,
+        link="ib-ndr",
+        model=131072.0,
+        num_layers=[8, 16],
+        per_message_ms=[0, 0.01],
+        block_size=16,
+        progress=False,
+    )
+    assert [f"{m} {k}" for m, k in zip(grid["per_message_ms"], grid["num_layers"])] == [
+        "0.0 nan",
+        "0.01 8.0",
+        "0.01 16.0",
+    ]
+
+
+@pytest.mark.parametrize("grid", ["replay_grid", "ttft_grid"])
+def test_both_grids_name_a_mode_given_as_its_code(grid):
+    table = getattr(perfmodel, grid)(TRACE, link="ib-ndr", model=MODEL, mode=[1, 0], progress=False)
+    assert list(table["mode"].astype(str)) == ["destination_missing", "full_prompt"]
+
+
+def test_a_ttft_grid_refuses_a_value_given_twice_as_a_replay_grid_does():
+    with pytest.raises(InputError, match="ttft_grid: axis link has a repeated value: 'ib-ndr' and 'IB-NDR'"):
+        perfmodel.ttft_grid(TRACE, link=["ib-ndr", "IB-NDR"], model=MODEL, progress=False)

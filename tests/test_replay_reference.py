@@ -29,7 +29,9 @@ def _trace(ready, tokens):
 
 def _replayed(ready, tokens, **kw):
     layers, layout = kw.pop("num_layers"), kw.pop("kv_layout")
-    messages = dict(num_layers=layers, kv_layout=layout) if kw.get("per_message_ms") else {}
+    messages = dict(kv_layout=layout) if kw.get("per_message_ms") else {}
+    if messages and layout != "block":  # (a layout of blocks posts messages per block: no layer count counts)
+        messages["num_layers"] = layers
     return replay_handoffs(_trace(ready, tokens), kv_bytes_per_token=1024, kv_transfer_bandwidth=BW, **messages, **kw)[
         "handoff_delay_ms"
     ].to_numpy()

@@ -208,11 +208,28 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
                 "pass num_layers (--num-layers), a model name or config, or kv_layout='block'",
             )
         per_layer = 2.0 if kv_layout == "layer_kv" else 1.0
-        return MessageTerms(np.multiply(checked_layers(layers, errors), per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
+        layers = _posting_layers(checked_layers(layers, errors), kv_layout, errors)
+        return MessageTerms(np.multiply(layers, per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
     codes, uniques = distinct(_array(value))
     found = [per_label(lambda m: kv_terms(m).message_factors(kv_layout), errors)(label) for label in uniques]
     tables = [np.array([np.nan if isinstance(f, float) else f[i] for f in found] + [np.nan]) for i in range(4)]
     return MessageTerms(*(spread(codes, table) for table in tables))
+
+
+def _posting_layers(layers: Any, kv_layout: str, errors: str) -> Any:
+    """Checked layer counts (a number or an array) that post messages per layer: 0 layers would post none, and
+    a cost per message would charge nothing, so a 0 is refused (with ``errors="coerce"``, NaN for its rows)."""
+    zero = np.asarray(layers) == 0
+    if not zero.any():
+        return layers
+    if errors == "coerce":
+        return np.where(zero, np.nan, layers) if zero.ndim else np.float64(np.nan)
+    where = f" at row {int(np.argmax(zero.reshape(-1)))}" if zero.ndim else ""
+    raise InputError(
+        "num_layers",
+        f"0 layers{where} post no messages in kv_layout={kv_layout!r}, so a cost per message would charge nothing",
+        "pass the model's layer count (>= 1), or kv_layout='block' (messages per block)",
+    )
 
 
 def checked_layers(layers: Any, errors: str = "raise") -> Any:

@@ -276,8 +276,8 @@ ROW_INPUTS: tuple[Input, ...] = (
           group="block", off=0.0, cli="--per-block-ms", axis=True, grid_axis=True,
           example=0.002, replay="one"),
     Input("block_size", "KV block size in tokens (whole numbers >= 1; 0 or NaN: none), for per-block costs.",
-          "count", default=None, kernel_default=0, valid=Valid(whole=True),
-          rule="block sizes are whole numbers of tokens >= 1 (0 or NaN: none)",
+          "count", default=None, kernel_default=0, valid=Valid(high=2.0**53, whole=True),
+          rule="block sizes are whole numbers of tokens from 1 to 2**53 (0 or NaN: none)",
           group="block", off=0, cli="--block-size", axis=True, grid_axis=True,
           example=16, replay="one", replay_default=512),
     Input("per_message_ms", "Cost (ms) of each message (transfer descriptor: a contiguous region of the KV "
@@ -402,8 +402,8 @@ API_INPUTS: tuple[Input, ...] = (
           "degree", valid=_COUNT, rule=_count_rule("decode_workers", "workers"), default=1, cli="--decode-workers",
           grid_axis=True, replay="one", example=4),
     Input("decode_cache_blocks", "Each decode worker's LRU cache capacity in blocks (whole number; "
-          "default: unbounded).", "count", default=None, valid=Valid(whole=True, nan_ok=False),
-          rule="cache capacities are whole numbers of blocks >= 0", cli="--cache-blocks", grid_axis=True,
+          "default: unbounded).", "count", default=None, valid=Valid(high=2.0**53, whole=True, nan_ok=False),
+          rule="cache capacities are whole numbers of blocks from 0 to 2**53", cli="--cache-blocks", grid_axis=True,
           replay="one", example=1000),
     Input("routing", "``\"prefix\"`` (default: the decode worker caching the longest prefix, ties round "
           "robin) or ``\"round_robin\"``; on a cluster also ``\"least_loaded\"`` (fewest bytes routed to it "
@@ -587,23 +587,25 @@ def _costs_something(value: Any) -> bool:
 #: The problem of a layer count that counts nothing (a grid keeps one only where it counts:
 #: :func:`perfmodel.replay.prepared.layers_where_counted`).
 UNCOUNTED_LAYERS = (
-    "counts the layers of per-message costs or of layer-wise streaming, and neither is on (no cost per message, "
-    "overlap off)"
+    "counts the layers of messages posted per layer or of layer-wise streaming, and neither is on (no cost per "
+    "message, or kv_layout='block', which posts messages per block; overlap off)"
 )
 
 
-def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
+def layerwise_given(values: dict[str, Any], overlap: Any, kv_layout: Any = None) -> None:
     """The rules of layer-wise streaming, for every entry point: with ``overlap="none"`` none of its
-    inputs may be given (never silently ignored); with ``"layerwise"`` exactly one of a prefill
-    duration and a rate is required. ``values`` holds what the caller gave (absent or None: not given)."""
+    inputs may be given (never silently ignored), but a layer count where messages are posted per layer
+    (a per-message cost, ``kv_layout`` not ``"block"``; None: some layout of a grid may count them); with
+    ``"layerwise"`` exactly one of a prefill duration and a rate is required. ``values`` holds what the caller
+    gave (absent or None: not given)."""
     if overlap == "none":
         given = [name for name in LAYERWISE if not is_default(name, values.get(name))]
-        if given == ["num_layers"] and _costs_something(values.get("per_message_ms")):
-            given = []  # (per-message costs count layers too)
+        if given == ["num_layers"] and _costs_something(values.get("per_message_ms")) and kv_layout != "block":
+            given = []  # (messages posted per layer count layers too)
         if given == ["num_layers"]:  # (layers count messages too: not only a matter of streaming)
             raise InputError("num_layers", UNCOUNTED_LAYERS,
-                             "pass a per_message_ms (or overlap='layerwise' where the call streams), or drop "
-                             "num_layers")
+                             "pass a per_message_ms with kv_layout 'layer_kv' or 'layer' (or overlap='layerwise' "
+                             "where the call streams), or drop num_layers")
         if given:
             raise InputError("overlap", f"{', '.join(given)} apply to layer-wise streaming, which is off",
                              "pass overlap='layerwise', or drop them")
@@ -614,8 +616,12 @@ def layerwise_given(values: dict[str, Any], overlap: Any) -> None:
 
 def layerwise_overlaps(given: dict[str, Any], overlaps: set[str]) -> None:
     """:func:`layerwise_given` for a grid of ``overlaps`` (sweeps, replay grids): the layer-wise inputs
-    are refused only when no value of the grid streams; where some do, they apply to those rows."""
-    layerwise_given(given, "layerwise" if "layerwise" in overlaps else "none")
+    are refused only when no value of the grid streams; where some do, they apply to those rows. A layer count
+    counts messages unless every layout of the grid is ``"block"``."""
+    layouts = given.get("kv_layout")
+    layouts = [layouts] if isinstance(layouts, str) else layouts if isinstance(layouts, (list, tuple)) else [None]
+    blocks = "block" if layouts and all(layout == "block" for layout in layouts) else None
+    layerwise_given(given, "layerwise" if "layerwise" in overlaps else "none", blocks)
 
 
 def nonnegative(name: str, value: Any, *, whole: bool = False, inf_ok: bool = False) -> np.ndarray:

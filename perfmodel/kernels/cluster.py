@@ -36,7 +36,6 @@ from .sharing import (
     CHUNK,
     NIL,
     SATURATED,
-    Alone,
     Heaps,
     Paths,
     alone,
@@ -44,7 +43,9 @@ from .sharing import (
     flow_bytes,
     heap_remove,
     label,
+    new_alone,
     new_local,
+    new_memo,
     pop_flow,
     push_flow,
     schedule,
@@ -535,7 +536,7 @@ def start_request(i, r, now, net):
     w, trace = out.decode_worker[r], net.trace
     out.start[r] = now
     simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, net.hit[r], trace, st, cfg, out, al, kept)
-    last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position) if simulated > 0 else -1
+    last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position, sim.memo) if simulated > 0 else -1
     out.alone_ms[r] = al.ends[last] if simulated > 0 else 0.0
     if trace.last_fraction.shape[0] > 0:  # streamed: its last layer group is sent once its prefill ends
         ends.earliest[r] = trace.prefill_end[r] + out.alone_ms[r] * trace.last_fraction[r]
@@ -698,8 +699,7 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
     cl, pool, heaps, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1,
                                                 kmax)
     paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
-    al = Alone._make((*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)),
-                     np.zeros(kmax)))
+    al = new_alone(kmax)
     kept = Kept(np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool.seq)
@@ -714,7 +714,7 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
         paths=paths,
         cfg=cfg,
         out=out,
-        sim=Sim(cl, pool, heaps, loads, sc, lc, al, kept),
+        sim=Sim(cl, pool, heaps, loads, sc, lc, al, kept, new_memo(kmax, len(st.pair_off) - 1)),  # (a key a pair)
         caches=Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity)),
         waiting=Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D)),  # bytes (and flows) not yet moving or ended
         ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), np.full(n, -np.inf), pending),

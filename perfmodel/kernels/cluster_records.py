@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .sharing import Alone, Heaps, Local
+from .sharing import Alone, Heaps, Local, Memo
 
 
 class Classes(NamedTuple):
@@ -163,3 +163,4 @@ class Sim(NamedTuple):
     lc: Local
     al: Alone
     kept: Kept
+    memo: Memo  # the fillings of a handoff's flows alone, by their classes in order

@@ -254,9 +254,9 @@ def _alone_rates(na, t, al, paths, lc, classes, memo):
 
 
 @loop_helper(python=False)
-def alone(q, al, paths, lc, classes, positions):
-    """:func:`_alone_memo` without a memo (the replay's handoffs: each filled)."""
-    return _alone_memo(q, al, paths, lc, classes, positions, None)
+def alone(q, al, paths, lc, classes, positions, memo):
+    """:func:`_alone_memo`, compiled apart (the replay's handoffs, each alone)."""
+    return _alone_memo(q, al, paths, lc, classes, positions, memo)
 
 
 @jit(inline="always", **_compat.no_reference_counting())
@@ -399,24 +399,35 @@ def _batch(keys, flows, paths, lc, al, memo, classes, begin, size, out):
         _one_key(k, begin, size, paths, lc, al, memo, classes, out)
 
 
-def _work(flows: int, resources: int, longest: int, keys: int) -> tuple:
-    """Work arrays of :func:`_batch` for ``keys`` keys of ``flows`` flows over ``resources`` resources (paths of
-    at most ``longest``): a filling's, a handoff's, a memo (room for every filling of a few keys' worth of
-    distinct orders, at most ~64k entries), the flows' classes, a key's starts and bytes."""
-    ints = lambda k: np.zeros(k, np.int64)  # noqa: E731
+def new_alone(flows: int) -> Alone:
+    """Work arrays of one handoff of at most ``flows`` flows alone (:func:`alone`)."""
     kmax = max(flows, 1)
-    lc = new_local(resources, kmax, longest)
-    al = Alone._make((*(np.zeros(kmax) for _ in range(6)), *(ints(kmax) for _ in range(3)), np.zeros(kmax)))
+    return Alone._make(
+        (*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)), np.zeros(kmax))
+    )
+
+
+def new_memo(flows: int, keys: int) -> Memo:
+    """An empty :class:`Memo` for handoffs of at most ``flows`` flows: room for every filling of ``keys``
+    handoffs' worth of distinct orders (4 fillings a flow), at most ~64k entries."""
+    kmax = max(flows, 1)
     wanted, room = 4 * kmax * max(keys, 1), max(64, 65_536 // kmax)
     slots = 1 << (min(wanted, room) - 1).bit_length()
-    memo = Memo(
+    return Memo(
         np.full(slots, -1, np.int64),
         np.zeros((slots, kmax), np.int64),
         np.zeros((slots, kmax)),
         np.zeros((slots, kmax), np.int64),
-        ints(1),
+        np.zeros(1, np.int64),
     )
-    return lc, al, memo, ints(kmax), np.zeros(flows), np.zeros(flows)
+
+
+def _work(flows: int, resources: int, longest: int, keys: int) -> tuple:
+    """Work arrays of :func:`_batch` for ``keys`` keys of ``flows`` flows over ``resources`` resources (paths of
+    at most ``longest``): a filling's, a handoff's, a memo, the flows' classes, a key's starts and bytes."""
+    kmax = max(flows, 1)
+    lc = new_local(resources, kmax, longest)
+    return lc, new_alone(kmax), new_memo(kmax, keys), np.zeros(kmax, np.int64), np.zeros(flows), np.zeros(flows)
 
 
 def simulate_keys(

@@ -24,7 +24,7 @@ from ..inputs import table as _inputs
 from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, LAYERWISE, check_count, layerwise_overlaps
 from ..options import deprecated_constant, option
-from .prepared import PreparedTrace, layers_where_counted, no_series_axes, prepare_trace
+from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
 from .summaries import check_result, percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -332,9 +332,9 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     configs = [dict(zip(names, c)) for c in itertools.product(*values)]
     overlaps = {str(c.get("overlap", "none")) for c in configs}
     layerwise_overlaps(axes, overlaps)  # (as in sweeps: the layer-wise inputs apply to the streaming rows)
-    if len(overlaps) > 1:
-        configs = [{k: v for k, v in c.items() if not (k in LAYERWISE and k != "num_layers"  # (it counts messages too)
-                                                     and c.get("overlap") == "none")} for c in configs]
+    if len(overlaps) > 1:  # the streaming inputs do not apply where streaming is off: None there (one such row)
+        configs = [{k: None if k in LAYERWISE and k != "num_layers" and c.get("overlap") == "none" else v  # (it counts
+                    for k, v in c.items()} for c in configs]  # messages too)
     return configs
 
 
@@ -347,13 +347,6 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
     delays = replay["handoff_delay_ms"].to_numpy()
     stats["zero_delay_share"] = float(np.mean(delays == 0)) if delays.size else float("nan")
     return stats, replay if keep_requests else None
-
-
-def axis_label(name: str, value: Any) -> Any:
-    """A grid's value of the axis ``name`` as its tables show it: a label axis's as text (a link given as a
-    number among names, ``25.0``, is ``"25.0"``), any other as it is; the summary and the per-request rows alike."""
-    label = _resolve.label_of(value)
-    return str(label) if name in _inputs.LABEL_AXES else label
 
 
 def grid_frame(configs: list[dict[str, Any]], stats: list[dict[str, Any]]) -> pd.DataFrame:
@@ -418,8 +411,9 @@ def replay_grid(
     Returns
     -------
     pandas.DataFrame
-        One row per configuration: the axes' values in columns named like the axes
-        (labels as categoricals), then :func:`summarize`'s figures (``handoffs``,
+        One row per distinct configuration (an input that does not apply to one, such as
+        ``prefill_ms`` with ``overlap="none"``, is empty there, and the configuration is replayed
+        once): the axes' values in columns named like the axes (labels as categoricals), then :func:`summarize`'s figures (``handoffs``,
         ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ``max_ms``, ``mean_queue_ms``,
         ``link_utilisation``, ``bytes_moved``, ``bytes_saved_by_prefix_reuse``) and
         ``zero_delay_share`` (handoffs that cost 0 ms: their whole prompt was cached); on a
@@ -443,22 +437,27 @@ def replay_grid(
     import os as _os
 
     check_choice("keep", keep, choice_names("keep"))
-    configs = grid_configs(axes)
-    names = list(configs[0])
     workers = _os.cpu_count() or 1 if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
-    prepared = prepare_trace(trace, ready_ms=ready_ms)
+    prepared, configs = grid_plan(trace, axes, ready_ms)
+    names = list(configs[0])
 
     def one(config: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         return grid_row(prepared, config, keep_requests=keep == "requests")
 
-    sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None else prepared.ready_ms[:2])  # (aligned)
-    # every configuration's values checked on two requests: a bad one fails at once
-    configs = layers_where_counted(configs, lambda config: replay_prepared(sample, **config))
     results = in_threads(one, configs, workers, desc="replay grid", progress=progress)
     summary = grid_frame(configs, [stats for stats, _ in results])
     if keep == "summary":
         return summary
     return summary, _requests_frame(configs, [replay for _, replay in results], names, summary)
+
+
+def grid_plan(trace: pd.DataFrame, axes: dict[str, Any], ready_ms: Any) -> tuple[PreparedTrace, list[dict[str, Any]]]:
+    """A replay grid's prepared trace and its distinct configurations (the last axis fastest), every one first
+    checked on two requests, so that a bad value fails at once (here, not on a thread or a Dask worker)."""
+    configs = grid_configs(axes)
+    prepared = prepare_trace(trace, ready_ms=ready_ms)
+    sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None else prepared.ready_ms[:2])  # (aligned)
+    return prepared, layers_where_counted(configs, lambda config: replay_prepared(sample, **config))
 
 
 def _requests_frame(configs: list[dict[str, Any]], replays: list[pd.DataFrame], names: list[str],

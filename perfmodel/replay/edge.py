@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import InputError, check_whole, warn
 from ..inputs import resolve as _resolve
 from ..inputs.codes import TransferMode
-from ..inputs.table import check_count, check_option
+from ..inputs.table import INPUTS, check_count, check_option
 from ..inputs.words import count
 from ..network.placement import is_cluster
 from .prepared import PreparedTrace, bytes_name, on_rows, one_value, request_values
@@ -92,6 +92,20 @@ def _one_of(name: str, value: Any, alias: str, alias_value: Any, example: str) -
     return alias_value if value is None else value
 
 
+def _bounded(name: str, value: Any, *, smallest: int, optional: bool = False) -> int | None:
+    """A whole number from ``smallest`` to the table's bound for ``name`` (2**53), as a Python int (the kernel's
+    int64 holds it), or :class:`InputError`."""
+    largest = int(INPUTS[name].valid.high)  # type: ignore[union-attr]
+    return check_whole(
+        name,
+        value,
+        smallest=smallest,
+        optional=optional,
+        largest=largest,
+        above=f"pass {name} as a whole number from {smallest} to 2**53",
+    )
+
+
 def _check_shared(prepared: PreparedTrace, c: SimpleNamespace, bytes_spec: Any) -> None:
     """Check the options both networks read, alike (one message whatever the network), each one-value input
     and count replaced by its checked value: the choices, the counts and the block size, the caller's fixed costs
@@ -99,10 +113,10 @@ def _check_shared(prepared: PreparedTrace, c: SimpleNamespace, bytes_spec: Any) 
     model's own layers."""
     for name in ("routing", "contention", "overlap", "kv_layout"):
         check_option(name, getattr(c, name))
-    c.block_size = check_whole("block_size", one_value("block_size", c.block_size), smallest=1)
+    c.block_size = _bounded("block_size", one_value("block_size", c.block_size), smallest=1)
     c.decode_workers = check_count("decode_workers", c.decode_workers)
     c.links = check_count("links", c.links)
-    c.decode_cache_blocks = check_whole("decode_cache_blocks", c.decode_cache_blocks, optional=True)
+    c.decode_cache_blocks = _bounded("decode_cache_blocks", c.decode_cache_blocks, smallest=0, optional=True)
     for name in ("latency_ms", "per_block_ms", "per_message_ms"):
         setattr(c, name, one_value(name, getattr(c, name)))
     if c.fallback_delay_ms is not None:

@@ -546,7 +546,7 @@ def layerwise_lead(
     transfer left after the prefill ends at the earliest (layer-wise streaming, as the configuration
     ``c`` asks; else 0 and 1)."""
     n = len(trace)
-    layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap)
+    layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap, c.kv_layout)
     num_layers, prefill_ms = c.num_layers, c.prefill_ms
     if c.overlap == "none":
         return np.zeros(n), np.ones(n)
@@ -590,11 +590,31 @@ def layerwise_lead(
         return lead, np.where(streamed, group / layers, 1.0)
 
 
+def axis_label(name: str, value: Any) -> Any:
+    """A grid's value of the axis ``name`` as its tables show it: a label axis's as text (a link given as a
+    number among names, ``25.0``, is ``"25.0"``; a code by its name, ``1`` as ``"destination_missing"``), any
+    other as it is (objects of their own by their name); the summary and the per-request rows alike.
+
+    >>> axis_label("mode", 1), axis_label("link", 25.0), axis_label("decode_workers", 4)
+    ('destination_missing', '25.0', 4)
+    """
+    from ..inputs.table import LABEL_AXES
+
+    entry = INPUTS.get(name)
+    if entry is not None and entry.kind == "code" and entry.labels and not isinstance(value, (str, bool)):
+        names = {code: label for label, code in entry.labels.items()}
+        if isinstance(value, (int, float, np.integer, np.floating)) and value in names:
+            return names[int(value)]
+    label = _resolve.label_of(value)
+    return str(label) if name in LABEL_AXES else label
+
+
 def layers_where_counted(configs: list[dict[str, Any]], check: Any) -> list[dict[str, Any]]:
-    """A grid's configurations, each checked by ``check(config)`` (a replay of two requests), with a
+    """A grid's distinct configurations, each checked by ``check(config)`` (a replay of two requests), with a
     ``num_layers`` set to None in those where it counts nothing (no cost per message, streaming off) while it
     counts in another: a grid's layer count applies where it counts, as a sweep's does. Refused (as a single
-    replay refuses it) where it counts in none.
+    replay refuses it) where it counts in none. A configuration that is another's once its inputs that do not
+    apply are None is kept once (its first place): a grid replays no configuration twice.
 
     >>> layers_where_counted([{"num_layers": 32}], lambda config: None)
     [{'num_layers': 32}]
@@ -612,4 +632,7 @@ def layers_where_counted(configs: list[dict[str, Any]], check: Any) -> list[dict
         kept.append(config)
     if refused is not None and not counted:
         raise refused
-    return kept
+    distinct: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for config in kept:  # (values by identity: the grid's own objects, or None where they do not apply)
+        distinct.setdefault(tuple((k, id(v)) for k, v in config.items()), config)
+    return list(distinct.values())

@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
+from ..inputs.resolve import axis_labels
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
-from .prepared import PreparedTrace, layers_where_counted, no_series_axes, prepare_trace
+from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
 from .ttft import replay_ttft, summarize_ttft, ttft_prepared
 
 __all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
@@ -100,6 +101,7 @@ def _configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     for name, values in listed.items():
         if not values:
             raise InputError(f"ttft_grid: {name}", "no values", "give each axis at least one value")
+        axis_labels("ttft_grid", name, values)  # (a value given twice, in any spelling, would replay twice: refused)
     size = math.prod(len(v) for v in listed.values())
     most = option("max_grid_configs")
     if size > most:
@@ -199,15 +201,8 @@ def grid_summary(prepared: PreparedTrace, config: dict[str, Any]) -> dict[str, A
 
 def grid_table(configs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> pd.DataFrame:
     """A TTFT grid's table: each configuration's axes' values, then its summary's figures."""
-    labels = [{k: _label(v) for k, v in config.items()} for config in configs]
+    labels = [{k: axis_label(k, v) for k, v in config.items()} for config in configs]
     return pd.DataFrame([{**label, **row} for label, row in zip(labels, rows)])
-
-
-def _label(value: Any) -> Any:
-    """A grid cell for an input's value: numbers and names as they are, objects by their name."""
-    if value is None or isinstance(value, (int, float, str, np.number)):
-        return value
-    return getattr(value, "name", str(value))
 
 
 def _p99(prepared: PreparedTrace, config: dict[str, Any], percentile: float) -> float:
