@@ -235,3 +235,36 @@ def test_both_grids_name_a_mode_given_as_its_code(grid):
 def test_a_ttft_grid_refuses_a_value_given_twice_as_a_replay_grid_does():
     with pytest.raises(InputError, match="ttft_grid: axis link has a repeated value: 'ib-ndr' and 'IB-NDR'"):
         perfmodel.ttft_grid(TRACE, link=["ib-ndr", "IB-NDR"], model=MODEL, progress=False)
+
+
+def test_the_command_lines_grid_names_a_mode_code_and_replays_streaming_off_once(tmp_path):
+    from perfmodel.cli import main
+
+    trace = tmp_path / "t.csv"
+    TRACE.to_csv(trace, index=False)
+    argv = ["trace", str(trace), "--model", MODEL, "--link", "ib-ndr", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--grid", "mode=1,0", "overlap=none,layerwise", "prefill_ms=10,20"]) == 0
+    grid = pd.read_csv(tmp_path / "out" / "grid.csv")
+    assert [f"{m} {o} {p}" for m, o, p in zip(grid["mode"], grid["overlap"], grid["prefill_ms"])] == [
+        "destination_missing none nan",
+        "destination_missing layerwise 10.0",
+        "destination_missing layerwise 20.0",
+        "full_prompt none nan",
+        "full_prompt layerwise 10.0",
+        "full_prompt layerwise 20.0",
+    ]
+
+
+@pytest.mark.parametrize("call", ["numpy", "replay_handoffs", "replay_ttft"])
+def test_a_name_in_a_zero_dimensional_array_is_the_name(call):
+    """A 0-d array of text was refused as 'not a number' (numpy API), or failed with a raw ValueError (a model
+    in a replay); a 0-d array holding None was a NaN fallback."""
+    if call == "numpy":
+        assert perfmodel.handoff_delay_ms(1000, np.array("ib-ndr"), np.array(MODEL)) == perfmodel.handoff_delay_ms(
+            1000, "ib-ndr", MODEL
+        )
+        return
+    extra = dict(prefill_tokens_per_s=1e5) if call == "replay_ttft" else {}
+    replay = getattr(perfmodel, call)
+    boxed = replay(TRACE, np.array("ib-ndr"), np.array(MODEL), fallback_delay_ms=np.array(None, dtype=object), **extra)
+    pd.testing.assert_frame_equal(boxed, replay(TRACE, "ib-ndr", MODEL, **extra))

@@ -350,6 +350,18 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def unboxed(value: Any) -> Any:
+    """A value in a 0-d array of objects or text as the value itself (a name, a link, a cluster, None: one value,
+    as given plain); anything else as it is.
+
+    >>> unboxed(np.array("ib-ndr")), unboxed(np.array(None, dtype=object)), unboxed(np.array(2.0)).ndim
+    ('ib-ndr', None, 0)
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "OUS":
+        return value.item()
+    return value
+
+
 def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:
     """``errors`` if it is one of ``choices`` (default: the input table's, ``"raise"`` and ``"coerce"``), else
     :class:`InputError` (the one choice validator, :func:`perfmodel.errors.check_choice`)."""

@@ -22,6 +22,7 @@ from ..ground.progress import in_threads
 from ..inputs import resolve as _resolve
 from ..inputs import table as _inputs
 from ..inputs.codes import choice_names
+from ..inputs.coerce import unboxed
 from ..inputs.table import INPUTS, LAYERWISE, check_count, layerwise_overlaps
 from ..options import deprecated_constant, option
 from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
@@ -196,7 +197,7 @@ _CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).par
 def configured(given: dict[str, Any]) -> SimpleNamespace:
     """A replay's configuration: :func:`replay_handoffs`' keywords ``given`` over their defaults, a connector's
     costs added to the caller's latency and per-message costs (once, here, for links and clusters alike)."""
-    c = SimpleNamespace(**{**_CONFIG, **given})
+    c = SimpleNamespace(**{**_CONFIG, **{name: unboxed(value) for name, value in given.items()}})
     vars(c).update(_resolve.with_connector(vars(c), c.connector))
     return c
 

@@ -58,8 +58,6 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     bandwidth_spec = _one_of(
         "kv_transfer_bandwidth", c.kv_transfer_bandwidth, "link", c.link, "<GB/s or e.g. 'ib-ndr'>"
     )
-    if isinstance(bandwidth_spec, np.ndarray) and bandwidth_spec.ndim == 0 and bandwidth_spec.dtype == object:
-        bandwidth_spec = bandwidth_spec.item()  # (a link or cluster in a 0-d array: the object itself)
     models = _one_of("kv_bytes_per_token", c.kv_bytes_per_token, "model", c.model, "<bytes or e.g. 'llama-3.1-70b'>")
     bytes_spec = on_rows(prepared.trace, bytes_name(c), models)
     destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING

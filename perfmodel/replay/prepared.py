@@ -601,10 +601,17 @@ def axis_label(name: str, value: Any) -> Any:
     from ..inputs.table import LABEL_AXES
 
     entry = INPUTS.get(name)
-    if entry is not None and entry.kind == "code" and entry.labels and not isinstance(value, (str, bool)):
-        names = {code: label for label, code in entry.labels.items()}
-        if isinstance(value, (int, float, np.integer, np.floating)) and value in names:
-            return names[int(value)]
+    if entry is not None and entry.kind == "code" and entry.labels and not isinstance(value, (bool, np.bool_)):
+        names = {str(code): label for label, code in entry.labels.items()}  # (a code as a number or as text, "1")
+        code = (
+            value.strip()
+            if isinstance(value, str)
+            else f"{value:g}"
+            if isinstance(value, (int, float, np.number))
+            else None
+        )
+        if code in names:
+            return names[code]
     label = _resolve.label_of(value)
     return str(label) if name in LABEL_AXES else label
 
