@@ -559,7 +559,7 @@ def handoff(
     one_index(inputs)
     options = _PLAIN if options is None else options
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
-    values.update({name: unboxed(value) for name, value in inputs.items()})
+    values.update(zip(inputs, map(unboxed, inputs.values())))
     values.update(_resolve.with_connector(values, options.connector, errors))  # (once: see _by_cluster)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
