@@ -175,3 +175,21 @@ def test_the_dask_ttft_grid_equals_the_in_process_grid(trace):
     axes = dict(**LINK, prefill_tokens_per_s=60_000, prefill_workers=[1, 2], request_rate_per_s=[10, 20])
     local = pm.ttft_grid(trace, progress=False, **axes)
     pd.testing.assert_frame_equal(perfmodel.dask.ttft_grid(trace, workers=2, progress=False, **axes), local)
+
+
+@pytest.mark.parametrize(
+    ("question", "given", "message"),
+    [
+        ("max_rate_for_ttft", dict(relative_tolerance=0), "relative_tolerance: 0 is not a tolerance"),
+        ("max_rate_for_ttft", dict(relative_tolerance=float("nan")), "relative_tolerance: nan is not a tolerance"),
+        ("max_rate_for_ttft", dict(percentile=float("nan")), "percentile: nan is not a percentile"),
+        ("max_rate_for_ttft", dict(percentile=101), "percentile: 101 is not a percentile"),
+        ("fewest_for_ttft", dict(percentile=float("nan")), "percentile: nan is not a percentile"),
+        ("fewest_for_ttft", dict(percentile=True), "percentile: True is not a percentile"),
+    ],
+)
+def test_a_sizing_question_refuses_a_tolerance_or_percentile_it_cannot_answer(question, given, message):
+    """A tolerance of 0 could bisect forever; a NaN percentile failed inside numpy with a raw ValueError."""
+    trace = pm.synthetic_trace(50, 10, seed=0)
+    with pytest.raises(InputError, match=f"^{message}"):
+        getattr(pm, question)(trace, ttft_budget_ms=500, link="ib-ndr", model="llama-3.1-8b", **given)

@@ -9,13 +9,14 @@ import dataclasses
 import inspect
 import itertools
 import math
+import numbers
 import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_whole
+from ..errors import InputError, check_choice, check_whole, shown
 from ..inputs.resolve import axis_labels
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
@@ -260,6 +261,14 @@ def max_rate_for_ttft(
     if inputs.get("concurrency") is not None:
         raise InputError("concurrency", "a closed loop sets its own rate", "drop concurrency= to ask for a rate")
     budget = _budget(ttft_budget_ms)
+    _percentile(percentile)
+    if not (isinstance(relative_tolerance, numbers.Real) and 1e-9 <= relative_tolerance <= 1):
+        raise InputError(
+            "relative_tolerance",
+            f"{shown(relative_tolerance)} is not a tolerance from 1e-9 to 1 (the bisection stops when the rates "
+            "tried are this close: 0 never stops)",
+            "pass e.g. relative_tolerance=0.01",
+        )
     own = trace_rate_per_s(trace)
     low, high = rate_range_per_s if rate_range_per_s is not None else (own / 1000, own * 1000)
     if not 0 < low < high < math.inf:
@@ -327,6 +336,7 @@ def fewest_for_ttft(
     check_choice("count_of", count_of, COUNTS)
     most = check_whole("most", most, smallest=1)
     budget = _budget(ttft_budget_ms)
+    _percentile(percentile)
     prepared = _prepared(trace)
     counts = list(range(1, most + 1))
     link = inputs.get("link", inputs.get("kv_transfer_bandwidth"))
@@ -361,6 +371,12 @@ def _prepared(trace: pd.DataFrame) -> PreparedTrace:
     if not len(prepared.trace):
         raise InputError("trace", "has no requests: no TTFT percentile to compute", "pass a trace with requests")
     return prepared
+
+
+def _percentile(value: Any) -> None:
+    """A TTFT percentile to keep within a budget: a number from 0 to 100, or :class:`InputError`."""
+    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, numbers.Real) and 0 <= value <= 100):
+        raise InputError("percentile", f"{shown(value)} is not a percentile in [0, 100]", "pass e.g. percentile=99")
 
 
 def _budget(value: Any) -> float:
