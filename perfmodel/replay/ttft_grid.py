@@ -375,7 +375,7 @@ def _prepared(trace: pd.DataFrame) -> PreparedTrace:
 
 def _percentile(value: Any) -> None:
     """A TTFT percentile to keep within a budget: a number from 0 to 100, or :class:`InputError`."""
-    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, numbers.Real) and 0 <= value <= 100):
+    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, numbers.Real) and 0 <= float(value) <= 100):
         raise InputError("percentile", f"{shown(value)} is not a percentile in [0, 100]", "pass e.g. percentile=99")
 
 
