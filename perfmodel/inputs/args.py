@@ -46,10 +46,10 @@ def _scalar(name: str, value: Any) -> Any:
             return (
                 np.float64(value)
                 if -(2**53) <= value <= 2**53
-                else (np.int64(value) if -(2**63) <= value < 2**63 else _beyond(value))
+                else (np.int64(value) if -(2**63) <= value < 2**63 else _as_float(value))
             )
         if rule.kind == "real":
-            return np.float64(value) if -(2**1023) < value < 2**1023 else _beyond(value)
+            return _as_float(value)
         return np.int8(value) if 0 <= value <= rule.code_limit else np.int8(UNPARSEABLE)
     if isinstance(value, (float, np.floating)) and rule.kind in ("count", "real"):
         return np.float64(value)
@@ -59,9 +59,12 @@ def _scalar(name: str, value: Any) -> Any:
     return None
 
 
-def _beyond(value: int | np.integer) -> np.float64:
-    """A Python int as float64, those beyond its range as infinities (which every rule refuses)."""
-    return np.float64(value) if -(2**1023) < value < 2**1023 else np.float64(np.inf if value > 0 else -np.inf)
+def _as_float(value: int | np.integer) -> np.float64:
+    """An int as float64; a Python int beyond its range as an infinity (which every rule refuses)."""
+    try:
+        return np.float64(value)
+    except OverflowError:
+        return np.float64(np.inf if value > 0 else -np.inf)
 
 
 #: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).

@@ -414,9 +414,9 @@ def replay_grid(
     pandas.DataFrame
         One row per distinct configuration (an input that does not apply to one, such as
         ``prefill_ms`` with ``overlap="none"``, is empty there, and the configuration is replayed
-        once): the axes' values in columns named like the axes (labels as categoricals), then :func:`summarize`'s figures (``handoffs``,
-        ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ``max_ms``, ``mean_queue_ms``,
-        ``link_utilisation``, ``bytes_moved``, ``bytes_saved_by_prefix_reuse``) and
+        once): the axes' values in columns named like the axes (labels as categoricals), then
+        :func:`summarize`'s figures (``handoffs``, ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``,
+        ``max_ms``, ``mean_queue_ms``, ``link_utilisation``, ``bytes_moved``, ``bytes_saved_by_prefix_reuse``) and
         ``zero_delay_share`` (handoffs that cost 0 ms: their whole prompt was cached); on a
         cluster also ``busiest_resource`` and ``busiest_utilisation`` (the figures of each
         resource are :func:`summarize`'s of one replay: their names differ between clusters).

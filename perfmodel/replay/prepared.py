@@ -603,13 +603,8 @@ def axis_label(name: str, value: Any) -> Any:
     entry = INPUTS.get(name)
     if entry is not None and entry.kind == "code" and entry.labels and not isinstance(value, (bool, np.bool_)):
         names = {str(code): label for label, code in entry.labels.items()}  # (a code as a number or as text, "1")
-        code = (
-            value.strip()
-            if isinstance(value, str)
-            else f"{value:g}"
-            if isinstance(value, (int, float, np.number))
-            else None
-        )
+        number = isinstance(value, (int, float, np.number))
+        code = f"{value:g}" if number else value.strip() if isinstance(value, str) else None
         if code in names:
             return names[code]
     label = _resolve.label_of(value)
