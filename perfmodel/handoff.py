@@ -492,8 +492,9 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
         if model_given:
             _resolve.own_layers(per_token, values["num_layers"])
         if messages_needed or not _all_off("per_message_ms", values["per_message_ms"]):
+            costs = None if messages_needed else values["per_message_ms"]  # (a cluster's links: on every row)
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
-                                                errors=errors)._asdict())
+                                                errors=errors, costs=costs)._asdict())
         if options.overlap == "none":
             values["num_layers"] = None  # (its kernel value: 0, no streaming)
         elif values["num_layers"] is None:

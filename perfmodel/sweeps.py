@@ -406,7 +406,8 @@ def _options_per_combination(given: tuple[str, ...], values: dict[str, Any],
             kv_terms(model, **option.model_options())
         if messages and "model" not in given:  # bytes as numbers: messages per layer need the layers
             _resolve.message_terms(0.0, option.kv_layout, 1.0 if "num_layers" in given else None)
-        off = frozenset(LAYERWISE) - ({"num_layers"} if messages else set()) if option.overlap == "none" else ()
+        counted = messages and option.kv_layout != "block"  # (a layout of blocks posts no message per layer)
+        off = frozenset(LAYERWISE) - ({"num_layers"} if counted else set()) if option.overlap == "none" else ()
         options.append((option, frozenset(off)))
     return options
 

@@ -268,3 +268,41 @@ def test_a_name_in_a_zero_dimensional_array_is_the_name(call):
     replay = getattr(perfmodel, call)
     boxed = replay(TRACE, np.array("ib-ndr"), np.array(MODEL), fallback_delay_ms=np.array(None, dtype=object), **extra)
     pd.testing.assert_frame_equal(boxed, replay(TRACE, "ib-ndr", MODEL, **extra))
+
+
+@pytest.mark.parametrize("prefill_ms", [1e21, 1e300])
+def test_times_too_coarse_for_the_time_bins_widen_them_not_hang(prefill_ms):
+    """Streaming prefills of 1e21 ms put the handoffs where origin + k * width == origin for the bins' width:
+    the loop asked for room it never got, forever."""
+    import subprocess
+    import sys
+
+    code = (
+        "import perfmodel; t = perfmodel.synthetic_trace(3, rate_per_s=10, seed=0); "
+        "r = perfmodel.replay_handoffs(t, model='llama-3.1-70b', link='hgx-h100-8x400g', tp=8, contention='fair', "
+        f"overlap='layerwise', prefill_ms={prefill_ms!r}); print(r['handoff_delay_ms'].tolist())"
+    )
+    streamed = perfmodel.replay_handoffs(perfmodel.synthetic_trace(3, rate_per_s=10, seed=0), model="llama-3.1-70b",
+                                         link="hgx-h100-8x400g", tp=8, contention="fair", overlap="layerwise",
+                                         prefill_ms=10.0)  # (compiled here, loaded from the cache by the child)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(streamed["handoff_delay_ms"].tolist())
+
+
+def test_a_sweep_mixing_a_layout_of_blocks_keeps_the_layer_count_where_it_counts():
+    table = perfmodel.sweep(num_input_tokens=[1000], kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000.0,
+                            block_size=16, per_message_ms=0.01, num_layers=32, kv_layout=["block", "layer_kv"])
+    alone = [perfmodel.handoff_delay_ms(1000, 50.0, 1000.0, block_size=16, per_message_ms=0.01, kv_layout=layout,
+                                        **({} if layout == "block" else {"num_layers": 32}))
+             for layout in ("block", "layer_kv")]
+    assert table["handoff_delay_ms"].tolist() == alone
+
+
+def test_zero_layers_are_refused_only_on_rows_whose_messages_cost_something():
+    given = dict(block_size=16, num_layers=[32, 0])
+    both = perfmodel.handoff_delay_ms([1000, 1000], 50.0, 1000.0, per_message_ms=[0.01, 0.0], **given)
+    assert both.tolist() == [perfmodel.handoff_delay_ms(1000, 50.0, 1000.0, block_size=16, per_message_ms=0.01,
+                                                        num_layers=32), 0.02]
+    with pytest.raises(InputError, match="0 layers at row 1"):
+        perfmodel.handoff_delay_ms([1000, 1000], 50.0, 1000.0, per_message_ms=[0.0, 0.01], **given)

@@ -190,10 +190,13 @@ class MessageTerms(NamedTuple):
     state_messages: Any
 
 
-def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "raise") -> MessageTerms:
+def message_terms(
+    value: Any, kv_layout: str, layers: Any, *, errors: str = "raise", costs: Any = None
+) -> MessageTerms:
     """The message terms of ``kv_bytes_per_token`` in ``kv_layout``: a model's (name, config, path
     or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
-    keys and values (a scalar or an array; required for the layer layouts)."""
+    keys and values (a scalar or an array; required for the layer layouts), of which none may be 0 where a
+    message costs something (``costs``: the cost per message, a value or one per row; None: on every row)."""
     check_option("kv_layout", kv_layout)
     if isinstance(value, (Mapping, str, os.PathLike)):
         return MessageTerms(*map(np.float64, kv_terms(value).message_factors(kv_layout)))
@@ -208,7 +211,7 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
                 "pass num_layers (--num-layers), a model name or config, or kv_layout='block'",
             )
         per_layer = 2.0 if kv_layout == "layer_kv" else 1.0
-        layers = _posting_layers(checked_layers(layers, errors), kv_layout, errors)
+        layers = _posting_layers(checked_layers(layers, errors), kv_layout, errors, costs)
         return MessageTerms(np.multiply(layers, per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
     codes, uniques = distinct(_array(value))
     found = [per_label(lambda m: kv_terms(m).message_factors(kv_layout), errors)(label) for label in uniques]
@@ -216,10 +219,20 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
     return MessageTerms(*(spread(codes, table) for table in tables))
 
 
-def _posting_layers(layers: Any, kv_layout: str, errors: str) -> Any:
+def _posting_layers(layers: Any, kv_layout: str, errors: str, costs: Any) -> Any:
     """Checked layer counts (a number or an array) that post messages per layer: 0 layers would post none, and
-    a cost per message would charge nothing, so a 0 is refused (with ``errors="coerce"``, NaN for its rows)."""
+    a cost per message (``costs``, None: on every row) would charge nothing, so a 0 where a message costs
+    something is refused (with ``errors="coerce"``, NaN for its rows)."""
     zero = np.asarray(layers) == 0
+    if costs is not None and zero.any():
+        try:
+            charged = np.asarray(costs, dtype=np.float64) != 0  # (NaN too: its row is refused where it is read)
+        except (TypeError, ValueError, OverflowError):
+            charged = np.True_  # (a cost that is not a number is refused, and named, where it is coerced)
+        if not zero.ndim:  # (one layer count for every row: refused where any row charges)
+            zero = np.bool_(charged.any())
+        elif charged.ndim == 0 or charged.shape == zero.shape:  # (rows of another length are refused elsewhere)
+            zero = zero & charged
     if not zero.any():
         return layers
     if errors == "coerce":

@@ -577,8 +577,10 @@ def advance(t, net):
     sim, state, cfg = net.sim, net.state, net.cfg
     width, origin = cfg.bin_ms, cfg.origin_ms
     limit = origin + (sim.loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
-    if t >= limit:
-        state[_BINS] = int(min((t - origin) // width + 2.0, 2.0**62))  # (bins merge in grown: an end ages away)
+    if t >= limit:  # (bins merge in grown: an end ages away; at least twice as many asked for, so that where the
+        #             times are too coarse for the width, origin + k * width == origin, the bins widen until they hold t)
+        need = max((t - origin) // width + 2.0, 2.0 * sim.loads.bins.shape[1])
+        state[_BINS] = int(min(need, 2.0**62))
         return True
     heaps = sim.heaps
     if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * CHUNK:
