@@ -27,7 +27,7 @@ from .errors import Errors, InputError, check_flag, check_whole, not_a_number
 from .inputs import resolve as _resolve
 from .inputs.args import Arg, coerce
 from .inputs.codes import TransferMode, WorkerType
-from .inputs.coerce import check_errors, distinct, one_index, plain, read_only, unboxed, whole_numbers
+from .inputs.coerce import check_errors, distinct, edge_values, one_index, plain, read_only, whole_numbers
 from .inputs.table import (
     CROSS,
     GROUPS,
@@ -560,7 +560,7 @@ def handoff(
     one_index(inputs)
     options = _PLAIN if options is None else options
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
-    values.update(zip(inputs, map(unboxed, inputs.values())))
+    values.update(edge_values(inputs))
     values.update(_resolve.with_connector(values, options.connector, errors))  # (once: see _by_cluster)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)

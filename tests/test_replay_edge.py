@@ -282,27 +282,121 @@ def test_times_too_coarse_for_the_time_bins_widen_them_not_hang(prefill_ms):
         "r = perfmodel.replay_handoffs(t, model='llama-3.1-70b', link='hgx-h100-8x400g', tp=8, contention='fair', "
         f"overlap='layerwise', prefill_ms={prefill_ms!r}); print(r['handoff_delay_ms'].tolist())"
     )
-    streamed = perfmodel.replay_handoffs(perfmodel.synthetic_trace(3, rate_per_s=10, seed=0), model="llama-3.1-70b",
-                                         link="hgx-h100-8x400g", tp=8, contention="fair", overlap="layerwise",
-                                         prefill_ms=10.0)  # (compiled here, loaded from the cache by the child)
+    streamed = perfmodel.replay_handoffs(
+        perfmodel.synthetic_trace(3, rate_per_s=10, seed=0),
+        model="llama-3.1-70b",
+        link="hgx-h100-8x400g",
+        tp=8,
+        contention="fair",
+        overlap="layerwise",
+        prefill_ms=10.0,
+    )  # (compiled here, loaded from the cache by the child)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(streamed["handoff_delay_ms"].tolist())
 
 
 def test_a_sweep_mixing_a_layout_of_blocks_keeps_the_layer_count_where_it_counts():
-    table = perfmodel.sweep(num_input_tokens=[1000], kv_transfer_bandwidth=50.0, kv_bytes_per_token=1000.0,
-                            block_size=16, per_message_ms=0.01, num_layers=32, kv_layout=["block", "layer_kv"])
-    alone = [perfmodel.handoff_delay_ms(1000, 50.0, 1000.0, block_size=16, per_message_ms=0.01, kv_layout=layout,
-                                        **({} if layout == "block" else {"num_layers": 32}))
-             for layout in ("block", "layer_kv")]
+    table = perfmodel.sweep(
+        num_input_tokens=[1000],
+        kv_transfer_bandwidth=50.0,
+        kv_bytes_per_token=1000.0,
+        block_size=16,
+        per_message_ms=0.01,
+        num_layers=32,
+        kv_layout=["block", "layer_kv"],
+    )
+    alone = [
+        perfmodel.handoff_delay_ms(
+            1000,
+            50.0,
+            1000.0,
+            block_size=16,
+            per_message_ms=0.01,
+            kv_layout=layout,
+            **({} if layout == "block" else {"num_layers": 32}),
+        )
+        for layout in ("block", "layer_kv")
+    ]
     assert table["handoff_delay_ms"].tolist() == alone
 
 
 def test_zero_layers_are_refused_only_on_rows_whose_messages_cost_something():
     given = dict(block_size=16, num_layers=[32, 0])
     both = perfmodel.handoff_delay_ms([1000, 1000], 50.0, 1000.0, per_message_ms=[0.01, 0.0], **given)
-    assert both.tolist() == [perfmodel.handoff_delay_ms(1000, 50.0, 1000.0, block_size=16, per_message_ms=0.01,
-                                                        num_layers=32), 0.02]
+    assert both.tolist() == [
+        perfmodel.handoff_delay_ms(1000, 50.0, 1000.0, block_size=16, per_message_ms=0.01, num_layers=32),
+        0.02,
+    ]
     with pytest.raises(InputError, match="0 layers at row 1"):
         perfmodel.handoff_delay_ms([1000, 1000], 50.0, 1000.0, per_message_ms=[0.0, 0.01], **given)
+
+
+BEYOND = 10**400  # (a Python int no float64 holds)
+BEYOND_FLOAT64 = {
+    "a bandwidth": lambda: perfmodel.handoff_delay_ms(1000, BEYOND, 1000.0),
+    "tokens in a list": lambda: perfmodel.handoff_delay_ms([1000, BEYOND], 50.0, 1000.0),
+    "tokens in a Series": lambda: perfmodel.handoff_delay_ms(pd.Series([1000, BEYOND]), 50.0, 1000.0),
+    "a layer count": lambda: perfmodel.handoff_delay_ms(
+        1000, 50.0, 1000.0, num_layers=BEYOND, per_message_ms=0.1, block_size=16
+    ),
+    "a replay grid's axis": lambda: perfmodel.replay_grid(TRACE, link="ib-ndr", model=MODEL, latency_ms=[0, BEYOND]),
+    "a ttft grid's rate": lambda: perfmodel.ttft_grid(
+        TRACE, link="ib-ndr", model=MODEL, request_rate_per_s=[1, BEYOND]
+    ),
+    "a replay's ready times": lambda: perfmodel.replay_handoffs(TRACE, "ib-ndr", MODEL, ready_ms=BEYOND),
+    "a replay's bytes": lambda: perfmodel.replay_handoffs(TRACE, "ib-ndr", BEYOND),
+    "a decode step": lambda: perfmodel.replay_ttft(TRACE, "ib-ndr", MODEL, decode_step_ms=BEYOND),
+    "decode memory": lambda: perfmodel.replay_ttft(TRACE, "ib-ndr", MODEL, decode_kv_tokens=BEYOND),
+}
+
+
+@pytest.mark.parametrize("case", list(BEYOND_FLOAT64))
+def test_an_int_beyond_float64_is_refused_by_its_keyword_at_every_edge(case):
+    """Each raised a raw OverflowError (or, for a bandwidth, was taken as infinite: a free transfer)."""
+    with pytest.raises(InputError, match="a number of 401 digits is beyond the range of float64 numbers"):
+        BEYOND_FLOAT64[case]()
+
+
+@pytest.mark.parametrize("name", ["prefill_kv_tokens", "concurrency"])
+def test_serving_counts_beyond_2_53_are_refused_not_overflowed(name):
+    with pytest.raises(InputError, match=f"^{name}: 9,223,372,036,854,775,808 is above"):
+        perfmodel.replay_ttft(TRACE, "ib-ndr", MODEL, **{name: 2**63})
+
+
+def test_the_command_line_reads_a_count_exactly():
+    """--block-size 9007199254740993 was read through a float, rounded to 2**53 and accepted."""
+    from perfmodel.cli._parsing import _count
+
+    assert _count("9007199254740993") == 2**53 + 1
+    assert _count("32k") == 32768 and _count("1.5k") == 1536
+
+
+@pytest.mark.parametrize("grid", ["replay_grid", "ttft_grid"])
+@pytest.mark.parametrize(
+    ("axis", "values"),
+    [
+        ("mode", [1, "destination_missing"]),
+        ("mode", ["1", "Destination_Missing"]),
+        ("decode_step_ms", [np.nan, np.nan]),
+    ],
+)
+def test_a_value_given_twice_as_its_code_and_its_name_is_refused(grid, axis, values):
+    if grid == "replay_grid" and axis == "decode_step_ms":
+        values, axis = [np.nan, float("nan")], "latency_ms"
+    with pytest.raises(InputError, match=f"axis {axis} has a repeated value"):
+        getattr(perfmodel, grid)(TRACE, link="ib-ndr", model=MODEL, progress=False, **{axis: values})
+
+
+def test_a_grids_requests_have_the_summarys_column_types():
+    summary, requests = perfmodel.replay_grid(
+        TRACE,
+        keep="requests",
+        model=MODEL,
+        link="ib-ndr",
+        overlap=["none", "layerwise"],
+        prefill_ms=[5.0, 20.0],
+        progress=False,
+    )
+    assert requests["prefill_ms"].dtype == summary["prefill_ms"].dtype == np.float64
+    assert len(requests.merge(summary, on=["overlap", "prefill_ms"])) == len(requests)

@@ -29,7 +29,10 @@ def _count(text: str, rule: str = "") -> int:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
     if not match:
         raise UsageError(f"{text!r}: {rule}" if rule else f"{text!r} is not a token count (examples: 4096, 32k, 1M)")
-    value = float(match.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[match.group(2).lower()]
+    number, unit = match.group(1), {"": 1, "k": 1024, "m": 1024**2}[match.group(2).lower()]
+    if "." not in number:  # (whole numbers exactly, however large: the API's bounds refuse them by name)
+        return int(number) * unit
+    value = float(number) * unit
     if value != int(value):
         raise UsageError(f"{text!r}: {rule}" if rule else f"{text!r} is not a whole number of tokens")
     return int(value)

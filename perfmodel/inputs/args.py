@@ -60,11 +60,12 @@ def _scalar(name: str, value: Any) -> Any:
 
 
 def _as_float(value: int | np.integer) -> np.float64:
-    """An int as float64; a Python int beyond its range as an infinity (which every rule refuses)."""
+    """An int as float64; a Python int beyond its range as :data:`UNPARSEABLE` (refused, and named, as a number
+    beyond float64's range: never an infinity, which means something for some inputs)."""
     try:
         return np.float64(value)
     except OverflowError:
-        return np.float64(np.inf if value > 0 else -np.inf)
+        return np.float64(UNPARSEABLE)
 
 
 #: Scalar types whose coercion is remembered (hashable, immutable; NaN is one object, found by identity).

@@ -217,14 +217,29 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
         except (OverflowError, TypeError):
             pass  # beyond int64, or missing values among them: float64 below
     text = pd.Series(data, dtype=object)
+    beyond = pd.Series(False, index=text.index)
+    if any(issubclass(k, int) for k in kinds):  # Python ints beyond float64's range: not numbers it can hold
+        beyond = text.map(_beyond_float)
+        text[beyond] = None
     if any(issubclass(k, str) for k in kinds):
         is_text = text.map(type) == str  # noqa: E721 (elementwise: exactly str, not a subclass)
         missing_text = text[is_text].str.strip().str.lower().isin(MISSING_TEXT)
         text[missing_text[missing_text].index] = None
     parsed = pd.to_numeric(text, errors="coerce")
     parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-    parsed[np.isnan(parsed) & ~pd.isna(text).to_numpy()] = UNPARSEABLE
+    parsed[(np.isnan(parsed) & ~pd.isna(text).to_numpy()) | beyond.to_numpy(dtype=bool)] = UNPARSEABLE
     return parsed
+
+
+def _beyond_float(value: Any) -> bool:
+    """Whether ``value`` is a Python int beyond float64's range (``float(value)`` overflows)."""
+    if not isinstance(value, int) or -(2**1000) < value < 2**1000:
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def map_distinct(data: Any, label_to_value: Callable[[Any], Any], dtype: Any, missing: Any) -> np.ndarray:
@@ -360,6 +375,33 @@ def unboxed(value: Any) -> Any:
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "OUS":
         return value.item()
     return value
+
+
+def edge_values(given: dict[str, Any]) -> dict[str, Any]:
+    """An entry point's keywords as its edge reads them: each :func:`unboxed`, and a Python int beyond float64's
+    range refused by its keyword (alone, or in a list, a tuple or an array or Series of objects), before any
+    conversion meets it as an ``OverflowError``.
+
+    >>> edge_values({"link": np.array("ib-ndr"), "links": 2})
+    {'link': 'ib-ndr', 'links': 2}
+    >>> edge_values({"latency_ms": [0, 10**400]})
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: latency_ms: a number of 401 digits is beyond the range of float64 numbers (about 1.8e308). Fix: pass a number of a realistic size.
+    """
+    values = {name: unboxed(value) for name, value in given.items()}
+    for name, value in values.items():
+        holds_objects = isinstance(value, (list, tuple)) or (
+            isinstance(value, (np.ndarray, pd.Series)) and value.dtype == object
+        )
+        for entry in value if holds_objects else (value,):
+            if _beyond_float(entry):
+                raise InputError(
+                    name,
+                    f"a number of {len(str(abs(entry)))} digits is beyond the range of float64 numbers (about 1.8e308)",
+                    "pass a number of a realistic size",
+                )
+    return values
 
 
 def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:

@@ -190,9 +190,7 @@ class MessageTerms(NamedTuple):
     state_messages: Any
 
 
-def message_terms(
-    value: Any, kv_layout: str, layers: Any, *, errors: str = "raise", costs: Any = None
-) -> MessageTerms:
+def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "raise", costs: Any = None) -> MessageTerms:
     """The message terms of ``kv_bytes_per_token`` in ``kv_layout``: a model's (name, config, path
     or a column of them) from its layer mix; for numbers, ``layers`` full-attention layers with
     keys and values (a scalar or an array; required for the layer layouts), of which none may be 0 where a
@@ -486,6 +484,7 @@ def axis_values(where: str, name: str, value: Any) -> list[Any]:
 def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
     """How a grid axis' values are named in its table (see :func:`label_of`); a value given twice is refused,
     also when the two are spelt differently (case, spaces, ``1x``, ``1`` and ``1.0``: see :func:`_identity`)."""
+    values = [named_code(name, value) for value in values]  # (a mode's code and its name are one value)
     labels = [str(label_of(value)) for value in values]
     seen: dict[Any, str] = {}
     for value, label in zip(values, labels):
@@ -532,8 +531,28 @@ def _identity(value: Any) -> Any:
     if isinstance(value, (bool, np.bool_)) or value is None:
         return ("flag", value)
     if isinstance(value, (int, float, np.integer, np.floating)):
-        return ("number", float(value))
+        return ("number", "nan") if np.isnan(value) else ("number", float(value))  # (NaN: one value too)
     return ("label", str(label_of(value)))
+
+
+def named_code(name: str, value: Any) -> Any:
+    """A code input's value by its name (``mode``: ``1``, ``"1"`` and ``TransferMode(1)`` are
+    ``"destination_missing"``); any other value as it is.
+
+    >>> named_code("mode", 1), named_code("mode", " 0"), named_code("decode_workers", 1)
+    ('destination_missing', 'full_prompt', 1)
+    """
+    from .table import INPUTS
+
+    entry = INPUTS.get(name)
+    if entry is None or entry.kind != "code" or not entry.labels or isinstance(value, (bool, np.bool_)):
+        return value
+    names = {str(code): label for label, code in entry.labels.items()}  # (a code as a number or as text, "1")
+    number = isinstance(value, (int, float, np.number))
+    if not number and not isinstance(value, str):
+        return value
+    code = f"{value:g}" if number else value.strip().lower()
+    return names.get(code, code if code in entry.labels else value)
 
 
 def _array(value: Any) -> Any:

@@ -22,7 +22,7 @@ from ..ground.progress import in_threads
 from ..inputs import resolve as _resolve
 from ..inputs import table as _inputs
 from ..inputs.codes import choice_names
-from ..inputs.coerce import unboxed
+from ..inputs.coerce import edge_values
 from ..inputs.table import INPUTS, LAYERWISE, check_count, layerwise_overlaps
 from ..options import deprecated_constant, option
 from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
@@ -197,7 +197,7 @@ _CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).par
 def configured(given: dict[str, Any]) -> SimpleNamespace:
     """A replay's configuration: :func:`replay_handoffs`' keywords ``given`` over their defaults, a connector's
     costs added to the caller's latency and per-message costs (once, here, for links and clusters alike)."""
-    c = SimpleNamespace(**{**_CONFIG, **{name: unboxed(value) for name, value in given.items()}})
+    c = SimpleNamespace(**{**_CONFIG, **edge_values(given)})
     vars(c).update(_resolve.with_connector(vars(c), c.connector))
     return c
 
@@ -315,6 +315,7 @@ def grid_configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     if unknown:
         raise InputError("replay_grid", f"unknown axis {unknown}", f"use axes from {', '.join(GRID_AXES)}")
     no_series_axes("replay_grid", axes)
+    axes = edge_values(axes)
     names = [name for name in GRID_AXES if name in axes]
     values = [_resolve.axis_values("replay_grid", name, axes[name]) for name in names]
     for name, given in zip(names, values):  # a value given twice (in any spelling) would replay twice: refused
@@ -473,7 +474,9 @@ def _requests_frame(configs: list[dict[str, Any]], replays: list[pd.DataFrame], 
             labelled.insert(0, name, axis_label(name, config[name]))
         parts.append(labelled)
     requests = pd.concat(parts, ignore_index=True)
-    for name in names:
+    for name in names:  # (each axis as the summary has it: labels as its categories, numbers of its dtype, NaN for None)
         if name in _inputs.LABEL_AXES:
             requests[name] = pd.Categorical(requests[name], categories=summary[name].cat.categories)
+        else:
+            requests[name] = requests[name].astype(summary[name].dtype)
     return requests

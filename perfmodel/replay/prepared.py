@@ -129,6 +129,7 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
         "drop or repair the rows without an arrival time",
     )  # fmt: skip
     ready = arrival
+    ready_ms = _coerce.edge_values({"ready_ms": ready_ms})["ready_ms"]
     if ready_ms is not None:
         ready = _times(
             trace, "ready_ms", ready_ms, "ready_ms", "pass a trace column name, an array or a number of ms",
@@ -600,14 +601,7 @@ def axis_label(name: str, value: Any) -> Any:
     """
     from ..inputs.table import LABEL_AXES
 
-    entry = INPUTS.get(name)
-    if entry is not None and entry.kind == "code" and entry.labels and not isinstance(value, (bool, np.bool_)):
-        names = {str(code): label for label, code in entry.labels.items()}  # (a code as a number or as text, "1")
-        number = isinstance(value, (int, float, np.number))
-        code = f"{value:g}" if number else value.strip() if isinstance(value, str) else None
-        if code in names:
-            return names[code]
-    label = _resolve.label_of(value)
+    label = _resolve.label_of(_resolve.named_code(name, value))
     return str(label) if name in LABEL_AXES else label
 
 

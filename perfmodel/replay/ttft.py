@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole, warn
 from ..inputs.codes import choice_code, choice_names
-from ..inputs.coerce import read_only
+from ..inputs.coerce import edge_values, read_only
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import configured
@@ -212,7 +212,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     c = configured(config)
     trace, tokens, n = prepared.trace, prepared.tokens, len(prepared.trace)
     handoffs = handoffs_on(prepared, c)
-    s = _serving_inputs(trace, tokens, serving, c)
+    s = _serving_inputs(trace, tokens, edge_values(serving), c)
     on = handoffs.under_load(s)
     ready, base = on.times
     if s.concurrency:
@@ -264,6 +264,23 @@ def _horizon(arrivals: np.ndarray, s: SimpleNamespace) -> np.ndarray:
     return np.array([0.0, max(busy, cycles)])
 
 
+def _serving_counts(given: dict[str, Any]) -> tuple[int, int | None, int | None, int | None]:
+    """The serving's counts, checked: prefill workers (1 to 2**20), the tokens each prefill and decode worker holds
+    and the clients of a closed loop (1 to 2**53, or None: unbounded, open)."""
+    workers = check_whole(
+        "prefill_workers",
+        given["prefill_workers"],
+        smallest=1,
+        largest=2**20,
+        above="pass prefill_workers as a whole number of workers from 1 to 1,048,576",
+    )
+    prefill_capacity, decode_capacity, concurrency = (
+        check_whole(name, given[name], smallest=1, optional=True, largest=2**53, above=f"pass at most 2**53 {unit}")
+        for name, unit in (("prefill_kv_tokens", "tokens"), ("decode_kv_tokens", "tokens"), ("concurrency", "clients"))
+    )
+    return workers, prefill_capacity, decode_capacity, concurrency
+
+
 def _serving_inputs(
     trace: pd.DataFrame,
     tokens: np.ndarray,
@@ -272,16 +289,7 @@ def _serving_inputs(
 ) -> SimpleNamespace:
     """The serving's inputs, checked, as the kernel's arrays and scalars."""
     n = len(trace)
-    workers = check_whole(
-        "prefill_workers",
-        given["prefill_workers"],
-        smallest=1,
-        largest=2**20,
-        above="pass prefill_workers as a whole number of workers from 1 to 1,048,576",
-    )
-    prefill_capacity = check_whole("prefill_kv_tokens", given["prefill_kv_tokens"], smallest=1, optional=True)
-    decode_capacity = check_whole("decode_kv_tokens", given["decode_kv_tokens"], smallest=1, optional=True)
-    concurrency = check_whole("concurrency", given["concurrency"], smallest=1, optional=True)
+    workers, prefill_capacity, decode_capacity, concurrency = _serving_counts(given)
     needs_outputs = decode_capacity is not None or concurrency is not None
     outputs = np.zeros(n, dtype=np.int64)
     if "num_output_tokens" in trace:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole, shown
+from ..inputs.coerce import edge_values
 from ..inputs.resolve import axis_labels
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
@@ -98,6 +99,7 @@ def _configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     if unknown:
         raise InputError("ttft_grid", f"unknown axis {unknown}", "use keywords of replay_ttft or request_rate_per_s")
     no_series_axes("ttft_grid", axes)
+    axes = edge_values(axes)
     listed = {name: list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v] for name, v in axes.items()}
     for name, values in listed.items():
         if not values:
