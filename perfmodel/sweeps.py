@@ -25,7 +25,7 @@ from .ground import progress as _progress
 from .handoff import Options, checked, destination_missing_tokens, handoff
 from .inputs import resolve as _resolve
 from .inputs.codes import TransferMode
-from .inputs.coerce import Coded, one_index, whole_numbers
+from .inputs.coerce import Coded, edge_values, one_index, whole_numbers
 from .inputs.table import (
     CLUSTER_FIELDS,
     INPUTS,
@@ -221,7 +221,7 @@ class SweepPlan:
     def of(cls, axes: dict[str, Any]) -> SweepPlan:
         """Validate the axes of :func:`sweep`: every value by its rule, every model in every combination of
         the option axes (each combination one call of the edge per chunk of rows)."""
-        axes = _implied(_check_axis_names(dict(axes)))
+        axes = _implied(_check_axis_names(edge_values(axes)))
         given = tuple(name for name in AXES if name in axes)
         values: dict[str, Any] = {name: _resolve.axis_values("sweep", name, axes[name]) for name in given}
         values = {name: v if name in LABEL_AXES else np.asarray(v) for name, v in values.items()}

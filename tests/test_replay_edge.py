@@ -354,7 +354,7 @@ BEYOND_FLOAT64 = {
 @pytest.mark.parametrize("case", list(BEYOND_FLOAT64))
 def test_an_int_beyond_float64_is_refused_by_its_keyword_at_every_edge(case):
     """Each raised a raw OverflowError (or, for a bandwidth, was taken as infinite: a free transfer)."""
-    with pytest.raises(InputError, match="a number of 401 digits is beyond the range of float64 numbers"):
+    with pytest.raises(InputError, match="beyond the range of float64 numbers"):  # (a Series: its row named)
         BEYOND_FLOAT64[case]()
 
 

@@ -231,9 +231,12 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     return parsed
 
 
+_HUGE = 2**1000  # (ints below it in size are floats; float64 ends near 2**1024)
+
+
 def _beyond_float(value: Any) -> bool:
     """Whether ``value`` is a Python int beyond float64's range (``float(value)`` overflows)."""
-    if not isinstance(value, int) or -(2**1000) < value < 2**1000:
+    if not isinstance(value, int) or -_HUGE < value < _HUGE:
         return False
     try:
         float(value)
@@ -389,19 +392,27 @@ def edge_values(given: dict[str, Any]) -> dict[str, Any]:
     ...
     perfmodel.errors.InputError: latency_ms: a number of 401 digits is beyond the range of float64 numbers (about 1.8e308). Fix: pass a number of a realistic size.
     """
-    values = {name: unboxed(value) for name, value in given.items()}
-    for name, value in values.items():
-        holds_objects = isinstance(value, (list, tuple)) or (
-            isinstance(value, (np.ndarray, pd.Series)) and value.dtype == object
-        )
-        for entry in value if holds_objects else (value,):
-            if _beyond_float(entry):
-                raise InputError(
-                    name,
-                    f"a number of {len(str(abs(entry)))} digits is beyond the range of float64 numbers (about 1.8e308)",
-                    "pass a number of a realistic size",
-                )
+    values = dict(given)
+    for name, value in given.items():
+        kind = type(value)  # (most keywords are None, floats or names: nothing to unbox or to check)
+        if kind is np.ndarray:
+            values[name] = value = unboxed(value)
+            kind = type(value)
+        if kind is int or kind is list or kind is tuple:  # (arrays of objects: parsed where they are read)
+            _no_int_beyond_float(name, value if kind is not int else (value,))
     return values
+
+
+def _no_int_beyond_float(name: str, entries: Any) -> None:
+    """Refuse a Python int beyond float64's range among ``entries`` (the keyword ``name``'s)."""
+    if any(type(entry) is int and not -_HUGE < entry < _HUGE for entry in entries):
+        digits = [len(str(abs(entry))) for entry in entries if _beyond_float(entry)]
+        if digits:
+            raise InputError(
+                name,
+                f"a number of {max(digits)} digits is beyond the range of float64 numbers (about 1.8e308)",
+                "pass a number of a realistic size",
+            )
 
 
 def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:
