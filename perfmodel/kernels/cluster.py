@@ -577,9 +577,10 @@ def advance(t, net):
     sim, state, cfg = net.sim, net.state, net.cfg
     width, origin = cfg.bin_ms, cfg.origin_ms
     limit = origin + (sim.loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
-    if t >= limit:  # (bins merge in grown: an end ages away; at least twice as many asked for, so that where the
-        #             times are too coarse for the width, origin + k * width == origin, the bins widen until they hold t)
-        need = max((t - origin) // width + 2.0, 2.0 * sim.loads.bins.shape[1])
+    if t >= limit:  # (bins merge in grown: an end ages away)
+        need = (t - origin) // width + 2.0
+        if need <= sim.loads.bins.shape[1]:  # times too coarse for the width (origin + k * width == origin): twice
+            need = 2.0 * sim.loads.bins.shape[1]  # as many asked for, until the bins widen to hold t
         state[_BINS] = int(min(need, 2.0**62))
         return True
     heaps = sim.heaps
