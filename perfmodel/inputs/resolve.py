@@ -551,7 +551,7 @@ def named_code(name: str, value: Any) -> Any:
     number = isinstance(value, (int, float, np.number))
     if not number and not isinstance(value, str):
         return value
-    code = f"{value:g}" if number else value.strip().lower()
+    code = f"{float(value):g}" if number else value.strip().lower()  # (an enum member: its value, on Python 3.10 too)
     return names.get(code, code if code in entry.labels else value)
 
 
