@@ -596,6 +596,12 @@ def compare_measured(
             "the model needs both a model and a link",
             "pass model= and link= (the command's --model and --link), or neither",
         )
+    if model is None and options:
+        raise InputError(
+            "compare_measured",
+            f"{', '.join(sorted(options))} configure{'s' if len(options) == 1 else ''} the model, but no model is given",
+            "pass model= and link= too, or drop them",
+        )
     metrics = _frames("compare_measured: metrics", metrics)
     if benchmark is not None and not (
         isinstance(benchmark, pd.DataFrame) and {"completed", "num_input_tokens", "ttft_ms"} <= set(benchmark)

@@ -19,6 +19,7 @@ options are one mapping of the process, as xarray's are: a ``with`` block change
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any, NamedTuple
 
 from .errors import InputError, check_whole, warn
@@ -207,3 +208,36 @@ def deprecated_constant(module: str, names: dict[str, str]) -> Any:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def renamed_keywords(**old_to_new: str) -> Any:
+    """A decorator for a function whose keywords were renamed: ``old=new`` pairs. A call with an old name warns
+    (``FutureWarning``, once per call site as Python's default filters show it) and passes the value under its
+    new name; a call with both names is refused (:class:`TypeError`, as Python refuses a keyword given twice).
+
+    >>> import warnings
+    >>> @renamed_keywords(percent="percentile")
+    ... def p(percentile=99):
+    ...     return percentile
+    >>> with warnings.catch_warnings(record=True):
+    ...     p(percent=50)
+    50
+    """
+
+    def decorate(function: Any) -> Any:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{function.__name__}() got {old}= and {new}=: give {new}= only")
+                    warn(
+                        f"{function.__name__}({old}=...) is now {new}=; the old name goes away in a future release",
+                        FutureWarning,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

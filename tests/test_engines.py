@@ -243,6 +243,8 @@ def test_compare_measured_against_a_reference():
         compare_measured(trace, model="llama-3.1-8b")
     with pytest.raises(InputError, match="prompts of a benchmark"):
         compare_measured(None, scrapes, model="llama-3.1-8b", link="ib-ndr")
+    with pytest.raises(InputError, match="kv_cache_dtype, tp configure the model, but no model is given"):
+        compare_measured(trace, scrapes, tp=8, kv_cache_dtype="fp8")  # never silently ignored
 
 
 def _nixl_scrape(transfers):

@@ -196,6 +196,23 @@ def test_counts_said_singular_and_plural():
     assert counted(math.inf, "links") == "none of the counts tried (links)"
 
 
+def test_the_percentiles_old_name_still_answers_and_warns():
+    trace = perfmodel.synthetic_trace(100, rate_per_s=40, seed=0)
+    ask = dict(budget_ms=200.0, contention="fifo", counts=[1, 2])
+    new = required_nics(trace, "ib-ndr", MODEL, percentile=50, **ask)
+    with pytest.warns(FutureWarning, match=r"required_nics\(percent=...\) is now percentile="):
+        old = required_nics(trace, "ib-ndr", MODEL, percent=50, **ask)
+    assert old == new and new.percentile == 50 and "p50_ms" in new.tried
+    with pytest.warns(FutureWarning, match="NicSizing.percent is now NicSizing.percentile"):
+        assert new.percent == 50
+    with pytest.raises(TypeError, match="percent= and percentile=: give percentile= only"):
+        required_nics(trace, "ib-ndr", MODEL, percent=50, percentile=90, **ask)
+    with pytest.warns(FutureWarning, match=r"meets_budget\(percent=...\)"):
+        assert meets_budget([10.0, 20.0, 100.0], 50.0, percent=50) == meets_budget([10.0, 20.0, 100.0], 50.0, 50)
+    with pytest.warns(FutureWarning, match=r"percentile_ms\(percent=...\)"):
+        assert percentile_ms([1.0, 3.0], percent=50) == 2.0
+
+
 def test_no_count_meets_the_budget(azure):
     answer = required_nics(azure.head(200), "ib-ndr", MODEL, budget_ms=0.001, contention="fifo", counts=[1, 2])
     assert answer.count == math.inf and "none of the counts tried" in str(answer)
@@ -207,7 +224,7 @@ def test_no_count_meets_the_budget(azure):
         (dict(budget_ms=0), "budget_ms"),
         (dict(budget_ms=float("nan")), "budget_ms"),
         (dict(contention="queue"), "contention"),
-        (dict(percent=120), "percent"),
+        (dict(percentile=120), "percentile: 120 is not a percentile"),
         (dict(links=2), "set by required_nics itself"),
         (dict(link_spec=[3.0]), "is not a link, a bandwidth or a cluster"),
         (dict(link_spec=True), "is not a link, a bandwidth or a cluster"),

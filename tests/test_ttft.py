@@ -349,6 +349,20 @@ def test_fit_prefill_recovers_a_profile_and_goes_where_prefill_ms_does():
     np.testing.assert_allclose(ttft["prefill_ms"], profile.prefill_ms([1000, 2000]), rtol=1e-12)
     noisy = pm.fit_prefill(n, 20.0 + 0.1 * n)  # no attention term: held at or near 0, all >= 0
     assert min(noisy.fixed_ms, noisy.ms_per_token, noisy.ms_per_token2) >= 0
+    assert profile.note == ""
+
+
+def test_fit_prefill_says_what_its_measurements_cannot_tell():
+    two = pm.fit_prefill([1000, 2000], [50.0, 60.0])  # two lengths: a line, the attention term held at 0
+    assert (two.fixed_ms, two.ms_per_token, two.ms_per_token2) == pytest.approx((40.0, 0.01, 0.0))
+    assert (
+        two.note == "the quadratic term cannot be told apart from the fixed and linear on these measurements: held at 0"
+    )
+    for tokens, times in (([1000, 1000, 1000], [50.0, 60.0, 55.0]), ([7], [3.0]), ([], [])):
+        with pytest.raises(InputError, match="at least two prompt lengths, got"):
+            pm.fit_prefill(tokens, times)  # one length cannot tell how the time grows with the prompt
+    with pytest.raises(InputError, match="num_input_tokens.*position 1: nan"):
+        pm.fit_prefill([1000, np.nan], [50.0, 60.0])  # a bad value is named before the lengths are counted
 
 
 # --- bad input: one clear line, never a silent default ------------------------------------------------------

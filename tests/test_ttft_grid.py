@@ -3,6 +3,8 @@ their budget and the next step does not."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -193,3 +195,23 @@ def test_a_sizing_question_refuses_a_tolerance_or_percentile_it_cannot_answer(qu
     trace = pm.synthetic_trace(50, 10, seed=0)
     with pytest.raises(InputError, match=f"^{message}"):
         getattr(pm, question)(trace, ttft_budget_ms=500, link="ib-ndr", model="llama-3.1-8b", **given)
+
+
+@pytest.mark.parametrize("question", ["max_rate_for_ttft", "fewest_for_ttft"])
+def test_sizing_questions_refuse_a_keyword_they_would_ignore(question):
+    trace = pm.synthetic_trace(50, rate_per_s=40, seed=0)
+    ask = functools.partial(
+        getattr(pm, question),
+        trace,
+        ttft_budget_ms=2000,
+        link="ib-ndr",
+        model="llama-3.1-8b",
+        prefill_tokens_per_s=20_000,
+    )
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['percent'\] \(did you mean 'percentile'\?\)"):
+        ask(percent=50)  # (was ignored: the p99's answer for a p50 question)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['bogus'\]$"):
+        ask(bogus=1)
+    searched = "request_rate_per_s" if question == "max_rate_for_ttft" else "prefill_workers"
+    with pytest.raises(InputError, match=f"{searched}: is what {question} searches"):
+        ask(**{searched: 2})  # (fewest_for_ttft replaced the count given by the counts it tried)

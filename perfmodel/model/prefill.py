@@ -38,6 +38,8 @@ class PrefillProfile:
         What it profiles.
     max_relative_error : float
         The fit's largest relative error on its measurements (NaN: not fitted).
+    note : str
+        What the fit could not tell from its measurements (e.g. a term held at 0); empty when it told all.
 
     Examples
     --------
@@ -51,6 +53,7 @@ class PrefillProfile:
     ms_per_token2: float = 0.0
     name: str = "prefill"
     max_relative_error: float = float("nan")
+    note: str = ""
 
     def __post_init__(self) -> None:
         for field in ("fixed_ms", "ms_per_token", "ms_per_token2"):
@@ -76,7 +79,8 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     """Fit a prefill profile ``fixed_ms + a * n + b * n**2`` to measured prefill times.
 
     As :func:`perfmodel.fit_link`: least squares on the *relative* error (prompts span orders of magnitude),
-    every coefficient >= 0; a term the measurements cannot tell from the others is held at 0.
+    every coefficient >= 0; a term the measurements cannot tell from the others is held at 0, and the profile's
+    ``note`` says so. Prompts of one length cannot tell how the time grows with the prompt: they are refused.
 
     Parameters
     ----------
@@ -91,7 +95,7 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     Returns
     -------
     PrefillProfile
-        The fitted profile, its largest relative error in ``max_relative_error``.
+        The fitted profile, its largest relative error in ``max_relative_error``, the terms held at 0 in ``note``.
 
     Examples
     --------
@@ -112,12 +116,6 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
             f"{count(n.size, 'prompt size')} but {count(t.size, 'time')}",
             "pass one measured time per prompt",
         )
-    if n.size < 2:
-        raise InputError(
-            "fit_prefill",
-            f"needs at least two measurements, got {n.size}",
-            "measure prefills of several prompt lengths (e.g. 128 to 16k tokens)",
-        )
     for label, values, low_ok in (("num_input_tokens", n, True), ("measured_ms", t, False)):
         bad = ~(np.isfinite(values) & ((values >= 0) if low_ok else (values > 0)))
         if bad.any():
@@ -128,19 +126,31 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
                 f"{'>= 0' if low_ok else '> 0'}, first at position {i}: {float(values[i])!r}",
                 "drop failed or empty measurements",
             )
+    if np.unique(n).size < 2:
+        got = count(n.size, "measurement") if n.size < 2 else f"{count(n.size, 'measurement')} of one prompt length"
+        raise InputError(
+            "fit_prefill",
+            f"needs measurements of at least two prompt lengths, got {got}",
+            "measure prefills of several prompt lengths (e.g. 128 to 16k tokens)",
+        )
     columns = {"fixed": np.ones_like(n), "linear": n, "quadratic": n * n}
     kept: dict[str, np.ndarray] = {}
+    notes = []
     for term, column in columns.items():  # a term the data cannot tell from those kept is held at 0
         scaled = np.column_stack([*kept.values(), column]) / t[:, None]
         if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
             kept[term] = column
+        else:
+            notes.append(
+                f"the {term} term cannot be told apart from the {' and '.join(kept)} on these measurements: held at 0"
+            )
     solution = dict(
         zip(kept, nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], np.ones_like(t)))
     )
     fixed, a, b = (float(solution.get(term, 0.0)) for term in columns)
     profile: Any = PrefillProfile(fixed, a, b, name=name)
     error = float(np.max(np.abs(profile.prefill_ms(n) - t) / t))
-    return PrefillProfile(fixed, a, b, name=name, max_relative_error=error)
+    return PrefillProfile(fixed, a, b, name=name, max_relative_error=error, note="; ".join(notes))
 
 
 def save_prefill(profile: PrefillProfile, *, source: str = "", replace: bool = False) -> Path:

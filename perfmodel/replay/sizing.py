@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_flag, check_whole, shown
+from ..errors import InputError, check_choice, check_flag, check_whole, shown, warn
 from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count as count_of
+from ..options import renamed_keywords
 from .summaries import (
     CONTENTION_WORDS,
     MAX_NICS_PER_GPU,
@@ -66,8 +67,9 @@ class NicSizing:
         What is counted: ``"NICs per node"`` (a cluster's), ``"links"`` (separate links) or ``"NICs striped"``.
     axis
         The replay's input varied: ``"nics_per_node"``, ``"links"`` or ``"link"``.
-    percent, budget_ms, contention, scope
-        The percentile (99 for the p99), the budget (ms), the replay's contention and scope.
+    percentile, budget_ms, contention, scope
+        The percentile (99 for the p99), the budget (ms), the replay's contention and scope (``percent``: the
+        percentile's old name, deprecated).
     question
         The question answered, in words.
     tried
@@ -76,7 +78,7 @@ class NicSizing:
     Examples
     --------
     >>> import math
-    >>> answer = NicSizing(count=math.inf, unit="links", axis="links", percent=99.0, budget_ms=5.0,
+    >>> answer = NicSizing(count=math.inf, unit="links", axis="links", percentile=99.0, budget_ms=5.0,
     ...                    contention="fifo", scope="rank", question="p99 within 5 ms", tried=None)
     >>> answer.count
     inf
@@ -85,7 +87,7 @@ class NicSizing:
     count: float
     unit: str
     axis: str
-    percent: float
+    percentile: float
     budget_ms: float
     contention: str
     scope: str
@@ -95,10 +97,16 @@ class NicSizing:
     def __str__(self) -> str:
         return f"{self.question}: {counted(self.count, self.unit)}"
 
+    @property
+    def percent(self) -> float:
+        """The percentile's old name (deprecated: read ``percentile``)."""
+        warn("NicSizing.percent is now NicSizing.percentile; the old name goes away in a future release", FutureWarning)
+        return self.percentile
 
-def _question(percent: float, budget_ms: float, contention: str, scope: str, over: str) -> str:
+
+def _question(percentile: float, budget_ms: float, contention: str, scope: str, over: str) -> str:
     return (
-        f"p{percent:g} of per-request handoff delays within {budget_ms:g} ms, replayed {over}, "
+        f"p{percentile:g} of per-request handoff delays within {budget_ms:g} ms, replayed {over}, "
         f"{CONTENTION_WORDS[choice_code('contention', contention)]}, {scope}"
     )
 
@@ -162,6 +170,7 @@ def _candidates(
     )
 
 
+@renamed_keywords(percent="percentile")
 def required_nics(
     trace: pd.DataFrame,
     link: Any,
@@ -169,12 +178,12 @@ def required_nics(
     *,
     budget_ms: float,
     contention: str,
-    percent: float = 99,
+    percentile: float = 99,
     counts: Sequence[int] | None = None,
     striped: bool = False,
     **replay_options: Any,
 ) -> NicSizing:
-    """The fewest NICs with which the ``percent``-th percentile of a trace's replayed, per-request handoff
+    """The fewest NICs with which the ``percentile``-th percentile of a trace's replayed, per-request handoff
     delays meets ``budget_ms``, with ``contention`` as the replay takes it; the answer says which question it
     answers.
 
@@ -199,8 +208,8 @@ def required_nics(
     contention
         ``"none"``, ``"fifo"`` or ``"fair"`` (a cluster: ``"none"`` or ``"fair"``), as the replay takes it:
         no default, since it decides the answer.
-    percent
-        The percentile (default 99: the p99).
+    percentile
+        The percentile (default 99: the p99; ``percent=``, its old name, is deprecated).
     counts
         The counts to try (default: those above).
     striped
@@ -235,8 +244,12 @@ def required_nics(
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     if not (number and math.isfinite(budget_ms) and budget_ms > 0):
         raise InputError("budget_ms", f"{shown(budget_ms)} is not a finite number of ms > 0", "pass budget_ms > 0")
-    if isinstance(percent, (bool, np.bool_)) or not (isinstance(percent, numbers.Real) and 0 <= percent <= 100):
-        raise InputError("percent", f"{shown(percent)} is not a percentile in [0, 100]", "pass e.g. percent=99")
+    if isinstance(percentile, (bool, np.bool_)) or not (
+        isinstance(percentile, numbers.Real) and 0 <= percentile <= 100
+    ):
+        raise InputError(
+            "percentile", f"{shown(percentile)} is not a percentile in [0, 100]", "pass e.g. percentile=99"
+        )
     for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
         if name in replay_options:
             raise InputError(name, "is set by required_nics itself", f"drop {name}=...")
@@ -253,18 +266,18 @@ def required_nics(
                 f"has no handoff to size ({count_of(len(delays), 'request')}, no finite delay among them)",
                 "pass a trace of completed prefill requests",
             )
-        p = float(percentile_ms(delays, percent))
-        rows.append({axis: count, f"p{percent:g}_ms": p, "meets_budget": bool(p <= budget_ms)})
-    tried = pd.DataFrame(rows, columns=[axis, f"p{percent:g}_ms", "meets_budget"])
-    fewest = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percent:g}_ms"], budget_ms)
+        p = float(percentile_ms(delays, percentile))
+        rows.append({axis: count, f"p{percentile:g}_ms": p, "meets_budget": bool(p <= budget_ms)})
+    tried = pd.DataFrame(rows, columns=[axis, f"p{percentile:g}_ms", "meets_budget"])
+    fewest = fewest_meeting([int(c) for c in tried[axis]], tried[f"p{percentile:g}_ms"], budget_ms)
     return NicSizing(
         count=fewest,
         unit=unit,
         axis=axis,
-        percent=float(percent),
+        percentile=float(percentile),
         budget_ms=float(budget_ms),
         contention=contention,
         scope="cluster" if axis == "nics_per_node" else scope,
-        question=_question(percent, budget_ms, contention, carried, over),
+        question=_question(percentile, budget_ms, contention, carried, over),
         tried=tried,
     )

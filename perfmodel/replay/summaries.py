@@ -13,6 +13,7 @@ from typing import Any, Final
 import numpy as np
 
 from ..inputs.codes import Contention, choice_code
+from ..options import renamed_keywords
 
 __all__ = [
     "MAX_NICS_PER_GPU",
@@ -67,8 +68,9 @@ CONTENTION_WORDS: dict[int, str] = {
 }
 
 
-def percentile_ms(delays: Any, percent: float | Sequence[float]) -> Any:
-    """The ``percent``-th percentile(s) of delays (ms), numpy's ``"linear"`` method (:data:`QUANTILE_METHOD`).
+@renamed_keywords(percent="percentile")
+def percentile_ms(delays: Any, percentile: float | Sequence[float]) -> Any:
+    """The ``percentile``-th percentile(s) of delays (ms), numpy's ``"linear"`` method (:data:`QUANTILE_METHOD`).
 
     The one percentile of every sizing answer: :func:`perfmodel.summarize`'s ``p50_ms``, ``p90_ms`` and
     ``p99_ms`` and :func:`required_nics` take it here.
@@ -77,7 +79,7 @@ def percentile_ms(delays: Any, percent: float | Sequence[float]) -> Any:
     ----------
     delays
         Delays (ms), any array-like (a replay's ``handoff_delay_ms``).
-    percent
+    percentile
         A percentile in [0, 100] (99 for the p99), or a sequence of them.
 
     Returns
@@ -93,12 +95,13 @@ def percentile_ms(delays: Any, percent: float | Sequence[float]) -> Any:
     """
     values = np.asarray(delays, dtype=np.float64).reshape(-1)
     if values.size == 0:
-        return np.full(np.shape(percent), np.nan) if np.ndim(percent) else math.nan
-    return np.percentile(values, percent, method=QUANTILE_METHOD)
+        return np.full(np.shape(percentile), np.nan) if np.ndim(percentile) else math.nan
+    return np.percentile(values, percentile, method=QUANTILE_METHOD)
 
 
-def meets_budget(delays: Any, budget_ms: float, percent: float = 99) -> bool:
-    """Whether the ``percent``-th percentile of ``delays`` (:func:`percentile_ms`) is within ``budget_ms``.
+@renamed_keywords(percent="percentile")
+def meets_budget(delays: Any, budget_ms: float, percentile: float = 99) -> bool:
+    """Whether the ``percentile``-th percentile of ``delays`` (:func:`percentile_ms`) is within ``budget_ms``.
 
     Parameters
     ----------
@@ -106,21 +109,21 @@ def meets_budget(delays: Any, budget_ms: float, percent: float = 99) -> bool:
         Delays (ms), array-like.
     budget_ms
         The budget (ms).
-    percent
+    percentile
         The percentile (default 99).
 
     Returns
     -------
     bool
-        ``percentile_ms(delays, percent) <= budget_ms`` (no delays: False).
+        ``percentile_ms(delays, percentile) <= budget_ms`` (no delays: False).
 
     Examples
     --------
     >>> from perfmodel.replay.sizing import meets_budget
-    >>> meets_budget([10.0, 20.0, 100.0], 50.0, percent=50), meets_budget([10.0, 20.0, 100.0], 50.0)
+    >>> meets_budget([10.0, 20.0, 100.0], 50.0, percentile=50), meets_budget([10.0, 20.0, 100.0], 50.0)
     (True, False)
     """
-    return bool(percentile_ms(delays, percent) <= budget_ms)
+    return bool(percentile_ms(delays, percentile) <= budget_ms)
 
 
 def nic_counts(gpus_per_node: int) -> list[int]:
@@ -240,15 +243,16 @@ def bytes_words(scope: str | None, cluster: bool, bytes_of: str = "bytes of each
     return f"{'one rank' if scope == 'rank' else 'the whole group'}'s {bytes_of} (scope {scope})"
 
 
+@renamed_keywords(percent="percentile")
 def replay_percentile_question(
-    percent: float, contention: str | None, scope: str | None, *, cluster: bool = False
+    percentile: float, contention: str | None, scope: str | None, *, cluster: bool = False
 ) -> str:
     """In words, what a replay's percentile (``p99_ms``...) is the percentile of: the per-request handoff
     delays, with which contention and which bytes.
 
     Parameters
     ----------
-    percent
+    percentile
         The percentile (99 for ``p99_ms``).
     contention
         The replay's contention (None: it varies by row).
@@ -275,7 +279,7 @@ def replay_percentile_question(
         if contention is not None
         else "with each row's contention"
     )
-    return f"p{percent:g} of per-request handoff delays in the replay, {how}, {bytes_words(scope, cluster)}"
+    return f"p{percentile:g} of per-request handoff delays in the replay, {how}, {bytes_words(scope, cluster)}"
 
 
 def memory_held(

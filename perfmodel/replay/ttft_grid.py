@@ -6,6 +6,7 @@ budget, and the fewest workers, links or NICs per node that keep it.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import itertools
 import math
@@ -260,6 +261,7 @@ def max_rate_for_ttft(
     >>> round(rate, 1)
     13.7
     """
+    _question_keywords("max_rate_for_ttft", inputs, "request_rate_per_s")
     if inputs.get("concurrency") is not None:
         raise InputError("concurrency", "a closed loop sets its own rate", "drop concurrency= to ask for a rate")
     budget = _budget(ttft_budget_ms)
@@ -336,6 +338,7 @@ def fewest_for_ttft(
     7
     """
     check_choice("count_of", count_of, COUNTS)
+    _question_keywords("fewest_for_ttft", inputs, count_of)
     most = check_whole("most", most, smallest=1)
     budget = _budget(ttft_budget_ms)
     _percentile(percentile)
@@ -364,6 +367,19 @@ def fewest_for_ttft(
         middle = (low + high) // 2
         low, high = (low, middle) if keeps(middle) else (middle, high)
     return counts[high]
+
+
+def _question_keywords(question: str, inputs: dict[str, Any], searched: str) -> None:
+    """A sizing question's other keywords: those of :func:`perfmodel.replay_ttft` (or a cluster's), not the one it
+    searches; else the error Python gives an unknown keyword (a close name suggested), or :class:`InputError`."""
+    if searched in inputs:
+        raise InputError(searched, f"is what {question} searches", f"drop the {searched} keyword")
+    known = [name for name in TTFT_AXES if name != "request_rate_per_s"]
+    unknown = sorted(set(inputs) - set(known))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], [*known, "percentile"], n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(f"{question}() got unexpected keyword arguments {unknown}{hint}")
 
 
 def _prepared(trace: pd.DataFrame) -> PreparedTrace:
