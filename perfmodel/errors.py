@@ -92,12 +92,12 @@ class InputError(ValueError):
 
     def __str__(self) -> str:
         if self.n_invalid is None:
-            return f"{self.where}: {self.problem}. Fix: {self.fix}."
+            return _long_numbers_counted(f"{self.where}: {self.problem}. Fix: {self.fix}.")
         rows = "row" if self.n_invalid == 1 else "rows"
         others = {k: v for k, v in self.counts.items() if k != self.argument}
         also = ("; other invalid rows: " + ", ".join(f"{k} {v:,}" for k, v in others.items())) if others else ""
         coerce = f", or pass {self.coerce_hint} to get NaN for those rows" if self.coerce_hint else ""
-        return (
+        return _long_numbers_counted(
             f"{self.where}: {self.n_invalid:,} invalid {rows}; first at {self.place or f'row {self.row!r}'}: "
             f"{self.value!r} ({self.problem}){also}. Fix: {self.fix}{coerce}."
         )
@@ -150,6 +150,19 @@ def plain_text(text: Any) -> Any:
     if not isinstance(text, str) or "np." not in text:
         return text
     return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+
+
+#: A run of more digits than any count or id holds (an int beyond float64 typed by mistake, 10**400).
+_LONG_NUMBER = re.compile(r"(-?)([0-9]{31,})")
+
+
+def _long_numbers_counted(text: str) -> str:
+    """``text`` with each run of more than 30 digits written as how many digits it has: one line a user can read.
+
+    >>> _long_numbers_counted("got " + "1" * 400 + " and -" + "2" * 40)
+    'got a number of 400 digits and a negative number of 40 digits'
+    """
+    return _LONG_NUMBER.sub(lambda m: f"a{' negative' if m.group(1) else ''} number of {len(m.group(2))} digits", text)
 
 
 #: A number written with a thousands separator: 3,180 or -1,234,567.5 (never a number to Python or pandas).
