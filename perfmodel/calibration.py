@@ -36,11 +36,8 @@ ones are still read, and :meth:`Calibration.errors_by_size` gives every size's e
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io as _io
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -48,8 +45,10 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, check_number, finite_at_least, not_a_number, warn
+from .errors import InputError, check_number, check_whole, finite_at_least, not_a_number, warn
+from .ground.measured_files import read_measured_file, unique_columns
 from .inputs import user_presets as _presets
+from .inputs.coerce import non_numeric_kind
 from .inputs.words import count
 from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
 
@@ -81,7 +80,6 @@ _SHAPE = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "block_size")
 #: Without a line rate, a fitted bandwidth above the best throughput measured by more than the fit's largest
 #: error (and at least this fraction: an alpha-beta fit of exact data is always a little above) is said.
 _ABOVE_BEST = 0.01
-_PERFTEST_HEADER = re.compile(r"^\s*#bytes\s+#")
 
 
 @dataclass(frozen=True, eq=False)
@@ -292,6 +290,8 @@ def calibrate(
         check_link_name(name, replace=replace)  # before anything is read: a refused name costs nothing
     cap = _line_rate(line_rate_gb_s, nic)
     smallest = _smallest_fitted(fit_from_bytes)
+    tp, decode_tp, block_size = (check_whole(k, v, smallest=1, optional=True) for k, v in
+                                 (("tp", tp), ("decode_tp", decode_tp), ("block_size", block_size)))  # fmt: skip
     frame, places, where = read_measurements(table)
     shape = dict(model=model, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
                  block_size=block_size, kv_layout=kv_layout)  # fmt: skip
@@ -433,7 +433,7 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
     """
     if isinstance(table, pd.DataFrame):
         where = str(table.attrs.get("source") or "the table")
-        _unique([str(c) for c in table.columns], where)
+        unique_columns([str(c) for c in table.columns], where)
         return table, [f"row {label!r}" for label in table.index], where
     if not isinstance(table, (str, os.PathLike)):
         raise InputError("table", f"got {type(table).__name__}", "pass a DataFrame, a file or 'dataset:NAME'")
@@ -448,147 +448,8 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
         raise IsADirectoryError(21, "is a folder, not a table", str(path))
     if not path.is_file():
         raise FileNotFoundError(2, "no such file", str(path))
-    frame, places = _read_file(path, where)
+    frame, places = read_measured_file(path, where)
     return frame, places, where
-
-
-def _read_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
-    from .ground.tables import detect, json_lines
-
-    try:
-        kind = detect(path)
-    except InputError as error:
-        if _is_perftest(path, None):
-            return _read_perftest(path, where, None)
-        raise InputError(
-            where, f"{error.problem}, and it is not perftest's output (no '#bytes' header)", error.fix
-        ) from None
-    if kind.format == "parquet":
-        frame = pd.read_parquet(path)
-        return frame, [f"row {i + 1}" for i in range(len(frame))]
-    if kind.format == "jsonl":
-        numbered = list(json_lines(path, kind.compression))
-        return (
-            pd.DataFrame.from_records([record for _, record in numbered]),
-            [f"line {number}" for number, _ in numbered],
-        )
-    if _is_perftest(path, kind.compression):
-        return _read_perftest(path, where, kind.compression)
-    return _read_csv(path, where, kind.compression)
-
-
-def _lines(path: Path, compression: str | None) -> _io.TextIOWrapper:
-    from .ground.tables import open_input
-
-    return _io.TextIOWrapper(open_input(path, compression), encoding="utf-8-sig", newline="")
-
-
-def _is_comment(line: str) -> bool:
-    """A ``#`` line is a comment, but for perftest's header (``#bytes ...``)."""
-    stripped = line.lstrip()
-    return stripped.startswith("#") and not stripped.startswith("#bytes")
-
-
-def _is_perftest(path: Path, compression: str | None) -> bool:
-    """Whether a text file is perftest's own output (a ``#bytes  #iterations ...`` header, no commas)."""
-    try:
-        with _lines(path, compression) as text:
-            return any(_PERFTEST_HEADER.match(line) and "," not in line for line, _ in zip(text, range(10_000)))
-    except (UnicodeDecodeError, OSError):
-        return False
-
-
-def _read_csv(path: Path, where: str, compression: str | None) -> tuple[pd.DataFrame, list[str]]:
-    """A CSV table as text cells, with each row's 1-based line in the file (``#`` comment lines counted)."""
-    numbers: list[int] = []
-
-    def data_lines(text: Any) -> Any:
-        for number, line in enumerate(text, start=1):
-            if line.strip() and not _is_comment(line):
-                numbers.append(number)
-                yield line
-
-    with _lines(path, compression) as text:
-        reader = csv.reader(data_lines(text), skipinitialspace=True)
-        try:
-            header = [h.strip() for h in next(reader, [])]
-            rows, places = [], []
-            for row in _records(reader):
-                first = numbers[row[0]]
-                cells = [c.strip() for c in row[1]]
-                if len(cells) > len(header):
-                    raise InputError(
-                        f"{where}, line {first}",
-                        f"{len(cells)} fields where the header has {len(header)}",
-                        "repair the line (a comma too many, or a value not quoted)",
-                    )
-                rows.append(cells + [""] * (len(header) - len(cells)))
-                places.append(f"line {first}")
-        except (csv.Error, UnicodeDecodeError) as error:
-            raise InputError(where, f"cannot be read as a CSV table ({error})", "repair the file") from None
-    if not header:
-        raise InputError(where, "holds no table (no header line)", "give a CSV table with a header line")
-    _unique(header, where)
-    return pd.DataFrame(rows, columns=header, dtype=object), places
-
-
-def _records(reader: Any) -> Any:
-    """(index of its first line among the data lines, fields) for each record of a csv reader."""
-    while True:
-        start = reader.line_num
-        row = next(reader, None)
-        if row is None:
-            return
-        yield start, row
-
-
-def _unique(header: list[str], where: str) -> None:
-    seen = set()
-    for name in header:
-        if name in seen:
-            raise InputError(where, f"the column {name!r} appears twice", "keep one of them, or rename the other")
-        seen.add(name)
-
-
-def _perftest_columns(line: str) -> list[str]:
-    """perftest's header as column names: fields apart by two or more spaces or tabs (``#bytes #iterations``
-    is two)."""
-    names: list[str] = []
-    for part in re.split(r"\s{2,}|\t+", line.strip()):
-        names.extend(part.split() if re.fullmatch(r"#\S+(\s+#\S+)+", part) else [part])
-    return names
-
-
-def _read_perftest(path: Path, where: str, compression: str | None) -> tuple[pd.DataFrame, list[str]]:
-    """perftest's text output: the rows under each ``#bytes`` header, up to the dashed line that ends the table
-    (perftest's banner, its warnings and a row printed again after the table are not measurements)."""
-    header: list[str] = []
-    rows, places, inside = [], [], False
-    with _lines(path, compression) as text:
-        for number, line in enumerate(text, start=1):
-            stripped = line.strip()
-            if _PERFTEST_HEADER.match(line):
-                columns = _perftest_columns(line)
-                if header and columns != header:
-                    raise InputError(
-                        f"{where}, line {number}", "a second table of other columns", "keep one perftest run per file"
-                    )
-                header, inside = columns, True
-            elif inside and stripped.startswith("---"):
-                inside = False
-            elif inside and stripped[:1].isdigit():
-                cells = stripped.split()
-                if len(cells) != len(header):
-                    raise InputError(
-                        f"{where}, line {number}",
-                        f"{count(len(cells), 'value')} under a header of {len(header)} columns",
-                        "repair the line, or remove it",
-                    )
-                rows.append(cells)
-                places.append(f"line {number}")
-    if not header:
-        raise InputError(where, "holds no perftest table (no '#bytes' header)", "save perftest's output as is")
-    return pd.DataFrame(rows, columns=header, dtype=object), places
 
 
 # --- bytes, times, blocks and messages ------------------------------------------------------------------
@@ -608,6 +469,10 @@ class _Columns:
         if column not in self:
             return None
         cells = self.frame[column]
+        kind = non_numeric_kind(cells)
+        if kind is not None:  # (never 1 for True, nor a duration's raw unit, nor a date's epoch)
+            fix = "divide durations by pd.Timedelta(1, 'ms')" if kind == "durations" else "give plain numbers"
+            raise InputError(self.where, f"column {column!r} holds {kind}, not plain numbers", f"{fix} in the column")
         empty = cells.isna().to_numpy() | cells.astype(str).str.strip().eq("").to_numpy()
         values = pd.to_numeric(cells.where(~empty), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
         bad = np.isnan(values) & ~empty
@@ -684,9 +549,14 @@ def _bytes_of_tokens(
 
     models = _models_of(table, model)
     tokens = cast(np.ndarray, table.numbers("num_input_tokens"))  # (the caller found the column)
-    shape: dict[str, Any] = dict(kv_cache_dtype=kv_cache_dtype, tp=tp or 1, decode_tp=decode_tp, scope=scope or "rank")
+    shape: dict[str, Any] = dict(
+        kv_cache_dtype=kv_cache_dtype,
+        tp=1 if tp is None else tp,
+        decode_tp=decode_tp,
+        scope="rank" if scope is None else scope,
+    )
     nbytes = np.full(len(tokens), np.nan)
-    counted = block_size and messages is None
+    counted = block_size is not None and messages is None
     if counted:
         messages = np.full(len(tokens), np.nan)
     for name in dict.fromkeys(models):  # each model's bytes per prompt (windows and states included)

@@ -18,6 +18,7 @@ version 2, commit 002a1057), ``vllm/v1/metrics/loggers.py`` (commit a6f0308c) an
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .inputs.engine_checks import check_buckets, figure, numbers
+from .inputs.engine_checks import bound, check_buckets, check_summary, check_totals, figure, numbers, scrapes, unlike
 from .inputs.words import count
 
 __all__ = [
@@ -85,6 +86,7 @@ TRANSFER_METRICS = (
     "vllm:nixl_xfer_time_seconds",
 )
 TTFT_METRICS = ("sglang:time_to_first_token_seconds", "vllm:time_to_first_token_seconds")
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})  # (as Prometheus escapes a label's value)
 
 
 def _refuse(where: str, problem: str) -> InputError:
@@ -97,7 +99,7 @@ def _text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") -
         got = "an empty str" if isinstance(path_or_text, str) else f"a {type(path_or_text).__name__}"
         raise InputError(name, f"got {got}", "pass a file's path (a str or pathlib.Path), or the text itself (a str)")
     if isinstance(path_or_text, str) and "\n" in path_or_text:
-        return "<text>", path_or_text
+        return "<text>", path_or_text.removeprefix("\ufeff")  # (a byte-order mark is not part of the text)
     path = Path(path_or_text)
     if path.is_dir():
         raise InputError(str(path), "a directory, not a file", "give the file itself")
@@ -105,7 +107,7 @@ def _text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") -
     if b"\x00" in data[:4096]:
         raise _refuse(str(path), "a binary file, not text")
     try:
-        return str(path), data.decode("utf-8")
+        return str(path), data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise _refuse(str(path), f"not UTF-8 text (byte {error.start})") from None
 
@@ -156,7 +158,8 @@ def bucket_quantile(q: float, upper_bounds: Sequence[float], cumulative: Sequenc
 
 
 def _labels_text(labels: dict[str, str]) -> str:
-    return ",".join(f'{key}="{value}"' for key, value in labels.items())
+    """The labels as Prometheus writes them: ``k="v"``, each value's backslashes, quotes and newlines escaped."""
+    return ",".join(f'{key}="{value.translate(_ESCAPES)}"' for key, value in labels.items())
 
 
 def _families(where: str, text: str) -> list[Any]:
@@ -166,9 +169,10 @@ def _families(where: str, text: str) -> list[Any]:
         raise _refuse(where, "an empty file")
     if text.lstrip()[:1] in "{[":
         try:
-            benchmark = all(_is_benchmark(result) for result in _results(where, text))
+            results = _results(where, text)
         except InputError:
-            benchmark = False
+            results = []
+        benchmark = bool(results) and all(_is_benchmark(result) for result in results)
         if benchmark:
             raise InputError(where, "this is a benchmark result: use read_benchmark", "pass the file to read_benchmark")
         raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
@@ -246,7 +250,7 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
                 )
             seen.add(key)
         rows.extend(_family_rows(where, family))
-    frame = pd.DataFrame(rows, columns=_COLUMNS)
+    frame = pd.DataFrame(rows, columns=_COLUMNS).astype({c: float for c in _COLUMNS if c not in _TEXT})
     frame.attrs["source"] = where
     return frame
 
@@ -263,6 +267,10 @@ _COLUMNS = [
     *[f"p{q}{end}" for q in QUANTILES for end in ("", "_low", "_high")],
     "window",
 ]
+_TEXT = ("metric", "type", "stage", "labels", "window")
+#: The columns of read_engine_metrics' and read_benchmark's frames the comparison and the fits read, by type.
+_SCRAPE_KINDS = {column: "text" if column in _TEXT else "number" for column in _COLUMNS}
+_BENCHMARK_KINDS = {"completed": "bool", "num_input_tokens": "number", "ttft_ms": "number"}
 
 
 #: A histogram's (or gauge histogram's, or summary's) count and sum samples.
@@ -281,12 +289,13 @@ def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
             tuple(labels.items()), {"labels": labels, "buckets": [], "quantiles": {}, "name": sample.name}
         )
         suffix = sample.name[len(family.name) :]
+        series = f"{where}: {family.name}{{{_labels_text(labels)}}}"
         if family.type in ("histogram", "gaugehistogram") and suffix == "_bucket":
-            group["buckets"].append((float(sample.labels["le"]), float(sample.value)))
+            group["buckets"].append((bound(series, "le", sample.labels["le"]), float(sample.value)))
         elif suffix in _TOTALS and bucketed:
             group[_TOTALS[suffix]] = float(sample.value)
         elif family.type == "summary" and "quantile" in sample.labels:
-            group["quantiles"][float(sample.labels["quantile"])] = float(sample.value)
+            group["quantiles"][bound(series, "quantile", sample.labels["quantile"])] = float(sample.value)
         else:
             group["value"], group["name"] = float(sample.value), sample.name
     return [_row(where, family, group) for group in groups.values()]
@@ -306,11 +315,11 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
         "count": group.get("count", math.nan),
         "sum": group.get("sum", math.nan),
     }
-    buckets = sorted(group["buckets"])
+    buckets, series = sorted(group["buckets"]), f"{where}: {name}{{{_labels_text(group['labels'])}}}"
     if buckets:
-        check_buckets(
-            f"{where}: {name}{{{_labels_text(group['labels'])}}}", buckets, row["count"], group.get("sum", 0.0)
-        )
+        check_buckets(series, buckets, row["count"], group.get("sum", 0.0))
+    if kind == "summary":
+        check_summary(series, group["quantiles"], row["count"], group.get("sum", 0.0))
     if buckets and math.isnan(row["count"]):
         row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
     row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
@@ -336,10 +345,11 @@ _SGLANG_KEYS = ("total_output_tokens_retokenized", "mean_e2e_latency_ms", "datas
 
 
 def _results(where: str, text: str) -> list[dict[str, Any]]:
-    """The result objects of a benchmark file: one JSON object (``vllm bench serve --save-result``), or one a
-    line (SGLang's JSONL; vLLM's ``--append-result``)."""
+    """The result objects of a benchmark file: one JSON object (``vllm bench serve --save-result``), a JSON array
+    of them, or one a line (SGLang's JSONL; vLLM's ``--append-result``)."""
     try:
-        return [json.loads(text)]
+        whole = json.loads(text)
+        return whole if isinstance(whole, list) else [whole]  # (a JSON array of results: one run each)
     except json.JSONDecodeError:
         pass
     try:
@@ -374,8 +384,10 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     Both tools keep per-request lists only when asked (``vllm bench serve --save-result --save-detailed``;
     ``python -m sglang.bench_serving --output-details``): ``input_lens``, ``output_lens``, ``ttfts`` (seconds),
     ``errors``, and vLLM's ``start_times`` (when each request was sent, ``time.perf_counter`` seconds) and
-    ``latencies``. A file of several runs (SGLang appends one line a run; so does vLLM's ``--append-result``)
-    needs ``run``. Nothing is written.
+    ``latencies``. A file of several runs (SGLang appends one line a run; so does vLLM's ``--append-result``; or
+    a JSON array of results) needs ``run``. Where the file has its own figures, what is read must agree with them:
+    no completed request's TTFT or latency longer than the run's ``duration``, as many requests without an error
+    as ``completed``, their mean TTFT ``mean_ttft_ms`` (to 1%); else the file is refused. Nothing is written.
 
     Parameters
     ----------
@@ -460,11 +472,13 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
     if columns["output_lens"] is not None:
         trace["num_output_tokens"] = numbers(where, "output_lens", columns["output_lens"], int)
     ttft = numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
+    seconds = {"ttfts": ttft}
     trace["ttft_ms"] = np.where(completed & (ttft > 0), ttft * 1e3, np.nan)  # (0: no first token came)
     trace["completed"] = completed
     if columns["latencies"] is not None:
-        latency = numbers(where, "latencies", columns["latencies"], float, failed=~completed)
+        seconds["latencies"] = latency = numbers(where, "latencies", columns["latencies"], float, failed=~completed)
         trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
+    check_totals(where, tool, result, completed, seconds)
     if columns["start_times"] is not None and n:
         start = numbers(where, "start_times", columns["start_times"], float)
         trace["arrival_ms"] = (start - start.min()) * 1e3
@@ -505,8 +519,9 @@ def _load(result: dict[str, Any]) -> str:
 
 
 def detect(path: str | os.PathLike[str]) -> str:
-    """Which engine file ``path`` is: ``"benchmark"`` (JSON or JSON lines) or ``"metrics"`` (anything else, which
-    :func:`read_engine_metrics` then reads or refuses); reads the file's first bytes only.
+    """Which engine file ``path`` is: ``"benchmark"`` (JSON or JSON lines: ``{`` or ``[`` first, after any
+    byte-order mark) or ``"metrics"`` (anything else, which :func:`read_engine_metrics` then reads or refuses);
+    reads the file's first bytes only.
 
     Parameters
     ----------
@@ -524,8 +539,8 @@ def detect(path: str | os.PathLike[str]) -> str:
     ('benchmark', 'metrics')
     """
     with open(path, "rb") as file:
-        head = file.read(4096).lstrip()
-    return "benchmark" if head[:1] == b"{" else "metrics"
+        head = file.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
+    return "benchmark" if head[:1] in (b"{", b"[") else "metrics"
 
 
 # --- the model beside what was measured ------------------------------------------------------------------------
@@ -602,14 +617,10 @@ def compare_measured(
             f"{', '.join(sorted(options))} configure{'s' if len(options) == 1 else ''} the model, but no model is given",
             "pass model= and link= too, or drop them",
         )
-    metrics = _frames("compare_measured: metrics", metrics)
-    if benchmark is not None and not (
-        isinstance(benchmark, pd.DataFrame) and {"completed", "num_input_tokens", "ttft_ms"} <= set(benchmark)
-    ):
-        got = f"a {type(benchmark).__name__}" + (
-            " without read_benchmark's columns" if hasattr(benchmark, "columns") else ""
-        )
-        raise InputError("compare_measured: benchmark", f"got {got}", "pass read_benchmark(path), or None")
+    metrics = scrapes("compare_measured: metrics", metrics, _SCRAPE_KINDS)
+    problem = "" if benchmark is None else unlike(benchmark, "read_benchmark", _BENCHMARK_KINDS)
+    if problem:
+        raise InputError("compare_measured: benchmark", f"got {problem}", "pass read_benchmark(path), or None")
     rows = []
     if model is not None:
         if benchmark is None or not benchmark["completed"].any():
@@ -649,16 +660,6 @@ def compare_measured(
             )
         )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
-
-
-def _frames(name: str, frames: Any) -> list[pd.DataFrame]:
-    """Scrapes given as a list of :func:`read_engine_metrics` frames, else refused in one line."""
-    listed = isinstance(frames, Sequence) and not isinstance(frames, (str, bytes))
-    wrong = [f for f in frames if not (isinstance(f, pd.DataFrame) and "metric" in f)] if listed else [frames]
-    if wrong:
-        got = f"{'a list holding ' if listed else ''}a {type(wrong[0]).__name__}"
-        raise InputError(name, f"got {got}", "pass a list of scrapes: [read_engine_metrics(path), ...]")
-    return list(frames)
 
 
 def _exact(what: str, window: str, values_ms: np.ndarray) -> dict[str, Any]:
@@ -743,7 +744,7 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     (True, 'link: not fitted: the NIXL histograms give 1 mean size (67.1')
     """
     points = []
-    for frame in _frames("measured_fits: metrics", metrics):
+    for frame in scrapes("measured_fits: metrics", metrics, _SCRAPE_KINDS):
         hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
         for labels in hist.index.get_level_values("labels").unique():
             try:

@@ -471,3 +471,44 @@ def test_errors_by_size_say_where_each_row_is_and_the_saved_fit_says_how_it_was_
     assert main(["calibrate", "dataset:perftest-ib-hdr", "--name", "one", "--fit-from-bytes", "4",
                  "--out", str(tmp_path / "out2")]) == 0  # fmt: skip
     assert "(1 smaller transfer, below 4 bytes, is not fitted" in capsys.readouterr().out
+
+
+# --- every fit reads its measurements one way: never a duration's raw unit, a boolean's 1 or a position's pairing
+
+
+MS = pd.to_timedelta([0.03, 0.21, 2.01], unit="ms")  # (timedelta64[ns]: 30,000 of its unit in 0.03 ms)
+FITS_OF_BAD_MEASUREMENTS = {
+    "calibrate, durations": (lambda: calibrate(pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": MS})),
+                             "column 'measured_ms' holds durations"),
+    "calibrate, booleans": (lambda: calibrate(pd.DataFrame({"nbytes": [1e6, 1e7, True], "measured_ms": [1, 2, 3]})),
+                            "column 'nbytes' holds booleans"),
+    "fit_link, durations": (lambda: perfmodel.fit_link([1e6, 1e7, 1e8], MS), "measured_ms: got durations"),
+    "fit_link, boolean blocks": (lambda: perfmodel.fit_link([1e6, 1e7], [1, 2], n_blocks=True), "n_blocks: got booleans"),
+    "fit_link, dates": (lambda: perfmodel.fit_link(pd.to_datetime(["2024-01-01", "2024-01-02"]), [1, 2]),
+                        "nbytes: got dates"),
+    "fit_link, a dict": (lambda: perfmodel.fit_link({"a": 1}, [1, 2]), "nbytes: {'a': 1} at position 0, not a number"),
+    "fit_prefill, durations": (lambda: perfmodel.fit_prefill([100, 200, 400], pd.to_timedelta([1, 2, 4], unit="ms")),
+                               "measured_ms: got durations"),
+    "fit_prefill, text": (lambda: perfmodel.fit_prefill(["a", "b"], [1, 2]), "'a' at position 0, not a number"),
+    "fit_prefill, huge prompts": (lambda: perfmodel.fit_prefill([1e200, 2e200], [1, 2]), "not from 0 to 2\\*\\*53"),
+    "fit_prefill, Series in two orders": (
+        lambda: perfmodel.fit_prefill(pd.Series([4096, 128, 1024]), pd.Series([213.0, 14.4, 59.2]).sort_values()),
+        "index differs",
+    ),
+    "calibrate, tp 0": (lambda: calibrate(pd.DataFrame({"num_input_tokens": [128, 1024], "measured_ms": [0.5, 1.5]}),
+                                          model="llama-3.1-8b", tp=0), "tp: 0 is not a whole number >= 1"),
+    "calibrate, block_size 0": (
+        lambda: calibrate(pd.DataFrame({"num_input_tokens": [128, 1024], "measured_ms": [0.5, 1.5]}),
+                          model="llama-3.1-8b", block_size=0),
+        "block_size: 0 is not a whole number >= 1",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(FITS_OF_BAD_MEASUREMENTS))
+def test_a_fit_refuses_measurements_it_would_misread(case):
+    """Each was fitted: 0.03 ms as 30,000 ms, True as 1, Series paired by position, tp 0 as 1, block_size 0 as none;
+    or raised a raw numpy error."""
+    ask, words = FITS_OF_BAD_MEASUREMENTS[case]
+    with pytest.raises(InputError, match=words):
+        ask()

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from perfmodel import handoff_delay_ms, replay_handoffs
@@ -431,6 +432,8 @@ def test_a_request_without_a_first_token_has_no_ttft(tmp_path):
     result["ttfts"][0] = 0.0  # a request that streamed no token
     del result["errors"]
     result["errors"] = ["", "", "", "", "", "", "Server disconnected", ""]
+    # the tools' mean holds the completed requests' ttfts as they are, the 0.0 too
+    result["mean_ttft_ms"] = np.mean([t for t, e in zip(result["ttfts"], result["errors"]) if not e]) * 1000
     (tmp_path / "r.json").write_text(json.dumps(result))
     trace = read_benchmark(tmp_path / "r.json")
     assert math.isnan(trace["ttft_ms"][0]) and math.isnan(trace["ttft_ms"][6]) and trace["completed"][0]
@@ -500,6 +503,7 @@ def test_a_benchmark_of_one_request_says_one_request(tmp_path, capsys):
     result = json.loads((DATA / "vllm_bench_serve.json").read_text())
     for name in ("input_lens", "output_lens", "ttfts", "errors", "latencies", "start_times"):
         result[name] = result[name][:1]
+    result.update(completed=1, mean_ttft_ms=result["ttfts"][0] * 1000)  # the run's own figures, as the tool writes
     (tmp_path / "r.json").write_text(json.dumps(result))
     assert main(["measured", str(tmp_path / "r.json")]) == 0
     assert "result, 1 request (1 completed)" in capsys.readouterr().out
@@ -589,3 +593,207 @@ def test_broken_json_is_refused_in_one_line(reader, tmp_path):
     (tmp_path / "broken.json").write_text("{oops\n")
     with pytest.raises(InputError, match="not JSON or JSON lines|JSON, but no benchmark result"):
         reader(tmp_path / "broken.json")
+
+
+# --- a hostile user's pass: totals, frames, byte-order marks, labels, summaries, flags -------------------------
+
+
+def _vllm_result(**changes):
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    result.update(changes)
+    return result
+
+
+def test_ttfts_in_ms_are_refused_not_read_a_thousand_times_too_long(tmp_path):
+    """The hostile user's file: ttfts written in ms; each is longer than the whole run, and their mean is a
+    thousand times the file's own mean_ttft_ms: refused, naming the file, the key, both numbers and the cause."""
+    path = tmp_path / "r.json"
+    result = {
+        "backend": "vllm",
+        "endpoint_type": "vllm",
+        "request_rate": 4.0,
+        "duration": 1.5,
+        "completed": 3,
+        "input_lens": [1024, 4096, 8192],
+        "output_lens": [1, 1, 1],
+        "ttfts": [120, 310, 560],
+        "errors": ["", "", ""],
+        "mean_ttft_ms": 330.0,
+    }
+    path.write_text(json.dumps(result))
+    with pytest.raises(InputError, match=rf"{re.escape(str(path))}: ttfts: request 0 has 120 s, longer than") as e:
+        read_benchmark(path)
+    assert "duration 1.5 s" in str(e.value) and "look like ms" in str(e.value)
+    assert "vllm bench serve writes seconds" in str(e.value)
+    # a run long enough for them: the mean says it, against the file's own
+    path.write_text(json.dumps({**result, "duration": 1000.0}))
+    with pytest.raises(InputError, match=rf"{re.escape(str(path))}: mean_ttft_ms: .*330000.*330\b") as e:
+        read_benchmark(path)
+    assert "look like ms" in str(e.value)
+
+
+@pytest.mark.parametrize("run", [0, 1])
+def test_sglang_ttfts_in_ms_are_refused_too(run, tmp_path):
+    lines = (DATA / "sglang_bench_serving.jsonl").read_text().splitlines()
+    result = json.loads(lines[run])
+    result["ttfts"] = [t * 1000 for t in result["ttfts"]]
+    result["duration"] = 10_000.0
+    lines[run] = json.dumps(result)
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"mean_ttft_ms: .*look like ms, and sglang bench_serving writes seconds"):
+        read_benchmark(path, run=run)
+    read_benchmark(path, run=1 - run)  # the other run is as SGLang wrote it
+
+
+def test_the_files_completed_count_is_checked(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_vllm_result(completed=8)))
+    with pytest.raises(
+        InputError,
+        match=rf"{re.escape(str(path))}: completed: the lists hold 7 completed requests \(no error\), but the file says 8",
+    ):
+        read_benchmark(path)
+    result = _vllm_result()
+    del result["errors"]  # every request then counts as completed: 8, where the file says 7
+    path.write_text(json.dumps(result))
+    with pytest.raises(
+        InputError,
+        match=r"completed: the lists hold 8 completed requests \(no error\), but the file says 7: .*no errors list",
+    ):
+        read_benchmark(path)
+    path.write_text(json.dumps(_vllm_result(completed="7")))
+    with pytest.raises(InputError, match="completed: '7' is not a whole number"):
+        read_benchmark(path)
+
+
+def test_a_mean_ttft_rounded_in_the_file_is_read_and_one_off_by_more_is_refused(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_vllm_result(mean_ttft_ms=390.4)))  # 0.1 %: rounding
+    assert read_benchmark(path)["completed"].sum() == 7
+    path.write_text(json.dumps(_vllm_result(mean_ttft_ms=420.0)))  # 7 %: another run's figure
+    with pytest.raises(InputError, match=r"mean_ttft_ms: the mean TTFT of the 7 completed requests is 390 ms, .*420"):
+        read_benchmark(path)
+    result = _vllm_result()
+    del result["mean_ttft_ms"]  # no figure of its own: nothing to check against, read as before
+    path.write_text(json.dumps(result))
+    assert read_benchmark(path)["ttft_ms"].max() == pytest.approx(1050.0)
+
+
+def test_latencies_longer_than_the_run_are_refused(tmp_path):
+    result = _vllm_result()
+    result["latencies"] = [v * 1000 for v in result["latencies"]]
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    with pytest.raises(InputError, match=r"latencies: request 0 has 1400 s, longer than the whole run"):
+        read_benchmark(tmp_path / "r.json")
+
+
+@pytest.mark.parametrize(
+    "call, reader",
+    [
+        (lambda t, m: measured_fits([pd.DataFrame({"metric": []})]), "read_engine_metrics"),
+        (lambda t, m: compare_measured(None, [pd.DataFrame({"metric": []})]), "read_engine_metrics"),
+        (lambda t, m: measured_fits([m.assign(mean="x")]), "read_engine_metrics"),
+        (lambda t, m: compare_measured(t, [m.assign(p50="x")]), "read_engine_metrics"),
+        (lambda t, m: compare_measured(t.assign(completed="yes")), "read_benchmark"),
+        (
+            lambda t, m: compare_measured(t.assign(completed="yes"), model="llama-3.1-8b", link="ib-ndr"),
+            "read_benchmark",
+        ),
+        (lambda t, m: compare_measured(t.assign(num_input_tokens="4k")), "read_benchmark"),
+        (lambda t, m: compare_measured(t.assign(ttft_ms="fast")), "read_benchmark"),
+    ],
+)
+def test_a_frame_not_from_the_readers_is_one_input_error(call, reader):
+    trace = read_benchmark(DATA / "vllm_bench_serve.json")
+    metrics = read_engine_metrics(DATA / "vllm_nixl.prom")
+    with pytest.raises(InputError, match=rf"not {reader}\(\)'s output") as refused:
+        call(trace, metrics)
+    assert "\n" not in str(refused.value)
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("name", ["vllm_bench_serve.json", "sglang_bench_serving.jsonl", "vllm_nixl.prom"])
+def test_a_byte_order_mark_is_read_as_nothing(name, tmp_path, capsys):
+    from perfmodel.engines import detect
+
+    path = tmp_path / name
+    path.write_bytes(BOM + (DATA / name).read_bytes())
+    assert detect(path) == detect(DATA / name)
+    if name.endswith(".prom"):
+        assert read_engine_metrics(path).equals(read_engine_metrics(DATA / name))
+        assert read_engine_metrics((BOM + (DATA / name).read_bytes()).decode()).equals(read_engine_metrics(DATA / name))
+    else:
+        assert read_benchmark(path, run=-1).equals(read_benchmark(DATA / name, run=-1))
+    assert main(["measured", str(path), "--run", "0"] if name.endswith(".jsonl") else ["measured", str(path)]) == 0
+    assert "\ufeff" not in capsys.readouterr().out
+
+
+def test_a_json_array_of_results_is_runs_as_json_lines_are(tmp_path, capsys):
+    lines = (DATA / "sglang_bench_serving.jsonl").read_text().splitlines()
+    path = tmp_path / "runs.json"
+    path.write_text("[" + ",\n".join(lines) + "]\n")
+    with pytest.raises(InputError, match="holds 2 benchmark runs.*run=0 to 1"):
+        read_benchmark(path)
+    for run in (0, 1, -1):
+        assert read_benchmark(path, run=run).equals(read_benchmark(DATA / "sglang_bench_serving.jsonl", run=run))
+    (tmp_path / "one.json").write_text("[" + lines[0] + "]")
+    assert read_benchmark(tmp_path / "one.json").equals(read_benchmark(DATA / "sglang_bench_serving.jsonl", run=0))
+    assert main(["measured", str(path), "--run", "1"]) == 0
+    assert "sglang bench_serving result" in capsys.readouterr().out
+
+
+def test_labels_are_shown_as_prometheus_writes_them_never_split_inside_a_value(tmp_path, capsys):
+    path = tmp_path / "l.prom"
+    path.write_text('# TYPE g gauge\ng{model_name="org/m,rev=a"} 3\ng{model_name="org/m,rev=b"} 4\n')
+    assert main(["measured", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "every one labelled" not in out and 'rev=a"' not in out.replace('model_name="org/m,rev=a"', "")
+    assert 'model_name="org/m,rev=a"' in out and 'model_name="org/m,rev=b"' in out
+    path.write_text('# TYPE g gauge\ng{m="a,b",x="1"} 3\ng{m="a,b",x="2"} 4\n')
+    assert main(["measured", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert '(every one labelled m="a,b")' in out
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("g ")] == ['x="1"', 'x="2"']
+    frame = read_engine_metrics('# TYPE g gauge\ng{a="x\\"y",b="c\\\\d",n="1\\n2"} 3\n')
+    assert frame["labels"].tolist() == ['a="x\\"y",b="c\\\\d",n="1\\n2"']
+
+
+@pytest.mark.parametrize(
+    "samples, problem",
+    [
+        ('s{quantile="0.5"} -3\ns_count 4\ns_sum 12\n', "quantile 0.5: -3"),
+        ('s{quantile="0.5"} +Inf\ns_count 4\ns_sum 12\n', "quantile 0.5: inf"),
+        ('s{quantile="0.5"} 3\ns_count -1\ns_sum 12\n', "_count -1"),
+        ('s{quantile="0.5"} 3\ns_count 1.5\ns_sum 12\n', "_count 1.5"),
+        ('s{quantile="0.5"} 3\ns_count 4\ns_sum -12\n', "_sum -12"),
+        ('s{quantile="0.5"} 3\ns_count 4\ns_sum NaN\n', "_sum nan"),
+        ('s{quantile="1.5"} 3\ns_count 4\ns_sum 12\n', "quantile 1.5"),
+        ('s{quantile="-0.5"} 3\ns_count 4\ns_sum 12\n', "quantile -0.5"),
+        ('s{quantile="fast"} 3\ns_count 4\ns_sum 12\n', "quantile 'fast'"),
+    ],
+)
+def test_a_summary_of_nan_or_negative_values_is_refused(samples, problem):
+    with pytest.raises(InputError, match=r"^<text>: s\{\}: .*" + re.escape(problem)) as refused:
+        read_engine_metrics("# TYPE s summary\n" + samples)
+    assert "summary" in str(refused.value)
+
+
+def test_a_summary_quantile_of_an_empty_window_is_nan():
+    """Go's and Envoy's clients write NaN for a quantile whose window holds no observation: read as NaN (no
+    figure), not refused."""
+    row = read_engine_metrics('# TYPE s summary\ns{quantile="0.5"} NaN\ns_count 0\ns_sum 0\n').iloc[0]
+    assert math.isnan(row["p50"]) and row["count"] == 0
+
+
+def test_a_histogram_bound_that_is_no_number_is_one_input_error():
+    with pytest.raises(InputError, match=r"<text>: h\{\}: le 'fast' is not a number"):
+        read_engine_metrics('# TYPE h histogram\nh_bucket{le="fast"} 1\nh_bucket{le="+Inf"} 1\nh_count 1\nh_sum 1\n')
+
+
+def test_run_without_a_benchmark_file_is_refused(capsys):
+    assert main(["measured", str(DATA / "vllm_nixl.prom"), "--run", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--run selects a run of a benchmark file" in err

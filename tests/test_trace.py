@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import math
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import read_trace, replay_handoffs, summarize, synthetic_trace
+from perfmodel import InputError, read_trace, replay_handoffs, summarize, synthetic_trace
 
 from .reference_replay import replay_reference
 
@@ -775,3 +776,73 @@ def test_block_ids_of_a_large_trace_are_ranked_in_parallel_as_in_serial():
     _assert_replay_is_the_reference(
         serial, trace, mode="destination_missing", workers=2, capacity=3000, contention="fifo"
     )
+
+
+# --- a reader never misreads a time, a count or a file: each was a silent number or a raw error --------------
+
+
+def _written(tmp_path, name, data):
+    path = tmp_path / name
+    if isinstance(data, pd.DataFrame):
+        data.to_parquet(path)
+    elif isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def test_durations_in_a_parquet_trace_are_read_as_ms(tmp_path):
+    """One second was read as 1,000,000 ms (the duration's raw unit, microseconds)."""
+    frame = pd.DataFrame({"arrival_ms": pd.to_timedelta([0, 1], unit="s"), "num_input_tokens": [100, 200]})
+    assert read_trace(_written(tmp_path, "t.parquet", frame))["arrival_ms"].tolist() == [0.0, 1000.0]
+
+
+def test_an_azure_trace_reads_its_times_in_one_format(tmp_path):
+    """12/11 was read month first and 13/11 day first: 28 days apart, in reverse order."""
+    header = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    mixed = _written(tmp_path, "a.csv", header + "12/11/2023 10:00:00,100,1\n13/11/2023 10:00:00,200,1\n")
+    with pytest.raises(InputError, match=r"a.csv, line 3: 1 malformed row \(missing, impossible or differently"):
+        read_trace(mixed)
+    iso = _written(tmp_path, "b.csv", header + "2023-11-16 18:15:46.6805900,100,1\n2023-11-16 18:15:47,200,1\n")
+    assert read_trace(iso)["arrival_ms"].tolist() == pytest.approx([0.0, 319.41])  # (ISO 8601 at any precision)
+    numbers = _written(tmp_path, "c.csv", header + "1700000000.5,100,1\n1700000001.5,200,1\n")
+    with pytest.raises(InputError, match="column 'TIMESTAMP': holds numbers, but an Azure trace's are datetimes"):
+        read_trace(numbers)  # (were read as ms)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "words"),
+    [
+        ("b.jsonl", '{"arrival_ms": 0, "num_input_tokens": true}\n{"arrival_ms": 1, "num_input_tokens": 5}\n',
+         "column 'num_input_tokens': holds booleans, not token counts"),
+        ("b.parquet", pd.DataFrame({"arrival_ms": [0, 1], "num_input_tokens": [True, False]}),
+         "column 'num_input_tokens': holds booleans"),
+        ("t.parquet", pd.DataFrame({"arrival_ms": [True, False], "num_input_tokens": [1, 2]}),
+         "column 'arrival_ms': holds booleans, not times"),
+        ("t.jsonl.gz", gzip.compress(b'{"timestamp": 1, "input_length": 100, "output_length": 1}\n' * 999)[:-4],
+         r"t.jsonl.gz: could not be read \(.*\). Fix: check that the file is complete"),
+        ("bad.parquet", b"garbage" * 10, "bad.parquet: could not be read"),
+    ],
+)  # fmt: skip
+def test_a_trace_reader_refuses_what_it_would_misread(tmp_path, name, data, words):
+    with pytest.raises(InputError, match=words):
+        read_trace(_written(tmp_path, name, data))
+
+
+def test_a_folder_is_no_trace_and_a_mapped_column_is_named(tmp_path):
+    with pytest.raises(IsADirectoryError, match="a folder, not a trace file"):
+        read_trace(tmp_path)
+    path = _written(tmp_path, "t.csv", "arrival_ms,num_input_tokens\n0,100\n5,200\n")
+    with pytest.raises(InputError, match=r"no column arrival_ms='ts'; the file has \['arrival_ms'"):
+        read_trace(path, columns={"arrival_ms": "ts"})  # (was "no column for ['arrival_ms']", which it has)
+
+
+def test_the_command_refuses_a_budget_without_a_grid(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    path = _written(tmp_path, "t.csv", "arrival_ms,num_input_tokens\n0,100\n5,200\n")
+    args = ["trace", str(path), "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", str(tmp_path / "o")]
+    assert main([*args, "--budget-ms", "5"]) == 2  # (was ignored: no budget anywhere in the output)
+    assert "--budget-ms reports on the configurations of --grid" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

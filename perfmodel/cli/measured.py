@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,12 @@ def _measured(args: argparse.Namespace) -> int:
 
     if (args.model is None) != (args.link is None):
         raise UsageError("the model beside the measurements needs --model and --link (give both, or neither)")
+    kinds = [detect(path) for path in args.files]
+    if args.benchmark_run is not None and "benchmark" not in kinds:
+        raise UsageError("--run selects a run of a benchmark file, and no FILE given is one")
     scrapes, benchmarks = [], []
-    for path in args.files:
-        if detect(path) == "benchmark":
+    for path, kind in zip(args.files, kinds):
+        if kind == "benchmark":
             benchmarks.append(read_benchmark(path, run=args.benchmark_run))
         else:
             scrapes.append(read_engine_metrics(path))
@@ -76,15 +80,20 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+#: One ``k="v"`` of a series' labels as read_engine_metrics writes them (the value escaped as Prometheus writes it:
+#: a comma or an escaped quote inside it is part of it).
+_LABEL = re.compile(r'[^=,"]+="(?:[^"\\]|\\.)*"')
+
+
 def _common_labels(labels: list[str]) -> tuple[set[str], str]:
     """The ``k="v"`` labels every labelled metric shares (said once), and them as text."""
-    sets = [set(text.split(",")) for text in labels if text]
+    sets = [set(_LABEL.findall(text)) for text in labels if text]
     common = set.intersection(*sets) if sets else set()
     return common, ",".join(sorted(common))
 
 
 def _own(labels: str, common: set[str]) -> str:
-    return ",".join(part for part in labels.split(",") if part and part not in common)
+    return ",".join(part for part in _LABEL.findall(labels) if part not in common)
 
 
 def _scrape_text(frame: Any) -> str:

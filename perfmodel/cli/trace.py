@@ -28,6 +28,7 @@ from ._parsing import (
 from .clusters import add_cluster_flags, cluster_of
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
+_BUDGETS_MS = (50.0, 100.0)  # (--budget-ms when --grid is given without it)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -47,6 +48,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from ..replay.traces import read_trace
 
     check_not_overlapping(args.out, [args.trace])  # before the (long) replay
+    if args.budget_ms is not None and not args.grid:  # (a flag that applies to nothing is refused, never ignored)
+        raise UsageError("--budget-ms reports on the configurations of --grid: give --grid too, or drop --budget-ms")
 
 
     with warnings.catch_warnings():
@@ -149,7 +152,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     names = [f"grid.{args.format}", "grid.png"]
     with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
         write_table(grid, stage / names[0], rounded=[c for c in grid.columns if c not in axes])
-        fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms))
+        fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms or _BUDGETS_MS))
         save(fig, stage / "grid.png")
         plt.close(fig)
     load = "busiest_utilisation" if "busiest_utilisation" in grid else "link_utilisation"  # (a cluster has no links)
@@ -160,7 +163,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
         question = _grid_question(grid, config, axes)
         print(f"\np99_ms: {question}")
         counts = [name for name in ("links", "nics_per_node") if len(axes.get(name, ())) > 1]
-        for budget in sorted(args.budget_ms):
+        for budget in sorted(args.budget_ms or _BUDGETS_MS):
             meeting = smallest_first(grid[grid["p99_ms"] <= budget], axes)
             print(f"\np99 within {budget:g} ms: {len(meeting)} of {count(len(grid), 'configuration')}"
                   + (", the smallest first (numbers ascending, names in the order given):" if len(meeting) else ""))
@@ -245,8 +248,9 @@ def register(sub: Any) -> None:
     trace.add_argument("--grid", action="extend", nargs="+", default=[], metavar="AXIS=V1,V2,...",
                        help="replay every combination: e.g. --grid decode_workers=4,8,16 link=ib-ndr,nvlink4 "
                             "(several axes, or the flag repeated; axes: the options above by their API names, see perfmodel.replay_grid)")
-    trace.add_argument("--budget-ms", type=finite_above_zero, nargs="+", default=[50.0, 100.0], metavar="MS",
-                       help="with --grid: report the configurations whose p99 handoff delay meets each budget")
+    trace.add_argument("--budget-ms", type=finite_above_zero, nargs="+", metavar="MS",
+                       help="with --grid: report the configurations whose p99 handoff delay meets each budget "
+                            f"(default {' '.join(f'{b:g}' for b in _BUDGETS_MS)})")
     table_options(trace, flags("trace"), many=False, block_size="KV block (page) size (default 512: the Mooncake "
                    "trace's hash block, so a cached prefix is whole blocks; perfmodel sweep defaults to 64)")
     trace.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping")

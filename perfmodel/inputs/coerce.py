@@ -14,6 +14,7 @@ input form is accepted, or refused, the same way everywhere:
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,44 @@ from .table import INPUTS
 # Stand-in for an entry that could not be parsed at all (a string, an unknown label):
 # invalid under every rule, so the kernel counts it and errors="coerce" yields NaN.
 UNPARSEABLE = -1
+
+
+def non_numeric_kind(values: Any) -> str | None:
+    """What ``values`` (a scalar, a list, an array or a Series) hold that is never to be read as numbers:
+    ``"booleans"`` (not 0 and 1), ``"durations"`` or ``"dates"`` (not their raw unit, not from an epoch); None when
+    they hold none of these (numbers, or text to parse). The one test of every reader of numbers.
+
+    >>> non_numeric_kind([1.5, 2]), non_numeric_kind([1, True]), non_numeric_kind(pd.to_timedelta([1], unit="ms"))
+    (None, 'booleans', 'durations')
+    """
+    if isinstance(values, (pd.Series, pd.Index)):
+        data = values.to_numpy()
+    else:
+        data = np.asarray(values, dtype=object if isinstance(values, (list, tuple)) else None)
+    kind = {"b": "booleans", "m": "durations", "M": "dates"}.get(data.dtype.kind)
+    if kind is not None or data.dtype.kind != "O":
+        return kind
+    return _kind_of_types(_types(data.ravel()))
+
+
+def _types(data: NDArray[np.object_]) -> set[type]:
+    """The types of a 1-D object array's values (None's left out)."""
+    try:
+        return {type(v) for v in pd.unique(data) if v is not None}
+    except TypeError:  # unhashable entries (lists): every type, the slow way
+        return {type(v) for v in data if v is not None}
+
+
+def _kind_of_types(types: set[type]) -> str | None:
+    """:func:`non_numeric_kind` of values of these types."""
+    for t in types:  # (pandas' Timedelta and Timestamp are datetime's timedelta and datetime)
+        if issubclass(t, (bool, np.bool_)):
+            return "booleans"
+        if issubclass(t, (datetime.timedelta, np.timedelta64)):
+            return "durations"
+        if issubclass(t, (datetime.date, np.datetime64)):
+            return "dates"
+    return None
 
 
 def one_index(values: dict[str, Any]) -> None:
@@ -195,22 +234,16 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     Booleans, dates and durations are errors (never silently numbers); anything else that
     is not a number becomes ``UNPARSEABLE``, so the kernel counts it as invalid.
     """
-    try:
-        kinds = {type(v) for v in pd.unique(data) if v is not None}
-    except TypeError:  # unhashable entries (lists): every type, the slow way
-        kinds = {type(v) for v in data if v is not None}
-    for kind in kinds:
-        if issubclass(kind, (bool, np.bool_)):
-            raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
-        if issubclass(kind, (np.timedelta64, np.datetime64)) or (
-            kind.__module__.startswith(("datetime", "pandas"))
-            and kind.__name__ in ("timedelta", "datetime", "date", "Timedelta", "Timestamp")
-        ):
-            raise InputError(
-                name,
-                f"got {kind.__name__} values where plain numbers were expected",
-                "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)",
-            )
+    kinds = _types(data)
+    refused = _kind_of_types(kinds)
+    if refused == "booleans":
+        raise InputError(name, "got booleans where numbers were expected", "pass numbers, e.g. 1 and 0")
+    if refused is not None:
+        raise InputError(
+            name,
+            f"got {refused} where plain numbers were expected",
+            "pass plain numbers in the argument's unit (tokens, bytes, GB/s or ms)",
+        )
     if kinds and all(issubclass(k, (int, np.integer)) for k in kinds):
         try:
             return data.astype(np.int64)

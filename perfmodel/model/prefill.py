@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -106,24 +106,24 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     >>> round(profile.fixed_ms, 6), round(profile.ms_per_token, 6), round(profile.ms_per_token2 * 1e6, 6)
     (8.0, 0.05, 2.0)
     """
-    from ..network.links import nonnegative_least_squares
+    from ..network.fits import measured_vectors, nonnegative_least_squares
 
-    n = np.asarray(num_input_tokens, dtype=np.float64).ravel()
-    t = np.asarray(measured_ms, dtype=np.float64).ravel()
+    read = measured_vectors("fit_prefill", num_input_tokens=num_input_tokens, measured_ms=measured_ms)
+    n, t = cast(np.ndarray, read["num_input_tokens"]), cast(np.ndarray, read["measured_ms"])
     if n.shape != t.shape:
         raise InputError(
             "fit_prefill",
             f"{count(n.size, 'prompt size')} but {count(t.size, 'time')}",
             "pass one measured time per prompt",
         )
-    for label, values, low_ok in (("num_input_tokens", n, True), ("measured_ms", t, False)):
-        bad = ~(np.isfinite(values) & ((values >= 0) if low_ok else (values > 0)))
+    rules = (("num_input_tokens", n, n >= 0, "from 0 to 2**53"), ("measured_ms", t, t > 0, "finite and > 0"))
+    for label, values, ok, rule in rules:  # (prompts beyond 2**53 tokens: their square would leave float64)
+        bad = ~(ok & np.isfinite(values) & (values <= 2.0**53))
         if bad.any():
             i = int(np.argmax(bad))
             raise InputError(
                 f"fit_prefill: {label}",
-                f"{count(int(bad.sum()), 'value')} not finite and "
-                f"{'>= 0' if low_ok else '> 0'}, first at position {i}: {float(values[i])!r}",
+                f"{count(int(bad.sum()), 'value')} not {rule}, first at position {i}: {float(values[i])!r}",
                 "drop failed or empty measurements",
             )
     if np.unique(n).size < 2:
@@ -148,6 +148,8 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
         zip(kept, nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], np.ones_like(t)))
     )
     fixed, a, b = (float(solution.get(term, 0.0)) for term in columns)
+    if a == b == 0:
+        notes.append("the time does not grow with the prompt on these measurements: a constant")
     profile: Any = PrefillProfile(fixed, a, b, name=name)
     error = float(np.max(np.abs(profile.prefill_ms(n) - t) / t))
     return PrefillProfile(fixed, a, b, name=name, max_relative_error=error, note="; ".join(notes))

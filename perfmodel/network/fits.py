@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, not_a_number, shown
+from ..inputs.coerce import non_numeric_kind, one_index
 from ..inputs.words import count
 
 
@@ -62,6 +65,40 @@ class FitReport:
             ", ".join(shown) + f"; {count(self.points, 'point')}, max error {self.max_relative_error:.1%}, mean "
             f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else "")
         )
+
+
+def measured_vectors(where: str, **given: Any) -> dict[str, np.ndarray | None]:
+    """A fit's measurements (by keyword; None stays None) as flat float64 arrays, read one way for every fit
+    (:func:`perfmodel.fit_link`, :func:`perfmodel.fit_prefill`): Series of different indexes refused (they would
+    pair by position, :func:`perfmodel.inputs.coerce.one_index`); booleans, durations and dates refused (never
+    read as 1, in their raw unit or from an epoch); a value that is not a number named by its position.
+
+    >>> measured_vectors("fit", nbytes=[1, 2], n_blocks=None)
+    {'nbytes': array([1., 2.]), 'n_blocks': None}
+    """
+    one_index({label: values for label, values in given.items() if values is not None})
+    vectors: dict[str, np.ndarray | None] = {}
+    for label, values in given.items():
+        kind = None if values is None else non_numeric_kind(values)
+        if kind is not None:
+            durations = kind == "durations" and label.endswith("_ms")
+            raise InputError(
+                f"{where}: {label}",
+                f"got {kind} where plain numbers were expected",
+                "divide durations by pd.Timedelta(1, 'ms')" if durations else "pass plain numbers",
+            )
+        data = values.to_numpy() if isinstance(values, pd.Series) else values
+        try:
+            vectors[label] = None if values is None else np.asarray(data, dtype=np.float64).ravel()
+        except (TypeError, ValueError, OverflowError):
+            flat = np.asarray(data, dtype=object).ravel()
+            parsed = pd.to_numeric(pd.Series(flat), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            first = int(np.argmax(np.isnan(parsed) | ~np.isfinite(parsed))) if flat.size else 0
+            value = flat[first] if flat.size else values
+            raise InputError(
+                f"{where}: {label}", f"{shown(value)} at position {first}, {not_a_number(value)}", "pass numbers"
+            ) from None
+    return vectors
 
 
 def nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:

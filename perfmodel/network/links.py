@@ -53,7 +53,7 @@ from ..errors import InputError, check_number, check_whole, finite_at_least, sho
 from ..inputs import user_presets as _presets
 from ..inputs.table import nonnegative
 from ..inputs.words import count
-from .fits import FitReport, ms_per_byte_floor, nonnegative_least_squares
+from .fits import FitReport, measured_vectors, ms_per_byte_floor, nonnegative_least_squares
 from .specs import SPECS as _CLUSTERS
 from .transport import DECLARED, Transport
 
@@ -716,18 +716,19 @@ def fit_link(
     >>> capped.bandwidth_gb_s, capped.fit.note
     (50.0, 'the bandwidth is held at the line rate, 50 GB/s')
     """
-    x = np.asarray(nbytes, dtype=np.float64).ravel()
-    t = np.asarray(measured_ms, dtype=np.float64).ravel()
+    read = measured_vectors("fit_link", nbytes=nbytes, measured_ms=measured_ms, n_blocks=n_blocks, n_messages=n_messages)
+    x, t = cast(np.ndarray, read["nbytes"]), cast(np.ndarray, read["measured_ms"])
     if x.shape != t.shape:
         raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
     if x.size < 2:
         raise InputError("fit_link", f"needs at least two measurements, got {x.size}",
                          "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
     counts = {}
-    for label, given in (("n_blocks", n_blocks), ("n_messages", n_messages)):
+    for label in ("n_blocks", "n_messages"):
+        given = read[label]
         if given is not None:
             try:
-                counts[label] = np.broadcast_to(np.asarray(given, dtype=np.float64), x.shape).ravel()
+                counts[label] = np.broadcast_to(given, x.shape).ravel()
             except ValueError:
                 raise InputError(f"fit_link: {label}", f"{count(np.size(given), 'value')} for {count(x.size, 'measurement')}",
                                  "pass one count per measurement, or one for all") from None

@@ -5,7 +5,6 @@ replay grid.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from ..errors import InputError, check_whole, shown
 from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
-from ..inputs.coerce import aligned, whole_numbers
+from ..inputs.coerce import aligned, non_numeric_kind, whole_numbers
 from ..inputs.table import INPUTS, UNCOUNTED_LAYERS, group_beyond_layers, layerwise_given
 from ..inputs.words import count
 from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
@@ -406,13 +405,8 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
 def _no_times(where: str, value: Any) -> None:
     """Refuse durations and dates (one, or a Series of them) where ms go: their raw unit would be read as ms (1 ms
     of ``timedelta64[us]`` as 1000), a date's from its epoch."""
-    if isinstance(value, pd.Series):
-        kind = value.dtype.kind
-        inferred = pd.api.types.infer_dtype(value, skipna=True) if kind == "O" else ""
-        duration, date = kind == "m" or "timedelta" in inferred, kind == "M" or inferred in ("datetime", "date")
-    else:
-        duration = isinstance(value, (datetime.timedelta, np.timedelta64))
-        date = isinstance(value, (datetime.date, np.datetime64))
+    kind = non_numeric_kind(value) if isinstance(value, (pd.Series, np.ndarray)) or np.ndim(value) == 0 else None
+    duration, date = kind == "durations", kind == "dates"
     if duration or date:
         raise InputError(
             where,

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..errors import InputError, check_whole, not_a_number, warn
 from ..inputs.codes import choice_names
-from ..inputs.coerce import check_errors
+from ..inputs.coerce import check_errors, non_numeric_kind
 from ..inputs.words import count
 from ..options import deprecated_constant, option
 
@@ -131,10 +131,11 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
                     break
     if first_bad and errors == "raise":
         number, problem = first_bad
-        raise ValueError(f"{path}, line {number}: {problem}. Fix: repair the line, or pass errors='skip' "
+        raise InputError(f"{path}, line {number}", problem, "repair the line, or pass errors='skip' "
                          "(--skip-bad-lines) to leave malformed lines out")
     if not good:
-        raise ValueError(f"{path}: no valid trace line (each needs timestamp, input_length, output_length)")
+        raise InputError(str(path), "has no valid trace line (each needs timestamp, input_length, output_length)",
+                         "give a Mooncake trace: JSON lines with those keys")
     try:
         return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), skipped
     except pa.ArrowInvalid as error:  # (what the line checks above do not foresee: still one line, naming the file)
@@ -234,12 +235,36 @@ def read_trace(
     0         0.0               700                  3   [1 2]
     1         4.0               600                  4   [1 3]
     """
+    from ..io import damage_named
+
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "a folder, not a trace file", str(path))
     if not path.is_file():
         raise FileNotFoundError(2, "no such file", str(path))
     check_errors(errors, choice_names("bad_lines"))
     hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
-    fmt = format or _detect(path)
+    try:
+        with damage_named(path):  # (a truncated or corrupt file named, with what to check)
+            fmt = format or _detect(path)
+            df, skipped = _read_format(path, fmt, columns, errors)
+    except pa.ArrowInvalid as error:  # (a damaged Parquet file)
+        raise InputError(str(path), f"could not be read ({error})", "check that the file is complete "
+                         "and in the format its name says") from None
+    df, bad_rows = _check_rows(df, path, errors)
+    skipped += bad_rows
+    first = df["arrival_ms"].min() if len(df) else 0.0
+    df["arrival_ms"] = df["arrival_ms"] - first
+    if "ready_ms" in df:
+        df["ready_ms"] = df["ready_ms"] - first
+    df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
+    if skipped:
+        warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}")
+    return df
+
+
+def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: str) -> tuple[pd.DataFrame, int]:
+    """A trace file of format ``fmt`` in canonical columns (rows not yet checked), and the lines skipped."""
     skipped = 0
     if fmt == "mooncake":
         table, skipped = _mooncake_lines(path, errors)
@@ -253,23 +278,19 @@ def read_trace(
             "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
         })
     elif fmt == "azure":
-        df = _canonical(_read_csv(path), FORMAT_COLUMNS["azure"], path, errors)  # (counts read by _counts)
+        raw = _read_csv(path)
+        if pd.api.types.is_numeric_dtype(raw.get("TIMESTAMP", pd.Series(dtype=object))):
+            raise InputError(f"{path}: column 'TIMESTAMP'", "holds numbers, but an Azure trace's are datetimes (of "
+                             "which unit would the numbers be?)", "read it as format='csv' with columns={'arrival_ms': "
+                             "'TIMESTAMP', ...} after writing the times in ms")
+        df = _canonical(raw, FORMAT_COLUMNS["azure"], path, errors)  # (counts read by _counts)
     elif fmt in ("csv", "parquet", "jsonl"):
         raw = {"csv": _read_csv, "parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
         found = {c: c for c in (*_CANONICAL, "ready_ms", "hash_ids") if c in raw}  # columns under their own names
         df = _canonical(raw, {**found, **(columns or {})}, path, errors)
     else:
-        raise ValueError(f"unknown trace format {fmt!r}. Fix: use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
-    df, bad_rows = _check_rows(df, path, errors)
-    skipped += bad_rows
-    first = df["arrival_ms"].min() if len(df) else 0.0
-    df["arrival_ms"] = df["arrival_ms"] - first
-    if "ready_ms" in df:
-        df["ready_ms"] = df["ready_ms"] - first
-    df.attrs.update(source=str(path), format=fmt, skipped_lines=int(skipped), hash_block_tokens=hash_block_tokens)
-    if skipped:
-        warn(f"{path}: skipped {count(skipped, 'malformed line')} of {skipped + len(df)}")
-    return df
+        raise InputError("format", f"unknown trace format {fmt!r}", "use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
+    return df, skipped
 
 
 def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
@@ -405,6 +426,10 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
     its values read as datetimes, so a stray word spoils its own row only (and "25" stays 25 ms).
     Datetimes with different UTC offsets are instants (read in UTC); with and without an offset
     in one column they are ambiguous, and refused naming ``where`` (file and column) and the line."""
+    if pd.api.types.is_timedelta64_dtype(column):  # durations (a Parquet file's): from the trace's start, in ms
+        return column / pd.Timedelta(1, "ms"), None
+    if non_numeric_kind(column) == "booleans":
+        raise InputError(where, "holds booleans, not times", "give times as numbers of ms or as datetimes")
     if pd.api.types.is_datetime64_any_dtype(column):
         parsed = column
     else:
@@ -414,7 +439,7 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
         try:
             with warnings.catch_warnings():  # (pandas 2.x: mixed time zones warn, then give objects)
                 warnings.simplefilter("ignore", FutureWarning)
-                parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+                parsed = _one_format(column)
             if not pd.api.types.is_datetime64_any_dtype(parsed):  # pandas < 3: time zones it would not mix
                 raise ValueError("mixed time zones")
         except ValueError:  # time zones that pandas will not mix in one column (pandas 3 raises)
@@ -424,9 +449,9 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
                 parsed = pd.to_datetime(column, errors="coerce", format="mixed", utc=True)
             else:
                 line = int(np.argmax(aware != aware[0]))
-                raise ValueError(f"{where}, line {line + 2}: {text.iloc[line]!r} has {'a' if aware[line] else 'no'} "
-                                 f"time zone and line 2 {'has one' if aware[0] else 'has none'} ({text.iloc[0]!r}): times "
-                                 "with and without one are ambiguous. Fix: give every time its UTC offset (e.g. "
+                raise InputError(f"{where}, line {line + 2}", f"{text.iloc[line]!r} has {'a' if aware[line] else 'no'} "
+                                 f"time zone and line 2 {'has one' if aware[0] else 'has none'} ({text.iloc[0]!r}): "
+                                 "times with and without one are ambiguous", "give every time its UTC offset (e.g. "
                                  "+00:00), or none") from None
         if numbers.notna().sum() >= parsed.notna().sum():
             return numbers, None
@@ -434,20 +459,34 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
     return (parsed - origin).dt.total_seconds() * 1000.0, origin
 
 
+def _one_format(column: pd.Series) -> pd.Series:
+    """Text as datetimes in one format for the whole column (never guessed row by row: 12/11 and 13/11 would be
+    read month first and day first): ISO 8601 (any precision), else the format of its first value, as pandas
+    infers it; a row in another format is no time (NaT: a malformed row)."""
+    iso = pd.to_datetime(column, errors="coerce", format="ISO8601")
+    if iso.notna().sum() == column.notna().sum():
+        return iso
+    with warnings.catch_warnings():  # (a first value pandas cannot infer a format from: each value parsed alone)
+        warnings.simplefilter("ignore", UserWarning)
+        inferred = pd.to_datetime(column, errors="coerce")
+    return inferred if inferred.notna().sum() > iso.notna().sum() else iso
+
+
 def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str) -> pd.DataFrame:
-    missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping or mapping[c] not in raw]
+    missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping]  # (mapped to no column: below)
     if missing:
-        error = ValueError(f"{path}: no column for {missing}; the file has {list(raw.columns)}. "
-                           "Fix: pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
+        error = InputError(str(path), f"no column for {missing}; the file has {list(raw.columns)}",
+                           "pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
         error.missing_columns = missing  # type: ignore[attr-defined]  # (the command line names its --column flag)
         raise error
     unknown = [c for c in mapping if c not in (*_CANONICAL, "hash_ids", "ready_ms")]
     if unknown:
-        raise ValueError(f"{path}: unknown trace column name(s) {unknown}. Fix: map only "
-                         f"{', '.join((*_CANONICAL, 'ready_ms', 'hash_ids'))}")
+        raise InputError(str(path), f"unknown trace column name(s) {unknown}",
+                         f"map only {', '.join((*_CANONICAL, 'ready_ms', 'hash_ids'))}")
     absent = [f"{k}={v!r}" for k, v in mapping.items() if v not in raw]
     if absent:
-        raise ValueError(f"{path}: no column {', '.join(absent)}; the file has {list(raw.columns)}")
+        raise InputError(str(path), f"no column {', '.join(absent)}; the file has {list(raw.columns)}",
+                         "map each name to one of the file's columns")
     arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}")
     out = pd.DataFrame({
         "arrival_ms": arrival,
@@ -460,9 +499,9 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
                                                   where=f"{path}: column {mapping['ready_ms']!r}")
         if (ready_origin is None) != (origin is None):
             kinds = {True: "numbers (ms)", False: "datetimes"}
-            raise ValueError(f"{path}: ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "
-                             f"arrival_ms ({mapping['arrival_ms']!r}) holds {kinds[origin is None]}. Fix: give both "
-                             "times on one clock")
+            raise InputError(str(path), f"ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "
+                             f"arrival_ms ({mapping['arrival_ms']!r}) holds {kinds[origin is None]}",
+                             "give both times on one clock")
     if "hash_ids" in mapping:
         lists, bad = _hash_lists(raw[mapping["hash_ids"]], path, errors)
         out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(lists), index=out.index)
@@ -474,6 +513,9 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
 def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
     """A token column as numbers; with ``errors="raise"`` a cell that is text but no number (``"1,000"``: a
     thousands separator) is an error naming the file, the line and the column (else NaN: a bad row)."""
+    if non_numeric_kind(column) is not None:  # (True is no count of 1; a duration or a date no count at all)
+        raise InputError(f"{path}, column {column.name!r}", f"holds {non_numeric_kind(column)}, not token counts",
+                         "give whole numbers of tokens")
     numbers = pd.to_numeric(column, errors="coerce")
     if errors == "raise" and (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
         unread = (numbers.isna() & column.notna()).to_numpy()
@@ -501,9 +543,9 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
     if bad.any():
         if errors == "raise":
             i = int(np.argmax(bad))
-            raise ValueError(f"{path}, {_place(path, i)}: {count(int(bad.sum()), 'malformed row')} (missing or impossible time, invalid "
-                             f"token count, or a null hash id), first: {df.iloc[i].to_dict()}. Fix: repair them, or "
-                             "pass errors='skip'")
+            raise InputError(f"{path}, {_place(path, i)}", f"{count(int(bad.sum()), 'malformed row')} (missing, "
+                             "impossible or differently written time, invalid token count, or a null hash id), first: "
+                             f"{df.iloc[i].to_dict()}", "repair them, or pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)
     return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
                      num_output_tokens=pd.to_numeric(df["num_output_tokens"]).astype("int64")), int(bad.sum())
