@@ -301,7 +301,9 @@ def calibrate(
                     name=name, line_rate_gb_s=cap)  # fmt: skip
     said = _above_what_was_measured(link, fitted, cap)  # (over what was fitted: a small row says nothing of it)
     if measurements.left_out:
-        said += (f"{where}: left out {count(measurements.left_out, 'row')} without a size or a measurement",)
+        said += (
+            f"{where}: left out {count(measurements.left_out, 'row')} with an empty cell (a size, a time or a count)",
+        )
     for text in said:
         warn(text)
     saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
@@ -601,6 +603,8 @@ def _models_of(table: _Columns, model: str | None) -> np.ndarray:
 
 def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
     """Each row's measured ms: from the first time column present, each missing time from a throughput."""
+    if "measured_ms" in table and "measured_us" in table:  # (which one was measured? never one taken silently)
+        raise InputError(table.where, "has both measured_ms and measured_us", "keep the one measured, drop the other")
     column = table.first(TIMES)
     measured = None if column is None else cast(np.ndarray, table.numbers(column)) * TIMES[column]
     for column, unit in THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured

@@ -105,7 +105,7 @@ def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:
     (4, 2000)
     """
     if rows_per_partition < 1:
-        raise ValueError(f"rows_per_partition must be >= 1, got {rows_per_partition}")
+        raise InputError("rows_per_partition", f"must be >= 1, got {rows_per_partition!r}", "pass e.g. 2_000_000")
     plan = SweepPlan.of(axes)
     bounds = [(start, min(plan.n, start + rows_per_partition)) for start in range(0, plan.n, rows_per_partition)]
     meta = plan.rows(0, 0)

@@ -201,8 +201,8 @@ def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndar
     Examples
     --------
 
-    >>> significant(np.array([6.710886400000001, 263.19257600000003, 13159628800.0, np.nan]))
-    array([6.7108864000e+00, 2.6319257600e+02, 1.3159628800e+10,          nan])
+    >>> significant(np.array([6.710886400000001, 263.19257600000003, 13159628800.0, np.nan])).tolist()
+    [6.7108864, 263.192576, 13159628800.0, nan]
     >>> [repr(float(v)) for v in significant(np.array([6.710886400000001, 0.1 + 0.2]))]
     ['6.7108864', '0.3']
     """
@@ -218,6 +218,7 @@ def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndar
 def write_table(df: pd.DataFrame, path: str | os.PathLike, *, rounded: Sequence[str] = ()) -> Path:
     """Write a frame as CSV, Parquet or JSON lines (format and compression from the name), atomically.
 
+    A file already at ``path`` is replaced (atomically: the old one stays whole until the new one is complete).
     Floats are written to the last bit (shortest round-trip form), except the float columns named in
     ``rounded`` (results perfmodel computed), which CSV carries to :data:`SIGNIFICANT_DIGITS`
     significant digits; Parquet and JSON lines keep every bit:
@@ -244,6 +245,11 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, *, rounded: Sequence[
     >>> pyarrow.csv.read_csv(target).to_pylist()  # pandas 2's read_csv would round x: 0.3
     [{'x': 0.30000000000000004, 'delay_ms': 6.7108864}]
     """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError("write_table", f"got a {type(df).__name__}", "pass a pandas DataFrame")
+    twice = df.columns[df.columns.duplicated()]
+    if len(twice):  # (a file's header must name each column once)
+        raise InputError("write_table", f"the column {twice[0]!r} appears twice", "rename or drop one of them")
     path = Path(path)
     kind = detect(path)
     with atomic_file(path) as tmp:
@@ -384,6 +390,8 @@ def delay_file(
     model and link names included). Every other column is passed through losslessly.
     Error messages name the first invalid row by its line of a CSV or JSON-lines file (by its
     row, from 1, of a Parquet file), and count invalid rows over the whole file. The output is written atomically: on any error, nothing is written.
+    A file already at ``output_path`` is replaced (the command line's ``perfmodel delay`` refuses one it did not
+    write, unless ``--replace``).
 
     Parameters
     ----------

@@ -512,3 +512,24 @@ def test_a_fit_refuses_measurements_it_would_misread(case):
     ask, words = FITS_OF_BAD_MEASUREMENTS[case]
     with pytest.raises(InputError, match=words):
         ask()
+
+
+def test_the_command_refuses_an_out_folder_before_it_fits(tmp_path, capsys):
+    """It fitted and printed the whole table, then refused the folder holding a file it did not write."""
+    table = _write(tmp_path / "m.csv", "nbytes,measured_ms\n1e6,0.03\n1e7,0.21\n1e8,2.01\n")
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / "calibration.png").write_text("mine")
+    assert main(["calibrate", str(table), "--name", "t", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "holds calibration.png, which perfmodel calibrate did not write" in captured.err
+    assert "fitted" not in captured.out and (out / "calibration.png").read_text() == "mine"
+
+
+def test_two_time_columns_are_refused_and_a_row_left_out_is_said_as_it_is(tmp_path):
+    both = pd.DataFrame({"nbytes": [1e6, 1e7], "measured_ms": [0.03, 0.21], "measured_us": [999.0, 999.0]})
+    with pytest.raises(InputError, match="has both measured_ms and measured_us"):
+        calibrate(both)  # (measured_ms was fitted, the other ignored)
+    table = pd.DataFrame({"nbytes": [1e6, 1e7, 1e8], "measured_ms": [0.03, 0.21, 2.01], "n_blocks": [1, 2, None]})
+    with pytest.warns(UserWarning, match=r"left out 1 row with an empty cell \(a size, a time or a count\)"):
+        calibrate(table, fit_from_bytes=0)  # (said "without a size or a measurement": it had both)

@@ -70,7 +70,8 @@ def test_rates_print_one_row_each_and_the_budget_is_the_library_s_answer(trace_f
     assert main(["ttft", str(trace_file), *FLAGS, "--budget-ms", "500"]) == 0
     answer = pm.max_rate_for_ttft(pm.read_trace(trace_file), ttft_budget_ms=500.0, **API)
     assert f"{answer:,.4g} requests/s" in capsys.readouterr().out
-    assert main(["ttft", str(trace_file), *FLAGS, "--budget-ms", "500", "--fewest", "prefill_workers"]) == 0
+    flags = [f for i, f in enumerate(FLAGS) if "--prefill-workers" not in FLAGS[max(i - 1, 0) : i + 1]]
+    assert main(["ttft", str(trace_file), *flags, "--budget-ms", "500", "--fewest", "prefill_workers"]) == 0
     fewest = pm.fewest_for_ttft(
         pm.read_trace(trace_file),
         "prefill_workers",
@@ -85,7 +86,8 @@ def test_rates_print_one_row_each_and_the_budget_is_the_library_s_answer(trace_f
     [
         (["--prefill-workers", "0"], "--prefill-workers"),
         (["--decode-kv-tokens", "10"], "decode_kv_tokens"),
-        (["--fewest", "links"], "--fewest needs --budget-ms"),
+        (["--fewest", "decode_workers"], "--fewest needs --budget-ms"),
+        (["--budget-ms", "500"], "--budget-ms answers a question in one line and writes no file: drop --out"),
         (["--concurrency", "x"], "--concurrency"),
     ],
 )
@@ -185,3 +187,19 @@ def test_a_cluster_s_field_without_a_cluster_is_refused(trace_file, command, cap
     flags = ["--model", "llama-3.1-8b", "--link", "ib-ndr", "--transport", "x", "--out", str(tmp_path / "out")]
     assert main([command, str(trace_file), *flags]) == 2
     assert "--transport change a cluster's fields: give --cluster NAME too" in capsys.readouterr().err
+
+
+def test_an_out_folder_that_would_refuse_the_files_is_refused_before_any_work(trace_file, tmp_path, capsys):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "ttft.csv").write_text("mine")
+    assert main(["ttft", str(trace_file), *FLAGS, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "holds ttft.csv, which perfmodel ttft did not write" in captured.err and not captured.out  # (no replay)
+    assert (out / "ttft.csv").read_text() == "mine"
+
+
+def test_fewest_refuses_the_count_it_searches(trace_file, capsys):
+    """--prefill-workers 2 with --fewest prefill_workers: the 2 was dropped silently for the counts tried."""
+    assert main(["ttft", str(trace_file), *FLAGS, "--budget-ms", "500", "--fewest", "prefill_workers"]) == 2
+    assert "--prefill-workers is what --fewest prefill_workers searches" in capsys.readouterr().err

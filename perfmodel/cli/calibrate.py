@@ -33,10 +33,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     import perfmodel.plotting as pp
 
     from ..calibration import calibrate
-    from ..ground.files import check_not_overlapping, output_folder
+    from ..ground.files import check_output_folder, output_folder
     from ..network.links import check_link_name, get_link, save_link
 
-    check_not_overlapping(args.out, [args.measurements])
+    check_output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements])
     if args.replace and not args.save:
         raise UsageError("--replace replaces a saved link of --name's name, so it needs --save. Fix: add --save")
     if args.save:

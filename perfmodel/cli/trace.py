@@ -41,13 +41,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     import perfmodel.plotting as pp
 
-    from ..ground.files import check_not_overlapping, output_folder
+    from ..ground.files import check_output_folder, output_folder
     from ..io import write_table
     from ..replay import replay_handoffs, summarize
     from ..replay.sizing import replay_percentile_question
     from ..replay.traces import read_trace
 
-    check_not_overlapping(args.out, [args.trace])  # before the (long) replay
+    check_output_folder(args.out, command=_command(args), names=_written(args), inputs=[args.trace])  # before the replay
     if args.budget_ms is not None and not args.grid:  # (a flag that applies to nothing is refused, never ignored)
         raise UsageError("--budget-ms reports on the configurations of --grid: give --grid too, or drop --budget-ms")
 
@@ -89,8 +89,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
     summary = summarize(replay)
     out: Path = args.out
-    names = [f"replay.{args.format}", "summary.json", "replay.png"]
-    with output_folder(out, command="trace", names=names, inputs=[args.trace]) as stage:
+    names = _written(args)
+    with output_folder(out, command=_command(args), names=names, inputs=[args.trace]) as stage:
         write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0],
                     rounded=[c for c in replay.columns if c not in trace.columns])  # (results: 13 digits)
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -109,6 +109,16 @@ def cmd_trace(args: argparse.Namespace) -> int:
               "with --contention fifo or fair")
     print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command as its output folder's manifest records it."""
+    return "trace --grid" if args.grid else "trace"
+
+
+def _written(args: argparse.Namespace) -> list[str]:
+    """The files ``--out`` receives."""
+    return [f"grid.{args.format}", "grid.png"] if args.grid else [f"replay.{args.format}", "summary.json", "replay.png"]
 
 
 def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
@@ -149,8 +159,8 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     grid: pd.DataFrame = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
                                      **config)  # (keep="summary": one table)
     out: Path = args.out
-    names = [f"grid.{args.format}", "grid.png"]
-    with output_folder(out, command="trace --grid", names=names, inputs=[args.trace]) as stage:
+    names = _written(args)
+    with output_folder(out, command=_command(args), names=names, inputs=[args.trace]) as stage:
         write_table(grid, stage / names[0], rounded=[c for c in grid.columns if c not in axes])
         fig = pp.replay_grid_figure(grid, budget_ms=min(args.budget_ms or _BUDGETS_MS))
         save(fig, stage / "grid.png")

@@ -85,7 +85,7 @@ def cmd_ttft(args: argparse.Namespace) -> int:
     for warning in caught:  # (e.g. a closed loop ignoring arrival times) one line each
         print(f"perfmodel ttft: warning: {str(warning.message).removeprefix('replay_ttft: ')}", file=sys.stderr)
     if args.out is not None:
-        names = [name] if args.rate else [name, "summary.json"]
+        names = _written(args)
         with output_folder(args.out, command="ttft", names=names, inputs=[args.trace]) as stage:
             if args.rate:
                 write_table(table, stage / name, rounded=[c for c in table.columns if c != "request_rate_per_s"])
@@ -97,12 +97,23 @@ def cmd_ttft(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_flags(args: argparse.Namespace) -> None:
-    """The flags that cannot go together, or miss one another, refused before anything is read."""
-    from ..ground.files import check_not_overlapping
+def _written(args: argparse.Namespace) -> list[str]:
+    """The files ``--out`` receives."""
+    return ["grid.csv"] if args.rate else ["ttft.csv", "summary.json"]
 
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """The flags that cannot go together, or miss one another, refused before anything is read (and an --out
+    folder that would refuse the files, before any work)."""
+    from ..ground.files import check_output_folder
+
+    if args.out is not None and args.budget_ms is not None:
+        raise UsageError("--budget-ms answers a question in one line and writes no file: drop --out")
     if args.out is not None:
-        check_not_overlapping(args.out, [args.trace])
+        check_output_folder(args.out, command="ttft", names=_written(args), inputs=[args.trace])
+    if args.fewest and getattr(args, args.fewest, None) is not None:  # (it would be replaced by the counts tried)
+        flag = "--" + args.fewest.replace("_", "-")
+        raise UsageError(f"{flag} is what --fewest {args.fewest} searches: drop {flag}")
     if args.fewest and args.budget_ms is None:
         raise UsageError("--fewest needs --budget-ms (the p99 TTFT to keep, ms)")
     if args.rate and args.budget_ms is not None:
@@ -117,7 +128,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], fewest: Any, max_rate: Any) -> int:
     if args.fewest:
-        config.pop(args.fewest, None)
         answer = fewest(trace, args.fewest, ttft_budget_ms=args.budget_ms, **config)
         what = args.fewest.replace("_", " ")
         print(

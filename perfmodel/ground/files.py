@@ -158,6 +158,35 @@ def _manifest(folder: Path) -> dict[str, set[str]]:
     }
 
 
+def check_output_folder(
+    target: str | os.PathLike, *, command: str, names: Iterable[str], inputs: Iterable[str | os.PathLike] = ()
+) -> dict[str, set[str]]:
+    """Refuse, before any work, an output folder ``command`` cannot write ``names`` into: one that is a file, that
+    overlaps an input, or that holds a file of one of those names which ``command`` did not write (a user's, or
+    another command's). Returns the folder's manifest (empty for a folder yet to be made).
+
+    >>> import tempfile, pathlib
+    >>> check_output_folder(pathlib.Path(tempfile.mkdtemp()) / "new", command="sweep", names=["sweep.csv"])
+    {}
+    """
+    target = Path(target)
+    check_not_overlapping(target, inputs)
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
+    manifest = _manifest(target) if target.is_dir() else {}
+    owned = manifest.get(command, set())
+    foreign = sorted(n for n in names if (target / n).exists() and n not in owned)
+    if foreign:
+        others = {n: c for c, files in manifest.items() if c != command for n in files}
+        listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
+        raise InputError(
+            str(target),
+            f"holds {listing}, which perfmodel {command} did not write",
+            "choose another --out folder, or move those files away",
+        )
+    return manifest
+
+
 @contextlib.contextmanager
 def output_folder(
     target: str | os.PathLike, *, command: str, names: Sequence[str] = (), inputs: Iterable[str | os.PathLike] = ()
@@ -196,24 +225,7 @@ def output_folder(
     ['.perfmodel-output.json', 'summary.txt']
     """
     target = Path(target)
-    check_not_overlapping(target, inputs)
-    if target.exists() and not target.is_dir():
-        raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
-    manifest = _manifest(target) if target.is_dir() else {}
-    owned = manifest.get(command, set())
-
-    def refuse_foreign(written: Iterable[str]) -> None:
-        foreign = sorted(n for n in written if (target / n).exists() and n not in owned)
-        if foreign:
-            others = {n: c for c, files in manifest.items() if c != command for n in files}
-            listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
-            raise InputError(
-                str(target),
-                f"holds {listing}, which perfmodel {command} did not write",
-                "choose another --out folder, or move those files away",
-            )
-
-    refuse_foreign(names)
+    manifest = check_output_folder(target, command=command, names=names, inputs=inputs)
     created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     if created:
@@ -224,7 +236,7 @@ def output_folder(
             staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
         yield staging
         written = sorted(p.name for p in staging.iterdir())
-        refuse_foreign(written)
+        check_output_folder(target, command=command, names=written)
         try:
             with interrupts_deferred():  # every file moved in and the manifest written, or none moved
                 _move_in(staging, target, written, command, manifest)
