@@ -563,11 +563,17 @@ def _bytes_of_tokens(
         messages = np.full(len(tokens), np.nan)
     for name in dict.fromkeys(models):  # each model's bytes per prompt (windows and states included)
         rows = (models == name) & np.isfinite(tokens)
-        nbytes[rows] = kv_bytes(name, tokens[rows], **shape)
-        if counted:
-            cast(np.ndarray, messages)[rows] = kv_messages(
-                name, tokens[rows], cast(int, block_size), kv_layout=kv_layout
-            )
+        try:
+            nbytes[rows] = kv_bytes(name, tokens[rows], **shape)
+            if counted:
+                cast(np.ndarray, messages)[rows] = kv_messages(
+                    name, tokens[rows], cast(int, block_size), kv_layout=kv_layout
+                )
+        except InputError:
+            raise
+        except ValueError as error:  # (an unknown model: one InputError, named as the table or the call gave it)
+            problem, _, fix = str(error).partition(". Fix: ")
+            raise InputError(f"{table.where}: model", problem, fix.rstrip(".") or "pass a known model") from None
     setup = (
         f"{', '.join(dict.fromkeys(models))}; tp {shape['tp']}"
         + (f" to decode tp {decode_tp}" if decode_tp else "")

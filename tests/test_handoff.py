@@ -734,3 +734,12 @@ def test_a_list_of_mixed_label_forms_reads_each_as_it_reads_alone(data, name):
         assert all("got booleans where numbers were expected" in message for message in refused)
     else:
         np.testing.assert_array_equal(handoff_delay_ms(**call, **kw), alone)
+
+
+@pytest.mark.parametrize(
+    "values", [[1, True], pd.Series([1, True], dtype=object), np.array([2.0, np.True_], dtype=object)]
+)
+def test_a_boolean_beside_an_equal_number_is_still_a_boolean(values):
+    """True == 1: a test of the distinct values (pd.unique) kept 1 alone and read True as one token."""
+    with pytest.raises(InputError, match="got booleans where numbers were expected"):
+        handoff_delay_ms(values, 50.0, 1000.0)

@@ -374,13 +374,13 @@ def test_the_quote_follower_equals_a_character_by_character_reading_in_any_read_
     assert (quotes.opened if quotes.inside else -1) == expected
 
 
-def test_write_table_refuses_what_no_file_can_hold_and_a_bad_model_is_an_input_error(tmp_path):
-    from perfmodel import kv_bytes_per_token
+def test_write_table_refuses_what_no_file_can_hold_and_calibrate_an_unknown_model(tmp_path):
+    from perfmodel import calibrate
 
     with pytest.raises(InputError, match="the column 'a' appears twice"):
         pio.write_table(pd.DataFrame([[1, 2]], columns=["a", "a"]), tmp_path / "x.csv")  # (an AttributeError)
     with pytest.raises(InputError, match="write_table: got a list"):
         pio.write_table([1, 2], tmp_path / "x.csv")
     assert not list(tmp_path.iterdir())
-    with pytest.raises(InputError, match="model 'nope': not a preset nor a config.json file"):
-        kv_bytes_per_token("nope")  # (a plain ValueError: `except InputError` missed it)
+    with pytest.raises(InputError, match="the table: model: model 'nope': not a preset nor a config.json file"):
+        calibrate(pd.DataFrame({"num_input_tokens": [128, 1024], "measured_ms": [0.5, 1.5]}), model="nope")

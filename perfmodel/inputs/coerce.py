@@ -50,11 +50,9 @@ def non_numeric_kind(values: Any) -> str | None:
 
 
 def _types(data: NDArray[np.object_]) -> set[type]:
-    """The types of a 1-D object array's values (None's left out)."""
-    try:
-        return {type(v) for v in pd.unique(data) if v is not None}
-    except TypeError:  # unhashable entries (lists): every type, the slow way
-        return {type(v) for v in data if v is not None}
+    """The types of a 1-D object array's values (None's left out): of every value, never of its distinct values
+    (``True`` is equal to ``1``, and a set of values keeps one of them)."""
+    return set(pd.unique(np.frompyfunc(type, 1, 1)(data))) - {type(None)}
 
 
 def _kind_of_types(types: set[type]) -> str | None:

@@ -127,27 +127,24 @@ def layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
     types = cfg.get("layer_types")
     if types is not None:
         if len(types) != layers:
-            raise InputError(
-                "model config", f"has {len(types)} layer_types for {layers} layers", "give one layer type per layer"
+            raise ValueError(
+                f"model config has {len(types)} layer_types for {layers} layers. Fix: give one layer type per layer"
             )
         unknown = sorted({str(t) for t in types if str(t).lower() not in _LAYER_TYPES})
         if unknown:
-            raise InputError(
-                "model config",
-                f"has layer types {unknown} whose KV cache perfmodel does not model (it knows "
-                f"{', '.join(_LAYER_TYPES)})",
-                "map them to one of these in layer_types",
+            raise ValueError(
+                f"model config has layer types {unknown} whose KV cache perfmodel does not model "
+                f"(it knows {', '.join(_LAYER_TYPES)}). Fix: map them to one of these in layer_types"
             )
         return [_LAYER_TYPES[str(t).lower()] for t in types]
     pattern = cfg.get("hybrid_override_pattern")
     if pattern:
         unknown = sorted(set(pattern) - set(_PATTERN_TYPES))
         if unknown or len(pattern) != layers:
-            raise InputError(
-                "model config",
-                f"its hybrid_override_pattern {pattern!r} has {len(pattern)} layers for "
-                f"{layers}{' and unknown symbols ' + str(unknown) if unknown else ''}",
-                "one of M, *, -, E per layer",
+            raise ValueError(
+                f"model config's hybrid_override_pattern {pattern!r} has {len(pattern)} layers for "
+                f"{layers}{' and unknown symbols ' + str(unknown) if unknown else ''}. "
+                "Fix: one of M, *, -, E per layer"
             )
         return [_PATTERN_TYPES[c] for c in pattern]
     if cfg.get("full_attention_interval"):
@@ -158,8 +155,8 @@ def layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
             int((i + 1) % _field(cfg, ("no_rope_layer_interval",), default=4) != 0) for i in range(layers)
         ]
         if len(no_rope) != layers:
-            raise InputError(
-                "model config", f"has {len(no_rope)} no_rope_layers for {layers} layers", "give one flag per layer"
+            raise ValueError(
+                f"model config has {len(no_rope)} no_rope_layers for {layers} layers. Fix: give one flag per layer"
             )
         return ["chunk" if flag else "full" for flag in no_rope]
     if cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:

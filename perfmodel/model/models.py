@@ -69,8 +69,8 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
             if path.is_dir():
                 path = path / "config.json"
             if not path.is_file():
-                raise InputError(
-                    f"model {str(config)!r}", "not a preset nor a config.json file",
+                raise ValueError(
+                    f"model {str(config)!r}: not a preset nor a config.json file. Fix: "
                     f"{_suggest(key, users, bad)}use a preset ({', '.join([*MODELS, *users])}), "
                     "a path to config.json or its folder, or a dict")
             try:
@@ -353,12 +353,11 @@ def kv_bytes_per_token(
     """
     terms = kv_terms(config, kv_cache_dtype=kv_cache_dtype, tp=tp, scope=scope, decode_tp=decode_tp)
     if not terms.proportional:
-        raise InputError(
-            f"model {_name_of(config)!r}",
-            f"{terms.describe()}, so its KV bytes are not proportional to the prompt and it has no constant bytes "
-            "per token",
-            "use perfmodel.kv_bytes(model, num_input_tokens) for the bytes of each request, or pass the model "
-            "itself (by name or config) wherever bytes per token are accepted")
+        raise ValueError(
+            f"model {_name_of(config)!r} {terms.describe()}, so its KV bytes are not proportional to the prompt "
+            "and it has no constant bytes per token. Fix: use perfmodel.kv_bytes(model, num_input_tokens) for the "
+            "bytes of each request, or pass the model itself (by name or config) wherever bytes per token are "
+            "accepted")
     return terms.full_bytes_per_token
 
 
