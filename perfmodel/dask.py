@@ -24,7 +24,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError('perfmodel.dask needs Dask: pip install "perfmodel[dask]"') from error
 
-from .errors import Errors, InputError
+from .errors import Errors, InputError, check_whole
 from .frame import RESULT_NAME
 from .frame import handoff_delays as _pandas_handoff_delays
 from .sweeps import SweepPlan
@@ -94,7 +94,8 @@ def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:
     Returns
     -------
     dask.dataframe.DataFrame
-        Lazy: the rows of :func:`perfmodel.sweep`, in its order, ``partition_rows`` per partition.
+        Lazy: the rows of :func:`perfmodel.sweep`, in its order, ``partition_rows`` per partition, every
+        partition's columns of the types :func:`perfmodel.sweep` gives.
 
     Examples
     --------
@@ -104,19 +105,24 @@ def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:
     >>> ddf.npartitions, len(ddf)
     (4, 2000)
     """
-    if rows_per_partition < 1:
-        raise InputError("rows_per_partition", f"must be >= 1, got {rows_per_partition!r}", "pass e.g. 2_000_000")
+    rows_per_partition = check_whole("rows_per_partition", rows_per_partition, smallest=1)
     plan = SweepPlan.of(axes)
     bounds = [(start, min(plan.n, start + rows_per_partition)) for start in range(0, plan.n, rows_per_partition)]
-    meta = plan.rows(0, 0)
+    meta = plan.rows(0, min(plan.n, 1)).iloc[:0]  # (the types of a row: an empty sweep's bytes are floats)
     divisions = [b[0] for b in bounds] + [plan.n - 1] if bounds else None
     return dd.from_map(
-        functools.partial(_sweep_rows, plan), bounds, meta=meta, divisions=divisions, enforce_metadata=False
+        functools.partial(_sweep_rows, plan, meta.dtypes.to_dict()),
+        bounds,
+        meta=meta,
+        divisions=divisions,
+        enforce_metadata=False,
     )
 
 
-def _sweep_rows(plan: SweepPlan, bounds: tuple[int, int]) -> pd.DataFrame:
-    return plan.rows(*bounds, progress=False)
+def _sweep_rows(plan: SweepPlan, dtypes: dict[str, Any], bounds: tuple[int, int]) -> pd.DataFrame:
+    """One partition's rows, each column of the whole grid's type (a partition without a NaN prompt would hold
+    whole bytes where the grid holds floats)."""
+    return plan.rows(*bounds, progress=False).astype(dtypes)
 
 
 #: Seconds to wait for an existing scheduler before giving up (``--connect-timeout``).
@@ -274,7 +280,7 @@ def delay_files(
     ...             kv_transfer_bandwidth="ib-ndr", num_input_tokens="prompt_tokens")  # doctest: +SKIP
     12000000
     """
-    from .ground.files import output_folder
+    from .ground.files import check_output_folder, output_folder
     from .inputs.coerce import check_errors
     from .io import Report, detect
 
@@ -290,6 +296,15 @@ def delay_files(
     for file in files:
         detect(file)
     names = [f"part-{i:05d}.parquet" for i in range(len(files))]
+    owned = check_output_folder(target, command="delay", names=names).get("delay", set())
+    strays = sorted(p.name for p in target.glob("*.parquet") if p.name not in owned) if target.is_dir() else []
+    if strays:  # (a reader of the folder would mix them with the parts)
+        raise InputError(
+            str(target),
+            f"holds {strays[0]}, a Parquet file perfmodel delay did not write, which a reader of the folder's parts "
+            "would take for one of them",
+            "choose another --out folder, or move the folder's Parquet files away",
+        )
     with output_folder(
         target, command="delay", names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]
     ) as stage:

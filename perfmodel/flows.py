@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, check_whole, shown
+from .inputs.table import INPUTS
 from .kernels.handoff import blocks_of, fixed_ms, messages_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .network.placement import get_cluster
@@ -246,6 +247,12 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     """
     from .handoff import handoff_delay_ms
 
+    for name in inputs:  # (as the other inverse questions refuse them: never Python's TypeError, nor a count replaced)
+        if name not in INPUTS or name in ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token"):
+            raise InputError(name, "is not an input of this question (given as its own argument, or unknown)",
+                             f"drop {name}, or ask handoff_delay_ms")
+        if name == "nics_per_node":
+            raise InputError(name, "is what required_nics_per_node searches", "drop nics_per_node")
     base = get_cluster(cluster)
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     budget = float(budget_ms) if number else math.nan

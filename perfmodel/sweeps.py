@@ -61,6 +61,17 @@ def _mode(value: Any) -> TransferMode:
         raise InputError("sweep", f"unknown mode {value!r}", "use 'full_prompt' or 'destination_missing'") from None
 
 
+def _cache_hits_apply(values: dict[str, Any]) -> None:
+    """A cache hit ratio swept where no mode charges only the tokens missing at the destination is refused: it
+    would change nothing (the full prompt moves), beside a column that says a hit ratio."""
+    if "cache_hit_ratio" in values and TransferMode.DESTINATION_MISSING not in {_mode(m) for m in values["mode"]}:
+        raise InputError(
+            "sweep: cache_hit_ratio",
+            "applies to mode='destination_missing' (the cached part of a prompt is not moved), and no mode swept is",
+            "drop cache_hit_ratio, or sweep mode='destination_missing' too",
+        )
+
+
 def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     """Handoff delay over every combination of the given axes (their Cartesian product), each handoff priced
     alone (no contention), per prompt: ``attrs["question"]`` says so in words.
@@ -224,10 +235,12 @@ class SweepPlan:
         axes = _implied(_check_axis_names(edge_values(axes)))
         given = tuple(name for name in AXES if name in axes)
         values: dict[str, Any] = {name: _resolve.axis_values("sweep", name, axes[name]) for name in given}
-        values = {name: v if name in LABEL_AXES else np.asarray(v) for name, v in values.items()}
+        values = {name: v if name in LABEL_AXES else np.asarray([np.nan if x is pd.NA else x for x in v])
+                  for name, v in values.items()}  # (a nullable array's missing value: NaN, as a float's)
         labels = {name: _resolve.axis_labels("sweep", name, [_mode(v) if name == "mode" else v for v in values[name]])
                   for name in given if name in LABEL_AXES}
         _check_values(values)
+        _cache_hits_apply(values)
         links = [get_link(v) for v in values.get("link", [])]
         clusters = _clusters(values, given)
         check_cross({"block_size": values.get("block_size"),
@@ -259,7 +272,9 @@ class SweepPlan:
         bandwidth = np.empty(n) if "link" in self.axes or self.clusters else columns["kv_transfer_bandwidth"]
         # whole bytes as integers (float64 arithmetic is exact below 2**53 bytes), else floats
         whole = all(np.all(np.mod(np.asarray(self.values[a], dtype=np.float64), 1) == 0)
-                    for a in ("kv_bytes_per_token", "state_bytes") if a in self.values)
+                    for a in ("kv_bytes_per_token", "state_bytes") if a in self.values) and not (
+            np.isnan(np.asarray(self.values.get("num_input_tokens", []), dtype=np.float64)).any()
+        )  # (a NaN prompt's bytes are NaN: floats for every row, whichever rows a call asks for)
         transfer_bytes: np.ndarray = np.empty(n)  # whole byte counts become integers below (exact up to 2**53)
         delay = np.empty(n)
         chunk = option("sweep_chunk_rows")  # rows per chunk: temporaries stay small next to the result (peak memory)
@@ -749,6 +764,7 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
         tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)  # the closed form of bytes
     every, unknown, none = _every_or_none(forward, spec, budget, window, chunk)
+    every |= np.isposinf(budget) & ~unknown  # (an infinite budget: every prompt fits, however its delay grows)
     search = np.flatnonzero(~every & ~none & ~unknown)
     if search.size:  # the forward model's own answer, searched from the closed form's
 

@@ -903,3 +903,27 @@ def test_trace_without_arrival_ms_names_the_cli_flag(tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--column arrival_ms=COLUMN" in err, err
     assert "columns={" not in err and "'t'" in err, err
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--column", "kv_bytes_per_token=model", "--model", "llama-3.1-70b"], "--column kv_bytes_per_token=model and"),
+        (
+            ["--column", "block_size=bs", "--block-size", "16", "--model", "llama-3.1-70b"],
+            "--column block_size=bs and a flag both give block_size",
+        ),
+        (
+            ["--model", "llama-3.1-70b", "--connect-timeout", "5"],
+            "--connect-timeout is how long to wait for --scheduler",
+        ),
+    ],
+)
+def test_delay_refuses_a_flag_it_would_ignore_or_let_win_over_a_column(tmp_path, capsys, extra, words):
+    """--model replaced the model column on every row (a deepseek row priced as llama); --connect-timeout without
+    --scheduler did nothing."""
+    source = tmp_path / "r.csv"
+    source.write_text("num_input_tokens,model,bs\n1024,llama-3.1-70b,64\n1024,deepseek-v3,64\n")
+    out = tmp_path / "o.csv"
+    assert main(["delay", str(source), "--out", str(out), "--link", "ib-ndr", *extra]) == 2
+    assert words in capsys.readouterr().err and not out.exists()

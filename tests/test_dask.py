@@ -192,3 +192,32 @@ def test_values_per_row_are_refused_where_partitions_cannot_split_them(values):
     column = ddf.assign(bandwidth=dd.from_pandas(pd.Series([1.0, 2.0, 4.0, 5.0]), npartitions=2))
     got = pmd.handoff_delays(column, kv_transfer_bandwidth="bandwidth", kv_bytes_per_token=1e6).compute()
     assert got.astype(float).tolist() == [1000.0, 1000.0, 750.0, 100.0]
+
+
+def test_delay_files_refuses_a_folder_whose_parquet_files_a_reader_would_mix_in(tmp_path):
+    """The parts were written beside a user's part.0.parquet: reading the folder mixed its rows in."""
+    source = tmp_path / "in.parquet"
+    _requests(100, seed=0).reset_index(drop=True).to_parquet(source)
+    out = tmp_path / "out"
+    out.mkdir()
+    _requests(5, seed=1).to_parquet(out / "part.0.parquet")
+    with pytest.raises(perfmodel.InputError, match="holds part.0.parquet, a Parquet file perfmodel delay did not"):
+        pmd.delay_files(source, out, workers=1, **KEYWORDS)  # (refused before a cluster starts)
+    assert sorted(p.name for p in out.iterdir()) == ["part.0.parquet"]
+
+
+def test_a_dask_sweep_is_of_one_type_and_reads_nullable_axes_as_sweep_does():
+    """Partitions were int64 or float64 by whether they held a NaN prompt (the meta said float64); a nullable
+    Int64 axis came back as text."""
+    ax = dict(
+        kv_bytes_per_token=1000, kv_transfer_bandwidth=50, num_input_tokens=pd.array([1, 2, 3, None], dtype="Int64")
+    )
+    d = pmd.sweep(rows_per_partition=2, **ax)
+    parts = [p.compute() for p in d.to_delayed()]
+    assert all(p.dtypes.equals(d.dtypes) for p in parts)
+    whole = perfmodel.sweep(**ax)
+    assert whole["num_input_tokens"].dtype == np.float64
+    np.testing.assert_array_equal(d.compute()["num_input_tokens"], whole["num_input_tokens"])
+    np.testing.assert_array_equal(d.compute()["transfer_bytes"], whole["transfer_bytes"])
+    with pytest.raises(perfmodel.InputError, match="rows_per_partition: 1.5 is not a whole number"):
+        pmd.sweep(rows_per_partition=1.5, **ax)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import (
+    InputError,
     destination_missing_tokens,
     handoff_delay_ms,
     kv_bytes_per_token,
@@ -243,3 +244,23 @@ def test_every_long_path_reports_progress_through_the_one_bar(monkeypatch, tmp_p
         tmp_path / "r.csv", tmp_path / "o.csv", progress=True, kv_bytes_per_token=1, kv_transfer_bandwidth=1.0
     )
     assert seen == ["sweep", "replay grid", "r.csv"]
+
+
+def test_a_cache_hit_ratio_where_no_mode_uses_it_is_refused():
+    """mode='full_prompt' moved the whole prompt beside a column saying a hit ratio of 0.9."""
+    with pytest.raises(InputError, match="cache_hit_ratio: applies to mode='destination_missing'"):
+        perfmodel.sweep(kv_bytes_per_token=1000, kv_transfer_bandwidth=50, num_input_tokens=1000,
+                        cache_hit_ratio=0.9, mode="full_prompt")  # fmt: skip
+    mixed = perfmodel.sweep(kv_bytes_per_token=1000, kv_transfer_bandwidth=50, num_input_tokens=1000,
+                            cache_hit_ratio=0.9, mode=["full_prompt", "destination_missing"])  # fmt: skip
+    assert mixed["transfer_bytes"].tolist() == [1_000_000, 128_000]  # (the other mode's rows: each its own)
+
+
+def test_inverse_questions_at_their_edges():
+    """An infinite budget fits every prompt (it said 2**53 - 1); a typo or the searched count in
+    required_nics_per_node is refused as the other questions refuse it (a TypeError before)."""
+    assert perfmodel.max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=float("inf")) == np.inf
+    assert perfmodel.max_tokens_within("ib-ndr", "llama-3.1-70b", budget_ms=[50, np.inf]).tolist() == [7629, np.inf]
+    for extra, words in ((dict(latncy_ms=5), "latncy_ms: is not an input"), (dict(nics_per_node=4), "searches")):
+        with pytest.raises(InputError, match=words):
+            perfmodel.required_nics_per_node(32768, "hgx-h100-8x400g", "llama-3.1-70b", budget_ms=50, **extra)

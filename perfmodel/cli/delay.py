@@ -10,7 +10,7 @@ from typing import Any
 from ..inputs.codes import choice_names
 from ..inputs.table import flags
 from ..inputs.words import count
-from ._parsing import column_pairs, finite_above_zero, given, positive_int, requests_source, table_options
+from ._parsing import UsageError, column_pairs, finite_above_zero, given, positive_int, requests_source, table_options
 from .clusters import add_cluster_flags, cluster_of
 
 
@@ -24,19 +24,25 @@ def cmd_delay(args: argparse.Namespace) -> int:
         # a trace in a format of its own (Mooncake, Azure; dataset:NAME): its prompt lengths, as perfmodel trace reads them
         prompt = format_columns(args.input).get("num_input_tokens")
         columns.update({"num_input_tokens": prompt} if prompt else {})
-    keywords: dict[str, Any] = dict(columns)
+    if args.connect_timeout is not None and not args.scheduler:  # (a flag that applies to nothing: refused)
+        raise UsageError("--connect-timeout is how long to wait for --scheduler: give --scheduler, or drop it")
+    flagged: dict[str, Any] = {}
     if args.kv_bytes_per_token is not None:
-        keywords["kv_bytes_per_token"] = args.kv_bytes_per_token
+        flagged["kv_bytes_per_token"] = args.kv_bytes_per_token
     elif args.model:
-        keywords["kv_bytes_per_token"] = args.model
+        flagged["kv_bytes_per_token"] = args.model
     cluster = cluster_of(args)
     if args.bandwidth is not None:
-        keywords["kv_transfer_bandwidth"] = args.bandwidth
+        flagged["kv_transfer_bandwidth"] = args.bandwidth
     elif args.link:
-        keywords["kv_transfer_bandwidth"] = args.link
+        flagged["kv_transfer_bandwidth"] = args.link
     elif cluster is not None:
-        keywords["kv_transfer_bandwidth"] = cluster
-    keywords.update(given(args))
+        flagged["kv_transfer_bandwidth"] = cluster
+    flagged.update(given(args))
+    twice = sorted(set(flagged) & set(columns))
+    if twice:  # (the flag's value replaced the column's on every row)
+        raise UsageError(f"--column {twice[0]}={columns[twice[0]]} and a flag both give {twice[0]}: give one of them")
+    keywords: dict[str, Any] = {**columns, **flagged}
     if args.scheduler or args.workers:
         from .. import dask as pm_dask
 
@@ -47,7 +53,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
             workers=args.workers,
             errors=args.errors,
             chunk_rows=args.chunk_rows,
-            connect_timeout_s=args.connect_timeout,
+            connect_timeout_s=pm_dask.CONNECT_TIMEOUT_S if args.connect_timeout is None else args.connect_timeout,
             **keywords,
         )
     else:
@@ -127,8 +133,7 @@ def register(sub: Any) -> None:
     delay.add_argument(
         "--connect-timeout",
         type=finite_above_zero,
-        default=10.0,
         metavar="SECONDS",
-        help="how long to wait for --scheduler before giving up (default %(default)s)",
+        help="how long to wait for --scheduler before giving up (default 10)",
     )
     delay.set_defaults(run=cmd_delay)
