@@ -8,6 +8,7 @@ the row *label*.
 
 from __future__ import annotations
 
+import difflib
 import numbers
 from collections.abc import Hashable
 from typing import Any
@@ -21,6 +22,7 @@ from .inputs.codes import TransferMode, WorkerType
 from .inputs.coerce import aligned, check_errors
 from .inputs.table import INPUTS, ROW_INPUTS, documented
 from .inputs.words import count
+from .network.links import get_link
 
 __all__ = ["RESULT_NAME", "handoff_delays"]
 
@@ -48,6 +50,11 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     if spec is None or isinstance(spec, (numbers.Number, np.generic)):  # numbers (numpy's too) are values
         return spec, None
     if isinstance(spec, Hashable) and spec in df.columns:
+        named = argument in ("kv_bytes_per_token", "kv_transfer_bandwidth") and isinstance(spec, str)
+        if named and spec != argument and _preset_named(argument, spec):
+            raise InputError(argument, f"{spec!r} is both a column of the frame and a preset's name",
+                             f"pass the column as df[{spec!r}], or the preset as an object (perfmodel.get_link, "
+                             "perfmodel.Cluster, a model config), or rename the column")
         return _column(df, spec), spec
     if isinstance(spec, pd.Series):
         return aligned(df.index, argument, spec), None
@@ -63,11 +70,32 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     if argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}:
         return spec, None  # a label such as worker_type="decode"
     if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
+        close = difflib.get_close_matches(spec, [str(c) for c in df.columns], n=1, cutoff=0.8)
+        if close and not _preset_named(argument, spec):  # (a column's name mistyped: said as such)
+            raise InputError(argument, f"no column {spec!r} (did you mean the column {close[0]!r}?) and no preset of "
+                             "that name", f"pass {argument}={close[0]!r}, or a value")
         return spec, None  # a model or link name, resolved (or rejected) below
     raise InputError(
         argument, f"no column {spec!r}; the frame has {list(df.columns)}",
         f"pass {argument}=<one of those columns> or a value",
     )
+
+
+def _preset_named(argument: str, name: str) -> bool:
+    """Whether ``name`` names a model (``kv_bytes_per_token``) or a link or cluster (``kv_transfer_bandwidth``)."""
+    from .model.models import model_config
+    from .network.placement import get_cluster, is_cluster
+
+    try:
+        if argument == "kv_bytes_per_token":
+            model_config(name)
+        elif is_cluster(name):
+            get_cluster(name)
+        else:
+            get_link(name)
+    except (InputError, ValueError, KeyError, OSError):
+        return False
+    return True
 
 
 @documented(extra={

@@ -364,3 +364,13 @@ def test_categories_in_another_order_are_read_in_their_own_order():
             expected,
         )
         np.testing.assert_array_equal(handoff_delay_ms([4096] * 3, 1.0, 1000, worker_type=labels), expected)
+
+
+def test_a_name_that_is_both_a_column_and_a_preset_is_refused_and_a_mistyped_column_is_named():
+    """A pivoted sweep has a column 'ib-ndr': kv_transfer_bandwidth='ib-ndr' read its delays as GB/s."""
+    wide = pd.DataFrame({"num_input_tokens": [1024, 32768], "ib-ndr": [6.7, 214.7], "bandwidth": [5.0, 5.0]})
+    with pytest.raises(InputError, match="'ib-ndr' is both a column of the frame and a preset's name"):
+        wide.perfmodel.handoff_delay(kv_bytes_per_token="llama-3.1-8b", kv_transfer_bandwidth="ib-ndr")
+    with pytest.raises(InputError, match=r"no column 'bandwith' \(did you mean the column 'bandwidth'\?\)"):
+        wide.perfmodel.handoff_delay(kv_bytes_per_token="llama-3.1-8b", kv_transfer_bandwidth="bandwith")
+    assert wide.perfmodel.handoff_delay(kv_bytes_per_token=1000.0, kv_transfer_bandwidth=wide["ib-ndr"]).notna().all()

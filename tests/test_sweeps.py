@@ -264,3 +264,16 @@ def test_inverse_questions_at_their_edges():
     for extra, words in ((dict(latncy_ms=5), "latncy_ms: is not an input"), (dict(nics_per_node=4), "searches")):
         with pytest.raises(InputError, match=words):
             perfmodel.required_nics_per_node(32768, "hgx-h100-8x400g", "llama-3.1-70b", budget_ms=50, **extra)
+
+
+def test_two_model_configs_of_one_label_are_told_apart_from_one_config_twice():
+    """Two different configs were called "a repeated value: 'config' twice"."""
+    d1 = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
+    d2 = dict(d1, num_key_value_heads=4)
+    with pytest.raises(InputError, match="different values labelled 'config'.*'_name_or_path'"):
+        perfmodel.sweep(model=[d1, d2], link="ib-ndr", num_input_tokens=1000)
+    with pytest.raises(InputError, match="repeated value: 'config' twice"):
+        perfmodel.sweep(model=[d1, dict(d1)], link="ib-ndr", num_input_tokens=1000)
+    named = perfmodel.sweep(model=[dict(d1, _name_or_path="a"), dict(d2, _name_or_path="b")], link="ib-ndr",
+                            num_input_tokens=1000)  # fmt: skip
+    assert named["model"].tolist() == ["a", "b"]

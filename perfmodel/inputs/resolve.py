@@ -502,7 +502,7 @@ def axis_labels(where: str, name: str, values: list[Any]) -> list[str]:
         raise InputError(
             where,
             f"axis {name} has different values labelled {label!r}: its table could not tell them apart",
-            "give each its own name, e.g. dataclasses.replace(value, name='...')",
+            "give each its own name, e.g. dataclasses.replace(value, name='...'), or a config its own '_name_or_path'",
         )
     return labels
 
@@ -532,6 +532,8 @@ def _identity(value: Any) -> Any:
         return ("flag", value)
     if isinstance(value, (int, float, np.integer, np.floating)):
         return ("number", "nan") if np.isnan(value) else ("number", float(value))  # (NaN: one value too)
+    if isinstance(value, Mapping):  # (a config by its content: two configs of one name are two values)
+        return ("config", repr(sorted((str(k), repr(v)) for k, v in value.items())))
     return ("label", str(label_of(value)))
 
 
