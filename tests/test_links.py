@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel import LINKS, Link, fit_link, get_link
+import perfmodel
+from perfmodel import LINKS, InputError, Link, fit_link, get_link
 
 EXPECTED_GB_S = {
     "nvlink4": 450,
@@ -150,3 +151,9 @@ def test_per_block_fit_recovers_known_parameters_and_beats_a_grid_search():
     ours = error(fitted.latency_ms, fitted.per_block_ms, 1e-6 / fitted.bandwidth_gb_s)
     assert ours <= _reference_fit(nbytes, noisy, n_blocks)[0] + 1e-12
     assert fitted.fit.mean_relative_error <= fitted.fit.max_relative_error < 0.06
+
+
+def test_a_cluster_where_a_link_is_asked_for_is_said_to_be_a_cluster():
+    """It was "unknown link 'hgx-h100-8x400g'. Fix: did you mean hgx-h100-8x400g (a cluster preset)"."""
+    with pytest.raises(InputError, match="'hgx-h100-8x400g' is a cluster, where one link is asked for.*cluster="):
+        perfmodel.sweep(model="llama-3.1-70b", link=["ib-ndr", "hgx-h100-8x400g"], num_input_tokens=1000)

@@ -440,6 +440,9 @@ def get_link(link: Link | str) -> Link:
         if found is None and base in DECLARED:
             raise InputError("link", f"{link!r} is a transport whose limit is a node's traffic together, so it is no "
                              "link", f"use it as a cluster's transport: perfmodel.Cluster(..., transport={base!r})")
+        if found is None and (base in _CLUSTERS or base in _presets.load("clusters")[0]):  # (a cluster, not a link)
+            raise InputError("link", f"{link!r} is a cluster, where one link is asked for", "give it where a "
+                             "cluster goes: cluster= in a sweep or grid, or the link of handoff_delay_ms and the replays")
         if found is None:
             raise InputError("link", f"unknown link {link!r}", f"{_suggest(base, users, bad)}use a preset "
                              f"({', '.join(LINKS)}), a transport profile ({', '.join(PROFILES)}), a multiple such "
