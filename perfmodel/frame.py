@@ -50,8 +50,8 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     if spec is None or isinstance(spec, (numbers.Number, np.generic)):  # numbers (numpy's too) are values
         return spec, None
     if isinstance(spec, Hashable) and spec in df.columns:
-        named = argument in ("kv_bytes_per_token", "kv_transfer_bandwidth") and isinstance(spec, str)
-        if named and spec != argument and _preset_named(argument, spec):
+        named = isinstance(spec, str) and spec != argument and argument in ("kv_bytes_per_token", "kv_transfer_bandwidth")
+        if named and _preset_named(argument, str(spec)):
             raise InputError(argument, f"{spec!r} is both a column of the frame and a preset's name",
                              f"pass the column as df[{spec!r}], or the preset as an object (perfmodel.get_link, "
                              "perfmodel.Cluster, a model config), or rename the column")

@@ -453,3 +453,221 @@ def test_the_figure_of_resource_loads_on_many_resources_stays_readable(cluster, 
         _check_layout(fig)
     finally:
         plt.close(fig)
+
+
+# --- a hostile user's pass: no silently wrong figure, one-line errors for bad input --------------------
+
+from perfmodel.errors import InputError  # noqa: E402
+
+
+def _budget_curve(ax, budget_index=0):
+    """The (tokens, bandwidth) of a heatmap's exact budget curve."""
+    curves = [line for line in ax.get_lines() if line.get_label().endswith("ms budget")]
+    return curves[budget_index].get_data()
+
+
+@pytest.mark.parametrize(
+    "inputs, grid",
+    [
+        (
+            dict(connector="vllm-nixl-0.10.1"),
+            dict(kv_transfer_bandwidth=[1.0, 31.6, 1000.0], num_input_tokens=[128, 8192, 131072]),
+        ),
+        (
+            dict(per_block_ms=0.001, block_size=16),
+            dict(
+                kv_transfer_bandwidth=np.geomspace(1, 1000, 6),
+                num_input_tokens=np.geomspace(128, 131072, 7).astype(int),
+            ),
+        ),
+        (
+            dict(latency_ms=1.0, kv_cache_dtype="fp8"),
+            dict(kv_transfer_bandwidth=[1.0, 1000.0], num_input_tokens=[128, 131072]),
+        ),
+    ],
+    ids=["connector", "per-block", "latency-fp8"],
+)
+def test_a_heatmap_budget_contour_is_the_models_own_answer_for_every_input(ax, inputs, grid):
+    df = perfmodel.sweep(model="llama-3.1-8b", **inputs, **grid)
+    pp.heatmap(df, budgets_ms=[10], ax=ax)
+    tokens, bandwidth = _budget_curve(ax)
+    np.testing.assert_allclose(
+        bandwidth, perfmodel.required_bandwidth(tokens, "llama-3.1-8b", budget_ms=10, **inputs), rtol=1e-12
+    )
+    fig = pp.heatmap_figure(df, budgets_ms=[10])
+    try:
+        tokens, bandwidth = _budget_curve(fig.axes[0])
+        np.testing.assert_allclose(
+            bandwidth, perfmodel.required_bandwidth(tokens, "llama-3.1-8b", budget_ms=10, **inputs), rtol=1e-12
+        )
+    finally:
+        plt.close(fig)
+
+
+def test_a_heatmap_contour_the_model_cannot_answer_is_labelled_interpolated(ax):
+    df = perfmodel.sweep(
+        model="llama-3.1-8b",
+        cache_hit_ratio=[0.0, 0.5, 0.9],
+        kv_transfer_bandwidth=[1.0, 10.0, 100.0],
+        num_input_tokens=8192,
+    )
+    pp.heatmap(df, x="cache_hit_ratio", budgets_ms=[50], ax=ax)
+    assert not [line for line in ax.get_lines() if line.get_label().endswith("ms budget")]
+    assert [c.get_label() for c in ax.collections[1:]] == ["50 ms budget (interpolated between cells)"]
+    bar = next(other for other in ax.figure.axes if other is not ax and other.child_axes)
+    assert "interpolated" in bar.get_ylabel()
+
+
+def test_required_bandwidth_draws_one_curve_per_model(ax):
+    models = ["llama-3.1-70b", "deepseek-v3"]
+    pp.required_bandwidth([1024, 8192], models, budgets_ms=[50], links=[], ax=ax)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"llama-3.1-70b: 50 ms budget", "deepseek-v3: 50 ms budget"}
+    for model in models:
+        np.testing.assert_allclose(
+            lines[f"{model}: 50 ms budget"].get_ydata(),
+            perfmodel.required_bandwidth([1024, 8192], model, budget_ms=50),
+        )
+
+
+def _legend_texts(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_curves_that_cannot_be_drawn_are_never_in_the_legend(ax):
+    df = perfmodel.sweep(
+        model="llama-3.1-70b", kv_transfer_bandwidth=[0.0, 50.0, np.inf], num_input_tokens=[1024, 8192, 32768]
+    )
+    with pytest.warns(UserWarning, match=r"not drawn: '0 GB/s' \(missing delays \(NaN\)\), 'inf GB/s' \(0 ms delays\)"):
+        pp.delay_vs_tokens(df, ax=ax)
+    assert _legend_texts(ax) == ["50 GB/s"]
+    with pytest.warns(UserWarning, match="not drawn"):
+        fig = pp.delay_vs_tokens_figure(df)
+    try:
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == ["50 GB/s"]
+    finally:
+        plt.close(fig)
+    with pytest.raises(InputError, match="nothing to draw"):
+        pp.delay_vs_tokens(df[df["kv_transfer_bandwidth"] != 50.0], ax=ax)
+    with pytest.raises(InputError, match="nothing to draw"):
+        pp.delay_vs_tokens_figure(df[df["kv_transfer_bandwidth"] == np.inf])
+
+
+def test_compare_leaves_an_undrawable_curve_out_of_the_legend(ax):
+    ib = perfmodel.sweep(link="ib-ndr", model="llama-3.1-70b", num_input_tokens=TOKENS)
+    with pytest.warns(UserWarning, match=r"'after' \(0 ms delays\)"):
+        pp.compare(ib, ib.assign(handoff_delay_ms=0.0), ax=ax)
+    assert _legend_texts(ax) == ["before"]
+    with pytest.raises(InputError, match="nothing to draw"):
+        pp.compare(ib.assign(handoff_delay_ms=np.nan), ib.assign(handoff_delay_ms=0.0), ax=ax)
+
+
+def test_required_bandwidth_leaves_a_budget_no_bandwidth_meets_out_of_the_legend(ax):
+    with pytest.warns(UserWarning, match=r"'5 ms budget' \(no bandwidth meets it\)"):
+        pp.required_bandwidth(TOKENS, "llama-3.1-70b", budgets_ms=[5, 50], latency_ms=10.0, links=[], ax=ax)
+    assert _legend_texts(ax) == ["50 ms budget"]
+
+
+def test_infinite_values_read_as_inf():
+    from perfmodel.plotting._style import label_of, si
+
+    assert si(np.inf) == "inf" and si(-np.inf) == "-inf" and label_of("kv_transfer_bandwidth", np.inf) == "inf GB/s"
+
+
+def test_delay_cdf_refuses_negative_delays_and_keeps_infinite_ones(ax):
+    with pytest.raises(InputError, match="negative"):
+        pp.delay_cdf(pd.Series([-1.0, 2, 3]), ax=ax)
+    pp.delay_cdf(pd.Series([1.0, np.inf, 3], name="r"), percentiles=[50, 99], ax=ax)
+    step = ax.get_lines()[0]
+    np.testing.assert_allclose(step.get_ydata(), [1 / 3, 2 / 3])  # never reaches 1 before the infinite delay
+    assert _legend_texts(ax) == ["r (33.3% infinite)"]
+    assert sorted(t.get_text() for t in ax.texts) == ["p50 3 ms", "p99 inf ms"]
+
+
+def test_delay_cdf_names_a_series_with_no_delays_and_refuses_nothing_to_draw(ax):
+    with pytest.warns(UserWarning, match=r"'b'.*no delays"):
+        pp.delay_cdf({"a": np.arange(1, 5.0), "b": np.full(3, np.nan)}, ax=ax)
+    assert [t.split(":")[0] for t in _legend_texts(ax)] == ["a"]
+    for data in (pd.Series([np.nan, np.nan]), pd.Series([], dtype=float), {}, {"a": []}):
+        with pytest.raises(InputError, match="no delays"):
+            pp.delay_cdf(data, ax=ax)
+    with pytest.raises(InputError, match="percentiles"):
+        pp.delay_cdf(np.arange(1, 5.0), percentiles=[150], ax=ax)
+
+
+SWEEP = dict(model="llama-3.1-8b", kv_transfer_bandwidth=[10.0, 100.0], num_input_tokens=[1024, 8192])
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda df: pp.delay_vs_tokens(df, ax=plt.gca()),
+        pp.delay_vs_tokens_figure,
+        lambda df: pp.heatmap(df, ax=plt.gca()),
+        pp.heatmap_figure,
+    ],
+    ids=["delay_vs_tokens", "delay_vs_tokens_figure", "heatmap", "heatmap_figure"],
+)
+@pytest.mark.parametrize("frame", ["all-nan", "empty"])
+def test_figures_of_frames_with_nothing_to_draw_are_refused(draw, frame):
+    df = perfmodel.sweep(**SWEEP)
+    df = df.assign(handoff_delay_ms=np.nan) if frame == "all-nan" else df.iloc[:0]
+    try:
+        with pytest.raises(InputError):
+            draw(df)
+    finally:
+        plt.close("all")
+
+
+def test_bad_arguments_of_figures_are_one_line_errors(ax):
+    df = perfmodel.sweep(**SWEEP)
+    with pytest.raises(InputError, match="num_input_tokens"):
+        pp.required_bandwidth([], "llama-3.1-8b", ax=ax)
+    with pytest.raises(InputError, match="not finite"):
+        pp.heatmap(perfmodel.sweep(**{**SWEEP, "kv_transfer_bandwidth": [10.0, np.inf]}), ax=ax)
+    with pytest.raises(InputError, match="label"):
+        pp.delay_vs_tokens(df, label="X", ax=ax)
+    fig, ax2 = plt.subplots()
+    try:
+        pp.delay_vs_tokens(df[df["kv_transfer_bandwidth"] == 10.0], label="X", ax=ax2)  # one line: its name
+        assert ax2.get_lines()[0].get_label() == "X"
+    finally:
+        plt.close(fig)
+
+
+def test_a_scalar_budget_is_one_budget(ax):
+    df = perfmodel.sweep(**SWEEP)
+    pp.delay_vs_tokens(df, budgets_ms=50, ax=ax)
+    assert [t.get_text() for t in ax.texts] == ["50 ms budget"]
+    fig, ax2 = plt.subplots()
+    try:
+        pp.heatmap(df, budgets_ms=10, ax=ax2)
+        assert [line.get_label() for line in ax2.get_lines()] == ["10 ms budget"]
+        pp.required_bandwidth(TOKENS, "llama-3.1-8b", budgets_ms=50, links=[], ax=ax2)
+        assert "50 ms budget" in [line.get_label() for line in ax2.get_lines()]
+    finally:
+        plt.close(fig)
+    for figure in (pp.delay_vs_tokens_figure(df, budgets_ms=50), pp.heatmap_figure(df, budgets_ms=10)):
+        plt.close(figure)
+
+
+@pytest.mark.parametrize("budget", [0, -5, np.nan, np.inf, "50", True])
+def test_budgets_that_mean_nothing_are_refused_everywhere(ax, budget):
+    df = perfmodel.sweep(**SWEEP)
+    grid = pd.DataFrame({"decode_workers": [1, 1, 2, 2], "links": [1, 2, 1, 2], "p99_ms": [0.5, 3.0, 40.0, 900.0]})
+    calls = [
+        lambda: pp.delay_vs_tokens(df, budgets_ms=[budget], ax=ax),
+        lambda: pp.delay_vs_tokens_figure(df, budgets_ms=[budget]),
+        lambda: pp.heatmap(df, budgets_ms=[budget], ax=ax),
+        lambda: pp.heatmap_figure(df, budgets_ms=[budget]),
+        lambda: pp.required_bandwidth(TOKENS, "llama-3.1-8b", budgets_ms=[budget], ax=ax),
+        lambda: pp.grid_percentiles(grid, budget_ms=budget, ax=ax),
+        lambda: pp.grid_budget(grid, budget_ms=budget, ax=ax),
+        lambda: pp.replay_grid_figure(grid, budget_ms=budget),
+    ]
+    try:
+        for call in calls:
+            with pytest.raises(InputError, match="budget"):
+                call()
+    finally:
+        plt.close("all")

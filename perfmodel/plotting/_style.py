@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter, NullLocator
 
+from ..errors import InputError, warn
 from ..inputs.table import NAMED_BY, SWEEP_AXES
 
 STYLES = ["-", "--", "-.", ":"]
@@ -37,7 +38,13 @@ AXIS_LABELS = {
 
 
 def si(value: float, _pos: Any = None) -> str:
-    """Compact tick labels: 512, 1k, 32k, 1M."""
+    """Compact tick labels: 512, 1k, 32k, 1M; infinite values as ``inf``.
+
+    >>> si(32768), si(float("inf"))
+    ('32.8k', 'inf')
+    """
+    if not np.isfinite(value):
+        return f"{value:g}"
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
             return f"{value / scale:g}{suffix}"
@@ -113,6 +120,90 @@ def require(df: pd.DataFrame, columns: Sequence[str]) -> None:
             f"plot needs columns {missing}; the frame has {list(df.columns)}. "
             "Fix: pass a frame from perfmodel.sweep(...) or name the columns"
         )
+
+
+def has_rows(df: pd.DataFrame, where: str) -> None:
+    """Refuse a frame without rows: a figure of nothing is never drawn."""
+    if len(df) == 0:
+        raise InputError(where, "the frame has no rows, so there is nothing to draw", "pass a sweep with rows")
+
+
+def check_budget(where: str, budget: Any) -> float:
+    """A latency budget as a float: a real number, finite and > 0, or :class:`InputError` (the one check of
+    every figure's budgets).
+
+    >>> check_budget("grid_budget", 50)
+    50.0
+    >>> check_budget("grid_budget", 0)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: grid_budget: budget_ms 0 is not a finite number > 0. Fix: pass budgets in ms, e.g. 50.
+    """
+    fix = "pass budgets in ms, e.g. 50"
+    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, (int, float, np.integer, np.floating)):
+        raise InputError(where, f"budget_ms {budget!r} is not a number", fix)
+    if not (np.isfinite(budget) and budget > 0):
+        raise InputError(where, f"budget_ms {float(budget):g} is not a finite number > 0", fix)
+    return float(budget)
+
+
+def check_budgets(where: str, budgets: Any) -> list[float]:
+    """Latency budgets as floats: one number (one budget) or a sequence of them, each as :func:`check_budget`
+    takes it.
+
+    >>> check_budgets("heatmap", 50), check_budgets("heatmap", (10, 50))
+    ([50.0], [10.0, 50.0])
+    """
+    if isinstance(budgets, str) or not np.iterable(budgets):
+        return [check_budget(where, budgets)]
+    return [check_budget(where, budget) for budget in budgets]
+
+
+def line_label(where: str, kwargs: dict[str, Any], hue: str | None) -> str | None:
+    """The ``label`` keyword of a one-line plot (taken out of ``kwargs``); refused when ``hue`` names the lines."""
+    label = kwargs.pop("label", None)
+    if label is not None and hue is not None:
+        raise InputError(
+            where,
+            f"label={label!r} cannot name the lines, which are named by the values of {hue!r}",
+            f"drop label=, or rename the values of {hue!r}",
+        )
+    return None if label is None else str(label)
+
+
+def log_line(
+    ax: Axes, xs: np.ndarray, ys: np.ndarray, label: str | None, style: dict[str, Any], why: dict[str, str]
+) -> tuple[Any, str]:
+    """A line of the points a log-log plot can show (both values finite and > 0; the others leave gaps, never
+    clipped to a made-up value): the line (None when no point can be shown, and nothing is drawn, so the legend
+    never names it) and what was left out, in words (``why`` names NaN, inf and "low", i.e. <= 0, values of ys)."""
+    ok = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
+    bad = ys[~ok]
+    kinds = [why[k] for k, mask in (("nan", np.isnan(bad)), ("inf", np.isinf(bad)), ("low", bad <= 0)) if mask.any()]
+    reason = " and ".join(kinds or ["x not > 0"])
+    name = repr(label) if label else "the line"
+    if not ok.any():
+        return None, f"{name} ({reason})"
+    (line,) = ax.plot(xs, np.where(ok, ys, np.nan), label=label, **style)
+    return (
+        line,
+        "" if ok.all() else f"{name} at {np.count_nonzero(~ok)} of {ok.size} points ({reason})",
+    )
+
+
+def say_not_drawn(where: str, skipped: Sequence[str], partly: Sequence[str], drawn: int) -> None:
+    """Refuse a figure with nothing drawn (InputError); else warn of the curves and points left out."""
+    notes = ([f"not drawn: {', '.join(skipped)}"] if skipped else []) + (
+        [f"points left out: {', '.join(partly)}"] if partly else []
+    )
+    if not drawn:
+        raise InputError(
+            where,
+            "nothing to draw: a log axis shows finite values > 0 only" + (f"; {notes[0]}" if notes else ""),
+            "pass data with finite values > 0",
+        )
+    if notes:
+        warn(f"{where}: a log axis shows finite values > 0 only; " + "; ".join(notes))
 
 
 def one_row_per(df: pd.DataFrame, keys: Sequence[str], what: str) -> None:

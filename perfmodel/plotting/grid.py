@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ._style import add_colorbar, axes_or_current, line_styles, plain_log_axis, require
+from ._style import add_colorbar, axes_or_current, check_budget, line_styles, plain_log_axis, require
 
 _STATS = (
     "handoffs",
@@ -99,7 +99,7 @@ def grid_percentiles(
     stat
         A summary column (``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms``, ...).
     budget_ms
-        A horizontal line at the budget.
+        A horizontal line at the budget (a finite number > 0).
     legend
         Whether to draw the legend.
     ax
@@ -124,6 +124,7 @@ def grid_percentiles(
     ('decode workers', ['ib-ndr', '8x ib-ndr'])
     """
     ax = axes_or_current(ax)
+    budget_ms = None if budget_ms is None else check_budget("grid_percentiles", budget_ms)
     varying = _grid_axes(df)
     x = x or (varying[0] if varying else None)
     if x is None:
@@ -204,7 +205,7 @@ def grid_budget(
     stat : str
         A summary column.
     budget_ms : float
-        The budget the cells are checked against.
+        The budget the cells are checked against (a finite number > 0).
     ax : matplotlib.axes.Axes, optional
         Where to draw.
     **kwargs
@@ -227,6 +228,7 @@ def grid_budget(
     ('decode workers', 'link')
     """
     ax = axes_or_current(ax)
+    budget_ms = check_budget("grid_budget", budget_ms)
     varying = _grid_axes(df)
     x = x or (varying[0] if varying else None)
     y = y or next((c for c in varying if c != x), None)
@@ -281,7 +283,7 @@ def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_m
     df : pandas.DataFrame
         From :func:`perfmodel.replay_grid`.
     budget_ms : float
-        The budget.
+        The budget (a finite number > 0).
     stat : str
         A summary column (default the p99 handoff delay).
 
@@ -299,6 +301,7 @@ def replay_grid_figure(df: pd.DataFrame, *, budget_ms: float, stat: str = "p99_m
     >>> len(pp.replay_grid_figure(grid, budget_ms=100).axes)  # two panels and a colour bar
     3
     """
+    budget_ms = check_budget("replay_grid_figure", budget_ms)
     varying = _grid_axes(df)
     if not varying:
         raise ValueError("replay_grid_figure: no configuration axis varies. Fix: give a list on some axis")

@@ -10,7 +10,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ._style import AXIS_LABELS, axes_or_current, line_styles, log_log, one_row_per, plain_log_axis, require, si, tokens
+from ..errors import InputError, warn
+from ._style import (
+    AXIS_LABELS,
+    axes_or_current,
+    line_styles,
+    log_line,
+    log_log,
+    one_row_per,
+    plain_log_axis,
+    require,
+    say_not_drawn,
+    si,
+    tokens,
+)
 
 
 def _series(data: Any) -> dict[str, np.ndarray]:
@@ -21,8 +34,40 @@ def _series(data: Any) -> dict[str, np.ndarray]:
         require(data, ["handoff_delay_ms"])
         data = data["handoff_delay_ms"]
     label = getattr(data, "name", None) or "handoff_delay_ms"
-    values = pd.Series(data).to_numpy(dtype=float, na_value=np.nan)
-    return {str(label): values[np.isfinite(values)]}
+    return {str(label): pd.Series(data).to_numpy(dtype=float, na_value=np.nan)}
+
+
+def _delays(data: Any, percentiles: Sequence[float]) -> dict[str, np.ndarray]:
+    """The delays to draw by label, missing ones (NaN: no handoff) left out: InputError for negative delays,
+    percentiles outside [0, 100] or no delay at all; a warning names a series with none."""
+    marks = np.asarray(percentiles, dtype=float).reshape(-1)
+    if not (np.isfinite(marks) & (marks >= 0) & (marks <= 100)).all():
+        raise InputError(
+            "delay_cdf", f"percentiles {list(percentiles)} are not all in [0, 100]", "pass e.g. [50, 90, 99]"
+        )
+    series = _series(data)
+    curves = {label: values[~np.isnan(values)] for label, values in series.items()}
+    for label, values in curves.items():
+        if (values < 0).any():
+            raise InputError(
+                "delay_cdf",
+                f"{label!r} holds negative delays (first: {values[values < 0][0]:g} ms), which no handoff takes",
+                "pass delays >= 0 ms",
+            )
+    empty = [label for label, values in curves.items() if not values.size]
+    if len(empty) == len(curves):
+        raise InputError("delay_cdf", "no delays to draw (none given, or all missing)", "pass delays in ms")
+    if empty:
+        warn(f"delay_cdf: not drawn: {', '.join(map(repr, empty))} (no delays: none given, or all missing)")
+    return {label: values for label, values in curves.items() if values.size}
+
+
+def _percentiles(ordered: np.ndarray, percentiles: Sequence[float]) -> np.ndarray:
+    """Percentiles of sorted delays, infinite ones included: inf where a percentile falls among them."""
+    finite = ordered[np.isfinite(ordered)]
+    big = np.finfo(float).max  # (interpolating towards inf gives NaN at a whole rank: towards the largest float)
+    marks = np.percentile(np.where(np.isinf(ordered), big, ordered), percentiles)
+    return np.where(marks > (finite.max() if finite.size else -1.0), np.inf, marks)
 
 
 def delay_cdf(
@@ -38,9 +83,13 @@ def delay_cdf(
     data
         Delays in ms: a Series or array, a frame with a ``handoff_delay_ms`` column
         (a replay, the facade's output assigned), or a mapping label -> either.
-        Missing delays (no handoff) are left out.
+        Missing delays (NaN: no handoff) are left out; a series with none is not drawn and a
+        warning names it, and no delay at all is an error, as is a negative delay. Infinite
+        delays (no bandwidth) count in the fractions, so a curve stops below 1 by their share
+        (which its label gives, as it gives the share at 0 ms, which a log axis cannot show), and a
+        percentile among them reads ``inf``.
     percentiles
-        Percentiles marked on each line (default p50, p90, p99); their values are written beside
+        Percentiles in [0, 100] marked on each line (default p50, p90, p99); their values are written beside
         the marks of one line, and in the legend when there are several.
     ax
         Axes to draw on (default: the current Axes).
@@ -61,25 +110,36 @@ def delay_cdf(
     ['ib-ndr: p50 50.5, p90 90.1, p99 99 ms', 'nvlink4: p50 5.05, p90 9.01, p99 9.9 ms']
     """
     ax = axes_or_current(ax)
-    curves = {label: values for label, values in _series(data).items() if values.size}
+    curves = _delays(data, percentiles)
     for (label, values), style in zip(curves.items(), line_styles()):
         ordered = np.sort(values)
         fraction = np.arange(1, ordered.size + 1) / ordered.size
-        zero = float(np.mean(ordered <= 0))
-        if zero:  # a log axis cannot show 0 ms (e.g. full prefix-cache hits): say how many there are
-            label = f"{label} ({zero:.1%} at 0 ms)"
-        marks = np.percentile(ordered, percentiles)
+        finite = np.isfinite(ordered)
+        zero, infinite = float(np.mean(ordered == 0)), float(np.mean(~finite))
+        notes = [f"{zero:.1%} at 0 ms"] * bool(zero) + [f"{infinite:.1%} infinite"] * bool(infinite)
+        if notes:  # a log axis cannot show 0 ms (e.g. full prefix-cache hits) nor inf: say how many there are
+            label = f"{label} ({', '.join(notes)})"
+        marks = _percentiles(ordered, percentiles)
         values_ms = ", ".join(f"p{p:g} {value:.3g}" for p, value in zip(percentiles, marks))
         if len(curves) > 1 and len(percentiles):  # values in the legend: on the plot, curves' labels collide
             label = f"{label}: {values_ms} ms"
-        (line,) = ax.step(ordered, fraction, where="post", label=label, linestyle=style["linestyle"])
-        ax.plot(marks, np.asarray(percentiles) / 100, linestyle="none", marker=style["marker"], color=line.get_color())
+        (line,) = ax.step(ordered[finite], fraction[finite], where="post", label=label, linestyle=style["linestyle"])
+        shown = np.isfinite(marks)
+        ax.plot(
+            marks[shown],
+            np.asarray(percentiles)[shown] / 100,
+            linestyle="none",
+            marker=style["marker"],
+            color=line.get_color(),
+        )
         for p, value in zip(percentiles, marks) if len(curves) == 1 else ():
-            ax.annotate(
+            ax.annotate(  # (an infinite one at the right edge)
                 f"p{p:g} {value:.3g} ms",
-                (value, p / 100),
+                (value, p / 100) if np.isfinite(value) else (1.0, p / 100),
+                xycoords="data" if np.isfinite(value) else ("axes fraction", "data"),
                 textcoords="offset points",
-                xytext=(4, -10),
+                xytext=(4, -10) if np.isfinite(value) else (-4, -10),
+                ha="left" if np.isfinite(value) else "right",
                 fontsize="x-small",
                 color=line.get_color(),
             )
@@ -96,6 +156,10 @@ def delay_cdf(
     return ax
 
 
+#: How a delay that a log axis cannot show is named.
+_DELAYS = {"nan": "missing delays (NaN)", "inf": "infinite delays", "low": "0 ms delays"}
+
+
 def compare(
     before: Any,
     after: Any,
@@ -107,7 +171,9 @@ def compare(
     """One what-if against another.
 
     Two sweep frames (one row per ``x``): both delay curves, the gap shaded, and the
-    speed-up at the largest ``x`` written on the plot. Anything else (per-request delays:
+    speed-up at the largest ``x`` written on the plot. A curve a log axis cannot show (delays
+    NaN, infinite or 0 ms) is not drawn nor in the legend, and a warning names it; neither
+    drawable is an error. Anything else (per-request delays:
     Series, arrays, replay frames): their two CDFs, as :func:`delay_cdf` draws them.
 
     Parameters
@@ -149,16 +215,22 @@ def compare(
     if merged.empty:
         raise ValueError(f"compare: the two frames share no {x} values. Fix: sweep the same {x} grid for both")
     merged = merged.sort_values(x)
-    for column, label, style in zip(("handoff_delay_ms_0", "handoff_delay_ms_1"), labels, line_styles()):
-        ax.plot(merged[x], merged[column], label=label, **style)
-    ax.fill_between(merged[x], merged["handoff_delay_ms_0"], merged["handoff_delay_ms_1"], color="0.6", alpha=0.25)
-    last = merged.iloc[-1]
-    if last["handoff_delay_ms_1"] > 0:
-        ratio = last["handoff_delay_ms_0"] / last["handoff_delay_ms_1"]
-        where = tokens(last[x]) if x == "num_input_tokens" else si(last[x])
+    xs = merged[x].to_numpy(float)
+    ys = [merged[c].to_numpy(float, na_value=np.nan) for c in ("handoff_delay_ms_0", "handoff_delay_ms_1")]
+    drawn, skipped, partly = 0, list[str](), list[str]()
+    for y, label, style in zip(ys, labels, line_styles()):
+        line, left_out = log_line(ax, xs, y, label, style, _DELAYS)
+        drawn += line is not None
+        (partly if line is not None else skipped).extend([left_out] if left_out else [])
+    say_not_drawn("compare", skipped, partly, drawn)
+    both = np.isfinite(xs) & (xs > 0) & np.logical_and.reduce([np.isfinite(y) & (y > 0) for y in ys])
+    ax.fill_between(xs, ys[0], ys[1], where=both, color="0.6", alpha=0.25)
+    if both[-1]:
+        ratio = ys[0][-1] / ys[1][-1]
+        where = tokens(xs[-1]) if x == "num_input_tokens" else si(xs[-1])
         ax.annotate(
             f"{ratio:.3g}x at {where}",
-            (last[x], last["handoff_delay_ms_1"]),
+            (xs[-1], ys[1][-1]),
             textcoords="offset points",
             xytext=(-6, 8),
             ha="right",

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from itertools import cycle
 from typing import Any, cast
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -16,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from ..errors import InputError
 from ..network.links import DEFAULT_LINKS, LINKS, Link, get_link
 from ._style import (
     AXIS_LABELS,
@@ -24,17 +26,22 @@ from ._style import (
     add_colorbar,
     axes_or_current,
     budget_colorbar,
+    check_budgets,
     default_hue,
     describe_value,
     fixed_positions,
     grid,
+    has_rows,
     label_of,
+    line_label,
     line_styles,
+    log_line,
     log_log,
     one_row_per,
     panels,
     plain_log_axis,
     require,
+    say_not_drawn,
     si,
     side,
     suptitle,
@@ -49,7 +56,7 @@ def delay_vs_tokens(
     hue: str | None = None,
     *,
     x: str = "num_input_tokens",
-    budgets_ms: Sequence[float] = (),
+    budgets_ms: float | Sequence[float] = (),
     legend: bool = True,
     ax: Axes | None = None,
     **kwargs: Any,
@@ -70,13 +77,18 @@ def delay_vs_tokens(
     x
         The x column (default prompt length in tokens).
     budgets_ms
-        Horizontal reference lines (latency budgets, ms).
+        Horizontal reference lines (latency budgets, ms): one number or several, each finite and > 0.
     legend
         Draw a legend (figure-level layouts draw one for all panels instead).
     ax
         Axes to draw on (default: the current Axes).
     **kwargs
-        Passed to :meth:`matplotlib.axes.Axes.plot` (e.g. ``linewidth``, ``alpha``).
+        Passed to :meth:`matplotlib.axes.Axes.plot` (e.g. ``linewidth``, ``alpha``); ``label`` names the
+        line when there is one (no ``hue``).
+
+    A line whose delays a log axis cannot show (NaN, infinite, 0 ms) is not drawn and not in the
+    legend, and a warning names it (as it names lines drawn with such points left out); a frame with
+    no line to draw is an error.
 
     Returns
     -------
@@ -96,26 +108,56 @@ def delay_vs_tokens(
     ['12.5 GB/s', '50 GB/s', '450 GB/s']
     """
     ax = axes_or_current(ax)
+    budgets = check_budgets("delay_vs_tokens", budgets_ms)
+    hue, drawn, skipped, partly = _delay_lines(df, hue, x, ax, dict(kwargs), "delay_vs_tokens")
+    say_not_drawn("delay_vs_tokens", skipped, partly, drawn)
+    _budget_lines(ax, budgets)
+    log_log(ax, x, AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
+    return ax
+
+
+#: How a delay that a log axis cannot show is named.
+_DELAYS = {"nan": "missing delays (NaN)", "inf": "infinite delays", "low": "0 ms delays"}
+
+
+def _delay_lines(
+    df: pd.DataFrame, hue: str | None, x: str, ax: Axes, kwargs: dict[str, Any], where: str
+) -> tuple[str | None, int, list[str], list[str]]:
+    """Draw one line per value of ``hue``: the hue used, how many lines were drawn, the lines not drawn and
+    those drawn with points left out (each named, with why)."""
+    has_rows(df, where)
     require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []))
     if hue is None:
         hue = default_hue(df, x)
-    one_row_per(df, [x] + ([hue] if hue else []), "delay_vs_tokens")
+    one_line = line_label(where, kwargs, hue)
+    one_row_per(df, [x] + ([hue] if hue else []), where)
     groups = df.groupby(hue, sort=False, observed=True) if hue else [(None, df)]
     drawn: list[tuple[Any, np.ndarray, np.ndarray]] = []  # (line, x, y) of the series drawn so far
+    skipped, partly = [], []
     styles = line_styles()
     for key, part in groups:
         part = part.sort_values(x)
         xs, ys = part[x].to_numpy(float), part["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
-        label = label_of(hue, key)
+        label = label_of(hue, key) if hue else one_line
         same = next(
             (line for line, x0, y0 in drawn if np.array_equal(x0, xs) and np.array_equal(y0, ys, equal_nan=True)), None
         )
         if same is not None:  # coincides with a line already drawn: one line, both names (a line each)
             same.set_label(f"{same.get_label()}\n= {label}")
             continue
-        (line,) = ax.plot(xs, ys, label=label, **{**next(styles), **kwargs})
+        line, left_out = log_line(ax, xs, ys, label, {**next(styles), **kwargs}, _DELAYS)
+        if line is None:
+            skipped.append(left_out)
+            continue
+        partly += [left_out] if left_out else []
         drawn.append((line, xs, ys))
-    for budget in budgets_ms:  # labelled at the left, above the line: delays grow with x, so no data is there
+    return hue, len(drawn), skipped, partly
+
+
+def _budget_lines(ax: Axes, budgets: Sequence[float]) -> None:
+    """Budgets as dotted lines across, each labelled at the left, above its line (delays grow with x, so no
+    data is there)."""
+    for budget in budgets:
         ax.axhline(budget, color="0.4", linewidth=0.8, linestyle=":")
         ax.annotate(
             f"{budget:g} ms budget",
@@ -126,8 +168,6 @@ def delay_vs_tokens(
             fontsize="small",
             color="0.3",
         )
-    log_log(ax, x, AXIS_LABELS["handoff_delay_ms"], legend_title=hue, legend=legend and bool(hue))
-    return ax
 
 
 def _mark_links(ax: Axes, links: Sequence[Link | str], *, names: bool) -> None:
@@ -194,38 +234,76 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.concatenate([[first], inner, [last]])
 
 
-def _analytic_budget_curve(
+#: Columns of a sweep that are its answers or follow from another column (never an input of the question).
+_ANSWERS = ("transfer_bytes", "handoff_delay_ms")
+
+
+def _question(df: pd.DataFrame, x: str, y: str) -> tuple[Any, dict[str, Any]] | None:
+    """The bytes per token (a model or a number) and every other input the frame's rows share, for
+    :func:`perfmodel.required_bandwidth`: None unless the grid is prompt length x bandwidth and every other
+    column holds one value (a column varying with the cells, e.g. a link's latency, leaves no one question)."""
+    if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth"):
+        return None
+    inputs: dict[str, Any] = {}
+    for column in df.columns:
+        if column in (x, y, *_ANSWERS) or (column == "kv_bytes_per_token" and "model" in df):
+            continue
+        if df[column].nunique(dropna=False) != 1:
+            return None
+        inputs[column] = df[column].iloc[0]
+    if inputs.get("mode") == "full_prompt":  # (the inverse question's only mode, not one of its inputs)
+        del inputs["mode"]
+    per_token = inputs.pop("model", inputs.pop("kv_bytes_per_token", None))
+    return None if per_token is None or "link" in inputs or "cluster" in inputs else (per_token, inputs)
+
+
+def _exact_budget_curve(
     df: pd.DataFrame, x: str, y: str, budget: float, xs: np.ndarray, ys: np.ndarray, z: np.ndarray
 ) -> tuple | None:
-    """The budget's contour from the model itself (bandwidth needed over prompt length), where it applies:
-    a full-prompt grid of prompt length x bandwidth with one bytes-per-token and latency, and only if it
-    agrees with every cell (any other option, e.g. layer-wise streaming, makes the cells disagree: None)."""
+    """The budget's contour from the model itself: :func:`perfmodel.required_bandwidth` over prompt length,
+    asked with every input the frame's rows hold (model, connector, latency, per-block and per-message
+    costs...), and only if it agrees with every cell; None where the frame holds no one such question (or
+    one the inverse does not answer, e.g. a destination-missing sweep)."""
     from ..sweeps import required_bandwidth
 
-    if (x, y) != ("num_input_tokens", "kv_transfer_bandwidth") or "transfer_bytes" not in df:
+    question = _question(df, x, y)
+    if question is None:
         return None
-    if "mode" in df and (df["mode"] != "full_prompt").any():
-        return None
-    tokens = df["num_input_tokens"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = df["transfer_bytes"].to_numpy(float) / tokens
-    ratio = ratio[tokens > 0]
-    if ratio.size == 0 or not np.all(ratio == ratio[0]):  # bytes not one constant per token (several models,
-        return None  # windows, states): no single curve
-    latency = (
-        df["latency_ms"].iloc[0]
-        if "latency_ms" in df and df["latency_ms"].nunique() == 1
-        else (None if "latency_ms" in df else 0.0)
-    )
-    if latency is None:
-        return None
-    per_token, latency = float(ratio[0]), float(latency)
-    needed = required_bandwidth(xs, per_token, budget_ms=budget, latency_ms=latency)
-    known = np.isfinite(z)
-    if ((z <= budget) != (ys[:, None] >= needed[None, :] * (1 - 1e-9)))[known].any():
-        return None
+    per_token, inputs = question
     dense = np.geomspace(max(xs.min(), 1), xs.max(), 400)
-    return dense, required_bandwidth(dense, per_token, budget_ms=budget, latency_ms=latency)
+    try:
+        needed = required_bandwidth(xs, per_token, budget_ms=budget, **inputs)
+        curve = required_bandwidth(dense, per_token, budget_ms=budget, **inputs)
+    except InputError:
+        return None
+    known = np.isfinite(z)
+    if ((z <= budget) != (ys[:, None] >= needed[None, :]))[known].any():  # (a frame edited by hand, say)
+        return None
+    return dense, curve
+
+
+def _grid_values(df: pd.DataFrame, x: str, y: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The heatmap's cell centres on x and y and its delays (rows: y), or InputError where they cannot be drawn."""
+    has_rows(df, "heatmap")
+    for column in (x, y):
+        values = df[column]
+        if not pd.api.types.is_numeric_dtype(values) or not np.isfinite(values.to_numpy(float)).all():
+            raise InputError(
+                "heatmap",
+                f"the {column!r} values are not finite numbers (first: {values.iloc[0]!r}), so no cell can sit at them",
+                f"pass a grid of finite numbers, e.g. df[np.isfinite(df[{column!r}])]",
+            )
+    grid = df.pivot_table(index=y, columns=x, values="handoff_delay_ms", aggfunc="first", observed=True, dropna=False)
+    z = grid.to_numpy(float)
+    if not (np.isfinite(z) & (z > 0)).any():
+        raise InputError(
+            "heatmap", "no delay is a finite number > 0, so there is nothing to colour", "pass a sweep with delays"
+        )
+    return grid.columns.to_numpy(float), grid.index.to_numpy(float), z
+
+
+#: What a heatmap's colour bar says when a budget's contour is interpolated between cells.
+_INTERPOLATED = "; budget contours interpolated"
 
 
 def heatmap(
@@ -233,7 +311,7 @@ def heatmap(
     x: str = "num_input_tokens",
     y: str = "kv_transfer_bandwidth",
     *,
-    budgets_ms: Sequence[float] = (10, 50, 100),
+    budgets_ms: float | Sequence[float] = (10, 50, 100),
     links: Sequence[Link | str] = (),
     colorbar: bool = True,
     ax: Axes | None = None,
@@ -244,8 +322,13 @@ def heatmap(
     Each cell is centred on a swept value (cell edges halfway between neighbours,
     geometrically on a log axis); with a dozen values or fewer, the ticks are the swept
     values themselves. On a prompt length x bandwidth grid of a full-prompt sweep, the
-    budget contours are the model's own answer (:func:`perfmodel.required_bandwidth`,
-    exact, not interpolated between cells); on other grids they are interpolated.
+    budget contours are the model's own answer (:func:`perfmodel.required_bandwidth`, asked
+    with every input the frame's rows hold: model, connector, latency, per-block and
+    per-message costs..., exact, not interpolated between cells), each a line labelled
+    ``"50 ms budget"``. Where the frame holds no such one question (other grids, a
+    destination-missing sweep, a link or cluster column, a column varying with the cells)
+    they are interpolated between cells: each contour is labelled ``"50 ms budget
+    (interpolated between cells)"`` and the colour bar's label says so.
 
     Parameters
     ----------
@@ -255,8 +338,8 @@ def heatmap(
         The grid's columns (default prompt length and bandwidth, log-scaled when they
         span more than 20x).
     budgets_ms
-        Delays (ms) at which contour lines are drawn; the colour bar marks each with its line
-        style (labels beside the data, never on it).
+        Delays (ms) at which contour lines are drawn, one number or several, each finite and > 0;
+        the colour bar marks each with its line style (labels beside the data, never on it).
     links
         Links (names or :class:`perfmodel.Link`) marked at their bandwidth on a bandwidth
         ``y`` axis: a dotted line across, the name on the right-hand axis.
@@ -285,10 +368,10 @@ def heatmap(
     'prompt length (tokens)'
     """
     ax = axes_or_current(ax)
+    budgets = check_budgets("heatmap", budgets_ms)
     require(df, [x, y, "handoff_delay_ms"])
     one_row_per(df, [x, y], "heatmap")
-    grid = df.pivot_table(index=y, columns=x, values="handoff_delay_ms", aggfunc="first", observed=True)
-    xs, ys, z = grid.columns.to_numpy(float), grid.index.to_numpy(float), grid.to_numpy(float)
+    xs, ys, z = _grid_values(df, x, y)
     positive = z[np.isfinite(z) & (z > 0)]
     norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
     logs = {}
@@ -307,28 +390,38 @@ def heatmap(
                 FuncFormatter(tokens if column == "num_input_tokens" else si)
             )
     mesh = ax.pcolormesh(_edges(xs, logs["x"]), _edges(ys, logs["y"]), z, **{"norm": norm, "cmap": "viridis", **kwargs})
-    levels = [b for b in sorted(budgets_ms) if positive.size and positive.min() < b < positive.max()]
+    levels = [b for b in sorted(budgets) if positive.min() < b < positive.max()]
+    interpolated = False
     for budget, style in zip(levels, cycle(STYLES)):
-        curve = _analytic_budget_curve(df, x, y, budget, xs, ys, z)
+        curve = _exact_budget_curve(df, x, y, budget, xs, ys, z)
         if curve is not None:
-            ax.plot(*curve, color="white", linewidth=1.3, linestyle=style)
+            ax.plot(*curve, color="white", linewidth=1.3, linestyle=style, label=f"{budget:g} ms budget")
         elif len(xs) > 1 and len(ys) > 1:
-            ax.contour(xs, ys, z, levels=[budget], colors="white", linewidths=1.2, linestyles=style)
+            contour = ax.contour(
+                xs, ys, np.ma.masked_invalid(z), levels=[budget], colors="white", linewidths=1.2, linestyles=style
+            )
+            contour.set_label(f"{budget:g} ms budget (interpolated between cells)")
+            interpolated = True
     ax.set_xlim(*_edges(xs, logs["x"])[[0, -1]])
     ax.set_ylim(*_edges(ys, logs["y"])[[0, -1]])
     if links and y == "kv_transfer_bandwidth":
         _mark_links(ax, links, names=True)
     if colorbar:
-        budget_colorbar(add_colorbar(ax.figure, mesh, ax=ax, label=AXIS_LABELS["handoff_delay_ms"]), levels)
+        label = AXIS_LABELS["handoff_delay_ms"] + (_INTERPOLATED if interpolated else "")
+        budget_colorbar(add_colorbar(ax.figure, mesh, ax=ax, label=label), levels)
     ax.set_xlabel(AXIS_LABELS.get(x, x))
     ax.set_ylabel(AXIS_LABELS.get(y, y))
     return ax
 
 
+#: How a required bandwidth that a log axis cannot show is named.
+_NEEDED = {"nan": "unknown (NaN)", "inf": "no bandwidth meets it", "low": "0 GB/s needed"}
+
+
 def required_bandwidth(
     num_input_tokens: Sequence[int],
     kv_bytes_per_token: Any,
-    budgets_ms: Sequence[float] = (10, 50, 100),
+    budgets_ms: float | Sequence[float] = (10, 50, 100),
     *,
     latency_ms: float = 0.0,
     links: Iterable[Link | str] | None = None,
@@ -341,9 +434,11 @@ def required_bandwidth(
     num_input_tokens
         Prompt lengths to draw (tokens).
     kv_bytes_per_token
-        Bytes per token, or a model preset name or config.
+        Bytes per token, or a model preset name or config; or a list of these: one line per model
+        and budget, each labelled ``"<model>: <budget> ms budget"``.
     budgets_ms
-        One line per latency budget (ms).
+        One line per latency budget (ms): one number or several, each finite and > 0. A budget no
+        bandwidth meets (within the latency) is not drawn and not in the legend; a warning names it.
     latency_ms
         Per-transfer latency included in the requirement (ms).
     links
@@ -369,14 +464,26 @@ def required_bandwidth(
     from ..sweeps import required_bandwidth as needed
 
     ax = axes_or_current(ax)
-    tokens = np.sort(np.asarray(num_input_tokens, dtype=float))
-    for budget, style in zip(budgets_ms, line_styles()):
-        ax.plot(
-            tokens,
-            needed(tokens, kv_bytes_per_token, budget_ms=budget, latency_ms=latency_ms),
-            label=f"{budget:g} ms budget",
-            **style,
-        )
+    budgets = check_budgets("required_bandwidth", budgets_ms)
+    tokens = np.sort(np.asarray(num_input_tokens, dtype=float).reshape(-1))
+    if not tokens.size:
+        raise InputError("required_bandwidth", "num_input_tokens is empty", "pass prompt lengths, e.g. [1024, 8192]")
+    several = isinstance(kv_bytes_per_token, (list, tuple, np.ndarray, pd.Series, pd.Index))
+    models = list(kv_bytes_per_token) if several else [kv_bytes_per_token]
+    if not models:
+        raise InputError("required_bandwidth", "kv_bytes_per_token is empty", "pass a model or bytes per token")
+    skipped: list[str] = []
+    partly: list[str] = []
+    drawn, styles = 0, line_styles()
+    for model in models:
+        name = (f"{si(float(model))} B/token" if isinstance(model, (int, float, np.number)) else str(model)) + ": "
+        for budget in budgets:
+            label = f"{name if several else ''}{budget:g} ms budget"
+            bandwidth = needed(tokens, model, budget_ms=budget, latency_ms=latency_ms)
+            line, left_out = log_line(ax, tokens, np.asarray(bandwidth, float), label, next(styles), _NEEDED)
+            drawn += line is not None
+            (partly if line is not None else skipped).extend([left_out] if left_out else [])
+    say_not_drawn("required_bandwidth", skipped, partly, drawn)
     shown = [
         LINKS[k] if isinstance(k, str) and k in LINKS else k for k in (links if links is not None else DEFAULT_LINKS)
     ]
@@ -398,7 +505,7 @@ def delay_vs_tokens_figure(
     df: pd.DataFrame,
     *,
     hue: str | None = None,
-    budgets_ms: Sequence[float] = (50,),
+    budgets_ms: float | Sequence[float] = (50,),
     max_panels: int = 16,
 ) -> Any:
     """Delay against prompt length for a whole sweep: one panel per combination of the options that
@@ -413,7 +520,7 @@ def delay_vs_tokens_figure(
         The column that tells the lines apart (default ``link``, else ``cluster``, else
         ``kv_transfer_bandwidth``, the first that varies).
     budgets_ms
-        Horizontal reference lines (ms).
+        Horizontal reference lines (ms): one number or several, each finite and > 0.
     max_panels
         More combinations than this is an error (name fewer values).
 
@@ -432,6 +539,8 @@ def delay_vs_tokens_figure(
     >>> [ax.get_title() for ax in fig.axes]
     ['llama-3.1-8b, KV bf16', 'llama-3.1-8b, KV fp8', 'deepseek-v3, KV bf16', 'deepseek-v3, KV fp8']
     """
+    budgets = check_budgets("delay_vs_tokens_figure", budgets_ms)
+    has_rows(df, "delay_vs_tokens_figure")
     if hue is None:
         hue = next((c for c in ("link", "cluster", "kv_transfer_bandwidth") if c in df and df[c].nunique() > 1), None)
     panel_axes, keys, title = panels(df, [hue] if hue else [], max_panels)
@@ -446,11 +555,23 @@ def delay_vs_tokens_figure(
         + 0.9
     )
     fig, axs = grid(len(keys), 4.6, 3.3, right=labels_width if hue else 0.2)
+    drawn, skipped, partly = 0, list[str](), list[str]()
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
-        delay_vs_tokens(part, hue=hue, budgets_ms=budgets_ms, legend=False, ax=ax)
-        ax.set_title(", ".join(describe_value(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
+        name = ", ".join(describe_value(c, v) for c, v in zip(panel_axes, key))
+        _, lines, not_drawn, some = _delay_lines(part, hue, "num_input_tokens", ax, {}, "delay_vs_tokens_figure")
+        drawn, skipped, partly = drawn + lines, skipped + _in(name, not_drawn), partly + _in(name, some)
+        if not lines:  # (the other panels set the shared scales)
+            ax.text(0.5, 0.5, "nothing to draw", transform=ax.transAxes, ha="center", va="center", color="0.4")
+        _budget_lines(ax, budgets)
+        log_log(ax, "num_input_tokens", AXIS_LABELS["handoff_delay_ms"], legend=False)
+        ax.set_title(name, fontsize="medium")
         ax.label_outer()
+    try:
+        say_not_drawn("delay_vs_tokens_figure", skipped, partly, drawn)
+    except InputError:
+        plt.close(fig)
+        raise
     fixed_positions(axs)
     handles, labels = max((ax.get_legend_handles_labels() for ax in axs.flat[: len(keys)]), key=lambda hl: len(hl[1]))
     if labels:
@@ -460,6 +581,11 @@ def delay_vs_tokens_figure(
     return fig
 
 
+def _in(panel: str, notes: list[str]) -> list[str]:
+    """Notes of one panel, each naming it (when the figure has panels)."""
+    return [f"{note} in panel {panel!r}" if panel else note for note in notes]
+
+
 #: Inches kept right of a heatmap figure's panels (and their link names) for the colour bar.
 _BAR_ROOM = 1.7
 
@@ -467,7 +593,7 @@ _BAR_ROOM = 1.7
 def heatmap_figure(
     df: pd.DataFrame,
     *,
-    budgets_ms: Sequence[float] = (10, 50, 100),
+    budgets_ms: float | Sequence[float] = (10, 50, 100),
     links: Sequence[Link | str] = (),
     max_panels: int = 16,
 ) -> Any:
@@ -480,8 +606,8 @@ def heatmap_figure(
     ----------
     df : pandas.DataFrame
         A sweep over ``num_input_tokens`` and ``kv_transfer_bandwidth``.
-    budgets_ms : sequence of float
-        The budgets drawn as contours.
+    budgets_ms : float or sequence of float
+        The budgets drawn as contours: one number or several, each finite and > 0.
     links : sequence of Link or str
         Links marked at their bandwidths.
     max_panels : int
@@ -501,20 +627,33 @@ def heatmap_figure(
     >>> [ax.get_title() for ax in pp.heatmap_figure(df).axes[:2]]
     ['llama-3.1-8b', 'qwen3-32b']
     """
+    budgets = check_budgets("heatmap_figure", budgets_ms)
+    has_rows(df, "heatmap_figure")
     require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
+    delays = df["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
+    positive = delays[np.isfinite(delays) & (delays > 0)]
+    if not positive.size:
+        raise InputError(
+            "heatmap_figure",
+            "no delay is a finite number > 0, so there is nothing to colour",
+            "pass a sweep with delays",
+        )
     panel_axes, keys, title = panels(df, ["kv_transfer_bandwidth", "link"], max_panels)
     names = max(map(text_width_in, _link_names(links).values()), default=0) + 0.2 if links else 0.0
     fig, axs = grid(len(keys), 4.4, 3.2, right=_BAR_ROOM + names, gap=MARGINS["wspace"] + names)
-    delays = df["handoff_delay_ms"].to_numpy(float)
-    positive = delays[np.isfinite(delays) & (delays > 0)]
-    norm = LogNorm(vmin=positive.min(), vmax=positive.max()) if positive.size else None
-    mesh = None
+    norm = LogNorm(vmin=positive.min(), vmax=positive.max())
+    mesh, interpolated = None, False
     for ax, key in zip(axs.flat, keys):
         part = df.loc[np.logical_and.reduce([df[c] == v for c, v in zip(panel_axes, key)])] if panel_axes else df
-        heatmap(part, budgets_ms=budgets_ms, colorbar=False, norm=norm, ax=ax)
+        try:
+            heatmap(part, budgets_ms=budgets, colorbar=False, norm=norm, ax=ax)
+        except InputError:
+            plt.close(fig)
+            raise
         if links:
             _mark_links(ax, links, names=True)
         mesh = ax.collections[0]
+        interpolated |= any("interpolated" in str(c.get_label()) for c in ax.collections[1:])
         ax.set_title(", ".join(describe_value(c, v) for c, v in zip(panel_axes, key)), fontsize="medium")
         ax.label_outer()
     fixed_positions(axs)
@@ -525,11 +664,8 @@ def heatmap_figure(
             fig,
             mesh,
             cax=fig.add_axes((left + 0.6 * inch, bottom, 0.2 * inch, top - bottom)),
-            label=AXIS_LABELS["handoff_delay_ms"],
+            label=AXIS_LABELS["handoff_delay_ms"] + (_INTERPOLATED if interpolated else ""),
         )
-        budget_colorbar(
-            bar,
-            [b for b in sorted(budgets_ms) if norm is not None and cast(float, norm.vmin) < b < cast(float, norm.vmax)],
-        )
+        budget_colorbar(bar, [b for b in sorted(budgets) if cast(float, norm.vmin) < b < cast(float, norm.vmax)])
     suptitle(fig, "handoff delay over bandwidth and prompt length" + (f" ({title})" if title else ""))
     return fig
