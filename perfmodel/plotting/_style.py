@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullForma
 
 from ..errors import InputError, warn
 from ..inputs.table import NAMED_BY, SWEEP_AXES
+from ..inputs.words import count
 
 STYLES = ["-", "--", "-.", ":"]
 #: The same styles for a colour bar's budget marks, in short dashes: at least two periods across the bar (the
@@ -187,7 +188,7 @@ def log_line(
     (line,) = ax.plot(xs, np.where(ok, ys, np.nan), label=label, **style)
     return (
         line,
-        "" if ok.all() else f"{name} at {np.count_nonzero(~ok)} of {ok.size} points ({reason})",
+        "" if ok.all() else f"{name} at {np.count_nonzero(~ok)} of {count(ok.size, 'point')} ({reason})",
     )
 
 
