@@ -296,7 +296,8 @@ def delay_files(
     for file in files:
         detect(file)
     names = [f"part-{i:05d}.parquet" for i in range(len(files))]
-    owned = check_output_folder(target, command="delay", names=names).get("delay", set())
+    inputs = [*files, *([source] if Path(source).is_dir() else [])]
+    owned = check_output_folder(target, command="delay", names=names, inputs=inputs).get("delay", set())
     strays = sorted(p.name for p in target.glob("*.parquet") if p.name not in owned) if target.is_dir() else []
     if strays:  # (a reader of the folder would mix them with the parts)
         raise InputError(
@@ -305,9 +306,7 @@ def delay_files(
             "would take for one of them",
             "choose another --out folder, or move the folder's Parquet files away",
         )
-    with output_folder(
-        target, command="delay", names=names, inputs=[*files, *([source] if Path(source).is_dir() else [])]
-    ) as stage:
+    with output_folder(target, command="delay", names=names, inputs=inputs) as stage:
         with _client(scheduler, workers, connect_timeout_s) as client:
             futures = client.map(
                 _delay_part,
