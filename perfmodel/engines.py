@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .inputs.engine_checks import bound, check_buckets, check_summary, check_totals, figure, numbers, scrapes, unlike
+from .inputs import engine_checks as checks
 from .inputs.words import count
 
 __all__ = [
@@ -291,11 +291,11 @@ def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
         suffix = sample.name[len(family.name) :]
         series = f"{where}: {family.name}{{{_labels_text(labels)}}}"
         if family.type in ("histogram", "gaugehistogram") and suffix == "_bucket":
-            group["buckets"].append((bound(series, "le", sample.labels["le"]), float(sample.value)))
+            group["buckets"].append((checks.bound(series, "le", sample.labels["le"]), float(sample.value)))
         elif suffix in _TOTALS and bucketed:
             group[_TOTALS[suffix]] = float(sample.value)
         elif family.type == "summary" and "quantile" in sample.labels:
-            group["quantiles"][bound(series, "quantile", sample.labels["quantile"])] = float(sample.value)
+            group["quantiles"][checks.bound(series, "quantile", sample.labels["quantile"])] = float(sample.value)
         else:
             group["value"], group["name"] = float(sample.value), sample.name
     return [_row(where, family, group) for group in groups.values()]
@@ -317,9 +317,9 @@ def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
     }
     buckets, series = sorted(group["buckets"]), f"{where}: {name}{{{_labels_text(group['labels'])}}}"
     if buckets:
-        check_buckets(series, buckets, row["count"], group.get("sum", 0.0))
+        checks.check_buckets(series, buckets, row["count"], group.get("sum", 0.0))
     if kind == "summary":
-        check_summary(series, group["quantiles"], row["count"], group.get("sum", 0.0))
+        checks.check_summary(series, group["quantiles"], row["count"], group.get("sum", 0.0))
     if buckets and math.isnan(row["count"]):
         row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
     row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
@@ -444,8 +444,8 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         raise InputError(
             where, f"a {tool} result without per-request lists (input_lens, ttfts)", f"rerun the benchmark with {flag}"
         )
-    figure(where, "request_rate", result.get("request_rate"), missing=True)
-    figure(where, "max_concurrency", result.get("max_concurrency"), whole=True, missing=True)
+    checks.figure(where, "request_rate", result.get("request_rate"), missing=True)
+    checks.figure(where, "max_concurrency", result.get("max_concurrency"), whole=True, missing=True)
     if not isinstance(result["input_lens"], list):
         got = f"a {type(result['input_lens']).__name__}"
         raise InputError(f"{where}: input_lens", f"{got}, not a list", "give the file as the benchmark wrote it")
@@ -468,19 +468,22 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
             )
     errors = columns["errors"]
     completed = np.array([not e for e in errors] if errors is not None else [True] * n, dtype=bool)
-    trace = pd.DataFrame({"num_input_tokens": numbers(where, "input_lens", columns["input_lens"], int)})
+    trace = pd.DataFrame({"num_input_tokens": checks.numbers(where, "input_lens", columns["input_lens"], int)})
     if columns["output_lens"] is not None:
-        trace["num_output_tokens"] = numbers(where, "output_lens", columns["output_lens"], int)
-    ttft = numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
+        trace["num_output_tokens"] = checks.numbers(where, "output_lens", columns["output_lens"], int)
+    ttft = checks.numbers(where, "ttfts", columns["ttfts"], float, failed=~completed)
+    completed = checks.without_silent_failures(where, result, completed, ttft)
     seconds = {"ttfts": ttft}
     trace["ttft_ms"] = np.where(completed & (ttft > 0), ttft * 1e3, np.nan)  # (0: no first token came)
     trace["completed"] = completed
     if columns["latencies"] is not None:
-        seconds["latencies"] = latency = numbers(where, "latencies", columns["latencies"], float, failed=~completed)
+        seconds["latencies"] = latency = checks.numbers(
+            where, "latencies", columns["latencies"], float, failed=~completed
+        )
         trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
-    check_totals(where, tool, result, completed, seconds)
+    checks.check_totals(where, tool, result, completed, seconds)
     if columns["start_times"] is not None and n:
-        start = numbers(where, "start_times", columns["start_times"], float)
+        start = checks.numbers(where, "start_times", columns["start_times"], float)
         trace["arrival_ms"] = (start - start.min()) * 1e3
         arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
     else:
@@ -490,7 +493,7 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         tool=tool,
         request_rate=_rate(result.get("request_rate")),
         max_concurrency=result.get("max_concurrency"),
-        duration_s=figure(where, "duration", result["duration"]),
+        duration_s=checks.figure(where, "duration", result["duration"]),
         arrivals=arrivals,
         reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
     )
@@ -617,8 +620,8 @@ def compare_measured(
             f"{', '.join(sorted(options))} configure{'s' if len(options) == 1 else ''} the model, but no model is given",
             "pass model= and link= too, or drop them",
         )
-    metrics = scrapes("compare_measured: metrics", metrics, _SCRAPE_KINDS)
-    problem = "" if benchmark is None else unlike(benchmark, "read_benchmark", _BENCHMARK_KINDS)
+    metrics = checks.scrapes("compare_measured: metrics", metrics, _SCRAPE_KINDS)
+    problem = "" if benchmark is None else checks.unlike(benchmark, "read_benchmark", _BENCHMARK_KINDS)
     if problem:
         raise InputError("compare_measured: benchmark", f"got {problem}", "pass read_benchmark(path), or None")
     rows = []
@@ -744,7 +747,7 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     (True, 'link: not fitted: the NIXL histograms give 1 mean size (67.1')
     """
     points = []
-    for frame in scrapes("measured_fits: metrics", metrics, _SCRAPE_KINDS):
+    for frame in checks.scrapes("measured_fits: metrics", metrics, _SCRAPE_KINDS):
         hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
         for labels in hist.index.get_level_values("labels").unique():
             try:

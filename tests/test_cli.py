@@ -927,3 +927,12 @@ def test_delay_refuses_a_flag_it_would_ignore_or_let_win_over_a_column(tmp_path,
     out = tmp_path / "o.csv"
     assert main(["delay", str(source), "--out", str(out), "--link", "ib-ndr", *extra]) == 2
     assert words in capsys.readouterr().err and not out.exists()
+
+
+def test_a_sweep_whose_figure_cannot_be_drawn_still_writes_its_table(tmp_path, capsys):
+    """--bandwidth inf: every delay 0 ms, which a log axis cannot show; the table is valid and is written."""
+    out = tmp_path / "res"
+    assert main(["sweep", "--bandwidth", "inf", "--model", "llama-3.1-8b", "--tokens", "1k,2k", "--out", str(out)]) == 0
+    assert "delay_vs_tokens.png not drawn: nothing to draw" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["heatmap.png", "sweep.csv"]
+    assert (pd.read_csv(out / "sweep.csv")["handoff_delay_ms"] == 0).all()

@@ -797,3 +797,20 @@ def test_run_without_a_benchmark_file_is_refused(capsys):
     assert main(["measured", str(DATA / "vllm_nixl.prom"), "--run", "3"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--run selects a run of a benchmark file" in err
+
+
+def test_a_request_failed_without_a_reason_phrase_is_failed_not_a_false_alarm(tmp_path):
+    """The clients save an HTTP error's reason phrase, which may be empty: such a failed request was counted as
+    completed, then (once the file's own count was checked) the whole file was refused."""
+    result = json.loads((DATA / "vllm_bench_serve.json").read_text())
+    failed = result["errors"].index("Server disconnected")
+    assert result["ttfts"][failed] == 0.0
+    result["errors"][failed] = ""
+    path = tmp_path / "silent.json"
+    path.write_text(json.dumps(result))
+    trace = read_benchmark(path)
+    assert int(trace["completed"].sum()) == result["completed"] and not trace["completed"].iloc[failed]
+    result["completed"] -= 1  # (one fewer than even that explains: still refused)
+    path.write_text(json.dumps(result))
+    with pytest.raises(InputError, match="completed: the lists hold"):
+        read_benchmark(path)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..inputs.table import CLUSTER_FIELDS, INPUTS, NAMED_BY, flags
 from ..inputs.words import count
 from ..network.links import DEFAULT_LINKS
@@ -67,7 +69,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         out, command="sweep", names=names
     ) as stage:  # refuses a folder holding files of these names not ours
         rows = _sweep_outputs(axes, tokens, stage, table_name)
-    print(f"\nwrote {out / table_name} ({count(rows, 'row')}) and {', '.join(str(out / n) for n in names[1:])}")
+    figures = [str(out / n) for n in names[1:] if (out / n).exists()]
+    print(f"\nwrote {out / table_name} ({count(rows, 'row')})" + (f" and {', '.join(figures)}" if figures else ""))
     return 0
 
 
@@ -91,7 +94,10 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
             _draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png", axes.get("link", [])
         )
     with alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
-        save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+        try:
+            save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+        except InputError as error:  # (e.g. every delay 0 ms: a log axis shows none; the table stands)
+            print(f"perfmodel sweep: warning: delay_vs_tokens.png not drawn: {error.problem}", file=sys.stderr)
         plt.close("all")
         summary = _summary(df, tokens)
     print(summary)

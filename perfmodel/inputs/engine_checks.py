@@ -145,6 +145,17 @@ def check_totals(
         )
 
 
+def without_silent_failures(where: str, result: dict[str, Any], completed: np.ndarray, ttft: np.ndarray) -> np.ndarray:
+    """``completed`` (requests without an error message) less the requests that failed without one: the clients
+    save an HTTP error's reason phrase, which may be empty, so where the file's ``completed`` count is lower by
+    exactly the requests that have no error and no first token (a TTFT of 0), those failed."""
+    reported = figure(where, "completed", result.get("completed"), whole=True, missing=True)
+    silent = completed & (ttft == 0)
+    if result.get("errors") is not None and 0 < completed.sum() - reported == silent.sum():
+        return completed & ~silent
+    return completed
+
+
 def unlike(frame: Any, reader: str, kinds: dict[str, str]) -> str:
     """What keeps ``frame`` from being ``reader``'s output (``kinds``: each column it uses, ``"text"``,
     ``"number"`` or ``"bool"``): not a DataFrame, a column missing or of another type; empty if nothing."""

@@ -461,14 +461,20 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
 
 def _one_format(column: pd.Series) -> pd.Series:
     """Text as datetimes in one format for the whole column (never guessed row by row: 12/11 and 13/11 would be
-    read month first and day first): ISO 8601 (any precision), else the format of its first value, as pandas
-    infers it; a row in another format is no time (NaT: a malformed row)."""
+    read month first and day first): ISO 8601 (any precision), else the format of its first value as pandas
+    infers it, a second's fraction aside (``18:15:46`` and ``18:15:46.5`` are one format); a row in another
+    format is no time (NaT: a malformed row)."""
     iso = pd.to_datetime(column, errors="coerce", format="ISO8601")
     if iso.notna().sum() == column.notna().sum():
         return iso
+    text = column.astype("string").str.strip()
     with warnings.catch_warnings():  # (a first value pandas cannot infer a format from: each value parsed alone)
         warnings.simplefilter("ignore", UserWarning)
-        inferred = pd.to_datetime(column, errors="coerce")
+        seconds = pd.to_datetime(text.str.replace(r"(:\d\d)[.,]\d+", r"\1", regex=True), errors="coerce")
+        each = pd.to_datetime(text, errors="coerce", format="mixed")  # (each value alone: its fraction kept)
+    if not (pd.api.types.is_datetime64_any_dtype(seconds) and pd.api.types.is_datetime64_any_dtype(each)):
+        return iso  # (time zones pandas will not mix: the caller's own case)
+    inferred = each.where(seconds.notna() & (each.dt.floor("s") == seconds))  # read as the first value is
     return inferred if inferred.notna().sum() > iso.notna().sum() else iso
 
 
