@@ -65,6 +65,9 @@ def delay_vs_tokens(
 
     Series that coincide (e.g. two links of the same bandwidth) are drawn once, with
     both names in the legend ("ib-ndr = roce-400g"), so no line hides another.
+    A line whose delays a log axis cannot show (NaN, infinite, 0 ms) is not drawn and not in the
+    legend, and a warning names it (as it names lines drawn with such points left out); a frame with
+    no line to draw is an error.
 
     Parameters
     ----------
@@ -85,10 +88,6 @@ def delay_vs_tokens(
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.plot` (e.g. ``linewidth``, ``alpha``); ``label`` names the
         line when there is one (no ``hue``).
-
-    A line whose delays a log axis cannot show (NaN, infinite, 0 ms) is not drawn and not in the
-    legend, and a warning names it (as it names lines drawn with such points left out); a frame with
-    no line to draw is an error.
 
     Returns
     -------
