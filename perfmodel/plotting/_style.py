@@ -172,6 +172,10 @@ def line_label(where: str, kwargs: dict[str, Any], hue: str | None) -> str | Non
     return None if label is None else str(label)
 
 
+#: How a delay that a log axis cannot show is named (the ``why`` of :func:`log_line` for delays).
+UNDRAWN_DELAYS = {"nan": "missing delays (NaN)", "inf": "infinite delays", "low": "0 ms delays"}
+
+
 def log_line(
     ax: Axes, xs: np.ndarray, ys: np.ndarray, label: str | None, style: dict[str, Any], why: dict[str, str]
 ) -> tuple[Any, str]:

@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from ..errors import InputError, warn
 from ._style import (
     AXIS_LABELS,
+    UNDRAWN_DELAYS,
     axes_or_current,
     line_styles,
     log_line,
@@ -156,10 +157,6 @@ def delay_cdf(
     return ax
 
 
-#: How a delay that a log axis cannot show is named.
-_DELAYS = {"nan": "missing delays (NaN)", "inf": "infinite delays", "low": "0 ms delays"}
-
-
 def compare(
     before: Any,
     after: Any,
@@ -219,7 +216,7 @@ def compare(
     ys = [merged[c].to_numpy(float, na_value=np.nan) for c in ("handoff_delay_ms_0", "handoff_delay_ms_1")]
     drawn, skipped, partly = 0, list[str](), list[str]()
     for y, label, style in zip(ys, labels, line_styles()):
-        line, left_out = log_line(ax, xs, y, label, style, _DELAYS)
+        line, left_out = log_line(ax, xs, y, label, style, UNDRAWN_DELAYS)
         drawn += line is not None
         (partly if line is not None else skipped).extend([left_out] if left_out else [])
     say_not_drawn("compare", skipped, partly, drawn)

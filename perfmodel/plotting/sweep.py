@@ -23,6 +23,7 @@ from ._style import (
     AXIS_LABELS,
     MARGINS,
     STYLES,
+    UNDRAWN_DELAYS,
     add_colorbar,
     axes_or_current,
     budget_colorbar,
@@ -115,10 +116,6 @@ def delay_vs_tokens(
     return ax
 
 
-#: How a delay that a log axis cannot show is named.
-_DELAYS = {"nan": "missing delays (NaN)", "inf": "infinite delays", "low": "0 ms delays"}
-
-
 def _delay_lines(
     df: pd.DataFrame, hue: str | None, x: str, ax: Axes, kwargs: dict[str, Any], where: str
 ) -> tuple[str | None, int, list[str], list[str]]:
@@ -144,7 +141,7 @@ def _delay_lines(
         if same is not None:  # coincides with a line already drawn: one line, both names (a line each)
             same.set_label(f"{same.get_label()}\n= {label}")
             continue
-        line, left_out = log_line(ax, xs, ys, label, {**next(styles), **kwargs}, _DELAYS)
+        line, left_out = log_line(ax, xs, ys, label, {**next(styles), **kwargs}, UNDRAWN_DELAYS)
         if line is None:
             skipped.append(left_out)
             continue
