@@ -280,7 +280,7 @@ def delay_files(
     ...             kv_transfer_bandwidth="ib-ndr", num_input_tokens="prompt_tokens")  # doctest: +SKIP
     12000000
     """
-    from .ground.files import check_output_folder, output_folder
+    from .ground.files import output_folder
     from .inputs.coerce import check_errors
     from .io import Report, detect
 
@@ -297,15 +297,7 @@ def delay_files(
         detect(file)
     names = [f"part-{i:05d}.parquet" for i in range(len(files))]
     inputs = [*files, *([source] if Path(source).is_dir() else [])]
-    owned = check_output_folder(target, command="delay", names=names, inputs=inputs).get("delay", set())
-    strays = sorted(p.name for p in target.glob("*.parquet") if p.name not in owned) if target.is_dir() else []
-    if strays:  # (a reader of the folder would mix them with the parts)
-        raise InputError(
-            str(target),
-            f"holds {strays[0]}, a Parquet file perfmodel delay did not write, which a reader of the folder's parts "
-            "would take for one of them",
-            "choose another --out folder, or move the folder's Parquet files away",
-        )
+    _check_parts_folder(target, names, inputs)
     with output_folder(target, command="delay", names=names, inputs=inputs) as stage:
         with _client(scheduler, workers, connect_timeout_s) as client:
             futures = client.map(
@@ -325,6 +317,23 @@ def delay_files(
             total.merge(result)
         total.raise_if_invalid()
     return total.rows
+
+
+def _check_parts_folder(target: Path, names: list[str], inputs: list[Any]) -> None:
+    """Refuse, before a cluster starts, a folder the parts ``names`` cannot go into: one ``output_folder`` refuses,
+    or one holding Parquet files perfmodel delay did not write (a reader of the folder would mix them with the
+    parts)."""
+    from .ground.files import check_output_folder
+
+    owned = check_output_folder(target, command="delay", names=names, inputs=inputs).get("delay", set())
+    strays = sorted(p.name for p in target.glob("*.parquet") if p.name not in owned) if target.is_dir() else []
+    if strays:
+        raise InputError(
+            str(target),
+            f"holds {strays[0]}, a Parquet file perfmodel delay did not write, which a reader of the folder's parts "
+            "would take for one of them",
+            "choose another --out folder, or move the folder's Parquet files away",
+        )
 
 
 def _gather(client: Any, futures: list[Any], *, unit: str, desc: str, progress: bool | None) -> list[Any]:
