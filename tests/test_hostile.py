@@ -171,6 +171,49 @@ def test_sweep_reruns_replace_only_their_own_files(tmp_path):
     assert json.loads((out / MANIFEST).read_text())["commands"] == {"sweep": ["delay_vs_tokens.png", "sweep.csv"]}
 
 
+def _written_by(command: str, folder: Path, files: dict[str, str]) -> None:
+    with output_folder(folder, command=command, names=list(files)) as stage:
+        for name, text in files.items():
+            (stage / name).write_text(text)
+
+
+def test_an_output_the_user_edited_is_neither_replaced_nor_removed(tmp_path):
+    out = tmp_path / "results"
+    _written_by("sweep", out, {"sweep.csv": "ours\n", "heatmap.png": "ours"})
+    (out / "sweep.csv").write_text("ours, annotated by hand\n")
+    with pytest.raises(InputError, match=r"sweep\.csv \(written by perfmodel sweep, changed since\)"):
+        _written_by("sweep", out, {"sweep.csv": "new\n"})
+    assert (out / "sweep.csv").read_text() == "ours, annotated by hand\n"
+    os.utime(out / "heatmap.png", ns=(0, 0))  # (a change of its time alone: as edited)
+    _written_by("sweep", out, {"summary.txt": "new"})  # heatmap.png is stale but changed: kept, now the user's
+    assert (out / "heatmap.png").read_text() == "ours" and (out / "sweep.csv").exists()
+    assert json.loads((out / MANIFEST).read_text())["commands"] == {"sweep": ["summary.txt"]}
+    _written_by("sweep", out, {"summary.txt": "again"})  # an unchanged file of its own: replaced, as before
+    assert (out / "summary.txt").read_text() == "again"
+
+
+def test_an_output_file_the_user_edited_is_not_replaced(tmp_path):
+    from perfmodel.ground.files import check_output_file, record_output_file
+
+    target = tmp_path / "delays.csv"
+    target.write_text("ours\n")
+    record_output_file(target, command="delay")
+    check_output_file(target, command="delay")  # unchanged: its own, replaced without a word
+    target.write_text("ours, and a column of my own\n")
+    with pytest.raises(InputError, match="has changed since perfmodel delay wrote it.*--replace"):
+        check_output_file(target, command="delay")
+    check_output_file(target, command="delay", replace=True)
+
+
+def test_a_manifest_without_stamps_still_owns_its_files(tmp_path):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "sweep.csv").write_text("written by an older perfmodel\n")
+    (out / MANIFEST).write_text(json.dumps({"written_by": "perfmodel", "commands": {"sweep": ["sweep.csv"]}}))
+    _written_by("sweep", out, {"sweep.csv": "new\n"})
+    assert (out / "sweep.csv").read_text() == "new\n"
+
+
 def test_a_file_where_a_folder_is_needed(tmp_path):
     blocker = tmp_path / "results"
     blocker.write_text("a file")

@@ -3,8 +3,9 @@
 User files are precious: a file is written to a temporary name beside its target and
 renamed onto it when complete; an output folder receives its files staged in a hidden
 folder and moved in when all are complete. Its manifest (``.perfmodel-output.json``)
-lists the files each command wrote there, so a command replaces, or removes as stale,
-only files it wrote itself: never a user's file, nor another command's.
+lists the files each command wrote there (each with its size and modification time), so a
+command replaces, or removes as stale, only files it wrote itself and that have not changed
+since: never a user's file, another command's, nor one the user edited.
 """
 
 from __future__ import annotations
@@ -141,21 +142,46 @@ def _plain_name(name: object) -> bool:
     return isinstance(name, str) and "/" not in name and name not in ("", ".", "..")
 
 
-def _manifest(folder: Path) -> dict[str, set[str]]:
-    """The files each command wrote in ``folder``, by command (an unreadable manifest: none)."""
+def _read(folder: Path) -> dict:
+    """The folder's manifest as stored (an unreadable one: empty)."""
     try:
         data = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
-    commands = data.get("commands") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _manifest(folder: Path) -> dict[str, set[str]]:
+    """The files each command wrote in ``folder`` and has not been changed since (by size and modification time),
+    by command (an unreadable manifest: none; one written before the stamps were kept: every file it lists)."""
+    data = _read(folder)
+    commands = data.get("commands")
     if not isinstance(commands, dict):  # a manifest of one list: files of a command not named
-        files = data.get("files", []) if isinstance(data, dict) else []
+        files = data.get("files", [])
         commands = {"": files if isinstance(files, list) else []}
+    stamps = data.get("stamps")
+    unchanged = (lambda n: True) if not isinstance(stamps, dict) else (lambda n: stamps.get(n) == _stamp(folder / n))
     return {
-        str(command): {n for n in names if _plain_name(n)}
+        str(command): {n for n in names if _plain_name(n) and unchanged(n)}
         for command, names in commands.items()
         if isinstance(names, list)
     }
+
+
+def _stamp(path: Path) -> list[int] | None:
+    """A file as it is now: its size and modification time (ns); None for a file that is not there."""
+    try:
+        status = path.lstat()
+    except OSError:
+        return None
+    return [status.st_size, status.st_mtime_ns]
+
+
+def _changed(folder: Path, command: str, names: Iterable[str]) -> set[str]:
+    """Of ``names``, those the manifest lists as ``command``'s but whose files have changed since it wrote them."""
+    commands = _read(folder).get("commands")
+    listed = commands.get(command, []) if isinstance(commands, dict) else []
+    return {n for n in names if isinstance(listed, list) and n in listed} - _manifest(folder).get(command, set())
 
 
 def check_output_folder(
@@ -178,7 +204,12 @@ def check_output_folder(
     foreign = sorted(n for n in names if (target / n).exists() and n not in owned)
     if foreign:
         others = {n: c for c, files in manifest.items() if c != command for n in files}
-        listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
+        changed = _changed(target, command, foreign)
+        listing = ", ".join(
+            f"{n} (written by perfmodel {others[n]})" if others.get(n)
+            else f"{n} (written by perfmodel {command}, changed since)" if n in changed else n
+            for n in foreign
+        )
         raise InputError(
             str(target),
             f"holds {listing}, which perfmodel {command} did not write",
@@ -262,13 +293,19 @@ def _move_in(staging: Path, target: Path, written: list[str], command: str, mani
     for other, names in manifest.items():
         if other != command:
             manifest[other] = {n for n in names if n not in written and (target / n).exists()}
-    _write_manifest(target, manifest)
+    _write_manifest(target, manifest, written)
 
 
-def _write_manifest(folder: Path, manifest: dict[str, set[str]]) -> None:
+def _write_manifest(folder: Path, manifest: dict[str, set[str]], written: Iterable[str]) -> None:
+    """Write the folder's manifest: each command's files (``manifest``, the unchanged ones), stamped as they are
+    now where just ``written``, else as they were when written."""
     commands = {c: sorted(files) for c, files in sorted(manifest.items()) if files}
+    kept = _read(folder).get("stamps")
+    kept = kept if isinstance(kept, dict) else {}
+    fresh = set(written)
+    stamps = {n: _stamp(folder / n) if n in fresh or n not in kept else kept[n] for f in commands.values() for n in f}
     with atomic_file(folder / MANIFEST) as tmp:
-        tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands}, indent=1))
+        tmp.write_text(json.dumps({"written_by": "perfmodel", "commands": commands, "stamps": stamps}, indent=1))
 
 
 def check_output_file(target: str | os.PathLike, *, command: str, replace: bool = False) -> None:
@@ -289,9 +326,11 @@ def check_output_file(target: str | os.PathLike, *, command: str, replace: bool 
     if target.name in manifest.get(_file_key(command), set()):
         return
     other = next((c for c, files in manifest.items() if target.name in files), None)
+    changed = _changed(target.parent, _file_key(command), [target.name])
     raise InputError(
         str(target),
-        f"exists, and perfmodel {command} did not write it" + (f" (perfmodel {other} did)" if other else ""),
+        f"exists, and has changed since perfmodel {command} wrote it" if changed
+        else f"exists, and perfmodel {command} did not write it" + (f" (perfmodel {other} did)" if other else ""),
         "choose another --out file, or add --replace to overwrite it",
     )
 
@@ -309,7 +348,7 @@ def record_output_file(target: str | os.PathLike, *, command: str) -> None:
         for names in manifest.values():
             names.discard(target.name)
         manifest.setdefault(_file_key(command), set()).add(target.name)
-        _write_manifest(target.parent, manifest)
+        _write_manifest(target.parent, manifest, [target.name])
 
 
 def _discard(staging: Path | None, created: Path | None) -> None:
