@@ -396,13 +396,16 @@ def _implied(axes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_values(values: dict[str, Any]) -> None:
-    """Every value of every axis by its rule in the table, before the grid is allocated."""
+    """Every value of every axis by its rule in the table, before the grid is allocated; numbers given as text
+    become the numbers they were read as (the table's column holds numbers)."""
     for name, axis in values.items():
         if name in ROW_NAMES and INPUTS[name].valid is not None and name != "mode":
             try:
-                checked(name, axis)
+                numbers = checked(name, axis)
             except InputError as error:
                 raise error.relocated(f"sweep axis {name}", error.row, coerce_hint="") from None
+            if np.asarray(axis).dtype.kind in "USO":
+                values[name] = np.asarray(numbers)
         elif name not in ROW_NAMES and INPUTS[name].valid is not None:
             check_range(name, axis, f"sweep axis {name}")
     if "block_size" in values:

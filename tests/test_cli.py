@@ -908,10 +908,17 @@ def test_trace_without_arrival_ms_names_the_cli_flag(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        (["--column", "kv_bytes_per_token=model", "--model", "llama-3.1-70b"], "--column kv_bytes_per_token=model and"),
+        (
+            ["--column", "kv_bytes_per_token=model", "--model", "llama-3.1-70b"],
+            "--column kv_bytes_per_token=model and --model both give kv_bytes_per_token",
+        ),
         (
             ["--column", "block_size=bs", "--block-size", "16", "--model", "llama-3.1-70b"],
-            "--column block_size=bs and a flag both give block_size",
+            "--column block_size=bs and --block-size both give block_size",
+        ),
+        (
+            ["--column", "kv_transfer_bandwidth=bw", "--link", "ib-ndr", "--model", "llama-3.1-70b"],
+            "--column kv_transfer_bandwidth=bw and --link both give kv_transfer_bandwidth",
         ),
         (
             ["--model", "llama-3.1-70b", "--connect-timeout", "5"],

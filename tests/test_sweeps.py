@@ -277,3 +277,18 @@ def test_two_model_configs_of_one_label_are_told_apart_from_one_config_twice():
     named = perfmodel.sweep(model=[dict(d1, _name_or_path="a"), dict(d2, _name_or_path="b")], link="ib-ndr",
                             num_input_tokens=1000)  # fmt: skip
     assert named["model"].tolist() == ["a", "b"]
+
+
+def test_axes_given_as_arrow_arrays_or_numbers_as_text_come_out_as_numbers():
+    """An Arrow array as an axis was refused ("<pyarrow.Int64Scalar: 1024> (not a whole number)"); bandwidths
+    given as text ("50") were priced as numbers but came out as a text column, which sorts "100" before "50"."""
+    pa = pytest.importorskip("pyarrow")
+    plain = perfmodel.sweep(model="llama-3.1-8b", link="ib-ndr", num_input_tokens=[1024, 2048])
+    arrow = perfmodel.sweep(model="llama-3.1-8b", link="ib-ndr", num_input_tokens=pa.array([1024, 2048]))
+    pd.testing.assert_frame_equal(arrow, plain)
+    missing = perfmodel.sweep(kv_bytes_per_token=1000, kv_transfer_bandwidth=50, num_input_tokens=pa.array([1, None]))
+    assert missing["handoff_delay_ms"].isna().tolist() == [False, True]
+    text = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=["50", "100"], num_input_tokens=[1024])
+    numbers = perfmodel.sweep(model="llama-3.1-8b", kv_transfer_bandwidth=[50.0, 100.0], num_input_tokens=[1024])
+    pd.testing.assert_frame_equal(text, numbers)
+    assert text.sort_values("kv_transfer_bandwidth")["kv_transfer_bandwidth"].tolist() == [50.0, 100.0]

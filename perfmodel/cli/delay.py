@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs.codes import choice_names
-from ..inputs.table import flags
+from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
 from ._parsing import UsageError, column_pairs, finite_above_zero, given, positive_int, requests_source, table_options
 from .clusters import add_cluster_flags, cluster_of
@@ -27,21 +27,20 @@ def cmd_delay(args: argparse.Namespace) -> int:
     if args.connect_timeout is not None and not args.scheduler:  # (a flag that applies to nothing: refused)
         raise UsageError("--connect-timeout is how long to wait for --scheduler: give --scheduler, or drop it")
     flagged: dict[str, Any] = {}
-    if args.kv_bytes_per_token is not None:
-        flagged["kv_bytes_per_token"] = args.kv_bytes_per_token
-    elif args.model:
-        flagged["kv_bytes_per_token"] = args.model
-    cluster = cluster_of(args)
-    if args.bandwidth is not None:
-        flagged["kv_transfer_bandwidth"] = args.bandwidth
-    elif args.link:
-        flagged["kv_transfer_bandwidth"] = args.link
-    elif cluster is not None:
-        flagged["kv_transfer_bandwidth"] = cluster
-    flagged.update(given(args))
+    flag: dict[str, str] = {}  # (which flag gave each input, for the message below)
+    bytes_flags = (("--kv-bytes-per-token", args.kv_bytes_per_token), ("--model", args.model))
+    bandwidth_flags = (("--bandwidth", args.bandwidth), ("--link", args.link), ("--cluster", cluster_of(args)))
+    for name, options in (("kv_bytes_per_token", bytes_flags), ("kv_transfer_bandwidth", bandwidth_flags)):
+        first = next(((option, value) for option, value in options if value is not None and value != ""), None)
+        if first is not None:
+            flag[name], flagged[name] = first
+    table = given(args)
+    flagged.update(table)
+    flag.update({name: str(INPUTS[name].cli) for name in table})
     twice = sorted(set(flagged) & set(columns))
     if twice:  # (the flag's value replaced the column's on every row)
-        raise UsageError(f"--column {twice[0]}={columns[twice[0]]} and a flag both give {twice[0]}: give one of them")
+        name = twice[0]
+        raise UsageError(f"--column {name}={columns[name]} and {flag[name]} both give {name}: give one of them")
     keywords: dict[str, Any] = {**columns, **flagged}
     if args.scheduler or args.workers:
         from .. import dask as pm_dask

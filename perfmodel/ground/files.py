@@ -204,12 +204,8 @@ def check_output_folder(
     foreign = sorted(n for n in names if (target / n).exists() and n not in owned)
     if foreign:
         others = {n: c for c, files in manifest.items() if c != command for n in files}
-        changed = _changed(target, command, foreign)
-        listing = ", ".join(
-            f"{n} (written by perfmodel {others[n]})" if others.get(n)
-            else f"{n} (written by perfmodel {command}, changed since)" if n in changed else n
-            for n in foreign
-        )
+        others.update(dict.fromkeys(_changed(target, command, foreign), f"{command}, changed since"))
+        listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
         raise InputError(
             str(target),
             f"holds {listing}, which perfmodel {command} did not write",
@@ -326,11 +322,12 @@ def check_output_file(target: str | os.PathLike, *, command: str, replace: bool 
     if target.name in manifest.get(_file_key(command), set()):
         return
     other = next((c for c, files in manifest.items() if target.name in files), None)
-    changed = _changed(target.parent, _file_key(command), [target.name])
+    whose = f" (perfmodel {other} did)" if other else ""
+    if _changed(target.parent, _file_key(command), [target.name]):
+        whose = f" as it is now (it has changed since perfmodel {command} wrote it)"
     raise InputError(
         str(target),
-        f"exists, and has changed since perfmodel {command} wrote it" if changed
-        else f"exists, and perfmodel {command} did not write it" + (f" (perfmodel {other} did)" if other else ""),
+        f"exists, and perfmodel {command} did not write it{whose}",
         "choose another --out file, or add --replace to overwrite it",
     )
 

@@ -474,7 +474,10 @@ def is_one(value: Any) -> bool:
 
 
 def axis_values(where: str, name: str, value: Any) -> list[Any]:
-    """A grid axis' values (sweeps, replay grids): one value, or a list of them; an empty axis is refused."""
+    """A grid axis' values (sweeps, replay grids): one value, or a list of them (an Arrow array's as pandas reads
+    them: a missing value as NaN or None); an empty axis is refused."""
+    if type(value).__module__.startswith("pyarrow") and hasattr(value, "to_pandas"):
+        value = value.to_pandas()
     values = [value] if is_one(value) else list(value)
     if not values:
         raise InputError(where, f"axis {name} is empty", "give it at least one value")
