@@ -9,8 +9,9 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, check_whole, shown
+from .errors import InputError, check_whole, shown, warn
 from .inputs.table import INPUTS
+from .inputs.words import count as count_of
 from .kernels.handoff import blocks_of, fixed_ms, messages_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .network.placement import get_cluster
@@ -148,7 +149,8 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
                          heads=len(f.heads), bytes=sizes[k], messages=messages, path=" > ".join(names[r] for r in f.path),
                          start_ms=starts[position], rate_gb_s=outcome.final_rates[position],
                          time_ms=outcome.ends_ms[position], bottleneck="" if neck is None else names[neck]))
-    whole = all(float(row["bytes"]).is_integer() for row in rows)  # (else heads spread over holders: parts of bytes)
+    whole = all(float(row["bytes"]).is_integer() and row["bytes"] < 2.0**53 for row in rows)  # (else heads spread
+    # over holders, parts of bytes; or sizes past float64's whole numbers, which int64 may not hold: floats)
     table = pd.DataFrame(rows, columns=list(_COLUMNS)).astype({**_COLUMNS, "bytes": np.int64 if whole else np.float64})
     table["bottleneck"] = table["bottleneck"].mask(table["bottleneck"] == "")  # (none saturated: missing, not "")
     last = max(range(len(rows)), key=lambda i: (rows[i]["time_ms"], -i)) if rows else None
@@ -236,7 +238,8 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     numpy.ndarray
         float64 NICs per node for each prompt: ``inf`` where no count meets the budget (even
         :data:`MAX_NICS_PER_GPU` NICs per GPU are too slow, or the fixed costs alone exceed it), NaN where
-        no handoff is modeled.
+        no handoff is modeled. Counts the cluster cannot be built with (its PCIe switches, NIC map or NICs
+        down) are not tried, and a warning names them.
 
     Examples
     --------
@@ -259,15 +262,28 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     if not (math.isfinite(budget) and budget > 0):
         raise InputError("budget_ms", f"{shown(budget_ms)} is not a finite number of ms > 0", "pass budget_ms > 0")
     counts = _questions.nic_counts(base.gpus_per_node)  # (the counts perfmodel.required_nics tries on a cluster too)
-    answer, missing = None, None
+    answer, missing, skipped = None, None, {}
     for count in reversed(counts):  # from the most down: each count that meets the budget replaces the answer
         try:
             candidate = dataclasses.replace(base, nics_per_node=count)
-        except InputError:  # (a count its PCIe switches cannot take)
+        except InputError as error:  # (a count its PCIe switches, NIC map or NICs down cannot take: said below)
+            skipped[count] = error
             continue
         delay = np.asarray(handoff_delay_ms(num_input_tokens, candidate, kv_bytes_per_token, **inputs),
                            dtype=np.float64)
         if answer is None:
             answer, missing = np.full(delay.shape, np.inf), np.isnan(delay)
         answer = np.where(delay <= budget, float(count), answer)
+    _say_skipped(base.name, sorted(skipped.items()), [c for c in counts if c not in skipped])
     return np.where(cast(np.ndarray, missing), np.nan, cast(np.ndarray, answer))  # (base's own count is one)
+
+
+def _say_skipped(name: str, skipped: list[tuple[int, InputError]], tried: list[int]) -> None:
+    """Warn of the NIC counts per node a cluster cannot be built with (never tried: an ``inf`` answer says only
+    that none of the others meets the budget)."""
+    if not skipped:
+        return
+    first = skipped[0][1]
+    warn(f"required_nics_per_node: cluster {name!r} cannot take {count_of(len(skipped), 'NIC count')} per node "
+         f"({', '.join(str(c) for c, _ in skipped)}: {first.problem}), so they were not tried; the answers are among "
+         f"{', '.join(map(str, tried))}, and inf means none of those meets the budget")

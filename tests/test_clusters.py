@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -945,3 +946,47 @@ def test_required_nics_per_node_says_what_it_cannot_answer():
     for budget in (0, -1, math.nan, math.inf, "50", True):
         with pytest.raises(perfmodel.InputError, match="budget_ms"):
             perfmodel.required_nics_per_node(32_768, "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=budget)
+
+
+def test_required_nics_per_node_says_which_counts_it_could_not_try():
+    """With a NIC down, counts 1, 2, 16, 24 and 32 cannot be built: they were skipped without a word, and the
+    answer inf read "even 4 NICs per GPU are too slow" though 8 was the most tried."""
+    down = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, nics_down=(3,))
+    with pytest.warns(
+        UserWarning, match=r"cannot take 5 NIC counts per node \(1, 2, 16, 24, 32: nics_down.*among 4, 8"
+    ):
+        got = perfmodel.required_nics_per_node(32768, down, LLAMA_70B, tp=8, budget_ms=30)
+    assert np.isinf(got).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (every count buildable: nothing to say)
+        perfmodel.required_nics_per_node(32768, "hgx-h100-8x400g", LLAMA_70B, tp=8, budget_ms=30)
+
+
+def test_handoff_flows_bytes_past_2_to_the_53_are_floats_not_wrapped_integers():
+    """2**48 tokens of a 70B model is 1.15e19 bytes a flow: int64 wrapped it to -9.2e18 (and resource_loads)."""
+    flows = perfmodel.handoff_flows(2**48, "hgx-h100-8x400g", LLAMA_70B, tp=8)
+    assert flows["bytes"].dtype == np.float64
+    assert flows["bytes"].iloc[0] == 2.0**48 * 40960
+    loads = perfmodel.resource_loads(flows)
+    assert (loads["bytes"] > 0).all() and (loads["busy_ms"] > 0).all()
+
+
+@pytest.mark.parametrize("tp, decode_tp", [(4, None), (2, 8), (8, 2)])
+def test_a_given_state_counted_as_the_docs_say_equals_the_models_own(tp, decode_tp):
+    """state_bytes is counted as a number of bytes per token is (one rank's, the group's, each decode rank's on
+    a cluster): the model's own state so counted, given back, gives the same delays on every path."""
+    model = "qwen3-next-80b-a3b"
+    d = decode_tp or tp
+    for scope in ("rank", "group"):
+        own = perfmodel.kv_terms(model, tp=tp, decode_tp=decode_tp, scope=scope).state_bytes
+        for tokens in (0, 4096):
+            default = perfmodel.handoff_delay_ms(tokens, 50.0, model, tp=tp, decode_tp=decode_tp, scope=scope)
+            given = perfmodel.handoff_delay_ms(tokens, 50.0, model, tp=tp, decode_tp=decode_tp, scope=scope,
+                                               state_bytes=own)  # fmt: skip
+            assert given == default, (scope, tokens)
+    cluster = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8)
+    each = perfmodel.kv_terms(model, tp=d).state_bytes
+    for tokens in (0, 4096):
+        default = perfmodel.handoff_delay_ms(tokens, cluster, model, tp=tp, decode_tp=decode_tp)
+        given = perfmodel.handoff_delay_ms(tokens, cluster, model, tp=tp, decode_tp=decode_tp, state_bytes=each)
+        assert given == default, tokens

@@ -119,6 +119,18 @@ def test_config_file_and_folder(tmp_path):
         (lambda: kv_bytes_per_token("llama-3.1-8b", kv_cache_dtype="fp6"), "kv_cache_dtype: 'fp6' is not known"),
         (lambda: kv_bytes_per_token("llama-3.1-8b", tp=0), "tp: 0 is not a whole number >= 1"),
         (lambda: kv_bytes_per_token({"num_hidden_layers": 2, "kv_lora_rank": 512}), "qk_rope_head_dim"),
+        (  # (saved as 8 KV heads of 8 attention heads' size: no model has more KV heads than query heads)
+            lambda: kv_bytes_per_token(
+                {"num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 32, "hidden_size": 4096}
+            ),
+            "'num_key_value_heads' of config: 32 is more than the 8 attention heads",
+        ),
+        (  # (a head of 4096 // 30 = 136, rounded down without a word)
+            lambda: kv_bytes_per_token(
+                {"num_hidden_layers": 2, "num_attention_heads": 30, "num_key_value_heads": 2, "hidden_size": 4096}
+            ),
+            "4096 is not a multiple of the 30 attention heads",
+        ),
     ],
 )
 def test_errors(call, fragment):
@@ -131,3 +143,13 @@ def test_unreadable_config(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="could not be read"):
         perfmodel.kv_bytes_per_token(tmp_path)
+
+
+def test_a_config_file_giving_a_field_twice_is_refused(tmp_path):
+    """JSON keeps the last of a key given twice: 32 layers then 2 was read as 2 layers (16x too few bytes)."""
+    (tmp_path / "config.json").write_text(
+        '{"num_hidden_layers": 32, "num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 8, '
+        '"hidden_size": 4096}'
+    )
+    with pytest.raises(ValueError, match="gives the field 'num_hidden_layers' twice \\(32 and 2\\)"):
+        kv_bytes_per_token(tmp_path)

@@ -541,3 +541,25 @@ def test_both_replays_run_a_link_or_a_cluster_and_agree_on_the_handoffs(link):
     alone = pm.replay_handoffs(trace, link=link, model="llama-3.1-8b", contention="fair")
     loaded = pm.replay_ttft(trace, link=link, model="llama-3.1-8b", contention="fair", prefill_ms=0.0)
     assert loaded["handoff_delay_ms"].tolist() == alone["handoff_delay_ms"].tolist()
+
+
+def test_messages_of_the_ttft_edge_say_what_was_given():
+    """A scalar decode_step_ms=-1 was "2 values not finite and >= 0, first at row 0"; both prefill inputs read
+    "prefill_ms: and prefill_tokens_per_s are both given"; an empty trace "all arrive at one instant"."""
+    trace = _trace([0, 5], [500, 600], [1, 1])
+    with pytest.raises(InputError, match=r"^decode_step_ms: -1\.0 is not finite and >= 0\. Fix"):
+        pm.replay_ttft(trace, kv_transfer_bandwidth=1.0, kv_bytes_per_token=1e6, decode_step_ms=-1.0)
+    with pytest.raises(InputError, match=r"^prefill_ms: nan is not finite"):
+        pm.replay_ttft(trace, **EXAMPLE, prefill_ms=math.nan)
+    with pytest.raises(InputError, match=r"1 value not finite and >= 0, first at row 1: -2\.0"):
+        pm.replay_ttft(trace, **EXAMPLE, prefill_ms=np.array([1.0, -2.0]))
+    with pytest.raises(InputError, match=r"^prefill_ms, prefill_tokens_per_s: both given"):
+        pm.replay_ttft(trace, **EXAMPLE, prefill_ms=5.0, prefill_tokens_per_s=1000)
+    with pytest.raises(InputError, match=r"^trace: is empty"):
+        pm.max_rate_for_ttft(trace.head(0), ttft_budget_ms=100, link=1.0, model=1e6, decode_step_ms=10.0)
+
+
+def test_a_question_that_passes_keywords_on_names_itself_when_one_is_unknown():
+    trace = _trace([0, 5], [500, 600])
+    with pytest.raises(TypeError, match=r"^required_nics\(\) got unexpected keyword arguments \['bogus'\]"):
+        pm.required_nics(trace, "ib-ndr", "llama-3.1-8b", budget_ms=50, contention="fifo", bogus=1)

@@ -254,8 +254,10 @@ ROW_INPUTS: tuple[Input, ...] = (
           rule="destination-missing token counts are whole numbers from 0 to 2**53 (NaN marks a missing count)",
           example=1024),
     Input("state_bytes", "Extra bytes of every completed handoff, moved even when 0 tokens are charged (the "
-          "recurrent state of hybrid models). "
-          "Default: the model's state (see :class:`perfmodel.KVTerms`), 0 when bytes per token are numbers; "
+          "recurrent state of hybrid models), counted as bytes per token given as a number are: one rank's "
+          "(``scope=\"rank\"``), the group's (``scope=\"group\"``), each decode rank's on a cluster. "
+          "Default: the model's state so counted (``kv_terms(model, tp=..., decode_tp=..., scope=...).state_bytes``; "
+          "on a cluster ``kv_terms(model, tp=decode_tp)``), 0 when bytes per token are numbers; "
           "given, it replaces the model's.", "real", default=None, kernel_default=0, valid=Valid(),
           rule="state bytes are finite numbers >= 0 (NaN marks unknown)",
           cli="--state-bytes", axis=True, grid_axis=True,

@@ -186,13 +186,23 @@ def layer_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> 
         kv_heads = _field(cfg, ("num_key_value_heads",))
     else:
         kv_heads = heads
-    head_dim = _field(cfg, ("head_dim",), default=0) or _field(cfg, _HIDDEN) // heads
-    if head_dim < 1:
+    if kv_heads > heads:  # (key-value heads serve groups of query heads: never more of them)
         raise InputError(
-            "model config field 'hidden_size'",
-            f"{_field(cfg, _HIDDEN)} is smaller than the {heads} attention heads",
-            "give head_dim, or correct hidden_size",
+            "model config field 'num_key_value_heads'",
+            f"{kv_heads} is more than the {heads} attention heads",
+            "correct num_key_value_heads (at most num_attention_heads)",
         )
+    head_dim = _field(cfg, ("head_dim",), default=0)
+    if not head_dim:
+        hidden = _field(cfg, _HIDDEN)
+        if hidden < heads or hidden % heads:
+            size = "is smaller than" if hidden < heads else "is not a multiple of"
+            raise InputError(
+                "model config field 'hidden_size'",
+                f"{hidden} {size} the {heads} attention heads, so a head's size is not a whole number",
+                "give head_dim, or correct hidden_size",
+            )
+        head_dim = hidden // heads
     return 2 * max(1, math.ceil(kv_heads / tp)) * head_dim * dtype_bytes
 
 

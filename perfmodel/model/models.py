@@ -74,7 +74,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
                     f"{_suggest(key, users, bad)}use a preset ({', '.join([*MODELS, *users])}), "
                     "a path to config.json or its folder, or a dict")
             try:
-                data = json.loads(path.read_text())
+                data = json.loads(path.read_text(), object_pairs_hook=lambda pairs: _once_each(path, pairs))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise InputError(f"model config {str(path)!r}", f"could not be read: {error}",
                                  "pass a valid Hugging Face config.json") from None
@@ -88,6 +88,17 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     if isinstance(text, Mapping) and not any(k in data for k in LAYERS):
         dtype: dict[str, Any] = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
         data = {**dtype, **text}
+    return data
+
+
+def _once_each(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of a config file, each key once (JSON keeps only the last of a key given twice: refused)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise InputError(f"model config {str(path)!r}", f"gives the field {key!r} twice ({data[key]!r} and "
+                             f"{value!r})", "keep one of them")
+        data[key] = value
     return data
 
 

@@ -210,10 +210,16 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
         from .cluster import with_cluster
 
         given = with_cluster(given)
+    check_keywords("replay_handoffs", given)
+    return handoffs_on(prepared, configured(given)).replay()
+
+
+def check_keywords(question: str, given: Any) -> None:
+    """Refuse keywords :func:`replay_handoffs` does not take, as Python would, naming ``question`` (the function
+    the user called, which passes them on)."""
     unknown = set(given) - set(_CONFIG)
     if unknown:
-        raise TypeError(f"replay_handoffs() got unexpected keyword arguments {sorted(unknown)}")
-    return handoffs_on(prepared, configured(given)).replay()
+        raise TypeError(f"{question}() got unexpected keyword arguments {sorted(unknown)}")
 
 
 def summarize(replay: pd.DataFrame) -> dict[str, float]:

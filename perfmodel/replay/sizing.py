@@ -237,7 +237,7 @@ def required_nics(
     >>> required_nics(trace, "ib-ndr", "llama-3.1-70b", budget_ms=200, contention="none").count  # each alone
     1
     """
-    from . import prepare_trace, replay_prepared
+    from . import check_keywords, prepare_trace, replay_prepared
 
     check_choice("contention", contention, choice_names("contention"))
     check_flag("striped", striped)
@@ -253,6 +253,7 @@ def required_nics(
     for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
         if name in replay_options:
             raise InputError(name, "is set by required_nics itself", f"drop {name}=...")
+    check_keywords("required_nics", {name: v for name, v in replay_options.items() if name != "ready_ms"})
     scope = str(replay_options.get("scope", "rank"))
     axis, unit, options, over, carried = _candidates(link, counts, striped, int(replay_options.get("tp", 1)), scope)
     prepared = prepare_trace(trace, ready_ms=replay_options.pop("ready_ms", None))

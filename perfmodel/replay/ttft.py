@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_whole, warn
+from ..errors import InputError, check_choice, check_whole, shown, warn
 from ..inputs.codes import choice_code, choice_names
 from ..inputs.coerce import edge_values, read_only
 from ..inputs.words import count
@@ -396,6 +396,8 @@ def request_values_nonnegative(trace: pd.DataFrame, name: str, value: Any) -> np
 
     values = np.ascontiguousarray(_per_request(trace, name, value), dtype=np.float64)
     bad = ~((values >= 0) & (values < np.inf))
+    if bad.any() and np.ndim(value) == 0 and not isinstance(value, str):  # (one value for every request)
+        raise InputError(name, f"{shown(value)} is not finite and >= 0", f"pass {name} as finite ms >= 0")
     if bad.any():
         first = int(np.argmax(bad))
         raise InputError(
@@ -411,7 +413,9 @@ def _service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: 
     """Each request's prefill time (ms): given, from a profile, from a rate, else 0."""
     if prefill_ms is not None and rate is not None:
         raise InputError(
-            "prefill_ms", "and prefill_tokens_per_s are both given", "pass one of them (a time per prefill, or a rate)"
+            "prefill_ms, prefill_tokens_per_s",
+            "both given, and a prefill's time comes from one of them",
+            "pass one of them (a time per prefill, or a rate)",
         )
     if isinstance(prefill_ms, str) and prefill_ms not in trace.columns:  # (a saved profile's name)
         from ..model.prefill import get_prefill

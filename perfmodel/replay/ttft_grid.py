@@ -71,6 +71,8 @@ def trace_rate_per_s(trace: pd.DataFrame) -> float:
     """
     arrival = trace["arrival_ms"].to_numpy(dtype=np.float64)
     span = float(arrival.max() - arrival.min()) if arrival.size else 0.0
+    if not arrival.size:
+        raise InputError("trace", "is empty: it has no rate to scale", "give a trace of requests")
     if arrival.size < 2 or not span > 0:
         raise InputError(
             "request_rate_per_s",
