@@ -20,11 +20,10 @@ import contextlib
 import functools
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import numba
 
@@ -193,6 +192,8 @@ def compiled_only(dispatcher: Any) -> Any:
 
 _SOURCE_NOTE = "perfmodel-source.txt"  # in each install location's folder: the source folder it was compiled from
 _VERSION_FOLDER = re.compile(r".+-numba\d[\w.+-]*")  # perfmodel's folders; nothing else in the cache is touched
+_OWNED_SUFFIXES = (".nbi", ".nbc")  # numba's files (index, data): with the source note, all the upkeep removes
+_NOT_OURS = "not perfmodel's: holds only files it did not write"  # a folder's state in cache_entries
 _UNMARKED_DAYS = 90  # an entry without a source note (older perfmodel) is pruned when untouched this long
 _OTHER_VERSION_DAYS = 7  # this install's folder of another perfmodel or numba version (an upgrade, or a second
 #                           virtualenv on one editable source: both keep their entries while both are used)
@@ -251,21 +252,55 @@ def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream
 
 
 def _source_of(folder: Path) -> Path | None:
+    note = folder / _SOURCE_NOTE
+    if not _is_owned(note):
+        return None
     try:
-        return Path(folder.joinpath(_SOURCE_NOTE).read_text().splitlines()[0])
+        return Path(note.read_text().splitlines()[0])
     except (OSError, IndexError):
         return None
 
 
+def _is_owned(path: Path) -> bool:
+    """Whether ``path`` (in an install location's folder) is a file numba or perfmodel writes there: a regular
+    file (not a symlink) named like numba's index (``*.nbi``) or data (``*.nbc``), or perfmodel's source note."""
+    return (path.suffix in _OWNED_SUFFIXES or path.name == _SOURCE_NOTE) and not path.is_symlink() and path.is_file()
+
+
+def _owned(folder: Path) -> list[Path]:
+    """The files numba and perfmodel wrote in ``folder`` (directly in it: numba writes no subfolders)."""
+    try:
+        return sorted(p for p in folder.iterdir() if _is_owned(p))
+    except OSError:
+        return []
+
+
+def foreign_files(folder: Path) -> list[Path]:
+    """What ``folder`` (an install location's folder in the cache) holds that neither numba nor perfmodel
+    wrote: other files, subfolders, symlinks. The upkeep leaves them, and so the folder, where they are.
+
+    >>> foreign_files(Path("/no/such/folder"))
+    []
+    """
+    try:
+        return sorted(p for p in folder.iterdir() if not _is_owned(p))
+    except OSError:
+        return []
+
+
 def _age_days(path: Path) -> float:
-    """Days since ``path`` (a file, or a folder's newest file) was last written."""
-    times = [f.stat().st_mtime for f in path.iterdir() if f.is_file()] if path.is_dir() else []
-    return (time.time() - max(times, default=path.stat().st_mtime)) / 86400.0
+    """Days since ``path`` (a file, or the newest of the files numba and perfmodel wrote in a folder) was
+    last written; a folder without them: the folder's own time."""
+    times = [f.lstat().st_mtime for f in _owned(path)] if path.is_dir() else []
+    return (time.time() - max(times, default=path.lstat().st_mtime)) / 86400.0
 
 
 def cache_entries() -> list[tuple[Path, int, str]]:
     """Each install location's folder in the cache: (folder, bytes, state), the state ``"current"`` (this
-    install, this version), ``"stale"`` (what :func:`prune_cache` removes, with why) or ``"kept"``.
+    install, this version), ``"stale"`` (what :func:`prune_cache` removes, with why), ``"kept"``, or, for a
+    folder holding only files perfmodel did not write, ``"not perfmodel's"`` (left alone). The bytes are
+    those of numba's and perfmodel's files only (:func:`foreign_files` lists the others). Symlinks are not
+    followed.
 
     >>> [state for _, _, state in cache_entries() if state == "current"] in ([], ["current"])
     True
@@ -278,8 +313,10 @@ def cache_entries() -> list[tuple[Path, int, str]]:
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and _VERSION_FOLDER.fullmatch(p.name)
     ):
         for folder in sorted(p for p in version.iterdir() if p.is_dir() and not p.is_symlink()):
-            source = _source_of(folder)
-            if version.name == _version_folder() and folder.name == here:
+            source, owned = _source_of(folder), _owned(folder)
+            if not owned and foreign_files(folder):
+                state = _NOT_OURS
+            elif version.name == _version_folder() and folder.name == here:
                 state = "current"
             elif folder.name == here and _age_days(folder) > _OTHER_VERSION_DAYS:
                 state = f"stale: this install location, another perfmodel or numba version, {_OTHER_VERSION_DAYS}+ days"
@@ -289,52 +326,98 @@ def cache_entries() -> list[tuple[Path, int, str]]:
                 state = f"stale: unused for more than {_UNMARKED_DAYS} days"
             else:
                 state = "kept"
-            size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-            entries.append((folder, size, state))
+            entries.append((folder, sum(f.lstat().st_size for f in owned), state))
     return entries
 
 
-def prune_cache() -> list[Path]:
-    """Remove the cache's stale entries (see :func:`cache_entries`), and in this install's folder the
-    files of other Pythons untouched for 30 days; write this install's source note. The folders removed.
+class CacheSweep(NamedTuple):
+    """What :func:`prune_cache` or :func:`clear_cache` did: the install locations' folders whose files it
+    removed, the bytes of the files removed, and the folders it kept because they hold files perfmodel did
+    not write (see :func:`foreign_files`; they keep them)."""
 
-    >>> isinstance(prune_cache(), list)  # doctest: +SKIP
+    removed: list[Path]
+    freed: int
+    kept: list[Path]
+
+
+def _sweep(entries: list[Path], others: list[Path]) -> CacheSweep:
+    """Remove the files numba and perfmodel wrote in ``entries`` (install locations' folders), then each of
+    these folders and of the version folders holding them that is empty. A folder holding anything else stays
+    (in :attr:`CacheSweep.kept`; a version folder only when what keeps it is not one of ``others``, the cache's
+    entries, which answer for themselves or are in use). Never follows a symlink: it removes regular files and
+    empty folders only."""
+    removed, freed, kept = [], 0, []
+    for folder in entries:
+        owned = _owned(folder)
+        for file in owned:
+            with contextlib.suppress(OSError):
+                size = file.lstat().st_size
+                file.unlink()
+                freed += size
+        try:
+            folder.rmdir()
+        except OSError:
+            if folder.is_dir():
+                kept.append(folder)
+            if not owned:
+                continue  # (nothing of perfmodel's in it: nothing removed)
+        removed.append(folder)
+    listed, answered = set(others), set(kept)
+    for version in sorted({f.parent for f in entries}):
+        try:
+            version.rmdir()
+        except OSError:
+            rest = list(version.iterdir()) if version.is_dir() else []
+            if any(p not in listed for p in rest) and all(p in answered for p in rest if p in listed):
+                kept.append(version)  # (only what perfmodel did not write keeps it: no entry still in use)
+    return CacheSweep(removed, freed, kept)
+
+
+def prune_cache() -> CacheSweep:
+    """Remove the cache's stale entries (see :func:`cache_entries`), and in this install's folder the
+    files of other Pythons untouched for 30 days; write this install's source note. Only the files numba and
+    perfmodel wrote go, and a folder once it is empty: one holding anything else stays (:class:`CacheSweep`).
+
+    >>> isinstance(prune_cache(), CacheSweep)  # doctest: +SKIP
     True
     """
     if config is not None and config.CACHE_DIR:
-        return []  # NUMBA_CACHE_DIR: numba's cache, not perfmodel's
-    removed = []
-    for folder, _, state in cache_entries():
-        if state.startswith("stale"):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-        elif state == "current":
+        return CacheSweep([], 0, [])  # NUMBA_CACHE_DIR: numba's cache, not perfmodel's
+    entries = cache_entries()
+    for folder, _, state in entries:
+        if state == "current":
             tag = f".py{sys.version_info[0]}{sys.version_info[1]}."
-            for file in folder.glob("*.nb[ci]"):
-                if tag not in file.name and _age_days(file) > _OTHER_PYTHON_DAYS:
+            for file in _owned(folder):
+                if file.name != _SOURCE_NOTE and tag not in file.name and _age_days(file) > _OTHER_PYTHON_DAYS:
                     file.unlink(missing_ok=True)
-    for version in {f.parent for f in removed}:
-        if version.is_dir() and not any(version.iterdir()):
-            version.rmdir()
+    stale = [folder for folder, _, state in entries if state.startswith("stale")]
+    swept = _sweep(stale, [folder for folder, _, _ in entries])
     mine = cache_dir() / _version_folder() / _install_folder()
     mine.mkdir(parents=True, exist_ok=True)
-    mine.joinpath(_SOURCE_NOTE).write_text(f"{_PACKAGE}\n")
-    return removed
+    note = mine / _SOURCE_NOTE
+    if not note.is_symlink() and (note.is_file() or not note.exists()):  # (never written through a link)
+        note.write_text(f"{_PACKAGE}\n")
+    return swept
 
 
-def clear_cache() -> int:
-    """Remove every compiled kernel perfmodel cached (all versions and install locations); the bytes freed.
+def clear_cache() -> CacheSweep:
+    """Remove every compiled kernel perfmodel cached (all versions and install locations), and the folders
+    that then are empty; one holding files perfmodel did not write stays, with them (:class:`CacheSweep`).
     The next run compiles again.
 
-    >>> clear_cache() >= 0  # doctest: +SKIP
+    >>> clear_cache().freed >= 0  # doctest: +SKIP
     True
     """
-    root, freed = cache_dir(), 0
-    for folder, size, _ in cache_entries():
-        shutil.rmtree(folder, ignore_errors=True)
-        freed += size
-    if root.is_dir():
-        for version in root.iterdir():
-            if version.is_dir() and _VERSION_FOLDER.fullmatch(version.name) and not any(version.iterdir()):
-                version.rmdir()
-    return freed
+    root = cache_dir()
+    entries = [folder for folder, _, _ in cache_entries()]
+    swept = _sweep(entries, entries)
+    if root.is_dir():  # version folders holding no install location's folder (kept ones are reported by _sweep)
+        for version in sorted(root.iterdir()):
+            if version.is_dir() and not version.is_symlink() and _VERSION_FOLDER.fullmatch(version.name):
+                if version in {f.parent for f in entries}:
+                    continue
+                try:
+                    version.rmdir()
+                except OSError:
+                    swept.kept.append(version)
+    return swept

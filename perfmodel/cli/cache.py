@@ -1,24 +1,41 @@
-"""``perfmodel cache``: where the compiled kernels are cached, how large each entry is, and ``--clear``."""
+"""``perfmodel cache``: where the compiled kernels are cached, how large each entry is, ``--clear`` and ``--prune``.
+
+Only the files numba and perfmodel write there are removed, and folders once they are empty: a folder holding
+anything else stays, with it, and is named as kept.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
+def _kept(folders: list[Path]) -> None:
+    for folder in folders:
+        print(f"kept {folder}: it holds files perfmodel did not write")
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
+    """Run ``perfmodel cache``: list the cache's entries, or clear or prune it (``args.clear``, ``args.prune``)."""
     from .. import _compat
+    from ..inputs.words import count
 
     if args.clear:
-        freed = _compat.clear_cache()
+        swept = _compat.clear_cache()
         print(
-            f"removed {freed / 1e6:,.1f} MB of compiled kernels from {_compat.cache_dir()}; the next run "
+            f"removed {swept.freed / 1e6:,.1f} MB of compiled kernels from {_compat.cache_dir()}; the next run "
             "compiles them again"
         )
+        _kept(swept.kept)
         return 0
     if args.prune:
-        removed = _compat.prune_cache()
-        print(f"removed {len(removed)} stale entr{'y' if len(removed) == 1 else 'ies'} from {_compat.cache_dir()}")
+        swept = _compat.prune_cache()
+        print(
+            f"removed {count(len(swept.removed), 'stale entry', 'stale entries')} ({swept.freed / 1e6:,.1f} MB) "
+            f"from {_compat.cache_dir()}"
+        )
+        _kept(swept.kept)
         return 0
     entries = _compat.cache_entries()
     print(
@@ -26,10 +43,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
         "PERFMODEL_CACHE_DIR moves it)"
     )
     for folder, size, state in entries:
-        print(f"  {size / 1e6:7,.1f} MB  {folder.parent.name}/{folder.name}  {state}")
+        others = ""
+        if not state.startswith("not perfmodel's") and _compat.foreign_files(folder):
+            others = "; also holds files perfmodel did not write (they stay)"
+        print(f"  {size / 1e6:7,.1f} MB  {folder.parent.name}/{folder.name}  {state}{others}")
     if not entries:
         print("  (empty: the first run compiles the kernels, once)")
-    print("\nStale entries are pruned when kernels are first compiled (or with --prune); --clear removes all.")
+    print(
+        "\nStale entries are pruned when kernels are first compiled (or with --prune); --clear removes all. "
+        "Only the files numba and perfmodel wrote are removed."
+    )
     return 0
 
 

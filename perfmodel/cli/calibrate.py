@@ -132,6 +132,8 @@ def _by_size(fitted: Any, links: list[Any]) -> str:
 def _saved(name: str, path: Path | None) -> str:
     """What became of the fit: saved (under the name it is kept by: names ignore case), or how to save it, which
     never proposes a name --save would refuse (a built-in one, or one taken)."""
+    import shlex
+
     from ..errors import InputError
     from ..inputs import user_presets as _presets
     from ..network.links import check_link_name
@@ -139,12 +141,14 @@ def _saved(name: str, path: Path | None) -> str:
     key = _presets.key_of(name)
     if path is not None:
         spelled = "" if key == name else f" (names ignore case: {name!r} is kept as {key!r})"
-        return f"saved link {key!r}{spelled} to {path}: use --link {key} (or kv_transfer_bandwidth={key!r})"
+        return (
+            f"saved link {key!r}{spelled} to {path}: use --link {shlex.quote(key)} (or kv_transfer_bandwidth={key!r})"
+        )
     try:
         check_link_name(name)
     except InputError as refused:
         return f"(not saved as a preset; --save would refuse --name {name}: {refused.problem}. Fix: {refused.fix})"
-    return f"(not saved as a preset: add --save to use it as --link {key})"
+    return f"(not saved as a preset: add --save to use it as --link {shlex.quote(key)})"
 
 
 def _at_least_zero(text: str) -> float:

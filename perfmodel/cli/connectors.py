@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import InputError, warn
 from ..inputs.table import INPUTS
+from ..inputs.words import count
 from ._parsing import UsageError, link_name, one_line_warnings, positive_int
 
 #: The columns a table of measured handoffs has (``descriptors`` optional: counted from the model otherwise).
@@ -14,8 +16,8 @@ COLUMNS = ("num_input_tokens", "measured_ms")
 
 
 def cmd_connectors(args: argparse.Namespace) -> int:
-    given = [f"--{k.replace('_', '-')}" for k in ("link", "model", "block_size", "name", "save", "replace")
-             if getattr(args, k) not in (None, False)]  # fmt: skip
+    flags = ("link", "model", "block_size", "tp", "kv_layout", "name", "save", "replace")
+    given = [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k) not in (None, False)]
     if given and not args.fit:
         raise UsageError(f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} with --fit. Fix: add --fit TABLE")
     if args.save and args.name is None:
@@ -52,45 +54,121 @@ def _list() -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from ..calibration import read_measurements
     from ..handoff import handoff_delay_ms
     from ..inputs.user_presets import check_free
     from ..model.models import kv_messages
-    from ..network.connector import CONNECTORS, fit_connector, save_connector
+    from ..network.connector import CONNECTORS, fit_connector
 
     if args.link is None or args.model is None:
         raise UsageError("--fit needs --link (the transport's link or cluster) and --model. Fix: give both")
     if args.replace and not args.save:
         raise UsageError("--replace replaces a saved connector of --name's name, so it needs --save. Fix: add --save")
-    if args.save:  # (before anything is fitted or printed: a refused name leaves nothing)
+    if args.save:  # (before anything is fitted or printed: a refused name or an unwritable file leaves nothing)
         check_free("connectors", args.name, builtin={*CONNECTORS, "none"}, replace=args.replace)
-    table, places, where = read_measurements(args.fit)
+    _check_model(args.model)
+    numbers, where = _measured(args.fit)
+    tokens = numbers["num_input_tokens"]
+    tp, kv_layout = args.tp or 1, args.kv_layout or INPUTS["kv_layout"].default
+    transport = handoff_delay_ms(tokens, args.link, args.model, block_size=args.block_size, tp=tp, kv_layout=kv_layout)
+    if "descriptors" in numbers:
+        descriptors = numbers["descriptors"]
+    elif args.block_size is not None:
+        descriptors = kv_messages(args.model, tokens, args.block_size, kv_layout=kv_layout)  # (per rank)
+    else:
+        descriptors = None
+    try:
+        fitted = fit_connector(
+            numbers["measured_ms"], transport, descriptors, name=args.name or "fitted", source=_source(args)
+        )
+    except InputError as error:  # (the table's handoffs: named with the file)
+        raise UsageError(f"{where}: {error.problem}. Fix: {error.fix}") from None
+    assert fitted.fit is not None  # (a fit's report)
+    print(f"fitted {fitted.name!r} over {args.link} ({args.model}): {fitted.fit.describe()}")
+    print(fitted.describe())
+    _warn_fit(fitted, descriptors)
+    if args.save:
+        _save(fitted, args.replace)
+    return 0
+
+
+def _check_model(model: str) -> None:
+    """Refuse an unknown ``--model`` by its flag (before the table is read)."""
+    from ..model.models import kv_terms
+
+    try:
+        kv_terms(model)
+    except ValueError as error:
+        raise UsageError(f"--model {model!r}: {str(error).removeprefix(f'model {model!r}: ')}") from None
+
+
+def _measured(table_path: str) -> tuple[dict[str, Any], str]:
+    """The table's columns as numbers (``descriptors`` when it has one) and the table's name; a missing column,
+    no row, or a cell that is no valid value: one line naming the file and the line."""
+    from ..calibration import read_measurements
+
+    table, places, where = read_measurements(table_path)
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise UsageError(f"{where} has no column {' or '.join(missing)} (it has {list(table.columns)}). Fix: give "
                          "each handoff's num_input_tokens and measured_ms (end to end)")  # fmt: skip
-    numbers = {name: _numbers(table, places, where, name) for name in (*COLUMNS, "descriptors") if name in table}
-    tokens = numbers["num_input_tokens"]
-    shape = dict(tp=args.tp, kv_layout=args.kv_layout)
-    transport = handoff_delay_ms(tokens, args.link, args.model, block_size=args.block_size, **shape)
-    if "descriptors" in numbers:
-        descriptors = numbers["descriptors"]
-    elif args.block_size is not None:
-        descriptors = kv_messages(args.model, tokens, args.block_size, kv_layout=args.kv_layout)  # (per rank)
-    else:
-        descriptors = None
-    fitted = fit_connector(numbers["measured_ms"], transport, descriptors, name=args.name or "fitted", source=where)
-    assert fitted.fit is not None  # (a fit's report)
-    print(f"fitted {fitted.name!r} over {args.link} ({args.model}): {fitted.fit.describe()}")
-    print(fitted.describe())
-    if args.save:
-        print(f"saved to {save_connector(fitted, replace=args.replace)}")
-    return 0
+    if len(table) == 0:
+        raise UsageError(f"{where} holds no handoff (a header alone). Fix: give one row per measured handoff")
+    return {name: _numbers(table, places, where, name) for name in (*COLUMNS, "descriptors") if name in table}, where
+
+
+def _source(args: argparse.Namespace) -> str:
+    """The command that fitted a connector (its saved ``source``): the table's full path, the link and model."""
+    from pathlib import Path
+
+    table = str(Path(args.fit).resolve()) if Path(args.fit).exists() else args.fit
+    words = ["perfmodel connectors --fit", table, f"--link {args.link}", f"--model {args.model}"]
+    words += [
+        f"--{k.replace('_', '-')} {getattr(args, k)}" for k in ("block_size", "tp", "kv_layout") if getattr(args, k)
+    ]
+    return " ".join(words)
+
+
+#: The largest relative error of a fit that is not said to be far off.
+FAR_OFF = 0.1
+
+
+def _warn_fit(fitted: Any, descriptors: Any) -> None:
+    """Say when a fit is far from its measurements, or has no point left over to check it."""
+    import numpy as np
+
+    report = fitted.fit
+    costs = 2 if descriptors is not None and np.ptp(descriptors) > 0 else 1
+    if report.max_relative_error > FAR_OFF:
+        warn(f"the fit is far from the measurements ({report.errors()}): "
+             "check --link, --model and --block-size, and the table's times (end to end, in ms)")  # fmt: skip
+    if report.points <= costs:
+        warn(f"{count(report.points, 'point')} for {count(costs, 'fitted cost')}: nothing is left over to check "
+             "the fit (its error is 0 by construction); measure more handoffs of other sizes")  # fmt: skip
+
+
+def _save(fitted: Any, replace: bool) -> None:
+    import shlex
+
+    from ..inputs.user_presets import key_of
+    from ..network.connector import save_connector
+
+    path = save_connector(fitted, replace=replace)
+    key = key_of(fitted.name)  # (names ignore case: the preset is kept in lower case)
+    spelled = "" if key == fitted.name else f" (names ignore case: {fitted.name!r} is kept as {key!r})"
+    print(f"saved connector {key!r}{spelled} to {path}; use --connector {shlex.quote(key)}")
+
+
+#: What each column of the table holds: the words, and whether its values are whole, and above 0 (else from 0).
+_RULES = {
+    "num_input_tokens": ("whole numbers >= 0", True, False),
+    "measured_ms": ("finite numbers > 0 (ms)", False, True),
+    "descriptors": ("whole numbers >= 0", True, False),
+}
 
 
 def _numbers(table: Any, places: list[str], where: str, name: str) -> Any:
     """Column ``name`` of a table as read (text cells stay text) as float64 numbers, or one line naming the first
-    cell that is none."""
+    cell that is none, or no valid value of the column."""
     import numpy as np
     import pandas as pd
 
@@ -99,6 +177,15 @@ def _numbers(table: Any, places: list[str], where: str, name: str) -> Any:
         first = int(np.argmax(np.isnan(values)))
         raise UsageError(f"{where}, {places[first]}: {name} {table[name].iloc[first]!r} is not a number. Fix: give "
                          f"{name} as numbers")  # fmt: skip
+    rule, whole, positive = _RULES[name]
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values) | ((values <= 0) if positive else (values < 0))
+        if whole:
+            bad |= values != np.floor(values)
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise UsageError(f"{where}, {places[first]}: {name} {table[name].iloc[first]!r} is not one of {rule}. Fix: "
+                         f"give {name} as {rule}")  # fmt: skip
     return values
 
 
@@ -116,8 +203,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--link", type=link_name, help="the transport's link, profile or cluster (with --fit)")
     parser.add_argument("--model", help="the model handed off (with --fit)")
     parser.add_argument("--block-size", type=positive_int, metavar="TOKENS", help="KV block size: descriptors counted")
-    parser.add_argument("--tp", type=positive_int, default=1, metavar="N", help=INPUTS["tp"].doc)  # (with --fit)
-    parser.add_argument("--kv-layout", default="layer_kv", choices=INPUTS["kv_layout"].choices)
+    parser.add_argument("--tp", type=positive_int, metavar="N", help=INPUTS["tp"].doc + " (with --fit; default 1)")
+    parser.add_argument(
+        "--kv-layout", choices=INPUTS["kv_layout"].choices, help=f"with --fit (default {INPUTS['kv_layout'].default})"
+    )
     parser.add_argument("--name", help="the fitted connector's name (with --save: required)")
     parser.add_argument("--save", action="store_true", help="save it as a user preset under --name")
     parser.add_argument("--replace", action="store_true", help="with --save: replace a saved one of that name")

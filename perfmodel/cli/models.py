@@ -17,28 +17,21 @@ def cmd_models(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..inputs.user_presets import key_of
-    from ..model.models import (
-        MODELS,
-        ModelShape,
-        kv_bytes,
-        kv_terms,
-        model_config,
-        model_source,
-        save_model,
-        user_models,
-    )
+    from ..inputs.words import count
+    from ..model.models import MODELS, ModelShape, kv_bytes, kv_terms, model_config, model_source, user_models
 
     if args.replace and not args.add:
         raise UsageError("--replace replaces a user model saved under --add's NAME. Fix: give --add NAME CONFIG")
+    shaping = [f"--{k.replace('_', '-')}" for k in ("tp", "decode_tp", "kv_cache_dtype") if getattr(args, k) is not None]
+    if args.add and shaping:
+        raise UsageError(f"{', '.join(shaping)} {'goes' if len(shaping) == 1 else 'go'} with the listing (its columns "
+                         "of a prefill group handing off), not with --add, which saves the config as it is. Fix: "
+                         f"drop {' '.join(shaping)}, or run perfmodel models {' '.join(shaping)} apart")
+    if args.kv_cache_dtype is not None and args.tp is None and args.decode_tp is None:
+        raise UsageError("--kv-cache-dtype is the dtype of the --tp/--decode-tp columns, which are not asked for. Fix: "
+                         "add --tp N --decode-tp M (the listing shows fp8 bytes already in its '@32k fp8' column)")
     if args.add:
-        name, config = args.add
-        path = save_model(name, config, replace=args.replace)
-        key = key_of(name)  # (names ignore case: the preset is kept in lower case)
-        spelled = "" if key == name else f"; names ignore case: {name!r} is kept as {key!r}"
-        print(f"saved model {key!r} ({kv_terms(key).describe()}; {kv_bytes(key, 32_768) / 1e6:,.1f} MB at 32k "
-              f"tokens{spelled}) to {path}; use --model {key}")
-        return 0
+        return _add(*args.add, replace=args.replace)
     users = user_models()
     rows = []
     shaped = args.tp is not None or args.decode_tp is not None
@@ -77,16 +70,59 @@ def _models(args: argparse.Namespace) -> int:
     with pd.option_context("display.float_format", "{:,.1f}".format, "display.width", 200):
         print(pd.DataFrame(rows).to_string(index=False))
     if users:
-        print("\nUser presets:\n" + "\n".join(f"  {name}: {model_source(name).partition(': ')[2]}" for name in users))
+        print("\nUser presets:\n" + "\n".join(f"  {name}: {_origin(name, model_source(name))}" for name in users))
     print("\nbytes/token: what one token costs in every layer that keeps it; window and chunk layers keep at most their"
           "\nlast W tokens or the current chunk, state layers a fixed state per request. MB @1k and @32k: the bytes a"
           "\nhandoff of 1,024 and 32,768 tokens moves (one GPU's, bf16 unless noted)."
           "\ngroup: what all 8 ranks of a TP8 prefill group send (replicated KV heads and MLA latents count per rank)."
-          + (f"\n{label}: bytes of one token (with its state) from a prefill group of {tp} ranks to a decode group of "
-             f"{decode_tp}: each decode rank receives the KV heads it serves; rank = the busiest rank's share."
+          + (f"\n{label}: bytes of one token (with its state) from a prefill group of {count(tp, 'rank')} to a decode "
+             f"group of {count(decode_tp, 'rank')}: each decode rank receives the KV heads it serves; rank = the busiest rank's share."
              if shaped else "\nA prefill-to-decode pair with other TP degrees: perfmodel models --tp 8 --decode-tp 2")
           + "\nAdd your own: perfmodel models --add NAME path/to/config.json; list, show or remove yours: "
             "perfmodel presets")
+    return 0
+
+
+def _origin(name: str, source: str) -> str:
+    """Where a user model comes from, as ``model_source`` says it (``user: <source> (<file>)``); one written by
+    hand with no source is said to be so (never "saved")."""
+    from ..inputs import user_presets as _presets
+
+    entry = _presets.load("models")[0].get(name, {})
+    if not entry.get("source") and entry.get(_presets.SAVED_BY) != "perfmodel":
+        return f"written by hand ({_presets.presets_path()})"
+    return source.partition(": ")[2]
+
+
+def _add(name: str, config: str, *, replace: bool) -> int:
+    """``--add NAME CONFIG``: the config checked first (its errors name the file), saved with its full path."""
+    import shlex
+    from pathlib import Path
+
+    from ..errors import InputError
+    from ..inputs.user_presets import check_free, key_of
+    from ..model.models import MODELS, kv_bytes, kv_terms, model_config, save_model
+
+    check_free("models", name, builtin=set(MODELS), replace=replace)  # (the name and the presets file first)
+    path = Path(config).expanduser()
+    is_path = path.exists() or key_of(config) not in MODELS  # (a preset's name copies that preset)
+    if is_path and not path.exists():
+        try:
+            model_config(config)  # (a user preset of that name copies it too)
+        except ValueError:
+            raise UsageError(f"--add CONFIG {config!r}: file not found. Fix: give the path of a Hugging Face "
+                             "config.json or of its folder") from None
+    try:
+        kv_terms(model_config(config))
+    except InputError as error:  # (the config's own fields: named with the file, never a flag it did not give)
+        where = "its torch_dtype" if error.where == "kv_cache_dtype" else error.where.replace(" of config", "").removeprefix("model config ")
+        raise UsageError(f"model config {config!r}: {where}: {error.problem}. Fix: {error.fix}") from None
+    source = str(path.resolve()) if path.exists() else config
+    saved = save_model(name, config, source=source, replace=replace)
+    key = key_of(name)  # (names ignore case: the preset is kept in lower case)
+    spelled = "" if key == name else f"; names ignore case: {name!r} is kept as {key!r}"
+    print(f"saved model {key!r} ({kv_terms(key).describe()}; {kv_bytes(key, 32_768) / 1e6:,.1f} MB at 32k "
+          f"tokens{spelled}) to {saved}; use --model {shlex.quote(key)}")
     return 0
 
 

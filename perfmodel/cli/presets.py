@@ -5,6 +5,7 @@ connectors saved by perfmodel, or written by hand), where they come from, and re
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 from typing import Any, cast
 
@@ -30,16 +31,17 @@ def _entries() -> list[dict[str, Any]]:
         ("prefill", user_prefills_and_errors()),
         ("connector", user_connectors_and_errors()),
     ):
-        entries = _presets.load(_KINDS[kind])[0]
+        spellings = _presets.spellings(_KINDS[kind])  # (as written: an unusable entry's too, each spelling)
         for name in [*usable, *bad]:
-            entry = entries.get(name, {})
-            source = entry.get("source") if isinstance(entry.get("source"), str) else ""
+            entries = [entry if isinstance(entry, dict) else {} for _, entry in spellings.get(name, [])]
+            sources = [entry["source"] for entry in entries if isinstance(entry.get("source"), str) and entry["source"]]
+            ours = {entry.get(_presets.SAVED_BY) == "perfmodel" for entry in entries}
             rows.append(
                 {
                     "kind": kind,
                     "name": name,
-                    "source": source or "-",
-                    "saved by": "perfmodel" if entry.get(_presets.SAVED_BY) == "perfmodel" else "by hand",
+                    "source": sources[0] if sources else "-",
+                    "saved by": " and ".join(["perfmodel"] * (True in ours) + ["by hand"] * (False in ours)) or "-",
                     "usable": "yes" if name in usable else f"no: {bad[name].problem}",
                 }
             )
@@ -51,12 +53,17 @@ def _one(name: str, kind: str | None) -> dict[str, Any]:
     from ..inputs import user_presets as _presets
 
     key = _presets.key_of(name)
-    found = [row for row in _entries() if row["name"] == key and kind in (None, row["kind"])]
+    rows = _entries()
+    found = [row for row in rows if row["name"] == key and kind in (None, row["kind"])]
     if not found:
+        names = sorted({row["name"] for row in rows if kind in (None, row["kind"])})
+        close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
         raise UsageError(
             f"no user preset {name!r}"
             + (f" of kind {kind}" if kind else "")
-            + f" in {_presets.presets_path()}. Fix: perfmodel presets list shows them"
+            + f" in {_presets.presets_path()}. Fix: "
+            + (f"did you mean {', '.join(close)}? " if close else "")
+            + "perfmodel presets list shows them"
         )
     if len(found) > 1:
         kinds = [row["kind"] for row in found]
@@ -71,6 +78,13 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
     path = _presets.presets_path()
     if args.action == "list":
+        if args.name is not None or args.kind is not None:
+            given = [repr(args.name)] * (args.name is not None) + ["--kind"] * (args.kind is not None)
+            verb = "goes" if len(given) == 1 else "go"
+            raise UsageError(
+                f"perfmodel presets list lists every user preset: {' and '.join(given)} {verb} with show or "
+                "remove. Fix: perfmodel presets list, or perfmodel presets show NAME [--kind KIND]"
+            )
         return _list(path)
     if args.name is None:
         raise UsageError(f"perfmodel presets {args.action} needs a NAME. Fix: perfmodel presets {args.action} NAME")
@@ -112,8 +126,10 @@ def _list(path: Any) -> int:
 def _show(row: dict[str, Any], path: Any) -> int:
     from ..inputs import user_presets as _presets
 
-    entry = _presets.load(_KINDS[row["kind"]])[0].get(row["name"])
-    print(f"user {row['kind']} {row['name']!r} in {path} (saved {row['saved by']}; usable: {row['usable']})")
+    spelled = _presets.spellings(_KINDS[row["kind"]]).get(row["name"], [])
+    entry = spelled[0][1] if len(spelled) == 1 else dict(spelled)  # (several spellings: each, as written)
+    who = {"perfmodel": "saved by perfmodel", "by hand": "written by hand"}.get(row["saved by"], row["saved by"])
+    print(f"user {row['kind']} {row['name']!r} in {path} ({who}; usable: {row['usable']})")
     print(json.dumps(entry, indent=1, sort_keys=True))
     if row["usable"] == "yes" and row["kind"] == "link":
         from ..network.links import get_link

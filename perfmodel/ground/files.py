@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -47,7 +48,9 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     """A temporary path beside ``target``, renamed onto it only if the block succeeds.
 
     The temporary file is removed whatever happens (an error, Ctrl-C, or SIGTERM/SIGHUP,
-    which the command line turns into an interrupt).
+    which the command line turns into an interrupt). A ``target`` that is a symlink is written
+    through (its target replaced, the link kept: a user's dotfiles stay linked), and a file
+    replaced keeps its permission bits; a new one gets the usual ones.
 
     >>> import tempfile, pathlib
     >>> target = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
@@ -59,6 +62,7 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     target = Path(target)
     if target.is_dir():
         raise IsADirectoryError(21, "is a folder; name a file", str(target))
+    target = target.resolve() if target.is_symlink() else target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
@@ -67,7 +71,10 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
             os.close(fd)
             tmp = Path(name)
         yield tmp
-        _normal_permissions(tmp)  # mkstemp makes files private; outputs get the usual permissions
+        try:  # (mkstemp makes files private: a file replaced keeps its bits, a new one gets the usual ones)
+            os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
+        except FileNotFoundError:
+            _normal_permissions(tmp)
         os.replace(tmp, target)
     finally:
         with interrupts_deferred():

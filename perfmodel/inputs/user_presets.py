@@ -21,10 +21,15 @@ the fields of each kind's entries are checked where the kind lives (:mod:`perfmo
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import json
+import math
 import os
-from collections.abc import Callable
+import shlex
+import unicodedata
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -72,8 +77,51 @@ def presets_path() -> Path:
 
 
 def key_of(name: object) -> str:
-    """A preset name as every lookup compares it: without surrounding spaces, in lower case ("" if not text)."""
-    return name.strip().lower() if isinstance(name, str) else ""
+    """A preset name as every lookup compares it: Unicode NFKC-normalized (full-width letters read as the plain ones),
+    without surrounding spaces, in lower case ("" if not text).
+
+    >>> key_of(" \\uff2c\\uff41\\uff42 "), key_of(3)
+    ('lab', '')
+    """
+    return unicodedata.normalize("NFKC", name).strip().lower() if isinstance(name, str) else ""
+
+
+#: Unicode categories no name may hold: control characters, invisible format characters (zero-width space and
+#: joiners), line and paragraph separators.
+_INVISIBLE = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def name_problem(name: str) -> str:
+    """Why a preset's name cannot be saved as it is ("" if it can): it holds a control or invisible character
+    (a name that prints like another's), or it starts with '-' (the command line reads it as an option).
+
+    >>> name_problem("ib-ndr\u200b")
+    'holds the invisible or control character U+200B (ZERO WIDTH SPACE)'
+    >>> name_problem("our-rdma")
+    ''
+    """
+    text = unicodedata.normalize("NFKC", name).strip() if isinstance(name, str) else ""
+    for char in text:
+        if unicodedata.category(char) in _INVISIBLE:
+            return f"holds the invisible or control character U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')})"
+    if text.startswith("-"):
+        return "starts with '-', which the command line reads as an option"
+    return ""
+
+
+def _model_path_problem(name: str) -> str:
+    """Why a model preset's name could be read as a path ("" if it cannot): a model is a preset, a config.json
+    or its folder, and the preset would hide the file."""
+    text = unicodedata.normalize("NFKC", name).strip()
+    if "/" in text or os.sep in text or (os.altsep and os.altsep in text):
+        return "holds a '/', so it reads as a path to a config.json"
+    if text.lower().endswith(".json"):
+        return "ends in '.json', so it reads as a config file's path"
+    for spelled in dict.fromkeys((text, text.lower())):
+        if Path(spelled).expanduser().exists():
+            what = "folder" if Path(spelled).expanduser().is_dir() else "file"
+            return f"names the existing {what} {str(Path(spelled).resolve())!r}, which the preset would hide as a path"
+    return ""
 
 
 def json_type(value: object) -> str:
@@ -96,6 +144,27 @@ class _Repeated(dict):
     repeated = ""
 
 
+class _Literal(float):
+    """A number the file writes as no finite one (``1e400``, ``Infinity``, ``NaN``): the float JSON reads, with
+    the text it was written as (``text``), so that the entry holding it can be named."""
+
+    text = ""
+
+    def __new__(cls, text: str) -> _Literal:
+        number = super().__new__(cls, float(text))
+        number.text = text
+        return number
+
+
+#: The texts perfmodel itself writes for a non-finite number (json's): an entry it saved may hold them.
+_OWN_LITERALS = frozenset({"Infinity", "-Infinity", "NaN"})
+
+
+def _float(text: str) -> float:
+    number = float(text)
+    return number if math.isfinite(number) else _Literal(text)
+
+
 def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
@@ -114,16 +183,63 @@ def _repeated_inside(value: Any) -> str:
     return next((key for key in map(_repeated_inside, items) if key), "")
 
 
-def _twice(path: Path, key: str) -> InputError:
+def _literal_inside(value: Any, where: str = "", allowed: frozenset[str] = frozenset()) -> tuple[str, str]:
+    """The first number written as no finite one (but for the texts ``allowed``) anywhere inside ``value``: where
+    it is (``'bandwidth_gb_s'``, ``'config' field 'hidden_size'``) and its text; ("", "") if none."""
+    if isinstance(value, _Literal):
+        return ("", "") if value.text in allowed else (where, value.text)
+    if isinstance(value, dict):
+        items = [(f"{where} field {k!r}" if where else repr(k), v) for k, v in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{where or 'the entry'} item {i}", v) for i, v in enumerate(value)]
+    else:
+        return "", ""
+    found = (_literal_inside(v, w, allowed) for w, v in items)
+    return next((one for one in found if one[1]), ("", ""))
+
+
+def _non_finite(entry: Any) -> tuple[str, str]:
+    """:func:`_literal_inside` of an entry; one perfmodel saved may hold the texts it writes itself for a
+    non-finite number (``Infinity``: an infinite bandwidth, a free transfer)."""
+    own = isinstance(entry, dict) and entry.get(SAVED_BY) == "perfmodel"
+    return _literal_inside(entry, allowed=_OWN_LITERALS if own else frozenset())
+
+
+def _non_finite_problem(where: str, text: str) -> str:
+    return f"{where} is written {text}, which is no finite number (JSON has no infinity nor NaN; a number that large overflows)"
+
+
+def _twice(path: Path, key: str, where: str = "") -> InputError:
     return InputError(
-        str(path), f"the key {key!r} appears twice in one object (JSON keeps only the last)", "keep one of them"
+        f"{path}: {where}" if where else str(path),
+        f"the {'entry' if where else 'key'} {key!r} appears twice in one object (JSON keeps only the last)",
+        "keep one of them",
     )
+
+
+def _folder_problem(path: Path) -> InputError | None:
+    """The error of a config folder that is a file, or of a presets file that is a folder (None if neither)."""
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        named = "PERFMODEL_CONFIG_DIR" if os.environ.get("PERFMODEL_CONFIG_DIR") else "the config folder"
+        return InputError(
+            str(folder),
+            f"the config folder ({named}) is a file, not a folder",
+            "set PERFMODEL_CONFIG_DIR to a folder, or move that file away",
+        )
+    if path.is_dir():
+        return InputError(str(path), "the user presets file is a folder", "move that folder away")
+    return None
 
 
 def _read(path: Path) -> dict[str, Any]:
     """The presets file's object (empty when there is none); anything else is an error naming the file."""
+    problem = _folder_problem(path)
+    if problem is not None:
+        raise problem
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_repeats)
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text, object_pairs_hook=_no_repeats, parse_float=_float, parse_constant=_Literal)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:
@@ -147,7 +263,7 @@ def _read(path: Path) -> dict[str, Any]:
         if not isinstance(section, dict):
             raise InputError(str(path), f"{kind!r} is {json_type(section)}, not an object of presets by name", _REPAIR)
         if isinstance(section, _Repeated):
-            raise _twice(path, section.repeated)
+            raise _twice(path, section.repeated, kind)
     return data
 
 
@@ -156,19 +272,52 @@ def entry_error(name: str, kind: str, problem: str) -> InputError:
     return InputError(f"{presets_path()}: {kind} {name!r}", problem, "repair or remove that entry in the file")
 
 
+def spellings(kind: str) -> dict[str, list[tuple[str, Any]]]:
+    """Every entry of one kind as written in the file, by name (as :func:`key_of` makes it): each spelling of
+    that name and its entry (two when the file holds ``"Lab"`` and ``"lab "``). A file that cannot be read as
+    presets raises its error."""
+    found: dict[str, list[tuple[str, Any]]] = {}
+    for name, entry in _read(presets_path()).get(kind, {}).items():
+        found.setdefault(key_of(name), []).append((name, entry))
+    return found
+
+
+def _entry_problem(kind: str, name: str, entry: Any, rivals: set[str]) -> str:
+    """What makes one entry unusable before its fields are read ("" if nothing)."""
+    key, rival = key_of(name), RIVALS.get(kind, "")
+    where, text = _non_finite(entry)
+    if not key:
+        return "has an empty name"
+    if name_problem(name).startswith("holds"):
+        return f"its name {name_problem(name)}: rename it"
+    if kind == "models" and _model_path_problem(name).startswith(("holds", "ends")):
+        return f"its name {_model_path_problem(name)}: rename it"
+    if key in rivals:
+        return (
+            f"is also the name of a user {KINDS[rival]} in the file (a name is one "
+            "link or one cluster, which go where one another go): rename or remove one"
+        )
+    if _repeated_inside(entry):
+        return (
+            f"the key {_repeated_inside(entry)!r} appears twice in one object of "
+            "the entry (JSON keeps only the last; keep one of them)"
+        )
+    if text:
+        return _non_finite_problem(where, text)
+    return "" if isinstance(entry, dict) else f"is {json_type(entry)}, not an object of fields"
+
+
 def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
     """The user presets of one kind (``"links"``, ``"models"`` or ``"clusters"``) by name (as :func:`key_of`
     makes it), and the error of each entry that is not an object of fields or whose name a user preset of its
     rival kind (:data:`RIVALS`) also has (reported when that name is used: the others still work). A file that
     cannot be read as presets raises its error."""
     data = _read(presets_path())
-    section = data.get(kind, {})
-    rival = RIVALS.get(kind, "")
-    rivals = {key_of(n) for n in data.get(rival, {})}
+    rivals = {key_of(n) for n in data.get(RIVALS.get(kind, ""), {})}
     good: dict[str, dict[str, Any]] = {}
     bad: dict[str, InputError] = {}
     spelled: dict[str, str] = {}
-    for name, entry in section.items():
+    for name, entry in data.get(kind, {}).items():
         key = key_of(name)
         if key in spelled:
             bad[key] = entry_error(
@@ -179,26 +328,11 @@ def load(kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, InputError]]:
             good.pop(key, None)
             continue
         spelled[key] = name
-        if not key:
-            bad[key] = entry_error(name, kind, "has an empty name")
-        elif key in rivals:
-            bad[key] = entry_error(
-                name,
-                kind,
-                f"is also the name of a user {KINDS[rival]} in the file (a name is one "
-                "link or one cluster, which go where one another go): rename or remove one",
-            )
-        elif _repeated_inside(entry):
-            bad[key] = entry_error(
-                name,
-                kind,
-                f"the key {_repeated_inside(entry)!r} appears twice in one object of "
-                "the entry (JSON keeps only the last; keep one of them)",
-            )
-        elif isinstance(entry, dict):
-            good[key] = entry
+        problem = _entry_problem(kind, name, entry, rivals)
+        if problem:
+            bad[key] = entry_error(name, kind, problem)
         else:
-            bad[key] = entry_error(name, kind, f"is {json_type(entry)}, not an object of fields")
+            good[key] = entry
     return good, bad
 
 
@@ -244,24 +378,44 @@ def warn_unusable(bad: dict[str, InputError]) -> None:
 
 
 def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False) -> str:
-    """The key ``name`` is saved under; refuses an empty or built-in name, a name of a user preset of the rival
-    kind (:data:`RIVALS`), a taken one (unless ``replace``), and a presets file it could not save to (which it
-    never overwrites)."""
+    """The key ``name`` is saved under; refuses an empty or built-in name, one holding an invisible or control
+    character or starting with '-' (:func:`name_problem`), a model's that reads as a path, a name of a user preset
+    of the rival kind (:data:`RIVALS`), a taken one (unless ``replace``, and then only one perfmodel saved), and
+    a presets file it could not save to (unreadable, holding what it could not write back as it is, or in a
+    folder it cannot write), which it never overwrites."""
+    path = presets_path()
+    key = _check_free_in(_read(path), path, kind, name, builtin=builtin, replace=replace)
+    _check_writable(path)
+    return key
+
+
+def _check_free_in(data: dict[str, Any], path: Path, kind: str, name: str, *, builtin: set[str], replace: bool) -> str:
+    """:func:`check_free` on the file's object ``data``."""
     key = key_of(name)
     if not key or key in builtin:
         raise InputError(
             f"{KINDS[kind]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}", "choose another name"
         )
-    data = _read(presets_path())
+    if name_problem(name):
+        dash = name_problem(name).startswith("starts")
+        fix = "choose a name that does not start with '-'" if dash else "type the name again without that character"
+        raise InputError(f"{KINDS[kind]} name", f"{name!r} {name_problem(name)}", fix)
+    if kind == "models" and _model_path_problem(name):
+        raise InputError(
+            "model name",
+            f"{name!r} {_model_path_problem(name)}",
+            "choose a name that reads as no path (no '/', no '.json', not the name of a file or folder here)",
+        )
+    _check_rewritable(data, path)
     other = RIVALS.get(kind, "")
     clash = [n for n in data.get(other, {}) if key_of(n) == key]
     if clash:
         raise InputError(
             f"{KINDS[kind]} name",
             f"a user {KINDS[other]} {clash[0]!r} exists already in "
-            f"{presets_path()} (a name is one link or one cluster, which go where one another go)",
+            f"{path} (a name is one link or one cluster, which go where one another go)",
             f"choose another name, or remove that {KINDS[other]} first (perfmodel presets remove "
-            f"{clash[0]} --kind {KINDS[other]})",
+            f"{shlex.quote(key_of(clash[0]))} --kind {KINDS[other]})",
         )
     section = data.get(kind, {})
     taken = [n for n in section if key_of(n) == key]
@@ -271,30 +425,84 @@ def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False
         raise InputError(
             f"{KINDS[kind]} name",
             f"a user {KINDS[kind]} {taken[0]!r} exists already in "
-            f"{presets_path()}" + (f" (from {source})" if isinstance(source, str) and source else ""),
+            f"{path}" + (f" (from {source})" if isinstance(source, str) and source else ""),
             "choose another name, or replace it explicitly (replace=True; on the command line --replace)",
         )
+    if taken:
+        _check_ours(section, taken, path, kind)
     return key
 
 
+def _check_ours(section: dict[str, Any], spelled: list[str], path: Path, kind: str) -> None:
+    """Refuse to replace or remove an entry perfmodel did not save, or a name the file spells twice."""
+    if len(spelled) > 1:
+        raise InputError(
+            f"{path}: {kind} {spelled[0]!r}",
+            f"{' and '.join(map(repr, spelled))} name the same preset (names ignore case and surrounding spaces)",
+            "keep one of them in the file by hand",
+        )
+    entry = section[spelled[0]]
+    if not (isinstance(entry, dict) and entry.get(SAVED_BY) == "perfmodel"):
+        raise InputError(
+            f"{path}: {kind} {spelled[0]!r}",
+            f"perfmodel did not save it (it has no '{SAVED_BY}': 'perfmodel'), so it leaves it alone",
+            "remove it from the file by hand",
+        )
+
+
+def _check_rewritable(data: dict[str, Any], path: Path) -> None:
+    """Refuse a file perfmodel could not write back as it is: an entry holding a key twice (JSON keeps only the
+    last: writing it back would drop the other) or a number written as no finite one."""
+    for kind, section in data.items():
+        for name, entry in section.items():
+            repeated, (where, text) = _repeated_inside(entry), _non_finite(entry)
+            if repeated or text:
+                problem = (
+                    f"the key {repeated!r} appears twice in one object of the entry (JSON keeps only the last)"
+                    if repeated
+                    else _non_finite_problem(where, text)
+                )
+                raise InputError(
+                    f"{path}: {kind} {name!r}",
+                    f"{problem}, so perfmodel cannot write the file back as it is",
+                    "repair that entry by hand (keep one of the keys; write a finite number), then try again",
+                )
+
+
 def save(kind: str, name: str, entry: dict[str, Any], *, builtin: set[str], replace: bool = False) -> Path:
-    """Add one user preset (atomically), marked as saved by perfmodel; refuses what :func:`check_free` refuses."""
+    """Add one user preset (atomically), marked as saved by perfmodel; refuses what :func:`check_free` refuses.
+    The file is read again, checked again and written under an exclusive lock, so that saves and removals that
+    run at once each keep what the others wrote."""
     key = check_free(kind, name, builtin=builtin, replace=replace)
     path = presets_path()
-    data = _read(path)
-    section = data.setdefault(kind, {})
-    for spelled in [n for n in section if key_of(n) == key]:
-        del section[spelled]
-    section[key] = {**entry, SAVED_BY: "perfmodel"}
-    _write(path, data)
+    with _locked(path):
+        data = _read(path)
+        _check_free_in(data, path, kind, name, builtin=builtin, replace=replace)
+        section = data.setdefault(kind, {})
+        for spelled in [n for n in section if key_of(n) == key]:
+            del section[spelled]
+        section[key] = {**entry, SAVED_BY: "perfmodel"}
+        _write(path, data)
     return path
 
 
 def remove(kind: str, name: str) -> Path:
-    """Remove one user preset that perfmodel saved (atomically); returns the file. An entry perfmodel did not
-    save (no ``saved_by``), an unknown name and a file it cannot read are refused, and nothing is written."""
-    key, path = key_of(name), presets_path()
-    data = _read(path)
+    """Remove one user preset that perfmodel saved (atomically, under the lock :func:`save` takes); returns the
+    file. An entry perfmodel did not save (no ``saved_by``), a name the file spells twice, an unknown name and a
+    file it cannot read or write back as it is are refused, and nothing is written."""
+    path = presets_path()
+    _removal(_read(path), path, kind, name)  # (an unknown name: refused before any lock or folder is made)
+    with _locked(path):
+        data = _read(path)
+        spelled = _removal(data, path, kind, name)
+        del data[kind][spelled]
+        _write(path, data)
+    return path
+
+
+def _removal(data: dict[str, Any], path: Path, kind: str, name: str) -> str:
+    """The spelling in ``data`` of the one entry :func:`remove` may remove, or its error."""
+    key = key_of(name)
     section = data.get(kind, {})
     spelled = [n for n in section if key_of(n) == key]
     if not spelled:
@@ -304,18 +512,74 @@ def remove(kind: str, name: str) -> Path:
             f"no user {KINDS[kind]} {name!r} in {path}",
             (f"did you mean {', '.join(close)}? " if close else "") + "perfmodel presets list shows the user presets",
         )
-    entry = section[spelled[0]]
-    if len(spelled) > 1 or not (isinstance(entry, dict) and entry.get(SAVED_BY) == "perfmodel"):
-        raise InputError(
-            f"{path}: {kind} {spelled[0]!r}",
-            f"perfmodel did not save it (it has no '{SAVED_BY}': 'perfmodel'), so it leaves it alone",
-            "remove it from the file by hand",
+    _check_ours(section, spelled, path, kind)
+    _check_rewritable(data, path)
+    return spelled[0]
+
+
+def _unwritable(path: Path, error: OSError) -> InputError:
+    reason = (error.strerror or str(error)).lower()
+    return InputError(
+        str(path),
+        f"cannot be written ({reason})",
+        "make its folder writable, or set PERFMODEL_CONFIG_DIR to a folder you can write",
+    )
+
+
+def _target(path: Path) -> Path:
+    """The file a write goes to: a symlink's target (the user's file, e.g. in a dotfiles folder), else ``path``."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a presets file whose folder (or the nearest folder above it that exists) cannot be written."""
+    folder = _target(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        read_only = hasattr(os, "statvfs") and bool(os.statvfs(folder).f_flag & getattr(os, "ST_RDONLY", 1))
+        raise _unwritable(
+            path,
+            OSError(
+                errno.EROFS if read_only else errno.EACCES, os.strerror(errno.EROFS if read_only else errno.EACCES)
+            ),
         )
-    del section[spelled[0]]
-    _write(path, data)
-    return path
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on the presets file for the block (a lock file beside it, ``.presets.json.lock``, held with
+    ``fcntl.flock``: released when the process ends, however it ends). Where there is no ``fcntl`` (Windows),
+    there is no lock: saves that run at once may lose one another's entries there, as before."""
+    try:
+        import fcntl
+    except ImportError:  # (no fcntl: the read-modify-write runs unlocked)
+        yield
+        return
+    problem = _folder_problem(path)
+    if problem is not None:
+        raise problem
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # (a lock file made by another user: locking needs only to read it)
+            fd = os.open(lock, os.O_RDONLY)
+    except OSError as error:
+        raise _unwritable(path, error) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    """Write the presets atomically (:func:`perfmodel.ground.files.atomic_file`: through a symlink to the
+    user's file, keeping its permission bits); a failure names the file, never its temporary."""
+    try:
+        with atomic_file(path) as tmp:
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise _unwritable(path, error) from None

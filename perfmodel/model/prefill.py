@@ -11,7 +11,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..inputs.words import count
 
 __all__ = ["PrefillProfile", "fit_prefill", "get_prefill", "save_prefill", "user_prefills"]
@@ -213,7 +213,11 @@ def user_prefills() -> dict[str, PrefillProfile]:
     """
     from ..inputs import user_presets as _presets
 
-    usable, bad = user_prefills_and_errors()
+    try:
+        usable, bad = user_prefills_and_errors()
+    except InputError as error:  # (a file that cannot be read: the others, built in, still listed)
+        warn(str(error))
+        return {}
     _presets.warn_unusable(bad)
     return usable
 
@@ -228,7 +232,13 @@ def user_prefills_and_errors() -> tuple[dict[str, PrefillProfile], dict[str, Inp
         missing = [field for field in _FIELDS[:2] if field not in entry]
         if missing:
             raise _presets.entry_error(name, "prefills", f"has no {' or '.join(missing)}")
-        return PrefillProfile(**{"max_relative_error": float("nan"), **values}, name=name)
+        for field, value in values.items():  # (the field named: the profile's own check speaks of itself)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _presets.entry_error(name, "prefills", f"{field!r} is {_presets.json_type(value)}, not a number")
+        try:
+            return PrefillProfile(**{"max_relative_error": float("nan"), **values}, name=name)
+        except InputError as error:
+            raise _presets.entry_error(name, "prefills", f"{error.where.split(': ')[-1]!r} {error.problem}") from None
 
     return _presets.parse_each("prefills", parse)
 

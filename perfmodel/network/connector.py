@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, check_number, finite_at_least, shown
+from ..errors import InputError, check_number, finite_at_least, shown, warn
 from ..inputs.words import count
 from .fits import FitReport, nonnegative_least_squares
 
@@ -214,12 +214,13 @@ def get_connector(value: Any) -> Connector | None:
             f"{shown(value)} is neither a connector's name nor a Connector",
             "pass a name of perfmodel.CONNECTORS",
         )
-    key = value.strip().lower()
+    from ..inputs import user_presets as _presets
+
+    key = _presets.key_of(value)  # (as a saved name is kept: NFKC-normalized, stripped, in lower case)
     if key == "none":
         return None
     if key in CONNECTORS:
         return CONNECTORS[key]
-    from ..inputs import user_presets as _presets
 
     usable, bad = user_connectors_and_errors()
     if key in bad:
@@ -292,7 +293,11 @@ def user_connectors() -> dict[str, Connector]:
     """
     from ..inputs import user_presets as _presets
 
-    usable, bad = user_connectors_and_errors()
+    try:
+        usable, bad = user_connectors_and_errors()
+    except InputError as error:  # (a file that cannot be read: the others, built in, still listed)
+        warn(str(error))
+        return {}
     _presets.warn_unusable(bad)
     return usable
 
@@ -359,6 +364,13 @@ def fit_connector(
     """
     measured, transport, counts = _measured(measured_ms, transport_ms, descriptors)
     moving = transport > 0  # (a handoff that moves no bytes pays no connector: nothing of it to fit)
+    if not moving.any():
+        raise InputError(
+            "transport_ms",
+            f"each of the {count(moving.size, 'handoff')} moves no bytes (its transport time is 0: a prompt of 0 "
+            "tokens), so no connector cost can be fitted",
+            "measure handoffs that move bytes (prompts of at least one token)",
+        )
     if not (measured[moving] >= transport[moving]).any():
         raise InputError(
             "measured_ms",
@@ -379,7 +391,8 @@ def fit_connector(
         notes.append("one descriptor count for all: its cost is not separable from the request's, fitted as request_ms")
     design = np.stack(columns, axis=1) / measured[:, None]
     target = (measured - transport) / measured
-    x = nonnegative_least_squares(design, target)
+    with np.errstate(over="ignore"):  # (a measurement far below its transport: an error beyond 1e154 squared)
+        x = nonnegative_least_squares(design, target)
     request_ms, per_descriptor_ms = float(x[0]), float(x[1]) if len(x) > 1 else 0.0
     errors = np.abs(design @ x - target)
     report = FitReport(

@@ -61,10 +61,18 @@ class FitReport:
             for name, value in (self.parameters or {}).items()
             if value and name in units
         ]
-        return (
-            ", ".join(shown) + f"; {count(self.points, 'point')}, max error {self.max_relative_error:.1%}, mean "
-            f"{self.mean_relative_error:.1%}" + (f" ({self.note})" if self.note else "")
+        return (", ".join(shown) or "no cost") + f"; {self.errors()}" + (f" ({self.note})" if self.note else "")
+
+    def errors(self) -> str:
+        """Its points and errors in words (an error past 1000% in 3 digits, never 300).
+
+        >>> FitReport(3, 0.021, 0.01).errors()
+        '3 points, max error 2.1%, mean 1.0%'
+        """
+        worst, mean = (
+            f"{e:.1%}" if e < 10 else f"{e * 100:.3g}%" for e in (self.max_relative_error, self.mean_relative_error)
         )
+        return f"{count(self.points, 'point')}, max error {worst}, mean {mean}"
 
 
 def measured_vectors(where: str, **given: Any) -> dict[str, np.ndarray | None]:

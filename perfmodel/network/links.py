@@ -540,6 +540,8 @@ def _link_entry(name: str, entry: dict) -> Link:
     if MULTIPLE.match(name):
         raise _presets.entry_error(name, "links", "reads as a multiple of a link ('8x ib-ndr'): this entry is "
                                    "never used (rename it)")
+    if _taken_by_other(name):
+        raise _presets.entry_error(name, "links", f"takes {_taken_by_other(name).split(' (')[0]}: rename it")
     _presets.unknown_fields(name, "links", entry, {*_LINK_FIELDS, "fit", "source", _presets.SAVED_BY})
     fields = {}
     for field, required in _LINK_FIELDS.items():
@@ -623,18 +625,20 @@ def remove_link(name: str) -> Path:
 
 
 def check_link_name(name: str, *, replace: bool = False) -> None:
-    """Refuse a name a user link cannot take (a built-in link's or cluster's, one that reads as a multiple such
-    as ``"8x ib-ndr"``, a user cluster's, one already saved unless ``replace``), or a presets file it could not
-    be saved to, before anything is computed or written.
+    """Refuse a name a user link cannot take (a built-in link's or cluster's, ``"cluster"`` (every unnamed
+    cluster's), a transport's, one that reads as a multiple such as ``"8x ib-ndr"``, a user cluster's, one already
+    saved unless ``replace``), or a presets file it could not be saved to, before anything is computed or written.
 
     >>> check_link_name("ib-ndr")
     Traceback (most recent call last):
     ...
     perfmodel.errors.InputError: link name: 'ib-ndr' is a built-in preset. Fix: choose another name.
     """
-    key = name.strip().lower() if isinstance(name, str) else ""
+    key = _presets.key_of(name)
     if key in LINKS or key in PROFILES or not key:
         raise InputError("link name", f"{name!r} is {'a built-in preset' if key else 'empty'}", "choose another name")
+    if _taken_by_other(key):
+        raise InputError("link name", f"{name!r} is {_taken_by_other(key)}", "choose another name")
     if key in _CLUSTERS:
         raise InputError("link name", f"{name!r} is a built-in cluster preset (a cluster goes where a link goes)",
                          "choose another name")
@@ -642,6 +646,16 @@ def check_link_name(name: str, *, replace: bool = False) -> None:
         raise InputError("link name", f"{name!r} reads as a multiple of a link ('8x ib-ndr': eight of them)",
                          "choose a name that does not start with a count and 'x'")
     _presets.check_free("links", name, builtin={*LINKS, *PROFILES}, replace=replace)
+
+
+def _taken_by_other(key: str) -> str:
+    """What else a link's name ``key`` already is: the name of every unnamed cluster, or a transport's ("" if
+    neither)."""
+    if key == "cluster":
+        return "the name of every Cluster given none (a cluster goes where a link goes)"
+    if key in DECLARED or key == "ideal":
+        return "a transport's name (--transport takes it; as a link it would hide that transport)"
+    return ""
 
 
 def link_source(name: str) -> str:

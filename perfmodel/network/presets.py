@@ -214,10 +214,22 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
     ]
     if missing:
         raise _presets.entry_error(name, "clusters", f"misses the field(s) {', '.join(map(repr, missing))}")
+    _presets.text_field(name, "clusters", entry, "source")
+    _presets.text_field(name, "clusters", entry, _presets.SAVED_BY)
+    fields = {k: v for k, v in entry.items() if k not in ("source", _presets.SAVED_BY)}
+    for key, made in (("nic", Link), ("nvlink", Link), ("transport", Transport)):
+        inner = fields.get(key)
+        known_inner = [f.name for f in dataclasses.fields(made)]
+        unknown_inner = sorted(set(inner) - set(known_inner)) if isinstance(inner, dict) else []
+        if unknown_inner:  # (named here: the class would say only that a keyword is unexpected)
+            raise _presets.entry_error(
+                name,
+                "clusters",
+                f"{key!r} has {'an unknown field' if len(unknown_inner) == 1 else 'unknown fields'} "
+                f"{', '.join(map(repr, unknown_inner))} (a {made.__name__}'s "
+                f"fields: {', '.join(known_inner)})",
+            )
     try:
-        fields = dict(entry)
-        fields.pop("source", None)
-        fields.pop(_presets.SAVED_BY, None)
         for key in ("nic", "nvlink"):
             if isinstance(fields.get(key), dict):
                 fields[key] = Link(**fields[key])
@@ -226,6 +238,10 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
         elif isinstance(fields.get("transport"), str):
             fields["transport"] = get_transport(fields["transport"])
         return Cluster(**fields, name=name)
+    except InputError as error:  # (its own fix dropped: the entry's is to repair it)
+        raise _presets.entry_error(
+            name, "clusters", f"is not a valid cluster ({error.where}: {error.problem})"
+        ) from None
     except (TypeError, ValueError, KeyError) as error:
         raise _presets.entry_error(name, "clusters", f"is not a valid cluster ({error})") from None
 
