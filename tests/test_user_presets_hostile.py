@@ -523,3 +523,11 @@ def test_presets_show_and_list_say_who_saved_it(presets, capsys):
     assert "written by hand" in capsys.readouterr().out
     assert main(["presets", "remove", "aut"]) == 2
     assert "did you mean auto" in _error(capsys)
+
+
+def test_lookups_read_names_as_the_presets_are_keyed():
+    """Saved names are NFKC-normalized; lookups read the name the same way (a full-width spelling is the name)."""
+    assert perfmodel.handoff_delay_ms(1000, "ＩＢ-ＮＤＲ", "ＬＬＡＭＡ-3.1-8b") == perfmodel.handoff_delay_ms(
+        1000, "ib-ndr", "llama-3.1-8b"
+    )
+    assert perfmodel.get_cluster("ＨＧＸ-h100-8x400g") is perfmodel.get_cluster("hgx-h100-8x400g")

@@ -59,7 +59,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     if isinstance(config, Mapping):
         data = dict(config)
     elif isinstance(config, (str, os.PathLike)):
-        key = str(config).strip().lower()
+        key = _presets.key_of(str(config))  # (as the presets are keyed: NFKC, stripped, lower case)
         user = _user_model(key) if key not in MODELS else None
         if key in MODELS or user is not None:
             data = dict(MODELS[key]) if key in MODELS else dict(user or {})

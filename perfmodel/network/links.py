@@ -428,7 +428,7 @@ def get_link(link: Link | str) -> Link:
     if not isinstance(link, str):
         got = shown(link) if hasattr(link, "__len__") else f"{type(link).__name__} {link!r}"
         raise InputError("link", f"got {got}", "pass a Link or a preset name such as 'ib-ndr'")
-    key = link.strip().lower()
+    key = _presets.key_of(link)  # (as the presets are keyed: NFKC, stripped, lower case)
     match = MULTIPLE.match(key)
     base = match.group(2) if match else key
     found = _builtin(base)  # built-ins first: the user presets file is read only for other names

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InputError
 from ..inputs import resolve as _resolve
 from ..inputs.coerce import Coded, distinct, spread
+from ..inputs.user_presets import key_of
 from .clusters import Alone, Cluster, alone, flow_terms, head_terms, refuse_what_it_decides
 from .links import Link
 
@@ -37,7 +38,7 @@ def is_cluster(value: Any) -> bool:
         from .links import LINKS, MULTIPLE, PROFILES
         from .presets import CLUSTERS, cluster_names
 
-        key = value.strip().lower()
+        key = key_of(value)
         if key in CLUSTERS:
             return True
         if key in LINKS or key in PROFILES or MULTIPLE.match(key):  # (links: the presets file is not read)
