@@ -936,6 +936,21 @@ def test_delay_refuses_a_flag_it_would_ignore_or_let_win_over_a_column(tmp_path,
     assert words in capsys.readouterr().err and not out.exists()
 
 
+def test_delay_says_when_a_flag_replaces_a_column_it_reads_by_default(tmp_path, capsys):
+    """A file's kv_transfer_bandwidth column (read by default) was replaced by --link on every row without a word:
+    500 ms became 20 ms."""
+    source = tmp_path / "d.csv"
+    source.write_text("id,num_input_tokens,kv_transfer_bandwidth\n1,1000,2\n2,2000,4\n")
+    out = tmp_path / "o.csv"
+    assert main(["delay", str(source), "--out", str(out), "--kv-bytes-per-token", "1e6"]) == 0
+    assert pd.read_csv(out)["handoff_delay_ms"].tolist() == [500.0, 500.0]
+    assert "replaces" not in capsys.readouterr().err
+    assert main(["delay", str(source), "--out", str(out), "--kv-bytes-per-token", "1e6", "--link", "ib-ndr"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --link replaces the column kv_transfer_bandwidth of" in err and "drop --link" in err, err
+    assert pd.read_csv(out)["handoff_delay_ms"].tolist() == [20.0, 40.0]
+
+
 def test_a_sweep_whose_figure_cannot_be_drawn_still_writes_its_table(tmp_path, capsys):
     """--bandwidth inf: every delay 0 ms, which a log axis cannot show; the table is valid and is written."""
     out = tmp_path / "res"

@@ -7,10 +7,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import warn
 from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
-from ._parsing import UsageError, column_pairs, finite_above_zero, given, positive_int, requests_source, table_options
+from ._parsing import (
+    UsageError,
+    column_pairs,
+    finite_above_zero,
+    given,
+    one_line_warnings,
+    positive_int,
+    requests_source,
+    table_options,
+)
 from .clusters import add_cluster_flags, cluster_of
 
 
@@ -41,6 +51,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
     if twice:  # (the flag's value replaced the column's on every row)
         name = twice[0]
         raise UsageError(f"--column {name}={columns[name]} and {flag[name]} both give {name}: give one of them")
+    _say_columns_replaced(args.input, {name: flag[name] for name in flagged if name not in columns})
     keywords: dict[str, Any] = {**columns, **flagged}
     if args.scheduler or args.workers:
         from .. import dask as pm_dask
@@ -66,6 +77,25 @@ def cmd_delay(args: argparse.Namespace) -> int:
         record_output_file(args.out, command="delay")
     print(f"wrote {args.out} ({count(rows, 'row')})", file=sys.stderr)
     return 0
+
+
+def _say_columns_replaced(source: str, flags: dict[str, str]) -> None:
+    """One warning line for each input a flag gives whose column of the same name the file has (read by default,
+    :data:`perfmodel.frame.FRAME_COLUMNS`): the flag's value replaces that column on every row."""
+    from ..frame import FRAME_COLUMNS
+    from ..io import read_chunks
+
+    if not Path(source).is_file() or not set(flags) & set(FRAME_COLUMNS):
+        return
+    chunks, _ = read_chunks(source, 1, output_format="csv")
+    header = next(chunks, None)
+    names = set(header.columns) if header is not None else set()
+    with one_line_warnings("delay"):
+        for name in sorted(set(flags) & set(FRAME_COLUMNS) & names):
+            warn(
+                f"{flags[name]} replaces the column {name} of {source} on every row (delay reads that column by "
+                f"default): drop {flags[name]} to use the column"
+            )
 
 
 def register(sub: Any) -> None:
