@@ -917,7 +917,7 @@ def test_trace_without_arrival_ms_names_the_cli_flag(tmp_path, capsys):
             "--column block_size=bs and --block-size both give block_size",
         ),
         (
-            ["--column", "kv_transfer_bandwidth=bw", "--link", "ib-ndr", "--model", "llama-3.1-70b"],
+            ["--column", "kv_transfer_bandwidth=bw", "--model", "llama-3.1-70b"],
             "--column kv_transfer_bandwidth=bw and --link both give kv_transfer_bandwidth",
         ),
         (

@@ -66,7 +66,8 @@ def test_out_writes_the_requests_and_the_summary(trace_file, tmp_path, capsys):
 def test_rates_print_one_row_each_and_the_budget_is_the_library_s_answer(trace_file, capsys):
     assert main(["ttft", str(trace_file), *FLAGS, "--rate", "5", "10", "20"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 4 and lines[0].split()[0] == "request_rate_per_s"
+    assert lines[0].split()[0] == "request_rate_per_s" and [line.split()[0] for line in lines[1:4]] == ["5", "10", "20"]
+    assert "per-request TTFT" in lines[-1]  # (what the percentiles are of, under the table)
     assert main(["ttft", str(trace_file), *FLAGS, "--budget-ms", "500"]) == 0
     answer = pm.max_rate_for_ttft(pm.read_trace(trace_file), ttft_budget_ms=500.0, **API)
     assert f"{answer:,.4g} requests/s" in capsys.readouterr().out

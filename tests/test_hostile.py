@@ -200,7 +200,9 @@ def test_an_output_file_the_user_edited_is_not_replaced(tmp_path):
     record_output_file(target, command="delay")
     check_output_file(target, command="delay")  # unchanged: its own, replaced without a word
     target.write_text("ours, and a column of my own\n")
-    with pytest.raises(InputError, match="did not write it as it is now .it has changed since perfmodel delay wrote it.*--replace"):
+    with pytest.raises(
+        InputError, match="did not write it as it is now .it has changed since perfmodel delay wrote it.*--replace"
+    ):
         check_output_file(target, command="delay")
     check_output_file(target, command="delay", replace=True)
 

@@ -527,7 +527,11 @@ def test_presets_show_and_list_say_who_saved_it(presets, capsys):
 
 def test_lookups_read_names_as_the_presets_are_keyed():
     """Saved names are NFKC-normalized; lookups read the name the same way (a full-width spelling is the name)."""
-    assert perfmodel.handoff_delay_ms(1000, "ＩＢ-ＮＤＲ", "ＬＬＡＭＡ-3.1-8b") == perfmodel.handoff_delay_ms(
+
+    def wide(text: str) -> str:  # (full-width letters: U+FF21 on)
+        return "".join(chr(ord(c) + 0xFEE0) if c.isalpha() else c for c in text)
+
+    assert perfmodel.handoff_delay_ms(1000, wide("IB-NDR"), wide("LLAMA") + "-3.1-8b") == perfmodel.handoff_delay_ms(
         1000, "ib-ndr", "llama-3.1-8b"
     )
-    assert perfmodel.get_cluster("ＨＧＸ-h100-8x400g") is perfmodel.get_cluster("hgx-h100-8x400g")
+    assert perfmodel.get_cluster(wide("HGX") + "-h100-8x400g") is perfmodel.get_cluster("hgx-h100-8x400g")

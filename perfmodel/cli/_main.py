@@ -19,16 +19,56 @@ from ..inputs.table import INPUTS
 from . import cache, calibrate, clusters, connectors, delay, links, measured, models, presets, sweep, trace, ttft
 from ._parsing import UsageError
 
+#: The namespace attribute recording which single-value flags were given, and their values (removed after parsing).
+_GIVEN = "_perfmodel_given_once"
+
+
+def _shown(value: Any) -> str:
+    """A flag's value as the command line wrote it, near enough: ``1.0`` as ``1``, a list as its words.
+
+    >>> _shown(1.0), _shown(["nvlink4", "8x ib-ndr"]), _shown("1k")
+    ('1', "nvlink4 '8x ib-ndr'", '1k')
+    """
+    if isinstance(value, (list, tuple)):
+        return " ".join(repr(v) if isinstance(v, str) and " " in v else _shown(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, refusing a flag given a second time (argparse keeps the last one, silently).
+    Flags meant to repeat say so (``action="append"`` or ``"extend"``: ``--column``, ``--grid``)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None
+    ) -> None:
+        option = option_string
+        if option is not None:  # (a positional argument is taken once by argparse itself)
+            given = namespace.__dict__.setdefault(_GIVEN, {})
+            if self.dest in given:
+                first_flag, first = given[self.dest]
+                flag = first_flag if first_flag == option else f"{first_flag}/{option}"
+                raise argparse.ArgumentError(
+                    None, f"{flag} given twice ({_shown(first)}, {_shown(values)}): give it once"
+                )
+            given[self.dest] = (option, values)
+        super().__call__(parser, namespace, values, option)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors in one line (what was wrong, and where the usage is), exit code 2, and the close
     match of a mistyped subcommand, choice or flag: argparse's own ``suggest_on_error`` for choices where the
-    Python has it (3.14+), the same words from :mod:`difflib` where it does not; flags on every Python."""
+    Python has it (3.14+), the same words from :mod:`difflib` where it does not; flags on every Python. A
+    single-value flag given twice is refused (:class:`_StoreOnce`), in every subcommand (whose parsers are of
+    this class too)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if _OWN_SUGGESTIONS:
             kwargs.setdefault("suggest_on_error", True)
         super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
 
     def error(self, message: str) -> Any:
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
@@ -53,6 +93,7 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, unknown = self.parse_known_args(args, namespace)
+        parsed.__dict__.pop(_GIVEN, None)  # (the record of the flags given: no option of the command)
         if unknown:  # said by the subcommand whose flags they were meant to be, with its flags' close match
             parser = _chosen(self, parsed)
             parser.error(f"unrecognized arguments: {' '.join(unknown)}{_flag_hint(parser, unknown)}")
@@ -188,6 +229,28 @@ def _flags() -> dict[str, str]:
     }
 
 
+def _as_flags(text: str, flags: dict[str, str]) -> str:
+    """An API error's words for the command line: ``name='value'`` as ``--flag value``, ``drop name`` as
+    ``drop --flag``, for the inputs that have one flag.
+
+    >>> _as_flags("pass contention='fair', or drop block_size (e.g. prefill_kv_tokens=1)",
+    ...           {"contention": "--contention", "block_size": "--block-size", "prefill_kv_tokens": "--prefill-kv-tokens"})
+    'pass --contention fair, or drop --block-size (e.g. --prefill-kv-tokens 1)'
+    """
+    import re
+
+    def flag(name: str) -> str | None:
+        said = flags.get(name)
+        return said if said and said.startswith("--") and "/" not in said and " " not in said else None
+
+    def value(match: re.Match[str]) -> str:
+        said = flag(match.group(1))
+        return f"{said} {match.group(3) or match.group(2)}" if said else match.group(0)
+
+    text = re.sub(r"\b([a-z][a-z0-9_]*)=('([^']*)'|[\w.+-]+)", value, text)
+    return re.sub(r"\bdrop ([a-z][a-z0-9_]*)\b", lambda m: f"drop {flag(m.group(1)) or m.group(1)}", text)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Failures caused by the input, the files or the machine (exit 2), as opposed to bugs (exit 1)."""
     import lzma
@@ -258,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flags = _flags()
                 if error.where in flags:
                     error.where = f"{flags[error.where]} ({error.where})"
+                error.problem, error.fix = (_as_flags(text, flags) for text in (error.problem, error.fix))
             print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
             return 2
     except KeyboardInterrupt as interrupt:

@@ -336,8 +336,38 @@ def reader(name: str, where: str = "") -> Callable[[str], Any]:
     if entry.kind == "real" and entry.group == "cluster_field":
         return lambda text: _ruled(where, name, text)
     if entry.kind in ("count", "real"):
-        return lambda text: floats(where, [text], rule=entry.rule)[0]
+        return lambda text: _within(where, name, text)
     return str
+
+
+def _within(where: str, name: str, text: str) -> float:
+    """One number of input ``name`` within its valid range, or its rule in words, with the value given (a flag
+    takes one value for every row: never said as rows).
+
+    >>> _within("", "blocks_per_message", "1.5")
+    Traceback (most recent call last):
+    ...
+    perfmodel.cli._parsing.UsageError: 1.5: blocks per message are whole numbers >= 1, or inf (one message per layer)
+    >>> _within("", "blocks_per_message", "inf"), _within("", "latency_ms", "2")
+    (inf, 2.0)
+    """
+    from ..inputs.table import outside
+
+    entry = INPUTS[name]
+    said = f"{where}: " if where else ""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{said}{text!r} is not a number: {entry.rule}") from None
+    if math.isnan(value):  # (NaN marks an unknown row in a column; a flag gives a number)
+        raise UsageError(f"{said}{text.strip()!r} is not a number (NaN): {entry.rule}")
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):  # (inf - floor(inf) is NaN: outside's whole-number test)
+        bad = outside(value, cast(Valid, entry.valid))  # (every number's input has a valid range)
+    if bad:
+        raise UsageError(f"{said}{value:g}: {entry.rule}")
+    return value
 
 
 def _ruled(where: str, name: str, text: str) -> float:

@@ -45,6 +45,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.cache_hit:
         axes["cache_hit_ratio"] = floats("--cache-hit", args.cache_hit, high=1.0)
     axes.update(given(args))
+    _no_repeats(axes)
     for name in ("kv_cache_dtype", "tp", "decode_tp", "scope"):
         if name in axes and "model" not in axes:
             raise UsageError(f"{INPUTS[name].cli} applies to models (--model), not to --kv-bytes-per-token")
@@ -74,6 +75,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The flags of the sweep's axes that are not the input table's.
+_AXIS_FLAGS = {
+    "kv_transfer_bandwidth": "--bandwidth",
+    "cache_hit_ratio": "--cache-hit",
+    "model": "--model",
+    "link": "--link",
+    "cluster": "--cluster",
+    "kv_bytes_per_token": "--kv-bytes-per-token",
+}
+
+
+def _no_repeats(axes: dict[str, Any]) -> None:
+    """Refuse a flag's value given twice (``--bandwidth 1 1``): each would be a row of its own, twice."""
+    for name, values in axes.items():
+        if not isinstance(values, list) or name == "num_input_tokens":  # (token counts: a sorted set already)
+            continue
+        seen: set[str] = set()
+        for value in values:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            if shown in seen:
+                flag = _AXIS_FLAGS.get(name) or INPUTS[name].cli or name
+                raise UsageError(f"{flag}: {shown} is given twice; give each value once")
+            seen.add(shown)
+
+
 def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_name: str) -> int:
     """Compute the sweep, write its table and figures into ``stage``, print the summary; return the rows."""
     import matplotlib.pyplot as plt
@@ -93,21 +119,34 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
         draw_heatmap = functools.partial(
             _draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png", axes.get("link", [])
         )
-    with alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
-        try:
-            save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
-        except InputError as error:  # (e.g. every delay 0 ms: a log axis shows none; the table stands)
-            print(f"perfmodel sweep: warning: delay_vs_tokens.png not drawn: {error.problem}", file=sys.stderr)
-        plt.close("all")
-        summary = _summary(df, tokens)
+    summary = None
+    try:
+        with alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
+            try:
+                save(pp.delay_vs_tokens_figure(df, budgets_ms=[50]), stage / "delay_vs_tokens.png")
+            except InputError as error:  # (e.g. every delay 0 ms: a log axis shows none; the table stands)
+                print(f"perfmodel sweep: warning: delay_vs_tokens.png not drawn: {error.problem}", file=sys.stderr)
+            plt.close("all")
+            summary = _summary(df, tokens)
+    except _NotDrawn as error:  # the heatmap's (raised where it was drawn): the table and other figure stand
+        print(f"perfmodel sweep: warning: heatmap.png not drawn: {error}", file=sys.stderr)
     print(summary)
     return len(df)
+
+
+class _NotDrawn(Exception):
+    """A figure that cannot be drawn (its reason: the message), from wherever it was drawn (a forked child too:
+    a plain message pickles)."""
 
 
 def _draw_heatmap(grid: Any, path: Path, links: Sequence[Any]) -> None:
     import perfmodel.plotting as pp
 
-    save(pp.heatmap_figure(grid, budgets_ms=(10, 50, 100), links=links), path)
+    try:
+        fig = pp.heatmap_figure(grid, budgets_ms=(10, 50, 100), links=links)
+    except InputError as error:  # (e.g. every delay 0 ms or NaN: nothing to colour)
+        raise _NotDrawn(error.problem) from None
+    save(fig, path)
 
 
 def _summary(df: Any, tokens: list[int]) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..inputs.table import flags
+from ..errors import InputError
+from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
 from ._draw import save
 from ._parsing import (
@@ -25,7 +26,7 @@ from ._parsing import (
     table_options,
     trace_file,
 )
-from .clusters import add_cluster_flags, cluster_of
+from .clusters import FIELD_FLAGS, add_cluster_flags, cluster_of
 
 TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "ready_ms", "hash_ids")
 _BUDGETS_MS = (50.0, 100.0)  # (--budget-ms when --grid is given without it)
@@ -47,6 +48,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from ..replay.sizing import replay_percentile_question
     from ..replay.traces import read_trace
 
+    if not Path(args.trace).exists():  # (said as missing, before the folder is checked against it)
+        raise FileNotFoundError(2, "no such file", str(args.trace))
     check_output_folder(args.out, command=_command(args), names=_written(args), inputs=[args.trace])  # before the replay
     if args.budget_ms is not None and not args.grid:  # (a flag that applies to nothing is refused, never ignored)
         raise UsageError("--budget-ms reports on the configurations of --grid: give --grid too, or drop --budget-ms")
@@ -66,20 +69,16 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.attrs.get("skipped_lines"):
         print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
               file=sys.stderr)
+    if not len(trace):  # (nothing to replay, nor to draw: said before any work)
+        skipped = trace.attrs.get("skipped_lines")
+        raise UsageError(f"{args.trace} has no requests" + (" (every line of it skipped as malformed)" if skipped else "")
+                         + ": give a trace with one request or more")
     cluster = cluster_of(args)  # (a name that is no cluster: said as a cluster's, not as a link's)
     config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or cluster,
               "kv_transfer_bandwidth": args.bandwidth, **given(args)}
     config = {name: value for name, value in config.items() if value is not None}  # (not given: the API's default)
     axes = _grid_axes(args.grid) if args.grid else {}
-    for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
-                             ("link", "kv_transfer_bandwidth", "--bandwidth")):
-        if not {one, other} & {*config, *axes} and (one != "link" or "cluster" not in axes):
-            raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
-        if {one, other} & set(config) and {one, other} & set(axes):
-            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and {flag}: give one of them")
-    twice = sorted(set(config) & set(axes))
-    if twice:
-        raise UsageError(f"--grid {twice[0]}=... and its flag are both given: give its values in --grid only")
+    _check_grid_and_flags(args, config, axes)
     if axes:
         return _trace_grid(args, trace, {**config, **axes}, axes)
     with warnings.catch_warnings(record=True) as caught:
@@ -94,9 +93,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
         write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0],
                     rounded=[c for c in replay.columns if c not in trace.columns])  # (results: 13 digits)
         (stage / "summary.json").write_text(json.dumps(summary, indent=1))
-        fig = pp.replay_figure(replay)
-        save(fig, stage / "replay.png")
-        plt.close(fig)
+        try:
+            fig = pp.replay_figure(replay)
+        except InputError as error:  # (e.g. every delay 0 ms: a log axis shows none; the table stands)
+            print(f"perfmodel trace: warning: replay.png not drawn: {error.problem}", file=sys.stderr)
+        else:
+            save(fig, stage / "replay.png")
+            plt.close(fig)
     width = max(map(len, summary))
     for key, value in summary.items():
         shown = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else value
@@ -107,8 +110,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if replay.attrs.get("contention") == "none":  # (the default: say what the figures leave out)
         print("\ncontention none: each handoff as if alone on its link; overlapping transfers queue or share "
               "with --contention fifo or fair")
-    print(f"\nwrote {out / ('replay.' + args.format)}, {out / 'summary.json'}, {out / 'replay.png'}")
+    print(f"\nwrote {', '.join(str(out / name) for name in names if (out / name).exists())}")  # (a figure drawn)
     return 0
+
+
+def _check_grid_and_flags(args: argparse.Namespace, config: dict[str, Any], axes: dict[str, list[Any]]) -> None:
+    """Refuse a model or link given nowhere, and a flag whose value a --grid axis would replace (a cluster
+    field's flag too: the grid's values would silently win)."""
+    for one, other, flag in (("model", "kv_bytes_per_token", "--kv-bytes-per-token"),
+                             ("link", "kv_transfer_bandwidth", "--bandwidth")):
+        if not {one, other} & {*config, *axes} and (one != "link" or "cluster" not in axes):
+            raise UsageError(f"give --{one} (or {flag}, or --grid {one}=...)")
+        if {one, other} & set(config) and {one, other} & set(axes):
+            raise UsageError(f"--grid {one}=... (or {other}=...) replaces --{one} and {flag}: give one of them")
+    fields = {name for _, name in FIELD_FLAGS if getattr(args, f"cluster_{name}", None) is not None}
+    twice = sorted((set(config) | fields) & set(axes))
+    if twice:
+        named = (INPUTS[twice[0]].cli if twice[0] in INPUTS else None) or f"--{twice[0].replace('_', '-')}"
+        raise UsageError(f"--grid {twice[0]}=... and its flag {named} are both given: give its values in --grid only")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -134,7 +153,8 @@ def _grid_axes(specs: Sequence[str]) -> dict[str, list[Any]]:
             try:
                 values.append(None if unbounded else reader(name, f"--grid {name}")(part))
             except argparse.ArgumentTypeError as error:  # (a flag's reader: argparse would say it in one line)
-                raise UsageError(f"--grid {name}: {error}") from None
+                said = str(error).removeprefix(f"--grid {name}: ")  # (a reader given the axis names it already)
+                raise UsageError(f"--grid {name}: {said}") from None
         if name in axes:
             raise UsageError(f"--grid: axis {name} is given twice; give its values once, e.g. {name}=A,B")
         axes[name] = values
@@ -156,8 +176,13 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     from ..io import write_table
     from ..replay import replay_grid
 
-    grid: pd.DataFrame = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
-                                     **config)  # (keep="summary": one table)
+    try:
+        grid: pd.DataFrame = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
+                                         **config)  # (keep="summary": one table)
+    except InputError as error:  # a value of an axis: said as the --grid axis it came from, not as its flag
+        if error.where in axes:
+            error.where = f"--grid {error.where}"
+        raise
     out: Path = args.out
     names = _written(args)
     with output_folder(out, command=_command(args), names=names, inputs=[args.trace]) as stage:
@@ -246,7 +271,7 @@ def register(sub: Any) -> None:
                        "dataset:NAME for a shipped trace (dataset:mooncake-synthetic, dataset:azure-code-2023)")
     tm = trace.add_mutually_exclusive_group()
     tm.add_argument("--model", metavar="NAME", help="model preset (or --grid model=...)")
-    tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES",
+    tm.add_argument("--kv-bytes-per-token", type=reader("kv_bytes_per_token"), metavar="BYTES",
                     help="KV-cache bytes per prompt token, instead of --model")
     tl = trace.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset, built-in or yours (perfmodel links lists them; "

@@ -27,7 +27,7 @@ HANDOFF_FLAGS = tuple(
     or (INPUTS[name].group != "layerwise" and name != "overlap")
 )
 SERVING_FLAGS = ("prefill_routing", "prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms", "concurrency")
-TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "hash_ids")
+TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "prefill_worker", "hash_ids")
 SHOWN = (
     "requests",
     "p50_ms",
@@ -46,15 +46,25 @@ SHOWN = (
 )
 
 
+#: The most of a count ``--fewest`` tries (by bisection from 1; ``fewest_for_ttft``'s ``most``).
+MOST = 4096
+#: ``--fewest``'s counts: their unit.
+UNITS = {
+    "prefill_workers": "prefill workers",
+    "decode_workers": "decode workers",
+    "links": "links",
+    "nics_per_node": "NICs per node",
+}
+
+
 def cmd_ttft(args: argparse.Namespace) -> int:
     from ..ground.files import output_folder
     from ..io import write_table
-    from ..replay.traces import read_trace
     from ..replay.ttft import replay_ttft, summarize_ttft
-    from ..replay.ttft_grid import fewest_for_ttft, max_rate_for_ttft, ttft_grid
+    from ..replay.ttft_grid import ttft_grid
 
     _check_flags(args)
-    trace = read_trace(args.trace, columns=column_pairs(args.column, TRACE_COLUMNS) or None)
+    trace = _read(args)
     config = {
         name: getattr(args, name) for name in (*HANDOFF_FLAGS, *SERVING_FLAGS) if getattr(args, name, None) is not None
     }
@@ -69,32 +79,78 @@ def cmd_ttft(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
+    setup = _setup(args, trace, config)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.budget_ms is not None:
-            return _question(args, trace, config, fewest_for_ttft, max_rate_for_ttft)
-        if args.rate:
+            lines = _question(args, trace, config, setup)
+        elif args.rate:
             table = ttft_grid(trace, request_rate_per_s=args.rate, **config)
-            _print_grid(table)
-            name = "grid.csv"
         else:
             ttft = replay_ttft(trace, **config)
             summary = summarize_ttft(ttft)
-            _print_summary(summary, args.json)
-            name = "ttft.csv"
     for warning in caught:  # (e.g. a closed loop ignoring arrival times) one line each
         print(f"perfmodel ttft: warning: {str(warning.message).removeprefix('replay_ttft: ')}", file=sys.stderr)
+    if args.budget_ms is not None:
+        print("\n".join(lines))
+        return 0
+    if args.rate:
+        _print_grid(table)
+        rates = ", ".join(f"{r:g}" for r in args.rate)
+        print(f"\np50_ms, p99_ms: percentiles of {setup}, at {rates} requests/s (its arrivals scaled in time)")
+    else:
+        _print_summary(summary, args.json)
+        if not args.json:
+            print(f"\np50_ms, p90_ms, p99_ms, mean_ms: percentiles of {setup}")
     if args.out is not None:
         names = _written(args)
-        with output_folder(args.out, command="ttft", names=names, inputs=[args.trace]) as stage:
+        with output_folder(args.out, command=_command(args), names=names, inputs=[args.trace]) as stage:
             if args.rate:
-                write_table(table, stage / name, rounded=[c for c in table.columns if c != "request_rate_per_s"])
+                write_table(table, stage / names[0], rounded=[c for c in table.columns if c != "request_rate_per_s"])
             else:
                 frame = ttft.rename_axis(ttft.index.name or "request").reset_index()
-                write_table(frame, stage / name, rounded=[c for c in ttft.columns if c.endswith("_ms")])
+                write_table(frame, stage / names[0], rounded=[c for c in ttft.columns if c.endswith("_ms")])
                 (stage / "summary.json").write_text(json.dumps(summary, indent=1))
         print(f"\nwrote {', '.join(str(args.out / n) for n in names)}")
     return 0
+
+
+def _read(args: argparse.Namespace) -> Any:
+    """The trace, its malformed lines skipped (and said) with ``--skip-bad-lines``; a trace with no request, or
+    with measured prefill ends (``ready_ms``, which this replay would not use: it models each prefill), refused."""
+    from ..replay.traces import read_trace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the skipped lines: said below, in the command's words)
+        try:
+            trace = read_trace(
+                args.trace,
+                errors="skip" if args.skip_bad_lines else "raise",
+                columns=column_pairs(args.column, TRACE_COLUMNS) or None,
+            )
+        except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
+            missing = getattr(error, "missing_columns", None)
+            if not missing:
+                raise
+            fix = " ".join(f"--column {name}=COLUMN" for name in missing)
+            raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {fix} (the file's column)") from None
+    if trace.attrs.get("skipped_lines"):
+        skipped = count(trace.attrs["skipped_lines"], "malformed line")
+        print(f"perfmodel ttft: skipped {skipped} of {args.trace}", file=sys.stderr)
+    if not len(trace):
+        raise UsageError(f"{args.trace} has no requests: give a trace with at least one request")
+    if "ready_ms" in trace:
+        raise UsageError(
+            f"{args.trace} has a ready_ms column (measured prefill ends), which perfmodel ttft does not use: it "
+            "models each prefill from arrival_ms (--prefill-ms, --prefill-tokens-per-s); drop the column, or replay "
+            "the handoffs from the measured prefill ends with perfmodel trace"
+        )
+    return trace
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command as its output folder's manifest records it (a replay and a grid are different questions)."""
+    return "ttft --rate" if args.rate else "ttft"
 
 
 def _written(args: argparse.Namespace) -> list[str]:
@@ -109,11 +165,19 @@ def _check_flags(args: argparse.Namespace) -> None:
 
     if args.out is not None and args.budget_ms is not None:
         raise UsageError("--budget-ms answers a question in one line and writes no file: drop --out")
+    if args.json and args.rate:
+        raise UsageError(
+            "--json prints one replay's summary, and --rate prints a table (--out DIR writes it): drop --json"
+        )
+    if args.json and args.budget_ms is not None:
+        raise UsageError("--json prints one replay's summary, and --budget-ms answers in one line: drop --json")
     if args.out is not None:
-        check_output_folder(args.out, command="ttft", names=_written(args), inputs=[args.trace])
-    if args.fewest and getattr(args, args.fewest, None) is not None:  # (it would be replaced by the counts tried)
-        flag = "--" + args.fewest.replace("_", "-")
-        raise UsageError(f"{flag} is what --fewest {args.fewest} searches: drop {flag}")
+        check_output_folder(args.out, command=_command(args), names=_written(args), inputs=[args.trace])
+    if args.fewest:  # (the flag would be replaced by the counts tried; a cluster's field is stored as cluster_NAME)
+        dest = f"cluster_{args.fewest}" if args.fewest == "nics_per_node" else args.fewest
+        if getattr(args, dest, None) is not None:
+            flag = "--" + args.fewest.replace("_", "-")
+            raise UsageError(f"{flag} is what --fewest {args.fewest} searches: drop {flag}")
     if args.fewest and args.budget_ms is None:
         raise UsageError("--fewest needs --budget-ms (the p99 TTFT to keep, ms)")
     if args.rate and args.budget_ms is not None:
@@ -126,25 +190,84 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--fewest nics_per_node counts a cluster's NICs: give --cluster")
 
 
-def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], fewest: Any, max_rate: Any) -> int:
-    if args.fewest:
-        answer = fewest(trace, args.fewest, ttft_budget_ms=args.budget_ms, **config)
-        what = args.fewest.replace("_", " ")
-        print(
-            f"the fewest {what} with p99 TTFT <= {args.budget_ms:g} ms: "
-            + (
-                f"{answer}"
-                if answer is not None
-                else "none (even the most tried, 4,096 or a node's most NICs, misses it)"
-            )
-        )
+def _setup(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> str:
+    """In words, what a TTFT percentile here is of: the requests, the loop, the prefill, the decode and the
+    handoffs (the flags' values, else replay_ttft's defaults; ``--fewest``'s count left to its answer)."""
+    import inspect
+
+    from ..inputs.codes import choice_code
+    from ..replay.summaries import CONTENTION_WORDS
+    from ..replay.ttft import replay_ttft
+
+    defaults = {name: p.default for name, p in inspect.signature(replay_ttft).parameters.items()}
+    given = {**defaults, **config}
+    n = count(len(trace), "request")
+    loop = (
+        f"closed loop of {count(given['concurrency'], 'client')}"
+        if given["concurrency"] is not None
+        else "open loop at its arrival times"
+    )
+    prefill = (
+        f"prefill at {given['prefill_tokens_per_s']:,g} tokens/s"
+        if given["prefill_tokens_per_s"] is not None
+        else f"prefill {given['prefill_ms']:g} ms each"
+        if isinstance(given["prefill_ms"], float)
+        else "no prefill time"
+    )
+    routing = given["prefill_routing"] or (
+        "the trace's prefill_worker column" if "prefill_worker" in trace else "round robin"
+    )
+    parts = [f"per-request TTFT (arrival to first token) over {n} of {args.trace}, {loop}"]
+    if args.fewest != "prefill_workers":
+        parts.append(f"{count(given['prefill_workers'], 'prefill worker')} ({prefill}, routed by {routing})")
     else:
-        rate = max_rate(trace, ttft_budget_ms=args.budget_ms, **config)
-        print(
-            f"highest request rate with p99 TTFT <= {args.budget_ms:g} ms: {rate:,.4g} requests/s "
-            f"(the trace's arrivals scaled in time; {count(len(trace), 'request')})"
-        )
-    return 0
+        parts.append(f"{prefill}, routed by {routing}")
+    if args.fewest != "decode_workers":
+        parts.append(count(given["decode_workers"], "decode worker"))
+    for name, side in (("prefill_kv_tokens", "prefill"), ("decode_kv_tokens", "decode")):
+        if given[name] is not None:
+            parts.append(f"{given[name]:,} KV tokens per {side} worker")
+    contention = str(given["contention"])
+    where = f"cluster {args.cluster}" if args.cluster is not None else None
+    if where is None and contention != "none" and args.fewest != "links":
+        where = count(given["links"], "link")
+    words = CONTENTION_WORDS[choice_code("contention", contention)]
+    parts.append(f"handoffs: {words}" + (f" ({where})" if where else ""))
+    parts.append(f"{given['decode_step_ms']:g} ms per output token")
+    return ", ".join(parts)
+
+
+def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], setup: str) -> list[str]:
+    """``--budget-ms``'s lines: what its p99 is of, then the answer (the highest rate, or with ``--fewest`` the fewest
+    of a count), last."""
+    from ..replay.ttft_grid import fewest_for_ttft, max_rate_for_ttft
+
+    budget = f"p99 TTFT <= {args.budget_ms:g} ms"
+    if args.fewest:
+        many = UNITS[args.fewest]
+        answer = fewest_for_ttft(trace, args.fewest, ttft_budget_ms=args.budget_ms, most=MOST, **config)
+        if args.fewest == "nics_per_node":
+            tried = (
+                f"the NICs per node from 1 to {MOST:,} a node of {args.cluster} takes (dividing its GPUs or a multiple)"
+            )
+        else:
+            tried = f"1..{MOST:,} {many}"
+        said = f"{answer}" if answer is not None else f"none of {tried} (even the most tried misses it)"
+        searched = f"of {tried}, by bisection: it assumes more never hurts"
+        return [f"p99 TTFT: of {setup}\n", f"the fewest {many} ({searched}) with {budget}: {said}"]
+    rate = max_rate_for_ttft(trace, ttft_budget_ms=args.budget_ms, **config)
+    low, high = rate.tried_per_s
+    searched = f"{low:,.4g}..{high:,.4g} requests/s"
+    if rate.kept == "every":
+        said = f"at least {high:,.4g} requests/s (every rate tried keeps it: {searched}, up to 1000x the trace's own)"
+    elif rate.kept == "none":
+        said = f"none of {searched} (even the lowest rate tried, 1/1000 of the trace's own, misses it)"
+    else:
+        said = f"{rate:,.4g} requests/s (searched {searched} by bisection, to 1%)"
+    return [
+        f"p99 TTFT: of {setup}, its arrivals scaled in time to each rate tried\n",
+        f"highest request rate with {budget}: {said}",
+    ]
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
@@ -245,8 +368,12 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=COLUMN",
-        help="for a generic trace file: where arrival_ms, num_input_tokens, num_output_tokens are",
+        help="for a generic trace file: where arrival_ms, num_input_tokens, num_output_tokens, prefill_worker and "
+        "hash_ids are (repeatable)",
     )
-    ttft.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ttft.add_argument(
+        "--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping"
+    )
+    ttft.add_argument("--json", action="store_true", help="print the summary as JSON (not with --rate or --budget-ms)")
     ttft.add_argument("--out", type=Path, metavar="DIR", help="write ttft.csv and summary.json (grid.csv for --rate)")
     ttft.set_defaults(run=cmd_ttft)

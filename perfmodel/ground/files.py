@@ -211,12 +211,12 @@ def check_output_folder(
     foreign = sorted(n for n in names if (target / n).exists() and n not in owned)
     if foreign:
         others = {n: c for c, files in manifest.items() if c != command for n in files}
-        others.update(dict.fromkeys(_changed(target, command, foreign), f"{command}, changed since"))
+        changed = _changed(target, command, foreign)
+        others.update(dict.fromkeys(changed, f"{command}, changed since"))
         listing = ", ".join(f"{n} (written by perfmodel {others[n]})" if others.get(n) else n for n in foreign)
+        which = f"which perfmodel {command} did not write" + (", or changed since it wrote them" if changed else "")
         raise InputError(
-            str(target),
-            f"holds {listing}, which perfmodel {command} did not write",
-            "choose another --out folder, or move those files away",
+            str(target), f"holds {listing}, {which}", "choose another --out folder, or move those files away"
         )
     return manifest
 

@@ -37,6 +37,7 @@ __all__ = [
     "open_input",
     "read_chunks",
     "unique_keys",
+    "without_long_lines",
 ]
 
 _FORMATS = {
@@ -499,3 +500,50 @@ def _records_frame(records: list[dict[str, Any]], names: list[str], types: dict[
         columns[name] = pd.array(pa.array(values, type=arrow_type), dtype=pd.ArrowDtype(arrow_type))
     # (object: no inference may turn None into NaN)
     return pd.DataFrame(columns, dtype=object if types is None else None, copy=False)
+
+
+def without_long_lines(path: str | os.PathLike) -> tuple[_io.StringIO, int]:
+    """A CSV file's text without its records of more fields than the header (pandas stops at the first, or reads
+    its first field as an index), and how many were left out: what ``errors="skip"`` reads instead of the file.
+
+    Blank lines are kept (a CSV reader skips them, uncounted); a record of fewer fields stays, for the reader to
+    find its empty cells. The file is read as UTF-8 text (a byte-order mark aside), compressed or not.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A CSV file with a header line.
+
+    Returns
+    -------
+    tuple of (io.StringIO, int)
+        The records kept, as CSV text from the header on, and the number of records left out.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+    >>> _ = path.write_text("a,b\\n1,2\\n3,4,5\\n6,7\\n")
+    >>> text, skipped = without_long_lines(path)
+    >>> text.getvalue().splitlines(), skipped
+    (['a,b', '1,2', '6,7'], 1)
+    """
+    path = Path(path)
+    kept, skipped = _io.StringIO(), 0
+    writer = csv.writer(kept, lineterminator="\n")
+    with (
+        open_input(path, detect(path).compression) as raw,
+        _io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text,
+    ):
+        records = csv.reader(text)
+        header = next(records, None)
+        if header is None:
+            return kept, 0
+        writer.writerow(header)
+        for record in records:
+            if len(record) > len(header):
+                skipped += 1
+            else:
+                writer.writerow(record)
+    kept.seek(0)
+    return kept, skipped

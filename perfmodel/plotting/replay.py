@@ -58,9 +58,25 @@ def _delays(data: Any, percentiles: Sequence[float]) -> dict[str, np.ndarray]:
     empty = [label for label, values in curves.items() if not values.size]
     if len(empty) == len(curves):
         raise InputError("delay_cdf", "no delays to draw (none given, or all missing)", "pass delays in ms")
+    unshown = [label for label, values in curves.items() if values.size and not _shown(values)]
+    if len(empty) + len(unshown) == len(curves):  # (a legend of lines a log axis cannot show: none drawn)
+        raise InputError(
+            "delay_cdf",
+            "no delay is a finite number > 0 (every one 0 ms or infinite), so a log axis shows none",
+            "pass delays with some > 0 ms",
+        )
     if empty:
         warn(f"delay_cdf: not drawn: {', '.join(map(repr, empty))} (no delays: none given, or all missing)")
-    return {label: values for label, values in curves.items() if values.size}
+    if unshown:
+        warn(
+            f"delay_cdf: not drawn: {', '.join(map(repr, unshown))} (every delay 0 ms or infinite: a log axis shows none)"
+        )
+    return {label: values for label, values in curves.items() if values.size and _shown(values)}
+
+
+def _shown(values: np.ndarray) -> bool:
+    """Whether a log axis shows some of ``values`` (one is finite and > 0)."""
+    return bool((np.isfinite(values) & (values > 0)).any())
 
 
 def _percentiles(ordered: np.ndarray, percentiles: Sequence[float]) -> np.ndarray:
@@ -84,8 +100,9 @@ def delay_cdf(
     data
         Delays in ms: a Series or array, a frame with a ``handoff_delay_ms`` column
         (a replay, the facade's output assigned), or a mapping label -> either.
-        Missing delays (NaN: no handoff) are left out; a series with none is not drawn and a
-        warning names it, and no delay at all is an error, as is a negative delay. Infinite
+        Missing delays (NaN: no handoff) are left out; a series with none, or with none a log axis shows
+        (every one 0 ms or infinite), is not drawn nor in the legend, and a warning names it; no series to
+        draw is an error, as is a negative delay. Infinite
         delays (no bandwidth) count in the fractions, so a curve stops below 1 by their share
         (which its label gives, as it gives the share at 0 ms, which a log axis cannot show), and a
         percentile among them reads ``inf``.
@@ -296,7 +313,9 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
 
 
 def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
-    """A trace replay at a glance: the delay CDF (percentiles marked) and the transfers in flight.
+    """A trace replay at a glance: the delay CDF (percentiles marked) and the transfers in flight; a replay with
+    no delay a log axis shows (every one 0 ms, infinite or missing) is an error (:class:`perfmodel.InputError`),
+    not a figure of empty panels.
 
     Parameters
     ----------
@@ -323,6 +342,10 @@ def replay_figure(replay: pd.DataFrame, *, label: str | None = None) -> Any:
     label = label or ", ".join(
         str(v) for v in (f"{attrs['contention']} contention" if "contention" in attrs else None, attrs.get("mode")) if v
     )
-    delay_cdf({label or "handoff_delay_ms": replay}, ax=axes[0])
+    try:
+        delay_cdf({label or "handoff_delay_ms": replay}, ax=axes[0])
+    except InputError:  # (no delay a log axis shows: no figure, rather than empty panels)
+        plt.close(fig)
+        raise
     link_timeline(replay, ax=axes[1])
     return fig

@@ -3,7 +3,8 @@
 Replaying them through the handoff model is :mod:`perfmodel.replay`.
 
 Canonical trace columns: ``arrival_ms`` (float, from the earliest request),
-``num_input_tokens``, ``num_output_tokens`` and, when the format has them, ``hash_ids``
+``num_input_tokens``, ``num_output_tokens`` (where the file has them: never made up) and,
+when the format has them, ``ready_ms``, ``prefill_worker`` and ``hash_ids``
 (one id per ``hash_block_tokens`` tokens of the prompt, equal ids = a shared prefix
 block), held as an Arrow ``list<int64>`` column: one flat int64 array with offsets,
 seen by users as lists.
@@ -38,6 +39,9 @@ __getattr__ = deprecated_constant("perfmodel.replay.traces", {"MAX_REQUESTS": "m
 
 MOONCAKE_BLOCK_TOKENS = 512
 _CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
+#: The columns a generic table may have too, kept under these names: when each prefill completed, the prefill
+#: worker each request ran on (as :func:`perfmodel.replay_ttft` and a cluster's replay read it), the block hashes.
+_OPTIONAL = ("ready_ms", "prefill_worker", "hash_ids")
 HASH_TYPE = pa.list_(pa.int64())
 
 #: The columns of the trace formats that name them their own way: canonical name -> the format's column.
@@ -196,11 +200,13 @@ def read_trace(
       of Mooncake's keys is one); ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
       datetimes is converted to ms); columns already named ``arrival_ms``,
-      ``num_input_tokens``, ``num_output_tokens``, ``ready_ms`` or ``hash_ids`` are found by
+      ``num_input_tokens``, ``num_output_tokens``, ``ready_ms``, ``prefill_worker`` or ``hash_ids`` are found by
       their names (so a trace saved with ``trace.to_parquet`` or ``to_csv`` reads back as it
       was; ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or ``[12 13]``). The
       optional ``ready_ms`` (when each prefill completed, on the same clock) is kept for
-      :func:`replay_handoffs`.
+      :func:`replay_handoffs`, and the optional ``prefill_worker`` (each request's prefill worker,
+      from 0) for :func:`perfmodel.replay_ttft` and a cluster's replay. A table without
+      ``num_output_tokens`` is read without it (never as zeros: where a replay needs it, it says so).
 
     Parameters
     ----------
@@ -219,8 +225,8 @@ def read_trace(
     Returns
     -------
     pandas.DataFrame
-        ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (and ``hash_ids``),
-        in trace order; ``attrs`` holds ``source``, ``format``, ``skipped_lines`` and
+        ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (where the file has them; and
+        ``ready_ms``, ``prefill_worker``, ``hash_ids``), in trace order; ``attrs`` holds ``source``, ``format``, ``skipped_lines`` and
         ``hash_block_tokens``.
 
     Examples
@@ -278,26 +284,47 @@ def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: s
             "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
         })
     elif fmt == "azure":
-        raw = _read_csv(path)
+        raw, skipped = _csv_skipping(path, errors)
         if pd.api.types.is_numeric_dtype(raw.get("TIMESTAMP", pd.Series(dtype=object))):
             raise InputError(f"{path}: column 'TIMESTAMP'", "holds numbers, but an Azure trace's are datetimes (of "
                              "which unit would the numbers be?)", "read it as format='csv' with columns={'arrival_ms': "
                              "'TIMESTAMP', ...} after writing the times in ms")
         df = _canonical(raw, FORMAT_COLUMNS["azure"], path, errors)  # (counts read by _counts)
     elif fmt in ("csv", "parquet", "jsonl"):
-        raw = {"csv": _read_csv, "parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
-        found = {c: c for c in (*_CANONICAL, "ready_ms", "hash_ids") if c in raw}  # columns under their own names
+        if fmt == "csv":
+            raw, skipped = _csv_skipping(path, errors)
+        else:
+            raw = {"parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
+        found = {c: c for c in (*_CANONICAL, *_OPTIONAL) if c in raw}  # columns under their own names
         df = _canonical(raw, {**found, **(columns or {})}, path, errors)
     else:
         raise InputError("format", f"unknown trace format {fmt!r}", "use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
     return df, skipped
 
 
-def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
-    """A CSV trace as a frame; a malformed file is an error naming it and the line (never a row read
-    into other columns: pandas takes a first column without a header as the index, shifting the rest)."""
+def _csv_skipping(path: Path, errors: str) -> tuple[pd.DataFrame, int]:
+    """A CSV trace as a frame, and the records left out: with ``errors="skip"``, a file with records of more
+    fields than the header is read without them (:func:`perfmodel.ground.tables.without_long_lines`)."""
+    from ..ground.tables import without_long_lines
+
     try:
-        raw = pd.read_csv(path, **{"encoding": "utf-8-sig", **_EXACT_FLOATS, **options})  # (a byte-order mark aside)
+        return _read_csv(path), 0
+    except InputError:
+        if errors != "skip":
+            raise
+        text, skipped = without_long_lines(path)
+        if not skipped:
+            raise
+        return _read_csv(path, text), skipped
+
+
+def _read_csv(path: Path, text: Any = None, **options: Any) -> pd.DataFrame:
+    """A CSV trace (the file ``path``, or its ``text`` when given) as a frame; a malformed file is an error
+    naming it and the line (never a row read into other columns: pandas takes a first column without a header
+    as the index, shifting the rest)."""
+    try:
+        raw = pd.read_csv(path if text is None else text,
+                          **{"encoding": "utf-8-sig", **_EXACT_FLOATS, **options})  # (a byte-order mark aside)
     except UnicodeDecodeError as error:
         raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
                          "save the trace as UTF-8") from None
@@ -485,21 +512,20 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
                            "pass columns={'arrival_ms': ..., 'num_input_tokens': ...}")
         error.missing_columns = missing  # type: ignore[attr-defined]  # (the command line names its --column flag)
         raise error
-    unknown = [c for c in mapping if c not in (*_CANONICAL, "hash_ids", "ready_ms")]
+    unknown = [c for c in mapping if c not in (*_CANONICAL, *_OPTIONAL)]
     if unknown:
         raise InputError(str(path), f"unknown trace column name(s) {unknown}",
-                         f"map only {', '.join((*_CANONICAL, 'ready_ms', 'hash_ids'))}")
+                         f"map only {', '.join((*_CANONICAL, *_OPTIONAL))}")
     absent = [f"{k}={v!r}" for k, v in mapping.items() if v not in raw]
     if absent:
         raise InputError(str(path), f"no column {', '.join(absent)}; the file has {list(raw.columns)}",
                          "map each name to one of the file's columns")
     arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}")
-    out = pd.DataFrame({
-        "arrival_ms": arrival,
-        "num_input_tokens": _counts(raw[mapping["num_input_tokens"]], path, errors),
-        "num_output_tokens": _counts(raw[mapping["num_output_tokens"]], path, errors)
-        if "num_output_tokens" in mapping else 0,
-    })
+    out = pd.DataFrame({"arrival_ms": arrival,
+                        "num_input_tokens": _counts(raw[mapping["num_input_tokens"]], path, errors)})
+    for name in ("num_output_tokens", "prefill_worker"):  # (never made up where the file has none: left out)
+        if name in mapping:
+            out[name] = _counts(raw[mapping[name]], path, errors)
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
         out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin,
                                                   where=f"{path}: column {mapping['ready_ms']!r}")
@@ -536,10 +562,12 @@ def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
 def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame, int]:
     """Every row needs an arrival and a whole, non-negative token count (CSV rows are lines + 1)."""
     tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
-    outputs = pd.to_numeric(df["num_output_tokens"]).to_numpy(dtype="float64", na_value=np.nan)
     arrival = df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)
-    bad = ~np.isfinite(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(outputs >= 0) \
-        | (outputs != np.floor(outputs)) | ~(tokens <= 2.0**53) | ~(outputs <= 2.0**53)
+    counts = [c for c in ("num_output_tokens", "prefill_worker") if c in df]  # (where the file has them)
+    bad = ~np.isfinite(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(tokens <= 2.0**53)
+    for column in counts:
+        values = pd.to_numeric(df[column]).to_numpy(dtype="float64", na_value=np.nan)
+        bad |= ~(values >= 0) | (values != np.floor(values)) | ~(values <= 2.0**53)
     if "hash_ids" in df:  # a null block id would match nothing reliably: the row is malformed, never a hit
         bad[null_hash_rows(pa.array(df["hash_ids"], type=HASH_TYPE))] = True
         bad |= df.attrs.pop("bad_hash_rows", np.zeros(len(df), dtype=bool))
@@ -554,7 +582,7 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame
                              f"{df.iloc[i].to_dict()}", "repair them, or pass errors='skip'")
         df = df.loc[~bad].reset_index(drop=True)
     return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
-                     num_output_tokens=pd.to_numeric(df["num_output_tokens"]).astype("int64")), int(bad.sum())
+                     **{c: pd.to_numeric(df[c]).astype("int64") for c in counts}), int(bad.sum())
 
 
 # --- synthetic traces ----------------------------------------------------------------------

@@ -211,6 +211,47 @@ def grid_table(configs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> pd.
     return pd.DataFrame([{**label, **row} for label, row in zip(labels, rows)])
 
 
+class MaxRate(float):
+    """:func:`max_rate_for_ttft`'s answer: a rate in requests/s (a float) that says whether the search found it.
+
+    Parameters
+    ----------
+    rate : float
+        The rate (requests/s).
+    kept : str
+        ``"found"``: the highest rate that keeps the budget, within ``relative_tolerance``; ``"every"``: every rate
+        tried keeps it, so the rate is the highest tried and the answer is at least that; ``"none"``: even the
+        lowest rate tried misses it (the rate is 0.0).
+    tried_per_s : tuple of float
+        The lowest and highest rates searched (requests/s).
+
+    Examples
+    --------
+    >>> rate = MaxRate(50.0, "every", (0.05, 50.0))
+    >>> rate + 0, rate.kept
+    (50.0, 'every')
+    """
+
+    kept: str
+    tried_per_s: tuple[float, float]
+
+    def __new__(cls, rate: float, kept: str, tried_per_s: tuple[float, float]) -> MaxRate:
+        answer = super().__new__(cls, rate)
+        answer.kept, answer.tried_per_s = kept, (float(tried_per_s[0]), float(tried_per_s[1]))
+        return answer
+
+    def __repr__(self) -> str:  # (a search bound never shown as a rate found)
+        if self.kept == "found":
+            return float.__repr__(self)
+        low, high = self.tried_per_s
+        if self.kept == "every":
+            return f"{float.__repr__(self)} (at least: every rate tried, {low:.4g} to {high:.4g}/s, keeps the budget)"
+        return f"{float.__repr__(self)} (none: even the lowest rate tried, {low:.4g}/s, misses the budget)"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickled with its meaning, e.g. to a Dask worker)
+        return (MaxRate, (float(self), self.kept, self.tried_per_s))
+
+
 def _p99(prepared: PreparedTrace, config: dict[str, Any], percentile: float) -> float:
     from .summaries import percentile_ms
 
@@ -226,7 +267,7 @@ def max_rate_for_ttft(
     rate_range_per_s: tuple[float, float] | None = None,
     relative_tolerance: float = 0.01,
     **inputs: Any,
-) -> float:
+) -> MaxRate:
     """The highest request rate (requests/s) at which the trace's TTFT percentile stays within a budget.
 
     The trace's arrivals are scaled in time to each rate tried (as :func:`ttft_grid`'s
@@ -251,8 +292,11 @@ def max_rate_for_ttft(
 
     Returns
     -------
-    float
-        The rate in requests/s (0.0 if even the lowest rate misses the budget; the highest rate if it keeps it).
+    MaxRate
+        The rate in requests/s, a float whose ``kept`` says what it is: ``"found"`` (the rate found by bisection),
+        ``"every"`` (every rate tried keeps the budget: the rate is the highest tried, and the answer is at least
+        that; search further with ``rate_range_per_s``) or ``"none"`` (even the lowest rate tried misses it: 0.0);
+        ``tried_per_s`` holds the (lowest, highest) rates searched.
 
     Examples
     --------
@@ -260,8 +304,10 @@ def max_rate_for_ttft(
     >>> trace = synthetic_trace(2000, 10, seed=0)
     >>> rate = max_rate_for_ttft(trace, ttft_budget_ms=500, link="ib-ndr", model="llama-3.1-8b",
     ...                          prefill_tokens_per_s=100_000)   # 44 ms per mean prompt: saturates near 23/s
-    >>> round(rate, 1)
-    13.7
+    >>> round(rate, 1), rate.kept
+    (13.7, 'found')
+    >>> max_rate_for_ttft(trace, ttft_budget_ms=1e9, link="ib-ndr", model="llama-3.1-8b").kept
+    'every'
     """
     _question_keywords("max_rate_for_ttft", inputs, "request_rate_per_s")
     if inputs.get("concurrency") is not None:
@@ -285,14 +331,15 @@ def max_rate_for_ttft(
         )
     prepared = _prepared(trace)
     keeps = lambda rate: _p99(at_rate(prepared, rate), inputs, percentile) <= budget  # noqa: E731
+    tried = (float(low), float(high))
     if not keeps(low):
-        return 0.0
+        return MaxRate(0.0, "none", tried)
     if keeps(high):
-        return float(high)
+        return MaxRate(high, "every", tried)
     while high / low > 1 + relative_tolerance:
         middle = math.sqrt(low * high)
         low, high = (middle, high) if keeps(middle) else (low, middle)
-    return float(low)
+    return MaxRate(low, "found", tried)
 
 
 def fewest_for_ttft(
