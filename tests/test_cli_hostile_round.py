@@ -23,6 +23,11 @@ def t1(tmp_path: Path) -> Path:
     return _csv(tmp_path, "t1.csv", "arrival_ms,num_input_tokens,num_output_tokens\n0,1000,10\n0,2000,10\n5,1000,10\n")
 
 
+def _trace(path: Path, *extra: str) -> int:
+    """``perfmodel trace PATH`` at 1e6 bytes per token over 1 GB/s, with ``extra`` arguments; its exit code."""
+    return main(["trace", str(path), "--kv-bytes-per-token", "1e6", "--bandwidth", "1", *extra])
+
+
 def _error(capsys: pytest.CaptureFixture[str]) -> str:
     """The one line on stderr (and nothing else there)."""
     err = capsys.readouterr().err
@@ -112,27 +117,7 @@ def test_a_flag_given_twice_is_refused(tmp_path, t1, capsys, argv, flag, values)
 
 def test_flags_meant_to_repeat_still_add_up(tmp_path, t1, capsys):
     out = tmp_path / "g"
-    assert (
-        main(
-            [
-                "trace",
-                str(t1),
-                "--kv-bytes-per-token",
-                "1e6",
-                "--bandwidth",
-                "1",
-                "--contention",
-                "fifo",
-                "--grid",
-                "links=1,2",
-                "--grid",
-                "latency_ms=0,1",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert _trace(t1, "--contention", "fifo", "--grid", "links=1,2", "--grid", "latency_ms=0,1", "--out", str(out)) == 0
     assert len(pd.read_csv(out / "grid.csv")) == 4
     renamed = _csv(tmp_path, "r.csv", "t,n\n0,1000\n5,2000\n")
     assert (
@@ -204,22 +189,7 @@ def test_without_long_lines_leaves_out_and_counts_long_records(tmp_path):
 def test_skip_bad_lines_skips_a_line_with_too_many_fields(tmp_path, capsys):
     bad = _csv(tmp_path, "bad2.csv", "arrival_ms,num_input_tokens,num_output_tokens\n0,1000,1\n7,1000,1,9\n")
     out = tmp_path / "n5"
-    assert (
-        main(
-            [
-                "trace",
-                str(bad),
-                "--kv-bytes-per-token",
-                "1e6",
-                "--bandwidth",
-                "1",
-                "--skip-bad-lines",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert _trace(bad, "--skip-bad-lines", "--out", str(out)) == 0
     assert "skipped 1 malformed line" in capsys.readouterr().err
     assert len(pd.read_csv(out / "replay.csv")) == 1
 
@@ -239,7 +209,7 @@ def test_read_trace_skips_a_line_with_too_many_fields(tmp_path):
 def test_an_empty_trace_is_refused_up_front(tmp_path, capsys):
     empty = _csv(tmp_path, "empty.csv", "arrival_ms,num_input_tokens,num_output_tokens\n")
     out = tmp_path / "e1"
-    assert main(["trace", str(empty), "--kv-bytes-per-token", "1e6", "--bandwidth", "1", "--out", str(out)]) == 2
+    assert _trace(empty, "--out", str(out)) == 2
     line = _error(capsys)
     assert f"{empty} has no requests" in line and "delay_cdf" not in line, line
     assert not out.exists()
@@ -304,45 +274,13 @@ def test_delay_cdf_lists_only_drawn_lines():
 
 
 def test_a_grid_value_error_names_the_axis_once(tmp_path, t1, capsys):
-    assert (
-        main(
-            [
-                "trace",
-                str(t1),
-                "--kv-bytes-per-token",
-                "1e6",
-                "--bandwidth",
-                "1",
-                "--grid",
-                "latency_ms=-1,1",
-                "--out",
-                str(tmp_path / "g"),
-            ]
-        )
-        == 2
-    )
+    assert _trace(t1, "--grid", "latency_ms=-1,1", "--out", str(tmp_path / "g")) == 2
     line = _error(capsys)
     assert line.count("--grid latency_ms") == 1, line
 
 
 def test_a_grid_value_refused_by_the_model_names_the_grid_not_a_flag(tmp_path, t1, capsys):
-    assert (
-        main(
-            [
-                "trace",
-                str(t1),
-                "--kv-bytes-per-token",
-                "1e6",
-                "--bandwidth",
-                "1",
-                "--grid",
-                "latency_ms=inf,1",
-                "--out",
-                str(tmp_path / "g"),
-            ]
-        )
-        == 2
-    )
+    assert _trace(t1, "--grid", "latency_ms=inf,1", "--out", str(tmp_path / "g")) == 2
     line = _error(capsys)
     assert "--grid latency_ms" in line and "--latency-ms" not in line, line
 

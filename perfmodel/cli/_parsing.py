@@ -254,6 +254,33 @@ def link_name(text: str) -> str:
 COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 
 
+def read_trace_file(args: argparse.Namespace, command: str, columns: Sequence[str]) -> Any:
+    """``args.trace`` read as a trace (:func:`perfmodel.read_trace`): ``--column`` mappings of ``columns``, its
+    malformed lines skipped (and said on stderr) with ``--skip-bad-lines``; a column not found said with its
+    flag, and a trace with no request refused, before any work."""
+    from ..inputs.words import count
+    from ..replay.traces import read_trace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the skipped lines: said below, in the command's words)
+        try:
+            trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
+                               columns=column_pairs(args.column, columns) or None)  # fmt: skip
+        except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
+            missing = getattr(error, "missing_columns", None)
+            if not missing:
+                raise
+            flags = " ".join(f"--column {name}=COLUMN" for name in missing)
+            raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {flags} (the file's column)") from None
+    skipped = trace.attrs.get("skipped_lines")
+    if skipped:
+        print(f"perfmodel {command}: skipped {count(skipped, 'malformed line')} of {args.trace}", file=sys.stderr)
+    if not len(trace):  # (nothing to replay, nor to draw: said before any work)
+        raise UsageError(f"{args.trace} has no requests" + (" (every line of it skipped as malformed)" if skipped
+                         else "") + ": give a trace with one request or more")  # fmt: skip
+    return trace
+
+
 def column_pairs(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
     """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one."""
     return dict(name_value("--column", pair, allowed, f"{allowed[0]}=my_column") for pair in pairs)

@@ -17,11 +17,11 @@ from ..inputs.words import count
 from ._draw import save
 from ._parsing import (
     UsageError,
-    column_pairs,
     finite_above_zero,
     given,
     link_name,
     name_value,
+    read_trace_file,
     reader,
     table_options,
     trace_file,
@@ -46,7 +46,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from ..io import write_table
     from ..replay import replay_handoffs, summarize
     from ..replay.sizing import replay_percentile_question
-    from ..replay.traces import read_trace
 
     if not Path(args.trace).exists():  # (said as missing, before the folder is checked against it)
         raise FileNotFoundError(2, "no such file", str(args.trace))
@@ -55,24 +54,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise UsageError("--budget-ms reports on the configurations of --grid: give --grid too, or drop --budget-ms")
 
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # reported below, in one line
-        try:
-            trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
-                               columns=column_pairs(args.column, TRACE_COLUMNS) or None)
-        except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
-            missing = getattr(error, "missing_columns", None)
-            if not missing:
-                raise
-            flags = " ".join(f"--column {name}=COLUMN" for name in missing)
-            raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {flags} (the file's column)") from None
-    if trace.attrs.get("skipped_lines"):
-        print(f"perfmodel trace: skipped {count(trace.attrs['skipped_lines'], 'malformed line')} of {args.trace}",
-              file=sys.stderr)
-    if not len(trace):  # (nothing to replay, nor to draw: said before any work)
-        skipped = trace.attrs.get("skipped_lines")
-        raise UsageError(f"{args.trace} has no requests" + (" (every line of it skipped as malformed)" if skipped else "")
-                         + ": give a trace with one request or more")
+    trace = read_trace_file(args, "trace", TRACE_COLUMNS)
     cluster = cluster_of(args)  # (a name that is no cluster: said as a cluster's, not as a link's)
     config = {"model": args.model, "kv_bytes_per_token": args.kv_bytes_per_token, "link": args.link or cluster,
               "kv_transfer_bandwidth": args.bandwidth, **given(args)}

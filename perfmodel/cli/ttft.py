@@ -14,7 +14,7 @@ from typing import Any
 from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
-from ._parsing import UsageError, column_pairs, finite_above_zero, link_name, table_options, trace_file
+from ._parsing import UsageError, finite_above_zero, link_name, read_trace_file, table_options, trace_file
 from .clusters import add_cluster_flags, cluster_of
 
 #: The handoff's flags: ``perfmodel trace``'s (the input table's) but layer-wise streaming's, which the TTFT replay
@@ -118,27 +118,7 @@ def cmd_ttft(args: argparse.Namespace) -> int:
 def _read(args: argparse.Namespace) -> Any:
     """The trace, its malformed lines skipped (and said) with ``--skip-bad-lines``; a trace with no request, or
     with measured prefill ends (``ready_ms``, which this replay would not use: it models each prefill), refused."""
-    from ..replay.traces import read_trace
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (the skipped lines: said below, in the command's words)
-        try:
-            trace = read_trace(
-                args.trace,
-                errors="skip" if args.skip_bad_lines else "raise",
-                columns=column_pairs(args.column, TRACE_COLUMNS) or None,
-            )
-        except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
-            missing = getattr(error, "missing_columns", None)
-            if not missing:
-                raise
-            fix = " ".join(f"--column {name}=COLUMN" for name in missing)
-            raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {fix} (the file's column)") from None
-    if trace.attrs.get("skipped_lines"):
-        skipped = count(trace.attrs["skipped_lines"], "malformed line")
-        print(f"perfmodel ttft: skipped {skipped} of {args.trace}", file=sys.stderr)
-    if not len(trace):
-        raise UsageError(f"{args.trace} has no requests: give a trace with at least one request")
+    trace = read_trace_file(args, "ttft", TRACE_COLUMNS)
     if "ready_ms" in trace:
         raise UsageError(
             f"{args.trace} has a ready_ms column (measured prefill ends), which perfmodel ttft does not use: it "
