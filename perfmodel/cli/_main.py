@@ -36,9 +36,10 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-class _StoreOnce(argparse._StoreAction):
-    """argparse's ``store``, refusing a flag given a second time (argparse keeps the last one, silently).
-    Flags meant to repeat say so (``action="append"`` or ``"extend"``: ``--column``, ``--grid``)."""
+class _StoreOnce(argparse.Action):
+    """argparse's ``store`` (the value kept under the flag's ``dest``), refusing a flag given a second time
+    (argparse keeps the last one, silently). Flags meant to repeat say so (``action="append"`` or ``"extend"``:
+    ``--column``, ``--grid``)."""
 
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None
@@ -53,7 +54,7 @@ class _StoreOnce(argparse._StoreAction):
                     None, f"{flag} given twice ({_shown(first)}, {_shown(values)}): give it once"
                 )
             given[self.dest] = (option, values)
-        super().__call__(parser, namespace, values, option)
+        setattr(namespace, self.dest, values)
 
 
 class _Parser(argparse.ArgumentParser):
