@@ -408,11 +408,12 @@ def test_the_command_line_replays_on_a_cluster_and_refuses_in_one_line(tmp_path,
     assert main([*base, "--decode-workers", "2", "--out", str(tmp_path / "one")]) == 0  # (it printed text with ',')
     shown = capsys.readouterr().out
     assert "busiest_resource" in shown and "\nwrote " in shown
-    for flags, said in (
-        (["--grid", "nics_per_node=0,8"], "--grid nics_per_node: 0 is below 1"),
-        (["--cluster", "nope"], "unknown cluster 'nope'"),
+    nope = [*base[:2], "--cluster", "nope", *base[4:]]  # (a flag is given once: its value replaced)
+    for argv, said in (
+        ([*base, "--grid", "nics_per_node=0,8"], "--grid nics_per_node: 0 is below 1"),
+        (nope, "unknown cluster 'nope'"),
     ):
-        assert main([*base, *flags, "--out", str(tmp_path / "other")]) == 2
+        assert main([*argv, "--out", str(tmp_path / "other")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
     assert not (tmp_path / "other").exists()
