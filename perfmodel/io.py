@@ -34,7 +34,8 @@ from .ground.files import MANIFEST, atomic_file, check_not_overlapping, output_f
 from .ground.tables import FileFormat, detect, open_input, read_chunks
 from .inputs.coerce import check_errors
 
-__all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "output_folder", "read_chunks", "significant", "write_table"]
+__all__ = ["FileFormat", "MANIFEST", "delay_file", "detect", "json_text", "output_folder", "read_chunks", "significant",
+           "write_table"]
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -180,6 +181,41 @@ class TableWriter:
 #: the model's own precision (the contract: within 1e-12 of upstream; 13 digits are within 5e-13), without
 #: the last bits of float arithmetic (``6.710886400000001``).
 SIGNIFICANT_DIGITS = 13
+
+
+def json_text(data: dict[str, Any]) -> str:
+    """A summary as strict JSON text: a number that is NaN or infinite (no JSON number) is ``null``, never the
+    bare ``NaN`` or ``Infinity`` that strict readers (``jq``, browsers) refuse.
+
+    Parameters
+    ----------
+    data : dict
+        The summary: numbers (numpy's too), words, and lists or dicts of them.
+
+    Returns
+    -------
+    str
+        Indented JSON text.
+
+    Examples
+    --------
+    >>> print(json_text({"p99_ms": 12.5, "decode_memory_peak": float("nan")}))
+    {
+     "p99_ms": 12.5,
+     "decode_memory_peak": null
+    }
+    """
+
+    def strict(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strict(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [strict(v) for v in value]
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            return None
+        return value.item() if isinstance(value, np.generic) else value
+
+    return json.dumps(strict(data), indent=1, allow_nan=False)
 
 
 def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:

@@ -227,3 +227,20 @@ def test_the_budget_answer_names_the_setup(poisson, capsys):
     assert main(["ttft", str(poisson), *flags, "--budget-ms", "1500"]) == 0
     out = capsys.readouterr().out
     assert "transfers queued first come first served" in out and "1 prefill worker" in out
+
+
+def test_summaries_are_strict_json_with_null_for_what_is_no_number(tmp_path, poisson, capsys):
+    """summary.json and --json held a bare NaN (decode memory unbounded), which strict readers (jq) refuse."""
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda word: pytest.fail(f"{word} is not JSON"))
+
+    out = tmp_path / "o"
+    assert main(["ttft", str(poisson), *NET, "--prefill-tokens-per-s", "40000", "--out", str(out)]) == 0
+    summary = strict((out / "summary.json").read_text())
+    assert summary["decode_memory_peak"] is None and summary["requests"] == 60
+    capsys.readouterr()
+    assert main(["ttft", str(poisson), *NET, "--prefill-tokens-per-s", "40000", "--json"]) == 0
+    assert strict(capsys.readouterr().out)["decode_memory_peak"] is None
+    assert main(["trace", str(poisson), *NET, "--out", str(tmp_path / "t")]) == 0
+    strict((tmp_path / "t" / "summary.json").read_text())

@@ -33,7 +33,6 @@ _BUDGETS_MS = (50.0, 100.0)  # (--budget-ms when --grid is given without it)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    import json
 
     import matplotlib
 
@@ -43,7 +42,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     import perfmodel.plotting as pp
 
     from ..ground.files import check_output_folder, output_folder
-    from ..io import write_table
+    from ..io import json_text, write_table
     from ..replay import replay_handoffs, summarize
     from ..replay.sizing import replay_percentile_question
 
@@ -74,7 +73,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     with output_folder(out, command=_command(args), names=names, inputs=[args.trace]) as stage:
         write_table(replay.rename_axis(replay.index.name or "request").reset_index(), stage / names[0],
                     rounded=[c for c in replay.columns if c not in trace.columns])  # (results: 13 digits)
-        (stage / "summary.json").write_text(json.dumps(summary, indent=1))
+        (stage / "summary.json").write_text(json_text(summary))
         try:
             fig = pp.replay_figure(replay)
         except InputError as error:  # (e.g. every delay 0 ms: a log axis shows none; the table stands)

@@ -5,7 +5,6 @@ admission), its summary, a grid over request rates, and the sizing questions.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -59,7 +58,7 @@ UNITS = {
 
 def cmd_ttft(args: argparse.Namespace) -> int:
     from ..ground.files import output_folder
-    from ..io import write_table
+    from ..io import json_text, write_table
     from ..replay.ttft import replay_ttft, summarize_ttft
     from ..replay.ttft_grid import ttft_grid
 
@@ -110,7 +109,7 @@ def cmd_ttft(args: argparse.Namespace) -> int:
             else:
                 frame = ttft.rename_axis(ttft.index.name or "request").reset_index()
                 write_table(frame, stage / names[0], rounded=[c for c in ttft.columns if c.endswith("_ms")])
-                (stage / "summary.json").write_text(json.dumps(summary, indent=1))
+                (stage / "summary.json").write_text(json_text(summary))
         print(f"\nwrote {', '.join(str(args.out / n) for n in names)}")
     return 0
 
@@ -251,8 +250,10 @@ def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], setu
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    from ..io import json_text
+
     if as_json:
-        print(json.dumps(summary, indent=1))
+        print(json_text(summary))
         return
     width = max(map(len, SHOWN))
     for key in SHOWN:
