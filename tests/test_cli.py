@@ -167,7 +167,7 @@ def test_models_and_links():
                 "--column",
                 "num_input_tokens=prompt_tokens",
             ],
-            "--bandwidth/--link (kv_transfer_bandwidth): -1.0 is negative",
+            "argument --bandwidth: -1: bandwidth is in decimal GB/s and >= 0",
         ),
         (
             [

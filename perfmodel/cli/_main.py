@@ -223,6 +223,8 @@ def _flags() -> dict[str, str]:
         "kv_transfer_bandwidth": "--bandwidth/--link",
         "kv_bytes_per_token": "--kv-bytes-per-token/--model",
         "chunk_rows": "--chunk-rows",
+        **{name: "--" + name.replace("_", "-") for name in ("prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms",
+                                                              "concurrency", "prefill_routing")},  # (ttft's own flags)
         **{
             name: f"--column {name}=COLUMN"
             for name in ("num_input_tokens", "worker_type", "completed", "destination_missing_tokens")
@@ -231,12 +233,14 @@ def _flags() -> dict[str, str]:
 
 
 def _as_flags(text: str, flags: dict[str, str]) -> str:
-    """An API error's words for the command line: ``name='value'`` as ``--flag value``, ``drop name`` as
-    ``drop --flag``, for the inputs that have one flag.
+    """An API error's words for the command line: ``name='value'`` as ``--flag value``, ``name >= value`` as
+    ``--flag >= value``, ``drop name`` as ``drop --flag``, for the inputs that have one flag.
 
     >>> _as_flags("pass contention='fair', or drop block_size (e.g. prefill_kv_tokens=1)",
     ...           {"contention": "--contention", "block_size": "--block-size", "prefill_kv_tokens": "--prefill-kv-tokens"})
     'pass --contention fair, or drop --block-size (e.g. --prefill-kv-tokens 1)'
+    >>> _as_flags("pass prefill_kv_tokens >= 191,378 (a block_size < x stays)", {"prefill_kv_tokens": "--prefill-kv-tokens"})
+    'pass --prefill-kv-tokens >= 191,378 (a block_size < x stays)'
     """
     import re
 
@@ -249,6 +253,7 @@ def _as_flags(text: str, flags: dict[str, str]) -> str:
         return f"{said} {match.group(3) or match.group(2)}" if said else match.group(0)
 
     text = re.sub(r"\b([a-z][a-z0-9_]*)=('([^']*)'|[\w.+-]+)", value, text)
+    text = re.sub(r"\b([a-z][a-z0-9_]*)(?= [<>]=? )", lambda m: flag(m.group(1)) or m.group(1), text)
     return re.sub(r"\bdrop ([a-z][a-z0-9_]*)\b", lambda m: f"drop {flag(m.group(1)) or m.group(1)}", text)
 
 

@@ -23,7 +23,7 @@ class UsageError(argparse.ArgumentTypeError):
     value cannot be read)."""
 
 
-def _count(text: str, rule: str = "") -> int:
+def token_count(text: str, rule: str = "") -> int:
     """'32k' -> 32768 (tokens are counted in binary k), '1M' -> 1048576, '4096' -> 4096; a text that is no count
     is refused as a token count, or, given the input's ``rule`` (a count of layers, of blocks...), with it."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
@@ -52,13 +52,13 @@ def parse_tokens(spec: str) -> list[int]:
     [1000, 2000, 3000, 4000]
     """
     if ":" not in spec:
-        return _lengths(spec, {_count(part) for part in spec.split(",") if part.strip()}) or _fail(
+        return _lengths(spec, {token_count(part) for part in spec.split(",") if part.strip()}) or _fail(
             f"empty token list {spec!r}"
         )
     parts = spec.split(":")
     if len(parts) not in (2, 3):
         raise UsageError(f"token range {spec!r} is not START:STOP[:STEP]")
-    start, stop = _count(parts[0]), _count(parts[1])
+    start, stop = token_count(parts[0]), token_count(parts[1])
     step = parts[2].strip().lower() if len(parts) == 3 else "x2"
     if stop < start:
         raise UsageError(f"token range {spec!r} ends before it starts")
@@ -76,7 +76,7 @@ def parse_tokens(spec: str) -> list[int]:
             values.append(round(value))
             value *= factor
     else:
-        increment = _count(step)
+        increment = token_count(step)
         if increment <= 0:
             raise UsageError(f"token range step {step!r} must be > 0")
         _check_range_size(spec, (stop - start) // increment + 1)
@@ -359,7 +359,7 @@ def reader(name: str, where: str = "") -> Callable[[str], Any]:
     if entry.kind == "degree":
         return positive_int
     if entry.kind == "count" and cast(Valid, entry.valid).whole:  # (every count has a valid range)
-        return _count if name == "num_input_tokens" else lambda text: _count(text, entry.rule)
+        return token_count if name == "num_input_tokens" else lambda text: token_count(text, entry.rule)
     if entry.kind == "real" and entry.group == "cluster_field":
         return lambda text: _ruled(where, name, text)
     if entry.kind in ("count", "real"):

@@ -18,6 +18,7 @@ from ._parsing import (
     given,
     one_line_warnings,
     positive_int,
+    reader,
     requests_source,
     table_options,
 )
@@ -126,13 +127,15 @@ def register(sub: Any) -> None:
     )
     per_token = delay.add_mutually_exclusive_group()
     per_token.add_argument(
-        "--kv-bytes-per-token", type=float, metavar="BYTES", help="KV-cache bytes per prompt token, instead of --model"
+        "--kv-bytes-per-token",
+        type=reader("kv_bytes_per_token"),
+        metavar="BYTES", help="KV-cache bytes per prompt token, instead of --model"
     )
     per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
     bw = delay.add_mutually_exclusive_group()
     bw.add_argument(
         "--bandwidth",
-        type=float,
+        type=reader("kv_transfer_bandwidth"),
         metavar="GBPS",
         help="the link's bandwidth per direction, decimal GB/s, instead of --link",
     )

@@ -257,7 +257,7 @@ def register(sub: Any) -> None:
     tl = trace.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset, built-in or yours (perfmodel links lists them; "
                     "or --grid link=...)")
-    tl.add_argument("--bandwidth", type=float, metavar="GBPS",
+    tl.add_argument("--bandwidth", type=reader("kv_transfer_bandwidth"), metavar="GBPS",
                     help="the link's bandwidth per direction, decimal GB/s, instead of --link")
     add_cluster_flags(trace, tl, help="cluster preset: every handoff's flows share its NICs, switches and NVLink "
                       "max-min fairly (with --contention fair; --grid nics_per_node=4,8 varies its fields)")

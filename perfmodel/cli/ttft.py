@@ -13,7 +13,16 @@ from typing import Any
 from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
-from ._parsing import UsageError, finite_above_zero, link_name, read_trace_file, table_options, trace_file
+from ._parsing import (
+    UsageError,
+    finite_above_zero,
+    link_name,
+    read_trace_file,
+    reader,
+    table_options,
+    token_count,
+    trace_file,
+)
 from .clusters import add_cluster_flags, cluster_of
 
 #: The handoff's flags: ``perfmodel trace``'s (the input table's) but layer-wise streaming's, which the TTFT replay
@@ -289,10 +298,10 @@ def register(sub: Any) -> None:
     ttft.add_argument("trace", type=trace_file, help="trace file (as perfmodel trace reads it), or dataset:NAME")
     tm = ttft.add_mutually_exclusive_group()
     tm.add_argument("--model", metavar="NAME", help="model preset")
-    tm.add_argument("--kv-bytes-per-token", type=float, metavar="BYTES", help="KV bytes per token, instead of --model")
+    tm.add_argument("--kv-bytes-per-token", type=reader("kv_bytes_per_token"), metavar="BYTES", help="KV bytes per token, instead of --model")
     tl = ttft.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset (perfmodel links lists them)")
-    tl.add_argument("--bandwidth", type=float, metavar="GBPS", help="decimal GB/s, instead of --link")
+    tl.add_argument("--bandwidth", type=reader("kv_transfer_bandwidth"), metavar="GBPS", help="decimal GB/s, instead of --link")
     add_cluster_flags(
         ttft,
         tl,
@@ -314,13 +323,13 @@ def register(sub: Any) -> None:
     )
     ttft.add_argument(
         "--prefill-kv-tokens",
-        type=int,
+        type=token_count,
         metavar="TOKENS",
         help="KV tokens a prefill worker holds at most, until each handoff ends (default unbounded)",
     )
     ttft.add_argument(
         "--decode-kv-tokens",
-        type=int,
+        type=token_count,
         metavar="TOKENS",
         help="KV tokens (prompt and output) a decode worker holds at most (default unbounded; needs num_output_tokens)",
     )
