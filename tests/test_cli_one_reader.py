@@ -113,3 +113,32 @@ def test_ttft_memory_fix_names_the_flag(trace_csv: Path, tmp_path: Path, capsys:
     assert _exit_code(argv) == 2
     line = _one_error(capsys)
     assert "Fix: pass --prefill-kv-tokens >= 2,000" in line, line
+
+
+# --- options that would change nothing are said, not silently ignored --------------------------------------
+
+
+def test_links_under_no_contention_warn_that_they_change_nothing() -> None:
+    """``links=4`` with ``contention="none"`` (the default) replays each handoff alone: the same table as one link,
+    and a warning that says so; with a queue the links count."""
+    import perfmodel
+
+    trace = perfmodel.synthetic_trace(30, rate_per_s=10, seed=0)
+    keywords = dict(link="ib-ndr", model="llama-3.1-8b")
+    with pytest.warns(UserWarning, match=r"links=4 has no effect under contention='none'.*contention='fifo'"):
+        four = perfmodel.replay_handoffs(trace, links=4, **keywords)
+    pd.testing.assert_frame_equal(four, perfmodel.replay_handoffs(trace, links=1, **keywords))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        perfmodel.replay_handoffs(trace, links=4, contention="fifo", **keywords)
+
+
+def test_bounded_caches_without_hashes_warn_that_they_change_nothing(trace_csv: Path) -> None:
+    """``decode_cache_blocks`` on a trace without hash ids: no block ever enters a cache, so it is said."""
+    import perfmodel
+
+    trace = perfmodel.synthetic_trace(30, rate_per_s=10, seed=0).drop(columns="hash_ids")
+    with pytest.warns(UserWarning, match=r"decode_cache_blocks=10 has no effect: the trace has no hash_ids"):
+        perfmodel.replay_handoffs(trace, link="ib-ndr", model="llama-3.1-8b", decode_cache_blocks=10)

@@ -367,10 +367,10 @@ def test_serving_counts_beyond_2_53_are_refused_not_overflowed(name):
 
 def test_the_command_line_reads_a_count_exactly():
     """--block-size 9007199254740993 was read through a float, rounded to 2**53 and accepted."""
-    from perfmodel.cli._parsing import _count
+    from perfmodel.cli._parsing import token_count
 
-    assert _count("9007199254740993") == 2**53 + 1
-    assert _count("32k") == 32768 and _count("1.5k") == 1536
+    assert token_count("9007199254740993") == 2**53 + 1
+    assert token_count("32k") == 32768 and token_count("1.5k") == 1536
 
 
 @pytest.mark.parametrize("grid", ["replay_grid", "ttft_grid"])

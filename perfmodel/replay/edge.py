@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import InputError, check_whole, warn
 from ..inputs import resolve as _resolve
-from ..inputs.codes import TransferMode
+from ..inputs.codes import Contention, TransferMode, choice_code
 from ..inputs.table import INPUTS, check_count, check_option
 from ..inputs.words import count
 from ..network.placement import is_cluster
@@ -47,7 +47,9 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     """The handoffs of the configuration ``c`` (:func:`perfmodel.replay.configured`) on their network: the link
     or cluster (``kv_transfer_bandwidth`` or its alias ``link``), the model (``kv_bytes_per_token`` or
     ``model``) and the mode read once, and links against a cluster decided here, for both replays. Sets
-    ``c.mode`` to the mode's name; warns when the mode charges missing blocks of a trace without hashes.
+    ``c.mode`` to the mode's name; warns when the mode charges missing blocks of a trace without hashes, and of
+    options that would change nothing: bounded decode caches without hashes, several links each handoff ignores
+    (``contention="none"``).
 
     >>> from perfmodel.replay import configured, prepare_trace
     >>> trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 2048]})
@@ -69,10 +71,20 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
             "block, block-rounded, which costs slightly more than full_prompt. Read a trace with hash_ids (e.g. "
             "Mooncake) to model prefix reuse."
         )
+    if c.decode_cache_blocks is not None and not prepared.has_hashes:
+        warn(
+            f"decode_cache_blocks={c.decode_cache_blocks} has no effect: the trace has no hash_ids, so no block "
+            "enters any decode cache. Read a trace with hash_ids (e.g. Mooncake) to model bounded caches."
+        )
     if is_cluster(bandwidth_spec):  # flows sharing a cluster's resources max-min
         from .cluster import ClusterHandoffs
 
         return ClusterHandoffs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
+    if c.links > 1 and choice_code("contention", c.contention) == Contention.NONE:
+        warn(
+            f"links={c.links} has no effect under contention='none': each handoff moves alone, as if on a link of "
+            f"its own. Pass contention='fifo' (queues) or 'fair' (shared) to replay {c.links} links."
+        )
     from .links import LinkHandoffs
 
     return LinkHandoffs(prepared, c, bandwidth_spec, bytes_spec, destination_missing)
