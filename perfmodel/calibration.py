@@ -45,11 +45,12 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, check_number, check_whole, finite_at_least, not_a_number, warn
+from .errors import InputError, check_choice, check_number, check_whole, finite_at_least, not_a_number, warn
 from .ground.measured_files import read_measured_file, unique_columns
 from .inputs import user_presets as _presets
 from .inputs.coerce import non_numeric_kind
 from .inputs.words import count
+from .network.fits import SIZE_SPREAD, distinct_points, one_point
 from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
 
 __all__ = ["FIT_FROM_BYTES", "Calibration", "Measurements", "calibrate", "read_measurements"]
@@ -76,7 +77,11 @@ THROUGHPUTS = {
 #: Size columns (bytes per measured transfer), first present first.
 SIZES = ("nbytes", "#bytes")
 #: The arguments that turn tokens into bytes and messages (only with num_input_tokens).
-_SHAPE = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "block_size")
+_SHAPE = ("model", "kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout")
+#: Time columns perftest prints side by side (the typical time and the average): one measurement, read as the first.
+_PERFTEST_TIMES = ({"t_typical_us", "t_avg_us"}, {"t_typical[usec]", "t_avg[usec]"})
+#: A time and a throughput of one row further apart than this (relative) are refused: which one was measured?
+_DISAGREE = 0.05
 #: Without a line rate, a fitted bandwidth above the best throughput measured by more than the fit's largest
 #: error (and at least this fraction: an alpha-beta fit of exact data is always a little above) is said.
 _ABOVE_BEST = 0.01
@@ -106,6 +111,8 @@ class Measurements:
         The model, parallelism and blocks that turned tokens into bytes (empty: the table gave bytes).
     fit_from_bytes : float
         The smallest transfer fitted, bytes (``fitted`` says which were).
+    left_out_places : tuple of str
+        Where each row left out is in its source.
 
     Examples
     --------
@@ -125,6 +132,7 @@ class Measurements:
     left_out: int = 0
     setup: str = ""
     fit_from_bytes: float = 0.0
+    left_out_places: tuple[str, ...] = ()
 
     @property
     def fitted(self) -> np.ndarray:
@@ -226,7 +234,7 @@ def calibrate(
     decode_tp: int | None = None,
     scope: str | None = None,
     block_size: int | None = None,
-    kv_layout: str = "layer_kv",
+    kv_layout: str | None = None,
     line_rate_gb_s: float | None = None,
     nic: Link | str | None = None,
     fit_from_bytes: float = FIT_FROM_BYTES,
@@ -235,6 +243,10 @@ def calibrate(
     source: str = "",
 ) -> Calibration:
     """Fit a link to a table of measured transfers and say how well it describes them.
+
+    What the fit cannot vouch for is warned of and kept in ``warnings``: a fit far from its measurements (its
+    largest error above 10%, as ``perfmodel connectors --fit`` says it: rows of several setups, or a node's
+    aggregate beside one NIC's bytes), a bandwidth above every measurement, rows left out (by their lines).
 
     Parameters
     ----------
@@ -250,8 +262,9 @@ def calibrate(
         With ``num_input_tokens``: the model whose KV cache turns tokens into bytes, and the
         bytes of which setup (as :func:`perfmodel.kv_bytes` takes them).
     block_size, kv_layout
-        With ``model``: KV block size in tokens, and layout; the fit then has a per-message cost
-        (:func:`perfmodel.kv_messages` counts the messages).
+        With ``model``: KV block size in tokens, and layout (default ``"layer_kv"``; only with ``block_size``);
+        the fit then has a per-message cost (:func:`perfmodel.kv_messages` counts the messages). A table with
+        an ``n_messages`` column gives its own messages: ``block_size`` beside it is refused.
     line_rate_gb_s
         The line rate of the hardware measured, decimal GB/s: the fitted bandwidth never exceeds it.
     nic
@@ -292,6 +305,10 @@ def calibrate(
     smallest = _smallest_fitted(fit_from_bytes)
     tp, decode_tp, block_size = (check_whole(k, v, smallest=1, optional=True) for k, v in
                                  (("tp", tp), ("decode_tp", decode_tp), ("block_size", block_size)))  # fmt: skip
+    if kv_layout is not None:
+        from .inputs.codes import choice_names
+
+        kv_layout = check_choice("kv_layout", kv_layout, choice_names("kv_layout"))
     frame, places, where = read_measurements(table)
     shape = dict(model=model, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
                  block_size=block_size, kv_layout=kv_layout)  # fmt: skip
@@ -300,10 +317,14 @@ def calibrate(
     link = fit_link(fitted.nbytes, fitted.measured_ms, n_blocks=fitted.n_blocks, n_messages=fitted.n_messages,
                     name=name, line_rate_gb_s=cap)  # fmt: skip
     said = _above_what_was_measured(link, fitted, cap)  # (over what was fitted: a small row says nothing of it)
+    far = cast(FitReport, link.fit).far_off(
+        "check that every row is one NIC's bytes (a node's aggregate over N NICs is N times one NIC's), of one "
+        "setup (one machine, one direction), and the table's units"
+    )
+    said += (f"{where}: {far}",) if far else ()
     if measurements.left_out:
-        said += (
-            f"{where}: left out {count(measurements.left_out, 'row')} with an empty cell (a size, a time or a count)",
-        )
+        rows = f"{count(measurements.left_out, 'row')} with an empty cell (a size, a time or a count)"
+        said += (f"{where}: left out {rows}: {_lines_of(measurements.left_out_places)}",)
     for text in said:
         warn(text)
     saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
@@ -324,17 +345,18 @@ def _fitted(m: Measurements, where: str) -> Measurements:
     """The measurements to fit (those of ``m.fitted``); fewer than the two a fit needs are refused, with the
     sizes there are (a fit of all of them is asked for with fit_from_bytes 0)."""
     kept = m.fitted
-    if kept.sum() < 2 <= kept.size:
+    pick = lambda a: None if a is None else a[kept]  # noqa: E731
+    if distinct_points(m.nbytes[kept], pick(m.n_blocks), pick(m.n_messages)) < 2:
+        if distinct_points(m.nbytes, m.n_blocks, m.n_messages) < 2:  # (the whole table: one size)
+            raise InputError(where, one_point("measured transfer", m.nbytes), "measure transfers of several sizes "
+                             "(e.g. 1 MB to 1 GB), each row one transfer's bytes and time")  # fmt: skip
         raise InputError(
             where,
             f"has {count(int(kept.sum()), 'transfer')} of {m.fit_from_bytes:,.0f} bytes or more (fit_from_bytes, "
             f"the sizes a KV handoff moves), and a fit needs 2; its sizes are {m.nbytes.min():,.0f} to "
-            f"{m.nbytes.max():,.0f} bytes",
+            f"{m.nbytes.max():,.0f} bytes ({SIZE_SPREAD:.0%} apart or more)",
             "give fit_from_bytes= (--fit-from-bytes) at most the second largest size, or 0 to fit every size",
         )
-    if kept.sum() < 2:  # (one row in all: fit_link says what it needs)
-        return m
-    pick = lambda a: None if a is None else a[kept]  # noqa: E731
     return dataclasses.replace(
         m,
         nbytes=m.nbytes[kept],
@@ -498,6 +520,9 @@ def _measurements(frame: pd.DataFrame, places: list[str], where: str, **shape: A
     _refuse_unclear_units(table)
     blocks, messages = table.numbers("n_blocks"), table.numbers("n_messages")
     size = table.first(SIZES)
+    if all(column in table for column in SIZES):  # (which one is the transfer's? never one taken silently)
+        raise InputError(where, f"has both {SIZES[0]} and {SIZES[1]}: which one is each transfer's bytes?",
+                         "keep the one measured, drop the other")  # fmt: skip
     if size is not None:
         given = [a for a in _SHAPE if shape.get(a)]
         if given:
@@ -544,10 +569,18 @@ def _bytes_of_tokens(
     decode_tp: int | None,
     scope: str | None,
     block_size: int | None,
-    kv_layout: str,
+    kv_layout: str | None,
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Bytes (and, with a block size, messages) of each row's prompt under its model and setup."""
     from .model.models import kv_bytes, kv_messages
+
+    if (block_size is not None and messages is not None) or (kv_layout is not None and block_size is None):
+        given = "block_size" if block_size is not None else "kv_layout"
+        why = "the table's n_messages column gives the messages" if messages is not None else "no block_size is given"
+        raise InputError(table.where, f"{given} (which counts messages) has nothing to do: {why}",
+                         f"drop {given}" + (", or the n_messages column" if messages is not None else ", or give "
+                         "block_size (--block-size) too"))  # fmt: skip
+    kv_layout = kv_layout or "layer_kv"
 
     models = _models_of(table, model)
     tokens = cast(np.ndarray, table.numbers("num_input_tokens"))  # (the caller found the column)
@@ -569,8 +602,17 @@ def _bytes_of_tokens(
                 cast(np.ndarray, messages)[rows] = kv_messages(
                     name, tokens[rows], cast(int, block_size), kv_layout=kv_layout
                 )
-        except InputError:
-            raise
+        except InputError as error:  # (a bad token cell: at its place in the table, not in the subset given)
+            at = error.position if error.position is not None else error.row
+            if (
+                error.argument != "num_input_tokens"
+                or not isinstance(at, (int, np.integer))
+                or not 0 <= at < rows.sum()
+            ):
+                raise
+            place = table.places[int(np.flatnonzero(rows)[at])]
+            raise InputError(f"{table.where}, {place}", f"num_input_tokens is {error.value!r} ({error.problem})",
+                             error.fix) from None  # fmt: skip
         except ValueError as error:  # (an unknown model: one InputError, named as the table or the call gave it)
             problem, _, fix = str(error).partition(". Fix: ")
             raise InputError(f"{table.where}: model", problem, fix.rstrip(".") or "pass a known model") from None
@@ -609,8 +651,10 @@ def _models_of(table: _Columns, model: str | None) -> np.ndarray:
 
 def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
     """Each row's measured ms: from the first time column present, each missing time from a throughput."""
-    if "measured_ms" in table and "measured_us" in table:  # (which one was measured? never one taken silently)
-        raise InputError(table.where, "has both measured_ms and measured_us", "keep the one measured, drop the other")
+    times = [c for c in TIMES if c in table]  # (which one was measured? never one taken silently)
+    if len(times) > 1 and set(times) not in _PERFTEST_TIMES:
+        raise InputError(table.where, f"has both {times[0]} and {times[1]}: which one was measured?",
+                         "keep the one measured, drop the other")  # fmt: skip
     column = table.first(TIMES)
     measured = None if column is None else cast(np.ndarray, table.numbers(column)) * TIMES[column]
     for column, unit in THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
@@ -627,6 +671,15 @@ def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
                 )
             with np.errstate(divide="ignore", invalid="ignore"):
                 from_throughput = nbytes / (rate * unit) * 1000.0
+                off = np.abs(from_throughput / (np.nan if measured is None else measured) - 1.0) > _DISAGREE
+            if off.any():  # (a time beside a throughput that says otherwise: which one was measured?)
+                row = int(np.argmax(off))
+                raise InputError(
+                    f"{table.where}, {table.places[row]}",
+                    f"the throughput {column} ({float(rate[row]):g}) gives {float(from_throughput[row]):.4g} ms, "
+                    f"the time column {float(cast(np.ndarray, measured)[row]):.4g} ms: which one was measured?",
+                    "keep the one measured, drop the other",
+                )
             measured = from_throughput if measured is None else np.where(np.isnan(measured), from_throughput, measured)
     if measured is None:
         raise InputError(
@@ -664,7 +717,20 @@ def _kept(
                 "drop failed or empty measurements (an empty cell is left out)",
             )
     if not keep.any():
-        raise InputError(table.where, "has no row with both a size and a measurement", "fill in the table")
+        empty = [
+            label
+            for label in ("n_blocks", "n_messages")
+            if columns[label] is not None
+            and len(nbytes)
+            and np.isnan(cast(np.ndarray, columns[label])).all()
+            and not np.isnan(nbytes + measured).all()
+        ]
+        raise InputError(
+            table.where,
+            f"every row lacks {' and '.join(empty)} (its column is empty)" if empty else "has no row with both a size "
+            "and a measurement",
+            "fill the column in, or drop the column" if empty else "fill in the table",
+        )  # fmt: skip
     places = tuple(p for p, k in zip(table.places, keep) if k)
     return Measurements(
         table.where,
@@ -675,4 +741,23 @@ def _kept(
         places,
         int((~keep).sum()),
         setup,
+        left_out_places=tuple(p for p, k in zip(table.places, keep) if not k),
     )
+
+
+def _lines_of(places: tuple[str, ...], shown: int = 5) -> str:
+    """Places in words, the first ``shown`` of them ("lines 3 and 5", "rows 'a', 'b' and 7 more").
+
+    >>> _lines_of(("line 3", "line 5")), _lines_of(("row 2",))
+    ('lines 3 and 5', 'row 2')
+    """
+    first = list(places[:shown])
+    kind = first[0].split(" ", 1)[0] if first else ""
+    if first and all(p.startswith(f"{kind} ") for p in first):
+        first = [p.split(" ", 1)[1] for p in first]
+        kind += "s " if len(places) > 1 else " "
+    else:
+        kind = ""
+    more = f" and {len(places) - shown} more" if len(places) > shown else ""
+    listed = ", ".join(first) if more or len(first) < 2 else f"{', '.join(first[:-1])} and {first[-1]}"
+    return kind + listed + more

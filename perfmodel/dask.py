@@ -67,6 +67,7 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
     """
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"expected a dask DataFrame, got {type(ddf).__name__}; for pandas use perfmodel.handoff_delays")
+    _check_keywords(keywords)
     for name, value in keywords.items():  # (each partition would take the whole array as its own rows)
         if isinstance(value, (dd.Series, dd.DataFrame)) or (not isinstance(value, str) and np.ndim(value) > 0):
             raise InputError(
@@ -76,6 +77,22 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
             )
     meta = pd.Series(pd.array([], dtype="Float64"), name=RESULT_NAME, index=ddf._meta.index)
     return ddf.map_partitions(_partition, keywords, meta=meta)
+
+
+def _check_keywords(keywords: dict[str, Any]) -> None:
+    """Refuse, when the graph is built, a keyword the pandas facade does not take (its workers would, at compute
+    time), in Python's words, with the closest name; ``parallel`` is the partitions' own (each runs serially)."""
+    import difflib
+    import inspect
+
+    taken = [p for p in inspect.signature(_pandas_handoff_delays).parameters if p not in ("df", "parallel")]
+    for name in keywords:
+        if name not in taken:
+            close = difflib.get_close_matches(name, taken, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; it takes {', '.join(taken)}"
+            if name == "parallel":
+                hint = " (Dask runs the partitions in parallel, each serially)"
+            raise TypeError(f"handoff_delays() got an unexpected keyword argument {name!r}{hint}")
 
 
 def sweep(*, rows_per_partition: int = 2_000_000, **axes: Any) -> dd.DataFrame:

@@ -421,7 +421,9 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
         raise InputError(f"{where}: run", f"got {run!r}, not a whole number", "pass run=0, 1, ... (-1 the last)")
     results = _results(where, text)
     if not results or not all(_is_benchmark(result) for result in results):
-        raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
+        raise _refuse(
+            where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)" if results else "empty"
+        )
     if run is None and len(results) > 1:
         raise InputError(
             f"{where}: run",
@@ -481,6 +483,10 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
             where, "latencies", columns["latencies"], float, failed=~completed
         )
         trace["latency_ms"] = np.where(completed, latency * 1e3, np.nan)
+        if (short := completed & (latency < ttft)).any():  # (a request cannot end before its first token)
+            i = int(np.argmax(short))
+            raise InputError(f"{where}: latencies", f"request {i} took {latency[i]:g} s end to end but {ttft[i]:g} s to "
+                             "its first token (ttfts)", "give the file as the benchmark wrote it")  # fmt: skip
     checks.check_totals(where, tool, result, completed, seconds)
     if columns["start_times"] is not None and n:
         start = checks.numbers(where, "start_times", columns["start_times"], float)
@@ -634,34 +640,29 @@ def compare_measured(
             )
         from .handoff import handoff_delay_ms
 
-        tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"].to_numpy()
-        delay = np.asarray(handoff_delay_ms(tokens, link, model, **options), dtype=np.float64)
+        tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"]
+        if (tokens <= 0).any():  # (a prompt of no token moves no KV cache: no handoff to model)
+            where = f"compare_measured: {benchmark.attrs.get('source', 'benchmark')}"
+            raise InputError(where, f"request {tokens.index[tokens <= 0][0]} has a prompt of 0 tokens (input_lens), "
+                             "which moves no KV cache (no handoff)", "rerun the benchmark with prompts of 1 token or more")  # fmt: skip
+        delay = np.asarray(handoff_delay_ms(tokens.to_numpy(), link, model, **options), dtype=np.float64)
         if not (np.isfinite(delay) & (delay > 0)).all():
             raise InputError(
                 "compare_measured: link",
                 f"{link!r} gives a handoff delay of {delay[~(np.isfinite(delay) & (delay > 0))][0]:g} ms",
                 "pass a link of a bandwidth > 0 (a bandwidth of 0 or NaN models no handoff)",
             )
-        rows.append(
-            _exact(
-                "model: handoff delay",
-                "prefill end to KV cache at the decode worker, alone on the link (no queueing behind other transfers)",
-                delay,
-            )
-        )
+        window = "prefill end to KV cache at the decode worker, alone on the link (no queueing behind other transfers)"
+        rows.append(_exact("model: handoff delay", window, delay))
     for frame in metrics:
         for _, row in frame.iterrows():
             key = f"{row['metric']}{{{row['stage']}}}" if row["stage"] else row["metric"]
             if row["type"] == "histogram" and key in TRANSFER_METRICS + TTFT_METRICS:
                 rows.append(_bucketed(row))
     if benchmark is not None and benchmark["completed"].any():
-        rows.append(
-            _exact(
-                f"measured TTFT ({benchmark.attrs.get('tool', 'benchmark')})",
-                "client: request sent to first token received (queue, prefill, handoff, first decode step, network)",
-                benchmark.loc[benchmark["completed"], "ttft_ms"].to_numpy(),
-            )
-        )
+        window = "client: request sent to first token received (queue, prefill, handoff, first decode step, network)"
+        ttft = benchmark.loc[benchmark["completed"], "ttft_ms"].to_numpy()
+        rows.append(_exact(f"measured TTFT ({benchmark.attrs.get('tool', 'benchmark')})", window, ttft))
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
 
 
@@ -743,49 +744,48 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     --------
     >>> from perfmodel.engines import measured_fits, read_engine_metrics
     >>> fits = measured_fits([read_engine_metrics(_fixture("vllm_nixl.prom"))])
-    >>> fits.link is None, fits.notes[0][:60]
-    (True, 'link: not fitted: the NIXL histograms give 1 mean size (67.1')
+    >>> fits.link is None, fits.notes[0][:72]                  # two engines' means, one size
+    (True, 'link: not fitted: the NIXL histograms give 2 means of one size (67.1 MB)')
     """
-    points = []
+    from .network.fits import SIZE_SPREAD, distinct_points
+
+    points, unsaid = [], []  # (unsaid: each series whose mean is no number, a histogram without its _sum)
     for frame in checks.scrapes("measured_fits: metrics", metrics, _SCRAPE_KINDS):
         hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
         for labels in hist.index.get_level_values("labels").unique():
-            try:
-                nbytes = hist.loc[("vllm:nixl_bytes_transferred", labels)]
-                time = hist.loc[("vllm:nixl_xfer_time_seconds", labels)]
-            except KeyError:
+            pair = [("vllm:nixl_bytes_transferred", labels), ("vllm:nixl_xfer_time_seconds", labels)]
+            if not all(key in hist.index for key in pair):
                 continue
-            descriptors = (
-                hist.loc[("vllm:nixl_num_descriptors", labels), "mean"]
-                if ("vllm:nixl_num_descriptors", labels) in hist.index
-                else math.nan
-            )
-            if nbytes["count"] > 0 and time["count"] > 0:
+            (nbytes, time), mean_d = (hist.loc[key] for key in pair), ("vllm:nixl_num_descriptors", labels)
+            descriptors = hist.loc[mean_d, "mean"] if mean_d in hist.index else math.nan
+            nan = [f"{k}{{{labels}}}" for (k, _), r in zip(pair, (nbytes, time)) if not np.isfinite(r["mean"])]
+            if nan and nbytes["count"] > 0 and time["count"] > 0:
+                unsaid.append(f"{frame.attrs.get('source', 'a scrape')}: {', '.join(nan)}")
+            elif nbytes["count"] > 0 and time["count"] > 0:
                 points.append((nbytes["mean"], time["mean"] * 1e3, descriptors))
     notes, link = [], None
-    sizes = sorted({round(p[0]) for p in points})
-    if len(sizes) >= 2:
+    x, t, d = (np.array(column, dtype=float) for column in zip(*points)) if points else (np.array([]),) * 3
+    messages = d if d.size and np.isfinite(d).all() else None
+    if distinct_points(x, messages) >= 2:
         from .network.links import fit_link
 
-        x, t, d = (np.array(column) for column in zip(*points))
-        link = fit_link(x, t, n_messages=d if np.isfinite(d).all() else None, name="nixl-means")
+        link = fit_link(x, t, n_messages=messages, name="nixl-means")
         assert link.fit is not None  # (a fitted link carries its report)
-        notes.append(
-            f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at {len(sizes)} "
-            f"sizes: {link.fit.describe()}; a fit of run "
-            "means, not of single transfers"
-        )
+        notes.append(f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at "
+                     f"{distinct_points(x, messages)} sizes: {link.fit.describe()}; a fit of run means, not of single "
+                     "transfers")  # fmt: skip
     elif points:
-        notes.append(
-            f"link: not fitted: the NIXL histograms give {len(sizes)} mean size ({sizes[0] / 1e6:.1f} MB) "
-            "and fit_link needs two or more; scrape runs of different prompt lengths (a fit of their "
-            "means, not of single transfers)"
-        )
+        span = " to ".join(dict.fromkeys(f"{v / 1e6:.1f}" for v in (x.min(), x.max())))  # (67.1, or 67.1 to 68.0)
+        notes.append(f"link: not fitted: the NIXL histograms give {count(x.size, 'mean')} of one size ({span} MB) "
+                     f"and fit_link needs two or more sizes {SIZE_SPREAD:.0%} apart; scrape runs of different prompt "
+                     "lengths (a fit of their means, not of single transfers)")  # fmt: skip
     else:
-        notes.append(
-            "link: not fitted: no file pairs bytes with transfer times (vLLM's NIXL histograms do, as "
-            "means; SGLang's stages and a benchmark's requests carry no bytes)"
-        )
+        notes.append("link: not fitted: " + ("no NIXL mean is left (a histogram without its _sum gives none)" if unsaid
+                     else "no file pairs bytes with transfer times (vLLM's NIXL histograms do, as means; SGLang's "
+                     "stages and a benchmark's requests carry no bytes)"))  # fmt: skip
+    if unsaid:
+        notes.append(f"link: left out {count(len(unsaid), 'NIXL mean')} the files do not give (a histogram without "
+                     f"its _sum): {'; '.join(unsaid)}")  # fmt: skip
     notes.append(
         "prefill: not fitted: prefill times are histograms (SGLang's prefill_forward, vLLM's "
         "request_prefill_time_seconds), not paired with each request's prompt length"

@@ -132,6 +132,11 @@ _NUMPY_REPR = re.compile(
     r"|\bnp\.(True|False)_"
 )
 
+#: A numpy scalar's repr (its value in group 1 or 2), or a string quoted by ``repr`` (no group: kept as is).
+_NUMPY_REPR_OR_QUOTED = re.compile(
+    _NUMPY_REPR.pattern + r"""|(?<![\w'"])'(?:[^'\\\n]|\\.)*'(?![\w'])|(?<![\w'"])"(?:[^"\\\n]|\\.)*"(?![\w"])"""
+)
+
 
 def plain(value: Any) -> Any:
     """A numpy scalar as the Python value it holds (shown as ``1.5``, never ``np.float64(1.5)``); else as is."""
@@ -142,14 +147,17 @@ def plain(value: Any) -> Any:
 
 def plain_text(text: Any) -> Any:
     """A message's text with numpy's scalar reprs written as plain values (``np.float64(1.5)``: ``1.5``): the
-    one place every :class:`InputError` passes, whichever ``!r`` formatted a numpy number into it.
+    one place every :class:`InputError` passes, whichever ``!r`` formatted a numpy number into it. A quoted
+    string (a file's cell shown with ``!r``) is shown as it is: its text is what the file holds.
 
     >>> plain_text("got np.float64(-1.5) and np.int64(3) and np.True_")
     'got -1.5 and 3 and True'
+    >>> plain_text("column 'x' holds 'np.float64(0.07)', not a number")
+    "column 'x' holds 'np.float64(0.07)', not a number"
     """
     if not isinstance(text, str) or "np." not in text:
         return text
-    return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+    return _NUMPY_REPR_OR_QUOTED.sub(lambda m: m.group(m.lastindex or 0), text)
 
 
 #: A run of more digits than any count or id holds (an int beyond float64 typed by mistake, 10**400).

@@ -9,9 +9,8 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, check_whole, shown, warn
+from .errors import InputError, check_whole, shown
 from .inputs.table import INPUTS
-from .inputs.words import count as count_of
 from .kernels.handoff import blocks_of, fixed_ms, messages_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
 from .network.placement import get_cluster
@@ -160,6 +159,11 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     return table
 
 
+#: The columns of :func:`resource_loads` and their types.
+_LOAD_COLUMNS = dict(kind=object, capacity_gb_s=np.float64, flows=np.int64, bytes=np.float64, busy_ms=np.float64,
+                     bottleneck=bool)
+
+
 def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
     """Each resource a handoff's flows cross: its capacity, the flows crossing it, the bytes it carries,
     its busy time at capacity (bytes / capacity, ms) and whether it is the handoff's bottleneck.
@@ -197,7 +201,8 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
                        busy_ms=float(sum(sizes)) / (capacities[name] * 1e9) * 1000.0 if capacities[name] else math.inf,
                        bottleneck=name == flows.attrs["bottleneck"])
             for name, sizes in carried.items() if sizes}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    # (the columns, typed, even where the flows move nothing and no resource carries a byte)
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(_LOAD_COLUMNS)).astype(_LOAD_COLUMNS)
 
 
 #: The most NICs per GPU :func:`required_nics_per_node` tries (AWS p5 nodes have four EFA devices per GPU), as
@@ -261,29 +266,17 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     budget = float(budget_ms) if number else math.nan
     if not (math.isfinite(budget) and budget > 0):
         raise InputError("budget_ms", f"{shown(budget_ms)} is not a finite number of ms > 0", "pass budget_ms > 0")
-    counts = _questions.nic_counts(base.gpus_per_node)  # (the counts perfmodel.required_nics tries on a cluster too)
-    answer, missing, skipped = None, None, {}
-    for count in reversed(counts):  # from the most down: each count that meets the budget replaces the answer
-        try:
-            candidate = dataclasses.replace(base, nics_per_node=count)
-        except InputError as error:  # (a count its PCIe switches, NIC map or NICs down cannot take: said below)
-            skipped[count] = error
-            continue
+    from .replay.sizing import buildable
+
+    # (the counts perfmodel.required_nics tries on a cluster too; those its PCIe switches, NIC map or NICs down
+    # cannot take skipped, and said, by the one helper every sizing question shares)
+    built = buildable("required_nics_per_node", base.name, _questions.nic_counts(base.gpus_per_node),
+                      lambda count: dataclasses.replace(base, nics_per_node=count))
+    answer, missing = None, None
+    for count, candidate in reversed(built):  # from the most down: each count that meets the budget replaces it
         delay = np.asarray(handoff_delay_ms(num_input_tokens, candidate, kv_bytes_per_token, **inputs),
                            dtype=np.float64)
         if answer is None:
             answer, missing = np.full(delay.shape, np.inf), np.isnan(delay)
         answer = np.where(delay <= budget, float(count), answer)
-    _say_skipped(base.name, sorted(skipped.items()), [c for c in counts if c not in skipped])
     return np.where(cast(np.ndarray, missing), np.nan, cast(np.ndarray, answer))  # (base's own count is one)
-
-
-def _say_skipped(name: str, skipped: list[tuple[int, InputError]], tried: list[int]) -> None:
-    """Warn of the NIC counts per node a cluster cannot be built with (never tried: an ``inf`` answer says only
-    that none of the others meets the budget)."""
-    if not skipped:
-        return
-    first = skipped[0][1]
-    warn(f"required_nics_per_node: cluster {name!r} cannot take {count_of(len(skipped), 'NIC count')} per node "
-         f"({', '.join(str(c) for c, _ in skipped)}: {first.problem}), so they were not tried; the answers are among "
-         f"{', '.join(map(str, tried))}, and inf means none of those meets the budget")

@@ -19,7 +19,7 @@ import pandas as pd
 from .errors import Errors, InputError
 from .handoff import ARGUMENTS, Options, handoff
 from .inputs.codes import TransferMode, WorkerType
-from .inputs.coerce import aligned, check_errors
+from .inputs.coerce import aligned, check_errors, text_number
 from .inputs.table import INPUTS, ROW_INPUTS, documented
 from .inputs.words import count
 from .network.links import get_link
@@ -50,11 +50,8 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     if spec is None or isinstance(spec, (numbers.Number, np.generic)):  # numbers (numpy's too) are values
         return spec, None
     if isinstance(spec, Hashable) and spec in df.columns:
-        named = isinstance(spec, str) and spec != argument and argument in ("kv_bytes_per_token", "kv_transfer_bandwidth")
-        if named and _preset_named(argument, str(spec)):
-            raise InputError(argument, f"{spec!r} is both a column of the frame and a preset's name",
-                             f"pass the column as df[{spec!r}], or the preset as an object (perfmodel.get_link, "
-                             "perfmodel.Cluster, a model config), or rename the column")
+        if isinstance(spec, str) and spec != argument:
+            _refuse_both(argument, spec)
         return _column(df, spec), spec
     if isinstance(spec, pd.Series):
         return aligned(df.index, argument, spec), None
@@ -67,22 +64,62 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
                 "kv_bytes_per_token": "bytes, a model name or a config"}.get(argument, "a value")
         raise InputError(argument, f"was not given, and the frame has no column {argument!r} "
                          f"(it has {list(df.columns)})", f"pass {argument}=<{what}, or a column name>")
-    if argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}:
+    if _is_label(argument, spec):
         return spec, None  # a label such as worker_type="decode"
     if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
+        refused = None if text_number(spec) is not None else _preset_error(argument, spec)  # (text of a number: one)
         close = difflib.get_close_matches(spec, [str(c) for c in df.columns], n=1, cutoff=0.8)
-        if close and not _preset_named(argument, spec):  # (a column's name mistyped: said as such)
+        if close and refused:  # (a column's name mistyped: said as such)
             raise InputError(argument, f"no column {spec!r} (did you mean the column {close[0]!r}?) and no preset of "
                              "that name", f"pass {argument}={close[0]!r}, or a value")
-        return spec, None  # a model or link name, resolved (or rejected) below
+        if refused:  # (neither: both said, a mistyped column's name too)
+            problem, _, fix = str(refused).partition(". Fix: ")
+            problem = refused.problem if isinstance(refused, InputError) and refused.where == "link" else problem
+            raise InputError(argument, f"no column {spec!r} in the frame (it has {list(df.columns)}), and {problem}",
+                             fix.rstrip(".") or f"pass one of the frame's columns or a value as {argument}")
+        return spec, None  # a model or link name, resolved below
     raise InputError(
         argument, f"no column {spec!r}; the frame has {list(df.columns)}",
         f"pass {argument}=<one of those columns> or a value",
     )
 
 
-def _preset_named(argument: str, name: str) -> bool:
-    """Whether ``name`` names a model (``kv_bytes_per_token``) or a link or cluster (``kv_transfer_bandwidth``)."""
+def _is_label(argument: str, spec: str) -> bool:
+    """Whether ``spec`` is a label of ``argument``'s choices (``worker_type="decode"``, ``mode="full_prompt"``)."""
+    return argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}
+
+
+def _refuse_both(argument: str, spec: str) -> None:
+    """Refuse a column name that is also a value of ``argument`` (a preset's name, a label): ambiguous, never guessed."""
+    if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth") and not _preset_error(argument, spec):
+        what, instead = "a preset's name", "the preset as an object (perfmodel.get_link, perfmodel.Cluster, a model config)"
+    elif _is_label(argument, spec):
+        kind = _LABELS[argument]
+        member = f"perfmodel.{kind.__name__}.{spec.strip().upper()}"
+        what, instead = f"a {kind.__name__} label", f"the label as {member}"
+    else:
+        return
+    raise InputError(argument, f"{spec!r} is both a column of the frame and {what}",
+                     f"pass the column as df[{spec!r}], or {instead}, or rename the column")
+
+
+def _relocated(error: InputError, index: pd.Index, columns: dict[str, Hashable]) -> InputError:
+    """``error`` of the numpy layer as the frame's: its column named (and the other columns with invalid rows), and
+    its row by its label (every array the facade passes on, a column's or an aligned Series', has the frame's rows)."""
+    if error.argument not in columns and error.position is None:
+        return error
+
+    def named(argument: str) -> str:
+        return f"column {columns[argument]!r} ({argument})" if argument in columns else argument
+
+    row = index[error.position] if error.position is not None else error.row
+    counts = {k if k == error.argument else named(k): v for k, v in error.counts.items()}
+    return error.relocated(named(error.argument) if error.argument in columns else error.where, row, counts=counts)
+
+
+def _preset_error(argument: str, name: str) -> Exception | None:
+    """None if ``name`` names a model (``kv_bytes_per_token``) or a link or cluster (``kv_transfer_bandwidth``), else
+    the lookup's refusal."""
     from .model.models import model_config
     from .network.placement import get_cluster, is_cluster
 
@@ -93,9 +130,9 @@ def _preset_named(argument: str, name: str) -> bool:
             get_cluster(name)
         else:
             get_link(name)
-    except (InputError, ValueError, KeyError, OSError):
-        return False
-    return True
+    except (InputError, ValueError, KeyError, OSError) as error:
+        return error
+    return None
 
 
 @documented(extra={
@@ -199,10 +236,7 @@ def handoff_delays(
                              kv_layout=kv_layout, connector=connector)
         result = handoff(values, options, errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
-        if error.argument in columns:  # name the column, and the row by its label
-            row = df.index[error.position] if error.position is not None else error.row
-            raise error.relocated(f"column {columns[error.argument]!r} ({error.argument})", row) from None
-        raise
+        raise _relocated(error, df.index, columns) from None
     delays, missing = result.delays, result.missing
     if len(delays) != len(df):
         arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import operator
 import os
 from collections.abc import Mapping
@@ -23,11 +22,21 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _compat
-from .errors import Errors, InputError, check_flag, check_whole, not_a_number
+from .errors import Errors, InputError, check_flag, check_whole
 from .inputs import resolve as _resolve
 from .inputs.args import Arg, coerce
 from .inputs.codes import TransferMode, WorkerType
-from .inputs.coerce import check_errors, distinct, edge_values, one_index, plain, read_only, whole_numbers
+from .inputs.coerce import (
+    check_errors,
+    check_out,
+    distinct,
+    edge_values,
+    one_index,
+    plain,
+    read_only,
+    whole_numbers,
+    why_invalid,
+)
 from .inputs.table import (
     CROSS,
     GROUPS,
@@ -146,9 +155,9 @@ def _common_length(args: list[Arg], capped: dict[str, Any]) -> int:
     if not lengths:
         return 1
     if len(set(lengths.values())) > 1:
-        listing = ", ".join(f"{k} has {v}" for k, v in lengths.items())
+        listing = ", ".join(f"{k} has {count(v, 'row')}" for k, v in lengths.items())
         raise InputError(
-            "inputs", f"arrays of different lengths ({listing} rows)",
+            "inputs", f"arrays of different lengths ({listing})",
             "pass arrays of one common length, or a scalar to apply one value to every row",
         )
     return next(iter(lengths.values()))
@@ -193,55 +202,13 @@ def _diagnose(args: list[Arg], n: int) -> InputError:
     arg, invalid = first
     if not arg.is_array:  # one value, applied to every row
         value = plain(arg.original[0])
-        return InputError(arg.name, f"{value!r} is {_why(arg.name, value)}", INPUTS[arg.name].rule, value=value)
+        return InputError(arg.name, f"{value!r} is {why_invalid(arg.name, value)}", INPUTS[arg.name].rule, value=value)
     position = int(np.argmax(invalid))
     original = arg.original.iloc[position] if hasattr(arg.original, "iloc") else arg.original[position]
     return InputError(
-        arg.name, _why(arg.name, original), INPUTS[arg.name].rule,
+        arg.name, why_invalid(arg.name, original), INPUTS[arg.name].rule,
         n_invalid=counts[arg.name], row=position, value=plain(original), position=position, counts=counts,
     )
-
-
-def _why(name: str, value: Any) -> str:
-    """What is wrong with one invalid value, in words."""
-    entry = INPUTS[name]
-    if entry.kind in ("code", "flag"):
-        valid = ", ".join(repr(k) for k in entry.labels or ())
-        return f"not a valid {name.replace('_', ' ')}; valid: {valid}"
-    try:
-        number = float(value)
-    except OverflowError:  # (an int beyond float64's range)
-        return "beyond the range of float64 numbers (about 1.8e308)"
-    except (TypeError, ValueError):
-        return not_a_number(value)
-    if math.isnan(number):
-        return "missing"
-    if number < 0:
-        return "negative"
-    if number in (np.inf, -np.inf):
-        return "infinite"
-    limits = entry.valid
-    assert limits is not None, name  # (a number's input has a range)
-    if number > limits.high:
-        return f"above {limits.high:.17g}"
-    if number < limits.low or (number == limits.low and limits.open_low):
-        return f"below {limits.low:g}" if not limits.open_low else f"not above {limits.low:g}"
-    return "not a whole number"
-
-
-def _check_out(out: Any, n: int, arrays: dict[str, np.ndarray]) -> np.ndarray:
-    """``out`` if the kernel can write ``n`` delays into it, sharing no memory with the input ``arrays``."""
-    if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.ndim != 1:
-        raise InputError("out", f"must be a 1-D float64 numpy array, got {type(out).__name__} "
-                         f"{getattr(out, 'dtype', '')} {getattr(out, 'shape', '')}".rstrip(),
-                         f"pass np.empty({n}) or leave out=None")
-    if out.shape[0] != n or not out.flags.c_contiguous or not out.flags.writeable:
-        raise InputError("out", f"must be writeable, C-contiguous and of length {n}, got length {out.shape[0]}",
-                         f"pass np.empty({n}) or leave out=None")
-    for name, array in arrays.items():
-        if np.may_share_memory(out, array):
-            raise InputError("out", f"shares memory with {name}", "pass a separate output array")
-    return out
 
 
 def _run_kernel(values: tuple, out: np.ndarray, missing_out: np.ndarray | None, parallel: bool | None,
@@ -591,7 +558,7 @@ def handoff(
             "destination_missing_tokens", "is required where mode is destination_missing",
             "pass destination_missing_tokens (see perfmodel.destination_missing_tokens) or use mode='full_prompt'",
         )
-    out = np.empty(n, dtype=np.float64) if out is None else _check_out(
+    out = np.empty(n, dtype=np.float64) if out is None else check_out(
         out, n, {a.name: a.value for a in args if a.is_array})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     bytes_out = np.empty(n) if rate_out is not None and bytes_out is None else bytes_out
@@ -680,7 +647,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
         if name != by and np.ndim(value) and len(value) != n:
             raise InputError("inputs", f"arrays of different lengths ({by} has {count(n, 'row')}, {name} "
                              f"has {len(value)})", "pass arrays of one common length, or a scalar for every row")
-    delays = np.empty(n) if out is None else _check_out(out, n, {})
+    delays = np.empty(n) if out is None else check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     options = options if options.connector is None else dataclasses.replace(options, connector=None)  # (added)
     for rows, label in groups:

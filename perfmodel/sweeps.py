@@ -757,7 +757,9 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
         link = _resolve.LinkTerms(spec.nic_capacity_gb_s, None, None, None)
     else:
         link = _resolve.link_terms(spec)
-    bandwidth = np.broadcast_to(nonnegative("kv_transfer_bandwidth", link.bandwidth_gb_s, inf_ok=True), shape).reshape(-1)
+    given = np.asarray(link.bandwidth_gb_s, dtype=np.float64)  # (NaN: unknown, as everywhere: the answer is NaN)
+    known = nonnegative("kv_transfer_bandwidth", np.where(np.isnan(given), 0.0, given), inf_ok=True)
+    bandwidth = np.broadcast_to(np.where(np.isnan(given), np.nan, known), shape).reshape(-1)
     budget = np.broadcast_to(budget, shape).reshape(-1)
     latency = np.broadcast_to(_resolve.add(nonnegative("latency_ms", inputs.get("latency_ms", 0.0)), link.latency_ms),
                               shape).reshape(-1)

@@ -44,9 +44,7 @@ OUTPUTS = {"delay": "delays.csv", "trace": "replay", "ttft": "ttft", "sweep": "s
 
 
 @pytest.mark.parametrize("command", ["delay", "trace", "ttft", "sweep"])
-def test_bytes_per_token_in_exponent_form_is_read_as_the_number(
-    command: str, trace_csv: Path, tmp_path: Path
-) -> None:
+def test_bytes_per_token_in_exponent_form_is_read_as_the_number(command: str, trace_csv: Path, tmp_path: Path) -> None:
     """``--kv-bytes-per-token 1e6`` prices the same bytes as ``1000000`` on every command."""
     tables = []
     for spelled in ("1e6", "1000000"):
@@ -61,7 +59,9 @@ def test_bytes_per_token_in_exponent_form_is_read_as_the_number(
 def test_sweep_keeps_whole_bytes_per_token_whole(tmp_path: Path, trace_csv: Path) -> None:
     """1e6 bytes per token is the whole number 1000000 in sweep.csv, as 131072 is (a fraction stays a fraction)."""
     out = tmp_path / "s"
-    argv = _argv("sweep", trace_csv, out, "--kv-bytes-per-token", "1e6", "131072", "--bandwidth", "50", "--tokens", "1k")
+    argv = _argv(
+        "sweep", trace_csv, out, "--kv-bytes-per-token", "1e6", "131072", "--bandwidth", "50", "--tokens", "1k"
+    )
     assert main(argv) == 0
     text = (out / "sweep.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in text[1:]] == ["1000000", "131072"]

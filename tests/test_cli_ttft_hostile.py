@@ -217,7 +217,7 @@ def test_fewest_names_its_unit_the_counts_tried_and_says_none_in_links(poisson, 
     fewest = pm.fewest_for_ttft(trace, "links", ttft_budget_ms=3000.0, **kw)
     assert main(["ttft", str(poisson), *flags, "--budget-ms", "3000", "--fewest", "links"]) == 0
     out = capsys.readouterr().out
-    assert out.strip().endswith(f"the fewest links (of 1..4,096 links, by bisection: it assumes more never hurts) "
+    assert out.strip().endswith(f"the fewest links (of 1..4,096 links, each tried from the fewest up: no monotonicity assumed) "
                                 f"with p99 TTFT <= 3000 ms: {fewest}")  # fmt: skip
     assert "transfers queued first come first served" in out
 

@@ -187,7 +187,10 @@ def test_missing_required_column_lists_columns():
 
 def test_unknown_model_name_in_a_column_is_named():
     df = pd.DataFrame({"num_input_tokens": [1], "model": ["llama-9"]})
-    with pytest.raises(ValueError, match="column 'model' \\(kv_bytes_per_token\\): model 'llama-9'"):
+    with pytest.raises(
+        ValueError,
+        match="column 'model' \\(kv_bytes_per_token\\): 1 invalid row; first at row 0: 'llama-9' \\(model 'llama-9'",
+    ):
         handoff_delays(df, kv_transfer_bandwidth=1.0, kv_bytes_per_token="model")
 
 

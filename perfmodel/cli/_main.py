@@ -223,8 +223,10 @@ def _flags() -> dict[str, str]:
         "kv_transfer_bandwidth": "--bandwidth/--link",
         "kv_bytes_per_token": "--kv-bytes-per-token/--model",
         "chunk_rows": "--chunk-rows",
-        **{name: "--" + name.replace("_", "-") for name in ("prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms",
-                                                              "concurrency", "prefill_routing")},  # (ttft's own flags)
+        **{
+            name: "--" + name.replace("_", "-")
+            for name in ("prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms", "concurrency", "prefill_routing")
+        },  # (ttft's own flags)
         **{
             name: f"--column {name}=COLUMN"
             for name in ("num_input_tokens", "worker_type", "completed", "destination_missing_tokens")

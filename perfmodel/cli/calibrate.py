@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from ..calibration import FIT_FROM_BYTES
-from ..inputs.table import INPUTS
 from ..inputs.words import count
 from ._draw import save
 from ._parsing import UsageError, data_file, one_line_warnings, table_options
@@ -34,14 +33,15 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     from ..calibration import calibrate
     from ..ground.files import check_output_folder, output_folder
-    from ..network.links import check_link_name, get_link, save_link
+    from ..network.links import check_link_name, save_link
 
     check_output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements])
     if args.replace and not args.save:
         raise UsageError("--replace replaces a saved link of --name's name, so it needs --save. Fix: add --save")
     if args.save:
         check_link_name(args.name, replace=args.replace)  # before anything is written: a refused name leaves nothing
-    compare = [get_link(name) for name in (args.compare or ([args.link] if args.link else []))]
+    flag, names = ("--compare", args.compare) if args.compare else ("--link", [args.link] if args.link else [])
+    compare = [_link(flag, name) for name in names]
     fitted = calibrate(
         args.measurements,
         name=args.name,
@@ -51,7 +51,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         decode_tp=args.decode_tp,
         scope=args.scope,
         block_size=args.block_size,
-        kv_layout=args.kv_layout or INPUTS["kv_layout"].default,
+        kv_layout=args.kv_layout,
         line_rate_gb_s=args.line_rate_gb_s,
         nic=args.nic,
         fit_from_bytes=args.fit_from_bytes,
@@ -86,6 +86,17 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"\nwrote {args.out / 'calibration.png'}")
     print(_saved(link.name, path))
     return 0
+
+
+def _link(flag: str, name: str) -> Any:
+    """The link ``flag`` names; an unknown one is refused naming that flag."""
+    from ..errors import InputError
+    from ..network.links import get_link
+
+    try:
+        return get_link(name)
+    except InputError as error:
+        raise UsageError(f"{flag}: {error.problem}. Fix: {error.fix}") from None
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -190,7 +201,7 @@ def register(sub: Any) -> None:
         "ib_*_lat), or dataset:NAME (a shipped table, see perfmodel.datasets): nbytes (or "
         "#bytes, or num_input_tokens with --model or a model column), measured_ms (or "
         "measured_us, measured_gb_s decimal, measured_gib_s binary, perftest's "
-        "'BW average[MB/sec]'), optional n_blocks and n_messages",
+        "'BW average[MB/sec]' or 'BW average[Gb/sec]'), optional n_blocks and n_messages",
     )
     calibrate.add_argument("--name", required=True, help="the link's name (then --link NAME everywhere)")
     calibrate.add_argument("--link", metavar="NAME", help="the link the measurements ran on, shown next to the fit")

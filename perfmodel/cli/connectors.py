@@ -128,19 +128,14 @@ def _source(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-#: The largest relative error of a fit that is not said to be far off.
-FAR_OFF = 0.1
-
-
 def _warn_fit(fitted: Any, descriptors: Any) -> None:
     """Say when a fit is far from its measurements, or has no point left over to check it."""
     import numpy as np
 
     report = fitted.fit
     costs = 2 if descriptors is not None and np.ptp(descriptors) > 0 else 1
-    if report.max_relative_error > FAR_OFF:
-        warn(f"the fit is far from the measurements ({report.errors()}): "
-             "check --link, --model and --block-size, and the table's times (end to end, in ms)")  # fmt: skip
+    if report.far:
+        warn(report.far_off("check --link, --model and --block-size, and the table's times (end to end, in ms)"))
     if report.points <= costs:
         warn(f"{count(report.points, 'point')} for {count(costs, 'fitted cost')}: nothing is left over to check "
              "the fit (its error is 0 by construction); measure more handoffs of other sizes")  # fmt: skip

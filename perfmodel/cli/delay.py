@@ -129,7 +129,8 @@ def register(sub: Any) -> None:
     per_token.add_argument(
         "--kv-bytes-per-token",
         type=reader("kv_bytes_per_token"),
-        metavar="BYTES", help="KV-cache bytes per prompt token, instead of --model"
+        metavar="BYTES",
+        help="KV-cache bytes per prompt token, instead of --model",
     )
     per_token.add_argument("--model", metavar="NAME", help="model preset (or a column of model names via --column)")
     bw = delay.add_mutually_exclusive_group()

@@ -64,7 +64,7 @@ def _measured(args: argparse.Namespace) -> int:
 def _shown(value: float) -> str:
     if math.isnan(value):
         return "-"
-    return "inf" if math.isinf(value) else f"{value:,.4g}"
+    return ("-inf" if value < 0 else "inf") if math.isinf(value) else f"{value:,.4g}"
 
 
 def _quantile(row: Any, q: int, suffix: str = "") -> str:
@@ -85,9 +85,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 _LABEL = re.compile(r'[^=,"]+="(?:[^"\\]|\\.)*"')
 
 
-def _common_labels(labels: list[str]) -> tuple[set[str], str]:
-    """The ``k="v"`` labels every labelled metric shares (said once), and them as text."""
-    sets = [set(_LABEL.findall(text)) for text in labels if text]
+def _common_labels(labels: list[str], every: bool = False) -> tuple[set[str], str]:
+    """The ``k="v"`` labels every labelled metric shares (with ``every``: every series, an unlabelled one
+    included), said once, and them as text."""
+    sets = [set(_LABEL.findall(text)) for text in labels if text or every]
     common = set.intersection(*sets) if sets else set()
     return common, ",".join(sorted(common))
 
@@ -98,7 +99,7 @@ def _own(labels: str, common: set[str]) -> str:
 
 def _scrape_text(frame: Any) -> str:
     """A scrape as a table: each metric as the engine names it, its stage and own labels, its figures."""
-    common, said = _common_labels(frame["labels"].tolist())
+    common, said = _common_labels(frame["labels"].tolist(), every=True)
     rows = []
     for _, row in frame.iterrows():
         figures = (

@@ -34,7 +34,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     axes: dict[str, Any] = {"num_input_tokens": tokens}
     if args.kv_bytes_per_token is not None:
         per_token = args.kv_bytes_per_token  # (whole numbers, as 1e6 may be written, stay whole in the table)
-        axes["kv_bytes_per_token"] = [int(v) for v in per_token] if all(v.is_integer() for v in per_token) else per_token
+        axes["kv_bytes_per_token"] = (
+            [int(v) for v in per_token] if all(v.is_integer() for v in per_token) else per_token
+        )
     else:
         axes["model"] = args.model or DEFAULT_MODELS
     if args.bandwidth:
@@ -188,7 +190,13 @@ def register(sub: Any) -> None:
     )
     what = sweep.add_mutually_exclusive_group()
     what.add_argument("--model", nargs="+", metavar="NAME", help=f"model presets (default: {' '.join(DEFAULT_MODELS)})")
-    what.add_argument("--kv-bytes-per-token", type=reader("kv_bytes_per_token"), nargs="+", metavar="BYTES", help="bytes per token instead")
+    what.add_argument(
+        "--kv-bytes-per-token",
+        type=reader("kv_bytes_per_token"),
+        nargs="+",
+        metavar="BYTES",
+        help="bytes per token instead",
+    )
     how = sweep.add_mutually_exclusive_group()
     how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. nvlink4 '8x ib-ndr' (default: all)")
     how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")

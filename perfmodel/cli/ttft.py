@@ -54,7 +54,14 @@ SHOWN = (
 )
 
 
-#: The most of a count ``--fewest`` tries (by bisection from 1; ``fewest_for_ttft``'s ``most``).
+#: ttft's memory flags and their help.
+MEMORY_FLAGS = {
+    "--prefill-kv-tokens": "KV tokens a prefill worker holds at most, until each handoff ends (default unbounded)",
+    "--decode-kv-tokens": "KV tokens (prompt and output) a decode worker holds at most (default unbounded; needs "
+    "num_output_tokens)",
+}
+
+#: The most of a count ``--fewest`` tries (each tried from 1 up; ``fewest_for_ttft``'s ``most``).
 MOST = 4096
 #: ``--fewest``'s counts: their unit.
 UNITS = {
@@ -236,12 +243,13 @@ def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], setu
         answer = fewest_for_ttft(trace, args.fewest, ttft_budget_ms=args.budget_ms, most=MOST, **config)
         if args.fewest == "nics_per_node":
             tried = (
-                f"the NICs per node from 1 to {MOST:,} a node of {args.cluster} takes (dividing its GPUs or a multiple)"
+                f"the NICs per node a node of {args.cluster} takes (the divisors of its GPUs per node, then 2 to 4 per "
+                "GPU; those it cannot be built with skipped)"
             )
         else:
             tried = f"1..{MOST:,} {many}"
         said = f"{answer}" if answer is not None else f"none of {tried} (even the most tried misses it)"
-        searched = f"of {tried}, by bisection: it assumes more never hurts"
+        searched = f"of {tried}, each tried from the fewest up: no monotonicity assumed"
         return [f"p99 TTFT: of {setup}\n", f"the fewest {many} ({searched}) with {budget}: {said}"]
     rate = max_rate_for_ttft(trace, ttft_budget_ms=args.budget_ms, **config)
     low, high = rate.tried_per_s
@@ -298,10 +306,17 @@ def register(sub: Any) -> None:
     ttft.add_argument("trace", type=trace_file, help="trace file (as perfmodel trace reads it), or dataset:NAME")
     tm = ttft.add_mutually_exclusive_group()
     tm.add_argument("--model", metavar="NAME", help="model preset")
-    tm.add_argument("--kv-bytes-per-token", type=reader("kv_bytes_per_token"), metavar="BYTES", help="KV bytes per token, instead of --model")
+    tm.add_argument(
+        "--kv-bytes-per-token",
+        type=reader("kv_bytes_per_token"),
+        metavar="BYTES",
+        help="KV bytes per token, instead of --model",
+    )
     tl = ttft.add_mutually_exclusive_group()
     tl.add_argument("--link", metavar="NAME", type=link_name, help="link preset (perfmodel links lists them)")
-    tl.add_argument("--bandwidth", type=reader("kv_transfer_bandwidth"), metavar="GBPS", help="decimal GB/s, instead of --link")
+    tl.add_argument(
+        "--bandwidth", type=reader("kv_transfer_bandwidth"), metavar="GBPS", help="decimal GB/s, instead of --link"
+    )
     add_cluster_flags(
         ttft,
         tl,
@@ -321,18 +336,8 @@ def register(sub: Any) -> None:
         choices=choice_names("prefill_routing"),
         help="how arrivals pick a prefill worker (default: the trace's prefill_worker column, else round_robin)",
     )
-    ttft.add_argument(
-        "--prefill-kv-tokens",
-        type=token_count,
-        metavar="TOKENS",
-        help="KV tokens a prefill worker holds at most, until each handoff ends (default unbounded)",
-    )
-    ttft.add_argument(
-        "--decode-kv-tokens",
-        type=token_count,
-        metavar="TOKENS",
-        help="KV tokens (prompt and output) a decode worker holds at most (default unbounded; needs num_output_tokens)",
-    )
+    for flag, said in MEMORY_FLAGS.items():  # (token counts as --tokens reads them: 32k, 1M)
+        ttft.add_argument(flag, type=token_count, metavar="TOKENS", help=said)
     ttft.add_argument("--decode-step-ms", type=float, metavar="MS", help="ms per generated token (default 0)")
     ttft.add_argument("--concurrency", type=int, metavar="N", help="closed loop: N clients (arrival times ignored)")
     ttft.add_argument(

@@ -411,7 +411,7 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def json_lines(path: Path, compression: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; a line that is not a JSON object is an error."""
-    with open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8") as text:
+    with open_input(path, compression) as raw, _io.TextIOWrapper(raw, encoding="utf-8-sig") as text:  # (a BOM: as CSV)
         for number, line in enumerate(text, start=1):
             if not line.strip():
                 continue

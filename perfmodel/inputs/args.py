@@ -6,6 +6,7 @@ distinct labels, and what the caller gave, for error messages.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,11 @@ def _scalar(name: str, value: Any) -> Any:
         return np.bool_(value) if rule.kind == "flag" else None
     if isinstance(value, (int, np.integer)):
         if rule.kind == "count":  # float64, as the kernel computes (exact to 2**53): one compiled type, not two
-            return (
-                np.float64(value)
-                if -(2**53) <= value <= 2**53
-                else (np.int64(value) if -(2**63) <= value < 2**63 else _as_float(value))
-            )
+            if -(2**53) <= value <= 2**53:
+                return np.float64(value)
+            if rule.valid is not None and int(value) > rule.valid.high:  # (exact: refused before a float cast)
+                return np.float64(UNPARSEABLE)
+            return np.int64(value) if -(2**63) <= value < 2**63 else _as_float(value)
         if rule.kind == "real":
             return _as_float(value)
         return np.int8(value) if 0 <= value <= rule.code_limit else np.int8(UNPARSEABLE)
@@ -97,10 +98,10 @@ def coerce(name: str, value: Any) -> Arg:
     kind = type(value)
     if kind is np.ndarray:  # the common case for columns: the kernel's dtype already, no conversion
         if value.ndim == 1 and value.dtype in _KERNEL_DTYPES[name]:
-            return Arg(name, read_only(value), value)
+            return Arg(name, _exact(name, read_only(value)), value)
     elif kind is pd.Series:  # the same, of a frame (pandas' numpy-backed columns)
         if isinstance(value.dtype, np.dtype) and value.dtype in _KERNEL_DTYPES[name]:
-            return Arg(name, read_only(value.to_numpy()), value)
+            return Arg(name, _exact(name, read_only(value.to_numpy())), value)
     elif kind in _CACHED_SCALARS:  # the common case for the other arguments: no array round trip
         arg = _scalar_arg(name, kind, value)  # type: ignore[arg-type]  # (a class is hashable) the type is part of the key: 0 and 0.0 are equal
         if arg is not None:
@@ -115,7 +116,7 @@ def coerce(name: str, value: Any) -> Arg:
         if coded is not None:
             return coded
     if rule.kind == "count":
-        converted = to_numeric(name, data)
+        converted = _exact(name, to_numeric(name, data))
     elif rule.kind == "real":
         converted = to_numeric(name, data).astype(np.float64, copy=False)
     else:
@@ -124,6 +125,21 @@ def coerce(name: str, value: Any) -> Arg:
     if scalar:
         return Arg(name, converted[0], data)
     return Arg(name, read_only(converted), data)
+
+
+def _exact(name: str, counts: np.ndarray) -> np.ndarray:
+    """Whole counts as the kernel may read them: int64 entries above the input's largest value (2**53 for
+    tokens) are :data:`UNPARSEABLE` (in a float64 copy, on the error path only), refused before the kernel's
+    float cast could round one into range (2**53 + 1 is 2**53 as a float); anything else as it is."""
+    valid = INPUTS[name].valid
+    if counts.dtype != np.int64 or not counts.size or valid is None or not math.isfinite(valid.high):
+        return counts
+    high = math.floor(valid.high)  # (an int: numpy compares int64 with it exactly, never as float64)
+    if counts.max() <= high:
+        return counts
+    exact = counts.astype(np.float64)
+    exact[counts > high] = UNPARSEABLE
+    return read_only(exact) if counts.ndim else exact
 
 
 def _holds_text(data: Any) -> bool:

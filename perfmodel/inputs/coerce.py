@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,58 @@ def aligned(index: pd.Index, argument: str, series: pd.Series, whose: str = "fra
         f"a Series whose index differs from the {whose}'s (its values would land on other rows)",
         f"pass a Series with the {whose}'s index, a column name, or .to_numpy() to align by position",
     )
+
+
+def why_invalid(name: str, value: Any) -> str:
+    """What is wrong with one invalid value of the input ``name``, in words (as every entry point says it).
+
+    >>> why_invalid("num_input_tokens", -3), why_invalid("num_input_tokens", 2**53 + 1)
+    ('negative', 'above 9007199254740992')
+    """
+    entry = INPUTS[name]
+    if entry.kind in ("code", "flag"):
+        valid = ", ".join(repr(k) for k in entry.labels or ())
+        return f"not a valid {name.replace('_', ' ')}; valid: {valid}"
+    if isinstance(value, (int, np.integer)) and entry.valid is not None and int(value) > entry.valid.high:
+        return f"above {entry.valid.high:.17g}"  # (exactly: 2**53 + 1 as a float is 2**53)
+    try:
+        number = float(value)
+    except OverflowError:  # (an int beyond float64's range)
+        return "beyond the range of float64 numbers (about 1.8e308)"
+    except (TypeError, ValueError):
+        return not_a_number(value)
+    if math.isnan(number):
+        return "missing"
+    if number < 0:
+        return "negative"
+    if number in (np.inf, -np.inf):
+        return "infinite"
+    limits = entry.valid
+    assert limits is not None, name  # (a number's input has a range)
+    if number > limits.high:
+        return f"above {limits.high:.17g}"
+    if number < limits.low or (number == limits.low and limits.open_low):
+        return f"below {limits.low:g}" if not limits.open_low else f"not above {limits.low:g}"
+    return "not a whole number"
+
+
+def check_out(out: Any, n: int, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """``out`` if the kernel can write ``n`` delays into it, sharing no memory with the input ``arrays``; else
+    one line saying which condition fails (a 1-D float64 array, writeable, C-contiguous, of ``n`` entries)."""
+    fix = f"pass np.empty({n}) or leave out=None"
+    if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.ndim != 1:
+        got = f"{type(out).__name__} {getattr(out, 'dtype', '')} {getattr(out, 'shape', '')}".rstrip()
+        raise InputError("out", f"must be a 1-D float64 numpy array, got {got}", fix)
+    if not out.flags.writeable:
+        raise InputError("out", "is read-only (a pandas column's array may be: copy-on-write)", fix)
+    if not out.flags.c_contiguous:
+        raise InputError("out", "is not C-contiguous (a strided view)", fix)
+    if out.shape[0] != n:
+        raise InputError("out", f"has length {out.shape[0]}; it must be of length {n} (one entry per row)", fix)
+    for name, array in arrays.items():
+        if np.may_share_memory(out, array):
+            raise InputError("out", f"shares memory with {name}", "pass a separate output array")
+    return out
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -226,6 +279,23 @@ def to_numeric(name: str, data: Any) -> np.ndarray:
 MISSING_TEXT = frozenset({"", "na", "nan", "null", "none", "n/a", "<na>", "nat"})
 
 
+def text_number(value: Any) -> float | None:
+    """The number a text holds, NaN for a missing marker (:data:`MISSING_TEXT`), None for any other value: how
+    text reads as a number at every entry point, alone or in a list or column.
+
+    >>> text_number(" 1e3 "), text_number("NA"), text_number("ib-ndr"), text_number(5)
+    (1000.0, nan, None, None)
+    """
+    if not isinstance(value, str) or "_" in value:  # (Python's float() reads 1_000; no file or frame does)
+        return None
+    if value.strip().lower() in MISSING_TEXT:
+        return float("nan")
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
 def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     """Objects (numbers, numeric text, missing markers) as int64 if all are whole, else float64.
 
@@ -248,6 +318,8 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
         except (OverflowError, TypeError):
             pass  # beyond int64, or missing values among them: float64 below
     text = pd.Series(data, dtype=object)
+    if any(issubclass(k, Fraction) for k in kinds):  # (pandas reads no Fraction; Fraction(128, 1) is 128)
+        text = text.map(_fraction_as_float)
     beyond = pd.Series(False, index=text.index)
     if any(issubclass(k, int) for k in kinds):  # Python ints beyond float64's range: not numbers it can hold
         beyond = text.map(_beyond_float)
@@ -260,6 +332,16 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
     parsed[(np.isnan(parsed) & ~pd.isna(text).to_numpy()) | beyond.to_numpy(dtype=bool)] = UNPARSEABLE
     return parsed
+
+
+def _fraction_as_float(value: Any) -> Any:
+    """A :class:`~fractions.Fraction` as the float it is (one beyond float64's range stays, not a number); else as is."""
+    if not isinstance(value, Fraction):
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return value
 
 
 _HUGE = 2**1000  # (ints below it in size are floats; float64 ends near 2**1024)
@@ -411,6 +493,10 @@ def unboxed(value: Any) -> Any:
     return value
 
 
+#: The inputs that take a name (a link, a model) or a number: text holding a number is that number.
+_NAMED_OR_NUMBERS = ("kv_transfer_bandwidth", "kv_bytes_per_token")
+
+
 def edge_values(given: dict[str, Any]) -> dict[str, Any]:
     """An entry point's keywords as its edge reads them: each :func:`unboxed`, and a Python int beyond float64's
     range refused by its keyword (alone, or in a list, a tuple or an array or Series of objects), before any
@@ -431,6 +517,8 @@ def edge_values(given: dict[str, Any]) -> dict[str, Any]:
             kind = type(value)
         if kind is int or kind is list or kind is tuple:  # (arrays of objects: parsed where they are read)
             _no_int_beyond_float(name, value if kind is not int else (value,))
+        elif isinstance(value, str) and name in _NAMED_OR_NUMBERS and text_number(value) is not None:
+            values[name] = text_number(value)  # ("50" GB/s, "NA": the number or missing value, as in a list)
     return values
 
 

@@ -18,17 +18,62 @@ import pandas as pd
 from ..errors import InputError
 from ..model.models import KVTerms, ModelShape, kv_terms, layer_count
 from ..network.links import Link, get_link, transports
-from .coerce import Coded, distinct, map_distinct, no_booleans, spread
+from .coerce import Coded, distinct, no_booleans, spread, text_number, why_invalid
 from .table import Valid, check_option
 from .words import count
 
 
 def _is_number_text(label: Any) -> bool:
-    try:
-        float(label)
-    except (TypeError, ValueError):
-        return False
-    return True
+    """Whether ``label`` is text holding a number or a missing marker (``"1000"``, ``"NA"``, ``""``)."""
+    return text_number(label) is not None
+
+
+def _as_number(label: Any, argument: str | None = None) -> float:
+    """A number, or text holding one (NaN for a missing marker), as a float; with ``argument``, one outside its
+    range is refused as given (``-5``, not the ``-5.0`` of the column of floats it becomes), as the kernel would."""
+    from .table import INPUTS, outside
+
+    number = text_number(label)
+    number = float(label) if number is None else number
+    if argument is None or INPUTS[argument].valid is None:
+        return number
+    with np.errstate(invalid="ignore"):
+        if outside(np.float64(number), tuple(INPUTS[argument].valid)):  # type: ignore[arg-type]
+            raise InputError(argument, why_invalid(argument, label), INPUTS[argument].rule)
+    return number
+
+
+def resolved_labels(argument: str, codes: np.ndarray, labels: Any, resolve: Callable[[Any], Any], errors: str) -> list:
+    """Each distinct label of a column resolved once by ``resolve``. A label it refuses is NaN with
+    ``errors="coerce"``; else one :class:`InputError` naming ``argument``, how many rows hold refused labels, the
+    first of them (its position, which the pandas facade names by its label) and its label, in the refusal's words.
+    """
+    found, refused = [], {}
+    for i, label in enumerate(labels):
+        try:
+            found.append(resolve(label))
+        except (ValueError, TypeError) as error:
+            found.append(np.nan)
+            refused[i] = error
+    bad = np.isin(codes, list(refused)) if refused and errors != "coerce" else None
+    if bad is not None and bad.any():  # (an unused category refused is on no row)
+        first = int(np.argmax(bad))
+        refusal = refused[int(codes[first])]
+        if isinstance(refusal, InputError):
+            problem, fix = refusal.problem, refusal.fix
+            problem = problem if refusal.where in ("link", "model", argument) else f"{refusal.where}: {problem}"
+        else:
+            problem, _, fix = str(refusal).partition(". Fix: ")
+        raise InputError(
+            argument,
+            problem,
+            fix.rstrip(".") or f"correct the {argument} of those rows",
+            n_invalid=int(bad.sum()),
+            row=first,
+            value=labels[int(codes[first])],
+            position=first,
+        )
+    return found
 
 
 def holds_labels(value: Any) -> bool:
@@ -124,13 +169,13 @@ def model_terms(
         _numbers_unshaped(shaped)
         return ModelTerms(value)
     codes, uniques = distinct(_array(value))
-    numbers = {i: label for i, label in enumerate(uniques) if is_number(label)}  # bytes per token among models
-    if numbers:
+    if any(is_number(label) for label in uniques):  # bytes per token among models
         _numbers_unshaped(shaped)
-    found = [
-        KVTerms(cast(int, float(numbers[i]))) if i in numbers else per_label(terms_of, errors)(label)
-        for i, label in enumerate(uniques)
-    ]
+
+    def terms_of_label(label: Any) -> KVTerms:
+        return KVTerms(cast(int, _as_number(label, "kv_bytes_per_token"))) if is_number(label) else terms_of(label)
+
+    found = resolved_labels("kv_bytes_per_token", codes, uniques, terms_of_label, errors)
     return _terms_of_lookups(
         [[np.nan if isinstance(t, float) else getattr(t, name) for t in found] + [np.nan] for name in _FIELDS], codes
     )
@@ -212,7 +257,9 @@ def message_terms(value: Any, kv_layout: str, layers: Any, *, errors: str = "rai
         layers = _posting_layers(checked_layers(layers, errors), kv_layout, errors, costs)
         return MessageTerms(np.multiply(layers, per_layer, dtype=np.float64), 0.0, 0.0, 0.0)
     codes, uniques = distinct(_array(value))
-    found = [per_label(lambda m: kv_terms(m).message_factors(kv_layout), errors)(label) for label in uniques]
+    found = resolved_labels(
+        "kv_bytes_per_token", codes, uniques, lambda m: kv_terms(m).message_factors(kv_layout), errors
+    )
     tables = [np.array([np.nan if isinstance(f, float) else f[i] for f in found] + [np.nan]) for i in range(4)]
     return MessageTerms(*(spread(codes, table) for table in tables))
 
@@ -298,7 +345,9 @@ def num_layers(value: Any, *, errors: str = "raise") -> Any:
     """The layer count of a model name, config or path (or of each in an array of them)."""
     if isinstance(value, (Mapping, str, os.PathLike)):
         return layer_count(value)
-    return map_distinct(_array(value), per_label(layer_count, errors), np.float64, np.nan)
+    codes, uniques = distinct(_array(value))
+    found = resolved_labels("kv_bytes_per_token", codes, uniques, layer_count, errors)
+    return spread(codes, np.array([*found, np.nan], dtype=np.float64))
 
 
 class LinkTerms(NamedTuple):
@@ -331,34 +380,25 @@ def link_terms(value: Any, *, errors: str = "raise") -> LinkTerms:
         return LinkTerms(link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms, link.per_message_ms)
     if np.ndim(value) == 0 or not holds_labels(value):
         return LinkTerms(value, None, None, None)
-    data = _array(value)
-    terms = []
-    for attribute, missing in (
-        ("effective_bandwidth_gb_s", np.nan),
-        ("latency_ms", 0.0),
-        ("per_block_ms", 0.0),
-        ("per_message_ms", 0.0),
+    codes, uniques = distinct(_array(value))
+    found = resolved_labels("kv_transfer_bandwidth", codes, uniques, _link_row, errors)
+    tables = np.array(
+        [(np.nan, 0.0, 0.0, 0.0) if np.ndim(f) == 0 else f for f in found] + [(np.nan, 0.0, 0.0, 0.0)], dtype=np.float64
+    )  # (an unknown or missing link is missing through its bandwidth, costs 0)
+    return LinkTerms(*(spread(codes, tables[:, k]) for k in range(4)))
+
+
+def _link_row(value: Any) -> tuple[float, float, float, float]:
+    """The terms of one entry of a column of links, where a number (or its text) is a bandwidth in GB/s with no
+    other cost, as a number alone is: a column may mix both, as a bytes column mixes numbers and models."""
+    if (
+        isinstance(value, (int, float, np.integer, np.floating, str))
+        and not isinstance(value, (bool, np.bool_))
+        and (not isinstance(value, str) or _is_number_text(value))
     ):
-        column = map_distinct(
-            data,
-            per_label(cast(Callable[[Any], float], lambda v, a=attribute: _link_attribute(v, a)), errors),
-            np.float64,
-            missing,
-        )
-        if attribute != "effective_bandwidth_gb_s":
-            column[np.isnan(column)] = 0.0  # an unknown link is already missing through its bandwidth
-        terms.append(column)
-    return LinkTerms(*terms)
-
-
-def _link_attribute(value: Any, attribute: str) -> float:
-    """One term of one entry of a column of links, where a number is a bandwidth in GB/s (no other cost), as
-    a number alone is: a column may mix both, as a bytes column mixes numbers and models."""
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
-        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
-    if isinstance(value, str) and _is_number_text(value):
-        return float(value) if attribute == "effective_bandwidth_gb_s" else 0.0
-    return float(getattr(get_link(value), attribute))
+        return _as_number(value, "kv_transfer_bandwidth"), 0.0, 0.0, 0.0
+    link = get_link(value)
+    return link.effective_bandwidth_gb_s, link.latency_ms, link.per_block_ms, link.per_message_ms
 
 
 #: A link's fixed costs, each added to the caller's own (at every entry point).

@@ -121,22 +121,37 @@ _LAYER_TYPES = {
 _PATTERN_TYPES = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
 
 
+def _layer_types(types: Any, layers: int) -> list[str]:
+    """A config's ``layer_types``: a list of one known type name per layer, else one line naming the field, the
+    position and the value (a null entry is no layer type, never the type ``"none"``)."""
+    where = "model config field 'layer_types'"
+    if not isinstance(types, (list, tuple)):
+        raise InputError(where, f"{shown(types)} is not a list", "give a list of one layer type per layer")
+    if len(types) != layers:
+        raise InputError(where, f"has {len(types)} layer_types for {layers} layers", "give one layer type per layer")
+    for position, name in enumerate(types):
+        if not isinstance(name, str):
+            raise InputError(
+                where,
+                f"entry {position} is {shown(name)}, not a layer type's name",
+                f"give a name for layer {position}, one of {', '.join(_LAYER_TYPES)}",
+            )
+    unknown = sorted({t for t in types if t.lower() not in _LAYER_TYPES})
+    if unknown:
+        raise InputError(
+            where,
+            f"has layer types {unknown} whose KV cache perfmodel does not model",
+            f"map them to one of {', '.join(_LAYER_TYPES)}",
+        )
+    return list(types)
+
+
 def layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
     """The KV kind of every layer: full, window, chunk, linear, mamba or none (no cache)."""
     layers = _field(cfg, LAYERS, largest=MOST_LAYERS)
     types = cfg.get("layer_types")
     if types is not None:
-        if len(types) != layers:
-            raise ValueError(
-                f"model config has {len(types)} layer_types for {layers} layers. Fix: give one layer type per layer"
-            )
-        unknown = sorted({str(t) for t in types if str(t).lower() not in _LAYER_TYPES})
-        if unknown:
-            raise ValueError(
-                f"model config has layer types {unknown} whose KV cache perfmodel does not model "
-                f"(it knows {', '.join(_LAYER_TYPES)}). Fix: map them to one of these in layer_types"
-            )
-        return [_LAYER_TYPES[str(t).lower()] for t in types]
+        return [_LAYER_TYPES[t.lower()] for t in _layer_types(types, layers)]
     pattern = cfg.get("hybrid_override_pattern")
     if pattern:
         unknown = sorted(set(pattern) - set(_PATTERN_TYPES))
@@ -174,24 +189,59 @@ def layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
     return ["full"] * layers
 
 
+#: Falcon's model types: ``falcon`` (transformers' FalconConfig) and the hub's earlier remote-code names.
+_FALCON = ("falcon", "refinedweb", "refinedwebmodel")
+#: Falcon's KV-head field and its earlier name (the remote-code RWConfig's).
+_FALCON_KV = ("num_kv_heads", "n_head_kv")
+
+
+def attention_heads(cfg: Mapping[str, Any]) -> tuple[int, int]:
+    """(attention heads, KV heads) of a config's attention layers: the one reading of heads, for the bytes per token
+    and for :func:`perfmodel.kv_heads`. A KV head count above the attention heads is refused, naming its field.
+
+    Falcon follows transformers' ``FalconAttention`` (``models/falcon/modeling_falcon.py``): ``num_kv_heads`` (the
+    remote code's ``n_head_kv``) when ``new_decoder_architecture or not multi_query``, else 1; ``FalconConfig``
+    defaults ``num_kv_heads`` to the attention heads and ``multi_query`` to True (a config of another model type
+    with Falcon's fields is read by the same rule, ``multi_query`` then False unless given). The remote-code
+    ``RefinedWeb`` type (falcon-40b's first config, which has no such field) is the new decoder architecture, as
+    vLLM's ``RWConfig`` reads falcon-40b (it sets it for a hidden size of 8192, falcon-40b's). Other configs: ``multi_query`` is one KV head, else ``num_key_value_heads``, else every attention head.
+
+    Examples
+    --------
+    >>> attention_heads({"model_type": "falcon", "num_attention_heads": 128, "num_kv_heads": 8,
+    ...                  "new_decoder_architecture": True, "multi_query": True})
+    (128, 8)
+    >>> attention_heads({"num_attention_heads": 32, "num_key_value_heads": 8})
+    (32, 8)
+    """
+    heads = _field(cfg, HEADS)
+    model_type = str(cfg.get("model_type", "")).lower()
+    field = "num_key_value_heads"
+    falcon_fields = any(cfg.get(name) is not None for name in ("new_decoder_architecture", *_FALCON_KV))
+    if model_type in _FALCON or falcon_fields:
+        field = next((name for name in _FALCON_KV if cfg.get(name) is not None), _FALCON_KV[0])
+        new_architecture = cfg.get("new_decoder_architecture", model_type == "refinedweb")
+        grouped = bool(new_architecture) or not cfg.get("multi_query", model_type in _FALCON)
+        kv_heads = _field(cfg, _FALCON_KV, default=heads) if grouped else 1
+    elif cfg.get("multi_query"):
+        kv_heads = 1
+    else:
+        kv_heads = _field(cfg, (field,), default=heads)
+    if kv_heads > heads:  # (key-value heads serve groups of query heads: never more of them)
+        raise InputError(
+            f"model config field {field!r}",
+            f"{kv_heads} is more than the {heads} attention heads",
+            f"correct {field} (at most num_attention_heads)",
+        )
+    return heads, kv_heads
+
+
 def layer_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> int:
     """One attention layer's KV bytes per token on one GPU."""
     dtype_bytes = kv_dtype_bytes(cfg, kv_cache_dtype)
     if cfg.get("kv_lora_rank") is not None:
         return (_field(cfg, ("kv_lora_rank",)) + _field(cfg, ("qk_rope_head_dim",), smallest=0)) * dtype_bytes
-    heads = _field(cfg, HEADS)
-    if cfg.get("multi_query"):
-        kv_heads = 1
-    elif cfg.get("num_key_value_heads") is not None:
-        kv_heads = _field(cfg, ("num_key_value_heads",))
-    else:
-        kv_heads = heads
-    if kv_heads > heads:  # (key-value heads serve groups of query heads: never more of them)
-        raise InputError(
-            "model config field 'num_key_value_heads'",
-            f"{kv_heads} is more than the {heads} attention heads",
-            "correct num_key_value_heads (at most num_attention_heads)",
-        )
+    heads, kv_heads = attention_heads(cfg)
     head_dim = _field(cfg, ("head_dim",), default=0)
     if not head_dim:
         hidden = _field(cfg, _HIDDEN)

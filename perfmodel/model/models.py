@@ -312,7 +312,8 @@ def kv_bytes_per_token(
     - GQA/MHA: ``2 * layers * ceil(kv_heads / tp) * head_dim * dtype_bytes`` (keys and
       values), with the config's explicit ``head_dim`` when it has one, else
       ``hidden_size // num_attention_heads``; ``num_key_value_heads`` defaults to
-      ``num_attention_heads`` (``multi_query`` configs have one KV head).
+      ``num_attention_heads`` (``multi_query`` configs have one KV head; Falcon's ``num_kv_heads`` are read
+      as transformers' ``FalconAttention`` reads them).
     - MLA (``kv_lora_rank`` in the config: DeepSeek-V2/V3/R1, Kimi-K2): one latent of
       ``kv_lora_rank + qk_rope_head_dim`` per layer, no factor 2, replicated on every
       tensor-parallel rank (``tp`` does not divide it).

@@ -443,15 +443,13 @@ def kv_heads(config: Any) -> int:
     >>> kv_heads("llama-3.1-70b"), kv_heads("deepseek-v3")
     (8, 1)
     """
-    from ..model.layers import HEADS, _field
+    from ..model.layers import attention_heads
     from ..model.models import model_config
 
     cfg = model_config(config)
-    if cfg.get("kv_lora_rank") is not None or cfg.get("multi_query"):
+    if cfg.get("kv_lora_rank") is not None:
         return 1
-    if cfg.get("num_key_value_heads") is not None:
-        return _field(cfg, ("num_key_value_heads",))
-    return _field(cfg, HEADS)
+    return attention_heads(cfg)[1]  # (the reading of kv_bytes_per_token: Falcon's fields, the same refusals)
 
 
 class HeadTerms(NamedTuple):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputError, check_number, finite_at_least, shown, warn
 from ..inputs.words import count
-from .fits import FitReport, nonnegative_least_squares
+from .fits import FitReport, distinct_points, nonnegative_least_squares, one_point
 
 __all__ = ["CONNECTORS", "WINDOWS", "Connector", "fit_connector", "get_connector", "save_connector", "user_connectors"]
 
@@ -330,7 +330,8 @@ def fit_connector(
     model's time for it with the transport given and no connector. The rest, ``measured - transport``, is fitted
     as ``request_ms + per_descriptor_ms * descriptors`` (non-negative, minimising the relative error of the
     whole handoff, as :func:`perfmodel.fit_link` does); without ``descriptors``, or with one count for all, as
-    ``request_ms`` alone (said in the report).
+    ``request_ms`` alone (said in the report). Handoffs less than 10% apart in transport time (and descriptors)
+    are one point, and a fit needs two (:func:`perfmodel.network.fits.distinct_points`).
 
     Parameters
     ----------
@@ -380,6 +381,10 @@ def fit_connector(
         )
     notes = [f"{count(int((~moving).sum()), 'handoff')} of no bytes left out"] if not moving.all() else []
     measured, transport, counts = measured[moving], transport[moving], None if counts is None else counts[moving]
+    if distinct_points(transport, counts) < 2:  # (the transport's time stands for the handoff's size)
+        raise InputError(
+            "fit_connector", one_point("handoff", transport, "ms of transport"), "measure handoffs of several sizes"
+        )
     faster = int(np.sum(measured < transport))
     if faster:
         notes.append(f"{count(faster, 'handoff')} measured faster than the transport alone: its model is slower than "

@@ -74,6 +74,77 @@ class FitReport:
         )
         return f"{count(self.points, 'point')}, max error {worst}, mean {mean}"
 
+    def far_off(self, check: str) -> str:
+        """The warning a fit far from its measurements earns (its largest error above :data:`FAR_OFF`), ending
+        with what to ``check``; empty when it is close. One rule for :func:`perfmodel.calibration.calibrate` and
+        ``perfmodel connectors --fit``.
+
+        >>> FitReport(3, 0.2, 0.1).far_off("check the units")
+        'the fit is far from the measurements (3 points, max error 20.0%, mean 10.0%): check the units'
+        >>> FitReport(3, 0.05, 0.01).far_off("check the units")
+        ''
+        """
+        return f"the fit is far from the measurements ({self.errors()}): {check}" if self.far else ""
+
+    @property
+    def far(self) -> bool:
+        """Whether its largest error is above :data:`FAR_OFF` (or not a number)."""
+        return not self.max_relative_error <= FAR_OFF
+
+
+#: A fit whose largest relative error is above this is far from its measurements, and said (:meth:`FitReport.far_off`).
+FAR_OFF = 0.1
+
+#: Sizes less than this fraction apart are one size to a fit (:func:`distinct_points`): their times tell a
+#: bandwidth from a latency (or a per-descriptor cost from a per-request one) only through their noise.
+SIZE_SPREAD = 0.1
+
+
+def _groups(values: np.ndarray) -> np.ndarray:
+    """Each value's group: sorted, a new group starts at the first value more than :data:`SIZE_SPREAD` above the
+    smallest of the group before it (all values > 0, or all 0 for a count not given)."""
+    order = np.argsort(values, kind="stable")
+    labels, start, group = np.empty(values.size, dtype=np.int64), None, -1
+    for i in order:
+        if start is None or values[i] > start * (1.0 + SIZE_SPREAD):
+            start, group = values[i], group + 1
+        labels[i] = group
+    return labels
+
+
+def distinct_points(*columns: np.ndarray | None) -> int:
+    """How many distinct points measurements hold: in each column (sizes, counts; None: not given) values less
+    than :data:`SIZE_SPREAD` apart are one value, and two measurements are one point unless a column tells
+    them apart. The one rule of :func:`perfmodel.fit_link`, :func:`perfmodel.fit_connector` and
+    :func:`perfmodel.measured_fits`: a fit needs two points.
+
+    >>> distinct_points(np.array([1e6, 1e6, 1.05e6]))                  # one size written thrice
+    1
+    >>> distinct_points(np.array([1e6, 1e6]), np.array([30_016, 3_776]))  # one size, two message counts
+    2
+    """
+    given = [np.asarray(c, dtype=np.float64) for c in columns if c is not None]
+    if not given or not given[0].size:
+        return 0
+    return len({tuple(row) for row in np.column_stack([_groups(c) for c in given])})
+
+
+def one_point(what: str, sizes: np.ndarray, unit: str = "bytes") -> str:
+    """The problem of measurements of one size (:func:`distinct_points` below 2), in the words
+    :func:`perfmodel.fit_prefill` uses for one prompt length.
+
+    >>> one_point("measurement", np.array([1e6, 1.02e6]))
+    'needs measurements of at least two sizes (10% apart or more), got 2 measurements of one size (1,000,000 to 1,020,000 bytes)'
+    """
+    shown = lambda v: f"{v:,.0f}" if v >= 1000 else f"{v:.4g}"  # noqa: E731
+    span = (
+        f" ({' to '.join(dict.fromkeys(shown(v) for v in (sizes.min(), sizes.max())))} {unit})"
+        if sizes.size > 1
+        else ""
+    )
+    got = count(sizes.size, what) + (f" of one size{span}" if sizes.size > 1 else "")
+    return f"needs measurements of at least two sizes ({SIZE_SPREAD:.0%} apart or more), got {got}"
+
 
 def measured_vectors(where: str, **given: Any) -> dict[str, np.ndarray | None]:
     """A fit's measurements (by keyword; None stays None) as flat float64 arrays, read one way for every fit

@@ -53,7 +53,7 @@ from ..errors import InputError, check_number, check_whole, finite_at_least, sho
 from ..inputs import user_presets as _presets
 from ..inputs.table import nonnegative
 from ..inputs.words import count
-from .fits import FitReport, measured_vectors, ms_per_byte_floor, nonnegative_least_squares
+from .fits import FitReport, distinct_points, measured_vectors, ms_per_byte_floor, nonnegative_least_squares, one_point
 from .specs import SPECS as _CLUSTERS
 from .transport import DECLARED, Transport
 
@@ -687,7 +687,8 @@ def fit_link(
     measurement moving the same number of blocks or messages holds the latency at 0 (the
     fixed cost is per block or message); the same bytes at two message counts (a page-size
     experiment) fit a bandwidth and a per-message cost; a time that does not grow with size
-    gives an unlimited bandwidth. A throughput-vs-message-size table (GB/s per message
+    gives an unlimited bandwidth. Sizes (and counts) less than 10% apart are one point, and a fit needs
+    two (:func:`perfmodel.network.fits.distinct_points`). A throughput-vs-message-size table (GB/s per message
     size, as RDMA benchmarks publish) fits as ``nbytes = count * size``,
     ``measured_ms = nbytes / (gb_s * 1e9) * 1000``, ``n_messages = count``.
 
@@ -737,9 +738,6 @@ def fit_link(
     x, t = cast(np.ndarray, read["nbytes"]), cast(np.ndarray, read["measured_ms"])
     if x.shape != t.shape:
         raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
-    if x.size < 2:
-        raise InputError("fit_link", f"needs at least two measurements, got {x.size}",
-                         "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
     counts = {}
     for label in ("n_blocks", "n_messages"):
         given = read[label]
@@ -755,6 +753,8 @@ def fit_link(
             i = int(np.argmax(bad))
             raise InputError(f"fit_link: {label}", f"{count(int(bad.sum()), 'value')} not finite and > 0, first at "
                              f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
+    if distinct_points(x, *counts.values()) < 2:  # (one size written twice, or sizes too close: no bandwidth)
+        raise InputError("fit_link", one_point("measurement", x), "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
     # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
     terms = {"bandwidth": x, "per-block cost": counts.get("n_blocks"), "per-message cost": counts.get("n_messages"),
              "latency": np.ones_like(t)}
@@ -763,7 +763,8 @@ def fit_link(
     for term, column in terms.items():
         if column is None:
             continue
-        scaled = np.column_stack([*kept.values(), column]) / t[:, None]
+        seen = [np.full_like(c, c.mean()) if distinct_points(c) < 2 else c for c in (*kept.values(), column)]
+        scaled = np.column_stack(seen) / t[:, None]  # (a column of one size (SIZE_SPREAD) is as good as constant)
         if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
             kept[term] = column
         else:

@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 
 from ..errors import InputError
 from ._style import axes_or_current, line_styles, require
+from .grid import refuse_other_axes
 
 #: The parts of a request's TTFT, in the order they happen, with their legend labels.
 PARTS = {
@@ -31,13 +32,20 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     The p99 TTFT is drawn solid, the p50 dashed, and the handoff's own p99 (``handoff_delay_p99_ms``) thin and
     dotted, so that the handoff's share stays visible beside the queue. The y axis is logarithmic.
 
+    A grid that varies a column besides the rate and ``by`` (say ``prefill_workers``) is refused, naming the
+    columns, as :func:`perfmodel.plotting.grid_percentiles` and :func:`perfmodel.plotting.grid_budget` refuse
+    it: a curve through its rows would zig-zag between configurations, and a curve per remaining combination
+    would triple the lines (p99, p50 and handoff) for every value of every column, past reading. Select one
+    value of each first, or pass ``by=`` the one that varies.
+
     Parameters
     ----------
     grid
-        A :func:`perfmodel.ttft_grid` result with a ``request_rate_per_s`` axis.
+        A :func:`perfmodel.ttft_grid` result with a ``request_rate_per_s`` axis, and no other varying
+        column than ``by``.
     by
         A column of the grid whose values get a curve each (e.g. ``"link"``, ``"links"``,
-        ``"prefill_workers"``); default: one curve.
+        ``"prefill_workers"``); default: one curve (so no other column may vary).
     ax
         Axes to draw on (default: the current Axes).
 
@@ -58,9 +66,15 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     >>> len(pp.ttft_vs_rate(grid, by="link", ax=ax).get_lines())   # p99, p50 and the handoff's p99 per link
     6
     """
-    require(grid, ["request_rate_per_s", "p50_ms", "p99_ms", "handoff_delay_p99_ms"])
-    if by is not None:
-        require(grid, [by])
+    needed = ["request_rate_per_s", "p50_ms", "p99_ms", "handoff_delay_p99_ms"] + ([by] if by else [])
+    missing = [c for c in needed if c not in grid.columns]
+    fix = "pass a perfmodel.ttft_grid(...) result with a list of request_rate_per_s"
+    if missing:
+        fix = "pass by= one of the grid's columns" if missing[0] == by else fix
+        raise InputError("ttft_vs_rate", f"the frame has no column {missing[0]!r}; its columns: {list(grid)}", fix)
+    if not len(grid):
+        raise InputError("ttft_vs_rate", "the frame has no rows, so there is nothing to draw", fix)
+    refuse_other_axes(grid, ["request_rate_per_s"] + ([by] if by else []), "ttft_vs_rate", "" if by else "by")
     ax = axes_or_current(ax)
     groups = [(None, grid)] if by is None else list(grid.groupby(by, sort=False, observed=True))
     for (key, rows), style in zip(groups, line_styles()):

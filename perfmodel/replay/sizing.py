@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = [
     "QUANTILE_METHOD",
     "NicSizing",
     "alone_question",
+    "buildable",
     "counted",
     "fewest_meeting",
     "meets_budget",
@@ -64,7 +65,8 @@ class NicSizing:
     count
         The fewest count tried whose percentile meets the budget (``inf`` where none does).
     unit
-        What is counted: ``"NICs per node"`` (a cluster's), ``"links"`` (separate links) or ``"NICs striped"``.
+        What is counted: ``"NICs per node"`` (a cluster's), ``"links"`` (separate links, each the link given) or
+        ``"NICs striped"`` (NICs: a link of several, ``"4x ib-ndr"``, is 4 of them, its multiples 8, 12, ...).
     axis
         The replay's input varied: ``"nics_per_node"``, ``"links"`` or ``"link"``.
     percentile, budget_ms, contention, scope
@@ -111,6 +113,106 @@ def _question(percentile: float, budget_ms: float, contention: str, scope: str, 
     )
 
 
+def buildable(
+    question: str, name: str, counts: Sequence[int], build: Callable[[int], Any], none: str = "inf"
+) -> list[tuple[int, Any]]:
+    """Each NIC count per node a cluster can be built with, and what ``build`` makes of it; the counts ``build``
+    refuses (its PCIe switches, NIC map or NICs down cannot take them) are left out, and one warning names them.
+
+    Parameters
+    ----------
+    question
+        The function asking (it starts the warning).
+    name
+        The cluster's name.
+    counts
+        NICs per node to try, ascending.
+    build
+        A count's cluster (or its answer): raises :class:`InputError` for a count the cluster cannot take.
+    none
+        What the question answers where no count tried meets its budget (``"inf"``, ``"None"``).
+
+    Returns
+    -------
+    list of (int, object)
+        The counts built, each with what ``build`` made of it.
+
+    Raises
+    ------
+    InputError
+        The first count's refusal, where no count can be built.
+
+    Examples
+    --------
+    >>> buildable("q", "c", [1, 2, 4], lambda k: k * 10)
+    [(1, 10), (2, 20), (4, 40)]
+    """
+    built, skipped = [], []
+    for count in counts:
+        try:
+            built.append((count, build(count)))
+        except InputError as error:
+            skipped.append((count, error))
+    if not built and skipped:
+        raise skipped[0][1]
+    if skipped:  # (never tried: an answer of none says only that none of the others meets the budget)
+        warn(
+            f"{question}: cluster {name!r} cannot take {count_of(len(skipped), 'NIC count')} per node "
+            f"({', '.join(str(c) for c, _ in skipped)}: {skipped[0][1].problem}), so they were not tried; the "
+            f"answers are among {', '.join(str(c) for c, _ in built)}, and {none} means none of those meets the budget"
+        )
+    return built
+
+
+def _counts(counts: Sequence[int] | None) -> list[int] | None:
+    """The counts asked for, each a whole number >= 1 and given once (a count given twice would replay twice
+    and be listed twice in ``tried``: refused, as the grids refuse a repeated value)."""
+    if counts is None:
+        return None
+    given = [check_whole("counts", c, smallest=1) for c in np.atleast_1d(np.asarray(counts, dtype=object))]
+    if not given:
+        raise InputError("counts", "is empty", "pass the counts to try, e.g. counts=[1, 2, 4, 8]")
+    repeated = sorted({c for c in given if given.count(c) > 1})
+    if repeated:
+        raise InputError(
+            "counts",
+            f"has a repeated value: {', '.join(map(str, repeated))} (its replay would run twice)",
+            "give each count once",
+        )
+    return given
+
+
+def _striped(one: Any, counts: list[int] | None) -> tuple[list[tuple[int, dict[str, Any]]], str]:
+    """Striped candidates in NICs: a link of several (``"4x ib-ndr"``: 4) counts its NICs, 4 per multiple; with
+    the question's words for what the transfers go over."""
+    from ..network.links import MULTIPLE, Link
+
+    if not isinstance(one, Link):  # (a bandwidth of 0 GB/s, as the replay reads it: its fallback delay)
+        name = f"{float(one):g} GB/s"
+        options: list[tuple[int, dict[str, Any]]] = [
+            (n, dict(link=float(one) * n)) for n in counts or DEFAULT_LINK_COUNTS
+        ]
+        return options, f"over one '{name}' link N times as fast (N NICs striped)"
+    nics, base = 1, one.name
+    while (match := MULTIPLE.match(base)) is not None:
+        nics, base = nics * int(match.group(1)), match.group(2)
+    if nics == 1:
+        options = [(n, dict(link=one.times(n))) for n in counts or DEFAULT_LINK_COUNTS]
+        return options, f"over one '{one.name}' link N times as fast (N NICs striped)"
+    for c in counts or ():
+        if c % nics:
+            raise InputError(
+                "counts",
+                f"{c} is not a multiple of the {nics} NICs of {one.name!r} (striped counts are NICs)",
+                f"pass multiples of {nics}, or link={base!r} to stripe any count of its NICs",
+            )
+    counts = counts or [nics * n for n in DEFAULT_LINK_COUNTS]
+    options = [(c, dict(link=dataclasses.replace(one.times(c // nics), name=f"{c}x {base}"))) for c in counts]
+    return options, (
+        f"over one link of N '{base}' NICs striped, N times as fast as one (N NICs striped: {nics} per '{one.name}')"
+    )
+
+
 def _candidates(
     link: Any,
     counts: Sequence[int] | None,
@@ -123,21 +225,16 @@ def _candidates(
     from ..network.links import Link, get_link
     from ..network.placement import get_cluster, is_cluster
 
-    if counts is not None:
-        counts = [check_whole("counts", c, smallest=1) for c in np.atleast_1d(np.asarray(counts, dtype=object))]
-        if not counts:
-            raise InputError("counts", "is empty", "pass the counts to try, e.g. counts=[1, 2, 4, 8]")
+    counts = _counts(counts)
     if is_cluster(link):
         if striped:
             raise InputError("striped", "applies to a link, but a cluster's NICs are its own", "drop striped=True")
         base = get_cluster(link)
-        options = []
-        for count in counts or nic_counts(base.gpus_per_node):
-            try:
-                options.append((count, dict(link=dataclasses.replace(base, nics_per_node=int(count)))))
-            except InputError:  # (a count its PCIe switches cannot take: refused when asked for by name)
-                if counts:
-                    raise
+        build = lambda count: dict(link=dataclasses.replace(base, nics_per_node=int(count)))  # noqa: E731
+        if counts:  # (a count asked for by name that its PCIe switches cannot take: refused)
+            options = [(count, build(count)) for count in counts]
+        else:  # (the counts a node takes that this one cannot: skipped, and said)
+            options = buildable("required_nics", base.name, nic_counts(base.gpus_per_node), build)
         return (
             "nics_per_node",
             "NICs per node",
@@ -151,16 +248,17 @@ def _candidates(
             f"{link!r} is not a link, a bandwidth or a cluster",
             "pass a link name such as 'ib-ndr', a perfmodel.Link, a bandwidth in GB/s, or a perfmodel.Cluster",
         )
-    one = Link(f"{float(link):g} GB/s", float(link)) if isinstance(link, numbers.Real) else get_link(link)
-    name = one.name
+    one: Any
+    if not isinstance(link, numbers.Real):
+        one = get_link(link)
+    elif link == 0:  # (a bandwidth of 0 GB/s, which no Link is, goes to the replay as it is: its fallback delay)
+        one = 0.0
+    else:
+        one = Link(f"{float(link):g} GB/s", float(link))
+    name = f"{one:g} GB/s" if isinstance(one, float) else one.name
     if striped:
-        return (
-            "link",
-            "NICs striped",
-            [(n, dict(link=one.times(n))) for n in counts or DEFAULT_LINK_COUNTS],
-            f"over one '{name}' link N times as fast (N NICs striped)",
-            f"{bytes_of} striped over the N",
-        )
+        options, over = _striped(one, counts)
+        return "link", "NICs striped", options, over, f"{bytes_of} striped over the N"
     return (
         "links",
         "links",
@@ -190,9 +288,11 @@ def required_nics(
     The trace is replayed (:func:`perfmodel.replay_handoffs`) once per count, each the same but for the
     count: on a cluster (:class:`perfmodel.Cluster` or a preset's name), its NICs per node (every count its
     nodes can take, :func:`nic_counts`); on a link, ``links=N`` separate links, each transfer over one of them
-    whole, or with ``striped=True`` one link ``"Nx"`` as fast (1 to 8 by default). Every count is tried (no
-    monotonicity assumed); the answer is the smallest whose percentile (:func:`percentile_ms`) is within the
-    budget (:func:`meets_budget`). ``contention="none"`` prices each handoff alone, as
+    whole, or with ``striped=True`` one link ``"Nx"`` as fast (1 to 8 by default), counted in NICs (a link of
+    several, ``"4x ib-ndr"``, is striped 1 to 8 times: 4 to 32 NICs). Every count is tried (no monotonicity
+    assumed); the answer is the smallest whose percentile (:func:`percentile_ms`) is within the budget
+    (:func:`meets_budget`). Counts a cluster cannot be built with (its PCIe switches, NIC map or NICs down) are
+    skipped with a warning that names them, as :func:`perfmodel.required_nics_per_node` skips them. ``contention="none"`` prices each handoff alone, as
     :func:`perfmodel.required_nics_per_node` does for one prompt.
 
     Parameters
@@ -200,7 +300,9 @@ def required_nics(
     trace
         Requests, as :func:`perfmodel.replay_handoffs` takes them.
     link
-        A link preset's name (``"ib-ndr"``: one NIC) or a cluster.
+        A link preset's name (``"ib-ndr"``: one NIC; ``"4x ib-ndr"``: four), a :class:`perfmodel.Link`, a
+        bandwidth in GB/s (0 reads as :func:`perfmodel.replay_handoffs` reads it: its ``fallback_delay_ms``) or a
+        cluster.
     model
         The model (a preset name or config).
     budget_ms
@@ -211,7 +313,7 @@ def required_nics(
     percentile
         The percentile (default 99: the p99; ``percent=``, its old name, is deprecated).
     counts
-        The counts to try (default: those above).
+        The counts to try, each once (default: those above); striped, NICs (multiples of the link's own).
     striped
         On a link: vary ``"Nx link"`` (one link N times as fast) instead of ``links=N``.
     **replay_options

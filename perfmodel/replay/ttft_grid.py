@@ -99,8 +99,12 @@ def at_rate(prepared: PreparedTrace, rate_per_s: float) -> PreparedTrace:
 
 def _configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
     unknown = sorted(set(axes) - set(TTFT_AXES))
-    if unknown:
-        raise InputError("ttft_grid", f"unknown axis {unknown}", "use keywords of replay_ttft or request_rate_per_s")
+    if unknown:  # (a close name offered, as fewest_for_ttft and max_rate_for_ttft offer it)
+        close = difflib.get_close_matches(unknown[0], TTFT_AXES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InputError(
+            "ttft_grid", f"unknown axis {unknown}{hint}", "use keywords of replay_ttft or request_rate_per_s"
+        )
     no_series_axes("ttft_grid", axes)
     axes = edge_values(axes)
     listed = {name: list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v] for name, v in axes.items()}
@@ -354,8 +358,13 @@ def fewest_for_ttft(
     """The fewest prefill workers, decode workers, links or NICs per node that keep the trace's TTFT percentile
     within a budget.
 
-    Found by bisection over whole numbers from 1 to ``most`` (assuming more never hurts); NICs per node over the
-    counts a cluster takes (those that divide its GPUs per node or are multiples of it).
+    Every count from 1 up is tried, in order (a few at a time on threads), until one keeps the budget: no
+    monotonicity is assumed (one more prefill worker can raise the p99, as routing changes), so the answer is
+    the fewest that keeps it, and None means no count up to ``most`` does (each tried: ``most`` replays). NICs
+    per node are tried over the counts a node of the cluster takes, as :func:`perfmodel.required_nics` tries
+    them (:func:`perfmodel.replay.sizing.nic_counts`: the divisors of its GPUs per node, then 2 to 4 NICs per
+    GPU), up to ``most``; the counts the cluster cannot be built with (its PCIe switches, NIC map or NICs down)
+    are skipped with a warning that names them.
 
     Parameters
     ----------
@@ -376,7 +385,7 @@ def fewest_for_ttft(
     Returns
     -------
     int or None
-        The count, or None when even ``most`` misses the budget.
+        The fewest count that keeps the budget, or None when no count up to ``most`` keeps it.
 
     Examples
     --------
@@ -386,13 +395,14 @@ def fewest_for_ttft(
     ...                 prefill_tokens_per_s=40_000)
     7
     """
+    from ..ground.progress import in_threads
+
     check_choice("count_of", count_of, COUNTS)
     _question_keywords("fewest_for_ttft", inputs, count_of)
     most = check_whole("most", most, smallest=1)
     budget = _budget(ttft_budget_ms)
     _percentile(percentile)
     prepared = _prepared(trace)
-    counts = list(range(1, most + 1))
     link = inputs.get("link", inputs.get("kv_transfer_bandwidth"))
     if count_of == "links" and (inputs.get("cluster") is not None or is_cluster(link)):
         raise InputError(
@@ -400,22 +410,62 @@ def fewest_for_ttft(
             "'links' counts a pool of links, but the link is a cluster (which decides the resources flows share)",
             "ask for the fewest 'nics_per_node' of the cluster",
         )
-    if count_of == "nics_per_node":
-        from ..inputs.table import INPUTS
-        from .cluster import with_cluster
+    counts = _nic_counts(inputs, most) if count_of == "nics_per_node" else list(range(1, most + 1))
+    p99 = lambda count: _p99(prepared, {**inputs, count_of: count}, percentile)  # noqa: E731
+    workers = os.cpu_count() or 1
+    start, size = 0, 2 * workers
+    while start < len(counts):  # ascending, in batches that double: the first count that keeps it is the answer
+        batch = counts[start : start + size]
+        found = in_threads(p99, batch, workers, desc="fewest_for_ttft", progress=False)
+        kept = [k for k, v in zip(batch, found) if v <= budget]
+        if kept:
+            return kept[0]
+        start, size = start + size, size * 2
+    return None
 
-        gpus = with_cluster({**inputs, "nics_per_node": 1})["kv_transfer_bandwidth"].gpus_per_node
-        valid = INPUTS["nics_per_node"].valid
-        largest = valid.high if valid is not None else math.inf  # (the table's bound on a node's NICs)
-        counts = [k for k in counts if (gpus % k == 0 or k % gpus == 0) and k <= largest]
-    keeps = lambda i: _p99(prepared, {**inputs, count_of: counts[i]}, percentile) <= budget  # noqa: E731
-    if not keeps(len(counts) - 1):
-        return None
-    low, high = -1, len(counts) - 1  # (indices of counts) low misses (or is before the first), high keeps
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if keeps(middle) else (middle, high)
-    return counts[high]
+
+def _nic_counts(inputs: dict[str, Any], most: int) -> list[int]:
+    """The NICs per node up to ``most`` that the cluster of ``inputs`` (its ``cluster``, else its link, with its
+    fields replaced) can be built with, as :func:`perfmodel.required_nics` tries them; the others said in a
+    warning, or :class:`InputError` where there is no cluster or no count up to ``most`` builds."""
+    from ..network.placement import get_cluster
+    from .cluster import with_cluster
+    from .sizing import buildable, nic_counts
+
+    base = inputs.get("cluster")
+    base = inputs.get("link", inputs.get("kv_transfer_bandwidth")) if base is None else base
+    if base is None or np.ndim(base) != 0 or not is_cluster(base):
+        raise InputError(
+            "count_of",
+            f"'nics_per_node' counts a cluster's NICs, but the link is {base!r}",
+            "give a cluster (a perfmodel.Cluster or a cluster preset) as the link",
+        )
+    cluster = get_cluster(base)  # (its GPUs per node read as they are: never built with a count of its own)
+    gpus = check_whole("gpus_per_node", inputs.get("gpus_per_node", cluster.gpus_per_node), smallest=1)
+    build = lambda count: with_cluster({**inputs, "nics_per_node": count})  # noqa: E731
+    counts = nic_counts(gpus)
+    try:
+        return [
+            k for k, _ in buildable("fewest_for_ttft", cluster.name, [k for k in counts if k <= most], build, "None")
+        ]
+    except InputError as error:
+        larger = [k for k in counts if k > most and _builds(build, k)]
+        if not larger:
+            raise
+        raise InputError(
+            "most",
+            f"{most} leaves no NIC count per node that cluster {cluster.name!r} can be built with ({error.problem})",
+            f"pass most >= {larger[0]}",
+        ) from None
+
+
+def _builds(build: Any, count: int) -> bool:
+    """Whether ``build(count)`` builds (no :class:`InputError`)."""
+    try:
+        build(count)
+    except InputError:
+        return False
+    return True
 
 
 def _question_keywords(question: str, inputs: dict[str, Any], searched: str) -> None:
