@@ -142,3 +142,16 @@ def test_bounded_caches_without_hashes_warn_that_they_change_nothing(trace_csv: 
     trace = perfmodel.synthetic_trace(30, rate_per_s=10, seed=0).drop(columns="hash_ids")
     with pytest.warns(UserWarning, match=r"decode_cache_blocks=10 has no effect: the trace has no hash_ids"):
         perfmodel.replay_handoffs(trace, link="ib-ndr", model="llama-3.1-8b", decode_cache_blocks=10)
+
+
+def test_a_grid_axis_given_a_value_twice_is_named_by_its_flag(
+    trace_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--grid links=3,1,2,2`` is refused as the ``--grid links`` axis, not as ``replay_grid``, the API function
+    the user did not call."""
+    argv = ["trace", str(trace_csv), "--kv-bytes-per-token", "1e6", "--bandwidth", "1", "--contention", "fifo",
+            "--grid", "links=3,1,2,2", "--out", str(tmp_path / "g")]  # fmt: skip
+    assert _exit_code(argv) == 2
+    line = _one_error(capsys)
+    assert line.startswith("perfmodel trace: error: --grid links: axis links has a repeated value"), line
+    assert "replay_grid" not in line and not (tmp_path / "g").exists()

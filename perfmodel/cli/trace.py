@@ -161,8 +161,9 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
         grid: pd.DataFrame = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
                                          **config)  # (keep="summary": one table)
     except InputError as error:  # a value of an axis: said as the --grid axis it came from, not as its flag
-        if error.where in axes:
-            error.where = f"--grid {error.where}"
+        said = [name for name in axes if error.where == name or error.problem.startswith(f"axis {name} ")]
+        if said:  # (an axis' own refusal, a repeated value, is the grid's: named by its axis too)
+            error.where = f"--grid {said[0]}"
         raise
     out: Path = args.out
     names = _written(args)
