@@ -163,3 +163,21 @@ def test_grid_figures_of_an_empty_frame_say_it_is_empty(replay_grid, figure, ax)
     with pytest.raises(InputError, match=rf"{figure}: the frame has no rows") as error:
         call(replay_grid.iloc[:0])
     assert "vary" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("figure", "source"),
+    [
+        (lambda frame, ax: pp.ttft_breakdown(frame, ax=ax), "perfmodel.replay_ttft"),
+        (lambda frame, ax: pp.memory_held(frame, ax=ax), "perfmodel.replay_ttft"),
+        (lambda frame, ax: pp.link_timeline(frame, ax=ax), "perfmodel.replay_handoffs"),
+        (lambda frame, ax: pp.delay_cdf(frame, ax=ax), "perfmodel.replay_handoffs"),
+    ],
+)
+def test_a_frame_without_a_figures_columns_names_the_function_that_makes_them(figure, source, ax) -> None:
+    """A frame without the columns a figure reads is refused naming the function whose frames have them (every
+    figure said ``perfmodel.sweep``, which makes none of the TTFT or replay figures' columns)."""
+    import pandas as pd
+
+    with pytest.raises(InputError, match=rf"Fix: pass a frame from {source}\(\.\.\.\)"):
+        figure(pd.DataFrame({"num_input_tokens": [1, 2]}), ax)

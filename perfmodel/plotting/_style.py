@@ -114,12 +114,21 @@ def line_styles() -> Iterator[dict[str, Any]]:
         yield {"linestyle": STYLES[i % len(STYLES)], "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4}
 
 
-def require(df: pd.DataFrame, columns: Sequence[str]) -> None:
+def require(df: pd.DataFrame, columns: Sequence[str], where: str = "plot", source: str = "perfmodel.sweep") -> None:
+    """Refuse a frame without the ``columns`` the figure ``where`` reads, naming ``source``, the function whose
+    frames have them.
+
+    >>> require(pd.DataFrame({"x": [1]}), ["ttft_ms"], "ttft_breakdown", "perfmodel.replay_ttft")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: ttft_breakdown: needs columns ['ttft_ms']; the frame has ['x']. Fix: pass a frame from perfmodel.replay_ttft(...), or name the columns.
+    """
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ValueError(
-            f"plot needs columns {missing}; the frame has {list(df.columns)}. "
-            "Fix: pass a frame from perfmodel.sweep(...) or name the columns"
+        raise InputError(
+            where,
+            f"needs columns {missing}; the frame has {list(df.columns)}",
+            f"pass a frame from {source}(...), or name the columns",
         )
 
 

@@ -32,7 +32,7 @@ def _series(data: Any) -> dict[str, np.ndarray]:
     if isinstance(data, Mapping):
         return {str(k): next(iter(_series(v).values())) for k, v in data.items()}
     if isinstance(data, pd.DataFrame):
-        require(data, ["handoff_delay_ms"])
+        require(data, ["handoff_delay_ms"], "delay figures", "perfmodel.replay_handoffs")
         data = data["handoff_delay_ms"]
     label = getattr(data, "name", None) or "handoff_delay_ms"
     return {str(label): pd.Series(data).to_numpy(dtype=float, na_value=np.nan)}
@@ -223,7 +223,7 @@ def compare(
     if not (isinstance(before, pd.DataFrame) and isinstance(after, pd.DataFrame) and x in before and x in after):
         return delay_cdf({labels[0]: before, labels[1]: after}, ax=ax)
     for frame, what in ((before, labels[0]), (after, labels[1])):
-        require(frame, [x, "handoff_delay_ms"])
+        require(frame, [x, "handoff_delay_ms"], "compare")
         one_row_per(frame, [x], f"compare ({what})")
     merged = pd.merge(before[[x, "handoff_delay_ms"]], after[[x, "handoff_delay_ms"]], on=x, suffixes=("_0", "_1"))
     if merged.empty:
@@ -286,7 +286,7 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
     'transfers in flight'
     """
     ax = axes_or_current(ax)
-    require(replay, ["start_ms", "end_ms"])
+    require(replay, ["start_ms", "end_ms"], "link_timeline", "perfmodel.replay_handoffs")
     done = replay[["start_ms", "end_ms"]].dropna()
     done = done[done["end_ms"] > done["start_ms"]]
     times = np.concatenate([done["start_ms"].to_numpy(), done["end_ms"].to_numpy()]) / 1000.0

@@ -122,7 +122,7 @@ def _delay_lines(
     """Draw one line per value of ``hue``: the hue used, how many lines were drawn, the lines not drawn and
     those drawn with points left out (each named, with why)."""
     has_rows(df, where)
-    require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []))
+    require(df, [x, "handoff_delay_ms"] + ([hue] if hue else []), where)
     if hue is None:
         hue = default_hue(df, x)
     one_line = line_label(where, kwargs, hue)
@@ -365,7 +365,7 @@ def heatmap(
     """
     ax = axes_or_current(ax)
     budgets = check_budgets("heatmap", budgets_ms)
-    require(df, [x, y, "handoff_delay_ms"])
+    require(df, [x, y, "handoff_delay_ms"], "heatmap")
     one_row_per(df, [x, y], "heatmap")
     xs, ys, z = _grid_values(df, x, y)
     positive = z[np.isfinite(z) & (z > 0)]
@@ -625,7 +625,7 @@ def heatmap_figure(
     """
     budgets = check_budgets("heatmap_figure", budgets_ms)
     has_rows(df, "heatmap_figure")
-    require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"])
+    require(df, ["num_input_tokens", "kv_transfer_bandwidth", "handoff_delay_ms"], "heatmap_figure")
     delays = df["handoff_delay_ms"].to_numpy(float, na_value=np.nan)
     positive = delays[np.isfinite(delays) & (delays > 0)]
     if not positive.size:

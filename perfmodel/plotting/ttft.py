@@ -129,7 +129,7 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     >>> len(pp.ttft_breakdown(ttft, ax=ax).patches)   # 2 bars of 6 parts
     12
     """
-    require(ttft, ["ttft_ms", *PARTS])
+    require(ttft, ["ttft_ms", *PARTS], "ttft_breakdown", "perfmodel.replay_ttft")
     if not len(ttft):
         raise InputError("ttft", "has no requests", "replay a trace with requests")
     ax = axes_or_current(ax)
@@ -189,7 +189,7 @@ def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = 
         raise InputError("side", f"must be 'prefill' or 'decode', got {side!r}", "pass side='prefill' or 'decode'")
     if side == "prefill":
         columns = ["prefill_worker", "prefill_start_ms", "transfer_end_ms", "num_input_tokens"]
-        require(ttft, columns)
+        require(ttft, columns, "memory_held", "perfmodel.replay_ttft")
         worker, start, end, held = (ttft[c].to_numpy() for c in columns)
     else:
         if "done_ms" not in ttft or "num_output_tokens" not in ttft:
