@@ -259,7 +259,9 @@ def test_a_signal_mid_write_leaves_no_temporary_file_and_the_old_output(tmp_path
     assert process.poll() is None, "the command ended before it could be interrupted"
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 128 + signum, stderr
+    # (128 + signum, or ended by the signal itself: CI saw SIGINT's -2 once in some thousand runs, after the
+    # message; both are a shell's 130, and what the user keeps is below)
+    assert process.returncode in (128 + signum, -signum), stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert out.read_text() == "previous output\n" and not leftovers(out.parent)
 
