@@ -1,4 +1,4 @@
-"""What do our block size and KV layout cost, and how much does layer-wise streaming hide?
+"""What do a block size and a KV layout cost, and how much does layer-wise streaming hide?
 =========================================================================================
 
 Run ``python examples/block_size_and_layout.py --out results``.

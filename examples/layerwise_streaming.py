@@ -1,4 +1,4 @@
-"""Does layer-wise streaming hide the handoff for our prompts? Exposed delay against prompt length.
+"""Does layer-wise streaming hide the handoff for a trace's prompts? Exposed delay against prompt length.
 ================================================================================================
 
 Run ``python examples/layerwise_streaming.py --out results``.

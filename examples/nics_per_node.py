@@ -1,4 +1,4 @@
-"""How many NICs per node for our p99? The handoff's p99 against NICs per node, on an HGX-like node.
+"""How many NICs per node for a p99 budget? The handoff's p99 against NICs per node, on an HGX-like node.
 =====================================================================================================
 
 Each request of the Azure code trace (2023) hands off its prompt alone, Llama-3.1-70B from a TP8

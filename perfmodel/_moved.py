@@ -1,7 +1,7 @@
-"""The old module paths of perfmodel, moved in the layout of issue #41: each imports the module at its
-new place (the same module object; pickles naming the old path load). Public old paths warn once.
+"""Deprecated module paths of perfmodel, each an alias of a module in the folders: importing one gives the
+module at its place (the same module object; pickles naming the deprecated path load). Public ones warn once.
 
-The table is the move of issue #41: old path, new path.
+The table: deprecated path, the module's path.
 """
 
 from __future__ import annotations

@@ -153,3 +153,20 @@ def test_max_tokens_within_reads_a_nan_bandwidth_as_unknown() -> None:
     assert math.isnan(mixed[0]) and mixed[1] == 7629 and math.isnan(mixed[2])
     with pytest.raises(perfmodel.InputError, match="-1.0"):
         perfmodel.max_tokens_within(-1.0, "llama-3.1-70b", budget_ms=50.0)
+
+
+def test_counting_links_under_no_contention_replays_once_and_warns_of_nothing() -> None:
+    """Under contention="none" each handoff moves alone, so every count of links gives the same replay: the
+    sizing questions replay it once (they warned, seven times, that the links they set themselves do nothing)."""
+    import perfmodel
+
+    trace = perfmodel.synthetic_trace(200, rate_per_s=20, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = perfmodel.required_nics(trace, "ib-ndr", "llama-3.1-70b", budget_ms=50, contention="none")
+        assert perfmodel.fewest_for_ttft(trace, "links", ttft_budget_ms=1e9, link="ib-ndr", model="llama-3.1-8b") == 1
+        assert (
+            perfmodel.fewest_for_ttft(trace, "links", ttft_budget_ms=1.0, link="ib-ndr", model="llama-3.1-8b") is None
+        )
+    alone = perfmodel.summarize(perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-70b"))["p99_ms"]
+    assert answer.tried["p99_ms"].tolist() == [alone] * 8 and answer.tried["links"].tolist() == list(range(1, 9))

@@ -15,9 +15,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..ground.files import interrupts_deferred
-from ..inputs.table import INPUTS
 from . import cache, calibrate, clusters, connectors, delay, links, measured, models, presets, sweep, trace, ttft
-from ._parsing import UsageError
+from ._parsing import UsageError, command_flags, in_flags
 
 #: The namespace attribute recording which single-value flags were given, and their values (removed after parsing).
 _GIVEN = "_perfmodel_given_once"
@@ -151,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.register(sub)
     for subcommand in sub.choices.values():  # --debug after the subcommand too (its default: the main parser's)
         subcommand.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        subcommand.set_defaults(command_parser=subcommand)  # (its flags name the API's arguments in its messages)
     return parser
 
 
@@ -212,51 +212,6 @@ def interrupted_message(interrupt: KeyboardInterrupt) -> str:
     if complete:
         return f"perfmodel: interrupted ({name}) after {complete} was complete"
     return f"perfmodel: interrupted ({name}); no output was written or changed"
-
-
-#: The command-line flags behind the API's argument names, for error messages.
-def _flags() -> dict[str, str]:
-    """Each input's command-line flag (from the input table), for messages that name an argument."""
-
-    return {
-        **{e.name: e.cli for e in INPUTS.values() if e.cli},
-        "kv_transfer_bandwidth": "--bandwidth/--link",
-        "kv_bytes_per_token": "--kv-bytes-per-token/--model",
-        "chunk_rows": "--chunk-rows",
-        **{
-            name: "--" + name.replace("_", "-")
-            for name in ("prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms", "concurrency", "prefill_routing")
-        },  # (ttft's own flags)
-        **{
-            name: f"--column {name}=COLUMN"
-            for name in ("num_input_tokens", "worker_type", "completed", "destination_missing_tokens")
-        },
-    }
-
-
-def _as_flags(text: str, flags: dict[str, str]) -> str:
-    """An API error's words for the command line: ``name='value'`` as ``--flag value``, ``name >= value`` as
-    ``--flag >= value``, ``drop name`` as ``drop --flag``, for the inputs that have one flag.
-
-    >>> _as_flags("pass contention='fair', or drop block_size (e.g. prefill_kv_tokens=1)",
-    ...           {"contention": "--contention", "block_size": "--block-size", "prefill_kv_tokens": "--prefill-kv-tokens"})
-    'pass --contention fair, or drop --block-size (e.g. --prefill-kv-tokens 1)'
-    >>> _as_flags("pass prefill_kv_tokens >= 191,378 (a block_size < x stays)", {"prefill_kv_tokens": "--prefill-kv-tokens"})
-    'pass --prefill-kv-tokens >= 191,378 (a block_size < x stays)'
-    """
-    import re
-
-    def flag(name: str) -> str | None:
-        said = flags.get(name)
-        return said if said and said.startswith("--") and "/" not in said and " " not in said else None
-
-    def value(match: re.Match[str]) -> str:
-        said = flag(match.group(1))
-        return f"{said} {match.group(3) or match.group(2)}" if said else match.group(0)
-
-    text = re.sub(r"\b([a-z][a-z0-9_]*)=('([^']*)'|[\w.+-]+)", value, text)
-    text = re.sub(r"\b([a-z][a-z0-9_]*)(?= [<>]=? )", lambda m: flag(m.group(1)) or m.group(1), text)
-    return re.sub(r"\bdrop ([a-z][a-z0-9_]*)\b", lambda m: f"drop {flag(m.group(1)) or m.group(1)}", text)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -326,10 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             if isinstance(error, InputError):  # speak of the command's flags, not of arguments
                 error.coerce_hint = "--errors coerce" if command == "delay" else ""
-                flags = _flags()
+                flags = command_flags(_chosen(parser, args))  # (the failing command's own flags, none of another's)
                 if error.where in flags:
                     error.where = f"{flags[error.where]} ({error.where})"
-                error.problem, error.fix = (_as_flags(text, flags) for text in (error.problem, error.fix))
+                error.problem, error.fix = (in_flags(text, flags) for text in (error.problem, error.fix))
             print(f"perfmodel {command}: error: {_one_line(error)}", file=sys.stderr)
             return 2
     except KeyboardInterrupt as interrupt:

@@ -254,17 +254,34 @@ def link_name(text: str) -> str:
 COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 
 
+#: The trace formats ``--trace-format`` names (:func:`perfmodel.read_trace`'s ``format``).
+TRACE_FORMATS = ("mooncake", "azure", "csv", "parquet", "jsonl")
+
+
+def trace_format_option(parser: argparse.ArgumentParser) -> None:
+    """``--trace-format``, the trace file's format as :func:`read_trace_file` reads it (``perfmodel trace`` and
+    ``perfmodel ttft`` alike): a file in a format's shape read as the generic table it is."""
+    parser.add_argument(
+        "--trace-format",
+        choices=TRACE_FORMATS,
+        help="the trace file's format (default: detected from its name, a CSV's header and a JSON line's keys); "
+        "csv or jsonl reads a file shaped as Azure's or Mooncake's as a generic table, with --column",
+    )
+
+
 def read_trace_file(args: argparse.Namespace, command: str, columns: Sequence[str]) -> Any:
-    """``args.trace`` read as a trace (:func:`perfmodel.read_trace`): ``--column`` mappings of ``columns``, its
-    malformed lines skipped (and said on stderr) with ``--skip-bad-lines``; a column not found said with its
-    flag, and a trace with no request refused, before any work."""
+    """``args.trace`` read as a trace (:func:`perfmodel.read_trace`): in ``--trace-format`` when given, with the
+    ``--column`` mappings of ``columns`` (honoured whatever the file), its malformed lines skipped (and said on
+    stderr) with ``--skip-bad-lines``; a column not found said with its flag, and a trace with no request
+    refused, before any work."""
     from ..inputs.words import count
     from ..replay.traces import read_trace
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (the skipped lines: said below, in the command's words)
         try:
-            trace = read_trace(args.trace, errors="skip" if args.skip_bad_lines else "raise",
+            trace = read_trace(args.trace, getattr(args, "trace_format", None),
+                               errors="skip" if args.skip_bad_lines else "raise",
                                columns=column_pairs(args.column, columns) or None)  # fmt: skip
         except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
             missing = getattr(error, "missing_columns", None)
@@ -437,3 +454,96 @@ def one_line_warnings(command: str) -> Iterator[None]:
         warnings.simplefilter("always", UserWarning)
         warnings.showwarning = show
         yield
+
+
+def command_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The flags of one command, by the API names a message may use (for messages that name an argument): each
+    option of ``parser`` by its ``dest`` (the input table's flags take the API's names as theirs), the one flag
+    of a switch by ``NAME=VALUE`` (``errors=skip``: ``--skip-bad-lines``), two flags for one input as
+    ``--a/--b``, and the inputs read from a column as ``--column NAME=COLUMN``. A name the command has no flag for
+    is not in it: its message keeps the API's word, never another command's flag.
+
+    >>> from perfmodel.cli._main import build_parser
+    >>> flags = command_flags(build_parser().parse_args(["trace", "t.csv", "--out", "o"]).command_parser)
+    >>> flags["decode_cache_blocks"], flags["fallback_delay_ms"], flags["errors=skip"], "chunk_rows" in flags
+    ('--cache-blocks', '--fallback-delay-ms', '--skip-bad-lines', False)
+    """
+    flags: dict[str, str] = {}
+    for action in parser._actions:
+        longs = [option for option in action.option_strings if option.startswith("--")]
+        if not longs or action.dest in (argparse.SUPPRESS, "help", "debug") or action.dest in flags:
+            continue
+        flags[action.dest] = longs[0]
+        for choice in action.choices or ():  # (a value outside the choices is not this flag's: said as the API's)
+            flags[f"{action.dest}={choice}"] = f"{longs[0]} {choice}"
+    if "skip_bad_lines" in flags:  # a reader's errors='skip' is this switch
+        flags["errors=skip"] = flags["skip_bad_lines"]
+    if "trace_format" in flags:  # read_trace's format= is --trace-format here (--format is the output's)
+        for key in [k for k in flags if k == "format" or k.startswith("format=")]:
+            del flags[key]
+        for key, said in list(flags.items()):
+            if key == "trace_format" or key.startswith("trace_format="):
+                flags[key.replace("trace_format", "format", 1)] = said
+    for name, pair in (
+        ("kv_transfer_bandwidth", ("bandwidth", "link")),
+        ("kv_bytes_per_token", ("kv_bytes_per_token", "model")),
+    ):
+        if all(dest in flags for dest in pair):
+            flags[name] = "/".join(flags[dest] for dest in pair)
+    for dest, said in list(flags.items()):  # a cluster's field flag (dest cluster_NAME): NAME in the API's words
+        if dest.startswith("cluster_"):
+            flags.setdefault(dest.removeprefix("cluster_"), said)
+    if "column" in flags:
+        for name in ("num_input_tokens", "worker_type", "completed", "destination_missing_tokens"):
+            flags.setdefault(name, f"--column {name}=COLUMN")
+    return flags
+
+
+def in_flags(text: str, flags: dict[str, str]) -> str:
+    """An API error's words for the command line: ``name='value'`` as ``--flag value`` (or as the flag ``flags``
+    gives ``name=value``: a switch, a choice; a value outside a flag's choices stays the API's), ``name >= value``
+    as ``--flag >= value``, ``drop name`` as ``drop --flag``, an argument's name alone (one with an underscore,
+    outside quotes) as ``--flag``, for the inputs that have one flag; a flag then said twice in a row, ``--flag
+    (--flag)``, once.
+
+    >>> in_flags("pass contention='fair', or drop block_size (e.g. prefill_kv_tokens=1)",
+    ...           {"contention": "--contention", "block_size": "--block-size", "prefill_kv_tokens": "--prefill-kv-tokens"})
+    'pass --contention fair, or drop --block-size (e.g. --prefill-kv-tokens 1)'
+    >>> in_flags("pass prefill_kv_tokens >= 191,378 (a block_size < x stays)", {"prefill_kv_tokens": "--prefill-kv-tokens"})
+    'pass --prefill-kv-tokens >= 191,378 (a block_size < x stays)'
+    """
+    import re
+
+    def flag(name: str) -> str | None:
+        said = flags.get(name)
+        return said if said and said.startswith("--") and "/" not in said and " " not in said else None
+
+    def value(match: re.Match[str]) -> str:
+        name, given = match.group(1), match.group(3) or match.group(2)
+        if name is None:  # a flag and its value already: as it is
+            return match.group(0)
+        if given is None:  # a name alone: only an argument's (with an underscore) is a flag's
+            return (flag(name) or name) if "_" in name else name
+        if f"{name}={given}" in flags:
+            return flags[f"{name}={given}"]
+        said = flag(name)
+        chosen = any(key.startswith(f"{name}=") for key in flags)  # (a flag of choices, and not one of them)
+        return f"{said} {given}" if said and not chosen else match.group(0)
+
+    text = re.sub(
+        r"--[\w-]+ [\w.+-]+|(?<![\w.'\"\[/-])([a-z][a-z0-9_]*)(?:=('([^']*)'|[\w.+-]+)|(?![\w'\"(=]))", value, text
+    )
+    text = re.sub(r"\b([a-z][a-z0-9_]*)(?= [<>]=? )", lambda m: flag(m.group(1)) or m.group(1), text)
+    text = re.sub(r"\bdrop ([a-z][a-z0-9_]*)\b", lambda m: f"drop {flag(m.group(1)) or m.group(1)}", text)
+    return re.sub(r"(--[\w-]+) \(\1\)", r"\1", text)
+
+
+def as_flags(text: str, args: argparse.Namespace) -> str:
+    """``text`` (a message of the API) in the words of the command ``args`` were parsed for: its own flags where it
+    names an argument (:func:`command_flags`); for what a command prints itself, e.g. its warnings.
+
+    >>> from perfmodel.cli._main import build_parser
+    >>> as_flags("decode_cache_blocks=4 has no effect", build_parser().parse_args(["trace", "t.csv", "--out", "o"]))
+    '--cache-blocks 4 has no effect'
+    """
+    return in_flags(text, command_flags(args.command_parser))

@@ -48,7 +48,8 @@ def _list() -> int:
     print("\nWindows:\n" + "\n".join(f"  {window}: {words}" for window, words in WINDOWS.items()))
     print(
         "\nUse one wherever a link goes: --connector NAME (its costs are added to the latency and per-message costs). "
-        "Fit your own: perfmodel connectors --fit handoffs.csv --link NAME --model NAME --name NAME --save"
+        "Fit your own: perfmodel connectors --fit handoffs.csv --link NAME --model NAME --block-size TOKENS --name NAME "
+        "--save (the block size counts the descriptors each handoff posts)"
     )
     return 0
 

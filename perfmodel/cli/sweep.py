@@ -198,7 +198,7 @@ def register(sub: Any) -> None:
         help="bytes per token instead",
     )
     how = sweep.add_mutually_exclusive_group()
-    how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. nvlink4 '8x ib-ndr' (default: all)")
+    how.add_argument("--link", nargs="+", metavar="NAME", help="link presets, e.g. '8x ib-ndr' (default: 8 above)")
     how.add_argument("--bandwidth", nargs="+", metavar="GBPS", help="bandwidths in decimal GB/s instead")
     how.add_argument(
         "--cluster",

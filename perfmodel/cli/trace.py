@@ -17,6 +17,7 @@ from ..inputs.words import count
 from ._draw import save
 from ._parsing import (
     UsageError,
+    as_flags,
     finite_above_zero,
     given,
     link_name,
@@ -25,6 +26,7 @@ from ._parsing import (
     reader,
     table_options,
     trace_file,
+    trace_format_option,
 )
 from .clusters import FIELD_FLAGS, add_cluster_flags, cluster_of
 
@@ -65,8 +67,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         replay = replay_handoffs(trace, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
-    for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line
-        print(f"perfmodel trace: warning: {str(warning.message).removeprefix('replay_handoffs: ')}", file=sys.stderr)
+    for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line, in flags
+        said = as_flags(str(warning.message).removeprefix("replay_handoffs: "), args)
+        print(f"perfmodel trace: warning: {said}", file=sys.stderr)
     summary = summarize(replay)
     out: Path = args.out
     names = _written(args)
@@ -274,6 +277,7 @@ def register(sub: Any) -> None:
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet/JSON-lines trace: where arrival_ms, num_input_tokens, num_output_tokens, "
                             "hash_ids and ready_ms (prefill completion, ms or datetime) are (repeatable)")
+    trace_format_option(trace)
     trace.add_argument("--out", type=Path, required=True, metavar="DIR")
     trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
     trace.set_defaults(run=cmd_trace)

@@ -15,6 +15,7 @@ from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
 from ._parsing import (
     UsageError,
+    as_flags,
     finite_above_zero,
     link_name,
     read_trace_file,
@@ -22,6 +23,7 @@ from ._parsing import (
     table_options,
     token_count,
     trace_file,
+    trace_format_option,
 )
 from .clusters import add_cluster_flags, cluster_of
 
@@ -104,8 +106,9 @@ def cmd_ttft(args: argparse.Namespace) -> int:
         else:
             ttft = replay_ttft(trace, **config)
             summary = summarize_ttft(ttft)
-    for warning in caught:  # (e.g. a closed loop ignoring arrival times) one line each
-        print(f"perfmodel ttft: warning: {str(warning.message).removeprefix('replay_ttft: ')}", file=sys.stderr)
+    for warning in caught:  # (e.g. a closed loop ignoring arrival times) one line each, in the command's flags
+        said = as_flags(str(warning.message).removeprefix("replay_ttft: "), args)
+        print(f"perfmodel ttft: warning: {said}", file=sys.stderr)
     if args.budget_ms is not None:
         print("\n".join(lines))
         return 0
@@ -366,6 +369,7 @@ def register(sub: Any) -> None:
         help="for a generic trace file: where arrival_ms, num_input_tokens, num_output_tokens, prefill_worker and "
         "hash_ids are (repeatable)",
     )
+    trace_format_option(ttft)
     ttft.add_argument(
         "--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping"
     )

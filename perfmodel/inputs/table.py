@@ -397,7 +397,8 @@ API_INPUTS: tuple[Input, ...] = (
           valid=_COUNT, rule=_count_rule("links", "links"), default=1,
           cli="--links", grid_axis=True, replay="one", example=2),
     Input("contention", "``\"none\"`` (default: every transfer at line rate, as upstream), ``\"fifo\"`` "
-          "(transfers queue for the first free link) or ``\"fair\"`` (transfers on a link share it equally).",
+          "(transfers queue for the link free soonest; ties: the lowest) or ``\"fair\"`` (transfers on a link "
+          "share it equally).",
           "choice", default="none", choices=choice_names("contention"), cli="--contention", grid_axis=True,
           replay="one", example="fair"),
     Input("decode_workers", "Decode workers, each with its own prefix cache (whole number >= 1).",

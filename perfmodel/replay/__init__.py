@@ -89,7 +89,8 @@ def replay_handoffs(
       says so).
     - ``contention="none"``: every transfer runs at line rate from its ready time (as
       upstream); ``"fifo"``: transfers queue for ``links`` identical links, each taking
-      the first free one; ``"fair"``: a transfer first pays its fixed costs (latency,
+      the link free soonest, the one free earliest even among idle links (ties: the
+      lowest-numbered); ``"fair"``: a transfer first pays its fixed costs (latency,
       per-block and per-message work), holding no share of a link meanwhile; when they end
       (in the order they end) it moves its bytes on the link with the fewest transfers
       moving, sharing it equally with them (exact processor-sharing event simulation).
@@ -166,7 +167,14 @@ def replay_handoffs(
         ``saved_bytes`` (destination_missing: what a cold destination would have been
         sent, block-rounded, minus ``transfer_bytes``; 0 in full_prompt mode),
         ``transfer_ms`` (alone on the link), ``queue_ms`` (waiting or slowed by
-        sharing), ``handoff_delay_ms`` (= queue + transfer), ``start_ms``, ``end_ms``.
+        sharing), ``handoff_delay_ms`` (what the request waits for its KV after its prefill ends,
+        ms), ``start_ms``, ``end_ms``. Without layer-wise streaming (``overlap="none"``, the
+        default) ``handoff_delay_ms = queue_ms + transfer_ms``, the handoff's ready time to
+        ``end_ms``. With ``overlap="layerwise"`` the transfer starts before the prefill ends, and
+        that identity does not hold: ``handoff_delay_ms = end_ms - the prefill's end`` (the ready
+        time: ``ready_ms``, else the arrival), alone ``max(X * g / L, X - C * (L - g) / L)`` for a
+        transfer of ``X = transfer_ms``, prefill ``C`` and ``L`` layers sent ``g`` at a time, so it can
+        be less than ``queue_ms + transfer_ms`` (which count from the first group's readiness).
 
     Examples
     --------
@@ -229,10 +237,20 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     replay's own contention (:func:`perfmodel.replay.sizing.percentile_ms`: numpy's ``"linear"`` method, as
     :func:`perfmodel.required_nics` takes them).
 
-    ``link_utilisation`` is the offered load: the transfers' time alone on a link,
-    summed, over the replayed span (first start to last end) times the number of links
-    (above 1 means the links cannot keep up); on a cluster, which has resources rather than
-    links, it is missing (NaN) and ``busiest_utilisation`` says how loaded the cluster is.
+    ``link_utilisation`` is the time the links are held, summed over the handoffs that move
+    bytes, over the replayed span (first start to last end of those handoffs, ms over ms: a
+    fraction) times the number of links. What holds a link follows the contention: under
+    ``contention="fifo"`` a transfer holds its link for its whole time (``transfer_ms``: fixed
+    costs and bytes); under ``"fair"`` for its bytes' time only (``transfer_bytes`` over the
+    bandwidth), since it pays its fixed costs (latency, per-block and per-message work) holding
+    no share of a link. Under these two it is at most 1 (1: the links were never idle in the
+    span; a replay whose handoffs queue or share with it at 1 needs more links or bandwidth).
+    Under ``contention="none"`` each handoff moves alone, as if on a link of its own, and
+    ``links`` changes nothing: the figure is the transfers' whole time over the span, not
+    divided by ``links``, i.e. the mean number of handoffs in flight (above 1: they overlap,
+    and one link would have to queue or share them). An empty replay's is NaN, as its other
+    figures; one that moves no byte, 0. On a cluster, which has resources rather than links,
+    it is missing (NaN) and ``busiest_utilisation`` says how loaded the cluster is.
     ``bytes_saved_by_prefix_reuse`` counts the cached prefix blocks a destination_missing
     replay did not send (0 in full_prompt mode). A replay on a cluster adds each resource's
     ``util_mean:NAME``, ``util_peak:NAME`` and ``bottleneck_share:NAME``, and
@@ -262,8 +280,8 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
     delay = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
     moving = replay[replay["transfer_bytes"] > 0]
     span, ends = _span(replay, moving)
-    links = int(replay.attrs.get("links", 1))
-    load = float(moving["transfer_ms"].sum()) / (span * links) if span > 0 else 0.0
+    links, held = _links_held(replay, moving)
+    load = held / (span * links) if span > 0 else 0.0 if delay.size else np.nan
     # a load above 1 by float noise alone is 1: a sum of n terms is off by at most ~n ulps of the sum, the span
     # (a difference of two times) by an ulp of the larger time; beyond that an offered load above 1 is real
     if load > 1.0 and len(moving):
@@ -286,6 +304,19 @@ def summarize(replay: pd.DataFrame) -> dict[str, float]:
         "bytes_moved": float(replay["transfer_bytes"].sum()),
         "bytes_saved_by_prefix_reuse": saved,
     } | on_cluster
+
+
+def _links_held(replay: pd.DataFrame, moving: pd.DataFrame) -> tuple[int, float]:
+    """(the links that divide the utilisation, the time in ms the handoffs that move bytes (``moving``) hold
+    them, summed), as :func:`summarize` counts them: ``contention="none"`` 1 link (each handoff alone) and the
+    transfers' whole time, ``"fifo"`` the replay's links and the whole time, ``"fair"`` its links and the
+    bytes' time only (the fixed costs hold no share): ``transfer_bytes / (bandwidth_gb_s * 1e9) * 1000``."""
+    contention = str(replay.attrs.get("contention", "fifo")).lower()
+    links = 1 if contention == "none" else int(replay.attrs.get("links", 1))
+    bandwidth = float(replay.attrs.get("bandwidth_gb_s", np.nan))
+    if contention == "fair" and 0 < bandwidth < np.inf:  # (the kernel's operation order: bytes / (bw * 1e9) * 1000)
+        return links, float((moving["transfer_bytes"].to_numpy(dtype=np.float64) / (bandwidth * 1e9) * 1000.0).sum())
+    return links, float(moving["transfer_ms"].sum())
 
 
 def _span(replay: pd.DataFrame, moving: pd.DataFrame) -> tuple[float, float]:

@@ -5,8 +5,9 @@ the link is not a cluster). The network is :class:`perfmodel.kernels.replay.OnLi
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -266,19 +267,31 @@ def _link_of(spec: Any, latency_ms: Any, per_block_ms: Any, per_message_ms: Any)
         terms = _resolve.link_terms(spec)
     except InputError as error:
         raise error.relocated("kv_transfer_bandwidth", error.row) from None
-    bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
+    try:
+        bandwidth = float(checked("kv_transfer_bandwidth", terms.bandwidth_gb_s))
+    except InputError as error:  # (the numpy API's rule offers NaN and +inf, which a replay refuses: its own rule)
+        _refuse_bandwidth(error.value if isinstance(error.value, (int, float)) else terms.bandwidth_gb_s)
     costs = _resolve.with_link_costs(
         dict(latency_ms=latency_ms, per_block_ms=per_block_ms, per_message_ms=per_message_ms), terms
     )
     latency, per_block, per_message = (float(costs[name]) for name in _resolve.LINK_COSTS)
     if not 0 <= bandwidth < np.inf:
-        raise InputError(
-            "kv_transfer_bandwidth",
-            f"{bandwidth!r} GB/s: a replay needs a finite bandwidth >= 0 "
-            "(upstream's replay refuses NaN and +inf; 0 takes fallback_delay_ms)",
-            "pass a bandwidth in GB/s >= 0",
-        )
+        _refuse_bandwidth(bandwidth)
     return bandwidth, latency, per_block, per_message
+
+
+def _refuse_bandwidth(bandwidth: Any) -> NoReturn:
+    """Refuse a replay's bandwidth ``bandwidth`` (decimal GB/s: negative, NaN or infinite) by the replay's own
+    rule: finite and >= 0 (upstream's replay refuses NaN and +inf), 0 with a fallback delay."""
+    value = float(bandwidth) if isinstance(bandwidth, (int, float, np.number)) else math.nan
+    problem = "not a number" if math.isnan(value) else "negative" if value < 0 else "infinite"
+    raise InputError(
+        "kv_transfer_bandwidth",
+        f"{bandwidth!r} GB/s is {problem}: a replay needs a finite bandwidth >= 0 "
+        "(upstream's replay refuses NaN and +inf)",
+        "pass a bandwidth in decimal GB/s, finite and >= 0 (0: no transfer is modeled, each handoff takes "
+        "fallback_delay_ms)",
+    )
 
 
 def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
@@ -295,6 +308,6 @@ def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
             raise InputError(
                 "contention",
                 "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
-                "pass a bandwidth > 0, or contention='none' or 'fifo' with fallback_delay_ms",
+                "pass a bandwidth > 0, or contention='none' or contention='fifo' with fallback_delay_ms",
             )
     return 0.0 if fallback is None else fallback

@@ -359,8 +359,13 @@ def required_nics(
     scope = str(replay_options.get("scope", "rank"))
     axis, unit, options, over, carried = _candidates(link, counts, striped, int(replay_options.get("tp", 1)), scope)
     prepared = prepare_trace(trace, ready_ms=replay_options.pop("ready_ms", None))
-    rows = []
+    rows: list[dict[str, Any]] = []
+    alone = axis == "links" and contention == "none"  # (each handoff alone: the count of links changes nothing)
     for count, config in options:
+        if alone and rows:  # (one replay answers every count, exactly)
+            rows.append({**rows[0], axis: count})
+            continue
+        config = {**config, "links": 1} if alone else config
         replay = replay_prepared(prepared, model=model, contention=contention, **config, **replay_options)
         delays = replay["handoff_delay_ms"].to_numpy(dtype=np.float64)
         if not np.isfinite(delays).any():  # (no request, or none whose handoff is modeled: nothing to size)

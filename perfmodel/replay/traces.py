@@ -30,6 +30,8 @@ from ..inputs.codes import choice_names
 from ..inputs.coerce import check_errors, non_numeric_kind
 from ..inputs.words import count
 from ..options import deprecated_constant, option
+from .trace_cells import Rule, Source, malformed_rows_error, row_rules
+from .trace_cells import place as _place
 
 __all__ = ["read_trace", "synthetic_trace"]
 
@@ -61,7 +63,8 @@ _EXACT_FLOATS: dict[str, str] = {"float_precision": "round_trip"} if int(pd.__ve
 
 def _detect(path: Path) -> str:
     """The trace format, from the file name (the one detection of :func:`perfmodel.io.detect`), a CSV's header
-    and the keys of a JSON-lines file's first object (none of Mooncake's: a generic table, ``"jsonl"``)."""
+    and the keys of a JSON-lines file's first object (Mooncake's ``timestamp`` and ``input_length`` both, else a
+    generic table, ``"jsonl"``)."""
     from ..ground.tables import csv_header, detect, json_lines
     from ..io import damage_named
 
@@ -74,7 +77,7 @@ def _detect(path: Path) -> str:
                 keys = set(next(json_lines(path, kind.compression), (0, {"timestamp": None}))[1])
             except (InputError, UnicodeDecodeError):  # (a malformed first line: the Mooncake reader names it)
                 return "mooncake"
-            return "mooncake" if keys & set(FORMAT_COLUMNS["mooncake"].values()) - {"hash_ids"} else "jsonl"
+            return "mooncake" if {"timestamp", "input_length"} <= keys else "jsonl"  # (Mooncake's keys, both)
     return kind.format
 
 
@@ -193,16 +196,20 @@ def read_trace(
     Formats (detected from the extension and the CSV header when ``format`` is None):
 
     - ``mooncake``: JSON lines with ``timestamp`` (ms), ``input_length``,
-      ``output_length`` and ``hash_ids`` (one id per 512-token block).
+      ``output_length`` and ``hash_ids`` (one id per 512-token block); a JSON-lines file whose
+      first object has ``timestamp`` and ``input_length``.
     - ``azure``: the Azure LLM inference trace CSV (``TIMESTAMP`` datetime,
       ``ContextTokens``, ``GeneratedTokens``).
-    - ``csv`` / ``parquet`` / ``jsonl``: any table (a JSON-lines file whose first object has none
-      of Mooncake's keys is one); ``columns`` maps canonical names to its columns,
+    - ``csv`` / ``parquet`` / ``jsonl``: any table (a JSON-lines file whose first object lacks
+      ``timestamp`` or ``input_length`` is one); ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
       datetimes is converted to ms); columns already named ``arrival_ms``,
       ``num_input_tokens``, ``num_output_tokens``, ``ready_ms``, ``prefill_worker`` or ``hash_ids`` are found by
-      their names (so a trace saved with ``trace.to_parquet`` or ``to_csv`` reads back as it
-      was; ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or ``[12 13]``). The
+      their names (so a trace saved with ``trace.to_parquet`` reads back as it was, and with
+      ``to_csv`` while no request has more than 1000 hash ids: pandas writes a longer list
+      shortened with ``...``, which is refused; ``hash_ids`` in a CSV file are text such as
+      ``[12, 13]`` or ``[12 13]``, an empty element such as ``[1,,2]`` refused as a null id is;
+      whole floats such as ``1.0`` are read as ids, as :func:`replay_handoffs` reads them). The
       optional ``ready_ms`` (when each prefill completed, on the same clock) is kept for
       :func:`replay_handoffs`, and the optional ``prefill_worker`` (each request's prefill worker,
       from 0) for :func:`perfmodel.replay_ttft` and a cluster's replay. A table without
@@ -215,9 +222,14 @@ def read_trace(
     format
         One of the above; None detects it.
     columns
-        Canonical name -> column, for generic tables.
+        Canonical name -> column, honoured whatever the file: a Mooncake or Azure file given a
+        mapping that names a column its format does not read there (``{"num_input_tokens":
+        "output_length"}``, ``{"ready_ms": "done"}``) is read as a generic table (``"jsonl"``,
+        ``"csv"``, said in ``attrs["format"]``) with that mapping, and the format's own columns for
+        the names it leaves out; a mapping of the format's own columns changes nothing.
     errors
-        ``"raise"``: a malformed line is an error naming the file and line;
+        ``"raise"``: a malformed line is an error naming the file, the line (or row), the column, the
+        cell as the file holds it and the rule it breaks, and how many lines are malformed;
         ``"skip"``: such lines are left out and counted in ``df.attrs["skipped_lines"]``.
     hash_block_tokens
         Prompt tokens per hash id (512 for Mooncake traces).
@@ -252,12 +264,13 @@ def read_trace(
     hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
     try:
         with damage_named(path):  # (a truncated or corrupt file named, with what to check)
-            fmt = format or _detect(path)
-            df, skipped = _read_format(path, fmt, columns, errors)
+            detected = format or _detect(path)
+            fmt = _format_read(detected, columns)  # (a format's file given another mapping: a generic table)
+            df, skipped, sources = _read_format(path, fmt, columns, errors, own=FORMAT_COLUMNS.get(detected, {}))
     except pa.ArrowInvalid as error:  # (a damaged Parquet file)
         raise InputError(str(path), f"could not be read ({error})", "check that the file is complete "
                          "and in the format its name says") from None
-    df, bad_rows = _check_rows(df, path, errors)
+    df, bad_rows = _check_rows(df, path, errors, sources)
     skipped += bad_rows
     first = df["arrival_ms"].min() if len(df) else 0.0
     df["arrival_ms"] = df["arrival_ms"] - first
@@ -269,9 +282,25 @@ def read_trace(
     return df
 
 
-def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: str) -> tuple[pd.DataFrame, int]:
-    """A trace file of format ``fmt`` in canonical columns (rows not yet checked), and the lines skipped."""
-    skipped = 0
+#: The generic table a Mooncake or Azure file is, read with a column mapping of other columns.
+_AS_TABLE = {"mooncake": "jsonl", "azure": "csv"}
+
+
+def _format_read(fmt: str, columns: dict[str, str] | None) -> str:
+    """The format ``fmt``'s file is read in: a Mooncake or Azure file given a mapping that names a column the
+    format does not read (or reads as another name) is read as a generic table (``"jsonl"``, ``"csv"``) with
+    that mapping, the format's own columns for the names it leaves out."""
+    if columns and fmt in _AS_TABLE and not columns.items() <= FORMAT_COLUMNS[fmt].items():
+        return _AS_TABLE[fmt]
+    return fmt
+
+
+def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: str,
+                 own: dict[str, str] | None = None) -> tuple[pd.DataFrame, int, dict[str, Source]]:
+    """A trace file of format ``fmt`` in canonical columns (rows not yet checked), the lines skipped and where each
+    column comes from; a generic table's columns found under their own names, then ``own`` (a format's names, read
+    as a table), then ``columns``."""
+    skipped, sources = 0, {}
     if fmt == "mooncake":
         table, skipped = _mooncake_lines(path, errors)
         hashes = table.column("hash_ids")
@@ -283,23 +312,25 @@ def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: s
             "num_output_tokens": table.column("output_length").to_numpy(),
             "hash_ids": pd.Series(pd.arrays.ArrowExtensionArray(hashes)),
         })
+        sources = {name: Source(column, df[name]) for name, column in FORMAT_COLUMNS["mooncake"].items()}
     elif fmt == "azure":
         raw, skipped = _csv_skipping(path, errors)
         if pd.api.types.is_numeric_dtype(raw.get("TIMESTAMP", pd.Series(dtype=object))):
             raise InputError(f"{path}: column 'TIMESTAMP'", "holds numbers, but an Azure trace's are datetimes (of "
                              "which unit would the numbers be?)", "read it as format='csv' with columns={'arrival_ms': "
                              "'TIMESTAMP', ...} after writing the times in ms")
-        df = _canonical(raw, FORMAT_COLUMNS["azure"], path, errors)  # (counts read by _counts)
+        df = _canonical(raw, FORMAT_COLUMNS["azure"], path, errors, sources)  # (counts read by _counts)
     elif fmt in ("csv", "parquet", "jsonl"):
         if fmt == "csv":
             raw, skipped = _csv_skipping(path, errors)
         else:
             raw = {"parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
         found = {c: c for c in (*_CANONICAL, *_OPTIONAL) if c in raw}  # columns under their own names
-        df = _canonical(raw, {**found, **(columns or {})}, path, errors)
+        found.update({c: v for c, v in (own or {}).items() if v in raw})  # (a Mooncake or Azure file's own)
+        df = _canonical(raw, {**found, **(columns or {})}, path, errors, sources)
     else:
         raise InputError("format", f"unknown trace format {fmt!r}", "use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
-    return df, skipped
+    return df, skipped, sources
 
 
 def _csv_skipping(path: Path, errors: str) -> tuple[pd.DataFrame, int]:
@@ -346,15 +377,6 @@ def _read_json_lines(path: Path) -> pd.DataFrame:
     return pd.concat(list(chunks), ignore_index=True).infer_objects()
 
 
-def _place(path: Any, i: int) -> str:
-    """Where the trace's row ``i`` (from 0) is: its line in a CSV file (the header is line 1) or a JSON-lines
-    file, its row (from 1) in a Parquet file."""
-    from ..ground.tables import detect
-
-    fmt = detect(path).format
-    return f"line {i + 2}" if fmt == "csv" else f"line {i + 1}" if fmt == "jsonl" else f"row {i + 1}"
-
-
 def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa.Array, np.ndarray]:
     """A hash_ids column as Arrow lists of integers (lists as they are, or text such as ``[1, 2, 3]``, a CSV
     file's) and which rows are malformed (an empty cell, text that is no list, an id outside 64 bits):
@@ -372,9 +394,10 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
             values.append(id_cell(value))
         except ValueError as error:
             if errors == "raise":
-                raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{error}",
-                                 "write hash_ids as lists of 64-bit integers, e.g. [12, 13, 14], or pass "
-                                 "errors='skip' (--skip-bad-lines) to leave such lines out") from None
+                fix = "save the trace as Parquet or JSON lines (e.g. trace.to_parquet), which keep every id" \
+                    if isinstance(error, ShortenedList) else "write hash_ids as lists of 64-bit integers, e.g. " \
+                    "[12, 13, 14], or pass errors='skip' (--skip-bad-lines) to leave such lines out"
+                raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{error}", fix) from None
             values.append(None)
             bad[i] = True
     return pa.array(values, HASH_TYPE), bad
@@ -386,8 +409,13 @@ def id_cell(value: Any) -> list[int]:
         raise ValueError("the cell is empty (a request's block ids are unknown: write [] for none)")
     try:
         ids = _id_list(value) if isinstance(value, str) else list(value)
-    except (ValueError, TypeError):
-        raise ValueError(f"holds {value!r}, not a list of block ids") from None
+    except ShortenedList:
+        raise ShortenedList(f"holds {value!r}, a list shortened with '...' when it was written (pandas prints a "
+                            "long list so in a CSV file): its ids are lost") from None
+    except (ValueError, TypeError) as error:
+        why = f": {error}" if isinstance(error, ValueError) and str(error) else ""
+        raise ValueError(f"holds {value!r}, not a list of block ids{why}") from None
+    ids = [_whole(h, value) for h in ids]  # (1.0 is block 1, as the replay reads it; 1.5 is no block)
     if not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in ids):
         raise ValueError(f"holds {value!r}, not a list of whole block ids")
     if not all(-(2**63) <= h < 2**63 for h in ids):
@@ -395,12 +423,31 @@ def id_cell(value: Any) -> list[int]:
     return ids
 
 
+class ShortenedList(ValueError):
+    """A hash_ids cell written shortened with ``...`` (pandas' printing of a long list): its ids are lost."""
+
+
+def _whole(h: Any, value: Any) -> Any:
+    """A block id given as a float: the integer when whole and within 64 bits (else ``h`` as it is, refused by
+    the caller), a ValueError naming it when fractional or not finite."""
+    if not isinstance(h, (float, np.floating)):
+        return h
+    if not (math.isfinite(h) and h == math.floor(h)):
+        raise ValueError(f"holds {value!r}, whose block id {float(h)!r} is not whole")
+    return int(h) if abs(h) < 2.0**63 else h
+
+
 def _id_list(text: str) -> list[int]:
-    """``"[1, 2, 3]"`` (JSON) or ``"[1 2 3]"`` (how pandas writes an Arrow list column to CSV) as a list."""
+    """``"[1, 2, 3]"`` (JSON) or ``"[1 2 3]"`` (how pandas writes an Arrow list column to CSV) as a list; an
+    empty element (``"[1,,2]"``, ``"[,]"``) is a ValueError saying so, never merged away."""
     inner = text.strip()
     if not (inner.startswith("[") and inner.endswith("]")) or not re.fullmatch(r"[\d\s,+-]*", inner[1:-1]):
-        raise ValueError(text)
-    return [int(item) for item in re.split(r"[\s,]+", inner[1:-1].strip()) if item]
+        raise ShortenedList(text) if "..." in inner else ValueError()
+    body = inner[1:-1].strip()
+    items = body.split(",") if "," in body else body.split()
+    if body and not all(item.strip() for item in items):
+        raise ValueError("an empty element, a block whose id is unknown (as a null one)")
+    return [int(item) for item in items]
 
 
 def _read_parquet(path: Any) -> pd.DataFrame:
@@ -505,7 +552,10 @@ def _one_format(column: pd.Series) -> pd.Series:
     return inferred if inferred.notna().sum() > iso.notna().sum() else iso
 
 
-def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str) -> pd.DataFrame:
+def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str,
+               sources: dict[str, Source]) -> pd.DataFrame:
+    """The columns of a table ``raw`` that ``mapping`` names, under canonical names (times in ms, counts as
+    numbers, hash_ids as Arrow lists); ``sources`` receives where each comes from (for the errors of its rows)."""
     missing = [c for c in ("arrival_ms", "num_input_tokens") if c not in mapping]  # (mapped to no column: below)
     if missing:
         error = InputError(str(path), f"no column for {missing}; the file has {list(raw.columns)}",
@@ -534,6 +584,8 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
             raise InputError(str(path), f"ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "
                              f"arrival_ms ({mapping['arrival_ms']!r}) holds {kinds[origin is None]}",
                              "give both times on one clock")
+    sources.update({name: Source(column, raw[column], name in ("arrival_ms", "ready_ms") and origin is not None)
+                    for name, column in mapping.items()})  # (datetimes: a row's time in another format is named so)
     if "hash_ids" in mapping:
         lists, bad = _hash_lists(raw[mapping["hash_ids"]], path, errors)
         out["hash_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(lists), index=out.index)
@@ -559,27 +611,17 @@ def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
     return numbers
 
 
-def _check_rows(df: pd.DataFrame, path: Path, errors: str) -> tuple[pd.DataFrame, int]:
-    """Every row needs an arrival and a whole, non-negative token count (CSV rows are lines + 1)."""
-    tokens = df["num_input_tokens"].to_numpy(dtype="float64", na_value=np.nan)
-    arrival = df["arrival_ms"].to_numpy(dtype="float64", na_value=np.nan)
+def _check_rows(df: pd.DataFrame, path: Path, errors: str, sources: dict[str, Source]) -> tuple[pd.DataFrame, int]:
+    """Every row needs an arrival and a whole, non-negative token count (:func:`.trace_cells.row_rules`); with
+    ``errors="raise"`` the first row that has not is an error naming its place, column, cell and rule."""
     counts = [c for c in ("num_output_tokens", "prefill_worker") if c in df]  # (where the file has them)
-    bad = ~np.isfinite(arrival) | ~(tokens >= 0) | (tokens != np.floor(tokens)) | ~(tokens <= 2.0**53)
-    for column in counts:
-        values = pd.to_numeric(df[column]).to_numpy(dtype="float64", na_value=np.nan)
-        bad |= ~(values >= 0) | (values != np.floor(values)) | ~(values <= 2.0**53)
-    if "hash_ids" in df:  # a null block id would match nothing reliably: the row is malformed, never a hit
-        bad[null_hash_rows(pa.array(df["hash_ids"], type=HASH_TYPE))] = True
-        bad |= df.attrs.pop("bad_hash_rows", np.zeros(len(df), dtype=bool))
-    if "ready_ms" in df:  # a prefill completes after its request arrives
-        ready = df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan)
-        bad |= ~(ready >= arrival) | ~np.isfinite(ready)
+    # a null block id would match nothing reliably: the row is malformed, never a hit
+    null_ids = null_hash_rows(pa.array(df["hash_ids"], type=HASH_TYPE)) if "hash_ids" in df else np.empty(0, int)
+    rules: list[Rule] = row_rules(df, null_ids, df.attrs.pop("bad_hash_rows", np.zeros(len(df), dtype=bool)))
+    bad = np.logical_or.reduce([rule.bad for rule in rules])
     if bad.any():
         if errors == "raise":
-            i = int(np.argmax(bad))
-            raise InputError(f"{path}, {_place(path, i)}", f"{count(int(bad.sum()), 'malformed row')} (missing, "
-                             "impossible or differently written time, invalid token count, or a null hash id), first: "
-                             f"{df.iloc[i].to_dict()}", "repair them, or pass errors='skip'")
+            raise malformed_rows_error(df, rules, path, sources)
         df = df.loc[~bad].reset_index(drop=True)
     return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
                      **{c: pd.to_numeric(df[c]).astype("int64") for c in counts}), int(bad.sum())
@@ -611,7 +653,8 @@ def synthetic_trace(
     Turn k of a session re-sends the whole conversation so far plus new tokens
     (log-normal, median ``median_input_tokens / mean_turns``), so its full blocks repeat
     the previous turn's hash ids; a partly filled last block gets an id of its own.
-    Prompts are capped at ``max_input_tokens``.
+    Prompts are capped at ``max_input_tokens``, their system prompt too: a request has one hash id
+    per block of its prompt as capped (a block the cap cuts short gets an id of its own).
 
     Parameters
     ----------
@@ -677,22 +720,24 @@ def synthetic_trace(
     app = app_of_session[session]
     prefix_tokens = system_blocks[app] * hash_block_tokens
     input_tokens = np.minimum(prefix_tokens + cumulative.astype(np.int64), max_input_tokens)
-    conversation = np.maximum(input_tokens - prefix_tokens, 0)
-    full_blocks = conversation // hash_block_tokens
-    partial = (conversation % hash_block_tokens) > 0
+    # blocks of the prompt as capped (the cap cuts the system prompt too): whole system blocks, whole conversation
+    # blocks, and a partly filled last block
+    system_used = np.minimum(system_blocks[app], input_tokens // hash_block_tokens)
+    full_blocks = input_tokens // hash_block_tokens - system_used
+    partial = (input_tokens % hash_block_tokens) > 0
     # ids: app prompts, then per-session conversation blocks, then one fresh id per partial block
     app_base = np.r_[0, np.cumsum(system_blocks)[:-1]]
     max_blocks = max_input_tokens // hash_block_tokens + 1
     session_base = int(system_blocks.sum()) + np.arange(sessions, dtype=np.int64) * max_blocks
     fresh_base = int(system_blocks.sum()) + sessions * max_blocks
-    counts = system_blocks[app] + full_blocks + partial
+    counts = system_used + full_blocks + partial
     offsets = np.r_[0, np.cumsum(counts)].astype(np.int64)
     position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
     owner = np.repeat(np.arange(n), counts)
-    in_system = position < system_blocks[app][owner]
-    in_session = ~in_system & (position < (system_blocks[app] + full_blocks)[owner])
+    in_system = position < system_used[owner]
+    in_session = ~in_system & (position < (system_used + full_blocks)[owner])
     ids = np.where(in_system, app_base[app][owner] + position,
-                   np.where(in_session, session_base[session][owner] + position - system_blocks[app][owner],
+                   np.where(in_session, session_base[session][owner] + position - system_used[owner],
                             fresh_base + owner))
     outputs = np.maximum(1, rng.lognormal(math.log(median_output_tokens), 1.0, n)).astype(np.int64)
     hashes = pa.ListArray.from_arrays(pa.array(offsets, pa.int32() if offsets[-1] < 2**31 else pa.int64()),
