@@ -190,3 +190,20 @@ def test_flags_are_the_failing_commands_own() -> None:
     assert as_flags("pass errors='coerce'", "delay") == "pass --errors coerce"
     assert as_flags("pass chunk_rows=5", "trace") == "pass chunk_rows=5"  # (delay's flag, not trace's)
     assert as_flags("the trace column 'num_input_tokens'", "trace") == "the trace column 'num_input_tokens'"
+
+
+def test_a_replay_at_0_gb_s_says_it_charges_no_delay() -> None:
+    """A bandwidth of 0 takes upstream's fallback delay, 0.0 ms unless given: every delay 0 ms, as if the link were
+    infinitely fast, which is said; a fallback given is not."""
+    import warnings
+
+    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [100, 200]})
+    with pytest.warns(UserWarning, match="a bandwidth of 0 models no transfer: each handoff takes fallback_delay_ms"):
+        replay = perfmodel.replay_handoffs(trace, 0.0, 1000)
+    assert replay["handoff_delay_ms"].tolist() == [0.0, 0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert perfmodel.replay_handoffs(trace, 0.0, 1000, fallback_delay_ms=5.0)["handoff_delay_ms"].tolist() == [
+            5.0,
+            5.0,
+        ]

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
@@ -309,5 +309,11 @@ def _fallback_of(value: Any, bandwidth: float, contention: str) -> float:
                 "contention",
                 "'fair' shares bytes on a link, and a bandwidth of 0 moves none",
                 "pass a bandwidth > 0, or contention='none' or contention='fifo' with fallback_delay_ms",
+            )
+        if fallback == 0:  # (upstream's default: a disabled link would look infinitely fast, so it is said)
+            warn(
+                "a bandwidth of 0 models no transfer: each handoff takes fallback_delay_ms=0.0, as upstream's replay "
+                "does, so every delay is 0 ms. Pass the link's bandwidth to model its transfers, or fallback_delay_ms="
+                "the delay to charge"
             )
     return 0.0 if fallback is None else fallback
