@@ -1,5 +1,5 @@
 """What do a block size and a KV layout cost, and how much does layer-wise streaming hide?
-=========================================================================================
+=======================================================================================
 
 Run ``python examples/block_size_and_layout.py --out results``.
 

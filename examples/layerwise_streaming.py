@@ -1,5 +1,5 @@
 """Does layer-wise streaming hide the handoff for a trace's prompts? Exposed delay against prompt length.
-================================================================================================
+======================================================================================================
 
 Run ``python examples/layerwise_streaming.py --out results``.
 

@@ -1,5 +1,5 @@
 """How many NICs per node for a p99 budget? The handoff's p99 against NICs per node, on an HGX-like node.
-=====================================================================================================
+======================================================================================================
 
 Each request of the Azure code trace (2023) hands off its prompt alone, Llama-3.1-70B from a TP8
 prefill worker to a TP8 decode worker, on 8-GPU nodes of 1 to 16 400G NICs with the Mooncake
