@@ -316,6 +316,18 @@ def calibrate(
     fitted = _fitted(measurements, where)
     link = fit_link(fitted.nbytes, fitted.measured_ms, n_blocks=fitted.n_blocks, n_messages=fitted.n_messages,
                     name=name, line_rate_gb_s=cap)  # fmt: skip
+    said = _warnings(link, fitted, measurements, where, cap)
+    for text in said:
+        warn(text)
+    saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
+    return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
+
+
+def _warnings(
+    link: Link, fitted: Measurements, measurements: Measurements, where: str, cap: float | None
+) -> tuple[str, ...]:
+    """What a calibration says of its fit: a bandwidth above what was measured (over the rows ``fitted``), a fit
+    far from its measurements, the rows ``measurements`` left out."""
     said = _above_what_was_measured(link, fitted, cap)  # (over what was fitted: a small row says nothing of it)
     far = cast(FitReport, link.fit).far_off(
         "check that every row is one NIC's bytes (a node's aggregate over N NICs is N times one NIC's), of one "
@@ -325,10 +337,7 @@ def calibrate(
     if measurements.left_out:
         rows = f"{count(measurements.left_out, 'row')} with an empty cell (a size, a time or a count)"
         said += (f"{where}: left out {rows}: {_lines_of(measurements.left_out_places)}",)
-    for text in said:
-        warn(text)
-    saved = save_link(link, source=source or f"perfmodel.calibrate({where})", replace=replace) if save else None
-    return Calibration(link, cast(FitReport, link.fit), measurements, cap, said, saved)  # (a fitted link's fit)
+    return said
 
 
 def _smallest_fitted(fit_from_bytes: Any) -> float:
