@@ -516,13 +516,14 @@ def route_request(r, now, net):
     """Request ``r`` is routed at ``now`` from its prefill worker (``trace.prefill_of``) to a decode worker
     (returned); its cached prefix is kept for its start."""
     st, cfg, state, waiting, caches, trace = net.st, net.cfg, net.state, net.waiting, net.caches, net.trace
+    pool, cl, out, hits = net.sim.pool, net.sim.cl, net.out, net.hit
     if not cfg.fair and (cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY):
-        _delivered_alone(now, st, net.sim.pool, state, waiting)
-    w, hit = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, net.sim.cl, waiting, trace.blocks,
+        _delivered_alone(now, st, pool, state, waiting)
+    w, hit = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks,
                      trace.offsets, caches.holders, caches.alive)
     state[_RR] = w + 1 if w + 1 < cfg.workers else 0
-    net.out.decode_worker[r] = w
-    net.hit[r] = hit
+    out.decode_worker[r] = w
+    hits[r] = hit
     return w
 
 
@@ -532,11 +533,12 @@ def start_request(i, r, now, net):
     prefix as cached when routed), alone in the cluster, its flows started. Needs ``kmax`` free pool slots
     (:func:`room`)."""
     st, cfg, out, sim, state, ends = net.st, net.cfg, net.out, net.sim, net.state, net.ends
+    trace, paths, waiting, hit = net.trace, net.paths, net.waiting, net.hit
     al, kept, pd = sim.al, sim.kept, ends.pending
-    w, trace = out.decode_worker[r], net.trace
+    w = out.decode_worker[r]
     out.start[r] = now
-    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, net.hit[r], trace, st, cfg, out, al, kept)
-    last = alone(simulated, al, net.paths, sim.lc, kept.cls, kept.position, sim.memo) if simulated > 0 else -1
+    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, hit[r], trace, st, cfg, out, al, kept)
+    last = alone(simulated, al, paths, sim.lc, kept.cls, kept.position, sim.memo) if simulated > 0 else -1
     out.alone_ms[r] = al.ends[last] if simulated > 0 else 0.0
     if trace.last_fraction.shape[0] > 0:  # streamed: its last layer group is sent once its prefill ends
         ends.earliest[r] = trace.prefill_end[r] + out.alone_ms[r] * trace.last_fraction[r]
@@ -545,14 +547,14 @@ def start_request(i, r, now, net):
         state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
         return
     if cfg.fair:
-        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, net.waiting, ends.remaining,
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, waiting, ends.remaining,
                      out)
         return
     out.bottleneck[r] = st.views[kept.copy_id[last], al.neck[last]] if al.neck[last] >= 0 else NIL
     out.end[r] = max(now + al.ends[last], ends.earliest[r])
     state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
-        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, net.waiting, ends.remaining,
+        _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, waiting, ends.remaining,
                      out)
 
 
@@ -574,7 +576,8 @@ def next_event(net):
 def advance(t, net):
     """The flows that end or start moving at ``t`` (:func:`next_event`), and the rates they change. Returns
     True, having done nothing, when the time bins or the heaps' chunks need room first (:func:`grown`)."""
-    sim, state, cfg = net.sim, net.state, net.cfg
+    sim, state, cfg, st, paths = net.sim, net.state, net.cfg, net.st, net.paths
+    out, ends, waiting = net.out, net.ends, net.waiting
     width, origin = cfg.bin_ms, cfg.origin_ms
     limit = origin + (sim.loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
     if t >= limit:  # (bins merge in grown: an end ages away)
@@ -587,7 +590,7 @@ def advance(t, net):
     if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * CHUNK:
         state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
         return True
-    _batch(t, net.st, net.paths, sim, net.out, net.ends, state, net.waiting, origin, width)
+    _batch(t, st, paths, sim, out, ends, state, waiting, origin, width)
     return False
 
 

@@ -14,6 +14,11 @@ alone is that loop with no prefill stage: :func:`perfmodel.kernels.serving.repla
   finishing; inf: none) and everything at ``t`` (True: it did nothing, :func:`grown` first);
 - ``next_end(net)``, ``take_end(net)``: the earliest known handoff end (inf: none), and that handoff taken: its
   blocks enter its decode worker's cache; returns (request, end).
+
+Each operation reads the parts of the record it uses once, at its top, and never the record again (a cluster's
+record is ~170 arrays, ~1,200 machine words): read again deep in a body whose helpers LLVM inlines, it cost
+LLVM's optimiser seconds (measured: the cluster's ``start_request`` took 3.3 s to optimise, 2.9 s of it in the
+SROA pass, of a first cluster replay's 28 s; 0.6 s read at its top).
 """
 
 from __future__ import annotations
