@@ -256,24 +256,41 @@ def bench_python_reference(inputs, kernel_seconds: float, quick: bool) -> Row:
     )
 
 
+def _first_call_seconds(code: str, cache: str) -> float:
+    """Seconds of ``code`` (import included; it prints its own timing) in a fresh process, with numba's cache in
+    ``cache``."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    return float(
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    )
+
+
 def bench_compile(quick: bool) -> list[Row]:
-    """First call in a fresh process with an empty cache, then with the cache filled."""
-    code = (
+    """First call in a fresh process with an empty cache, then with the cache filled: the handoff kernel, and the
+    first replay on a cluster (the serving loop on a cluster's network: the largest compile; not with --quick)."""
+    kernel = (
         "import time, numpy as np; t = time.perf_counter(); import perfmodel; "
         "perfmodel.handoff_delay_ms(np.arange(10), 1.0, 10); print(time.perf_counter() - t)"
     )
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        cold, warm = (
-            float(
-                subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-            )
-            for _ in range(2)
-        )
-    return [
-        Row("import + first call, empty numba cache (compiles)", cold * 1e3, "ms"),
-        Row("import + first call, numba cache filled", warm * 1e3, "ms"),
-    ]
+    cluster = (
+        "import time; t = time.perf_counter(); import perfmodel; "
+        "trace = perfmodel.synthetic_trace(100, rate_per_s=46, seed=0); "
+        "one_nic = perfmodel.Cluster(nic='roce-400g', nics_per_node=1, gpus_per_node=1); "
+        "perfmodel.replay_handoffs(trace, one_nic, 'llama-3.1-8b', prefill_workers=1, decode_workers=1, "
+        "contention='fair'); print(time.perf_counter() - t)"
+    )
+    rows = []
+    for code, what, unit in [(kernel, "import + first call", 1e3), (cluster, "import + first replay on a cluster", 1)]:
+        if quick and code is cluster:
+            continue
+        with tempfile.TemporaryDirectory() as cache:
+            cold, warm = (_first_call_seconds(code, cache) for _ in range(2))
+        label = "ms" if unit == 1e3 else "s"
+        rows += [
+            Row(f"{what}, empty numba cache (compiles)", cold * unit, label),
+            Row(f"{what}, numba cache filled", warm * unit, label),
+        ]
+    return rows
 
 
 def bench_facade(quick: bool) -> list[Row]:

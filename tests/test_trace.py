@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import perfmodel
 from perfmodel import InputError, read_trace, replay_handoffs, summarize, synthetic_trace
 
 from .reference_replay import replay_reference
@@ -356,6 +357,50 @@ def test_ready_ms_column(sample):
     trace = sample.assign(prefill_done=sample["arrival_ms"] + 100.0)
     replay = replay_handoffs(trace, kv_bytes_per_token=1000, kv_transfer_bandwidth=10.0, ready_ms="prefill_done")
     np.testing.assert_allclose(replay["start_ms"], trace["prefill_done"])
+
+
+def test_a_ready_ms_column_is_read_by_every_handoff_replay(sample):
+    """read_trace keeps a ready_ms column "for replay_handoffs" (and the command line replays from it): the
+    Python replays read it too, instead of starting every handoff at its arrival without a word."""
+    trace = sample.head(50).assign(ready_ms=sample["arrival_ms"].head(50) + np.linspace(0.0, 500.0, 50) ** 2 / 50)
+    common = dict(kv_bytes_per_token=10_000, kv_transfer_bandwidth=1.0)  # (queues that differ from the arrivals')
+    replay = replay_handoffs(trace, **common)
+    np.testing.assert_array_equal(replay["start_ms"], trace["ready_ms"])
+    pd.testing.assert_frame_equal(replay, replay_handoffs(trace, ready_ms="ready_ms", **common))
+    arrivals = replay_handoffs(trace, ready_ms=trace["arrival_ms"].to_numpy(), **common)  # (an explicit choice wins)
+    np.testing.assert_array_equal(arrivals["start_ms"], trace["arrival_ms"])
+    grid = perfmodel.replay_grid(trace, contention="fifo", links=[1], **common)
+    assert grid["p99_ms"].tolist() == [summarize(replay_handoffs(trace, contention="fifo", **common))["p99_ms"]]
+    nics = perfmodel.required_nics(trace, "ib-ndr", "llama-3.1-70b", budget_ms=1e9, contention="fifo")
+    on_one = replay_handoffs(trace, "ib-ndr", "llama-3.1-70b", contention="fifo", ready_ms="ready_ms")
+    assert nics.tried["p99_ms"].iloc[0] == summarize(on_one)["p99_ms"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        lambda trace, serving: perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-8b", **serving),
+        lambda trace, serving: perfmodel.ttft_grid(
+            trace,
+            link="ib-ndr",
+            model="llama-3.1-8b",
+            prefill_workers=[1, 2],
+            **{k: v for k, v in serving.items() if k != "prefill_workers"},
+        ),
+        lambda trace, serving: perfmodel.max_rate_for_ttft(
+            trace, ttft_budget_ms=1e3, link="ib-ndr", model="llama-3.1-8b", **serving
+        ),
+    ],
+    ids=["replay_ttft", "ttft_grid", "max_rate_for_ttft"],
+)
+def test_a_ttft_replay_refuses_measured_prefill_ends(sample, question):
+    """A TTFT replay models each prefill: measured prefill ends (ready_ms) would be ignored, so they are refused,
+    as perfmodel ttft refuses them."""
+    trace = sample.head(20).assign(ready_ms=sample["arrival_ms"].head(20) + 100.0)
+    serving = dict(prefill_workers=1, prefill_tokens_per_s=20_000, decode_step_ms=30.0)
+    with pytest.raises(ValueError, match=r"trace: has a ready_ms column \(measured prefill ends\).*drop the column"):
+        question(trace, serving)
+    question(trace.drop(columns="ready_ms"), serving)  # (without it, it runs)
 
 
 # --- hand-worked examples --------------------------------------------------------------------

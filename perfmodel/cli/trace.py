@@ -66,7 +66,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return _trace_grid(args, trace, {**config, **axes}, axes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        replay = replay_handoffs(trace, ready_ms="ready_ms" if "ready_ms" in trace else None, **config)
+        replay = replay_handoffs(trace, **config)  # (from its ready_ms column, when it has one)
     for warning in caught:  # e.g. destination_missing on a trace without hash_ids: said once, in one line, in flags
         said = as_flags(str(warning.message).removeprefix("replay_handoffs: "), args)
         print(f"perfmodel trace: warning: {said}", file=sys.stderr)
@@ -161,8 +161,7 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
     from ..replay import replay_grid
 
     try:
-        grid: pd.DataFrame = replay_grid(trace, progress=None, ready_ms="ready_ms" if "ready_ms" in trace else None,
-                                         **config)  # (keep="summary": one table)
+        grid: pd.DataFrame = replay_grid(trace, progress=None, **config)  # (keep="summary": one table)
     except InputError as error:  # a value of an axis: said as the --grid axis it came from, not as its flag
         said = [name for name in axes if error.where == name or error.problem.startswith(f"axis {name} ")]
         if said:  # (an axis' own refusal, a repeated value, is the grid's: named by its axis too)

@@ -70,8 +70,8 @@ def replay_handoffs(
 ) -> pd.DataFrame:
     """Replay a trace's handoffs: decode routing, destination prefix caches, link contention.
 
-    Deterministic: requests are handled in ready order (``ready_ms``, default their
-    arrival), ties in trace order.
+    Deterministic: requests are handled in ready order (``ready_ms``, default the
+    trace's ``ready_ms`` column, else their arrival), ties in trace order.
 
     - Each handoff goes to a decode worker: ``routing="prefix"`` picks the worker whose
       cache holds the longest prefix of the request's ``hash_ids`` (ties: round robin),
@@ -137,7 +137,8 @@ def replay_handoffs(
         for bytes given as numbers.
     ready_ms
         When each prefill completes and its handoff may start: a column name or an
-        array in ms; default ``arrival_ms``.
+        array in ms; default: the trace's ``ready_ms`` column when it has one (as
+        :func:`perfmodel.read_trace` keeps it), else ``arrival_ms``.
     overlap, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens
         Layer-wise streaming (``overlap="layerwise"``): the transfer starts when the
         first layer group is computed, ``prefill_ms * (L - g) / L`` before the prefill

@@ -86,7 +86,8 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     trace : pandas.DataFrame
         A trace as :func:`perfmodel.read_trace` reads it.
     ready_ms : array-like or str, optional
-        When each handoff may start (a column name or values); default: arrivals.
+        When each handoff may start (a column name or values); default: the trace's ``ready_ms`` column
+        when it has one (measured prefill ends, as :func:`perfmodel.read_trace` keeps them), else arrivals.
 
     Returns
     -------
@@ -129,10 +130,12 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
     )  # fmt: skip
     ready = arrival
     ready_ms = _coerce.edge_values({"ready_ms": ready_ms})["ready_ms"]
+    if ready_ms is None and "ready_ms" in trace.columns:  # (measured prefill ends, as read_trace keeps them)
+        ready_ms = "ready_ms"
     if ready_ms is not None:
         ready = _times(
             trace, "ready_ms", ready_ms, "ready_ms", "pass a trace column name, an array or a number of ms",
-            "pass one finite time in ms per request (default: the arrival times)",
+            "pass one finite time in ms per request (default: the trace's ready_ms column, else the arrival times)",
         )  # fmt: skip
         _ready_after_arrival(trace, ready, arrival)
     blocks, offsets, n_unique = _flat_hashes(trace)

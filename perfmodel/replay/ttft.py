@@ -202,7 +202,25 @@ def replay_ttft(
         decode_step_ms=decode_step_ms,
         concurrency=concurrency,
     )
-    return ttft_prepared(prepare_trace(trace), config, serving)
+    return ttft_prepared(serving_trace(trace), config, serving)
+
+
+def serving_trace(trace: pd.DataFrame) -> PreparedTrace:
+    """``trace`` prepared for TTFT replays, which model each prefill: a ``ready_ms`` column (measured prefill ends,
+    which they would not use) is refused.
+
+    >>> serving_trace(pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [10]})).tokens.tolist()
+    [10]
+    """
+    if "ready_ms" in trace.columns:
+        raise InputError(
+            "trace",
+            "has a ready_ms column (measured prefill ends), which a TTFT replay does not use: it models each prefill "
+            "from arrival_ms (prefill_ms=, prefill_tokens_per_s=)",
+            "drop the column (trace.drop(columns='ready_ms')), or replay the handoffs from the measured prefill ends "
+            "with perfmodel.replay_handoffs",
+        )
+    return prepare_trace(trace)
 
 
 def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict[str, Any]) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
 from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
-from .ttft import replay_ttft, summarize_ttft, ttft_prepared
+from .ttft import replay_ttft, serving_trace, summarize_ttft, ttft_prepared
 
 __all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
 
@@ -486,7 +486,7 @@ def _question_keywords(question: str, inputs: dict[str, Any], searched: str) -> 
 def _prepared(trace: pd.DataFrame) -> PreparedTrace:
     """The trace prepared once for every configuration of a grid or a question, refused when it has no request
     (no percentile, no rate to scale)."""
-    prepared = prepare_trace(trace)
+    prepared = serving_trace(trace)
     if not len(prepared.trace):
         raise InputError("trace", "has no requests: no TTFT percentile to compute", "pass a trace with requests")
     return prepared
