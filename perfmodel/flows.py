@@ -13,7 +13,7 @@ from .errors import InputError, check_whole, shown
 from .inputs.table import INPUTS
 from .kernels.handoff import blocks_of, fixed_ms, messages_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
-from .network.placement import get_cluster
+from .network.placement import get_cluster, refuse_model_options
 from .replay import summaries as _questions
 
 __all__ = ["handoff_flows", "required_nics_per_node", "resource_loads"]
@@ -122,9 +122,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
     tp, d = shape.tp, shape.decode_degree
     number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)
     if number:
-        if tp != 1 or d != 1:
-            raise InputError("kv_bytes_per_token", "a cluster splits a model's KV heads over ranks, but "
-                             "kv_bytes_per_token is a number of bytes", "pass the model, or tp=1")
+        refuse_model_options(tp, d, kv_cache_dtype)
         terms = HeadTerms(1, float(kv_bytes_per_token), state=float(state_bytes or 0.0))
     else:
         terms = head_terms(kv_bytes_per_token, kv_cache_dtype=kv_cache_dtype, decode_tp=d, state_bytes=state_bytes)

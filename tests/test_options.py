@@ -105,6 +105,18 @@ def test_the_worker_pair_cap_is_read_at_each_call():
     assert len(perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-8b", **kw)) == 2
 
 
+@pytest.mark.parametrize(
+    ("prefill", "decode", "named"),
+    [(1, 5, "decode_workers"), (5, 1, "prefill_workers"), (2, 2, "prefill_workers and decode_workers")],
+)
+def test_too_many_worker_pairs_name_the_workers_that_make_them(prefill, decode, named):
+    """The error named prefill_workers (1) for 300,000 decode workers."""
+    trace = pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [100]})
+    kw = {"tp": 1, "prefill_workers": prefill, "decode_workers": decode, "contention": "fair"}
+    with set_options(max_worker_pairs=3), pytest.raises(InputError, match=rf"^{named}: {prefill} prefill and "):
+        perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", "llama-3.1-8b", **kw)
+
+
 def test_the_pair_flow_cap_is_read_at_each_call():
     trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [100, 200]})
     kw = {"tp": 1, "prefill_workers": 2, "decode_workers": 2, "contention": "fair"}

@@ -178,13 +178,39 @@ def test_a_loaded_cluster_reports_its_resources_and_the_tail_it_dominates():
         (dict(contention="fifo"), "identical links"),
         (dict(contention="fair", links=2), "drop links"),
         (dict(scope="group"), "scope does not apply"),
-        (dict(kv_bytes_per_token=1e6, tp=2), "splits a model's KV heads"),
+        (dict(kv_bytes_per_token=1e6, tp=2), "tp=2 needs the model's config"),
     ],
 )
 def test_what_a_cluster_decides_is_refused_naming_it(kw, match):
     kw = {"kv_bytes_per_token": "llama-3.1-8b", **kw}
     with pytest.raises(InputError, match=match):
         pm.replay_ttft(_trace([0.0], [5]), "hgx-h100-8x400g", **kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "named", "fix"),
+    [
+        (dict(kv_cache_dtype="fp8"), "kv_cache_dtype='fp8' needs", "or drop kv_cache_dtype="),
+        (dict(tp=2), "tp=2 needs", "or drop tp="),
+        (dict(tp=2, decode_tp=1), "tp=2 needs", "or drop tp="),
+        (dict(decode_tp=2), "decode_tp=2 needs", "or drop decode_tp="),
+        (dict(tp=2, kv_cache_dtype="fp8"), "tp=2 and kv_cache_dtype='fp8' need", "or drop tp= and kv_cache_dtype="),
+    ],
+)
+@pytest.mark.parametrize("surface", ["replay_handoffs", "replay_ttft", "handoff_delay_ms"])
+def test_bytes_as_a_number_on_a_cluster_name_the_option_that_needs_a_model(kw, named, fix, surface):
+    """Bytes per token as a number on a cluster: the error names the options that need the model's config (it said
+    "or tp=1" to a call with tp=1 and kv_cache_dtype='fp8', which then failed again)."""
+    cluster = pm.Cluster(nic="roce-400g", nics_per_node=2, gpus_per_node=2)
+    calls = {
+        "replay_handoffs": lambda: pm.replay_handoffs(_trace([0.0], [5]), cluster, 1000.0, contention="fair", **kw),
+        "replay_ttft": lambda: pm.replay_ttft(_trace([0.0], [5]), cluster, 1000.0, **kw),
+        "handoff_delay_ms": lambda: pm.handoff_delay_ms(1000, cluster, 1000.0, **kw),
+    }
+    with pytest.raises(InputError, match=r"kv_bytes_per_token: ") as error:
+        calls[surface]()
+    assert named in str(error.value) and fix in str(error.value), str(error.value)
+    assert "or tp=1" not in str(error.value)
 
 
 @pytest.mark.parametrize("routing", ["least_loaded", "topology"])

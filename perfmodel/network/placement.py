@@ -153,15 +153,8 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
         if len(labels) == 1 and not _resolve.is_number(labels[0]):
             model, one, codes = labels[0], True, None
     tp, decode_tp = options.tp, options.decode_degree
-    if (number or numbers or any(map(_resolve.is_number, () if labels is None else labels))) and (
-        tp != 1 or decode_tp != 1 or options.kv_cache_dtype is not None
-    ):
-        raise InputError(
-            "kv_bytes_per_token",
-            "a cluster splits a model's KV heads over ranks, but "
-            "kv_bytes_per_token is a number of bytes (or a column that holds some)",
-            "pass the model (e.g. 'llama-3.1-70b') for tp/decode_tp/kv_cache_dtype, or tp=1 for one GPU's bytes",
-        )
+    if number or numbers or any(map(_resolve.is_number, () if labels is None else labels)):
+        refuse_model_options(tp, decode_tp, options.kv_cache_dtype, column=not number)
     _block_size_needed(cluster, values.get("block_size"))
     state, bad = _one_state(values["state_bytes"])
     if number and not float(model) >= 0:  # NaN or negative: the kernel's rules say what that gives
@@ -181,6 +174,29 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
         cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype, tp, decode_tp, state
     )
     return Route(cluster, resolved)
+
+
+def refuse_model_options(tp: int, decode_tp: int, kv_cache_dtype: Any, column: bool = False) -> None:
+    """Refuse bytes per token given as numbers (``column``: a column holding some) on a cluster with the options
+    only a model's config can apply: ``tp`` and ``decode_tp`` (the cluster places the model's KV heads on its
+    ranks) and ``kv_cache_dtype``. The error names the options that were given.
+
+    >>> refuse_model_options(1, 1, None)  # (a number of bytes for one GPU of each side: nothing to refuse)
+    >>> refuse_model_options(1, 1, "fp8")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    perfmodel.errors.InputError: kv_bytes_per_token: kv_cache_dtype='fp8' needs the model's config (...
+    """
+    named = [f"tp={tp}"] if tp != 1 else []
+    named += [f"decode_tp={decode_tp}"] if decode_tp not in (1, tp) else []
+    named += [f"kv_cache_dtype={kv_cache_dtype!r}"] if kv_cache_dtype is not None else []
+    if named:
+        raise InputError(
+            "kv_bytes_per_token",
+            f"{' and '.join(named)} need{'s' if len(named) == 1 else ''} the model's config (a cluster places its "
+            "KV heads on its ranks; a dtype sizes them), but kv_bytes_per_token is a number of bytes"
+            + (" (or a column that holds some)" if column else ""),
+            f"pass the model (e.g. 'llama-3.1-70b'), or drop {' and '.join(n.split('=')[0] + '=' for n in named)}",
+        )
 
 
 def _one_state(state: Any) -> tuple[float | None, Any]:

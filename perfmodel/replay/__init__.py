@@ -133,8 +133,8 @@ def replay_handoffs(
         message per layer and K/V); see :func:`perfmodel.kv_messages`.
     state_bytes
         Bytes of a fixed state sent with every handoff, even one of 0 tokens (a value, array
-        or trace column); default: the model's own (see :class:`perfmodel.KVTerms`), 0
-        for bytes given as numbers.
+        or trace column; on a cluster, one value); default: the model's own (see
+        :class:`perfmodel.KVTerms`), 0 for bytes given as numbers.
     ready_ms
         When each prefill completes and its handoff may start: a column name or an
         array in ms; default: the trace's ``ready_ms`` column when it has one (as

@@ -23,7 +23,7 @@ from ..kernels import cluster as _kernel
 from ..kernels import serving
 from ..network.clusters import HeadTerms, head_terms, with_fields
 from ..network.links import Link
-from ..network.placement import get_cluster
+from ..network.placement import get_cluster, refuse_model_options
 from . import on_cluster as _cluster_replay
 from .prepared import (
     byte_column,
@@ -152,12 +152,7 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
             f"{bytes_spec!r} is not a finite number of bytes >= 0",
             "pass a model or a number of bytes per token >= 0",
         )
-    if c.tp != 1 or d != 1 or c.kv_cache_dtype is not None:
-        raise InputError(
-            "kv_bytes_per_token",
-            "a cluster splits a model's KV heads over ranks, but kv_bytes_per_token is a number of bytes",
-            "pass the model (e.g. 'llama-3.1-70b') for tp/decode_tp, or tp=1",
-        )
+    refuse_model_options(c.tp, d, c.kv_cache_dtype)
     return HeadTerms(1, value, state=float(state or 0.0))
 
 

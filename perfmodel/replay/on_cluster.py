@@ -81,8 +81,9 @@ def pairs_of(
     prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
     most = option("max_worker_pairs")
     if prefill_workers * decode_workers > most:  # (resolved one by one, in Python: refused before the first)
+        many = [name for name, k in (("prefill_workers", prefill_workers), ("decode_workers", decode_workers)) if k > 1]
         raise InputError(
-            "prefill_workers",
+            " and ".join(many),
             f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
             f"{prefill_workers * decode_workers:,} pairs, each with flows of its own, more than the "
             f"{most:,} a replay on a cluster resolves",
