@@ -455,6 +455,20 @@ def test_a_replay_whose_pairs_hold_too_many_flows_is_refused_before_any_work():
         perfmodel.replay_handoffs(trace, c, _MODEL, tp=512, decode_tp=512, decode_workers=1000, contention="fair")
 
 
+def test_one_pair_of_too_many_flows_is_said_in_the_singular_and_names_tp():
+    import pandas as pd
+
+    trace = pd.DataFrame(dict(arrival_ms=[0.0], num_input_tokens=[4096]))
+    with (
+        perfmodel.set_options(max_pair_flows=3),
+        pytest.raises(
+            perfmodel.InputError,
+            match=r"^tp: 1 prefill and 1 decode worker make 1 pair of up to 8 flows each, more than",
+        ),
+    ):
+        perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", _MODEL, tp=8, contention="fair")
+
+
 def test_handoffs_at_once_charge_each_flow_its_own_links_costs():
     from perfmodel.network.clusters import handoffs_at_once, head_terms
 

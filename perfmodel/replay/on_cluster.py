@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..inputs.codes import Contention, choice_code, choice_names
+from ..inputs.words import count
 from ..kernels import cluster as kernel
 from ..network.clusters import (
     Cluster,
@@ -58,6 +59,21 @@ class Pair(NamedTuple):
     hops: int  # summed over the flows (routing="topology")
 
 
+def _workers(prefill_workers: int, decode_workers: int) -> tuple[str, str]:
+    """(the worker counts above one, as their parameters' names; the pairs they make, in words).
+
+    >>> _workers(1, 300_000)
+    ('decode_workers', '1 prefill and 300,000 decode workers make 300,000 pairs')
+    >>> _workers(1, 1)[1]
+    '1 prefill and 1 decode worker make 1 pair'
+    """
+    names = [name for name, k in (("prefill_workers", prefill_workers), ("decode_workers", decode_workers)) if k > 1]
+    decode = count(decode_workers, "decode worker")
+    return " and ".join(
+        names
+    ), f"{prefill_workers:,} prefill and {decode} make {count(prefill_workers * decode_workers, 'pair')}"
+
+
 def pairs_of(
     cluster: Cluster,
     terms: HeadTerms,
@@ -80,13 +96,11 @@ def pairs_of(
     """
     prefill, decode = cluster.placement(tp, decode_tp, prefill_workers, decode_workers)
     most = option("max_worker_pairs")
+    workers, pairs = _workers(prefill_workers, decode_workers)
     if prefill_workers * decode_workers > most:  # (resolved one by one, in Python: refused before the first)
-        many = [name for name, k in (("prefill_workers", prefill_workers), ("decode_workers", decode_workers)) if k > 1]
         raise InputError(
-            " and ".join(many),
-            f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
-            f"{prefill_workers * decode_workers:,} pairs, each with flows of its own, more than the "
-            f"{most:,} a replay on a cluster resolves",
+            workers or "prefill_workers",
+            f"{pairs}, each with flows of its own, more than the {most:,} a replay on a cluster resolves",
             "pass fewer workers (a replay of a few hundred "
             "of each shows how they share the cluster), or raise perfmodel.set_options(max_worker_pairs=)",
         )
@@ -97,10 +111,8 @@ def pairs_of(
     most = option("max_pair_flows")
     if each * prefill_workers * decode_workers > most:  # (every pair has as many rank pairs as the first)
         raise InputError(
-            "decode_workers",
-            f"{prefill_workers:,} prefill and {decode_workers:,} decode workers make "  # (never one)
-            f"{prefill_workers * decode_workers:,} pairs of up to {each:,} flows each, more than the "
-            f"{most:,} flows a replay on a cluster resolves",
+            workers or "tp",
+            f"{pairs} of up to {count(each, 'flow')} each, more than the {most:,} flows a replay on a cluster resolves",
             "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU, "
             "or raise perfmodel.set_options(max_pair_flows=)",
         )
