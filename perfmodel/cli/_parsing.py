@@ -103,7 +103,9 @@ def _check_range_size(spec: str, count: float) -> None:
     if count > most:
         raise UsageError(
             f"token range {spec!r} has {count:,.0f} values, more than {most:,}; "  # (never one)
-            "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1)"
+            "use a coarser step (e.g. 1k:128k:1k or a geometric step such as x1.1), or from Python raise "
+            "perfmodel.set_options(max_token_values=...) and run perfmodel.cli.main([...]) (no flag or "
+            "environment variable sets the option)"
         )
 
 

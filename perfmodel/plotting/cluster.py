@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
+from ..errors import check_whole
 from ._style import axes_or_current, line_styles
 from .replay import delay_cdf
 
@@ -24,7 +25,7 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
     replay
         A result of :func:`perfmodel.replay_handoffs` on a cluster with ``contention="fair"``.
     top
-        How many resources to draw: those of the highest mean utilisation.
+        How many resources to draw (a whole number >= 1): those of the highest mean utilisation.
     ax
         Axes to draw on (default: the current ones).
 
@@ -44,6 +45,7 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
     >>> resource_utilisation(r).get_ylabel()
     'utilisation (load / capacity)'
     """
+    top = check_whole("top", top, smallest=1)
     found = replay.attrs.get("utilisation")
     if not found:
         raise ValueError(

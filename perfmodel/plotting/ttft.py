@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from ..errors import InputError
+from ..inputs.words import count
 from ._style import axes_or_current, line_styles, require
 from .grid import refuse_other_axes
 
@@ -30,7 +31,10 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     handoff's milliseconds become seconds of queue.
 
     The p99 TTFT is drawn solid, the p50 dashed, and the handoff's own p99 (``handoff_delay_p99_ms``) thin and
-    dotted, so that the handoff's share stays visible beside the queue. The y axis is logarithmic.
+    dotted, so that the handoff's share stays visible beside the queue. The y axis is logarithmic: a value of
+    0 ms (say, a handoff that carries no bytes) lies below it: the curve leaves a gap there (with markers on its
+    other points) and its legend label says at how many rates (``"p99 handoff (0 ms at 2 of 3 rates: below the
+    axis)"``).
 
     A grid that varies a column besides the rate and ``by`` (say ``prefill_workers``) is refused, naming the
     columns, as :func:`perfmodel.plotting.grid_percentiles` and :func:`perfmodel.plotting.grid_budget` refuse
@@ -80,21 +84,32 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     for (key, rows), style in zip(groups, line_styles()):
         rows = rows.sort_values("request_rate_per_s")
         name = "" if key is None else f"{by}={key}: "
-        color = ax.plot(rows["request_rate_per_s"], rows["p99_ms"], label=f"{name}p99 TTFT", **style)[0].get_color()
-        ax.plot(rows["request_rate_per_s"], rows["p50_ms"], linestyle="--", color=color, label=f"{name}p50 TTFT")
-        ax.plot(
-            rows["request_rate_per_s"],
-            rows["handoff_delay_p99_ms"],
-            linestyle=":",
-            linewidth=1,
-            color=color,
-            label=f"{name}p99 handoff",
-        )
+        curves: list[tuple[str, str, dict[str, Any]]] = [
+            ("p99_ms", "p99 TTFT", style),
+            ("p50_ms", "p50 TTFT", {"linestyle": "--"}),
+            ("handoff_delay_p99_ms", "p99 handoff", {"linestyle": ":", "linewidth": 1}),
+        ]
+        color = None
+        for column, what, look in curves:
+            values, label, marker = _on_log_axis(rows[column], f"{name}{what}")
+            (line,) = ax.plot(rows["request_rate_per_s"], values, label=label, color=color, **{**marker, **look})
+            color = line.get_color()
     ax.set_yscale("log")
     ax.set(xlabel="request rate (requests/s)", ylabel="time (ms)")
     ax.legend(fontsize="small")
     ax.grid(True, which="both", alpha=0.3)
     return ax
+
+
+def _on_log_axis(values: pd.Series, label: str) -> tuple[np.ndarray, str, dict[str, Any]]:
+    """A curve's values on a log axis, 0 ms left as gaps (never clipped to a made-up value), its legend label
+    saying at how many rates it is 0 ms, and a marker where it has gaps (so a lone point between them shows)."""
+    ys = values.to_numpy(dtype=float)
+    zeros = int((ys == 0).sum())
+    if not zeros:
+        return ys, label, {}
+    note = f" (0 ms at {zeros} of {count(ys.size, 'rate')}: below the axis)"
+    return np.where(ys == 0, np.nan, ys), label + note, {"marker": ".", "markersize": 5}
 
 
 def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 99), ax: Axes | None = None) -> Axes:
@@ -104,12 +119,16 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     percentiles (clipped to 0 and 100), so that it adds up to about the percentile itself: where the p99's
     time goes (queue, prefill, decode admission, link wait, transfer, first decode step).
 
+    A frame with requests whose TTFT or a part of it is missing or infinite (never a
+    :func:`perfmodel.replay_ttft` result) is refused, naming how many and the column, rather than drawn as
+    percentiles of some of its requests.
+
     Parameters
     ----------
     ttft
         A :func:`perfmodel.replay_ttft` result.
     percentiles
-        The percentiles to break down (default p50 and p99).
+        The percentiles to break down, each in [0, 100] (default p50 and p99).
     ax
         Axes to draw on (default: the current Axes).
 
@@ -129,13 +148,31 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     >>> len(pp.ttft_breakdown(ttft, ax=ax).patches)   # 2 bars of 6 parts
     12
     """
+    try:
+        marks = np.asarray(percentiles, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        marks = np.array([np.nan])
+    if not (np.isfinite(marks) & (marks >= 0) & (marks <= 100)).all() or not marks.size:
+        problem = "are not all in [0, 100]" if marks.size else "are none, so there is no bar to draw"
+        raise InputError(
+            "ttft_breakdown", f"percentiles {list(np.atleast_1d(percentiles))} {problem}", "pass e.g. (50, 99)"
+        )
     require(ttft, ["ttft_ms", *PARTS], "ttft_breakdown", "perfmodel.replay_ttft")
     if not len(ttft):
         raise InputError("ttft", "has no requests", "replay a trace with requests")
+    for column in ["ttft_ms", *PARTS]:
+        bad = ~np.isfinite(ttft[column].to_numpy(dtype=float, na_value=np.nan))
+        if bad.any():
+            raise InputError(
+                "ttft_breakdown",
+                f"{bad.sum():,} of {count(bad.size, 'request')} have no {column} (NaN or infinite; first at row "
+                f"{ttft.index[np.argmax(bad)]!r}), so the bars would not add up to their percentiles",
+                f"pass a perfmodel.replay_ttft(...) result, or leave those rows out first, e.g. ttft.dropna(subset=[{column!r}])",
+            )
     ax = axes_or_current(ax)
     values = ttft["ttft_ms"].to_numpy(dtype=float)
     means = {}
-    for q in percentiles:
+    for q in marks:
         low, high = np.percentile(values, [max(q - 1, 0), min(q + 1, 100)])
         near = ttft[(values >= low) & (values <= high)]
         means[f"p{q:g}"] = near[list(PARTS)].mean()

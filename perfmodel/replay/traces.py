@@ -694,7 +694,8 @@ def synthetic_trace(
     """
     most = option("max_synthetic_requests")
     n = check_whole("n", n, largest=most, above=f"pass n <= {most:,} (a synthetic trace is held in "
-                    "memory, some hundred bytes a request with its hash ids: generate a larger one in parts)")
+                    "memory, some hundred bytes a request with its hash ids: generate a larger one in parts), "
+                    "or raise perfmodel.set_options(max_synthetic_requests=...)")
     apps = check_whole("apps", apps, smallest=1)
     hash_block_tokens = check_whole("hash_block_tokens", hash_block_tokens, smallest=1)
     max_input_tokens = check_whole("max_input_tokens", max_input_tokens, smallest=1)
