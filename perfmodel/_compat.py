@@ -192,7 +192,9 @@ def compiled_only(dispatcher: Any) -> Any:
 
 _SOURCE_NOTE = "perfmodel-source.txt"  # in each install location's folder: the source folder it was compiled from
 _VERSION_FOLDER = re.compile(r".+-numba\d[\w.+-]*")  # perfmodel's folders; nothing else in the cache is touched
-_OWNED_SUFFIXES = (".nbi", ".nbc")  # numba's files (index, data): with the source note, all the upkeep removes
+#: numba's files (an index, its data), named as numba names them: the source file and function, the line, the Python
+#: (``handoff.handoff_serial-42.py311.nbi``, ``....py311.0.nbc``); with the source note, all the upkeep removes
+_NUMBA_FILE = re.compile(r".+-\d+\.py\d+[a-z]*\.(?:nbi|\d+\.nbc)")
 _NOT_OURS = "not perfmodel's: holds only files it did not write"  # a folder's state in cache_entries
 _UNMARKED_DAYS = 90  # an entry without a source note (older perfmodel) is pruned when untouched this long
 _OTHER_VERSION_DAYS = 7  # this install's folder of another perfmodel or numba version (an upgrade, or a second
@@ -263,8 +265,10 @@ def _source_of(folder: Path) -> Path | None:
 
 def _is_owned(path: Path) -> bool:
     """Whether ``path`` (in an install location's folder) is a file numba or perfmodel writes there: a regular
-    file (not a symlink) named like numba's index (``*.nbi``) or data (``*.nbc``), or perfmodel's source note."""
-    return (path.suffix in _OWNED_SUFFIXES or path.name == _SOURCE_NOTE) and not path.is_symlink() and path.is_file()
+    file (not a symlink) named as numba names its index (``*.nbi``) and data (``*.nbc``) files, or perfmodel's
+    source note."""
+    named = _NUMBA_FILE.fullmatch(path.name) or path.name == _SOURCE_NOTE
+    return bool(named) and not path.is_symlink() and path.is_file()
 
 
 def _owned(folder: Path) -> list[Path]:
@@ -333,7 +337,7 @@ def cache_entries() -> list[tuple[Path, int, str]]:
 class CacheSweep(NamedTuple):
     """What :func:`prune_cache` or :func:`clear_cache` did: the install locations' folders whose files it
     removed, the bytes of the files removed, and the folders it kept because they hold files perfmodel did
-    not write (see :func:`foreign_files`; they keep them)."""
+    not write (see :func:`foreign_files`; they keep them) or files of its own it could not remove."""
 
     removed: list[Path]
     freed: int
@@ -348,19 +352,19 @@ def _sweep(entries: list[Path], others: list[Path]) -> CacheSweep:
     empty folders only."""
     removed, freed, kept = [], 0, []
     for folder in entries:
-        owned = _owned(folder)
-        for file in owned:
+        gone = 0
+        for file in _owned(folder):
             with contextlib.suppress(OSError):
                 size = file.lstat().st_size
                 file.unlink()
-                freed += size
+                freed, gone = freed + size, gone + 1
         try:
             folder.rmdir()
         except OSError:
             if folder.is_dir():
                 kept.append(folder)
-            if not owned:
-                continue  # (nothing of perfmodel's in it: nothing removed)
+            if not gone:
+                continue  # (nothing of perfmodel's removed from it: none in it, or none it could remove)
         removed.append(folder)
     listed, answered = set(others), set(kept)
     for version in sorted({f.parent for f in entries}):

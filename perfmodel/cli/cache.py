@@ -12,8 +12,13 @@ from typing import Any
 
 
 def _kept(folders: list[Path]) -> None:
+    from .. import _compat
+
     for folder in folders:
-        print(f"kept {folder}: it holds files perfmodel did not write")
+        if _compat.foreign_files(folder):
+            print(f"kept {folder}: it holds files perfmodel did not write")
+        else:  # (only perfmodel's files, which it could not remove: read-only, another user's)
+            print(f"kept {folder}: its files could not be removed; check the folder's permissions")
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -204,11 +204,11 @@ def check_output_folder(
     """
     target = Path(target)
     check_not_overlapping(target, inputs)
-    if target.exists() and not target.is_dir():
+    if os.path.lexists(target) and not target.is_dir():  # (a symlink to nowhere too: it exists)
         raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
     manifest = _manifest(target) if target.is_dir() else {}
     owned = manifest.get(command, set())
-    foreign = sorted(n for n in names if (target / n).exists() and n not in owned)
+    foreign = sorted(n for n in names if os.path.lexists(target / n) and n not in owned)
     if foreign:
         others = {n: c for c, files in manifest.items() if c != command for n in files}
         changed = _changed(target, command, foreign)
@@ -259,7 +259,7 @@ def output_folder(
     ['.perfmodel-output.json', 'summary.txt']
     """
     target = Path(target)
-    manifest = check_output_folder(target, command=command, names=names, inputs=inputs)
+    check_output_folder(target, command=command, names=names, inputs=inputs)
     created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     if created:
@@ -270,13 +270,14 @@ def output_folder(
             staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
         yield staging
         written = sorted(p.name for p in staging.iterdir())
-        check_output_folder(target, command=command, names=written)
-        try:
-            with interrupts_deferred():  # every file moved in and the manifest written, or none moved
-                _move_in(staging, target, written, command, manifest)
-        except KeyboardInterrupt as interrupt:  # it came while they were moved in: the output is complete
-            interrupt.output_complete = str(target)  # type: ignore[attr-defined]  # (ours, read by the CLI)
-            raise
+        with _locked(target):  # the folder as it is now (edits, other commands' runs), not as it was before the work
+            manifest = check_output_folder(target, command=command, names=written)
+            try:
+                with interrupts_deferred():  # every file moved in and the manifest written, or none moved
+                    _move_in(staging, target, written, command, manifest)
+            except KeyboardInterrupt as interrupt:  # it came while they were moved in: the output is complete
+                interrupt.output_complete = str(target)  # type: ignore[attr-defined]  # (ours, read by the CLI)
+                raise
     except BaseException:
         with interrupts_deferred():
             _discard(staging, target if created else None)
@@ -284,9 +285,30 @@ def output_folder(
     _discard(staging, None)
 
 
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` (an output folder) for the block, so that commands writing it at once read and
+    write its manifest one after the other. The folder itself is locked (``fcntl.flock``; released when the process
+    ends, however it ends): no lock file is left among the outputs. Where it cannot be locked (no ``fcntl``:
+    Windows; a file system without ``flock``), the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover (Windows)
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
 def _move_in(staging: Path, target: Path, written: list[str], command: str, manifest: dict[str, set[str]]) -> None:
     """Move a command's ``written`` files from ``staging`` into ``target``, remove that command's files of an
-    earlier run it did not write again, and write the folder's manifest."""
+    earlier run it did not write again and that are still as it wrote them (``manifest``, read just before),
+    and write the folder's manifest."""
     for name in written:
         os.replace(staging / name, target / name)
     for stale in sorted(manifest.get(command, set()) - set(written)):  # this command's own files of an earlier run
@@ -347,7 +369,7 @@ def _file_key(command: str) -> str:
 def record_output_file(target: str | os.PathLike, *, command: str) -> None:
     """Record in its folder's manifest that ``command`` wrote the file ``target`` (beside its other files)."""
     target = Path(target)
-    with interrupts_deferred():
+    with _locked(target.parent), interrupts_deferred():
         manifest = _manifest(target.parent)
         for names in manifest.values():
             names.discard(target.name)
