@@ -1,5 +1,12 @@
 """Deprecated module paths of perfmodel, each an alias of a module in the folders: importing one gives the
-module at its place (the same module object; pickles naming the deprecated path load). Public ones warn once.
+module at its place (the same module object; pickles naming the deprecated path load). Public ones warn once
+(``FutureWarning``), at the user's line however the path is reached (``import``, ``importlib.import_module``, or
+an attribute of the package: ``perfmodel.trace``).
+
+One path is also a public name: ``perfmodel.calibrate`` is the function :func:`perfmodel.calibration.calibrate`,
+and ``import perfmodel.calibrate as x`` (as ``perfmodel.calibrate`` after ``import perfmodel.calibrate``) gives
+that function, since Python binds the package's attribute; ``from perfmodel.calibrate import name`` gives the
+names of the module, :mod:`perfmodel.calibration` (``import perfmodel.calibration as x`` gives the module).
 
 The table: deprecated path, the module's path.
 """
@@ -9,6 +16,8 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import inspect
+import os
 import sys
 import warnings
 from typing import Any
@@ -51,17 +60,38 @@ MOVED = {
 }
 
 
+#: Where the frames between the user's line and the alias are: perfmodel (its package's ``__getattr__``) and the
+#: import system (importlib, and its frozen bootstrap).
+_NOT_THE_USERS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(importlib.__file__) + os.sep)
+
+
+def _warn_at_user(message: str) -> None:
+    """A FutureWarning at the first frame outside perfmodel and the import system (the user's line, which Python's
+    filters then judge as ``warnings.warn`` would: its module, its registry)."""
+    frame = inspect.currentframe()
+    if frame is None:  # (a Python without frames: Python's own stack level)
+        warnings.warn(message, FutureWarning, stacklevel=3)
+        return
+    while frame.f_back is not None and frame.f_code.co_filename.startswith((*_NOT_THE_USERS, "<frozen importlib")):
+        frame = frame.f_back
+    where = frame.f_globals
+    warnings.warn_explicit(  # (no module_globals: as warnings.warn, the line's text read from its file)
+        message,
+        FutureWarning,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        where.get("__name__", "<string>"),
+        where.setdefault("__warningregistry__", {}),
+    )
+
+
 class _Alias(importlib.abc.Loader):
     def __init__(self, new: str) -> None:
         self.new = new
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         if not spec.name.rsplit(".", 1)[-1].startswith("_"):
-            warnings.warn(
-                f"{spec.name} moved to {self.new}; the old path goes away in a future release",
-                FutureWarning,
-                stacklevel=2,
-            )
+            _warn_at_user(f"{spec.name} moved to {self.new}; the old path goes away in a future release")
         module = importlib.import_module(self.new)
         self.spec = module.__spec__
         return module

@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
+import sys
+import threading
+import types
 from typing import Any, NamedTuple
 
 from .errors import InputError, check_whole, warn
@@ -89,7 +93,23 @@ KNOBS: dict[str, Option] = {
     ),
 }
 
-_VALUES: dict[str, int] = {name: option.default for name, option in KNOBS.items()}
+_VALUES: dict[str, int] = {name: option.default for name, option in KNOBS.items()}  # (what the modules read)
+
+# How _VALUES is made: the values set by calls (each with the number of the change that set it) and the ``with``
+# blocks running (the number of their start, the set_options object, its values), in the order they started.
+# An option's value is that of the latest of these changes: a call's, or a block's until the block ends.
+_SET: dict[str, tuple[int, int]] = {name: (0, option.default) for name, option in KNOBS.items()}
+_BLOCKS: list[tuple[int, object, dict[str, int]]] = []
+_COUNT = itertools.count(1)
+_LOCK = threading.Lock()
+
+
+def _recompute() -> None:
+    """``_VALUES`` from the calls' values and the blocks still running (the caller holds ``_LOCK``)."""
+    values = {name: value for name, (_, value) in _SET.items()}
+    for start, _, changes in _BLOCKS:
+        values.update({name: value for name, value in changes.items() if start > _SET[name][0]})
+    _VALUES.update(values)
 
 
 def get_options() -> dict[str, int]:
@@ -134,8 +154,15 @@ def _checked(changes: dict[str, Any]) -> dict[str, int]:
 
 
 class set_options:  # (lower case: a function to its users, as xarray's set_options)
-    """Change perfmodel's knobs (:data:`KNOBS`): for the rest of the process, or, used as a context manager,
-    for a ``with`` block only (the values before it come back at its end, however it ends).
+    """Change perfmodel's knobs (:data:`KNOBS`) for every thread of the process: called, for the rest of the
+    process; used in a ``with`` statement, for its block only (the values before it come back at its end, however
+    it ends).
+
+    A call makes its changes at once. A ``with`` block makes them when it starts (taking back the call that made
+    the object, for each option no later call changed) and undoes them when it ends: each option it set comes back
+    to the value of the latest change still in force, that of a block still running (blocks may end in any order,
+    in one thread or several) or else that of a call. So once every block has ended the options are what calls
+    set, a call made inside a block lasts after it, and one object may serve several blocks, nested or not.
 
     Every change is checked before any is made: a call that refuses one changes nothing.
 
@@ -148,12 +175,13 @@ class set_options:  # (lower case: a function to its users, as xarray's set_opti
         ``max_worker_pairs`` (worker pairs a replay on a cluster resolves, 262,144), ``max_grid_configs``
         (configurations one replay grid takes, 1,000,000), ``max_pair_flows`` (flows those worker pairs hold
         together, 2,097,152), ``max_synthetic_requests`` (requests one synthetic trace makes, 100,000,000),
+        ``max_time_bins`` (time bins of a replay's utilisation series on a cluster, 4,096, from 256 to 65,536),
         ``max_token_values`` (prompt lengths one ``--tokens`` range asks for, 1,000,000).
 
     Returns
     -------
     set_options
-        An object that restores the previous values when used as a context manager and its block ends.
+        An object that, used in a ``with`` statement, makes its changes for the block and undoes them at its end.
 
     Raises
     ------
@@ -163,9 +191,15 @@ class set_options:  # (lower case: a function to its users, as xarray's set_opti
     Examples
     --------
     >>> import perfmodel
-    >>> with perfmodel.set_options(parallel_min_rows=10**12):   # every kernel pass in the calling thread
+    >>> with perfmodel.set_options(parallel_min_rows=10**12):   # no kernel pass shared between threads
     ...     float(perfmodel.handoff_delay_ms(128, 1.0, 1_000_000))
     128.0
+    >>> changes = perfmodel.set_options(sweep_chunk_rows=11)   # a call: at once
+    >>> with changes:                                          # a block: the same changes, undone at its end
+    ...     perfmodel.get_options()["sweep_chunk_rows"]
+    11
+    >>> perfmodel.get_options()["sweep_chunk_rows"]            # (the call that made the object taken back)
+    262144
     >>> perfmodel.set_options(parallel_min_rows=-1)
     Traceback (most recent call last):
     ...
@@ -174,39 +208,73 @@ class set_options:  # (lower case: a function to its users, as xarray's set_opti
 
     def __init__(self, **changes: Any) -> None:
         self._changes = _checked(changes)
-        self._before: dict[str, int] | None = None
-        self._apply()
-
-    def _apply(self) -> None:
-        self._before = {name: _VALUES[name] for name in self._changes}
-        _VALUES.update(self._changes)
+        with _LOCK:  # (a call: its values at once, for the rest of the process)
+            self._call = next(_COUNT)
+            self._replaced: dict[str, tuple[int, int]] | None = {name: _SET[name] for name in self._changes}
+            _SET.update({name: (self._call, value) for name, value in self._changes.items()})
+            _recompute()
 
     def __enter__(self) -> set_options:
-        if self._before is None:  # (an object used for a second block: its changes made again)
-            self._apply()
+        with _LOCK:
+            if self._replaced is not None:  # (its first block: the call that made it is taken back...)
+                _SET.update({n: old for n, old in self._replaced.items() if _SET[n][0] == self._call})
+                self._replaced = None  # (...where no later call changed the option)
+            _BLOCKS.append((next(_COUNT), self, self._changes))
+            _recompute()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._before is not None:
-            _VALUES.update(self._before)
-            self._before = None
+        with _LOCK:
+            mine = [i for i, (_, owner, _) in enumerate(_BLOCKS) if owner is self]
+            if mine:  # (the latest block of this object: blocks of one object nest)
+                del _BLOCKS[mine[-1]]
+                _recompute()
 
 
 def deprecated_constant(module: str, names: dict[str, str]) -> Any:
-    """A module's ``__getattr__`` for its old constants that are knobs now: ``names`` maps each old name to its
-    option; reading one warns (once per name, as Python's default filters show a warning) and gives the option's
-    current value."""
+    """The old constants of a module that are knobs now (``names`` maps each old name to its option), and the
+    module's ``__getattr__`` (refusing other names). Reading one gives the option's current value; assigning one
+    sets the option, as a call to :func:`set_options` would (checked; for the rest of the process), so old code
+    that set the constant still steers the package. Either warns (``FutureWarning``, as the moved modules do, at
+    the user's line, as often as Python's filters show a warning: under the default action, once per line that
+    reads or sets one).
+
+    The module (already in :data:`sys.modules`, as while its code runs) gets a module type with a property for
+    each old name (so that ``monkeypatch.setattr`` puts the value before back); its other attributes are as before.
+
+    >>> import sys, types, warnings
+    >>> old = sys.modules["old_knobs"] = types.ModuleType("old_knobs")
+    >>> old.__getattr__ = deprecated_constant("old_knobs", {"SPREAD": "spread_max_rows"})
+    >>> with warnings.catch_warnings(record=True):
+    ...     old.SPREAD = 1000
+    ...     old.SPREAD, get_options()["spread_max_rows"]
+    (1000, 1000)
+    >>> _ = set_options(spread_max_rows=65_536)
+    >>> del sys.modules["old_knobs"]
+    """
+
+    def warn_old(name: str) -> None:
+        warn(
+            f"{module}.{name} is an option now: read perfmodel.get_options()[{names[name]!r}] and "
+            f"change it with perfmodel.set_options({names[name]}=...)",
+            FutureWarning,
+        )
+
+    def constant(name: str) -> property:
+        def read(_: object) -> int:
+            warn_old(name)
+            return _VALUES[names[name]]
+
+        def assign(_: object, value: Any) -> None:
+            warn_old(name)
+            set_options(**{names[name]: value})
+
+        return property(read, assign)
 
     def __getattr__(name: str) -> int:
-        if name in names:
-            warn(
-                f"{module}.{name} is an option now: read perfmodel.get_options()[{names[name]!r}] and "
-                f"change it with perfmodel.set_options({names[name]}=...)",
-                DeprecationWarning,
-            )
-            return _VALUES[names[name]]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
+    sys.modules[module].__class__ = type("OldConstants", (types.ModuleType,), {n: constant(n) for n in names})
     return __getattr__
 
 

@@ -173,7 +173,7 @@ def test_each_old_constant_reads_its_knob(old):
     import importlib
 
     module, knob = _deprecated_constants()[old]
-    with perfmodel.set_options(**{knob: 7}), pytest.warns(DeprecationWarning, match=knob):
+    with perfmodel.set_options(**{knob: 7}), pytest.warns(FutureWarning, match=knob):
         assert getattr(importlib.import_module(module), old) == 7
 
 

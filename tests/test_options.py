@@ -84,7 +84,7 @@ def test_the_old_constants_still_read_with_a_warning(module, name, knob):
     import importlib
 
     mod = importlib.import_module(f"perfmodel.{module}")
-    with set_options(**{knob: 123}), pytest.warns(DeprecationWarning, match=rf"set_options\({knob}="):
+    with set_options(**{knob: 123}), pytest.warns(FutureWarning, match=rf"set_options\({knob}="):
         assert getattr(mod, name) == 123
     with pytest.raises(AttributeError):
         mod.NO_SUCH_CONSTANT  # noqa: B018

@@ -81,7 +81,7 @@ def test_a_warning_points_at_the_line_that_called(case, tmp_path, monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         CALLS[case](tmp_path, monkeypatch)
-    ours = [w for w in caught if issubclass(w.category, (UserWarning, DeprecationWarning))]
+    ours = [w for w in caught if issubclass(w.category, (UserWarning, DeprecationWarning, FutureWarning))]
     assert ours, f"{case}: no warning"
     assert all(w.filename == __file__ for w in ours), [(w.filename, w.lineno, str(w.message)[:60]) for w in ours]
 
