@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+@pytest.fixture
+def ax():
+    """The Axes of a new figure (Agg: no display), closed after the test: for the figures' tests."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
 @pytest.fixture(scope="session")
 def shared_data(tmp_path_factory) -> Path:
     """The sample data as it is published (the traces uncompressed, the microbenchmark tables under

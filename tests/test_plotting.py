@@ -14,14 +14,6 @@ import pytest
 import perfmodel
 import perfmodel.plotting as pp
 
-
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
-
-
 TOKENS = [1024, 4096, 32768]
 
 

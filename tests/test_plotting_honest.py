@@ -16,13 +16,6 @@ import perfmodel.plotting as pp
 from perfmodel.errors import InputError
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
-
-
 @pytest.fixture(scope="module")
 def ttft_grid():
     """A TTFT grid varying the link and the prefill workers besides the rate."""

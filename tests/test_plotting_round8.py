@@ -8,7 +8,6 @@ import warnings
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -16,13 +15,6 @@ import perfmodel
 import perfmodel.plotting as pp
 from perfmodel.errors import InputError
 from perfmodel.plotting.cluster import resource_utilisation
-
-
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -29,13 +28,6 @@ def ttft():
         decode_step_ms=10.0,
         contention="fifo",
     )
-
-
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def test_breakdown_bars_add_up_to_about_the_percentile(ttft, ax):
