@@ -94,10 +94,15 @@ def _version_folder() -> str:
 
 
 def _install_folder() -> str:
-    """The cache's subfolder of this install location (numba's own naming: folder name and a hash of its path)."""
+    """The cache's subfolder of this install location (numba's own naming: the package's name and a hash of its
+    folder's path).
+
+    >>> _INSTALL_FOLDER.fullmatch(_install_folder()) is not None
+    True
+    """
     import hashlib
 
-    return f"{_PACKAGE.name}_{hashlib.sha1(str(_PACKAGE).encode()).hexdigest()}"
+    return f"perfmodel_{hashlib.sha1(str(_PACKAGE).encode()).hexdigest()}"
 
 
 class _PerfmodelCacheLocator(*_Base):  # type: ignore[misc]  # (numba's private classes, or object: chosen at import)
@@ -191,10 +196,16 @@ def compiled_only(dispatcher: Any) -> Any:
 # --- the first compile and the cache's upkeep ---------------------------------------------------------
 
 _SOURCE_NOTE = "perfmodel-source.txt"  # in each install location's folder: the source folder it was compiled from
-_VERSION_FOLDER = re.compile(r".+-numba\d[\w.+-]*")  # perfmodel's folders; nothing else in the cache is touched
-#: numba's files (an index, its data), named as numba names them: the source file and function, the line, the Python
-#: (``handoff.handoff_serial-42.py311.nbi``, ``....py311.0.nbc``); with the source note, all the upkeep removes
-_NUMBA_FILE = re.compile(r".+-\d+\.py\d+[a-z]*\.(?:nbi|\d+\.nbc)")
+#: perfmodel's folders, named as :func:`_version_folder` and :func:`_install_folder` name them (perfmodel's version or
+#: ``source``, the sources' stamp, numba's version; a hash of the install's path): nothing else in the cache is touched
+_VERSION_FOLDER = re.compile(r"(?:source|\d[\w.!+]*)\+[0-9a-f]{12}-numba\d[\w.+-]*")
+_INSTALL_FOLDER = re.compile(r"perfmodel_[0-9a-f]{40}")
+#: numba's files (an index, its data), named as numba names them: one of perfmodel's source files and a function, the
+#: line, the Python (``handoff.handoff_serial-42.py311.nbi``, ``....py311.0.nbc``); with the source note, all the
+#: upkeep removes
+_NUMBA_FILE = re.compile(
+    rf"(?:{'|'.join(sorted({re.escape(p.stem) for p in _PACKAGE.rglob('*.py')}))})\..+-\d+\.py\d+[a-z]*\.(?:nbi|\d+\.nbc)"
+)
 _NOT_OURS = "not perfmodel's: holds only files it did not write"  # a folder's state in cache_entries
 _UNMARKED_DAYS = 90  # an entry without a source note (older perfmodel) is pruned when untouched this long
 _OTHER_VERSION_DAYS = 7  # this install's folder of another perfmodel or numba version (an upgrade, or a second
@@ -213,8 +224,14 @@ def is_cold(dispatcher: object) -> bool:
     """
     if getattr(dispatcher, "overloads", None):
         return False
+    index = _index_path(dispatcher)
+    return index is not None and not os.path.exists(index)
+
+
+def _index_path(dispatcher: object) -> str | None:
+    """Where numba keeps the cache index of ``dispatcher``; None where that cannot be told."""
     index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)  # private
-    return isinstance(index, str) and not os.path.exists(index)
+    return index if isinstance(index, str) else None
 
 
 def uncompiled(dispatcher: object) -> bool:
@@ -230,7 +247,8 @@ def uncompiled(dispatcher: object) -> bool:
 def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream: TextIO | None = None) -> bool:
     """Before the first call of a kernel whose cache is cold: on a terminal (``stream``, default standard
     error; nothing when piped), say once per process and kernel that it compiles, once, and about how long
-    that takes; then prune the cache's stale entries (:func:`prune_cache`). Whether the cache was cold.
+    that takes; then make the folder numba compiles into, if it is this install's, and prune the cache's stale
+    entries (:func:`prune_cache`, which writes the folder's source note). Whether the cache was cold.
 
     >>> notice_first_compile("example", object(), 1.0)
     False
@@ -249,6 +267,9 @@ def notice_first_compile(kernel: str, dispatcher: object, seconds: float, stream
     except (AttributeError, ValueError, OSError):  # a closed or unusual stream: say nothing
         pass
     with contextlib.suppress(OSError):  # upkeep never stops a computation
+        mine = _mine()
+        if Path(str(_index_path(dispatcher))).parent == mine:  # numba compiles into this install's folder: made now
+            mine.mkdir(parents=True, exist_ok=True)  # (numba would at its save), so that the prune writes its note
         prune_cache()
     return True
 
@@ -316,7 +337,9 @@ def cache_entries() -> list[tuple[Path, int, str]]:
     for version in sorted(
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and _VERSION_FOLDER.fullmatch(p.name)
     ):
-        for folder in sorted(p for p in version.iterdir() if p.is_dir() and not p.is_symlink()):
+        for folder in sorted(
+            p for p in version.iterdir() if p.is_dir() and not p.is_symlink() and _INSTALL_FOLDER.fullmatch(p.name)
+        ):
             source, owned = _source_of(folder), _owned(folder)
             if not owned and foreign_files(folder):
                 state = _NOT_OURS
@@ -377,10 +400,16 @@ def _sweep(entries: list[Path], others: list[Path]) -> CacheSweep:
     return CacheSweep(removed, freed, kept)
 
 
+def _mine() -> Path:
+    """This install's folder in the cache (numba's, once it compiled here: see :class:`_PerfmodelCacheLocator`)."""
+    return cache_dir() / _version_folder() / _install_folder()
+
+
 def prune_cache() -> CacheSweep:
     """Remove the cache's stale entries (see :func:`cache_entries`), and in this install's folder the
-    files of other Pythons untouched for 30 days; write this install's source note. Only the files numba and
-    perfmodel wrote go, and a folder once it is empty: one holding anything else stays (:class:`CacheSweep`).
+    files of other Pythons untouched for 30 days; write this install's source note, where its folder exists
+    (a prune creates no folder). Only the files numba and perfmodel wrote go, and a folder once it is empty: one
+    holding anything else stays (:class:`CacheSweep`).
 
     >>> isinstance(prune_cache(), CacheSweep)  # doctest: +SKIP
     True
@@ -396,10 +425,9 @@ def prune_cache() -> CacheSweep:
                     file.unlink(missing_ok=True)
     stale = [folder for folder, _, state in entries if state.startswith("stale")]
     swept = _sweep(stale, [folder for folder, _, _ in entries])
-    mine = cache_dir() / _version_folder() / _install_folder()
-    mine.mkdir(parents=True, exist_ok=True)
+    mine = _mine()
     note = mine / _SOURCE_NOTE
-    if not note.is_symlink() and (note.is_file() or not note.exists()):  # (never written through a link)
+    if mine.is_dir() and not note.is_symlink() and (note.is_file() or not note.exists()):  # (never through a link)
         note.write_text(f"{_PACKAGE}\n")
     return swept
 

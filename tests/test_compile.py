@@ -173,7 +173,7 @@ def _entry(root: Path, version: str, install: str, source: str | None = None, da
 
     folder = root / "numba" / version / install
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "kernel-10.py311.nbi").write_bytes(b"x" * 100)
+    (folder / "handoff.handoff_serial-10.py311.nbi").write_bytes(b"x" * 100)
     if source is not None:
         (folder / "perfmodel-source.txt").write_text(source + "\n")
     for file in folder.iterdir():
@@ -198,29 +198,38 @@ def _name(folder: Path) -> str:
     return f"{folder.parent.name}/{folder.name}"
 
 
+def _install(tag: str) -> str:
+    """The folder of another install location, named as perfmodel names them (a hash of its path)."""
+    import hashlib
+
+    return "perfmodel_" + hashlib.sha1(tag.encode()).hexdigest()
+
+
 def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch, capsys):
     """Entries of another version at this install location (unused for a week), of an install location
     that is gone, and unmarked ones unused for 90 days go; another live install, a recently used other
-    version and anything that is not perfmodel's stay."""
+    version and anything that is not perfmodel's (folders not named as perfmodel names its own) stay."""
     import perfmodel
+    from perfmodel import _compat
 
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    assert "removed 0 stale entries" in _cache("--prune", capsys=capsys)  # an empty cache: this install's folder
-    (made,) = [note.parent for note in tmp_path.glob("numba/*/*/perfmodel-source.txt")]
-    version, here = made.parent.name, made.name
+    assert "removed 0 stale entries" in _cache("--prune", capsys=capsys)  # an empty cache: stays empty
+    assert not (tmp_path / "numba").exists()
+    version, here = _compat._version_folder(), _compat._install_folder()
     live = tmp_path / "live-install" / "perfmodel"
     live.mkdir(parents=True)
     (live / "__init__.py").write_text("")
     current = _entry(tmp_path, version, here)
-    upgraded = _entry(tmp_path, "0.0.1-numba0.60.0", here, days=8)
-    second_venv = _entry(tmp_path, "0.1.0-numba0.61.2", here, days=1)
-    gone = _entry(tmp_path, version, "perfmodel_gone", str(tmp_path / "deleted" / "perfmodel"))
-    other = _entry(tmp_path, version, "perfmodel_live", str(live))
-    old_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_old", days=100)
-    new_unmarked = _entry(tmp_path, "0.0.9-numba0.59.0", "perfmodel_new", days=3)
+    upgraded = _entry(tmp_path, "0.0.1+0123456789ab-numba0.60.0", here, days=8)
+    second_venv = _entry(tmp_path, "0.1.0+0123456789ab-numba0.61.2", here, days=1)
+    gone = _entry(tmp_path, version, _install("gone"), str(tmp_path / "deleted" / "perfmodel"))
+    other = _entry(tmp_path, version, _install("live"), str(live))
+    old_unmarked = _entry(tmp_path, "0.0.9+0123456789ab-numba0.59.0", _install("old"), days=100)
+    new_unmarked = _entry(tmp_path, "0.0.9+0123456789ab-numba0.59.0", _install("new"), days=3)
     foreign = tmp_path / "numba" / "not-ours"
     foreign.mkdir()
+    unstamped = _entry(tmp_path, "0.0.1-numba0.60.0", here, days=100)  # not a shape perfmodel makes: not an entry
     states = _states(_cache(capsys=capsys))
     assert set(states) == {
         _name(f) for f in (current, upgraded, second_venv, gone, other, old_unmarked, new_unmarked)
@@ -231,16 +240,19 @@ def test_stale_cache_entries_are_pruned_and_live_ones_kept(tmp_path, monkeypatch
     assert "removed 3 stale entries" in _cache("--prune", capsys=capsys)
     assert not upgraded.exists() and not gone.exists() and not old_unmarked.exists()
     assert not upgraded.parent.exists()  # an emptied version folder goes too
-    for kept in (current, second_venv, other, new_unmarked, foreign):
+    for kept in (current, second_venv, other, new_unmarked, foreign, unstamped):
         assert kept.exists(), kept
     assert (current / "perfmodel-source.txt").read_text().strip() == str(Path(perfmodel.__file__).resolve().parent)
     cleared = _cache("--clear", capsys=capsys)  # (the entries' few hundred bytes: 0.0 MB)
     assert cleared.startswith(f"removed 0.0 MB of compiled kernels from {tmp_path / 'numba'}"), cleared
     assert foreign.exists() and not current.exists() and not other.exists() and not new_unmarked.exists()
+    assert sorted(p.name for p in unstamped.iterdir()) == ["handoff.handoff_serial-10.py311.nbi"]
     assert _states(_cache(capsys=capsys)) == {}
 
 
 def test_the_cache_command_lists_and_clears(tmp_path):
+    import perfmodel
+
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path)}
     env.pop("NUMBA_CACHE_DIR", None)
 
@@ -249,8 +261,10 @@ def test_the_cache_command_lists_and_clears(tmp_path):
             [sys.executable, "-m", "perfmodel", "cache", *flags], capture_output=True, text=True, env=env
         )
 
-    assert cache("--prune").returncode == 0  # (makes this install's folder)
+    first = subprocess.run([sys.executable, "-c", TWO_CALLS], capture_output=True, text=True, env=env, timeout=900)
+    assert first.returncode == 0, first.stderr  # (numba's first compile: this install's folder, with its note)
     (entry,) = [note.parent for note in tmp_path.glob("numba/*/*/perfmodel-source.txt")]
+    assert (entry / "perfmodel-source.txt").read_text() == f"{Path(perfmodel.__file__).resolve().parent}\n"
     _entry(tmp_path, entry.parent.name, entry.name)
     listing = cache()
     assert listing.returncode == 0 and f"{entry.parent.name}/{entry.name}  current" in listing.stdout, listing

@@ -1,7 +1,8 @@
 """``perfmodel cache``: where the compiled kernels are cached, how large each entry is, ``--clear`` and ``--prune``.
 
-Only the files numba and perfmodel write there are removed, and folders once they are empty: a folder holding
-anything else stays, with it, and is named as kept.
+Only the files numba and perfmodel write there are removed, in the folders perfmodel makes (no other folder is listed
+or touched), and folders once they are empty: a folder holding anything else stays, with it, and is named as kept.
+A prune creates no folder.
 """
 
 from __future__ import annotations
