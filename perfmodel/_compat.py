@@ -198,7 +198,7 @@ def compiled_only(dispatcher: Any) -> Any:
 _SOURCE_NOTE = "perfmodel-source.txt"  # in each install location's folder: the source folder it was compiled from
 #: perfmodel's folders, named as :func:`_version_folder` and :func:`_install_folder` name them (perfmodel's version or
 #: ``source``, the sources' stamp, numba's version; a hash of the install's path): nothing else in the cache is touched
-_VERSION_FOLDER = re.compile(r"(?:source|\d[\w.!+]*)\+[0-9a-f]{12}-numba\d[\w.+-]*")
+_VERSION_FOLDER = re.compile(r"(?:source|\d[\w.!+]*?)(?:\+[0-9a-f]{12})?-numba\d[\w.+-]*")  # (0.1.0's: unstamped)
 _INSTALL_FOLDER = re.compile(r"perfmodel_[0-9a-f]{40}")
 #: numba's files (an index, its data), named as numba names them: one of perfmodel's source files and a function, the
 #: line, the Python (``handoff.handoff_serial-42.py311.nbi``, ``....py311.0.nbc``); with the source note, all the

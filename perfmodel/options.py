@@ -214,14 +214,25 @@ class set_options:  # (lower case: a function to its users, as xarray's set_opti
             _SET.update({name: (self._call, value) for name, value in self._changes.items()})
             _recompute()
 
+    def _take_back(self) -> None:
+        """Take back the call that made this object, for each option no later call changed, once (the caller
+        holds ``_LOCK`` and recomputes)."""
+        if self._replaced is not None:
+            _SET.update({n: old for n, old in self._replaced.items() if _SET[n][0] == self._call})
+            self._replaced = None
+
     def __enter__(self) -> set_options:
         with _LOCK:
-            if self._replaced is not None:  # (its first block: the call that made it is taken back...)
-                _SET.update({n: old for n, old in self._replaced.items() if _SET[n][0] == self._call})
-                self._replaced = None  # (...where no later call changed the option)
+            self._take_back()  # (its first block: the call that made it is taken back)
             _BLOCKS.append((next(_COUNT), self, self._changes))
             _recompute()
         return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a set_options object holds this process's changes and cannot be pickled: pass its changes as a dict "
+            "and call perfmodel.set_options(**changes) where they apply"
+        )
 
     def __exit__(self, *exc: object) -> None:
         with _LOCK:
@@ -260,6 +271,8 @@ def deprecated_constant(module: str, names: dict[str, str]) -> Any:
             FutureWarning,
         )
 
+    assigned: dict[str, tuple[int, set_options]] = {}  # each name's last assignment, and the value before it
+
     def constant(name: str) -> property:
         def read(_: object) -> int:
             warn_old(name)
@@ -267,7 +280,16 @@ def deprecated_constant(module: str, names: dict[str, str]) -> Any:
 
         def assign(_: object, value: Any) -> None:
             warn_old(name)
-            set_options(**{names[name]: value})
+            knob = names[name]
+            last = assigned.get(name)
+            if last is not None and value == last[0]:  # (the value before the last assignment put back, as
+                with _LOCK:  # monkeypatch's undo does: that assignment taken back, not a new call)
+                    last[1]._take_back()
+                    _recompute()
+                del assigned[name]
+                return
+            before = _VALUES[knob]
+            assigned[name] = (before, set_options(**{knob: value}))
 
         return property(read, assign)
 

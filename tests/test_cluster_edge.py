@@ -463,7 +463,7 @@ def test_one_pair_of_too_many_flows_is_said_in_the_singular_and_names_tp():
         perfmodel.set_options(max_pair_flows=3),
         pytest.raises(
             perfmodel.InputError,
-            match=r"^tp: 1 prefill and 1 decode worker make 1 pair of up to 8 flows each, more than",
+            match=r"^tp: 1 prefill and 1 decode worker make 1 pair of up to 8 flows each, more than.*Fix: pass a smaller",
         ),
     ):
         perfmodel.replay_handoffs(trace, "hgx-h100-8x400g", _MODEL, tp=8, contention="fair")

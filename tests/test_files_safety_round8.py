@@ -111,3 +111,20 @@ def test_a_command_run_twice_at_once_keeps_the_files_of_the_run_that_ended_last(
         with output_folder(out, command="sweep", names=["sweep.csv"]) as second:
             (second / "sweep.csv").write_text("second")
     assert (out / "sweep.csv").read_text() == "first" and _commands(out) == {"sweep": ["extra.csv", "sweep.csv"]}
+
+
+def test_a_folder_one_may_write_but_not_read_is_written_unlocked(tmp_path, monkeypatch):
+    """The lock opens the folder for reading: a folder one may write but not read (``chmod 333``) is written as it
+    was before the lock, unlocked (the lock's open failed, and the whole run was lost)."""
+    out = tmp_path / "write-only"
+    out.mkdir()
+    real_open = os.open
+
+    def no_reading(path, flags, *args, **kwargs):
+        if Path(path) == out and flags == os.O_RDONLY:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_reading)
+    _sweep(out, ["sweep.csv"])
+    assert (out / "sweep.csv").read_text() == "run of sweep.csv"

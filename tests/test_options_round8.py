@@ -216,3 +216,28 @@ def test_every_knob_is_in_set_options_docstring_with_its_default(name):
     assert f"``{name}``" in doc
     default = f"{KNOBS[name].default:,}"
     assert f"``{name}`` (" in doc and default in doc.split(f"``{name}`` (", 1)[1].split(")")[0], (name, default)
+
+
+def test_monkeypatching_an_old_constant_inside_a_block_leaves_nothing_behind(monkeypatch):
+    """pytest's undo puts back the value it read (the block's): that is the assignment taken back, not a new
+    call that outlives the block (it left 123 for the rest of the process)."""
+    from perfmodel import handoff
+
+    before = get_options()["parallel_min_rows"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        with set_options(parallel_min_rows=123):
+            monkeypatch.setattr(handoff, "PARALLEL_MIN_ROWS", 5)
+            assert get_options()["parallel_min_rows"] == 5
+            monkeypatch.undo()
+            assert get_options()["parallel_min_rows"] == 123
+    assert get_options()["parallel_min_rows"] == before
+
+
+def test_a_set_options_object_is_not_pickled():
+    """Its changes are this process's (their order, the calls they replaced): pickled into another process it undid
+    a setting there. Refused, saying what to pass instead."""
+    import pickle
+
+    with set_options(sweep_chunk_rows=11) as changes, pytest.raises(TypeError, match=r"cannot be pickled.*as a dict"):
+        pickle.dumps(changes)

@@ -190,11 +190,16 @@ def test_what_a_cluster_decides_is_refused_naming_it(kw, match):
 @pytest.mark.parametrize(
     ("kw", "named", "fix"),
     [
-        (dict(kv_cache_dtype="fp8"), "kv_cache_dtype='fp8' needs", "or drop kv_cache_dtype="),
-        (dict(tp=2), "tp=2 needs", "or drop tp="),
-        (dict(tp=2, decode_tp=1), "tp=2 needs", "or drop tp="),
-        (dict(decode_tp=2), "decode_tp=2 needs", "or drop decode_tp="),
-        (dict(tp=2, kv_cache_dtype="fp8"), "tp=2 and kv_cache_dtype='fp8' need", "or drop tp= and kv_cache_dtype="),
+        (dict(kv_cache_dtype="fp8"), "kv_cache_dtype='fp8' needs", "or leave out kv_cache_dtype for"),
+        (dict(tp=2), "tp=2 needs", "or leave out tp, decode_tp for"),  # (decode_tp is tp's unless given)
+        (dict(tp=2, decode_tp=2), "tp=2 needs", "or leave out tp, decode_tp for"),
+        (dict(tp=2, decode_tp=1), "tp=2 needs", "or leave out tp for"),
+        (dict(decode_tp=2), "decode_tp=2 needs", "or leave out decode_tp for"),
+        (
+            dict(tp=2, kv_cache_dtype="fp8"),
+            "tp=2 and kv_cache_dtype='fp8' need",
+            "leave out tp, decode_tp, kv_cache_dtype",
+        ),
     ],
 )
 @pytest.mark.parametrize("surface", ["replay_handoffs", "replay_ttft", "handoff_delay_ms"])

@@ -290,13 +290,17 @@ def _locked(folder: Path) -> Iterator[None]:
     """An exclusive lock on ``folder`` (an output folder) for the block, so that commands writing it at once read and
     write its manifest one after the other. The folder itself is locked (``fcntl.flock``; released when the process
     ends, however it ends): no lock file is left among the outputs. Where it cannot be locked (no ``fcntl``:
-    Windows; a file system without ``flock``), the block runs unlocked."""
+    Windows; a file system without ``flock``; a folder one may write but not read), the block runs unlocked."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover (Windows)
         yield
         return
-    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # (a folder one may write but not read: unlocked, as before the lock)
+        yield
+        return
     try:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)

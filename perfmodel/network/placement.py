@@ -187,15 +187,18 @@ def refuse_model_options(tp: int, decode_tp: int, kv_cache_dtype: Any, column: b
     perfmodel.errors.InputError: kv_bytes_per_token: kv_cache_dtype='fp8' needs the model's config (...
     """
     named = [f"tp={tp}"] if tp != 1 else []
-    named += [f"decode_tp={decode_tp}"] if decode_tp not in (1, tp) else []
+    named += [f"decode_tp={decode_tp}"] if decode_tp not in (1, tp) else []  # (as tp unless given)
     named += [f"kv_cache_dtype={kv_cache_dtype!r}"] if kv_cache_dtype is not None else []
     if named:
+        dropped = (
+            ["tp"] * (tp != 1) + ["decode_tp"] * (decode_tp != 1) + ["kv_cache_dtype"] * (kv_cache_dtype is not None)
+        )
         raise InputError(
             "kv_bytes_per_token",
             f"{' and '.join(named)} need{'s' if len(named) == 1 else ''} the model's config (a cluster places its "
             "KV heads on its ranks; a dtype sizes them), but kv_bytes_per_token is a number of bytes"
             + (" (or a column that holds some)" if column else ""),
-            f"pass the model (e.g. 'llama-3.1-70b'), or drop {' and '.join(n.split('=')[0] + '=' for n in named)}",
+            f"pass the model (e.g. 'llama-3.1-70b'), or leave out {', '.join(dropped)} for one GPU's bytes",
         )
 
 

@@ -138,7 +138,8 @@ def replay_handoffs(
     ready_ms
         When each prefill completes and its handoff may start: a column name or an
         array in ms; default: the trace's ``ready_ms`` column when it has one (as
-        :func:`perfmodel.read_trace` keeps it), else ``arrival_ms``.
+        :func:`perfmodel.read_trace` keeps it), else ``arrival_ms`` (``ready_ms="arrival_ms"``
+        replays from the arrivals of a trace that has the column).
     overlap, prefill_ms, prefill_tokens_per_s, num_layers, layer_group, layerwise_min_tokens
         Layer-wise streaming (``overlap="layerwise"``): the transfer starts when the
         first layer group is computed, ``prefill_ms * (L - g) / L`` before the prefill

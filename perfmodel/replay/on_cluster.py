@@ -113,8 +113,8 @@ def pairs_of(
         raise InputError(
             workers or "tp",
             f"{pairs} of up to {count(each, 'flow')} each, more than the {most:,} flows a replay on a cluster resolves",
-            "pass fewer workers, or a smaller tp/decode_tp or fewer NICs per GPU, "
-            "or raise perfmodel.set_options(max_pair_flows=)",
+            ("pass fewer workers, or " if workers else "pass ")
+            + "a smaller tp/decode_tp or fewer NICs per GPU, or raise perfmodel.set_options(max_pair_flows=)",
         )
     resources = Resources()
     table = []

@@ -88,7 +88,9 @@ def replay_ttft(
     ----------
     trace
         From :func:`perfmodel.read_trace` or :func:`perfmodel.synthetic_trace`: ``arrival_ms``,
-        ``num_input_tokens``, and ``num_output_tokens`` where decode memory is bounded or the loop closed.
+        ``num_input_tokens``, and ``num_output_tokens`` where decode memory is bounded or the loop closed. A
+        ``ready_ms`` column (measured prefill ends) is refused, here and by the TTFT grids and questions: this
+        replay models each prefill (:func:`perfmodel.replay_handoffs` replays from measured ends).
     kv_transfer_bandwidth, link, kv_bytes_per_token, model
         The network and the bytes per token, as :func:`perfmodel.replay_handoffs` takes them: a link (GB/s, a
         link preset or a :class:`perfmodel.Link`) with ``links`` and ``contention``, or a cluster (a
