@@ -54,6 +54,23 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False)) / "numba"
 
 
+def cache_dir_unusable() -> str | None:
+    """Why kernels cannot be cached in :func:`cache_dir` (its nearest existing part is a file, or a folder one may not
+    write), or None.
+
+    >>> cache_dir_unusable() is None or "writ" in cache_dir_unusable()
+    True
+    """
+    part = cache_dir()
+    while not part.exists() and part.parent != part:
+        part = part.parent
+    if not part.is_dir():
+        return f"{part} is a file, not a folder"
+    if not os.access(part, os.W_OK | os.X_OK):
+        return f"{part} is a folder one may not write"
+    return None
+
+
 @functools.cache
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
@@ -120,7 +137,30 @@ class _PerfmodelCacheLocator(*_Base):  # type: ignore[misc]  # (numba's private 
     def from_function(cls, py_func, py_file):
         if config.CACHE_DIR or _PACKAGE not in Path(py_file).resolve().parents:
             return None  # NUMBA_CACHE_DIR set by the user, or not our code: numba's own locators decide
-        return super().from_function(py_func, py_file)
+        found = super().from_function(py_func, py_file)
+        if found is None and os.path.exists(py_file):  # our folder is unusable: never numba's next, the package's
+            found = cls(py_func, py_file)
+            found._cache_path = _fallback_folder(found._cache_path)
+        return found
+
+
+@functools.cache
+def _fallback_folder(unusable: str) -> str:
+    """A temporary folder, removed when the process exits, where kernels are cached when ``unusable`` (the cache
+    folder) cannot be written: numba's next choice would be the package's own ``__pycache__``. Said once."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from .errors import warn
+
+    folder = tempfile.mkdtemp(prefix="perfmodel-kernels-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    warn(
+        f"perfmodel cannot cache compiled kernels in {unusable} (not a writable folder): they compile again in "
+        "each process. Fix: set PERFMODEL_CACHE_DIR to a writable folder."
+    )
+    return folder
 
 
 def install_cache_locator() -> bool:

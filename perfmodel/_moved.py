@@ -16,11 +16,10 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
-import inspect
-import os
 import sys
-import warnings
 from typing import Any
+
+from .errors import warn
 
 #: old dotted path -> new dotted path
 MOVED = {
@@ -60,38 +59,13 @@ MOVED = {
 }
 
 
-#: Where the frames between the user's line and the alias are: perfmodel (its package's ``__getattr__``) and the
-#: import system (importlib, and its frozen bootstrap).
-_NOT_THE_USERS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(importlib.__file__) + os.sep)
-
-
-def _warn_at_user(message: str) -> None:
-    """A FutureWarning at the first frame outside perfmodel and the import system (the user's line, which Python's
-    filters then judge as ``warnings.warn`` would: its module, its registry)."""
-    frame = inspect.currentframe()
-    if frame is None:  # (a Python without frames: Python's own stack level)
-        warnings.warn(message, FutureWarning, stacklevel=3)
-        return
-    while frame.f_back is not None and frame.f_code.co_filename.startswith((*_NOT_THE_USERS, "<frozen importlib")):
-        frame = frame.f_back
-    where = frame.f_globals
-    warnings.warn_explicit(  # (no module_globals: as warnings.warn, the line's text read from its file)
-        message,
-        FutureWarning,
-        frame.f_code.co_filename,
-        frame.f_lineno,
-        where.get("__name__", "<string>"),
-        where.setdefault("__warningregistry__", {}),
-    )
-
-
 class _Alias(importlib.abc.Loader):
     def __init__(self, new: str) -> None:
         self.new = new
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         if not spec.name.rsplit(".", 1)[-1].startswith("_"):
-            _warn_at_user(f"{spec.name} moved to {self.new}; the old path goes away in a future release")
+            warn(f"{spec.name} moved to {self.new}; the old path goes away in a future release", FutureWarning)
         module = importlib.import_module(self.new)
         self.spec = module.__spec__
         return module

@@ -8,11 +8,13 @@ process boundaries, e.g. from Dask workers).
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 import numbers
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
@@ -421,13 +423,20 @@ def check_flag(name: str, value: Any, *, optional: bool = False) -> bool | None:
     return bool(value)
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: Where the frames between the user's line and a warning are: perfmodel, numba (calling perfmodel's hooks while it
+#: compiles or caches) and the import system (importlib, and its frozen bootstrap).
+_NOT_THE_USERS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep,
+    "<frozen importlib",
+)
 
 
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
-    """Issue ``message`` as a warning of ``category`` at the first line outside perfmodel that led here: the
-    caller's line, however deep inside the package the warning is raised (pandas' ``find_stack_level``), so
-    that Python's filters and the message's location name the caller's code.
+    """Issue ``message`` as a warning of ``category`` at the first line outside perfmodel, numba and the import
+    system that led here: the caller's line, however deep inside the package the warning is raised (pandas'
+    ``find_stack_level``), so that Python's filters and the message's location name the caller's code (judged as
+    ``warnings.warn`` would: its module, its registry).
 
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as caught:
@@ -436,7 +445,20 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     >>> str(caught[0].message), caught[0].filename.startswith("<doctest")
     ('careful', True)
     """
-    frame, level = inspect.currentframe(), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
+    frame = inspect.currentframe()
+    if frame is None:  # (a Python without frames: Python's own stack level)
+        warnings.warn(message, category, stacklevel=2)
+        return
+    numba = sys.modules.get("numba")
+    skipped = _NOT_THE_USERS + ((os.path.dirname(os.path.abspath(numba.__file__)) + os.sep,) if numba else ())
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(skipped):
+        frame = frame.f_back
+    where = frame.f_globals
+    warnings.warn_explicit(  # (no module_globals: as warnings.warn, the line's text read from its file)
+        message,
+        category,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        where.get("__name__", "<string>"),
+        where.setdefault("__warningregistry__", {}),
+    )

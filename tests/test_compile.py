@@ -307,3 +307,51 @@ def test_an_edit_of_a_helpers_module_alone_compiles_its_callers_afresh(tmp_path)
     helper.write_text(helper.read_text().replace("1.0", "2.0"))
     os.utime(helper, ns=(before + 10**9, before + 10**9))  # (a later time even on a coarse clock)
     assert run() == "2.0"
+
+
+@pytest.mark.parametrize("unusable", ["a file", "read-only"])
+def test_an_unusable_cache_folder_never_puts_kernels_in_the_package(tmp_path, unusable):
+    """``PERFMODEL_CACHE_DIR`` naming a file or a folder one cannot write: numba's fallback would cache inside the
+    package's ``__pycache__`` (files pip did not install). The kernels compile without a lasting cache, one
+    warning says why and how to fix it, and the package holds no cache file."""
+    import shutil
+
+    import perfmodel
+
+    if unusable == "read-only" and os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    source = tmp_path / "src"
+    shutil.copytree(Path(perfmodel.__file__).parent, source / "perfmodel", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    if unusable == "a file":
+        cache.write_text("not a folder")
+    else:
+        cache.mkdir(mode=0o555)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache), "PYTHONPATH": str(source), "TMPDIR": str(temporary)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = (  # (this copy of the package, not an editable install's: its finder goes first)
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if not "
+        "getattr(f, '__module__', '').startswith('__editable__')]; import perfmodel; "
+        f"assert perfmodel.__file__.startswith({str(source)!r}), perfmodel.__file__; "
+        "print(perfmodel.handoff_delay_ms(1024, 100.0, 'llama-3.1-8b'))"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+        )
+    finally:
+        if unusable == "read-only":
+            cache.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) > 0
+    cached = [p for p in source.rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert not cached, cached
+    assert done.stderr.count("cannot cache compiled kernels in") == 1, done.stderr
+    assert str(cache) in done.stderr and "Fix: set PERFMODEL_CACHE_DIR to a writable folder" in done.stderr
+    assert not list(temporary.iterdir())  # (the temporary folder the kernels were cached in: removed at exit)
+    listing = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "cache"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
+    assert listing.returncode == 0 and "not usable: " in listing.stdout and "empty" not in listing.stdout, listing

@@ -53,7 +53,13 @@ def cmd_cache(args: argparse.Namespace) -> int:
         if not state.startswith("not perfmodel's") and _compat.foreign_files(folder):
             others = "; also holds files perfmodel did not write (they stay)"
         print(f"  {size / 1e6:7,.1f} MB  {folder.parent.name}/{folder.name}  {state}{others}")
-    if not entries:
+    unusable = _compat.cache_dir_unusable()
+    if unusable:
+        print(
+            f"  (not usable: {unusable}; kernels compile again in each process. Set PERFMODEL_CACHE_DIR to a "
+            "writable folder)"
+        )
+    elif not entries:
         print("  (empty: the first run compiles the kernels, once)")
     print(
         "\nStale entries are pruned when kernels are first compiled (or with --prune); --clear removes all. "

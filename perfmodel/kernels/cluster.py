@@ -27,10 +27,11 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
+from .._compat import no_reference_counting
 from ..inputs.codes import Routing
 from ..options import option
-from .cluster_records import Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
-from .handoff import fixed_ms, loop_helper, messages_of
+from .cluster_records import AloneWork, Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
+from .handoff import fixed_ms, jit, loop_helper, messages_of
 from .replay import charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, route
 from .sharing import (
     CHUNK,
@@ -271,10 +272,11 @@ def _connected(seed, st, paths, counts, sc, stamp):
     return m, q
 
 
-@loop_helper(python=False)
+@jit(inline="always", **no_reference_counting())
 def _recompute(seed, t, batch, st, paths, cl, loads, sc, state, origin, width):
     """New max-min rates at ``t`` of the classes connected to resource ``seed``; each touched resource's load
-    accounted; the classes whose rate or flows changed rescheduled."""
+    accounted; the classes whose rate or flows changed rescheduled. (Inlined in :func:`_batch`, its one caller:
+    compiled apart, each call copied its ~530 words of records, see :mod:`perfmodel.kernels.network`.)"""
     stamp = sc.counters[0] + 1
     sc.counters[0] = stamp
     m, q = _connected(seed, st, paths, cl.count, sc, stamp)
@@ -409,11 +411,11 @@ def _delivered_alone(now, st, pool, state, waiting):
 
 @loop_helper(python=False)
 def _choose(r, a, now, routing, rr, st, cl, waiting, blocks, offsets, holders, alive):
-    """(decode worker, its cached prefix in blocks) of request ``r`` from prefill worker ``a``."""
+    """(decode worker, its cached prefix in blocks) of request ``r`` from prefill worker ``a`` by the workers' loads
+    (routing least_loaded or topology; :func:`route_request` routes by prefix or round robin itself, without
+    this call's ~300 words of records)."""
     loads = waiting.loads
     workers = loads.shape[0]
-    if routing in (PREFIX, ROUND_ROBIN):
-        return route(r, blocks, offsets, holders, alive, workers, rr, routing == PREFIX)
     for x in range(workers):
         loads[x] = _worker_load(x, now, st, cl, waiting)
     # the last tie goes round robin: the workers are tried from ``rr`` (the one after the worker chosen last) on,
@@ -503,6 +505,7 @@ class OnCluster(NamedTuple):
     cfg: Config
     out: Outputs
     sim: Sim
+    alone_work: AloneWork
     caches: Caches
     waiting: Waiting
     ends: Ends
@@ -519,8 +522,12 @@ def route_request(r, now, net):
     pool, cl, out, hits = net.sim.pool, net.sim.cl, net.out, net.hit
     if not cfg.fair and (cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY):
         _delivered_alone(now, st, pool, state, waiting)
-    w, hit = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks,
-                     trace.offsets, caches.holders, caches.alive)
+    if cfg.routing == PREFIX or cfg.routing == ROUND_ROBIN:
+        w, hit = route(r, trace.blocks, trace.offsets, caches.holders, caches.alive, cfg.workers, state[_RR],
+                       cfg.routing == PREFIX)
+    else:
+        w, hit = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks,
+                         trace.offsets, caches.holders, caches.alive)
     state[_RR] = w + 1 if w + 1 < cfg.workers else 0
     out.decode_worker[r] = w
     hits[r] = hit
@@ -534,11 +541,12 @@ def start_request(i, r, now, net):
     (:func:`room`)."""
     st, cfg, out, sim, state, ends = net.st, net.cfg, net.out, net.sim, net.state, net.ends
     trace, paths, waiting, hit = net.trace, net.paths, net.waiting, net.hit
-    al, kept, pd = sim.al, sim.kept, ends.pending
+    solo, pd = net.alone_work, ends.pending
+    al, kept = solo.al, solo.kept
     w = out.decode_worker[r]
     out.start[r] = now
     simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, hit[r], trace, st, cfg, out, al, kept)
-    last = alone(simulated, al, paths, sim.lc, kept.cls, kept.position, sim.memo) if simulated > 0 else -1
+    last = alone(simulated, al, paths, solo.lc, kept.cls, kept.position, solo.memo) if simulated > 0 else -1
     out.alone_ms[r] = al.ends[last] if simulated > 0 else 0.0
     if trace.last_fraction.shape[0] > 0:  # streamed: its last layer group is sent once its prefill ends
         ends.earliest[r] = trace.prefill_end[r] + out.alone_ms[r] * trace.last_fraction[r]
@@ -720,7 +728,8 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
         paths=paths,
         cfg=cfg,
         out=out,
-        sim=Sim(cl, pool, heaps, loads, sc, lc, al, kept, new_memo(kmax, len(st.pair_off) - 1)),  # (a key a pair)
+        sim=Sim(cl, pool, heaps, loads, sc),
+        alone_work=AloneWork(lc, al, kept, new_memo(kmax, len(st.pair_off) - 1)),  # (memo: a key a pair)
         caches=Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity)),
         waiting=Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D)),  # bytes (and flows) not yet moving or ended
         ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), np.full(n, -np.inf), pending),

@@ -153,13 +153,22 @@ class Kept(NamedTuple):
 
 
 class Sim(NamedTuple):
-    """The replay's state on a cluster: its classes, its flows (pool, heaps), the resources' loads, work arrays."""
+    """The flows sharing the cluster: their classes, their pool and heaps, the resources' loads and the batches'
+    work arrays (what :func:`perfmodel.kernels.cluster.advance` reads)."""
 
     cl: Classes
     pool: Pool
     heaps: Heaps
     loads: Loads
     sc: Scratch
+
+
+class AloneWork(NamedTuple):
+    """Work arrays of one handoff alone in the cluster (its time alone, :func:`perfmodel.kernels.sharing.alone`):
+    a filling's, its flows', its kept flows' (:class:`Kept`) and the fillings done already. Apart from
+    :class:`Sim`, whose helpers never read them (each call copies its records, word by word:
+    :mod:`perfmodel.kernels.network`)."""
+
     lc: Local
     al: Alone
     kept: Kept

@@ -19,6 +19,12 @@ Each operation reads the parts of the record it uses once, at its top, and never
 record is ~170 arrays, ~1,200 machine words): read again deep in a body whose helpers LLVM inlines, it cost
 LLVM's optimiser seconds (measured: the cluster's ``start_request`` took 3.3 s to optimise, 2.9 s of it in the
 SROA pass, of a first cluster replay's 28 s; 0.6 s read at its top).
+
+A call costs the words of its arguments: numba passes a record as its fields, one machine word at a time (a 1-D
+array is 7 words, the cluster's whole record ~1,200), and LLVM inlines only small callees. So the operations stay
+small (LLVM inlines them in the loop) and a helper compiled apart is given the records it reads, never the
+network's record whole; a helper with one caller is inlined in it (measured, 1M requests on a cluster of one NIC
+each side: ~4,700 words copied into calls a request, 1.9 s; ~2,800 words, 1.3 s).
 """
 
 from __future__ import annotations

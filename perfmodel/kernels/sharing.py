@@ -527,7 +527,7 @@ class Heaps(NamedTuple):
 CHUNK = 256
 
 
-@loop_helper(python=False)
+@jit(inline="always", **_compat.no_reference_counting())
 def push_flow(c, n, key, slot, heaps):
     """Add (``key``, ``slot``) to class ``c``'s heap of ``n`` flows (a new chunk when its last is full)."""
     table, keys, slots = heaps.table, heaps.keys, heaps.slots
@@ -547,7 +547,7 @@ def push_flow(c, n, key, slot, heaps):
     keys[here, there], slots[here, there] = key, slot
 
 
-@loop_helper(python=False)
+@jit(inline="always", **_compat.no_reference_counting())
 def pop_flow(c, n, heaps):
     """Remove the smallest of class ``c``'s heap of ``n`` flows (its chunk freed when the last empties)."""
     table, keys, slots = heaps.table, heaps.keys, heaps.slots
@@ -622,7 +622,7 @@ def heap_remove(cl, c, size):
     return size
 
 
-@loop_helper(python=False)
+@jit(inline="always", **_compat.no_reference_counting())
 def schedule(cl, c, size):
     """Class ``c``'s next end from its virtual time, placed in the heap (or taken out of it when it has no
     flow); returns the heap's new size."""
