@@ -1,5 +1,6 @@
 """Records of the replay on a cluster (:mod:`perfmodel.kernels.cluster`): its state and work arrays, each a
-named tuple of arrays that numba passes to the kernel's helpers as one argument, read by field name."""
+named tuple of arrays read by field name (numba passes one to a function as its fields, word by word: a helper
+compiled apart takes only the records it reads, :mod:`perfmodel.kernels.network`)."""
 
 from __future__ import annotations
 
