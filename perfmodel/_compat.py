@@ -55,20 +55,41 @@ def cache_dir() -> Path:
 
 
 def cache_dir_unusable() -> str | None:
-    """Why kernels cannot be cached in :func:`cache_dir` (its nearest existing part is a file, or a folder one may not
-    write), or None.
+    """Why compiled kernels cannot be cached where numba would put them (``NUMBA_CACHE_DIR`` when set, else this
+    install's folder in :func:`cache_dir`): the nearest part of that path that exists is no folder (a file, a
+    dangling symlink) or a folder one may not write. None where they can (nothing is created to tell).
 
-    >>> cache_dir_unusable() is None or "writ" in cache_dir_unusable()
+    >>> cache_dir_unusable() is None or "folder" in cache_dir_unusable()
     True
     """
-    part = cache_dir()
-    while not part.exists() and part.parent != part:
+    numba_dir = config.CACHE_DIR if config is not None else ""
+    part = Path(numba_dir).expanduser() if numba_dir else _mine()
+    while not os.path.lexists(part) and part.parent != part:
         part = part.parent
+    name = "NUMBA_CACHE_DIR" if numba_dir else "PERFMODEL_CACHE_DIR"
     if not part.is_dir():
-        return f"{part} is a file, not a folder"
+        return f"{part} is not a folder ({name})"
     if not os.access(part, os.W_OK | os.X_OK):
-        return f"{part} is a folder one may not write"
+        return f"{part} is a folder one may not write ({name})"
     return None
+
+
+@functools.cache
+def cache_kernels() -> bool:
+    """Whether perfmodel's kernels are cached on disk (numba's ``cache=``), decided once, when the kernels are first
+    imported: not where the cache folder is unusable (:func:`cache_dir_unusable`), where numba would cache them
+    inside the package's own ``__pycache__`` instead; one warning then says why and how to fix it, and the kernels
+    compile in each process."""
+    problem = cache_dir_unusable()
+    if problem is None:
+        return True
+    from .errors import warn
+
+    warn(
+        f"perfmodel cannot cache its compiled kernels: {problem}, so they compile again in each process. Fix: set "
+        "PERFMODEL_CACHE_DIR (or NUMBA_CACHE_DIR, when you set it) to a folder you may write"
+    )
+    return False
 
 
 @functools.cache
@@ -137,30 +158,7 @@ class _PerfmodelCacheLocator(*_Base):  # type: ignore[misc]  # (numba's private 
     def from_function(cls, py_func, py_file):
         if config.CACHE_DIR or _PACKAGE not in Path(py_file).resolve().parents:
             return None  # NUMBA_CACHE_DIR set by the user, or not our code: numba's own locators decide
-        found = super().from_function(py_func, py_file)
-        if found is None and os.path.exists(py_file):  # our folder is unusable: never numba's next, the package's
-            found = cls(py_func, py_file)
-            found._cache_path = _fallback_folder(found._cache_path)
-        return found
-
-
-@functools.cache
-def _fallback_folder(unusable: str) -> str:
-    """A temporary folder, removed when the process exits, where kernels are cached when ``unusable`` (the cache
-    folder) cannot be written: numba's next choice would be the package's own ``__pycache__``. Said once."""
-    import atexit
-    import shutil
-    import tempfile
-
-    from .errors import warn
-
-    folder = tempfile.mkdtemp(prefix="perfmodel-kernels-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    warn(
-        f"perfmodel cannot cache compiled kernels in {unusable} (not a writable folder): they compile again in "
-        "each process. Fix: set PERFMODEL_CACHE_DIR to a writable folder."
-    )
-    return folder
+        return super().from_function(py_func, py_file)
 
 
 def install_cache_locator() -> bool:
@@ -468,7 +466,8 @@ def prune_cache() -> CacheSweep:
     mine = _mine()
     note = mine / _SOURCE_NOTE
     if mine.is_dir() and not note.is_symlink() and (note.is_file() or not note.exists()):  # (never through a link)
-        note.write_text(f"{_PACKAGE}\n")
+        with contextlib.suppress(OSError):  # (a read-only cache: its entries stay as they are)
+            note.write_text(f"{_PACKAGE}\n")
     return swept
 
 

@@ -449,8 +449,8 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     if frame is None:  # (a Python without frames: Python's own stack level)
         warnings.warn(message, category, stacklevel=2)
         return
-    numba = sys.modules.get("numba")
-    skipped = _NOT_THE_USERS + ((os.path.dirname(os.path.abspath(numba.__file__)) + os.sep,) if numba else ())
+    numba_file = getattr(sys.modules.get("numba"), "__file__", None)  # (numba calls perfmodel's hooks as it compiles)
+    skipped = _NOT_THE_USERS + ((os.path.dirname(os.path.abspath(numba_file)) + os.sep,) if numba_file else ())
     while frame.f_back is not None and frame.f_code.co_filename.startswith(skipped):
         frame = frame.f_back
     where = frame.f_globals

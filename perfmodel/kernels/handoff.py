@@ -25,7 +25,8 @@ _compat.install_cache_locator()  # compiled kernels go to the user cache folder,
 # No fastmath at all: NaN is how "missing" flows here, and reassociation ("arcp",
 # "contract") would change the last bit against upstream's operation order. The kernel is
 # bound by memory traffic, so strict IEEE arithmetic costs nothing measurable (bench/).
-_JIT_OPTIONS = dict(nogil=True, cache=True, error_model="numpy")
+# Cached on disk unless the cache folder is unusable (then numba would cache inside the package: _compat).
+_JIT_OPTIONS = dict(nogil=True, cache=_compat.cache_kernels(), error_model="numpy")
 
 
 def jit(*args, parallel: bool = False, **kwargs):

@@ -4,13 +4,16 @@ p99 requests, and the KV memory held over time. They draw what :func:`perfmodel.
 
 from __future__ import annotations
 
-from typing import Any
+import numbers
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ..errors import InputError
+from ..errors import InputError, check_choice, not_a_number, shown
+from ..inputs.coerce import non_numeric_kind
 from ..inputs.words import count
 from ._style import axes_or_current, line_styles, require
 from .grid import refuse_other_axes
@@ -24,6 +27,157 @@ PARTS = {
     "transfer_ms": "transfer",
     "decode_step_ms": "first decode step",
 }
+
+
+class _Reader(NamedTuple):
+    """A figure as its messages name it: the figure, its frame's argument, the function whose frames it draws,
+    what a row of them is, and what bad rows would make wrong."""
+
+    where: str
+    name: str
+    source: str
+    rows: str
+    wrong: str
+
+
+_BREAKDOWN = _Reader(
+    "ttft_breakdown", "ttft", "perfmodel.replay_ttft", "request", "the bars would not add up to their percentiles"
+)
+_MEMORY = _Reader("memory_held", "ttft", "perfmodel.replay_ttft", "request", "the memory held would be wrong")
+_KNEE = _Reader("ttft_vs_rate", "grid", "perfmodel.ttft_grid", "row", "the curves would be wrong")
+
+#: The columns :func:`ttft_vs_rate` draws, with their rules (:func:`_columns`).
+_KNEE_COLUMNS = {"request_rate_per_s": "rate", "p50_ms": "ms", "p99_ms": "ms", "handoff_delay_p99_ms": "ms"}
+
+#: The columns :func:`memory_held` reads on each side: the worker, when its memory is taken and given back (ms),
+#: and the tokens held.
+_HELD = {
+    "prefill": ("prefill_worker", "prefill_start_ms", "transfer_end_ms", ("num_input_tokens",)),
+    "decode": ("decode_worker", "admitted_ms", "done_ms", ("num_input_tokens", "num_output_tokens")),
+}
+
+
+def _columns(frame: Any, rules: dict[str, str], reader: _Reader) -> dict[str, np.ndarray]:
+    """The columns of ``frame`` a figure reads, each as float64 by its rule: ``"ms"`` (a time a request took,
+    ms >= 0), ``"time"`` (a moment, ms), ``"whole"`` (a count or a worker, a whole number >= 0) or ``"rate"``
+    (requests/s >= 0); every one finite. A frame that is no DataFrame, lacks a column or has no rows is refused,
+    as is a column any of whose values breaks its rule (:class:`InputError` naming the column, how many rows, the
+    first and how to fix it): the one check of every TTFT figure's input."""
+    if not isinstance(frame, pd.DataFrame):
+        raise InputError(
+            reader.where,
+            f"{reader.name} is a {type(frame).__name__}, not a DataFrame",
+            f"pass a {reader.source}(...) result",
+        )
+    require(frame, list(rules), reader.where, reader.source)
+    if not len(frame):
+        raise InputError(
+            reader.where,
+            f"the frame {reader.name} has no rows, so there is nothing to draw",
+            f"pass a {reader.source}(...) result with rows",
+        )
+    return {column: _checked(frame, column, rule, reader) for column, rule in rules.items()}
+
+
+def _checked(frame: pd.DataFrame, column: str, rule: str, reader: _Reader) -> np.ndarray:
+    """One column of :func:`_columns`, checked by its ``rule``."""
+    values = _floats(frame, column, reader)
+    name, index = reader.name, frame.index
+    missing = ~np.isfinite(values)
+    if missing.any():
+        leave_out = (
+            f"{name}[np.isfinite({name}[{column!r}])]"
+            if np.isinf(values).any()
+            else f"{name}.dropna(subset=[{column!r}])"
+        )
+        fix = f"pass a {reader.source}(...) result, or leave those rows out first, e.g. {leave_out}"
+        _refuse_rows(reader, index, missing, f"no {column}", fix, note="NaN or infinite; ")
+    if rule == "whole":
+        fix = f"pass a {reader.source}(...) result, whose {column} holds whole numbers >= 0"
+        broken = (values < 0) | (values != np.floor(values))
+        _refuse_rows(reader, index, broken, f"a {column} that is not a whole number >= 0", fix, values.__getitem__)
+    if rule in ("ms", "rate"):
+        fix = f"pass a {reader.source}(...) result, or leave those rows out first, e.g. {name}[{name}[{column!r}] >= 0]"
+        _refuse_rows(reader, index, values < 0, f"a negative {column}", fix, values.__getitem__)
+    return values
+
+
+def _floats(frame: pd.DataFrame, column: str, reader: _Reader) -> np.ndarray:
+    """``frame[column]`` as float64, missing values NaN: numbers of any dtype (nullable, categorical, objects) are
+    read; booleans, durations and dates refused (never read as 0 and 1, in their raw unit or from an epoch), as is
+    a value that is no number (text, a list), named by its row."""
+    cells = frame[column]
+    kind = non_numeric_kind(cells)
+    if kind is None and getattr(cells.dtype, "kind", "O") in "iuf":
+        return cells.to_numpy(dtype=np.float64, na_value=np.nan)
+    objects = cells.to_numpy(dtype=object)
+    ms = column.endswith("_ms")
+    if kind is not None:
+        first = next((i for i, value in enumerate(objects) if non_numeric_kind([value]) is not None), 0)
+        fixes = {
+            "durations": f"divide durations by pd.Timedelta(1, 'ms'): {reader.name}[{column!r}] / pd.Timedelta(1, 'ms')",
+            "dates": "give ms from one origin, the same for every time: (times - origin) / pd.Timedelta(1, 'ms')",
+        }
+        raise InputError(
+            reader.where,
+            f"column {column!r} holds {kind}, not {'ms as ' if ms else ''}plain numbers "
+            f"(first at row {frame.index[first]!r}: {objects[first]!r})",
+            (fixes.get(kind) if ms else None)
+            or f"pass a {reader.source}(...) result, whose {column} holds plain numbers",
+        )
+    taken = np.frompyfunc(_a_number, 1, 1)(objects).astype(bool)
+    fix = f"convert the column first, e.g. {reader.name}[{column!r}] = pd.to_numeric({reader.name}[{column!r}])"
+    what = f"no number in column {column!r}"
+    _refuse_rows(reader, frame.index, ~taken, what, fix, lambda i: _no_number(objects[i]))
+    return np.where(pd.isna(objects), np.nan, objects).astype(np.float64)
+
+
+def _a_number(value: Any) -> bool:
+    """Whether a cell of an object column reads as a float: a real number within float64's range, or missing."""
+    if value is None or value is pd.NA:
+        return True
+    try:
+        return isinstance(value, numbers.Real) and isinstance(float(value), float)
+    except OverflowError:  # (an int beyond float64's range)
+        return False
+
+
+def _no_number(value: Any) -> str:
+    """A cell that is no number as a message shows it: text as text (with the number to write for one with
+    thousands separators), anything else as what it is.
+
+    >>> _no_number("3,180"), _no_number([1.0])
+    ("'3,180', text; it has a thousands separator: write 3180", 'a list of 1 value, not a number')
+    """
+    if isinstance(value, str):
+        return f"{value!r}, text{not_a_number(value).removeprefix('not a number')}"
+    if isinstance(value, numbers.Real):
+        return f"{shown(value)}, beyond the range of float64 numbers (about 1.8e308)"
+    return f"{shown(value)}, not a number"
+
+
+def _refuse_rows(
+    reader: _Reader,
+    index: pd.Index,
+    bad: np.ndarray,
+    what: str,
+    fix: str,
+    said: Callable[[int], Any] | None = None,
+    note: str = "",
+) -> None:
+    """Refuse the rows ``bad`` (when there are any) in one line of :class:`InputError` with ``fix``: how many of
+    how many have ``what``, the first (and its value, as ``said`` gives it from its position) and why the figure
+    cannot draw them."""
+    if not bad.any():
+        return
+    first = int(np.argmax(bad))
+    value = "" if said is None else f": {said(first)}"
+    raise InputError(
+        reader.where,
+        f"{int(bad.sum()):,} of {count(bad.size, reader.rows)} have {what} ({note}first at row {index[first]!r}{value}), "
+        f"so {reader.wrong}",
+        fix,
+    )
 
 
 def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None = None) -> Axes:
@@ -40,13 +194,15 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     columns, as :func:`perfmodel.plotting.grid_percentiles` and :func:`perfmodel.plotting.grid_budget` refuse
     it: a curve through its rows would zig-zag between configurations, and a curve per remaining combination
     would triple the lines (p99, p50 and handoff) for every value of every column, past reading. Select one
-    value of each first, or pass ``by=`` the one that varies.
+    value of each first, or pass ``by=`` the one that varies. So is a grid with two rows at one rate (and value
+    of ``by``), or whose rates (requests/s) or percentiles (ms) are missing, infinite, negative, text,
+    booleans, durations or dates: naming the column, how many rows and the first.
 
     Parameters
     ----------
     grid
-        A :func:`perfmodel.ttft_grid` result with a ``request_rate_per_s`` axis, and no other varying
-        column than ``by``.
+        A :func:`perfmodel.ttft_grid` result with a ``request_rate_per_s`` axis (requests/s), its percentiles in
+        ms, and no other varying column than ``by``.
     by
         A column of the grid whose values get a curve each (e.g. ``"link"``, ``"links"``,
         ``"prefill_workers"``); default: one curve (so no other column may vary).
@@ -70,17 +226,22 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     >>> len(pp.ttft_vs_rate(grid, by="link", ax=ax).get_lines())   # p99, p50 and the handoff's p99 per link
     6
     """
-    needed = ["request_rate_per_s", "p50_ms", "p99_ms", "handoff_delay_p99_ms"] + ([by] if by else [])
-    missing = [c for c in needed if c not in grid.columns]
-    fix = "pass a perfmodel.ttft_grid(...) result with a list of request_rate_per_s"
-    if missing:
-        fix = "pass by= one of the grid's columns" if missing[0] == by else fix
-        raise InputError("ttft_vs_rate", f"the frame has no column {missing[0]!r}; its columns: {list(grid)}", fix)
-    if not len(grid):
-        raise InputError("ttft_vs_rate", "the frame has no rows, so there is nothing to draw", fix)
-    refuse_other_axes(grid, ["request_rate_per_s"] + ([by] if by else []), "ttft_vs_rate", "" if by else "by")
+    times = _columns(grid, _KNEE_COLUMNS, _KNEE)
+    if by is not None and by not in list(grid.columns):
+        raise InputError(
+            "ttft_vs_rate",
+            f"the frame has no column {by!r}; its columns: {list(grid)}",
+            "pass by= one of the grid's columns",
+        )
+    drawn = ["request_rate_per_s"] + ([by] if by else [])
+    refuse_other_axes(grid, drawn, "ttft_vs_rate", "" if by else "by")
+    twice = grid.duplicated(drawn, keep=False).to_numpy()
+    fix = f"keep one row per rate, e.g. grid.drop_duplicates({drawn!r})"
+    shared = f"the {' and '.join(drawn)} of another row"
+    _refuse_rows(_KNEE, grid.index, twice, shared, fix, lambda i: ", ".join(f"{c} {grid[c].iloc[i]!r}" for c in drawn))
+    grid = grid.assign(**times)  # (the values checked, as floats)
     ax = axes_or_current(ax)
-    groups = [(None, grid)] if by is None else list(grid.groupby(by, sort=False, observed=True))
+    groups = [(None, grid)] if by is None else list(grid.groupby(by, sort=False, observed=True, dropna=False))
     for (key, rows), style in zip(groups, line_styles()):
         rows = rows.sort_values("request_rate_per_s")
         name = "" if key is None else f"{by}={key}: "
@@ -117,18 +278,20 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
 
     Each bar is the mean of each part over the requests whose TTFT lies between the ``q - 1`` and ``q + 1``
     percentiles (clipped to 0 and 100), so that it adds up to about the percentile itself: where the p99's
-    time goes (queue, prefill, decode admission, link wait, transfer, first decode step).
+    time goes (queue, prefill, decode admission, link wait, transfer, first decode step). Where no TTFT lies
+    between them (a few requests), the bar is of the nearest TTFTs on either side of them.
 
-    A frame with requests whose TTFT or a part of it is missing or infinite (never a
-    :func:`perfmodel.replay_ttft` result) is refused, naming how many and the column, rather than drawn as
-    percentiles of some of its requests.
+    A frame whose ``ttft_ms`` or a part (ms) is missing, infinite or negative in some request (never a
+    :func:`perfmodel.replay_ttft` result), or holds text, booleans, durations or dates, is refused, naming the
+    column, how many requests and the first, rather than drawn as percentiles of some of its requests (or of
+    durations' nanoseconds).
 
     Parameters
     ----------
     ttft
-        A :func:`perfmodel.replay_ttft` result.
+        A :func:`perfmodel.replay_ttft` result (its ``ttft_ms`` and parts, ms).
     percentiles
-        The percentiles to break down, each in [0, 100] (default p50 and p99).
+        The percentiles to break down: numbers in [0, 100], each once (default p50 and p99).
     ax
         Axes to draw on (default: the current Axes).
 
@@ -148,38 +311,15 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     >>> len(pp.ttft_breakdown(ttft, ax=ax).patches)   # 2 bars of 6 parts
     12
     """
-    try:
-        marks = np.asarray(percentiles, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        marks = np.array([np.nan])
-    if not (np.isfinite(marks) & (marks >= 0) & (marks <= 100)).all() or not marks.size:
-        problem = "are not all in [0, 100]" if marks.size else "are none, so there is no bar to draw"
-        raise InputError(
-            "ttft_breakdown", f"percentiles {list(np.atleast_1d(percentiles))} {problem}", "pass e.g. (50, 99)"
-        )
-    require(ttft, ["ttft_ms", *PARTS], "ttft_breakdown", "perfmodel.replay_ttft")
-    if not len(ttft):
-        raise InputError("ttft", "has no requests", "replay a trace with requests")
-    for column in ["ttft_ms", *PARTS]:
-        bad = ~np.isfinite(ttft[column].to_numpy(dtype=float, na_value=np.nan))
-        if bad.any():
-            raise InputError(
-                "ttft_breakdown",
-                f"{bad.sum():,} of {count(bad.size, 'request')} have no {column} (NaN or infinite; first at row "
-                f"{ttft.index[np.argmax(bad)]!r}), so the bars would not add up to their percentiles",
-                f"pass a perfmodel.replay_ttft(...) result, or leave those rows out first, e.g. ttft.dropna(subset=[{column!r}])",
-            )
+    marks = _percentiles(percentiles)
+    times = _columns(ttft, dict.fromkeys(["ttft_ms", *PARTS], "ms"), _BREAKDOWN)
     ax = axes_or_current(ax)
-    values = ttft["ttft_ms"].to_numpy(dtype=float)
-    means = {}
-    for q in marks:
-        low, high = np.percentile(values, [max(q - 1, 0), min(q + 1, 100)])
-        near = ttft[(values >= low) & (values <= high)]
-        means[f"p{q:g}"] = near[list(PARTS)].mean()
+    values, parts = times["ttft_ms"], np.column_stack([times[column] for column in PARTS])
+    means = {f"p{q:g}": parts[_near(values, q)].mean(axis=0) for q in marks}
     labels = list(means)
     bottom = np.zeros(len(labels))
-    for column, label in PARTS.items():
-        heights = np.array([means[k][column] for k in labels])
+    for part, label in enumerate(PARTS.values()):
+        heights = np.array([means[k][part] for k in labels])
         ax.bar(labels, heights, bottom=bottom, label=label)
         bottom += heights
     for x, total in enumerate(bottom):
@@ -189,6 +329,41 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     return ax
 
 
+def _percentiles(percentiles: Any) -> np.ndarray:
+    """The percentiles of :func:`ttft_breakdown` as floats, or :class:`InputError`: each a number (never a
+    boolean, never text) in [0, 100], at least one, none twice (its bar's label, ``p50``, names it)."""
+    given = list(np.ravel(np.asarray(percentiles, dtype=object)))
+    fix = "pass numbers in [0, 100], e.g. percentiles=(50, 99)"
+    for mark in given:
+        if isinstance(mark, (bool, np.bool_)) or not isinstance(mark, numbers.Real):
+            what = "a boolean, not a number" if isinstance(mark, (bool, np.bool_)) else "not a number"
+            raise InputError("ttft_breakdown", f"percentiles {given!r}: {shown(mark)} is {what}", fix)
+    marks = np.asarray(given, dtype=float)
+    if not (np.isfinite(marks) & (marks >= 0) & (marks <= 100)).all() or not marks.size:
+        problem = "are not all in [0, 100]" if marks.size else "are none, so there is no bar to draw"
+        raise InputError("ttft_breakdown", f"percentiles {given!r} {problem}", "pass e.g. (50, 99)")
+    labels = [f"p{q:g}" for q in marks]
+    repeated = [label for i, label in enumerate(labels) if label in labels[:i]]
+    if repeated:
+        raise InputError(
+            "ttft_breakdown",
+            f"percentiles {given!r} repeat {', '.join(dict.fromkeys(repeated))}",
+            "pass each percentile once",
+        )
+    return marks
+
+
+def _near(values: np.ndarray, q: float) -> np.ndarray:
+    """Which TTFTs (ms) the bar of the ``q``-th percentile averages: those between the ``q - 1`` and ``q + 1``
+    percentiles (clipped to 0 and 100); where none lies there (a few requests), the nearest on either side."""
+    low, high = np.percentile(values, [max(q - 1, 0), min(q + 1, 100)])
+    near = (values >= low) & (values <= high)
+    if not near.any():
+        low, high = values[values <= low].max(), values[values >= high].min()
+        near = (values >= low) & (values <= high)
+    return near
+
+
 def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = None) -> Axes:
     """KV tokens held over time on each worker (a step line each), with the capacity.
 
@@ -196,10 +371,15 @@ def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = 
     side its prompt and output tokens from its admission until it is done (which needs
     ``num_output_tokens`` in the trace).
 
+    A frame whose workers or token counts are not whole numbers >= 0, whose times (ms) are missing or
+    infinite, that holds text, booleans, durations or dates in a column it reads, or in which a request gives
+    its memory back before it takes it (never a :func:`perfmodel.replay_ttft` result) is refused, naming the
+    column, how many requests and the first.
+
     Parameters
     ----------
     ttft
-        A :func:`perfmodel.replay_ttft` result.
+        A :func:`perfmodel.replay_ttft` result (times in ms, tokens as counts).
     side
         ``"prefill"`` or ``"decode"``.
     ax
@@ -222,26 +402,26 @@ def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = 
     >>> len(pp.memory_held(ttft, ax=ax).get_lines())   # two workers and the capacity
     3
     """
-    if side not in ("prefill", "decode"):
-        raise InputError("side", f"must be 'prefill' or 'decode', got {side!r}", "pass side='prefill' or 'decode'")
-    if side == "prefill":
-        columns = ["prefill_worker", "prefill_start_ms", "transfer_end_ms", "num_input_tokens"]
-        require(ttft, columns, "memory_held", "perfmodel.replay_ttft")
-        worker, start, end, held = (ttft[c].to_numpy() for c in columns)
-    else:
-        if "done_ms" not in ttft or "num_output_tokens" not in ttft:
-            raise InputError(
-                "ttft",
-                "has no done_ms or num_output_tokens, so decode memory is not known",
-                "replay a trace with a num_output_tokens column",
-            )
-        worker, start, end = (ttft[c].to_numpy() for c in ("decode_worker", "admitted_ms", "done_ms"))
-        held = (ttft["num_input_tokens"] + ttft["num_output_tokens"]).to_numpy()
+    check_choice("side", side, tuple(_HELD))
+    if side == "decode" and isinstance(ttft, pd.DataFrame) and not {"done_ms", "num_output_tokens"} <= set(ttft):
+        raise InputError(
+            "memory_held",
+            "the frame ttft has no done_ms or num_output_tokens, so decode memory is not known",
+            "replay a trace with a num_output_tokens column",
+        )
+    worker_column, taken, given_back, tokens = _HELD[side]
+    rules = {worker_column: "whole", taken: "time", given_back: "time", **dict.fromkeys(tokens, "whole")}
+    got = _columns(ttft, rules, _MEMORY)
+    start, end = got[taken], got[given_back]
+    fix = f"pass a perfmodel.replay_ttft(...) result, whose requests hold memory from {taken} to {given_back}"
+    what = f"{given_back!r} before {taken!r}"
+    _refuse_rows(_MEMORY, ttft.index, end < start, what, fix, lambda i: f"{end[i]!r} < {start[i]!r} ms")
+    worker, held = got[worker_column].astype(np.int64), np.sum([got[column] for column in tokens], axis=0)
     ax = axes_or_current(ax)
     for w, style in zip(np.unique(worker), line_styles()):
         mine = worker == w
         times = np.concatenate([start[mine], end[mine]])
-        deltas = np.concatenate([held[mine], -held[mine]]).astype(float)
+        deltas = np.concatenate([held[mine], -held[mine]])
         order = np.lexsort((deltas, times))  # (a release before an acquisition at one instant)
         ax.step(
             times[order],

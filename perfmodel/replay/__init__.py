@@ -146,7 +146,9 @@ def replay_handoffs(
         ends (``prefill_ms`` a value, array or trace column; or ``prefill_tokens_per_s``),
         and ends no earlier than the prefill's end plus the last group's share of it;
         the delay is counted from the prefill's end. ``num_layers`` defaults to the
-        model's. Requests shorter than ``layerwise_min_tokens`` are sent after prefill.
+        model's. Requests shorter than ``layerwise_min_tokens`` are sent after prefill. Over measured
+        prefill ends (``ready_ms`` apart from the arrivals), each prefill must fit between its request's
+        arrival and its ready time (``ready_ms - prefill >= arrival_ms``): else the call is refused.
     kv_cache_dtype, tp, decode_tp, scope
         For models by name or config, as in :func:`perfmodel.kv_bytes_per_token`.
     prefill_workers

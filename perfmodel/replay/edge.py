@@ -25,7 +25,7 @@ from ..inputs.codes import Contention, TransferMode, choice_code
 from ..inputs.table import INPUTS, check_count, check_option
 from ..inputs.words import count
 from ..network.placement import is_cluster
-from .prepared import PreparedTrace, bytes_name, on_rows, one_value, request_values
+from .prepared import PreparedTrace, bytes_name, on_rows, one_value, prefills_fit, request_values
 
 __all__ = ["Handoffs", "handoffs_on"]
 
@@ -65,6 +65,7 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
     destination_missing = int(one_value("mode", c.mode)) == TransferMode.DESTINATION_MISSING
     c.mode = "destination_missing" if destination_missing else "full_prompt"
     _check_shared(prepared, c, bytes_spec)
+    prefills_fit(prepared, c)  # (measured prefill ends that layer-wise prefill times do not fit: refused alike)
     if destination_missing and not prepared.has_hashes:  # (after the checks: a refused call says nothing else)
         warn(
             "the trace has no hash_ids, so no prefix can be found in any cache: destination_missing charges every "

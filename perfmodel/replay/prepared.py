@@ -45,6 +45,9 @@ class PreparedTrace:
         How many distinct blocks the trace holds.
     hash_block_tokens : int
         Tokens per block of the trace's hashes.
+    arrival_ms : numpy.ndarray or None
+        Each request's arrival, ms (float64), when ready times were given apart from the arrivals (measured
+        prefill ends: a prefill must fit between the two); None when the arrivals are the ready times.
 
     Examples
     --------
@@ -62,6 +65,7 @@ class PreparedTrace:
     offsets: np.ndarray
     n_unique: int
     hash_block_tokens: int
+    arrival_ms: np.ndarray | None = None  # float64: set when the ready times are not the arrivals
 
     @property
     def has_hashes(self) -> bool:
@@ -145,9 +149,10 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
             f"{n_unique:,} distinct block ids (the replay handles up to {2**31 - 1:,})",
             "replay the trace in parts, e.g. by time window",
         )
-    for array in (tokens, ready, blocks, offsets):
+    for array in (tokens, ready, blocks, offsets, arrival):
         array.flags.writeable = False  # shared by threads: nobody writes
-    return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens)
+    apart = ready is not arrival and not np.array_equal(ready, arrival)  # (the arrivals again: not measured ends)
+    return PreparedTrace(trace, tokens, ready, blocks, offsets, n_unique, hash_block_tokens, arrival if apart else None)
 
 
 def link_column(links: np.ndarray) -> pd.api.extensions.ExtensionArray:
@@ -545,14 +550,10 @@ def layerwise_lead(
     ``c`` asks; else 0 and 1)."""
     n = len(trace)
     layerwise_given({**vars(c), "per_message_ms": per_message_ms}, c.overlap, c.kv_layout)
-    num_layers, prefill_ms = c.num_layers, c.prefill_ms
+    num_layers = c.num_layers
     if c.overlap == "none":
         return np.zeros(n), np.ones(n)
-    compute = (
-        request_values(trace, "prefill_ms", prefill_ms)
-        if prefill_ms is not None
-        else tokens / request_values(trace, "prefill_tokens_per_s", c.prefill_tokens_per_s) * 1000.0
-    )
+    compute = prefill_durations(trace, tokens, c)
     if num_layers is None:
         spec = trace[bytes_spec] if isinstance(bytes_spec, str) and bytes_spec in trace.columns else bytes_spec
         if not isinstance(spec, (str, dict)) and not (np.ndim(spec) and _resolve.holds_labels(spec)):
@@ -573,19 +574,60 @@ def layerwise_lead(
             f"more layers per group ({group:g}) than request {trace.index[first]!r} has ({layers[first]:g})",
             "pass a layer_group between 1 and num_layers",
         )
-    unknown = ~(compute < np.inf)
-    if unknown.any():
-        first = int(np.argmax(unknown))
-        raise InputError(
-            "prefill_ms" if prefill_ms is not None else "prefill_tokens_per_s",
-            f"{count(int(unknown.sum()), 'request')} without a known prefill time, first at row "
-            f"{trace.index[first]!r}: a replay must know when each transfer may start",
-            "give every request a prefill time (a value, an array or a trace column)",
-        )
     streamed = (tokens >= minimum) & (layers > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         lead = np.where(streamed, compute * (layers - group) / layers, 0.0)
         return lead, np.where(streamed, group / layers, 1.0)
+
+
+def prefill_durations(trace: pd.DataFrame, tokens: np.ndarray, c: Any) -> np.ndarray:
+    """Each request's prefill time (ms) for layer-wise streaming: the configuration ``c``'s ``prefill_ms`` (a
+    value, an array or a trace column), else its tokens over ``prefill_tokens_per_s``; a time not finite refused,
+    naming the first request (a replay must know when each transfer may start)."""
+    given = "prefill_ms" if c.prefill_ms is not None else "prefill_tokens_per_s"
+    compute = (
+        request_values(trace, "prefill_ms", c.prefill_ms)
+        if c.prefill_ms is not None
+        else tokens / request_values(trace, "prefill_tokens_per_s", c.prefill_tokens_per_s) * 1000.0
+    )
+    unknown = ~(compute < np.inf)
+    if unknown.any():
+        first = int(np.argmax(unknown))
+        raise InputError(
+            given,
+            f"{count(int(unknown.sum()), 'request')} without a known prefill time, first at row "
+            f"{trace.index[first]!r}: a replay must know when each transfer may start",
+            "give every request a prefill time (a value, an array or a trace column)",
+        )
+    return compute
+
+
+def prefills_fit(prepared: PreparedTrace, c: Any) -> None:
+    """Refuse layer-wise streaming (the configuration ``c``) over measured prefill ends that its prefill times do
+    not fit: a prefill ends at its ``ready_ms`` and runs after its request arrives, so ``ready_ms - prefill`` must
+    not be before ``arrival_ms`` (else its first layers would go before the request arrived). Every request is
+    checked, streamed or not; nothing to check when the arrivals are the ready times (the contract's default: each
+    arrival is its prefill's end) or when the streaming options are incomplete (refused where they are read)."""
+    if (
+        c.overlap != "layerwise"
+        or prepared.arrival_ms is None
+        or (c.prefill_ms is None) == (c.prefill_tokens_per_s is None)
+    ):
+        return
+    trace, ready, arrival = prepared.trace, prepared.ready_ms, prepared.arrival_ms
+    compute = prefill_durations(trace, prepared.tokens, c)
+    early = ready < arrival + compute  # (ready computed as arrival + prefill rounds to exactly this sum: kept)
+    if early.any():
+        first = int(np.argmax(early))
+        raise InputError(
+            f"ready_ms, {'prefill_ms' if c.prefill_ms is not None else 'prefill_tokens_per_s'}",
+            f"a prefill of {float(compute[first])!r} ms ending at ready_ms {float(ready[first])!r} would have "
+            f"started at {float(ready[first] - compute[first])!r} ms, before its request arrived at "
+            f"{float(arrival[first])!r} ms, at row {trace.index[first]!r} ({count(int(early.sum()), 'such row')}): "
+            "layer-wise streaming would send its KV before the request arrived",
+            "a prefill runs between its arrival and its ready_ms (its end): pass prefill times of at most "
+            "ready_ms - arrival_ms, or ready_ms='arrival_ms' to take each arrival as its prefill's end",
+        )
 
 
 def axis_label(name: str, value: Any) -> Any:
