@@ -40,7 +40,10 @@ def check_result(frame: Any, argument: str, columns: Sequence[str], made_by: str
     ...
     perfmodel.errors.InputError: replay: not a result of replay_handoffs (no column 'handoff_delay_ms'). Fix: pass what replay_handoffs returns.
     """
+    import pandas as pd
+
     from ..errors import InputError
+    from ..inputs.coerce import non_numeric_kind
 
     if not hasattr(frame, "columns"):
         raise InputError(argument, f"not a DataFrame ({type(frame).__name__})", f"pass what {made_by} returns")
@@ -52,6 +55,16 @@ def check_result(frame: Any, argument: str, columns: Sequence[str], made_by: str
         raise InputError(
             argument, f"not a result of {made_by} (no column {missing[0]!r})", f"pass what {made_by} returns"
         )
+    for column in (c for c in columns if c.endswith("_ms")):  # (times as plain numbers: the summaries' arithmetic)
+        data = frame[column]
+        kind = non_numeric_kind(data) or (None if pd.api.types.is_numeric_dtype(data.dtype) else f"{data.dtype} values")
+        if kind is not None:
+            raise InputError(
+                argument,
+                f"column {column!r} holds {kind}, not ms as plain numbers",
+                f"pass what {made_by} returns (times in ms as floats)"
+                + (f", e.g. {argument}[{column!r}] / pd.Timedelta(1, 'ms')" if kind == "durations" else ""),
+            )
 
 
 #: How every percentile of delays is taken (numpy's and pandas' default: between two order statistics).
