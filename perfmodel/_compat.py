@@ -54,41 +54,69 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False)) / "numba"
 
 
+def _cache_target() -> Path:
+    """The folder numba caches perfmodel's kernels in: ``NUMBA_CACHE_DIR`` when set (as numba reads it: made
+    absolute, ``~`` not expanded), else this install's folder in :func:`cache_dir`."""
+    numba_dir = config.CACHE_DIR if config is not None else ""
+    return Path(os.path.abspath(numba_dir)) if numba_dir else _mine()
+
+
 def cache_dir_unusable() -> str | None:
-    """Why compiled kernels cannot be cached where numba would put them (``NUMBA_CACHE_DIR`` when set, else this
-    install's folder in :func:`cache_dir`): the nearest part of that path that exists is no folder (a file, a
-    dangling symlink) or a folder one may not write. None where they can (nothing is created to tell).
+    """Why compiled kernels cannot be cached where numba would put them (:func:`_cache_target`), as far as can be
+    told without creating anything: the nearest part of that path that exists is no folder (a file, a dangling
+    symlink) or a folder one may not write. None where nothing tells so.
 
     >>> cache_dir_unusable() is None or "folder" in cache_dir_unusable()
     True
     """
-    numba_dir = config.CACHE_DIR if config is not None else ""
-    part = Path(numba_dir).expanduser() if numba_dir else _mine()
+    part = _cache_target()
     while not os.path.lexists(part) and part.parent != part:
         part = part.parent
-    name = "NUMBA_CACHE_DIR" if numba_dir else "PERFMODEL_CACHE_DIR"
     if not part.is_dir():
-        return f"{part} is not a folder ({name})"
+        return f"{part} is not a folder"
     if not os.access(part, os.W_OK | os.X_OK):
-        return f"{part} is a folder one may not write ({name})"
+        return f"{part} is a folder one may not write"
+    return None
+
+
+def cache_fix() -> str:
+    """How to make the kernels' cache folder usable: the variable that names it."""
+    if config is not None and config.CACHE_DIR:
+        return "set NUMBA_CACHE_DIR to a folder you may write, or unset it"
+    if os.environ.get("PERFMODEL_CACHE_DIR"):
+        return "set PERFMODEL_CACHE_DIR to a folder you may write"
+    return "set PERFMODEL_CACHE_DIR to a folder you may write (the user cache folder is not usable)"
+
+
+def _cannot_write(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold numba's cache files, tried as numba tries it (the folder made, a temporary file
+    written in it); None where it can."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as error:
+        return f"{folder} cannot be written ({error.strerror or type(error).__name__})"
     return None
 
 
 @functools.cache
 def cache_kernels() -> bool:
     """Whether perfmodel's kernels are cached on disk (numba's ``cache=``), decided once, when the kernels are first
-    imported: not where the cache folder is unusable (:func:`cache_dir_unusable`), where numba would cache them
-    inside the package's own ``__pycache__`` instead; one warning then says why and how to fix it, and the kernels
-    compile in each process."""
-    problem = cache_dir_unusable()
+    imported, as numba would find out at their first compile (:func:`cache_dir_unusable`, then the folder made and
+    written): not where that fails, where numba would cache them inside the package's own ``__pycache__``
+    instead; one warning then says why and how to fix it, and the kernels compile in each process. Always with
+    ``NUMBA_DISABLE_JIT=1`` (nothing is compiled)."""
+    if config is None or config.DISABLE_JIT:
+        return True
+    problem = cache_dir_unusable() or _cannot_write(_cache_target())
     if problem is None:
         return True
     from .errors import warn
 
-    warn(
-        f"perfmodel cannot cache its compiled kernels: {problem}, so they compile again in each process. Fix: set "
-        "PERFMODEL_CACHE_DIR (or NUMBA_CACHE_DIR, when you set it) to a folder you may write"
-    )
+    warn(f"perfmodel cannot cache its compiled kernels: {problem}, so they compile again in each process. Fix: "
+         f"{cache_fix()}")  # fmt: skip
     return False
 
 

@@ -309,7 +309,9 @@ def test_an_edit_of_a_helpers_module_alone_compiles_its_callers_afresh(tmp_path)
     assert run() == "2.0"
 
 
-@pytest.mark.parametrize("unusable", ["a file", "a dangling symlink", "read-only", "NUMBA_CACHE_DIR a file"])
+@pytest.mark.parametrize(
+    "unusable", ["a file", "a dangling symlink", "read-only", "NUMBA_CACHE_DIR a file", "a name too long"]
+)
 def test_an_unusable_cache_folder_never_puts_kernels_in_the_package(tmp_path, unusable):
     """``PERFMODEL_CACHE_DIR`` (or ``NUMBA_CACHE_DIR``) naming a file, a dangling symlink or a folder one cannot
     write: numba's fallback would cache inside the package's ``__pycache__`` (files pip did not install). The
@@ -328,6 +330,8 @@ def test_an_unusable_cache_folder_never_puts_kernels_in_the_package(tmp_path, un
         cache.symlink_to(tmp_path / "nowhere")
     elif unusable == "read-only":
         cache.mkdir(mode=0o555)
+    elif unusable == "a name too long":  # (its parent may be written: only making it tells)
+        cache = tmp_path / ("x" * 300)
     else:
         cache.write_text("not a folder")
     env = {**os.environ, "PERFMODEL_CACHE_DIR": str(cache), "PYTHONPATH": str(source)}
@@ -355,6 +359,16 @@ def test_an_unusable_cache_folder_never_puts_kernels_in_the_package(tmp_path, un
     cached = [p for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")]
     assert not cached, cached
     assert done.stderr.count("perfmodel cannot cache its compiled kernels") == 1, done.stderr
-    assert f"{cache} is not a folder" in done.stderr or "may not write" in done.stderr, done.stderr
+    assert (
+        f"{cache} is not a folder" in done.stderr
+        or "may not write" in done.stderr
+        or "File name too long" in (done.stderr)
+    ), done.stderr
+    variable = "NUMBA_CACHE_DIR" if "NUMBA" in unusable else "PERFMODEL_CACHE_DIR"
+    assert f"Fix: set {variable} to a folder you may write" in done.stderr, done.stderr
     assert "<string>:1: UserWarning" in done.stderr, done.stderr  # (at the user's line: here, python -c's)
-    assert listing.returncode == 0 and "not usable: " in listing.stdout and "empty" not in listing.stdout, listing
+    if unusable == "a name too long":  # (the listing reads the folder: one line says why it cannot)
+        assert listing.returncode == 2 and listing.stderr.count("\n") == 1, listing
+        assert "File name too long" in listing.stderr, listing
+    else:
+        assert listing.returncode == 0 and "not usable: " in listing.stdout and "empty" not in listing.stdout, listing

@@ -139,3 +139,20 @@ def test_without_streaming_measured_ends_are_replayed_as_before():
     replay = perfmodel.replay_handoffs(_trace([1.0, 1.0]), LINK, BYTES, contention="fifo")
     np.testing.assert_allclose(replay["start_ms"], [1.0, 101.0], rtol=1e-12)
     np.testing.assert_allclose(replay["end_ms"], [11.0, 111.0], rtol=1e-12)
+
+
+def test_ready_times_logged_on_an_epoch_clock_as_arrival_plus_prefill_are_accepted():
+    """A log on an epoch clock in ms (~1.7e12, with microsecond decimals) whose ready time is its arrival plus its
+    prefill, each rounded as logged: the sum computed again differs in the last bits (~2.4e-4 ms), and the trace
+    is consistent: accepted, never refused for rounding."""
+    rng = np.random.default_rng(7)
+    arrival = np.round(1.7e12 + np.sort(rng.uniform(0, 60_000, 200)), 3)
+    prefill = np.round(rng.uniform(5, 80, 200), 3)
+    trace = pd.DataFrame(
+        {"arrival_ms": arrival, "num_input_tokens": 4096, "ready_ms": np.round(arrival + prefill, 3), "p": prefill}
+    )
+    assert ((trace["ready_ms"] - trace["arrival_ms"]) < trace["p"]).any()  # (the rounding this is about)
+    replay = perfmodel.replay_handoffs(
+        trace, "ib-ndr", "llama-3.1-8b", overlap="layerwise", prefill_ms="p", contention="fifo"
+    )
+    assert len(replay) == 200

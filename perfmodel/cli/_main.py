@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InputError
 from ..ground.files import interrupts_deferred
 from . import cache, calibrate, clusters, connectors, delay, links, measured, models, presets, sweep, trace, ttft
-from ._parsing import UsageError, command_flags, in_flags
+from ._parsing import UsageError, command_flags, in_flags, one_line_warnings
 
 #: The namespace attribute recording which single-value flags were given, and their values (removed after parsing).
 _GIVEN = "_perfmodel_given_once"
@@ -269,9 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # (a closed pipe is found here)
             return done.code if isinstance(done.code, int) else 2
         command = args.command
-        _preload(command)
         try:
-            code = args.run(args)
+            with one_line_warnings(command):  # (every warning, the kernels' cache's too: one line)
+                _preload(command)
+                code = args.run(args)
             sys.stdout.flush()  # (a closed pipe is found here, when the last of the output is written)
             return code
         except BrokenPipeError:

@@ -55,7 +55,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         print(f"  {size / 1e6:7,.1f} MB  {folder.parent.name}/{folder.name}  {state}{others}")
     unusable = _compat.cache_dir_unusable()
     if unusable:
-        print(f"  (not usable: {unusable}; kernels compile again in each process: point it to a folder you may write)")
+        print(f"  (not usable: {unusable}; kernels compile again in each process: {_compat.cache_fix()})")
     elif not entries:
         print("  (empty: the first run compiles the kernels, once)")
     print(

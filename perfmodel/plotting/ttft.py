@@ -281,7 +281,8 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     time goes (queue, prefill, decode admission, link wait, transfer, first decode step). Where no TTFT lies
     between them (a few requests), the bar is of the nearest TTFTs on either side of them.
 
-    A frame whose ``ttft_ms`` or a part (ms) is missing, infinite or negative in some request (never a
+    A frame whose ``ttft_ms`` or a part (ms) is missing, infinite or negative (but ``link_wait_ms``, which max-min
+    sharing on a cluster can make negative) in some request (never a
     :func:`perfmodel.replay_ttft` result), or holds text, booleans, durations or dates, is refused, naming the
     column, how many requests and the first, rather than drawn as percentiles of some of its requests (or of
     durations' nanoseconds).
@@ -312,7 +313,9 @@ def ttft_breakdown(ttft: pd.DataFrame, *, percentiles: tuple[float, ...] = (50, 
     12
     """
     marks = _percentiles(percentiles)
-    times = _columns(ttft, dict.fromkeys(["ttft_ms", *PARTS], "ms"), _BREAKDOWN)
+    # (on a cluster a handoff can end sooner than alone, max-min sharing speeding it: a negative link wait)
+    rules = {**dict.fromkeys(["ttft_ms", *PARTS], "ms"), "link_wait_ms": "time"}
+    times = _columns(ttft, rules, _BREAKDOWN)
     ax = axes_or_current(ax)
     values, parts = times["ttft_ms"], np.column_stack([times[column] for column in PARTS])
     means = {f"p{q:g}": parts[_near(values, q)].mean(axis=0) for q in marks}

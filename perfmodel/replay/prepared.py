@@ -602,10 +602,17 @@ def prefill_durations(trace: pd.DataFrame, tokens: np.ndarray, c: Any) -> np.nda
     return compute
 
 
+#: How far (ms) a measured ready time may lie before its arrival plus its prefill and still count as that sum:
+#: a microsecond, well above float64's rounding of times on an epoch clock in ms (~2.4e-4 ms at 1.7e12 ms),
+#: where a logged ready time of arrival + prefill need not equal the sum computed again.
+READY_TOLERANCE_MS = 1e-3
+
+
 def prefills_fit(prepared: PreparedTrace, c: Any) -> None:
     """Refuse layer-wise streaming (the configuration ``c``) over measured prefill ends that its prefill times do
     not fit: a prefill ends at its ``ready_ms`` and runs after its request arrives, so ``ready_ms - prefill`` must
-    not be before ``arrival_ms`` (else its first layers would go before the request arrived). Every request is
+    not be before ``arrival_ms`` (else its first layers would go before the request arrived; within
+    :data:`READY_TOLERANCE_MS`, a clock's rounding). Every request is
     checked, streamed or not; nothing to check when the arrivals are the ready times (the contract's default: each
     arrival is its prefill's end) or when the streaming options are incomplete (refused where they are read)."""
     if (
@@ -616,7 +623,7 @@ def prefills_fit(prepared: PreparedTrace, c: Any) -> None:
         return
     trace, ready, arrival = prepared.trace, prepared.ready_ms, prepared.arrival_ms
     compute = prefill_durations(trace, prepared.tokens, c)
-    early = ready < arrival + compute  # (ready computed as arrival + prefill rounds to exactly this sum: kept)
+    early = ready < arrival + compute - READY_TOLERANCE_MS
     if early.any():
         first = int(np.argmax(early))
         raise InputError(
