@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else 2
         command = args.command
         try:
-            with one_line_warnings(command):  # (every warning, the kernels' cache's too: one line)
+            with one_line_warnings(command, every=False):  # (a warning shown, the kernels' cache's too: one line)
                 _preload(command)
                 code = args.run(args)
             sys.stdout.flush()  # (a closed pipe is found here, when the last of the output is written)

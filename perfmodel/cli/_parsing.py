@@ -445,15 +445,17 @@ TABLE_FLAGS = tuple(dict.fromkeys(name for command in ("sweep", "trace", "delay"
 
 
 @contextlib.contextmanager
-def one_line_warnings(command: str) -> Iterator[None]:
-    """Inside: each warning is one line on stderr, ``perfmodel COMMAND: warning: ...`` (not Python's two lines
-    naming perfmodel's own source file)."""
+def one_line_warnings(command: str, *, every: bool = True) -> Iterator[None]:
+    """Inside: each warning shown is one line on stderr, ``perfmodel COMMAND: warning: ...`` (not Python's two lines
+    naming perfmodel's own source file); ``every``: each ``UserWarning`` is shown, each time (else Python's filters
+    decide, as around a whole command: a library's warnings they hide stay hidden)."""
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"perfmodel {command}: warning: {str(message).strip().splitlines()[0]}", file=sys.stderr)
 
     with warnings.catch_warnings():
-        warnings.simplefilter("always", UserWarning)
+        if every:
+            warnings.simplefilter("always", UserWarning)
         warnings.showwarning = show
         yield
 
