@@ -50,8 +50,15 @@ def parse_tokens(spec: str) -> list[int]:
     [128, 256, 512, 1024]
     >>> parse_tokens("1000:4000:1000")
     [1000, 2000, 3000, 4000]
+
+    A list that reads as one number with thousands separators (a group starting with 0: ``1,024``) is refused.
     """
     if ":" not in spec:
+        if re.fullmatch(r"\s*\d{1,3}(,\d{3})*,0\d\d(,\d{3})*\s*", spec):  # ('1,024': never [1, 24])
+            raise UsageError(
+                f"--tokens {spec!r} reads as one number with thousands separators (a part starts with 0), not "
+                f"a list: write {spec.strip().replace(',', '')} (a list is '1k,8k,32k')"
+            )
         return _lengths(spec, {token_count(part) for part in spec.split(",") if part.strip()}) or _fail(
             f"empty token list {spec!r}"
         )
@@ -471,6 +478,8 @@ def command_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
     >>> flags = command_flags(build_parser().parse_args(["trace", "t.csv", "--out", "o"]).command_parser)
     >>> flags["decode_cache_blocks"], flags["fallback_delay_ms"], flags["errors=skip"], "chunk_rows" in flags
     ('--cache-blocks', '--fallback-delay-ms', '--skip-bad-lines', False)
+    >>> flags["ready_ms=arrival_ms"]
+    '--column ready_ms=arrival_ms'
     """
     flags: dict[str, str] = {}
     for action in parser._actions:
@@ -500,6 +509,7 @@ def command_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
     if "column" in flags:
         for name in ("num_input_tokens", "worker_type", "completed", "destination_missing_tokens"):
             flags.setdefault(name, f"--column {name}=COLUMN")
+        flags.setdefault("ready_ms=arrival_ms", "--column ready_ms=arrival_ms")  # (the API's ready_ms='arrival_ms')
     return flags
 
 

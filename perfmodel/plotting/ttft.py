@@ -244,7 +244,7 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     groups = [(None, grid)] if by is None else list(grid.groupby(by, sort=False, observed=True, dropna=False))
     for (key, rows), style in zip(groups, line_styles()):
         rows = rows.sort_values("request_rate_per_s")
-        name = "" if key is None else f"{by}={key}: "
+        name = "" if by is None else f"{by}={_value_text(key)}: "
         curves: list[tuple[str, str, dict[str, Any]]] = [
             ("p99_ms", "p99 TTFT", style),
             ("p50_ms", "p50 TTFT", {"linestyle": "--"}),
@@ -260,6 +260,20 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     ax.legend(fontsize="small")
     ax.grid(True, which="both", alpha=0.3)
     return ax
+
+
+def _value_text(value: Any) -> str:
+    """A grid value as a legend says it: a whole number without its ``.0`` and with thousands separators (a
+    column with a missing value is float), ``none`` where it was not given (NaN), any other as it is.
+
+    >>> _value_text(200000.0), _value_text(float("nan")), _value_text(2.5), _value_text("ib-ndr")
+    ('200,000', 'none', '2.5', 'ib-ndr')
+    """
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        if value != value:  # noqa: PLR0124 (NaN)
+            return "none"
+        return f"{int(value):,}" if float(value).is_integer() else f"{float(value):g}"
+    return "none" if value is None else str(value)
 
 
 def _on_log_axis(values: pd.Series, label: str) -> tuple[np.ndarray, str, dict[str, Any]]:

@@ -25,7 +25,7 @@ from ..inputs.codes import choice_names
 from ..inputs.coerce import edge_values
 from ..inputs.table import INPUTS, LAYERWISE, check_count, layerwise_overlaps
 from ..options import deprecated_constant, option
-from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
+from .prepared import PreparedTrace, axis_label, in_configuration, layers_where_counted, no_series_axes, prepare_trace
 from .summaries import check_result, percentile_ms, replay_percentile_question
 
 __all__ = ["GRID_AXES", "PreparedTrace", "prepare_trace", "replay_grid", "replay_handoffs", "summarize"]
@@ -385,7 +385,7 @@ def grid_row(prepared: PreparedTrace, config: dict[str, Any], *, keep_requests: 
              ) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """One configuration of a grid: :func:`summarize`'s figures plus the share of zero-delay handoffs
     (and the replay itself, when asked)."""
-    replay = replay_prepared(prepared, **config)  # (a grid keeps no figure per resource: their names vary)
+    replay = in_configuration(config, lambda: replay_prepared(prepared, **config))  # (no figure per resource: names vary)
     stats = {name: value for name, value in summarize(replay).items() if ":" not in name}
     delays = replay["handoff_delay_ms"].to_numpy()
     stats["zero_delay_share"] = float(np.mean(delays == 0)) if delays.size else float("nan")
@@ -500,7 +500,7 @@ def grid_plan(trace: pd.DataFrame, axes: dict[str, Any], ready_ms: Any) -> tuple
     configs = grid_configs(axes)
     prepared = prepare_trace(trace, ready_ms=ready_ms)
     sample = prepare_trace(trace.head(2), ready_ms=None if ready_ms is None else prepared.ready_ms[:2])  # (aligned)
-    return prepared, layers_where_counted(configs, lambda config: replay_prepared(sample, **config))
+    return prepared, layers_where_counted(configs, lambda on, config: replay_prepared(on, **config), sample, prepared)
 
 
 def _requests_frame(configs: list[dict[str, Any]], replays: list[pd.DataFrame], names: list[str],

@@ -5,9 +5,9 @@ replay grid.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numba
 import numpy as np
@@ -24,6 +24,8 @@ from ..inputs.words import count
 from .traces import HASH_TYPE, MOONCAKE_BLOCK_TOKENS, null_hash_rows, pc_fill_empty
 
 __all__ = ["PreparedTrace", "prepare_trace", "ranked_ids"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -637,6 +639,20 @@ def prefills_fit(prepared: PreparedTrace, c: Any) -> None:
         )
 
 
+def in_configuration(config: Mapping[str, Any], run: Callable[[], T]) -> T:
+    """``run()``, an :class:`~perfmodel.errors.InputError` it raises naming the grid's configuration ``config``
+    (its inputs given, as the grid's table shows them): one grid runs many, and the error is one of them's.
+
+    >>> in_configuration({"link": "ib-ndr", "links": 2}, lambda: 1)
+    1
+    """
+    try:
+        return run()
+    except InputError as error:
+        given = ", ".join(f"{k}={axis_label(k, v)!r}" for k, v in config.items() if v is not None)
+        raise error.relocated(f"{error.where} (in the grid's configuration {given})", error.row) from None
+
+
 def axis_label(name: str, value: Any) -> Any:
     """A grid's value of the axis ``name`` as its tables show it: a label axis's as text (a link given as a
     number among names, ``25.0``, is ``"25.0"``; a code by its name, ``1`` as ``"destination_missing"``), any
@@ -651,26 +667,42 @@ def axis_label(name: str, value: Any) -> Any:
     return str(label) if name in LABEL_AXES else label
 
 
-def layers_where_counted(configs: list[dict[str, Any]], check: Any) -> list[dict[str, Any]]:
-    """A grid's distinct configurations, each checked by ``check(config)`` (a replay of two requests), with a
-    ``num_layers`` set to None in those where it counts nothing (no cost per message, streaming off) while it
-    counts in another: a grid's layer count applies where it counts, as a sweep's does. Refused (as a single
-    replay refuses it) where it counts in none. A configuration that is another's once its inputs that do not
-    apply are None is kept once (its first place): a grid replays no configuration twice.
+def layers_where_counted(configs: list[dict[str, Any]], check: Any, sample: Any, whole: Any) -> list[dict[str, Any]]:
+    """A grid's distinct configurations, each checked by ``check(sample, config)`` (a replay of two requests),
+    with a ``num_layers`` set to None in those where it counts nothing (no cost per message, streaming off)
+    while it counts in another: a grid's layer count applies where it counts, as a sweep's does. Refused (as a
+    single replay refuses it) where it counts in none. A configuration that is another's once its inputs that do
+    not apply are None is kept once (its first place): a grid replays no configuration twice.
 
-    >>> layers_where_counted([{"num_layers": 32}], lambda config: None)
+    A configuration the sample refuses is checked again on the ``whole`` trace, so that its error counts and
+    names the trace's rows, not the sample's (and a refusal that was the sample's alone is not one); the error
+    names the configuration (:func:`in_configuration`).
+
+    >>> layers_where_counted([{"num_layers": 32}], lambda trace, config: None, None, None)
     [{'num_layers': 32}]
     """
+
+    def uncounted(error: InputError) -> bool:
+        return error.where == "num_layers" and error.problem == UNCOUNTED_LAYERS
+
+    def verified(config: dict[str, Any]) -> None:
+        try:
+            check(sample, config)
+        except InputError as error:
+            if uncounted(error):
+                raise
+            in_configuration(config, lambda: check(whole, config))
+
     kept, refused, counted = [], None, False
     for config in configs:
         try:
-            check(config)
+            verified(config)
             counted = counted or config.get("num_layers") is not None
         except InputError as error:
-            if error.where != "num_layers" or error.problem != UNCOUNTED_LAYERS:
+            if not uncounted(error):
                 raise
             refused, config = error, {**config, "num_layers": None}
-            check(config)
+            verified(config)
         kept.append(config)
     if refused is not None and not counted:
         raise refused

@@ -23,7 +23,7 @@ from ..inputs.resolve import axis_labels
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
-from .prepared import PreparedTrace, axis_label, layers_where_counted, no_series_axes, prepare_trace
+from .prepared import PreparedTrace, axis_label, in_configuration, layers_where_counted, no_series_axes, prepare_trace
 from .ttft import replay_ttft, serving_trace, summarize_ttft, ttft_prepared
 
 __all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
@@ -196,17 +196,17 @@ def grid_plan(trace: pd.DataFrame, axes: dict[str, Any]) -> tuple[PreparedTrace,
     prepared = _prepared(trace)
     sample = prepare_trace(trace.iloc[: min(len(trace), 2)])
 
-    def check(config: dict[str, Any]) -> None:
-        _one(sample, {k: v for k, v in config.items() if k != "request_rate_per_s"})
+    def check(on: PreparedTrace, config: dict[str, Any]) -> None:
+        _one(on, {k: v for k, v in config.items() if k != "request_rate_per_s"})
         if "request_rate_per_s" in config:
             at_rate(prepared, config["request_rate_per_s"])
 
-    return prepared, layers_where_counted(configs, check)
+    return prepared, layers_where_counted(configs, check, sample, prepared)
 
 
 def grid_summary(prepared: PreparedTrace, config: dict[str, Any]) -> dict[str, Any]:
     """One configuration's row of a TTFT grid: :func:`perfmodel.summarize_ttft` of its replay."""
-    return summarize_ttft(_one(prepared, config))
+    return in_configuration(config, lambda: summarize_ttft(_one(prepared, config)))
 
 
 def grid_table(configs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> pd.DataFrame:
