@@ -40,8 +40,9 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
     """:func:`perfmodel.handoff_delays` over a Dask DataFrame: a lazy ``Float64`` Series.
 
     Keywords are those of the pandas facade (column names or values; model and link
-    names). Errors name the column, the row label and the value, as in pandas, when the
-    result is computed.
+    names). A name that is no column of the frame nor a preset fails here, as the graph is built (the frame's
+    empty ``_meta`` goes through the facade); errors in the rows name the column, the row label and the
+    value, as in pandas, when the result is computed.
 
     Parameters
     ----------
@@ -75,7 +76,7 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
                 f"{type(value).__name__} of values per row, but a Dask frame's partitions cannot split it",
                 f"add the values as a column of the frame (ddf.assign) and pass its name as {name}, or one value",
             )
-    meta = pd.Series(pd.array([], dtype="Float64"), name=RESULT_NAME, index=ddf._meta.index)
+    meta = _partition(ddf._meta, keywords)  # (names checked here: a mistyped column fails now, not at compute)
     return ddf.map_partitions(_partition, keywords, meta=meta)
 
 
