@@ -555,7 +555,7 @@ def test_messages_of_the_ttft_edge_say_what_was_given():
         pm.replay_ttft(trace, **EXAMPLE, prefill_ms=np.array([1.0, -2.0]))
     with pytest.raises(InputError, match=r"^prefill_ms, prefill_tokens_per_s: both given"):
         pm.replay_ttft(trace, **EXAMPLE, prefill_ms=5.0, prefill_tokens_per_s=1000)
-    with pytest.raises(InputError, match=r"^trace: is empty"):
+    with pytest.raises(InputError, match=r"^trace: has no requests"):  # (checked before its rate is read)
         pm.max_rate_for_ttft(trace.head(0), ttft_budget_ms=100, link=1.0, model=1e6, decode_step_ms=10.0)
 
 

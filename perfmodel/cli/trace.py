@@ -198,9 +198,12 @@ def _grid_question(grid: Any, config: dict[str, Any], axes: dict[str, list[Any]]
     """What the grid's ``p99_ms`` is the p99 of, in words (contention and scope: the flags', or each row's)."""
     from ..replay.sizing import replay_percentile_question
 
-    varied = {name for name, values in axes.items() if len(values) > 1}
-    contention = None if "contention" in varied else str(config.get("contention", "none"))
-    scope = None if "scope" in varied else str(config.get("scope", "rank"))
+    def one(name: str, default: str) -> str | None:  # (None: each row's own; an axis of one value is that value)
+        if name in axes:
+            return str(axes[name][0]) if len(axes[name]) == 1 else None
+        return str(config.get(name, default))
+
+    contention, scope = one("contention", "none"), one("scope", "rank")
     return replay_percentile_question(99, contention, scope, cluster="busiest_utilisation" in grid)
 
 

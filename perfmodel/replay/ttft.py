@@ -214,7 +214,7 @@ def serving_trace(trace: pd.DataFrame) -> PreparedTrace:
     >>> serving_trace(pd.DataFrame({"arrival_ms": [0.0], "num_input_tokens": [10]})).tokens.tolist()
     [10]
     """
-    if "ready_ms" in trace.columns:
+    if isinstance(trace, pd.DataFrame) and "ready_ms" in trace.columns:  # (not a frame: prepare_trace says so)
         raise InputError(
             "trace",
             "has a ready_ms column (measured prefill ends), which a TTFT replay does not use: it models each prefill "

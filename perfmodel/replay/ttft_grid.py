@@ -75,8 +75,8 @@ def trace_rate_per_s(trace: pd.DataFrame) -> float:
         raise InputError("trace", "is empty: it has no rate to scale", "give a trace of requests")
     if arrival.size < 2 or not span > 0:
         raise InputError(
-            "request_rate_per_s",
-            "the trace's requests all arrive at one instant, so it has no rate to scale",
+            "trace",
+            "its requests all arrive at one instant, so it has no rate to scale to a request rate",
             "give a trace whose arrivals span some time (e.g. perfmodel.synthetic_trace)",
         )
     return (arrival.size - 1) / span * 1000.0
@@ -325,15 +325,9 @@ def max_rate_for_ttft(
             "tried are this close: 0 never stops)",
             "pass e.g. relative_tolerance=0.01",
         )
-    own = trace_rate_per_s(trace)
-    low, high = rate_range_per_s if rate_range_per_s is not None else (own / 1000, own * 1000)
-    if not 0 < low < high < math.inf:
-        raise InputError(
-            "rate_range_per_s",
-            f"needs 0 < lowest < highest, got {(low, high)!r}",
-            "pass (lowest, highest) rates in requests/s",
-        )
-    prepared = _prepared(trace)
+    prepared = _prepared(trace)  # (the trace checked first: its rate is read from it)
+    own = trace_rate_per_s(prepared.trace)
+    low, high = _rate_range(rate_range_per_s) if rate_range_per_s is not None else (own / 1000, own * 1000)
     keeps = lambda rate: _p99(at_rate(prepared, rate), inputs, percentile) <= budget  # noqa: E731
     tried = (float(low), float(high))
     if not keeps(low):
@@ -498,8 +492,25 @@ def _percentile(value: Any) -> None:
         raise InputError("percentile", f"{shown(value)} is not a percentile in [0, 100]", "pass e.g. percentile=99")
 
 
+def _rate_range(given: Any) -> tuple[float, float]:
+    """A search's (lowest, highest) rates in requests/s, or :class:`InputError`."""
+    pair = tuple(given) if isinstance(given, (tuple, list, np.ndarray)) else ()
+    if len(pair) == 2 and all(_real(v) for v in pair) and 0 < pair[0] < pair[1] < math.inf:
+        return float(pair[0]), float(pair[1])
+    raise InputError(
+        "rate_range_per_s",
+        f"needs two numbers, 0 < lowest < highest < inf, got {shown(given)}",
+        "pass (lowest, highest) rates in requests/s",
+    )
+
+
+def _real(value: Any) -> bool:
+    """A real number that is not a bool (True is no budget nor rate)."""
+    return isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_))
+
+
 def _budget(value: Any) -> float:
-    if not (isinstance(value, (int, float, np.number)) and 0 < value < math.inf):
+    if not (_real(value) and 0 < value < math.inf):
         raise InputError(
             "ttft_budget_ms",
             f"must be a finite time > 0 in ms, got {value!r}",
