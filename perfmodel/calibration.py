@@ -20,9 +20,10 @@ column                                     unit
 ``t_avg[usec]``
 ``measured_gb_s``                          decimal GB/s (1e9 bytes/s)
 ``measured_gib_s``                         binary GiB/s (2**30 bytes/s)
-``BW average[MB/sec]``                     perftest's MB/sec: 2**20 bytes/s (perftest computes
-                                           it with a factor of 0x100000, linux-rdma/perftest
-                                           ``perftest_parameters.c``)
+``BW average[MB/sec]``,                    perftest's MB/sec: 2**20 bytes/s (perftest computes
+``BW average[MiB/sec]``                    it with a factor of 0x100000, linux-rdma/perftest
+                                           ``perftest_parameters.c``; perftest 4.5 and later name
+                                           the same unit MiB/sec)
 ``BW average[Gb/sec]``                     perftest's Gb/sec (``--report_gbits``): 1e9 bits/s
 =========================================  ==================================================
 
@@ -46,9 +47,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, check_choice, check_number, check_whole, finite_at_least, not_a_number, warn
-from .ground.measured_files import read_measured_file, unique_columns
+from .ground.measured_files import read_measured_file, refuse_non_numbers, unique_columns
 from .inputs import user_presets as _presets
-from .inputs.coerce import non_numeric_kind
 from .inputs.words import count
 from .network.fits import SIZE_SPREAD, distinct_points, one_point
 from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
@@ -72,6 +72,7 @@ THROUGHPUTS = {
     "measured_gb_s": 1e9,
     "measured_gib_s": 2.0**30,
     "BW average[MB/sec]": 2.0**20,
+    "BW average[MiB/sec]": 2.0**20,  # (perftest 4.5 and later: the same 0x100000 bytes, named so)
     "BW average[Gb/sec]": 1.25e8,
 }
 #: Size columns (bytes per measured transfer), first present first.
@@ -502,10 +503,7 @@ class _Columns:
         if column not in self:
             return None
         cells = self.frame[column]
-        kind = non_numeric_kind(cells)
-        if kind is not None:  # (never 1 for True, nor a duration's raw unit, nor a date's epoch)
-            fix = "divide durations by pd.Timedelta(1, 'ms')" if kind == "durations" else "give plain numbers"
-            raise InputError(self.where, f"column {column!r} holds {kind}, not plain numbers", f"{fix} in the column")
+        refuse_non_numbers(cells, column, self.where, self.places)
         empty = cells.isna().to_numpy() | cells.astype(str).str.strip().eq("").to_numpy()
         values = pd.to_numeric(cells.where(~empty), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
         bad = np.isnan(values) & ~empty
@@ -526,12 +524,10 @@ def _measurements(frame: pd.DataFrame, places: list[str], where: str, **shape: A
     """The measured transfers of a table: bytes, ms, blocks and messages; rows without a size or a
     measurement left out; every value checked at its place."""
     table = _Columns(frame, places, where)
+    _refuse_two_of_one(table)
     _refuse_unclear_units(table)
     blocks, messages = table.numbers("n_blocks"), table.numbers("n_messages")
     size = table.first(SIZES)
-    if all(column in table for column in SIZES):  # (which one is the transfer's? never one taken silently)
-        raise InputError(where, f"has both {SIZES[0]} and {SIZES[1]}: which one is each transfer's bytes?",
-                         "keep the one measured, drop the other")  # fmt: skip
     if size is not None:
         given = [a for a in _SHAPE if shape.get(a)]
         if given:
@@ -555,10 +551,41 @@ def _measurements(frame: pd.DataFrame, places: list[str], where: str, **shape: A
     return _kept(table, nbytes, measured, blocks, messages, setup)
 
 
+def _refuse_two_of_one(table: _Columns) -> None:
+    """Refuse two columns of one quantity, their names compared ignoring case (``nbytes`` beside ``#bytes`` or
+    ``NBYTES``; ``measured_ms`` beside ``Measured_us``; one throughput twice): which one is it? Never one taken
+    silently, the other ignored. perftest's typical and average latency, printed side by side, are one."""
+    columns = [str(c) for c in table.frame.columns]
+
+    def present(names: Any) -> list[str]:
+        wanted = {name.lower() for name in names}
+        return [c for c in columns if c.lower() in wanted]
+
+    pairs = [{name.lower() for name in pair} for pair in _PERFTEST_TIMES]
+    groups = [(present(SIZES), "which one is each transfer's bytes?")]
+    times = present(TIMES)
+    groups += [([] if {t.lower() for t in times} in pairs and len(times) == 2 else times, "which one was measured?")]
+    groups += [(present([name]), "which one was measured?") for name in THROUGHPUTS]
+    for found, question in groups:
+        if len(found) > 1:
+            raise InputError(table.where, f"has both {found[0]} and {found[1]}: {question}",
+                             "keep the one measured, drop the other")  # fmt: skip
+
+
 def _refuse_unclear_units(table: _Columns) -> None:
+    """Refuse a time or throughput column whose unit calibrate cannot tell, and a column that is one it reads
+    written in another case (names are read as written: it would be ignored)."""
     known = {*TIMES, *THROUGHPUTS}
+    by_case = {name.lower(): name for name in (*known, *SIZES)}
     for column in table.frame.columns:
         text = str(column)
+        meant = by_case.get(text.lower())
+        if meant is not None and text != meant:
+            raise InputError(
+                table.where,
+                f"column {text!r} is {meant} in another case (names are read as written: it would be ignored)",
+                f"rename it {meant}",
+            )
         if text not in known and text.startswith(("measured", "BW average")):
             raise InputError(
                 table.where,
@@ -660,11 +687,7 @@ def _models_of(table: _Columns, model: str | None) -> np.ndarray:
 
 def _times(table: _Columns, nbytes: np.ndarray) -> np.ndarray:
     """Each row's measured ms: from the first time column present, each missing time from a throughput."""
-    times = [c for c in TIMES if c in table]  # (which one was measured? never one taken silently)
-    if len(times) > 1 and set(times) not in _PERFTEST_TIMES:
-        raise InputError(table.where, f"has both {times[0]} and {times[1]}: which one was measured?",
-                         "keep the one measured, drop the other")  # fmt: skip
-    column = table.first(TIMES)
+    column = table.first(TIMES)  # (one time column, or perftest's pair: _refuse_two_of_one)
     measured = None if column is None else cast(np.ndarray, table.numbers(column)) * TIMES[column]
     for column, unit in THROUGHPUTS.items():  # throughput tables: the time each size took at the rate measured
         if column in table:

@@ -31,6 +31,19 @@ import pandas as pd
 
 from .errors import InputError
 from .inputs import engine_checks as checks
+from .inputs.scrapes import (
+    FORMATS,
+    QUANTILES,
+    SCRAPE_KINDS,
+    WINDOWS,
+    bucket_quantile,
+    fixture,  # noqa: F401 (the examples' files)
+    label_set,
+    metric_families,
+    metrics_frame,
+    refuse_format,
+    text_of,
+)
 from .inputs.words import count
 
 __all__ = [
@@ -45,40 +58,6 @@ __all__ = [
     "read_engine_metrics",
 ]
 
-#: The formats perfmodel reads from engines, as every refusal names them.
-FORMATS = (
-    "Prometheus text exposition (a /metrics scrape of SGLang or vLLM), vllm bench serve --save-result JSON, "
-    "SGLang bench_serving JSONL"
-)
-
-#: The quantiles a histogram is summarized by (percent).
-QUANTILES = (50, 90, 99)
-
-#: What each metric perfmodel interprets measures: the window of a request's life it covers. A key is a metric's
-#: name, or ``name{stage}`` for SGLang's per-stage histogram. Every other metric is kept and listed as read.
-WINDOWS = {
-    "sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}": "prefill side: from entering the transfer queue (prefill done) to the KV transfer's end",
-    "sglang:per_stage_req_latency_seconds{decode_transferred}": "decode side: from entering the transfer queue to the KV cache received (can include the prefill itself)",
-    "sglang:per_stage_req_latency_seconds{prefill_bootstrap}": "prefill side: the bootstrap (handshake) queue",
-    "sglang:per_stage_req_latency_seconds{prefill_forward}": "prefill side: the prefill forward pass(es)",
-    "sglang:per_stage_req_latency_seconds{decode_bootstrap}": "decode side: the prealloc queue (bootstrap and memory allocation wait)",
-    "sglang:per_stage_req_latency_seconds{decode_prepare}": "decode side: received to the prealloc queue",
-    "sglang:per_stage_req_latency_seconds{decode_waiting}": "decode side: waiting queue to the forward pass",
-    "sglang:time_to_first_token_seconds": "this server: request received to first token",
-    "sglang:queue_time_seconds": "this server: waiting queue to the forward pass",
-    "sglang:e2e_request_latency_seconds": "this server: request received to last token",
-    "vllm:time_to_first_token_seconds": "this engine: request received to first token",
-    "vllm:request_queue_time_seconds": "this engine: the WAITING phase",
-    "vllm:request_prefill_time_seconds": "this engine: the PREFILL phase (scheduled to first token)",
-    "vllm:e2e_request_latency_seconds": "this engine: request received to last token",
-    "vllm:nixl_xfer_time_seconds": "one NIXL transfer (a decode worker's READ), posted to done: the wire time, no queueing before the post",
-    "vllm:nixl_post_time_seconds": "one NIXL transfer: the time to post it",
-    "vllm:nixl_bytes_transferred": "bytes of one NIXL transfer",
-    "vllm:nixl_num_descriptors": "descriptors (messages) of one NIXL transfer",
-    "vllm:nixl_num_failed_transfers_total": "NIXL transfers that failed, since the engine started",
-    "vllm:nixl_num_failed_notifications_total": "NIXL notifications that failed, since the engine started",
-}
-
 #: The measured windows that hold the KV transfer, and the TTFTs, that :func:`compare_measured` shows.
 TRANSFER_METRICS = (
     "sglang:per_stage_req_latency_seconds{prefill_transfer_kv_cache}",
@@ -86,113 +65,7 @@ TRANSFER_METRICS = (
     "vllm:nixl_xfer_time_seconds",
 )
 TTFT_METRICS = ("sglang:time_to_first_token_seconds", "vllm:time_to_first_token_seconds")
-_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})  # (as Prometheus escapes a label's value)
-
-
-def _refuse(where: str, problem: str) -> InputError:
-    return InputError(where, problem, f"give one of the formats perfmodel reads from engines: {FORMATS}")
-
-
-def _text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") -> tuple[str, str]:
-    """(where, text): a path's text (read only, never changed), or a text given as such (a str with a newline)."""
-    if not isinstance(path_or_text, (str, os.PathLike)) or not str(path_or_text):
-        got = "an empty str" if isinstance(path_or_text, str) else f"a {type(path_or_text).__name__}"
-        raise InputError(name, f"got {got}", "pass a file's path (a str or pathlib.Path), or the text itself (a str)")
-    if isinstance(path_or_text, str) and "\n" in path_or_text:
-        return "<text>", path_or_text.removeprefix("\ufeff")  # (a byte-order mark is not part of the text)
-    path = Path(path_or_text)
-    if path.is_dir():
-        raise InputError(str(path), "a directory, not a file", "give the file itself")
-    data = path.read_bytes()  # (a missing file: OSError, said in one line by the command)
-    if b"\x00" in data[:4096]:
-        raise _refuse(str(path), "a binary file, not text")
-    try:
-        return str(path), data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise _refuse(str(path), f"not UTF-8 text (byte {error.start})") from None
-
-
-def bucket_quantile(q: float, upper_bounds: Sequence[float], cumulative: Sequence[float]) -> tuple[float, float, float]:
-    """The ``q`` quantile of a Prometheus histogram, as ``histogram_quantile`` computes it, with its bucket.
-
-    The quantile lies in the first bucket whose cumulative count reaches ``q * total``; inside it, the value is
-    interpolated linearly between the bucket's bounds (Prometheus's rule: the lowest bucket starts at 0 when its
-    upper bound is above 0; a quantile in the ``+Inf`` bucket is the highest finite bound).
-
-    Parameters
-    ----------
-    q
-        The quantile, 0 to 1.
-    upper_bounds
-        Each bucket's ``le``, ascending, the last ``inf``.
-    cumulative
-        Each bucket's cumulative count.
-
-    Returns
-    -------
-    tuple of float
-        ``(value, low, high)``: the interpolated value and the bounds of the bucket it lies in (``high`` is
-        ``inf`` in the ``+Inf`` bucket); NaN for an empty histogram.
-
-    Examples
-    --------
-    >>> bucket_quantile(0.5, [0, 0.5, 1, float("inf")], [6, 11, 14, 19])  # (rank 9.5: 3.5 of the 5 in (0, 0.5])
-    (0.35, 0.0, 0.5)
-    >>> bucket_quantile(0.99, [0.1, 1.0, float("inf")], [0, 5, 10])       # in +Inf: the highest finite bound
-    (1.0, 1.0, inf)
-    """
-    bounds = np.asarray(upper_bounds, dtype=np.float64)
-    counts = np.asarray(cumulative, dtype=np.float64)
-    if not (0.0 <= q <= 1.0) or bounds.size < 2 or not np.isinf(bounds[-1]) or counts[-1] <= 0:
-        return math.nan, math.nan, math.nan
-    rank = q * counts[-1]
-    b = int(np.searchsorted(counts[:-1], rank, side="left"))  # the first bucket whose count reaches the rank
-    if b == bounds.size - 1:
-        return float(bounds[-2]), float(bounds[-2]), math.inf
-    if b == 0 and bounds[0] <= 0:
-        return float(bounds[0]), -math.inf, float(bounds[0])
-    start, count = (0.0, counts[0]) if b == 0 else (bounds[b - 1], counts[b] - counts[b - 1])
-    below = 0.0 if b == 0 else counts[b - 1]
-    value = start + (bounds[b] - start) * ((rank - below) / count) if count > 0 else bounds[b]
-    return float(value), float(start), float(bounds[b])
-
-
-def _labels_text(labels: dict[str, str]) -> str:
-    """The labels as Prometheus writes them: ``k="v"``, each value's backslashes, quotes and newlines escaped."""
-    return ",".join(f'{key}="{value.translate(_ESCAPES)}"' for key, value in labels.items())
-
-
-def _families(where: str, text: str) -> list[Any]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    if not text.strip():
-        raise _refuse(where, "an empty file")
-    if text.lstrip()[:1] in "{[":
-        try:
-            results = _results(where, text)
-        except InputError:
-            results = []
-        benchmark = bool(results) and all(_is_benchmark(result) for result in results)
-        if benchmark:
-            raise InputError(where, "this is a benchmark result: use read_benchmark", "pass the file to read_benchmark")
-        raise _refuse(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, IndexError, KeyError, TypeError) as error:
-        line = str(error).strip().splitlines()[0][:80] if str(error).strip() else _unsaid(error, text)
-        raise _refuse(where, f"not a Prometheus text exposition ({line})") from None
-    if not any(family.samples for family in families):
-        raise _refuse(where, "no metric samples")
-    return families
-
-
-def _unsaid(error: Exception, text: str) -> str:
-    """What a parser error without a message was about: the first line with a character not ASCII, if any."""
-    for number, line in enumerate(text.splitlines(), start=1):
-        odd = next((c for c in line if not c.isascii()), None)
-        if odd is not None:
-            return f"line {number}, {line[:60]!r}: {odd!r} is not ASCII, which a metric name must be"
-    return f"prometheus_client's parser raised {type(error).__name__} with no message"
+_BENCHMARK_KINDS = {"completed": "bool", "num_input_tokens": "number", "ttft_ms": "number"}
 
 
 def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
@@ -203,8 +76,12 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
     bucket the quantile lies in (``p50_low`` to ``p50_high``: all a histogram knows) and ``p50``, the value
     interpolated linearly inside that bucket as Prometheus's ``histogram_quantile`` does
     (:func:`bucket_quantile`); summaries give the quantiles they publish. Values are in the metric's own
-    unit (seconds for ``*_seconds``). Each label set (``engine``, ``model_name``, ``stage``, ...) is its own row;
-    metrics perfmodel does not interpret are kept (``window`` empty), never dropped. Nothing is written.
+    unit (seconds for ``*_seconds``). Each label set (``engine``, ``model_name``, ``stage``, ...) is its own row,
+    whatever order each line lists the labels in (the order means nothing in the format); metrics perfmodel does
+    not interpret are kept (``window`` empty), never dropped, a histogram of negative bounds or sum too (a
+    temperature's). A histogram whose buckets do not add up, one perfmodel interprets with a negative bound or
+    sum, and one perfmodel interprets whose samples come without their ``# TYPE ... histogram`` line (stripped,
+    as ``grep -v '^#'`` does) would give wrong or no quantiles, and are refused. Nothing is written.
 
     Parameters
     ----------
@@ -215,8 +92,9 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns ``metric`` (as the engine names it; a counter with its ``_total``), ``type``, ``stage`` (the
-        ``stage`` label, or empty), ``labels`` (the other labels, as in the file), ``value``, ``count``,
+        Columns ``metric`` (as the engine names it: a counter with its ``_total`` where the file writes one),
+        ``type``, ``stage`` (the ``stage`` label, or empty), ``labels`` (the other labels, as the series' first
+        line lists them), ``value``, ``count``,
         ``sum``, ``mean``, ``p50``, ``p50_low``, ``p50_high`` (and the same for p90 and p99), ``window`` (what
         the metric measures, from :data:`WINDOWS`; empty for metrics perfmodel does not interpret).
         ``attrs["source"]`` names the file.
@@ -237,102 +115,16 @@ def read_engine_metrics(path_or_text: str | os.PathLike[str]) -> pd.DataFrame:
     >>> float(row["p50_low"]), float(row["p50_high"]), float(row["p50"])  # rank 2 of 4: the top of (0, 0.01]
     (0.0, 0.01, 0.01)
     """
-    where, text = _text_of(path_or_text)
-    rows, seen = [], set()
-    for family in _families(where, text):
-        for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
-            if key in seen:
-                raise InputError(
-                    f"{where}: {sample.name}{{{_labels_text(sample.labels)}}}",
-                    "appears twice (two scrapes in one file?), so one would overwrite or add to the other",
-                    "scrape a server a file, and give the files one by one",
-                )
-            seen.add(key)
-        rows.extend(_family_rows(where, family))
-    frame = pd.DataFrame(rows, columns=_COLUMNS).astype({c: float for c in _COLUMNS if c not in _TEXT})
-    frame.attrs["source"] = where
-    return frame
-
-
-_COLUMNS = [
-    "metric",
-    "type",
-    "stage",
-    "labels",
-    "value",
-    "count",
-    "sum",
-    "mean",
-    *[f"p{q}{end}" for q in QUANTILES for end in ("", "_low", "_high")],
-    "window",
-]
-_TEXT = ("metric", "type", "stage", "labels", "window")
-#: The columns of read_engine_metrics' and read_benchmark's frames the comparison and the fits read, by type.
-_SCRAPE_KINDS = {column: "text" if column in _TEXT else "number" for column in _COLUMNS}
-_BENCHMARK_KINDS = {"completed": "bool", "num_input_tokens": "number", "ttft_ms": "number"}
-
-
-#: A histogram's (or gauge histogram's, or summary's) count and sum samples.
-_TOTALS = {"_count": "count", "_sum": "sum", "_gcount": "count", "_gsum": "sum"}
-
-
-def _family_rows(where: str, family: Any) -> list[dict[str, Any]]:
-    """One row per label set of a parsed metric family."""
-    groups: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-    for sample in family.samples:
-        if sample.name.endswith("_created"):  # (a counter's or histogram's creation time, not a measurement)
-            continue
-        bucketed = {"histogram": "le", "gaugehistogram": "le", "summary": "quantile"}.get(family.type)
-        labels = {key: value for key, value in sample.labels.items() if key != bucketed}
-        group = groups.setdefault(
-            tuple(labels.items()), {"labels": labels, "buckets": [], "quantiles": {}, "name": sample.name}
-        )
-        suffix = sample.name[len(family.name) :]
-        series = f"{where}: {family.name}{{{_labels_text(labels)}}}"
-        if family.type in ("histogram", "gaugehistogram") and suffix == "_bucket":
-            group["buckets"].append((checks.bound(series, "le", sample.labels["le"]), float(sample.value)))
-        elif suffix in _TOTALS and bucketed:
-            group[_TOTALS[suffix]] = float(sample.value)
-        elif family.type == "summary" and "quantile" in sample.labels:
-            group["quantiles"][checks.bound(series, "quantile", sample.labels["quantile"])] = float(sample.value)
-        else:
-            group["value"], group["name"] = float(sample.value), sample.name
-    return [_row(where, family, group) for group in groups.values()]
-
-
-def _row(where: str, family: Any, group: dict[str, Any]) -> dict[str, Any]:
-    labels = dict(group["labels"])
-    stage = labels.pop("stage", "")
-    kind = family.type
-    name = family.name if kind in ("histogram", "gaugehistogram", "summary") else group["name"]
-    row: dict[str, Any] = {
-        "metric": name,
-        "type": kind,
-        "stage": stage,
-        "labels": _labels_text(labels),
-        "value": group.get("value", math.nan),
-        "count": group.get("count", math.nan),
-        "sum": group.get("sum", math.nan),
-    }
-    buckets, series = sorted(group["buckets"]), f"{where}: {name}{{{_labels_text(group['labels'])}}}"
-    if buckets:
-        checks.check_buckets(series, buckets, row["count"], group.get("sum", 0.0))
-    if kind == "summary":
-        checks.check_summary(series, group["quantiles"], row["count"], group.get("sum", 0.0))
-    if buckets and math.isnan(row["count"]):
-        row["count"] = buckets[-1][1] if math.isinf(buckets[-1][0]) else math.nan
-    row["mean"] = row["sum"] / row["count"] if row["count"] > 0 else math.nan
-    for q in QUANTILES:
-        if buckets:
-            bounds, counts = zip(*buckets)
-            value, low, high = bucket_quantile(q / 100, bounds, counts)
-        else:
-            value = group["quantiles"].get(q / 100, math.nan)
-            low = high = value  # (a summary's quantile is the engine's own, not bucketed)
-        row.update({f"p{q}": value, f"p{q}_low": low, f"p{q}_high": high})
-    row["window"] = WINDOWS.get(f"{name}{{{stage}}}" if stage else name, "")
-    return row
+    where, text = text_of(path_or_text)
+    if text.strip() and text.lstrip()[:1] in "{[":
+        try:
+            results = _results(where, text, repeats=True)  # (only to tell a benchmark: read_benchmark checks it)
+        except InputError:
+            results = []
+        if results and all(_is_benchmark(result) for result in results):
+            raise InputError(where, "this is a benchmark result: use read_benchmark", "pass the file to read_benchmark")
+        raise refuse_format(where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)")
+    return metrics_frame(where, text)
 
 
 # --- benchmark results -----------------------------------------------------------------------------------------
@@ -344,26 +136,47 @@ _VLLM_KEYS = ("burstiness", "endpoint_type", "mean_e2el_ms", "tokenizer_id")
 _SGLANG_KEYS = ("total_output_tokens_retokenized", "mean_e2e_latency_ms", "dataset_name")
 
 
-def _results(where: str, text: str) -> list[dict[str, Any]]:
+def _results(where: str, text: str, *, repeats: bool = False) -> list[dict[str, Any]]:
     """The result objects of a benchmark file: one JSON object (``vllm bench serve --save-result``), a JSON array
-    of them, or one a line (SGLang's JSONL; vLLM's ``--append-result``)."""
+    of them, or one a line (SGLang's JSONL; vLLM's ``--append-result``). A key written twice in one object is
+    refused, naming the file (and the line of JSON lines), as the package's other JSON readers refuse it: a JSON
+    parser keeps one of the values, silently (``repeats``: kept, to tell a file's kind only)."""
+    from .ground.tables import RepeatedKey, unique_keys
+
+    hook, fix = None if repeats else unique_keys, "keep one value of each key (give the file as the benchmark wrote it)"
     try:
-        whole = json.loads(text)
+        whole = json.loads(text, object_pairs_hook=hook)
         return whole if isinstance(whole, list) else [whole]  # (a JSON array of results: one run each)
     except json.JSONDecodeError:
         pass
-    try:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as error:
+    except RepeatedKey as error:  # (one document, or the first line of JSON lines: the whole text tells which)
         try:
-            scrape = text.lstrip()[:1] not in "{[" and bool(_families(where, text))
-        except InputError:
-            scrape = False
-        if scrape:
-            raise InputError(
-                where, "this is a Prometheus scrape: use read_engine_metrics", "pass the file to read_engine_metrics"
-            ) from None
-        raise _refuse(where, f"not JSON or JSON lines ({error.msg})") from None
+            json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        else:
+            raise InputError(where, str(error), fix) from None
+    results = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            results.append(json.loads(line, object_pairs_hook=hook))
+        except RepeatedKey as error:
+            raise InputError(f"{where}, line {number}", str(error), fix) from None
+        except json.JSONDecodeError as error:
+            try:
+                scrape = text.lstrip()[:1] not in "{[" and bool(metric_families(where, text))
+            except InputError:
+                scrape = False
+            if scrape:
+                raise InputError(
+                    where,
+                    "this is a Prometheus scrape: use read_engine_metrics",
+                    "pass the file to read_engine_metrics",
+                ) from None
+            raise refuse_format(where, f"not JSON or JSON lines ({error.msg})") from None
+    return results
 
 
 def _is_benchmark(result: Any) -> bool:
@@ -386,8 +199,9 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     ``errors``, and vLLM's ``start_times`` (when each request was sent, ``time.perf_counter`` seconds) and
     ``latencies``. A file of several runs (SGLang appends one line a run; so does vLLM's ``--append-result``; or
     a JSON array of results) needs ``run``. Where the file has its own figures, what is read must agree with them:
-    no completed request's TTFT or latency longer than the run's ``duration``, as many requests without an error
-    as ``completed``, their mean TTFT ``mean_ttft_ms`` (to 1%); else the file is refused. Nothing is written.
+    no completed request's TTFT or latency longer than the run's ``duration``, nor the send times spread over more
+    than it, as many requests without an error as ``completed``, their mean TTFT ``mean_ttft_ms`` (each to 1%);
+    else the file is refused, as it is for a key written twice in one result. Nothing is written.
 
     Parameters
     ----------
@@ -410,18 +224,18 @@ def read_benchmark(path: str | os.PathLike[str], *, run: int | None = None) -> p
     Examples
     --------
     >>> from perfmodel.engines import read_benchmark
-    >>> trace = read_benchmark(_fixture("vllm_bench_serve.json"))
+    >>> trace = read_benchmark(fixture("vllm_bench_serve.json"))
     >>> list(trace.columns)
     ['num_input_tokens', 'num_output_tokens', 'ttft_ms', 'completed', 'latency_ms', 'arrival_ms']
     >>> trace.attrs["tool"], trace.attrs["request_rate"], trace.attrs["max_concurrency"]
     ('vllm bench serve', 4.0, 8)
     """
-    where, text = _text_of(Path(path) if isinstance(path, str) and path else path, "path")
+    where, text = text_of(Path(path) if isinstance(path, str) and path else path, "path")
     if run is not None and (isinstance(run, bool) or not isinstance(run, int)):
         raise InputError(f"{where}: run", f"got {run!r}, not a whole number", "pass run=0, 1, ... (-1 the last)")
     results = _results(where, text)
     if not results or not all(_is_benchmark(result) for result in results):
-        raise _refuse(
+        raise refuse_format(
             where, "JSON, but no benchmark result (no 'completed' and 'duration' keys)" if results else "empty"
         )
     if run is None and len(results) > 1:
@@ -490,6 +304,7 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
     checks.check_totals(where, tool, result, completed, seconds)
     if columns["start_times"] is not None and n:
         start = checks.numbers(where, "start_times", columns["start_times"], float)
+        _check_span(where, start, checks.figure(where, "duration", result["duration"]))
         trace["arrival_ms"] = (start - start.min()) * 1e3
         arrivals = "start_times: when the client sent each request (after any --max-concurrency wait)"
     else:
@@ -504,6 +319,26 @@ def _trace_of(where: str, result: dict[str, Any]) -> pd.DataFrame:
         reported={k: v for k, v in result.items() if k.endswith("_ms") and isinstance(v, (int, float))},
     )
     return trace
+
+
+def _check_span(where: str, start: np.ndarray, duration: float) -> None:
+    """Refuse send times (``start_times``) that span more than the run's ``duration``: vLLM's client reads both on
+    one clock (``time.perf_counter``), the duration from before the first request is sent to after the last one
+    ends, so every send lies inside it; as for the TTFTs, :data:`perfmodel.inputs.engine_checks.TOLERANCE` (1%)
+    allows for a writer that rounds the duration, and still tells ms from seconds or another run's lists."""
+    span = float(start.max() - start.min())
+    if span <= duration * (1 + checks.TOLERANCE):
+        return
+    cause = (
+        "the start_times look like ms, and vllm bench serve writes seconds"
+        if span / 1e3 <= duration * (1 + checks.TOLERANCE)
+        else "the lists and the duration are of different runs"
+    )
+    raise InputError(
+        f"{where}: start_times",
+        f"the requests were sent over {span:g} s, longer than the whole run (duration {duration:g} s): {cause}",
+        "give the file as the benchmark wrote it (start_times in seconds)",
+    )
 
 
 def _rate(value: Any) -> float:
@@ -544,7 +379,7 @@ def detect(path: str | os.PathLike[str]) -> str:
 
     Examples
     --------
-    >>> detect(_fixture("sglang_bench_serving.jsonl")), detect(_fixture("vllm_nixl.prom"))
+    >>> detect(fixture("sglang_bench_serving.jsonl")), detect(fixture("vllm_nixl.prom"))
     ('benchmark', 'metrics')
     """
     with open(path, "rb") as file:
@@ -606,8 +441,8 @@ def compare_measured(
     Examples
     --------
     >>> from perfmodel.engines import compare_measured, read_benchmark, read_engine_metrics
-    >>> table = compare_measured(read_benchmark(_fixture("vllm_bench_serve.json")),
-    ...                          [read_engine_metrics(_fixture("sglang_prefill.prom"))],
+    >>> table = compare_measured(read_benchmark(fixture("vllm_bench_serve.json")),
+    ...                          [read_engine_metrics(fixture("sglang_prefill.prom"))],
     ...                          model="llama-3.1-8b", link="ib-ndr")
     >>> table["what"].tolist()[:2]
     ['model: handoff delay', 'sglang:per_stage_req_latency_seconds{stage="prefill_transfer_kv_cache"}']
@@ -626,7 +461,7 @@ def compare_measured(
             f"{', '.join(sorted(options))} configure{'s' if len(options) == 1 else ''} the model, but no model is given",
             "pass model= and link= too, or drop them",
         )
-    metrics = checks.scrapes("compare_measured: metrics", metrics, _SCRAPE_KINDS)
+    metrics = checks.scrapes("compare_measured: metrics", metrics, SCRAPE_KINDS)
     problem = "" if benchmark is None else checks.unlike(benchmark, "read_benchmark", _BENCHMARK_KINDS)
     if problem:
         raise InputError("compare_measured: benchmark", f"got {problem}", "pass read_benchmark(path), or None")
@@ -743,22 +578,24 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     Examples
     --------
     >>> from perfmodel.engines import measured_fits, read_engine_metrics
-    >>> fits = measured_fits([read_engine_metrics(_fixture("vllm_nixl.prom"))])
+    >>> fits = measured_fits([read_engine_metrics(fixture("vllm_nixl.prom"))])
     >>> fits.link is None, fits.notes[0][:72]                  # two engines' means, one size
     (True, 'link: not fitted: the NIXL histograms give 2 means of one size (67.1 MB)')
     """
     from .network.fits import SIZE_SPREAD, distinct_points
 
     points, unsaid = [], []  # (unsaid: each series whose mean is no number, a histogram without its _sum)
-    for frame in checks.scrapes("measured_fits: metrics", metrics, _SCRAPE_KINDS):
-        hist = frame[frame["type"] == "histogram"].set_index(["metric", "labels"])
-        for labels in hist.index.get_level_values("labels").unique():
+    for frame in checks.scrapes("measured_fits: metrics", metrics, SCRAPE_KINDS):
+        hist: dict[tuple[str, tuple[tuple[str, str], ...]], pd.Series] = {}  # (by label set: order means nothing)
+        for _, row in frame[frame["type"] == "histogram"].iterrows():
+            hist.setdefault((row["metric"], label_set(row["labels"])), row)
+        for labels in dict.fromkeys(labels for _, labels in hist):
             pair = [("vllm:nixl_bytes_transferred", labels), ("vllm:nixl_xfer_time_seconds", labels)]
-            if not all(key in hist.index for key in pair):
+            if not all(key in hist for key in pair):
                 continue
-            (nbytes, time), mean_d = (hist.loc[key] for key in pair), ("vllm:nixl_num_descriptors", labels)
-            descriptors = hist.loc[mean_d, "mean"] if mean_d in hist.index else math.nan
-            nan = [f"{k}{{{labels}}}" for (k, _), r in zip(pair, (nbytes, time)) if not np.isfinite(r["mean"])]
+            (nbytes, time), mean_d = (hist[key] for key in pair), ("vllm:nixl_num_descriptors", labels)
+            descriptors = hist[mean_d]["mean"] if mean_d in hist else math.nan
+            nan = [f"{r['metric']}{{{r['labels']}}}" for r in (nbytes, time) if not np.isfinite(r["mean"])]
             if nan and nbytes["count"] > 0 and time["count"] > 0:
                 unsaid.append(f"{frame.attrs.get('source', 'a scrape')}: {', '.join(nan)}")
             elif nbytes["count"] > 0 and time["count"] > 0:
@@ -792,8 +629,3 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
         + ("; the benchmark's TTFT holds more than the prefill" if benchmark is not None else "")
     )
     return MeasuredFits(link, notes)
-
-
-def _fixture(name: str) -> str:
-    """A test file shipped with the tests (for the examples)."""
-    return str(Path(__file__).resolve().parents[1] / "tests" / "data" / "engines" / name)

@@ -29,7 +29,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from .errors import Errors, InputError
+from .errors import Errors, InputError, warn
 from .ground.files import MANIFEST, atomic_file, check_not_overlapping, output_folder
 from .ground.tables import FileFormat, detect, open_input, read_chunks
 from .inputs.coerce import check_errors
@@ -382,6 +382,42 @@ def _place(path: Path, row: int) -> str:
     return f"row {row}"
 
 
+def _non_number_cell(source: Path, chunk: pd.DataFrame, argument: str, keywords: dict[str, Any]) -> InputError | None:
+    """The error to report when the API refused ``argument``'s whole column (its rows uncounted) for holding
+    booleans, durations or dates (:func:`perfmodel.inputs.coerce.non_numeric_kind`): the first such cell, named at
+    its file, line (a Parquet file's row) and column, and what it is not (true is no count of 1 token); None when
+    the refusal is of something else (an option, a value given for every row).
+
+    >>> import pandas as pd, tempfile, pathlib
+    >>> source = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
+    >>> _ = source.write_text('{"num_input_tokens": 5}\\n{"num_input_tokens": true}\\n')
+    >>> chunk = pd.DataFrame({"num_input_tokens": [5, True]}, dtype=object, index=[1, 2])
+    >>> print(_non_number_cell(source, chunk, "num_input_tokens", {}).problem)
+    true is a boolean, not a token count
+    """
+    from .inputs.coerce import non_numeric_kind
+    from .inputs.table import INPUTS
+
+    entry = INPUTS.get(argument)
+    column = keywords.get(argument, argument)
+    if entry is None or entry.kind not in ("count", "real") or not isinstance(column, str) or column not in chunk:
+        return None
+    kind = non_numeric_kind(chunk[column])
+    if kind is None:
+        return None
+    values = chunk[column].to_numpy(dtype=object)
+    at = next((i for i, v in enumerate(values) if non_numeric_kind([v]) is not None), 0)
+    value, text = values[at], detect(source).format != "parquet"  # (a text file wrote true, Parquet holds True)
+    shown = json.dumps(bool(value)) if text and isinstance(value, (bool, np.bool_)) else repr(value)
+    tokens = argument.endswith("_tokens")
+    what = "a token count" if tokens else f"a number ({argument})"
+    a = {"booleans": "a boolean", "durations": "a duration", "dates": "a date"}[kind]
+    fix = (f"write {'the token count' if tokens else argument} there as a plain number"
+           f"{' (true is not 1 token)' if tokens and kind == 'booleans' else ''}, or remove the row")  # fmt: skip
+    return InputError(f"{source}, {_place(source, int(chunk.index[at]))}, column {column!r}",
+                      f"{shown} is {a}, not {what}", fix)  # fmt: skip
+
+
 def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_rows: int, errors: Errors,
                progress: bool | None, keywords: dict[str, Any]) -> Report:
     """Compute ``handoff_delay_ms`` for every row of ``source``, appending to ``writer``.
@@ -400,6 +436,9 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
     report = Report()
     with progress_bar(total, unit="rows", desc=source.name, progress=progress) as bar:
         for chunk in chunks:
+            if report.rows == 0 and _RESULT in chunk.columns:  # (said once, as the first chunk is read)
+                warn(f"{source} has a column {_RESULT}, which the computed {_RESULT} replaces in the output: "
+                     f"rename the file's column to keep both")
             chunk.index = pd.RangeIndex(report.rows + 1, report.rows + 1 + len(chunk))
             report.rows += len(chunk)
             bar.update(len(chunk))
@@ -407,7 +446,7 @@ def delay_rows(source: str | os.PathLike, writer: TableWriter | None, *, chunk_r
                 delays = handoff_delays(chunk, errors=errors, **keywords)
             except InputError as error:
                 if error.n_invalid is None:  # one bad value (an option) for every row: the option is at fault
-                    raise
+                    raise _non_number_cell(source, chunk, error.argument, keywords) or error from None
                 place = _place(source, error.row) if report.error is None else None  # (the first is reported)
                 report.add(error.relocated(f"{source}: {error.where}", error.row, place=place))
                 continue

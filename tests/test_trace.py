@@ -847,14 +847,18 @@ def test_durations_in_a_parquet_trace_are_read_as_ms(tmp_path):
 
 
 def test_an_azure_trace_reads_its_times_in_one_format(tmp_path):
-    """12/11 was read month first and 13/11 day first: 28 days apart, in reverse order."""
+    """12/11 was read month first and 13/11 day first: 28 days apart, in reverse order. 13/11 settles the order
+    (day first) for the whole column; a later value in the other order is refused."""
     header = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
     mixed = _written(tmp_path, "a.csv", header + "12/11/2023 10:00:00,100,1\n13/11/2023 10:00:00,200,1\n")
+    assert read_trace(mixed)["arrival_ms"].tolist() == [0.0, 86_400_000.0]
+    other = _written(tmp_path, "a2.csv", header + "13/11/2023 10:00:00,100,1\n11/13/2023 10:00:00,200,1\n")
     with pytest.raises(
         InputError,
-        match=r"a.csv, line 3, column 'TIMESTAMP': '13/11/2023 10:00:00' is not a time written as line 2's \('12/11/2023 10:00:00'\)",
+        match=r"a2.csv, line 3, column 'TIMESTAMP': '11/13/2023 10:00:00' is not a time written as line 2's "
+        r"\('13/11/2023 10:00:00', day first\)",
     ):
-        read_trace(mixed)
+        read_trace(other)
     iso = _written(tmp_path, "b.csv", header + "2023-11-16 18:15:46.6805900,100,1\n2023-11-16 18:15:47,200,1\n")
     assert read_trace(iso)["arrival_ms"].tolist() == pytest.approx([0.0, 319.41])  # (ISO 8601 at any precision)
     numbers = _written(tmp_path, "c.csv", header + "1700000000.5,100,1\n1700000001.5,200,1\n")

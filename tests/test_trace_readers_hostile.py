@@ -133,12 +133,12 @@ def test_a_time_in_another_format_is_named_with_its_column_and_text(tmp_path):
     path = _file(
         tmp_path,
         "az7.csv",
-        "TIMESTAMP,ContextTokens,GeneratedTokens\n11/12/2023 18:17:03,4808,10\n13/12/2023 18:17:04,100,8\n",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n13/12/2023 18:17:03,4808,10\n12/13/2023 18:17:04,100,8\n",
     )
     with pytest.raises(
         InputError,
-        match=r"az7.csv, line 3, column 'TIMESTAMP': '13/12/2023 18:17:04' is not a "
-        r"time written as line 2's \('11/12/2023 18:17:03'\)",
+        match=r"az7.csv, line 3, column 'TIMESTAMP': '12/13/2023 18:17:04' is not a "
+        r"time written as line 2's \('13/12/2023 18:17:03', day first\)",
     ) as raised:
         read_trace(path)
     assert "1 malformed row" in str(raised.value) and "nan" not in str(raised.value)

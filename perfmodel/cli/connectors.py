@@ -164,10 +164,17 @@ _RULES = {
 
 def _numbers(table: Any, places: list[str], where: str, name: str) -> Any:
     """Column ``name`` of a table as read (text cells stay text) as float64 numbers, or one line naming the first
-    cell that is none, or no valid value of the column."""
+    cell that is none, or no valid value of the column. Booleans, durations and dates are refused as
+    :func:`perfmodel.calibrate` refuses them (never true as 1, nor a Parquet duration's nanoseconds as ms)."""
     import numpy as np
     import pandas as pd
 
+    from ..ground.measured_files import refuse_non_numbers
+
+    try:
+        refuse_non_numbers(table[name], name, where, places)
+    except InputError as error:
+        raise UsageError(str(error).removesuffix(".")) from None
     values = pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     if np.isnan(values).any():
         first = int(np.argmax(np.isnan(values)))

@@ -1,23 +1,29 @@
 """Files of measured transfers, as :func:`perfmodel.calibrate` reads them: CSV tables (``#`` comment lines, text
-cells), Parquet, JSON lines and perftest's own text output (``ib_write_bw`` and its kin, saved as is), each row
-with its place in the file.
+cells), Parquet, JSON lines and perftest's own text output (``ib_write_bw`` and its kin, saved as is, compressed
+or not), each row with its place in the file; and the one refusal of a column of booleans, durations or dates
+where numbers go (:func:`refuse_non_numbers`), for every reader of such a table.
 """
 
 from __future__ import annotations
 
 import csv
 import io as _io
+import json
+import lzma
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..inputs.coerce import non_numeric_kind
 from ..inputs.words import count
-from .tables import detect, json_lines, open_input
+from .tables import compression_of, detect, json_lines, open_input, refuse_other_separator
 
-__all__ = ["read_measured_file", "unique_columns"]
+__all__ = ["read_measured_file", "refuse_non_numbers", "unique_columns"]
 
 #: perftest's table header: ``#bytes  #iterations ...``.
 _PERFTEST_HEADER = re.compile(r"^\s*#bytes\s+#")
@@ -30,8 +36,9 @@ def read_measured_file(path: Path, where: str) -> tuple[pd.DataFrame, list[str]]
     try:
         kind = detect(path)
     except InputError as error:
-        if _is_perftest(path, None):
-            return _read_perftest(path, where, None)
+        compression = compression_of(path)  # (perftest's output saved compressed: run.txt.gz)
+        if _is_perftest(path, compression):
+            return _read_perftest(path, where, compression)
         raise InputError(
             where, f"{error.problem}, and it is not perftest's output (no '#bytes' header)", error.fix
         ) from None
@@ -60,11 +67,12 @@ def _is_comment(line: str) -> bool:
 
 
 def _is_perftest(path: Path, compression: str | None) -> bool:
-    """Whether a text file is perftest's own output (a ``#bytes  #iterations ...`` header, no commas)."""
+    """Whether a text file (compressed as ``compression`` says) is perftest's own output (a ``#bytes  #iterations
+    ...`` header, no commas); a file that cannot be read so (not text, not of that compression) is not."""
     try:
         with _lines(path, compression) as text:
             return any(_PERFTEST_HEADER.match(line) and "," not in line for line, _ in zip(text, range(10_000)))
-    except (UnicodeDecodeError, OSError):
+    except (ValueError, OSError, EOFError, lzma.LZMAError):  # (ValueError: undecodable text, pyarrow's ArrowInvalid)
         return False
 
 
@@ -82,6 +90,7 @@ def _read_csv(path: Path, where: str, compression: str | None) -> tuple[pd.DataF
         reader = csv.reader(data_lines(text), skipinitialspace=True)
         try:
             header = [h.strip() for h in next(reader, [])]
+            refuse_other_separator(header, where)  # (before its rows: a decimal comma is no comma too many)
             rows, places = [], []
             for row in _records(reader):
                 first = numbers[row[0]]
@@ -110,6 +119,31 @@ def _records(reader: Any) -> Any:
         if row is None:
             return
         yield start, row
+
+
+def refuse_non_numbers(cells: pd.Series, column: str, where: str, places: Sequence[str]) -> None:
+    """Refuse a column of a table (read from ``where``, each row at its place in ``places``) that holds booleans,
+    durations or dates (:func:`perfmodel.inputs.coerce.non_numeric_kind`): never read as 1 and 0, as a duration's
+    raw unit (nanoseconds) or as a date's epoch. The first such cell is named at its place, in one line, as
+    every reader of a table of measurements (:func:`perfmodel.calibrate`, ``perfmodel connectors --fit``) says it.
+
+    >>> refuse_non_numbers(pd.Series([1.5, 2.0]), "measured_ms", "t.jsonl", ["line 1", "line 2"])
+    >>> refuse_non_numbers(pd.Series([1.5, True]), "measured_ms", "t.jsonl", ["line 1", "line 2"])
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: t.jsonl, line 2: column 'measured_ms' holds booleans (true), not plain numbers. Fix: give plain numbers in the column.
+    """
+    kind = non_numeric_kind(cells)
+    if kind is None:
+        return
+    values = cells.to_numpy(dtype=object)
+    row = next((i for i, v in enumerate(values) if non_numeric_kind([v]) is not None), 0)
+    value, place = values[row], places[row] if row < len(places) else f"row {row + 1}"
+    # (a JSON-lines file wrote true, a frame or a Parquet file holds True)
+    shown = json.dumps(bool(value)) if isinstance(value, (bool, np.bool_)) and place.startswith("line ") else value
+    fix = "divide durations by pd.Timedelta(1, 'ms')" if kind == "durations" else "give plain numbers"
+    raise InputError(f"{where}, {place}", f"column {column!r} holds {kind} ({shown}), not plain numbers",
+                     f"{fix} in the column")  # fmt: skip
 
 
 def unique_columns(header: list[str], where: str) -> None:

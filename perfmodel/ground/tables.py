@@ -31,11 +31,13 @@ from ..errors import InputError
 __all__ = [
     "FileFormat",
     "RepeatedKey",
+    "compression_of",
     "csv_header",
     "detect",
     "json_lines",
     "open_input",
     "read_chunks",
+    "refuse_other_separator",
     "unique_keys",
     "without_long_lines",
 ]
@@ -96,13 +98,16 @@ def detect(path: str | os.PathLike) -> FileFormat:
     FileFormat(format='parquet', compression=None)
     """
     suffixes = [s.lower() for s in Path(path).suffixes]
-    compression = _COMPRESSIONS.get(suffixes[-1]) if suffixes else None
+    compression = compression_of(path)
     if compression:
         suffixes = suffixes[:-1]
     ext = suffixes[-1] if suffixes else ""
     if ext not in _FORMATS:
         known = ", ".join(sorted(_FORMATS))
-        what = repr(Path(path).suffix) if Path(path).suffix else "no extension"
+        if suffixes:  # (a compressed file: the suffix before its compression's, with it)
+            what = repr("".join(Path(path).suffixes[-2:] if compression else Path(path).suffixes[-1:]))
+        else:
+            what = f"no extension before {Path(path).suffix!r}" if compression else "no extension"
         raise InputError(
             str(path),
             f"cannot tell the format from {what}",
@@ -116,6 +121,17 @@ def detect(path: str | os.PathLike) -> FileFormat:
             "drop the compression suffix (e.g. name it delays.parquet)",
         )
     return FileFormat(fmt, compression)
+
+
+def compression_of(path: str | os.PathLike) -> str | None:
+    """The compression a file's last suffix names (``"gzip"``, ``"bz2"``, ``"xz"``, ``"zstd"``), or None: for a
+    file whose format its name does not tell (perftest's text output, ``run.txt.gz``), what to open it with.
+
+    >>> compression_of("write_bw.txt.gz"), compression_of("trace.csv"), compression_of("run.txt.zst")
+    ('gzip', None, 'zstd')
+    """
+    suffix = Path(path).suffix.lower()
+    return _COMPRESSIONS.get(suffix)
 
 
 def open_input(path: Path, compression: str | None) -> IO[bytes]:
@@ -222,10 +238,43 @@ def csv_header(path: Path, compression: str | None) -> list[str]:
         ) from None
     if not header:
         raise InputError(str(path), "the file is empty (no header line)", "pass a CSV file with a header line")
+    refuse_other_separator(header, str(path))
     if len(set(header)) != len(header):
         repeated = sorted({h for h in header if header.count(h) > 1})
         raise InputError(str(path), f"repeated column names {repeated}", "give every column a distinct name")
     return header
+
+
+#: Separators of tables saved as "CSV" by spreadsheets in other settings, and their names in a message.
+_OTHER_SEPARATORS = {";": "';'", "\t": "tabs"}
+
+
+def refuse_other_separator(header: list[str], where: str) -> None:
+    """Refuse a table whose header, read as CSV, is one field holding ``;`` or tabs and no comma: its fields are
+    separated by another character (Excel saves "CSV" with ``;`` where the decimal mark is a comma), and every
+    line would be one field, or split at its decimal commas. ``where`` names the file, for the message.
+
+    >>> refuse_other_separator(["nbytes", "measured_ms"], "m.csv")
+    >>> refuse_other_separator(["nbytes;measured_ms"], "m.csv")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: m.csv: separated by ';', not by commas (its header is 'nbytes;measured_ms'; Excel writes CSV so in locales whose decimal mark is a comma). Fix: save it as CSV with commas between fields and decimal points (e.g. pandas.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False)).
+    """
+    if len(header) != 1 or "," in header[0]:
+        return
+    found = [sep for sep in _OTHER_SEPARATORS if sep in header[0]]
+    if not found:
+        return
+    sep = found[0]
+    shown = header[0] if len(header[0]) <= 80 else header[0][:77] + "..."
+    why = "; Excel writes CSV so in locales whose decimal mark is a comma" if sep == ";" else ""
+    decimal = ", decimal=','" if sep == ";" else ""
+    raise InputError(
+        where,
+        f"separated by {_OTHER_SEPARATORS[sep]}, not by commas (its header is {shown!r}{why})",
+        "save it as CSV with commas between fields and decimal points (e.g. "
+        f"pandas.read_csv(path, sep={sep!r}{decimal}).to_csv(new_path, index=False))",
+    )
 
 
 def _csv_batches(path: Path, compression: str | None, names: list[str]) -> Iterator[Any]:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, check_number, finite_at_least, shown, warn
+from ..inputs.coerce import non_numeric_kind
 from ..inputs.words import count
 from .fits import FitReport, distinct_points, nonnegative_least_squares, one_point
 
@@ -434,7 +435,16 @@ def _as_given(name: str, value: Any, *, whole: bool = False) -> Any:
 
 def _numbers(name: str, value: Any, *, low_open: bool = False, whole: bool = False) -> np.ndarray:
     """``value`` as a 1-D float64 array of finite numbers >= 0 (> 0 with ``low_open``; whole ones with ``whole``),
-    or one clear line; None, booleans and text are no numbers."""
+    or one clear line; None, booleans, text, durations and dates are no numbers (a duration would be read as its
+    nanoseconds)."""
+    kind = None if value is None or isinstance(value, str) else non_numeric_kind(value)
+    if kind is not None:
+        durations = kind == "durations" and name.endswith("_ms")
+        raise InputError(
+            name,
+            f"got {kind} where plain numbers were expected",
+            f"divide durations by pd.Timedelta(1, 'ms') in {name}" if durations else f"pass {name} as plain numbers",
+        )
     if value is None or isinstance(value, str) or np.asarray(value).dtype.kind in "bOUS":
         shown = "None" if value is None else "booleans" if np.asarray(value).dtype.kind == "b" else repr(value)[:60]
         raise InputError(name, f"got {shown} where numbers were expected", f"pass {name} as numbers")

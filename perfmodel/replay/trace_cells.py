@@ -5,6 +5,8 @@ line's value as written, a Parquet file's value).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -15,6 +17,7 @@ import pandas as pd
 
 from ..errors import InputError, plain
 from ..inputs.words import count
+from .trace_text import date_order
 
 
 class Source(NamedTuple):
@@ -35,12 +38,68 @@ class Rule(NamedTuple):
 
 
 def place(path: Any, i: int) -> str:
-    """Where the trace's row ``i`` (from 0) is: its line in a CSV file (the header is line 1) or a JSON-lines
-    file, its row (from 1) in a Parquet file."""
+    """Where the trace's row ``i`` (from 0) is: its line in a CSV or JSON-lines file, counted as an editor counts
+    them (:func:`csv_line`, :func:`jsonl_line`), its row (from 1) in a Parquet file (or a file that cannot be read
+    again)."""
     from ..ground.tables import detect
 
     fmt = detect(path).format
-    return f"line {i + 2}" if fmt == "csv" else f"line {i + 1}" if fmt == "jsonl" else f"row {i + 1}"
+    line = csv_line(path, i) if fmt == "csv" else jsonl_line(path, i) if fmt == "jsonl" else None
+    return f"row {i + 1}" if line is None else f"line {line}"
+
+
+def csv_line(path: Any, i: int) -> int | None:
+    """The line (from 1, the header's) where data record ``i`` (from 0) of a CSV file starts, as an editor counts
+    lines: the blank lines a CSV reader skips and the line breaks inside quoted cells counted, records of more
+    fields than the header left aside (``errors="skip"`` reads the file without them); None when the file has no
+    such record or cannot be read as CSV again.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+    >>> _ = path.write_text('a,b\\n1,"x\\ny"\\n\\n  \\n2,3\\n')
+    >>> csv_line(path, 0), csv_line(path, 1), csv_line(path, 2)
+    (2, 6, None)
+    """
+    from ..ground.tables import detect, open_input
+
+    try:
+        with (
+            open_input(Path(path), detect(path).compression) as raw,
+            io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text,
+        ):
+            records = csv.reader(text)
+            header = next(records, None)
+            if header is None:
+                return None
+            end, seen = records.line_num, -1
+            for record in records:
+                start, end = end + 1, records.line_num
+                blank = not record or (len(record) == 1 and record[0] != "" and not record[0].strip())
+                if blank or len(record) > len(header):  # (pandas skips lines of white space; "" is an empty cell)
+                    continue
+                seen += 1
+                if seen == i:
+                    return start
+    except (OSError, EOFError, ValueError, csv.Error):  # (a file pandas read but this reader cannot: no line named)
+        return None
+    return None
+
+
+def jsonl_line(path: Any, i: int) -> int | None:
+    """The line (from 1) of record ``i`` (from 0) of a JSON-lines file, blank lines counted as the reader skips
+    them; None when the file has no such record or cannot be read again."""
+    from ..ground.tables import detect, open_input
+
+    try:
+        with open_input(Path(path), detect(path).compression) as raw, io.BufferedReader(raw) as lines:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
+            seen = -1
+            for number, line in enumerate(lines, start=1):
+                seen += bool(line.strip())
+                if seen == i and line.strip():
+                    return number
+    except (OSError, EOFError, ValueError):
+        return None
+    return None
 
 
 def row_rules(df: pd.DataFrame, null_ids: np.ndarray, bad_ids: np.ndarray) -> list[Rule]:
@@ -106,8 +165,9 @@ def _broken(rule: Rule, value: Any, path: Path, df: pd.DataFrame, source: Source
         valid = np.flatnonzero(np.isfinite(df[rule.name].to_numpy(dtype="float64", na_value=np.nan)))
         if not valid.size:
             return f"{shown} is not a time"
-        first, at = as_written(path, int(valid[0]), source, df)
-        return f"{shown} is not a time written as {at}'s ({_shown(first)})"
+        model, order = _model_row(source, valid)
+        first, at = as_written(path, model, source, df)
+        return f"{shown} is not a time written as {at}'s ({_shown(first)}{order})"
     number = pd.to_numeric(df[rule.name], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[i]
     what = "workers are numbered from 0" if rule.name == "prefill_worker" else "token counts are whole numbers >= 0"
     if math.isnan(number):
@@ -117,6 +177,19 @@ def _broken(rule: Rule, value: Any, path: Path, df: pd.DataFrame, source: Source
     if number != math.floor(number):
         return f"{shown} is not a whole number: {what}"
     return f"{shown} is above 2**53, too large to count exactly"
+
+
+def _model_row(source: Source, valid: np.ndarray) -> tuple[int, str]:
+    """The row whose time the column's others are written as (the first read), and how its dates are read: for
+    dates written day and month first, the row that settled the order (``, day first``)."""
+    text = source.values
+    if text is None or not (text.dtype == object or isinstance(text.dtype, pd.StringDtype)):
+        return int(valid[0]), ""
+    order = date_order(text.astype("string").str.strip())
+    if order is None or order.day_first is None:
+        return int(valid[0]), ""
+    said = ", day first" if order.day_first else ", month first"
+    return (order.row, said) if order.row in valid else (int(valid[0]), said)
 
 
 def as_written(path: Path, i: int, source: Source, df: pd.DataFrame) -> tuple[Any, str]:
@@ -130,7 +203,7 @@ def as_written(path: Path, i: int, source: Source, df: pd.DataFrame) -> tuple[An
             text = pd.read_csv(
                 path, dtype=str, keep_default_na=False, usecols=[source.column], nrows=i + 1, encoding="utf-8-sig"
             )
-            return _Text(text.iloc[i, 0]), f"line {i + 2}"
+            return _Text(text.iloc[i, 0]), place(path, i)
         if kind.format == "jsonl":
             for k, (number, record) in enumerate(json_lines(path, kind.compression)):
                 if k == i:

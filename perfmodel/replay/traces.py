@@ -12,11 +12,11 @@ seen by users as lists.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
 import os
-import re
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from ..inputs.words import count
 from ..options import deprecated_constant, option
 from .trace_cells import Rule, Source, malformed_rows_error, row_rules
 from .trace_cells import place as _place
+from .trace_text import ShortenedList, id_cell, one_format
 
 __all__ = ["read_trace", "synthetic_trace"]
 
@@ -116,11 +117,13 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
     try:
         table = pj.read_json(path, parse_options=options)
         if table.num_rows and all(table.column(f).null_count == 0 for f in ("timestamp", "input_length")) \
-                and null_hash_rows(table.column("hash_ids")).size == 0:
+                and null_hash_rows(table.column("hash_ids")).size == 0 \
+                and all(_below_2_53(table.column(f)) for f in ("input_length", "output_length")):
             return table, 0
     except pa.ArrowInvalid:
         pass
-    # slow path, only for files with problems: check each line, then parse the good ones
+    # slow path, only for files with problems (a count parsed as a float from 2**53 on may have been rounded, a
+    # whole float among the block ids is no int64 to pyarrow): check each line, then parse the good ones
     good, skipped, first_bad = [], 0, None
     from ..ground.tables import detect, open_input
 
@@ -128,7 +131,7 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            problem = _line_problem(line)
+            problem, line = _checked_line(line)
             if problem is None:
                 good.append(line if line.endswith(b"\n") else line + b"\n")
             else:
@@ -150,7 +153,30 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
                          "repair the file: one JSON object per line") from None
 
 
+def _below_2_53(counts: pa.ChunkedArray) -> bool:
+    """Whether every count pyarrow read (as float64) is below 2**53, so exact: 2**53 + 1 reads as 2**53."""
+    import pyarrow.compute as pc
+
+    largest = pc.max(counts).as_py()
+    return largest is None or largest < 2.0**53
+
+
+def _checked_line(line: bytes) -> tuple[str | None, bytes]:
+    """A Mooncake line's problem (None: none), and the line as pyarrow is to read it: block ids written as whole
+    floats (``1.0``, ids as :func:`replay_handoffs` reads them) rewritten as integers."""
+    problem = _line_problem(line)
+    if problem is None:
+        record = json.loads(line)
+        hashes = record.get("hash_ids")
+        if isinstance(hashes, list) and any(isinstance(h, float) for h in hashes):
+            line = json.dumps({**record, "hash_ids": [int(h) for h in hashes]}).encode() + b"\n"
+    return problem, line
+
+
 def _line_problem(line: bytes) -> str | None:
+    """Why a Mooncake line cannot be read (None: it can): no JSON object, a count that is missing or no whole
+    number from 0 to 2**53, block ids that are no list of whole 64-bit ids (a float above 2**53 holds no exact
+    one)."""
     from ..ground.tables import RepeatedKey, unique_keys
 
     try:
@@ -176,8 +202,13 @@ def _line_problem(line: bytes) -> str | None:
     hashes = record.get("hash_ids", [])
     if hashes is None:
         return None
-    if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
+    if not isinstance(hashes, list) or not all(isinstance(h, (int, float)) and not isinstance(h, bool) for h in hashes):
         return "hash_ids must be a list of integers"
+    for h in hashes:
+        if isinstance(h, float) and not (math.isfinite(h) and h == math.floor(h)):
+            return f"hash_ids holds {h!r}, not a whole block id"
+        if isinstance(h, float) and abs(h) > 2.0**53:
+            return f"hash_ids holds {h!r}, above 2**53: a float so large holds no exact block id"
     if not all(-(2**63) <= h < 2**63 for h in hashes):
         return "hash_ids must be 64-bit integers"
     return None
@@ -203,13 +234,15 @@ def read_trace(
     - ``csv`` / ``parquet`` / ``jsonl``: any table (a JSON-lines file whose first object lacks
       ``timestamp`` or ``input_length`` is one); ``columns`` maps canonical names to its columns,
       e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
-      datetimes is converted to ms); columns already named ``arrival_ms``,
+      datetimes is converted to ms; dates written day and month first, ``01/12/2023``, are read in
+      the order a number above 12 settles, and refused when none does: write ISO 8601); columns already named ``arrival_ms``,
       ``num_input_tokens``, ``num_output_tokens``, ``ready_ms``, ``prefill_worker`` or ``hash_ids`` are found by
       their names (so a trace saved with ``trace.to_parquet`` reads back as it was, and with
       ``to_csv`` while no request has more than 1000 hash ids: pandas writes a longer list
       shortened with ``...``, which is refused; ``hash_ids`` in a CSV file are text such as
       ``[12, 13]`` or ``[12 13]``, an empty element such as ``[1,,2]`` refused as a null id is;
-      whole floats such as ``1.0`` are read as ids, as :func:`replay_handoffs` reads them). The
+      whole floats such as ``1.0`` are read as ids, as :func:`replay_handoffs` reads them, up to
+      2**53). The
       optional ``ready_ms`` (when each prefill completed, on the same clock) is kept for
       :func:`replay_handoffs`, and the optional ``prefill_worker`` (each request's prefill worker,
       from 0) for :func:`perfmodel.replay_ttft` and a cluster's replay. A table without
@@ -360,12 +393,32 @@ def _read_csv(path: Path, text: Any = None, **options: Any) -> pd.DataFrame:
         raise InputError(str(path), f"is not UTF-8 text (byte {error.start}: {error.reason})",
                          "save the trace as UTF-8") from None
     except (pd.errors.ParserError, ValueError) as error:
+        _refuse_other_separator(path)  # (decimal commas in a ';'-separated file: more fields than its header)
         raise InputError(str(path), f"cannot be read as CSV ({str(error).strip()})",
                          "repair the file: one value per header column on every line") from None
+    if len(raw.columns) == 1:  # (no trace has a single column: a file separated otherwise is refused as such)
+        _refuse_other_separator(path)
     if not raw.index.equals(pd.RangeIndex(len(raw))):  # (pandas 3: a RangeIndex from the first field)
         raise InputError(f"{path}, line 2", f"has more fields than the header's {len(raw.columns)} "
                          f"({list(raw.columns)})", "remove the extra fields, or name every column in the header")
     return raw
+
+
+def _refuse_other_separator(path: Path) -> None:
+    """Refuse a CSV trace whose header is one field holding ';' or tabs and no comma, saying how it is separated
+    (:func:`perfmodel.ground.tables.refuse_other_separator`: Excel's "CSV" where the decimal mark is a comma),
+    never as a file without the trace's columns; a header that cannot be read again passes (the caller's error
+    stands)."""
+    from ..ground.tables import detect, open_input, refuse_other_separator
+
+    try:
+        with open_input(path, detect(path).compression) as raw, \
+                io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
+            header = next(csv.reader(text), None)
+    except (OSError, EOFError, ValueError, csv.Error):
+        return
+    if header:
+        refuse_other_separator(header, str(path))
 
 
 def _read_json_lines(path: Path) -> pd.DataFrame:
@@ -381,7 +434,7 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
     """A hash_ids column as Arrow lists of integers (lists as they are, or text such as ``[1, 2, 3]``, a CSV
     file's) and which rows are malformed (an empty cell, text that is no list, an id outside 64 bits):
     with ``errors="raise"`` the first is an error naming the file, the column and its line."""
-    if not (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
+    if not (column.dtype == object or isinstance(column.dtype, pd.StringDtype)) and not _huge_floats(column):
         try:
             lists = pa.array(column, HASH_TYPE)  # (pyarrow 14 keeps an Arrow column's own type here: cast)
             return lists.cast(HASH_TYPE), np.zeros(len(column), dtype=bool)
@@ -403,51 +456,17 @@ def _hash_lists(column: pd.Series, path: Any, errors: str = "raise") -> tuple[pa
     return pa.array(values, HASH_TYPE), bad
 
 
-def id_cell(value: Any) -> list[int]:
-    """One hash_ids cell as a list of 64-bit integers, or a ValueError saying what it holds."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
-        raise ValueError("the cell is empty (a request's block ids are unknown: write [] for none)")
-    try:
-        ids = _id_list(value) if isinstance(value, str) else list(value)
-    except ShortenedList:
-        raise ShortenedList(f"holds {value!r}, a list shortened with '...' when it was written (pandas prints a "
-                            "long list so in a CSV file): its ids are lost") from None
-    except (ValueError, TypeError) as error:
-        why = f": {error}" if isinstance(error, ValueError) and str(error) else ""
-        raise ValueError(f"holds {value!r}, not a list of block ids{why}") from None
-    ids = [_whole(h, value) for h in ids]  # (1.0 is block 1, as the replay reads it; 1.5 is no block)
-    if not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in ids):
-        raise ValueError(f"holds {value!r}, not a list of whole block ids")
-    if not all(-(2**63) <= h < 2**63 for h in ids):
-        raise ValueError(f"holds a block id outside 64-bit integers ({str(value)[:40]})")
-    return ids
+def _huge_floats(column: pd.Series) -> bool:
+    """Whether an Arrow column of lists of floats (a Parquet file's) holds one above 2**53 in magnitude, which the
+    cast to int64 would take as an exact id (:func:`_whole` refuses it, cell by cell)."""
+    import pyarrow.compute as pc
 
-
-class ShortenedList(ValueError):
-    """A hash_ids cell written shortened with ``...`` (pandas' printing of a long list): its ids are lost."""
-
-
-def _whole(h: Any, value: Any) -> Any:
-    """A block id given as a float: the integer when whole and within 64 bits (else ``h`` as it is, refused by
-    the caller), a ValueError naming it when fractional or not finite."""
-    if not isinstance(h, (float, np.floating)):
-        return h
-    if not (math.isfinite(h) and h == math.floor(h)):
-        raise ValueError(f"holds {value!r}, whose block id {float(h)!r} is not whole")
-    return int(h) if abs(h) < 2.0**63 else h
-
-
-def _id_list(text: str) -> list[int]:
-    """``"[1, 2, 3]"`` (JSON) or ``"[1 2 3]"`` (how pandas writes an Arrow list column to CSV) as a list; an
-    empty element (``"[1,,2]"``, ``"[,]"``) is a ValueError saying so, never merged away."""
-    inner = text.strip()
-    if not (inner.startswith("[") and inner.endswith("]")) or not re.fullmatch(r"[\d\s,+-]*", inner[1:-1]):
-        raise ShortenedList(text) if "..." in inner else ValueError()
-    body = inner[1:-1].strip()
-    items = body.split(",") if "," in body else body.split()
-    if body and not all(item.strip() for item in items):
-        raise ValueError("an empty element, a block whose id is unknown (as a null one)")
-    return [int(item) for item in items]
+    arrow_type = getattr(column.dtype, "pyarrow_dtype", None)
+    if arrow_type is None or not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)) \
+            or not pa.types.is_floating(arrow_type.value_type):
+        return False
+    largest = pc.max(pc.abs(pc.list_flatten(pa.array(column)))).as_py()
+    return largest is not None and largest > 2.0**53
 
 
 def _read_parquet(path: Any) -> pd.DataFrame:
@@ -494,12 +513,23 @@ def pc_fill_empty(chunk: pa.ListArray) -> pa.ListArray:
     return pc.if_else(pc.is_null(chunk), pa.scalar([], type=HASH_TYPE), chunk)
 
 
-def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[pd.Series, Any]:
+class _OtherZone(Exception):
+    """Datetimes with a UTC offset measured from an origin without one, or the reverse (``zoned``: whether the
+    column measured has the offsets): pandas cannot subtract them, and which zone the naive ones are in is
+    unknown."""
+
+    def __init__(self, zoned: bool) -> None:
+        super().__init__(zoned)
+        self.zoned = zoned
+
+
+def _times_ms(column: pd.Series, origin: Any = None, where: str = "", path: Path | None = None) -> tuple[pd.Series, Any]:
     """Times as float ms, and the origin of datetimes (None for numbers): numbers as they are;
     datetimes from ``origin`` (default: their earliest). A text column is numbers unless more of
     its values read as datetimes, so a stray word spoils its own row only (and "25" stays 25 ms).
     Datetimes with different UTC offsets are instants (read in UTC); with and without an offset
-    in one column they are ambiguous, and refused naming ``where`` (file and column) and the line."""
+    in one column they are ambiguous, and refused naming ``where`` (file and column) and the line
+    of ``path``; with an offset where ``origin`` has none (or the reverse), an :class:`_OtherZone`."""
     if pd.api.types.is_timedelta64_dtype(column):  # durations (a Parquet file's): from the trace's start, in ms
         return column / pd.Timedelta(1, "ms"), None
     if non_numeric_kind(column) == "booleans":
@@ -513,9 +543,11 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
         try:
             with warnings.catch_warnings():  # (pandas 2.x: mixed time zones warn, then give objects)
                 warnings.simplefilter("ignore", FutureWarning)
-                parsed = _one_format(column)
+                parsed = one_format(column, where)
             if not pd.api.types.is_datetime64_any_dtype(parsed):  # pandas < 3: time zones it would not mix
                 raise ValueError("mixed time zones")
+        except InputError:  # (dates whose order of day and month is ambiguous)
+            raise
         except ValueError:  # time zones that pandas will not mix in one column (pandas 3 raises)
             text = column.astype("string").str.strip()
             aware = text.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$", regex=True).fillna(False).to_numpy(dtype=bool)
@@ -523,33 +555,17 @@ def _times_ms(column: pd.Series, origin: Any = None, where: str = "") -> tuple[p
                 parsed = pd.to_datetime(column, errors="coerce", format="mixed", utc=True)
             else:
                 line = int(np.argmax(aware != aware[0]))
-                raise InputError(f"{where}, line {line + 2}", f"{text.iloc[line]!r} has {'a' if aware[line] else 'no'} "
-                                 f"time zone and line 2 {'has one' if aware[0] else 'has none'} ({text.iloc[0]!r}): "
+                at, first = (_place(path, line), _place(path, 0)) if path else (f"row {line + 1}", "row 1")
+                raise InputError(f"{where}, {at}", f"{text.iloc[line]!r} has {'a' if aware[line] else 'no'} "
+                                 f"time zone and {first} {'has one' if aware[0] else 'has none'} ({text.iloc[0]!r}): "
                                  "times with and without one are ambiguous", "give every time its UTC offset (e.g. "
                                  "+00:00), or none") from None
         if numbers.notna().sum() >= parsed.notna().sum():
             return numbers, None
+    if origin is not None and not pd.isna(origin) and (parsed.dt.tz is None) != (origin.tzinfo is None):
+        raise _OtherZone(parsed.dt.tz is not None)
     origin = parsed.min() if origin is None else origin
     return (parsed - origin).dt.total_seconds() * 1000.0, origin
-
-
-def _one_format(column: pd.Series) -> pd.Series:
-    """Text as datetimes in one format for the whole column (never guessed row by row: 12/11 and 13/11 would be
-    read month first and day first): ISO 8601 (any precision), else the format of its first value as pandas
-    infers it, a second's fraction aside (``18:15:46`` and ``18:15:46.5`` are one format); a row in another
-    format is no time (NaT: a malformed row)."""
-    iso = pd.to_datetime(column, errors="coerce", format="ISO8601")
-    if iso.notna().sum() == column.notna().sum():
-        return iso
-    text = column.astype("string").str.strip()
-    with warnings.catch_warnings():  # (a first value pandas cannot infer a format from: each value parsed alone)
-        warnings.simplefilter("ignore", UserWarning)
-        seconds = pd.to_datetime(text.str.replace(r"(:\d\d)[.,]\d+", r"\1", regex=True), errors="coerce")
-        each = pd.to_datetime(text, errors="coerce", format="mixed")  # (each value alone: its fraction kept)
-    if not (pd.api.types.is_datetime64_any_dtype(seconds) and pd.api.types.is_datetime64_any_dtype(each)):
-        return iso  # (time zones pandas will not mix: the caller's own case)
-    inferred = each.where(seconds.notna() & (each.dt.floor("s") == seconds))  # read as the first value is
-    return inferred if inferred.notna().sum() > iso.notna().sum() else iso
 
 
 def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: str,
@@ -570,15 +586,22 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
     if absent:
         raise InputError(str(path), f"no column {', '.join(absent)}; the file has {list(raw.columns)}",
                          "map each name to one of the file's columns")
-    arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}")
+    arrival, origin = _times_ms(raw[mapping["arrival_ms"]], where=f"{path}: column {mapping['arrival_ms']!r}",
+                                path=path)
     out = pd.DataFrame({"arrival_ms": arrival,
                         "num_input_tokens": _counts(raw[mapping["num_input_tokens"]], path, errors)})
     for name in ("num_output_tokens", "prefill_worker"):  # (never made up where the file has none: left out)
         if name in mapping:
             out[name] = _counts(raw[mapping[name]], path, errors)
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
-        out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin,
-                                                  where=f"{path}: column {mapping['ready_ms']!r}")
+        try:
+            out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin,
+                                                      where=f"{path}: column {mapping['ready_ms']!r}", path=path)
+        except _OtherZone as other:  # (pandas: "Cannot subtract tz-naive and tz-aware datetime-like objects")
+            zoned, naive = ("ready_ms", "arrival_ms") if other.zoned else ("arrival_ms", "ready_ms")
+            raise InputError(str(path), f"{zoned} ({mapping[zoned]!r}) has times with a UTC offset but {naive} "
+                             f"({mapping[naive]!r}) has none: the zone of those is unknown", "give both columns' times "
+                             "a UTC offset (e.g. +00:00), or neither") from None
         if (ready_origin is None) != (origin is None):
             kinds = {True: "numbers (ms)", False: "datetimes"}
             raise InputError(str(path), f"ready_ms ({mapping['ready_ms']!r}) holds {kinds[ready_origin is None]} but "
