@@ -133,19 +133,19 @@ def test_ttft_vs_rate_names_values_as_given(trace):
     assert labels[0] == "decode_kv_tokens=none: p99 TTFT" and labels[3] == "decode_kv_tokens=200,000: p99 TTFT"
 
 
-@pytest.mark.parametrize("text", ["1,024", "131,072", "1,024,000", " 8,016 "])
-def test_tokens_with_a_thousands_separator_are_refused_not_read_as_a_list(text):
+@pytest.mark.parametrize("text", ["1,024", "131,072", "1,024,000", " 8,016 ", "32,768", "128,256,512"])
+def test_tokens_that_read_as_one_number_with_thousands_separators_are_refused(text):
     from perfmodel.cli._parsing import UsageError, parse_tokens
 
-    with pytest.raises(UsageError, match=f"write {text.strip().replace(',', '')} "):
+    with pytest.raises(UsageError, match=f"write {text.strip().replace(',', '')} for one count"):
         parse_tokens(text)
 
 
 @pytest.mark.parametrize(
     ("text", "counts"),
-    [("32,768", [32, 768]), ("128,256,512", [128, 256, 512]), ("1k,8k", [1024, 8192]), ("100,1000", [100, 1000])],
+    [("32, 768", [32, 768]), ("128, 256, 512", [128, 256, 512]), ("1k,8k", [1024, 8192]), ("100,1000", [100, 1000])],
 )
-def test_token_lists_without_leading_zeros_stay_lists(text, counts):
+def test_token_lists_that_are_no_number_stay_lists(text, counts):
     from perfmodel.cli._parsing import parse_tokens
 
     assert parse_tokens(text) == counts

@@ -63,9 +63,9 @@ def test_a_knee_without_zeros_keeps_its_labels(zero_handoff_grid, ax):
         pp.ttft_vs_rate(grid, by="kv_transfer_bandwidth", ax=ax)
     assert [line.get_marker() for line in ax.get_lines()] == ["o", "None", "None"]
     assert _labels(ax) == [
-        "kv_transfer_bandwidth=50.0: p99 TTFT",
-        "kv_transfer_bandwidth=50.0: p50 TTFT",
-        "kv_transfer_bandwidth=50.0: p99 handoff",
+        "kv_transfer_bandwidth=50: p99 TTFT",
+        "kv_transfer_bandwidth=50: p50 TTFT",
+        "kv_transfer_bandwidth=50: p99 handoff",
     ]
 
 

@@ -51,13 +51,16 @@ def parse_tokens(spec: str) -> list[int]:
     >>> parse_tokens("1000:4000:1000")
     [1000, 2000, 3000, 4000]
 
-    A list that reads as one number with thousands separators (a group starting with 0: ``1,024``) is refused.
+    A list that also reads as one number with thousands separators (``32,768``) is refused; ``32, 768`` is the
+    list.
     """
     if ":" not in spec:
-        if re.fullmatch(r"\s*\d{1,3}(,\d{3})*,0\d\d(,\d{3})*\s*", spec):  # ('1,024': never [1, 24])
+        if re.fullmatch(r"\s*\d{1,3}(,\d{3})+\s*", spec):  # ('32,768': 32768 or [32, 768]? never guessed)
+            parts = [part.strip() for part in spec.split(",")]
             raise UsageError(
-                f"--tokens {spec!r} reads as one number with thousands separators (a part starts with 0), not "
-                f"a list: write {spec.strip().replace(',', '')} (a list is '1k,8k,32k')"
+                f"--tokens {spec!r} reads as one number with thousands separators or as a list of "
+                f"{len(parts)} counts: write {''.join(parts)} for one count, or {', '.join(parts)!r} (a space after "
+                "each comma) for the list"
             )
         return _lengths(spec, {token_count(part) for part in spec.split(",") if part.strip()}) or _fail(
             f"empty token list {spec!r}"
@@ -308,8 +311,19 @@ def read_trace_file(args: argparse.Namespace, command: str, columns: Sequence[st
 
 
 def column_pairs(pairs: Sequence[str], allowed: Sequence[str] = COLUMN_ARGUMENTS) -> dict[str, str]:
-    """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one."""
-    return dict(name_value("--column", pair, allowed, f"{allowed[0]}=my_column") for pair in pairs)
+    """``NAME=COLUMN`` options as a mapping; a NAME outside ``allowed`` is an error with the closest one, and so
+    is a NAME given twice (the last would win without a word).
+
+    >>> column_pairs(["num_input_tokens=prompt", "arrival_ms=t"], ["num_input_tokens", "arrival_ms"])
+    {'num_input_tokens': 'prompt', 'arrival_ms': 't'}
+    """
+    mapping: dict[str, str] = {}
+    for pair in pairs:
+        name, column = name_value("--column", pair, allowed, f"{allowed[0]}=my_column")
+        if name in mapping:
+            raise UsageError(f"--column {name} given twice ({name}={mapping[name]}, {name}={column}): give it once")
+        mapping[name] = column
+    return mapping
 
 
 def name_value(option: str, spec: str, allowed: Sequence[str], example: str) -> tuple[str, str]:

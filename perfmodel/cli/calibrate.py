@@ -57,20 +57,22 @@ def _calibrate(args: argparse.Namespace) -> int:
         fit_from_bytes=args.fit_from_bytes,
     )
     link, m = fitted.link, fitted.measurements
-    print(f"fitted {link.name!r}: {fitted.report.describe()}")
+    report = [f"fitted {link.name!r}: {fitted.report.describe()}"]  # (printed once the files are written and saved)
     smaller = int((~m.fitted).sum())
     if smaller:
-        print(
+        report.append(
             f"({count(smaller, 'smaller transfer')}, below {m.fit_from_bytes:,.0f} bytes, "
             f"{'is' if smaller == 1 else 'are'} not fitted: --fit-from-bytes 0 fits every size)"
         )
-    print(f"{'link':<24} {'max error':>10} {'mean error':>11}" + ("  (over the transfers fitted)" if smaller else ""))
+    report.append(
+        f"{'link':<24} {'max error':>10} {'mean error':>11}" + ("  (over the transfers fitted)" if smaller else "")
+    )
     for candidate in [link, *compare]:
         errors = fitted.relative_errors(candidate)[m.fitted]
-        print(f"{candidate.name:<24} {errors.max():>10.1%} {errors.mean():>11.1%}")
+        report.append(f"{candidate.name:<24} {errors.max():>10.1%} {errors.mean():>11.1%}")
     if not compare:
-        print("(--link NAME: the link these measurements ran on, to compare the fit with)")
-    print(_by_size(fitted, [link, *compare]))
+        report.append("(--link NAME: the link these measurements ran on, to compare the fit with)")
+    report.append(_by_size(fitted, [link, *compare]))
     with output_folder(args.out, command="calibrate", names=["calibration.png"], inputs=[args.measurements]) as stage:
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
         pp.calibration(
@@ -83,8 +85,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         save(fig, stage / "calibration.png")
         plt.close(fig)
         path = save_link(link, source=_command(args), replace=args.replace) if args.save else None
-    print(f"\nwrote {args.out / 'calibration.png'}")
-    print(_saved(link.name, path))
+    print("\n".join([*report, "", f"wrote {args.out / 'calibration.png'}", _saved(link.name, path)]))
     return 0
 
 
@@ -201,7 +202,7 @@ def register(sub: Any) -> None:
         "ib_*_lat), or dataset:NAME (a shipped table, see perfmodel.datasets): nbytes (or "
         "#bytes, or num_input_tokens with --model or a model column), measured_ms (or "
         "measured_us, measured_gb_s decimal, measured_gib_s binary, perftest's "
-        "'BW average[MB/sec]' or 'BW average[Gb/sec]'), optional n_blocks and n_messages",
+        "'BW average[MB/sec]', 'BW average[MiB/sec]' or 'BW average[Gb/sec]'), optional n_blocks and n_messages",
     )
     calibrate.add_argument("--name", required=True, help="the link's name (then --link NAME everywhere)")
     calibrate.add_argument("--link", metavar="NAME", help="the link the measurements ran on, shown next to the fit")

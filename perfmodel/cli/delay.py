@@ -44,7 +44,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
     for name, options in (("kv_bytes_per_token", bytes_flags), ("kv_transfer_bandwidth", bandwidth_flags)):
         first = next(((option, value) for option, value in options if value is not None and value != ""), None)
         if first is not None:
-            flag[name], flagged[name] = first
+            flag[name], flagged[name] = first[0], _preset(*first)
     table = given(args)
     flagged.update(table)
     flag.update({name: str(INPUTS[name].cli) for name in table})
@@ -78,6 +78,16 @@ def cmd_delay(args: argparse.Namespace) -> int:
         record_output_file(args.out, command="delay")
     print(f"wrote {args.out} ({count(rows, 'row')})", file=sys.stderr)
     return 0
+
+
+def _preset(flag: str, value: Any) -> Any:
+    """``--link NAME`` and ``--model NAME`` as the presets they name (on the command line a flag's name is a preset,
+    never a column of the file, which ``--column`` names: a file with a column of that name is no ambiguity)."""
+    import perfmodel
+
+    if flag == "--link":
+        return perfmodel.get_link(value)
+    return perfmodel.model_config(value) if flag == "--model" else value
 
 
 def _say_columns_replaced(source: str, flags: dict[str, str]) -> None:

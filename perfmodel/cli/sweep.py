@@ -72,7 +72,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with output_folder(
         out, command="sweep", names=names
     ) as stage:  # refuses a folder holding files of these names not ours
-        rows = _sweep_outputs(axes, tokens, stage, table_name)
+        rows, summary = _sweep_outputs(axes, tokens, stage, table_name)
+    print(summary)  # (after the files are in place: a closed or full output keeps them)
     figures = [str(out / n) for n in names[1:] if (out / n).exists()]
     print(f"\nwrote {out / table_name} ({count(rows, 'row')})" + (f" and {', '.join(figures)}" if figures else ""))
     return 0
@@ -103,8 +104,8 @@ def _no_repeats(axes: dict[str, Any]) -> None:
             seen.add(shown)
 
 
-def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_name: str) -> int:
-    """Compute the sweep, write its table and figures into ``stage``, print the summary; return the rows."""
+def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_name: str) -> tuple[int, str | None]:
+    """Compute the sweep, write its table and figures into ``stage``; return the rows and the summary to print."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -122,7 +123,7 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
         draw_heatmap = functools.partial(
             _draw_heatmap, perfmodel.sweep(**grid), stage / "heatmap.png", axes.get("link", [])
         )
-    summary = None
+    summary: str | None = None
     try:
         with alongside(draw_heatmap):  # the two figures drawn side by side, on two cores
             try:
@@ -133,8 +134,7 @@ def _sweep_outputs(axes: dict[str, Any], tokens: list[int], stage: Path, table_n
             summary = _summary(df, tokens)
     except _NotDrawn as error:  # the heatmap's (raised where it was drawn): the table and other figure stand
         print(f"perfmodel sweep: warning: heatmap.png not drawn: {error}", file=sys.stderr)
-    print(summary)
-    return len(df)
+    return len(df), summary
 
 
 class _NotDrawn(Exception):
@@ -164,7 +164,9 @@ def _summary(df: Any, tokens: list[int]) -> str:
     ]  # (bytes of a model: its name)
     levels = [c for c in options if c in ("model", "link", "cluster") or df[c].nunique() > 1]
     fixed = [c for c in options if c not in levels]
-    wanted = [t for t in (1024, 8192, 32768, 131072) if t in tokens] or tokens[:: max(1, len(tokens) // 4)][:4]
+    hits = [t for t in (1024, 8192, 32768, 131072) if t in tokens]  # (a few lengths: these, or spread over them all)
+    spread = sorted({tokens[round(i * (len(tokens) - 1) / 3)] for i in range(4)})
+    wanted = tokens if len(tokens) <= 4 else hits if len(hits) >= 2 else spread
     part = df[df["num_input_tokens"].isin(wanted)]
     table = part.pivot_table(
         index=levels, columns="num_input_tokens", values="handoff_delay_ms", observed=True, sort=False, dropna=False

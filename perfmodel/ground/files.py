@@ -26,6 +26,7 @@ from ..errors import InputError
 __all__ = [
     "MANIFEST",
     "atomic_file",
+    "check_not_in_package",
     "check_not_overlapping",
     "check_output_file",
     "interrupts_deferred",
@@ -66,7 +67,7 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
-        with interrupts_deferred():  # the file and its name, or neither: an interrupt between would leave it
+        with interrupts_deferred(), _said_as(target):  # the file and its name, or neither
             fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
             os.close(fd)
             tmp = Path(name)
@@ -80,6 +81,20 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
         with interrupts_deferred():
             if tmp is not None:
                 tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _said_as(target: Path) -> Iterator[None]:
+    """An OSError making a temporary name beside ``target`` (a read-only or full disk) said of ``target``, the
+    output the user named, never of the temporary name they did not."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno is None:
+            raise
+        raise OSError(
+            error.errno, f"{error.strerror} (cannot write there: choose another --out)", str(target)
+        ) from None
 
 
 #: The signals that interrupt a command: Ctrl-C, ``kill`` and a closed terminal.
@@ -145,6 +160,43 @@ def check_not_overlapping(output: str | os.PathLike, inputs: Iterable[str | os.P
         raise InputError(str(output), problem, "write the output somewhere else (e.g. --out results/)")
 
 
+def check_not_in_package(output: str | os.PathLike) -> None:
+    """Refuse an output inside the installed perfmodel package: its code and the data every ``dataset:NAME``
+    reads (an output there would replace a shipped file, or sit among them).
+
+    >>> check_not_in_package("results")
+    """
+    package = Path(__file__).resolve().parent.parent
+    if _within(Path(output).resolve(), package):
+        raise InputError(
+            str(output),
+            f"lies inside the installed perfmodel package ({package}), whose files are its code and shipped data",
+            "write the output somewhere else (e.g. --out results/)",
+        )
+
+
+def _foreign_manifest(folder: Path) -> bool:
+    """Whether ``folder`` holds a file of the manifest's name that perfmodel did not write (not its JSON)."""
+    path = folder / MANIFEST
+    if not os.path.lexists(path):
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(data, dict) and (data.get("written_by") == "perfmodel" or {"commands", "files"} & set(data)))
+
+
+def _refuse_foreign_manifest(folder: Path) -> None:
+    if _foreign_manifest(folder):
+        raise InputError(
+            str(folder),
+            f"holds {MANIFEST}, which perfmodel did not write (it is the name of the list of files perfmodel "
+            "writes there)",
+            f"choose another --out folder, or move {MANIFEST} away",
+        )
+
+
 def _plain_name(name: object) -> bool:
     return isinstance(name, str) and "/" not in name and name not in ("", ".", "..")
 
@@ -204,8 +256,11 @@ def check_output_folder(
     """
     target = Path(target)
     check_not_overlapping(target, inputs)
+    check_not_in_package(target)
     if os.path.lexists(target) and not target.is_dir():  # (a symlink to nowhere too: it exists)
         raise NotADirectoryError(20, "exists and is not a folder; name a folder", str(target))
+    if target.is_dir():
+        _refuse_foreign_manifest(target)
     manifest = _manifest(target) if target.is_dir() else {}
     owned = manifest.get(command, set())
     foreign = sorted(n for n in names if os.path.lexists(target / n) and n not in owned)
@@ -266,7 +321,7 @@ def output_folder(
         _normal_permissions(target, 0o777)
     staging = None
     try:
-        with interrupts_deferred():  # the folder and its name, or neither
+        with interrupts_deferred(), _said_as(target):  # the folder and its name, or neither
             staging = Path(tempfile.mkdtemp(prefix=".perfmodel-staging-", dir=target))
         yield staging
         written = sorted(p.name for p in staging.iterdir())
@@ -349,6 +404,9 @@ def check_output_file(target: str | os.PathLike, *, command: str, replace: bool 
     perfmodel.errors.InputError: ...mine.csv: exists, and perfmodel delay did not write it. Fix: ...
     """
     target = Path(target)
+    check_not_in_package(target)  # (even with replace: a shipped file is no user's to replace)
+    if target.parent.is_dir():
+        _refuse_foreign_manifest(target.parent)  # (the file's record goes there)
     if replace or not (target.exists() or target.is_symlink()) or target.is_dir():  # (a folder: atomic_file's)
         return
     manifest = _manifest(target.parent)
