@@ -9,12 +9,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import perfmodel
 from perfmodel.cli import main
 
 PACKAGE = Path(perfmodel.__file__).resolve().parent
+MOONCAKE_LINES = [  # (records 1 and 3 malformed; a blank line between 0 and 1)
+    '{"timestamp":0,"input_length":10,"output_length":1}',
+    "",
+    '{"timestamp":1,"input_length":"x","output_length":1}',
+    '{"timestamp":2,"input_length":30,"output_length":1}',
+    '{"timestamp":3,"input_length":-1,"output_length":1}',
+    '{"timestamp":4,"input_length":50,"output_length":1}',
+]
 
 
 @pytest.fixture
@@ -137,3 +146,22 @@ def test_the_sweeps_summary_shows_lengths_across_those_asked(tmp_path, capsys, t
     )
     header = capsys.readouterr().out.splitlines()[1].split()
     assert header == columns, header
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("s.csv", "arrival_ms,num_input_tokens,req\n0,100,a\n5,-3,b\n\n10,200,c\n11,1,d,9\n12,300,e\n"),
+        ("s.jsonl", "\n".join(MOONCAKE_LINES) + "\n"),
+    ],
+)
+def test_a_replays_requests_join_back_to_the_files_records_after_skipped_lines(tmp_path, name, text):
+    """They were numbered again from 0 after the lines left out: row 1 of the output was the file's third record."""
+    (tmp_path / name).write_text(text)
+    with pytest.warns(UserWarning, match="skipped 2 malformed lines of 5"):
+        trace = perfmodel.read_trace(tmp_path / name, errors="skip")
+    assert trace.index.tolist() == [0, 2, 4]
+    assert main(["trace", str(tmp_path / name), "--model", "llama-3.1-8b", "--link", "ib-ndr", "--skip-bad-lines",
+                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    replay = pd.read_csv(tmp_path / "out" / "replay.csv")
+    assert replay["request"].tolist() == [0, 2, 4]

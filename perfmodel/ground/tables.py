@@ -551,9 +551,10 @@ def _records_frame(records: list[dict[str, Any]], names: list[str], types: dict[
     return pd.DataFrame(columns, dtype=object if types is None else None, copy=False)
 
 
-def without_long_lines(path: str | os.PathLike) -> tuple[_io.StringIO, int]:
+def without_long_lines(path: str | os.PathLike) -> tuple[_io.StringIO, list[int]]:
     """A CSV file's text without its records of more fields than the header (pandas stops at the first, or reads
-    its first field as an index), and how many were left out: what ``errors="skip"`` reads instead of the file.
+    its first field as an index), and which were left out (their positions among the file's records, blank lines
+    not counted, from 0): what ``errors="skip"`` reads instead of the file.
 
     Blank lines are kept (a CSV reader skips them, uncounted); a record of fewer fields stays, for the reader to
     find its empty cells. The file is read as UTF-8 text (a byte-order mark aside), compressed or not.
@@ -565,20 +566,20 @@ def without_long_lines(path: str | os.PathLike) -> tuple[_io.StringIO, int]:
 
     Returns
     -------
-    tuple of (io.StringIO, int)
-        The records kept, as CSV text from the header on, and the number of records left out.
+    tuple of (io.StringIO, list of int)
+        The records kept, as CSV text from the header on, and the positions of the records left out.
 
     Examples
     --------
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
     >>> _ = path.write_text("a,b\\n1,2\\n3,4,5\\n6,7\\n")
-    >>> text, skipped = without_long_lines(path)
-    >>> text.getvalue().splitlines(), skipped
-    (['a,b', '1,2', '6,7'], 1)
+    >>> text, left_out = without_long_lines(path)
+    >>> text.getvalue().splitlines(), left_out
+    (['a,b', '1,2', '6,7'], [1])
     """
     path = Path(path)
-    kept, skipped = _io.StringIO(), 0
+    kept, left_out, position = _io.StringIO(), [], 0
     writer = csv.writer(kept, lineterminator="\n")
     with (
         open_input(path, detect(path).compression) as raw,
@@ -587,12 +588,13 @@ def without_long_lines(path: str | os.PathLike) -> tuple[_io.StringIO, int]:
         records = csv.reader(text)
         header = next(records, None)
         if header is None:
-            return kept, 0
+            return kept, []
         writer.writerow(header)
         for record in records:
             if len(record) > len(header):
-                skipped += 1
+                left_out.append(position)
             else:
                 writer.writerow(record)
+            position += bool(record)  # (a blank line is no record: the reader skips it)
     kept.seek(0)
-    return kept, skipped
+    return kept, left_out

@@ -106,8 +106,9 @@ def format_columns(path: str | os.PathLike) -> dict[str, str]:
     return dict(FORMAT_COLUMNS.get(_detect(Path(path)), {}))
 
 
-def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
-    """Parse JSON lines with pyarrow; find, name or skip malformed lines only if parsing fails."""
+def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, list[int]]:
+    """Parse JSON lines with pyarrow; find, name or skip malformed lines only if parsing fails (the positions of
+    the lines left out among the file's records, blank lines not counted)."""
     import pyarrow.json as pj
 
     # counts as float64 (exact below 2**53; whole numbers checked with the other rows'), so "600.0" reads as 600
@@ -119,12 +120,14 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
         if table.num_rows and all(table.column(f).null_count == 0 for f in ("timestamp", "input_length")) \
                 and null_hash_rows(table.column("hash_ids")).size == 0 \
                 and all(_below_2_53(table.column(f)) for f in ("input_length", "output_length")):
-            return table, 0
+            return table, []
     except pa.ArrowInvalid:
         pass
     # slow path, only for files with problems (a count parsed as a float from 2**53 on may have been rounded, a
     # whole float among the block ids is no int64 to pyarrow): check each line, then parse the good ones
-    good, skipped, first_bad = [], 0, None
+    good: list[bytes] = []
+    left_out: list[int] = []  # (positions of the lines left out among the file's records)
+    first_bad = None
     from ..ground.tables import detect, open_input
 
     with open_input(path, detect(path).compression) as raw, io.BufferedReader(raw) as handle:  # type: ignore[type-var]  # (typeshed asks for a RawIOBase; any binary stream works)
@@ -135,7 +138,7 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
             if problem is None:
                 good.append(line if line.endswith(b"\n") else line + b"\n")
             else:
-                skipped += 1
+                left_out.append(len(good) + len(left_out))
                 first_bad = first_bad or (number, problem)
                 if errors == "raise":
                     break
@@ -147,7 +150,7 @@ def _mooncake_lines(path: Path, errors: str) -> tuple[pa.Table, int]:
         raise InputError(str(path), "has no valid trace line (each needs timestamp, input_length, output_length)",
                          "give a Mooncake trace: JSON lines with those keys")
     try:
-        return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), skipped
+        return pj.read_json(io.BytesIO(b"".join(good)), parse_options=options), left_out
     except pa.ArrowInvalid as error:  # (what the line checks above do not foresee: still one line, naming the file)
         raise InputError(str(path), f"cannot be read as JSON lines ({str(error).strip()})",
                          "repair the file: one JSON object per line") from None
@@ -271,8 +274,11 @@ def read_trace(
     -------
     pandas.DataFrame
         ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (where the file has them; and
-        ``ready_ms``, ``prefill_worker``, ``hash_ids``), in trace order; ``attrs`` holds ``source``, ``format``, ``skipped_lines`` and
-        ``hash_block_tokens``.
+        ``ready_ms``, ``prefill_worker``, ``hash_ids``), in trace order, each row indexed by its position among
+        the file's records (from 0; blank lines are no records; with ``errors="skip"`` the lines left out leave
+        gaps), so that a replay's rows, which keep the index, join back to the file's; ``arrival_ms`` (and
+        ``ready_ms``) count from the first arrival. ``attrs`` holds ``source``, ``format``, ``skipped_lines``
+        and ``hash_block_tokens``.
 
     Examples
     --------
@@ -333,9 +339,10 @@ def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: s
     """A trace file of format ``fmt`` in canonical columns (rows not yet checked), the lines skipped and where each
     column comes from; a generic table's columns found under their own names, then ``own`` (a format's names, read
     as a table), then ``columns``."""
-    skipped, sources = 0, {}
+    left_out: list[int] = []
+    sources: dict[str, Source] = {}
     if fmt == "mooncake":
-        table, skipped = _mooncake_lines(path, errors)
+        table, left_out = _mooncake_lines(path, errors)
         hashes = table.column("hash_ids")
         if hashes.null_count:
             hashes = pa.chunked_array([pc_fill_empty(chunk) for chunk in hashes.chunks], type=HASH_TYPE)
@@ -347,7 +354,7 @@ def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: s
         })
         sources = {name: Source(column, df[name]) for name, column in FORMAT_COLUMNS["mooncake"].items()}
     elif fmt == "azure":
-        raw, skipped = _csv_skipping(path, errors)
+        raw, left_out = _csv_skipping(path, errors)
         if pd.api.types.is_numeric_dtype(raw.get("TIMESTAMP", pd.Series(dtype=object))):
             raise InputError(f"{path}: column 'TIMESTAMP'", "holds numbers, but an Azure trace's are datetimes (of "
                              "which unit would the numbers be?)", "read it as format='csv' with columns={'arrival_ms': "
@@ -355,7 +362,7 @@ def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: s
         df = _canonical(raw, FORMAT_COLUMNS["azure"], path, errors, sources)  # (counts read by _counts)
     elif fmt in ("csv", "parquet", "jsonl"):
         if fmt == "csv":
-            raw, skipped = _csv_skipping(path, errors)
+            raw, left_out = _csv_skipping(path, errors)
         else:
             raw = {"parquet": _read_parquet, "jsonl": _read_json_lines}[fmt](path)
         found = {c: c for c in (*_CANONICAL, *_OPTIONAL) if c in raw}  # columns under their own names
@@ -363,23 +370,25 @@ def _read_format(path: Path, fmt: str, columns: dict[str, str] | None, errors: s
         df = _canonical(raw, {**found, **(columns or {})}, path, errors, sources)
     else:
         raise InputError("format", f"unknown trace format {fmt!r}", "use 'mooncake', 'azure', 'csv', 'parquet' or 'jsonl'")
-    return df, skipped, sources
+    if left_out:  # (each request keeps its position among the file's records: a replay's rows join back to them)
+        df.index = np.setdiff1d(np.arange(len(df) + len(left_out)), left_out)
+    return df, len(left_out), sources
 
 
-def _csv_skipping(path: Path, errors: str) -> tuple[pd.DataFrame, int]:
-    """A CSV trace as a frame, and the records left out: with ``errors="skip"``, a file with records of more
-    fields than the header is read without them (:func:`perfmodel.ground.tables.without_long_lines`)."""
+def _csv_skipping(path: Path, errors: str) -> tuple[pd.DataFrame, list[int]]:
+    """A CSV trace as a frame, and the records left out (their positions): with ``errors="skip"``, a file with
+    records of more fields than the header is read without them (:func:`perfmodel.ground.tables.without_long_lines`)."""
     from ..ground.tables import without_long_lines
 
     try:
-        return _read_csv(path), 0
+        return _read_csv(path), []
     except InputError:
         if errors != "skip":
             raise
-        text, skipped = without_long_lines(path)
-        if not skipped:
+        text, left_out = without_long_lines(path)
+        if not left_out:
             raise
-        return _read_csv(path, text), skipped
+        return _read_csv(path, text), left_out
 
 
 def _read_csv(path: Path, text: Any = None, **options: Any) -> pd.DataFrame:
@@ -645,7 +654,7 @@ def _check_rows(df: pd.DataFrame, path: Path, errors: str, sources: dict[str, So
     if bad.any():
         if errors == "raise":
             raise malformed_rows_error(df, rules, path, sources)
-        df = df.loc[~bad].reset_index(drop=True)
+        df = df.loc[~bad]  # (each request keeps its position among the file's records)
     return df.assign(num_input_tokens=df["num_input_tokens"].astype("int64"),
                      **{c: pd.to_numeric(df[c]).astype("int64") for c in counts}), int(bad.sum())
 
