@@ -165,3 +165,13 @@ def test_a_replays_requests_join_back_to_the_files_records_after_skipped_lines(t
                  "--out", str(tmp_path / "out")]) == 0  # fmt: skip
     replay = pd.read_csv(tmp_path / "out" / "replay.csv")
     assert replay["request"].tolist() == [0, 2, 4]
+
+
+@pytest.mark.parametrize("flag", ["--bandwidth", "--latency-ms"])
+def test_a_flag_that_overflows_is_refused_not_read_as_infinity(requests_csv, tmp_path, capsys, flag):
+    """--bandwidth 1e400 was a free transfer: 0 ms delays."""
+    more = [] if flag == "--bandwidth" else ["--bandwidth", "50"]
+    code = main(["delay", str(requests_csv), "--out", str(tmp_path / "o.csv"), "--model", "llama-3.1-70b", flag,
+                 "1e400", *more])  # fmt: skip
+    assert code == 2 and "'1e400' is beyond a float's range" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()

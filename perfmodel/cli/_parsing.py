@@ -119,6 +119,23 @@ def _check_range_size(spec: str, count: float) -> None:
         )
 
 
+def flag_float(text: str) -> float:
+    """A flag's number as Python reads it, but never an overflow taken for infinity: ``1e400`` (a typo) is refused,
+    ``inf`` is infinity as written; a ValueError for text that is no number.
+
+    >>> flag_float("2.5"), flag_float("inf")
+    (2.5, inf)
+    >>> flag_float("1e400")
+    Traceback (most recent call last):
+    ...
+    perfmodel.cli._parsing.UsageError: '1e400' is beyond a float's range (about 1.8e308): write inf for no limit
+    """
+    value = float(text)
+    if math.isinf(value) and "inf" not in str(text).lower():
+        raise UsageError(f"{str(text).strip()!r} is beyond a float's range (about 1.8e308): write inf for no limit")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
     try:
@@ -185,7 +202,7 @@ def floats(
     for text in texts:
         for part in str(text).split(","):
             try:
-                value = float(part)
+                value = flag_float(part)
             except ValueError:
                 raise UsageError(f"{name}{part!r} is not a number") from None
             if math.isnan(value):  # NaN is no number at all: said as what it is, with the range the flag takes
@@ -210,7 +227,7 @@ def finite_above_zero(text: str) -> float:
     """
     rule = "pass a finite number > 0"
     try:
-        value = float(text)
+        value = flag_float(text)
     except ValueError:
         raise UsageError(f"{text!r} is not a number: {rule}") from None
     if math.isnan(value):
@@ -423,11 +440,14 @@ def _within(where: str, name: str, text: str) -> float:
     entry = INPUTS[name]
     said = f"{where}: " if where else ""
     try:
-        value = float(text)
+        value = flag_float(text)
     except ValueError:
         raise UsageError(f"{said}{text!r} is not a number: {entry.rule}") from None
     if math.isnan(value):  # (NaN marks an unknown row in a column; a flag gives a number)
-        raise UsageError(f"{said}{text.strip()!r} is not a number (NaN): {entry.rule}")
+        raise UsageError(
+            f"{said}{text.strip()!r} is not a number (NaN): a flag takes a number (NaN only marks a row of a "
+            f"file without a value); {entry.rule}"
+        )
     import numpy as np
 
     with np.errstate(invalid="ignore"):  # (inf - floor(inf) is NaN: outside's whole-number test)
