@@ -39,15 +39,19 @@ def numbers(where: str, key: str, values: list[Any], kind: type, failed: np.ndar
     return array.astype(np.int64) if kind is int else array
 
 
-def check_buckets(where: str, buckets: list[tuple[float, float]], count: float, total: float) -> None:
+def check_buckets(
+    where: str, buckets: list[tuple[float, float]], count: float, total: float, *, signed: bool = False
+) -> None:
     """A histogram's buckets as the exposition format requires them: counts finite and >= 0, cumulative (never
     decreasing), the last ``+Inf``, equal to ``_count``; ``le`` and ``_sum`` not NaN or negative (``_sum``
-    finite); else its quantiles would mean nothing, and it is refused."""
+    finite); else its quantiles would mean nothing, and it is refused. With ``signed``, ``le`` and ``_sum`` may
+    be negative (a histogram perfmodel does not interpret, a temperature's: legal in the format, kept as the
+    engine wrote it); only the sign is free."""
     counts = [n for _, n in buckets]
     bad = [f"_bucket le {le:g}: {n:g}" for le, n in buckets if not 0 <= n < math.inf]
-    bad += [f"le {le:g}" for le, _ in buckets if not le >= 0]
+    bad += [f"le {le:g}" for le, _ in buckets if (math.isnan(le) if signed else not le >= 0)]
     bad += [f"_count {count:g}" for _ in [0] if not (math.isnan(count) or 0 <= count < math.inf)]
-    bad += [f"_sum {total:g}" for _ in [0] if not 0 <= total < math.inf]
+    bad += [f"_sum {total:g}" for _ in [0] if not (math.isfinite(total) if signed else 0 <= total < math.inf)]
     problem = (
         "a NaN, infinite or negative value (" + ", ".join(bad) + ")"
         if bad
