@@ -309,25 +309,27 @@ def _snapshot() -> dict:
 
 
 def _digest(value) -> str:
-    """A frame (its values to 17 digits, its columns, dtypes and attrs) or a list of notes, as a short hash."""
+    """A frame (its values to 17 digits, its columns, the kinds of its dtypes and its attrs, the source by its
+    file's name) or a list of notes, as a short hash: the same on every machine, path and pandas version."""
     if isinstance(value, list):
         text = json.dumps(value)
     else:
-        text = value.to_csv(float_format="%.17g") + repr(value.dtypes.to_dict())
-        text += json.dumps(value.attrs, sort_keys=True, default=str)
+        attrs = {k: Path(v).name if k == "source" else v for k, v in value.attrs.items()}
+        text = value.to_csv(float_format="%.17g") + repr([dtype.kind for dtype in value.dtypes])
+        text += json.dumps(attrs, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 #: Each shipped file's frame, the comparison and the fits' notes, as the readers gave them before these fixes.
-BEFORE = {
-    "sglang_bench_serving.jsonl0": "9d1b5b8ff9abbf29",
-    "sglang_bench_serving.jsonl1": "c264c4faab23e442",
-    "sglang_bench_serving.jsonl-1": "c264c4faab23e442",
-    "sglang_decode.prom": "ee771fd7308a8bf3",
-    "sglang_prefill.prom": "45e7283377a317f9",
-    "vllm_bench_serve.json": "ba37a26710dcf3b1",
-    "vllm_nixl.prom": "d86ff71578758369",
-    "compare": "6c571a93d3c01132",
+BEFORE = {  # (computed with the readers of commit e6c537c, before these fixes)
+    "sglang_bench_serving.jsonl0": "4ef2801cd01a92e9",
+    "sglang_bench_serving.jsonl1": "2b3289a152c1e806",
+    "sglang_bench_serving.jsonl-1": "2b3289a152c1e806",
+    "sglang_decode.prom": "b2ff96bc16b38c1b",
+    "sglang_prefill.prom": "0c8ae0bd763c5bb3",
+    "vllm_bench_serve.json": "c1de3aaeaef41a0c",
+    "vllm_nixl.prom": "22bcab79c07d75e9",
+    "compare": "68be12a31a69b0ea",
     "fits": "0baf7a4626a1a7f0",
 }
 
