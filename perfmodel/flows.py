@@ -214,8 +214,9 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     prompt, each handoff alone (no contention), the whole TP group's flows over the node's NICs. For a trace's
     p99 under load, :func:`perfmodel.required_nics` replays it on each count.
 
-    Every NIC count the cluster's nodes can take is tried, the cluster otherwise as it is: the divisors of
-    ``gpus_per_node`` (GPUs sharing a NIC), then 2 to :data:`MAX_NICS_PER_GPU` NICs per GPU; counts its PCIe
+    The NIC counts tried, the cluster otherwise as it is: the divisors of ``gpus_per_node`` (GPUs sharing a
+    NIC), then 2 to :data:`MAX_NICS_PER_GPU` (4) NICs per GPU, as many as shipping nodes have (a cluster takes
+    up to 8 per GPU: price more with :func:`perfmodel.handoff_delay_ms` on such a cluster); counts its PCIe
     switches cannot take are skipped. The answer is the smallest count whose delay
     (:func:`perfmodel.handoff_delay_ms` with the same inputs) is within the budget. A handoff that crosses no
     NIC (both workers in one NVLink domain) meets it with any count: the answer is then the smallest. This
@@ -239,7 +240,7 @@ def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_tok
     Returns
     -------
     numpy.ndarray
-        float64 NICs per node for each prompt: ``inf`` where no count meets the budget (even
+        float64 NICs per node for each prompt: ``inf`` where no count tried meets the budget (even
         :data:`MAX_NICS_PER_GPU` NICs per GPU are too slow, or the fixed costs alone exceed it), NaN where
         no handoff is modeled. Counts the cluster cannot be built with (its PCIe switches, NIC map or NICs
         down) are not tried, and a warning names them.

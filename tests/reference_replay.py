@@ -96,7 +96,7 @@ def replay_reference(
                 for a in active[k]:
                     a[0] -= (t - clock[0]) * rate / len(active[k])
             clock[0] = t
-            if start <= finish:
+            if start < finish:  # (a transfer finishing at that instant first: its link is free)
                 _, seq, r = waiting.pop(0)
                 k = min(range(links), key=lambda j: (len(active[j]), j))
                 active[k].append([out[r]["transfer_bytes"], seq, r])
@@ -240,7 +240,7 @@ def contention_reference(
                 for q in moving[k]:
                     moving[k][q] -= (t - clock) * rate / len(moving[k])
             clock = t
-            if start <= finish:
+            if start < finish:  # (a transfer finishing at that instant first: its link is free)
                 _, _, r = starts.pop(0)
                 k = min(range(links), key=lambda j: (len(moving[j]), j))
                 moving[k][r] = nbytes[r]

@@ -210,7 +210,7 @@ def ttft_reference(
                 for a in active[k]:
                     a[0] -= (t - clock[0]) * rate / len(active[k])
             clock[0] = t
-            if start <= finish:
+            if start < finish:  # (a transfer finishing at that instant first: its link is free)
                 _, s, r = waiting.pop(0)
                 k = min(range(links), key=lambda j: (len(active[j]), j))
                 active[k].append([out[r]["transfer_bytes"], s, r])

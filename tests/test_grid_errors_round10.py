@@ -129,7 +129,11 @@ def test_ttft_vs_rate_names_values_as_given(trace):
         request_rate_per_s=[5, 10],
         progress=False,
     )
-    labels = [line.get_label() for line in pp.ttft_vs_rate(grid, by="decode_kv_tokens").get_lines()]
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots()  # (its own axes: the current ones may hold another test's lines)
+    labels = [line.get_label() for line in pp.ttft_vs_rate(grid, by="decode_kv_tokens", ax=ax).get_lines()]
+    plt.close(figure)
     assert labels[0] == "decode_kv_tokens=none: p99 TTFT" and labels[3] == "decode_kv_tokens=200,000: p99 TTFT"
 
 

@@ -506,14 +506,14 @@ def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_i
 @jit(inline="always", **no_reference_counting())
 def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
     """Fair sharing up to ``now``: data phases starting (when their fixed costs end) and transfers
-    finishing, in time order (a start first on ties). ``counts``: [pending insertions, transfers paying
+    finishing, in time order (on ties a finish first: its link is free for the start). ``counts``: [pending insertions, transfers paying
     fixed costs], updated. Returns False when done, True when a link's heap must grow first. (Inlined in
     :func:`advance`, its one caller: compiled apart, each call copied ~240 words of records,
     :mod:`perfmodel.kernels.network`; fair sharing with a latency took 1.5x fifo's time, 1.24x inlined.)"""
     while True:
         next_time, next_link = _next_end(fair, rate)
         start_time = fair.start_time[0] if counts[1] > 0 else np.inf
-        if counts[1] > 0 and start_time <= next_time and start_time <= now:
+        if counts[1] > 0 and start_time < next_time and start_time <= now:
             starting = _begin_moving(fair, counts[1], start_time, rate, results.bytes, results.link)
             if starting < 0:
                 return True

@@ -93,7 +93,8 @@ def replay_handoffs(
       lowest-numbered); ``"fair"``: a transfer first pays its fixed costs (latency,
       per-block and per-message work), holding no share of a link meanwhile; when they end
       (in the order they end) it moves its bytes on the link with the fewest transfers
-      moving, sharing it equally with them (exact processor-sharing event simulation).
+      moving (a transfer whose bytes finish at that instant no longer counts), sharing it
+      equally with them (exact processor-sharing event simulation).
 
     Parameters
     ----------

@@ -70,7 +70,8 @@ def check_result(frame: Any, argument: str, columns: Sequence[str], made_by: str
 #: How every percentile of delays is taken (numpy's and pandas' default: between two order statistics).
 QUANTILE_METHOD: Final = "linear"
 
-#: The most NICs per GPU a node's NIC count is tried up to (AWS p5 nodes have four EFA devices per GPU).
+#: The most NICs per GPU a node's NIC count is tried up to by the sizing questions (AWS p5 nodes have four EFA
+#: devices per GPU); a :class:`perfmodel.Cluster` takes up to :data:`perfmodel.inputs.table.MAX_NICS_PER_GPU` (8).
 MAX_NICS_PER_GPU = 4
 
 #: How a question says each contention (by its code).
