@@ -224,7 +224,7 @@ def ttft_reference(
                 heapq.heappush(handoff_ends, (end, done[1], r))
 
     def route(r, now):
-        """At r's prefill end: the decode worker, cached prefix, bytes and time alone (as the replay)."""
+        """At r's prefill end: the decode worker (as the replay); r joins its admission queue."""
         nonlocal rr
         if routing == "prefix":
             candidates = [(rr + j) % D for j in range(D)]
@@ -232,8 +232,13 @@ def ttft_reference(
         else:
             w = rr % D
         rr = (w + 1) % D
+        out[r]["decode_worker"] = w
+        dqueue[w].append(r)
+
+    def charge(r):
+        """At r's admission (its handoff's start): the cached prefix its worker holds then, bytes and time alone."""
         o = out[r]
-        o["decode_worker"] = w
+        w = o["decode_worker"]
         n_blocks = -(-tokens[r] // block_size)
         cached_blocks = min(cached_prefix(r, w) * hash_block_tokens // block_size, tokens[r] // block_size)
         o["cached_tokens"] = cached_blocks * block_size
@@ -245,12 +250,12 @@ def ttft_reference(
         setup = latency_ms + moved * per_block_ms
         setup_of[r] = setup
         o["transfer_ms"] = nbytes / (bandwidth_gb_s * 1e9) * 1000.0 + (setup if nbytes > 0 else 0.0)
-        dqueue[w].append(r)
 
     def start_handoff(r, now):
         nonlocal seq
         s = seq
         seq += 1
+        charge(r)
         o = out[r]
         o["admitted_ms"] = now
         o["transfer_start_ms"] = now

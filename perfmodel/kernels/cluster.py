@@ -32,7 +32,7 @@ from ..inputs.codes import Routing
 from ..options import option
 from .cluster_records import AloneWork, Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
 from .handoff import fixed_ms, jit, loop_helper, messages_of
-from .replay import charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, route
+from .replay import cached_blocks, charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, route
 from .sharing import (
     CHUNK,
     NIL,
@@ -511,41 +511,40 @@ class OnCluster(NamedTuple):
     ends: Ends
     state: np.ndarray  # int64 (10,): the counters (see the module's constants)
     kmax: np.int64  # the most flows of one handoff
-    hit: np.ndarray  # int64 per request: its cached prefix in blocks when it was routed
 
 
 @loop_helper(python=False)
 def route_request(r, now, net):
     """Request ``r`` is routed at ``now`` from its prefill worker (``trace.prefill_of``) to a decode worker
-    (returned); its cached prefix is kept for its start."""
+    (returned); it is charged when its handoff starts (:func:`start_request`)."""
     st, cfg, state, waiting, caches, trace = net.st, net.cfg, net.state, net.waiting, net.caches, net.trace
-    pool, cl, out, hits = net.sim.pool, net.sim.cl, net.out, net.hit
+    pool, cl, out = net.sim.pool, net.sim.cl, net.out
     if not cfg.fair and (cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY):
         _delivered_alone(now, st, pool, state, waiting)
     if cfg.routing == PREFIX or cfg.routing == ROUND_ROBIN:
-        w, hit = route(r, trace.blocks, trace.offsets, caches.holders, caches.alive, cfg.workers, state[_RR],
-                       cfg.routing == PREFIX)
+        w = route(r, trace.blocks, trace.offsets, caches.holders, caches.alive, cfg.workers, state[_RR],
+                  cfg.routing == PREFIX)[0]
     else:
-        w, hit = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks,
-                         trace.offsets, caches.holders, caches.alive)
+        w = _choose(r, trace.prefill_of[r], now, cfg.routing, state[_RR], st, cl, waiting, trace.blocks,
+                    trace.offsets, caches.holders, caches.alive)[0]
     state[_RR] = w + 1 if w + 1 < cfg.workers else 0
     out.decode_worker[r] = w
-    hits[r] = hit
     return w
 
 
 @loop_helper(python=False)
 def start_request(i, r, now, net):
-    """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it): charged (its
-    prefix as cached when routed), alone in the cluster, its flows started. Needs ``kmax`` free pool slots
-    (:func:`room`)."""
+    """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it): charged against its
+    decode worker's cache as it is now (it may have waited for admission since it was routed), alone in the
+    cluster, its flows started. Needs ``kmax`` free pool slots (:func:`room`)."""
     st, cfg, out, sim, state, ends = net.st, net.cfg, net.out, net.sim, net.state, net.ends
-    trace, paths, waiting, hit = net.trace, net.paths, net.waiting, net.hit
+    trace, paths, waiting, caches = net.trace, net.paths, net.waiting, net.caches
     solo, pd = net.alone_work, ends.pending
     al, kept = solo.al, solo.kept
     w = out.decode_worker[r]
     out.start[r] = now
-    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, hit[r], trace, st, cfg, out, al, kept)
+    hit = cached_blocks(r, w, trace.blocks, trace.offsets, caches.holders)  # (its worker's cache now)
+    simulated = _charge(r, trace.prefill_of[r] * cfg.workers + w, hit, trace, st, cfg, out, al, kept)
     last = alone(simulated, al, paths, solo.lc, kept.cls, kept.position, solo.memo) if simulated > 0 else -1
     out.alone_ms[r] = al.ends[last] if simulated > 0 else 0.0
     if trace.last_fraction.shape[0] > 0:  # streamed: its last layer group is sent once its prefill ends
@@ -735,7 +734,6 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
         ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), np.full(n, -np.inf), pending),
         state=state,
         kmax=np.int64(kmax),
-        hit=np.zeros(n, np.int64),
     )
 
 

@@ -244,6 +244,18 @@ def route(r, blocks, offsets, holders, alive, workers, start, prefix_routing):
     return start, depth
 
 
+@loop_helper(python=False)
+def cached_blocks(r, w, blocks, offsets, holders):
+    """How many of request ``r``'s first block ids worker ``w``'s cache holds: its cached prefix there, in blocks."""
+    word, bit = w >> 6, np.uint64(1) << np.uint64(w & 63)
+    depth = 0
+    for k in range(offsets[r], offsets[r + 1]):
+        if holders[blocks[k], word] & bit == 0:
+            break
+        depth += 1
+    return depth
+
+
 class Requests(NamedTuple):
     """Per-request inputs of a replay on links (:func:`perfmodel.kernels.serving.replay`) (arrays of one length, except ``blocks``/``offsets``)."""
 
@@ -596,16 +608,12 @@ def deliver(r, requests, cluster, results, state):
 
 
 @loop_helper(python=False)
-def route_and_charge(r, requests, cluster, results, state, rr):
-    """Route request ``r`` to a decode worker (from round-robin position ``rr``) and charge it (see
-    :func:`_charge`); returns (bytes, fixed costs, time alone, the next position)."""
-    workers = cluster.workers
-    w, hit_blocks = route(
-        r, requests.blocks, requests.offsets, state.holders, state.alive, workers, rr, cluster.prefix_routing
-    )
-    results.worker[r] = w
-    nbytes, fixed, alone = _charge(r, hit_blocks, requests, cluster, results)
-    return nbytes, fixed, alone, w + 1 if w + 1 < workers else 0  # (no integer division: once per request)
+def charge_now(r, requests, cluster, results, state):
+    """Request ``r``'s charge (see :func:`_charge`) against its decode worker's cache as it is now, when its handoff
+    starts: it may have waited for admission since it was routed, while blocks entered or left that cache.
+    Returns (bytes, fixed costs, time alone)."""
+    hit_blocks = cached_blocks(r, results.worker[r], requests.blocks, requests.offsets, state.holders)
+    return _charge(r, hit_blocks, requests, cluster, results)
 
 
 @loop_helper(python=False)
@@ -631,42 +639,37 @@ def start_transfer(seq, r, now, nbytes, fixed, alone, cluster, requests, results
 
 class OnLinks(NamedTuple):
     """A replay in progress on links, as the serving loop (:mod:`perfmodel.kernels.serving`) drives it: the
-    replay's records, and each handoff's fixed costs (ms, from its charge, for its start)."""
+    replay's records."""
 
     requests: Requests
     cluster: Cluster
     results: Results
     state: State
-    fixed: np.ndarray
 
 
 @loop_helper(python=False)
 def route_request(r, now, net):
-    """Request ``r`` is routed (and charged) at ``now``; returns its decode worker."""
-    state = net.state
-    _, fixed, _, rr = route_and_charge(r, net.requests, net.cluster, net.results, state, state.counts[2])
-    state.counts[2] = rr
-    net.fixed[r] = fixed
-    return net.results.worker[r]
+    """Request ``r`` is routed at ``now`` (from the round-robin position); returns its decode worker. It is charged
+    when its handoff starts (:func:`start_request`)."""
+    requests, cluster, state = net.requests, net.cluster, net.state
+    w = route(
+        r, requests.blocks, requests.offsets, state.holders, state.alive, cluster.workers, state.counts[2],
+        cluster.prefix_routing,
+    )[0]  # fmt: skip
+    net.results.worker[r] = w
+    state.counts[2] = w + 1 if w + 1 < cluster.workers else 0  # (no integer division: once per request)
+    return w
 
 
 @loop_helper(python=False)
 def start_request(i, r, now, net):
-    """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it)."""
-    requests, results, state = net.requests, net.results, net.state
+    """Request ``r``'s handoff starts at ``now``, the ``i``-th to start (ties of ends go by it), charged against its
+    decode worker's cache as it is now (:func:`charge_now`)."""
+    requests, cluster, results, state = net.requests, net.cluster, net.results, net.state
     requests.ready_ms[r] = now  # (the replay's ready time: a link's queue is counted from it)
+    nbytes, fixed, alone = charge_now(r, requests, cluster, results, state)
     state.counts[0] = start_transfer(
-        i,
-        r,
-        now,
-        results.bytes[r],
-        net.fixed[r],
-        results.transfer[r],
-        net.cluster,
-        requests,
-        results,
-        state,
-        state.counts[0],
+        i, r, now, nbytes, fixed, alone, cluster, requests, results, state, state.counts[0]
     )
 
 
@@ -733,7 +736,7 @@ def new_run(requests: Requests, cluster: Cluster, results: Results) -> OnLinks:
     >>> Results.empty(2).link.tolist()  # (filled as the replay runs)
     [0, 0]
     """
-    return OnLinks(requests, cluster, results, _new_state(requests, cluster), np.zeros(requests.order.shape[0]))
+    return OnLinks(requests, cluster, results, _new_state(requests, cluster))
 
 
 def grown(net: OnLinks) -> OnLinks:
