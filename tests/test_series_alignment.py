@@ -252,7 +252,7 @@ def test_a_missing_or_unreadable_arrival_is_refused_under_its_own_name():
             r"row 12",
         ):
             call()
-    with pytest.raises(InputError, match=r"^trace column 'arrival_ms': is not one time in ms per request"):
+    with pytest.raises(InputError, match=r"^trace column 'arrival_ms': holds 'two' at row 12: not a number"):
         perfmodel.replay_handoffs(TRACE.assign(arrival_ms=["0", "1", "two", "3"]), 1.0, 1e6)
 
 

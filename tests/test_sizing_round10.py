@@ -84,3 +84,9 @@ def test_fewest_for_ttft_refuses_a_boolean_budget():
 def test_ttft_replays_refuse_a_list_for_a_trace():
     with pytest.raises(InputError, match="expected a pandas DataFrame, got list"):
         perfmodel.replay_ttft([1, 2, 3], "ib-ndr", "llama-3.1-8b", prefill_tokens_per_s=1e4)
+
+
+def test_a_reversed_rate_range_is_shown_as_given():
+    with pytest.raises(InputError, match=r"lowest < highest < inf, got \(5, 1\)"):
+        perfmodel.max_rate_for_ttft(perfmodel.synthetic_trace(50, 10, seed=0), ttft_budget_ms=100,
+                                    rate_range_per_s=(5, 1), **SERVING)  # fmt: skip

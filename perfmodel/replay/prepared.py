@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import InputError, check_whole, shown
+from ..errors import InputError, check_whole, not_a_number, shown
 from ..handoff import checked
 from ..inputs import coerce as _coerce
 from ..inputs import resolve as _resolve
@@ -354,7 +354,7 @@ def _times(trace: pd.DataFrame, name: str, value: Any, where: str, unreadable: s
     """One finite time (ms) per request: ``value`` of the input ``name`` (a trace column name, an array or a
     number), refused at ``where`` when it is not numbers (fix: ``unreadable``) or not finite (fix: ``missing``)."""
     try:
-        times = np.ascontiguousarray(_per_request(trace, name, value))
+        times = np.ascontiguousarray(_per_request(trace, name, value, unreadable))
     except (TypeError, ValueError) as error:
         if isinstance(error, InputError):
             raise
@@ -383,8 +383,44 @@ def _ready_after_arrival(trace: pd.DataFrame, ready: np.ndarray, arrival: np.nda
         )
 
 
-def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
-    """A value, array or trace column name as one float64 per request."""
+def trace_column(trace: pd.DataFrame, column: str) -> pd.Series:
+    """The trace's column ``column``, refused where the trace has several of that name (which one is it?)."""
+    found = trace[column]
+    if isinstance(found, pd.DataFrame):
+        raise InputError(
+            f"trace column {column!r}",
+            f"the trace has {found.shape[1]} columns of that name (which one is meant?)",
+            "keep one column of each name (e.g. trace.loc[:, ~trace.columns.duplicated()])",
+        )
+    return found
+
+
+def as_floats(where: str, value: Any, fix: str = "pass real numbers") -> np.ndarray:
+    """A number, or a 1-D array or Series of numbers, as float64 (NaN for missing values); text that is no number,
+    a complex number or a nested list is refused naming ``where`` and the first such value (and ``fix``)."""
+    if np.ndim(value) > 1:
+        raise InputError(where, f"has {np.ndim(value)} dimensions", "pass one value per request (a 1-D array)")
+    try:
+        if np.ndim(value):
+            return np.asarray(pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        cells = pd.Series(value if np.ndim(value) else [value], dtype=object)
+        numbers = pd.to_numeric(cells, errors="coerce")
+        first = int(np.argmax(numbers.isna().to_numpy() & cells.notna().to_numpy()))
+        at = (
+            ""
+            if not np.ndim(value)
+            else f" at row {value.index[first]!r}"
+            if isinstance(value, pd.Series)
+            else (f" at position {first}")
+        )
+        raise InputError(where, f"holds {cells.iloc[first]!r}{at}: {not_a_number(cells.iloc[first])}", fix) from None
+
+
+def _per_request(trace: pd.DataFrame, name: str, value: Any, fix: str = "pass real numbers") -> np.ndarray:
+    """A value, array or trace column name as one float64 per request (text that is no number refused with
+    ``fix``)."""
     where = name
     if isinstance(value, str):
         if value not in trace.columns:
@@ -393,18 +429,16 @@ def _per_request(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
                 f"no trace column {value!r} (the trace has {list(trace.columns)})",
                 f"pass {name} as a number, an array or a column name",
             )
-        where, value = f"trace column {value!r}", trace[value]
+        where, value = f"trace column {value!r}", trace_column(trace, value)
     value = on_rows(trace, name, value)
-    _no_times(where, pd.Series(value) if np.ndim(value) else value)
+    _no_times(where, pd.Series(value) if np.ndim(value) == 1 else value)
     if (
         isinstance(value, (bool, np.bool_))
         or pd.api.types.is_bool_dtype(getattr(value, "dtype", None))
         or (np.ndim(value) and np.asarray(value).dtype.kind == "b")
     ):
         raise InputError(name, "got booleans where numbers were expected", f"pass {name} as numbers")
-    values = np.asarray(
-        pd.Series(value).to_numpy(dtype=np.float64, na_value=np.nan) if np.ndim(value) else value, dtype=np.float64
-    )
+    values = as_floats(where, value, fix)
     return (
         np.broadcast_to(values, (len(trace),))
         if values.ndim == 0 or values.shape == (len(trace),)

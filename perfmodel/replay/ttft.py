@@ -16,12 +16,12 @@ import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole, shown, warn
 from ..inputs.codes import choice_code, choice_names
-from ..inputs.coerce import edge_values, read_only
+from ..inputs.coerce import edge_values, non_numeric_kind, read_only
 from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import configured
 from .edge import handoffs_on
-from .prepared import PreparedTrace, notice_first_compile, prepare_trace, request_values
+from .prepared import PreparedTrace, as_floats, notice_first_compile, prepare_trace, request_values, trace_column
 from .summaries import check_result, memory_held, percentile_ms
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
@@ -396,16 +396,21 @@ def _prefill_routing(trace: pd.DataFrame, routing: Any, workers: int) -> tuple[n
 
 
 def _whole_column(trace: pd.DataFrame, column: str) -> np.ndarray:
-    """A trace column of whole numbers >= 0 as int64, the first bad row named."""
-    values = trace[column].to_numpy(dtype=np.float64, na_value=np.nan)
+    """A trace column of whole numbers >= 0 (below 2**53) as int64, the first bad row named."""
+    series = trace_column(trace, column)
+    if non_numeric_kind(series) is not None:
+        raise InputError(
+            f"trace column {column!r}", f"holds {non_numeric_kind(series)}, not whole numbers", "give plain numbers"
+        )
+    values = as_floats(f"trace column {column!r}", series)
     bad = ~((values >= 0) & (np.floor(values) == values) & (values < 2.0**53))
     if bad.any():
         first = int(np.argmax(bad))
         raise InputError(
             f"trace column {column!r}",
-            f"{count(int(bad.sum()), 'value')} not a whole number >= 0, "
+            f"{count(int(bad.sum()), 'value')} not a whole number from 0 to 2**53 (exclusive), "
             f"first at row {trace.index[first]!r}: {values[first]!r}",
-            "give every request a whole number >= 0",
+            "give every request a whole number >= 0, below 2**53",
         )
     return values.astype(np.int64)
 
@@ -579,7 +584,16 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
     ends = ttft["done_ms"] if "done_ms" in ttft else ttft["first_token_ms"]
     end = float(np.maximum(ends, ttft["first_token_ms"]).max()) if len(ttft) else 0.0
     span = end - start
-    workers = int(ttft.attrs.get("prefill_workers", 1))
+    workers, decode_workers = (int(ttft.attrs.get(f"{side}_workers", 0)) for side in ("prefill", "decode"))
+    if not workers or not decode_workers:  # (attrs lost: a CSV round trip)
+        workers = workers or int(ttft["prefill_worker"].max()) + 1 if len(ttft) else 1
+        decode_workers = decode_workers or int(ttft["decode_worker"].max()) + 1 if len(ttft) else 1
+        warn(
+            "summarize_ttft: the result has none of replay_ttft's attrs (read back from a file?): the workers are "
+            f"counted from its columns ({workers} prefill, {decode_workers} decode; a worker that served no request "
+            "is missed) and the memory capacities are unknown (NaN): keep the result's attrs (Parquet keeps them) "
+            "to summarize it as replayed"
+        )
     summary["span_ms"] = span
     summary["throughput_per_s"] = len(ttft) / span * 1000.0 if span > 0 else np.nan
     summary["prefill_busy"] = float(ttft["prefill_ms"].sum()) / (workers * span) if span > 0 else np.nan
@@ -588,7 +602,7 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
     decode_held = (ttft["decode_worker"], ttft["admitted_ms"], ends, ttft["num_input_tokens"] + outputs)
     for side, held, capacity, n_workers in (
         ("prefill", prefill_held, ttft.attrs.get("prefill_kv_tokens"), workers),
-        ("decode", decode_held, ttft.attrs.get("decode_kv_tokens"), int(ttft.attrs.get("decode_workers", 1))),
+        ("decode", decode_held, ttft.attrs.get("decode_kv_tokens"), decode_workers),
     ):
         mean, peak = memory_held(*held, capacity=capacity, workers=n_workers, span=(start, end))
         summary[f"{side}_memory_mean"], summary[f"{side}_memory_peak"] = mean, peak

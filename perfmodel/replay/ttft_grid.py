@@ -499,7 +499,9 @@ def _rate_range(given: Any) -> tuple[float, float]:
         return float(pair[0]), float(pair[1])
     raise InputError(
         "rate_range_per_s",
-        f"needs two numbers, 0 < lowest < highest < inf, got {shown(given)}",
+        f"needs two numbers, 0 < lowest < highest < inf, got {given!r}"
+        if len(pair) == 2
+        else f"needs two numbers, 0 < lowest < highest < inf, got {shown(given)}",
         "pass (lowest, highest) rates in requests/s",
     )
 
