@@ -187,7 +187,10 @@ def test_a_cluster_s_fields_change_on_the_command_line_of_ttft_and_trace(trace_f
 def test_a_cluster_s_field_without_a_cluster_is_refused(trace_file, command, capsys, tmp_path):
     flags = ["--model", "llama-3.1-8b", "--link", "ib-ndr", "--transport", "x", "--out", str(tmp_path / "out")]
     assert main([command, str(trace_file), *flags]) == 2
-    assert "--transport change a cluster's fields: give --cluster NAME too" in capsys.readouterr().err
+    assert (
+        "--transport changes a cluster's fields, and no --cluster is given. Fix: give --cluster NAME too"
+        in capsys.readouterr().err
+    )
 
 
 def test_an_out_folder_that_would_refuse_the_files_is_refused_before_any_work(trace_file, tmp_path, capsys):

@@ -42,7 +42,10 @@ def cluster_of(args: argparse.Namespace) -> Any:
     if getattr(args, "cluster", None) is None:
         if changes:
             flags = ", ".join(flag for flag, name in FIELD_FLAGS if name in changes)
-            raise UsageError(f"{flags} change a cluster's fields: give --cluster NAME too")
+            verb = "changes" if len(changes) == 1 else "change"
+            raise UsageError(
+                f"{flags} {verb} a cluster's fields, and no --cluster is given. Fix: give --cluster NAME too"
+            )
         return None
     from ..network.clusters import with_fields
     from ..network.placement import get_cluster

@@ -360,7 +360,7 @@ class Cluster:
             raise InputError(where, f"{count(prefill_workers, 'prefill worker')} of {p} GPUs and "
                              f"{count(decode_workers, 'decode worker')} of {d} GPUs need {used} nodes of {g} GPUs, "
                              f"the cluster has {self.nodes}",
-                             "pass a smaller tensor-parallel degree or fewer workers, or a larger nodes")
+                             f"pass a smaller tensor-parallel degree or fewer workers, or nodes >= {used}")
         return tuple(sides[0]), tuple(sides[1])
 
     def describe(self) -> str:
