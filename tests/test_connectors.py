@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import perfmodel
@@ -299,15 +299,16 @@ def test_a_replay_grid_over_connectors(trace):
     request_ms=st.floats(0, 20, allow_nan=False),
     per_descriptor_ms=st.floats(0, 0.002, allow_nan=False),
 )
+@example(request_ms=1.2206921708754828e-08, per_descriptor_ms=0.001953125)  # (CI: off by 5.6e-12, 3e-9 of it)
 def test_fit_connector_recovers_the_costs_it_is_given(request_ms, per_descriptor_ms):
     tokens = np.array([128, 1024, 4096, 16_384, 65_536])
     wire = handoff_delay_ms(tokens, "roce-400g", "llama-3.1-8b")
     descriptors = perfmodel.kv_messages("llama-3.1-8b", tokens, 16)
     measured = wire + request_ms + per_descriptor_ms * descriptors
     fitted = fit_connector(measured, wire, descriptors, name="ours")
-    # (a cost of a few nanoseconds is not told from none)
+    # (a cost of a few nanoseconds is not told from none; the fit trades the two at rounding's scale)
     assert fitted.request_ms == pytest.approx(request_ms, abs=1e-6)
-    assert fitted.per_descriptor_ms == pytest.approx(per_descriptor_ms, abs=1e-12)
+    assert fitted.per_descriptor_ms == pytest.approx(per_descriptor_ms, rel=1e-8, abs=1e-12)
     assert fitted.fit is not None and fitted.fit.max_relative_error < 1e-7 and fitted.window == "handoff"
 
 
