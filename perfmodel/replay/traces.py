@@ -236,20 +236,19 @@ def read_trace(
       ``ContextTokens``, ``GeneratedTokens``).
     - ``csv`` / ``parquet`` / ``jsonl``: any table (a JSON-lines file whose first object lacks
       ``timestamp`` or ``input_length`` is one); ``columns`` maps canonical names to its columns,
-      e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of
-      datetimes is converted to ms; dates written day and month first, ``01/12/2023``, are read in
-      the order a number above 12 settles, and refused when none does: write ISO 8601); columns already named ``arrival_ms``,
-      ``num_input_tokens``, ``num_output_tokens``, ``ready_ms``, ``prefill_worker`` or ``hash_ids`` are found by
-      their names (so a trace saved with ``trace.to_parquet`` reads back as it was, and with
-      ``to_csv`` while no request has more than 1000 hash ids: pandas writes a longer list
-      shortened with ``...``, which is refused; ``hash_ids`` in a CSV file are text such as
-      ``[12, 13]`` or ``[12 13]``, an empty element such as ``[1,,2]`` refused as a null id is;
-      whole floats such as ``1.0`` are read as ids, as :func:`replay_handoffs` reads them, up to
-      2**53). The
-      optional ``ready_ms`` (when each prefill completed, on the same clock) is kept for
-      :func:`replay_handoffs`, and the optional ``prefill_worker`` (each request's prefill worker,
-      from 0) for :func:`perfmodel.replay_ttft` and a cluster's replay. A table without
-      ``num_output_tokens`` is read without it (never as zeros: where a replay needs it, it says so).
+      e.g. ``{"arrival_ms": "ts", "num_input_tokens": "prompt"}`` (an arrival column of datetimes is
+      converted to ms; dates written day and month first, ``01/12/2023``, are read in the order a number
+      above 12 settles, and refused when none does: write ISO 8601); columns already named ``arrival_ms``,
+      ``num_input_tokens``, ``num_output_tokens``, ``ready_ms``, ``prefill_worker`` or ``hash_ids`` are
+      found by their names (so a trace saved with ``trace.to_parquet`` reads back as it was, and with
+      ``to_csv`` while no request has more than 1000 hash ids: pandas writes a longer list shortened
+      with ``...``, which is refused; ``hash_ids`` in a CSV file are text such as ``[12, 13]`` or
+      ``[12 13]``, an empty element such as ``[1,,2]`` refused as a null id is; whole floats such as
+      ``1.0`` are read as ids, as :func:`replay_handoffs` reads them, up to 2**53). The optional
+      ``ready_ms`` (when each prefill completed, on the same clock) is kept for :func:`replay_handoffs`,
+      and the optional ``prefill_worker`` (each request's prefill worker, from 0) for
+      :func:`perfmodel.replay_ttft` and a cluster's replay. A table without ``num_output_tokens`` is
+      read without it (never as zeros: where a replay needs it, it says so).
 
     Parameters
     ----------
@@ -273,12 +272,11 @@ def read_trace(
     Returns
     -------
     pandas.DataFrame
-        ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (where the file has them; and
-        ``ready_ms``, ``prefill_worker``, ``hash_ids``), in trace order, each row indexed by its position among
-        the file's records (from 0; blank lines are no records; with ``errors="skip"`` the lines left out leave
-        gaps), so that a replay's rows, which keep the index, join back to the file's; ``arrival_ms`` (and
-        ``ready_ms``) count from the first arrival. ``attrs`` holds ``source``, ``format``, ``skipped_lines``
-        and ``hash_block_tokens``.
+        ``arrival_ms``, ``num_input_tokens``, ``num_output_tokens`` (where the file has them; and ``ready_ms``,
+        ``prefill_worker``, ``hash_ids``) in trace order, each row indexed by its position among the file's
+        records (from 0, blank lines not counted; ``errors="skip"`` leaves gaps), so a replay's rows join back
+        to the file's; times count from the first arrival. ``attrs``: ``source``, ``format``,
+        ``skipped_lines``, ``hash_block_tokens``.
 
     Examples
     --------
