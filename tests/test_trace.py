@@ -615,22 +615,22 @@ def test_event_heap_pops_in_time_then_sequence_order(ops):
     """The replay's array heap against heapq: pushes of (time, seq) with many ties, pops (None) in between."""
     import heapq
 
-    from perfmodel.kernels.replay import heap_pop, heap_push
+    from perfmodel.kernels.replay import heap_pop, heap_push, new_heap
 
-    times, seqs, items = np.empty(len(ops)), np.empty(len(ops), np.int64), np.empty(len(ops), np.int64)
+    heap = new_heap(len(ops))
     size, expected, popped, got = 0, [], [], []
     for item, op in enumerate(ops):
         if op is None:
             if size:
-                size = heap_pop(times, seqs, items, size)
-                got.append((times[size], seqs[size], items[size]))
+                size = heap_pop(heap, size)
+                got.append(tuple(heap[size].tolist()))
                 popped.append(heapq.heappop(expected))
         else:
-            size = heap_push(times, seqs, items, size, op[0], op[1], item)
+            size = heap_push(heap, size, op[0], op[1], item)
             heapq.heappush(expected, (op[0], op[1], item))
     while size:
-        size = heap_pop(times, seqs, items, size)
-        got.append((times[size], seqs[size], items[size]))
+        size = heap_pop(heap, size)
+        got.append(tuple(heap[size].tolist()))
         popped.append(heapq.heappop(expected))
     # equal (time, seq) pairs may come out in either order; the replay never pushes two of them
     assert [g[:2] for g in got] == [p[:2] for p in popped]

@@ -30,9 +30,9 @@ import numpy as np
 from .._compat import no_reference_counting
 from ..inputs.codes import Routing
 from ..options import option
-from .cluster_records import AloneWork, Caches, Classes, Ends, Kept, Loads, Pending, Pool, Scratch, Sim, Trace, Waiting
+from .cluster_records import KEPT, POOL, WAITING, AloneWork, Caches, Ends, Loads, Sim, Trace, new_classes, new_scratch
 from .handoff import fixed_ms, jit, loop_helper, messages_of
-from .replay import cached_blocks, charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, route
+from .replay import cached_blocks, charged_tokens, heap_pop, heap_push, insert_blocks, new_caches, new_heap, route
 from .sharing import (
     CHUNK,
     NIL,
@@ -106,25 +106,39 @@ class Config(NamedTuple):
     bin_ms: float  # the width of the time bins (inf: none)
 
 
-class Outputs(NamedTuple):
-    """Per-request outputs, filled in place (``prefill_worker`` is the caller's)."""
+#: Per-request outputs, one row per request (``prefill_worker`` is the caller's), filled in place: a structured
+#: array (as :data:`perfmodel.kernels.cluster_records.CLASSES`), read in Python as a ``numpy.recarray``
+#: (``out.end``: a view of that field).
+OUTPUTS = np.dtype(
+    [
+        ("decode_worker", np.int64),
+        ("cached", np.int64),
+        ("charged", np.int64),
+        ("bytes", np.float64),
+        ("saved", np.float64),
+        ("alone_ms", np.float64),
+        ("start", np.float64),
+        ("end", np.float64),
+        ("flows", np.int64),
+        ("bottleneck", np.int64),  # resource index, -1: none saturated (or no flow)
+    ],
+    align=True,
+)
 
-    decode_worker: np.ndarray
-    cached: np.ndarray
-    charged: np.ndarray
-    bytes: np.ndarray
-    saved: np.ndarray
-    alone_ms: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    flows: np.ndarray
-    bottleneck: np.ndarray  # resource index, -1: none saturated (or no flow)
 
-    @classmethod
-    def empty(cls, n: int) -> Outputs:
-        ints = np.zeros(n, np.int64)
-        return cls(ints, ints.copy(), ints.copy(), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n),
-                   np.zeros(n), ints.copy(), np.full(n, -1, np.int64))
+class Outputs:
+    """The per-request outputs (:data:`OUTPUTS`) of a replay on a cluster."""
+
+    @staticmethod
+    def empty(n: int) -> np.recarray:
+        """The outputs of ``n`` requests, before the replay.
+
+        >>> out = Outputs.empty(2); out.bottleneck.tolist(), out.end.tolist()
+        ([-1, -1], [0.0, 0.0])
+        """
+        out = np.zeros(n, OUTPUTS).view(np.recarray)
+        out.bottleneck = -1
+        return out
 
 
 # --- classes: virtual time, flows joining and ending -----------------------------------------------------
@@ -147,10 +161,10 @@ def _join(slot, t, cl, pool, heaps):
         cl.served[c], cl.delivered[c], cl.bytes[c], cl.since[c], cl.rate[c] = 0.0, 0.0, 0.0, t, np.nan
     else:
         _advance_class(cl, c, t)
-    push_flow(c, cl.count[c], cl.served[c] + pool.nbytes[slot], slot, heaps)
+    push_flow(c, cl.count[c], cl.served[c] + pool.bytes[slot], slot, heaps)
     cl.first[c] = heaps.keys[heaps.table[c, 0], 0]
     cl.count[c] += 1
-    cl.bytes[c] += pool.nbytes[slot]
+    cl.bytes[c] += pool.bytes[slot]
     return c
 
 
@@ -176,13 +190,13 @@ def _flow_ends(slot, t, neck, st, pool, out, ends, state):
     """The flow in ``slot`` ends at ``t``: its request's last end and bottleneck so far (ties: the first flow),
     and the request's end when it was its last flow (then pending for its decode worker's cache). A request's
     only flow ends it without reading the request's row (an old row: a cache miss)."""
-    i, r = pool.seq[slot], pool.req[slot]
+    i, r = pool.request_seq[slot], pool.req[slot]
     remaining, last_pos, pd = ends.remaining, ends.last_pos, ends.pending
     item = r * (st.worker_off.shape[0] - 1) + st.class_worker[pool.cls[slot]]  # (its decode worker too)
     if pool.sole[slot]:
         out.end[r] = max(t, ends.earliest[r])
         out.bottleneck[r] = st.views[pool.copy_id[slot], neck] if neck >= 0 else NIL
-        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, item)
+        state[_PENDING] = heap_push(pd, state[_PENDING], out.end[r], i, item)
         return
     position = np.int64(pool.position[slot])
     if t > out.end[r] or (t == out.end[r] and position < last_pos[r]):
@@ -192,7 +206,7 @@ def _flow_ends(slot, t, neck, st, pool, out, ends, state):
     remaining[r] -= 1
     if remaining[r] == 0:  # (its last flow: it ends now, or streamed, no earlier than its last group is computed)
         out.end[r] = max(t, ends.earliest[r])
-        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, item)
+        state[_PENDING] = heap_push(pd, state[_PENDING], out.end[r], i, item)
 
 
 @loop_helper(python=False)
@@ -207,8 +221,8 @@ def _finish_class(c, t, st, cl, pool, heaps, out, ends, state):
         pop_flow(c, cl.count[c], heaps)
         _flow_ends(slot, t, cl.neck[c], st, pool, out, ends, state)
         cl.count[c] -= 1
-        cl.bytes[c] -= pool.nbytes[slot]
-        cl.delivered[c] -= pool.nbytes[slot]
+        cl.bytes[c] -= pool.bytes[slot]
+        cl.delivered[c] -= pool.bytes[slot]
         pool.free[state[_FREE]] = slot
         state[_FREE] += 1
     if cl.count[c] > 0:
@@ -331,10 +345,11 @@ def _seed(c, st, sc, count, batch):
 
 
 @loop_helper(python=False)
-def _batch(t, st, paths, sim, out, ends, state, waiting, origin, width):
+def _batch(t, st, sim, out, ends, state, waiting, origin, width):
     """Everything at ``t``: flows that end (their bottleneck first, all in their final interval), flows that
     start moving, then the rates of the classes connected to them."""
     cl, pool, heaps, loads, sc = sim.cl, sim.pool, sim.heaps, sim.loads, sim.sc
+    paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)  # (st's: not passed twice)
     batch = state[_BATCH] + 1
     state[_BATCH] = batch
     ending = 0
@@ -353,17 +368,17 @@ def _batch(t, st, paths, sim, out, ends, state, waiting, origin, width):
         _moving(c, cl.count[c] - before, st, cl, sc)
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
-    while state[_WAITING] > 0 and pool.times[0] <= t:
-        state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
-        slot = pool.items[state[_WAITING]]
+    while state[_WAITING] > 0 and pool.time[0] <= t:
+        state[_WAITING] = heap_pop(pool, state[_WAITING])
+        slot = pool.value[state[_WAITING]]
         c = _join(slot, t, cl, pool, heaps)
         state[_MOST] = max(state[_MOST], cl.count[c])
         _moving(c, np.int64(1), st, cl, sc)
         w = st.class_worker[c]
-        waiting.nbytes[w] -= pool.nbytes[slot] * st.class_copies[c]
+        waiting.bytes[w] -= pool.bytes[slot] * st.class_copies[c]
         waiting.flows[w] -= 1
         if waiting.flows[w] == 0:
-            waiting.nbytes[w] = 0.0
+            waiting.bytes[w] = 0.0
         cl.touched[c] = batch
         seeds = _seed(c, st, sc, seeds, batch)
     for s in range(seeds):
@@ -375,8 +390,8 @@ def _batch(t, st, paths, sim, out, ends, state, waiting, origin, width):
 def _next_time(cl, pool, state):
     """When the next flow ends or starts moving (inf: none)."""
     t = cl.end[cl.heap[0]] if state[_HEAP] > 0 else np.inf
-    if state[_WAITING] > 0 and pool.times[0] < t:
-        t = pool.times[0]
+    if state[_WAITING] > 0 and pool.time[0] < t:
+        t = pool.time[0]
     return t
 
 
@@ -385,7 +400,7 @@ def _next_time(cl, pool, state):
 @loop_helper(python=False)
 def _worker_load(w, now, st, cl, waiting):
     """The bytes routed to decode worker ``w`` and not yet delivered at ``now``."""
-    total = waiting.nbytes[w]
+    total = waiting.bytes[w]
     for x in range(st.worker_off[w], st.worker_off[w + 1]):
         c = st.worker_classes[x]
         if cl.count[c] > 0:
@@ -397,14 +412,14 @@ def _worker_load(w, now, st, cl, waiting):
 @loop_helper(python=False)
 def _delivered_alone(now, st, pool, state, waiting):
     """Under contention "none": the flows that ended (alone) by ``now`` leave their workers' loads."""
-    while state[_WAITING] > 0 and pool.times[0] <= now:
-        state[_WAITING] = heap_pop(pool.times, pool.seqs, pool.items, state[_WAITING])
-        slot = pool.items[state[_WAITING]]
+    while state[_WAITING] > 0 and pool.time[0] <= now:
+        state[_WAITING] = heap_pop(pool, state[_WAITING])
+        slot = pool.value[state[_WAITING]]
         w = st.class_worker[pool.cls[slot]]
-        waiting.nbytes[w] -= pool.nbytes[slot] * st.class_copies[pool.cls[slot]]
+        waiting.bytes[w] -= pool.bytes[slot] * st.class_copies[pool.cls[slot]]
         waiting.flows[w] -= 1
         if waiting.flows[w] == 0:
-            waiting.nbytes[w] = 0.0
+            waiting.bytes[w] = 0.0
         pool.free[state[_FREE]] = slot
         state[_FREE] += 1
 
@@ -464,7 +479,7 @@ def _charge(r, pair, hit, trace, st, cfg, out, al, kept):
         moving += b > 0
         if b > 0 and st.flow_class[f] >= 0:
             x = simulated
-            al.nbytes[x] = b
+            al.bytes[x] = b
             al.start[x] = fixed_ms(st.flow_costs[f, 0], moved * st.flow_costs[f, 2], messages * st.flow_costs[f, 1])
             kept.cls[x], kept.position[x], kept.copy_id[x] = st.flow_class[f], st.flow_position[f], st.flow_view[f]
             simulated += 1
@@ -484,13 +499,13 @@ def _start_flows(i, r, w, now, simulated, fair, st, al, kept, pool, state, waiti
     for x in range(simulated):
         state[_FREE] -= 1
         slot = pool.free[state[_FREE]]
-        pool.seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept.cls[x], kept.position[x], kept.copy_id[x]
+        pool.request_seq[slot], pool.cls[slot], pool.position[slot], pool.copy_id[slot] = i, kept.cls[x], kept.position[x], kept.copy_id[x]
         pool.req[slot], pool.sole[slot] = r, simulated == 1
-        pool.nbytes[slot] = al.nbytes[x]
+        pool.bytes[slot] = al.bytes[x]
         at = now + (al.start[x] if fair else al.ends[x])
-        state[_WAITING] = heap_push(pool.times, pool.seqs, pool.items, state[_WAITING], at, state[_FLOW], slot)
+        state[_WAITING] = heap_push(pool, state[_WAITING], at, state[_FLOW], slot)
         state[_FLOW] += 1
-        waiting.nbytes[w] += al.nbytes[x] * st.class_copies[kept.cls[x]]
+        waiting.bytes[w] += al.bytes[x] * st.class_copies[kept.cls[x]]
         waiting.flows[w] += 1
 
 
@@ -503,11 +518,11 @@ class OnCluster(NamedTuple):
     st: Structure
     paths: Paths
     cfg: Config
-    out: Outputs
+    out: np.ndarray  # OUTPUTS
     sim: Sim
     alone_work: AloneWork
     caches: Caches
-    waiting: Waiting
+    waiting: np.ndarray  # WAITING, one row per decode worker
     ends: Ends
     state: np.ndarray  # int64 (10,): the counters (see the module's constants)
     kmax: np.int64  # the most flows of one handoff
@@ -551,7 +566,7 @@ def start_request(i, r, now, net):
         ends.earliest[r] = trace.prefill_end[r] + out.alone_ms[r] * trace.last_fraction[r]
     if simulated == 0:
         out.end[r] = max(now, ends.earliest[r])
-        state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
+        state[_PENDING] = heap_push(pd, state[_PENDING], out.end[r], i, r * cfg.workers + w)
         return
     if cfg.fair:
         _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, waiting, ends.remaining,
@@ -559,7 +574,7 @@ def start_request(i, r, now, net):
         return
     out.bottleneck[r] = st.views[kept.copy_id[last], al.neck[last]] if al.neck[last] >= 0 else NIL
     out.end[r] = max(now + al.ends[last], ends.earliest[r])
-    state[_PENDING] = heap_push(pd.times, pd.seqs, pd.items, state[_PENDING], out.end[r], i, r * cfg.workers + w)
+    state[_PENDING] = heap_push(pd, state[_PENDING], out.end[r], i, r * cfg.workers + w)
     if cfg.routing == LEAST_LOADED or cfg.routing == TOPOLOGY:
         _start_flows(i, r, w, now, simulated, cfg.fair, st, al, kept, sim.pool, state, waiting, ends.remaining,
                      out)
@@ -583,7 +598,7 @@ def next_event(net):
 def advance(t, net):
     """The flows that end or start moving at ``t`` (:func:`next_event`), and the rates they change. Returns
     True, having done nothing, when the time bins or the heaps' chunks need room first (:func:`grown`)."""
-    sim, state, cfg, st, paths = net.sim, net.state, net.cfg, net.st, net.paths
+    sim, state, cfg, st = net.sim, net.state, net.cfg, net.st
     out, ends, waiting = net.out, net.ends, net.waiting
     width, origin = cfg.bin_ms, cfg.origin_ms
     limit = origin + (sim.loads.bins.shape[1] - 1) * width if width != np.inf else np.inf  # the last bin's start
@@ -597,14 +612,14 @@ def advance(t, net):
     if heaps.counter[0] <= state[_WAITING] or state[_MOST] + state[_WAITING] > heaps.table.shape[1] * CHUNK:
         state[_CHUNKS] = 1  # (every flow waiting may start moving now, each in a new chunk)
         return True
-    _batch(t, st, paths, sim, out, ends, state, waiting, origin, width)
+    _batch(t, st, sim, out, ends, state, waiting, origin, width)
     return False
 
 
 @loop_helper(python=False)
 def next_end(net):
     """The earliest end of a handoff whose blocks have yet to enter its decode worker's cache (inf: none)."""
-    return net.ends.pending.times[0] if net.state[_PENDING] > 0 else np.inf
+    return net.ends.pending.time[0] if net.state[_PENDING] > 0 else np.inf
 
 
 @loop_helper(python=False)
@@ -612,12 +627,12 @@ def take_end(net):
     """The earliest ended handoff (:func:`next_end`) leaves the pending heap and its blocks enter its decode
     worker's cache; returns (its request, its end)."""
     pd, caches, trace, state, workers = net.ends.pending, net.caches, net.trace, net.state, net.cfg.workers
-    state[_PENDING] = heap_pop(pd.times, pd.seqs, pd.items, state[_PENDING])
-    item = pd.items[state[_PENDING]]  # (request, decode worker), as one number
+    state[_PENDING] = heap_pop(pd, state[_PENDING])
+    item = pd.value[state[_PENDING]]  # (request, decode worker), as one number
     r = item // workers
     insert_blocks(r, item - r * workers, trace.blocks, trace.offsets, caches.holders, caches.slot_of, caches.log,
                   caches.first, caches.end, caches.size, caches.capacity)
-    return r, pd.times[state[_PENDING]]
+    return r, pd.time[state[_PENDING]]
 
 
 # --- the replay ---------------------------------------------------------------------------------------
@@ -627,15 +642,10 @@ def _new_state(st: Structure, slots: int, bins: int, kmax: int) -> tuple:
     (for handoffs of at most ``kmax`` flows)."""
     R, C = len(st.capacities), len(st.class_worker)
     longest = int(np.diff(st.class_off).max(initial=0))
-    ints, none = (lambda k: np.zeros(k, np.int64)), (lambda k: np.full(k, NIL, np.int64))
-    cl = Classes(ints(C), np.zeros(C), np.zeros(C), np.full(C, np.nan), np.zeros(C), np.zeros(C), np.zeros(C),
-                 np.full(C, np.inf), ints(C), none(C), ints(C), none(C))
+    cl = new_classes(C)
     loads = Loads(np.zeros(R), np.zeros(R), np.zeros(R), np.zeros(R), np.zeros((R, bins)), np.zeros(R, np.bool_),
-                  ints(R))
-    sc = Scratch(ints(R), ints(R), ints(C), ints(C), np.zeros(C), np.zeros(C, np.bool_), np.zeros(R), ints(R),
-                 np.zeros(R), ints(R), np.zeros(R, np.bool_), ints(R), ints(R), ints(R), ints(R), ints(C), ints(2),
-                 np.zeros(len(st.component_off) - 1, np.bool_), ints(R), ints(R), ints(R), ints(C),
-                 np.zeros((R, 2), np.int64), ints(R), ints(R))
+                  np.zeros(R, np.int64))
+    sc = new_scratch(R, C, len(st.component_off) - 1)
     lc = new_local(R, kmax, longest)
     return cl, _grown_pool(None, slots, None), _grown_heaps(None, C, 2 * C + 64, 4), loads, sc, lc
 
@@ -657,19 +667,15 @@ def _grown_heaps(heaps: Heaps | None, C: int, chunks: int, width: int) -> Heaps:
     return new
 
 
-def _grown_pool(pool: Pool | None, slots: int, state: np.ndarray | None) -> Pool:
-    """A pool of ``slots`` slots holding ``pool``'s (its free slots and the new ones free, the lowest first)."""
-    new = Pool(np.zeros(slots), np.zeros(slots, np.int64), np.zeros(slots, np.int64), np.zeros(slots, np.bool_),
-               np.zeros(slots, np.int32), np.zeros(slots, np.int32),
-               np.zeros(slots, np.int32), np.zeros(slots, np.int64), np.zeros(slots), np.zeros(slots, np.int64),
-               np.zeros(slots, np.int64))
-    old, free = (0, 0) if pool is None else (len(pool.seq), int(cast(np.ndarray, state)[_FREE]))  # (with its state)
-    for field, grown in zip(pool or (), new):
-        if pool is not None and field is not pool.free:  # (within the loop pool is not None)
-            grown[:old] = field
+def _grown_pool(pool: np.ndarray | None, slots: int, state: np.ndarray | None) -> np.ndarray:
+    """A pool (:data:`POOL`) of ``slots`` slots holding ``pool``'s (its free slots and the new ones free, the lowest
+    first)."""
+    new = np.zeros(slots, POOL)
+    old, free = (0, 0) if pool is None else (len(pool), int(cast(np.ndarray, state)[_FREE]))  # (with its state)
     if pool is not None:
-        new.free[:free] = pool.free[:free]
-    new.free[free:free + slots - old] = np.arange(slots - 1, old - 1, -1)
+        new[:old] = pool
+        new["free"][free:] = 0
+    new["free"][free:free + slots - old] = np.arange(slots - 1, old - 1, -1)
     if state is not None:
         state[_FREE] = free + slots - old
     return new
@@ -698,7 +704,7 @@ def _grown_bins(loads: Loads, bins: int, most: int) -> tuple[Loads, int]:
 
 
 def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill_of: np.ndarray, st: Structure,
-            cfg: Config, out: Outputs, blocks_per_message: np.ndarray,
+            cfg: Config, out: np.ndarray, blocks_per_message: np.ndarray,
             streamed: tuple[np.ndarray, np.ndarray] | None = None) -> OnCluster:
     """A replay on the cluster ``st`` (a :class:`Structure`) with the configuration ``cfg`` (a :class:`Config`),
     before its first request: requests with their prompt tokens, dense block ids
@@ -707,15 +713,15 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
     its time alone sent after it), a handoff ends no earlier than its prefill's end plus that share."""
     n, D = len(tokens), cfg.workers
     holders, alive, slot_of, log, log_first, log_end, size, capacity = new_caches(cfg.n_unique, D, cfg.capacity)
-    pending = Pending(np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # cache insertions to come
+    pending = new_heap(n)  # cache insertions to come
     kmax = max(int(np.diff(st.pair_off).max(initial=1)), 1)
     cl, pool, heaps, loads, sc, lc = _new_state(st, max(64, 4 * kmax), 256 if cfg.fair and cfg.bin_ms != np.inf else 1,
                                                 kmax)
     paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
     al = new_alone(kmax)
-    kept = Kept(np.zeros(kmax, np.int64), np.zeros(kmax, np.int64), np.zeros(kmax, np.int64))
+    kept = np.zeros(kmax, KEPT)
     state = np.zeros(10, np.int64)
-    state[_FREE] = len(pool.seq)
+    state[_FREE] = len(pool)
     if streamed is None:  # (read-only, as the streamed arrays the replay passes: one compiled loop for both)
         streamed = (np.zeros(0), np.zeros(0))
         for empty in streamed:
@@ -730,7 +736,7 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
         sim=Sim(cl, pool, heaps, loads, sc),
         alone_work=AloneWork(lc, al, kept, new_memo(kmax, len(st.pair_off) - 1)),  # (memo: a key a pair)
         caches=Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity)),
-        waiting=Waiting(np.zeros(D), np.zeros(D, np.int64), np.zeros(D)),  # bytes (and flows) not yet moving or ended
+        waiting=np.zeros(D, WAITING),  # bytes (and flows) not yet moving or ended
         ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), np.full(n, -np.inf), pending),
         state=state,
         kmax=np.int64(kmax),
@@ -748,9 +754,9 @@ def grown(net: OnCluster) -> OnCluster:
     elif state[_CHUNKS] > 0:
         need = int(state[_MOST] + state[_WAITING]) // CHUNK + 1
         heaps = sim.heaps
-        sim = sim._replace(heaps=_grown_heaps(heaps, len(sim.cl.count), 2 * len(heaps.keys),
+        sim = sim._replace(heaps=_grown_heaps(heaps, len(sim.cl), 2 * len(heaps.keys),
                                               max(need, 2 * heaps.table.shape[1])))
         state[_CHUNKS] = 0
     else:
-        sim = sim._replace(pool=_grown_pool(sim.pool, 2 * len(sim.pool.seq), state))
+        sim = sim._replace(pool=_grown_pool(sim.pool, 2 * len(sim.pool), state))
     return net._replace(sim=sim, cfg=cfg)

@@ -81,13 +81,30 @@ def rank_ids(values, lowest, table, out):
         out[i] = np.int64(table[q, 1]) + _popcount(table[q, 0] & ((one << np.uint64(v & 63)) - one))
 
 
+#: A binary heap's entries (a structured array, one row per entry): ordered by (time, seq), each holding a
+#: value. Every queue with a time in the replays is one (:func:`heap_push`, :func:`heap_pop`).
+HEAP = np.dtype([("time", np.float64), ("seq", np.int64), ("value", np.int64)], align=True)
+
+
+def new_heap(n: int, *shape: int) -> np.ndarray:
+    """An empty :data:`HEAP` with room for ``n`` entries (``new_heap(k, n)``: ``k`` heaps of ``n``).
+
+    >>> heap = new_heap(4); size = heap_push(heap, 0, 2.0, 0, 7); size = heap_push(heap, size, 1.0, 1, 8)
+    >>> size = heap_pop(heap, size); int(heap["value"][size]), size
+    (8, 1)
+    """
+    return np.zeros((n, *shape), HEAP)
+
+
 # The heap's comparisons and swaps are written out rather than called: as nested ``inline="always"``
 # helpers taking the arrays, the same operations took ~4x the time (measured).
 
 
 @loop_helper
-def heap_push(times, seqs, items, size, time, seq, item):
-    """Push (time, seq, item) onto the array heap of ``size`` entries ordered by (time, seq); return the new size."""
+def heap_push(heap, size, time, seq, item):
+    """Push (time, seq, item) onto ``heap`` (a :data:`HEAP`) of ``size`` entries ordered by (time, seq); return
+    the new size."""
+    times, seqs, items = heap.time, heap.seq, heap.value
     i = size
     while i > 0:  # move parents down until the new entry's place is found
         parent = (i - 1) // 2
@@ -100,8 +117,10 @@ def heap_push(times, seqs, items, size, time, seq, item):
 
 
 @loop_helper
-def heap_pop(times, seqs, items, size):
-    """Remove the smallest entry (kept at index ``size - 1`` for the caller to read); return the new size."""
+def heap_pop(heap, size):
+    """Remove the smallest entry of ``heap`` (a :data:`HEAP`; kept at index ``size - 1`` for the caller to
+    read); return the new size."""
+    times, seqs, items = heap.time, heap.seq, heap.value
     last = size - 1
     time, seq, item = times[last], seqs[last], items[last]  # the entry to sift down from the root
     smallest_time, smallest_seq, smallest_item = times[0], seqs[0], items[0]
@@ -293,25 +312,37 @@ class Cluster(NamedTuple):
     fallback_delay_ms: float  # every transfer's time when the bandwidth is 0 (upstream's replay)
 
 
-class Results(NamedTuple):
-    """Per-request outputs of a replay on links (:func:`perfmodel.kernels.serving.replay`), filled in place."""
+#: Per-request outputs of a replay on links (:func:`perfmodel.kernels.serving.replay`), one row per request,
+#: filled in place: a structured array (numba passes it as one array, where a record of ten arrays costs ten
+#: arrays' words in every call, :mod:`perfmodel.kernels.network`), read in Python as a ``numpy.recarray``.
+RESULTS = np.dtype(
+    [
+        ("worker", np.int64),
+        ("cached", np.int64),
+        ("charged", np.int64),
+        ("bytes", np.float64),
+        ("transfer", np.float64),
+        ("start", np.float64),
+        ("end", np.float64),
+        ("link", np.int64),
+        ("queue", np.float64),
+        ("saved", np.float64),  # destination_missing: bytes a cold destination would have needed, minus those sent
+    ],
+    align=True,
+)
 
-    worker: np.ndarray
-    cached: np.ndarray
-    charged: np.ndarray
-    bytes: np.ndarray
-    transfer: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    link: np.ndarray
-    queue: np.ndarray
-    saved: np.ndarray  # destination_missing: bytes a cold destination would have needed, minus those sent
 
-    @classmethod
-    def empty(cls, n: int) -> Results:
-        ints, floats = ("worker", "cached", "charged", "link"), ("bytes", "transfer", "start", "end", "queue", "saved")
-        arrays = {**{k: np.zeros(n, np.int64) for k in ints}, **{k: np.zeros(n, np.float64) for k in floats}}
-        return cls(**arrays)
+class Results:
+    """The per-request outputs (:data:`RESULTS`) of a replay on links."""
+
+    @staticmethod
+    def empty(n: int) -> np.recarray:
+        """The outputs of ``n`` requests, before the replay (zeros).
+
+        >>> Results.empty(2).link.tolist()
+        [0, 0]
+        """
+        return np.zeros(n, RESULTS).view(np.recarray)
 
 
 def new_caches(n_unique: int, workers: int, capacity: int) -> tuple:
@@ -406,52 +437,41 @@ def _fifo_start(now, alone, link_free):
 
 
 class Fair(NamedTuple):
-    """The state of fair sharing (see above); ``tags``, ``seqs`` and ``items`` grow when a link's heap is full."""
+    """The state of fair sharing (see above); ``moving`` grows when a link's heap is full."""
 
     virtual: np.ndarray
     active: np.ndarray
     last_update: np.ndarray
-    tags: np.ndarray
-    seqs: np.ndarray
-    items: np.ndarray
-    start_time: np.ndarray  # transfers paying their fixed costs: when their bytes may start to move
-    start_seq: np.ndarray
-    start_item: np.ndarray
+    moving: np.ndarray  # HEAP (links, room): each link's transfers moving, by (virtual finish tag, sequence)
+    starting: np.ndarray  # HEAP: transfers paying their fixed costs, by when their bytes may start to move
 
 
 def _new_fair(n_links: int, n: int, origin: float, capacity: int = 64) -> Fair:
     """The state of fair sharing on ``n_links`` links for ``n`` requests, none moving yet (links up to date
     at ``origin``, ms), with room for ``capacity`` transfers moving on each link (numpy, in Python).
 
-    >>> _new_fair(2, 3, 0.0).tags.shape
+    >>> _new_fair(2, 3, 0.0).moving.shape
     (2, 64)
     """
     return Fair(
         np.zeros(n_links),
         np.zeros(n_links, dtype=np.int64),
         np.full(n_links, origin),
-        np.empty((n_links, capacity)),
-        np.empty((n_links, capacity), dtype=np.int64),
-        np.empty((n_links, capacity), dtype=np.int64),
-        np.empty(n),
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
+        new_heap(n_links, capacity),
+        new_heap(n),
     )
 
 
 def _grown(fair: Fair) -> Fair:
     """``fair`` with room for twice as many transfers moving on each link (numpy, in Python).
 
-    >>> _grown(_new_fair(2, 3, 0.0)).tags.shape
+    >>> _grown(_new_fair(2, 3, 0.0)).moving.shape
     (2, 128)
     """
-    n_links, capacity = fair.tags.shape
-    grown = []
-    for old in (fair.tags, fair.seqs, fair.items):
-        new = np.empty((n_links, 2 * capacity), dtype=old.dtype)
-        new[:, :capacity] = old
-        grown.append(new)
-    return fair._replace(tags=grown[0], seqs=grown[1], items=grown[2])
+    n_links, capacity = fair.moving.shape
+    moving = new_heap(n_links, 2 * capacity)
+    moving[:, :capacity] = fair.moving
+    return fair._replace(moving=moving)
 
 
 @loop_helper(python=False)
@@ -461,7 +481,7 @@ def _next_end(fair, rate):
     for link in range(fair.active.shape[0]):
         count = fair.active[link]
         if count > 0:
-            t = fair.last_update[link] + (fair.tags[link, 0] - fair.virtual[link]) * count / rate
+            t = fair.last_update[link] + (fair.moving.time[link, 0] - fair.virtual[link]) * count / rate
             if t < next_time:
                 next_time, next_link = t, link
     return next_time, next_link
@@ -484,27 +504,25 @@ def _begin_moving(fair, starting, t, rate, out_bytes, out_link):
     is full (grow it and call again)."""
     best = _fewest_moving(fair.active)
     count = fair.active[best]
-    if count == fair.tags.shape[1]:
+    if count == fair.moving.shape[1]:
         return -1
-    starting = heap_pop(fair.start_time, fair.start_seq, fair.start_item, starting)
-    seq, r = fair.start_seq[starting], fair.start_item[starting]
+    starting = heap_pop(fair.starting, starting)
+    seq, r = fair.starting.seq[starting], fair.starting.value[starting]
     if count > 0:
         fair.virtual[best] += (t - fair.last_update[best]) * rate / count
     fair.last_update[best] = t
-    fair.active[best] = heap_push(
-        fair.tags[best], fair.seqs[best], fair.items[best], count, fair.virtual[best] + out_bytes[r], seq, r
-    )
+    fair.active[best] = heap_push(fair.moving[best], count, fair.virtual[best] + out_bytes[r], seq, r)
     out_link[r] = best
     return starting
 
 
 @loop_helper(python=False)
-def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_item, pending):
+def _finish_moving(fair, link, t, requests, results, pend, pending):
     """The transfer on ``link`` with the smallest finish tag ends at ``t`` (no earlier than layer-wise
     streaming allows); its blocks are then pending for the cache. Returns the pending count."""
-    fair.active[link] = heap_pop(fair.tags[link], fair.seqs[link], fair.items[link], fair.active[link])
+    fair.active[link] = heap_pop(fair.moving[link], fair.active[link])
     at = fair.active[link]
-    tag, seq, r = fair.tags[link, at], fair.seqs[link, at], fair.items[link, at]
+    tag, seq, r = fair.moving.time[link, at], fair.moving.seq[link, at], fair.moving.value[link, at]
     fair.virtual[link] = tag
     fair.last_update[link] = t
     earliest = requests.prefill_end_ms[r] + results.transfer[r] * requests.last_fraction[r]
@@ -512,11 +530,11 @@ def _finish_moving(fair, link, t, requests, results, pend_time, pend_seq, pend_i
     results.end[r] = end
     # (waiting or slowed: beyond what it takes alone, streamed layer by layer no earlier than its last group)
     results.queue[r] = max(end - max(requests.ready_ms[r] + results.transfer[r], earliest), 0.0)
-    return heap_push(pend_time, pend_seq, pend_item, pending, end, seq, r)
+    return heap_push(pend, pending, end, seq, r)
 
 
 @jit(inline="always", **no_reference_counting())
-def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_seq, pend_item):
+def _advance_fair(fair, counts, now, rate, requests, results, pend):
     """Fair sharing up to ``now``: data phases starting (when their fixed costs end) and transfers
     finishing, in time order (on ties a finish first: its link is free for the start). ``counts``: [pending insertions, transfers paying
     fixed costs], updated. Returns False when done, True when a link's heap must grow first. (Inlined in
@@ -524,16 +542,14 @@ def _advance_fair(fair, counts, now, rate, requests, results, pend_time, pend_se
     :mod:`perfmodel.kernels.network`; fair sharing with a latency took 1.5x fifo's time, 1.24x inlined.)"""
     while True:
         next_time, next_link = _next_end(fair, rate)
-        start_time = fair.start_time[0] if counts[1] > 0 else np.inf
+        start_time = fair.starting.time[0] if counts[1] > 0 else np.inf
         if counts[1] > 0 and start_time < next_time and start_time <= now:
             starting = _begin_moving(fair, counts[1], start_time, rate, results.bytes, results.link)
             if starting < 0:
                 return True
             counts[1] = starting
         elif next_link >= 0 and next_time <= now:
-            counts[0] = _finish_moving(
-                fair, next_link, next_time, requests, results, pend_time, pend_seq, pend_item, counts[0]
-            )
+            counts[0] = _finish_moving(fair, next_link, next_time, requests, results, pend, counts[0])
         else:
             return False
 
@@ -552,9 +568,7 @@ class State(NamedTuple):
     log_end: np.ndarray
     size: np.ndarray
     capacity: np.int64
-    pend_time: np.ndarray
-    pend_seq: np.ndarray
-    pend_item: np.ndarray
+    pending: np.ndarray  # HEAP
     counts: np.ndarray  # int64 (3,): pending insertions, fair: transfers paying their fixed costs, next worker
     link_free: np.ndarray
     fair: Fair
@@ -580,9 +594,7 @@ def _new_state(requests: Requests, cluster: Cluster) -> State:
         end,
         size,
         np.int64(capacity),
-        np.empty(n),
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
+        new_heap(n),
         np.zeros(3, dtype=np.int64),
         np.full(cluster.n_links, origin),
         _new_fair(cluster.n_links if fair else 0, n if fair else 0, origin),
@@ -626,15 +638,13 @@ def start_transfer(seq, r, now, nbytes, fixed, alone, cluster, requests, results
     results.start[r] = now
     contention, fair = cluster.contention, state.fair
     if contention == FAIR and nbytes > 0:  # fixed costs first, then the bytes share a link
-        state.counts[1] = heap_push(
-            fair.start_time, fair.start_seq, fair.start_item, state.counts[1], now + fixed, seq, r
-        )
+        state.counts[1] = heap_push(fair.starting, state.counts[1], now + fixed, seq, r)
         results.end[r] = np.nan  # set when its last byte arrives
         return pending
     link, start_ms = _fifo_start(now, alone, state.link_free) if contention == FIFO and nbytes > 0 else (-1, now)
     end = max(start_ms + alone, earliest_end)
     results.link[r], results.start[r], results.end[r], results.queue[r] = link, start_ms, end, start_ms - now
-    return heap_push(state.pend_time, state.pend_seq, state.pend_item, pending, end, seq, r)
+    return heap_push(state.pending, pending, end, seq, r)
 
 
 class OnLinks(NamedTuple):
@@ -643,7 +653,7 @@ class OnLinks(NamedTuple):
 
     requests: Requests
     cluster: Cluster
-    results: Results
+    results: np.ndarray  # RESULTS, one row per request
     state: State
 
 
@@ -686,8 +696,8 @@ def next_event(net):
     if net.cluster.contention != FAIR:
         return np.inf
     t = _next_end(state.fair, net.cluster.bandwidth_gb_s * 1e6)[0]
-    if state.counts[1] > 0 and state.fair.start_time[0] < t:
-        t = state.fair.start_time[0]
+    if state.counts[1] > 0 and state.fair.starting.time[0] < t:
+        t = state.fair.starting.time[0]
     return t
 
 
@@ -705,16 +715,14 @@ def advance(t, net):
         net.cluster.bandwidth_gb_s * 1e6,
         net.requests,
         net.results,
-        state.pend_time,
-        state.pend_seq,
-        state.pend_item,
+        state.pending,
     )
 
 
 @loop_helper(python=False)
 def next_end(net):
     """The earliest known end of a handoff whose blocks have yet to enter its cache (inf: none)."""
-    return net.state.pend_time[0] if net.state.counts[0] > 0 else np.inf
+    return net.state.pending.time[0] if net.state.counts[0] > 0 else np.inf
 
 
 @loop_helper(python=False)
@@ -722,14 +730,14 @@ def take_end(net):
     """The earliest ended handoff (:func:`next_end`) leaves the pending heap and its blocks enter its decode
     worker's cache; returns (its request, its end)."""
     state = net.state
-    pending = heap_pop(state.pend_time, state.pend_seq, state.pend_item, state.counts[0])
+    pending = heap_pop(state.pending, state.counts[0])
     state.counts[0] = pending
-    r = state.pend_item[pending]
+    r = state.pending.value[pending]
     deliver(r, net.requests, net.cluster, net.results, state)
     return r, net.results.end[r]
 
 
-def new_run(requests: Requests, cluster: Cluster, results: Results) -> OnLinks:
+def new_run(requests: Requests, cluster: Cluster, results: np.ndarray) -> OnLinks:
     """A replay of ``requests`` (a :class:`Requests`) on the links of ``cluster`` (a :class:`Cluster`), before its
     first request, filling ``results``; :func:`perfmodel.kernels.serving.replay` runs it.
 

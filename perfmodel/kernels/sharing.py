@@ -35,64 +35,64 @@ def _ready(m, q, lc):
     """A filling of ``q`` items over ``m`` local resources ready for :func:`fill_classes`: each resource's whole
     capacity left and its items' flows, no item frozen (rate ``inf`` until one is)."""
     for j in range(m):
-        lc.left[j] = lc.caps[j]
-        lc.free[j] = 0
+        lc.work.left[j] = lc.local_paths.capacities[j]
+        lc.work.free[j] = 0
     for k in range(q):
-        lc.frozen[k] = False
-        lc.rates[k] = np.inf
-        for x in range(lc.path_off[k], lc.path_off[k + 1]):
-            lc.free[lc.path[x]] += lc.counts[k]
+        lc.work.frozen[k] = False
+        lc.work.rates[k] = np.inf
+        for x in range(lc.local_paths.class_off[k], lc.local_paths.class_off[k + 1]):
+            lc.work.free[lc.local_paths.class_res[x]] += lc.work.counts[k]
 
 
 @loop_helper(python=False)
 def _local_paths(q, paths, lc, stamp, m):
-    """Local paths of the items ``lc.items[:q]`` (classes) and each local resource's items; resources not yet
+    """Local paths of the items ``lc.work.items[:q]`` (classes) and each local resource's items; resources not yet
     collected under ``stamp`` are added after the first ``m``. Returns the number of local resources."""
-    lc.path_off[0] = 0
+    lc.local_paths.class_off[0] = 0
     x = 0
     for k in range(q):
-        c = lc.items[k]
+        c = lc.work.items[k]
         for y in range(paths.class_off[c], paths.class_off[c + 1]):
             r = paths.class_res[y]
-            if lc.stamp[r] != stamp:
-                lc.stamp[r] = stamp
-                lc.local[r] = m
-                lc.resources[m] = r
+            if lc.work.stamp[r] != stamp:
+                lc.work.stamp[r] = stamp
+                lc.work.local[r] = m
+                lc.work.resources[m] = r
                 m += 1
-            lc.path[x] = lc.local[r]
+            lc.local_paths.class_res[x] = lc.work.local[r]
             x += 1
-        lc.path_off[k + 1] = x
+        lc.local_paths.class_off[k + 1] = x
     for j in range(m + 1):
-        lc.res_off[j] = 0
+        lc.local_paths.res_off[j] = 0
     for y in range(x):
-        lc.res_off[lc.path[y] + 1] += 1
+        lc.local_paths.res_off[lc.local_paths.class_res[y] + 1] += 1
     for j in range(m):
-        lc.res_off[j + 1] += lc.res_off[j]
-        lc.caps[j] = paths.capacities[lc.resources[j]]
-        lc.free[j] = lc.res_off[j]  # (a cursor while the lists are written)
+        lc.local_paths.res_off[j + 1] += lc.local_paths.res_off[j]
+        lc.local_paths.capacities[j] = paths.capacities[lc.work.resources[j]]
+        lc.work.free[j] = lc.local_paths.res_off[j]  # (a cursor while the lists are written)
     for k in range(q):
-        for y in range(lc.path_off[k], lc.path_off[k + 1]):
-            j = lc.path[y]
-            lc.res_items[lc.free[j]] = k
-            lc.free[j] += 1
+        for y in range(lc.local_paths.class_off[k], lc.local_paths.class_off[k + 1]):
+            j = lc.local_paths.class_res[y]
+            lc.local_paths.res_classes[lc.work.free[j]] = k
+            lc.work.free[j] += 1
     return m
 
 
 @loop_helper(python=False)
 def _neck_of(k, lc):
-    """Precise rule 9 for item ``k`` in the interval of rates ``lc.rates``: the first resource on its path
+    """Precise rule 9 for item ``k`` in the interval of rates ``lc.work.rates``: the first resource on its path
     that its items fill (within ``SATURATED``) and on which no item moves faster; -1 if none."""
-    mine = lc.rates[k]
-    for y in range(lc.path_off[k], lc.path_off[k + 1]):
-        j = lc.path[y]
+    mine = lc.work.rates[k]
+    for y in range(lc.local_paths.class_off[k], lc.local_paths.class_off[k + 1]):
+        j = lc.local_paths.class_res[y]
         used = 0.0
         faster = False
-        for x in range(lc.res_off[j], lc.res_off[j + 1]):
-            o = lc.res_items[x]
-            used += lc.rates[o] * lc.counts[o]
-            faster |= lc.rates[o] > mine * (1 + 1e-12)
-        if used >= lc.caps[j] * (1 - SATURATED) and not faster:
-            return lc.resources[j]
+        for x in range(lc.local_paths.res_off[j], lc.local_paths.res_off[j + 1]):
+            o = lc.local_paths.res_classes[x]
+            used += lc.work.rates[o] * lc.work.counts[o]
+            faster |= lc.work.rates[o] > mine * (1 + 1e-12)
+        if used >= lc.local_paths.capacities[j] * (1 - SATURATED) and not faster:
+            return lc.work.resources[j]
     return -1
 
 
@@ -109,65 +109,76 @@ class Paths(NamedTuple):
     res_classes: np.ndarray
 
 
-class Local(NamedTuple):
-    """Work arrays of a filling over local indices (a handoff's flows alone, :func:`fill_classes` over
-    ``local_paths``): each resource's stamp (the filling that last collected it) and local index; the local
-    resources' global indices; per item its class, flows, rate and state, and its local path; per local
-    resource its items, capacity, capacity left, unfrozen flows, fair share and state; the resources of
-    the smallest share in a step; [fillings so far, filling steps so far]; the local resources (0, 1, ...);
-    the local paths as :class:`Paths` (items for classes)."""
+#: Work arrays of a filling over local indices (a handoff's flows alone, :func:`fill_classes` over
+#: ``local_paths``), one structured array (as :data:`ALONE`) whose rows are indexed by resource (global: its
+#: stamp, the filling that last collected it, and its local index; local: its global index, capacity left,
+#: unfrozen flows, fair share and state), by item (its class, flows, rate and state), or by position in a list
+#: (the resources of the smallest share in a step; the local resources 0, 1, ...); ``counters`` rows 0 and 1:
+#: [fillings so far, filling steps so far].
+LOCAL = np.dtype(
+    [
+        ("stamp", np.int64),
+        ("local", np.int64),
+        ("resources", np.int64),
+        ("items", np.int64),
+        ("counts", np.int64),
+        ("rates", np.float64),
+        ("frozen", np.bool_),
+        ("left", np.float64),
+        ("free", np.int64),
+        ("ratio", np.float64),
+        ("live", np.int64),
+        ("stale", np.bool_),
+        ("tie_step", np.int64),
+        ("ties", np.int64),
+        ("counters", np.int64),
+        ("members", np.int64),
+    ],
+    align=True,
+)
 
-    stamp: np.ndarray
-    local: np.ndarray
-    resources: np.ndarray
-    items: np.ndarray
-    counts: np.ndarray
-    rates: np.ndarray
-    frozen: np.ndarray
-    path_off: np.ndarray
-    path: np.ndarray
-    res_off: np.ndarray
-    res_items: np.ndarray
-    caps: np.ndarray
-    left: np.ndarray
-    free: np.ndarray
-    ratio: np.ndarray
-    live: np.ndarray
-    stale: np.ndarray
-    tie_step: np.ndarray
-    ties: np.ndarray
-    counters: np.ndarray
-    members: np.ndarray
+
+class Local(NamedTuple):
+    """A filling over local indices: its work arrays (:data:`LOCAL`) and the local paths, as :class:`Paths`
+    (items for classes; each local resource's capacity)."""
+
+    work: np.ndarray
     local_paths: Paths
 
 
 def new_local(resources: int, items: int, longest: int) -> Local:
     """An empty :class:`Local` for fillings of at most ``items`` items over ``resources`` resources (paths of at
-    most ``longest``)."""
+    most ``longest``).
+
+    >>> lc = new_local(3, 2, 2); len(lc.work), lc.work["members"].tolist(), lc.local_paths.class_res.shape
+    (3, [0, 1, 2], (4,))
+    """
     r, k = max(resources, 1), max(items, 1)
     entries = k * max(longest, 1)
+    work = np.zeros(max(r, k, 2), LOCAL)
+    work["members"] = np.arange(len(work))
     ints = lambda n: np.zeros(n, np.int64)  # noqa: E731
-    path_off, path, res_off, res_items, caps = ints(k + 1), ints(entries), ints(r + 1), ints(entries), np.zeros(r)
-    return Local(
-        ints(r), ints(r), ints(r), ints(k), ints(k), np.zeros(k), np.zeros(k, np.bool_), path_off, path, res_off,
-        res_items, caps, np.zeros(r), ints(r), np.zeros(r), ints(r), np.zeros(r, np.bool_), ints(r), ints(r),
-        ints(2), np.arange(r, dtype=np.int64), Paths(caps, path_off, path, res_off, res_items),
-    )  # fmt: skip
+    return Local(work, Paths(np.zeros(r), ints(k + 1), ints(entries), ints(r + 1), ints(entries)))
 
 
-class Alone(NamedTuple):
-    """Work arrays of one handoff's flows alone (:func:`alone`), by kept flow."""
-
-    start: np.ndarray
-    nbytes: np.ndarray
-    left: np.ndarray
-    anchor: np.ndarray
-    rate: np.ndarray
-    ends: np.ndarray
-    neck: np.ndarray
-    order: np.ndarray
-    active: np.ndarray
-    finish: np.ndarray
+#: Work arrays of one handoff's flows alone (:func:`alone`), one row per kept flow (a structured array: numba
+#: passes it as one array, where a record of ten arrays costs ten arrays' words in every call,
+#: :mod:`perfmodel.kernels.network`).
+ALONE = np.dtype(
+    [
+        ("start", np.float64),
+        ("bytes", np.float64),
+        ("left", np.float64),
+        ("anchor", np.float64),
+        ("rate", np.float64),
+        ("ends", np.float64),
+        ("neck", np.int64),
+        ("order", np.int64),
+        ("active", np.int64),
+        ("finish", np.float64),
+    ],
+    align=True,
+)
 
 
 class Memo(NamedTuple):
@@ -216,7 +227,7 @@ def _remember(s, na, al, classes, lc, memo):
     memo.counter[0] += 1
     for x in range(na):
         memo.keys[s, x] = classes[al.active[x]]
-        memo.rates[s, x] = lc.rates[x]
+        memo.rates[s, x] = lc.work.rates[x]
         memo.necks[s, x] = _neck_of(x, lc)
 
 
@@ -229,19 +240,19 @@ def _alone_rates(na, t, al, paths, lc, classes, memo):
     if memo is not None:
         slot, found = _recall(na, al, classes, memo)
     if not found:
-        stamp = lc.counters[0] + 1
-        lc.counters[0] = stamp
+        stamp = lc.work.counters[0] + 1
+        lc.work.counters[0] = stamp
         for x in range(na):
-            lc.items[x] = classes[al.active[x]]
-            lc.counts[x] = 1
+            lc.work.items[x] = classes[al.active[x]]
+            lc.work.counts[x] = 1
         m = _local_paths(na, paths, lc, stamp, 0)
         _ready(m, na, lc)
-        fill_classes(m, na, lc.local_paths, lc.counts, lc)
+        fill_classes(m, na, lc.local_paths, lc.work.counts, lc.work)
         if memo is not None and slot >= 0:
             _remember(slot, na, al, classes, lc, memo)
     for x in range(na):
         f = al.active[x]
-        new = lc.rates[x]
+        new = lc.work.rates[x]
         if memo is not None and slot >= 0:
             new = memo.rates[slot, x]
         if new != al.rate[f]:  # (else its end stands: the same anchor, bytes left and rate)
@@ -261,7 +272,7 @@ def alone(q, al, paths, lc, classes, positions, memo):
 
 @jit(inline="always", **_compat.no_reference_counting())
 def _alone_memo(q, al, paths, lc, classes, positions, memo):
-    """The reference's ``simulate`` (``tests/reference_maxmin.py``) of ``q > 0`` flows (starts ``al.start``, bytes ``al.nbytes`` > 0,
+    """The reference's ``simulate`` (``tests/reference_maxmin.py``) of ``q > 0`` flows (starts ``al.start``, bytes ``al.bytes`` > 0,
     classes ``classes``; fillings looked up in ``memo``, a :class:`Memo` or None): each flow's end
     (``al.ends``), its rate and since when (``al.rate``, ``al.anchor``) and its bottleneck when it ended
     (``al.neck``); returns the index of the last-ending flow (ties: the lowest of ``positions``)."""
@@ -272,7 +283,7 @@ def _alone_memo(q, al, paths, lc, classes, positions, memo):
             al.order[x] = al.order[x - 1]
             x -= 1
         al.order[x] = f
-        al.left[f], al.anchor[f], al.rate[f] = al.nbytes[f], al.start[f], np.nan
+        al.left[f], al.anchor[f], al.rate[f] = al.bytes[f], al.start[f], np.nan
     pending, na = 0, 0
     t = al.start[al.order[0]]
     while pending < q or na > 0:
@@ -334,7 +345,7 @@ def _one_key(k, begin, size, paths, lc, al, memo, classes, out):
     q = 0
     for f in range(flows):
         if size[f] > 0:
-            al.start[q], al.nbytes[q], classes[q] = begin[f], size[f], f
+            al.start[q], al.bytes[q], classes[q] = begin[f], size[f], f
             q += 1
     if q > 0:
         _alone_memo(q, al, paths, lc, classes, classes, memo)
@@ -399,12 +410,13 @@ def _batch(keys, flows, paths, lc, al, memo, classes, begin, size, out):
         _one_key(k, begin, size, paths, lc, al, memo, classes, out)
 
 
-def new_alone(flows: int) -> Alone:
-    """Work arrays of one handoff of at most ``flows`` flows alone (:func:`alone`)."""
-    kmax = max(flows, 1)
-    return Alone._make(
-        (*(np.zeros(kmax) for _ in range(6)), *(np.zeros(kmax, np.int64) for _ in range(3)), np.zeros(kmax))
-    )
+def new_alone(flows: int) -> np.ndarray:
+    """Work arrays (:data:`ALONE`) of one handoff of at most ``flows`` flows alone (:func:`alone`).
+
+    >>> new_alone(3).dtype.names[:2]
+    ('start', 'bytes')
+    """
+    return np.zeros(max(flows, 1), ALONE)
 
 
 def new_memo(flows: int, keys: int) -> Memo:
@@ -683,8 +695,8 @@ def fill_classes(m, q, paths, counts, sc):
     fair share (capacity left over unfrozen flows) fix the rate of every unfrozen item on them, in the operation
     order of the reference's ``maxmin_rates`` (``tests/reference_maxmin.py``). ``sc.rates[c]`` for each item
     ``c`` (``inf`` when no resource limits it). Two callers: the cluster replay, over a connected set in the
-    cluster's own indices (a :class:`perfmodel.kernels.cluster_records.Scratch`), and a handoff alone, over local
-    indices (a :class:`Local`, its paths ``Local.local_paths``). A resource's share is recomputed only when a step changed it, and only resources with flows not
+    cluster's own indices (its :data:`perfmodel.kernels.cluster_records.SCRATCH`), and a handoff alone, over local
+    indices (a :class:`Local`'s ``work``, its paths ``Local.local_paths``). A resource's share is recomputed only when a step changed it, and only resources with flows not
     yet frozen are scanned (the same numbers as recomputing them all)."""
     left, free, frozen, rates, ratio, live, stale = sc.left, sc.free, sc.frozen, sc.rates, sc.ratio, sc.live, sc.stale
     n = 0

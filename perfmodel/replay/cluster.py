@@ -303,8 +303,7 @@ class ClusterHandoffs:
         return SimpleNamespace(
             times=prepared.relative_ready(),
             tokens=tokens,
-            decode_worker=out.decode_worker,
-            admitted=out.start,
+            admitted=np.zeros(len(tokens)),  # (the loop's own: the cluster writes each handoff's start too)
             decode_workers=on.decode_workers,
             start=start,
             wrap=wrap,

@@ -38,8 +38,8 @@ class Handoffs(Protocol):
 
     def under_load(self, serving_inputs: SimpleNamespace) -> SimpleNamespace:
         """The TTFT replay's hooks, for the serving's checked inputs ``serving_inputs``: ``times`` (ready times from
-        the earliest, and the earliest), ``tokens``, ``decode_worker`` and ``admitted`` (the arrays the loop
-        writes), ``decode_workers``, ``start(horizon)`` making the network, ``wrap(net, base)`` its columns and
+        the earliest, and the earliest), ``tokens``, ``admitted`` (the array the loop writes each handoff's
+        start in: on links, the network's ready times), ``decode_workers``, ``start(horizon)`` making the network, ``wrap(net, base)`` its columns and
         attrs, and ``unfinished()`` naming a handoff that never ends."""
 
 

@@ -101,7 +101,6 @@ class LinkHandoffs:
         return SimpleNamespace(
             times=times,
             tokens=requests.tokens,
-            decode_worker=out.worker,
             admitted=admitted,
             decode_workers=cluster.workers,
             start=start,

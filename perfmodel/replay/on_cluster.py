@@ -297,7 +297,7 @@ class Replayed(NamedTuple):
     """Per-request arrays of a replay on a cluster (:class:`perfmodel.kernels.cluster.Outputs`), and
     per-resource figures."""
 
-    out: kernel.Outputs
+    out: np.recarray  # kernel.OUTPUTS, one row per request
     prefill_worker: np.ndarray
     busy: np.ndarray  # per resource, integral of load (GB/s x ms)
     peak: np.ndarray  # per resource, the largest load (GB/s)
@@ -340,7 +340,7 @@ def kernel_inputs(
 
 
 def replayed(
-    out: kernel.Outputs, prefill_of: np.ndarray, st: kernel.Structure, cfg: kernel.Config, loads: tuple
+    out: np.recarray, prefill_of: np.ndarray, st: kernel.Structure, cfg: kernel.Config, loads: tuple
 ) -> Replayed:
     """The result of a replay on a cluster from the kernel's outputs and its resources' loads (busy, peak, bins,
     touched): a copied component's resources carry what their first copy's do."""
