@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,46 @@ from .sweeps import SweepPlan
 __all__ = ["delay_files", "handoff_delays", "sweep"]
 
 
-def _partition(df: pd.DataFrame, keywords: dict[str, Any]) -> pd.Series:
-    return _pandas_handoff_delays(df, parallel=False, **keywords)
+#: The text of a Python object (``Link(name='mine', ...)``, a config's ``{'num_hidden_layers': 32, ...}``): what Dask
+#: makes of an object in a column it turns into text (its option ``dataframe.convert-string``).
+_OBJECT_TEXT = re.compile(r"\s*([A-Za-z_][\w.]*\(.*\)|\{.*\}|\[.*\])\s*", re.DOTALL)
+
+
+def _partition(
+    df: pd.DataFrame, keywords: dict[str, Any], npartitions: int = 1, partition_info: dict[str, Any] | None = None
+) -> pd.Series:
+    """The pandas facade on one partition (Dask passes ``partition_info``; the meta has none). An error in its rows
+    names the partition, whose rows alone it counts (the frame's others are not read: no second pass)."""
+    try:
+        return _pandas_handoff_delays(df, parallel=False, **keywords)
+    except InputError as error:
+        if partition_info is None or error.n_invalid is None:
+            raise
+        place = (
+            f"row {error.row!r} of partition {partition_info['number']} (of 0 to {npartitions - 1}; the count is "
+            "this partition's)"
+        )
+        problem, fix, coerce_hint = error.problem, error.fix, error.coerce_hint
+        if isinstance(error.value, str) and _OBJECT_TEXT.fullmatch(error.value):
+            problem = "the text of a Python object, which Dask made of the object when it built the frame"
+            fix = (
+                "build the Dask frame under dask.config.set({'dataframe.convert-string': False}), which keeps "
+                "a column of objects as objects (Dask turns it into text by default)"
+            )
+            coerce_hint = ""
+        raise InputError(
+            error.where,
+            problem,
+            fix,
+            n_invalid=error.n_invalid,
+            row=error.row,
+            value=error.value,
+            argument=error.argument,
+            position=error.position,
+            counts=error.counts,
+            coerce_hint=coerce_hint,
+            place=place,
+        ) from None
 
 
 def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
@@ -41,8 +80,16 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
 
     Keywords are those of the pandas facade (column names or values; model and link
     names). A name that is no column of the frame nor a preset fails here, as the graph is built (the frame's
-    empty ``_meta`` goes through the facade); errors in the rows name the column, the row label and the
-    value, as in pandas, when the result is computed.
+    empty ``_meta`` goes through the facade). Errors in the rows come when the result is computed, from the
+    first partition that holds invalid rows: they name the column, that partition, its count of invalid rows
+    (the other partitions are not read for them) and its first one by row label and value.
+
+    Dask turns a column of objects into text when it builds a frame (its option
+    ``dataframe.convert-string``, on by default), and this function reads the partitions as Dask
+    holds them. Objects that are not text (a :class:`perfmodel.Link`, a model config, a numpy
+    ``float32`` number) keep their pandas results in a frame built under
+    ``dask.config.set({"dataframe.convert-string": False})``; the text of an object is refused,
+    naming that option.
 
     Parameters
     ----------
@@ -70,6 +117,8 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
         raise TypeError(f"expected a dask DataFrame, got {type(ddf).__name__}; for pandas use perfmodel.handoff_delays")
     _check_keywords(keywords)
     for name, value in keywords.items():  # (each partition would take the whole array as its own rows)
+        if isinstance(value, tuple) and value in ddf.columns:
+            continue  # (a column's label: a MultiIndex's)
         if isinstance(value, (dd.Series, dd.DataFrame)) or (not isinstance(value, str) and np.ndim(value) > 0):
             raise InputError(
                 name,
@@ -77,7 +126,7 @@ def handoff_delays(ddf: dd.DataFrame, **keywords: Any) -> dd.Series:
                 f"add the values as a column of the frame (ddf.assign) and pass its name as {name}, or one value",
             )
     meta = _partition(ddf._meta, keywords)  # (names checked here: a mistyped column fails now, not at compute)
-    return ddf.map_partitions(_partition, keywords, meta=meta)
+    return ddf.map_partitions(_partition, keywords, ddf.npartitions, meta=meta)
 
 
 def _check_keywords(keywords: dict[str, Any]) -> None:

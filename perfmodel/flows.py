@@ -208,6 +208,7 @@ def resource_loads(flows: pd.DataFrame) -> pd.DataFrame:
 MAX_NICS_PER_GPU = _questions.MAX_NICS_PER_GPU
 
 
+@_questions.without_coerce_hint
 def required_nics_per_node(num_input_tokens: Any, cluster: Any, kv_bytes_per_token: Any, *, budget_ms: float,
                            **inputs: Any) -> np.ndarray:
     """The fewest NICs per node with which a full-prompt handoff alone in ``cluster`` meets ``budget_ms``: per

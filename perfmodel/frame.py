@@ -9,6 +9,7 @@ the row *label*.
 from __future__ import annotations
 
 import difflib
+import math
 import numbers
 from collections.abc import Hashable
 from typing import Any
@@ -19,7 +20,7 @@ import pandas as pd
 from .errors import Errors, InputError
 from .handoff import ARGUMENTS, Options, handoff
 from .inputs.codes import TransferMode, WorkerType
-from .inputs.coerce import aligned, check_errors, text_number
+from .inputs.coerce import UNPARSEABLE, aligned, check_errors, code_of, refuse_none, text_number
 from .inputs.table import INPUTS, ROW_INPUTS, documented
 from .inputs.words import count
 from .network.links import get_link
@@ -64,10 +65,10 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
                 "kv_bytes_per_token": "bytes, a model name or a config"}.get(argument, "a value")
         raise InputError(argument, f"was not given, and the frame has no column {argument!r} "
                          f"(it has {list(df.columns)})", f"pass {argument}=<{what}, or a column name>")
-    if _is_label(argument, spec):
-        return spec, None  # a label such as worker_type="decode"
+    if _reads_as_value(argument, spec):
+        return spec, None  # text that reads as a value, as everywhere: "50" GB/s, "NA", worker_type="decode"
     if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth"):
-        refused = None if text_number(spec) is not None else _preset_error(argument, spec)  # (text of a number: one)
+        refused = _preset_error(argument, spec)
         close = difflib.get_close_matches(spec, [str(c) for c in df.columns], n=1, cutoff=0.8)
         if close and refused:  # (a column's name mistyped: said as such)
             raise InputError(argument, f"no column {spec!r} (did you mean the column {close[0]!r}?) and no preset of "
@@ -84,19 +85,37 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
     )
 
 
+def _reads_as_value(argument: str, text: str) -> bool:
+    """Whether ``text`` is a value of ``argument`` as the numpy API reads it: a number or a missing marker, or a
+    worker type's, mode's or completed's label or code (``"decode"``, ``"1"``, ``"true"``)."""
+    entry = INPUTS[argument]
+    if entry.kind in ("code", "flag"):
+        assert entry.labels is not None, argument  # (codes and flags have their names)
+        return code_of(text, entry.labels, entry.code_limit, False) != UNPARSEABLE
+    return text_number(text) is not None
+
+
 def _is_label(argument: str, spec: str) -> bool:
     """Whether ``spec`` is a label of ``argument``'s choices (``worker_type="decode"``, ``mode="full_prompt"``)."""
     return argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}
 
 
 def _refuse_both(argument: str, spec: str) -> None:
-    """Refuse a column name that is also a value of ``argument`` (a preset's name, a label): ambiguous, never guessed."""
-    if argument in ("kv_bytes_per_token", "kv_transfer_bandwidth") and not _preset_error(argument, spec):
-        what, instead = "a preset's name", "the preset as an object (perfmodel.get_link, perfmodel.Cluster, a model config)"
-    elif _is_label(argument, spec):
+    """Refuse a column name that is also a value of ``argument`` (a number or a missing marker as text, a label or
+    code, a preset's name): ambiguous, never guessed."""
+    entry, number = INPUTS[argument], text_number(spec)
+    if argument in _LABELS and _reads_as_value(argument, spec):
         kind = _LABELS[argument]
-        member = f"perfmodel.{kind.__name__}.{spec.strip().upper()}"
-        what, instead = f"a {kind.__name__} label", f"the label as {member}"
+        member = kind(code_of(spec, entry.labels or {}, entry.code_limit, False))
+        what = f"a {kind.__name__} {'label' if _is_label(argument, spec) else 'code'}"
+        instead = f"the value as perfmodel.{kind.__name__}.{member.name}"
+    elif entry.kind == "flag" and _reads_as_value(argument, spec):
+        what, instead = f"a value of {argument}", f"the value as {bool(code_of(spec, entry.labels or {}, 1, False))}"
+    elif number is not None:
+        what, instead = (("a missing value's marker", "the missing value as float('nan')") if math.isnan(number)
+                         else ("a number written as text", f"the number as {number!r}"))
+    elif argument in ("kv_bytes_per_token", "kv_transfer_bandwidth") and not _preset_error(argument, spec):
+        what, instead = "a preset's name", "the preset as an object (perfmodel.get_link, perfmodel.Cluster, a model config)"
     else:
         return
     raise InputError(argument, f"{spec!r} is both a column of the frame and {what}",
@@ -178,8 +197,11 @@ def handoff_delays(
     Each per-row keyword is a column name of ``df`` or a value (scalar or array) applied to
     the rows. The defaults are upstream's parameter names; ``worker_type``, ``completed``,
     ``mode`` and ``destination_missing_tokens`` fall back to prefill / True / full_prompt /
-    none when their default columns are absent. Numbers (numpy's included) are always
-    values, never column labels. Semantics and units are those of
+    none when their default columns are absent; None is no value, and is refused where
+    the default is a column or a value. Numbers (numpy's included) are always values,
+    never column labels; text is a column's name or, as in the numpy API, a value
+    (``"50"`` GB/s, ``"NA"``, ``"decode"``): text that is both is refused as ambiguous.
+    An empty frame gives an empty Series. Semantics and units are those of
     :func:`perfmodel.handoff_delay_ms`; the Dask layer runs the serial kernel inside its
     partitions.
 
@@ -223,21 +245,22 @@ def handoff_delays(
     if not isinstance(df, pd.DataFrame):
         raise InputError("df", f"expected a pandas DataFrame, got {type(df).__name__}",
                          "pass a DataFrame (for arrays use perfmodel.handoff_delay_ms)")
+    chosen = dict(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
+                  kv_layout=kv_layout, connector=connector)
+    refuse_none({**given, **chosen}, FRAME_COLUMNS)  # (None is no value: never taken for the default, nor a column)
     values: dict[str, Any] = {}
     columns: dict[str, Hashable] = {}
     for argument in ARGUMENTS:
         values[argument], column = _lookup(df, argument, given[argument])
         if column is not None:
             columns[argument] = column
-    if not columns and all(np.ndim(v) == 0 for v in values.values()):  # every argument one value: every row gets it
-        values["num_input_tokens"] = np.full(len(df), values["num_input_tokens"])
     try:
-        options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
-                             kv_layout=kv_layout, connector=connector)
-        result = handoff(values, options, errors=errors, with_missing=True, parallel=parallel)
+        result = handoff(values, Options.of(**chosen), errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         raise _relocated(error, df.index, columns) from None
     delays, missing = result.delays, result.missing
+    if len(delays) == 1 and not columns and all(np.ndim(v) == 0 for v in values.values()):
+        delays, missing = np.full(len(df), delays[0]), np.full(len(df), np.isnan(delays[0]))  # every row the one value's
     if len(delays) != len(df):
         arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]
         raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {count(len(delays), 'row')} but the "

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import operator
 import os
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -29,11 +30,14 @@ from .inputs.codes import TransferMode, WorkerType
 from .inputs.coerce import (
     check_errors,
     check_out,
+    check_required,
     distinct,
     edge_values,
+    holds_nothing,
     one_index,
     plain,
     read_only,
+    refuse_none,
     whole_numbers,
     why_invalid,
 )
@@ -308,14 +312,10 @@ def handoff_delay_ms(
         per_message_ms=per_message_ms, blocks_per_message=blocks_per_message, prefill_ms=prefill_ms,
         prefill_tokens_per_s=prefill_tokens_per_s,
         num_layers=num_layers, layer_group=layer_group, layerwise_min_tokens=layerwise_min_tokens)
-    options = Options.of(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
-                         kv_layout=kv_layout, connector=connector)
-    for name in ("worker_type", "completed", "mode"):  # None is no state: never taken for the default
-        if inputs[name] is None:
-            raise InputError(name, "is None, which is not a value of it",
-                             f"pass one (e.g. {INPUTS[name].example!r}), or leave it out for the default "
-                             f"({getattr(INPUTS[name].default, 'name', INPUTS[name].default)!s})")
-    result = handoff(inputs, options, errors=errors, out=out, parallel=parallel, num_threads=num_threads)
+    chosen = dict(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
+                  kv_layout=kv_layout, connector=connector)
+    refuse_none({**inputs, **chosen})  # (None is no value: never taken for the default)
+    result = handoff(inputs, Options.of(**chosen), errors=errors, out=out, parallel=parallel, num_threads=num_threads)
     return result.delays[0] if result.scalar and out is None else result.delays
 
 
@@ -455,9 +455,13 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
     per_token = values["kv_bytes_per_token"]
     model_given = _names_in(per_token)
     terms = dict.fromkeys((*_resolve.CAPPED, *_MESSAGES))
+    if not model_given and holds_nothing(per_token):  # no model, no number (no row): unknown bytes on every row
+        values["kv_bytes_per_token"] = np.full(len(per_token), np.nan)
+        values["num_layers"] = None if options.overlap == "none" else values["num_layers"]
+        return terms
     try:
-        if model_given:
-            _resolve.own_layers(per_token, values["num_layers"])
+        if model_given and values["num_layers"] is not None:
+            _own_layers(per_token, values["num_layers"])
         if messages_needed or not _all_off("per_message_ms", values["per_message_ms"]):
             costs = None if messages_needed else values["per_message_ms"]  # (a cluster's links: on every row)
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
@@ -487,6 +491,24 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
         for name in ("window_tokens", "chunk_tokens"):
             terms[name] = 0.0 if terms[name] is None else terms[name]
     return terms
+
+
+def _own_layers(per_token: Any, layers: Any) -> None:
+    """Refuse layer counts that are not the model's (rows of numbers left alone), every such row counted."""
+    own = np.asarray(_resolve.num_layers(per_token, errors="coerce"), dtype=np.float64)
+    try:
+        own, given = np.broadcast_arrays(own, np.asarray(layers, dtype=np.float64))
+    except ValueError:
+        return  # (lengths are refused where the rows are broadcast)
+    differs, fix = ~np.isnan(own) & (given != own), ("drop num_layers (a named model's layers come from its config), "
+                                                     "or pass bytes per token as a number with num_layers")
+    if differs.ndim == 0 and differs:
+        raise InputError("num_layers", f"{given:g} layers, but the model given has {own:g}", fix)
+    if differs.any():
+        first, n = int(np.argmax(differs)), int(np.count_nonzero(differs))
+        raise InputError("num_layers", f"the model on that row has {own[first]:g} layers", fix, n_invalid=n, row=first,
+                         value=plain(np.asarray(layers, dtype=object)[first] if np.ndim(layers) else layers),
+                         position=first, counts={"num_layers": n}, coerce_hint="")
 
 
 def _all_off(name: str, value: Any) -> bool:
@@ -529,11 +551,11 @@ def handoff(
     values: dict[str, Any] = dict.fromkeys(ARGUMENTS)
     values.update(edge_values(inputs))
     values.update(_resolve.with_connector(values, options.connector, errors))  # (once: see _by_cluster)
+    if holds_nothing(values["kv_bytes_per_token"]):  # no model (nor number, nor row): nothing for a shape to apply to
+        options = dataclasses.replace(options, tp=1, decode_tp=None, kv_cache_dtype=None)
     if _onto_cluster.holds_clusters(values["kv_transfer_bandwidth"]):
         return _by_cluster(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
-    for entry in REQUIRED:
-        if values[entry.name] is None:
-            raise InputError(entry.name, "is required (got None)", f"pass {entry.name}: {entry.doc.split('. ')[0]}")
+    check_required(values)
     cluster = _onto_cluster.is_cluster(values["kv_transfer_bandwidth"])
     if cluster and np.ndim(values["state_bytes"]):  # (one state per call; None is no column)
         return _by_state(values, options, errors, out, parallel, num_threads, with_missing, bytes_out, rate_out)
@@ -650,6 +672,7 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
     delays = np.empty(n) if out is None else check_out(out, n, {})
     missing = np.empty(n, dtype=np.bool_) if with_missing else None
     options = options if options.connector is None else dataclasses.replace(options, connector=None)  # (added)
+    failed: list[InputError] = []  # (every group's invalid rows, counted together)
     for rows, label in groups:
         part = {name: _onto_cluster.take(value, rows) for name, value in values.items()}
         part[by] = label
@@ -661,8 +684,8 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
         except InputError as error:
             if error.position is None:
                 raise
-            raise error.relocated(error.where, int(rows[error.position]), position=int(rows[error.position])) \
-                from None
+            failed.append(error.relocated(error.where, int(rows[error.position]), position=int(rows[error.position])))
+            continue
         delays[rows] = result.delays
         if missing is not None:
             missing[rows] = result.missing
@@ -670,7 +693,16 @@ def _by_cluster(values: dict[str, Any], options: Options, errors: Errors, out: A
             bytes_out[rows] = moved
         if rate_out is not None:
             rate_out[rows] = rate
+    if failed:
+        raise _first_of(failed)
     return _Result(delays, missing, False)
+
+
+def _first_of(errors: list[InputError]) -> InputError:
+    """Groups of rows' errors as one call's: the first input at fault at its first row, rows counted over all."""
+    counts = dict(sum((Counter({e.argument: e.n_invalid or 1} | e.counts) for e in errors), Counter()))
+    first = min(errors, key=lambda e: ((*ARGUMENTS, e.argument).index(e.argument), e.position))
+    return first.relocated(first.where, first.row, n_invalid=first.n_invalid and counts[first.argument], counts=counts)
 
 
 def checked(name: str, value: Any) -> Any:
@@ -701,8 +733,6 @@ def _default_args() -> tuple[Arg, ...]:
 
 #: Each per-row input's public default, in the kernel's order.
 _DEFAULTS = tuple(e.default for e in ROW_INPUTS)
-#: The inputs without which there is no model.
-REQUIRED = tuple(e for e in ROW_INPUTS if e.required)
 
 
 def _any_destination_missing(mode: Arg) -> bool:

@@ -10,6 +10,7 @@ the sweep takes more than a second.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import os
@@ -45,6 +46,7 @@ from .model.models import kv_terms
 from .network.connector import get_connector
 from .network.links import Link, get_link
 from .options import option
+from .replay.summaries import alone_question, highest_upto, least_true, without_coerce_hint
 
 __all__ = ["AXES", "SweepPlan", "max_tokens_within", "required_bandwidth", "sweep"]
 
@@ -79,33 +81,29 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     Each keyword is an axis, a scalar or a list of values:
 
     - ``num_input_tokens`` (required): prompt lengths in tokens.
-    - bytes per token: ``kv_bytes_per_token`` (bytes), or ``model`` (preset names or
-      configs) with optional ``kv_cache_dtype`` and ``tp`` axes (sliding-window,
-      chunked-attention and hybrid models move the bytes of :class:`perfmodel.KVTerms`).
-    - bandwidth: ``kv_transfer_bandwidth`` (decimal GB/s), or ``link`` (preset names
-      such as ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added),
-      or ``cluster`` (:class:`perfmodel.Cluster` objects or cluster preset names such as
-      ``"hgx-h100-8x400g"``: each handoff's flows share its NICs, switches and NVLink ports)
-      with axes of its fields: ``nic``, ``nics_per_node``, ``gpus_per_node``, ``nodes``,
-      ``transport``, ``nvlink_domain``, ``fabric``, ``oversubscription``, ``hop_latency_ms``,
-      ``gpus_per_pcie_switch``, ``pcie_switch_gb_s`` (see :doc:`the clusters page </clusters>`).
-    - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer that moves
-      tokens; with a model, it replaces the model's own state).
-    - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the
-      fraction of the prompt already cached at the destination; with it, ``mode``
-      defaults to destination_missing) and ``block_size`` (tokens per KV block, default
-      64, a common engine page size; :func:`perfmodel.replay_handoffs` defaults to 512, the
-      hash block of Mooncake traces): destination_missing rows are charged block-rounded, as
+    - bytes per token: ``kv_bytes_per_token`` (bytes), or ``model`` (preset names or configs) with optional
+      ``kv_cache_dtype`` and ``tp`` axes (sliding-window, chunked-attention and hybrid models move the bytes of
+      :class:`perfmodel.KVTerms`).
+    - bandwidth: ``kv_transfer_bandwidth`` (decimal GB/s), or ``link`` (preset names such as
+      ``"ib-ndr"``/``"8x ib-ndr"``, or :class:`perfmodel.Link`; its latency is added), or ``cluster``
+      (:class:`perfmodel.Cluster` objects or cluster preset names such as ``"hgx-h100-8x400g"``: each handoff's
+      flows share its NICs, switches and NVLink ports) with axes of its fields: ``nic``, ``nics_per_node``,
+      ``gpus_per_node``, ``nodes``, ``transport``, ``nvlink_domain``, ``fabric``, ``oversubscription``,
+      ``hop_latency_ms``, ``gpus_per_pcie_switch``, ``pcie_switch_gb_s`` (see :doc:`the clusters page </clusters>`).
+    - ``latency_ms`` (ms per transfer), ``state_bytes`` (bytes per transfer that moves tokens; with a model, it
+      replaces the model's own state).
+    - ``mode`` (``"full_prompt"``/``"destination_missing"``), ``cache_hit_ratio`` (the fraction of the prompt
+      already cached at the destination; with it, ``mode`` defaults to destination_missing) and ``block_size``
+      (tokens per KV block, default 64, a common engine page size; :func:`perfmodel.replay_handoffs` defaults to
+      512, the hash block of Mooncake traces): destination_missing rows are charged block-rounded, as
       :func:`perfmodel.destination_missing_tokens` computes.
-    - fidelity (all off unless given): ``per_block_ms`` (cost per KV block, added to a
-      link's own; needs ``block_size``), ``per_message_ms`` (cost per message, added to a
-      link's own; needs ``block_size``, and ``num_layers`` or a model unless ``kv_layout``
-      is ``"block"``) with ``kv_layout``, ``decode_tp`` (the decode side's tensor
-      parallelism; with a model), ``scope`` (``"rank"``/``"group"``: the busiest GPU's
-      bytes or the TP group's), ``overlap`` (``"none"``/``"layerwise"``) with
-      ``prefill_ms`` or ``prefill_tokens_per_s``, ``layer_group``,
-      ``layerwise_min_tokens`` and ``num_layers`` (taken from the model when one is
-      named), as in :func:`perfmodel.handoff_delay_ms`.
+    - fidelity (all off unless given): ``per_block_ms`` (cost per KV block, added to a link's own; needs
+      ``block_size``), ``per_message_ms`` (cost per message, added to a link's own; needs ``block_size``, and
+      ``num_layers`` or a model unless ``kv_layout`` is ``"block"``) with ``kv_layout``, ``decode_tp`` (the decode
+      side's tensor parallelism; with a model), ``scope`` (``"rank"``/``"group"``: the busiest GPU's bytes or the TP
+      group's), ``overlap`` (``"none"``/``"layerwise"``) with ``prefill_ms`` or ``prefill_tokens_per_s``,
+      ``layer_group``, ``layerwise_min_tokens`` and ``num_layers`` (taken from the model when one is named), as in
+      :func:`perfmodel.handoff_delay_ms`.
 
     Rows come in a stable order: axes in the order of :data:`AXES`, the last one varying
     fastest (like nested loops with ``num_input_tokens`` innermost).
@@ -113,22 +111,19 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     Parameters
     ----------
     progress
-        Show a progress bar: None (default) shows one on a terminal when the sweep
-        takes more than a second.
+        Show a progress bar: None (default) shows one on a terminal when the sweep takes more than a second.
     **axes
         The axes, as above.
 
     Returns
     -------
     pandas.DataFrame
-        One column per given axis (names and labels as categoricals), then
-        ``kv_transfer_bandwidth`` (effective GB/s; with ``link``), ``transfer_bytes``
-        (the bytes each handoff moves) and ``handoff_delay_ms``. On a link they are one
-        rank's bytes (the busiest GPU's; the group's with ``scope="group"``) and the link's
-        effective bandwidth. On a cluster ``transfer_bytes`` is all the bytes the handoff moves
-        (the sum over its flows, as a replay reports it) and ``kv_transfer_bandwidth`` the
-        handoff's rate: those bytes over its delay less its last-ending flow's fixed costs,
-        ``transfer_bytes / (handoff_delay_ms - start_ms) / 1e6`` in the terms of
+        One column per given axis (names and labels as categoricals), then ``kv_transfer_bandwidth`` (effective
+        GB/s; with ``link``), ``transfer_bytes`` (the bytes each handoff moves) and ``handoff_delay_ms``. On a link
+        they are one rank's bytes (the busiest GPU's; the group's with ``scope="group"``) and the link's effective
+        bandwidth. On a cluster ``transfer_bytes`` is all the bytes the handoff moves (the sum over its flows, as a
+        replay reports it) and ``kv_transfer_bandwidth`` the handoff's rate: those bytes over its delay less its
+        last-ending flow's fixed costs, ``transfer_bytes / (handoff_delay_ms - start_ms) / 1e6`` in the terms of
         :func:`perfmodel.handoff_flows` (its flows' aggregate rate; NaN where no byte moves).
 
     Examples
@@ -151,13 +146,15 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     2  ib-ndr              1024          6.710886
     3  ib-ndr             32768        214.748365
     """
-    from .replay.summaries import alone_question
-
     plan = SweepPlan.of(axes)
     _check_fits_in_memory(plan)
     table = plan.rows(0, plan.n, progress=progress)
     scopes = {str(s) for s in np.atleast_1d(np.asarray(axes.get("scope", "rank"), dtype=object))}
-    table.attrs["question"] = alone_question(scopes.pop() if len(scopes) == 1 else None, cluster="cluster" in axes)
+    nvlink = set().union(*(_through_nvlink(c, m, o) for c in plan.clusters for o, _ in plan.options
+                           for m in plan.values.get("model", [1.0])))  # (what each flow crosses: NVLink, or NICs)
+    crossing = "both" if len(nvlink) > 1 else "nvlink" if nvlink == {True} else "nic"
+    table.attrs["question"] = alone_question(scopes.pop() if len(scopes) == 1 else None, cluster="cluster" in axes,
+                                             crossing=crossing)
     return table
 
 
@@ -182,9 +179,9 @@ def _check_fits_in_memory(plan: SweepPlan) -> None:
 class SweepPlan:
     """A validated sweep: its axes and small per-value tables; any range of its rows on demand.
 
-    Rows are numbered in the documented order; row ``i``'s position on each axis is a
-    digit of ``i`` in the mixed radix of the axis lengths. :func:`sweep` materializes
-    all rows, :func:`perfmodel.dask.sweep` one range per partition.
+    Rows are numbered in the documented order; row ``i``'s position on each axis is a digit of ``i`` in the mixed
+    radix of the axis lengths. :func:`sweep` materializes all rows, :func:`perfmodel.dask.sweep` one range per
+    partition.
 
     Parameters
     ----------
@@ -400,8 +397,8 @@ def _check_values(values: dict[str, Any]) -> None:
     become the numbers they were read as (the table's column holds numbers)."""
     for name, axis in values.items():
         if name in ROW_NAMES and INPUTS[name].valid is not None and name != "mode":
-            try:
-                numbers = checked(name, axis)
+            try:  # (whole numbers as they are: 2**53 + 1 is above the largest count, never read as 2**53)
+                numbers = checked(name, axis.astype(object) if np.asarray(axis).dtype.kind in "iu" else axis)
             except InputError as error:
                 raise error.relocated(f"sweep axis {name}", error.row, coerce_hint="") from None
             if np.asarray(axis).dtype.kind in "USO":
@@ -456,7 +453,8 @@ def _rows(value: Any, rows: Any) -> Any:
 
 #: The parameters of the inverse questions that are not inputs of the model.
 _INVERSE = {"budget_ms": "The handoff's budget (ms >= 0, +inf allowed); broadcasts with the other inputs.",
-            "num_input_tokens": "Prompt tokens (>= 0; fractional counts, as curves pass them, take the closed form).",
+            "num_input_tokens": "Prompt tokens (>= 0; a fractional count, as curves pass them, needs the answers of "
+                                "the whole counts around it in proportion).",
             "inputs": "Any other input of :func:`perfmodel.handoff_delay_ms` that shapes a full-prompt handoff "
                       "(``latency_ms``, ``per_block_ms``, ``per_message_ms`` with ``block_size`` and ``kv_layout``, "
                       "``state_bytes``, ``kv_cache_dtype``, ``tp``, ``decode_tp``, ``scope``, ``num_layers``...), "
@@ -538,21 +536,23 @@ _REQUIRED_BANDWIDTH = dict(_INVERSE, cluster="A :class:`perfmodel.Cluster` or a 
                            "where no flow crosses a NIC, e.g. inside an NVLink domain).")
 
 
+@without_coerce_hint
 @documented(extra=_REQUIRED_BANDWIDTH)
 def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
                        cluster: Any = None, **inputs: Any) -> np.float64 | NDArray[np.float64]:
     """Bandwidth (decimal GB/s) that keeps a full-prompt handoff within ``budget_ms``: one handoff alone
     (no contention), per prompt; for a trace's p99 under load, :func:`perfmodel.required_nics`.
 
-    The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the bytes and
-    the fixed costs (latency, and with a ``block_size`` the blocks' and messages' costs) being the
-    forward model's own (:func:`perfmodel.handoff_delay_ms` at an infinite bandwidth, with every
-    other input as it takes them), then settled on the forward model, so that for whole token
-    counts it is the smallest float64 bandwidth with ``handoff_delay_ms(tokens, bandwidth, ...) <=
-    budget_ms`` exactly (the closed form alone misses by a rounding step either way in ~7% of
-    cases). Inputs broadcast like numpy arrays; ``kv_bytes_per_token`` may be a model preset name,
-    config or path, or an array of these. 0 bytes need 0 GB/s; a budget at or below the fixed
-    costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
+    The inverse of the delay model: ``bytes / ((budget_ms - fixed) / 1000) / 1e9``, the bytes and the fixed costs
+    (latency, and with a ``block_size`` the blocks' and messages' costs) being the forward model's own
+    (:func:`perfmodel.handoff_delay_ms` at an infinite bandwidth, with every other input as it takes them), then
+    settled on the forward model, so that for whole token counts it is the smallest float64 bandwidth with
+    ``handoff_delay_ms(tokens, bandwidth, ...) <= budget_ms`` exactly (the closed form alone misses by a rounding
+    step either way in ~7% of cases). A fractional count (a curve's) needs the answers of the whole counts around it
+    in proportion, ``(1 - f) * at(floor) + f * at(ceil)``, on a link and on a cluster alike: never outside them, so
+    a curve through fractional counts passes every whole count's answer. Inputs broadcast like numpy arrays;
+    ``kv_bytes_per_token`` may be a model preset name, config or path, or an array of these. 0 bytes need 0 GB/s; a
+    budget at or below the fixed costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
 
     Parameters
     ----------
@@ -577,146 +577,147 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     >>> required_bandwidth(32_768, "llama-3.1-70b", budget_ms=50.0, tp=8, cluster="hgx-h100-8x400g")  # NIC line rate
     np.float64(26.8435456)
     """
+    if (given := np.asarray(num_input_tokens)).dtype.kind in "iu" and given.size and given.max() > 2**53:
+        checked("num_input_tokens", given.astype(object))  # (a whole number as it is: 2**53 + 1 is above 2**53)
     tokens = nonnegative("num_input_tokens", num_input_tokens)
     budget = nonnegative("budget_ms", budget_ms, inf_ok=True)
     shape = _shape(num_input_tokens=num_input_tokens, budget_ms=budget_ms, kv_bytes_per_token=kv_bytes_per_token, **inputs)
     forward = _Forward.of(kv_bytes_per_token, inputs, shape)
-    if cluster is not None:
-        return _answer(shape, _nic_line_rate(cluster, forward, np.broadcast_to(tokens, shape).reshape(-1),
-                                             np.broadcast_to(budget, shape).reshape(-1)))
     tokens, budget = (np.broadcast_to(a, shape).reshape(-1) for a in (tokens, budget))
-    whole = np.floor(tokens) == tokens
-    fixed, nbytes = forward(np.ceil(tokens), np.inf)  # the fixed costs, and the bytes of whole counts
-    if not whole.all():  # fractional counts (curves): bytes between those of the whole counts around them
-        below = forward(np.floor(tokens), np.inf)[1]
-        nbytes = np.where(whole, nbytes, below + (tokens - np.floor(tokens)) * (nbytes - below))
-    if np.isnan(nbytes).any():
-        raise InputError("kv_bytes_per_token", "unknown (NaN) bytes per token", "pass numbers >= 0 or known models")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        needed = nbytes / ((budget - fixed) / 1000.0) / 1e9
-    needed = np.where(budget - fixed > 0, needed, np.inf)
-    needed = np.where(nbytes == 0, 0.0, needed).astype(np.float64)
-    exact = np.flatnonzero(np.isfinite(needed) & (needed > 0) & whole)
-    if exact.size:  # the closed form may miss by a rounding step either way: settle on the forward model
-        top = np.float64(np.inf).view(np.int64)  # an infinite bandwidth moves bytes in no time: it fits
-
-        def fits(bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            bandwidth = np.clip(bits, 0, top).view(np.float64)
-            return (bits > 0) & (forward(tokens[exact[rows]], bandwidth, exact[rows])[0] <= budget[exact[rows]])
-
-        needed[exact] = _least_true(needed[exact].view(np.int64), fits, top).view(np.float64)
+    least = _least_bandwidth if cluster is None else functools.partial(_nic_line_rate, cluster)
+    needed = least(forward, np.ceil(tokens), budget, slice(None))
+    part = np.flatnonzero(np.floor(tokens) != tokens)
+    if part.size:  # fractional counts (curves): the answers of the whole counts around them, in proportion
+        below, above, share = least(forward, np.floor(tokens[part]), budget[part], part), needed[part], tokens[part] % 1
+        needed[part] = np.clip((1 - share) * below + share * above, np.minimum(below, above), np.maximum(below, above))
     return _answer(shape, needed)
 
 
-def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: np.ndarray) -> np.ndarray:
-    """Per row, the least NIC line rate (GB/s, a float64) at which the cluster's handoff meets the budget,
-    settled on the forward model (the delay never grows with the line rate); NaN where no flow crosses a
-    NIC, inf where no line rate meets it. One row at a time: for a few questions, not millions."""
-    from .network.clusters import alone, head_terms
+def _least_bandwidth(forward: _Forward, tokens: np.ndarray, budget: np.ndarray, rows: Any) -> np.ndarray:
+    """Per row, the least float64 bandwidth (GB/s) with which the handoff of ``tokens`` (whole counts) on the
+    forward model's ``rows`` meets the budget: the closed form, settled on the forward model."""
+    fixed, nbytes = forward(tokens, np.inf, rows)  # the fixed costs, and the bytes
+    if np.isnan(nbytes).any():
+        raise InputError("kv_bytes_per_token", "unknown (NaN) bytes per token", "pass numbers >= 0 or known models")
+    with np.errstate(divide="ignore", invalid="ignore"):  # (0 bytes need 0 GB/s; a budget within the fixed costs: inf)
+        needed = np.where(nbytes == 0, 0.0, np.where(budget - fixed > 0, nbytes / ((budget - fixed) / 1000.0) / 1e9,
+                                                     np.inf)).astype(np.float64)
+    exact = np.flatnonzero(np.isfinite(needed) & (needed > 0))
+    if exact.size:  # the closed form may miss by a rounding step either way: settle on the forward model
+        top = np.float64(np.inf).view(np.int64)  # an infinite bandwidth moves bytes in no time: it fits
+        at = exact if isinstance(rows, slice) else rows[exact]  # (the forward model's rows: all, or those given)
+
+        def fits(bits: np.ndarray, some: np.ndarray) -> np.ndarray:
+            bandwidth = np.clip(bits, 0, top).view(np.float64)
+            return (bits > 0) & (forward(tokens[exact[some]], bandwidth, at[some])[0] <= budget[exact[some]])
+
+        needed[exact] = least_true(needed[exact].view(np.int64), fits, top).view(np.float64)
+    return needed
+
+
+def _through_nvlink(cluster: Any, model: Any, options: Options) -> set[bool]:  # (a Cluster)
+    """Whether each flow of the cluster's handoff alone, of one model and options, crosses NVLink (True) or NICs."""
+    from .network.clusters import HeadTerms, alone, head_terms
+
+    terms = HeadTerms(1, float(model)) if isinstance(model, (int, float, np.number)) else head_terms(
+        model, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_degree)
+    return {flow.nvlink for flow in alone(cluster, terms, options.tp, options.decode_tp).flows}
+
+
+def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: np.ndarray, rows: Any) -> np.ndarray:
+    """Per row, the least NIC line rate (GB/s) with which the cluster's handoff of ``tokens`` (whole counts) on the
+    forward model's ``rows`` meets the budget, settled on the forward model; NaN where no flow crosses a NIC, inf
+    where no line rate meets it. One row at a time: for a few questions, not millions."""
     from .network.placement import get_cluster
 
     base = get_cluster(cluster)
     nic = cast(Link, base.nic)  # (a Cluster resolves its nic)
-    model = forward.kv_bytes_per_token
-    options = forward.options
-    if not _resolve.is_one(model) and len({str(m) for m in np.asarray(model, dtype=object)}) > 1:
+    models = [forward.kv_bytes_per_token] if _resolve.is_one(forward.kv_bytes_per_token) else list(
+        np.asarray(forward.kv_bytes_per_token, dtype=object))
+    if len({str(m) for m in models}) > 1:
         raise InputError("kv_bytes_per_token", "a cluster's line rate is asked of one model at a time",
                          "ask once per model")
-    one = model if _resolve.is_one(model) else np.asarray(model, dtype=object)[0]
-    if isinstance(one, (int, float, np.number)):
-        from .network.clusters import HeadTerms
-
-        terms = HeadTerms(1, float(one))
-    else:
-        terms = head_terms(one, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_degree)
-    if all(f.nvlink for f in alone(base, terms, options.tp, options.decode_tp).flows):
+    if False not in _through_nvlink(base, models[0], forward.options):
         return np.full(tokens.shape, np.nan)
     top = np.float64(np.inf).view(np.int64)
+    rows = np.arange(tokens.size) if isinstance(rows, slice) else rows
 
-    def at(rate_bits: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def at(rate_bits: np.ndarray, some: np.ndarray) -> np.ndarray:
         rates = np.clip(rate_bits, 0, top).view(np.float64)
-        fits = np.zeros(rows.size, dtype=bool)
-        for k, (rate, row) in enumerate(zip(rates, rows)):
+        fits = np.zeros(some.size, dtype=bool)
+        for k, (rate, row) in enumerate(zip(rates, some)):
             if rate > 0:
                 c = dataclasses.replace(base, nic=dataclasses.replace(nic, bandwidth_gb_s=float(rate)))
-                fits[k] = forward(tokens[row:row + 1], c, slice(row, row + 1))[0][0] <= budget[row]
+                fits[k] = forward(tokens[row:row + 1], c, rows[row:row + 1])[0][0] <= budget[row]
         return fits
 
     start = np.full(tokens.shape, nic.bandwidth_gb_s).view(np.int64)
     unlimited = dataclasses.replace(base, nic=dataclasses.replace(nic, bandwidth_gb_s=np.inf))
-    fixed, nbytes = forward(tokens, unlimited)  # an infinite line rate: the fixed costs remain
+    fixed, nbytes = forward(tokens, unlimited, rows)  # an infinite line rate: the fixed costs remain
     needed = np.where(nbytes == 0, 0.0, np.inf)  # (0 bytes need no NIC; a budget within the fixed costs: none)
-    rows = np.flatnonzero((nbytes > 0) & (fixed < budget))
-    if rows.size:
-        needed[rows] = _least_true(start[rows], lambda bits, r: at(bits, rows[r]), top).view(np.float64)
+    search = np.flatnonzero((nbytes > 0) & (fixed < budget))
+    if search.size:
+        needed[search] = least_true(start[search], lambda bits, r: at(bits, search[r]), top).view(np.float64)
     return needed
-
-
-def _least_true(start: np.ndarray, predicate: Any, top: int) -> np.ndarray:
-    """Per row, the least integer ``x`` in ``1..top`` for which ``predicate(x, rows)`` holds, for a
-    predicate false below some threshold and true from it on (false at 0, true at ``top``): gallop
-    from ``start`` (an estimate) to bracket the threshold, then bisect. ``predicate`` gets the values
-    and the row indices they belong to, and is called on the rows still searched only."""
-    everyone = np.arange(start.size)
-    start = np.clip(start, 1, top)
-    high, low = start.copy(), start.copy()
-    holds = predicate(start, everyone)
-    step = np.ones(start.size, dtype=np.int64)
-    moving = everyone
-    while moving.size:  # from below: true rows look for a false value further down, and the reverse
-        up = ~holds[moving]
-        candidate = np.where(up, np.minimum(start[moving] + step[moving], top),
-                             np.maximum(start[moving] - step[moving], 0))
-        ok = predicate(candidate, moving) & (candidate > 0)  # false at 0 by contract
-        high[moving] = np.where(ok, candidate, high[moving])
-        low[moving] = np.where(ok, low[moving], candidate)
-        step[moving] *= 2
-        done = np.where(up, ok | (candidate >= top), ~ok)  # a false below a true: the threshold is bracketed
-        moving = moving[~done]
-    searching = everyone[high - low > 1]
-    while searching.size:
-        middle = low[searching] + (high[searching] - low[searching]) // 2
-        ok = predicate(middle, searching)
-        high[searching] = np.where(ok, middle, high[searching])
-        low[searching] = np.where(ok, low[searching], middle)
-        searching = searching[high[searching] - low[searching] > 1]
-    return high
 
 
 def _every_or_none(forward: _Forward, spec: Any, budget: np.ndarray, window: np.ndarray, chunk: np.ndarray,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: whether every prompt fits (the delay stops growing, and its highest value fits), whether the
-    delay is unknown (NaN: a bandwidth of 0, unknown bytes), and whether none fits (an empty prompt's handoff, a state and its latency, already misses the budget). The forward
-    model tells both: at a prompt ``N`` past every window and at the end of a chunk, and at ``2 N``, the delay
-    is the same exactly when nothing that grows with the prompt costs anything (bytes at a finite
-    bandwidth, blocks, messages of full-attention layers), and then it is the highest of all prompts'."""
+    """Per row: whether the full transfer time stops growing with the prompt (at a prompt ``N`` past every window, at
+    a chunk's end, and at ``2 N`` it is the same; streamed, with no compute to hide behind), whether the delay is
+    unknown (NaN: a bandwidth of 0, unknown bytes or prefill), and whether an empty prompt already misses the budget."""
     rows = np.arange(budget.size)
     chunk_end = np.maximum(chunk, 1)
     far = np.ceil(np.maximum(2.0**40, window) / chunk_end) * chunk_end  # a whole number of chunks
-    at, twice = forward(far, spec, rows)[0], forward(2 * far, spec, rows)[0]
-    empty = forward(np.zeros(budget.size), spec, rows)[0]
-    return (twice <= at) & (at <= budget), np.isnan(at), empty > budget
+    whole = forward if forward.options.overlap != "layerwise" else forward._replace(inputs={
+        **{k: v for k, v in forward.inputs.items() if k != "prefill_tokens_per_s"}, "prefill_ms": 0.0})
+    at, twice = whole(far, spec, rows)[0], whole(2 * far, spec, rows)[0]
+    empty, streamed = forward(np.zeros(budget.size), spec, rows)[0], forward(far, spec, rows)[0]
+    return twice <= at, np.isnan(at) | np.isnan(streamed), empty > budget
 
 
+def _marks(forward: _Forward, window: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row, where the delay's form changes with the prompt, as :func:`perfmodel.replay.summaries.highest_upto`
+    reads them (streamed, a chunked model's chunk must be a whole number of message regions)."""
+    def given(name: str, default: float) -> np.ndarray:
+        value = forward.inputs.get(name)
+        return np.broadcast_to(np.asarray(default if value is None else value, dtype=np.float64), window.shape)
+
+    streamed = forward.options.overlap == "layerwise"
+    block = np.nan_to_num(given("block_size", 0.0))  # (0 or NaN: none)
+    region = block * given("blocks_per_message", 1.0)
+    step = np.where(np.isfinite(region), region, block)  # (a region's tokens; one region a layer: a block's)
+    uneven = streamed & (chunk > 0) & (block > 0) & (np.mod(chunk, np.where(block > 0, step, 1.0)) != 0)
+    if uneven.any():
+        k = int(np.argmax(uneven))
+        raise InputError("block_size", f"message regions of {step[k]:g} tokens (block_size x blocks_per_message) do "
+                         f"not divide the model's chunk of {chunk[k]:g} tokens, as streaming layer by layer needs",
+                         f"pass a block_size (times blocks_per_message) that divides {chunk[k]:g}, e.g. block_size="
+                         f"{math.gcd(int(block[k]), int(chunk[k]))} with blocks_per_message=1")
+    return given("layerwise_min_tokens", 0.0) * streamed, window, chunk, block, region
+
+
+@without_coerce_hint
 @documented(extra={name: _INVERSE[name] for name in ("budget_ms", "inputs")})
 def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, budget_ms: ArrayLike,
                       **inputs: Any) -> np.int64 | np.float64 | NDArray[np.int64] | NDArray[np.float64]:
     """The longest prompt (tokens) such that every full-prompt handoff up to it fits in ``budget_ms``, each
     handoff alone (no contention).
 
-    A count of tokens, int64: ``-1`` where not even an empty prompt fits (a state and its latency
-    alone exceed the budget). float64 when some answer is not a count: ``inf`` where every prompt
-    fits (nothing that grows with the prompt costs anything: its tokens move no bytes or move them
-    at an infinite bandwidth, and no per-block or full-attention per-message cost applies; and the
-    highest delay fits), NaN where the delay is unknown (a bandwidth of 0), or beyond int64.
-    Checked against the forward model, so
-    ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly.
-    For chunked-attention models, whose bytes drop at each chunk boundary, the answer is
-    the longest N for which *every* prompt of up to N tokens fits (never counting on a drop).
-    ``kv_transfer_bandwidth`` may be a link name or :class:`perfmodel.Link` (its latency and
-    per-block and per-message costs are added), or one :class:`perfmodel.Cluster` or cluster
-    preset name (its handoff's flows simulated), ``kv_bytes_per_token`` a model name, config or
-    path, each or an array of these; every other input is taken as
+    A count of tokens, int64: ``-1`` where not even an empty prompt fits (a state and its latency alone exceed the
+    budget). float64 when some answer is not a count: ``inf`` where every prompt fits (nothing that grows with the
+    prompt costs anything: its tokens move no bytes or move them at an infinite bandwidth, and no per-block or
+    full-attention per-message cost applies; and the highest delay fits), NaN where the delay is unknown (a
+    bandwidth of 0), or beyond int64. Checked against the forward model, so
+    ``handoff_delay_ms(max_tokens_within(bw, b, budget_ms=x), bw, b) <= x`` holds exactly. Where the delay does not
+    grow with the prompt, the answer is the longest N for which *every* prompt of up to N tokens fits (never
+    counting on a drop): chunked-attention models' bytes drop at each chunk boundary, and streamed layer by layer
+    (``overlap="layerwise"``) prompts shorter than ``layerwise_min_tokens`` go whole while a compute that grows with
+    the prompt hides more of it (a window model's delay falls past its window). Streamed, a chunked model's chunk
+    must be a whole number of message regions (``block_size * blocks_per_message``). ``kv_transfer_bandwidth`` may
+    be a link name or :class:`perfmodel.Link` (its latency and per-block and per-message costs are added), or one
+    :class:`perfmodel.Cluster` or cluster preset name (its handoff's flows simulated), ``kv_bytes_per_token`` a
+    model name, config or path, each or an array of these; every other input is taken as
     :func:`perfmodel.handoff_delay_ms` takes it. Inputs broadcast; scalars in, a numpy scalar out.
 
     Parameters
@@ -768,29 +769,29 @@ def max_tokens_within(kv_transfer_bandwidth: Any, kv_bytes_per_token: Any, *, bu
     with np.errstate(divide="ignore", invalid="ignore"):
         allowed = (budget - latency) / 1000.0 * (bandwidth * 1e9)  # bytes that fit
         tokens = np.where(budget - latency >= 0, np.floor(allowed / per_token), 0.0)  # the closed form of bytes
-    every, unknown, none = _every_or_none(forward, spec, budget, window, chunk)
-    every |= np.isposinf(budget) & ~unknown  # (an infinite budget: every prompt fits, however its delay grows)
+    marks = _marks(forward, window, chunk)
+    steady, unknown, none = _every_or_none(forward, spec, budget, window, chunk)
+    every = np.isposinf(budget) & ~unknown  # (an infinite budget: every prompt fits, however its delay grows)
     search = np.flatnonzero(~every & ~none & ~unknown)
     if search.size:  # the forward model's own answer, searched from the closed form's
 
         def too_long(n: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            """Whether some prompt of up to n tokens misses the budget (a chunked model's bytes drop at each
-            chunk's end, so the last one before n counts too)."""
+            """Whether some prompt of up to n tokens misses the budget (asked where the highest delay can be)."""
             at = search[rows]
-            last_chunk_end = np.where(chunk[at] > 0, np.floor((n - 1) / np.maximum(chunk[at], 1)) * chunk[at], 0.0)
-            link_rows = spec[at] if isinstance(spec, np.ndarray) else spec
-            worst = np.maximum(*(forward(np.maximum(prompt, 0.0).astype(np.float64), link_rows, at)[0]
-                                 for prompt in (n, last_chunk_end)))
-            return worst > budget[at]
+            prompts = highest_upto(n, tuple(m[at] for m in marks))
+            link_rows = np.repeat(spec[at], prompts.shape[1]) if isinstance(spec, np.ndarray) else spec
+            delays = forward(prompts.reshape(-1), link_rows, np.repeat(at, prompts.shape[1]))[0]
+            return delays.reshape(prompts.shape).max(axis=1) > budget[at]
 
         # beyond 2**53 tokens float64 cannot tell one count from the next: the closed form of the bytes stands
         huge = ~too_long(np.full(search.size, 2**53, dtype=np.int64), np.arange(search.size))
+        every[search] = huge & steady[search]  # none up to 2**53 misses, and the time stops growing: none ever does
         far = np.where(np.isfinite(tokens[search]), np.maximum(tokens[search], 2**53 - 1), 2**53 - 1)
         start = np.clip(np.nan_to_num(tokens[search], posinf=2**53), 0, 2**53 - 1).astype(np.int64) + 1
         found = np.empty(search.size)
         if (~huge).any():
             rows = np.flatnonzero(~huge)
-            found[rows] = _least_true(start[rows], lambda n, r: too_long(n, rows[r]), 2**53) - 1
+            found[rows] = least_true(start[rows], lambda n, r: too_long(n, rows[r]), 2**53) - 1
         tokens[search] = np.where(huge, far, found)
     tokens = np.where(unknown, np.nan, np.where(none, -1.0, tokens))
     answer = np.where(every, np.inf, tokens)

@@ -4,7 +4,9 @@ Independent of perfmodel: prefill queues with held KV memory, decode admission w
 the handoff as in ``tests/reference_replay.py`` (contention none / fifo / fair, LRU prefix caches,
 prefix or round-robin decode routing) and decode steps, all as one discrete-event simulation in global
 time. At one instant the events go: handoff ends, dones, the fair network's own events, prefill ends,
-arrivals; after each single event every queue that can move moves.
+arrivals; after each single event every queue that can move moves. Given a list as ``memory_log``, it appends
+each time KV memory is taken or given back, in the order the simulation does it: ``(side, worker, request,
+"take" or "give", the tokens the worker holds after it)``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,27 @@ def _per_worker(value, workers, name):
     return value
 
 
+def prefill_service(tokens, own=None, for_all=None, rate=None):
+    """Each request's prefill time as SEMANTICS.md orders them: the request's own (``own``, None where it has
+    none), else ``for_all`` (one value or one per request), else ``tokens / rate``, else 0 where none is given at
+    all; a request without one of its own and nothing given for all is an error (never made up)."""
+    n = len(tokens)
+    times = []
+    for r in range(n):
+        mine = None if own is None else own[r]
+        if mine is not None and not math.isnan(mine):  # (NaN: none of its own)
+            times.append(float(mine))
+        elif for_all is not None:
+            times.append(float(for_all if isinstance(for_all, (int, float)) else for_all[r]))
+        elif rate is not None:
+            times.append(tokens[r] / rate * 1000.0)
+        elif own is None:
+            times.append(0.0)
+        else:
+            raise ValueError(f"request {r} has no prefill time of its own, and none is given for all")
+    return times
+
+
 def ttft_reference(
     arrival,
     tokens,
@@ -65,6 +88,7 @@ def ttft_reference(
     decode_kv_tokens=None,
     decode_step_ms=0.0,
     concurrency=None,
+    memory_log=None,
 ):
     n = len(tokens)
     tokens = list(tokens)
@@ -129,6 +153,10 @@ def ttft_reference(
         for _ in range(n)
     ]
     setup_of = [0.0] * n
+
+    def logged(side, worker, r, kind, held):
+        if memory_log is not None:
+            memory_log.append((side, worker, r, kind, held))
 
     # --- event lists -----------------------------------------------------------------------------
     arrivals = []  # heap of (time, key, r): key = request index (open loop) or issue number (closed)
@@ -283,6 +311,7 @@ def ttft_reference(
                         pqueue[p].popleft()
                         pbusy[p] = True
                         pheld[p] += tokens[r]
+                        logged("prefill", p, r, "take", pheld[p])
                         out[r]["prefill_start_ms"] = now
                         out[r]["prefill_end_ms"] = now + service[r]
                         heapq.heappush(prefill_ends, (now + service[r], r))
@@ -295,6 +324,7 @@ def ttft_reference(
                         break
                     dqueue[w].popleft()
                     dused[w] += need
+                    logged("decode", w, r, "take", dused[w])
                     start_handoff(r, now)
                     moved = True
 
@@ -316,6 +346,7 @@ def ttft_reference(
             insert(r)
             p = out[r]["prefill_worker"]
             pheld[p] -= tokens[r]
+            logged("prefill", p, r, "give", pheld[p])
             out[r]["first_token_ms"] = end + step[r]
             out[r]["done_ms"] = end + outputs[r] * step[r] if outputs is not None else end + step[r]
             heapq.heappush(dones, (out[r]["done_ms"], r))
@@ -323,6 +354,7 @@ def ttft_reference(
             _, r = heapq.heappop(dones)
             if outputs is not None:
                 dused[out[r]["decode_worker"]] -= tokens[r] + outputs[r]
+                logged("decode", out[r]["decode_worker"], r, "give", dused[out[r]["decode_worker"]])
             if closed and issued < n:
                 heapq.heappush(arrivals, (t, issued, issued))
                 issued += 1

@@ -300,6 +300,7 @@ def test_a_replay_grid_over_connectors(trace):
     per_descriptor_ms=st.floats(0, 0.002, allow_nan=False),
 )
 @example(request_ms=1.2206921708754828e-08, per_descriptor_ms=0.001953125)  # (CI: off by 5.6e-12, 3e-9 of it)
+@example(request_ms=1.0, per_descriptor_ms=1.01791231144833e-11)  # (2.7 ns on the largest handoff: not told from none)
 def test_fit_connector_recovers_the_costs_it_is_given(request_ms, per_descriptor_ms):
     tokens = np.array([128, 1024, 4096, 16_384, 65_536])
     wire = handoff_delay_ms(tokens, "roce-400g", "llama-3.1-8b")
@@ -308,7 +309,9 @@ def test_fit_connector_recovers_the_costs_it_is_given(request_ms, per_descriptor
     fitted = fit_connector(measured, wire, descriptors, name="ours")
     # (a cost of a few nanoseconds is not told from none; the fit trades the two at rounding's scale)
     assert fitted.request_ms == pytest.approx(request_ms, abs=1e-6)
-    assert fitted.per_descriptor_ms == pytest.approx(per_descriptor_ms, rel=1e-8, abs=1e-12)
+    # (the per-descriptor cost to within what the fit resolves: 1e-7 of the longest handoff, on its descriptors)
+    off = abs(fitted.per_descriptor_ms - per_descriptor_ms) * descriptors.max()
+    assert off <= 1e-7 * measured.max() + 1e-8 * per_descriptor_ms * descriptors.max(), (fitted, per_descriptor_ms)
     assert fitted.fit is not None and fitted.fit.max_relative_error < 1e-7 and fitted.window == "handoff"
 
 

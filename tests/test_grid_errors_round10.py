@@ -134,7 +134,7 @@ def test_ttft_vs_rate_names_values_as_given(trace):
     figure, ax = plt.subplots()  # (its own axes: the current ones may hold another test's lines)
     labels = [line.get_label() for line in pp.ttft_vs_rate(grid, by="decode_kv_tokens", ax=ax).get_lines()]
     plt.close(figure)
-    assert labels[0] == "decode_kv_tokens=none: p99 TTFT" and labels[3] == "decode_kv_tokens=200,000: p99 TTFT"
+    assert labels[0] == "decode_kv_tokens=unbounded: p99 TTFT" and labels[3] == "decode_kv_tokens=200,000: p99 TTFT"
 
 
 @pytest.mark.parametrize("text", ["1,024", "131,072", "1,024,000", " 8,016 ", "32,768", "128,256,512"])

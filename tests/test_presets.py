@@ -307,14 +307,14 @@ def test_a_name_written_by_hand_as_a_link_and_a_cluster_is_refused_where_it_is_u
     ):
         with pytest.raises(InputError, match="also the name of a user"):
             use()
-    with pytest.raises(InputError, match="'ib-ndr'.* takes the name of a built-in link preset"):
+    with pytest.raises(InputError, match="'ib-ndr'.* is a built-in link's name"):
         perfmodel.get_cluster("ib-ndr")
     assert perfmodel.get_cluster("aws-p5") == perfmodel.CLUSTERS["aws-p5"]  # (the built-in comes first)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert list(perfmodel.user_clusters()) == ["fine"]
     said = " ".join(str(w.message) for w in caught)
-    assert "'twice'" in said and "'ib-ndr'" in said and "built-in cluster preset" in said, said
+    assert "'twice'" in said and "'ib-ndr'" in said and "is a built-in cluster's name" in said, said
 
 
 def test_saved_clusters_are_listed_shown_and_removed_as_links_and_models_are(presets, capsys):

@@ -287,8 +287,9 @@ def test_a_model_name_that_reads_as_a_path_is_refused(presets, tmp_path, name, c
 def test_a_hand_written_model_named_like_a_file_is_refused_by_name(presets, tmp_path):
     (tmp_path / "cfg.json").write_text(json.dumps(_LLAMA))
     presets.write_text(json.dumps({"models": {"cfg.json": {"config": _CONFIG}, "ok": {"config": _CONFIG}}}))
-    with pytest.raises(InputError, match="'cfg.json': its name ends in '.json'"):
-        perfmodel.kv_bytes("cfg.json", 1)  # (never the preset's 2 layers silently, in place of the file's 32)
+    assert perfmodel.kv_bytes("cfg.json", 1) == 131_072  # (the file's 32 layers, never the entry's 2: a path)
+    with pytest.warns(UserWarning, match="'cfg.json': its name ends in '.json'"):
+        assert list(perfmodel.model.models.user_models()) == ["ok"]
     assert perfmodel.kv_bytes("ok", 1) == 2 * 2 * 64 * 2  # 2 layers, K and V, hidden 64 (4 heads of 16), 2 bytes
 
 

@@ -18,6 +18,7 @@ def _models(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..inputs.words import count
+    from ..model.layers import attention_heads
     from ..model.models import MODELS, ModelShape, kv_bytes, kv_terms, model_config, model_source, user_models
 
     if args.replace and not args.add:
@@ -39,17 +40,17 @@ def _models(args: argparse.Namespace) -> int:
     tp, decode_tp = shape.tp, shape.decode_degree
     label = f"tp{tp}->tp{decode_tp}" + (f" {args.kv_cache_dtype}" if args.kv_cache_dtype else "")
 
-    def pair(name: str) -> dict[str, float]:
+    def pair(config: Any) -> dict[str, float]:
         """The bytes per token of a prefill-to-decode pair: the busiest rank's and the group's."""
         if not shaped:
             return {}
         shape = dict(kv_cache_dtype=args.kv_cache_dtype, tp=tp, decode_tp=decode_tp)
-        return {f"{label} rank B/token": int(kv_bytes(name, 1, **shape)),
-                f"{label} group B/token": int(kv_bytes(name, 1, **shape, scope="group"))}
+        return {f"{label} rank B/token": int(kv_bytes(config, 1, **shape)),
+                f"{label} group B/token": int(kv_bytes(config, 1, **shape, scope="group"))}
 
-    for name in [*MODELS, *users]:
-        cfg = model_config(name)
-        terms = kv_terms(name)
+    for name, config in {**MODELS, **users}.items():  # (by config: a folder here named like a preset hides nothing)
+        cfg = model_config(config)
+        terms = kv_terms(config)
         mla = cfg.get("kv_lora_rank") is not None
         mix = [f"{count} {kind}" for count, kind in (
             (terms.full_layers, "full"), (terms.window_layers, f"window {terms.window_tokens}"),
@@ -58,13 +59,14 @@ def _models(args: argparse.Namespace) -> int:
             "model": name,
             "attention": "MLA" if mla else "GQA",
             "layers": " + ".join(mix),
-            "kv_heads": "-" if mla else cfg.get("num_key_value_heads", cfg.get("num_attention_heads", "?")),
+            "kv_heads": "-" if mla or terms.full_layers + terms.window_layers + terms.chunk_layers == 0
+                        else attention_heads(cfg)[1],  # (the heads the bytes use: Falcon's, GLM's, multi-query)
             "bytes/token": terms.full_bytes_per_token + terms.window_bytes_per_token + terms.chunk_bytes_per_token,
-            "MB @1k": kv_bytes(name, 1024) / 1e6,
-            "MB @32k": kv_bytes(name, 32_768) / 1e6,
-            "@32k fp8": kv_bytes(name, 32_768, kv_cache_dtype="fp8") / 1e6,
-            "@32k fp8 tp8 group": kv_bytes(name, 32_768, kv_cache_dtype="fp8", tp=8, scope="group") / 1e6,
-            **pair(name),
+            "MB @1k": kv_bytes(config, 1024) / 1e6,
+            "MB @32k": kv_bytes(config, 32_768) / 1e6,
+            "@32k fp8": kv_bytes(config, 32_768, kv_cache_dtype="fp8") / 1e6,
+            "@32k fp8 tp8 group": kv_bytes(config, 32_768, kv_cache_dtype="fp8", tp=8, scope="group") / 1e6,
+            **pair(config),
             "source": "built-in" if name in MODELS else "user",
         })
     with pd.option_context("display.float_format", "{:,.1f}".format, "display.width", 200):
@@ -105,6 +107,7 @@ def _add(name: str, config: str, *, replace: bool) -> int:
 
     check_free("models", name, builtin=set(MODELS), replace=replace)  # (the name and the presets file first)
     path = Path(config).expanduser()
+    config = str(path.resolve()) if path.exists() else config  # (a path given is read as that path, never a preset's name)
     is_path = path.exists() or key_of(config) not in MODELS  # (a preset's name copies that preset)
     if is_path and not path.exists():
         try:
@@ -115,8 +118,11 @@ def _add(name: str, config: str, *, replace: bool) -> int:
     try:
         kv_terms(model_config(config))
     except InputError as error:  # (the config's own fields: named with the file, never a flag it did not give)
-        where = "its torch_dtype" if error.where == "kv_cache_dtype" else error.where.replace(" of config", "").removeprefix("model config ")
-        raise UsageError(f"model config {config!r}: {where}: {error.problem}. Fix: {error.fix}") from None
+        where = error.where.removeprefix("model config").strip()  # (kv_terms adds " of <the config's name>")
+        where = where.partition(" of ")[0] if where.startswith("field ") else "" if where.startswith("of ") else where
+        field = where.removeprefix("field ").strip("'")
+        fix = f'correct {field} in the config (e.g. "bfloat16")' if field in ("torch_dtype", "dtype") else error.fix
+        raise UsageError(f"model config {config!r}: {where + ': ' if where else ''}{error.problem}. Fix: {fix}") from None
     source = str(path.resolve()) if path.exists() else config
     saved = save_model(name, config, source=source, replace=replace)
     key = key_of(name)  # (names ignore case: the preset is kept in lower case)

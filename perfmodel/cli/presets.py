@@ -153,9 +153,10 @@ def _show(row: dict[str, Any], path: Any) -> int:
 
         print(f"\n{cast(Connector, get_connector(row['name'])).describe()}")
     elif row["usable"] == "yes":
-        from ..model.models import kv_terms
+        from ..model.models import kv_terms, user_models_and_errors
 
-        print(f"\n{kv_terms(row['name']).describe()}")
+        config = user_models_and_errors()[0][row["name"]]  # (its config: never a folder of its name here)
+        print(f"\n{kv_terms(config).describe()}")
     return 0
 
 

@@ -37,7 +37,7 @@ HANDOFF_FLAGS = tuple(
     or (INPUTS[name].group != "layerwise" and name != "overlap")
 )
 SERVING_FLAGS = ("prefill_routing", "prefill_kv_tokens", "decode_kv_tokens", "decode_step_ms", "concurrency")
-TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "prefill_worker", "hash_ids")
+TRACE_COLUMNS = ("arrival_ms", "num_input_tokens", "num_output_tokens", "prefill_worker", "prefill_ms", "hash_ids")
 SHOWN = (
     "requests",
     "p50_ms",
@@ -47,7 +47,10 @@ SHOWN = (
     "queue_p99_ms",
     "prefill_p99_ms",
     "admission_wait_p99_ms",
+    "link_wait_p99_ms",
+    "transfer_p99_ms",
     "handoff_delay_p99_ms",
+    "decode_step_p99_ms",
     "prefill_busy",
     "prefill_memory_peak",
     "decode_memory_peak",
@@ -205,13 +208,7 @@ def _setup(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> str:
         if given["concurrency"] is not None
         else "open loop at its arrival times"
     )
-    prefill = (
-        f"prefill at {given['prefill_tokens_per_s']:,g} tokens/s"
-        if given["prefill_tokens_per_s"] is not None
-        else f"prefill {given['prefill_ms']:g} ms each"
-        if isinstance(given["prefill_ms"], float)
-        else "no prefill time"
-    )
+    prefill = _prefill_words(trace, given["prefill_ms"], given["prefill_tokens_per_s"])
     routing = given["prefill_routing"] or (
         "the trace's prefill_worker column" if "prefill_worker" in trace else "round robin"
     )
@@ -233,6 +230,24 @@ def _setup(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> str:
     parts.append(f"handoffs: {words}" + (f" ({where})" if where else ""))
     parts.append(f"{given['decode_step_ms']:g} ms per output token")
     return ", ".join(parts)
+
+
+def _prefill_words(trace: Any, prefill_ms: float | None, rate: float | None) -> str:
+    """Each prefill's time in words, as replay_ttft takes it: the trace's own ``prefill_ms`` first, then the flag
+    given for all (``--prefill-ms`` or ``--prefill-tokens-per-s``), else none.
+
+    >>> import pandas as pd
+    >>> _prefill_words(pd.DataFrame({"prefill_ms": [5.0, None]}), None, 20_000.0)
+    "prefill times from the trace's prefill_ms column, else at 20,000 tokens/s"
+    """
+    for_all = (
+        f"at {rate:,g} tokens/s" if rate is not None else f"{prefill_ms:g} ms each" if prefill_ms is not None else None
+    )
+    if "prefill_ms" not in trace:
+        return f"prefill {for_all}" if for_all else "no prefill time"
+    if for_all and trace["prefill_ms"].isna().any():
+        return f"prefill times from the trace's prefill_ms column, else {for_all}"
+    return "prefill times from the trace's prefill_ms column"
 
 
 def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], setup: str) -> list[str]:
@@ -331,8 +346,10 @@ def register(sub: Any) -> None:
         HANDOFF_FLAGS,
         many=False,
         prefill_workers="prefill workers, each serving one prefill at a time (default 1)",
-        prefill_ms="each prefill's time in ms (default: from --prefill-tokens-per-s, else 0)",
-        prefill_tokens_per_s="a prefill worker's rate in tokens/s, instead of --prefill-ms",
+        prefill_ms="each prefill's time in ms where the trace has no prefill_ms column of its own, which comes first "
+        "(default: from --prefill-tokens-per-s, else 0)",
+        prefill_tokens_per_s="a prefill worker's rate in tokens/s, instead of --prefill-ms (the trace's prefill_ms "
+        "column comes first)",
     )
     ttft.add_argument(
         "--prefill-routing",
@@ -366,8 +383,8 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=COLUMN",
-        help="for a generic trace file: where arrival_ms, num_input_tokens, num_output_tokens, prefill_worker and "
-        "hash_ids are (repeatable)",
+        help="for a generic trace file: where arrival_ms, num_input_tokens, num_output_tokens, prefill_worker, "
+        "prefill_ms and hash_ids are (repeatable)",
     )
     trace_format_option(ttft)
     ttft.add_argument(

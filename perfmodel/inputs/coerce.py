@@ -118,7 +118,7 @@ def why_invalid(name: str, value: Any) -> str:
     if entry.kind in ("code", "flag"):
         valid = ", ".join(repr(k) for k in entry.labels or ())
         return f"not a valid {name.replace('_', ' ')}; valid: {valid}"
-    if isinstance(value, (int, np.integer)) and entry.valid is not None and int(value) > entry.valid.high:
+    if entry.valid is not None and exactly_above(value, entry.valid.high):
         return f"above {entry.valid.high:.17g}"  # (exactly: 2**53 + 1 as a float is 2**53)
     try:
         number = float(value)
@@ -331,7 +331,27 @@ def _parse_objects(name: str, data: NDArray[np.object_]) -> np.ndarray:
     parsed = pd.to_numeric(text, errors="coerce")
     parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
     parsed[(np.isnan(parsed) & ~pd.isna(text).to_numpy()) | beyond.to_numpy(dtype=bool)] = UNPARSEABLE
+    entry = INPUTS.get(name)
+    if entry is not None and entry.kind == "count" and entry.valid is not None and math.isfinite(entry.valid.high):
+        for i in np.flatnonzero(parsed == entry.valid.high):  # (a count above it may read as it: 2**53 + 1 as 2**53)
+            parsed[i] = UNPARSEABLE if exactly_above(data[i], entry.valid.high) else parsed[i]
     return parsed
+
+
+def exactly_above(value: Any, high: float) -> bool:
+    """Whether ``value``, a whole number or its text, is above ``high`` exactly, where float64 would round it to it.
+
+    >>> exactly_above(2**53 + 1, 2.0**53), exactly_above(" 9007199254740993 ", 2.0**53), exactly_above(2.0**53, 2.0**53)
+    (True, True, False)
+    """
+    if isinstance(value, str):
+        try:
+            value = Fraction(value.strip())
+        except (ValueError, ZeroDivisionError):
+            return False
+    if isinstance(value, np.integer):
+        value = int(value)  # (compared exactly: numpy would compare it as a float)
+    return isinstance(value, (int, Fraction)) and not isinstance(value, bool) and value > high
 
 
 def _fraction_as_float(value: Any) -> Any:
@@ -380,6 +400,23 @@ class Coded:
 
     def __len__(self) -> int:
         return len(self.codes)
+
+
+def holds_nothing(value: Any) -> bool:
+    """Whether an array not of numbers (names, objects, text) holds nothing: no row, or every row missing (an empty
+    frame's column, Dask's meta among them). A column of numbers holds numbers, missing or not.
+
+    >>> holds_nothing(np.array([], dtype=object)), holds_nothing([None, np.nan]), holds_nothing(np.array([np.nan]))
+    (True, True, False)
+    """
+    listed = isinstance(value, (list, tuple))
+    dtype = getattr(value, "dtype", None)  # (a scalar, numbers, a Coded column of labels: no)
+    if (dtype is None and not listed) or isinstance(value, Coded) or (dtype is not None and dtype.kind in "iufb"):
+        return False
+    if np.ndim(value) == 0 or not len(value):
+        return np.ndim(value) > 0
+    first = value[0] if listed else np.asarray(value[:1], dtype=object)[0]
+    return pd.isna(first) is True and bool(pd.isna(np.asarray(value, dtype=object)).all())  # (names: said at once)
 
 
 def distinct(data: Any) -> tuple[np.ndarray, Any]:
@@ -532,6 +569,56 @@ def _no_int_beyond_float(name: str, entries: Any) -> None:
                 f"a number of {max(digits)} digits is beyond the range of float64 numbers (about 1.8e308)",
                 "pass a number of a realistic size",
             )
+
+
+#: The inputs without which there is no model, and those whose default is a value (None is none of theirs).
+_REQUIRED = tuple(name for name, entry in INPUTS.items() if entry.required)
+_NONE_REFUSED = frozenset(name for name, entry in INPUTS.items() if not entry.required and entry.default is not None)
+
+
+def check_required(values: dict[str, Any]) -> None:
+    """Refuse a required input not given (None): without it there is no model.
+
+    >>> check_required({"num_input_tokens": None})
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: num_input_tokens: is required (got None). Fix: pass num_input_tokens: Prompt tokens, whole numbers >= 0; NaN marks a missing count.
+    """
+    for name in _REQUIRED:
+        if name in values and values[name] is None:
+            raise InputError(
+                name, "is required (got None)", f"pass {name}: {INPUTS[name].doc.split('. ')[0].rstrip('.')}"
+            )
+
+
+def refuse_none(given: dict[str, Any], frame_columns: tuple[str, ...] = ()) -> None:
+    """Refuse None given for an input whose default is not None: None is no value, never taken for the default.
+    ``frame_columns``: the inputs the pandas facade reads from the frame's column of their name by default (None is
+    refused for them, required or not); other required inputs are left to the check of required inputs.
+
+    >>> refuse_none({"state_bytes": None, "num_input_tokens": None})
+    >>> refuse_none({"tp": None})
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: tp: is None, which is not a value of it. Fix: pass one (e.g. 2), or leave it out for the default (1).
+    """
+    for name, value in given.items():
+        if value is not None or (name not in frame_columns and name not in _NONE_REFUSED):
+            continue
+        entry = INPUTS[name]
+        default = getattr(entry.default, "name", entry.default)
+        if name in frame_columns:
+            leave = f"to read the frame's column {name!r}"
+            if entry.required:
+                raise InputError(
+                    name, "is required (got None)", f"pass {name} (a value or a column name), or leave it out {leave}"
+                )
+            leave += f" (where the frame has none: {'not given' if default is None else default})"
+        else:
+            leave = f"for the default ({default})"
+        raise InputError(
+            name, "is None, which is not a value of it", f"pass one (e.g. {entry.example!r}), or leave it out {leave}"
+        )
 
 
 def check_errors(errors: Any, choices: tuple[str, ...] | None = None) -> str:

@@ -9,10 +9,12 @@ The folder is ``$PERFMODEL_CONFIG_DIR`` when set, else ``platformdirs.user_confi
      "models": {"our-model": {"config": {...}, "source": "/path/config.json", "saved_by": "perfmodel"}}}
 
 Written atomically (a failed write leaves the previous file); read on every lookup of a
-name that is not a built-in preset, so a preset saved by the command line is seen at once.
+name that is not a built-in preset, so a preset saved by the command line is seen at once (a lookup of a
+built-in's name looks only at whether the file changed, to warn of an entry under that name: :func:`warn_hidden`).
 Names ignore case and surrounding spaces. A user preset may not take a built-in preset's
-name, nor a name already saved (unless asked to replace it). Entries that perfmodel saved
-carry ``"saved_by": "perfmodel"``; only those can be removed by perfmodel.
+name, a name that reads as a number or as missing (:func:`number_problem`), nor a name already saved (unless
+asked to replace it). Entries that perfmodel saved carry ``"saved_by": "perfmodel"``; only those can be removed
+by perfmodel.
 
 This module knows the file's shape (an object of kinds, each an object of entries by name);
 the fields of each kind's entries are checked where the kind lives (:mod:`perfmodel.network.links`,
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import errno
+import functools
 import json
 import math
 import os
@@ -54,7 +57,8 @@ _REPAIR = "repair it, or move it away to start afresh"
 
 
 def config_dir() -> Path:
-    """The folder holding ``presets.json``.
+    """The folder holding ``presets.json``: ``$PERFMODEL_CONFIG_DIR`` when set, else platformdirs' user config
+    folder (asked once in a process).
 
     >>> import os
     >>> previous = os.environ.get("PERFMODEL_CONFIG_DIR")
@@ -66,14 +70,28 @@ def config_dir() -> Path:
     explicit = os.environ.get("PERFMODEL_CONFIG_DIR")
     if explicit:
         return Path(explicit).expanduser()
+    return Path(_user_config_dir())
+
+
+@functools.cache
+def _user_config_dir() -> str:
+    """platformdirs' user config folder for perfmodel, asked once in a process (asking takes some 17 us, and each
+    lookup of a built-in's name needs the presets file's path: :func:`warn_hidden`)."""
     import platformdirs
 
-    return Path(platformdirs.user_config_dir("perfmodel", appauthor=False))
+    return platformdirs.user_config_dir("perfmodel", appauthor=False)
 
 
 def presets_path() -> Path:
     """The user presets file (it may not exist yet)."""
     return config_dir() / "presets.json"
+
+
+@functools.lru_cache(maxsize=16)
+def _presets_text(explicit: str | None) -> str:
+    """:func:`presets_path` as text for the value ``explicit`` of ``$PERFMODEL_CONFIG_DIR``, made once: a lookup of a
+    built-in's name asks for it."""
+    return os.path.join(os.path.expanduser(explicit) if explicit else _user_config_dir(), "presets.json")
 
 
 def key_of(name: object) -> str:
@@ -109,14 +127,48 @@ def name_problem(name: str) -> str:
     return ""
 
 
-def _model_path_problem(name: str) -> str:
-    """Why a model preset's name could be read as a path ("" if it cannot): a model is a preset, a config.json
-    or its folder, and the preset would hide the file."""
+def number_problem(name: str) -> str:
+    """Why a preset's name means something else wherever a value goes ("" if it does not): text that holds a
+    number is that number, and a missing marker (``"NA"``, ``"null"``, ``"nan"``) is missing, alone or in a list
+    or column (:func:`perfmodel.inputs.coerce.text_number`), so a preset of that name would mean two things.
+
+    >>> number_problem("4096")
+    'reads as the number 4096 wherever a value goes (text holding a number is that number)'
+    >>> number_problem(" NA ").split(" wherever")[0], number_problem("our-50g")
+    ('reads as a missing value', '')
+    """
+    from .coerce import text_number
+
+    for text in dict.fromkeys((name, key_of(name))):  # (as written, and as NFKC reads it: full-width digits too)
+        number = text_number(text)
+        if number is not None and math.isnan(number):
+            return "reads as a missing value wherever a value goes (text such as 'NA', 'null' or 'nan' is missing)"
+        if number is not None:
+            return f"reads as the number {number:g} wherever a value goes (text holding a number is that number)"
+    return ""
+
+
+def path_problem(name: str) -> str:
+    """Why a model's name reads as a path whatever is on disk ("" if it does not): it holds a '/' or ends in
+    '.json'. No model preset has such a name, so such a name is read as a path, never looked up in the file.
+
+    >>> path_problem("models/x"), path_problem("llama-3.1-8b")
+    ("holds a '/', so it reads as a path to a config.json", '')
+    """
     text = unicodedata.normalize("NFKC", name).strip()
     if "/" in text or os.sep in text or (os.altsep and os.altsep in text):
         return "holds a '/', so it reads as a path to a config.json"
     if text.lower().endswith(".json"):
         return "ends in '.json', so it reads as a config file's path"
+    return ""
+
+
+def _model_path_problem(name: str) -> str:
+    """Why a model preset's name could be read as a path ("" if it cannot): a model is a preset, a config.json
+    or its folder, and the preset would hide the file."""
+    text = unicodedata.normalize("NFKC", name).strip()
+    if path_problem(name):
+        return path_problem(name)
     for spelled in dict.fromkeys((text, text.lower())):
         if Path(spelled).expanduser().exists():
             what = "folder" if Path(spelled).expanduser().is_dir() else "file"
@@ -290,8 +342,10 @@ def _entry_problem(kind: str, name: str, entry: Any, rivals: set[str]) -> str:
         return "has an empty name"
     if name_problem(name).startswith("holds"):
         return f"its name {name_problem(name)}: rename it"
-    if kind == "models" and _model_path_problem(name).startswith(("holds", "ends")):
-        return f"its name {_model_path_problem(name)}: rename it"
+    if number_problem(name):
+        return f"its name {number_problem(name)}: rename it"
+    if kind == "models" and path_problem(name):
+        return f"its name {path_problem(name)}: rename it"
     if key in rivals:
         return (
             f"is also the name of a user {KINDS[rival]} in the file (a name is one "
@@ -377,9 +431,54 @@ def warn_unusable(bad: dict[str, InputError]) -> None:
         warn(str(error))
 
 
+#: The names each kind's section of a presets file holds (as written, by :func:`key_of`), as last read, by file
+#: with its size, modification time and inode: a lookup of a built-in's name costs one ``stat``, not a read.
+_HELD: dict[str, tuple[tuple[int, int, int], dict[str, dict[str, str]]]] = {}
+#: The entries :func:`warn_hidden` has warned of (file, kind, name as written): each is said once in a process.
+_WARNED: set[tuple[str, str, str]] = set()
+
+
+def warn_hidden(key: str, kinds: tuple[str, ...], builtin: str) -> None:
+    """Warn, once in a process, of each entry of ``kinds`` the presets file holds under the name ``key`` of a
+    built-in ``builtin`` (``"link"``, ``"model"``, ...), which a lookup of that name has just used: that entry is
+    never used. A file that cannot be read is not said here (the built-in never depends on it; listings say it).
+
+    >>> import json, os, tempfile, warnings
+    >>> os.environ["PERFMODEL_CONFIG_DIR"] = tempfile.mkdtemp()
+    >>> _ = presets_path().write_text(json.dumps({"clusters": {"IB-NDR": {}}}))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_hidden("ib-ndr", ("links", "clusters"), "link")
+    ...     warn_hidden("ib-ndr", ("links", "clusters"), "link")
+    >>> len(caught), str(caught[0].message).split("presets.json: ")[1]
+    (1, "clusters 'IB-NDR': is a built-in link's name, so the built-in is used, never this entry. Fix: rename the entry in the file.")
+    """
+    text = _presets_text(os.environ.get("PERFMODEL_CONFIG_DIR"))
+    try:
+        info = os.stat(text)
+    except (OSError, ValueError):  # (no file, or a path the system cannot take: no entry)
+        return
+    stamp = (info.st_size, info.st_mtime_ns, info.st_ino)
+    held = _HELD.get(text)
+    if held is None or held[0] != stamp:
+        try:
+            data = _read(Path(text))
+        except InputError:  # (a file that cannot be read: no entry of it is used, so none hides a built-in)
+            data = {}
+        held = (stamp, {kind: {key_of(name): name for name in section} for kind, section in data.items()})
+        _HELD[text] = held
+    for kind in kinds:
+        spelled = held[1].get(kind, {}).get(key)
+        if spelled is not None and (text, kind, spelled) not in _WARNED:
+            _WARNED.add((text, kind, spelled))
+            problem = f"is a built-in {builtin}'s name, so the built-in is used, never this entry"
+            warn(str(InputError(f"{presets_path()}: {kind} {spelled!r}", problem, "rename the entry in the file")))
+
+
 def check_free(kind: str, name: str, *, builtin: set[str], replace: bool = False) -> str:
     """The key ``name`` is saved under; refuses an empty or built-in name, one holding an invisible or control
-    character or starting with '-' (:func:`name_problem`), a model's that reads as a path, a name of a user preset
+    character or starting with '-' (:func:`name_problem`), one that reads as a number or as missing
+    (:func:`number_problem`), a model's that reads as a path, a name of a user preset
     of the rival kind (:data:`RIVALS`), a taken one (unless ``replace``, and then only one perfmodel saved), and
     a presets file it could not save to (unreadable, holding what it could not write back as it is, or in a
     folder it cannot write), which it never overwrites."""
@@ -400,6 +499,12 @@ def _check_free_in(data: dict[str, Any], path: Path, kind: str, name: str, *, bu
         dash = name_problem(name).startswith("starts")
         fix = "choose a name that does not start with '-'" if dash else "type the name again without that character"
         raise InputError(f"{KINDS[kind]} name", f"{name!r} {name_problem(name)}", fix)
+    if number_problem(name):
+        raise InputError(
+            f"{KINDS[kind]} name",
+            f"{name!r} {number_problem(name)}",
+            f"choose a name that reads as no number ('our-{key}')",
+        )
     if kind == "models" and _model_path_problem(name):
         raise InputError(
             "model name",

@@ -11,6 +11,10 @@ to decode at its ready time), no decode step and no bound on decode memory. No p
 Events at one instant, in this order: handoff ends (by end, then start order), dones (by request),
 the network's own events (fixed costs ending, bytes finishing; as the replay orders them), prefill ends
 (by request), arrivals (in arrival order). After each event the queues it touches move.
+
+Each time KV memory is taken or given back (a prefill's start, a handoff's end, an admission, a done) the loop
+numbers it, one count over the run: at one instant, that order is the one thing that tells what a worker held
+together (:func:`held_tokens` reads it).
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from .._compat import no_reference_counting
 from ..inputs.codes import PrefillRouting
 from .handoff import jit, loop_helper
 from .network import advance, grown, next_end, next_event, room, route_request, start_request, take_end
-from .replay import heap_pop, heap_push
+from .replay import heap_pop, heap_push, new_heap
 
 ROUND_ROBIN, LEAST_LOADED = int(PrefillRouting.ROUND_ROBIN), int(PrefillRouting.LEAST_LOADED)  # (plain ints)
 GIVEN = 2  # prefill routing from a trace column
 _NIL = -1
 # counters (one int64 array, so that the loop can stop for a grown heap and resume where it was)
 _ARRIVED, _ISSUED, _PREFILL_ENDS, _DONES, _STARTED, _LAST_CHOSEN, _DEFERRED, _FINISHED, _ARRIVALS_SEEN = range(9)
+_MEMORY_EVENTS = 9  # memory taken or given back so far (each such event's number)
 # (_DEFERRED: the decode worker whose admissions wait for the network's room, at ``clock[0]``; -1: none)
 FINISHED, GROW, STUCK = 0, 1, 2  # what a pass returns
 
@@ -45,12 +50,16 @@ class Serving(NamedTuple):
     step_ms: np.ndarray  # float64: each request's decode step
     outputs: np.ndarray  # int64: tokens each request generates
     prefill_worker: np.ndarray  # int64: each request's prefill worker (given, or written at arrival)
-    decode_worker: np.ndarray  # int64 output: each request's decode worker (the network's own array)
+    decode_worker: np.ndarray  # int64 output: each request's decode worker (as its network routed it)
     admitted: np.ndarray  # float64 output: when each is admitted (its handoff starts)
     prefill_start: np.ndarray  # float64 outputs: when each prefill starts and ends, the first token, the last
     prefill_end: np.ndarray
     first_token: np.ndarray
     done: np.ndarray
+    prefill_start_seq: np.ndarray  # int64 outputs: each memory event's number (the loop's order): a prefill's start
+    transfer_end_seq: np.ndarray  # (its prefill memory given back at its handoff's end)
+    admitted_seq: np.ndarray  # (its decode memory taken)
+    done_seq: np.ndarray  # (and given back)
     prefill_workers: int  # 0: no prefill stage (the replay of handoffs alone: each request goes to decode on arrival)
     prefill_routing: int  # ROUND_ROBIN, LEAST_LOADED or GIVEN
     prefill_capacity: int  # tokens each prefill worker holds at most; < 0: unbounded
@@ -71,26 +80,23 @@ class Queues(NamedTuple):
     decode_head: np.ndarray
     decode_tail: np.ndarray
     used: np.ndarray  # per decode worker: tokens held (admitted, not done)
-    prefill_time: np.ndarray  # heap of prefill ends: (time, request, request)
-    prefill_seq: np.ndarray
-    prefill_item: np.ndarray
-    done_time: np.ndarray  # heap of dones: (time, request, request)
-    done_seq: np.ndarray
-    done_item: np.ndarray
-    counters: np.ndarray  # int64 (9,): see the module's constants
+    prefill_ends: np.ndarray  # a HEAP of prefill ends: (time, request, request)
+    dones: np.ndarray  # a HEAP of dones: (time, request, request)
+    counters: np.ndarray  # int64 (10,): see the module's constants
     clock: np.ndarray  # float64 (1,): when the deferred admissions are due
 
 
 def new_queues(n: int, prefill_workers: int, decode_workers: int, dones: bool = True) -> Queues:
     """Empty queues for ``n`` requests on ``prefill_workers`` (0: no prefill stage) and ``decode_workers``
-    workers, with a heap of dones unless ``dones`` is False (nothing waits for them: decode memory unbounded,
-    open loop). The heap of prefill ends holds one entry per prefill worker at most (numpy, in Python).
+    workers, with a heap of dones unless ``dones`` is False (the replay of handoffs alone, whose dones nothing
+    waits for and no memory is held to: each is counted at its handoff's end). The heap of prefill ends holds one
+    entry per prefill worker at most (numpy, in Python).
 
     >>> new_queues(3, 2, 1).prefill_head.tolist()
     [-1, -1]
     """
     ints = lambda size, fill=0: np.full(size, fill, dtype=np.int64)  # noqa: E731
-    counters = ints(9)
+    counters = ints(10)
     counters[_LAST_CHOSEN] = prefill_workers - 1  # (least loaded: ties go to the first after the last chosen)
     counters[_DEFERRED] = _NIL
     done_heap = n if dones else 0
@@ -105,12 +111,8 @@ def new_queues(n: int, prefill_workers: int, decode_workers: int, dones: bool = 
         ints(decode_workers, _NIL),
         ints(decode_workers, _NIL),
         ints(decode_workers),
-        np.empty(prefill_workers),
-        ints(prefill_workers),
-        ints(prefill_workers),
-        np.empty(done_heap),
-        ints(done_heap),
-        ints(done_heap),
+        new_heap(prefill_workers),
+        new_heap(done_heap),
         counters,
         np.zeros(1),
     )
@@ -142,9 +144,10 @@ def replay(order: np.ndarray, ready: np.ndarray, net: Any, decode_workers: int) 
     ``ready[r]`` (ms) on the network ``net`` (links or a cluster, :mod:`perfmodel.kernels.network`) of
     ``decode_workers`` decode workers. Returns the network as it ended; its own records hold the results.
 
-    The serving's timestamps are not kept: one scratch array takes them all."""
+    The serving's timestamps are not kept: one scratch array takes them all (and one their memory events' numbers)."""
     n = order.shape[0]
     scratch, zeros, none, tokens = np.empty(n), np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    numbers = np.empty(n, np.int64)
     tokens.setflags(write=False)  # (read-only, as a TTFT replay's tokens: one compiled loop for both)
     sv = Serving(
         arrival_order=order,
@@ -154,12 +157,16 @@ def replay(order: np.ndarray, ready: np.ndarray, net: Any, decode_workers: int) 
         step_ms=zeros,
         outputs=none,
         prefill_worker=none,
-        decode_worker=none,
+        decode_worker=np.empty(n, np.int64),
         admitted=scratch,
         prefill_start=scratch,
         prefill_end=scratch,
         first_token=scratch,
         done=scratch,
+        prefill_start_seq=numbers,
+        transfer_end_seq=numbers,
+        admitted_seq=numbers,
+        done_seq=numbers,
         prefill_workers=0,
         prefill_routing=GIVEN,
         prefill_capacity=-1,
@@ -169,6 +176,38 @@ def replay(order: np.ndarray, ready: np.ndarray, net: Any, decode_workers: int) 
     q = new_queues(n, 0, decode_workers, dones=False)
     q.counters[_ISSUED] = n
     return run(net, sv, q)
+
+
+def held_tokens(
+    worker: np.ndarray, taken: np.ndarray, given: np.ndarray, tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens each worker holds after each time its memory is taken or given back, in the loop's order:
+    holdings of ``tokens`` on ``worker``, ``taken`` and ``given`` the loop's numbers of the two events of each (its
+    memory events, the module's docstring). At one instant that order alone tells what a worker held together.
+
+    Returns (each event as a position in ``[takes, gives]``; its worker; the tokens its worker holds after it),
+    worker by worker, each worker's events in the loop's order: never a negative count where each holding is given
+    back after it is taken.
+
+    >>> events, workers, held = held_tokens(np.array([0, 0]), np.array([0, 1]), np.array([2, 3]), np.array([400, 500]))
+    >>> events.tolist(), held.tolist()   # (the first given back after the second is taken: 900 held together)
+    ([0, 1, 2, 3], [400, 900, 500, 0])
+    """
+    owners = np.concatenate([worker, worker])
+    events = np.lexsort((np.concatenate([taken, given]), owners))
+    owners = owners[events]
+    running = np.cumsum(np.concatenate([tokens, -tokens])[events])
+    first = np.r_[True, owners[1:] != owners[:-1]]  # (the running sum restarts at each worker's first event)
+    before = np.r_[0, running][np.maximum.accumulate(np.where(first, np.arange(first.size), 0))]
+    return events, owners, running - before
+
+
+@loop_helper(python=False)
+def _memory_event(q):
+    """The number of a memory event happening now (taken or given back): the loop's order of them."""
+    k = q.counters[_MEMORY_EVENTS]
+    q.counters[_MEMORY_EVENTS] = k + 1
+    return k
 
 
 @loop_helper(python=False)
@@ -186,10 +225,9 @@ def _start_prefill(w, t, sv, q):
     q.busy[w] = 1
     q.held[w] += tokens
     sv.prefill_start[r] = t
+    sv.prefill_start_seq[r] = _memory_event(q)
     ends = q.counters[_PREFILL_ENDS]
-    q.counters[_PREFILL_ENDS] = heap_push(
-        q.prefill_time, q.prefill_seq, q.prefill_item, ends, t + sv.service_ms[r], r, r
-    )
+    q.counters[_PREFILL_ENDS] = heap_push(q.prefill_ends, ends, t + sv.service_ms[r], r, r)
 
 
 @jit(inline="always", **no_reference_counting())
@@ -213,6 +251,7 @@ def _admit(d, t, net, sv, q):
             q.decode_tail[d] = _NIL
         q.used[d] += need
         sv.admitted[r] = t
+        sv.admitted_seq[r] = _memory_event(q)
         seq = q.counters[_STARTED]
         q.counters[_STARTED] = seq + 1
         start_request(seq, r, t, net)
@@ -269,6 +308,7 @@ def _to_decode(r, t, net, sv, q):
     worker."""
     sv.prefill_end[r] = t
     d = route_request(r, t, net)
+    sv.decode_worker[r] = d
     if q.decode_tail[d] == _NIL:
         q.decode_head[d] = r
     else:
@@ -282,8 +322,8 @@ def _prefill_ends(t, net, sv, q):
     """The earliest prefill end (at ``t``): its worker is free, and the request goes on to decode. (Inlined, as
     every helper of the loop that calls the network's operations: compiled on its own, it compiled them a second
     time, ~4 s of a first cluster replay.)"""
-    q.counters[_PREFILL_ENDS] = heap_pop(q.prefill_time, q.prefill_seq, q.prefill_item, q.counters[_PREFILL_ENDS])
-    r = q.prefill_item[q.counters[_PREFILL_ENDS]]
+    q.counters[_PREFILL_ENDS] = heap_pop(q.prefill_ends, q.counters[_PREFILL_ENDS])
+    r = q.prefill_ends.value[q.counters[_PREFILL_ENDS]]
     w = sv.prefill_worker[r]
     q.busy[w] = 0
     q.load[w] -= 1
@@ -294,20 +334,21 @@ def _prefill_ends(t, net, sv, q):
 @jit(inline="always", **no_reference_counting())
 def _handoff_ends(net, sv, q):
     """The earliest known handoff end: its blocks enter the decode cache, its prefill memory is freed, its
-    first and last tokens are scheduled (a done nothing waits for, no decode memory bounded and no client
-    waiting, is counted at once)."""
+    first and last tokens are scheduled (in the replay of handoffs alone, which has no heap of dones, it is done
+    at once)."""
     r, t = take_end(net)
     step = sv.step_ms[r]
     sv.first_token[r] = t + step
     done = t + sv.outputs[r] * step
     sv.done[r] = done
-    if sv.decode_capacity < 0 and sv.concurrency == 0:
+    if q.dones.shape[0] == 0:  # (the replay of handoffs alone: no memory held, nothing waits for a done)
         q.counters[_FINISHED] += 1
     else:
-        q.counters[_DONES] = heap_push(q.done_time, q.done_seq, q.done_item, q.counters[_DONES], done, r, r)
+        q.counters[_DONES] = heap_push(q.dones, q.counters[_DONES], done, r, r)
     if sv.prefill_workers > 0:
         w = sv.prefill_worker[r]
         q.held[w] -= sv.tokens[r]
+        sv.transfer_end_seq[r] = _memory_event(q)
         _start_prefill(w, t, sv, q)
 
 
@@ -315,10 +356,11 @@ def _handoff_ends(net, sv, q):
 def _request_done(t, sv, q):
     """The earliest done (at ``t``): its decode memory is freed; in a closed loop the next request is issued.
     Returns its decode worker."""
-    q.counters[_DONES] = heap_pop(q.done_time, q.done_seq, q.done_item, q.counters[_DONES])
-    r = q.done_item[q.counters[_DONES]]
+    q.counters[_DONES] = heap_pop(q.dones, q.counters[_DONES])
+    r = q.dones.value[q.counters[_DONES]]
     d = sv.decode_worker[r]
     q.used[d] -= sv.tokens[r] + sv.outputs[r]
+    sv.done_seq[r] = _memory_event(q)
     q.counters[_FINISHED] += 1
     issued = q.counters[_ISSUED]
     if sv.concurrency > 0 and issued < sv.arrival_order.shape[0]:
@@ -344,11 +386,11 @@ def serve_pass(net, sv, q):
             if q.counters[_DEFERRED] != _NIL:
                 return GROW
         t_end = next_end(net)
-        t_done = q.done_time[0] if q.counters[_DONES] > 0 else np.inf
+        t_done = q.dones.time[0] if q.counters[_DONES] > 0 else np.inf
         if moved:
             t_net = next_event(net)
         moved = True
-        t_prefill = q.prefill_time[0] if q.counters[_PREFILL_ENDS] > 0 else np.inf
+        t_prefill = q.prefill_ends.time[0] if q.counters[_PREFILL_ENDS] > 0 else np.inf
         arrived = q.counters[_ARRIVED]
         t_arrival = sv.arrival_ms[arrived] if arrived < q.counters[_ISSUED] else np.inf
         t = min(t_end, t_done, t_net, t_prefill, t_arrival)
@@ -358,7 +400,9 @@ def serve_pass(net, sv, q):
             _handoff_ends(net, sv, q)
             moved = False  # (an end delivers blocks and frees memory: no flow starts, moves or ends)
         elif t_done == t:
+            started = q.counters[_STARTED]
             _admit(_request_done(t, sv, q), t, net, sv, q)
+            moved = q.counters[_STARTED] != started  # (a done moves no flow but by the handoffs it admits)
         elif t_net == t:
             if advance(t, net):
                 return GROW

@@ -11,6 +11,7 @@ import difflib
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,9 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     ----------
     config
         A dict, a preset name (built-in or saved with :func:`save_model`), a ``config.json``
-        path or the folder holding one.
+        path or the folder holding one. A text holding a '/' or ending in '.json' is a path, read
+        whatever the presets file holds; a preset's name that also names a config here (a file, or
+        a folder holding config.json) is refused as ambiguous (``"./name"`` is the folder).
 
     Returns
     -------
@@ -59,28 +62,7 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     if isinstance(config, Mapping):
         data = dict(config)
     elif isinstance(config, (str, os.PathLike)):
-        key = _presets.key_of(str(config))  # (as the presets are keyed: NFKC, stripped, lower case)
-        user = _user_model(key) if key not in MODELS else None
-        if key in MODELS or user is not None:
-            data = dict(MODELS[key]) if key in MODELS else dict(user or {})
-        else:
-            users, bad = user_models_and_errors()
-            path = Path(config)
-            if path.is_dir():
-                path = path / "config.json"
-            if not path.is_file():
-                raise ValueError(
-                    f"model {str(config)!r}: not a preset nor a config.json file. Fix: "
-                    f"{_suggest(key, users, bad)}use a preset ({', '.join([*MODELS, *users])}), "
-                    "a path to config.json or its folder, or a dict")
-            try:
-                data = json.loads(path.read_text(), object_pairs_hook=lambda pairs: _once_each(path, pairs))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-                raise InputError(f"model config {str(path)!r}", f"could not be read: {error}",
-                                 "pass a valid Hugging Face config.json") from None
-            if not isinstance(data, Mapping):
-                raise InputError(f"model config {str(path)!r}", f"holds {type(data).__name__}, not a JSON object",
-                                 "pass a Hugging Face config.json (one JSON object of fields)")
+        data = _named(str(config))
     else:
         raise InputError("model config", f"got {shown(config)}" if hasattr(config, "__len__") else
                          f"got {type(config).__name__}", "pass one model: a preset name, a config dict or a path")
@@ -89,6 +71,60 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
         dtype: dict[str, Any] = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
         data = {**dtype, **text}
     return data
+
+
+def _named(text: str) -> dict[str, Any]:
+    """A model's config by name (a built-in or user preset) or from a config.json or its folder. A text that reads
+    as a path (a '/', '.json') is read as one, the presets file unread (no preset has such a name); a preset's
+    name that also names a config here (a file, or a folder holding config.json) is refused as ambiguous."""
+    if _presets.path_problem(text):
+        return _read_config(text, _on_disk(text))
+    on_disk = _on_disk(text)
+    key = _presets.key_of(text)  # (as the presets are keyed: NFKC, stripped, lower case)
+    if key in MODELS:  # (built-ins first: an entry of the file under its name is never used, said once)
+        _presets.warn_hidden(key, ("models",), "model")
+    preset = MODELS[key] if key in MODELS else _user_model(key)
+    if preset is not None and on_disk is not None:
+        what = "folder" if on_disk.name == "config.json" and os.path.isdir(text) else "file"
+        named = "the built-in model preset" if key in MODELS else f"a user model preset in {_presets.presets_path()}"
+        raise InputError(f"model {text!r}", f"is both {named} and the {what} {str(Path(text).resolve())!r} here",
+                         f"for the {what}, give {os.path.join('.', text)!r}; for the preset, rename or move the "
+                         f"{what}, or work in another folder")
+    if preset is not None:
+        return dict(preset)
+    if on_disk is None:
+        users, bad = user_models_and_errors()
+        raise ValueError(f"model {text!r}: not a preset nor a config.json file. Fix: {_suggest(key, users, bad)}use "
+                         f"a preset ({', '.join([*MODELS, *users])}), a path to config.json or its folder, or a dict")
+    return _read_config(text, on_disk)
+
+
+def _on_disk(text: str) -> Path | None:
+    """The config file ``text`` names on disk (itself, or the config.json in it when a folder); None if none."""
+    try:
+        if not os.access(text, os.F_OK):  # (the usual case, a name: nothing there, and no exception raised)
+            return None
+        folder = stat.S_ISDIR(os.stat(text).st_mode)
+    except (OSError, ValueError):  # (gone meanwhile, or a name the system cannot take)
+        return None
+    path = Path(text) / "config.json" if folder else Path(text)
+    return path if path.is_file() else None
+
+
+def _read_config(text: str, path: Path | None) -> dict[str, Any]:
+    """The JSON object of the config file ``path`` (``text`` names it; None: there is none, an error)."""
+    if path is None:
+        raise ValueError(f"model {text!r}: no config.json file there ({str(Path(text).resolve())!r}). Fix: give the "
+                         "path of a Hugging Face config.json or of its folder")
+    try:
+        data = json.loads(path.read_text(), object_pairs_hook=lambda pairs: _once_each(path, pairs))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"model config {str(path)!r}", f"could not be read: {error}",
+                         "pass a valid Hugging Face config.json") from None
+    if not isinstance(data, Mapping):
+        raise InputError(f"model config {str(path)!r}", f"holds {type(data).__name__}, not a JSON object",
+                         "pass a Hugging Face config.json (one JSON object of fields)")
+    return dict(data)
 
 
 def _once_each(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -142,8 +178,7 @@ def user_models() -> dict[str, dict[str, Any]]:
 def _model_entry(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     """A saved model's config, every field checked (and the config's KV fields): errors name the file and entry."""
     if name in MODELS:
-        raise _presets.entry_error(name, "models", "takes the name of a built-in preset, which comes first: this "
-                                   "entry is never used (rename it)")
+        raise _presets.entry_error(name, "models", "is a built-in model's name: rename it")
     _presets.unknown_fields(name, "models", entry, {"config", "source", _presets.SAVED_BY})
     _presets.text_field(name, "models", entry, "source")
     _presets.text_field(name, "models", entry, _presets.SAVED_BY)
@@ -313,7 +348,8 @@ def kv_bytes_per_token(
       values), with the config's explicit ``head_dim`` when it has one, else
       ``hidden_size // num_attention_heads``; ``num_key_value_heads`` defaults to
       ``num_attention_heads`` (``multi_query`` configs have one KV head; Falcon's ``num_kv_heads`` are read
-      as transformers' ``FalconAttention`` reads them).
+      as transformers' ``FalconAttention`` reads them; ChatGLM/GLM-4: ``multi_query_group_num`` KV heads
+      with ``multi_query_attention``, heads of ``kv_channels`` values).
     - MLA (``kv_lora_rank`` in the config: DeepSeek-V2/V3/R1, Kimi-K2): one latent of
       ``kv_lora_rank + qk_rope_head_dim`` per layer, no factor 2, replicated on every
       tensor-parallel rank (``tp`` does not divide it).
@@ -396,22 +432,20 @@ class KVTerms:
       without any of the patterns below;
     - sliding window (the last ``window_tokens`` tokens): ``sliding_attention`` layers,
       or ``sliding_window`` with ``sliding_window_pattern`` (Gemma 3, Cohere 2: every
-      pattern-th layer global), Gemma 2 (every other layer), ``max_window_layers``
+      pattern-th layer global; without a pattern, transformers' default: Gemma 2 2, Gemma 3 6,
+      Cohere 2 4), Gemma 2 (every other layer), ``max_window_layers``
       (Qwen2: layers from that index on) or else on every layer (Mistral 7B v0.1);
       ``use_sliding_window: false`` turns it off;
     - chunked attention (the current ``chunk_tokens`` chunk): ``chunked_attention``
       layers, or ``attention_chunk_size`` on the RoPE layers of Llama 4 (``no_rope_layers``,
       or every ``no_rope_layer_interval``-th layer, default 4, global);
-    - a fixed state per request, whatever the prompt: ``linear_attention`` layers (Gated
-      DeltaNet, Qwen3-Next: ``full_attention_interval``), per layer and rank
-      ``(2 * ceil(k_heads / tp) * k_dim + ceil(v_heads / tp) * v_dim) * (conv_kernel - 1)``
-      convolution values in the model's dtype plus ``ceil(v_heads / tp) * k_dim * v_dim``
-      recurrent values in ``mamba_ssm_dtype`` (default: the model's dtype); and Mamba-2
-      layers (``mamba`` layer types, or ``M`` in Nemotron-H's ``hybrid_override_pattern``),
-      ``(ceil(heads / tp) * head_dim + 2 * ceil(n_groups / tp) * ssm_state_size) *
-      (conv_kernel - 1)`` plus ``ceil(heads / tp) * head_dim * ssm_state_size`` values.
-      ``kv_cache_dtype`` does not apply to states (serving engines keep them in the model's
-      dtype); pass an explicit ``state_bytes`` to the delay functions to override.
+    - a fixed state per request, whatever the prompt: linear attention (Gated DeltaNet,
+      Qwen3-Next; MiniMax's lightning attention), Mamba-2 (Nemotron-H, Zamba 2, Bamba, and
+      Falcon-H1's mixer beside the attention in every layer) and Mamba v1 (Jamba) layers, each
+      state from the config's own fields (:ref:`layer-mix`) in the model's dtype (the recurrent
+      part in ``mamba_ssm_dtype`` where given). ``kv_cache_dtype`` does not apply to states
+      (serving engines keep them in the model's dtype); pass ``state_bytes`` to override;
+    - nothing per prompt token: Mllama's ``cross_attention_layers`` (they keep the image's KV).
 
     Parameters
     ----------
@@ -423,8 +457,8 @@ class KVTerms:
         Bytes per token of the chunked-attention layers, and their chunk (tokens).
     state_bytes : int
         Bytes of the fixed state of the linear-attention and SSM layers, per request.
-    full_layers, window_layers, chunk_layers, state_layers : int
-        How many layers of each kind the model has.
+    full_layers, window_layers, chunk_layers, state_layers, layers : int
+        How many layers of each kind the model has, and in all (0: the four counts' sum; Falcon-H1's count twice).
     kv_tensors : int
         Tensors a layer keeps per token: 2, keys and values (1: an MLA latent).
 
@@ -449,6 +483,7 @@ class KVTerms:
     chunk_layers: int = 0
     state_layers: int = 0
     kv_tensors: int = 2  # tensors a layer keeps per token: keys and values (1: an MLA latent)
+    layers: int = 0
 
     @property
     def proportional(self) -> bool:
@@ -469,7 +504,7 @@ class KVTerms:
 
     def describe(self) -> str:
         """The layer mix in words (e.g. ``'keeps a 128-token window in 12 of its 24 layers'``)."""
-        total = self.full_layers + self.window_layers + self.chunk_layers + self.state_layers
+        total = self.layers or (self.full_layers + self.window_layers + self.chunk_layers + self.state_layers)
         parts = []
         if self.window_layers:
             parts.append(f"a {self.window_tokens}-token window in {self.window_layers}")
@@ -477,7 +512,9 @@ class KVTerms:
             parts.append(f"only the current {self.chunk_tokens}-token chunk in {self.chunk_layers}")
         if self.state_layers:
             parts.append(f"a fixed state ({self.state_bytes:,} bytes) in {self.state_layers}")
-        return f"keeps {' and '.join(parts)} of its {total} layers" if parts else f"keeps every token in {total} layers"
+        if parts or self.full_layers != total:
+            return f"keeps {' and '.join(parts) or f'every token in {self.full_layers}'} of its {total} layers"
+        return f"keeps every token in {total} layers"
 
     def bytes(self, num_input_tokens: ArrayLike, charged_tokens: ArrayLike | None = None,
               ) -> np.int64 | NDArray[np.int64]:
@@ -639,6 +676,7 @@ def kv_terms(
         chunk_tokens=chunk,
         state_bytes=moved(state), full_layers=count["full"], window_layers=count["window"],
         chunk_layers=count["chunk"], state_layers=state_layers, kv_tensors=1 if cfg.get("kv_lora_rank") else 2,
+        layers=len(kinds),
     )
 
 

@@ -4,6 +4,7 @@ measured prefill times (an engine's own metrics or a benchmark) by :func:`fit_pr
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -79,8 +80,11 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     """Fit a prefill profile ``fixed_ms + a * n + b * n**2`` to measured prefill times.
 
     As :func:`perfmodel.fit_link`: least squares on the *relative* error (prompts span orders of magnitude),
-    every coefficient >= 0; a term the measurements cannot tell from the others is held at 0, and the profile's
-    ``note`` says so. Prompts of one length cannot tell how the time grows with the prompt: they are refused.
+    every coefficient >= 0. Where the measurements cannot tell every term apart (two prompt lengths tell two), the
+    fit keeps, of the sets of terms they can tell apart (each pair), the one that fits them with the least error
+    (the simpler on a tie), the other term held at 0, and the profile's ``note`` says which and why: it never
+    drops a term that alone describes the measurements. Prompts of one length cannot tell how the time grows
+    with the prompt: they are refused.
 
     Parameters
     ----------
@@ -105,8 +109,14 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     >>> profile = fit_prefill(n, 8.0 + 0.05 * n + 2e-6 * n**2.0)
     >>> round(profile.fixed_ms, 6), round(profile.ms_per_token, 6), round(profile.ms_per_token2 * 1e6, 6)
     (8.0, 0.05, 2.0)
+
+    Two prompt lengths whose times grow as the square of the prompt keep the quadratic term:
+
+    >>> two = fit_prefill([1000, 2000], [100.0, 400.0])
+    >>> round(two.ms_per_token2 * 1e4, 9), two.ms_per_token, two.max_relative_error < 1e-9
+    (1.0, 0.0, True)
     """
-    from ..network.fits import measured_vectors, nonnegative_least_squares
+    from ..network.fits import measured_vectors
 
     read = measured_vectors("fit_prefill", num_input_tokens=num_input_tokens, measured_ms=measured_ms)
     n, t = cast(np.ndarray, read["num_input_tokens"]), cast(np.ndarray, read["measured_ms"])
@@ -134,25 +144,62 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
             "measure prefills of several prompt lengths (e.g. 128 to 16k tokens)",
         )
     columns = {"fixed": np.ones_like(n), "linear": n, "quadratic": n * n}
-    kept: dict[str, np.ndarray] = {}
-    notes = []
-    for term, column in columns.items():  # a term the data cannot tell from those kept is held at 0
-        scaled = np.column_stack([*kept.values(), column]) / t[:, None]
-        if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
-            kept[term] = column
-        else:
-            notes.append(
-                f"the {term} term cannot be told apart from the {' and '.join(kept)} on these measurements: held at 0"
-            )
-    solution = dict(
-        zip(kept, nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], np.ones_like(t)))
-    )
+    solution, notes = _best_terms(columns, t)
     fixed, a, b = (float(solution.get(term, 0.0)) for term in columns)
     if a == b == 0:
         notes.append("the time does not grow with the prompt on these measurements: a constant")
     profile: Any = PrefillProfile(fixed, a, b, name=name)
     error = float(np.max(np.abs(profile.prefill_ms(n) - t) / t))
     return PrefillProfile(fixed, a, b, name=name, max_relative_error=error, note="; ".join(notes))
+
+
+def _best_terms(columns: dict[str, np.ndarray], t: np.ndarray) -> tuple[dict[str, float], list[str]]:
+    """The non-negative fit of ``t`` by ``columns`` (on the relative error) with the least error among the sets of
+    terms the measurements identify: all of them where they tell every term apart, else each largest set they do
+    (two prompt lengths: each pair), the first of equal fits kept (the simpler form, in the terms' order); and the
+    notes saying which terms are held at 0 (and, where the simpler form is not kept, why).
+
+    >>> n = np.array([1000.0, 2000.0])
+    >>> solution, notes = _best_terms({"fixed": np.ones(2), "linear": n, "quadratic": n * n}, np.array([100.0, 400.0]))
+    >>> {term: round(value, 9) for term, value in solution.items()}
+    {'fixed': 0.0, 'quadratic': 0.0001}
+    >>> notes[0][:107]
+    'the linear term cannot be told apart from the fixed and quadratic on these measurements: held at 0; the fix'
+    """
+    from ..network.fits import nonnegative_least_squares
+
+    def identified(terms: tuple[str, ...]) -> bool:
+        scaled = np.column_stack([columns[term] for term in terms]) / t[:, None]
+        return bool(np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) == len(terms))
+
+    names = tuple(columns)
+    for size in range(len(names), 0, -1):  # the largest sets of terms the measurements tell apart
+        candidates = [terms for terms in itertools.combinations(names, size) if identified(terms)]
+        if candidates:
+            break
+    fits = []  # (sum of squared relative errors, largest relative error, the fit) of each set
+    for terms in candidates:
+        design = np.column_stack([columns[term] for term in terms]) / t[:, None]
+        x = nonnegative_least_squares(design, np.ones_like(t))
+        errors = design @ x - 1.0
+        fits.append((float(np.sum(errors**2)), float(np.abs(errors).max()), dict(zip(terms, map(float, x)))))
+    best = fits[0]
+    for fit in fits[1:]:  # (the first of equal fits: the simpler form)
+        if fit[0] < best[0] - 1e-12 * max(best[0], 1.0):
+            best = fit
+    solution = best[2]
+    said = " and ".join(solution)
+    notes = [
+        f"the {term} term cannot be told apart from the {said} on these measurements: held at 0"
+        for term in names
+        if term not in solution
+    ]
+    if best is not fits[0]:  # (why not the simpler form: it fits worse with terms >= 0)
+        notes[-1] += (
+            f"; the {said} fit them best of the sets of {len(solution)} terms they tell apart (the "
+            f"{' and '.join(fits[0][2])}, non-negative, are {fits[0][1]:.0%} off at most)"
+        )
+    return solution, notes
 
 
 def save_prefill(profile: PrefillProfile, *, source: str = "", replace: bool = False) -> Path:

@@ -221,6 +221,7 @@ def get_connector(value: Any) -> Connector | None:
     if key == "none":
         return None
     if key in CONNECTORS:
+        _presets.warn_hidden(key, ("connectors",), "connector")
         return CONNECTORS[key]
 
     usable, bad = user_connectors_and_errors()
@@ -309,7 +310,7 @@ def user_connectors_and_errors() -> tuple[dict[str, Connector], dict[str, InputE
 
     def parse(name: str, entry: dict[str, Any]) -> Connector:
         if name in CONNECTORS or name == "none":
-            raise _presets.entry_error(name, "connectors", "has a built-in connector's name, which goes first")
+            raise _presets.entry_error(name, "connectors", "is a built-in connector's name: rename it")
         _presets.unknown_fields(name, "connectors", entry, {*_FIELDS, _presets.SAVED_BY})
         try:
             return Connector(**{**{k: v for k, v in entry.items() if k in _FIELDS}, "name": name})

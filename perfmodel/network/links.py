@@ -432,7 +432,9 @@ def get_link(link: Link | str) -> Link:
     match = MULTIPLE.match(key)
     base = match.group(2) if match else key
     found = _builtin(base)  # built-ins first: the user presets file is read only for other names
-    if found is None:
+    if found is not None:  # (an entry of the file under its name is never used: said once)
+        _presets.warn_hidden(base, ("links", "clusters"), "link")
+    else:
         users, bad = user_links_and_errors()
         if base in bad:
             raise bad[base]
@@ -532,11 +534,10 @@ def _fit_entry(name: str, report: object) -> FitReport | None:
 def _link_entry(name: str, entry: dict) -> Link:
     """A saved link from its entry, every field checked: the error names the file, the entry and the field."""
     if name in LINKS or name in PROFILES:
-        raise _presets.entry_error(name, "links", "takes the name of a built-in preset, which comes first: this "
-                                   "entry is never used (rename it)")
+        raise _presets.entry_error(name, "links", "is a built-in link's name: rename it")
     if name in _CLUSTERS:
-        raise _presets.entry_error(name, "links", "takes the name of a built-in cluster preset, which goes where a "
-                                   "link goes and comes first (rename it)")
+        raise _presets.entry_error(name, "links", "is a built-in cluster's name (a link and a cluster go where one "
+                                   "another go): rename it")
     if MULTIPLE.match(name):
         raise _presets.entry_error(name, "links", "reads as a multiple of a link ('8x ib-ndr'): this entry is "
                                    "never used (rename it)")
@@ -626,8 +627,9 @@ def remove_link(name: str) -> Path:
 
 def check_link_name(name: str, *, replace: bool = False) -> None:
     """Refuse a name a user link cannot take (a built-in link's or cluster's, ``"cluster"`` (every unnamed
-    cluster's), a transport's, one that reads as a multiple such as ``"8x ib-ndr"``, a user cluster's, one already
-    saved unless ``replace``), or a presets file it could not be saved to, before anything is computed or written.
+    cluster's), a transport's, one that reads as a multiple such as ``"8x ib-ndr"`` or as a number (``"50"``), a user
+    cluster's, one already saved unless ``replace``), or a presets file it could not be saved to, before anything is
+    computed or written.
 
     >>> check_link_name("ib-ndr")
     Traceback (most recent call last):

@@ -99,7 +99,8 @@ def get_cluster(name: str) -> Cluster:
     72
     """
     key = _presets.key_of(name)
-    if key in CLUSTERS:
+    if key in CLUSTERS:  # (built-ins first: an entry of the file under its name is never used, said once)
+        _presets.warn_hidden(key, ("clusters", "links"), "cluster")
         return CLUSTERS[key]
     users, bad = user_clusters_and_errors()
     if key in bad:
@@ -191,14 +192,18 @@ def _taken(key: str) -> str:
     return ""
 
 
+def _entry_taken(key: str) -> str:
+    """What makes a cluster entry's name unusable, its built-in or transport coming first ("" if nothing)."""
+    if key in CLUSTERS:
+        return "is a built-in cluster's name"
+    if key in LINKS or key in PROFILES:
+        return "is a built-in link's name (a link and a cluster go where one another go)"
+    return f"is {_taken(key)}" if _taken(key) else ""
+
+
 def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
-    taken = _taken(name)
-    if taken:
-        raise _presets.entry_error(
-            name,
-            "clusters",
-            f"takes the name of {taken.split(' (')[0]}, which comes first: this entry is never used (rename it)",
-        )
+    if _entry_taken(name):
+        raise _presets.entry_error(name, "clusters", f"{_entry_taken(name)}: rename it")
     known = [f.name for f in dataclasses.fields(Cluster) if f.name != "name"]
     unknown = sorted(set(entry) - {*known, "source", _presets.SAVED_BY})
     if unknown:
@@ -249,8 +254,8 @@ def _from_entry(name: str, entry: dict[str, Any]) -> Cluster:
 def check_cluster_name(name: str, *, replace: bool = False) -> None:
     """Refuse a name a user cluster cannot take: empty, the name every :class:`perfmodel.Cluster` given none
     has (``"cluster"``), a built-in cluster's, link's or transport's, one that reads as a multiple of a link
-    (``"8x ib-ndr"``), a user link's, or one already saved (unless ``replace``); or a presets file it could
-    not be saved to.
+    (``"8x ib-ndr"``) or as a number (``"50"``), a user link's, or one already saved (unless ``replace``); or a
+    presets file it could not be saved to. A model's or a connector's name is free: they go to other arguments.
 
     Parameters
     ----------

@@ -36,7 +36,16 @@ _TTFT_STATS = (
     "requests",
     *(
         f"{part}{figure}"
-        for part in ("", "queue_", "prefill_", "admission_wait_", "handoff_delay_")
+        for part in (
+            "",
+            "queue_",
+            "prefill_",
+            "admission_wait_",
+            "link_wait_",
+            "transfer_",
+            "handoff_delay_",
+            "decode_step_",
+        )
         for figure in ("p50_ms", "p90_ms", "p99_ms", "mean_ms")
     ),
     "span_ms",

@@ -259,14 +259,16 @@ def _exact_budget_curve(
     """The budget's contour from the model itself: :func:`perfmodel.required_bandwidth` over prompt length,
     asked with every input the frame's rows hold (model, connector, latency, per-block and per-message
     costs...), and only if it agrees with every cell; None where the frame holds no one such question (or
-    one the inverse does not answer, e.g. a destination-missing sweep)."""
+    one the inverse does not answer, e.g. a destination-missing sweep). Its points are whole prompt lengths,
+    the swept ones among them, each answer settled on the forward model (where streaming layer by layer,
+    say, the bandwidth needed does not grow with the prompt, the line drawn between them is theirs)."""
     from ..sweeps import required_bandwidth
 
     question = _question(df, x, y)
     if question is None:
         return None
     per_token, inputs = question
-    dense = np.geomspace(max(xs.min(), 1), xs.max(), 400)
+    dense = np.unique(np.concatenate([np.round(np.geomspace(max(xs.min(), 1), xs.max(), 400)), xs[xs >= 1]]))
     try:
         needed = required_bandwidth(xs, per_token, budget_ms=budget, **inputs)
         curve = required_bandwidth(dense, per_token, budget_ms=budget, **inputs)
@@ -320,8 +322,8 @@ def heatmap(
     values themselves. On a prompt length x bandwidth grid of a full-prompt sweep, the
     budget contours are the model's own answer (:func:`perfmodel.required_bandwidth`, asked
     with every input the frame's rows hold: model, connector, latency, per-block and
-    per-message costs..., exact, not interpolated between cells), each a line labelled
-    ``"50 ms budget"``. Where the frame holds no such one question (other grids, a
+    per-message costs..., at whole prompt lengths between and at the swept ones, exact, not
+    interpolated between cells), each a line labelled ``"50 ms budget"``. Where the frame holds no such one question (other grids, a
     destination-missing sweep, a link or cluster column, a column varying with the cells)
     they are interpolated between cells: each contour is labelled ``"50 ms budget
     (interpolated between cells)"`` and the colour bar's label says so.

@@ -49,11 +49,23 @@ _KNEE = _Reader("ttft_vs_rate", "grid", "perfmodel.ttft_grid", "row", "the curve
 #: The columns :func:`ttft_vs_rate` draws, with their rules (:func:`_columns`).
 _KNEE_COLUMNS = {"request_rate_per_s": "rate", "p50_ms": "ms", "p99_ms": "ms", "handoff_delay_p99_ms": "ms"}
 
-#: The columns :func:`memory_held` reads on each side: the worker, when its memory is taken and given back (ms),
-#: and the tokens held.
+#: The columns :func:`memory_held` reads on each side: the worker, when its memory is taken and given back (ms,
+#: and the replay's numbers of those two events, its order at one instant), and the tokens held.
 _HELD = {
-    "prefill": ("prefill_worker", "prefill_start_ms", "transfer_end_ms", ("num_input_tokens",)),
-    "decode": ("decode_worker", "admitted_ms", "done_ms", ("num_input_tokens", "num_output_tokens")),
+    "prefill": (
+        "prefill_worker",
+        "prefill_start_ms",
+        "transfer_end_ms",
+        ("prefill_start_seq", "transfer_end_seq"),
+        ("num_input_tokens",),
+    ),
+    "decode": (
+        "decode_worker",
+        "admitted_ms",
+        "done_ms",
+        ("admitted_seq", "done_seq"),
+        ("num_input_tokens", "num_output_tokens"),
+    ),
 }
 
 
@@ -244,7 +256,7 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     groups = [(None, grid)] if by is None else list(grid.groupby(by, sort=False, observed=True, dropna=False))
     for (key, rows), style in zip(groups, line_styles()):
         rows = rows.sort_values("request_rate_per_s")
-        name = "" if by is None else f"{by}={_value_text(key)}: "
+        name = "" if by is None else f"{by}={_value_text(key, by)}: "
         curves: list[tuple[str, str, dict[str, Any]]] = [
             ("p99_ms", "p99 TTFT", style),
             ("p50_ms", "p50 TTFT", {"linestyle": "--"}),
@@ -262,18 +274,26 @@ def ttft_vs_rate(grid: pd.DataFrame, *, by: str | None = None, ax: Axes | None =
     return ax
 
 
-def _value_text(value: Any) -> str:
-    """A grid value as a legend says it: a whole number without its ``.0`` and with thousands separators (a
-    column with a missing value is float), ``none`` where it was not given (NaN), any other as it is.
+def _value_text(value: Any, column: str | None = None) -> str:
+    """A grid value of ``column`` as a legend says it: a whole number without its ``.0`` and with thousands
+    separators (a column with a missing value is float), where it was not given (NaN) what that means for the
+    column (:data:`_NOT_GIVEN`: ``unbounded`` memory) or else ``none``, any other as it is.
 
     >>> _value_text(200000.0), _value_text(float("nan")), _value_text(2.5), _value_text("ib-ndr")
     ('200,000', 'none', '2.5', 'ib-ndr')
+    >>> _value_text(float("nan"), "prefill_kv_tokens"), _value_text(None, "decode_kv_tokens")
+    ('unbounded', 'unbounded')
     """
+    missing = _NOT_GIVEN.get(column or "", "none")
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
         if value != value:  # noqa: PLR0124 (NaN)
-            return "none"
+            return missing
         return f"{int(value):,}" if float(value).is_integer() else f"{float(value):g}"
-    return "none" if value is None else str(value)
+    return missing if value is None else str(value)
+
+
+#: What a grid column's missing value (the input not given) means, where ``none`` would mislead: no bound.
+_NOT_GIVEN = {"prefill_kv_tokens": "unbounded", "decode_kv_tokens": "unbounded", "decode_cache_blocks": "unbounded"}
 
 
 def _on_log_axis(values: pd.Series, label: str) -> tuple[np.ndarray, str, dict[str, Any]]:
@@ -386,12 +406,14 @@ def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = 
 
     The prefill side holds a request's prompt from its prefill's start until its handoff ends; the decode
     side its prompt and output tokens from its admission until it is done (which needs
-    ``num_output_tokens`` in the trace).
+    ``num_output_tokens`` in the trace). Where memory is taken and given back at one instant, the line follows
+    the replay's own order (its ``*_seq`` columns), so that it draws what each worker held together, a
+    holding of no time included, and never a negative count.
 
-    A frame whose workers or token counts are not whole numbers >= 0, whose times (ms) are missing or
-    infinite, that holds text, booleans, durations or dates in a column it reads, or in which a request gives
-    its memory back before it takes it (never a :func:`perfmodel.replay_ttft` result) is refused, naming the
-    column, how many requests and the first.
+    A frame whose workers, token counts or event numbers are not whole numbers >= 0, whose times (ms) are
+    missing or infinite, that holds text, booleans, durations or dates in a column it reads, or in which a
+    request gives its memory back before it takes it (never a :func:`perfmodel.replay_ttft` result) is refused,
+    naming the column, how many requests and the first.
 
     Parameters
     ----------
@@ -426,23 +448,27 @@ def memory_held(ttft: pd.DataFrame, *, side: str = "prefill", ax: Axes | None = 
             "the frame ttft has no done_ms or num_output_tokens, so decode memory is not known",
             "replay a trace with a num_output_tokens column",
         )
-    worker_column, taken, given_back, tokens = _HELD[side]
-    rules = {worker_column: "whole", taken: "time", given_back: "time", **dict.fromkeys(tokens, "whole")}
+    from ..kernels.serving import held_tokens
+
+    worker_column, taken, given_back, numbers, tokens = _HELD[side]
+    rules = {worker_column: "whole", taken: "time", given_back: "time", **dict.fromkeys((*numbers, *tokens), "whole")}
     got = _columns(ttft, rules, _MEMORY)
     start, end = got[taken], got[given_back]
     fix = f"pass a perfmodel.replay_ttft(...) result, whose requests hold memory from {taken} to {given_back}"
     what = f"{given_back!r} before {taken!r}"
     _refuse_rows(_MEMORY, ttft.index, end < start, what, fix, lambda i: f"{end[i]!r} < {start[i]!r} ms")
-    worker, held = got[worker_column].astype(np.int64), np.sum([got[column] for column in tokens], axis=0)
+    first, then = (got[column] for column in numbers)
+    what = f"{numbers[1]!r} before {numbers[0]!r} (the replay's order of taking and giving back memory)"
+    _refuse_rows(_MEMORY, ttft.index, then <= first, what, fix, lambda i: f"{then[i]:.0f} <= {first[i]:.0f}")
+    held = np.sum([got[column] for column in tokens], axis=0)
+    events, workers, running = held_tokens(got[worker_column].astype(np.int64), first, then, held)
+    times = np.concatenate([start, end])[events]
     ax = axes_or_current(ax)
-    for w, style in zip(np.unique(worker), line_styles()):
-        mine = worker == w
-        times = np.concatenate([start[mine], end[mine]])
-        deltas = np.concatenate([held[mine], -held[mine]])
-        order = np.lexsort((deltas, times))  # (a release before an acquisition at one instant)
+    for w, style in zip(np.unique(workers), line_styles()):
+        mine = workers == w
         ax.step(
-            times[order],
-            np.cumsum(deltas[order]),
+            times[mine],
+            running[mine],
             where="post",
             label=f"{side} worker {w}",
             **{k: v for k, v in style.items() if k != "marker"},

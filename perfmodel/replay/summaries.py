@@ -1,17 +1,20 @@
 """The words and the one rule of every sizing answer: the percentile of delays (:func:`percentile_ms`,
 numpy's ``"linear"`` method), "the percentile meets the budget" (``<=``), the counts of NICs a node can take,
-and what each answer is the answer to, in words. Public as :mod:`perfmodel.replay.sizing`, which builds on the
+the searches of the answers settled on the forward model (:func:`least_true`, :func:`highest_upto`), and what
+each answer is the answer to, in words. Public as :mod:`perfmodel.replay.sizing`, which builds on the
 replay; this module sits beneath the replay, the flows and the sweeps, which use it too.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 
+from ..errors import InputError
 from ..inputs.codes import Contention, choice_code
 from ..options import renamed_keywords
 
@@ -26,6 +29,9 @@ __all__ = [
     "nic_counts",
     "percentile_ms",
     "replay_percentile_question",
+    "least_true",
+    "highest_upto",
+    "without_coerce_hint",
 ]
 
 
@@ -42,7 +48,6 @@ def check_result(frame: Any, argument: str, columns: Sequence[str], made_by: str
     """
     import pandas as pd
 
-    from ..errors import InputError
     from ..inputs.coerce import non_numeric_kind
 
     if not hasattr(frame, "columns"):
@@ -221,7 +226,7 @@ def fewest_meeting(counts: Sequence[float], percentiles_ms: Sequence[float], bud
     return min(meeting) if meeting else math.inf
 
 
-def alone_question(scope: str | None, *, cluster: bool = False) -> str:
+def alone_question(scope: str | None, *, cluster: bool = False, crossing: str = "nic") -> str:
     """In words, what a delay of the forward model, a sweep or an inverse question is: one handoff priced alone
     (no contention), per prompt, with which bytes.
 
@@ -231,6 +236,9 @@ def alone_question(scope: str | None, *, cluster: bool = False) -> str:
         ``"rank"`` or ``"group"`` (None: it varies by row; ignored on a cluster).
     cluster
         Whether the handoff is on a cluster (its flows decide the bytes: no scope).
+    crossing
+        On a cluster, what its flows cross (:data:`CROSSING_WORDS`): ``"nic"`` (the cluster's NICs), ``"nvlink"``
+        (NVLink only: every flow inside an NVLink domain) or ``"both"``.
 
     Returns
     -------
@@ -244,14 +252,27 @@ def alone_question(scope: str | None, *, cluster: bool = False) -> str:
     each handoff alone, no contention, per prompt, one rank's bytes (scope rank)
     >>> print(alone_question(None, cluster=True))
     each handoff alone, no contention, per prompt, its flows on the cluster's NICs
+    >>> print(alone_question(None, cluster=True, crossing="nvlink"))
+    each handoff alone, no contention, per prompt, its flows over NVLink only, never a NIC
     """
-    return f"{CONTENTION_WORDS[Contention.NONE]}, per prompt, {bytes_words(scope, cluster, 'bytes')}"
+    return f"{CONTENTION_WORDS[Contention.NONE]}, per prompt, {bytes_words(scope, cluster, 'bytes', crossing)}"
 
 
-def bytes_words(scope: str | None, cluster: bool, bytes_of: str = "bytes of each request") -> str:
+#: What a cluster's flows cross, in words: its NICs, NVLink only (both workers in one NVLink domain), or both
+#: (a handoff whose flows cross both, or rows of a sweep that cross one or the other).
+CROSSING_WORDS: dict[str, str] = {
+    "nic": "on the cluster's NICs",
+    "nvlink": "over NVLink only, never a NIC",
+    "both": "on the cluster's NICs and over NVLink",
+}
+
+
+def bytes_words(
+    scope: str | None, cluster: bool, bytes_of: str = "bytes of each request", crossing: str = "nic"
+) -> str:
     if cluster:
         owner = "its" if bytes_of == "bytes" else "each handoff's"
-        return f"{owner} flows on the cluster's NICs"
+        return f"{owner} flows {CROSSING_WORDS[crossing]}"
     if scope is None:
         return "with each row's scope"
     return f"{'one rank' if scope == 'rank' else 'the whole group'}'s {bytes_of} (scope {scope})"
@@ -259,7 +280,7 @@ def bytes_words(scope: str | None, cluster: bool, bytes_of: str = "bytes of each
 
 @renamed_keywords(percent="percentile")
 def replay_percentile_question(
-    percentile: float, contention: str | None, scope: str | None, *, cluster: bool = False
+    percentile: float, contention: str | None, scope: str | None, *, cluster: bool = False, crossing: str = "nic"
 ) -> str:
     """In words, what a replay's percentile (``p99_ms``...) is the percentile of: the per-request handoff
     delays, with which contention and which bytes.
@@ -274,6 +295,8 @@ def replay_percentile_question(
         The replay's scope (None: it varies by row; ignored on a cluster).
     cluster
         Whether the replay is on a cluster (its flows decide the bytes: no scope).
+    crossing
+        On a cluster, what its flows cross, as :func:`alone_question` takes it.
 
     Returns
     -------
@@ -293,7 +316,166 @@ def replay_percentile_question(
         if contention is not None
         else "with each row's contention"
     )
-    return f"p{percentile:g} of per-request handoff delays in the replay, {how}, {bytes_words(scope, cluster)}"
+    return f"p{percentile:g} of per-request handoff delays in the replay, {how}, {bytes_words(scope, cluster, crossing=crossing)}"
+
+
+def least_true(start: np.ndarray, predicate: Callable[[np.ndarray, np.ndarray], np.ndarray], top: int) -> np.ndarray:
+    """Per row, the least integer ``x`` in ``1..top`` for which ``predicate(x, rows)`` holds, for a predicate false
+    below some threshold and true from it on (false at 0, true at ``top``): gallop from ``start`` (an estimate) to
+    bracket the threshold, then bisect. ``predicate`` gets the values and the row indices they belong to, and is
+    called on the rows still searched only. The one search of the answers settled on the forward model (the least
+    bandwidth that meets a budget, the shortest prompt that misses it).
+
+    Parameters
+    ----------
+    start
+        Per row, an estimate (int64).
+    predicate
+        ``predicate(values, rows)``: whether each row's value is enough.
+    top
+        The largest value (true there).
+
+    Returns
+    -------
+    numpy.ndarray
+        Per row, the least value for which the predicate holds (int64).
+
+    Examples
+    --------
+    >>> least_true(np.array([1, 50]), lambda x, rows: x * x >= np.array([10, 2000])[rows], 10**6).tolist()
+    [4, 45]
+    """
+    everyone = np.arange(start.size)
+    start = np.clip(start, 1, top)
+    high, low = start.copy(), start.copy()
+    holds = predicate(start, everyone)
+    step = np.ones(start.size, dtype=np.int64)
+    moving = everyone
+    while moving.size:  # from below: true rows look for a false value further down, and the reverse
+        up = ~holds[moving]
+        candidate = np.where(
+            up, np.minimum(start[moving] + step[moving], top), np.maximum(start[moving] - step[moving], 0)
+        )
+        ok = predicate(candidate, moving) & (candidate > 0)  # false at 0 by contract
+        high[moving] = np.where(ok, candidate, high[moving])
+        low[moving] = np.where(ok, low[moving], candidate)
+        step[moving] *= 2
+        done = np.where(up, ok | (candidate >= top), ~ok)  # a false below a true: the threshold is bracketed
+        moving = moving[~done]
+    searching = everyone[high - low > 1]
+    while searching.size:
+        middle = low[searching] + (high[searching] - low[searching]) // 2
+        ok = predicate(middle, searching)
+        high[searching] = np.where(ok, middle, high[searching])
+        low[searching] = np.where(ok, low[searching], middle)
+        searching = searching[high[searching] - low[searching] > 1]
+    return high
+
+
+def highest_upto(n: np.ndarray, marks: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per row, prompts of at most ``n`` tokens among which one has the highest handoff delay of every prompt up
+    to ``n``, where the delay need not grow with the prompt (a chunk's bytes drop at its end; streamed layer by
+    layer, a short prompt goes whole and a compute growing with the prompt hides more).
+
+    ``marks`` are per row, as :func:`perfmodel.max_tokens_within` reads them: streaming's first prompt, the
+    window, the chunk, the KV block and the message region (``block_size * blocks_per_message``), in tokens (0:
+    none). Between the prompts where the delay's form changes (0, 1, streaming's first, past the window, each
+    chunk's first, past the window in a chunk), a prompt's delay is a convex function of it (its transfer, less
+    the compute it hides behind) plus costs that step up at each block's and region's first token: its highest
+    is at such a prompt, the one before it, ``n``, or the first or last of a kind of token around them (a block's
+    first or last, a region's, a region's last block's first). Chunks between them repeat one another (a chunk a
+    whole number of regions), each such prompt's delay convex in the chunk's index: the first and last stand for
+    all.
+
+    Parameters
+    ----------
+    n
+        Per row, the longest prompt (tokens, a whole number up to 2**53).
+    marks
+        Per row: streaming's first prompt, the window, the chunk, the block and the region, in tokens.
+
+    Returns
+    -------
+    numpy.ndarray
+        Per row, whole prompt lengths from 0 to ``n`` (float64; a few hundred at most).
+
+    Examples
+    --------
+    >>> zero, window = np.zeros(1), np.array([4096.0])
+    >>> prompts = highest_upto(np.array([10_000.0]), (np.array([8192.0]), window, zero, zero, zero))
+    >>> sorted({int(p) for p in prompts[0]})
+    [0, 1, 4096, 4097, 8191, 8192, 10000]
+    """
+    start, window, chunk, block, region = marks
+    start, window, n = np.minimum(start, 2.0**54), np.minimum(window, 2.0**54), np.asarray(n, dtype=np.float64)
+    period = np.where(chunk > 0, chunk, 2.0**54)  # (no chunks: one, longer than any prompt)
+
+    def index(x: np.ndarray) -> np.ndarray:
+        return np.floor(np.maximum(x - 1, 0) / period)
+
+    last = index(n)
+    chunks = (
+        [0 * n]
+        if not (chunk > 0).any()
+        else [k + d for k in (0 * n, index(start), index(window + 1), last) for d in (-1, 0, 1)]
+    )
+    firsts = np.stack([np.clip(j, 0, last) * period + 1 for j in chunks], axis=1)
+    starts = np.concatenate(
+        [
+            np.stack([0 * n, 0 * n + 1, start, window + 1], axis=1),
+            firsts,
+            firsts + window[:, None],
+            firsts + period[:, None],
+        ],
+        axis=1,
+    )
+    ends = np.concatenate([starts - 1, n[:, None]], axis=1)
+    points = [starts, ends]
+    for size, offset in ((block, 1), (block, 0), (region, 1), (region, 0), (region, 1 - block), (region, block)):
+        usable = (block > 0) & np.isfinite(size)  # (elsewhere a step of 1: the marks themselves)
+        if usable.any():
+            step, at = np.where(usable, size, 1.0)[:, None], np.broadcast_to(offset, n.shape)[:, None]
+            points += [starts + np.mod(at - starts, step), ends - np.mod(ends - at, step)]
+    return np.clip(np.concatenate(points, axis=1), 0, n[:, None])
+
+
+_Question = TypeVar("_Question", bound=Callable[..., Any])
+
+
+def without_coerce_hint(question: _Question) -> _Question:
+    """``question`` (a sizing answer, which takes no ``errors``) with the fix of each of its errors offering only
+    what it takes: never ``errors='coerce'``, which the forward model's errors offer for its rows.
+
+    Parameters
+    ----------
+    question
+        The function.
+
+    Returns
+    -------
+    callable
+        The same function, its errors' fixes without the offer.
+
+    Examples
+    --------
+    >>> def ask(latency_ms):
+    ...     raise InputError("latency_ms", "negative", "pass ms >= 0", n_invalid=1, row=0, value=-1.0)
+    >>> without_coerce_hint(ask)(-1.0)
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.InputError: latency_ms: 1 invalid row; first at row 0: -1.0 (negative). Fix: pass ms >= 0.
+    """
+
+    @functools.wraps(question)
+    def asked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return question(*args, **kwargs)
+        except InputError as error:
+            if not error.coerce_hint:
+                raise
+            raise error.relocated(error.where, error.row, coerce_hint="") from None
+
+    return cast(_Question, asked)
 
 
 def memory_held(

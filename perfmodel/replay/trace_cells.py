@@ -117,6 +117,9 @@ def row_rules(df: pd.DataFrame, null_ids: np.ndarray, bad_ids: np.ndarray) -> li
         null = np.zeros(len(df), dtype=bool)
         null[null_ids] = True
         rules += [Rule("hash_ids", "null_id", null), Rule("hash_ids", "ids", bad_ids)]
+    if "prefill_ms" in df:  # (an empty cell: the request has no prefill time of its own)
+        own = pd.to_numeric(df["prefill_ms"]).to_numpy(dtype="float64", na_value=np.nan)
+        rules.append(Rule("prefill_ms", "ms", ~np.isnan(own) & ~((own >= 0) & (own < np.inf))))
     if "ready_ms" in df:
         ready = df["ready_ms"].to_numpy(dtype="float64", na_value=np.nan)
         rules += [Rule("ready_ms", "time", ~np.isfinite(ready)), Rule("ready_ms", "ready", ~(ready >= arrival))]
@@ -159,6 +162,8 @@ def _broken(rule: Rule, value: Any, path: Path, df: pd.DataFrame, source: Source
         return f"{shown} holds a null block id: a block whose identity is unknown is never a cache hit"
     if rule.kind == "ids":
         return f"{shown} is not a list of block ids"
+    if rule.kind == "ms":
+        return f"{shown} is not a prefill time in ms >= 0 (leave the cell empty where a request has none)"
     if rule.kind == "time":
         if not source.datetimes:
             return f"{shown} is not a finite number of ms, nor a time"

@@ -43,8 +43,9 @@ __getattr__ = deprecated_constant("perfmodel.replay.traces", {"MAX_REQUESTS": "m
 MOONCAKE_BLOCK_TOKENS = 512
 _CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
 #: The columns a generic table may have too, kept under these names: when each prefill completed, the prefill
-#: worker each request ran on (as :func:`perfmodel.replay_ttft` and a cluster's replay read it), the block hashes.
-_OPTIONAL = ("ready_ms", "prefill_worker", "hash_ids")
+#: worker each request ran on (as :func:`perfmodel.replay_ttft` and a cluster's replay read it), each request's
+#: own prefill time (ms, as :func:`perfmodel.replay_ttft` reads it; an empty cell: none of its own), the hashes.
+_OPTIONAL = ("ready_ms", "prefill_worker", "prefill_ms", "hash_ids")
 HASH_TYPE = pa.list_(pa.int64())
 
 #: The columns of the trace formats that name them their own way: canonical name -> the format's column.
@@ -246,8 +247,8 @@ def read_trace(
       ``[12 13]``, an empty element such as ``[1,,2]`` refused as a null id is; whole floats such as
       ``1.0`` are read as ids, as :func:`replay_handoffs` reads them, up to 2**53). The optional
       ``ready_ms`` (when each prefill completed, on the same clock) is kept for :func:`replay_handoffs`,
-      and the optional ``prefill_worker`` (each request's prefill worker, from 0) for
-      :func:`perfmodel.replay_ttft` and a cluster's replay. A table without ``num_output_tokens`` is
+      and the optional ``prefill_worker`` (each request's prefill worker, from 0) and ``prefill_ms`` (its own
+      prefill time) for :func:`perfmodel.replay_ttft` and a cluster's replay. A table without ``num_output_tokens`` is
       read without it (never as zeros: where a replay needs it, it says so).
 
     Parameters
@@ -597,9 +598,9 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
                                 path=path)
     out = pd.DataFrame({"arrival_ms": arrival,
                         "num_input_tokens": _counts(raw[mapping["num_input_tokens"]], path, errors)})
-    for name in ("num_output_tokens", "prefill_worker"):  # (never made up where the file has none: left out)
+    for name in ("num_output_tokens", "prefill_worker", "prefill_ms"):  # (never made up where the file has none)
         if name in mapping:
-            out[name] = _counts(raw[mapping[name]], path, errors)
+            out[name] = _counts(raw[mapping[name]], path, errors, "prefill times in ms" if name == "prefill_ms" else "")
     if "ready_ms" in mapping:  # when each prefill completed: on the same clock as the arrivals
         try:
             out["ready_ms"], ready_origin = _times_ms(raw[mapping["ready_ms"]], origin,
@@ -624,12 +625,12 @@ def _canonical(raw: pd.DataFrame, mapping: dict[str, str], path: Path, errors: s
     return out
 
 
-def _counts(column: pd.Series, path: Path, errors: str) -> pd.Series:
-    """A token column as numbers; with ``errors="raise"`` a cell that is text but no number (``"1,000"``: a
-    thousands separator) is an error naming the file, the line and the column (else NaN: a bad row)."""
+def _counts(column: pd.Series, path: Path, errors: str, what: str = "") -> pd.Series:
+    """A token column (or ``what`` else) as numbers; with ``errors="raise"`` a cell that is text but no number
+    (``"1,000"``: a thousands separator) is an error naming the file, the line and the column (else NaN: a bad row)."""
     if non_numeric_kind(column) is not None:  # (True is no count of 1; a duration or a date no count at all)
-        raise InputError(f"{path}, column {column.name!r}", f"holds {non_numeric_kind(column)}, not token counts",
-                         "give whole numbers of tokens")
+        raise InputError(f"{path}, column {column.name!r}", f"holds {non_numeric_kind(column)}, not {what or 'token counts'}",
+                         f"give {what or 'whole numbers of tokens'}")
     numbers = pd.to_numeric(column, errors="coerce")
     if errors == "raise" and (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
         unread = (numbers.isna() & column.notna()).to_numpy()

@@ -21,13 +21,30 @@ from ..inputs.words import count
 from ..model.prefill import PrefillProfile
 from . import configured
 from .edge import handoffs_on
-from .prepared import PreparedTrace, as_floats, notice_first_compile, prepare_trace, request_values, trace_column
-from .summaries import check_result, memory_held, percentile_ms
+from .prepared import (
+    PreparedTrace,
+    _per_request,
+    as_floats,
+    notice_first_compile,
+    prepare_trace,
+    request_values,
+    trace_column,
+)
+from .summaries import check_result, memory_held, percentile_ms  # noqa: F401 (memory_held: documented here too)
 
 __all__ = ["TTFT_PARTS", "replay_ttft", "summarize_ttft"]
 
 #: The parts of a request's time to first token, in order: they add up to ``ttft_ms``.
 TTFT_PARTS = ("queue_ms", "prefill_ms", "handoff_delay_ms", "decode_step_ms")
+#: The parts :func:`summarize_ttft` gives the percentiles of (prefixes of its keys): those of ``ttft_ms`` and the
+#: handoff delay's (``admission_wait``, ``link_wait`` and ``transfer`` add up to ``handoff_delay``).
+SUMMARY_PARTS = ("queue", "prefill", "admission_wait", "link_wait", "transfer", "handoff_delay", "decode_step")
+#: The trace column of each request's own prefill time (ms), which comes before any given for all.
+OWN_PREFILL = "prefill_ms"
+#: The columns numbering the moments memory is taken and given back, in the order the replay took them: its
+#: prefill memory at ``prefill_start_ms`` and ``transfer_end_ms``, its decode memory at ``admitted_ms`` and
+#: ``done_ms`` (one count over the run; at one instant, what tells which holdings were held together).
+MEMORY_EVENTS = ("prefill_start_seq", "transfer_end_seq", "admitted_seq", "done_seq")
 _PREFILL_ROUTING = choice_names("prefill_routing")
 DEFAULT_PREFILL_ROUTING = _PREFILL_ROUTING[0]  # (where the trace has no prefill_worker column)
 
@@ -88,9 +105,11 @@ def replay_ttft(
     ----------
     trace
         From :func:`perfmodel.read_trace` or :func:`perfmodel.synthetic_trace`: ``arrival_ms``,
-        ``num_input_tokens``, and ``num_output_tokens`` where decode memory is bounded or the loop closed. A
-        ``ready_ms`` column (measured prefill ends) is refused, here and by the TTFT grids and questions: this
-        replay models each prefill (:func:`perfmodel.replay_handoffs` replays from measured ends).
+        ``num_input_tokens``, and ``num_output_tokens`` where decode memory is bounded or the loop closed; a
+        ``prefill_ms`` column is each request's own prefill time (ms >= 0; NaN: none of its own), which comes
+        before ``prefill_ms`` and ``prefill_tokens_per_s`` given for all. A ``ready_ms`` column (measured prefill
+        ends) is refused, here and by the TTFT grids and questions: this replay models each prefill
+        (:func:`perfmodel.replay_handoffs` replays from measured ends).
     kv_transfer_bandwidth, link, kv_bytes_per_token, model
         The network and the bytes per token, as :func:`perfmodel.replay_handoffs` takes them: a link (GB/s, a
         link preset or a :class:`perfmodel.Link`) with ``links`` and ``contention``, or a cluster (a
@@ -100,11 +119,14 @@ def replay_ttft(
     prefill_workers
         Prefill workers (each a TP group serving one prefill at a time; whole number >= 1).
     prefill_ms
-        Each prefill's time (ms >= 0): one value, a trace column name, an array, or a
-        :class:`perfmodel.PrefillProfile` (from :func:`perfmodel.fit_prefill`). Default: from
-        ``prefill_tokens_per_s``, else 0 (every prefill instant).
+        Each prefill's time (ms >= 0) where the trace has none of its own: one value, a trace column name, an
+        array, or a :class:`perfmodel.PrefillProfile` (from :func:`perfmodel.fit_prefill`). Default: from
+        ``prefill_tokens_per_s``, else 0 (every prefill instant). Where the trace has a ``prefill_ms`` column, a
+        request's own time comes first, and a warning says what that overrides; a request with none (NaN) and
+        nothing given for all is refused.
     prefill_tokens_per_s
-        A prefill worker's rate (tokens/s > 0), instead of ``prefill_ms``: ``num_input_tokens / rate``.
+        A prefill worker's rate (tokens/s > 0), instead of ``prefill_ms``: ``num_input_tokens / rate`` (where the
+        trace has no ``prefill_ms`` of its own).
     prefill_routing
         Default: the trace's ``prefill_worker`` column where it has one (as :func:`perfmodel.replay_handoffs`
         reads it), else ``"round_robin"`` (the k-th arrival to worker ``k mod prefill_workers``); ``"least_loaded"`` (the
@@ -142,9 +164,12 @@ def replay_ttft(
         slowed by the link), ``transfer_ms`` (alone), ``handoff_delay_ms`` (= admission wait + link wait +
         transfer), ``decode_step_ms`` and ``ttft_ms`` (= queue + prefill + handoff delay + step, exactly);
         and the handoff's ``link``, ``cached_tokens``, ``charged_tokens``, ``transfer_bytes`` (on a cluster
-        also ``flows`` and ``bottleneck``, the resource that limited it, as the replay's). ``attrs`` hold the
-        configuration (workers, capacities) for :func:`summarize_ttft`; on a cluster also each resource's load,
-        as :func:`perfmodel.replay.cluster.resource_table` reads it.
+        also ``flows`` and ``bottleneck``, the resource that limited it, as the replay's); ``num_input_tokens``
+        (and ``num_output_tokens``); and ``prefill_start_seq``, ``transfer_end_seq``, ``admitted_seq`` and
+        ``done_seq``: the order in which the replay took and gave back memory at those times (one count over the
+        run), which at one instant tells what a worker held together. ``attrs`` hold the configuration (workers,
+        capacities) for :func:`summarize_ttft`; on a cluster also each resource's load, as
+        :func:`perfmodel.replay.cluster.resource_table` reads it.
 
     Examples
     --------
@@ -248,20 +273,20 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
         step_ms=s.step,
         outputs=s.outputs,
         prefill_worker=s.prefill_worker,
-        decode_worker=on.decode_worker,
+        decode_worker=np.zeros(n, np.int64),
         admitted=on.admitted,
         prefill_start=np.full(n, np.nan),
         prefill_end=np.full(n, np.nan),
         first_token=np.full(n, np.nan),
         done=np.full(n, np.nan),
+        **{name: np.full(n, -1, dtype=np.int64) for name in MEMORY_EVENTS},
         prefill_workers=s.prefill_workers,
         prefill_routing=s.routing_code,
         prefill_capacity=s.prefill_capacity,
         decode_capacity=s.decode_capacity,
         concurrency=s.concurrency,
     )
-    dones = s.decode_capacity >= 0 or bool(s.concurrency)  # (else nothing waits for a request to be done)
-    queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers, dones=dones)
+    queues = _serving.new_queues(n, s.prefill_workers, on.decode_workers)  # (dones are events: memory is given back)
     queues.counters[1] = min(s.concurrency, n) if s.concurrency else n  # requests issued
     notice_first_compile()
     try:
@@ -417,8 +442,6 @@ def _whole_column(trace: pd.DataFrame, column: str) -> np.ndarray:
 
 def request_values_nonnegative(trace: pd.DataFrame, name: str, value: Any) -> np.ndarray:
     """A value, an array or a trace column of finite numbers >= 0, one per request (the first bad one named)."""
-    from .prepared import _per_request
-
     values = np.ascontiguousarray(_per_request(trace, name, value), dtype=np.float64)
     bad = ~((values >= 0) & (values < np.inf))
     if bad.any() and np.ndim(value) == 0 and not isinstance(value, str):  # (one value for every request)
@@ -435,13 +458,79 @@ def request_values_nonnegative(trace: pd.DataFrame, name: str, value: Any) -> np
 
 
 def _service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: Any) -> np.ndarray:
-    """Each request's prefill time (ms): given, from a profile, from a rate, else 0."""
+    """Each request's prefill time (ms), in the documentation's order: the request's own (the trace's column
+    ``prefill_ms``), else ``prefill_ms`` given for all (a value, an array, a column named, a profile), else from
+    ``prefill_tokens_per_s``, else 0 (none given). A warning says what the request's own times override; a request
+    without one (NaN) takes the time given for all, and with none given is refused (never made up)."""
     if prefill_ms is not None and rate is not None:
         raise InputError(
             "prefill_ms, prefill_tokens_per_s",
             "both given, and a prefill's time comes from one of them",
             "pass one of them (a time per prefill, or a rate)",
         )
+    has_own = OWN_PREFILL in trace.columns
+    if has_own and isinstance(prefill_ms, str) and prefill_ms == OWN_PREFILL:
+        prefill_ms = None  # (the column named: the request's own, as without the keyword)
+    given = _given_service_ms(trace, tokens, prefill_ms, rate)
+    if not has_own:
+        return np.zeros(len(trace)) if given is None else given
+    own = _own_service_ms(trace)
+    missing = np.isnan(own)
+    if given is None:
+        if missing.any():
+            first = int(np.argmax(missing))
+            raise InputError(
+                f"trace column {OWN_PREFILL!r}",
+                f"{count(int(missing.sum()), 'request')} without a prefill time (NaN), first at row "
+                f"{trace.index[first]!r}, and none given for all: a prefill time is never made up",
+                "give every request its prefill time, or pass prefill_ms or prefill_tokens_per_s for the requests "
+                "without one",
+            )
+        return own
+    name, value = ("prefill_ms", prefill_ms) if rate is None else ("prefill_tokens_per_s", rate)
+    said = _said(name, value)
+    if missing.any():
+        use = f"{said} gives only the {count(int(missing.sum()), 'request')} without one (NaN)"
+    else:
+        use = f"{said} is not used"
+    warn(
+        f"replay_ttft: the trace's column {OWN_PREFILL!r} gives each request its own prefill time, which comes "
+        f"before a time given for all: {use} (drop the column to time every prefill by {name})"
+    )
+    return np.where(missing, given, own)
+
+
+def _said(name: str, value: Any) -> str:
+    """A prefill input as a warning names it: ``prefill_ms=5``, ``prefill_ms='column'``, or what it is."""
+    if isinstance(value, PrefillProfile):
+        return f"{name} (the profile {value.name!r})"
+    if isinstance(value, str):
+        return f"{name}={value!r}"
+    if np.ndim(value) == 0:
+        return f"{name}={float(value):g}"
+    return f"{name} ({shown(value)})"
+
+
+def _own_service_ms(trace: pd.DataFrame) -> np.ndarray:
+    """The trace's column ``prefill_ms`` as float64, NaN where a request has none; a value that is not finite
+    and >= 0 refused, its row named."""
+    where = f"trace column {OWN_PREFILL!r}"
+    values = np.array(_per_request(trace, OWN_PREFILL, OWN_PREFILL), dtype=np.float64)
+    bad = ~np.isnan(values) & ~((values >= 0) & (values < np.inf))
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise InputError(
+            where,
+            f"{count(int(bad.sum()), 'value')} not finite and >= 0, first at row {trace.index[first]!r}: "
+            f"{values[first]!r}",
+            "give each request's prefill time in ms >= 0 (NaN where it has none)",
+        )
+    return values
+
+
+def _given_service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: Any) -> np.ndarray | None:
+    """Each request's prefill time (ms) from the inputs given for all: ``prefill_ms`` (a value, an array, a
+    column, a profile or its saved name), else ``prefill_tokens_per_s``; None where neither is given."""
     if isinstance(prefill_ms, str) and prefill_ms not in trace.columns:  # (a saved profile's name)
         from ..model.prefill import get_prefill
 
@@ -459,7 +548,7 @@ def _service_ms(trace: pd.DataFrame, tokens: np.ndarray, prefill_ms: Any, rate: 
             what = f"{count(int(bad.sum()), 'value')} not a rate above 0, {where}"
             raise InputError("prefill_tokens_per_s", what, "pass a prefill worker's rate in tokens/s above 0")
         return np.ascontiguousarray(tokens / rates * 1000.0)
-    return np.zeros(len(trace))
+    return None
 
 
 def _frame(
@@ -508,8 +597,9 @@ def _frame(
     }
     if s.has_outputs:
         columns["num_output_tokens"] = s.outputs
-    else:
-        del columns["done_ms"]
+    columns |= {name: getattr(sv, name) for name in MEMORY_EVENTS}
+    if not s.has_outputs:
+        del columns["done_ms"], columns["done_seq"]
     result = pd.DataFrame(columns, index=trace.index, copy=False)
     result.attrs.update(
         contention=c.contention,
@@ -540,13 +630,14 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
     -------
     dict
         ``requests``; ``p50_ms``, ``p90_ms``, ``p99_ms``, ``mean_ms`` of ``ttft_ms`` and, prefixed by each part's
-        name (``queue``, ``prefill``, ``admission_wait``, ``handoff_delay``), the same four of it
-        (``queue_p99_ms``...); ``span_ms`` (first arrival to last first token or done);
-        ``throughput_per_s`` (requests over the span); ``prefill_busy`` (the prefill workers' busy share of
-        the span); ``prefill_memory_mean`` and ``prefill_memory_peak``, ``decode_memory_mean`` and
-        ``decode_memory_peak`` (tokens held over capacity: the time-average over workers, and the highest
-        any worker reached; NaN where unbounded); ``dominant_p99_stage``: the part with the largest mean
-        among the requests at or above the p99 TTFT (``"queue"``, ``"prefill"``, ``"admission_wait"``,
+        name (``queue``, ``prefill``, ``admission_wait``, ``link_wait``, ``transfer``,
+        ``handoff_delay``, ``decode_step``), the same four of it (``queue_p99_ms``...); ``span_ms`` (first
+        arrival to last first token or done); ``throughput_per_s`` (requests over the span); ``prefill_busy``
+        (the prefill workers' busy share of the span); ``prefill_memory_mean`` and ``prefill_memory_peak``,
+        ``decode_memory_mean`` and ``decode_memory_peak`` (tokens held over capacity: the time-average over
+        workers, and the most any worker held at once, in the order the replay took and gave back memory at one
+        instant: its ``*_seq`` columns; NaN where unbounded); ``dominant_p99_stage``: the part with the largest
+        mean among the requests at or above the p99 TTFT (``"queue"``, ``"prefill"``, ``"admission_wait"``,
         ``"link_wait"``, ``"transfer"`` or ``"decode_step"``).
 
     Examples
@@ -556,22 +647,15 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
     >>> trace = pd.DataFrame({"arrival_ms": [0.0, 0.0], "num_input_tokens": [500, 600]})
     >>> summary = summarize_ttft(replay_ttft(trace, 1.0, 1e6, prefill_tokens_per_s=10_000,
     ...                                      prefill_kv_tokens=1000, contention="fifo", decode_step_ms=10.0))
-    >>> summary["p50_ms"], summary["dominant_p99_stage"]
-    (890.0, 'transfer')
+    >>> summary["p50_ms"], summary["dominant_p99_stage"], summary["decode_step_p99_ms"]
+    (890.0, 'transfer', 10.0)
     """
-    needed = ["ttft_ms", "queue_ms", "prefill_ms", "admission_wait_ms", "handoff_delay_ms", "arrival_ms",
-              "first_token_ms", "prefill_worker", "prefill_start_ms", "transfer_end_ms", "num_input_tokens",
-              "decode_worker", "admitted_ms"]  # fmt: skip
+    needed = ["ttft_ms", *(f"{part}_ms" for part in SUMMARY_PARTS), "arrival_ms", "first_token_ms", "prefill_worker",
+              "prefill_start_ms", "transfer_end_ms", "num_input_tokens", "decode_worker", "admitted_ms"]  # fmt: skip
     check_result(ttft, "ttft", needed, "replay_ttft", ("saved_bytes", "replay_handoffs", "summarize"))
     ttft_ms = ttft["ttft_ms"].to_numpy(dtype=np.float64)
     summary: dict[str, Any] = {"requests": int(ttft_ms.size)}
-    for prefix, column in (
-        ("", "ttft_ms"),
-        ("queue_", "queue_ms"),
-        ("prefill_", "prefill_ms"),
-        ("admission_wait_", "admission_wait_ms"),
-        ("handoff_delay_", "handoff_delay_ms"),
-    ):
+    for prefix, column in (("", "ttft_ms"), *((f"{part}_", f"{part}_ms") for part in SUMMARY_PARTS)):
         values = ttft[column].to_numpy(dtype=np.float64)
         p50, p90, p99 = percentile_ms(values, [50, 90, 99])
         summary |= {
@@ -597,17 +681,43 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
     summary["span_ms"] = span
     summary["throughput_per_s"] = len(ttft) / span * 1000.0 if span > 0 else np.nan
     summary["prefill_busy"] = float(ttft["prefill_ms"].sum()) / (workers * span) if span > 0 else np.nan
-    prefill_held = (ttft["prefill_worker"], ttft["prefill_start_ms"], ttft["transfer_end_ms"], ttft["num_input_tokens"])
-    outputs = ttft.get("num_output_tokens", 0)
-    decode_held = (ttft["decode_worker"], ttft["admitted_ms"], ends, ttft["num_input_tokens"] + outputs)
-    for side, held, capacity, n_workers in (
-        ("prefill", prefill_held, ttft.attrs.get("prefill_kv_tokens"), workers),
-        ("decode", decode_held, ttft.attrs.get("decode_kv_tokens"), decode_workers),
-    ):
-        mean, peak = memory_held(*held, capacity=capacity, workers=n_workers, span=(start, end))
+    for side, n_workers in (("prefill", workers), ("decode", decode_workers)):
+        capacity = ttft.attrs.get(f"{side}_kv_tokens")
+        mean, peak = _memory_share(ttft, side, capacity, n_workers, (start, end))
         summary[f"{side}_memory_mean"], summary[f"{side}_memory_peak"] = mean, peak
     summary["dominant_p99_stage"] = dominant_stage(ttft, summary["p99_ms"])
     return summary
+
+
+#: Each side's memory in a result: each holding's worker, when it is taken and given back (ms, and the replay's
+#: numbers of those events, :data:`MEMORY_EVENTS`) and the columns of its tokens.
+_HELD = {
+    "prefill": ("prefill_worker", "prefill_start_ms", "transfer_end_ms", "prefill_start_seq", "transfer_end_seq",
+                ("num_input_tokens",)),
+    "decode": ("decode_worker", "admitted_ms", "done_ms", "admitted_seq", "done_seq",
+               ("num_input_tokens", "num_output_tokens")),
+}  # fmt: skip
+
+
+def _memory_share(
+    ttft: pd.DataFrame, side: str, capacity: int | None, workers: int, span: tuple[float, float]
+) -> tuple[float, float]:
+    """How full ``side``'s memory was in a result (:data:`_HELD`): the time-average share of the capacity its
+    ``workers`` held over ``span`` (ms), and the most any worker held at once (in the replay's order at one instant:
+    :func:`perfmodel.kernels.serving.held_tokens`); NaN for an unbounded capacity or an empty span."""
+    from ..kernels.serving import held_tokens
+
+    if capacity is None or span[1] <= span[0]:
+        return np.nan, np.nan
+    worker, taken, given, taken_seq, given_seq, tokens = _HELD[side]
+    needed = [taken, given, taken_seq, given_seq, *tokens]
+    check_result(ttft, "ttft", needed, "replay_ttft", ("saved_bytes", "replay_handoffs", "summarize"))
+    read = {c: ttft[c].to_numpy() for c in (worker, taken, given, taken_seq, given_seq)}
+    held = np.sum([ttft[c].to_numpy(dtype=np.int64) for c in tokens], axis=0)
+    start, end = read[taken].astype(np.float64), read[given].astype(np.float64)
+    mean = float(np.sum(held * (end - start))) / (capacity * workers * (span[1] - span[0]))
+    _, _, running = held_tokens(read[worker], read[taken_seq], read[given_seq], held)
+    return mean, float(running.max()) / capacity if running.size else 0.0
 
 
 def dominant_stage(ttft: pd.DataFrame, threshold_ms: float) -> str:
