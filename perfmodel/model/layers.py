@@ -359,8 +359,8 @@ _FAMILIES = {
 }
 
 
-def _layer_list(cfg: Mapping[str, Any], field: str, layers: int) -> list[Any]:
-    """A config's list of one entry per layer (never a default the config does not give)."""
+def _mix_field(cfg: Mapping[str, Any], field: str) -> Any:
+    """The config's ``field`` that gives its layer mix; refused where the config has none (never a default)."""
     value = cfg.get(field)
     if value is None:
         raise InputError(
@@ -368,6 +368,12 @@ def _layer_list(cfg: Mapping[str, Any], field: str, layers: int) -> list[Any]:
             f"has no {field}, which gives the layer mix of a {cfg.get('model_type')!r} model",
             f"add {field} to the config, or give layer_types",
         )
+    return value
+
+
+def _layer_list(cfg: Mapping[str, Any], field: str, layers: int) -> list[Any]:
+    """A config's list of one entry per layer (never a default the config does not give)."""
+    value = _mix_field(cfg, field)
     if not isinstance(value, (list, tuple)):
         raise InputError(f"model config field {field!r}", f"{shown(value)} is not a list", "give a list per layer")
     if len(value) != layers:
@@ -382,13 +388,7 @@ def _layer_list(cfg: Mapping[str, Any], field: str, layers: int) -> list[Any]:
 def _indices(cfg: Mapping[str, Any], field: str, layers: int) -> set[int]:
     """A config's list of layer indices (each a whole number from 0 to ``layers - 1``, each once)."""
     where = f"model config field {field!r}"
-    value = cfg.get(field)
-    if value is None:
-        raise InputError(
-            "model config",
-            f"has no {field}, which gives the layer mix of a {cfg.get('model_type')!r} model",
-            f"add {field} to the config, or give layer_types",
-        )
+    value = _mix_field(cfg, field)
     if not isinstance(value, (list, tuple)):
         raise InputError(where, f"{shown(value)} is not a list", f"give a list of layer indices from 0 to {layers - 1}")
     seen: set[int] = set()
