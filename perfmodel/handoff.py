@@ -461,7 +461,7 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
         return terms
     try:
         if model_given and values["num_layers"] is not None:
-            _own_layers(per_token, values["num_layers"])
+            _resolve.own_layers(per_token, values["num_layers"])
         if messages_needed or not _all_off("per_message_ms", values["per_message_ms"]):
             costs = None if messages_needed else values["per_message_ms"]  # (a cluster's links: on every row)
             terms.update(_resolve.message_terms(per_token, options.kv_layout, values["num_layers"],
@@ -491,24 +491,6 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
         for name in ("window_tokens", "chunk_tokens"):
             terms[name] = 0.0 if terms[name] is None else terms[name]
     return terms
-
-
-def _own_layers(per_token: Any, layers: Any) -> None:
-    """Refuse layer counts that are not the model's (rows of numbers left alone), every such row counted."""
-    own = np.asarray(_resolve.num_layers(per_token, errors="coerce"), dtype=np.float64)
-    try:
-        own, given = np.broadcast_arrays(own, np.asarray(layers, dtype=np.float64))
-    except ValueError:
-        return  # (lengths are refused where the rows are broadcast)
-    differs, fix = ~np.isnan(own) & (given != own), ("drop num_layers (a named model's layers come from its config), "
-                                                     "or pass bytes per token as a number with num_layers")
-    if differs.ndim == 0 and differs:
-        raise InputError("num_layers", f"{given:g} layers, but the model given has {own:g}", fix)
-    if differs.any():
-        first, n = int(np.argmax(differs)), int(np.count_nonzero(differs))
-        raise InputError("num_layers", f"the model on that row has {own[first]:g} layers", fix, n_invalid=n, row=first,
-                         value=plain(np.asarray(layers, dtype=object)[first] if np.ndim(layers) else layers),
-                         position=first, counts={"num_layers": n}, coerce_hint="")
 
 
 def _all_off(name: str, value: Any) -> bool:

@@ -319,25 +319,31 @@ def checked_layers(layers: Any, errors: str = "raise") -> Any:
 def own_layers(value: Any, layers: Any, labels: Any = None) -> None:
     """Refuse an explicit ``layers`` that differs from the layer count of the named model(s) in ``value``
     (rows of numbers are left alone): a model's layer mix sets its bytes and messages, and another count
-    cannot apply to them, nor to its layer-wise streaming without mixing two models in one delay. The first
-    such row is named by its position, or by its label in ``labels`` (a trace's index)."""
+    cannot apply to them, nor to its layer-wise streaming without mixing two models in one delay. Every such
+    row is counted, the first named by its position, or by its label in ``labels`` (a trace's index)."""
     if layers is None:
         return
     own = np.asarray(num_layers(value, errors="coerce"), dtype=np.float64)
-    given = np.asarray(layers, dtype=np.float64)
     try:
-        own, given = np.broadcast_arrays(own, given)
+        own, given = np.broadcast_arrays(own, np.asarray(layers, dtype=np.float64))
     except ValueError:
         return  # (lengths are refused where the rows are broadcast)
     differs = ~np.isnan(own) & (given != own)
+    fix = "drop num_layers (a named model's layers come from its config), or pass bytes per token as a number with num_layers"
+    if differs.ndim == 0 and differs:
+        raise InputError("num_layers", f"{given:g} layers, but the model given has {own:g}", fix)
     if differs.any():
-        first = int(np.argmax(differs.reshape(-1)))
-        at = (f" at row {first if labels is None else labels[first]!r}") if differs.ndim else ""
+        first, n = int(np.argmax(differs)), int(np.count_nonzero(differs))
         raise InputError(
             "num_layers",
-            f"{given.reshape(-1)[first]:g} layers{at}, but the model given has {own.reshape(-1)[first]:g}",
-            "drop num_layers (a named model's layers come from its "
-            "config), or pass bytes per token as a number with num_layers",
+            f"the model on that row has {own[first]:g} layers",
+            fix,
+            n_invalid=n,
+            row=first if labels is None else labels[first],
+            position=first,
+            value=int(given[first]) if np.isfinite(given[first]) and given[first] % 1 == 0 else float(given[first]),
+            counts={"num_layers": n},
+            coerce_hint="",
         )
 
 
