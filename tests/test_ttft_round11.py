@@ -331,3 +331,22 @@ def test_ttft_vs_rate_says_unbounded_memory_is_unbounded(side, ax):
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert labels[0] == f"{side}=unbounded: p99 TTFT" and labels[3] == f"{side}=40,000: p99 TTFT"
     assert not any("none" in label for label in labels)
+
+
+# --- helper 53: a count of prefill workers against a trace that fixes each request's worker ------------------------
+
+
+def test_a_count_of_prefill_workers_is_refused_where_the_trace_fixes_each_requests_worker():
+    """The column gave every count the same replay: fewest_for_ttft failed with a fix it then refused, and a grid
+    over prefill_workers gave identical rows. A policy routes as the count varies."""
+    trace = pm.synthetic_trace(60, rate_per_s=40, seed=0)
+    trace["prefill_worker"] = np.arange(len(trace)) % 2
+    keywords = dict(link="ib-ndr", model="llama-3.1-8b", prefill_tokens_per_s=40_000)
+    with pytest.raises(pm.InputError, match="^count_of: varies the prefill workers.*prefill_routing='round_robin'"):
+        pm.fewest_for_ttft(trace, "prefill_workers", ttft_budget_ms=1000, most=4, **keywords)
+    with pytest.raises(pm.InputError, match="^prefill_workers: varies the prefill workers"):
+        pm.ttft_grid(trace, prefill_workers=[2, 4], progress=False, **keywords)
+    grid = pm.ttft_grid(trace, prefill_workers=[1, 2], prefill_routing="round_robin", progress=False, **keywords)
+    assert grid["p99_ms"].iloc[0] > grid["p99_ms"].iloc[1]
+    assert pm.fewest_for_ttft(trace, "prefill_workers", ttft_budget_ms=1e9, most=4, prefill_routing="round_robin",
+                              **keywords) == 1

@@ -181,6 +181,23 @@ def ttft_grid(
     return grid_table(configs, rows)
 
 
+def fixed_workers(trace: pd.DataFrame, routings: list[Any], where: str) -> None:
+    """Refuse a count of prefill workers that varies while the trace's ``prefill_worker`` column fixes each
+    request's worker (the routing read where none is given, ``routings``): a count would change nothing.
+
+    >>> import pandas as pd
+    >>> fixed_workers(pd.DataFrame({"prefill_worker": [0, 1]}), ["round_robin"], "count_of")  # (a policy routes)
+    """
+    if "prefill_worker" in trace.columns and any(r is None or r == "prefill_worker" for r in routings):
+        raise InputError(
+            where,
+            "varies the prefill workers, but the trace's prefill_worker column gives each request its worker, so "
+            "every count would replay the same requests on the same workers",
+            "pass prefill_routing='round_robin' or 'least_loaded' to route by a policy as the count varies (or drop "
+            "the column)",
+        )
+
+
 def grid_plan(trace: pd.DataFrame, axes: dict[str, Any]) -> tuple[PreparedTrace, list[dict[str, Any]]]:
     """A TTFT grid's prepared trace and configurations (the last axis fastest), every value checked on two
     requests first, so that a bad one fails at once (here, not on a thread or a Dask worker)."""
@@ -193,6 +210,8 @@ def grid_plan(trace: pd.DataFrame, axes: dict[str, Any]) -> tuple[PreparedTrace,
             "vary concurrency for a closed loop, or drop concurrency= to vary the request rate",
         )
     configs = _configs(axes)
+    if len({c.get("prefill_workers") for c in configs}) > 1:
+        fixed_workers(trace, [c.get("prefill_routing") for c in configs], "prefill_workers")
     prepared = _prepared(trace)
     sample = prepare_trace(trace.iloc[: min(len(trace), 2)])
 
@@ -404,6 +423,8 @@ def fewest_for_ttft(
             "'links' counts a pool of links, but the link is a cluster (which decides the resources flows share)",
             "ask for the fewest 'nics_per_node' of the cluster",
         )
+    if count_of == "prefill_workers":
+        fixed_workers(trace, [inputs.get("prefill_routing")], "count_of")
     counts = _nic_counts(inputs, most) if count_of == "nics_per_node" else list(range(1, most + 1))
     if count_of == "links" and str(inputs.get("contention", "none")).lower() == "none":
         counts = [1]  # (each handoff alone: any count of links gives the TTFT of one, exactly; 1 is the fewest)
