@@ -670,7 +670,7 @@ def _grown_heaps(heaps: Heaps | None, C: int, chunks: int, width: int) -> Heaps:
 def _grown_pool(pool: np.ndarray | None, slots: int, state: np.ndarray | None) -> np.ndarray:
     """A pool (:data:`POOL`) of ``slots`` slots holding ``pool``'s (its free slots and the new ones free, the lowest
     first)."""
-    new = np.zeros(slots, POOL)
+    new = np.zeros(slots, POOL).view(np.recarray)
     old, free = (0, 0) if pool is None else (len(pool), int(cast(np.ndarray, state)[_FREE]))  # (with its state)
     if pool is not None:
         new[:old] = pool
@@ -719,7 +719,7 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
                                                 kmax)
     paths = Paths(st.capacities, st.class_off, st.class_res, st.res_off, st.res_classes)
     al = new_alone(kmax)
-    kept = np.zeros(kmax, KEPT)
+    kept = np.zeros(kmax, KEPT).view(np.recarray)
     state = np.zeros(10, np.int64)
     state[_FREE] = len(pool)
     if streamed is None:  # (read-only, as the streamed arrays the replay passes: one compiled loop for both)
@@ -736,7 +736,7 @@ def new_run(tokens: np.ndarray, blocks: np.ndarray, offsets: np.ndarray, prefill
         sim=Sim(cl, pool, heaps, loads, sc),
         alone_work=AloneWork(lc, al, kept, new_memo(kmax, len(st.pair_off) - 1)),  # (memo: a key a pair)
         caches=Caches(holders, alive, slot_of, log, log_first, log_end, size, np.int64(capacity)),
-        waiting=np.zeros(D, WAITING),  # bytes (and flows) not yet moving or ended
+        waiting=np.zeros(D, WAITING).view(np.recarray),  # bytes (and flows) not yet moving or ended
         ends=Ends(np.zeros(n, np.int32), np.zeros(n, np.int32), np.full(n, -np.inf), pending),
         state=state,
         kmax=np.int64(kmax),

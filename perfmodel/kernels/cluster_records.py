@@ -1,8 +1,9 @@
 """Records of the replay on a cluster (:mod:`perfmodel.kernels.cluster`): its state and work arrays, read by
 field name. numba passes a named tuple to a function as its fields, word by word (a 1-D array is 7 words), so
 arrays of one length are one structured array (one row per class, flow slot, kept flow, decode worker, ...:
-``cl.count[c]`` reads a field's view), passed as one array; a helper compiled apart takes only the records it
-reads (:mod:`perfmodel.kernels.network`)."""
+``cl.count[c]`` reads a field's view; a ``numpy.recarray``, so that plain Python, ``NUMBA_DISABLE_JIT=1``, reads
+fields by name too), passed as one array; a helper compiled apart takes only the records it reads
+(:mod:`perfmodel.kernels.network`)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def new_classes(classes: int) -> np.ndarray:
     >>> cl = new_classes(2); cl["where"].tolist(), cl["end"].tolist()
     ([-1, -1], [inf, inf])
     """
-    cl = np.zeros(classes, CLASSES)
+    cl = np.zeros(classes, CLASSES).view(np.recarray)
     cl["rate"], cl["end"], cl["where"], cl["neck"] = np.nan, np.inf, -1, -1
     return cl
 
@@ -122,7 +123,7 @@ def new_scratch(resources: int, classes: int, components: int) -> np.ndarray:
     >>> len(new_scratch(3, 5, 1)), new_scratch(3, 5, 1)["group_cls_span"].shape
     (5, (5, 2))
     """
-    return np.zeros(max(resources, classes, components, 2), SCRATCH)
+    return np.zeros(max(resources, classes, components, 2), SCRATCH).view(np.recarray)
 
 
 class Trace(NamedTuple):

@@ -93,7 +93,7 @@ def new_heap(n: int, *shape: int) -> np.ndarray:
     >>> size = heap_pop(heap, size); int(heap["value"][size]), size
     (8, 1)
     """
-    return np.zeros((n, *shape), HEAP)
+    return np.zeros((n, *shape), HEAP).view(np.recarray)
 
 
 # The heap's comparisons and swaps are written out rather than called: as nested ``inline="always"``

@@ -155,7 +155,7 @@ def new_local(resources: int, items: int, longest: int) -> Local:
     """
     r, k = max(resources, 1), max(items, 1)
     entries = k * max(longest, 1)
-    work = np.zeros(max(r, k, 2), LOCAL)
+    work = np.zeros(max(r, k, 2), LOCAL).view(np.recarray)
     work["members"] = np.arange(len(work))
     ints = lambda n: np.zeros(n, np.int64)  # noqa: E731
     return Local(work, Paths(np.zeros(r), ints(k + 1), ints(entries), ints(r + 1), ints(entries)))
@@ -416,7 +416,7 @@ def new_alone(flows: int) -> np.ndarray:
     >>> new_alone(3).dtype.names[:2]
     ('start', 'bytes')
     """
-    return np.zeros(max(flows, 1), ALONE)
+    return np.zeros(max(flows, 1), ALONE).view(np.recarray)
 
 
 def new_memo(flows: int, keys: int) -> Memo:
