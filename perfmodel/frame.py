@@ -260,7 +260,7 @@ def handoff_delays(
         raise _relocated(error, df.index, columns) from None
     delays, missing = result.delays, result.missing
     if len(delays) == 1 and not columns and all(np.ndim(v) == 0 for v in values.values()):
-        delays, missing = np.full(len(df), delays[0]), np.full(len(df), np.isnan(delays[0]))  # every row the one value's
+        delays, missing = np.full(len(df), delays[0]), np.full(len(df), missing[0])  # every row the one value's
     if len(delays) != len(df):
         arrays = [a for a, v in values.items() if np.ndim(v) > 0 and a not in columns]
         raise InputError("inputs", f"arrays given as values ({', '.join(arrays)}) have {count(len(delays), 'row')} but the "
