@@ -97,7 +97,9 @@ def test_layerwise_streaming_reads_each_requests_layers_from_its_own_model():
     layers = pd.Series([32, 80, 64, 32], index=trace.index)  # each model's own count, by label
     got = perfmodel.replay_handoffs(trace, "ib-ndr", shuffled, num_layers=layers.iloc[[2, 0, 3, 1]], **given)
     pd.testing.assert_frame_equal(got, in_order)
-    with pytest.raises(InputError, match=r"^num_layers: 1 invalid row; first at row 11: 64 \(the model on that row has 80"):
+    with pytest.raises(
+        InputError, match=r"^num_layers: 1 invalid row; first at row 11: 64 \(the model on that row has 80"
+    ):
         perfmodel.replay_handoffs(trace, "ib-ndr", shuffled, num_layers=[32, 64, 64, 32], **given)
 
 

@@ -348,5 +348,9 @@ def test_a_count_of_prefill_workers_is_refused_where_the_trace_fixes_each_reques
         pm.ttft_grid(trace, prefill_workers=[2, 4], progress=False, **keywords)
     grid = pm.ttft_grid(trace, prefill_workers=[1, 2], prefill_routing="round_robin", progress=False, **keywords)
     assert grid["p99_ms"].iloc[0] > grid["p99_ms"].iloc[1]
-    assert pm.fewest_for_ttft(trace, "prefill_workers", ttft_budget_ms=1e9, most=4, prefill_routing="round_robin",
-                              **keywords) == 1
+    assert (
+        pm.fewest_for_ttft(
+            trace, "prefill_workers", ttft_budget_ms=1e9, most=4, prefill_routing="round_robin", **keywords
+        )
+        == 1
+    )
