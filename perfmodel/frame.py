@@ -12,7 +12,7 @@ import difflib
 import math
 import numbers
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -258,7 +258,7 @@ def handoff_delays(
         result = handoff(values, Options.of(**chosen), errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
         raise _relocated(error, df.index, columns) from None
-    delays, missing = result.delays, result.missing
+    delays, missing = result.delays, cast(np.ndarray, result.missing)  # (asked for: with_missing=True)
     if len(delays) == 1 and not columns and all(np.ndim(v) == 0 for v in values.values()):
         delays, missing = np.full(len(df), delays[0]), np.full(len(df), missing[0])  # every row the one value's
     if len(delays) != len(df):
