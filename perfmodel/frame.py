@@ -154,6 +154,17 @@ def _preset_error(argument: str, name: str) -> Exception | None:
     return None
 
 
+def _read(df: pd.DataFrame, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Hashable]]:
+    """Each argument's value in ``given``, or its column of ``df`` (:func:`_lookup`); and the columns read, by argument."""
+    values: dict[str, Any] = {}
+    columns: dict[str, Hashable] = {}
+    for argument in ARGUMENTS:
+        values[argument], column = _lookup(df, argument, given[argument])
+        if column is not None:
+            columns[argument] = column
+    return values, columns
+
+
 @documented(extra={
     "df": "The rows: one handoff each.",
     **{name: f"A column name of ``df`` (default: ``{name!r}``, where the frame has it) or a value. "
@@ -194,16 +205,14 @@ def handoff_delays(
 ) -> pd.Series:
     """KV-cache handoff delay (ms) of every row of ``df``, as a nullable ``Float64`` Series.
 
-    Each per-row keyword is a column name of ``df`` or a value (scalar or array) applied to
-    the rows. The defaults are upstream's parameter names; ``worker_type``, ``completed``,
-    ``mode`` and ``destination_missing_tokens`` fall back to prefill / True / full_prompt /
-    none when their default columns are absent; None is no value, and is refused where
-    the default is a column or a value. Numbers (numpy's included) are always values,
-    never column labels; text is a column's name or, as in the numpy API, a value
-    (``"50"`` GB/s, ``"NA"``, ``"decode"``): text that is both is refused as ambiguous.
-    An empty frame gives an empty Series. Semantics and units are those of
-    :func:`perfmodel.handoff_delay_ms`; the Dask layer runs the serial kernel inside its
-    partitions.
+    Each per-row keyword is a column name of ``df`` or a value (scalar or array) applied to the rows. The
+    defaults are upstream's parameter names; ``worker_type``, ``completed``, ``mode`` and
+    ``destination_missing_tokens`` fall back to prefill / True / full_prompt / none when their default columns
+    are absent; None is no value, and is refused where the default is a column or a value. Numbers (numpy's
+    included) are always values, never column labels; text is a column's name or, as in the numpy API, a value
+    (``"50"`` GB/s, ``"NA"``, ``"decode"``): text that is both is refused as ambiguous. An empty frame gives an
+    empty Series. Semantics and units are those of :func:`perfmodel.handoff_delay_ms`; the Dask layer runs the
+    serial kernel inside its partitions.
 
     Parameters
     ----------
@@ -212,14 +221,14 @@ def handoff_delays(
     Returns
     -------
     pandas.Series
-        Named ``handoff_delay_ms``, with ``df``'s index, dtype ``Float64``; ``<NA>``
-        where no handoff applies or its cost is unknown.
+        Named ``handoff_delay_ms``, with ``df``'s index, dtype ``Float64``; ``<NA>`` where no handoff applies or
+        its cost is unknown.
 
     Raises
     ------
     ValueError
-        Naming the column, the number of invalid rows, the first one's row label and
-        value, and the fix (``errors="coerce"`` turns invalid rows into ``<NA>``).
+        Naming the column, the number of invalid rows, the first one's row label and value, and the fix
+        (``errors="coerce"`` turns invalid rows into ``<NA>``).
 
     Examples
     --------
@@ -248,12 +257,7 @@ def handoff_delays(
     chosen = dict(overlap=overlap, kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp, scope=scope,
                   kv_layout=kv_layout, connector=connector)
     refuse_none({**given, **chosen}, FRAME_COLUMNS)  # (None is no value: never taken for the default, nor a column)
-    values: dict[str, Any] = {}
-    columns: dict[str, Hashable] = {}
-    for argument in ARGUMENTS:
-        values[argument], column = _lookup(df, argument, given[argument])
-        if column is not None:
-            columns[argument] = column
+    values, columns = _read(df, given)
     try:
         result = handoff(values, Options.of(**chosen), errors=errors, with_missing=True, parallel=parallel)
     except InputError as error:
