@@ -216,7 +216,8 @@ def ttft_reference(
         for k in range(links):
             if active[k]:
                 smallest = min(active[k], key=lambda a: (a[0], a[1]))
-                t = clock[0] + smallest[0] * len(active[k]) / rate
+                # (a flow left a rounding residue below 0 ends now: time never runs back by an ulp)
+                t = clock[0] + max(smallest[0], 0.0) * len(active[k]) / rate
                 finish = min(finish, t)
         start = waiting[0][0] if waiting else INF
         return min(start, finish)
@@ -227,7 +228,7 @@ def ttft_reference(
             for k in range(links):
                 if active[k]:
                     smallest = min(active[k], key=lambda a: (a[0], a[1]))
-                    t = clock[0] + smallest[0] * len(active[k]) / rate
+                    t = clock[0] + max(smallest[0], 0.0) * len(active[k]) / rate
                     if t < finish:
                         finish, finish_link = t, k
             start = waiting[0][0] if waiting else INF

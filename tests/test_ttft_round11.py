@@ -188,28 +188,55 @@ def test_memory_held_refuses_a_request_given_back_before_it_is_taken_in_the_repl
     assert not ax.get_lines()
 
 
+_MEMORY_EVENTS = {  # side: (worker column, (taken, given back), each as (its time column, its number column))
+    "prefill": ("prefill_worker", (("prefill_start_ms", "prefill_start_seq"), ("transfer_end_ms", "transfer_end_seq"))),
+    "decode": ("decode_worker", (("admitted_ms", "admitted_seq"), ("done_ms", "done_seq"))),
+}
+
+
 def _kernel_log(got: pd.DataFrame) -> dict[tuple[str, int], list[tuple[int, str, int]]]:
     """Each (side, worker)'s memory events in a result, in the replay's order: (request, take or give, held)."""
     log = {}
-    for side, (worker, numbers, tokens) in {
-        "prefill": ("prefill_worker", ("prefill_start_seq", "transfer_end_seq"), got["num_input_tokens"]),
-        "decode": ("decode_worker", ("admitted_seq", "done_seq"), got["num_input_tokens"] + got["num_output_tokens"]),
-    }.items():
+    n = len(got)
+    for side, (worker, ((_, taken), (_, returned))) in _MEMORY_EVENTS.items():
+        tokens = got["num_input_tokens"] + (got["num_output_tokens"] if side == "decode" else 0)
         events, workers, held = held_tokens(
-            got[worker].to_numpy(), got[numbers[0]].to_numpy(), got[numbers[1]].to_numpy(), tokens.to_numpy()
+            got[worker].to_numpy(), got[taken].to_numpy(), got[returned].to_numpy(), tokens.to_numpy()
         )
-        n = len(got)
         for event, w, h in zip(events, workers, held):
             log.setdefault((side, int(w)), []).append((int(event % n), "take" if event < n else "give", int(h)))
     return log
+
+
+def _instants(log, times):
+    """A worker's memory events cut where time moves on, each instant as (its events as a set, held after it).
+
+    Two simulations that round one time differently (by an ulp) may order events within 1e-9 relative of each other
+    differently, each rightly for its own times; the instants, and what is held after each, still agree."""
+    instants, last = [], None
+    for r, kind, held in log:
+        t = times[kind][r]
+        if last is None or abs(t - last) > 1e-9 * max(1.0, abs(last)):
+            instants.append((set(), None))
+        instants[-1][0].add((r, kind))
+        instants[-1] = (instants[-1][0], held)
+        last = t
+    return instants
+
+
+def _times(rows, side):
+    (taken, _), (given, _) = _MEMORY_EVENTS[side][1]
+    return {"take": [row[taken] for row in rows], "give": [row[given] for row in rows]}
 
 
 @settings(max_examples=200, deadline=None)
 @given(case=serving_cases())
 def test_every_worker_holds_what_the_reference_holds_in_its_order(case):
     """Every worker's memory events (taken, given back, and the tokens it holds after each) in the replay's order
-    are the reference simulation's, ties at one instant included; and the summary's peaks are the most any worker
-    of the reference held."""
+    are the reference simulation's, ties at one instant included, and the summary's peaks are the most any worker
+    held. Where the two round a time differently (by an ulp: hypothesis found 450.30952380952374 against
+    450.3095238095238 for three equal flows) each orders the events then rightly for its own times: the instants
+    agree, and what each worker holds after each."""
     n = len(case["tokens"])
     service = case["service_values"] if case["service"] == "column" else [0.0] * n
     trace = _trace(case["arrival"], case["tokens"], case["outputs"], worker=case["prefill_worker"], service=service)
@@ -223,10 +250,10 @@ def test_every_worker_holds_what_the_reference_holds_in_its_order(case):
                   concurrency=case["concurrency"])  # fmt: skip
     log: list = []
     try:
-        ttft_reference(case["arrival"], case["tokens"], case["outputs"], bytes_per_token=case["bytes_per_token"],
-                       bandwidth_gb_s=case["bandwidth_gb_s"], hash_ids=case["hash_ids"], capacity=case["capacity"],
-                       service_ms=service, prefill_routing=case["prefill_routing"],
-                       prefill_worker=case["prefill_worker"], memory_log=log, **common)  # fmt: skip
+        rows = ttft_reference(case["arrival"], case["tokens"], case["outputs"], bytes_per_token=case["bytes_per_token"],
+                              bandwidth_gb_s=case["bandwidth_gb_s"], hash_ids=case["hash_ids"],
+                              capacity=case["capacity"], service_ms=service, prefill_routing=case["prefill_routing"],
+                              prefill_worker=case["prefill_worker"], memory_log=log, **common)  # fmt: skip
     except ValueError:
         return  # (a request that never fits: refused, as tests/test_ttft.py checks)
     routing = "worker" if case["prefill_routing"] == "column" else case["prefill_routing"]
@@ -238,10 +265,20 @@ def test_every_worker_holds_what_the_reference_holds_in_its_order(case):
     expected: dict = {}
     for side, worker, r, kind, held in log:
         expected.setdefault((side, worker), []).append((r, kind, held))
-    assert _kernel_log(got) == expected
+    kernel = _kernel_log(got)
+    assert kernel.keys() == expected.keys()
+    records = got.to_dict("records")
+    for (side, worker), events in expected.items():
+        mine, theirs = _times(records, side), _times(rows, side)
+        if all(mine[kind][r] == theirs[kind][r] for r, kind, _ in events):
+            assert kernel[side, worker] == events
+        else:
+            assert _instants(kernel[side, worker], mine) == _instants(events, theirs)
     for side in ("prefill", "decode"):
         capacity = case[f"{side}_kv_tokens"]
-        most = max((held for s, *_, held in log if s == side), default=0)
+        most = max((held for (s, _), events in kernel.items() if s == side for *_, held in events), default=0)
+        if kernel == expected:
+            assert most == max((held for s, *_, held in log if s == side), default=0)
         if capacity is not None and summary["span_ms"] > 0:
             assert summary[f"{side}_memory_peak"] == most / capacity
 
