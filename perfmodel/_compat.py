@@ -217,6 +217,22 @@ def no_reference_counting() -> dict[str, bool]:
     return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
 
 
+def inlined_by_llvm() -> dict[str, bool]:
+    """The ``numba.njit`` options that have LLVM inline a function wherever compiled code calls it:
+    ``{"forceinline": True}`` (numba's CPU target, ``numba.core.cpu.CPUTargetOptions``), where this numba has it;
+    else none (the same code, called: each call then copies its arguments, one machine word at a time). Unlike
+    numba's own ``inline="always"``, numba types the function once, not again at each call site.
+
+    >>> inlined_by_llvm() in ({"forceinline": True}, {})
+    True
+    """
+    try:  # private: numba.core.cpu
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:  # pragma: no cover (a numba that moved it)
+        return {}
+    return {"forceinline": True} if hasattr(CPUTargetOptions, "forceinline") else {}
+
+
 def no_wrappers() -> dict[str, bool]:
     """The ``numba.njit`` options that compile a function without the wrappers that let Python call it
     (unboxing its arguments from Python objects, and a C callback): private options of numba's CPU target,

@@ -22,11 +22,14 @@ SROA pass, of a first cluster replay's 28 s; 0.6 s read at its top).
 
 A call costs the words of its arguments: numba passes a record as its fields, one machine word at a time (a 1-D
 array is 7 words), and LLVM inlines only small callees. So the operations stay small (LLVM inlines them in the
-loop), a helper compiled apart is given the records it reads, never the network's record whole, a helper with
-one caller is inlined in it, and a cluster's arrays of one length are one structured array
+loop), the two large ones the loop calls once (``start_request``, ``advance``) LLVM is told to inline, a helper
+compiled apart is given the records it reads, never the network's record whole, a helper with one caller is
+inlined in it, and a cluster's arrays of one length are one structured array
 (:mod:`perfmodel.kernels.cluster_records`). Measured on a cluster of one NIC each side: ~4,700 words copied
 into calls a request, 1.9 s for 1M requests; ~2,800 words, 1.3 s; the whole record ~600 words instead of
-~1,200: 14% less CPU time, and the first replay compiles in 19 s of CPU time instead of 24.
+~1,200: 14% less CPU time, and the first replay compiles in 19 s of CPU time instead of 24. ``start_request``
+inlined (its ~590 words no longer copied a request): 22% less time on that cluster, 5% on 16 nodes;
+``advance`` inlined (the links' took ~210 words, twice a request under fair sharing with a latency): 19% less.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 
 from numba.extending import overload
 
-from .._compat import no_reference_counting, no_wrappers
+from .._compat import inlined_by_llvm, no_reference_counting, no_wrappers
 from . import cluster as _cluster
 from . import replay as _links
 
@@ -52,15 +55,17 @@ __all__ = [
 ]
 
 
-def _operation(name: str, *params: str) -> Callable[..., Any]:
+def _operation(name: str, *params: str, inline: bool = False) -> Callable[..., Any]:
     """The operation ``name`` of parameters ``params`` (the network's record ``net`` last): the links' function of
     that name for an :class:`~perfmodel.kernels.replay.OnLinks`, the cluster's for an
     :class:`~perfmodel.kernels.cluster.OnCluster`. Compiled, it is an ``overload`` whose implementation is that
     network's own function (its Python source, compiled once, without the wrappers Python calls through, and
-    called). Not inlined: numba compiles an inlined overload in full to type it, then again in its caller, and
-    each function taking the network's record costs seconds to compile (measured: the first cluster replay took
-    75 s with inlining and Python's wrappers, 40 s without). The typing reads the record's type; numba wants its
-    parameters written out (``params``), not ``*args``."""
+    called). Not inlined by numba: numba compiles an inlined overload in full to type it, then again in its caller,
+    and each function taking the network's record costs seconds to compile (measured: the first cluster replay took
+    75 s with inlining and Python's wrappers, 40 s without). ``inline=True``: LLVM inlines it
+    (:func:`perfmodel._compat.inlined_by_llvm`), for an operation the loop calls in one place whose body is too
+    large for LLVM to inline on its own, so that its call copies no record. The typing reads the record's type;
+    numba wants its parameters written out (``params``), not ``*args``."""
     on_links, on_cluster = getattr(_links, name), getattr(_cluster, name)
 
     def choose(net: Any) -> Any:  # (the typing: the implementation for the record's numba type, else None)
@@ -80,7 +85,8 @@ def _operation(name: str, *params: str) -> Callable[..., Any]:
         f"def typing({arguments}):\n    return choose(net)\n",
         scope,
     )
-    overload(scope["operation"], jit_options={**no_reference_counting(), **no_wrappers()})(scope["typing"])
+    options = {**no_reference_counting(), **no_wrappers(), **(inlined_by_llvm() if inline else {})}
+    overload(scope["operation"], jit_options=options)(scope["typing"])
     operation = scope["operation"]
     operation.__name__ = operation.__qualname__ = name
     operation.__doc__ = f"{on_links.__doc__}\n\n(On a cluster: {on_cluster.__doc__})"
@@ -89,9 +95,9 @@ def _operation(name: str, *params: str) -> Callable[..., Any]:
 
 route_request = _operation("route_request", "r", "now", "net")
 room = _operation("room", "net")
-start_request = _operation("start_request", "i", "r", "now", "net")
+start_request = _operation("start_request", "i", "r", "now", "net", inline=True)
 next_event = _operation("next_event", "net")
-advance = _operation("advance", "t", "net")
+advance = _operation("advance", "t", "net", inline=True)
 next_end = _operation("next_end", "net")
 take_end = _operation("take_end", "net")
 

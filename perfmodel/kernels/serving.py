@@ -10,7 +10,8 @@ to decode at its ready time), no decode step and no bound on decode memory. No p
 
 Events at one instant, in this order: handoff ends (by end, then start order), dones (by request),
 the network's own events (fixed costs ending, bytes finishing; as the replay orders them), prefill ends
-(by request), arrivals (in arrival order). After each event the queues it touches move.
+(by request), arrivals (in arrival order). After each event the queues it touches move: its prefill worker's,
+then its decode worker's admissions (at the loop's top, the one place that starts handoffs).
 
 Each time KV memory is taken or given back (a prefill's start, a handoff's end, an admission, a done) the loop
 numbers it, one count over the run: at one instant, that order is the one thing that tells what a worker held
@@ -33,9 +34,10 @@ ROUND_ROBIN, LEAST_LOADED = int(PrefillRouting.ROUND_ROBIN), int(PrefillRouting.
 GIVEN = 2  # prefill routing from a trace column
 _NIL = -1
 # counters (one int64 array, so that the loop can stop for a grown heap and resume where it was)
-_ARRIVED, _ISSUED, _PREFILL_ENDS, _DONES, _STARTED, _LAST_CHOSEN, _DEFERRED, _FINISHED, _ARRIVALS_SEEN = range(9)
+_ARRIVED, _ISSUED, _PREFILL_ENDS, _DONES, _STARTED, _LAST_CHOSEN, _TO_ADMIT, _FINISHED, _ARRIVALS_SEEN = range(9)
 _MEMORY_EVENTS = 9  # memory taken or given back so far (each such event's number)
-# (_DEFERRED: the decode worker whose admissions wait for the network's room, at ``clock[0]``; -1: none)
+# (_TO_ADMIT: the decode worker whose admission queue moves next, at ``clock[0]``: an event queued a request or
+# freed memory there, or its admissions waited for the network's room; -1: none)
 FINISHED, GROW, STUCK = 0, 1, 2  # what a pass returns
 
 
@@ -98,7 +100,7 @@ def new_queues(n: int, prefill_workers: int, decode_workers: int, dones: bool = 
     ints = lambda size, fill=0: np.full(size, fill, dtype=np.int64)  # noqa: E731
     counters = ints(10)
     counters[_LAST_CHOSEN] = prefill_workers - 1  # (least loaded: ties go to the first after the last chosen)
-    counters[_DEFERRED] = _NIL
+    counters[_TO_ADMIT] = _NIL
     done_heap = n if dones else 0
     return Queues(
         ints(n if prefill_workers else 0, _NIL),
@@ -230,11 +232,19 @@ def _start_prefill(w, t, sv, q):
     q.counters[_PREFILL_ENDS] = heap_push(q.prefill_ends, ends, t + sv.service_ms[r], r, r)
 
 
+@loop_helper(python=False)
+def _admit_next(d, t, q):
+    """Decode worker ``d``'s admission queue moves next, at ``t`` (the loop's top: :func:`_admit`)."""
+    q.counters[_TO_ADMIT] = d
+    q.clock[0] = t
+
+
 @jit(inline="always", **no_reference_counting())
 def _admit(d, t, net, sv, q):
     """Decode worker ``d``'s admission queue moves at ``t``: its head is admitted, and its handoff starts,
     while its tokens (prompt and output) fit. Where the network has no room for a handoff to start, the rest
-    waits (``_DEFERRED``) for the loop to grow it and resume here."""
+    waits (``_TO_ADMIT``) for the loop to grow it and resume here. Called in one place, the loop's top (inlined
+    there: each call site compiles the network's ``start_request`` again, and passes it the network's record)."""
     while True:
         r = q.decode_head[d]
         if r == _NIL:
@@ -243,8 +253,7 @@ def _admit(d, t, net, sv, q):
         if sv.decode_capacity >= 0 and q.used[d] + need > sv.decode_capacity:
             return
         if not room(net):
-            q.counters[_DEFERRED] = d
-            q.clock[0] = t
+            _admit_next(d, t, q)
             return
         q.decode_head[d] = q.decode_next[r]
         if q.decode_head[d] == _NIL:
@@ -304,8 +313,8 @@ def _arrive(t, net, sv, q):
 
 @jit(inline="always", **no_reference_counting())
 def _to_decode(r, t, net, sv, q):
-    """Request ``r``'s prefill ended at ``t``: it is routed, charged and queues for admission at its decode
-    worker."""
+    """Request ``r``'s prefill ended at ``t``: it is routed and queues for admission at its decode worker (which
+    moves next)."""
     sv.prefill_end[r] = t
     d = route_request(r, t, net)
     sv.decode_worker[r] = d
@@ -314,7 +323,7 @@ def _to_decode(r, t, net, sv, q):
     else:
         q.decode_next[q.decode_tail[d]] = r
     q.decode_tail[d] = r
-    _admit(d, t, net, sv, q)
+    _admit_next(d, t, q)
 
 
 @jit(inline="always", **no_reference_counting())
@@ -354,8 +363,8 @@ def _handoff_ends(net, sv, q):
 
 @loop_helper(python=False)
 def _request_done(t, sv, q):
-    """The earliest done (at ``t``): its decode memory is freed; in a closed loop the next request is issued.
-    Returns its decode worker."""
+    """The earliest done (at ``t``): its decode memory is freed (its decode worker's admissions move next); in a
+    closed loop the next request is issued."""
     q.counters[_DONES] = heap_pop(q.dones, q.counters[_DONES])
     r = q.dones.value[q.counters[_DONES]]
     d = sv.decode_worker[r]
@@ -366,7 +375,7 @@ def _request_done(t, sv, q):
     if sv.concurrency > 0 and issued < sv.arrival_order.shape[0]:
         sv.arrival_ms[issued] = t
         q.counters[_ISSUED] = issued + 1
-    return d
+    _admit_next(d, t, q)
 
 
 @loop_helper
@@ -378,12 +387,13 @@ def serve_pass(net, sv, q):
     n = sv.arrival_order.shape[0]
     t_net, moved = np.inf, True  # (the network's next event, looked up again only after what may move a flow)
     while True:
-        d = q.counters[_DEFERRED]
-        if d != _NIL:  # admissions that waited for room, at the moment they were due
-            moved = True
-            q.counters[_DEFERRED] = _NIL
+        d = q.counters[_TO_ADMIT]
+        if d != _NIL:  # the admissions the last event let move (or that waited for room), at the moment due
+            q.counters[_TO_ADMIT] = _NIL
+            started = q.counters[_STARTED]
             _admit(d, q.clock[0], net, sv, q)
-            if q.counters[_DEFERRED] != _NIL:
+            moved |= q.counters[_STARTED] != started  # (what starts no handoff moves no flow)
+            if q.counters[_TO_ADMIT] != _NIL:
                 return GROW
         t_end = next_end(net)
         t_done = q.dones.time[0] if q.counters[_DONES] > 0 else np.inf
@@ -400,9 +410,8 @@ def serve_pass(net, sv, q):
             _handoff_ends(net, sv, q)
             moved = False  # (an end delivers blocks and frees memory: no flow starts, moves or ends)
         elif t_done == t:
-            started = q.counters[_STARTED]
-            _admit(_request_done(t, sv, q), t, net, sv, q)
-            moved = q.counters[_STARTED] != started  # (a done moves no flow but by the handoffs it admits)
+            _request_done(t, sv, q)
+            moved = False  # (a done moves no flow but by the handoffs it admits, at the loop's top)
         elif t_net == t:
             if advance(t, net):
                 return GROW
@@ -410,5 +419,3 @@ def serve_pass(net, sv, q):
             _prefill_ends(t, net, sv, q)
         else:
             _arrive(t, net, sv, q)
-        if q.counters[_DEFERRED] != _NIL:
-            return GROW
