@@ -717,8 +717,8 @@ def _replay_memory(n: int, side: str) -> None:
 def bench_cluster_replay(quick: bool) -> list[Row]:
     """A replay on 16 nodes (8 prefill and 8 decode workers at TP8, 8 NICs per node, every handoff's flows
     sharing max-min fairly) against the same trace on today's fair replay (8 decode workers, 8 links):
-    time for 1M requests (2,000 with --quick), and the peak memory of 10M (1M with --quick), each side in a
-    process of its own.
+    time for 1M requests (2,000 with --quick; interleaved after a warm-up each, the median of three rounds), and
+    the peak memory of 10M (1M with --quick), each side in a process of its own.
 
     The trace overloads the decode nodes' NICs (utilisation ~1), so flows pile up without bound (handoff
     delays grow to minutes): every start or end of a flow recomputes the max-min rates of its rail's
@@ -730,12 +730,11 @@ def bench_cluster_replay(quick: bool) -> list[Row]:
     setups = _cluster_replay_setups()
     for keywords in setups.values():
         perfmodel.replay_handoffs(trace.head(100), **keywords)  # compile
-    seconds = {}
-    for name in ("links", "cluster"):
-        start = time.perf_counter()
-        perfmodel.replay_handoffs(trace, **setups[name])
-        seconds[name] = time.perf_counter() - start
-    ratio = seconds["cluster"] / seconds["links"]
+    sides = {
+        name: (lambda name=name: perfmodel.replay_handoffs(trace, **setups[name])) for name in ("links", "cluster")
+    }
+    seconds = interleaved(sides, repeats=1 if quick else 3, warmups=1)  # (a warm-up each: a first run pays page faults)
+    ratio = seconds.ratio("cluster", "links")
     rows = [
         Row(
             f"{n / 1e6:g}M requests of synthetic_trace(rate_per_s=4000) on 16 nodes (8 prefill and 8 decode "
