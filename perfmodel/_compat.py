@@ -201,6 +201,16 @@ def install_cache_locator() -> bool:
     return True
 
 
+def _cpu_options(options: dict[str, bool]) -> dict[str, bool]:
+    """``options`` where numba's CPU target (``numba.core.cpu.CPUTargetOptions``, private) has every one of
+    them; else none (each caller's public fallback)."""
+    try:  # private: numba.core.cpu
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:  # pragma: no cover (a numba that moved it)
+        return {}
+    return options if all(hasattr(CPUTargetOptions, name) for name in options) else {}
+
+
 def no_reference_counting() -> dict[str, bool]:
     """The ``numba.njit`` options that compile a function without numba's reference counting:
     ``{"_nrt": False}``, a private option of numba's CPU target (``numba.core.cpu.CPUTargetOptions``),
@@ -210,11 +220,7 @@ def no_reference_counting() -> dict[str, bool]:
     >>> no_reference_counting() in ({"_nrt": False}, {})
     True
     """
-    try:  # private: numba.core.cpu
-        from numba.core.cpu import CPUTargetOptions
-    except ImportError:  # pragma: no cover (a numba that moved it)
-        return {}
-    return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+    return _cpu_options({"_nrt": False})
 
 
 def inlined_by_llvm() -> dict[str, bool]:
@@ -226,11 +232,7 @@ def inlined_by_llvm() -> dict[str, bool]:
     >>> inlined_by_llvm() in ({"forceinline": True}, {})
     True
     """
-    try:  # private: numba.core.cpu
-        from numba.core.cpu import CPUTargetOptions
-    except ImportError:  # pragma: no cover (a numba that moved it)
-        return {}
-    return {"forceinline": True} if hasattr(CPUTargetOptions, "forceinline") else {}
+    return _cpu_options({"forceinline": True})
 
 
 def no_wrappers() -> dict[str, bool]:
@@ -242,14 +244,9 @@ def no_wrappers() -> dict[str, bool]:
     >>> no_wrappers() in ({"no_cpython_wrapper": True, "no_cfunc_wrapper": True}, {})
     True
     """
-    try:  # private: numba.core.cpu
-        from numba.core.cpu import CPUTargetOptions
-    except ImportError:  # pragma: no cover (a numba that moved it)
-        return {}
     if _Dispatcher is object:  # pragma: no cover (no class to refuse Python's calls with)
         return {}
-    names = ("no_cpython_wrapper", "no_cfunc_wrapper")
-    return dict.fromkeys(names, True) if all(hasattr(CPUTargetOptions, name) for name in names) else {}
+    return _cpu_options({"no_cpython_wrapper": True, "no_cfunc_wrapper": True})
 
 
 class CompiledOnly(_Dispatcher):  # (numba's private class, or object)
