@@ -772,10 +772,11 @@ def goal_bar(ratio: float, goal: float, bar: float | None = None) -> tuple[str, 
     return target, bool(ratio <= (goal if bar is None else bar))
 
 
-def _tour_seconds(cache: Path) -> float:
+def _tour_seconds(cache: Path, command: list[str] | None = None) -> float:
     """The README's tour in one fresh process, as tests/test_readme.py runs it (its DRIVER: the python blocks
     exec'd in order, every ``# -> value`` checked, from an empty folder), with perfmodel's compiled-code cache in
-    ``cache`` (numba's own NUMBA_CACHE_DIR unset): the process' wall time, interpreter start included."""
+    ``cache`` (numba's own NUMBA_CACHE_DIR unset): the process' wall time, interpreter start included. ``command``
+    (arguments of ``python``) runs instead of the tour, in the same way."""
     from tests.test_readme import DRIVER, README
 
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
@@ -784,7 +785,7 @@ def _tour_seconds(cache: Path) -> float:
     with tempfile.TemporaryDirectory() as empty:
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-c", DRIVER, str(README)],
+            [sys.executable, *(command or ["-c", DRIVER, str(README)])],
             cwd=empty,
             env=env,
             capture_output=True,
@@ -795,15 +796,18 @@ def _tour_seconds(cache: Path) -> float:
 
 
 def _bench_tour(rounds: int) -> list[Row]:
-    """The README's tour on an empty cache (a fresh temporary folder) then again on the same folder, warm;
-    ``rounds`` such pairs, each on a new folder (the ratio: the median of the rounds' cold / warm)."""
-    runs: dict[str, list[float]] = {"cold": [], "warm": []}
+    """The README's tour on an empty cache (a fresh temporary folder) then again on the same folder, warm; and on
+    another empty folder that ``perfmodel cache --fill`` filled first. ``rounds`` such runs, each on new folders
+    (the ratios: the medians of the rounds' cold / warm and filled / warm)."""
+    runs: dict[str, list[float]] = {"cold": [], "warm": [], "fill": [], "filled": []}
     for _ in range(rounds):
-        with tempfile.TemporaryDirectory() as cache:
+        with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as filled:
             runs["cold"].append(_tour_seconds(Path(cache)))
             runs["warm"].append(_tour_seconds(Path(cache)))
+            runs["fill"].append(_tour_seconds(Path(filled), ["-m", "perfmodel", "cache", "--fill"]))
+            runs["filled"].append(_tour_seconds(Path(filled)))
     t = Timings(runs)
-    ratio = t.ratio("cold", "warm")
+    ratio, after_fill = t.ratio("cold", "warm"), t.ratio("filled", "warm")
     return [
         Row(
             f"README tour in a fresh process, empty cache / the same tour warm ({rounds} round(s))",
@@ -813,6 +817,14 @@ def _bench_tour(rounds: int) -> list[Row]:
             *goal_bar(ratio, 2, 3),
         ),
         Row("README tour in a fresh process, cache filled", t["warm"], "s"),
+        Row("perfmodel cache --fill on an empty cache", t["fill"], "s"),
+        Row(
+            "README tour in a fresh process after perfmodel cache --fill / the same tour warm",
+            t["filled"],
+            "s",
+            after_fill,
+            *goal_bar(after_fill, 1.2),
+        ),
     ]
 
 

@@ -54,7 +54,7 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False)) / "numba"
 
 
-def _cache_target() -> Path:
+def cache_target() -> Path:
     """The folder numba caches perfmodel's kernels in: ``NUMBA_CACHE_DIR`` when set (as numba reads it: made
     absolute, ``~`` not expanded), else this install's folder in :func:`cache_dir`."""
     numba_dir = config.CACHE_DIR if config is not None else ""
@@ -62,14 +62,14 @@ def _cache_target() -> Path:
 
 
 def cache_dir_unusable() -> str | None:
-    """Why compiled kernels cannot be cached where numba would put them (:func:`_cache_target`), as far as can be
+    """Why compiled kernels cannot be cached where numba would put them (:func:`cache_target`), as far as can be
     told without creating anything: the nearest part of that path that exists is no folder (a file, a dangling
     symlink) or a folder one may not write. None where nothing tells so.
 
     >>> cache_dir_unusable() is None or "folder" in cache_dir_unusable()
     True
     """
-    part = _cache_target()
+    part = cache_target()
     while not os.path.lexists(part) and part.parent != part:
         part = part.parent
     if not part.is_dir():
@@ -101,6 +101,16 @@ def _cannot_write(folder: Path) -> str | None:
     return None
 
 
+def cache_problem() -> str | None:
+    """Why compiled kernels cannot be cached where numba would put them, found as numba finds it at its first
+    compile (:func:`cache_dir_unusable`, then the folder made and a file written in it); None where they can.
+
+    >>> cache_problem() is None or "folder" in cache_problem()
+    True
+    """
+    return cache_dir_unusable() or _cannot_write(cache_target())
+
+
 @functools.cache
 def cache_kernels() -> bool:
     """Whether perfmodel's kernels are cached on disk (numba's ``cache=``), decided once, when the kernels are first
@@ -110,7 +120,7 @@ def cache_kernels() -> bool:
     ``NUMBA_DISABLE_JIT=1`` (nothing is compiled)."""
     if config is None or config.DISABLE_JIT:
         return True
-    problem = cache_dir_unusable() or _cannot_write(_cache_target())
+    problem = cache_problem()
     if problem is None:
         return True
     from .errors import warn

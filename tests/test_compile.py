@@ -372,3 +372,74 @@ def test_an_unusable_cache_folder_never_puts_kernels_in_the_package(tmp_path, un
         assert "File name too long" in listing.stderr, listing
     else:
         assert listing.returncode == 0 and "not usable: " in listing.stdout and "empty" not in listing.stdout, listing
+
+
+#: The README's Python snippets in order (from ``README``), then the main job into ``OUT`` (both set before it).
+TOUR_AND_MAIN_JOB = """
+import re, warnings
+warnings.simplefilter("ignore")
+from pathlib import Path
+from perfmodel.cli._main import main
+readme = Path(README)
+namespace = {"__name__": "readme"}
+for block in re.findall(r"```python\\n(.*?)```", readme.read_text(), flags=re.S):
+    exec(compile(block, "README.md", "exec"), namespace)
+assert main(["sweep", "--out", OUT]) == 0
+"""
+
+
+def test_after_cache_fill_the_readme_tour_and_the_main_job_compile_nothing(tmp_path):
+    """``perfmodel cache --fill`` compiles what a first run compiles: on the cache it filled, the README's tour and
+    the main job (``perfmodel sweep``) compile nothing; filled again, it compiles nothing either."""
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("NUMBA_CACHE_DIR", None)
+    fill = [sys.executable, "-m", "perfmodel", "cache", "--fill"]
+    done = subprocess.run(fill, capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"compiled kernels cached in {tmp_path / 'cache' / 'numba'}" in done.stdout, done.stdout
+    assert re.search(r"^  replays and TTFT on a cluster: [\d.,]+ s$", done.stdout, re.M), done.stdout  # (a line a step)
+    assert not done.stderr, done.stderr  # (the samples' warnings and the first-compile notice: not shown)
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    code = f"OUT = {str(tmp_path / 'out')!r}\nREADME = {str(readme)!r}\n{TOUR_AND_MAIN_JOB}"
+    assert _compiled(code, tmp_path / "cache") == []
+    assert (tmp_path / "out" / "sweep.csv").is_file()
+    again = RECORDER.replace("exec(sys.argv[1])", "from perfmodel.cli._main import main; main(['cache', '--fill'])")
+    env_again = {**env, "PYTHONWARNINGS": "ignore"}
+    twice = subprocess.run([sys.executable, "-c", again], capture_output=True, text=True, env=env_again, timeout=900)
+    assert twice.returncode == 0 and json.loads(twice.stdout.splitlines()[-1]) == [], twice.stderr[-3000:]
+
+
+def test_cache_fill_refuses_a_folder_it_cannot_write_before_compiling(tmp_path):
+    """An unusable cache folder: one line that says which and how to fix it, exit 2, nothing compiled or made."""
+    target = tmp_path / "a file"
+    target.write_text("not a folder")
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(target)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "cache", "--fill"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2, done
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("perfmodel cache: error: cache: ") and "is not a folder" in line, line
+    assert "Fix: set PERFMODEL_CACHE_DIR to a folder you may write" in line and "compiling" not in done.stdout, done
+    assert target.read_text() == "not a folder"
+
+
+def test_cache_fill_takes_no_other_action_and_compiles_nothing_without_jit(tmp_path):
+    env = {**os.environ, "PERFMODEL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def cache(*flags: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "perfmodel", "cache", *flags],
+            capture_output=True,
+            text=True,
+            env={**env, **extra},
+            timeout=300,
+        )
+
+    both = cache("--fill", "--clear")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr, both
+    plain = cache("--fill", NUMBA_DISABLE_JIT="1")
+    assert plain.returncode == 0 and plain.stdout.startswith("nothing to compile: NUMBA_DISABLE_JIT"), plain
+    assert not (tmp_path / "cache").exists()
