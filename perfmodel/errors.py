@@ -120,6 +120,19 @@ class InputError(ValueError):
         """Picklable with all its fields."""
         return _rebuild_input_error, (self.where, self.problem, self.fix, self._fields())
 
+    @classmethod
+    def of(
+        cls, argument: str, error: Exception, fix: str = "pass a number, a preset name or a column of them"
+    ) -> InputError:
+        """The :class:`InputError` of ``argument`` for an error whose text reads ``problem. Fix: how`` (``fix``
+        where it names no fix).
+
+        >>> str(InputError.of("kv_bytes_per_token", ValueError("model 'x': not a preset. Fix: use a preset")))
+        "kv_bytes_per_token: model 'x': not a preset. Fix: use a preset."
+        """
+        problem, _, how = str(error).partition(". Fix: ")
+        return cls(argument, problem, how.rstrip(".") or fix)
+
     def relocated(self, where: str, row: Any, **changes: Any) -> InputError:
         """The same error, reported at another place (a column, a file) and row (a label, a row number; ``place``
         among ``changes``: a line of a file)."""

@@ -52,7 +52,7 @@ def _lookup(df: pd.DataFrame, argument: str, spec: Any) -> tuple[Any, Hashable |
         return spec, None
     if isinstance(spec, Hashable) and spec in df.columns:
         if isinstance(spec, str) and spec != argument:
-            _refuse_both(argument, spec)
+            refuse_both(argument, spec)
         return _column(df, spec), spec
     if isinstance(spec, pd.Series):
         return aligned(df.index, argument, spec), None
@@ -100,9 +100,10 @@ def _is_label(argument: str, spec: str) -> bool:
     return argument in _LABELS and spec.strip().lower() in {m.name.lower() for m in _LABELS[argument]}
 
 
-def _refuse_both(argument: str, spec: str) -> None:
+def refuse_both(argument: str, spec: str, where: str | None = None) -> None:
     """Refuse a column name that is also a value of ``argument`` (a number or a missing marker as text, a label or
-    code, a preset's name): ambiguous, never guessed."""
+    code, a preset's name): ambiguous, never guessed. ``where``: the argument as the call named it (default
+    ``argument``; a replay's ``model``)."""
     entry, number = INPUTS[argument], text_number(spec)
     if argument in _LABELS and _reads_as_value(argument, spec):
         kind = _LABELS[argument]
@@ -118,7 +119,7 @@ def _refuse_both(argument: str, spec: str) -> None:
         what, instead = "a preset's name", "the preset as an object (perfmodel.get_link, perfmodel.Cluster, a model config)"
     else:
         return
-    raise InputError(argument, f"{spec!r} is both a column of the frame and {what}",
+    raise InputError(where or argument, f"{spec!r} is both a column of the frame and {what}",
                      f"pass the column as df[{spec!r}], or {instead}, or rename the column")
 
 

@@ -381,7 +381,7 @@ def _resolve_links(values: dict[str, Any], errors: str) -> None:
     try:
         link = _resolve.link_terms(values["kv_transfer_bandwidth"], errors=errors)
     except (ValueError, TypeError) as error:  # (an InputError as it is: it names the input already)
-        raise error if isinstance(error, InputError) else _as_input_error("kv_transfer_bandwidth", error) from None
+        raise error if isinstance(error, InputError) else InputError.of("kv_transfer_bandwidth", error) from None
     values["kv_transfer_bandwidth"] = link.bandwidth_gb_s
     values.update(_resolve.with_link_costs(values, link, errors))
 
@@ -486,7 +486,7 @@ def _resolve_models(values: dict[str, Any], options: Options, errors: str,
     except InputError:
         raise
     except (ValueError, TypeError) as error:
-        raise _as_input_error("kv_bytes_per_token", error) from None
+        raise InputError.of("kv_bytes_per_token", error) from None
     if terms["full_messages"] is not None:  # messages count window and chunk tokens: numbers, 0 for none
         for name in ("window_tokens", "chunk_tokens"):
             terms[name] = 0.0 if terms[name] is None else terms[name]
@@ -500,12 +500,6 @@ def _all_off(name: str, value: Any) -> bool:
         return True
     off = INPUTS[name].off
     return bool(np.all(np.asarray(value, dtype=np.float64) == off)) if np.ndim(value) else is_default(name, value)
-
-
-def _as_input_error(argument: str, error: Exception) -> InputError:
-    text = str(error)
-    problem, _, fix = text.partition(". Fix: ")
-    return InputError(argument, problem, fix.rstrip(".") or "pass a number, a preset name or a column of them")
 
 
 def handoff(

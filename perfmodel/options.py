@@ -287,7 +287,8 @@ def deprecated_constant(module: str, names: dict[str, str]) -> Any:
                     last[1]._take_back()
                     _recompute()
                 del assigned[name]
-                return
+                if _VALUES[knob] == value:  # (else a later call or an open block holds another value: set it)
+                    return
             before = _VALUES[knob]
             assigned[name] = (before, set_options(**{knob: value}))
 

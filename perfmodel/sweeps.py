@@ -418,7 +418,12 @@ def _options_per_combination(given: tuple[str, ...], values: dict[str, Any],
     for chosen in itertools.product(*(values[name] for name in option_axes)):
         option = Options(**dict(zip(option_axes, chosen)))
         for model in values.get("model", []):
-            kv_terms(model, **option.model_options())
+            try:
+                kv_terms(model, **option.model_options())
+            except InputError:
+                raise
+            except ValueError as error:  # (an unknown model's name: named as the axis, as a replay names it)
+                raise InputError.of("model", error) from None
         if messages and "model" not in given:  # bytes as numbers: messages per layer need the layers
             _resolve.message_terms(0.0, option.kv_layout, 1.0 if "num_layers" in given else None)
         counted = messages and option.kv_layout != "block"  # (a layout of blocks posts no message per layer)
@@ -654,8 +659,10 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
     start = np.full(tokens.shape, nic.bandwidth_gb_s).view(np.int64)
     unlimited = dataclasses.replace(base, nic=dataclasses.replace(nic, bandwidth_gb_s=np.inf))
     fixed, nbytes = forward(tokens, unlimited, rows)  # an infinite line rate: the fixed costs remain
-    needed = np.where(nbytes == 0, 0.0, np.inf)  # (0 bytes need no NIC; a budget within the fixed costs: none)
-    search = np.flatnonzero((nbytes > 0) & (fixed < budget))
+    # (0 bytes need no NIC, nor does an infinite budget: any line rate meets it, 0 its least, as on a link; a budget
+    # within the fixed costs: none)
+    needed = np.where((nbytes == 0) | (budget == np.inf), 0.0, np.inf)
+    search = np.flatnonzero((nbytes > 0) & (fixed < budget) & (budget < np.inf))
     if search.size:
         needed[search] = least_true(start[search], lambda bits, r: at(bits, search[r]), top).view(np.float64)
     return needed

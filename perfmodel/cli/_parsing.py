@@ -153,6 +153,21 @@ def data_file(text: str) -> Path:
     return Path(_dataset_or(text, False))
 
 
+def output_path(text: str) -> Path:
+    """argparse type: where a command writes (a folder, or ``perfmodel delay``'s file); ``-`` (standard output to
+    many tools) and an empty name are refused: perfmodel writes files.
+
+    >>> output_path("results")
+    PosixPath('results')
+    """
+    if text.strip() in ("", "-"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no file or folder (perfmodel writes its outputs as files, not to standard output): "
+            "name a folder or a file, e.g. --out results"
+        )
+    return Path(text)
+
+
 def trace_file(text: str) -> Path:
     """argparse type: a trace file, or ``dataset:NAME`` for a request trace shipped with perfmodel."""
     return Path(_dataset_or(text, True))

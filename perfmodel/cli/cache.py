@@ -41,6 +41,8 @@ def _fill_steps() -> list[tuple[str, Callable[[], object]]]:
     import perfmodel
     from perfmodel import datasets
 
+    from ..inputs.codes import choice_names
+
     trace = datasets.load("mooncake-synthetic").head(200)
     azure = datasets.load("azure-code-2023").head(200)
     serving = dict(prefill_workers=2, prefill_tokens_per_s=20_000, decode_step_ms=30.0)
@@ -71,7 +73,7 @@ def _fill_steps() -> list[tuple[str, Callable[[], object]]]:
         perfmodel.required_bandwidth(32_768, "llama-3.1-70b", budget_ms=50, cluster=cluster, tp=8)
 
     def replays() -> None:
-        for contention in ("none", "fifo", "fair"):
+        for contention in choice_names("contention"):
             perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-70b", decode_workers=2, contention=contention)
         perfmodel.replay_ttft(azure, "ib-ndr", "llama-3.1-70b", decode_workers=2, contention="fifo", **serving)
 
@@ -126,6 +128,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     if args.fill:
         return _fill()
+    part = _compat.cache_dir()
+    while not part.exists() and part.parent != part:
+        part = part.parent
+    if (args.clear or args.prune) and not part.is_dir():  # (no cache there: nothing perfmodel wrote to remove)
+        print(f"nothing to remove: {part} is not a folder (set PERFMODEL_CACHE_DIR to a folder you may write)")
+        return 0
     if args.clear:
         swept = _compat.clear_cache()
         print(

@@ -12,7 +12,7 @@ import numpy as np
 from ..calibration import FIT_FROM_BYTES
 from ..inputs.words import count
 from ._draw import save
-from ._parsing import UsageError, data_file, one_line_warnings, table_options
+from ._parsing import UsageError, data_file, one_line_warnings, output_path, table_options
 
 #: The model's inputs that turn a table's prompt lengths into bytes and messages (flags from the input table).
 CALIBRATE_FLAGS = ("kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout")
@@ -239,7 +239,7 @@ def register(sub: Any) -> None:
     )
     calibrate.add_argument(
         "--out",
-        type=Path,
+        type=output_path,
         default=Path("perfmodel-calibration"),
         metavar="DIR",
         help="folder for calibration.png (default %(default)s)",

@@ -17,6 +17,7 @@ from ._parsing import (
     finite_above_zero,
     given,
     one_line_warnings,
+    output_path,
     positive_int,
     reader,
     requests_source,
@@ -126,6 +127,7 @@ def register(sub: Any) -> None:
     )
     delay.add_argument(
         "--out",
+        type=output_path,
         required=True,
         help="output file (.csv, .parquet, .jsonl), or folder with dask; an existing file that perfmodel delay "
         "did not write is refused (see --replace)",

@@ -16,7 +16,7 @@ from ..inputs.table import CLUSTER_FIELDS, INPUTS, NAMED_BY, flags
 from ..inputs.words import count
 from ..network.links import DEFAULT_LINKS
 from ._draw import alongside, save
-from ._parsing import UsageError, floats, given, parse_tokens, reader, table_options
+from ._parsing import UsageError, floats, given, output_path, parse_tokens, reader, table_options
 
 DEFAULT_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]
 
@@ -225,7 +225,11 @@ def register(sub: Any) -> None:
         "common engine page size; perfmodel trace defaults to 512, a Mooncake hash block)",
     )
     sweep.add_argument(
-        "--out", type=Path, default=Path("perfmodel-results"), metavar="DIR", help="output folder (default %(default)s)"
+        "--out",
+        type=output_path,
+        default=Path("perfmodel-results"),
+        metavar="DIR",
+        help="output folder (default %(default)s)",
     )
     sweep.add_argument("--format", choices=["csv", "parquet"], default="csv")
     sweep.set_defaults(run=cmd_sweep)

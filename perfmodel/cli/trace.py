@@ -22,6 +22,7 @@ from ._parsing import (
     given,
     link_name,
     name_value,
+    output_path,
     read_trace_file,
     reader,
     table_options,
@@ -280,6 +281,6 @@ def register(sub: Any) -> None:
                        help="for a generic CSV/Parquet/JSON-lines trace: where arrival_ms, num_input_tokens, num_output_tokens, "
                             "hash_ids and ready_ms (prefill completion, ms or datetime) are (repeatable)")
     trace_format_option(trace)
-    trace.add_argument("--out", type=Path, required=True, metavar="DIR")
+    trace.add_argument("--out", type=output_path, required=True, metavar="DIR")
     trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
     trace.set_defaults(run=cmd_trace)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 from ..inputs.codes import choice_names
@@ -18,6 +17,7 @@ from ._parsing import (
     as_flags,
     finite_above_zero,
     link_name,
+    output_path,
     read_trace_file,
     reader,
     table_options,
@@ -391,5 +391,7 @@ def register(sub: Any) -> None:
         "--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping"
     )
     ttft.add_argument("--json", action="store_true", help="print the summary as JSON (not with --rate or --budget-ms)")
-    ttft.add_argument("--out", type=Path, metavar="DIR", help="write ttft.csv and summary.json (grid.csv for --rate)")
+    ttft.add_argument(
+        "--out", type=output_path, metavar="DIR", help="write ttft.csv and summary.json (grid.csv for --rate)"
+    )
     ttft.set_defaults(run=cmd_ttft)

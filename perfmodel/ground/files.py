@@ -64,8 +64,8 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     if target.is_dir():
         raise IsADirectoryError(21, "is a folder; name a file", str(target))
     target = target.resolve() if target.is_symlink() else target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = None
+    made = _make_folder(target.parent)
+    tmp, done = None, False
     try:
         with interrupts_deferred(), _said_as(target):  # the file and its name, or neither
             fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perfmodel-tmp", dir=target.parent)
@@ -77,10 +77,32 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
         except FileNotFoundError:
             _normal_permissions(tmp)
         os.replace(tmp, target)
+        done = True
     finally:
         with interrupts_deferred():
             if tmp is not None:
                 tmp.unlink(missing_ok=True)
+            if not done:  # (a failed run leaves no folder it made either)
+                _unmake(made)
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; the folders made, the deepest first."""
+    made, part = [], folder
+    while not os.path.lexists(part) and part.parent != part:
+        made.append(part)
+        part = part.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return made
+
+
+def _unmake(made: list[Path]) -> None:
+    """Remove the folders ``made`` (the deepest first) that are still empty, up to the first that is not."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 @contextlib.contextmanager
@@ -315,9 +337,8 @@ def output_folder(
     """
     target = Path(target)
     check_output_folder(target, command=command, names=names, inputs=inputs)
-    created = not target.exists()
-    target.mkdir(parents=True, exist_ok=True)
-    if created:
+    made = _make_folder(target)
+    if made:
         _normal_permissions(target, 0o777)
     staging = None
     try:
@@ -335,9 +356,10 @@ def output_folder(
                 raise
     except BaseException:
         with interrupts_deferred():
-            _discard(staging, target if created else None)
+            _discard(staging)
+            _unmake(made)
         raise
-    _discard(staging, None)
+    _discard(staging)
 
 
 @contextlib.contextmanager
@@ -439,10 +461,7 @@ def record_output_file(target: str | os.PathLike, *, command: str) -> None:
         _write_manifest(target.parent, manifest, [target.name])
 
 
-def _discard(staging: Path | None, created: Path | None) -> None:
-    """Remove the staging folder (ours) and the output folder ``created`` for this run if it is still empty."""
+def _discard(staging: Path | None) -> None:
+    """Remove the staging folder (ours)."""
     if staging is not None:
         shutil.rmtree(staging, ignore_errors=True)
-    if created is not None:
-        with contextlib.suppress(OSError):
-            created.rmdir()  # only if still empty

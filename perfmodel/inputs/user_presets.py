@@ -111,12 +111,13 @@ _INVISIBLE = {"Cc", "Cf", "Zl", "Zp"}
 
 def name_problem(name: str) -> str:
     """Why a preset's name cannot be saved as it is ("" if it can): it holds a control or invisible character
-    (a name that prints like another's), or it starts with '-' (the command line reads it as an option).
+    (a name that prints like another's), it starts with '-' (the command line reads it as an option), or it
+    contains ',' or '=' (a ``--grid AXIS=V1,V2`` of the command line could not name it).
 
     >>> name_problem("ib-ndr\u200b")
     'holds the invisible or control character U+200B (ZERO WIDTH SPACE)'
-    >>> name_problem("our-rdma")
-    ''
+    >>> name_problem("our-rdma"), name_problem("a,b")
+    ('', "contains ',', which --grid AXIS=V1,V2 reads between two values")
     """
     text = unicodedata.normalize("NFKC", name).strip() if isinstance(name, str) else ""
     for char in text:
@@ -124,6 +125,9 @@ def name_problem(name: str) -> str:
             return f"holds the invisible or control character U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')})"
     if text.startswith("-"):
         return "starts with '-', which the command line reads as an option"
+    for separator, as_what in ((",", "between two values"), ("=", "as the axis' end")):
+        if separator in text:
+            return f"contains {separator!r}, which --grid AXIS=V1,V2 reads {as_what}"
     return ""
 
 
@@ -496,8 +500,14 @@ def _check_free_in(data: dict[str, Any], path: Path, kind: str, name: str, *, bu
             f"{KINDS[kind]} name", f"{name!r} is {'empty' if not key else 'a built-in preset'}", "choose another name"
         )
     if name_problem(name):
-        dash = name_problem(name).startswith("starts")
-        fix = "choose a name that does not start with '-'" if dash else "type the name again without that character"
+        problem = name_problem(name)
+        fix = (
+            "choose a name that does not start with '-'"
+            if problem.startswith("starts")
+            else "choose a name without ',' or '='"
+            if problem.startswith("contains")
+            else "type the name again without that character"
+        )
         raise InputError(f"{KINDS[kind]} name", f"{name!r} {name_problem(name)}", fix)
     if number_problem(name):
         raise InputError(

@@ -207,9 +207,17 @@ _CONFIG = {name: p.default for name, p in inspect.signature(replay_handoffs).par
            if name not in ("trace", "ready_ms")}
 
 
-def configured(given: dict[str, Any]) -> SimpleNamespace:
+def configured(given: dict[str, Any], trace: pd.DataFrame) -> SimpleNamespace:
     """A replay's configuration: :func:`replay_handoffs`' keywords ``given`` over their defaults, a connector's
-    costs added to the caller's latency and per-message costs (once, here, for links and clusters alike)."""
+    costs added to the caller's latency and per-message costs (once, here, for links and clusters alike). A model
+    given as text that names a column of ``trace`` and is also a model's name or a number is refused as
+    ambiguous, as the pandas facade refuses it (before text numbers are read as numbers)."""
+    from ..frame import refuse_both
+
+    for name in ("kv_bytes_per_token", "model"):
+        value = given.get(name)
+        if isinstance(value, str) and value in trace.columns:
+            refuse_both("kv_bytes_per_token", value, name)
     c = SimpleNamespace(**{**_CONFIG, **edge_values(given)})
     vars(c).update(_resolve.with_connector(vars(c), c.connector))
     return c
@@ -224,7 +232,7 @@ def replay_prepared(prepared: PreparedTrace, **given: Any) -> pd.DataFrame:
 
         given = with_cluster(given)
     check_keywords("replay_handoffs", given)
-    return handoffs_on(prepared, configured(given)).replay()
+    return handoffs_on(prepared, configured(given, prepared.trace)).replay()
 
 
 def check_keywords(question: str, given: Any) -> None:

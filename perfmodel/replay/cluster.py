@@ -15,7 +15,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, shown
+from ..errors import InputError, shown, warn
 from ..inputs.coerce import read_only
 from ..inputs.table import check_count
 from ..inputs.words import count
@@ -156,11 +156,18 @@ def _terms(c: SimpleNamespace, trace: pd.DataFrame, bytes_spec: Any, d: int) -> 
     return HeadTerms(1, value, state=float(state or 0.0))
 
 
-def _prefill_of(trace: pd.DataFrame, workers: int | None) -> tuple[np.ndarray, int]:
-    """Each request's prefill worker (precise rule 10) and the number of prefill workers."""
+def _prefill_of(trace: pd.DataFrame, workers: int | None, arrival: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each request's prefill worker (precise rule 10: round robin in trace order) and the number of prefill
+    workers; a warning where that order is not the arrivals' (``arrival``, ms), with more than one worker."""
     n = len(trace)
     if "prefill_worker" not in trace.columns:
         p = 1 if workers is None else workers
+        if p > 1 and bool(np.any(arrival[1:] < arrival[:-1])):
+            warn(
+                f"the trace is not in arrival order: its {p} prefill workers take the requests round robin in the "
+                "trace's row order (each row's worker is the replay's prefill_worker column). Sort it by "
+                "arrival_ms for arrival order, or give it a prefill_worker column"
+            )
         return np.arange(n, dtype=np.int64) % p, p
     column = trace["prefill_worker"]
     if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
@@ -237,7 +244,8 @@ class ClusterHandoffs:
         request's first layer group may go before its prefill ends (its lead), and the share of its time alone
         sent after its prefill ends is counted as on a link."""
         prepared, c = self.prepared, self.c
-        on, lead = self._inputs(lambda workers: _prefill_of(prepared.trace, workers))
+        arrival = prepared.ready_ms if prepared.arrival_ms is None else prepared.arrival_ms
+        on, lead = self._inputs(lambda workers: _prefill_of(prepared.trace, workers, arrival))
         streaming = lead if c.overlap != "none" else None
         ready, base = prepared.relative_ready()  # (every duration from relative times; timestamps shifted back)
         available = ready if streaming is None else ready - streaming[0]  # (when each handoff may start)

@@ -53,7 +53,7 @@ def handoffs_on(prepared: PreparedTrace, c: SimpleNamespace) -> Handoffs:
 
     >>> from perfmodel.replay import configured, prepare_trace
     >>> trace = pd.DataFrame({"arrival_ms": [0.0, 1.0], "num_input_tokens": [1024, 2048]})
-    >>> handoffs_on(prepare_trace(trace), configured({"link": "ib-ndr", "model": "llama-3.1-8b"})).replay()[
+    >>> handoffs_on(prepare_trace(trace), configured({"link": "ib-ndr", "model": "llama-3.1-8b"}, trace)).replay()[
     ...     "handoff_delay_ms"].round(4).tolist()
     [2.6844, 5.3687]
     """

@@ -27,6 +27,7 @@ from .summaries import (
     QUANTILE_METHOD,
     alone_question,
     bytes_words,
+    check_percentile,
     counted,
     fewest_meeting,
     meets_budget,
@@ -346,12 +347,7 @@ def required_nics(
     number = isinstance(budget_ms, (int, float, np.integer, np.floating)) and not isinstance(budget_ms, bool)
     if not (number and math.isfinite(budget_ms) and budget_ms > 0):
         raise InputError("budget_ms", f"{shown(budget_ms)} is not a finite number of ms > 0", "pass budget_ms > 0")
-    if isinstance(percentile, (bool, np.bool_)) or not (
-        isinstance(percentile, numbers.Real) and 0 <= percentile <= 100
-    ):
-        raise InputError(
-            "percentile", f"{shown(percentile)} is not a percentile in [0, 100]", "pass e.g. percentile=99"
-        )
+    check_percentile(percentile)
     for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
         if name in replay_options:
             raise InputError(name, "is set by required_nics itself", f"drop {name}=...")

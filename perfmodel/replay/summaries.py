@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, shown, warn
 from ..inputs.codes import Contention, choice_code
 from ..options import renamed_keywords
 
@@ -85,6 +86,28 @@ CONTENTION_WORDS: dict[int, str] = {
     Contention.FIFO: "transfers queued first come first served on each link",
     Contention.FAIR: "transfers sharing each link or NIC max-min fairly",
 }
+
+
+def check_percentile(percentile: Any) -> None:
+    """Refuse a percentile outside [0, 100] (one line, :class:`InputError`); warn for one between 0 and 1, which
+    reads as a fraction (``0.99`` for the p99) but is the p0.99.
+
+    >>> check_percentile(99)
+    >>> check_percentile(101)
+    Traceback (most recent call last):
+    perfmodel.errors.InputError: percentile: 101 is not a percentile in [0, 100]. Fix: pass e.g. percentile=99.
+    """
+    if isinstance(percentile, (bool, np.bool_)) or not (
+        isinstance(percentile, numbers.Real) and 0 <= float(percentile) <= 100
+    ):
+        raise InputError(
+            "percentile", f"{shown(percentile)} is not a percentile in [0, 100]", "pass e.g. percentile=99"
+        )
+    if 0 < float(percentile) < 1:
+        warn(
+            f"percentile={percentile:g} is the p{percentile:g}, a percentile from 0 to 100, not a fraction: pass "
+            f"percentile={100 * percentile:g} for the p{100 * percentile:g}"
+        )
 
 
 @renamed_keywords(percent="percentile")

@@ -254,7 +254,7 @@ def ttft_prepared(prepared: PreparedTrace, config: dict[str, Any], serving: dict
     """One TTFT replay of a prepared trace: ``config`` the handoffs' keywords, ``serving`` the serving's."""
     from ..kernels import serving as _serving
 
-    c = configured(config)
+    c = configured(config, prepared.trace)
     trace, tokens, n = prepared.trace, prepared.tokens, len(prepared.trace)
     handoffs = handoffs_on(prepared, c)
     s = _serving_inputs(trace, tokens, edge_values(serving), c)

@@ -24,6 +24,7 @@ from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
 from .prepared import PreparedTrace, axis_label, in_configuration, layers_where_counted, no_series_axes, prepare_trace
+from .summaries import check_percentile
 from .ttft import replay_ttft, serving_trace, summarize_ttft, ttft_prepared
 
 __all__ = ["max_rate_for_ttft", "fewest_for_ttft", "ttft_grid"]
@@ -336,7 +337,7 @@ def max_rate_for_ttft(
     if inputs.get("concurrency") is not None:
         raise InputError("concurrency", "a closed loop sets its own rate", "drop concurrency= to ask for a rate")
     budget = _budget(ttft_budget_ms)
-    _percentile(percentile)
+    check_percentile(percentile)
     if not (isinstance(relative_tolerance, numbers.Real) and 1e-9 <= relative_tolerance <= 1):
         raise InputError(
             "relative_tolerance",
@@ -414,7 +415,7 @@ def fewest_for_ttft(
     _question_keywords("fewest_for_ttft", inputs, count_of)
     most = check_whole("most", most, smallest=1)
     budget = _budget(ttft_budget_ms)
-    _percentile(percentile)
+    check_percentile(percentile)
     prepared = _prepared(trace)
     link = inputs.get("link", inputs.get("kv_transfer_bandwidth"))
     if count_of == "links" and (inputs.get("cluster") is not None or is_cluster(link)):
@@ -505,12 +506,6 @@ def _prepared(trace: pd.DataFrame) -> PreparedTrace:
     if not len(prepared.trace):
         raise InputError("trace", "has no requests: no TTFT percentile to compute", "pass a trace with requests")
     return prepared
-
-
-def _percentile(value: Any) -> None:
-    """A TTFT percentile to keep within a budget: a number from 0 to 100, or :class:`InputError`."""
-    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, numbers.Real) and 0 <= float(value) <= 100):
-        raise InputError("percentile", f"{shown(value)} is not a percentile in [0, 100]", "pass e.g. percentile=99")
 
 
 def _rate_range(given: Any) -> tuple[float, float]:

@@ -1,0 +1,249 @@
+"""Hostile use, round 12: what a user trying the package as an adversary found, each failing on the code before
+its fix. Silently wrong numbers first (a trace column taken over the model asked for, results that depend on the
+rows' order without a word), then options, errors and the command line's outputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+from perfmodel import InputError
+from perfmodel.ground.files import atomic_file
+
+HGX = "hgx-h100-8x400g"
+
+
+def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "perfmodel", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=600,
+    )
+
+
+# --- a trace column named like the model asked for --------------------------------------------------------
+
+
+@pytest.fixture
+def shadowing() -> pd.DataFrame:
+    """Two requests, and a column named like a model preset that holds another model's name."""
+    return pd.DataFrame(
+        {"arrival_ms": [0.0, 100.0], "num_input_tokens": [1000, 1000], "llama-3.1-70b": ["qwen3-32b"] * 2}
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: perfmodel.replay_handoffs(t, "ib-ndr", "llama-3.1-70b", contention="none"),
+        lambda t: perfmodel.replay_handoffs(t, "ib-ndr", model="llama-3.1-70b", contention="fair"),
+        lambda t: perfmodel.replay_handoffs(t, HGX, "llama-3.1-70b", tp=8, contention="none"),
+        lambda t: perfmodel.replay_ttft(t, "ib-ndr", "llama-3.1-70b", contention="none"),
+        lambda t: perfmodel.replay_grid(t, model="llama-3.1-70b", link=["ib-ndr", "8x ib-ndr"], contention="none"),
+        lambda t: perfmodel.required_nics(t, "ib-ndr", "llama-3.1-70b", budget_ms=5, contention="none"),
+    ],
+    ids=["replay", "replay model=", "cluster", "ttft", "grid", "required_nics"],
+)
+def test_a_model_name_that_is_also_a_trace_column_is_refused_as_the_facade_refuses_it(shadowing, call):
+    """The replays read the column (qwen3-32b's bytes) where the call named llama-3.1-70b; the facade refused."""
+    with pytest.raises(InputError, match="'llama-3.1-70b' is both a column of the frame and a preset's name"):
+        call(shadowing)
+
+
+def test_a_number_as_text_that_is_also_a_trace_column_is_refused():
+    trace = pd.DataFrame({"arrival_ms": [0.0, 100.0], "num_input_tokens": [1000, 1000], "65536": [1.0, 1.0]})
+    with pytest.raises(InputError, match="'65536' is both a column of the frame and a number written as text"):
+        perfmodel.replay_handoffs(trace, "ib-ndr", "65536", contention="none")
+    plain = trace.drop(columns="65536")  # (without the column: the number, as in the numpy API)
+    got = perfmodel.replay_handoffs(plain, "ib-ndr", "65536", contention="none")["handoff_delay_ms"]
+    assert got.tolist() == [perfmodel.handoff_delay_ms(1000, "ib-ndr", 65536.0)] * 2
+
+
+def test_the_column_itself_is_still_read_when_named_as_a_column(shadowing):
+    got = perfmodel.replay_handoffs(shadowing, "ib-ndr", shadowing["llama-3.1-70b"], contention="none")
+    assert got["handoff_delay_ms"].tolist() == [perfmodel.handoff_delay_ms(1000, "ib-ndr", "qwen3-32b")] * 2
+
+
+# --- a cluster replay's prefill workers take rows in trace order: said when that is not arrival order -------
+
+
+def _quiet(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [str(w.message) for w in caught]
+
+
+def test_an_unsorted_trace_on_several_prefill_workers_says_that_rows_go_round_robin_in_trace_order():
+    trace = pd.DataFrame({"arrival_ms": [0.0, 1.0, 2.0, 3.0], "num_input_tokens": [32768, 32768, 1000, 1000]})
+    keywords = dict(tp=8, prefill_workers=2, decode_workers=2, contention="fair", routing="round_robin")
+    shuffled = trace.iloc[[2, 0, 3, 1]]
+    sorted_run, said = _quiet(lambda: perfmodel.replay_handoffs(trace, HGX, "llama-3.1-70b", **keywords))
+    assert not [s for s in said if "arrival order" in s], said
+    _, said = _quiet(lambda: perfmodel.replay_handoffs(shuffled, HGX, "llama-3.1-70b", **keywords))
+    assert [s for s in said if "not in arrival order" in s and "round robin in the trace's row order" in s], said
+    own = shuffled.assign(prefill_worker=[0, 1, 0, 1])  # (the workers given: nothing to say)
+    _, said = _quiet(lambda: perfmodel.replay_handoffs(own, HGX, "llama-3.1-70b", **keywords))
+    assert not [s for s in said if "arrival order" in s], said
+    one = {**keywords, "prefill_workers": 1}  # (one worker: the order changes nothing)
+    _, said = _quiet(lambda: perfmodel.replay_handoffs(shuffled, HGX, "llama-3.1-70b", **one))
+    assert not [s for s in said if "arrival order" in s], said
+    assert sorted_run["prefill_worker"].tolist() == [0, 1, 0, 1]
+
+
+# --- the old constants: an assignment is a call, also when it puts back an earlier value ---------------------
+
+
+@pytest.fixture
+def restored():
+    before = perfmodel.get_options()["parallel_min_rows"]
+    yield
+    perfmodel.set_options(parallel_min_rows=before)
+
+
+def test_assigning_an_old_constant_back_after_another_call_sets_it(restored):
+    import perfmodel.handoff as h
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        before = h.PARALLEL_MIN_ROWS
+        h.PARALLEL_MIN_ROWS = 5
+        perfmodel.set_options(parallel_min_rows=100)
+        h.PARALLEL_MIN_ROWS = before  # (the earlier value: once taken as an undo that left 100)
+        assert perfmodel.get_options()["parallel_min_rows"] == before
+        h.PARALLEL_MIN_ROWS = 10
+        with perfmodel.set_options(parallel_min_rows=3):
+            h.PARALLEL_MIN_ROWS = before  # (inside a block of 3: it stayed 3)
+            assert perfmodel.get_options()["parallel_min_rows"] == before
+
+
+def test_monkeypatch_still_puts_an_old_constant_back(restored, monkeypatch):
+    import perfmodel.handoff as h
+
+    before = perfmodel.get_options()["parallel_min_rows"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        monkeypatch.setattr(h, "PARALLEL_MIN_ROWS", 7)
+        assert perfmodel.get_options()["parallel_min_rows"] == 7
+        monkeypatch.undo()
+    assert perfmodel.get_options()["parallel_min_rows"] == before
+
+
+# --- numbers and errors -------------------------------------------------------------------------------------
+
+
+def test_an_infinite_budget_needs_no_line_rate_on_a_cluster_as_no_bandwidth_on_a_link():
+    """A bisection down to the smallest float: 5e-324 GB/s."""
+    on_cluster = perfmodel.required_bandwidth(32768, "llama-3.1-70b", budget_ms=np.inf, cluster=HGX, tp=8)
+    assert on_cluster == 0.0 == perfmodel.required_bandwidth(32768, "llama-3.1-70b", budget_ms=np.inf)
+    finite = perfmodel.required_bandwidth(32768, "llama-3.1-70b", budget_ms=[np.inf, 50.0], cluster=HGX, tp=8)
+    assert finite[0] == 0.0 and finite[1] == perfmodel.required_bandwidth(
+        32768, "llama-3.1-70b", budget_ms=50.0, cluster=HGX, tp=8
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: perfmodel.handoff_delay_ms(1000, HGX, "llama-70b", tp=8),
+        lambda: perfmodel.handoff_flows(1000, HGX, "llama-70b", tp=8),
+        lambda: perfmodel.handoff_delay_ms(1000, "ib-ndr", "llama-70b"),
+    ],
+    ids=["cluster", "flows", "link"],
+)
+def test_an_unknown_model_is_an_input_error_naming_the_argument_on_a_cluster_as_on_a_link(call):
+    with pytest.raises(InputError, match=r"^kv_bytes_per_token: model 'llama-70b': not a preset.*did you mean"):
+        call()
+
+
+def test_an_unknown_model_in_a_sweep_is_an_input_error_naming_the_axis():
+    for place in (dict(link=["ib-ndr"]), dict(cluster=[HGX], tp=8)):
+        with pytest.raises(InputError, match=r"^model: model 'llama-70b': not a preset"):
+            perfmodel.sweep(model=["llama-70b"], num_input_tokens=[1], **place)
+
+
+def test_a_fraction_given_as_a_percentile_is_said_to_be_one():
+    trace = pd.DataFrame({"arrival_ms": [0.0, 10.0], "num_input_tokens": [1000, 2000]})
+    with pytest.warns(UserWarning, match=r"percentile=0.99 is the p0.99.*pass percentile=99 for the p99"):
+        perfmodel.required_nics(trace, "ib-ndr", "llama-3.1-8b", budget_ms=50, contention="none", percentile=0.99)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        perfmodel.required_nics(trace, "ib-ndr", "llama-3.1-8b", budget_ms=50, contention="none", percentile=99)
+    with pytest.raises(InputError, match=r"^percentile: 101 is not a percentile in \[0, 100\]"):
+        perfmodel.required_nics(trace, "ib-ndr", "llama-3.1-8b", budget_ms=50, contention="none", percentile=101)
+
+
+@pytest.mark.parametrize("name", ["a,b", "pinned=1"])
+def test_a_cluster_whose_name_a_grid_could_not_name_is_refused_before_it_is_saved(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_CONFIG_DIR", str(tmp_path / "config"))
+    cluster = perfmodel.Cluster(nic="ib-ndr", nics_per_node=8, gpus_per_node=8, name=name)
+    with pytest.raises(InputError, match=r"^cluster name: .* contains '[,=]'.*Fix: choose a name without ',' or '='"):
+        perfmodel.save_cluster(cluster)
+    assert not (tmp_path / "config").exists() or not any((tmp_path / "config").rglob("*.json"))
+
+
+# --- a failed run leaves nothing it made, parents included ------------------------------------------------
+
+
+def test_a_failed_write_removes_the_folders_it_made_and_keeps_the_ones_it_found(tmp_path):
+    (tmp_path / "kept").mkdir()
+    target = tmp_path / "kept" / "new" / "deeper" / "out.csv"
+    with pytest.raises(RuntimeError), atomic_file(target):
+        raise RuntimeError("the computation failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not any((tmp_path / "kept").iterdir())
+    with atomic_file(target) as tmp:  # (done: the folders stay, with the file)
+        tmp.write_text("x")
+    assert target.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sweep", "--out", "n6/a/b", "--model", "llama-3.1-70b", "--cluster", HGX, "--nics-per-node", "3"],
+        ["delay", "req.csv", "--out", "n7/a/b.csv", "--tp", "8"],
+    ],
+    ids=["sweep", "delay"],
+)
+def test_a_failed_command_leaves_no_parent_folder_it_made(command, tmp_path):
+    (tmp_path / "req.csv").write_text("num_input_tokens\n100\n")
+    done = _cli(*command, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["req.csv"], list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sweep", "--out", "-"],
+        ["trace", "dataset:mooncake-synthetic", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", "-"],
+        ["delay", "req.csv", "--link", "ib-ndr", "--model", "llama-3.1-8b", "--out", "-"],
+        ["ttft", "dataset:azure-code-2023", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", "-"],
+        ["calibrate", "dataset:perftest-ib-hdr", "--out", ""],
+    ],
+    ids=["sweep", "trace", "delay", "ttft", "calibrate"],
+)
+def test_standard_output_is_no_place_to_write_to(command, tmp_path):
+    (tmp_path / "req.csv").write_text("num_input_tokens\n100\n")
+    done = _cli(*command, cwd=tmp_path)
+    assert done.returncode == 2 and "names no file or folder" in done.stderr, done
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["req.csv"]
+
+
+def test_clearing_a_cache_that_is_a_file_removes_nothing_and_says_so(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    for flag in ("--clear", "--prune"):
+        done = _cli("cache", flag, cwd=tmp_path, PERFMODEL_CACHE_DIR=str(notes))
+        assert done.returncode == 0 and done.stdout.startswith(f"nothing to remove: {notes} is not a folder"), done
+    assert notes.read_text() == "mine"
