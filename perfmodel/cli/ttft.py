@@ -9,6 +9,7 @@ import sys
 import warnings
 from typing import Any
 
+from ..ground.data import given_as
 from ..inputs.codes import choice_names
 from ..inputs.table import INPUTS, flags
 from ..inputs.words import count
@@ -142,7 +143,7 @@ def _read(args: argparse.Namespace) -> Any:
     trace = read_trace_file(args, "ttft", TRACE_COLUMNS)
     if "ready_ms" in trace:
         raise UsageError(
-            f"{args.trace} has a ready_ms column (measured prefill ends), which perfmodel ttft does not use: it "
+            f"{given_as(args.trace)} has a ready_ms column (measured prefill ends), which perfmodel ttft does not use: it "
             "models each prefill from arrival_ms (--prefill-ms, --prefill-tokens-per-s); drop the column, or replay "
             "the handoffs from the measured prefill ends with perfmodel trace"
         )
@@ -212,7 +213,7 @@ def _setup(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> str:
     routing = given["prefill_routing"] or (
         "the trace's prefill_worker column" if "prefill_worker" in trace else "round robin"
     )
-    parts = [f"per-request TTFT (arrival to first token) over {n} of {args.trace}, {loop}"]
+    parts = [f"per-request TTFT (arrival to first token) over {n} of {given_as(args.trace)}, {loop}"]
     if args.fewest != "prefill_workers":
         parts.append(f"{count(given['prefill_workers'], 'prefill worker')} ({prefill}, routed by {routing})")
     else:
