@@ -165,7 +165,7 @@ def _prefill_of(trace: pd.DataFrame, workers: int | None, arrival: np.ndarray) -
         if p > 1 and bool(np.any(arrival[1:] < arrival[:-1])):
             warn(
                 f"the trace is not in arrival order: its {p} prefill workers take the requests round robin in the "
-                "trace's row order (each row's worker is the replay's prefill_worker column). Sort it by "
+                "trace's row order (the result's prefill_worker column shows each request's). Sort the trace by "
                 "arrival_ms for arrival order, or give it a prefill_worker column"
             )
         return np.arange(n, dtype=np.int64) % p, p
