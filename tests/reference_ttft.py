@@ -349,7 +349,9 @@ def ttft_reference(
             pheld[p] -= tokens[r]
             logged("prefill", p, r, "give", pheld[p])
             out[r]["first_token_ms"] = end + step[r]
-            out[r]["done_ms"] = end + outputs[r] * step[r] if outputs is not None else end + step[r]
+            out[r]["done_ms"] = (
+                end + max(outputs[r] if outputs is not None else 1, 1) * step[r]
+            )  # (its first token at least)
             heapq.heappush(dones, (out[r]["done_ms"], r))
         elif kind == 1:  # done
             _, r = heapq.heappop(dones)

@@ -247,3 +247,43 @@ def test_clearing_a_cache_that_is_a_file_removes_nothing_and_says_so(tmp_path):
         done = _cli("cache", flag, cwd=tmp_path, PERFMODEL_CACHE_DIR=str(notes))
         assert done.returncode == 0 and done.stdout.startswith(f"nothing to remove: {notes} is not a folder"), done
     assert notes.read_text() == "mine"
+
+
+# --- TTFT: a request is never done before its first token ----------------------------------------------------
+
+
+def test_a_request_of_no_output_tokens_is_done_at_its_first_token_and_holds_its_memory_until_then():
+    """It was done (its decode memory freed, the next request of a closed loop issued) a step before its first
+    token: the next request was admitted into memory the first still held."""
+    trace = pd.DataFrame({"arrival_ms": [0.0, 0.0], "num_input_tokens": [1000, 1000], "num_output_tokens": [0, 1]})
+    got = perfmodel.replay_ttft(trace, 1.0, 1e6, decode_step_ms=50, decode_kv_tokens=1001, contention="fifo")
+    assert (got["done_ms"] >= got["first_token_ms"]).all(), got
+    assert got["done_ms"].iloc[0] == got["first_token_ms"].iloc[0] == 1050.0
+    assert got["admitted_ms"].iloc[1] == 1050.0  # (memory for one request only: after the first is done)
+    closed = perfmodel.replay_ttft(trace, 1.0, 1e6, decode_step_ms=50, concurrency=1, contention="fifo")
+    assert closed["arrival_ms"].iloc[1] == closed["first_token_ms"].iloc[0] == 1050.0  # (issued when done)
+
+
+def test_summarizing_a_subset_of_a_ttft_result_says_what_its_figures_miss():
+    """Utilisation and memory of half the rows read half the run's, silently."""
+    trace = perfmodel.synthetic_trace(600, rate_per_s=20, seed=0)
+    kw = dict(prefill_workers=2, prefill_tokens_per_s=60_000, decode_kv_tokens=100_000, decode_step_ms=3)
+    ttft = perfmodel.replay_ttft(trace, "ib-ndr", "llama-3.1-8b", **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whole = perfmodel.summarize_ttft(ttft)
+    with pytest.warns(UserWarning, match=r"holds 300 of the 600 requests replayed.*understate"):
+        part = perfmodel.summarize_ttft(ttft[ttft["prefill_worker"] == 0])
+    assert part["prefill_busy"] < whole["prefill_busy"]  # (what the warning is about)
+
+
+def test_fit_prefill_takes_lengths_less_than_ten_percent_apart_as_one_and_says_when_it_is_far_off():
+    """Lengths 0.6% apart fitted a quadratic that put 171 s on a 128k prompt; a fit 89% off said nothing."""
+    with pytest.raises(InputError, match=r"at least two prompt lengths \(10% apart or more\), got 4 measurements"):
+        perfmodel.fit_prefill([1024, 1030, 1024, 1030], [10, 11, 10.2, 10.9])
+    with pytest.warns(UserWarning, match=r"fit_prefill: the fit is far from the measurements \(max error \d+%\)"):
+        perfmodel.fit_prefill([1000, 2000, 4000, 8000], [100, 10, 100, 10])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        close = perfmodel.fit_prefill([1000, 2000, 4000], [10.0, 20.0, 40.0])
+    assert close.max_relative_error < 1e-9

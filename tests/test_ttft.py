@@ -361,7 +361,7 @@ def test_fit_prefill_says_what_its_measurements_cannot_tell():
     falling = pm.fit_prefill([1000, 2000, 4000], [100.0, 50.0, 25.0])  # the best fit >= 0 is a constant: said
     assert falling.note == "the time does not grow with the prompt on these measurements: a constant"
     for tokens, times in (([1000, 1000, 1000], [50.0, 60.0, 55.0]), ([7], [3.0]), ([], [])):
-        with pytest.raises(InputError, match="at least two prompt lengths, got"):
+        with pytest.raises(InputError, match=r"at least two prompt lengths \(10% apart or more\), got"):
             pm.fit_prefill(tokens, times)  # one length cannot tell how the time grows with the prompt
     with pytest.raises(InputError, match="num_input_tokens.*position 1: nan"):
         pm.fit_prefill([1000, np.nan], [50.0, 60.0])  # a bad value is named before the lengths are counted

@@ -336,8 +336,10 @@ def read_trace_file(args: argparse.Namespace, command: str, columns: Sequence[st
             raise UsageError(f"{str(error).split(' Fix: ')[0]} Fix: pass {flags} (the file's column)") from None
     skipped = trace.attrs.get("skipped_lines")
     if skipped:
-        print(f"perfmodel {command}: skipped {count(skipped, 'malformed line')} of {given_as(args.trace)}",
-              file=sys.stderr)
+        print(
+            f"perfmodel {command}: skipped {count(skipped, 'malformed line')} of {given_as(args.trace)}",
+            file=sys.stderr,
+        )
     if not len(trace):  # (nothing to replay, nor to draw: said before any work)
         raise UsageError(f"{given_as(args.trace)} has no requests" + (" (every line of it skipped as malformed)" if skipped
                          else "") + ": give a trace with one request or more")  # fmt: skip

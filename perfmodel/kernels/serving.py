@@ -348,7 +348,7 @@ def _handoff_ends(net, sv, q):
     r, t = take_end(net)
     step = sv.step_ms[r]
     sv.first_token[r] = t + step
-    done = t + sv.outputs[r] * step
+    done = t + max(sv.outputs[r], 1) * step  # (no earlier than its first token: 0 output tokens, or none given)
     sv.done[r] = done
     if q.dones.shape[0] == 0:  # (the replay of handoffs alone: no memory held, nothing waits for a done)
         q.counters[_FINISHED] += 1

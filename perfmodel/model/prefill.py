@@ -116,7 +116,7 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
     >>> round(two.ms_per_token2 * 1e4, 9), two.ms_per_token, two.max_relative_error < 1e-9
     (1.0, 0.0, True)
     """
-    from ..network.fits import measured_vectors
+    from ..network.fits import FAR_OFF, SIZE_SPREAD, distinct_points, measured_vectors
 
     read = measured_vectors("fit_prefill", num_input_tokens=num_input_tokens, measured_ms=measured_ms)
     n, t = cast(np.ndarray, read["num_input_tokens"]), cast(np.ndarray, read["measured_ms"])
@@ -136,11 +136,11 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
                 f"{count(int(bad.sum()), 'value')} not {rule}, first at position {i}: {float(values[i])!r}",
                 "drop failed or empty measurements",
             )
-    if np.unique(n).size < 2:
+    if distinct_points(np.maximum(n, 1.0)) < 2:  # (lengths less than 10% apart are one: fit_link's rule)
         got = count(n.size, "measurement") if n.size < 2 else f"{count(n.size, 'measurement')} of one prompt length"
         raise InputError(
             "fit_prefill",
-            f"needs measurements of at least two prompt lengths, got {got}",
+            f"needs measurements of at least two prompt lengths ({SIZE_SPREAD:.0%} apart or more), got {got}",
             "measure prefills of several prompt lengths (e.g. 128 to 16k tokens)",
         )
     columns = {"fixed": np.ones_like(n), "linear": n, "quadratic": n * n}
@@ -150,6 +150,11 @@ def fit_prefill(num_input_tokens: ArrayLike, measured_ms: ArrayLike, *, name: st
         notes.append("the time does not grow with the prompt on these measurements: a constant")
     profile: Any = PrefillProfile(fixed, a, b, name=name)
     error = float(np.max(np.abs(profile.prefill_ms(n) - t) / t))
+    if not error <= FAR_OFF:
+        warn(
+            f"fit_prefill: the fit is far from the measurements (max error {error:.0%}): check that they are "
+            "prefill times in ms of one model and setup, and measure more prompt lengths"
+        )
     return PrefillProfile(fixed, a, b, name=name, max_relative_error=error, note="; ".join(notes))
 
 

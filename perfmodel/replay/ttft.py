@@ -94,8 +94,8 @@ def replay_ttft(
     (admission), and then hands off its KV cache exactly as the replay does, over links (``contention``
     ``"none"``, ``"fifo"`` on ``links`` links, ``"fair"`` sharing) or a cluster's resources (``"none"`` or
     ``"fair"``), with prefix caches and every cost. Its first token
-    comes ``decode_step_ms`` after the handoff ends, its last ``num_output_tokens * decode_step_ms`` after it;
-    then its decode memory is freed. The documentation's "TTFT under load" states every rule and the order
+    comes ``decode_step_ms`` after the handoff ends, its last ``num_output_tokens * decode_step_ms`` after it (its
+    first, for 0 output tokens); then its decode memory is freed. The documentation's "TTFT under load" states every rule and the order
     of events at one instant.
 
     With unbounded memory, no prefill time and ``decode_step_ms=0`` every ``handoff_delay_ms`` is
@@ -654,6 +654,15 @@ def summarize_ttft(ttft: pd.DataFrame) -> dict[str, Any]:
               "prefill_start_ms", "transfer_end_ms", "num_input_tokens", "decode_worker", "admitted_ms"]  # fmt: skip
     check_result(ttft, "ttft", needed, "replay_ttft", ("saved_bytes", "replay_handoffs", "summarize"))
     ttft_ms = ttft["ttft_ms"].to_numpy(dtype=np.float64)
+    replayed = ttft.attrs.get("requests")
+    if isinstance(replayed, int) and replayed != len(ttft):
+        warn(
+            f"summarize_ttft: the result holds {len(ttft):,} of the {replayed:,} requests replayed (rows filtered "
+            "out, a warm-up dropped?): its percentiles are of these rows, but its utilisation, throughput and memory "
+            "count only their own work and holdings, not the other requests' at the same time, so they understate "
+            "the run's. Summarize the whole result for those, and take a subset's percentiles with "
+            "perfmodel.replay.sizing.percentile_ms"
+        )
     summary: dict[str, Any] = {"requests": int(ttft_ms.size)}
     for prefix, column in (("", "ttft_ms"), *((f"{part}_", f"{part}_ms") for part in SUMMARY_PARTS)):
         values = ttft[column].to_numpy(dtype=np.float64)
