@@ -198,8 +198,11 @@ CONNECT_TIMEOUT_S = 10.0
 
 @contextlib.contextmanager
 def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
-    """A distributed client: to an existing scheduler (bounded wait), or a local cluster of worker processes."""
+    """A distributed client: to an existing scheduler (bounded wait), or a local cluster of ``workers`` worker
+    processes (None: one per core; 0, a negative count or a fraction refused, as the command line refuses them)."""
     import logging
+
+    workers = check_whole("workers", workers, smallest=1, optional=True)
 
     from distributed import Client, LocalCluster
 

@@ -19,6 +19,7 @@ version 2, commit 002a1057), ``vllm/v1/metrics/loggers.py`` (commit a6f0308c) an
 from __future__ import annotations
 
 import codecs
+import inspect
 import json
 import math
 import os
@@ -449,6 +450,19 @@ def compare_measured(
     >>> round(float(table["p50_ms"].iloc[0]), 3)   # the median prompt (4,096 tokens) over 400G IB: 0.5 GB in 10.7 ms
     10.737
     """
+    from .handoff import handoff_delay_ms
+
+    taken = set(inspect.signature(handoff_delay_ms).parameters) - {
+        "num_input_tokens",
+        "kv_transfer_bandwidth",
+        "kv_bytes_per_token",
+    }  # (its own arguments)
+    unknown = sorted(set(options) - taken)
+    if unknown:  # (first, as Python checks keywords, naming this function: the options are handoff_delay_ms's)
+        raise TypeError(
+            f"compare_measured() got unexpected keyword arguments {unknown}: its options are handoff_delay_ms's "
+            "(each handoff alone on the link: no contention, no queue)"
+        )
     if (model is None) != (link is None):
         raise InputError(
             "compare_measured",
@@ -473,8 +487,6 @@ def compare_measured(
                 "the model needs the prompts of a benchmark's completed requests",
                 "give a benchmark result (read_benchmark) with the scrapes",
             )
-        from .handoff import handoff_delay_ms
-
         tokens = benchmark.loc[benchmark["completed"], "num_input_tokens"]
         if (tokens <= 0).any():  # (a prompt of no token moves no KV cache: no handoff to model)
             where = f"compare_measured: {benchmark.attrs.get('source', 'benchmark')}"

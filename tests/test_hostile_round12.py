@@ -287,3 +287,49 @@ def test_fit_prefill_takes_lengths_less_than_ten_percent_apart_as_one_and_says_w
         warnings.simplefilter("error")
         close = perfmodel.fit_prefill([1000, 2000, 4000], [10.0, 20.0, 40.0])
     assert close.max_relative_error < 1e-9
+
+
+def test_a_generic_tables_token_count_above_2_53_is_refused_as_the_other_readers_refuse_it(tmp_path):
+    """An int64 column held 2**53 + 1 exactly; its check read it as a float (2**53) and passed it."""
+    table = tmp_path / "big.csv"
+    table.write_text("arrival_ms,num_input_tokens\n0,9007199254740993\n1,100\n")
+    with pytest.raises(InputError, match=r"line 2, column 'num_input_tokens': '9007199254740993' is above 2\*\*53"):
+        perfmodel.read_trace(table)
+    table.write_text("arrival_ms,num_input_tokens\n0,9007199254740992\n1,100\n")  # (2**53 itself: exact, kept)
+    assert perfmodel.read_trace(table)["num_input_tokens"].tolist() == [2**53, 100]
+
+
+def test_a_bool_is_no_request_rate_and_workers_and_bins_are_whole_numbers():
+    trace = perfmodel.synthetic_trace(20, rate_per_s=5, seed=0)
+    with pytest.raises(InputError, match=r"request_rate_per_s \(in the grid's .*\): must be a finite rate > 0"):
+        perfmodel.ttft_grid(trace, link="ib-ndr", model="llama-3.1-8b", request_rate_per_s=[True, 1], progress=False)
+    from perfmodel import dask as on_dask
+
+    for workers in (0, -1, 1.5):  # (0 ran one worker per core; -1 waited for a worker; 1.5 a TypeError)
+        with pytest.raises(InputError, match=rf"^workers: {workers} is not a whole number >= 1"):
+            on_dask.ttft_grid(trace, link="ib-ndr", model="llama-3.1-8b", prefill_workers=[1], workers=workers)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from perfmodel import plotting
+
+    replay = perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", contention="fifo")
+    for bins in (-1, 1.5, "10"):
+        with pytest.raises(InputError, match=r"^bins: "):
+            plotting.link_timeline(replay, bins=bins)
+    ax = plotting.link_timeline(replay, bins=4)  # (a short replay with bins asked for: they are drawn)
+    assert ax.get_legend() is not None
+
+
+def test_fewest_for_ttft_tries_counts_as_it_needs_them():
+    """A large ``most`` built every count up front (a MemoryError at 10**9) though 1 keeps the budget."""
+    trace = perfmodel.synthetic_trace(20, rate_per_s=5, seed=0)
+    assert perfmodel.fewest_for_ttft(trace, ttft_budget_ms=1e6, link="ib-ndr", model="llama-3.1-8b", most=10**12) == 1
+
+
+def test_compare_measured_names_itself_for_an_option_it_does_not_take():
+    from perfmodel.engines import compare_measured
+
+    benchmark = pd.DataFrame({"completed": [True], "num_input_tokens": [1000]})
+    with pytest.raises(TypeError, match=r"^compare_measured\(\) got unexpected keyword arguments \['contention'\]"):
+        compare_measured(benchmark, [], model="llama-3.1-8b", link="ib-ndr", contention="fifo")

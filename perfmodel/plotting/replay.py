@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ..errors import InputError, warn
+from ..errors import InputError, check_whole, warn
 from ._style import (
     AXIS_LABELS,
     UNDRAWN_DELAYS,
@@ -293,8 +293,7 @@ def link_timeline(replay: pd.DataFrame, *, bins: int | None = None, ax: Axes | N
     steps = np.concatenate([np.ones(len(done)), -np.ones(len(done))])
     order = np.lexsort((steps, times))  # at equal times, ends before starts
     times, busy = times[order], np.cumsum(steps[order])
-    if bins is None:
-        bins = 0 if len(done) <= 250 else 300
+    bins = check_whole("bins", (0 if len(done) <= 250 else 300) if bins is None else bins)  # (0: no bins)
     if bins and times.size:
         # integral of the step function at each event, then linear between events: exact bin means
         integral = np.concatenate([[0.0], np.cumsum(busy[:-1] * np.diff(times))])

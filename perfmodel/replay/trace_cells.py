@@ -111,8 +111,12 @@ def row_rules(df: pd.DataFrame, null_ids: np.ndarray, bad_ids: np.ndarray) -> li
     rules = [Rule("arrival_ms", "time", ~np.isfinite(arrival))]
     for name in ("num_input_tokens", "num_output_tokens", "prefill_worker"):
         if name in df:
-            values = pd.to_numeric(df[name]).to_numpy(dtype="float64", na_value=np.nan)
-            rules.append(Rule(name, "count", ~(values >= 0) | (values != np.floor(values)) | ~(values <= 2.0**53)))
+            numbers = pd.to_numeric(df[name])
+            values = numbers.to_numpy(dtype="float64", na_value=np.nan)
+            bad = ~(values >= 0) | (values != np.floor(values)) | ~(values <= 2.0**53)
+            if pd.api.types.is_integer_dtype(numbers.dtype):  # (2**53 + 1 as a float is 2**53: compared whole)
+                bad |= (numbers > 2**53).to_numpy(dtype=bool, na_value=False)
+            rules.append(Rule(name, "count", bad))
     if "hash_ids" in df:
         null = np.zeros(len(df), dtype=bool)
         null[null_ids] = True

@@ -12,6 +12,7 @@ import itertools
 import math
 import numbers
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -85,7 +86,8 @@ def trace_rate_per_s(trace: pd.DataFrame) -> float:
 
 def at_rate(prepared: PreparedTrace, rate_per_s: float) -> PreparedTrace:
     """``prepared`` with its arrivals scaled in time (from the first) to a mean rate of ``rate_per_s``."""
-    if not (isinstance(rate_per_s, (int, float, np.number)) and 0 < rate_per_s < math.inf):
+    number = isinstance(rate_per_s, (int, float, np.number)) and not isinstance(rate_per_s, (bool, np.bool_))
+    if not (number and 0 < rate_per_s < math.inf):
         raise InputError(
             "request_rate_per_s",
             f"must be a finite rate > 0 (requests/s), got {rate_per_s!r}",
@@ -426,7 +428,7 @@ def fewest_for_ttft(
         )
     if count_of == "prefill_workers":
         fixed_workers(trace, [inputs.get("prefill_routing")], "count_of")
-    counts = _nic_counts(inputs, most) if count_of == "nics_per_node" else list(range(1, most + 1))
+    counts: Sequence[int] = _nic_counts(inputs, most) if count_of == "nics_per_node" else range(1, most + 1)  # (lazy)
     if count_of == "links" and str(inputs.get("contention", "none")).lower() == "none":
         counts = [1]  # (each handoff alone: any count of links gives the TTFT of one, exactly; 1 is the fewest)
     p99 = lambda count: _p99(prepared, {**inputs, count_of: count}, percentile)  # noqa: E731
@@ -434,7 +436,7 @@ def fewest_for_ttft(
     start, size = 0, 2 * workers
     while start < len(counts):  # ascending, in batches that double: the first count that keeps it is the answer
         batch = counts[start : start + size]
-        found = in_threads(p99, batch, workers, desc="fewest_for_ttft", progress=False)
+        found = in_threads(p99, list(batch), workers, desc="fewest_for_ttft", progress=False)
         kept = [k for k, v in zip(batch, found) if v <= budget]
         if kept:
             return kept[0]
