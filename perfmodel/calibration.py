@@ -482,7 +482,10 @@ def read_measurements(table: pd.DataFrame | str | os.PathLike) -> tuple[pd.DataF
         raise IsADirectoryError(21, "is a folder, not a table", str(path))
     if not path.is_file():
         raise FileNotFoundError(2, "no such file", str(path))
-    frame, places = read_measured_file(path, where)
+    from .io import damage_named
+
+    with damage_named(Path(where)):  # (a truncated or corrupt file named, with what to check)
+        frame, places = read_measured_file(path, where)
     return frame, places, where
 
 

@@ -333,3 +333,26 @@ def test_compare_measured_names_itself_for_an_option_it_does_not_take():
     benchmark = pd.DataFrame({"completed": [True], "num_input_tokens": [1000]})
     with pytest.raises(TypeError, match=r"^compare_measured\(\) got unexpected keyword arguments \['contention'\]"):
         compare_measured(benchmark, [], model="llama-3.1-8b", link="ib-ndr", contention="fifo")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["calibrate", "nonexist.csv", "--name", "x", "--out", "."],
+        ["ttft", "nonexist.csv", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", "."],
+        ["trace", "nonexist.csv", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--out", "."],
+    ],
+    ids=["calibrate", "ttft", "trace"],
+)
+def test_a_missing_input_is_said_missing_not_overwritten(command, tmp_path):
+    """calibrate and ttft said the output folder (.) contained the input: the input does not exist."""
+    done = _cli(*command, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().endswith("nonexist.csv: no such file"), done
+
+
+def test_a_damaged_table_of_measurements_is_named_with_what_to_check(tmp_path):
+    """calibrate raised zlib's bare OSError, naming no file."""
+    damaged = tmp_path / "bad.csv.gz"
+    damaged.write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match=r"bad.csv.gz: could not be read \(.*\)\. Fix: check that the file is complete"):
+        perfmodel.calibrate(damaged)

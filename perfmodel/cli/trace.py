@@ -49,8 +49,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from ..replay import replay_handoffs, summarize
     from ..replay.sizing import replay_percentile_question
 
-    if not Path(args.trace).exists():  # (said as missing, before the folder is checked against it)
-        raise FileNotFoundError(2, "no such file", str(args.trace))
     check_output_folder(args.out, command=_command(args), names=_written(args), inputs=[args.trace])  # before the replay
     if args.budget_ms is not None and not args.grid:  # (a flag that applies to nothing is refused, never ignored)
         raise UsageError("--budget-ms reports on the configurations of --grid: give --grid too, or drop --budget-ms")

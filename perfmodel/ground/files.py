@@ -270,13 +270,18 @@ def check_output_folder(
 ) -> dict[str, set[str]]:
     """Refuse, before any work, an output folder ``command`` cannot write ``names`` into: one that is a file, that
     overlaps an input, or that holds a file of one of those names which ``command`` did not write (a user's, or
-    another command's). Returns the folder's manifest (empty for a folder yet to be made).
+    another command's). Returns the folder's manifest (empty for a folder yet to be made). An input that does not
+    exist is said to be missing first (not as one the output would overwrite).
 
     >>> import tempfile, pathlib
     >>> check_output_folder(pathlib.Path(tempfile.mkdtemp()) / "new", command="sweep", names=["sweep.csv"])
     {}
     """
     target = Path(target)
+    inputs = list(inputs)
+    for source in inputs:
+        if not os.path.lexists(source):
+            raise FileNotFoundError(2, "no such file", str(source))
     check_not_overlapping(target, inputs)
     check_not_in_package(target)
     if os.path.lexists(target) and not target.is_dir():  # (a symlink to nowhere too: it exists)
