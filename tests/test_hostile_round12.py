@@ -356,3 +356,21 @@ def test_a_damaged_table_of_measurements_is_named_with_what_to_check(tmp_path):
     damaged.write_bytes(b"not gzip at all")
     with pytest.raises(InputError, match=r"bad.csv.gz: could not be read \(.*\)\. Fix: check that the file is complete"):
         perfmodel.calibrate(damaged)
+
+
+def test_the_calibration_figure_refuses_what_fit_link_refuses_and_takes_a_presets_name():
+    """An empty table raised numpy's zero-size error, mismatched lengths an IndexError, a name an AttributeError."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from perfmodel import plotting
+
+    for sizes, times, said in (
+        ([], [], "0 transfer sizes and 0 measured times"),
+        ([1e6, 1e7], [1.0], "2 transfer sizes and 1 measured time"),
+        ([1e6, 1e7], [1.0, 0.0], r"measurement 1 \(10000000.0 bytes in 0.0 ms\) is not of bytes > 0 in ms > 0"),
+    ):
+        with pytest.raises(InputError, match=rf"^calibration: {said}"):
+            plotting.calibration(sizes, times, "ib-ndr")
+    ax = plotting.calibration([1e6, 1e7], [0.05, 0.3], "ib-ndr")
+    assert [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()] == ["measured", "ib-ndr"]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
+from ..errors import InputError
+from ..inputs.words import count
+from ..network.fits import measured_vectors
 from ..network.links import Link, get_link
 from ._style import axes_or_current, line_styles, plain_log_axis, si
 
@@ -16,7 +19,7 @@ from ._style import axes_or_current, line_styles, plain_log_axis, si
 def calibration(
     nbytes: Any,
     measured_ms: Any,
-    link: Link,
+    link: Link | str,
     *,
     n_blocks: Any = None,
     n_messages: Any = None,
@@ -37,7 +40,7 @@ def calibration(
     nbytes, measured_ms
         The measurements (bytes, ms), as given to :func:`perfmodel.fit_link`.
     link
-        The fitted link.
+        The fitted link (or a preset's name).
     n_blocks, n_messages
         Blocks and messages of each measurement (for links with per-block and per-message costs).
     fitted
@@ -69,9 +72,24 @@ def calibration(
     >>> [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
     ['measured', 'fit', 'ib-ndr']
     """
+    read = measured_vectors("calibration", nbytes=nbytes, measured_ms=measured_ms)
+    x, t = cast(np.ndarray, read["nbytes"]), cast(np.ndarray, read["measured_ms"])
+    if not x.size or x.shape != t.shape:
+        raise InputError(
+            "calibration",
+            f"{count(x.size, 'transfer size')} and {count(t.size, 'measured time')}",
+            "pass one measured time per size, as given to perfmodel.fit_link",
+        )
+    bad = ~((x > 0) & (t > 0) & np.isfinite(x) & np.isfinite(t))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(
+            "calibration",
+            f"measurement {i} ({x[i]!r} bytes in {t[i]!r} ms) is not of bytes > 0 in ms > 0",
+            "drop failed or empty measurements, as perfmodel.fit_link needs",
+        )
+    link = get_link(link)  # (a preset's name, as compare= takes)
     ax = axes_or_current(ax)
-    x = np.asarray(nbytes, dtype=float)
-    t = np.asarray(measured_ms, dtype=float)
     blocks, messages = (
         np.zeros_like(x) if n is None else np.broadcast_to(np.asarray(n, dtype=float), x.shape)
         for n in (n_blocks, n_messages)
