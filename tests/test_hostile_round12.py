@@ -354,7 +354,9 @@ def test_a_damaged_table_of_measurements_is_named_with_what_to_check(tmp_path):
     """calibrate raised zlib's bare OSError, naming no file."""
     damaged = tmp_path / "bad.csv.gz"
     damaged.write_bytes(b"not gzip at all")
-    with pytest.raises(InputError, match=r"bad.csv.gz: could not be read \(.*\)\. Fix: check that the file is complete"):
+    with pytest.raises(
+        InputError, match=r"bad.csv.gz: could not be read \(.*\)\. Fix: check that the file is complete"
+    ):
         perfmodel.calibrate(damaged)
 
 
@@ -374,3 +376,19 @@ def test_the_calibration_figure_refuses_what_fit_link_refuses_and_takes_a_preset
             plotting.calibration(sizes, times, "ib-ndr")
     ax = plotting.calibration([1e6, 1e7], [0.05, 0.3], "ib-ndr")
     assert [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()] == ["measured", "ib-ndr"]
+
+
+def test_a_taken_name_is_told_to_replace_with_the_flag_alone(tmp_path):
+    """'(--replace True; on the command line --replace)': a switch takes no value."""
+    env = dict(PERFMODEL_CONFIG_DIR=str(tmp_path / "config"))
+    first = _cli("calibrate", "dataset:perftest-ib-hdr", "--name", "ours", "--save", "--out", "a", cwd=tmp_path, **env)
+    assert first.returncode == 0, first
+    again = _cli("calibrate", "dataset:perftest-ib-hdr", "--name", "ours", "--save", "--out", "b", cwd=tmp_path, **env)
+    assert again.returncode == 2 and again.stderr.strip().endswith("replace it explicitly (--replace)."), again
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_float_beyond_range_is_not_told_to_be_written_as_inf_where_inf_is_refused(tmp_path):
+    done = _cli("ttft", "dataset:azure-code-2023", "--model", "llama-3.1-8b", "--link", "ib-ndr",
+                "--prefill-tokens-per-s", "1e400", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "write a smaller number (or inf, where the flag takes no limit)" in done.stderr

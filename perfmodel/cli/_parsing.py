@@ -129,11 +129,14 @@ def flag_float(text: str) -> float:
     >>> flag_float("1e400")
     Traceback (most recent call last):
     ...
-    perfmodel.cli._parsing.UsageError: '1e400' is beyond a float's range (about 1.8e308): write inf for no limit
+    perfmodel.cli._parsing.UsageError: '1e400' is beyond a float's range (about 1.8e308): write a smaller number (or inf, where the flag takes no limit)
     """
     value = float(text)
     if math.isinf(value) and "inf" not in str(text).lower():
-        raise UsageError(f"{str(text).strip()!r} is beyond a float's range (about 1.8e308): write inf for no limit")
+        raise UsageError(
+            f"{str(text).strip()!r} is beyond a float's range (about 1.8e308): write a smaller number (or inf, "
+            "where the flag takes no limit)"
+        )
     return value
 
 
@@ -540,6 +543,8 @@ def command_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
         if not longs or action.dest in (argparse.SUPPRESS, "help", "debug") or action.dest in flags:
             continue
         flags[action.dest] = longs[0]
+        if isinstance(action, argparse._StoreTrueAction):  # a switch: name=True is the flag alone
+            flags[f"{action.dest}=True"] = longs[0]
         for choice in action.choices or ():  # (a value outside the choices is not this flag's: said as the API's)
             flags[f"{action.dest}={choice}"] = f"{longs[0]} {choice}"
     if "skip_bad_lines" in flags:  # a reader's errors='skip' is this switch

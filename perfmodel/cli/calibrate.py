@@ -12,7 +12,7 @@ import numpy as np
 from ..calibration import FIT_FROM_BYTES
 from ..inputs.words import count
 from ._draw import save
-from ._parsing import UsageError, data_file, one_line_warnings, output_path, table_options
+from ._parsing import UsageError, data_file, in_flags, one_line_warnings, output_path, table_options
 
 #: The model's inputs that turn a table's prompt lengths into bytes and messages (flags from the input table).
 CALIBRATE_FLAGS = ("kv_cache_dtype", "tp", "decode_tp", "scope", "block_size", "kv_layout")
@@ -159,7 +159,8 @@ def _saved(name: str, path: Path | None) -> str:
     try:
         check_link_name(name)
     except InputError as refused:
-        return f"(not saved as a preset; --save would refuse --name {name}: {refused.problem}. Fix: {refused.fix})"
+        fix = in_flags(refused.fix, {"replace=True": "--save --replace"})  # (the API's words, as flags)
+        return f"(not saved as a preset; --save would refuse --name {name}: {refused.problem}. Fix: {fix})"
     return f"(not saved as a preset: add --save to use it as --link {shlex.quote(key)})"
 
 

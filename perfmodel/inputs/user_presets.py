@@ -541,7 +541,7 @@ def _check_free_in(data: dict[str, Any], path: Path, kind: str, name: str, *, bu
             f"{KINDS[kind]} name",
             f"a user {KINDS[kind]} {taken[0]!r} exists already in "
             f"{path}" + (f" (from {source})" if isinstance(source, str) and source else ""),
-            "choose another name, or replace it explicitly (replace=True; on the command line --replace)",
+            "choose another name, or replace it explicitly (replace=True)",
         )
     if taken:
         _check_ours(section, taken, path, kind)
