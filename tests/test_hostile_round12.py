@@ -392,3 +392,41 @@ def test_a_float_beyond_range_is_not_told_to_be_written_as_inf_where_inf_is_refu
     done = _cli("ttft", "dataset:azure-code-2023", "--model", "llama-3.1-8b", "--link", "ib-ndr",
                 "--prefill-tokens-per-s", "1e400", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and "write a smaller number (or inf, where the flag takes no limit)" in done.stderr
+
+
+def test_a_bucket_bound_written_twice_in_two_spellings_is_refused(tmp_path):
+    """le="0.1" and le="0.10" are one bound: a histogram of both was read, and its quantiles from it."""
+    scrape = tmp_path / "metrics.txt"
+    scrape.write_text(
+        "# TYPE vllm:nixl_xfer_time_seconds histogram\n"
+        'vllm:nixl_xfer_time_seconds_bucket{le="0.1"} 2.0\n'
+        'vllm:nixl_xfer_time_seconds_bucket{le="0.10"} 3.0\n'
+        'vllm:nixl_xfer_time_seconds_bucket{le="+Inf"} 4.0\n'
+        "vllm:nixl_xfer_time_seconds_count 4.0\n"
+        "vllm:nixl_xfer_time_seconds_sum 0.3\n"
+    )
+    with pytest.raises(InputError, match=r'le="0.10"\}: appears twice'):
+        perfmodel.read_engine_metrics(scrape)
+
+
+def test_a_compressed_scrape_is_read_through_and_a_damaged_one_named(tmp_path):
+    """A gzipped scrape was refused as 'a binary file', with no word of its compression."""
+    import gzip
+
+    text = (
+        "# TYPE vllm:nixl_xfer_time_seconds histogram\n"
+        'vllm:nixl_xfer_time_seconds_bucket{le="0.1"} 2.0\n'
+        'vllm:nixl_xfer_time_seconds_bucket{le="+Inf"} 4.0\n'
+        "vllm:nixl_xfer_time_seconds_count 4.0\n"
+        "vllm:nixl_xfer_time_seconds_sum 0.3\n"
+    )
+    (tmp_path / "m.txt").write_text(text)
+    (tmp_path / "m.txt.gz").write_bytes(gzip.compress(text.encode()))
+    plain, packed = (perfmodel.read_engine_metrics(tmp_path / name) for name in ("m.txt", "m.txt.gz"))
+    pd.testing.assert_frame_equal(plain, packed)  # (NaN where NaN)
+    (tmp_path / "bad.txt.gz").write_bytes(b"xx")
+    with pytest.raises(InputError, match=r"bad.txt.gz: could not be read as gzip"):
+        perfmodel.read_engine_metrics(tmp_path / "bad.txt.gz")
+    (tmp_path / "m.bin").write_bytes(gzip.compress(text.encode()))
+    with pytest.raises(InputError, match=r"a binary file, not text \(a compressed one: name it with its suffix"):
+        perfmodel.read_engine_metrics(tmp_path / "m.bin")

@@ -73,9 +73,19 @@ def text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") ->
     path = Path(path_or_text)
     if path.is_dir():
         raise InputError(str(path), "a directory, not a file", "give the file itself")
-    data = path.read_bytes()  # (a missing file: OSError, said in one line by the command)
+    from ..ground.tables import compression_of, open_input
+
+    compression = compression_of(path)  # (a scrape or result saved compressed, as its suffix says: read through)
+    try:
+        with open_input(path, compression) as stream:  # (a missing file: OSError, said in one line by the command)
+            data = stream.read()
+    except (EOFError, ValueError, OSError) as error:
+        if compression is None or (isinstance(error, OSError) and error.filename):
+            raise
+        raise InputError(str(path), f"could not be read as {compression} ({error})", "check that the file is "
+                         "complete and compressed as its name says") from None  # fmt: skip
     if b"\x00" in data[:4096]:
-        raise refuse_format(str(path), "a binary file, not text")
+        raise refuse_format(str(path), "a binary file, not text (a compressed one: name it with its suffix, .gz)")
     try:
         return str(path), data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -172,6 +182,14 @@ def _unsaid(error: Exception, text: str) -> str:
     return f"prometheus_client's parser raised {type(error).__name__} with no message"
 
 
+def _bound(text: str) -> object:
+    """A bucket's bound or a quantile as the number it writes (text that is no number: itself)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def metrics_frame(where: str, text: str) -> pd.DataFrame:
     """The text of a scrape (from ``where``) as :func:`perfmodel.engines.read_engine_metrics` returns it: one row
     per metric and label set, each checked."""
@@ -182,7 +200,8 @@ def metrics_frame(where: str, text: str) -> pd.DataFrame:
         renamed = family.type == "counter" and family.name in plain  # (the parser added _total: taken off again)
         for sample in family.samples:
             name = sample.name.removesuffix("_total") if renamed else sample.name
-            key = (name, tuple(sorted(sample.labels.items())))
+            labels = {k: (_bound(v) if k in ("le", "quantile") else v) for k, v in sample.labels.items()}
+            key = (name, tuple(sorted(labels.items())))  # (a bound by its number: le="0.1" and le="0.10" are one)
             if key in seen:
                 raise InputError(
                     f"{where}: {name}{{{_labels_text(sample.labels)}}}",
