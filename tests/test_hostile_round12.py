@@ -430,3 +430,12 @@ def test_a_compressed_scrape_is_read_through_and_a_damaged_one_named(tmp_path):
     (tmp_path / "m.bin").write_bytes(gzip.compress(text.encode()))
     with pytest.raises(InputError, match=r"a binary file, not text \(a compressed one: name it with its suffix"):
         perfmodel.read_engine_metrics(tmp_path / "m.bin")
+
+
+def test_one_scrape_given_twice_is_refused_not_counted_twice(tmp_path):
+    scrape = tmp_path / "m.txt"
+    scrape.write_text("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n")
+    (tmp_path / "again.txt").symlink_to(scrape)
+    for files in (["m.txt", "m.txt"], ["m.txt", "again.txt"]):
+        done = _cli("measured", *files, cwd=tmp_path)
+        assert done.returncode == 2 and "is given twice" in done.stderr and "give each file once" in done.stderr, done

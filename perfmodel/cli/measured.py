@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,13 @@ def _measured(args: argparse.Namespace) -> int:
 
     if (args.model is None) != (args.link is None):
         raise UsageError("the model beside the measurements needs --model and --link (give both, or neither)")
+    seen: dict[str, str] = {}
+    for path in args.files:  # (one file twice would count its means and its requests twice)
+        key = os.path.realpath(path)
+        if key in seen:
+            also = "" if seen[key] == str(path) else f" (also as {seen[key]})"
+            raise UsageError(f"{path} is given twice{also}: give each file once")
+        seen[key] = str(path)
     kinds = [detect(path) for path in args.files]
     if args.benchmark_run is not None and "benchmark" not in kinds:
         raise UsageError("--run selects a run of a benchmark file, and no FILE given is one")
