@@ -386,7 +386,30 @@ def delay_files(
                 raise result
             total.merge(result)
         total.raise_if_invalid()
+        _one_schema(files, [stage / n for n in names])  # (before the parts are moved in: all or nothing)
     return total.rows
+
+
+def _one_schema(files: list[Path], parts: list[Path]) -> None:
+    """Refuse parts of different columns (input files of different columns): one Parquet dataset holds one schema,
+    and a reader of the folder would drop or mix the columns that differ."""
+    import pyarrow.parquet as pq
+
+    first = None
+    for file, part in zip(files, parts):
+        if not part.exists():  # (an empty input writes no part)
+            continue
+        names = pq.read_schema(part).names
+        if first is None:
+            first = (file, names)
+        elif names != first[1]:
+            differ = sorted(set(names) ^ set(first[1])) or ["the order of the columns"]
+            raise InputError(
+                str(file),
+                f"has other columns than {first[0]} ({', '.join(map(str, differ))}), and one output folder of Parquet "
+                "parts holds one set of columns",
+                "run the files of each set of columns apart, or give them the same columns",
+            )
 
 
 def _check_parts_folder(target: Path, names: list[str], inputs: list[Any]) -> None:

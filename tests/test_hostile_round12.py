@@ -299,7 +299,7 @@ def test_a_generic_tables_token_count_above_2_53_is_refused_as_the_other_readers
     assert perfmodel.read_trace(table)["num_input_tokens"].tolist() == [2**53, 100]
 
 
-def test_a_bool_is_no_request_rate_and_workers_and_bins_are_whole_numbers():
+def test_a_bool_is_no_request_rate_and_workers_and_bins_are_whole_numbers(ax):
     trace = perfmodel.synthetic_trace(20, rate_per_s=5, seed=0)
     with pytest.raises(InputError, match=r"request_rate_per_s \(in the grid's .*\): must be a finite rate > 0"):
         perfmodel.ttft_grid(trace, link="ib-ndr", model="llama-3.1-8b", request_rate_per_s=[True, 1], progress=False)
@@ -316,8 +316,8 @@ def test_a_bool_is_no_request_rate_and_workers_and_bins_are_whole_numbers():
     replay = perfmodel.replay_handoffs(trace, "ib-ndr", "llama-3.1-8b", contention="fifo")
     for bins in (-1, 1.5, "10"):
         with pytest.raises(InputError, match=r"^bins: "):
-            plotting.link_timeline(replay, bins=bins)
-    ax = plotting.link_timeline(replay, bins=4)  # (a short replay with bins asked for: they are drawn)
+            plotting.link_timeline(replay, bins=bins, ax=ax)
+    ax = plotting.link_timeline(replay, bins=4, ax=ax)  # (a short replay with bins asked for: they are drawn)
     assert ax.get_legend() is not None
 
 
@@ -360,7 +360,7 @@ def test_a_damaged_table_of_measurements_is_named_with_what_to_check(tmp_path):
         perfmodel.calibrate(damaged)
 
 
-def test_the_calibration_figure_refuses_what_fit_link_refuses_and_takes_a_presets_name():
+def test_the_calibration_figure_refuses_what_fit_link_refuses_and_takes_a_presets_name(ax):
     """An empty table raised numpy's zero-size error, mismatched lengths an IndexError, a name an AttributeError."""
     import matplotlib
 
@@ -373,8 +373,8 @@ def test_the_calibration_figure_refuses_what_fit_link_refuses_and_takes_a_preset
         ([1e6, 1e7], [1.0, 0.0], r"measurement 1 \(10000000.0 bytes in 0.0 ms\) is not of bytes > 0 in ms > 0"),
     ):
         with pytest.raises(InputError, match=rf"^calibration: {said}"):
-            plotting.calibration(sizes, times, "ib-ndr")
-    ax = plotting.calibration([1e6, 1e7], [0.05, 0.3], "ib-ndr")
+            plotting.calibration(sizes, times, "ib-ndr", ax=ax)
+    ax = plotting.calibration([1e6, 1e7], [0.05, 0.3], "ib-ndr", ax=ax)
     assert [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()] == ["measured", "ib-ndr"]
 
 
@@ -439,3 +439,14 @@ def test_one_scrape_given_twice_is_refused_not_counted_twice(tmp_path):
     for files in (["m.txt", "m.txt"], ["m.txt", "again.txt"]):
         done = _cli("measured", *files, cwd=tmp_path)
         assert done.returncode == 2 and "is given twice" in done.stderr and "give each file once" in done.stderr, done
+
+
+def test_input_files_of_other_columns_are_refused_before_any_part_is_written(tmp_path):
+    """Parts of different schemas were written: pandas dropped a column and filled another, Dask raised."""
+    (tmp_path / "multi").mkdir()
+    (tmp_path / "multi" / "a.csv").write_text("num_input_tokens,note\n100,a\n200,b\n")
+    (tmp_path / "multi" / "b.csv").write_text("num_input_tokens,other\n100,x\n")
+    done = _cli("delay", "multi/*.csv", "--out", "out", "--workers", "1", "--link", "ib-ndr", "--model",
+                "llama-3.1-8b", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "has other columns than" in done.stderr and "(note, other)" in done.stderr, done
+    assert not (tmp_path / "out").exists()
