@@ -450,3 +450,15 @@ def test_input_files_of_other_columns_are_refused_before_any_part_is_written(tmp
                 "llama-3.1-8b", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and "has other columns than" in done.stderr and "(note, other)" in done.stderr, done
     assert not (tmp_path / "out").exists()
+
+
+def test_cells_that_are_no_number_are_counted_and_a_worker_fix_is_the_flag(tmp_path):
+    (tmp_path / "nn.csv").write_text("arrival_ms,num_input_tokens\n0,100\n1,x\n2,y\n")
+    with pytest.raises(
+        InputError, match=r"line 3, column 'num_input_tokens': 'x' is not a number \(the first of 2 such"
+    ):
+        perfmodel.read_trace(tmp_path / "nn.csv")
+    (tmp_path / "pw.csv").write_text("arrival_ms,num_input_tokens,pw\n0,100,0\n1,100,5\n")
+    done = _cli("ttft", "pw.csv", "--model", "llama-3.1-8b", "--link", "ib-ndr", "--column", "prefill_worker=pw",
+                "--prefill-workers", "2", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "Fix: pass --prefill-workers >= 6 (the largest worker + 1)" in done.stderr, done

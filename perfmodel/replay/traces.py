@@ -635,10 +635,13 @@ def _counts(column: pd.Series, path: Path, errors: str, what: str = "") -> pd.Se
     if errors == "raise" and (column.dtype == object or isinstance(column.dtype, pd.StringDtype)):
         unread = (numbers.isna() & column.notna()).to_numpy()
         if unread.any():
-            i = int(np.argmax(unread))
+            i, many = int(np.argmax(unread)), int(unread.sum())
             text = str(column.iloc[i])
-            raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}", f"{text!r} is {not_a_number(text)}",
-                             "repair the cell, or pass errors='skip' (--skip-bad-lines) to leave such lines out")
+            counted = f" (the first of {many:,} such cells in the column)" if many > 1 else ""
+            raise InputError(f"{path}, {_place(path, i)}, column {column.name!r}",
+                             f"{text!r} is {not_a_number(text)}{counted}",
+                             f"repair {'them' if many > 1 else 'it'}, or pass errors='skip' (--skip-bad-lines) to leave "
+                             "such lines out")  # fmt: skip
     return numbers
 
 

@@ -411,7 +411,8 @@ def _prefill_routing(trace: pd.DataFrame, routing: Any, workers: int) -> tuple[n
                 f"trace column {routing!r}",
                 f"worker {prefill_worker[first]} at row {trace.index[first]!r}"
                 f", beyond the {count(workers, 'prefill worker')}",
-                "pass prefill_workers= at least the largest worker + 1, or give workers from 0",
+                f"pass prefill_workers >= {int(prefill_worker.max()) + 1} (the largest worker + 1), or give workers "
+                "from 0",
             )
         code = 2
     else:
