@@ -45,6 +45,7 @@ from .inputs.table import (
 from .model.models import kv_terms
 from .network.connector import get_connector
 from .network.links import Link, get_link
+from .network.placement import through_nvlink
 from .options import option
 from .replay.summaries import alone_question, highest_upto, least_true, without_coerce_hint
 
@@ -150,7 +151,7 @@ def sweep(progress: bool | None = None, **axes: Any) -> pd.DataFrame:
     _check_fits_in_memory(plan)
     table = plan.rows(0, plan.n, progress=progress)
     scopes = {str(s) for s in np.atleast_1d(np.asarray(axes.get("scope", "rank"), dtype=object))}
-    nvlink = set().union(*(_through_nvlink(c, m, o) for c in plan.clusters for o, _ in plan.options
+    nvlink = set().union(*(through_nvlink(c, m, o) for c in plan.clusters for o, _ in plan.options
                            for m in plan.values.get("model", [1.0])))  # (what each flow crosses: NVLink, or NICs)
     crossing = "both" if len(nvlink) > 1 else "nvlink" if nvlink == {True} else "nic"
     table.attrs["question"] = alone_question(scopes.pop() if len(scopes) == 1 else None, cluster="cluster" in axes,
@@ -418,12 +419,10 @@ def _options_per_combination(given: tuple[str, ...], values: dict[str, Any],
     for chosen in itertools.product(*(values[name] for name in option_axes)):
         option = Options(**dict(zip(option_axes, chosen)))
         for model in values.get("model", []):
-            try:
+            try:  # (an unknown model's name: named as the axis, as a replay names it)
                 kv_terms(model, **option.model_options())
-            except InputError:
-                raise
-            except ValueError as error:  # (an unknown model's name: named as the axis, as a replay names it)
-                raise InputError.of("model", error) from None
+            except ValueError as error:
+                raise error if isinstance(error, InputError) else InputError.of("model", error) from None
         if messages and "model" not in given:  # bytes as numbers: messages per layer need the layers
             _resolve.message_terms(0.0, option.kv_layout, 1.0 if "num_layers" in given else None)
         counted = messages and option.kv_layout != "block"  # (a layout of blocks posts no message per layer)
@@ -620,15 +619,6 @@ def _least_bandwidth(forward: _Forward, tokens: np.ndarray, budget: np.ndarray, 
     return needed
 
 
-def _through_nvlink(cluster: Any, model: Any, options: Options) -> set[bool]:  # (a Cluster)
-    """Whether each flow of the cluster's handoff alone, of one model and options, crosses NVLink (True) or NICs."""
-    from .network.clusters import HeadTerms, alone, head_terms
-
-    terms = HeadTerms(1, float(model)) if isinstance(model, (int, float, np.number)) else head_terms(
-        model, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_degree)
-    return {flow.nvlink for flow in alone(cluster, terms, options.tp, options.decode_tp).flows}
-
-
 def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: np.ndarray, rows: Any) -> np.ndarray:
     """Per row, the least NIC line rate (GB/s) with which the cluster's handoff of ``tokens`` (whole counts) on the
     forward model's ``rows`` meets the budget, settled on the forward model; NaN where no flow crosses a NIC, inf
@@ -642,7 +632,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
     if len({str(m) for m in models}) > 1:
         raise InputError("kv_bytes_per_token", "a cluster's line rate is asked of one model at a time",
                          "ask once per model")
-    if False not in _through_nvlink(base, models[0], forward.options):
+    if False not in through_nvlink(base, models[0], forward.options):
         return np.full(tokens.shape, np.nan)
     top = np.float64(np.inf).view(np.int64)
     rows = np.arange(tokens.size) if isinstance(rows, slice) else rows
@@ -659,9 +649,7 @@ def _nic_line_rate(cluster: Any, forward: _Forward, tokens: np.ndarray, budget: 
     start = np.full(tokens.shape, nic.bandwidth_gb_s).view(np.int64)
     unlimited = dataclasses.replace(base, nic=dataclasses.replace(nic, bandwidth_gb_s=np.inf))
     fixed, nbytes = forward(tokens, unlimited, rows)  # an infinite line rate: the fixed costs remain
-    # (0 bytes need no NIC, nor does an infinite budget: any line rate meets it, 0 its least, as on a link; a budget
-    # within the fixed costs: none)
-    needed = np.where((nbytes == 0) | (budget == np.inf), 0.0, np.inf)
+    needed = np.where((nbytes == 0) | (budget == np.inf), 0.0, np.inf)  # (none needed, as on a link; else none fits)
     search = np.flatnonzero((nbytes > 0) & (fixed < budget) & (budget < np.inf))
     if search.size:
         needed[search] = least_true(start[search], lambda bits, r: at(bits, search[r]), top).view(np.float64)

@@ -392,7 +392,5 @@ def register(sub: Any) -> None:
         "--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping"
     )
     ttft.add_argument("--json", action="store_true", help="print the summary as JSON (not with --rate or --budget-ms)")
-    ttft.add_argument(
-        "--out", type=output_path, metavar="DIR", help="write ttft.csv and summary.json (grid.csv for --rate)"
-    )
+    ttft.add_argument("--out", type=output_path, metavar="DIR", help="write ttft.csv, summary.json (--rate: grid.csv)")
     ttft.set_defaults(run=cmd_ttft)

@@ -484,12 +484,7 @@ def head_terms(model: Any, *, kv_cache_dtype: str | None = None, decode_tp: int 
     """
     from ..model.models import kv_terms
 
-    try:
-        heads = kv_heads(model)
-    except InputError:
-        raise
-    except ValueError as error:  # (an unknown model's name: named as the argument, as on a link)
-        raise InputError.of("kv_bytes_per_token", error) from None
+    heads = kv_heads(model)
     one = kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=heads)
     state = kv_terms(model, kv_cache_dtype=kv_cache_dtype, tp=decode_tp).state_bytes if state_bytes is None \
         else state_bytes

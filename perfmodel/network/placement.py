@@ -141,6 +141,16 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
     GPU's: one head sent from prefill GPU 0 to decode GPU 0, with ``tp=1`` only. Refuses what the cluster
     decides (``scope="group"``, ``overlap="layerwise"``); with ``errors="coerce"`` an unknown model in a
     column is missing."""
+    try:
+        return _route(values, options, errors)
+    except InputError:
+        raise
+    except ValueError as error:  # (an unknown model's name: named as the argument, as on a link)
+        raise InputError.of("kv_bytes_per_token", error) from None
+
+
+def _route(values: dict[str, Any], options: Any, errors: str) -> Route:
+    """:func:`route`, its errors as they come."""
     cluster = get_cluster(values["kv_transfer_bandwidth"])
     refuse_what_it_decides(options)
     model = values["kv_bytes_per_token"]
@@ -174,6 +184,16 @@ def route(values: dict[str, Any], options: Any, errors: str = "raise") -> Route:
         cluster, float(model) if number else _model_key(model), number, options.kv_cache_dtype, tp, decode_tp, state
     )
     return Route(cluster, resolved)
+
+
+def through_nvlink(cluster: Cluster, model: Any, options: Any) -> set[bool]:
+    """Whether each flow of the cluster's handoff alone, of one model (or a number of bytes) and the options of
+    :class:`perfmodel.handoff.Options`, crosses NVLink (True) or NICs (False)."""
+    from .clusters import HeadTerms
+
+    terms = HeadTerms(1, float(model)) if isinstance(model, (int, float, np.number)) else head_terms(
+        model, kv_cache_dtype=options.kv_cache_dtype, decode_tp=options.decode_degree)  # fmt: skip
+    return {flow.nvlink for flow in alone(cluster, terms, options.tp, options.decode_tp).flows}
 
 
 def refuse_model_options(tp: int, decode_tp: int, kv_cache_dtype: Any, column: bool = False) -> None:
