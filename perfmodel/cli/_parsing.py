@@ -129,7 +129,8 @@ def flag_float(text: str) -> float:
     >>> flag_float("1e400")
     Traceback (most recent call last):
     ...
-    perfmodel.cli._parsing.UsageError: '1e400' is beyond a float's range (about 1.8e308): write a smaller number (or inf, where the flag takes no limit)
+    perfmodel.cli._parsing.UsageError: '1e400' is beyond a float's range (about 1.8e308): write a smaller number
+    (or inf, where the flag takes no limit)
     """
     value = float(text)
     if math.isinf(value) and "inf" not in str(text).lower():

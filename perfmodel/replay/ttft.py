@@ -93,10 +93,10 @@ def replay_ttft(
     (``routing``, as :func:`perfmodel.replay_handoffs`), waits there until its prompt and output tokens fit
     (admission), and then hands off its KV cache exactly as the replay does, over links (``contention``
     ``"none"``, ``"fifo"`` on ``links`` links, ``"fair"`` sharing) or a cluster's resources (``"none"`` or
-    ``"fair"``), with prefix caches and every cost. Its first token
-    comes ``decode_step_ms`` after the handoff ends, its last ``num_output_tokens * decode_step_ms`` after it (its
-    first, for 0 output tokens); then its decode memory is freed. The documentation's "TTFT under load" states every rule and the order
-    of events at one instant.
+    ``"fair"``), with prefix caches and every cost. Its first token comes ``decode_step_ms`` after the handoff
+    ends, its last ``num_output_tokens * decode_step_ms`` after it (its first, for 0 output tokens); then its
+    decode memory is freed. The documentation's "TTFT under load" states every rule and the order of events at
+    one instant.
 
     With unbounded memory, no prefill time and ``decode_step_ms=0`` every ``handoff_delay_ms`` is
     :func:`perfmodel.replay_handoffs`' (bit for bit) and ``ttft_ms`` equals it.
