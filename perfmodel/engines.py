@@ -402,6 +402,18 @@ COMPARE_COLUMNS = [
 ]
 
 
+def _refuse_other_options(options: dict[str, Any], model: Any) -> None:
+    """Refuse, as Python refuses keywords and naming :func:`compare_measured`, options that are not the model's
+    (``model``: :func:`perfmodel.handoff_delay_ms`, whose own first three arguments are not options)."""
+    own = {"num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token"}
+    unknown = sorted(set(options) - (set(inspect.signature(model).parameters) - own))
+    if unknown:
+        raise TypeError(
+            f"compare_measured() got unexpected keyword arguments {unknown}: its options are handoff_delay_ms's "
+            "(each handoff alone on the link: no contention, no queue)"
+        )
+
+
 def compare_measured(
     benchmark: pd.DataFrame | None = None,
     metrics: Sequence[pd.DataFrame] = (),
@@ -452,17 +464,7 @@ def compare_measured(
     """
     from .handoff import handoff_delay_ms
 
-    taken = set(inspect.signature(handoff_delay_ms).parameters) - {
-        "num_input_tokens",
-        "kv_transfer_bandwidth",
-        "kv_bytes_per_token",
-    }  # (its own arguments)
-    unknown = sorted(set(options) - taken)
-    if unknown:  # (first, as Python checks keywords, naming this function: the options are handoff_delay_ms's)
-        raise TypeError(
-            f"compare_measured() got unexpected keyword arguments {unknown}: its options are handoff_delay_ms's "
-            "(each handoff alone on the link: no contention, no queue)"
-        )
+    _refuse_other_options(options, handoff_delay_ms)
     if (model is None) != (link is None):
         raise InputError(
             "compare_measured",
