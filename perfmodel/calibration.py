@@ -51,7 +51,7 @@ from .ground.measured_files import read_measured_file, refuse_non_numbers, uniqu
 from .inputs import user_presets as _presets
 from .inputs.words import count
 from .network.fits import SIZE_SPREAD, distinct_points, one_point
-from .network.links import FitReport, Link, check_link_name, fit_link, get_link, save_link
+from .network.links import FitReport, Link, check_link_name, fitted_link, get_link, save_link
 
 __all__ = ["FIT_FROM_BYTES", "Calibration", "Measurements", "calibrate", "read_measurements"]
 
@@ -315,7 +315,7 @@ def calibrate(
                  block_size=block_size, kv_layout=kv_layout)  # fmt: skip
     measurements = dataclasses.replace(_measurements(frame, places, where, **shape), fit_from_bytes=smallest)
     fitted = _fitted(measurements, where)
-    link = fit_link(fitted.nbytes, fitted.measured_ms, n_blocks=fitted.n_blocks, n_messages=fitted.n_messages,
+    link = fitted_link(fitted.nbytes, fitted.measured_ms, n_blocks=fitted.n_blocks, n_messages=fitted.n_messages,
                     name=name, line_rate_gb_s=cap)  # fmt: skip
     said = _warnings(link, fitted, measurements, where, cap)
     for text in said:

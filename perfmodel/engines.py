@@ -618,9 +618,9 @@ def measured_fits(metrics: Sequence[pd.DataFrame] = (), benchmark: pd.DataFrame 
     x, t, d = (np.array(column, dtype=float) for column in zip(*points)) if points else (np.array([]),) * 3
     messages = d if d.size and np.isfinite(d).all() else None
     if distinct_points(x, messages) >= 2:
-        from .network.links import fit_link
+        from .network.links import fitted_link
 
-        link = fit_link(x, t, n_messages=messages, name="nixl-means")
+        link = fitted_link(x, t, n_messages=messages, name="nixl-means")
         assert link.fit is not None  # (a fitted link carries its report)
         notes.append(f"link: fitted to {len(points)} NIXL means (mean bytes, mean transfer time) at "
                      f"{distinct_points(x, messages)} sizes: {link.fit.describe()}; a fit of run means, not of single "

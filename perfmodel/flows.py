@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, check_whole, shown
+from .inputs.coerce import text_number
+from .inputs.resolve import with_connector
 from .inputs.table import INPUTS
 from .kernels.handoff import blocks_of, fixed_ms, messages_of
 from .network.clusters import HeadTerms, alone, bottleneck_of, flow_bytes, flow_terms, head_terms, simulate
@@ -66,7 +68,7 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
                   decode_tp: int | None = None, kv_cache_dtype: str | None = None, state_bytes: float | None = None,
                   latency_ms: float = 0.0, per_message_ms: float = 0.0, per_block_ms: float = 0.0,
                   block_size: int | None = None, blocks_per_message: float = 1, kv_layout: str = "layer_kv",
-                  ) -> pd.DataFrame:
+                  connector: Any = None) -> pd.DataFrame:
     """The flows of one full-prompt handoff alone in a cluster (prefill worker 0 to decode worker 0).
 
     One row per (sub-)flow, in order of source rank, destination rank and sub-flow: who sends
@@ -85,8 +87,9 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
         A :class:`perfmodel.Cluster` or a cluster preset's name.
     kv_bytes_per_token
         A model (preset name, config or path), or a number of bytes (one GPU's, with ``tp=1``).
-    tp, decode_tp, kv_cache_dtype, state_bytes, latency_ms, per_message_ms, per_block_ms, block_size, blocks_per_message, kv_layout
-        As for :func:`perfmodel.handoff_delay_ms` (costs in ms, added to the transport's and links').
+    tp, decode_tp, kv_cache_dtype, state_bytes, latency_ms, per_message_ms, per_block_ms, block_size, blocks_per_message, kv_layout, connector
+        As for :func:`perfmodel.handoff_delay_ms` (costs in ms, added to the transport's and links'; a
+        connector's cost per request and per descriptor added to ``latency_ms`` and ``per_message_ms``).
 
     Returns
     -------
@@ -113,11 +116,15 @@ def handoff_flows(num_input_tokens: int, cluster: Any, kv_bytes_per_token: Any, 
 
     one = _one_value_each(dict(tp=tp, decode_tp=decode_tp, kv_cache_dtype=kv_cache_dtype, state_bytes=state_bytes,
                                latency_ms=latency_ms, per_message_ms=per_message_ms, per_block_ms=per_block_ms,
-                               block_size=block_size, blocks_per_message=blocks_per_message, kv_layout=kv_layout))
-    c, n = get_cluster(cluster), check_whole("num_input_tokens", num_input_tokens)
+                               block_size=block_size, blocks_per_message=blocks_per_message, kv_layout=kv_layout,
+                               connector=connector))
+    read = text_number(num_input_tokens)  # (text reads as the number it holds, as everywhere)
+    c, n = get_cluster(cluster), check_whole("num_input_tokens", num_input_tokens if read is None else read)
     # every input checked through the edge every entry point shares, as handoff_delay_ms checks it
     asked = handoff_delay_ms(n, c, kv_bytes_per_token, **one)
     _bytes_known(asked, state_bytes)
+    costs = with_connector(dict(latency_ms=latency_ms, per_message_ms=per_message_ms, block_size=block_size), connector)
+    latency_ms, per_message_ms = costs.get("latency_ms", latency_ms), costs.get("per_message_ms", per_message_ms)
     shape = ModelShape(kv_cache_dtype=kv_cache_dtype, tp=tp, decode_tp=decode_tp)
     tp, d = shape.tp, shape.decode_degree
     number = isinstance(kv_bytes_per_token, (int, float, np.number)) and not isinstance(kv_bytes_per_token, bool)

@@ -37,6 +37,7 @@ from .inputs.table import (
     ROW_NAMES,
     SWEEP_AXES,
     check_cross,
+    check_inverse_input,
     check_range,
     documented,
     layerwise_overlaps,
@@ -463,11 +464,6 @@ _INVERSE = {"budget_ms": "The handoff's budget (ms >= 0, +inf allowed); broadcas
                       "(``latency_ms``, ``per_block_ms``, ``per_message_ms`` with ``block_size`` and ``kv_layout``, "
                       "``state_bytes``, ``kv_cache_dtype``, ``tp``, ``decode_tp``, ``scope``, ``num_layers``...), "
                       "taken as it takes them."}
-#: Inputs a full-prompt handoff of a completed prefill fixes, and the call's own.
-_NOT_INVERSE = ("num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed", "mode",
-                "destination_missing_tokens", "fallback_delay_ms", "errors", "out", "parallel", "num_threads")
-
-
 class _Forward(NamedTuple):
     """Full-prompt handoffs with one inverse question's inputs, every array broadcast to its rows: the
     forward model the answers are settled on, through the edge's one route."""
@@ -479,9 +475,7 @@ class _Forward(NamedTuple):
     @classmethod
     def of(cls, kv_bytes_per_token: Any, inputs: dict[str, Any], shape: tuple[int, ...]) -> _Forward:
         for name in inputs:
-            if name not in INPUTS or name in _NOT_INVERSE:
-                raise InputError(name, "is not an input of this question (a completed prefill's full-prompt handoff)",
-                                 f"drop {name}, or ask handoff_delay_ms")
+            check_inverse_input(name)
         per_row = {name: _flat(value, shape) for name, value in inputs.items() if name in ROW_NAMES}
         per_token = _flat(kv_bytes_per_token, shape)
         if isinstance(per_token, (int, float, np.number)):  # numbers as a column, as a sweep passes them: the

@@ -24,6 +24,12 @@ def hgx(nics=8):
     return Cluster(nic=Link("nic50", 50.0), nics_per_node=nics, gpus_per_node=8)
 
 
+def within_prompts(rows, block=16):
+    """Drawn rows (arrival, tokens, hash ids, ...) with each request's ids cut to its prompt's blocks of ``block``
+    tokens (the last one partial), as a trace holds them (more ids than blocks are refused)."""
+    return [(r[0], r[1], list(r[2])[: -(-r[1] // block)], *r[3:]) for r in rows]
+
+
 def trace_of(arrivals, tokens, hash_ids=None, block=16):
     frame = pd.DataFrame(
         {"arrival_ms": np.asarray(arrivals, dtype=float), "num_input_tokens": np.asarray(tokens, dtype=np.int64)}
@@ -109,6 +115,7 @@ def test_one_gpu_each_with_one_nic_is_todays_fair_replay_on_it(rows, mode, laten
     """Equal fixed costs only: today's fair replay starts data phases in processing order (a transfer with
     a shorter per-block setup waits for an earlier one's data start; tests/reference_replay.py does the
     same), while a flow on a cluster starts moving when its own fixed costs are paid."""
+    rows = within_prompts(rows)
     trace = trace_of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], block=16)
     nic = Link("nic", 12.5, latency_ms=latency)
     cluster = Cluster(nic=nic, nics_per_node=1, gpus_per_node=1)
@@ -171,6 +178,7 @@ def test_every_request_matches_the_reference_simulation(cluster, heads, data):
         ),
         label="rows",
     )
+    rows = within_prompts(rows)
     column = data.draw(st.booleans(), label="prefill_worker column")
     prefill_ms = data.draw(st.sampled_from([None, 0.0, 0.3, 2.0]), label="layer-wise prefill_ms")
     trace = trace_of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], block=16)

@@ -228,7 +228,7 @@ def test_a_layer_mix_perfmodel_does_not_read_is_refused_naming_its_field(config,
     "change, fragment",
     [
         ({"attn_layer_offset": 8}, r"attn_layer_offset.*8.*smaller than attn_layer_period \(8\)"),
-        ({"attn_layer_offset": None}, "no attn_layer_offset"),
+        ({"attn_layer_offset": None}, "'attn_layer_offset' of jamba: is null"),
         ({"sliding_window": 4096}, r"'sliding_window'.*which of its layers"),
     ],
 )

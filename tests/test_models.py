@@ -42,7 +42,9 @@ def test_presets(name):
 def test_upstream_head_dim_bug_is_not_reproduced():
     config = dict(MODELS["qwen3-32b"])
     assert kv_bytes_per_token(config) == 262_144
-    del config["head_dim"]  # what upstream effectively does: hidden_size // heads = 80
+    del config["head_dim"]  # Qwen3Config's own default is 128: transformers reads the same model
+    assert kv_bytes_per_token(config) == 262_144
+    config["model_type"] = "qwen2"  # a class with no head_dim: hidden_size // heads = 80, as upstream derives it
     assert kv_bytes_per_token(config) == 2 * 64 * 8 * 80 * 2
 
 

@@ -309,7 +309,7 @@ def test_a_node_tries_the_counts_its_switches_can_take():
     for budget in (1.0, 3.5, 50.0):  # none, 8, 4
         answer = required_nics(trace, node, MODEL, budget_ms=budget, contention="none", tp=8)
         assert answer.tried["nics_per_node"].tolist() == [4, 8, 16, 24, 32]
-        with pytest.warns(UserWarning, match=r"cannot take 2 NIC counts per node \(1, 2: .*among 4, 8, 16, 24, 32"):
+        with pytest.warns(UserWarning, match=r"cannot take 2 NIC counts per node \(1: .*; 2: .*among 4, 8, 16, 24, 32"):
             inverse = perfmodel.required_nics_per_node(prompt, node, MODEL, tp=8, budget_ms=budget)
         assert answer.count == float(inverse), (budget, answer.tried)
 

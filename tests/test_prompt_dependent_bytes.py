@@ -75,7 +75,7 @@ def test_proportional_bytes_per_token_is_refused_for_these_models():
         ({"sliding_window": 131072, "use_sliding_window": False}, ["full"] * 4),
         # Qwen2 style: layers from max_window_layers on use the window
         ({"sliding_window": 4096, "use_sliding_window": True, "max_window_layers": 3}, ["full"] * 3 + ["window"]),
-        ({"sliding_window": 4096, "model_type": "gemma2"}, ["window", "full", "window", "full"]),
+        ({"sliding_window": 4096, "model_type": "gemma2", "head_dim": 64}, ["window", "full", "window", "full"]),
         ({"sliding_window": 512, "sliding_window_pattern": 4}, ["window"] * 3 + ["full"]),
         ({"sliding_window": 512}, ["window"] * 4),
         ({"attention_chunk_size": 64}, ["chunk"] * 3 + ["full"]),  # Llama 4's default: every 4th layer global

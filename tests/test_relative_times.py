@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import perfmodel
 from perfmodel import Cluster, Link, Transport, replay_handoffs
 
+from .test_cluster_replay import within_prompts
 from .test_clusters import clusters
 
 SHIFT = 1.7e12
@@ -31,6 +32,7 @@ TIMESTAMPS = ("arrival_ms", "start_ms", "end_ms")
 
 
 def _trace(rows, shift=0.0):
+    rows = within_prompts(rows)
     frame = pd.DataFrame(
         {
             "arrival_ms": np.array([r[0] * ULP for r in rows]) + shift,

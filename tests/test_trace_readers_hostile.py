@@ -88,6 +88,7 @@ def test_the_command_line_honours_column_on_mooncake_and_generic_json_lines(tmp_
     assert code == 0, capsys.readouterr().err
     assert pd.read_csv(tmp_path / "o1" / "replay.csv")["num_input_tokens"].tolist() == [10, 20]
     mooncake = _file(tmp_path, "m2.jsonl", MOONCAKE)
+    flags += ["--hash-block-tokens", "3"]  # (5- and 6-token prompts of 1 and 2 hash ids: ids of 3 tokens or fewer)
     code = main(
         ["trace", str(mooncake), "--column", "num_input_tokens=output_length", *flags, "--out", str(tmp_path / "o2")]
     )

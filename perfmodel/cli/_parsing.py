@@ -307,14 +307,25 @@ COLUMN_ARGUMENTS = tuple(e.name for e in ROW_INPUTS)
 TRACE_FORMATS = ("mooncake", "azure", "csv", "parquet", "jsonl")
 
 
-def trace_format_option(parser: argparse.ArgumentParser) -> None:
-    """``--trace-format``, the trace file's format as :func:`read_trace_file` reads it (``perfmodel trace`` and
-    ``perfmodel ttft`` alike): a file in a format's shape read as the generic table it is."""
+def trace_file_options(parser: argparse.ArgumentParser) -> None:
+    """How :func:`read_trace_file` reads the trace file (``perfmodel trace`` and ``perfmodel ttft`` alike):
+    ``--trace-format``, its format (a file in a format's shape read as the generic table it is), and
+    ``--hash-block-tokens``, the prompt tokens each hash id covers (:func:`perfmodel.read_trace`'s)."""
+    from ..ground.data import MOONCAKE_BLOCK_TOKENS
+
     parser.add_argument(
         "--trace-format",
         choices=TRACE_FORMATS,
         help="the trace file's format (default: detected from its name, a CSV's header and a JSON line's keys); "
         "csv or jsonl reads a file shaped as Azure's or Mooncake's as a generic table, with --column",
+    )
+    parser.add_argument(
+        "--hash-block-tokens",
+        type=positive_int,
+        default=MOONCAKE_BLOCK_TOKENS,
+        metavar="N",
+        help=f"prompt tokens each of a request's hash_ids covers (default: {MOONCAKE_BLOCK_TOKENS}, Mooncake's "
+        "traces; an engine's page size for ids hashed per page)",
     )
 
 
@@ -331,7 +342,8 @@ def read_trace_file(args: argparse.Namespace, command: str, columns: Sequence[st
         try:
             trace = read_trace(args.trace, getattr(args, "trace_format", None),
                                errors="skip" if args.skip_bad_lines else "raise",
-                               columns=column_pairs(args.column, columns) or None)  # fmt: skip
+                               columns=column_pairs(args.column, columns) or None,
+                               hash_block_tokens=args.hash_block_tokens)  # fmt: skip
         except ValueError as error:  # a column not found: the fix is the command line's flag, not Python's columns=
             missing = getattr(error, "missing_columns", None)
             if not missing:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
+from ..errors import InputError
 from ..inputs.table import CLUSTER_FIELDS, INPUTS
 from ._parsing import UsageError, one_line_warnings, plain, value_kind
 
@@ -66,6 +67,15 @@ def _clusters() -> int:
     from ..network.presets import CLUSTERS, SOURCES, user_clusters
 
     clusters = {**CLUSTERS, **user_clusters()}
+    unplaced: dict[str, str] = {}
+
+    def example(name: str, c: Any) -> str:  # (a cluster that cannot place it still listed, and said why below)
+        try:
+            return f"{handoff_delay_ms(32768, c, 'llama-3.1-70b', tp=8, block_size=16):,.4g}"
+        except InputError as error:
+            unplaced[name] = error.problem
+            return "n/a"
+
     rows = [
         {
             "cluster": name,
@@ -76,12 +86,14 @@ def _clusters() -> int:
             "fabric": c.fabric,
             "transport": cast("Transport", c.transport).name,  # (and its transport)
             "paths": _paths_as_found(c),
-            "32k tokens of llama-3.1-70b, TP8 (ms)": handoff_delay_ms(32768, c, "llama-3.1-70b", tp=8, block_size=16),
+            "32k tokens of llama-3.1-70b, TP8, 16-token blocks (ms)": example(name, c),
             "kind": "built-in" if name in CLUSTERS else "user",
         }
         for name, c in clusters.items()
     ]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    for name, problem in unplaced.items():
+        print(f"  n/a: {name}: {problem}")
     print("\nSources:")
     for name, fields in SOURCES.items():
         print(f"  {name}: " + "; ".join(fields.values()))

@@ -27,7 +27,7 @@ from ._parsing import (
     reader,
     table_options,
     trace_file,
-    trace_format_option,
+    trace_file_options,
 )
 from .clusters import FIELD_FLAGS, add_cluster_flags, cluster_of
 
@@ -278,7 +278,7 @@ def register(sub: Any) -> None:
     trace.add_argument("--column", action="append", default=[], metavar="NAME=COLUMN",
                        help="for a generic CSV/Parquet/JSON-lines trace: where arrival_ms, num_input_tokens, num_output_tokens, "
                             "hash_ids and ready_ms (prefill completion, ms or datetime) are (repeatable)")
-    trace_format_option(trace)
+    trace_file_options(trace)
     trace.add_argument("--out", type=output_path, required=True, metavar="DIR")
     trace.add_argument("--format", choices=["csv", "parquet"], default="csv")
     trace.set_defaults(run=cmd_trace)

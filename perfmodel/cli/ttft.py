@@ -24,7 +24,7 @@ from ._parsing import (
     table_options,
     token_count,
     trace_file,
-    trace_format_option,
+    trace_file_options,
 )
 from .clusters import add_cluster_flags, cluster_of
 
@@ -218,8 +218,11 @@ def _setup(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> str:
         parts.append(f"{count(given['prefill_workers'], 'prefill worker')} ({prefill}, routed by {routing})")
     else:
         parts.append(f"{prefill}, routed by {routing}")
+    decode = f"routing: {str(given['routing']).replace('_', ' ')}"
     if args.fewest != "decode_workers":
-        parts.append(count(given["decode_workers"], "decode worker"))
+        parts.append(f"{count(given['decode_workers'], 'decode worker')} ({decode})")
+    else:
+        parts.append(f"decode {decode}")
     for name, side in (("prefill_kv_tokens", "prefill"), ("decode_kv_tokens", "decode")):
         if given[name] is not None:
             parts.append(f"{given[name]:,} KV tokens per {side} worker")
@@ -387,7 +390,7 @@ def register(sub: Any) -> None:
         help="for a generic trace file: where arrival_ms, num_input_tokens, num_output_tokens, prefill_worker, "
         "prefill_ms and hash_ids are (repeatable)",
     )
-    trace_format_option(ttft)
+    trace_file_options(ttft)
     ttft.add_argument(
         "--skip-bad-lines", action="store_true", help="skip malformed lines (reported) instead of stopping"
     )

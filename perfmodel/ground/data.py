@@ -19,6 +19,10 @@ FILES = {
     "perftest-ib-hdr": ("perftest_ib_write_bw_hdr.txt", "perftest"),
 }
 
+#: Prompt tokens per hash id in Mooncake's traces (kvcache-ai/Mooncake's trace format: one id per 512-token block),
+#: the replays' default for a trace that does not say its own (``trace.attrs["hash_block_tokens"]``).
+MOONCAKE_BLOCK_TOKENS = 512
+
 #: How the command line names a dataset where a file goes (``perfmodel trace dataset:mooncake-synthetic``).
 PREFIX = "dataset:"
 

@@ -7,6 +7,7 @@ redirected (tqdm's ``disable=None``), and never drawn for work too small to repo
 from __future__ import annotations
 
 import functools
+from types import TracebackType
 from typing import Any
 
 
@@ -54,13 +55,10 @@ def in_threads(one: Any, items: list[Any], workers: int, *, desc: str, progress:
     [1, 4, 9]
     """
     import concurrent.futures
-    import warnings
-
-    from ..errors import warn
 
     results: list[Any] = [None] * len(items)
     with (
-        warnings.catch_warnings(record=True) as caught,
+        WarningsOnce(),
         concurrent.futures.ThreadPoolExecutor(max_workers=max(min(workers, len(items)), 1)) as pool,
         progress_bar(len(items), unit="configs", desc=desc, progress=progress) as bar,
     ):
@@ -73,6 +71,38 @@ def in_threads(one: Any, items: list[Any], workers: int, *, desc: str, progress:
             for future in futures:
                 future.cancel()
             raise
-    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
-        warn(message, category)
     return results
+
+
+class WarningsOnce:
+    """The warnings given inside the block (by any thread), given again once each (by category and text) at the
+    caller's line as the block ends, also when it raises: a grid checks each configuration on two requests, then
+    replays it on a thread, and each would say the same warning again (the threads' would name the thread pool's
+    line). The caller's filters hold inside (a warning they ignore stays ignored). (A class: its ``__exit__`` is
+    perfmodel's own frame, which :func:`perfmodel.errors.warn` looks past to the caller's line.)
+
+    >>> import warnings
+    >>> from perfmodel.errors import warn
+    >>> with warnings.catch_warnings(record=True) as shown:
+    ...     warnings.simplefilter("always")
+    ...     with WarningsOnce():
+    ...         for _ in range(3):
+    ...             warn("careful")
+    >>> [str(w.message) for w in shown]
+    ['careful']
+    """
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._catching = warnings.catch_warnings(record=True)
+        self._caught = self._catching.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        from ..errors import warn
+
+        self._catching.__exit__(kind, error, trace)
+        for category, message in dict.fromkeys((w.category, str(w.message)) for w in self._caught or ()):
+            warn(message, category)

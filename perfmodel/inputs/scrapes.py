@@ -73,6 +73,13 @@ def text_of(path_or_text: str | os.PathLike[str], name: str = "path_or_text") ->
     path = Path(path_or_text)
     if path.is_dir():
         raise InputError(str(path), "a directory, not a file", "give the file itself")
+    if isinstance(path_or_text, str) and not path.exists():  # (a one-line text read as a path: say how text is told)
+        raise FileNotFoundError(
+            2,
+            "no such file (a str is read as the text itself only when it holds a newline: end a "
+            "one-line text with '\\n')",
+            path_or_text,
+        )
     from ..ground.tables import compression_of, open_input
 
     compression = compression_of(path)  # (a scrape or result saved compressed, as its suffix says: read through)

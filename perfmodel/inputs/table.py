@@ -371,7 +371,8 @@ OPTIONS: tuple[Input, ...] = (
           "``\"coerce\"``: invalid rows (and unknown names) give NaN.", "choice", default="raise",
           choices=choice_names("errors"), group="option", cli="--errors",
           example="coerce"),
-    Input("out", "Optional preallocated float64 array of the result's length to write into.", "option",
+    Input("out", "Optional preallocated float64 array of the result's length to write into (a call that raises "
+          "may have written part of it).", "option",
           default=None, group="option"),
     Input("parallel", "Share the kernel pass between threads (True) or run it in the calling thread (False); "
           "default: shared from the option ``parallel_min_rows`` (:func:`perfmodel.set_options`) rows on when numba's thread count "
@@ -486,6 +487,35 @@ def flags(command: str) -> tuple[str, ...]:
     return tuple(e.name for e in _ORDER if e.cli and takes(e) and e.name not in own)
 #: The per-row inputs' names, in the kernel's order.
 ROW_NAMES: tuple[str, ...] = tuple(entry.name for entry in ROW_INPUTS)
+#: What an inverse question (:func:`perfmodel.required_bandwidth`, :func:`perfmodel.max_tokens_within`) takes
+#: beside its own arguments: handoff_delay_ms's inputs (the row inputs and options), but those a completed
+#: prefill's full-prompt handoff fixes and the call's own.
+INVERSE_INPUTS: frozenset[str] = frozenset(e.name for e in (*ROW_INPUTS, *OPTIONS)) - {
+    "num_input_tokens", "kv_transfer_bandwidth", "kv_bytes_per_token", "worker_type", "completed", "mode",
+    "destination_missing_tokens", "fallback_delay_ms", "errors", "out", "parallel", "num_threads"}
+
+
+def check_inverse_input(name: str) -> None:
+    """Refuse ``name`` given to an inverse question unless it is one of :data:`INVERSE_INPUTS`: the other inputs
+    of the table (a cluster's fields, a replay's options, the aliases of the question's own arguments) were taken
+    and dropped, answering another question.
+
+    >>> check_inverse_input("latency_ms")
+    """
+    if name in INVERSE_INPUTS:
+        return
+    entry = INPUTS.get(name)
+    if entry is not None and entry.group == "cluster_field":
+        fix = (f"give the cluster with it set, e.g. dataclasses.replace(perfmodel.get_cluster('NAME'), {name}=...), "
+               "as the question's cluster")
+    elif entry is not None and entry.alias_of is not None:
+        fix = f"give it as the question's own argument ({entry.alias_of})"
+    else:
+        fix = f"drop {name}; for a trace's handoffs under contention, ask perfmodel.required_nics"
+    raise InputError(name, "is not an input of this question (a completed prefill's full-prompt handoff, alone; "
+                     "it takes what handoff_delay_ms takes)", fix)
+
+
 #: Inputs of each extension group (off together: then compiled out of the kernel).
 GROUPS: dict[str, tuple[Input, ...]] = {
     group: tuple(e for e in ROW_INPUTS if e.group == group) for group in ("block", "layerwise")}

@@ -83,6 +83,10 @@ def _field(
             return int(value)
     if default is not None:
         return default
+    null = [name for name in names if name in config]  # (present, but null: not "has no")
+    if null:
+        raise InputError(f"model config field {null[0]!r}", "is null, and this config needs its value",
+                         f"give {null[0]} a whole number in the config")  # fmt: skip
     raise InputError(
         "model config",
         f"has no {' / '.join(names)}; it has: {', '.join(sorted(config)) or 'no fields'}",
@@ -207,10 +211,27 @@ def layer_kinds(cfg: Mapping[str, Any]) -> list[str]:
     return _layer_mix(cfg)[0]
 
 
+#: Fields by which layers reuse another layer's KV cache (holding none of their own), which perfmodel does not
+#: read: refused where set, never taken for layers that each hold their own.
+_SHARED_KV_FIELDS = {
+    "num_kv_shared_layers": "Gemma 3n's last layers, which reuse an earlier layer's KV cache",
+    "use_cla": "Hunyuan's cross-layer attention (layers sharing one KV cache)",
+}
+
+
 def _layer_mix(cfg: Mapping[str, Any]) -> tuple[list[str], int]:
     """(the kind of every layer, the layers whose Mamba mixer runs beside their attention)."""
     layers = _field(cfg, LAYERS, largest=MOST_LAYERS)
     model_type = str(cfg.get("model_type") or "").lower()
+    shared = next((name for name in _SHARED_KV_FIELDS if cfg.get(name) not in (None, False, 0)), None)
+    if shared is not None:
+        raise InputError(
+            f"model config field {shared!r}",
+            f"{shown(cfg[shared])} gives {_SHARED_KV_FIELDS[shared]}, which perfmodel does not read (its layers would "
+            "be counted as each holding its own)",
+            f"give layer_types with 'none' for each layer that holds no cache of its own, and drop {shared}; or pass "
+            "the model's bytes as numbers (kv_bytes_per_token, state_bytes)",
+        )
     types = cfg.get("layer_types")
     if types is not None:
         kinds = [_LAYER_TYPES[t.lower()] for t in _layer_types(types, layers)]
@@ -514,18 +535,39 @@ def layer_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str | None, tp: int) -> 
     return 2 * max(1, math.ceil(kv_heads / tp)) * head_size(cfg, heads) * dtype_bytes
 
 
+#: transformers' default ``head_dim`` of a model type whose configuration class declares one that
+#: ``hidden_size / num_attention_heads`` need not give (a config without the field is that model as transformers
+#: reads it): ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig`` (256), ``Qwen3Config`` (128), in
+#: ``transformers/models/*/configuration_*.py``. (``Qwen3MoeConfig`` declares none: its head is derived.)
+CLASS_HEAD_DIM = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128}
+
+
+#: The fields a multimodal model's ``text_config`` leaves out when they equal its configuration class's defaults
+#: (transformers saves a sub-config as its difference from them), for the classes whose defaults are known here:
+#: ``Gemma3TextConfig`` (``transformers/models/gemma3/configuration_gemma3.py``; google/gemma-3-4b-it's
+#: text_config gives none of its heads, gemma-3-12b-it's no head_dim).
+TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+                    "head_dim": 256, "sliding_window": 4096},
+}
+
+
 def head_size(cfg: Mapping[str, Any], heads: int) -> int:
-    """The values of one attention head: ``head_dim``, else ChatGLM's ``kv_channels``, else ``hidden_size / heads``;
+    """The values of one attention head: ``head_dim``, else ChatGLM's ``kv_channels``, else the model type's class
+    default (:data:`CLASS_HEAD_DIM`), else ``hidden_size / heads``;
     Zamba 2's shared attention block works on twice the hidden size (``Zamba2Config.attention_head_dim = 2 *
     hidden_size // num_attention_heads``, whatever ``kv_channels`` it saves).
 
     >>> head_size({"hidden_size": 4096}, 32), head_size({"hidden_size": 4096, "kv_channels": 256}, 32)
     (128, 256)
+    >>> head_size({"model_type": "qwen3", "hidden_size": 2560}, 32)  # Qwen3Config's head_dim, not 2560 / 32
+    128
     """
-    if str(cfg.get("model_type")).lower() == "zamba2":
+    model_type = str(cfg.get("model_type")).lower()
+    if model_type == "zamba2":
         width, field = 2 * _field(cfg, _HIDDEN), "2 * hidden_size"
     else:
-        explicit = _field(cfg, ("head_dim", "kv_channels"), default=0)
+        explicit = _field(cfg, ("head_dim", "kv_channels"), default=CLASS_HEAD_DIM.get(model_type, 0))
         if explicit:
             return explicit
         width, field = _field(cfg, _HIDDEN), "hidden_size"

@@ -25,6 +25,7 @@ from ..inputs import user_presets as _presets
 from ..inputs.coerce import one_index, whole_numbers
 from ..inputs.table import INPUTS, check_count, check_option, documented
 from ..inputs.words import count
+from . import layers as _layers
 from .layers import LAYERS, MOST_LAYERS, _field, kv_dtype_bytes, layer_bytes, layer_kinds, state_bytes
 from .presets import MODELS
 
@@ -69,8 +70,9 @@ def model_config(config: ModelConfig) -> dict[str, Any]:
     text = data.get("text_config")
     if isinstance(text, Mapping) and not any(k in data for k in LAYERS):
         dtype: dict[str, Any] = {k: data[k] for k in ("torch_dtype", "dtype") if k in data}
-        data = {**dtype, **text}
+        data = {**dtype, **_layers.TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")).lower(), {}), **text}
     return data
+
 
 
 def _named(text: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..inputs.table import CLUSTER_FIELD, MAX_CLUSTER_TP, MAX_COUNT, MAX_NICS_PE
 from ..inputs.words import count
 from ..kernels import sharing as _sharing
 from ..kernels.handoff import fixed_ms as _fixed_ms
-from .links import MULTIPLE, Link, Transport, get_link, get_transport
+from .links import MULTIPLE, PROFILES, Link, Transport, get_link, get_transport
 from .paths import Flow, Resources, handoff_flow_list, split_heads
 
 # (the rest is the machinery of flows, paths and placement that handoff_flows, the cluster route and the
@@ -193,6 +193,13 @@ class Cluster:
         elif not isinstance(self.transport, Transport):
             raise InputError(where, f"transport {self.transport!r} is not a perfmodel.Transport",
                              "pass a Transport (perfmodel.Transport(...)) or None")
+        nic = cast(Link, self.nic)
+        if nic.name in PROFILES and self.transport != _IDEAL:  # (its efficiency and costs would be paid twice)
+            raise InputError(where, f"nic {nic.name!r} is a transport profile (a NIC with its transport's efficiency "
+                             f"and costs), and transport {cast(Transport, self.transport).name!r} applies a "
+                             "transport again", "pass the NIC itself as nic (a link preset such as 'roce-400g', at the "
+                             f"profile's {nic.bandwidth_gb_s:g} GB/s line rate) with the transport, or nic={nic.name!r} "
+                             "without one")
         domain = _field(where, "nvlink_domain", self.nvlink_domain)
         put(self, "nvlink_domain", domain)
         if domain % g and g % domain:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -212,3 +212,117 @@ def ms_per_byte_floor(line_rate_gb_s: float | None) -> float:
             "pass the NIC's line rate in decimal GB/s (400 Gb/s = 50 GB/s)",
         )
     return 1e-6 / float(line_rate_gb_s)
+
+
+def fit_measured(
+    nbytes: Any, measured_ms: Any, n_blocks: Any, n_messages: Any, line_rate_gb_s: float | None
+) -> tuple[dict[str, Any], FitReport, float]:
+    """:func:`perfmodel.fit_link`'s fit: the link's parameters (``bandwidth_gb_s``, ``latency_ms``,
+    ``per_block_ms``, ``per_message_ms``), its :class:`FitReport` and the best measured throughput (GB/s), the
+    measurements checked first."""
+    x, t, counts = _checked_measurements(nbytes, measured_ms, n_blocks, n_messages)
+    # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
+    terms = {
+        "bandwidth": x,
+        "per-block cost": counts.get("n_blocks"),
+        "per-message cost": counts.get("n_messages"),
+        "latency": np.ones_like(t),
+    }
+    kept: dict[str, np.ndarray] = {}
+    notes = []
+    for term, column in terms.items():
+        if column is None:
+            continue
+        seen = [np.full_like(c, c.mean()) if distinct_points(c) < 2 else c for c in (*kept.values(), column)]
+        scaled = np.column_stack(seen) / t[:, None]  # (a column of one size (SIZE_SPREAD) is as good as constant)
+        if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
+            kept[term] = column
+        else:
+            notes.append(
+                f"the {term} cannot be told apart from the {' and '.join(kept)} on these measurements: held at 0"
+            )
+    # rows divided by t: least squares on the relative error, every parameter >= 0; a line rate bounds the
+    # bandwidth from above, i.e. the ms per byte from below: ms_per_byte = floor + d with d >= 0
+    floor = ms_per_byte_floor(line_rate_gb_s)
+    target = np.ones_like(t) if floor == 0 else 1.0 - floor * x / t
+    solution = dict(zip(kept, nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], target)))
+    if floor:
+        held = solution.get("bandwidth", 0.0) == 0
+        solution["bandwidth"] = solution.get("bandwidth", 0.0) + floor
+        if held:
+            notes.append(f"the bandwidth is held at the line rate, {line_rate_gb_s:g} GB/s")
+    ms_per_byte = solution.get("bandwidth", 0.0)
+    if ms_per_byte <= 0:
+        notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
+    predicted = np.column_stack([cast(np.ndarray, terms[k]) for k in solution]) @ np.array(list(solution.values()))
+    errors = np.abs(predicted - t) / t
+    parameters: dict[str, Any] = {
+        "bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
+        "latency_ms": float(solution.get("latency", 0.0)),
+        "per_block_ms": float(solution.get("per-block cost", 0.0)),
+        "per_message_ms": float(solution.get("per-message cost", 0.0)),
+    }
+    if floor:
+        parameters["bandwidth_gb_s"] = min(parameters["bandwidth_gb_s"], float(cast(float, line_rate_gb_s)))
+    report = FitReport(
+        points=int(x.size),
+        max_relative_error=float(errors.max()),
+        mean_relative_error=float(errors.mean()),
+        note="; ".join(notes),
+        parameters=parameters,
+    )
+    return parameters, report, float((x / t).max()) / 1e6
+
+
+def _checked_measurements(
+    nbytes: Any, measured_ms: Any, n_blocks: Any, n_messages: Any
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """:func:`fit_measured`'s measurements checked: sizes and times (each finite and > 0, one time per size, two
+    distinct points or more) and the counts given, one per measurement."""
+    read = measured_vectors(
+        "fit_link", nbytes=nbytes, measured_ms=measured_ms, n_blocks=n_blocks, n_messages=n_messages
+    )
+    x, t = cast(np.ndarray, read["nbytes"]), cast(np.ndarray, read["measured_ms"])
+    if x.shape != t.shape:
+        raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
+    counts: dict[str, np.ndarray] = {}
+    for label in ("n_blocks", "n_messages"):
+        given = read[label]
+        if given is not None:
+            try:
+                counts[label] = np.broadcast_to(given, x.shape).ravel()
+            except ValueError:
+                raise InputError(
+                    f"fit_link: {label}",
+                    f"{count(np.size(given), 'value')} for {count(x.size, 'measurement')}",
+                    "pass one count per measurement, or one for all",
+                ) from None
+    for label, values in (("nbytes", x), ("measured_ms", t), *counts.items()):
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(
+                f"fit_link: {label}",
+                f"{count(int(bad.sum()), 'value')} not finite and > 0, first at position {i}: {float(values[i])!r}",
+                "drop failed or empty measurements",
+            )
+    if distinct_points(x, *counts.values()) < 2:  # (one size written twice, or sizes too close: no bandwidth)
+        raise InputError(
+            "fit_link", one_point("measurement", x), "measure transfers of several sizes (e.g. 1 MB to 1 GB)"
+        )
+    return x, t, counts
+
+
+def fit_warnings(report: FitReport, best_gb_s: float, line_rate_gb_s: float | None) -> tuple[str, ...]:
+    """What a fit of :func:`perfmodel.fit_link` warns of: a measured throughput above the line rate given (the
+    units or the NIC are wrong), and a fit far from its measurements (:meth:`FitReport.far_off`).
+
+    >>> fit_warnings(FitReport(3, 0.02, 0.01), 60.0, 50.0)
+    ('the best measured throughput, 60 GB/s, is above the line rate given, 50 GB/s: check the units (bytes and ms) and the NIC',)
+    """
+    said: tuple[str, ...] = ()
+    if line_rate_gb_s is not None and best_gb_s > line_rate_gb_s:
+        above = f"{best_gb_s:.4g} GB/s, is above the line rate given, {line_rate_gb_s:.4g} GB/s"
+        said += (f"the best measured throughput, {above}: check the units (bytes and ms) and the NIC",)
+    far = report.far_off("check the units (bytes and ms), and that each transfer is one NIC's bytes of one setup")
+    return said + ((far,) if far else ())

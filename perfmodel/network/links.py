@@ -44,7 +44,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -52,8 +52,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..errors import InputError, check_number, check_whole, finite_at_least, shown, warn
 from ..inputs import user_presets as _presets
 from ..inputs.table import nonnegative
-from ..inputs.words import count
-from .fits import FitReport, distinct_points, measured_vectors, ms_per_byte_floor, nonnegative_least_squares, one_point
+from .fits import FitReport, fit_measured, fit_warnings
 from .specs import SPECS as _CLUSTERS
 from .transport import DECLARED, Transport
 
@@ -313,7 +312,7 @@ def transport_profiles() -> dict[str, Link]:
     profiles = {}
     for name, profile in PROFILES.items():
         if profile.line_rate_gb_s is None:
-            fitted = fit_link(*_measured()[name], n_messages=profile.messages, name=name)
+            fitted = fitted_link(*_measured()[name], n_messages=profile.messages, name=name)
             profiles[name] = dataclasses.replace(fitted, source=profile.source)
             continue
         efficiency, per_message, report = _held_fit(name)
@@ -450,6 +449,8 @@ def get_link(link: Link | str) -> Link:
                              f"({', '.join(LINKS)}), a transport profile ({', '.join(PROFILES)}), a multiple such "
                              "as '8x ib-ndr', or a perfmodel.Link; where a link goes, a cluster too (perfmodel "
                              "clusters lists them)")
+    if match and int(match.group(1)) < 1:
+        raise InputError("link", f"{link!r} is {match.group(1)} links", f"give 1 or more, e.g. '1x {base}'")
     return found.times(int(match.group(1))) if match else found
 
 
@@ -694,6 +695,10 @@ def fit_link(
     size, as RDMA benchmarks publish) fits as ``nbytes = count * size``,
     ``measured_ms = nbytes / (gb_s * 1e9) * 1000``, ``n_messages = count``.
 
+    Warns (``UserWarning``, as :func:`perfmodel.calibrate` does) of a measured throughput above
+    ``line_rate_gb_s`` (the units or the NIC are wrong) and of a fit far from its measurements (its largest
+    relative error above 10%).
+
     Parameters
     ----------
     nbytes
@@ -732,67 +737,25 @@ def fit_link(
     >>> pages = fit_link([983e6, 983e6], [20.0, 8.0], n_messages=[30_016, 3_776])  # 16- and 128-token pages
     >>> round(pages.per_message_ms * 1000, 3)  # microseconds per message
     0.457
-    >>> capped = fit_link(nbytes, 0.2 + nbytes / 55e9 * 1000, line_rate_gb_s=50.0)   # 55 GB/s on a 50 GB/s NIC?
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as said:   # 55 GB/s measured on a 50 GB/s NIC?
+    ...     capped = fit_link(nbytes, 0.2 + nbytes / 55e9 * 1000, line_rate_gb_s=50.0)
+    >>> str(said[0].message)
+    'the best measured throughput, 54.4 GB/s, is above the line rate given, 50 GB/s: check the units (bytes and ms) and the NIC'
     >>> capped.bandwidth_gb_s, capped.fit.note
     (50.0, 'the bandwidth is held at the line rate, 50 GB/s')
     """
-    read = measured_vectors("fit_link", nbytes=nbytes, measured_ms=measured_ms, n_blocks=n_blocks, n_messages=n_messages)
-    x, t = cast(np.ndarray, read["nbytes"]), cast(np.ndarray, read["measured_ms"])
-    if x.shape != t.shape:
-        raise InputError("fit_link", f"{x.size} sizes but {t.size} times", "pass one time per measured size")
-    counts = {}
-    for label in ("n_blocks", "n_messages"):
-        given = read[label]
-        if given is not None:
-            try:
-                counts[label] = np.broadcast_to(given, x.shape).ravel()
-            except ValueError:
-                raise InputError(f"fit_link: {label}", f"{count(np.size(given), 'value')} for {count(x.size, 'measurement')}",
-                                 "pass one count per measurement, or one for all") from None
-    for label, values in (("nbytes", x), ("measured_ms", t), *counts.items()):
-        bad = ~(np.isfinite(values) & (values > 0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise InputError(f"fit_link: {label}", f"{count(int(bad.sum()), 'value')} not finite and > 0, first at "
-                             f"position {i}: {float(values[i])!r}", "drop failed or empty measurements")
-    if distinct_points(x, *counts.values()) < 2:  # (one size written twice, or sizes too close: no bandwidth)
-        raise InputError("fit_link", one_point("measurement", x), "measure transfers of several sizes (e.g. 1 MB to 1 GB)")
-    # the terms, simplest first; a term the data cannot tell from those already kept is held at 0 (and said)
-    terms = {"bandwidth": x, "per-block cost": counts.get("n_blocks"), "per-message cost": counts.get("n_messages"),
-             "latency": np.ones_like(t)}
-    kept: dict[str, np.ndarray] = {}
-    notes = []
-    for term, column in terms.items():
-        if column is None:
-            continue
-        seen = [np.full_like(c, c.mean()) if distinct_points(c) < 2 else c for c in (*kept.values(), column)]
-        scaled = np.column_stack(seen) / t[:, None]  # (a column of one size (SIZE_SPREAD) is as good as constant)
-        if np.linalg.matrix_rank(scaled / np.abs(scaled).max(axis=0), tol=1e-9) > len(kept):
-            kept[term] = column
-        else:
-            notes.append(f"the {term} cannot be told apart from the {' and '.join(kept)} on these measurements: "
-                         "held at 0")
-    # rows divided by t: least squares on the relative error, every parameter >= 0; a line rate bounds the
-    # bandwidth from above, i.e. the ms per byte from below: ms_per_byte = floor + d with d >= 0
-    floor = ms_per_byte_floor(line_rate_gb_s)
-    target = np.ones_like(t) if floor == 0 else 1.0 - floor * x / t
-    solution = dict(zip(kept, nonnegative_least_squares(np.column_stack(list(kept.values())) / t[:, None], target)))
-    if floor:
-        held = solution.get("bandwidth", 0.0) == 0
-        solution["bandwidth"] = solution.get("bandwidth", 0.0) + floor
-        if held:
-            notes.append(f"the bandwidth is held at the line rate, {line_rate_gb_s:g} GB/s")
-    ms_per_byte = solution.get("bandwidth", 0.0)
-    if ms_per_byte <= 0:
-        notes.append("the time does not grow with the bytes on these measurements: the bandwidth is unlimited")
-    predicted = np.column_stack([cast(np.ndarray, terms[k]) for k in solution]) @ np.array(list(solution.values()))
-    errors = np.abs(predicted - t) / t
-    parameters: dict[str, Any] = {"bandwidth_gb_s": float(1e-6 / ms_per_byte) if ms_per_byte > 0 else np.inf,
-                  "latency_ms": float(solution.get("latency", 0.0)),
-                  "per_block_ms": float(solution.get("per-block cost", 0.0)),
-                  "per_message_ms": float(solution.get("per-message cost", 0.0))}
-    if floor:
-        parameters["bandwidth_gb_s"] = min(parameters["bandwidth_gb_s"], float(cast(float, line_rate_gb_s)))
-    report = FitReport(points=int(x.size), max_relative_error=float(errors.max()),
-                       mean_relative_error=float(errors.mean()), note="; ".join(notes), parameters=parameters)
+    parameters, report, best_gb_s = fit_measured(nbytes, measured_ms, n_blocks, n_messages, line_rate_gb_s)
+    for text in fit_warnings(report, best_gb_s, line_rate_gb_s):
+        warn(text)
+    return Link(name or "fitted", **parameters, max_relative_error=report.max_relative_error, fit=report)
+
+
+def fitted_link(
+    nbytes: ArrayLike, measured_ms: ArrayLike, *, n_blocks: ArrayLike | None = None,
+    n_messages: ArrayLike | None = None, name: str | None = None, line_rate_gb_s: float | None = None,
+) -> Link:
+    """:func:`fit_link` without its warnings, for the package's own fits: of shipped tables, and of
+    :func:`perfmodel.calibrate`, which says its own (in the table's words)."""
+    parameters, report, _ = fit_measured(nbytes, measured_ms, n_blocks, n_messages, line_rate_gb_s)
     return Link(name or "fitted", **parameters, max_relative_error=report.max_relative_error, fit=report)

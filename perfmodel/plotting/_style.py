@@ -255,6 +255,11 @@ def default_hue(df: pd.DataFrame, x: str) -> str | None:
     candidates = [c for c in varying if not df.duplicated([x, c]).any()]
     if candidates:
         return candidates[0]
+    keys = [x, *varying]
+    if df.duplicated(keys).any():  # (rows repeated, not axes mixed: said as such)
+        raise ValueError(
+            f"delay_vs_tokens: rows repeat the same {keys}. Fix: drop the repeated rows, e.g. df.drop_duplicates({keys})"
+        )
     raise ValueError(
         f"delay_vs_tokens: several columns vary ({varying}), so one line per value of one of them "
         f"would mix the others. Fix: pass hue= one of them and select one value of the rest, e.g. "

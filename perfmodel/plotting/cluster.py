@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ..errors import check_whole
+from ..errors import InputError, check_whole
 from ._style import axes_or_current, line_styles
 from .replay import delay_cdf
 
@@ -47,6 +47,8 @@ def resource_utilisation(replay: pd.DataFrame, *, top: int = 6, ax: Axes | None 
     """
     top = check_whole("top", top, smallest=1)
     found = replay.attrs.get("utilisation")
+    if not found and replay.attrs.get("cluster") is not None and replay.attrs.get("contention") == "fair":
+        raise InputError("resource_utilisation", "the replay has no handoffs to draw", "replay a trace of requests")
     if not found:
         raise ValueError(
             "plot needs a replay on a cluster with contention='fair' (attrs['utilisation']). "

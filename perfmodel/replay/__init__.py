@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole
-from ..ground.progress import in_threads
+from ..ground.progress import WarningsOnce, in_threads
 from ..inputs import resolve as _resolve
 from ..inputs import table as _inputs
 from ..inputs.codes import choice_names
@@ -489,14 +489,15 @@ def replay_grid(
     import os as _os
 
     check_choice("keep", keep, choice_names("keep"))
-    workers = _os.cpu_count() or 1 if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
-    prepared, configs = grid_plan(trace, axes, ready_ms)
-    names = list(configs[0])
+    workers = (_os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
 
     def one(config: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         return grid_row(prepared, config, keep_requests=keep == "requests")
 
-    results = in_threads(one, configs, workers, desc="replay grid", progress=progress)
+    with WarningsOnce():  # (each configuration's, said once: its check on two requests and its replay say the same)
+        prepared, configs = grid_plan(trace, axes, ready_ms)
+        results = in_threads(one, configs, workers, desc="replay grid", progress=progress)
+    names = list(configs[0])
     summary = grid_frame(configs, [stats for stats, _ in results])
     if keep == "summary":
         return summary

@@ -93,6 +93,18 @@ def _finite(cluster: Any) -> None:
             )
 
 
+def _sized(cluster: Any) -> None:
+    """Warn of an oversubscribed rail fabric whose size is the placement's (``nodes`` unset, the contract's rule
+    5): its leaf uplinks grow with the workers a replay places, so replays of other worker counts (a grid, a
+    sizing question) price other fabrics, even handoffs alone."""
+    if cluster.fabric == "rail" and cluster.oversubscription > 1 and cluster.nodes is None:
+        warn(
+            f"cluster {cluster.name!r}: its leaf uplinks carry (NICs on a leaf) x line rate / "
+            f"{cluster.oversubscription:g}, and with nodes unset a leaf holds one NIC per node the replay places: "
+            "replays of other worker counts price other fabrics. Give the cluster's size, nodes=N, to fix it"
+        )
+
+
 #: The columns of a row of the replay's table of terms (:class:`perfmodel.kernels.replay.Requests`' ``kv_terms``) that
 #: :func:`perfmodel.kernels.handoff.messages_of` takes, in its order: full, window, chunk and state messages; window
 #: and chunk tokens.
@@ -355,6 +367,7 @@ def cluster_inputs(
 
     cluster = get_cluster(cluster_spec)
     _finite(cluster)
+    _sized(cluster)
     block_size, decode_workers, capacity = c.block_size, c.decode_workers, c.decode_cache_blocks
     prefill_workers = check_count("prefill_workers", c.prefill_workers, optional=True)
     tp = check_count("tp", c.tp)

@@ -145,6 +145,7 @@ def prepare_trace(trace: pd.DataFrame, *, ready_ms: Any = None) -> PreparedTrace
         )  # fmt: skip
         _ready_after_arrival(trace, ready, arrival)
     blocks, offsets, n_unique = _flat_hashes(trace)
+    _ids_within_prompts(trace, tokens, offsets, hash_block_tokens)
     if n_unique >= 2**31:  # the caches keep block ids in 32 bits
         raise InputError(
             "trace column 'hash_ids'",
@@ -176,6 +177,25 @@ def byte_column(nbytes: np.ndarray, whole: bool | None = None) -> np.ndarray:
     """
     whole = bool(np.all(nbytes == np.floor(nbytes))) if whole is None else whole
     return nbytes.astype(np.int64) if whole and bool((nbytes < 2.0**53).all()) else nbytes
+
+
+def _ids_within_prompts(trace: pd.DataFrame, tokens: np.ndarray, offsets: np.ndarray, hash_block_tokens: int) -> None:
+    """Refuse a request with more hash ids than its prompt has blocks of ``hash_block_tokens`` tokens (the last
+    one partial): its ids stand for smaller blocks (an engine's pages), and each read as ``hash_block_tokens``
+    tokens would make every shared prefix far longer than it is. Fewer ids (a prompt hashed in part) are kept."""
+    ids = np.diff(offsets)
+    most = -(-tokens // hash_block_tokens)
+    over = ids > most
+    if over.any():
+        i = int(np.argmax(over))
+        raise InputError(
+            "trace column 'hash_ids'",
+            f"request {trace.index[i]!r} has {ids[i]:,} hash ids for a prompt of {tokens[i]:,} tokens: at "
+            f"{hash_block_tokens:,} tokens per id (the trace's hash_block_tokens) it has at most {most[i]:,} "
+            f"({count(int(over.sum()), 'request')} with too many ids)",
+            "give the tokens each id covers, hash_block_tokens=N: where the trace is read (read_trace), or in "
+            "trace.attrs of a DataFrame made by hand",
+        )
 
 
 def _flat_hashes(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:

@@ -157,10 +157,14 @@ def buildable(
     if not built and skipped:
         raise skipped[0][1]
     if skipped:  # (never tried: an answer of none says only that none of the others meets the budget)
+        why: dict[str, list[str]] = {}  # (each reason once, with the counts it refused)
+        for c, refusal in skipped:
+            why.setdefault(refusal.problem, []).append(str(c))
+        reasons = "; ".join(f"{', '.join(refused)}: {problem}" for problem, refused in why.items())
         warn(
-            f"{question}: cluster {name!r} cannot take {count_of(len(skipped), 'NIC count')} per node "
-            f"({', '.join(str(c) for c, _ in skipped)}: {skipped[0][1].problem}), so they were not tried; the "
-            f"answers are among {', '.join(str(c) for c, _ in built)}, and {none} means none of those meets the budget"
+            f"{question}: cluster {name!r} cannot take {count_of(len(skipped), 'NIC count')} per node ({reasons}), "
+            f"so they were not tried; the answers are among {', '.join(str(c) for c, _ in built)}, and {none} means "
+            "none of those meets the budget"
         )
     return built
 

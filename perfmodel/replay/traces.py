@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import InputError, check_whole, not_a_number, warn
+from ..ground.data import MOONCAKE_BLOCK_TOKENS
 from ..inputs.codes import choice_names
 from ..inputs.coerce import check_errors, non_numeric_kind
 from ..inputs.words import count
@@ -40,7 +41,6 @@ __all__ = ["read_trace", "synthetic_trace"]
 # the old constant, MAX_REQUESTS, reads it with a warning)
 __getattr__ = deprecated_constant("perfmodel.replay.traces", {"MAX_REQUESTS": "max_synthetic_requests"})
 
-MOONCAKE_BLOCK_TOKENS = 512
 _CANONICAL = ("arrival_ms", "num_input_tokens", "num_output_tokens")
 #: The columns a generic table may have too, kept under these names: when each prefill completed, the prefill
 #: worker each request ran on (as :func:`perfmodel.replay_ttft` and a cluster's replay read it), each request's

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import InputError, check_choice, check_whole, shown
 from ..inputs.coerce import edge_values
-from ..inputs.resolve import axis_labels
+from ..inputs.resolve import axis_labels, axis_values
 from ..inputs.table import CLUSTER_FIELDS
 from ..network.placement import is_cluster
 from ..options import option
@@ -110,10 +110,8 @@ def _configs(axes: dict[str, Any]) -> list[dict[str, Any]]:
         )
     no_series_axes("ttft_grid", axes)
     axes = edge_values(axes)
-    listed = {name: list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v] for name, v in axes.items()}
+    listed = {name: axis_values("ttft_grid", name, v) for name, v in axes.items()}  # (a range too, as sweeps take)
     for name, values in listed.items():
-        if not values:
-            raise InputError(f"ttft_grid: {name}", "no values", "give each axis at least one value")
         axis_labels("ttft_grid", name, values)  # (a value given twice, in any spelling, would replay twice: refused)
     size = math.prod(len(v) for v in listed.values())
     most = option("max_grid_configs")
@@ -176,11 +174,12 @@ def ttft_grid(
     >>> bool(grid["p99_ms"].is_monotonic_increasing)
     True
     """
-    from ..ground.progress import in_threads
+    from ..ground.progress import WarningsOnce, in_threads
 
-    prepared, configs = grid_plan(trace, axes)
-    workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
-    rows = in_threads(lambda c: grid_summary(prepared, c), configs, workers, desc="ttft grid", progress=progress)
+    with WarningsOnce():  # (each configuration's, said once: its check on two requests and its replay say the same)
+        prepared, configs = grid_plan(trace, axes)
+        workers = (os.cpu_count() or 1) if num_threads is None else check_whole("num_threads", num_threads, smallest=1)
+        rows = in_threads(lambda c: grid_summary(prepared, c), configs, workers, desc="ttft grid", progress=progress)
     return grid_table(configs, rows)
 
 
@@ -205,12 +204,12 @@ def grid_plan(trace: pd.DataFrame, axes: dict[str, Any]) -> tuple[PreparedTrace,
     """A TTFT grid's prepared trace and configurations (the last axis fastest), every value checked on two
     requests first, so that a bad one fails at once (here, not on a thread or a Dask worker)."""
     closed = axes.get("concurrency")
-    closed = closed if isinstance(closed, (list, tuple, np.ndarray, pd.Series)) else [closed]
+    closed = axis_values("ttft_grid", "concurrency", closed)
     if "request_rate_per_s" in axes and any(v is not None for v in closed):
         raise InputError(
             "request_rate_per_s",
             "scales the trace's arrival times, which a closed loop (concurrency=) ignores",
-            "vary concurrency for a closed loop, or drop concurrency= to vary the request rate",
+            "vary concurrency for a closed loop, or drop concurrency to vary the request rate",
         )
     configs = _configs(axes)
     if len({c.get("prefill_workers") for c in configs}) > 1:
@@ -337,7 +336,7 @@ def max_rate_for_ttft(
     """
     _question_keywords("max_rate_for_ttft", inputs, "request_rate_per_s")
     if inputs.get("concurrency") is not None:
-        raise InputError("concurrency", "a closed loop sets its own rate", "drop concurrency= to ask for a rate")
+        raise InputError("concurrency", "a closed loop sets its own rate", "drop concurrency to ask for a rate")
     budget = _budget(ttft_budget_ms)
     check_percentile(percentile)
     if not (isinstance(relative_tolerance, numbers.Real) and 1e-9 <= relative_tolerance <= 1):
