@@ -953,7 +953,8 @@ def test_required_nics_per_node_says_which_counts_it_could_not_try():
     answer inf read "even 4 NICs per GPU are too slow" though 8 was the most tried."""
     down = Cluster(nic="roce-400g", nics_per_node=8, gpus_per_node=8, nics_down=(3,))
     with pytest.warns(
-        UserWarning, match=r"cannot take 5 NIC counts per node \(1: nics_down.*a node has 1 .*; 2: .*a node has 2 .*; 16: .*among 4, 8"
+        UserWarning,
+        match=r"cannot take 5 NIC counts per node \(1: nics_down.*a node has 1 .*; 2: .*a node has 2 .*; 16: .*among 4, 8",
     ):
         got = perfmodel.required_nics_per_node(32768, down, LLAMA_70B, tp=8, budget_ms=30)
     assert np.isinf(got).all()

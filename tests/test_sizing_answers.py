@@ -109,7 +109,9 @@ def test_striped_over_a_link_of_several_nics_counts_nics():
 
 def test_required_nics_says_which_counts_a_cluster_cannot_take():
     trace = pm.synthetic_trace(100, 40, seed=0)
-    with pytest.warns(UserWarning, match=r"^required_nics: cluster 'cluster' cannot take 2 NIC counts per node \(1: .*; 2: "):
+    with pytest.warns(
+        UserWarning, match=r"^required_nics: cluster 'cluster' cannot take 2 NIC counts per node \(1: .*; 2: "
+    ):
         answer = required_nics(trace, pm.Cluster(**PCIE), "llama-3.1-70b", budget_ms=50, contention="fair", tp=8)
     assert answer.tried["nics_per_node"].tolist() == [4, 8, 16, 24, 32]
 

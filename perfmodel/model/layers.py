@@ -547,8 +547,14 @@ CLASS_HEAD_DIM = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128}
 #: ``Gemma3TextConfig`` (``transformers/models/gemma3/configuration_gemma3.py``; google/gemma-3-4b-it's
 #: text_config gives none of its heads, gemma-3-12b-it's no head_dim).
 TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {"hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
-                    "head_dim": 256, "sliding_window": 4096},
+    "gemma3_text": {
+        "hidden_size": 2304,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+    },
 }
 
 
