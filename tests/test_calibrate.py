@@ -208,6 +208,7 @@ def _reference_fit(nbytes: np.ndarray, measured: np.ndarray, cap: float) -> floa
     return best
 
 
+@pytest.mark.filterwarnings("ignore:the fit is far:UserWarning", "ignore:the best measured throughput:UserWarning")
 @settings(max_examples=40, deadline=None)
 @given(
     bandwidth=st.floats(5.0, 200.0),
@@ -264,6 +265,7 @@ def test_errors_by_size_are_the_links_own_predictions_for_every_row():
     assert table["fitted"].tolist() == (m.nbytes >= 65536).tolist()
 
 
+@pytest.mark.filterwarnings("ignore:the fit is far:UserWarning", "ignore:the best measured throughput:UserWarning")
 def test_the_default_fit_is_fit_link_over_the_transfers_of_64_kib_and_more():
     fitted = calibrate(DATA / "ib_write_bw_hdr.txt")
     m = fitted.measurements

@@ -102,6 +102,7 @@ def _tables(shared_data: Path):
             yield name, engine, nbytes, measured, messages, nominal or float(part["measured_gb_s"].max())
 
 
+@pytest.mark.filterwarnings("ignore:the fit is far:UserWarning", "ignore:the best measured throughput:UserWarning")
 def test_fitted_links_describe_published_transfers_where_line_rate_does_not(shared_data):
     fits = 0
     for _name, engine, nbytes, measured, messages, nominal in _tables(shared_data):

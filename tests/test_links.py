@@ -114,6 +114,7 @@ def test_fit_errors(nbytes, times, fragment):
         fit_link(nbytes, times)
 
 
+@pytest.mark.filterwarnings("ignore:the fit is far:UserWarning", "ignore:the best measured throughput:UserWarning")
 def test_fit_never_returns_a_negative_parameter():
     # unconstrained least squares would give a negative latency here; the constrained fit holds it at 0
     link = fit_link([1e6, 2e6, 4e6], [1.0, 3.0, 7.0])
