@@ -369,3 +369,56 @@ def test_delay_vs_tokens_says_rows_repeat_when_they_do(ax):
     with pytest.raises(ValueError, match=r"rows repeat the same \['num_input_tokens', 'kv_transfer_bandwidth'\]"):
         pp.delay_vs_tokens(pd.concat([df, df]), ax=ax)
     pp.delay_vs_tokens(df, ax=ax)
+
+
+# --- sizing answers say what they answer (helper E) ----------------------------------------------------------
+
+
+def test_required_nics_says_the_tp_degree_and_the_counts_asked_for():
+    """TP1 and TP8 answers shared one text; counts=[1, 3] answered '3 links' as if 2 had been tried."""
+    azure = perfmodel.datasets.load("azure-code-2023")
+    tp8 = perfmodel.required_nics(azure, "ib-ndr", M70, budget_ms=60, contention="fifo", tp=8)
+    assert "at TP8 over one link whole" in str(tp8)
+    gappy = perfmodel.required_nics(azure, "ib-ndr", M70, budget_ms=60, contention="fifo", counts=[1, 3])
+    assert str(gappy).endswith("at TP1 over one link whole, N among 1, 3: 3 links")
+    with pytest.raises(InputError, match="nics_per_node: is what required_nics searches on a cluster"):
+        perfmodel.required_nics(azure.head(20), HGX, M70, budget_ms=60, contention="fair", tp=8, nics_per_node=4)
+
+
+def test_a_search_says_each_warning_of_its_replays_once():
+    """8 replays of required_nics said 'no hash_ids' 8 times, and max_rate_for_ttft 13 times."""
+    import warnings
+
+    azure = perfmodel.datasets.load("azure-code-2023").head(300)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        perfmodel.required_nics(azure, "ib-ndr", M70, budget_ms=50, contention="fifo", mode="destination_missing")
+    assert len([w for w in shown if "no hash_ids" in str(w.message)]) == 1
+    assert all(w.filename == __file__ for w in shown)
+
+
+def test_fewest_for_ttft_stops_where_a_sized_cluster_holds_no_more_workers():
+    """It raised the placement's error for a count never asked for (2 decode workers on 2 nodes with a prefill)."""
+    import dataclasses
+
+    two = dataclasses.replace(perfmodel.get_cluster(HGX), nodes=2, nics_per_node=1)
+    trace = perfmodel.synthetic_trace(60, 20, seed=0)
+    with pytest.warns(UserWarning, match="of 2 nodes holds at most 1 decode worker here"):
+        answer = perfmodel.fewest_for_ttft(trace, "decode_workers", ttft_budget_ms=1e-3, link=two, model=M70, tp=8,
+                                           prefill_tokens_per_s=400_000, contention="fair")  # fmt: skip
+    assert answer is None
+
+
+def test_perfmodel_ttft_names_the_handoff_it_prices(tmp_path):
+    ran = _cli("ttft", "dataset:mooncake-synthetic", "--model", "llama-3.1-70b", "--link", "ib-ndr", "--tp", "8",
+               "--prefill-tokens-per-s", "400000", "--contention", "fifo", "--out", "t", cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "handoffs of llama-3.1-70b at TP8 over ib-ndr:" in ran.stdout + ran.stderr
+
+
+def test_perfmodel_trace_says_when_it_shows_part_of_the_configurations(tmp_path):
+    ran = _cli("trace", "dataset:azure-code-2023", "--model", "llama-3.1-70b", "--tp", "8", "--link", "ib-ndr",
+               "--contention", "fifo", "--grid", "links=1,2,3,4,5,6,7,8", "--budget-ms", "50", "--out", "g",
+               cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "(the first 5 shown; all 8 in" in ran.stdout

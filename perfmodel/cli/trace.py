@@ -187,6 +187,8 @@ def _trace_grid(args: argparse.Namespace, trace: Any, config: dict[str, Any], ax
                   + (", the smallest first (numbers ascending, names in the order given):" if len(meeting) else ""))
             if len(meeting):
                 print(meeting[shown].head(5).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+            if len(meeting) > 5:  # (the rest in the grid's table)
+                print(f"(the first 5 shown; all {len(meeting)} in {out / names[0]})")
             if len(counts) == 1 and all(len(v) == 1 for k, v in axes.items() if k != counts[0]):
                 print(_fewest(grid, counts[0], budget, question))
     print(f"\nwrote {out / names[0]} and {out / names[1]}")

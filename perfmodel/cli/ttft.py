@@ -231,9 +231,19 @@ def _setup(args: argparse.Namespace, trace: Any, config: dict[str, Any]) -> str:
     if where is None and contention != "none" and args.fewest != "links":
         where = count(given["links"], "link")
     words = CONTENTION_WORDS[choice_code("contention", contention)]
-    parts.append(f"handoffs: {words}" + (f" ({where})" if where else ""))
+    parts.append(f"handoffs of {_handoff_words(args, given)}: {words}" + (f" ({where})" if where else ""))
     parts.append(f"{given['decode_step_ms']:g} ms per output token")
     return ", ".join(parts)
+
+
+def _handoff_words(args: argparse.Namespace, given: dict[str, Any]) -> str:
+    """What each handoff moves and over what, in words: the model (or bytes per token), its TP degrees, the link
+    (or bandwidth; a cluster is said with the contention)."""
+    what = args.model if args.model is not None else f"{args.kv_bytes_per_token:,g} bytes per token"
+    tp, decode_tp = given.get("tp") or 1, given.get("decode_tp")
+    degrees = f"TP{tp}" + (f" to TP{decode_tp}" if decode_tp not in (None, tp) else "")
+    over = args.link if args.link is not None else None if args.bandwidth is None else f"{args.bandwidth:g} GB/s"
+    return f"{what} at {degrees}" + (f" over {over}" if over is not None else "")
 
 
 def _prefill_words(trace: Any, prefill_ms: float | None, rate: float | None) -> str:

@@ -106,3 +106,28 @@ class WarningsOnce:
         self._catching.__exit__(kind, error, trace)
         for category, message in dict.fromkeys((w.category, str(w.message)) for w in self._caught or ()):
             warn(message, category)
+
+
+def says_each_warning_once(function: Any) -> Any:
+    """``function`` run inside :class:`WarningsOnce`: a question that replays a trace many times (a search over
+    counts or rates) says each of its replays' warnings once, at its caller's line.
+
+    >>> from perfmodel.errors import warn
+    >>> import warnings
+    >>> @says_each_warning_once
+    ... def search():
+    ...     for _ in range(8):
+    ...         warn("no hash_ids")
+    >>> with warnings.catch_warnings(record=True) as shown:
+    ...     warnings.simplefilter("always")
+    ...     search()
+    >>> len(shown)
+    1
+    """
+
+    @functools.wraps(function)
+    def once(*args: Any, **kwargs: Any) -> Any:
+        with WarningsOnce():
+            return function(*args, **kwargs)
+
+    return once

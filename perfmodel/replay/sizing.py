@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, check_choice, check_flag, check_whole, shown, warn
+from ..ground.progress import says_each_warning_once
 from ..inputs.codes import choice_code, choice_names
 from ..inputs.words import count as count_of
 from ..options import renamed_keywords
@@ -226,7 +227,7 @@ def _candidates(
     scope: str,
 ) -> tuple[str, str, list[tuple[int, dict[str, Any]]], str, str]:
     """(axis, unit, [(count, the replay's keywords)], where the transfers go, the bytes each carries)."""
-    bytes_of = bytes_words(scope, False)
+    bytes_of = bytes_words(scope, False) + f" at TP{tp}"  # (one rank's bytes at TP1 are the whole model's)
     from ..network.links import Link, get_link
     from ..network.placement import get_cluster, is_cluster
 
@@ -274,6 +275,7 @@ def _candidates(
 
 
 @renamed_keywords(percent="percentile")
+@says_each_warning_once
 def required_nics(
     trace: pd.DataFrame,
     link: Any,
@@ -340,7 +342,7 @@ def required_nics(
     (2, 'links')
     >>> print(answer)
     p99 of per-request handoff delays within 200 ms, replayed over N separate 'ib-ndr' links, transfers queued
-    first come first served on each link, one rank's bytes of each request (scope rank) over one link whole: 2 links
+    first come first served on each link, one rank's bytes of each request (scope rank) at TP1 over one link whole: 2 links
     >>> required_nics(trace, "ib-ndr", "llama-3.1-70b", budget_ms=200, contention="none").count  # each alone
     1
     """
@@ -355,6 +357,9 @@ def required_nics(
     for name in ("link", "links", "kv_transfer_bandwidth", "model", "kv_bytes_per_token", "contention"):
         if name in replay_options:
             raise InputError(name, "is set by required_nics itself", f"drop {name}=...")
+    if "nics_per_node" in replay_options:  # (the count it varies on a cluster, as links on links: refused)
+        raise InputError("nics_per_node", "is what required_nics searches on a cluster",
+                         "drop nics_per_node, or give the counts to try as counts=")  # fmt: skip
     check_keywords("required_nics", {name: v for name, v in replay_options.items() if name != "ready_ms"})
     scope = str(replay_options.get("scope", "rank"))
     axis, unit, options, over, carried = _candidates(link, counts, striped, int(replay_options.get("tp", 1)), scope)
@@ -386,6 +391,7 @@ def required_nics(
         budget_ms=float(budget_ms),
         contention=contention,
         scope="cluster" if axis == "nics_per_node" else scope,
-        question=_question(percentile, budget_ms, contention, carried, over),
+        question=_question(percentile, budget_ms, contention, carried, over)
+        + ("" if counts is None else f", N among {', '.join(str(c) for c in tried[axis])}"),  # (the counts asked for)
         tried=tried,
     )

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, check_choice, check_whole, shown
+from ..errors import InputError, check_choice, check_whole, shown, warn
+from ..ground.progress import says_each_warning_once
+from ..inputs import words as _words
 from ..inputs.coerce import edge_values
 from ..inputs.resolve import axis_labels, axis_values
 from ..inputs.table import CLUSTER_FIELDS
@@ -284,6 +286,7 @@ def _p99(prepared: PreparedTrace, config: dict[str, Any], percentile: float) -> 
     return float(percentile_ms(ttft, [percentile])[0])
 
 
+@says_each_warning_once
 def max_rate_for_ttft(
     trace: pd.DataFrame,
     *,
@@ -361,6 +364,7 @@ def max_rate_for_ttft(
     return MaxRate(low, "found", tried)
 
 
+@says_each_warning_once
 def fewest_for_ttft(
     trace: pd.DataFrame,
     count_of: str = "prefill_workers",
@@ -427,7 +431,9 @@ def fewest_for_ttft(
         )
     if count_of == "prefill_workers":
         fixed_workers(trace, [inputs.get("prefill_routing")], "count_of")
-    counts: Sequence[int] = _nic_counts(inputs, most) if count_of == "nics_per_node" else range(1, most + 1)  # (lazy)
+    counts: Sequence[int] = (
+        _nic_counts(inputs, most) if count_of == "nics_per_node" else range(1, _held(inputs, count_of, most) + 1)
+    )  # (lazy)
     if count_of == "links" and str(inputs.get("contention", "none")).lower() == "none":
         counts = [1]  # (each handoff alone: any count of links gives the TTFT of one, exactly; 1 is the fewest)
     p99 = lambda count: _p99(prepared, {**inputs, count_of: count}, percentile)  # noqa: E731
@@ -476,6 +482,40 @@ def _nic_counts(inputs: dict[str, Any], most: int) -> list[int]:
             f"{most} leaves no NIC count per node that cluster {cluster.name!r} can be built with ({error.problem})",
             f"pass most >= {larger[0]}",
         ) from None
+
+
+def _held(inputs: dict[str, Any], count_of: str, most: int) -> int:
+    """The most workers (``count_of``: prefill or decode) up to ``most`` that the cluster of ``inputs`` holds when its
+    size is fixed (``nodes``), said in a warning when fewer than ``most``: a larger count is not placed, so not
+    tried (None then means no count that fits keeps the budget). ``most`` without a cluster of fixed size."""
+    from ..network.placement import get_cluster
+    from .cluster import with_cluster
+
+    given = inputs.get("cluster", inputs.get("link", inputs.get("kv_transfer_bandwidth")))
+    if count_of not in ("prefill_workers", "decode_workers") or given is None or np.ndim(given) != 0:
+        return most
+    if not is_cluster(given):
+        return most
+    spec = with_cluster(inputs).get("kv_transfer_bandwidth")
+    cluster = get_cluster(spec) if spec is not None and np.ndim(spec) == 0 and is_cluster(spec) else None
+    if cluster is None or cluster.nodes is None:
+        return most
+    tp, decode_tp = inputs.get("tp", 1), inputs.get("decode_tp")
+    workers = {"prefill_workers": inputs.get("prefill_workers", 1), "decode_workers": inputs.get("decode_workers", 1)}
+    fits = lambda k: _builds(lambda n: cluster.placement(tp, decode_tp, **{**workers, count_of: n}), k)  # noqa: E731
+    if not fits(1):
+        return most  # (the replay says why, in its own words)
+    low, high = 1, most  # (placement is monotone in the count: the most that fits, by bisection)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    if low < most:
+        warn(
+            f"fewest_for_ttft: cluster {cluster.name!r} of {_words.count(cluster.nodes, 'node')} holds at most "
+            f"{_words.count(low, count_of.replace('_', ' ')[:-1])} here, so larger counts were not tried; None means no count "
+            f"up to {low} keeps the budget (give the cluster more nodes to try more)"
+        )
+    return low
 
 
 def _builds(build: Any, count: int) -> bool:
