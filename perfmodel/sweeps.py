@@ -549,8 +549,9 @@ def required_bandwidth(num_input_tokens: ArrayLike, kv_bytes_per_token: Any, *, 
     step either way in ~7% of cases). A fractional count (a curve's) needs the answers of the whole counts around it
     in proportion, ``(1 - f) * at(floor) + f * at(ceil)``, on a link and on a cluster alike: never outside them, so
     a curve through fractional counts passes every whole count's answer. Inputs broadcast like numpy arrays;
-    ``kv_bytes_per_token`` may be a model preset name, config or path, or an array of these. 0 bytes need 0 GB/s; a
-    budget at or below the fixed costs cannot be met by any bandwidth (``inf``). Scalars in, a numpy scalar out.
+    ``kv_bytes_per_token`` may be a model preset name, config or path, or an array of these. 0 bytes need 0 GB/s, as does an
+    infinite budget (any bandwidth above 0 meets it); a budget at or below the fixed costs cannot be met by any
+    bandwidth (``inf``). Scalars in, a numpy scalar out.
 
     Parameters
     ----------

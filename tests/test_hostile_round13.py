@@ -422,3 +422,12 @@ def test_perfmodel_trace_says_when_it_shows_part_of_the_configurations(tmp_path)
                cwd=tmp_path)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert "(the first 5 shown; all 8 in" in ran.stdout
+
+
+def test_fewest_links_without_contention_says_one_replay_answered(tmp_path):
+    """It said it had searched 1..4,096 links, where one replay (each handoff alone) answered every count."""
+    ran = _cli("ttft", "dataset:azure-code-2023", "--model", "llama-3.1-70b", "--link", "ib-ndr",
+               "--prefill-tokens-per-s", "20000", "--contention", "none", "--budget-ms", "100", "--fewest", "links",
+               cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "any count of links gives the TTFT of one, replayed once" in ran.stdout

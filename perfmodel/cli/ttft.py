@@ -282,6 +282,9 @@ def _question(args: argparse.Namespace, trace: Any, config: dict[str, Any], setu
             tried = f"1..{MOST:,} {many}"
         said = f"{answer}" if answer is not None else f"none of {tried} (even the most tried misses it)"
         searched = f"of {tried}, each tried from the fewest up: no monotonicity assumed"
+        if args.fewest == "links" and str(config.get("contention", "none")) == "none":  # (one replay answers all)
+            searched = f"of {tried}: each handoff alone, so any count of links gives the TTFT of one, replayed once"
+            said = f"{answer}" if answer is not None else f"none of {tried} (the one replay misses it)"
         return [f"p99 TTFT: of {setup}\n", f"the fewest {many} ({searched}) with {budget}: {said}"]
     rate = max_rate_for_ttft(trace, ttft_budget_ms=args.budget_ms, **config)
     low, high = rate.tried_per_s
